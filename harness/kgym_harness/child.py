@@ -1,0 +1,374 @@
+"""One evaluation child: loads a task and a candidate, runs the stages and
+reports raw facts to the C supervisor, one JSON object per line on the
+protocol socket (docs/protocol.md).
+
+The child decides nothing: it says what happened (exceptions with their
+frames, per-variant comparison facts, per-call times) and C turns that into
+stages, a verdict, a reward and feedback.  Each stage is bracketed by
+``{"type": "stage", "status": "begin"}`` and an end message so that the
+supervisor can enforce per-stage time limits from outside.
+"""
+
+import ast
+import importlib.util
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+
+class Channel:
+    """JSON lines over the protocol socket."""
+
+    def __init__(self, fd):
+        self.sock = socket.socket(fileno=fd)
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, obj):
+        data = json.dumps(obj, default=_json_default, allow_nan=False) + "\n"
+        self.sock.sendall(data.encode())
+
+    def recv(self):
+        line = self.reader.readline()
+        if not line:
+            raise EOFError("the supervisor closed the protocol socket")
+        return json.loads(line)
+
+
+def _json_default(value):
+    try:
+        return float(value)
+    except Exception:
+        return str(value)
+
+
+def _finite(x):
+    """JSON has no NaN/Infinity: report them as strings."""
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return str(x)
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def describe_exception(exc):
+    """The exception as facts: type, message and every frame of the chain."""
+    frames = []
+    seen = set()
+    cur = exc
+    chain = []
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    # Innermost cause last: the candidate's own line is usually deepest.
+    for item in reversed(chain):
+        for fs in traceback.extract_tb(item.__traceback__):
+            frames.append({"file": fs.filename, "line": fs.lineno, "function": fs.name,
+                           "code": (fs.line or "")[:300]})
+    compile_error = False
+    try:
+        from triton.compiler.errors import CompilationError
+
+        compile_error = any(isinstance(e, CompilationError) for e in chain)
+    except Exception:
+        pass
+    message = str(exc)
+    if len(message) > 4000:
+        message = message[:2000] + "\n...\n" + message[-1500:]
+    root = chain[-1] if chain else exc
+    return {
+        "type": type(exc).__name__,
+        "module": type(exc).__module__,
+        "message": message,
+        "cause_type": type(root).__name__ if root is not exc else None,
+        "cause_message": str(root)[:2000] if root is not exc else None,
+        "frames": frames[-40:],
+        "triton_compile": compile_error,
+    }
+
+
+class StageFailed(Exception):
+    pass
+
+
+class Evaluation:
+    def __init__(self, chan, job):
+        self.chan = chan
+        self.job = job
+        self.device = job.get("device", "cpu")
+
+    # -- stage bracketing -------------------------------------------------
+    def stage(self, name, fn):
+        self.chan.send({"type": "stage", "stage": name, "status": "begin"})
+        t0 = time.perf_counter()
+        try:
+            detail, data = fn()
+        except StageFailed as exc:
+            self.chan.send({"type": "stage", "stage": name, "status": "fail",
+                            "ms": (time.perf_counter() - t0) * 1e3,
+                            "detail": str(exc.args[0]), "error": exc.args[1] if len(exc.args) > 1 else None})
+            raise
+        except BaseException as exc:  # noqa: BLE001 — everything the candidate raises is data
+            self.chan.send({"type": "stage", "stage": name, "status": "fail",
+                            "ms": (time.perf_counter() - t0) * 1e3,
+                            "detail": f"{type(exc).__name__}: {str(exc)[:500]}",
+                            "error": describe_exception(exc)})
+            raise StageFailed(name) from exc
+        self.chan.send({"type": "stage", "stage": name, "status": "ok",
+                        "ms": (time.perf_counter() - t0) * 1e3, "detail": detail,
+                        "data": _finite(data)})
+
+    # -- stages -------------------------------------------------------------
+    def parse(self):
+        with open(self.job["candidate"], "rb") as f:
+            self.source = f.read()
+        try:
+            self.tree = ast.parse(self.source, filename=self.job["candidate"])
+        except SyntaxError as exc:
+            raise StageFailed(f"SyntaxError: {exc.msg} (line {exc.lineno})", {
+                "type": "SyntaxError", "module": "builtins", "message": exc.msg,
+                "frames": [{"file": self.job["candidate"], "line": exc.lineno or 0,
+                            "function": "<module>", "code": (exc.text or "").rstrip()[:300]}],
+                "triton_compile": False})
+        return "", {"lines": self.source.count(b"\n") + 1}
+
+    def static(self):
+        model_new = None
+        kernels = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.ClassDef) and node.name == "ModelNew" and node in self.tree.body:
+                model_new = node
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for dec in node.decorator_list:
+                    target = dec.func if isinstance(dec, ast.Call) else dec
+                    name = ast.unparse(target)
+                    if name in ("triton.jit", "jit", "tl.jit", "triton.language.jit"):
+                        kernels.append({"name": node.name, "line": node.lineno})
+                        break
+        facts = {"model_new": model_new is not None, "kernels": kernels,
+                 "model_new_line": model_new.lineno if model_new else None}
+        if model_new is None:
+            raise StageFailed("the module defines no top-level `class ModelNew`", None)
+        if not kernels:
+            raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton", None)
+        names = ", ".join(k["name"] for k in kernels)
+        return f"{len(kernels)} @triton.jit kernel(s): {names}", facts
+
+    def compile(self):
+        import torch
+
+        from . import tasks
+
+        path = self.job["candidate"]
+        spec = importlib.util.spec_from_file_location("kgym_candidate", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kgym_candidate"] = module
+        spec.loader.exec_module(module)
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            raise StageFailed("ModelNew is not a subclass of torch.nn.Module", None)
+        self.candidate_cls = cls
+        budget = self.job.get("tiny_budget") or 4096
+        sizes = tasks.plan_sizes(self.task, budget)
+        self.tiny = tasks.Variant(name="tiny", sizes=sizes, seed=int(self.job.get("seed", 42)),
+                                  transform="none", dtype=None,
+                                  description=f"tiny sizes (≤{budget} elements per tensor)")
+        init, _inputs = tasks.build(self.task, self.tiny, self.device)
+        tasks.construct(cls, init, self.tiny.seed, self.device)
+        return "", {"tiny_sizes": sizes}
+
+    def tiny_run(self):
+        result = self.run_variant(self.tiny)
+        if result["status"] == "candidate_raised":
+            raise StageFailed(result["error"]["type"] + ": " + result["error"]["message"][:300],
+                              result["error"])
+        return "", result
+
+    def correctness(self):
+        from . import tasks
+
+        half = self.job.get("half") or []
+        variants = tasks.make_variants(self.task, self.device, self.job.get("budget"),
+                                       half_precision=half, base_seed=int(self.job.get("seed", 42)))
+        wanted = self.job.get("variants")
+        if wanted:
+            variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
+        self.variants = variants
+        ran = 0
+        for v in variants:
+            result = self.run_variant(v)
+            self.chan.send(dict(result, type="variant"))
+            if result["status"] == "candidate_raised":
+                raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
+            ran += 1
+        return f"{ran} variants ran", {"variants": [v.name for v in variants]}
+
+    def timing(self):
+        import torch
+
+        from . import tasks
+
+        base = self.variants[0]
+        init, inputs = tasks.build(self.task, base, self.device)
+        ref = tasks.construct(self.task.Model, init, base.seed, self.device)
+        cand = tasks.construct(self.candidate_cls, init, base.seed, self.device)
+        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
+        cfg = self.job.get("timing") or {}
+        warmup, iters = int(cfg.get("warmup", 5)), int(cfg.get("iters", 20))
+        ref_ms, cand_ms = [], []
+        with torch.no_grad():
+            for _ in range(warmup):
+                ref(*inputs)
+                cand(*cand_inputs)
+            torch.cuda.synchronize()
+            for _ in range(iters):
+                for model, args, out in ((ref, inputs, ref_ms), (cand, cand_inputs, cand_ms)):
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    torch.cuda.synchronize()
+                    start.record()
+                    model(*args)
+                    torch.cuda.synchronize()  # work left on side streams is counted
+                    end.record()
+                    end.synchronize()
+                    out.append(start.elapsed_time(end))
+        self.chan.send({"type": "timing", "reference_ms": ref_ms, "candidate_ms": cand_ms,
+                        "gpu": torch.cuda.get_device_name(), "sizes": base.sizes})
+        return f"{iters} calls each", {}
+
+    # -- one variant: reference, then candidate, then facts -------------------
+    def run_variant(self, v):
+        import torch
+
+        from . import compare, tasks
+
+        facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
+                 "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
+        init, inputs = tasks.build(self.task, v, self.device)
+        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
+        try:
+            ref = tasks.construct(self.task.Model, init, v.seed, self.device)
+            if v.dtype:
+                ref = ref.to(getattr(torch, v.dtype))
+            with torch.no_grad():
+                ref_out = ref(*inputs)
+            ok, reason = compare.reference_ok(ref_out)
+        except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
+            ok, reason = False, f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
+        if not ok:
+            facts["status"] = "reference_failed"
+            facts["reason"] = reason
+            return facts
+        try:
+            cand = tasks.construct(self.candidate_cls, init, v.seed, self.device)
+            if v.dtype:
+                cand = cand.to(getattr(torch, v.dtype))
+            _poison_allocator(ref_out)
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                cand_out = cand(*cand_inputs)
+            if self.device.startswith("cuda"):
+                torch.cuda.synchronize()
+            facts["candidate_ms"] = (time.perf_counter() - t0) * 1e3
+        except Exception as exc:  # noqa: BLE001 — everything the candidate raises is data
+            facts["status"] = "candidate_raised"
+            facts["error"] = describe_exception(exc)
+            return facts
+        if v.dtype:
+            atol, rtol = compare.tolerances(getattr(torch, v.dtype))
+        else:
+            atol = self.job.get("atol")
+            rtol = self.job.get("rtol")
+            if atol is None or rtol is None:
+                d_atol, d_rtol = compare.tolerances(_first_dtype(ref_out))
+                atol = d_atol if atol is None else atol
+                rtol = d_rtol if rtol is None else rtol
+        facts["atol"], facts["rtol"] = atol, rtol
+        facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
+        return facts
+
+    def run(self):
+        from . import tasks
+
+        try:
+            self.task = tasks.load_task(self.job["task"])
+        except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
+            self.chan.send({"type": "task_error", "error": describe_exception(exc)})
+            return
+        stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
+                  ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
+        if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
+            stages.append(("timing", self.timing))
+        for name, fn in stages:
+            try:
+                self.stage(name, fn)
+            except StageFailed:
+                return
+
+
+def _poison_allocator(ref_out):
+    """Leaves NaN-filled blocks of the output's size in the allocator's cache.
+
+    A candidate that allocates its output with torch.empty and leaves part of
+    it unwritten would otherwise often receive a recycled block that happens
+    to hold right values (a freed temporary of the reference), and pass.  The
+    CPU and CUDA allocators both hand out the most recently freed block of a
+    size first, so the candidate's empty output now starts as NaN."""
+    import torch
+
+    outs = ref_out if isinstance(ref_out, (list, tuple)) else [ref_out]
+    junk = []
+    for out in outs:
+        if torch.is_tensor(out) and out.is_floating_point() and out.numel() > 0:
+            for _ in range(2):
+                junk.append(torch.full_like(out, float("nan")))
+    del junk
+
+
+def _first_dtype(out):
+    import torch
+
+    if torch.is_tensor(out):
+        return out.dtype
+    if isinstance(out, (list, tuple)) and out and torch.is_tensor(out[0]):
+        return out[0].dtype
+    return torch.float32
+
+
+def run(proto_fd, out_fd, err_fd, device):
+    """Entry point in the freshly forked child (called by the zygote)."""
+    os.setsid()  # our own process group: the supervisor kills it whole
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    chan = Channel(proto_fd)
+    try:
+        job = chan.recv()
+        os.chdir(job["workdir"])
+        import torch
+
+        torch.set_num_threads(int(job.get("threads", 1)))
+        chan.send({"type": "hello", "pid": os.getpid(), "device": device})
+        Evaluation(chan, job).run()
+        chan.send({"type": "done"})
+    except (BrokenPipeError, EOFError, ConnectionResetError):
+        os._exit(3)
+    except BaseException as exc:  # noqa: BLE001 — a harness bug: report it and exit non-zero
+        try:
+            chan.send({"type": "harness_error", "error": describe_exception(exc)})
+        except Exception:
+            pass
+        sys.stdout.flush()
+        os._exit(4)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:
+        pass
+    os._exit(0)

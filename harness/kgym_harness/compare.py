@@ -1,0 +1,197 @@
+"""Comparing a candidate's output with the reference's: raw facts only (the C supervisor decides pass/fail).
+
+An element matches when |c - r| <= atol + rtol * |r|, or when both are NaN, or both are the same infinity;
+anything else involving NaN/Inf is a mismatch.  Arithmetic is float64 on the outputs' own device, chunk by
+chunk, so multi-GB GPU outputs are neither copied to the CPU nor doubled in size at once.  Every number in
+the result is JSON-safe: max errors are taken over pairs where both values are finite (non-finite pairs show
+up in "mismatches" and the *_nonfinite counts), and a non-finite value in first_mismatch_values is written as
+the string "nan", "inf" or "-inf".
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+# Elements per chunk: 16M float64 temporaries are 128 MiB each.
+CHUNK = 1 << 24
+
+
+def tolerances(dtype) -> tuple:
+    """Default (atol, rtol) for an output dtype (torch.dtype or its name): fp32/fp64 1e-4, fp16/bf16 1e-2,
+    anything else (integers, bool) exact."""
+    name = str(dtype).replace("torch.", "")
+    if name in ("float32", "float", "float64", "double", "fp32", "fp64"):
+        return 1e-4, 1e-4
+    if name in ("float16", "half", "bfloat16", "fp16", "bf16"):
+        return 1e-2, 1e-2
+    return 0.0, 0.0
+
+
+def _type_name(x) -> str:
+    t = type(x)
+    return "torch.Tensor" if t is torch.Tensor else (t.__name__ if t.__module__ == "builtins"
+                                                     else f"{t.__module__}.{t.__qualname__}")
+
+
+def _num(x: float):
+    """A float for JSON: non-finite values as strings."""
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _is_scalar(x) -> bool:
+    return isinstance(x, (bool, int, float))
+
+
+def _dtype_name(x) -> str:
+    return str(x.dtype).replace("torch.", "") if isinstance(x, torch.Tensor) else type(x).__name__
+
+
+def reference_ok(out) -> tuple:
+    """(False, reason) when the reference output holds NaN/Inf: that variant is skipped, not held against
+    the candidate."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    bad = 0
+    with torch.no_grad():
+        for x in items:
+            if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
+                bad += int((~torch.isfinite(x)).sum().item())
+            elif isinstance(x, float) and not math.isfinite(x):
+                bad += 1
+    if bad:
+        return False, f"the reference output holds {bad} NaN/Inf value{'s' if bad != 1 else ''}"
+    return True, ""
+
+
+def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict:
+    """Element facts for two tensors of the same shape (r on its device; c is moved there if needed)."""
+    r, c = r.detach(), c.detach()
+    if c.device != r.device:
+        c = c.to(r.device)
+    rflat, cflat = r.reshape(-1), c.reshape(-1)  # views when contiguous
+    tiny = torch.finfo(torch.float32).tiny
+    facts = {"elements": r.numel(), "mismatches": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+             "first_mismatch": None, "first_mismatch_values": None,
+             "reference_nonfinite": 0, "candidate_nonfinite": 0}
+    for start in range(0, r.numel(), CHUNK):
+        rc = rflat[start:start + CHUNK].double()
+        cc = cflat[start:start + CHUNK].double()
+        rfin, cfin = torch.isfinite(rc), torch.isfinite(cc)
+        diff = (cc - rc).abs()
+        both = rfin & cfin
+        # close (finite pairs only: with r = inf the tolerance itself is inf), or equal (same infinity), or
+        # both NaN
+        ok = (both & (diff <= atol + rtol * rc.abs())) | (rc == cc) | (torch.isnan(rc) & torch.isnan(cc))
+        diff = torch.where(both, diff, 0.0)
+        rel = diff / rc.abs().clamp_min(tiny)
+        bad = int((~ok).sum().item())
+        facts["reference_nonfinite"] += int((~rfin).sum().item())
+        facts["candidate_nonfinite"] += int((~cfin).sum().item())
+        if rc.numel():
+            facts["max_abs_error"] = max(facts["max_abs_error"], float(diff.max().item()))
+            facts["max_rel_error"] = max(facts["max_rel_error"], float(rel.max().item()))
+        if bad and facts["first_mismatch"] is None:
+            i = int(torch.argmax((~ok).to(torch.uint8)).item())  # the first mismatching element
+            flat = start + i
+            facts["first_mismatch"] = [int(k) for k in torch.unravel_index(torch.tensor(flat), r.shape)] \
+                if r.dim() else []
+            facts["first_mismatch_values"] = [_num(rc[i].item()), _num(cc[i].item())]
+        facts["mismatches"] += bad
+    facts["max_abs_error"] = _num(facts["max_abs_error"])
+    facts["max_rel_error"] = _num(facts["max_rel_error"])
+    return facts
+
+
+def _compare_one(r, c, atol, rtol) -> dict:
+    """Facts for one output item (tensor or Python scalar)."""
+    res = {"shape_ok": False, "reference_shape": None, "candidate_shape": None,
+           "dtype_ok": False, "reference_dtype": _dtype_name(r), "candidate_dtype": _dtype_name(c),
+           "elements": 0, "mismatches": None, "max_abs_error": None, "max_rel_error": None,
+           "first_mismatch": None, "first_mismatch_values": None,
+           "reference_nonfinite": 0, "candidate_nonfinite": 0, "error": None}
+    if _is_scalar(r):
+        r = torch.tensor(float(r), dtype=torch.float64)
+    if _is_scalar(c):
+        c = torch.tensor(float(c), dtype=torch.float64)
+    if not isinstance(r, torch.Tensor):
+        res["error"] = f"the reference returned a {_type_name(r)}, which cannot be compared"
+        return res
+    res["reference_shape"] = list(r.shape)
+    if not isinstance(c, torch.Tensor):
+        res["error"] = f"the candidate returned a {_type_name(c)} where the reference returned a tensor"
+        return res
+    res["candidate_shape"] = list(c.shape)
+    res["dtype_ok"] = res["reference_dtype"] == res["candidate_dtype"]
+    res["elements"] = r.numel()
+    if tuple(r.shape) != tuple(c.shape):
+        res["error"] = f"shape mismatch: reference {list(r.shape)}, candidate {list(c.shape)}"
+        return res
+    res["shape_ok"] = True
+    try:
+        res.update(_compare_tensors(r, c, atol, rtol))
+    except Exception as e:  # e.g. a candidate tensor on the meta device or of an odd subclass
+        res["error"] = f"cannot compare the outputs: {type(e).__name__}: {e}"
+    return res
+
+
+def compare(reference_out, candidate_out, atol: float, rtol: float) -> dict:
+    """Raw facts about how candidate_out matches reference_out (tensor, tuple/list of tensors, or scalar)."""
+    with torch.no_grad():
+        if isinstance(reference_out, (tuple, list)):
+            return _compare_sequence(reference_out, candidate_out, atol, rtol)
+        res = _compare_one(reference_out, candidate_out, atol, rtol)
+        res["kind"] = "scalar" if _is_scalar(reference_out) else "tensor"
+        res["candidate_type"] = _type_name(candidate_out)
+        if isinstance(candidate_out, (tuple, list)) and res["error"] is not None:
+            res["error"] = (f"the candidate returned a {_type_name(candidate_out)} of {len(candidate_out)}, "
+                            f"the reference a {'tensor' if res['kind'] == 'tensor' else 'scalar'}")
+        return res
+
+
+def _compare_sequence(ref, cand, atol, rtol) -> dict:
+    """Item-by-item facts folded into one record; first_mismatch is prefixed with the item's index."""
+    res = {"kind": "sequence", "shape_ok": False, "dtype_ok": False,
+           "reference_shape": [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in ref],
+           "candidate_shape": None, "reference_dtype": [_dtype_name(x) for x in ref], "candidate_dtype": None,
+           "elements": 0, "mismatches": None, "max_abs_error": None, "max_rel_error": None,
+           "first_mismatch": None, "first_mismatch_values": None, "reference_nonfinite": 0,
+           "candidate_nonfinite": 0, "candidate_type": _type_name(cand), "error": None}
+    if not isinstance(cand, (tuple, list)):
+        what = "tensor" if isinstance(cand, torch.Tensor) else _type_name(cand)
+        res["error"] = f"the candidate returned a {what}, the reference a {_type_name(ref)} of {len(ref)}"
+        return res
+    res["candidate_shape"] = [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in cand]
+    res["candidate_dtype"] = [_dtype_name(x) for x in cand]
+    if len(cand) != len(ref):
+        res["error"] = f"the candidate returned {len(cand)} outputs, the reference {len(ref)}"
+        return res
+    items = [_compare_one(r, c, atol, rtol) for r, c in zip(ref, cand)]
+    res["shape_ok"] = all(x["shape_ok"] for x in items)
+    res["dtype_ok"] = all(x["dtype_ok"] for x in items)
+    res["elements"] = sum(x["elements"] for x in items)
+    for key in ("reference_nonfinite", "candidate_nonfinite"):
+        res[key] = sum(x[key] for x in items)
+    measured = [x for x in items if x["mismatches"] is not None]
+    if measured:
+        res["mismatches"] = sum(x["mismatches"] for x in measured)
+        res["max_abs_error"] = max((x["max_abs_error"] for x in measured), key=_order)
+        res["max_rel_error"] = max((x["max_rel_error"] for x in measured), key=_order)
+    for k, x in enumerate(items):
+        if x["first_mismatch"] is not None:
+            res["first_mismatch"] = [k] + x["first_mismatch"]
+            res["first_mismatch_values"] = x["first_mismatch_values"]
+            break
+    errors = [f"output {k}: {x['error']}" for k, x in enumerate(items) if x["error"]]
+    res["error"] = "; ".join(errors) or None
+    return res
+
+
+def _order(v) -> float:
+    """Sort key for a JSON-safe number (strings are the non-finite values)."""
+    return float(v) if not isinstance(v, str) else math.inf

@@ -1,0 +1,601 @@
+"""Loading KernelBench-format reference tasks and planning the sizes they run at.
+
+A task file defines ``class Model``, module-level constants (``batch_size = 4096``, ``dim = 393216``,
+``bias_shape = (out_channels, 1, 1)``, ...), ``get_inputs()`` and ``get_init_inputs()``.  Those two functions
+read the constants at call time, so setting new values on the module changes the sizes they produce.
+
+Size constants
+    Candidates: the module-level ints (not bools) assigned in the file, and the elements of int tuples
+    written as literals, named "input_shape[0]".  A candidate is a size constant when doubling it changes the
+    shape of some input, parameter, buffer or output.  This is probed on the meta device (nothing is
+    allocated, so KernelBench's full 16 GiB sizes cost nothing).  A constant whose doubling makes
+    construction or the forward raise (a reduction axis ``dim = 2``, a padding bound by the kernel size) is
+    structural and never changed; values below 2 never change; an int computed from other constants
+    (``groups = in_channels``) is not a candidate but follows them.  Coupled sizes (HingeLoss broadcasts
+    targets of shape (batch_size,) against input_shape[0], so either alone breaks) are found by doubling
+    equal-valued candidates together.
+
+Derived constants
+    Setting sizes (``sizes()``) replays the file's top-level assignments in order: a name in the override
+    dict takes the override, and any assignment whose expression reads a changed name is re-evaluated, so
+    ``bias_shape = (out_channels, 1, 1)`` and ``input_shape = (num_classes,)`` follow their constants.
+
+Shrink rule (``plan_sizes`` with a budget, used on CPU)
+    The "size" of a configuration is the largest element count among the inputs, the model's parameters and
+    buffers, the output and every intermediate tensor of the meta forward (intermediates count so that e.g.
+    ConvTranspose3d -> global pool stays cheap on the CPU).  While it exceeds the budget: try halving each
+    size constant alone, largest value first (ties in file order), then each group of equal-valued
+    constants together (coupled sizes); take the first step that is valid and makes the configuration
+    strictly smaller (largest tensor, then total elements); repeat.  A constant never goes below
+    min(original, 2).  Valid = get_init_inputs(), Model(...), get_inputs() and the forward succeed on the
+    meta device and no tensor is empty.  Because the largest constants go first, small sizes such as
+    kernel_size=3 or stride=2 are only touched once every larger constant is at its floor.  When nothing
+    can shrink any further the plan stops above the budget and says so in its notes (KernelBench level1/2:
+    level1/50, whose 3x224x224 image is written as literals, and level2/3 and level2/34, whose LayerNorm ties
+    the output width to out_channels).
+
+Scale (``scale`` argument; "size_small"/"size_large" variants)
+    ``scale`` multiplies the total element count of the configuration (inputs, parameters, buffers, output
+    and intermediates), not every constant: doubling each of a conv's six sizes would grow its tensors
+    16-64x.  scale < 1 halves constants by the shrink rule until the total is <= 1.25 x scale x the current
+    total (the slack keeps a conv whose weights do not shrink from being halved twice); scale > 1 doubles
+    constants (largest value first) while the total stays <= scale x the current total; if no doubling fits
+    (a square matmul grows 4x per doubling) the smallest growth available is taken once, so a "large" plan
+    is larger whenever it can be.  With budget=None (GPU) this applies to the task's own sizes.
+
+Odd sizes (``odd=True``)
+    After the above, every even size constant >= 8 (file order) is replaced by a value that is not a
+    multiple of 16: first c|odd where c = v - v//4 (4096 -> 3071), then if that is invalid (GroupNorm needs
+    channels % groups == 0) the largest values <= c that are 8 mod 16, 4 mod 8, 2 mod 4.  The first valid
+    one wins; if none is valid the constant keeps its value.
+
+If the task's forward does not run on the meta device at all (an op without a meta kernel, a data-dependent
+op), validation falls back to inputs/parameters only and the plan's notes say so.
+
+Everything is deterministic; the module's original constant values are always restored.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import copy
+import dataclasses
+import importlib.util
+import sys
+import types
+import warnings
+import weakref
+
+import torch
+from torch.utils import _pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+
+DEFAULT_CPU_BUDGET = 65536
+
+
+class TaskError(Exception):
+    """The task file cannot be used as a KernelBench reference."""
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+def load_task(path: str, module_name: str = "kgym_reference") -> types.ModuleType:
+    """Import the task file as a module registered under ``module_name`` (so inspect/linecache work)."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"cannot import {path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        sys.modules.pop(module_name, None)
+        raise TaskError(f"importing {path} raised {type(e).__name__}: {e}") from e
+    missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if not callable(getattr(module, n, None))]
+    if missing:
+        sys.modules.pop(module_name, None)
+        raise TaskError(f"{path} does not define {', '.join(missing)} (a KernelBench task defines class Model, "
+                        "get_inputs() and get_init_inputs())")
+    return module
+
+
+# ------------------------------------------------------------------------------- top-level assignments
+
+@dataclasses.dataclass
+class _Assignment:
+    targets: list          # AST target nodes (Name, or Tuple/List of Names); several for a = b = 1
+    names: list            # every name it binds
+    code: types.CodeType   # the value expression, compiled for eval
+    deps: set              # names the expression reads
+
+
+# Per-module caches (weak, so a reloaded task does not see stale results).
+_ASSIGNMENTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_ANALYSES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _target_names(node):
+    """Names bound by an assignment target, or None when it binds something else (attribute, star)."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        names = []
+        for elt in node.elts:
+            sub = _target_names(elt)
+            if sub is None:
+                return None
+            names += sub
+        return names
+    return None
+
+
+def _assignments(module) -> list:
+    """The file's top-level ``name = expr`` statements, in order (the source is read from module.__file__)."""
+    if module in _ASSIGNMENTS:
+        return _ASSIGNMENTS[module]
+    with open(module.__file__, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), module.__file__)
+    result = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets = [node.target]
+        else:
+            continue  # augmented assignments and the like are not replayed (none occur in KernelBench)
+        names = [_target_names(t) for t in targets]
+        if any(n is None for n in names):
+            continue
+        expr = ast.Expression(node.value)
+        result.append(_Assignment(
+            targets=targets, names=[n for ns in names for n in ns],
+            code=compile(expr, module.__file__, "eval"),
+            deps={n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}))
+    _ASSIGNMENTS[module] = result
+    return result
+
+
+def _bind(target, value, put):
+    """Assign ``value`` to an AST target the way Python would (tuple targets unpack)."""
+    if isinstance(target, ast.Name):
+        put(target.id, value)
+    else:
+        values = list(value)
+        if len(values) != len(target.elts):
+            raise ValueError("cannot unpack when replaying the task's assignments")
+        for t, v in zip(target.elts, values):
+            _bind(t, v, put)
+
+
+_MISSING = object()
+
+
+@contextlib.contextmanager
+def sizes(module, values: dict):
+    """Temporarily give the module's constants ``values`` (and re-derive what depends on them).
+
+    Use it around anything that reads the constants: get_inputs()/get_init_inputs() (``build`` does that
+    itself), and, for tasks whose Model reads module globals (none in level1/2, some in level3), around
+    construction and forward too.
+    """
+    namespace = vars(module)
+    saved = {}
+    elements = {}  # "shape[1]": 7 -> {"shape": {1: 7}}: elements of literal int tuples
+    for key, value in values.items():
+        if key.endswith("]") and "[" in key:
+            name, index = key[:-1].split("[")
+            elements.setdefault(name, {})[int(index)] = value
+
+    def put(name, value):
+        if name not in saved:
+            saved[name] = namespace.get(name, _MISSING)
+        namespace[name] = value
+
+    try:
+        changed = set()
+        for a in _assignments(module):
+            if a.deps & changed or elements.keys() & a.names:
+                value = eval(a.code, namespace)  # noqa: S307 - the task's own expression, re-run with new inputs
+                for t in a.targets:
+                    _bind(t, value, put)
+                changed.update(a.names)
+            for name in a.names:
+                if name in values:
+                    put(name, values[name])
+                    changed.add(name)
+                if name in elements and isinstance(namespace[name], tuple):
+                    put(name, tuple(elements[name].get(i, x) for i, x in enumerate(namespace[name])))
+        for name, value in values.items():  # names no statement binds (not expected, but honour them)
+            if name not in saved and "[" not in name:
+                put(name, value)
+        yield module
+    finally:
+        for name, value in saved.items():
+            if value is _MISSING:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
+
+def int_constants(module) -> dict:
+    """Module-level ints (not bools) assigned in the file itself, in order of first assignment."""
+    out = {}
+    for a in _assignments(module):
+        for name in a.names:
+            if name not in out and type(getattr(module, name, None)) is int:
+                out[name] = getattr(module, name)
+    return out
+
+
+def _tuple_elements(module) -> dict:
+    """Elements of tuples of ints written as literals, as "name[i]" -> value (``input_shape = (32768,)``)."""
+    out = {}
+    for a in _assignments(module):
+        if len(a.names) == 1 and not a.deps:
+            value = getattr(module, a.names[0], None)
+            if isinstance(value, tuple) and value and all(type(x) is int for x in value):
+                out.update({f"{a.names[0]}[{i}]": x for i, x in enumerate(value)})
+    return out
+
+
+def _derived(module) -> set:
+    """Names whose assignment reads another top-level name of the file (``groups = in_channels``)."""
+    assigned = {n for a in _assignments(module) for n in a.names}
+    return {n for a in _assignments(module) if a.deps & assigned for n in a.names}
+
+
+# ------------------------------------------------------------------------------------ meta-device probe
+
+class _Tracker(TorchDispatchMode):
+    """Records the largest and total element count of every tensor an op produces."""
+
+    def __init__(self):
+        super().__init__()
+        self.max_numel = 0
+        self.total = 0
+        self.empty = False
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in _pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                n = t.numel()
+                self.max_numel = max(self.max_numel, n)
+                self.total += n
+                self.empty |= n == 0
+        return out
+
+
+@dataclasses.dataclass
+class _Probe:
+    ok: bool
+    error: str = ""
+    signature: tuple = ()   # shapes of inputs, parameters, buffers, outputs
+    max_numel: int = 0      # the largest tensor (intermediates included)
+    total: int = 0
+    empty: bool = False     # some tensor has no elements
+
+    def key(self):
+        return (self.max_numel, self.total)
+
+
+def _tensors(obj):
+    return [t for t in _pytree.tree_leaves(obj) if isinstance(t, torch.Tensor)]
+
+
+def _probe(module, values: dict, forward: bool) -> _Probe:
+    """Build the task (and run its forward when ``forward``) on the meta device with ``values``."""
+    try:
+        with warnings.catch_warnings(), sizes(module, values), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            model = module.Model(*module.get_init_inputs())
+            inputs = module.get_inputs()
+            tensors = _tensors(inputs) + list(model.parameters()) + list(model.buffers())
+            tracker = _Tracker()
+            if forward:
+                with tracker:
+                    out = model(*inputs)
+                tensors += _tensors(out)
+                if not isinstance(out, torch.Tensor):
+                    tensors.append(type(out).__name__)  # a change of output kind shows in the signature
+    except Exception as e:  # any failure means "this configuration is not valid"
+        return _Probe(False, f"{type(e).__name__}: {e}")
+    real = [t for t in tensors if isinstance(t, torch.Tensor)]
+    numels = [t.numel() for t in real]
+    return _Probe(True, "", tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in tensors),
+                  max(numels + [tracker.max_numel]), sum(numels) + tracker.total,
+                  tracker.empty or 0 in numels)
+
+
+@dataclasses.dataclass
+class _Analysis:
+    originals: dict         # size constants -> original values
+    order: dict             # name -> position in the file
+    forward: bool           # whether validation runs the meta forward
+    notes: list
+    cache: dict             # frozen values -> _Probe
+
+    def probe(self, module, values):
+        key = tuple(sorted(values.items()))
+        if key not in self.cache:
+            self.cache[key] = _probe(module, values, self.forward)
+        return self.cache[key]
+
+
+def _analyse(module) -> _Analysis:
+    """Find the size constants (cached per module)."""
+    if module in _ANALYSES:
+        return _ANALYSES[module]
+    notes = []
+    forward = True
+    base = _probe(module, {}, True)
+    if not base.ok:
+        forward, error = False, base.error
+        base = _probe(module, {}, False)
+        if base.ok:
+            notes.append(f"the forward does not run on the meta device ({error}); sizes are "
+                         "validated on inputs and parameters only")
+        else:
+            notes.append(f"the task cannot be built on the meta device ({base.error}); sizes left as written")
+    # Candidates in file order: independent ints and the elements of literal int tuples.
+    derived = _derived(module)
+    ints = {n: v for n, v in int_constants(module).items() if n not in derived}
+    elements = _tuple_elements(module)
+    candidates = {}
+    for a in _assignments(module):
+        for name in a.names:
+            if name in ints:
+                candidates[name] = ints[name]
+            candidates.update({k: v for k, v in elements.items() if k.startswith(name + "[")})
+    originals = {}
+    if base.ok:
+        for name, v in candidates.items():
+            if v < 2:
+                continue
+            p = _probe(module, {name: v * 2}, forward)
+            if p.ok and p.signature != base.signature:
+                originals[name] = v
+        # Coupled sizes: constants of equal value that only work when they change together.
+        groups = {}
+        for name, v in candidates.items():
+            if v >= 2 and name not in originals:
+                groups.setdefault(v, []).append(name)
+        for v, group in groups.items():
+            # Try the group alone, then with the equal-valued size constants already found (batch_size
+            # may work alone while input_shape[0] only works together with it); the group counts only if
+            # it changes something beyond what those constants change by themselves.
+            others = [n for n, w in originals.items() if w == v]
+            for members in [group] + ([group + others] if others else []):
+                if len(members) > 1:
+                    p = _probe(module, {n: v * 2 for n in members}, forward)
+                    without = _probe(module, {n: v * 2 for n in others}, forward) if members != group else base
+                    if p.ok and without.ok and p.signature != without.signature:
+                        originals.update({n: v for n in group})
+                        break
+        originals = {n: originals[n] for n in candidates if n in originals}  # file order
+    analysis = _Analysis(originals, {n: i for i, n in enumerate(candidates)}, forward, notes, {})
+    analysis.cache[()] = base
+    _ANALYSES[module] = analysis
+    return analysis
+
+
+def size_constants(module) -> dict:
+    """The int constants that determine tensor sizes (name -> original value, file order)."""
+    return dict(_analyse(module).originals)
+
+
+# ---------------------------------------------------------------------------------------- planning
+
+class SizePlan(dict):
+    """New values for every size constant; ``notes`` says where the plan fell short of what was asked,
+    ``max_numel`` is the largest tensor it produces (intermediates included), ``original`` the file's values."""
+
+    def __init__(self, values, original, max_numel, notes):
+        super().__init__(values)
+        self.original = dict(original)
+        self.max_numel = max_numel
+        self.notes = list(notes)
+
+
+def _acceptable(p: _Probe, base: _Probe) -> bool:
+    return p.ok and (not p.empty or base.empty)
+
+
+def _moves(an, vals):
+    """Which constants to change together, in the order to try: each one alone, largest value first (ties in
+    file order), then each group of constants sharing a value, for sizes that are coupled (a broadcast
+    between batch_size and input_shape[0] only works while they are equal)."""
+    names = sorted(vals, key=lambda n: (-vals[n], an.order[n]))
+    groups = {}
+    for n in names:
+        groups.setdefault(vals[n], []).append(n)
+    return [(n,) for n in names] + [tuple(g) for g in groups.values() if len(g) > 1]
+
+
+def _shrink(module, an, vals, target, floors, measure):
+    """Halve the largest size constants until measure(probe) <= target (see the module docstring)."""
+    cur = an.probe(module, vals)
+    while measure(cur) > target:
+        for move in _moves(an, vals):
+            trial = {**vals, **{n: max(vals[n] // 2, floors[n]) for n in move}}
+            if trial == vals:
+                continue
+            p = an.probe(module, trial)
+            if _acceptable(p, cur) and p.key() < cur.key():
+                vals, cur = trial, p
+                break
+        else:
+            return vals, cur, False  # nothing shrinks any further
+    return vals, cur, True
+
+
+def _grow(module, an, vals, target):
+    """Double the largest size constants while the total element count stays <= target (at least once)."""
+    cur = an.probe(module, vals)
+    grown = False
+    while True:
+        fallback = None
+        for move in _moves(an, vals):
+            trial = {**vals, **{n: vals[n] * 2 for n in move}}
+            p = an.probe(module, trial)
+            if not _acceptable(p, cur) or p.total <= cur.total:
+                continue
+            if p.total <= target:
+                vals, cur, grown = trial, p, True
+                break
+            if fallback is None or p.total < fallback[1].total:
+                fallback = (trial, p)
+        else:
+            if not grown and fallback is not None:
+                vals, cur = fallback
+            return vals, cur
+
+
+def _odd_candidates(v: int) -> list:
+    c = v - v // 4
+    out = [c if c % 2 else c - 1]
+    for mod, rem in ((16, 8), (8, 4), (4, 2)):  # c rounded down to rem (mod mod): 2^k * odd, k = 3, 2, 1
+        out.append(c - (c - rem) % mod)
+    return [x for x in dict.fromkeys(out) if 2 <= x < v]
+
+
+def _make_odd(module, an, vals, notes):
+    """Each even constant >= 8 (file order) to the first valid candidate; a constant that cannot change alone
+    is tried together with the other unchanged constants of the same value (coupled sizes)."""
+    cur = an.probe(module, vals)
+    done = set()
+    for name in sorted(vals, key=lambda n: an.order[n]):
+        v = vals[name]
+        if name in done or v < 8 or v % 2:
+            continue
+        group = [n for n in vals if vals[n] == v and n not in done]
+        for move in dict.fromkeys([(name,), tuple(group)]):
+            trials = [{**vals, **{n: c for n in move}} for c in _odd_candidates(v)]
+            found = next(((t, p) for t in trials for p in [an.probe(module, t)] if _acceptable(p, cur)), None)
+            if found:
+                vals, cur = found
+                done.update(move)
+                break
+        else:
+            notes.append(f"{name}={v} kept: no nearby value that is not a multiple of 16 is valid")
+    return vals, cur
+
+
+def plan_sizes(module, budget: int | None, odd: bool = False, scale: float = 1.0) -> SizePlan:
+    """Values for the size constants: shrunk to ``budget`` elements per tensor (None: as written), then
+    scaled by ``scale`` (in elements of the largest tensor), then made odd when asked.  See the docstring."""
+    an = _analyse(module)
+    notes = list(an.notes)
+    vals = dict(an.originals)
+    floors = {n: min(v, 2) for n, v in vals.items()}
+    cur = an.probe(module, vals)
+    if not vals:
+        return SizePlan(vals, an.originals, cur.max_numel, notes)
+    if budget is not None:
+        vals, cur, reached = _shrink(module, an, vals, budget, floors, lambda p: p.max_numel)
+        if not reached:
+            notes.append(f"cannot shrink below {cur.max_numel} elements (budget {budget}): every size constant "
+                         "is at its floor or further halving is invalid")
+    if scale < 1.0:
+        # 25% slack: halving one constant of a conv halves its activations but not its weights, and a
+        # second halving would overshoot to about scale/2.
+        vals, cur, _ = _shrink(module, an, vals, cur.total * scale * 1.25, floors, lambda p: p.total)
+    elif scale > 1.0:
+        vals, cur = _grow(module, an, vals, cur.total * scale)
+    if odd:
+        vals, cur = _make_odd(module, an, vals, notes)
+    return SizePlan(vals, an.originals, cur.max_numel, notes)
+
+
+def describe_plan(plan: SizePlan) -> str:
+    """One line, e.g. 'batch_size=16 (was 4096), dim=4096 (was 393216); largest tensor 65536 elements'."""
+    parts = [f"{n}={v}" + (f" (was {plan.original[n]})" if plan.original.get(n) != v else "")
+             for n, v in plan.items()]
+    text = (", ".join(parts) or "no size constants") + f"; largest tensor {plan.max_numel} elements"
+    return text + "".join(f"; note: {n}" for n in plan.notes)
+
+
+# ---------------------------------------------------------------------------------------- variants
+
+@dataclasses.dataclass
+class Variant:
+    name: str               # "base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large", ...
+    sizes: dict             # values for the size constants
+    seed: int               # seeds inputs and model construction
+    transform: str          # "none" | "scale2" | "signed"
+    dtype: str | None       # None (the task's own dtype) | "float16" | "bfloat16"
+    description: str
+
+
+_HALF = {"fp16": "float16", "float16": "float16", "half": "float16",
+         "bf16": "bfloat16", "bfloat16": "bfloat16"}
+
+
+def _changed(plan, base) -> str:
+    return ", ".join(f"{n}={v}" for n, v in plan.items() if base.get(n) != v)
+
+
+def make_variants(module, device: str, budget: int | None, half_precision=(), base_seed: int = 42) -> list:
+    """The multi-input set for one task (see the module docstring for how sizes are chosen).
+
+    ``device`` is informational here (sizes depend only on ``budget``); ``budget`` is None for full sizes.
+    """
+    base = plan_sizes(module, budget)
+    desc = describe_plan(base)
+    out = [Variant("base", dict(base), base_seed, "none", None, f"task inputs: {desc}"),
+           Variant("scaled_x2", dict(base), base_seed, "scale2", None, "floating inputs ×2"),
+           Variant("seed_1", dict(base), base_seed + 1, "none", None, f"inputs and weights from seed {base_seed + 1}"),
+           Variant("signed", dict(base), base_seed, "signed", None, "signed inputs (randn)")]
+    large = plan_sizes(module, None, scale=2.0) if budget is None else plan_sizes(module, budget * 2)
+    for name, plan, what in (("size_small", plan_sizes(module, budget, scale=0.5), "smaller sizes"),
+                             ("size_odd", plan_sizes(module, budget, odd=True), "sizes not multiples of 16"),
+                             ("size_large", large, "larger sizes")):
+        if dict(plan) != dict(base):  # identical to base adds nothing
+            out.append(Variant(name, dict(plan), base_seed, "none", None, f"{what}: {_changed(plan, base)}"))
+    for h in half_precision:
+        if h not in _HALF:
+            raise ValueError(f"unknown half precision {h!r} (use fp16 or bf16)")
+        dt = _HALF[h]
+        short = "fp16" if dt == "float16" else "bf16"
+        out.append(Variant(short, dict(base), base_seed, "none", dt, f"inputs and weights in {dt}"))
+    return out
+
+
+def _transform(t, variant: Variant, device):
+    if not isinstance(t, torch.Tensor):
+        return t
+    t = t.to(device)  # a get_inputs() that built a CPU tensor some other way still lands on the device
+    if not t.is_floating_point():
+        return t  # class targets, masks, indices: transforms would change their meaning
+    if variant.transform == "scale2":
+        t = t * 2
+    elif variant.transform == "signed":
+        t = torch.randn(t.shape, dtype=t.dtype, device=t.device)
+    elif variant.transform != "none":
+        raise ValueError(f"unknown transform {variant.transform!r}")
+    if variant.dtype is not None:
+        t = t.to(getattr(torch, variant.dtype))
+    return t
+
+
+def build(module, variant: Variant, device: str):
+    """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``."""
+    with sizes(module, variant.sizes), torch.device(device):
+        torch.manual_seed(variant.seed)
+        init_inputs = list(module.get_init_inputs())
+        inputs = _pytree.tree_map(lambda t: _transform(t, variant, device), list(module.get_inputs()))
+    return init_inputs, inputs
+
+
+def construct(module_cls, init_inputs, seed: int, device: str, dtype: str | None = None):
+    """``module_cls(*init_inputs)`` with parameters created on ``device`` right after torch.manual_seed(seed),
+    so the reference and a candidate that creates its parameters in the same order get identical weights.
+    ``dtype`` (e.g. "float16") casts the model afterwards.  init_inputs is copied: a model that mutates a
+    list it is given must not change what the other model receives."""
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = module_cls(*copy.deepcopy(list(init_inputs)))
+    if dtype is not None:
+        model = model.to(getattr(torch, dtype))
+    return model

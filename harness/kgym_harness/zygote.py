@@ -1,0 +1,113 @@
+"""The zygote: a warm Python that forks evaluation children on request.
+
+Started by the C supervisor as ``python -m kgym_harness.zygote --control-fd N
+--device D``.  It imports torch, triton and the harness once (seconds), writes
+``ready {json}`` on the control socket, then serves ``fork`` requests: each
+request carries three file descriptors (the child's protocol socket, stdout
+pipe, stderr pipe).  It forks an intermediate process that forks the child and
+exits at once, so the child is re-parented to the supervisor (a subreaper) and
+the supervisor can collect the child's real exit status.  The zygote never
+touches CUDA: a process that initialised CUDA cannot fork usable children.
+"""
+
+import argparse
+import json
+import os
+import platform
+import signal
+import socket
+import sys
+
+
+def _preload():
+    """Imports everything a child needs, so that forking makes it free."""
+    import numpy  # noqa: F401
+    import torch
+    import triton
+
+    from . import child, tasks, compare  # noqa: F401
+
+    # Warm what every child would otherwise pay for on first use (the first
+    # meta-device dispatch costs ~0.7 s): children inherit it through fork.
+    torch.set_num_threads(1)
+    with torch.device("meta"):
+        layer = torch.nn.Linear(8, 8)
+        layer(torch.rand(2, 8)).sum()
+    (torch.rand(4, 4) @ torch.rand(4, 4)).sum().item()
+
+    info = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "numpy": numpy.__version__,
+        "interpret": os.environ.get("TRITON_INTERPRET") == "1",
+        "pid": os.getpid(),
+    }
+    return info
+
+
+def _serve(control, device):
+    while True:
+        try:
+            data, fds, _flags, _addr = socket.recv_fds(control, 1024, 3)
+        except (ConnectionResetError, OSError):
+            return
+        if not data:
+            return  # the supervisor closed the socket: it is gone
+        if data.strip() != b"fork" or len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            control.sendall(b"error bad request\n")
+            continue
+        pid_r, pid_w = os.pipe()
+        intermediate = os.fork()
+        if intermediate == 0:
+            try:
+                os.close(pid_r)
+                child_pid = os.fork()
+                if child_pid == 0:
+                    os.close(pid_w)
+                    control.close()
+                    from . import child
+
+                    child.run(fds[0], fds[1], fds[2], device)
+                    os._exit(0)
+                os.write(pid_w, str(child_pid).encode())
+            finally:
+                os._exit(0)
+        os.close(pid_w)
+        for fd in fds:
+            os.close(fd)
+        chunks = []
+        while True:
+            chunk = os.read(pid_r, 64)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        os.close(pid_r)
+        os.waitpid(intermediate, 0)
+        text = b"".join(chunks).decode() or "0"
+        control.sendall(f"forked {text}\n".encode())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--control-fd", type=int, required=True)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    # A terminal's Ctrl-C belongs to the supervisor, which stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    control = socket.socket(fileno=args.control_fd)
+    try:
+        info = _preload()
+    except Exception as exc:  # reported to the supervisor through our stderr
+        print(f"kgym zygote: import failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    info["device"] = args.device
+    control.sendall(("ready " + json.dumps(info) + "\n").encode())
+    _serve(control, args.device)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,370 @@
+"""Tests of kgym_harness.tasks against real KernelBench files (and a few tiny hand-written tasks).
+
+The exhaustive test over every level1/level2 task (~15 s) can be skipped with KGYM_SKIP_EXHAUSTIVE=1.
+"""
+
+import glob
+import os
+import textwrap
+import time
+
+import pytest
+import torch
+
+from conftest import KERNELBENCH
+from kgym_harness import tasks
+
+BUDGET = 65536
+
+
+def write_task(tmp_path, body, name="task.py"):
+    path = tmp_path / name
+    path.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent(body))
+    return str(path)
+
+
+def restored(module, before):
+    return {k: getattr(module, k) for k in before} == before
+
+
+def snapshot(module):
+    return {k: v for k, v in vars(module).items() if isinstance(v, (int, float, tuple)) and not k.startswith("__")}
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+def test_load_task_registers_module(load):
+    m = load("level1/19_ReLU.py")
+    import sys
+    assert sys.modules[m.__name__] is m
+    assert callable(m.get_inputs) and m.Model
+
+
+def test_load_task_missing_names(tmp_path):
+    path = write_task(tmp_path, "def get_inputs():\n    return []\n")
+    with pytest.raises(tasks.TaskError, match="Model.*get_init_inputs"):
+        tasks.load_task(path, "kgym_test_missing")
+
+
+def test_load_task_import_error(tmp_path):
+    path = write_task(tmp_path, "raise RuntimeError('boom')\n")
+    with pytest.raises(tasks.TaskError, match="boom"):
+        tasks.load_task(path, "kgym_test_broken")
+
+
+def test_int_constants_file_order_no_bools_no_imports(tmp_path):
+    path = write_task(tmp_path, """
+        from os import SEEK_END          # an imported int: not the task's constant
+        class Model(nn.Module):
+            def forward(self, x):
+                return x
+        zeta = 7
+        flag = True
+        alpha = 3
+        height = width = 5
+        depth, rows = 2, 9
+        eps = 1e-5
+        shape = (zeta, 1)
+        def get_inputs():
+            return [torch.rand(zeta, alpha)]
+        def get_init_inputs():
+            return []
+        """)
+    m = tasks.load_task(path, "kgym_test_ints")
+    assert list(tasks.int_constants(m).items()) == [
+        ("zeta", 7), ("alpha", 3), ("height", 5), ("width", 5), ("depth", 2), ("rows", 9)]
+
+
+# ----------------------------------------------------------------------------------- size constants
+
+# (task, constants that must be size constants, ints that must not be)
+SIZE_CASES = [
+    ("level1/19_ReLU.py", {"batch_size", "dim"}, set()),
+    ("level1/1_Square_matrix_multiplication_.py", {"N"}, set()),
+    ("level1/3_Batched_matrix_multiplication.py", {"batch_size", "m", "k", "n"}, set()),
+    ("level1/23_Softmax.py", {"batch_size", "dim"}, set()),
+    ("level1/35_GroupNorm_.py", {"batch_size", "features", "dim1", "dim2"}, {"num_groups"}),
+    ("level1/40_LayerNorm.py", {"batch_size", "features", "dim1", "dim2"}, set()),
+    ("level1/41_Max_Pooling_1D.py", {"batch_size", "features", "sequence_length"}, {"padding"}),
+    ("level1/47_Sum_reduction_over_a_dimension.py", {"batch_size", "dim1", "dim2"}, {"reduce_dim"}),
+    ("level1/51_Argmax_over_a_dimension.py", {"batch_size", "dim1", "dim2"}, {"dim"}),
+    ("level1/63_conv_standard_2D__square_input__square_kernel.py",
+     {"batch_size", "in_channels", "out_channels", "kernel_size", "width", "height"}, set()),
+    ("level1/72_conv_transposed_3D_asymmetric_input_asymmetric_kernel___strided_padded_grouped_.py",
+     {"in_channels", "out_channels", "depth", "height", "width", "kernel_size[2]"}, set()),
+    ("level1/85_conv_depthwise_2D_asymmetric_input_asymmetric_kernel.py",
+     {"batch_size", "in_channels", "height", "width"}, {"out_channels", "groups"}),  # both unused / derived
+    ("level1/89_cumsum.py", {"batch_size", "input_shape[0]"}, {"dim"}),
+    ("level1/95_CrossEntropyLoss.py", {"batch_size", "num_classes"}, {"dim"}),  # input_shape follows num_classes
+    ("level1/97_ScaledDotProductAttention.py",
+     {"batch_size", "num_heads", "sequence_length", "embedding_dimension"}, set()),
+    ("level1/100_HingeLoss.py", {"batch_size", "input_shape[0]"}, set()),  # coupled by a broadcast
+    ("level2/11_ConvTranspose2d_BatchNorm_Tanh_MaxPool_GroupNorm.py",
+     {"batch_size", "in_channels", "out_channels", "height", "width"}, {"num_groups", "groups"}),
+    ("level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py",
+     {"batch_size", "in_channels", "out_channels", "height", "width"}, {"scale"}),
+    ("level2/21_Conv2d_Add_Scale_Sigmoid_GroupNorm.py", {"batch_size", "out_channels", "height"}, {"num_groups"}),
+    ("level2/62_Matmul_GroupNorm_LeakyReLU_Sum.py", {"batch_size", "input_size", "hidden_size"}, {"num_groups"}),
+    ("level2/76_Gemm_Add_ReLU.py", {"batch_size", "in_features", "out_features"}, set()),
+    ("level2/100_ConvTranspose3d_Clamp_Min_Divide.py",
+     {"batch_size", "in_channels", "out_channels", "depth", "height", "width"}, set()),
+]
+
+
+@pytest.mark.parametrize("rel,must,must_not", SIZE_CASES, ids=[c[0].split("/")[1][:30] for c in SIZE_CASES])
+def test_size_constants(load, rel, must, must_not):
+    m = load(rel)
+    before = snapshot(m)
+    sc = tasks.size_constants(m)
+    assert must <= set(sc), f"missing {must - set(sc)} in {sc}"
+    assert not (must_not & set(sc)), f"structural constants taken as sizes: {must_not & set(sc)}"
+    assert all(v >= 2 for v in sc.values())
+    assert snapshot(m) == before
+
+
+def test_relu_exact(load):
+    assert tasks.size_constants(load("level1/19_ReLU.py")) == {"batch_size": 4096, "dim": 393216}
+
+
+def test_structural_dim_excluded(tmp_path):
+    # dim = 2 is a reduction axis: doubling it to 4 is out of range for a 3-D input.
+    path = write_task(tmp_path, """
+        class Model(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.dim = dim
+            def forward(self, x):
+                return x.sum(self.dim)
+        batch = 64
+        rows = 32
+        cols = 48
+        dim = 2
+        def get_inputs():
+            return [torch.rand(batch, rows, cols)]
+        def get_init_inputs():
+            return [dim]
+        """)
+    m = tasks.load_task(path, "kgym_test_dim")
+    assert tasks.size_constants(m) == {"batch": 64, "rows": 32, "cols": 48}
+
+
+# ------------------------------------------------------------------------------------------ planning
+
+def _largest(module, plan):
+    variant = tasks.Variant("t", dict(plan), 0, "none", None, "")
+    init, inputs = tasks.build(module, variant, "cpu")
+    model = tasks.construct(module.Model, init, 0, "cpu")
+    with torch.no_grad():
+        out = model(*inputs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    tensors = [t for t in inputs + outs if isinstance(t, torch.Tensor)] + list(model.parameters()) \
+        + list(model.buffers())
+    return max(t.numel() for t in tensors), inputs
+
+
+def test_plan_budget_relu(load):
+    m = load("level1/19_ReLU.py")
+    plan = tasks.plan_sizes(m, BUDGET)
+    assert set(plan) == {"batch_size", "dim"}
+    assert plan["batch_size"] * plan["dim"] <= BUDGET
+    assert plan["batch_size"] >= 64 and plan["dim"] >= 64  # halving the largest first keeps both dims sizable
+    assert plan.notes == []
+
+
+def test_plan_conv_keeps_kernel(load):
+    m = load("level1/63_conv_standard_2D__square_input__square_kernel.py")
+    plan = tasks.plan_sizes(m, BUDGET)
+    assert plan["kernel_size"] == 3 and plan["height"] < 1024 and plan["width"] < 1024
+    assert _largest(m, plan)[0] <= BUDGET
+
+
+def test_plan_full_size_and_scale(load):
+    m = load("level1/19_ReLU.py")
+    assert dict(tasks.plan_sizes(m, None)) == {"batch_size": 4096, "dim": 393216}
+    large = tasks.plan_sizes(m, None, scale=2.0)
+    small = tasks.plan_sizes(m, None, scale=0.5)
+    assert large["batch_size"] * large["dim"] == 2 * 4096 * 393216
+    assert small["batch_size"] * small["dim"] == 4096 * 393216 // 2
+
+
+def test_plan_restores_constants(load):
+    m = load("level1/95_CrossEntropyLoss.py")
+    before = snapshot(m)
+    tasks.plan_sizes(m, BUDGET, odd=True)
+    tasks.make_variants(m, "cpu", BUDGET)
+    assert snapshot(m) == before and m.input_shape == (4096,)
+
+
+def test_sizes_rederives_dependent_constants(load):
+    m = load("level1/95_CrossEntropyLoss.py")
+    with tasks.sizes(m, {"batch_size": 8, "num_classes": 10}):
+        assert m.input_shape == (10,)
+        preds, targets = m.get_inputs()
+        assert preds.shape == (8, 10) and int(targets.max()) < 10
+    assert m.input_shape == (4096,) and m.batch_size == 32768
+
+
+def test_plan_is_fast(load):
+    m = load("level2/11_ConvTranspose2d_BatchNorm_Tanh_MaxPool_GroupNorm.py")
+    tasks.plan_sizes(load("level1/19_ReLU.py"), BUDGET)  # first meta op imports parts of torch: warm up
+    start = time.perf_counter()
+    tasks.plan_sizes(m, BUDGET)
+    assert time.perf_counter() - start < 1.0  # typically ~0.1 s
+
+
+def test_plan_budget_sample(load):
+    for rel in ["level1/3_Batched_matrix_multiplication.py", "level1/43_Max_Pooling_3D.py",
+                "level1/100_HingeLoss.py", "level2/21_Conv2d_Add_Scale_Sigmoid_GroupNorm.py",
+                "level2/38_ConvTranspose3d_AvgPool_Clamp_Softmax_Multiply.py"]:
+        m = load(rel)
+        assert _largest(m, tasks.plan_sizes(m, BUDGET))[0] <= BUDGET, rel
+
+
+ODD_TASKS = ["level1/19_ReLU.py", "level1/35_GroupNorm_.py", "level1/97_ScaledDotProductAttention.py",
+             "level2/21_Conv2d_Add_Scale_Sigmoid_GroupNorm.py", "level1/100_HingeLoss.py",
+             "level2/62_Matmul_GroupNorm_LeakyReLU_Sum.py"]
+
+
+@pytest.mark.parametrize("rel", ODD_TASKS)
+@pytest.mark.parametrize("budget", [BUDGET, None])
+def test_odd_sizes(load, rel, budget):
+    m = load(rel)
+    plain = tasks.plan_sizes(m, budget)
+    odd = tasks.plan_sizes(m, budget, odd=True)
+    changed = {n for n in odd if odd[n] != plain[n]}
+    assert changed, "some size constant must change"
+    for n in changed:
+        assert odd[n] % 16 != 0 and odd[n] < plain[n]
+    for n, v in plain.items():  # every even constant >= 8 changed, unless no valid value exists
+        if v >= 8 and v % 2 == 0 and n not in changed:
+            assert any(n in note for note in odd.notes)
+    if budget is not None:
+        _largest(m, odd)  # the real forward runs at those sizes
+
+
+def test_odd_respects_groupnorm(load):
+    m = load("level1/35_GroupNorm_.py")
+    odd = tasks.plan_sizes(m, BUDGET, odd=True)
+    assert odd["features"] % 8 == 0 and odd["features"] % 16 != 0  # 8 groups divide it
+
+
+def test_meta_fallback(tmp_path):
+    # .item() cannot run on the meta device: sizes are validated on inputs/parameters only.
+    path = write_task(tmp_path, """
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * float(x.sum().item())
+        batch = 512
+        dim = 1024
+        def get_inputs():
+            return [torch.rand(batch, dim)]
+        def get_init_inputs():
+            return []
+        """)
+    m = tasks.load_task(path, "kgym_test_fallback")
+    plan = tasks.plan_sizes(m, 4096)
+    assert plan["batch"] * plan["dim"] <= 4096
+    assert any("meta device" in n for n in plan.notes)
+
+
+def test_describe_plan(load):
+    text = tasks.describe_plan(tasks.plan_sizes(load("level1/19_ReLU.py"), BUDGET))
+    assert "batch_size=256 (was 4096)" in text and "largest tensor" in text
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+def _variants(m, **kw):
+    return {v.name: v for v in tasks.make_variants(m, "cpu", BUDGET, **kw)}
+
+
+def test_variant_set(load):
+    vs = _variants(load("level1/19_ReLU.py"), half_precision=["fp16", "bf16"])
+    assert list(vs) == ["base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large",
+                        "fp16", "bf16"]
+    assert vs["seed_1"].seed != vs["base"].seed
+    assert vs["fp16"].dtype == "float16" and vs["bf16"].dtype == "bfloat16"
+    base = vs["base"].sizes
+    assert vs["size_large"].sizes["batch_size"] * vs["size_large"].sizes["dim"] <= 2 * BUDGET
+    assert vs["size_large"].sizes != base and vs["size_small"].sizes != base
+
+
+def test_size_variant_identical_to_base_is_dropped(load):
+    vs = _variants(load("level1/50_conv_standard_2D__square_input__square_kernel.py"))
+    # batch_size is the only size constant and is already at its floor of 2.
+    assert "size_small" not in vs and "size_odd" not in vs and "size_large" not in vs
+
+
+def test_variants_deterministic(load):
+    m = load("level2/21_Conv2d_Add_Scale_Sigmoid_GroupNorm.py")
+    vs = _variants(m)
+    init1, in1 = tasks.build(m, vs["base"], "cpu")
+    init2, in2 = tasks.build(m, vs["base"], "cpu")
+    _, other = tasks.build(m, vs["seed_1"], "cpu")
+    assert init1 == init2 and torch.equal(in1[0], in2[0]) and not torch.equal(in1[0], other[0])
+    a = tasks.construct(m.Model, init1, 42, "cpu")
+    b = tasks.construct(m.Model, init1, 42, "cpu")
+    c = tasks.construct(m.Model, init1, 43, "cpu")
+    for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
+        assert torch.equal(pa, pb)
+    assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()) if pa.numel() > 1)
+
+
+def test_transforms_leave_integers_alone(load):
+    m = load("level1/95_CrossEntropyLoss.py")
+    vs = _variants(m, half_precision=["bf16"])
+    _, (pred, target) = tasks.build(m, vs["base"], "cpu")
+    _, (pred2, target2) = tasks.build(m, vs["scaled_x2"], "cpu")
+    _, (pred_s, target_s) = tasks.build(m, vs["signed"], "cpu")
+    _, (pred_h, target_h) = tasks.build(m, vs["bf16"], "cpu")
+    assert target.dtype == torch.int64
+    assert torch.equal(target, target2) and torch.equal(target, target_s) and torch.equal(target, target_h)
+    assert torch.equal(pred2, pred * 2)
+    assert pred.min() >= 0 and pred_s.min() < 0 and pred_s.shape == pred.shape
+    assert pred_h.dtype == torch.bfloat16 and target_h.dtype == torch.int64
+
+
+def test_build_uses_sizes_and_restores(load):
+    m = load("level1/97_ScaledDotProductAttention.py")
+    before = snapshot(m)
+    v = tasks.Variant("x", {"batch_size": 2, "num_heads": 3, "sequence_length": 5, "embedding_dimension": 7},
+                      1, "none", None, "")
+    _, (q, k, v_) = tasks.build(m, v, "cpu")
+    assert q.shape == (2, 3, 5, 7) and snapshot(m) == before
+
+
+def test_construct_dtype_and_copy(load):
+    m = load("level2/76_Gemm_Add_ReLU.py")
+    init = [8, 4, (4,)]
+    model = tasks.construct(m.Model, init, 0, "cpu", dtype="float16")
+    assert all(p.dtype == torch.float16 for p in model.parameters()) and init == [8, 4, (4,)]
+
+
+# -------------------------------------------------------------------------- exhaustive (opt-in)
+
+ALL_TASKS = sorted(os.path.relpath(p, KERNELBENCH) for level in ("level1", "level2")
+                   for p in glob.glob(os.path.join(KERNELBENCH, level, "*.py")))
+
+# Tasks that cannot reach the budget; the plan says so in its notes (see the tasks module docstring).
+UNSHRINKABLE = {
+    "level1/50_conv_standard_2D__square_input__square_kernel.py": 600_000,   # 3x224x224 image as literals
+    "level2/3_ConvTranspose3d_Sum_LayerNorm_AvgPool_GELU.py": 2 * BUDGET,    # LayerNorm ties width to channels
+    "level2/34_ConvTranspose3d_LayerNorm_GELU_Scaling.py": 2 * BUDGET,
+}
+
+
+@pytest.mark.exhaustive
+@pytest.mark.skipif(os.environ.get("KGYM_SKIP_EXHAUSTIVE") == "1", reason="KGYM_SKIP_EXHAUSTIVE=1")
+@pytest.mark.parametrize("rel", ALL_TASKS)
+def test_exhaustive_plan(load, rel):
+    m = load(rel)
+    start = time.perf_counter()
+    plan = tasks.plan_sizes(m, BUDGET)
+    assert time.perf_counter() - start < 2.0  # < 0.2 s once torch is warm; the first task pays ~1 s of imports
+    limit = UNSHRINKABLE.get(rel, BUDGET)
+    assert plan.max_numel <= limit and (plan.max_numel <= BUDGET) == (not plan.notes)
+    for v in tasks.make_variants(m, "cpu", BUDGET):
+        start = time.perf_counter()
+        largest, _ = _largest(m, v.sizes)
+        assert time.perf_counter() - start < 2.0, v.name
+        assert largest <= (2 * limit if v.name == "size_large" else limit), v.name

@@ -1,0 +1,70 @@
+/*
+ * kgym/eval.h — one evaluation of a candidate against a task: the staged
+ * pipeline (extract → parse → static → compile → tiny_run → correctness →
+ * timing), and the result JSON (docs/result-schema.md) with its verdict,
+ * reward and feedback.
+ *
+ * The Python child reports facts; everything decided lives here: which stage
+ * failed, the verdict, the partial credit, the statistics, the feedback text.
+ * Ownership: *result is a new jansson reference the caller json_decref()s.
+ */
+#ifndef KGYM_EVAL_H
+#define KGYM_EVAL_H
+
+#include <jansson.h>
+
+#include "kgym/error.h"
+#include "kgym/supervisor.h"
+#include "kgym/task.h"
+
+#define KG_RESULT_SCHEMA "kgym.result/1"
+#define KG_EVAL_STAGE_COUNT 6
+
+typedef struct kg_eval_options {
+    const char *device;        /* "cpu" or "cuda:N"; must match the supervisor */
+    long budget_elements;      /* CPU: size budget per tensor (default 65536); GPU: ignored */
+    long tiny_budget_elements; /* the tiny run's budget (default 4096) */
+    double atol, rtol;         /* < 0: by dtype (fp32 1e-4, fp16/bf16 1e-2) */
+    const char *half;          /* "fp16", "bf16", "fp16,bf16" or NULL: extra variants */
+    const char *variants;      /* comma list of variant names to run, NULL = all */
+    unsigned seed;             /* base seed (default 42) */
+    double credit[5];          /* reward: invalid, compile_error, tiny run failed, incorrect, correct */
+    int timing;                /* GPU: time reference and candidate (default on) */
+    int timing_warmup, timing_iters;
+    /* Seconds each stage may run (0 = no limit), in kg_eval_stage_names order. */
+    double stage_timeout_s[KG_EVAL_STAGE_COUNT];
+    kg_child_limits limits;    /* total timeout, output caps, rlimits (stage table is built from the above) */
+} kg_eval_options;
+
+/* The child's stages in order: "parse", "static", "compile", "tiny_run",
+ * "correctness", "timing" (extraction happens in C before any of them). */
+extern const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT];
+/* Index of a stage name, -1 if unknown. */
+int kg_eval_stage_index(const char *name);
+
+/* Fills the defaults for a device (docs/evaluation-protocol.md lists them). */
+void kg_eval_options_default(kg_eval_options *o, const char *device);
+
+typedef struct kg_eval_request {
+    const kg_task *task;
+    const char *response;       /* raw model output or a plain module (extracted either way) */
+    size_t response_len;
+    const char *candidate_name; /* shown in reports (a file path), may be NULL */
+} kg_eval_request;
+
+/* Runs one evaluation.  KG_OK whenever the candidate was evaluated, whatever
+ * the verdict; an error (with err filled) only when kgym itself could not do
+ * the work: no Python child, or a task that fails on its own. */
+int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_request *req,
+                json_t **result, kg_error *err);
+
+/* Builds the result from a finished child's report (exposed for tests).
+ * extract_detail/extract_source describe the extraction stage. */
+int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req,
+                         const kg_child_report *rep, const char *candidate_path,
+                         json_t *extract_stage, json_t **result, kg_error *err);
+
+/* The reward for a verdict reached at a stage level (0..4), per opts->credit. */
+double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int level);
+
+#endif

@@ -1,0 +1,335 @@
+/*
+ * kgym/rl.h — the RL library: per-turn rewards, advantage estimators (GRPO,
+ * RLOO, TRLOO), rejection sampling (PRS, MRS, truncated importance weights),
+ * an adaptive curriculum, and evaluation metrics (Fast@p by turn).
+ *
+ * It consumes evaluation outcomes (the fields of `kgym eval`'s result that
+ * matter for RL, see docs/result-schema.md) and per-turn records; it knows
+ * nothing of the evaluator's internals.  Formulas, defaults and sources are
+ * in docs/rl.md.
+ *
+ * Conventions: arrays in, arrays out; the caller owns every array it passes
+ * and every output array it sizes.  The only allocations the library hands
+ * back are kg_metrics_report (free with kg_metrics_report_free), strings
+ * returned through `char **` (free with free()) and the kg_curriculum handle
+ * (free with kg_curriculum_free).  There is no global state; every random
+ * draw goes through a caller-owned kg_rng.  Functions return KG_OK or a
+ * negative kg_status and, on error, fill `err` with a message that names the
+ * offending record by its index.
+ */
+#ifndef KGYM_RL_H
+#define KGYM_RL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kgym/error.h"
+
+/* ------------------------------------------------------------------ RNG */
+
+/* xoshiro256** seeded through splitmix64: reproducible across platforms, and
+ * its four words are the whole state, so it can be saved and resumed. */
+typedef struct {
+    uint64_t s[4];
+} kg_rng;
+
+void kg_rng_seed(kg_rng *rng, uint64_t seed);
+uint64_t kg_rng_next(kg_rng *rng);
+/* Uniform in [0, 1) with 53 random bits. */
+double kg_rng_uniform(kg_rng *rng);
+
+/* ------------------------------------------------------------ outcomes */
+
+typedef enum {
+    KG_VERDICT_CORRECT = 0,
+    KG_VERDICT_INCORRECT = 1,
+    KG_VERDICT_HACKED = 2,
+    KG_VERDICT_INVALID = 3,
+    KG_VERDICT_COMPILE_ERROR = 4,
+    KG_VERDICT_RUNTIME_ERROR = 5,
+    KG_VERDICT_TIMEOUT = 6,
+    KG_VERDICT_COUNT = 7
+} kg_verdict;
+
+/* Parses a result's "verdict" string; KG_ERR_INVALID for anything else. */
+int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err);
+/* The schema's name of a verdict ("compile_error"); "?" when out of range. */
+const char *kg_verdict_name(kg_verdict verdict);
+
+/* What the RL library reads from one evaluation result.  NaN marks a field
+ * that was not measured (null in the JSON, e.g. timing on CPU). */
+typedef struct {
+    kg_verdict verdict;
+    int hacked;           /* verdict == hacked, or hacks[] non-empty */
+    double staged_reward; /* result.reward: the evaluator's partial credit */
+    double speedup;       /* result.timing.speedup */
+    double coverage;      /* result.profile.coverage */
+} kg_eval_outcome;
+
+/* The same fields as columns, for batch calls from C, Python or NumPy.
+ * verdict is required; each other pointer may be NULL (all "not measured";
+ * hacked NULL means "hacked iff verdict == hacked"). */
+typedef struct {
+    size_t n;
+    const int32_t *verdict;      /* kg_verdict values */
+    const uint8_t *hacked;
+    const double *staged_reward;
+    const double *speedup;
+    const double *coverage;
+} kg_outcome_columns;
+
+/* A candidate that passed the correctness check and was not flagged. */
+int kg_outcome_is_correct(const kg_eval_outcome *outcome);
+/* "compiled" for the compile rate: verdict not in {invalid, compile_error}. */
+int kg_outcome_compiled(const kg_eval_outcome *outcome);
+/* Row i of the columns as one outcome; KG_ERR_INVALID for a bad verdict. */
+int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
+                           kg_eval_outcome *out, kg_error *err);
+
+/* -------------------------------------------------------------- rewards */
+
+typedef enum {
+    KG_REWARD_DRKERNEL = 0, /* 0.5·correct + 0.5·min(S,3) + 0.5·coverage */
+    KG_REWARD_STAGED = 1,   /* evaluator partial credit + optional speed term */
+    KG_REWARD_TRITONRL = 2, /* valid·correct + valid·clip(S, 2) */
+    KG_REWARD_SPEEDUP = 3   /* ln S for correct kernels, a floor otherwise */
+} kg_reward_fn;
+
+typedef struct {
+    kg_reward_fn fn;
+    double correct_weight;      /* drkernel, tritonrl: weight of correctness */
+    double speed_weight;        /* weight of the speed term (staged: 0 = off) */
+    double speedup_cap;         /* speed term uses min(S, cap) */
+    double speedup_lower_bound; /* a capped speedup below this counts as 0 */
+    double coverage_weight;     /* drkernel: weight of profile.coverage */
+    double failure_reward;      /* reward of a failed / incorrect / hacked turn
+                                 * (speedup fn: the floor) */
+    double hack_penalty;        /* subtracted when hacked */
+    double timeout_penalty;     /* subtracted when verdict == timeout */
+    double regression_penalty;  /* subtracted when this turn's base reward is
+                                 * below the previous turn's */
+} kg_reward_config;
+
+/* The defaults of docs/rl.md for fn (Dr. Kernel's recipe for drkernel). */
+void kg_reward_config_default(kg_reward_config *cfg, kg_reward_fn fn);
+/* "drkernel" | "staged" | "tritonrl" | "speedup". */
+int kg_reward_fn_parse(const char *name, kg_reward_fn *out, kg_error *err);
+const char *kg_reward_fn_name(kg_reward_fn fn);
+/* Sets one constant by its docs/rl.md name ("speedup_cap", ...); rejects
+ * unknown names and non-finite values. */
+int kg_reward_config_set(kg_reward_config *cfg, const char *name, double value,
+                         kg_error *err);
+
+/* Reward of one turn.  previous is the same trajectory's previous turn (for
+ * the regression penalty) or NULL. */
+int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
+                      const kg_eval_outcome *previous, double *reward,
+                      kg_error *err);
+
+/* Rewards of n turns.  trajectory and turn (both NULL, or both set) locate
+ * each turn's previous turn: the largest smaller turn of the same
+ * trajectory.  reward_out has cols->n entries. */
+int kg_reward_batch(const kg_reward_config *cfg, const kg_outcome_columns *cols,
+                    const int64_t *trajectory, const int32_t *turn,
+                    double *reward_out, kg_error *err);
+
+/* ----------------------------------------------------------- advantages */
+
+typedef enum {
+    KG_ESTIMATOR_GRPO = 0,  /* G_i − mean_j G_j (self included) [/ std] */
+    KG_ESTIMATOR_RLOO = 1,  /* r_i − mean_{j≠i} r_j, groups = prompt, 1 turn */
+    KG_ESTIMATOR_TRLOO = 2  /* G_i − mean_{j≠i} G_j, groups = (prompt, turn) */
+} kg_estimator;
+
+typedef enum {
+    KG_SINGLETON_ZERO = 0,  /* a group of one sample has advantage 0 */
+    KG_SINGLETON_RETURN = 1 /* ... has advantage G (no baseline; Dr. Kernel) */
+} kg_singleton_rule;
+
+typedef struct {
+    kg_estimator estimator;
+    double gamma;             /* G_t = Σ_{t'≥t} γ^{t'−t} r_t'; default 1 */
+    int normalize_std;        /* GRPO only: divide by the group's std */
+    double std_eps;           /* GRPO: A = (G − mean) / (std + eps) */
+    kg_singleton_rule singleton;
+} kg_advantage_config;
+
+void kg_advantage_config_default(kg_advantage_config *cfg,
+                                 kg_estimator estimator);
+/* "grpo" | "rloo" | "trloo". */
+int kg_estimator_parse(const char *name, kg_estimator *out, kg_error *err);
+const char *kg_estimator_name(kg_estimator estimator);
+
+/* Advantages of n per-turn records.  prompt, sample and turn identify a
+ * record (a trajectory is (prompt, sample)); mask may be NULL (all 1); a
+ * masked record gets advantage 0 and stays out of every baseline, but its
+ * reward still enters earlier turns' returns.  advantage_out and return_out
+ * (may be NULL) have n entries.  NaN rewards, duplicate (prompt, sample,
+ * turn) and, for RLOO, several turns per trajectory are errors. */
+int kg_advantages(const kg_advantage_config *cfg, size_t n,
+                  const int64_t *prompt, const int64_t *sample,
+                  const int32_t *turn, const double *reward,
+                  const uint8_t *mask, double *advantage_out,
+                  double *return_out, kg_error *err);
+
+/* -------------------------------------------- rejection sampling: PRS */
+
+typedef struct {
+    double threshold;         /* 0.3 */
+    double factor;            /* 0.1; <= 0 gives a hard cut at threshold */
+    double speedup_threshold; /* NaN = off; else also keep if S >= this */
+} kg_prs_config;
+
+typedef struct {
+    size_t total, kept;
+    size_t correct, correct_kept;
+    double acceptance_rate;         /* kept / total (NaN when total == 0) */
+    double correct_acceptance_rate; /* correct_kept / correct */
+    double expected_correct_kept;   /* Σ keep probability over correct turns */
+} kg_prs_stats;
+
+void kg_prs_config_default(kg_prs_config *cfg);
+/* clamp((coverage − threshold)/factor, 0, 1) for a correct turn, 1 otherwise;
+ * KG_ERR_INVALID when a correct turn has no coverage. */
+int kg_prs_keep_probability(const kg_prs_config *cfg,
+                            const kg_eval_outcome *outcome, double *p,
+                            kg_error *err);
+/* One Bernoulli draw per record (keep iff u < p); keep_out and prob_out (may
+ * be NULL) have cols->n entries; stats may be NULL. */
+int kg_prs_sample(const kg_prs_config *cfg, kg_rng *rng,
+                  const kg_outcome_columns *cols, uint8_t *keep_out,
+                  double *prob_out, kg_prs_stats *stats, kg_error *err);
+
+/* -------------------------------------------- rejection sampling: MRS */
+
+/* Token log-ratios are log π_trainer(token) − log π_rollout(token).  Turns
+ * are rows; turn r owns tokens [token_offsets[r], token_offsets[r+1]); a
+ * trajectory is the set of turns sharing trajectory[r]. */
+typedef struct {
+    double delta;          /* keep a trajectory iff its geometric-mean ratio
+                            * lies in [1−δ, 1+δ]; δ = 0.001 */
+    double veto_threshold; /* drop a turn with any token ratio below this;
+                            * 1e-4; <= 0 disables */
+} kg_mrs_config;
+
+typedef struct {
+    size_t trajectories, trajectories_kept;
+    size_t turns, turns_kept, turns_vetoed;
+} kg_mrs_stats;
+
+void kg_mrs_config_default(kg_mrs_config *cfg);
+/* keep_out has n_turns entries; geo_mean_out (may be NULL) receives each
+ * turn's trajectory geometric mean; stats may be NULL. */
+int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns,
+                  const int64_t *trajectory, const int64_t *token_offsets,
+                  const double *log_ratio, uint8_t *keep_out,
+                  double *geo_mean_out, kg_mrs_stats *stats, kg_error *err);
+
+typedef enum {
+    KG_IS_TOKEN = 0,    /* w = ratio of the token */
+    KG_IS_TURN = 1,     /* w = product of the turn's ratios */
+    KG_IS_SEQUENCE = 2  /* w = product over the whole trajectory */
+} kg_is_level;
+
+int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err);
+/* Truncated importance weights min(w, cap), one per token (weights_out has
+ * token_offsets[n_turns] entries); log-weights are clamped to ±20. */
+int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
+                            const int64_t *trajectory,
+                            const int64_t *token_offsets,
+                            const double *log_ratio, double *weights_out,
+                            kg_error *err);
+
+/* ----------------------------------------------------------- curriculum */
+
+#define KG_CURRICULUM_MAX_LEVELS 8
+
+/* Level k >= 1 has share start + (end − start)·min(acc_{k−1}/target, 1),
+ * where acc_{k−1} is the rolling accuracy of level k−1; level 0 gets what the
+ * others leave.  level[0] is unused. */
+typedef struct {
+    double start_share, end_share, target_accuracy;
+} kg_curriculum_ramp;
+
+typedef struct {
+    size_t n_levels; /* 1 .. KG_CURRICULUM_MAX_LEVELS */
+    kg_curriculum_ramp level[KG_CURRICULUM_MAX_LEVELS];
+    size_t window;   /* outcomes per level in the rolling accuracy */
+} kg_curriculum_config;
+
+/* Two levels: level 1 (index 1) from 10% to 50% as level 0 reaches 40%. */
+void kg_curriculum_config_default(kg_curriculum_config *cfg);
+int kg_curriculum_config_check(const kg_curriculum_config *cfg, kg_error *err);
+/* The schedule alone: shares (n_levels) from accuracies (n_levels). */
+int kg_curriculum_schedule(const kg_curriculum_config *cfg,
+                           const double *accuracy, double *shares_out,
+                           kg_error *err);
+
+typedef struct kg_curriculum kg_curriculum; /* opaque; owns its history */
+
+int kg_curriculum_create(const kg_curriculum_config *cfg, uint64_t seed,
+                         kg_curriculum **out, kg_error *err);
+void kg_curriculum_free(kg_curriculum *cur);
+const kg_curriculum_config *kg_curriculum_get_config(const kg_curriculum *cur);
+/* Adds one outcome of a task of level `level` to its rolling window. */
+int kg_curriculum_record(kg_curriculum *cur, size_t level, int correct,
+                         kg_error *err);
+/* Rolling accuracy of a level (0 before any outcome); NaN for a bad level. */
+double kg_curriculum_accuracy(const kg_curriculum *cur, size_t level);
+/* How many outcomes of the level are in the window now. */
+size_t kg_curriculum_observed(const kg_curriculum *cur, size_t level);
+int kg_curriculum_shares(const kg_curriculum *cur, double *shares_out,
+                         kg_error *err);
+/* Draws a level with probability equal to its share. */
+int kg_curriculum_sample_level(kg_curriculum *cur, size_t *level_out,
+                               kg_error *err);
+/* Draws an index in [0, n) uniformly (for picking a task of a level). */
+int kg_curriculum_sample_index(kg_curriculum *cur, size_t n, size_t *index_out,
+                               kg_error *err);
+/* Whole state (config, windows, RNG) as JSON; *json_out is freed by free(). */
+int kg_curriculum_save(const kg_curriculum *cur, char **json_out,
+                       kg_error *err);
+int kg_curriculum_load(const char *json, kg_curriculum **out, kg_error *err);
+/* Reads a config from JSON text {"window": W, "levels": [{"start", "end",
+ * "target"}, ...]} where levels[0] describes level index 1. */
+int kg_curriculum_config_from_json(const char *json, kg_curriculum_config *cfg,
+                                   kg_error *err);
+
+/* -------------------------------------------------------------- metrics */
+
+#define KG_METRICS_MAX_THRESHOLDS 16
+
+typedef struct {
+    int32_t turn;
+    size_t samples;          /* denominator of every rate */
+    double compile_rate, correct_rate, hack_rate;
+    double fast[KG_METRICS_MAX_THRESHOLDS]; /* Fast@p, share of all samples */
+    size_t timed_correct;    /* correct samples with a measured speedup */
+    double geomean_speedup;  /* over timed correct samples; NaN if none */
+} kg_turn_metrics;
+
+typedef struct {
+    size_t n_thresholds;
+    double thresholds[KG_METRICS_MAX_THRESHOLDS];
+    size_t samples;          /* distinct trajectories */
+    size_t n_turns;
+    kg_turn_metrics *per_turn;  /* n_turns, by increasing turn */
+    kg_turn_metrics *best_of;   /* n_turns: best candidate of turns <= t */
+} kg_metrics_report;
+
+/* thresholds NULL uses {1, 1.2, 1.5, 2, 3}.  trajectory and turn have
+ * cols->n entries (turn NULL: every record is turn 1). */
+int kg_metrics_compute(const kg_outcome_columns *cols,
+                       const int64_t *trajectory, const int32_t *turn,
+                       const double *thresholds, size_t n_thresholds,
+                       kg_metrics_report *out, kg_error *err);
+void kg_metrics_report_free(kg_metrics_report *report);
+/* Renderings; each *out is freed by free(). */
+int kg_metrics_table(const kg_metrics_report *report, char **out,
+                     kg_error *err);
+int kg_metrics_json(const kg_metrics_report *report, char **out,
+                    kg_error *err);
+/* Fast@p by turn (solid: per turn, dashed: best of turns) as SVG. */
+int kg_metrics_svg(const kg_metrics_report *report, char **out, kg_error *err);
+
+#endif

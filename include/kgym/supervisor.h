@@ -1,0 +1,98 @@
+/*
+ * kgym/supervisor.h — Python processes for one device: a warm zygote and the
+ * evaluation children forked from it.
+ *
+ * The supervisor starts one zygote (python -m kgym_harness.zygote) that has
+ * imported torch and triton.  Each kg_supervisor_run() asks the zygote to fork
+ * a fresh child (it double-forks, so the child is re-parented to this process,
+ * a child subreaper, and its exact exit status is ours to collect), hands the
+ * child a JSON job, and then supervises it from outside: per-stage and total
+ * timeouts (SIGKILL to the child's whole process group), rlimits set with
+ * prlimit() before the job is sent, bounded capture of stdout/stderr, an output
+ * flood limit, and every protocol message time-stamped with this process's
+ * monotonic clock.  A dead zygote is restarted on the next run.
+ * The protocol is documented in docs/protocol.md.
+ *
+ * Threads: kg_supervisor_run() may be called from several threads at once;
+ * each call supervises its own child.
+ * Ownership: a kg_child_report owns its messages (json) and captures; release
+ * it with kg_child_report_free().
+ */
+#ifndef KGYM_SUPERVISOR_H
+#define KGYM_SUPERVISOR_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "kgym/error.h"
+
+typedef struct kg_supervisor kg_supervisor;
+
+typedef struct kg_supervisor_options {
+    const char *python;      /* interpreter with torch and triton */
+    const char *harness_dir; /* folder that holds the kgym_harness package */
+    const char *device;      /* "cpu" or "cuda:N" */
+    double start_timeout_s;  /* how long the zygote may take to import; 0 = 300 */
+} kg_supervisor_options;
+
+typedef struct kg_child_limits {
+    double total_timeout_s;     /* whole child, 0 = none */
+    json_t *stage_timeouts_s;   /* {"stage name": seconds}; borrowed; may be NULL */
+    double default_stage_timeout_s; /* stages not named above; 0 = none */
+    size_t capture_bytes;       /* kept of stdout and of stderr each (head + tail) */
+    size_t output_limit_bytes;  /* stdout+stderr beyond this kills the child; 0 = none */
+    unsigned long long address_space_bytes; /* RLIMIT_AS; 0 = unchanged */
+    unsigned long long file_size_bytes;     /* RLIMIT_FSIZE; 0 = unchanged */
+    double cpu_seconds;         /* RLIMIT_CPU backstop; 0 = unchanged */
+} kg_child_limits;
+
+typedef enum {
+    KG_END_COMPLETED = 0, /* sent "done" and exited 0 */
+    KG_END_EXIT,          /* exited (any code) without finishing */
+    KG_END_SIGNAL,        /* killed by a signal it did not get from us */
+    KG_END_TIMEOUT,       /* we killed it: a stage or the total ran too long */
+    KG_END_OUTPUT_FLOOD,  /* we killed it: it printed more than the limit */
+    KG_END_PROTOCOL       /* we killed it: it sent something that is not protocol */
+} kg_child_end;
+
+typedef struct kg_capture {
+    char *head;          /* first bytes (NUL-terminated) */
+    char *tail;          /* last bytes when more than fit in head, else "" */
+    size_t total_bytes;  /* everything the child wrote */
+    int truncated;       /* 1 when bytes were dropped between head and tail */
+} kg_capture;
+
+typedef struct kg_child_report {
+    pid_t pid;
+    kg_child_end end;
+    int exit_code;            /* valid when the child exited */
+    int signal;               /* valid when it was killed by a signal */
+    char stage[64];           /* the stage running when it ended ("" if none) */
+    double stage_limit_s;     /* the limit that was exceeded (timeout) */
+    json_t *messages;         /* array of protocol messages, each with "t_ms" */
+    kg_capture out, err;
+    double wall_ms;
+} kg_child_report;
+
+int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, kg_error *err);
+void kg_supervisor_close(kg_supervisor *sup);
+
+/* Versions and facts the zygote reported when it became ready (borrowed). */
+const json_t *kg_supervisor_info(kg_supervisor *sup);
+/* How many times the zygote has been (re)started. */
+int kg_supervisor_starts(kg_supervisor *sup);
+/* The zygote's pid (0 if none is running); for tests that kill it. */
+pid_t kg_supervisor_zygote_pid(kg_supervisor *sup);
+
+/* Forks a child, sends it `job` (a JSON object; "workdir" must name a folder
+ * the caller owns), supervises it to the end and fills `report`.  Returns
+ * KG_OK whenever the child ran, whatever became of it; an error only when no
+ * child could be started. */
+int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *limits,
+                      kg_child_report *report, kg_error *err);
+
+void kg_child_report_free(kg_child_report *report);
+const char *kg_child_end_name(kg_child_end end);
+
+#endif

@@ -1,0 +1,26 @@
+/*
+ * kgym/task.h — finding a task: a KernelBench-format reference file given by
+ * path, or by id ("level1/19", "level2/40_Matmul_Scaling_ResidualAdd") inside
+ * a KernelBench checkout.  The file itself is loaded and checked by the
+ * harness; C only needs to find it, name it and hash it.
+ * Ownership: kg_task strings are malloc'd; kg_task_free() releases them.
+ */
+#ifndef KGYM_TASK_H
+#define KGYM_TASK_H
+
+#include "kgym/error.h"
+
+typedef struct kg_task {
+    char *path;   /* the reference file */
+    char *id;     /* "level1/19" for KernelBench ids, else the file's stem */
+    char *name;   /* the file's stem, e.g. "19_ReLU" */
+    char *source; /* the file's text */
+    char hash[32];
+} kg_task;
+
+/* spec: a path to a .py file, or an id resolved inside kernelbench_dir (which
+ * may be NULL: then $KGYM_KERNELBENCH, else an error naming the flag). */
+int kg_task_resolve(const char *kernelbench_dir, const char *spec, kg_task *task, kg_error *err);
+void kg_task_free(kg_task *task);
+
+#endif

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Installs the Debian -dev packages kgym builds against, if pkg-config cannot
+# find them.  Idempotent and quiet when everything is present.
+set -e
+missing=""
+need() { pkg-config --exists "$1" 2>/dev/null || missing="$missing $2"; }
+command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
+command -v cc >/dev/null 2>&1 || missing="$missing gcc"
+need jansson libjansson-dev
+[ -z "$missing" ] && exit 0
+echo "kgym: installing Debian packages:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing make >/dev/null

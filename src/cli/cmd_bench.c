@@ -1,0 +1,581 @@
+/*
+ * cmd_bench.c — `kgym bench`: many (task, candidate) pairs, evaluated by a
+ * few worker threads sharing one supervisor (one zygote), with a progress bar
+ * and a summary.  Pairs come from a folder layout or a JSONL file.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "kgym/eval.h"
+#include "kgym/task.h"
+#include "util/util.h"
+
+typedef struct {
+    char *task_spec;
+    char *candidate; /* path, or NULL when response is inline */
+    char *response;  /* inline text from JSONL */
+    char *expect;    /* a verdict, "not_correct", or NULL */
+    char *label;
+    json_t *result;
+    char *error;
+} bench_item;
+
+typedef struct {
+    bench_item *items;
+    size_t count, cap;
+} bench_list;
+
+static int add_item(bench_list *l, const char *task, const char *cand, const char *response,
+                    const char *expect, const char *label)
+{
+    if (l->count == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        bench_item *p = realloc(l->items, cap * sizeof *p);
+        if (!p)
+            return -1;
+        l->items = p;
+        l->cap = cap;
+    }
+    bench_item *it = &l->items[l->count++];
+    memset(it, 0, sizeof *it);
+    it->task_spec = kg_strdup(task);
+    it->candidate = kg_strdup(cand);
+    it->response = kg_strdup(response);
+    it->expect = kg_strdup(expect);
+    it->label = kg_strdup(label);
+    return 0;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted entry names of a folder (NULL-terminated, malloc'd). */
+static char **list_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return NULL;
+    size_t n = 0, cap = 16;
+    char **names = malloc(cap * sizeof *names);
+    struct dirent *e;
+    while (names && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (n + 1 >= cap) {
+            cap *= 2;
+            char **p = realloc(names, cap * sizeof *p);
+            if (!p)
+                break;
+            names = p;
+        }
+        names[n++] = kg_strdup(e->d_name);
+    }
+    closedir(d);
+    if (!names)
+        return NULL;
+    names[n] = NULL;
+    qsort(names, n, sizeof *names, name_cmp);
+    return names;
+}
+
+static void free_names(char **names)
+{
+    for (size_t i = 0; names && names[i]; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* One task folder: task.py plus candidates (*.py not starting with '_'). */
+static void add_task_folder(bench_list *l, const char *folder)
+{
+    kg_buf task = {0};
+    kg_buf_printf(&task, "%s/task.py", folder);
+    if (!kg_file_exists(task.data)) {
+        kg_buf_free(&task);
+        return;
+    }
+    char **names = list_dir(folder);
+    for (size_t i = 0; names && names[i]; i++) {
+        const char *n = names[i];
+        size_t len = strlen(n);
+        if (len < 4 || strcmp(n + len - 3, ".py") || !strcmp(n, "task.py") || n[0] == '_')
+            continue;
+        kg_buf cand = {0}, label = {0};
+        kg_buf_printf(&cand, "%s/%s", folder, n);
+        const char *base = strrchr(folder, '/');
+        kg_buf_printf(&label, "%s/%s", base ? base + 1 : folder, n);
+        const char *expect = !strncmp(n, "correct", 7) ? "correct"
+                             : !strncmp(n, "wrong", 5) ? "not_correct" : NULL;
+        add_item(l, task.data, cand.data, NULL, expect, label.data);
+        kg_buf_free(&cand);
+        kg_buf_free(&label);
+    }
+    free_names(names);
+    kg_buf_free(&task);
+}
+
+static int load_dir(bench_list *l, const char *dir, kg_error *err)
+{
+    if (!kg_dir_exists(dir))
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "%s is not a folder", dir);
+    size_t before = l->count;
+    add_task_folder(l, dir);
+    char **names = list_dir(dir);
+    for (size_t i = 0; names && names[i]; i++) {
+        kg_buf sub = {0};
+        kg_buf_printf(&sub, "%s/%s", dir, names[i]);
+        if (kg_dir_exists(sub.data))
+            add_task_folder(l, sub.data);
+        kg_buf_free(&sub);
+    }
+    free_names(names);
+    if (l->count == before)
+        return kg_error_set(err, KG_ERR_INVALID,
+                            "%s holds no task folders (a folder with task.py and candidate .py files)", dir);
+    return KG_OK;
+}
+
+/* A path in a JSONL line: as given if it exists, else relative to the JSONL's folder. */
+static char *resolve_relative(const char *jsonl, const char *p)
+{
+    if (p[0] == '/' || kg_file_exists(p))
+        return kg_strdup(p);
+    const char *slash = strrchr(jsonl, '/');
+    if (!slash)
+        return kg_strdup(p);
+    kg_buf b = {0};
+    kg_buf_printf(&b, "%.*s/%s", (int)(slash - jsonl), jsonl, p);
+    return kg_buf_release(&b);
+}
+
+static int load_jsonl(bench_list *l, const char *path, kg_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    int rc = kg_file_read(path, 256u << 20, &data, &len, err);
+    if (rc != KG_OK)
+        return rc;
+    int lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        while (*line == ' ' || *line == '\t' || *line == '\r')
+            line++;
+        if (!*line || *line == '#')
+            continue;
+        json_error_t jerr;
+        json_t *o = json_loads(line, 0, &jerr);
+        if (!json_is_object(o)) {
+            json_decref(o);
+            free(data);
+            return kg_error_set(err, KG_ERR_INVALID, "%s line %d: not a JSON object (%s)", path, lineno,
+                                jerr.text);
+        }
+        const char *task = json_string_value(json_object_get(o, "task"));
+        if (!task)
+            task = json_string_value(json_object_get(o, "kernelbench"));
+        const char *cand = json_string_value(json_object_get(o, "candidate"));
+        const char *resp = json_string_value(json_object_get(o, "response"));
+        const char *expect = json_string_value(json_object_get(o, "expect"));
+        if (!task || (!cand && !resp)) {
+            json_decref(o);
+            free(data);
+            return kg_error_set(err, KG_ERR_INVALID,
+                                "%s line %d: needs \"task\" (or \"kernelbench\") and \"candidate\" (or \"response\")",
+                                path, lineno);
+        }
+        char *task_path = json_object_get(o, "task") ? resolve_relative(path, task) : kg_strdup(task);
+        char *cand_path = cand ? resolve_relative(path, cand) : NULL;
+        kg_buf label = {0};
+        const char *cbase = cand ? strrchr(cand, '/') : NULL;
+        kg_buf_printf(&label, "%s %s", task, cand ? (cbase ? cbase + 1 : cand) : "(inline)");
+        if (cand && cbase) {
+            /* Keep the candidate's folder in the label: names like honest.py repeat. */
+            const char *p = cbase;
+            while (p > cand && p[-1] != '/')
+                p--;
+            kg_buf_free(&label);
+            kg_buf_printf(&label, "%s %.*s", task, (int)(strlen(p)), p);
+        }
+        add_item(l, task_path, cand_path, resp, expect, label.data);
+        kg_buf_free(&label);
+        free(task_path);
+        free(cand_path);
+        json_decref(o);
+    }
+    free(data);
+    if (l->count == 0)
+        return kg_error_set(err, KG_ERR_INVALID, "%s holds no pairs", path);
+    return KG_OK;
+}
+
+/* ---- running */
+
+typedef struct {
+    bench_list *list;
+    kg_supervisor *sup;
+    kg_cli_eval_flags *flags;
+    pthread_mutex_t lock;
+    size_t next, done;
+    double t0;
+    int tty;
+    int counts[8];
+} bench_run;
+
+static const char *verdicts[] = {"correct", "incorrect", "hacked", "invalid", "compile_error",
+                                 "runtime_error", "timeout"};
+
+static int verdict_index(const char *v)
+{
+    for (int i = 0; i < 7; i++)
+        if (v && !strcmp(v, verdicts[i]))
+            return i;
+    return 7;
+}
+
+static int expectation_met(const bench_item *it)
+{
+    if (!it->expect)
+        return 1;
+    const char *v = it->result ? json_string_value(json_object_get(it->result, "verdict")) : NULL;
+    if (!v)
+        return 0;
+    if (!strcmp(it->expect, "not_correct"))
+        return strcmp(v, "correct") != 0;
+    return !strcmp(v, it->expect);
+}
+
+static void progress(bench_run *run, const bench_item *it)
+{
+    size_t total = run->list->count;
+    double elapsed = (kg_now_ms() - run->t0) / 1000.0;
+    const char *v = it->result ? json_string_value(json_object_get(it->result, "verdict")) : "error";
+    if (run->tty) {
+        int width = 30;
+        int filled = (int)((double)run->done / (double)total * width);
+        double eta = run->done ? elapsed / (double)run->done * (double)(total - run->done) : 0;
+        fprintf(stderr, "\r\033[K[");
+        for (int i = 0; i < width; i++)
+            fputc(i < filled ? '#' : '.', stderr);
+        fprintf(stderr, "] %zu/%zu  correct %d  other %zu  %.0fs elapsed, ~%.0fs left  (%s: %s)", run->done,
+                total, run->counts[0], run->done - (size_t)run->counts[0], elapsed, eta, it->label, v);
+        if (run->done == total)
+            fputc('\n', stderr);
+    } else {
+        fprintf(stderr, "[%zu/%zu] %s: %s%s (%.1fs)\n", run->done, total, it->label, v,
+                expectation_met(it) ? "" : "  <-- expected ", elapsed);
+        if (!expectation_met(it))
+            fprintf(stderr, "        expected %s\n", it->expect);
+    }
+    fflush(stderr);
+}
+
+static void *worker(void *arg)
+{
+    bench_run *run = arg;
+    for (;;) {
+        pthread_mutex_lock(&run->lock);
+        size_t i = run->next++;
+        pthread_mutex_unlock(&run->lock);
+        if (i >= run->list->count)
+            return NULL;
+        bench_item *it = &run->list->items[i];
+        kg_error err;
+        kg_error_clear(&err);
+        kg_task task;
+        char *response = NULL;
+        size_t len = 0;
+        int rc = kg_task_resolve(run->flags->kernelbench, it->task_spec, &task, &err);
+        if (rc == KG_OK) {
+            if (it->candidate)
+                rc = kg_file_read(it->candidate, 16u << 20, &response, &len, &err);
+            else {
+                response = kg_strdup(it->response);
+                len = strlen(response);
+            }
+            if (rc == KG_OK) {
+                kg_eval_request req = {.task = &task, .response = response, .response_len = len,
+                                       .candidate_name = it->candidate};
+                rc = kg_eval_run(run->sup, &run->flags->opts, &req, &it->result, &err);
+            }
+            kg_task_free(&task);
+        }
+        free(response);
+        if (rc != KG_OK)
+            it->error = kg_strdup(err.message);
+        pthread_mutex_lock(&run->lock);
+        run->done++;
+        if (it->result)
+            run->counts[verdict_index(json_string_value(json_object_get(it->result, "verdict")))]++;
+        progress(run, it);
+        pthread_mutex_unlock(&run->lock);
+    }
+}
+
+static json_t *summary(bench_run *run, double wall_s)
+{
+    json_t *by = json_object();
+    for (int i = 0; i < 7; i++)
+        json_object_set_new(by, verdicts[i], json_integer(run->counts[i]));
+    size_t n = run->list->count, errors = 0, expected = 0, met = 0, timed = 0;
+    double reward = 0, log_speedup = 0;
+    json_t *hack_types = json_object();
+    for (size_t i = 0; i < n; i++) {
+        bench_item *it = &run->list->items[i];
+        if (!it->result) {
+            errors++;
+            continue;
+        }
+        reward += json_number_value(json_object_get(it->result, "reward"));
+        if (it->expect) {
+            expected++;
+            met += (size_t)expectation_met(it);
+        }
+        const json_t *sp = json_object_get(json_object_get(it->result, "timing"), "speedup");
+        if (json_is_number(sp) && json_number_value(sp) > 0 &&
+            !strcmp(json_string_value(json_object_get(it->result, "verdict")), "correct")) {
+            timed++;
+            log_speedup += log(json_number_value(sp));
+        }
+        size_t k;
+        json_t *h;
+        json_array_foreach(json_object_get(it->result, "hacks"), k, h) {
+            const char *type = json_string_value(json_object_get(h, "type"));
+            if (type)
+                json_object_set_new(hack_types, type,
+                                    json_integer(json_integer_value(json_object_get(hack_types, type)) + 1));
+        }
+    }
+    size_t evaluated = n - errors;
+    return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s}", "pairs",
+                     (json_int_t)n, "evaluated", (json_int_t)evaluated, "errors", (json_int_t)errors,
+                     "verdicts", by, "correct_rate", evaluated ? run->counts[0] / (double)evaluated : 0.0,
+                     "mean_reward", evaluated ? reward / (double)evaluated : 0.0, "hacks_by_type", hack_types,
+                     "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
+                     "geomean_speedup", timed ? json_real(exp(log_speedup / (double)timed)) : json_null(),
+                     "wall_s", wall_s, "evaluations_per_hour", wall_s > 0 ? (double)evaluated * 3600.0 / wall_s : 0.0,
+                     "device", run->flags->device_resolved);
+}
+
+static void print_table(FILE *out, bench_run *run, const json_t *sum)
+{
+    fprintf(out, "\n%-58s %-14s %-12s %6s %8s %7s\n", "pair", "verdict", "expected", "reward", "speedup",
+            "time s");
+    for (size_t i = 0; i < run->list->count; i++) {
+        bench_item *it = &run->list->items[i];
+        const char *v = it->result ? json_string_value(json_object_get(it->result, "verdict")) : "ERROR";
+        const json_t *sp = it->result ? json_object_get(json_object_get(it->result, "timing"), "speedup") : NULL;
+        char speed[32] = "-";
+        if (json_is_number(sp))
+            snprintf(speed, sizeof speed, "%.2fx", json_number_value(sp));
+        fprintf(out, "%-58.58s %-14s %-12s %6.2f %8s %7.1f%s\n", it->label, v, it->expect ? it->expect : "-",
+                it->result ? json_number_value(json_object_get(it->result, "reward")) : 0.0, speed,
+                it->result ? json_number_value(json_object_get(it->result, "wall_ms")) / 1000.0 : 0.0,
+                expectation_met(it) ? "" : "   <-- MISMATCH");
+        if (it->error)
+            fprintf(out, "    error: %s\n", it->error);
+    }
+    fprintf(out, "\nverdicts:");
+    const json_t *by = json_object_get(sum, "verdicts");
+    for (int i = 0; i < 7; i++)
+        if (json_integer_value(json_object_get(by, verdicts[i])))
+            fprintf(out, " %s %lld", verdicts[i], (long long)json_integer_value(json_object_get(by, verdicts[i])));
+    fprintf(out, "\ncorrect rate %.1f%%, mean reward %.3f", 100 * json_number_value(json_object_get(sum, "correct_rate")),
+            json_number_value(json_object_get(sum, "mean_reward")));
+    const json_t *gm = json_object_get(sum, "geomean_speedup");
+    if (json_is_number(gm))
+        fprintf(out, ", geomean speedup of correct %.2fx", json_number_value(gm));
+    fprintf(out, "\n");
+    if (json_integer_value(json_object_get(sum, "expectations")))
+        fprintf(out, "expectations met: %lld of %lld\n", (long long)json_integer_value(json_object_get(sum, "expectations_met")),
+                (long long)json_integer_value(json_object_get(sum, "expectations")));
+    if (json_integer_value(json_object_get(sum, "errors")))
+        fprintf(out, "not evaluated (kgym errors): %lld\n", (long long)json_integer_value(json_object_get(sum, "errors")));
+    fprintf(out, "%zu evaluations in %.1f s on %s (%.0f per hour)\n", run->list->count,
+            json_number_value(json_object_get(sum, "wall_s")), json_string_value(json_object_get(sum, "device")),
+            json_number_value(json_object_get(sum, "evaluations_per_hour")));
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kgym bench DIR | --jsonl FILE [options]\n"
+            "\n"
+            "Evaluates many (task, candidate) pairs and prints a summary table.\n"
+            "  DIR                 each subfolder with a task.py is a task; every other .py in it (not\n"
+            "                      starting with '_') is a candidate; correct*.py are expected correct,\n"
+            "                      wrong*.py not correct\n"
+            "  --jsonl FILE        one pair per line: {\"task\": FILE | \"kernelbench\": \"level1/19\",\n"
+            "                      \"candidate\": FILE | \"response\": TEXT, \"expect\": VERDICT|\"not_correct\"}\n"
+            "  --jobs N            evaluations at once (default: CPU cores on cpu, 1 on a GPU)\n"
+            "  --out FILE          also write every result as JSONL to FILE\n"
+            "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
+            "\n%s\n"
+            "Exit status: 0 when the pairs were evaluated, 3 with --check when expectations failed,\n"
+            "2 for a usage error, 1 when kgym could not start.\n",
+            kg_cli_eval_help);
+}
+
+enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_HELP };
+
+int kg_cli_bench(int argc, char **argv)
+{
+    struct option longopts[64];
+    size_t n = 0;
+    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
+        longopts[n++] = kg_cli_eval_longopts[i];
+    longopts[n++] = (struct option){"jsonl", required_argument, NULL, OPT_JSONL};
+    longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
+    longopts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
+    longopts[n++] = (struct option){"check", no_argument, NULL, OPT_CHECK};
+    longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    longopts[n++] = (struct option){0, 0, 0, 0};
+    kg_cli_eval_flags f;
+    kg_cli_eval_flags_init(&f);
+    const char *jsonl = NULL, *out_path = NULL;
+    long jobs = 0;
+    int check = 0, c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hj:", longopts, NULL)) != -1) {
+        if (c == OPT_JSONL)
+            jsonl = optarg;
+        else if (c == OPT_JOBS || c == 'j') {
+            char *end;
+            jobs = strtol(optarg, &end, 10);
+            if (*end || jobs < 1 || jobs > 256) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error("bench", "--jobs needs a number from 1 to 256, not \"%s\"", optarg);
+            }
+        } else if (c == OPT_OUT)
+            out_path = optarg;
+        else if (c == OPT_CHECK)
+            check = 1;
+        else if (c == OPT_HELP || c == 'h') {
+            usage(stdout);
+            kg_cli_eval_flags_free(&f);
+            return 0;
+        } else if (c == '?' || c == ':') {
+            kg_cli_eval_flags_free(&f);
+            return kg_cli_usage_error("bench", "unknown option or missing value: %s", argv[optind - 1]);
+        } else if (kg_cli_eval_option(&f, c, optarg) <= 0) {
+            kg_cli_eval_flags_free(&f);
+            return 2;
+        }
+    }
+    const char *dir = optind < argc ? argv[optind] : NULL;
+    if ((dir == NULL) == (jsonl == NULL) || (dir && optind + 1 < argc)) {
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error("bench", "give exactly one of DIR or --jsonl FILE");
+    }
+    kg_error err;
+    kg_error_clear(&err);
+    bench_list list = {0};
+    kg_supervisor *sup = NULL;
+    FILE *out_file = NULL;
+    int rc = 0;
+    if (kg_cli_setup(&f, &err) != KG_OK) {
+        rc = 2;
+        goto fail;
+    }
+    if ((dir ? load_dir(&list, dir, &err) : load_jsonl(&list, jsonl, &err)) != KG_OK) {
+        rc = 2;
+        goto fail;
+    }
+    if (out_path && !(out_file = fopen(out_path, "w"))) {
+        kg_error_set(&err, KG_ERR_IO, "cannot write %s", out_path);
+        rc = 2;
+        goto fail;
+    }
+    kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
+                                .device = f.device_resolved};
+    fprintf(stderr, "kgym bench: %zu pairs on %s; starting the Python zygote...\n", list.count,
+            f.device_resolved);
+    if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
+        rc = 1;
+        goto fail;
+    }
+    if (!jobs) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = strcmp(f.device_resolved, "cpu") ? 1 : (cores > 4 ? 4 : cores > 0 ? cores : 1);
+    }
+    if ((size_t)jobs > list.count)
+        jobs = (long)list.count;
+    bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2)};
+    pthread_mutex_init(&run.lock, NULL);
+    pthread_t threads[256];
+    for (long i = 0; i < jobs; i++)
+        pthread_create(&threads[i], NULL, worker, &run);
+    for (long i = 0; i < jobs; i++)
+        pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&run.lock);
+    double wall_s = (kg_now_ms() - run.t0) / 1000.0;
+    json_t *sum = summary(&run, wall_s);
+    if (out_file) {
+        for (size_t i = 0; i < list.count; i++) {
+            json_t *line = list.items[i].result ? json_incref(list.items[i].result)
+                                                : json_pack("{s:s, s:s?}", "error", list.items[i].error,
+                                                            "task", list.items[i].task_spec);
+            json_object_set_new(line, "expect", list.items[i].expect ? json_string(list.items[i].expect) : json_null());
+            char *text = json_dumps(line, JSON_COMPACT);
+            if (text) {
+                fprintf(out_file, "%s\n", text);
+                free(text);
+            }
+            json_decref(line);
+        }
+    }
+    if (f.json) {
+        json_t *all = json_array();
+        for (size_t i = 0; i < list.count; i++) {
+            bench_item *it = &list.items[i];
+            json_t *entry = json_pack("{s:s, s:s?, s:s?, s:O?, s:s?, s:b}", "label", it->label, "candidate",
+                                      it->candidate, "expect", it->expect, "result", it->result, "error",
+                                      it->error, "expectation_met", expectation_met(it));
+            json_array_append_new(all, entry);
+        }
+        json_t *doc = json_pack("{s:o, s:o}", "summary", json_incref(sum), "results", all);
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text) {
+            puts(text);
+            free(text);
+        }
+        json_decref(doc);
+    } else {
+        print_table(stdout, &run, sum);
+    }
+    if (check && (json_integer_value(json_object_get(sum, "expectations_met")) !=
+                      json_integer_value(json_object_get(sum, "expectations")) ||
+                  json_integer_value(json_object_get(sum, "errors"))))
+        rc = 3;
+    json_decref(sum);
+    goto done;
+fail:
+    fprintf(stderr, "kgym bench: %s\n", err.message);
+done:
+    if (out_file)
+        fclose(out_file);
+    for (size_t i = 0; i < list.count; i++) {
+        bench_item *it = &list.items[i];
+        free(it->task_spec);
+        free(it->candidate);
+        free(it->response);
+        free(it->expect);
+        free(it->label);
+        free(it->error);
+        json_decref(it->result);
+    }
+    free(list.items);
+    kg_supervisor_close(sup);
+    kg_cli_eval_flags_free(&f);
+    return rc;
+}

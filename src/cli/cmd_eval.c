@@ -1,0 +1,151 @@
+/* cmd_eval.c — `kgym eval`: one candidate against one task. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "kgym/eval.h"
+#include "kgym/task.h"
+#include "util/util.h"
+
+#define KG_MAX_RESPONSE_BYTES (16u << 20)
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kgym eval --task FILE|ID --kernel FILE [options]\n"
+            "\n"
+            "Evaluates one candidate Triton module (or a model's raw reply: the code is extracted)\n"
+            "against a KernelBench-format reference, in stages: extract, parse, static, compile,\n"
+            "tiny_run, correctness on several input variants, and timing on a GPU.\n"
+            "\n"
+            "  --task FILE|ID      the reference: a .py file, or a KernelBench id (level1/19) with\n"
+            "                      --kernelbench DIR\n"
+            "  --id ID             same as --task ID\n"
+            "  --kernel FILE       the candidate module or raw model output ('-' reads stdin)\n"
+            "  --response FILE     same as --kernel\n"
+            "\n%s\n"
+            "Exit status: 0 when the evaluation was carried out (whatever the verdict), 2 for a usage\n"
+            "error, 1 when kgym could not evaluate (no Python, a broken task, ...).\n",
+            kg_cli_eval_help);
+}
+
+enum { OPT_TASK = 1, OPT_KERNEL, OPT_HELP };
+
+int kg_cli_eval(int argc, char **argv)
+{
+    struct option longopts[64];
+    size_t n = 0;
+    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
+        longopts[n++] = kg_cli_eval_longopts[i];
+    longopts[n++] = (struct option){"task", required_argument, NULL, OPT_TASK};
+    longopts[n++] = (struct option){"id", required_argument, NULL, OPT_TASK};
+    longopts[n++] = (struct option){"kernel", required_argument, NULL, OPT_KERNEL};
+    longopts[n++] = (struct option){"response", required_argument, NULL, OPT_KERNEL};
+    longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    longopts[n++] = (struct option){0, 0, 0, 0};
+
+    kg_cli_eval_flags f;
+    kg_cli_eval_flags_init(&f);
+    const char *task_spec = NULL, *kernel = NULL;
+    int c, rc = 0;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == OPT_TASK) {
+            task_spec = optarg;
+        } else if (c == OPT_KERNEL) {
+            kernel = optarg;
+        } else if (c == OPT_HELP || c == 'h') {
+            usage(stdout);
+            kg_cli_eval_flags_free(&f);
+            return 0;
+        } else if (c == '?' || c == ':') {
+            kg_cli_eval_flags_free(&f);
+            return kg_cli_usage_error("eval", "unknown option or missing value: %s", argv[optind - 1]);
+        } else {
+            int r = kg_cli_eval_option(&f, c, optarg);
+            if (r <= 0) {
+                kg_cli_eval_flags_free(&f);
+                return 2;
+            }
+        }
+    }
+    if (optind < argc) {
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error("eval", "unexpected argument \"%s\"", argv[optind]);
+    }
+    if (!task_spec || !kernel) {
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error("eval", "--task and --kernel are required");
+    }
+    kg_error err;
+    kg_error_clear(&err);
+    kg_task task;
+    memset(&task, 0, sizeof task);
+    char *response = NULL;
+    size_t response_len = 0;
+    kg_supervisor *sup = NULL;
+    json_t *result = NULL;
+
+    if (kg_cli_setup(&f, &err) != KG_OK) {
+        rc = err.code == KG_ERR_INVALID ? 2 : 1;
+        goto fail;
+    }
+    if (kg_task_resolve(f.kernelbench, task_spec, &task, &err) != KG_OK) {
+        rc = 2;
+        goto fail;
+    }
+    if (!strcmp(kernel, "-")) {
+        kg_buf b = {0};
+        char chunk[65536];
+        size_t got;
+        while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
+            if (b.len + got > KG_MAX_RESPONSE_BYTES) {
+                kg_buf_free(&b);
+                kg_error_set(&err, KG_ERR_INVALID, "the candidate on stdin is larger than 16 MiB");
+                rc = 2;
+                goto fail;
+            }
+            kg_buf_append(&b, chunk, got);
+        }
+        response_len = b.len;
+        response = kg_buf_release(&b);
+    } else if (kg_file_read(kernel, KG_MAX_RESPONSE_BYTES, &response, &response_len, &err) != KG_OK) {
+        rc = 2;
+        goto fail;
+    }
+    kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
+                                .device = f.device_resolved};
+    if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
+        rc = 1;
+        goto fail;
+    }
+    kg_eval_request req = {.task = &task, .response = response, .response_len = response_len,
+                           .candidate_name = strcmp(kernel, "-") ? kernel : NULL};
+    if (kg_eval_run(sup, &f.opts, &req, &result, &err) != KG_OK) {
+        rc = 1;
+        goto fail;
+    }
+    if (f.json) {
+        char *text = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (text) {
+            puts(text);
+            free(text);
+        }
+    } else {
+        kg_cli_print_report(stdout, result, isatty(1));
+    }
+    goto done;
+fail:
+    fprintf(stderr, "kgym eval: %s\n", err.message);
+done:
+    json_decref(result);
+    kg_supervisor_close(sup);
+    free(response);
+    kg_task_free(&task);
+    kg_cli_eval_flags_free(&f);
+    return rc;
+}

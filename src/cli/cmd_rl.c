@@ -1,0 +1,1011 @@
+/* cmd_rl.c — the RL subcommands: reward, advantages, metrics, curriculum and
+ * rejection.  Each reads JSONL (a file or stdin), calls the C API of
+ * include/kgym/rl.h and writes JSONL or a table; usage and the field names
+ * read are in docs/rl.md.  Exit status: 0 done, 2 bad arguments, 1 bad input
+ * data or an I/O failure (the message names the line). */
+#include "cli/commands.h"
+#include "kgym/rl.h"
+#include "rl/rl_jsonl.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_SETS 32
+
+/* ------------------------------------------------------------- helpers */
+
+static int usage(const char *cmd, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "kgym %s: ", cmd);
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n(see docs/rl.md for the options of `kgym %s`)\n", cmd);
+    return 2;
+}
+
+static int fail(const char *cmd, const kg_error *err)
+{
+    fprintf(stderr, "kgym %s: %s\n", cmd, err->message);
+    return 1;
+}
+
+/* One option of argv: "--name value" or "--name=value".  Sets *name (without
+ * the dashes, in buf) and *value (NULL for a flag); returns 0 for a
+ * positional argument, 1 for an option, -1 when a value is missing. */
+static int next_option(int argc, char **argv, int *i, int wants_value(const char *),
+                       char *buf, size_t size, const char **value)
+{
+    const char *arg = argv[*i];
+    *value = NULL;
+    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+        return 0;
+    const char *eq = strchr(arg, '=');
+    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+    if (len >= size)
+        len = size - 1;
+    memcpy(buf, arg + 2, len);
+    buf[len] = '\0';
+    if (!wants_value(buf))
+        return eq ? -1 : 1;
+    if (eq) {
+        *value = eq + 1;
+    } else {
+        if (*i + 1 >= argc)
+            return -1;
+        *value = argv[++*i];
+    }
+    return 1;
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end || errno || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    if (*s == '-')
+        return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || *end || errno)
+        return -1;
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int read_rows(const char *cmd, const char *path, kg_rl_rows *rows)
+{
+    kg_error err;
+    FILE *in = stdin;
+    const char *source = "stdin";
+    if (path && strcmp(path, "-") != 0) {
+        in = fopen(path, "r");
+        if (!in) {
+            fprintf(stderr, "kgym %s: cannot open %s: %s\n", cmd, path, strerror(errno));
+            return 1;
+        }
+        source = path;
+    }
+    int rc = kg_rl_rows_read(in, source, rows, &err);
+    if (in != stdin)
+        fclose(in);
+    return rc ? fail(cmd, &err) : 0;
+}
+
+static int row_fail(const char *cmd, const kg_rl_row *row, const char *what)
+{
+    char where[256];
+    kg_rl_row_describe(row, where, sizeof where);
+    fprintf(stderr, "kgym %s: %s: %s\n", cmd, where, what);
+    return 1;
+}
+
+typedef struct {
+    size_t row;
+    int64_t trajectory;
+    int32_t turn;
+} turn_key;
+
+static int compare_turn_keys(const void *pa, const void *pb)
+{
+    const turn_key *a = pa, *b = pb;
+    if (a->trajectory != b->trajectory)
+        return a->trajectory < b->trajectory ? -1 : 1;
+    if (a->turn != b->turn)
+        return a->turn < b->turn ? -1 : 1;
+    return (a->row > b->row) - (a->row < b->row);
+}
+
+/* Every (trajectory, turn) at most once, and for single-turn estimators one
+ * turn per trajectory; reports the two offending lines. */
+static int check_turns(const char *cmd, const kg_rl_rows *rows, const int64_t *traj,
+                       int single_turn)
+{
+    if (rows->n < 2)
+        return 0;
+    turn_key *keys = malloc(rows->n * sizeof *keys);
+    if (!keys) {
+        fprintf(stderr, "kgym %s: out of memory\n", cmd);
+        return 1;
+    }
+    for (size_t i = 0; i < rows->n; i++)
+        keys[i] = (turn_key){i, traj[i], rows->rows[i].turn};
+    qsort(keys, rows->n, sizeof *keys, compare_turn_keys);
+    int rc = 0;
+    for (size_t k = 1; k < rows->n && !rc; k++) {
+        if (keys[k].trajectory != keys[k - 1].trajectory)
+            continue;
+        const kg_rl_row *a = &rows->rows[keys[k - 1].row], *b = &rows->rows[keys[k].row];
+        char where[256];
+        kg_rl_row_describe(b, where, sizeof where);
+        if (keys[k].turn == keys[k - 1].turn) {
+            fprintf(stderr, "kgym %s: %s repeats the turn of line %zu\n", cmd, where, a->line);
+            rc = 1;
+        } else if (single_turn) {
+            fprintf(stderr, "kgym %s: %s is a second turn of the sample of line %zu: rloo is "
+                            "single-turn (use --estimator trloo for multi-turn data)\n",
+                    cmd, where, a->line);
+            rc = 1;
+        }
+    }
+    free(keys);
+    return rc;
+}
+
+/* Outcome columns of every row; the arrays are owned by the struct. */
+typedef struct {
+    int32_t *verdict;
+    uint8_t *hacked;
+    double *staged, *speedup, *coverage;
+    kg_outcome_columns cols;
+} outcome_table;
+
+static void outcomes_free(outcome_table *t)
+{
+    free(t->verdict);
+    free(t->hacked);
+    free(t->staged);
+    free(t->speedup);
+    free(t->coverage);
+}
+
+static int outcomes_load(const char *cmd, const kg_rl_rows *rows, outcome_table *t)
+{
+    size_t n = rows->n ? rows->n : 1;
+    memset(t, 0, sizeof *t);
+    t->verdict = malloc(n * sizeof *t->verdict);
+    t->hacked = malloc(n);
+    t->staged = malloc(n * sizeof(double));
+    t->speedup = malloc(n * sizeof(double));
+    t->coverage = malloc(n * sizeof(double));
+    if (!t->verdict || !t->hacked || !t->staged || !t->speedup || !t->coverage) {
+        fprintf(stderr, "kgym %s: out of memory\n", cmd);
+        return 1;
+    }
+    for (size_t i = 0; i < rows->n; i++) {
+        kg_eval_outcome o;
+        kg_error err;
+        if (kg_rl_row_outcome(&rows->rows[i], &o, &err))
+            return fail(cmd, &err);
+        t->verdict[i] = (int32_t)o.verdict;
+        t->hacked[i] = (uint8_t)o.hacked;
+        t->staged[i] = o.staged_reward;
+        t->speedup[i] = o.speedup;
+        t->coverage[i] = o.coverage;
+    }
+    t->cols = (kg_outcome_columns){rows->n, t->verdict, t->hacked, t->staged, t->speedup,
+                                   t->coverage};
+    return 0;
+}
+
+/* --set NAME=VALUE, applied after --fn chose the defaults. */
+static int apply_sets(const char *cmd, kg_reward_config *cfg, const char **sets, int n_sets)
+{
+    for (int s = 0; s < n_sets; s++) {
+        char name[64];
+        const char *eq = strchr(sets[s], '=');
+        double v;
+        if (!eq || (size_t)(eq - sets[s]) >= sizeof name || parse_double(eq + 1, &v))
+            return usage(cmd, "--set wants NAME=NUMBER, not \"%s\"", sets[s]);
+        memcpy(name, sets[s], (size_t)(eq - sets[s]));
+        name[eq - sets[s]] = '\0';
+        kg_error err;
+        if (kg_reward_config_set(cfg, name, v, &err)) {
+            fprintf(stderr, "kgym %s: %s\n", cmd, err.message);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* Rewards of every row from its evaluation result, each row checked on its
+ * own first so that an error names its line. */
+static int compute_rewards(const char *cmd, const kg_rl_rows *rows, const kg_reward_config *cfg,
+                           const int64_t *traj, double *reward)
+{
+    outcome_table t;
+    int rc = outcomes_load(cmd, rows, &t);
+    for (size_t i = 0; i < rows->n && !rc; i++) {
+        kg_eval_outcome o;
+        kg_error err;
+        double r;
+        kg_outcome_columns_get(&t.cols, i, &o, NULL);
+        if (kg_reward_compute(cfg, &o, NULL, &r, &err))
+            rc = row_fail(cmd, &rows->rows[i], err.message);
+    }
+    int32_t *turn = rc ? NULL : malloc((rows->n ? rows->n : 1) * sizeof *turn);
+    if (!rc && !turn)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        turn[i] = rows->rows[i].turn;
+    kg_error err;
+    if (!rc && kg_reward_batch(cfg, &t.cols, traj, turn, reward, &err))
+        rc = fail(cmd, &err);
+    free(turn);
+    outcomes_free(&t);
+    return rc;
+}
+
+static int emit(const char *cmd, json_t *rec)
+{
+    kg_error err;
+    int rc = rec ? kg_rl_print_json(stdout, rec, &err)
+                 : kg_error_set(&err, KG_ERR_NOMEM, "out of memory");
+    return rc ? fail(cmd, &err) : 0;
+}
+
+/* -------------------------------------------------------------- reward */
+
+static int reward_wants_value(const char *name)
+{
+    return strcmp(name, "fn") == 0 || strcmp(name, "set") == 0;
+}
+
+int kg_cli_reward(int argc, char **argv)
+{
+    const char *cmd = "reward", *fn_name = NULL, *path = NULL, *sets[MAX_SETS];
+    int n_sets = 0;
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        int kind = next_option(argc, argv, &i, reward_wants_value, name, sizeof name, &value);
+        if (kind < 0)
+            return usage(cmd, "option %s needs a value", argv[i]);
+        if (kind == 0) {
+            if (path)
+                return usage(cmd, "unexpected argument %s", argv[i]);
+            path = argv[i];
+        } else if (strcmp(name, "fn") == 0) {
+            fn_name = value;
+        } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
+            sets[n_sets++] = value;
+        } else {
+            return usage(cmd, "unknown option %s", argv[i]);
+        }
+    }
+    if (!fn_name)
+        return usage(cmd, "%s", "--fn drkernel|staged|tritonrl|speedup is required");
+    kg_reward_config cfg;
+    kg_reward_fn fn;
+    kg_error err;
+    if (kg_reward_fn_parse(fn_name, &fn, &err))
+        return usage(cmd, "%s", err.message);
+    kg_reward_config_default(&cfg, fn);
+    int rc = apply_sets(cmd, &cfg, sets, n_sets);
+    if (rc)
+        return rc;
+    kg_rl_rows rows;
+    if (read_rows(cmd, path, &rows))
+        return 1;
+    size_t n = rows.n ? rows.n : 1;
+    int64_t *traj = malloc(n * sizeof *traj);
+    double *reward = malloc(n * sizeof *reward);
+    if (!traj || !reward)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(&rows, 0, NULL, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc)
+        rc = check_turns(cmd, &rows, traj, 0);
+    if (!rc)
+        rc = compute_rewards(cmd, &rows, &cfg, traj, reward);
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        json_t *rec = kg_rl_row_record(&rows.rows[i]);
+        if (rec)
+            json_object_set_new(rec, "reward", json_real(reward[i]));
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    free(traj);
+    free(reward);
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+/* ---------------------------------------------------------- advantages */
+
+static int advantages_wants_value(const char *name)
+{
+    return strcmp(name, "estimator") == 0 || strcmp(name, "gamma") == 0 ||
+           strcmp(name, "singleton") == 0 || strcmp(name, "fn") == 0 ||
+           strcmp(name, "set") == 0 || strcmp(name, "std-eps") == 0;
+}
+
+int kg_cli_advantages(int argc, char **argv)
+{
+    const char *cmd = "advantages", *est_name = NULL, *fn_name = NULL, *path = NULL,
+               *sets[MAX_SETS];
+    int n_sets = 0;
+    kg_advantage_config cfg;
+    kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        int kind = next_option(argc, argv, &i, advantages_wants_value, name, sizeof name, &value);
+        if (kind < 0)
+            return usage(cmd, "option %s needs a value (or takes none)", argv[i]);
+        if (kind == 0) {
+            if (path)
+                return usage(cmd, "unexpected argument %s", argv[i]);
+            path = argv[i];
+        } else if (strcmp(name, "estimator") == 0) {
+            est_name = value;
+        } else if (strcmp(name, "gamma") == 0) {
+            if (parse_double(value, &cfg.gamma))
+                return usage(cmd, "--gamma wants a number, not %s", value);
+        } else if (strcmp(name, "std-eps") == 0) {
+            if (parse_double(value, &cfg.std_eps))
+                return usage(cmd, "--std-eps wants a number, not %s", value);
+        } else if (strcmp(name, "std-normalize") == 0) {
+            cfg.normalize_std = 1;
+        } else if (strcmp(name, "singleton") == 0) {
+            if (strcmp(value, "zero") == 0)
+                cfg.singleton = KG_SINGLETON_ZERO;
+            else if (strcmp(value, "return") == 0)
+                cfg.singleton = KG_SINGLETON_RETURN;
+            else
+                return usage(cmd, "--singleton wants zero or return, not %s", value);
+        } else if (strcmp(name, "fn") == 0) {
+            fn_name = value;
+        } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
+            sets[n_sets++] = value;
+        } else {
+            return usage(cmd, "unknown option %s", argv[i]);
+        }
+    }
+    kg_error err;
+    if (!est_name)
+        return usage(cmd, "%s", "--estimator grpo|rloo|trloo is required");
+    if (kg_estimator_parse(est_name, &cfg.estimator, &err))
+        return usage(cmd, "%s", err.message);
+    if (cfg.normalize_std && cfg.estimator != KG_ESTIMATOR_GRPO)
+        return usage(cmd, "%s", "--std-normalize applies to --estimator grpo only");
+    kg_reward_config rcfg;
+    if (fn_name) {
+        kg_reward_fn fn;
+        if (kg_reward_fn_parse(fn_name, &fn, &err))
+            return usage(cmd, "%s", err.message);
+        kg_reward_config_default(&rcfg, fn);
+        int rc = apply_sets(cmd, &rcfg, sets, n_sets);
+        if (rc)
+            return rc;
+    } else if (n_sets) {
+        return usage(cmd, "%s", "--set needs --fn");
+    }
+
+    kg_rl_rows rows;
+    if (read_rows(cmd, path, &rows))
+        return 1;
+    size_t n = rows.n ? rows.n : 1;
+    int64_t *prompt = malloc(n * sizeof *prompt), *sample = malloc(n * sizeof *sample),
+            *traj = malloc(n * sizeof *traj);
+    int32_t *turn = malloc(n * sizeof *turn);
+    uint8_t *mask = malloc(n);
+    double *reward = malloc(n * sizeof *reward), *adv = malloc(n * sizeof *adv),
+           *ret = malloc(n * sizeof *ret);
+    int rc = 0;
+    if (!prompt || !sample || !traj || !turn || !mask || !reward || !adv || !ret)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(&rows, 1, prompt, sample, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc)
+        rc = check_turns(cmd, &rows, traj, cfg.estimator == KG_ESTIMATOR_RLOO);
+    if (!rc && fn_name)
+        rc = compute_rewards(cmd, &rows, &rcfg, traj, reward);
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        const kg_rl_row *row = &rows.rows[i];
+        turn[i] = row->turn;
+        mask[i] = (uint8_t)row->mask;
+        if (fn_name)
+            continue;
+        if (row->bare_result)
+            rc = row_fail(cmd, row, "an evaluation result carries the evaluator's staged "
+                                    "credit, not an RL reward: pass --fn NAME (e.g. --fn "
+                                    "staged) to compute the reward");
+        else if (!row->has_reward)
+            rc = row_fail(cmd, row, "no \"reward\" (add it with `kgym reward --fn NAME`, or "
+                                    "pass --fn NAME)");
+        else
+            reward[i] = row->reward;
+    }
+    if (!rc && kg_advantages(&cfg, rows.n, prompt, sample, turn, reward, mask, adv, ret, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        json_t *rec = kg_rl_row_record(&rows.rows[i]);
+        if (rec) {
+            if (fn_name)
+                json_object_set_new(rec, "reward", json_real(reward[i]));
+            json_object_set_new(rec, "return", json_real(ret[i]));
+            json_object_set_new(rec, "advantage", json_real(adv[i]));
+        }
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    free(prompt); free(sample); free(traj); free(turn); free(mask);
+    free(reward); free(adv); free(ret);
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+/* ------------------------------------------------------------- metrics */
+
+static int metrics_wants_value(const char *name)
+{
+    return strcmp(name, "format") == 0 || strcmp(name, "thresholds") == 0 ||
+           strcmp(name, "plot") == 0;
+}
+
+static int parse_thresholds(const char *list, double *out, size_t *n)
+{
+    *n = 0;
+    char buf[512];
+    if (strlen(list) >= sizeof buf)
+        return -1;
+    strcpy(buf, list);
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        if (*n == KG_METRICS_MAX_THRESHOLDS || parse_double(tok, &out[*n]))
+            return -1;
+        (*n)++;
+    }
+    return *n ? 0 : -1;
+}
+
+static int write_file(const char *cmd, const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        fprintf(stderr, "kgym %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+int kg_cli_metrics(int argc, char **argv)
+{
+    const char *cmd = "metrics", *path = NULL, *plot = NULL, *format = "table";
+    double thresholds[KG_METRICS_MAX_THRESHOLDS];
+    size_t n_thresholds = 0;
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        int kind = next_option(argc, argv, &i, metrics_wants_value, name, sizeof name, &value);
+        if (kind < 0)
+            return usage(cmd, "option %s needs a value", argv[i]);
+        if (kind == 0) {
+            if (path)
+                return usage(cmd, "unexpected argument %s", argv[i]);
+            path = argv[i];
+        } else if (strcmp(name, "format") == 0) {
+            if (strcmp(value, "table") != 0 && strcmp(value, "json") != 0)
+                return usage(cmd, "--format wants table or json, not %s", value);
+            format = value;
+        } else if (strcmp(name, "thresholds") == 0) {
+            if (parse_thresholds(value, thresholds, &n_thresholds))
+                return usage(cmd, "--thresholds wants up to 16 numbers like 1,1.2,2, not %s",
+                             value);
+        } else if (strcmp(name, "plot") == 0) {
+            plot = value;
+        } else {
+            return usage(cmd, "unknown option %s", argv[i]);
+        }
+    }
+    kg_rl_rows rows;
+    if (read_rows(cmd, path, &rows))
+        return 1;
+    size_t n = rows.n ? rows.n : 1;
+    int64_t *traj = malloc(n * sizeof *traj);
+    int32_t *turn = malloc(n * sizeof *turn);
+    outcome_table t;
+    memset(&t, 0, sizeof t);
+    kg_metrics_report report;
+    memset(&report, 0, sizeof report);
+    kg_error err;
+    int rc = 0;
+    if (!traj || !turn)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(&rows, 0, NULL, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc)
+        rc = check_turns(cmd, &rows, traj, 0);
+    if (!rc)
+        rc = outcomes_load(cmd, &rows, &t);
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        turn[i] = rows.rows[i].turn;
+        if (!isnan(t.speedup[i]) && !(t.speedup[i] > 0))
+            rc = row_fail(cmd, &rows.rows[i], "timing.speedup must be > 0");
+    }
+    if (!rc && kg_metrics_compute(&t.cols, traj, turn, n_thresholds ? thresholds : NULL,
+                                  n_thresholds, &report, &err))
+        rc = fail(cmd, &err);
+    char *text = NULL;
+    if (!rc && (strcmp(format, "json") == 0 ? kg_metrics_json(&report, &text, &err)
+                                            : kg_metrics_table(&report, &text, &err)))
+        rc = fail(cmd, &err);
+    if (!rc)
+        printf("%s\n", text);
+    free(text);
+    text = NULL;
+    if (!rc && plot) {
+        if (kg_metrics_svg(&report, &text, &err))
+            rc = fail(cmd, &err);
+        else
+            rc = write_file(cmd, plot, text);
+    }
+    free(text);
+    kg_metrics_report_free(&report);
+    outcomes_free(&t);
+    free(traj);
+    free(turn);
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+/* ----------------------------------------------------------- rejection */
+
+static int rejection_wants_value(const char *name)
+{
+    static const char *const names[] = {"method", "seed", "threshold", "factor",
+                                        "speedup-threshold", "delta", "veto", "is-cap",
+                                        "is-level"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config *cfg,
+                   uint64_t seed)
+{
+    outcome_table t;
+    int rc = outcomes_load(cmd, rows, &t);
+    size_t n = rows->n ? rows->n : 1;
+    uint8_t *keep = malloc(n);
+    double *prob = malloc(n * sizeof *prob);
+    if (!rc && (!keep || !prob))
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        kg_eval_outcome o;
+        kg_error err;
+        double p;
+        kg_outcome_columns_get(&t.cols, i, &o, NULL);
+        if (kg_prs_keep_probability(cfg, &o, &p, &err))
+            rc = row_fail(cmd, &rows->rows[i], err.message);
+    }
+    kg_rng rng;
+    kg_rng_seed(&rng, seed);
+    kg_prs_stats st;
+    kg_error err;
+    if (!rc && kg_prs_sample(cfg, &rng, &t.cols, keep, prob, &st, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        json_t *rec = kg_rl_row_record(&rows->rows[i]);
+        if (rec) {
+            json_object_set_new(rec, "keep", json_boolean(keep[i]));
+            json_object_set_new(rec, "keep_probability", json_real(prob[i]));
+        }
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    if (!rc)
+        fprintf(stderr,
+                "{\"method\":\"prs\",\"total\":%zu,\"kept\":%zu,\"acceptance_rate\":%.6g,"
+                "\"correct\":%zu,\"correct_kept\":%zu,\"correct_acceptance_rate\":%.6g,"
+                "\"expected_correct_kept\":%.6g}\n",
+                st.total, st.kept, st.acceptance_rate, st.correct, st.correct_kept,
+                st.correct_acceptance_rate, st.expected_correct_kept);
+    free(keep);
+    free(prob);
+    outcomes_free(&t);
+    return rc;
+}
+
+/* Token log-ratios of a row: "log_ratios", or "trainer_logprobs" minus
+ * "rollout_logprobs".  Appends to *flat; returns the token count or -1. */
+static long row_log_ratios(const char *cmd, const kg_rl_row *row, double **flat, size_t *len,
+                           size_t *cap)
+{
+    json_t *lr = json_object_get(row->root, "log_ratios");
+    json_t *tr = json_object_get(row->root, "trainer_logprobs");
+    json_t *ro = json_object_get(row->root, "rollout_logprobs");
+    size_t count;
+    if (json_is_array(lr))
+        count = json_array_size(lr);
+    else if (json_is_array(tr) && json_is_array(ro) && json_array_size(tr) == json_array_size(ro))
+        count = json_array_size(tr);
+    else
+        return row_fail(cmd, row, "needs \"log_ratios\" (log π_trainer − log π_rollout per "
+                                  "token) or equally long \"trainer_logprobs\" and "
+                                  "\"rollout_logprobs\""), -1;
+    if (*len + count > *cap) {
+        size_t ncap = (*cap ? *cap * 2 : 1024) + count;
+        double *grown = realloc(*flat, ncap * sizeof *grown);
+        if (!grown)
+            return row_fail(cmd, row, "out of memory"), -1;
+        *flat = grown;
+        *cap = ncap;
+    }
+    for (size_t t = 0; t < count; t++) {
+        json_t *a = lr ? json_array_get(lr, t) : json_array_get(tr, t);
+        json_t *b = lr ? NULL : json_array_get(ro, t);
+        if (!json_is_number(a) || (b && !json_is_number(b)))
+            return row_fail(cmd, row, "token log-probabilities must be numbers"), -1;
+        (*flat)[(*len)++] = json_number_value(a) - (b ? json_number_value(b) : 0.0);
+    }
+    return (long)count;
+}
+
+static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config *cfg,
+                   double is_cap, kg_is_level level)
+{
+    size_t n = rows->n ? rows->n : 1, len = 0, cap = 0;
+    int64_t *traj = malloc(n * sizeof *traj), *offsets = malloc((n + 1) * sizeof *offsets);
+    uint8_t *keep = malloc(n);
+    double *geo = malloc(n * sizeof *geo), *flat = NULL, *weights = NULL;
+    kg_error err;
+    kg_mrs_stats st;
+    int rc = 0;
+    if (!traj || !offsets || !keep || !geo)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc)
+        offsets[0] = 0;
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        long count = row_log_ratios(cmd, &rows->rows[i], &flat, &len, &cap);
+        if (count < 0)
+            rc = 1;
+        else
+            offsets[i + 1] = (int64_t)len;
+    }
+    if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, keep, geo, &st, &err))
+        rc = fail(cmd, &err);
+    if (!rc && is_cap > 0) {
+        weights = malloc((len ? len : 1) * sizeof *weights);
+        if (!weights)
+            rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+        else if (kg_truncated_is_weights(is_cap, level, rows->n, traj, offsets, flat, weights,
+                                         &err))
+            rc = fail(cmd, &err);
+    }
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        json_t *rec = kg_rl_row_record(&rows->rows[i]);
+        if (rec) {
+            json_object_set_new(rec, "keep", json_boolean(keep[i]));
+            json_object_set_new(rec, "mismatch_geo_mean", json_real(geo[i]));
+            if (weights) {
+                json_t *w = json_array();
+                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
+                    json_array_append_new(w, json_real(weights[t]));
+                json_object_set_new(rec, "is_weights", w);
+            }
+        }
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    if (!rc)
+        fprintf(stderr,
+                "{\"method\":\"mrs\",\"trajectories\":%zu,\"trajectories_kept\":%zu,"
+                "\"turns\":%zu,\"turns_kept\":%zu,\"turns_vetoed\":%zu,"
+                "\"acceptance_rate\":%.6g}\n",
+                st.trajectories, st.trajectories_kept, st.turns, st.turns_kept,
+                st.turns_vetoed, st.turns ? (double)st.turns_kept / (double)st.turns : NAN);
+    free(traj); free(offsets); free(keep); free(geo); free(flat); free(weights);
+    return rc;
+}
+
+int kg_cli_rejection(int argc, char **argv)
+{
+    const char *cmd = "rejection", *method = NULL, *path = NULL;
+    uint64_t seed = 0;
+    kg_prs_config prs;
+    kg_prs_config_default(&prs);
+    kg_mrs_config mrs;
+    kg_mrs_config_default(&mrs);
+    double is_cap = 0;
+    kg_is_level level = KG_IS_TOKEN;
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        int kind = next_option(argc, argv, &i, rejection_wants_value, name, sizeof name, &value);
+        if (kind < 0)
+            return usage(cmd, "option %s needs a value", argv[i]);
+        if (kind == 0) {
+            if (path)
+                return usage(cmd, "unexpected argument %s", argv[i]);
+            path = argv[i];
+            continue;
+        }
+        double *target = strcmp(name, "threshold") == 0           ? &prs.threshold
+                         : strcmp(name, "factor") == 0            ? &prs.factor
+                         : strcmp(name, "speedup-threshold") == 0 ? &prs.speedup_threshold
+                         : strcmp(name, "delta") == 0             ? &mrs.delta
+                         : strcmp(name, "veto") == 0              ? &mrs.veto_threshold
+                         : strcmp(name, "is-cap") == 0            ? &is_cap
+                                                                  : NULL;
+        kg_error err;
+        if (target) {
+            if (parse_double(value, target))
+                return usage(cmd, "a number is needed, not %s", value);
+        } else if (strcmp(name, "method") == 0) {
+            method = value;
+        } else if (strcmp(name, "seed") == 0) {
+            if (parse_u64(value, &seed))
+                return usage(cmd, "--seed wants a non-negative integer, not %s", value);
+        } else if (strcmp(name, "is-level") == 0) {
+            if (kg_is_level_parse(value, &level, &err))
+                return usage(cmd, "%s", err.message);
+        } else {
+            return usage(cmd, "unknown option %s", argv[i]);
+        }
+    }
+    if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0))
+        return usage(cmd, "%s", "--method prs|mrs is required");
+    if (is_cap < 0)
+        return usage(cmd, "%s", "--is-cap must be > 0");
+    kg_rl_rows rows;
+    if (read_rows(cmd, path, &rows))
+        return 1;
+    int rc = strcmp(method, "prs") == 0 ? run_prs(cmd, &rows, &prs, seed)
+                                        : run_mrs(cmd, &rows, &mrs, is_cap, level);
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+/* ---------------------------------------------------------- curriculum */
+
+static int curriculum_wants_value(const char *name)
+{
+    return strcmp(name, "state") == 0 || strcmp(name, "config") == 0 ||
+           strcmp(name, "seed") == 0 || strcmp(name, "record") == 0 ||
+           strcmp(name, "sample") == 0 || strcmp(name, "tasks") == 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    int c;
+    while (mem && (c = fgetc(f)) != EOF)
+        fputc(c, mem);
+    fclose(f);
+    if (mem)
+        fclose(mem);
+    return text;
+}
+
+static int open_curriculum(const char *cmd, const char *state, const char *config, uint64_t seed,
+                           kg_curriculum **out)
+{
+    kg_error err;
+    char *text = state ? slurp(state) : NULL;
+    if (text) {
+        int rc = kg_curriculum_load(text, out, &err);
+        free(text);
+        if (rc)
+            fprintf(stderr, "kgym %s: %s: %s\n", cmd, state, err.message);
+        return rc ? 1 : 0;
+    }
+    if (state && errno != ENOENT) {
+        fprintf(stderr, "kgym %s: cannot read %s: %s\n", cmd, state, strerror(errno));
+        return 1;
+    }
+    kg_curriculum_config cfg;
+    kg_curriculum_config_default(&cfg);
+    if (config) {
+        text = slurp(config);
+        if (!text) {
+            fprintf(stderr, "kgym %s: cannot read %s: %s\n", cmd, config, strerror(errno));
+            return 1;
+        }
+        int rc = kg_curriculum_config_from_json(text, &cfg, &err);
+        free(text);
+        if (rc) {
+            fprintf(stderr, "kgym %s: %s: %s\n", cmd, config, err.message);
+            return 1;
+        }
+    }
+    return kg_curriculum_create(&cfg, seed, out, &err) ? fail(cmd, &err) : 0;
+}
+
+static int record_outcomes(const char *cmd, kg_curriculum *cur, const char *path)
+{
+    kg_rl_rows rows;
+    if (read_rows(cmd, path, &rows))
+        return 1;
+    size_t levels = kg_curriculum_get_config(cur)->n_levels;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        const kg_rl_row *row = &rows.rows[i];
+        int level = kg_rl_row_level(row);
+        if (level < 1 || (size_t)level > levels) {
+            char what[128];
+            snprintf(what, sizeof what, "level %d is not 1..%zu (give \"level\", or a task id "
+                                        "like \"level1/19\")", level, levels);
+            rc = row_fail(cmd, row, what);
+            break;
+        }
+        json_t *correct = json_object_get(row->root, "correct");
+        int ok;
+        if (json_is_boolean(correct)) {
+            ok = json_is_true(correct);
+        } else {
+            kg_eval_outcome o;
+            kg_error err;
+            if (kg_rl_row_outcome(row, &o, &err)) {
+                rc = fail(cmd, &err);
+                break;
+            }
+            ok = kg_outcome_is_correct(&o);
+        }
+        kg_curriculum_record(cur, (size_t)level - 1, ok, NULL);
+    }
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+/* Task ids by level (1-based) from a JSONL file of {"id", "level"} or
+ * {"task": {"id"}} lines; the level falls back to the id's "level<K>". */
+static int sample_tasks(const char *cmd, kg_curriculum *cur, size_t count, const char *tasks)
+{
+    kg_rl_rows rows;
+    memset(&rows, 0, sizeof rows);
+    if (tasks && read_rows(cmd, tasks, &rows))
+        return 1;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < rows.n; i++) {
+        json_t *id = json_object_get(rows.rows[i].root, "id");
+        if (json_is_string(id))
+            rows.rows[i].prompt = json_string_value(id);
+        if (!rows.rows[i].prompt)
+            rc = row_fail(cmd, &rows.rows[i], "a task line needs \"id\"");
+    }
+    for (size_t d = 0; !rc && d < count; d++) {
+        size_t level;
+        kg_error err;
+        if (kg_curriculum_sample_level(cur, &level, &err)) {
+            rc = fail(cmd, &err);
+            break;
+        }
+        json_t *out = json_pack("{s:I}", "level", (json_int_t)level + 1);
+        if (tasks) {
+            size_t matching = 0, pick = 0;
+            for (size_t i = 0; i < rows.n; i++)
+                matching += (size_t)kg_rl_row_level(&rows.rows[i]) == level + 1;
+            if (!matching) {
+                fprintf(stderr, "kgym %s: no task of level %zu in %s\n", cmd, level + 1, tasks);
+                json_decref(out);
+                rc = 1;
+                break;
+            }
+            kg_curriculum_sample_index(cur, matching, &pick, NULL);
+            for (size_t i = 0; i < rows.n; i++) {
+                if ((size_t)kg_rl_row_level(&rows.rows[i]) == level + 1 && pick-- == 0) {
+                    json_object_set_new(out, "task", json_string(rows.rows[i].prompt));
+                    break;
+                }
+            }
+        }
+        rc = emit(cmd, out);
+        json_decref(out);
+    }
+    kg_rl_rows_free(&rows);
+    return rc;
+}
+
+static int print_summary(const char *cmd, const kg_curriculum *cur)
+{
+    size_t levels = kg_curriculum_get_config(cur)->n_levels;
+    double shares[KG_CURRICULUM_MAX_LEVELS];
+    kg_error err;
+    if (kg_curriculum_shares(cur, shares, &err))
+        return fail(cmd, &err);
+    json_t *s = json_array(), *a = json_array(), *o = json_array();
+    for (size_t k = 0; k < levels; k++) {
+        json_array_append_new(s, json_real(shares[k]));
+        json_array_append_new(a, json_real(kg_curriculum_accuracy(cur, k)));
+        json_array_append_new(o, json_integer((json_int_t)kg_curriculum_observed(cur, k)));
+    }
+    json_t *root = json_pack("{s:I, s:o, s:o, s:o}", "levels", (json_int_t)levels, "shares", s,
+                             "accuracy", a, "observed", o);
+    int rc = emit(cmd, root);
+    json_decref(root);
+    return rc;
+}
+
+static int save_state(const char *cmd, const kg_curriculum *cur, const char *path)
+{
+    char *text = NULL, tmp[4096];
+    kg_error err;
+    if (kg_curriculum_save(cur, &text, &err))
+        return fail(cmd, &err);
+    /* write-then-rename: a crash never leaves a half-written state file */
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int rc = write_file(cmd, tmp, text);
+    free(text);
+    if (!rc && rename(tmp, path) != 0) {
+        fprintf(stderr, "kgym %s: cannot replace %s: %s\n", cmd, path, strerror(errno));
+        rc = 1;
+    }
+    return rc;
+}
+
+int kg_cli_curriculum(int argc, char **argv)
+{
+    const char *cmd = "curriculum", *state = NULL, *config = NULL, *record = NULL,
+               *tasks = NULL;
+    uint64_t seed = 0, count = 0;
+    int sampling = 0;
+    for (int i = 1; i < argc; i++) {
+        char name[64];
+        const char *value;
+        int kind = next_option(argc, argv, &i, curriculum_wants_value, name, sizeof name, &value);
+        if (kind < 0)
+            return usage(cmd, "option %s needs a value", argv[i]);
+        if (kind == 0)
+            return usage(cmd, "unexpected argument %s (outcomes go in --record FILE|-)",
+                         argv[i]);
+        if (strcmp(name, "state") == 0)
+            state = value;
+        else if (strcmp(name, "config") == 0)
+            config = value;
+        else if (strcmp(name, "record") == 0)
+            record = value;
+        else if (strcmp(name, "tasks") == 0)
+            tasks = value;
+        else if (strcmp(name, "seed") == 0) {
+            if (parse_u64(value, &seed))
+                return usage(cmd, "--seed wants a non-negative integer, not %s", value);
+        } else if (strcmp(name, "sample") == 0) {
+            if (parse_u64(value, &count) || count > 100000000)
+                return usage(cmd, "--sample wants a count, not %s", value);
+            sampling = 1;
+        } else
+            return usage(cmd, "unknown option %s", argv[i]);
+    }
+    if (tasks && !sampling)
+        return usage(cmd, "%s", "--tasks needs --sample N");
+    kg_curriculum *cur = NULL;
+    if (open_curriculum(cmd, state, config, seed, &cur))
+        return 1;
+    int rc = record ? record_outcomes(cmd, cur, record) : 0;
+    if (!rc)
+        rc = sampling ? sample_tasks(cmd, cur, (size_t)count, tasks) : print_summary(cmd, cur);
+    if (!rc && state)
+        rc = save_state(cmd, cur, state);
+    kg_curriculum_free(cur);
+    return rc;
+}

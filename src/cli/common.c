@@ -1,0 +1,376 @@
+/* common.c — runtime discovery and the shared evaluation flags of the CLI. */
+#include "cli/common.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+#ifndef KG_DEFAULT_PYTHON
+#define KG_DEFAULT_PYTHON ""
+#endif
+#ifndef KG_DEFAULT_HARNESS_DIR
+#define KG_DEFAULT_HARNESS_DIR ""
+#endif
+
+enum {
+    OPT_PYTHON = KG_OPT_BASE, OPT_HARNESS, OPT_DEVICE, OPT_KERNELBENCH, OPT_JSON, OPT_BUDGET,
+    OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
+    OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY
+};
+
+const struct option kg_cli_eval_longopts[] = {
+    {"python", required_argument, NULL, OPT_PYTHON},
+    {"harness", required_argument, NULL, OPT_HARNESS},
+    {"device", required_argument, NULL, OPT_DEVICE},
+    {"kernelbench", required_argument, NULL, OPT_KERNELBENCH},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"budget", required_argument, NULL, OPT_BUDGET},
+    {"tiny-budget", required_argument, NULL, OPT_TINY_BUDGET},
+    {"atol", required_argument, NULL, OPT_ATOL},
+    {"rtol", required_argument, NULL, OPT_RTOL},
+    {"half", required_argument, NULL, OPT_HALF},
+    {"variants", required_argument, NULL, OPT_VARIANTS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"stage-timeout", required_argument, NULL, OPT_STAGE_TIMEOUT},
+    {"output-limit", required_argument, NULL, OPT_OUTPUT_LIMIT},
+    {"credit", required_argument, NULL, OPT_CREDIT},
+    {"no-timing", no_argument, NULL, OPT_NO_TIMING},
+    {"timing-iters", required_argument, NULL, OPT_TIMING_ITERS},
+    {"memory-limit", required_argument, NULL, OPT_MEMORY},
+};
+const size_t kg_cli_eval_longopt_count = sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0];
+
+const char kg_cli_eval_help[] =
+    "Evaluation options:\n"
+    "  --device D          auto (default: a GPU if one is visible, else cpu), cpu, cuda, cuda:N\n"
+    "  --kernelbench DIR   KernelBench checkout for task ids like level1/19 (or $KGYM_KERNELBENCH)\n"
+    "  --json              machine-readable output (docs/result-schema.md)\n"
+    "  --budget N          CPU: shrink size constants so each tensor holds <= N elements (65536)\n"
+    "  --tiny-budget N     elements per tensor in the tiny run (4096)\n"
+    "  --atol X --rtol X   tolerances (default by dtype: fp32 1e-4, fp16/bf16 1e-2)\n"
+    "  --half LIST         add half-precision variants: fp16, bf16 or fp16,bf16 (GPU)\n"
+    "  --variants LIST     run only these variants: base,scaled_x2,seed_1,signed,size_small,\n"
+    "                      size_odd,size_large\n"
+    "  --seed N            base seed of inputs and weights (42)\n"
+    "  --timeout S         whole-evaluation limit in seconds (1200)\n"
+    "  --stage-timeout NAME=S  limit one stage: parse, static, compile, tiny_run, correctness,\n"
+    "                      timing (defaults 30, 30, 120, 120, 600, 300); repeatable\n"
+    "  --output-limit B    kill a candidate that prints more than B bytes (8 MiB)\n"
+    "  --memory-limit B    CPU: address-space limit of the evaluation process (16 GiB)\n"
+    "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
+    "                      (0,0.3,0.5,0.7,1)\n"
+    "  --no-timing         GPU: skip timing\n"
+    "  --timing-iters N    GPU: timed calls of each model (20)\n"
+    "  --python PATH       Python with torch and triton (default: $KGYM_PYTHON, then the venv)\n"
+    "  --harness DIR       folder holding kgym_harness (default: $KGYM_HARNESS, then built-in)\n";
+
+int kg_cli_usage_error(const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "kgym %s: ", command);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(see kgym %s --help)\n", command);
+    return 2;
+}
+
+void kg_cli_eval_flags_init(kg_cli_eval_flags *f)
+{
+    memset(f, 0, sizeof *f);
+    kg_eval_options_default(&f->opts, "cpu");
+    f->stage_timeouts = json_object();
+}
+
+void kg_cli_eval_flags_free(kg_cli_eval_flags *f)
+{
+    free(f->device_resolved);
+    free(f->python_resolved);
+    free(f->harness_resolved);
+    json_decref(f->stage_timeouts);
+}
+
+static int parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_long(const char *s, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* "16G", "512M", "1048576" → bytes. */
+static int parse_bytes(const char *s, unsigned long long *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    double mult = 1;
+    if (*end == 'K' || *end == 'k') mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mult = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mult = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i' || *end == 'B') end++;
+    if (*end == 'B') end++;
+    if (*end)
+        return -1;
+    *out = (unsigned long long)(v * mult);
+    return 0;
+}
+
+#define BAD(fmt, ...) (fprintf(stderr, "kgym: " fmt "\n", __VA_ARGS__), -1)
+
+int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
+{
+    double d;
+    long l;
+    unsigned long long b;
+    kg_eval_options *o = &f->opts;
+    switch (code) {
+    case OPT_PYTHON: f->python = arg; return 1;
+    case OPT_HARNESS: f->harness = arg; return 1;
+    case OPT_DEVICE: f->device = arg; return 1;
+    case OPT_KERNELBENCH: f->kernelbench = arg; return 1;
+    case OPT_JSON: f->json = 1; return 1;
+    case OPT_BUDGET:
+        if (parse_long(arg, &l) || l < 16)
+            return BAD("--budget needs a number of elements >= 16, not \"%s\"", arg);
+        o->budget_elements = l;
+        return 1;
+    case OPT_TINY_BUDGET:
+        if (parse_long(arg, &l) || l < 16)
+            return BAD("--tiny-budget needs a number of elements >= 16, not \"%s\"", arg);
+        o->tiny_budget_elements = l;
+        return 1;
+    case OPT_ATOL:
+    case OPT_RTOL:
+        if (parse_double(arg, &d) || d < 0)
+            return BAD("--%s needs a number >= 0, not \"%s\"", code == OPT_ATOL ? "atol" : "rtol", arg);
+        if (code == OPT_ATOL)
+            o->atol = d;
+        else
+            o->rtol = d;
+        return 1;
+    case OPT_HALF: {
+        char *copy = kg_strdup(arg), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (strcmp(t, "fp16") && strcmp(t, "bf16")) {
+                free(copy);
+                return BAD("--half takes fp16, bf16 or fp16,bf16, not \"%s\"", arg);
+            }
+        free(copy);
+        o->half = arg;
+        return 1;
+    }
+    case OPT_VARIANTS: {
+        static const char *known[] = {"base", "scaled_x2", "seed_1", "signed", "size_small",
+                                      "size_odd", "size_large"};
+        char *copy = kg_strdup(arg), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            int ok = 0;
+            for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+                ok |= !strcmp(t, known[i]);
+            if (!ok) {
+                fprintf(stderr, "kgym: unknown variant \"%s\" in --variants\n", t);
+                free(copy);
+                return -1;
+            }
+        }
+        free(copy);
+        o->variants = arg;
+        return 1;
+    }
+    case OPT_SEED:
+        if (parse_long(arg, &l) || l < 0 || l > 2147483647L)
+            return BAD("--seed needs a number from 0 to 2^31-1, not \"%s\"", arg);
+        o->seed = (unsigned)l;
+        return 1;
+    case OPT_TIMEOUT:
+        if (parse_double(arg, &d) || d <= 0)
+            return BAD("--timeout needs seconds > 0, not \"%s\"", arg);
+        o->limits.total_timeout_s = d;
+        return 1;
+    case OPT_STAGE_TIMEOUT: {
+        const char *eq = strchr(arg, '=');
+        char name[64];
+        if (!eq || (size_t)(eq - arg) >= sizeof name)
+            return BAD("--stage-timeout takes NAME=SECONDS, not \"%s\"", arg);
+        snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        int idx = kg_eval_stage_index(name);
+        if (idx < 0)
+            return BAD("--stage-timeout: unknown stage \"%s\" (parse, static, compile, tiny_run, "
+                       "correctness, timing)", name);
+        if (parse_double(eq + 1, &d) || d <= 0)
+            return BAD("--stage-timeout %s needs seconds > 0, not \"%s\"", name, eq + 1);
+        json_object_set_new(f->stage_timeouts, name, json_real(d));
+        return 1;
+    }
+    case OPT_OUTPUT_LIMIT:
+        if (parse_bytes(arg, &b) || b < 1024)
+            return BAD("--output-limit needs bytes >= 1024 (e.g. 8M), not \"%s\"", arg);
+        o->limits.output_limit_bytes = (size_t)b;
+        return 1;
+    case OPT_MEMORY:
+        if (parse_bytes(arg, &b) || b < (64ull << 20))
+            return BAD("--memory-limit needs bytes >= 64M (e.g. 16G), not \"%s\"", arg);
+        o->limits.address_space_bytes = b;
+        return 1;
+    case OPT_CREDIT: {
+        double c[5];
+        int n = 0;
+        char *copy = kg_strdup(arg), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (n >= 5 || parse_double(t, &c[n])) {
+                n = -1;
+                break;
+            }
+            n++;
+        }
+        free(copy);
+        if (n != 5)
+            return BAD("--credit needs 5 comma-separated numbers, not \"%s\"", arg);
+        memcpy(o->credit, c, sizeof c);
+        return 1;
+    }
+    case OPT_NO_TIMING: o->timing = 0; return 1;
+    case OPT_TIMING_ITERS:
+        if (parse_long(arg, &l) || l < 1 || l > 100000)
+            return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
+        o->timing_iters = (int)l;
+        return 1;
+    }
+    return 0;
+}
+
+static char *find_in_path(const char *name)
+{
+    const char *path = getenv("PATH");
+    if (!path)
+        return NULL;
+    char *copy = kg_strdup(path), *save = NULL, *found = NULL;
+    for (char *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
+        kg_buf b = {0};
+        kg_buf_printf(&b, "%s/%s", dir, name);
+        if (access(b.data, X_OK) == 0)
+            found = kg_buf_release(&b);
+        else
+            kg_buf_free(&b);
+    }
+    free(copy);
+    return found;
+}
+
+/* A GPU is "visible" when the NVIDIA driver lists one and CUDA_VISIBLE_DEVICES
+ * does not hide them all.  Checked from C, without touching CUDA. */
+static int gpu_visible(void)
+{
+    const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+    if (cvd && (!*cvd || !strcmp(cvd, "-1")))
+        return 0;
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n > 0;
+}
+
+int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
+{
+    const char *dev = f->device ? f->device : getenv("KGYM_DEVICE");
+    if (!dev || !*dev || !strcmp(dev, "auto"))
+        dev = gpu_visible() ? "cuda:0" : "cpu";
+    if (!strcmp(dev, "cuda"))
+        dev = "cuda:0";
+    if (strcmp(dev, "cpu") && (strncmp(dev, "cuda:", 5) || !dev[5] || strspn(dev + 5, "0123456789") != strlen(dev + 5)))
+        return kg_error_set(err, KG_ERR_INVALID, "--device must be auto, cpu, cuda or cuda:N, not \"%s\"", dev);
+    f->device_resolved = kg_strdup(dev);
+
+    const char *py = f->python ? f->python : getenv("KGYM_PYTHON");
+    if (py && *py)
+        f->python_resolved = kg_strdup(py);
+    else if (KG_DEFAULT_PYTHON[0] && access(KG_DEFAULT_PYTHON, X_OK) == 0)
+        f->python_resolved = kg_strdup(KG_DEFAULT_PYTHON);
+    else
+        f->python_resolved = find_in_path("python3");
+    if (!f->python_resolved)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no Python found: pass --python or set KGYM_PYTHON");
+
+    const char *h = f->harness ? f->harness : getenv("KGYM_HARNESS");
+    if (h && *h) {
+        f->harness_resolved = kg_strdup(h);
+    } else if (KG_DEFAULT_HARNESS_DIR[0] && kg_dir_exists(KG_DEFAULT_HARNESS_DIR)) {
+        f->harness_resolved = kg_strdup(KG_DEFAULT_HARNESS_DIR);
+    } else {
+        /* Next to the binary: <prefix>/bin/kgym → <prefix>/harness or build/kgym → ./harness. */
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            char *slash = strrchr(exe, '/');
+            if (slash)
+                *slash = '\0';
+            kg_buf b = {0};
+            kg_buf_printf(&b, "%s/../harness", exe);
+            if (kg_dir_exists(b.data))
+                f->harness_resolved = kg_buf_release(&b);
+            else
+                kg_buf_free(&b);
+        }
+    }
+    if (!f->harness_resolved)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no harness folder found: pass --harness or set KGYM_HARNESS");
+
+    /* Device-dependent defaults, then what the command line said on top. */
+    kg_eval_options given = f->opts;
+    kg_eval_options_default(&f->opts, f->device_resolved);
+    kg_eval_options def_cpu;
+    kg_eval_options_default(&def_cpu, "cpu");
+    f->opts.budget_elements = given.budget_elements;
+    f->opts.tiny_budget_elements = given.tiny_budget_elements;
+    f->opts.atol = given.atol;
+    f->opts.rtol = given.rtol;
+    f->opts.half = given.half;
+    f->opts.variants = given.variants;
+    f->opts.seed = given.seed;
+    memcpy(f->opts.credit, given.credit, sizeof given.credit);
+    f->opts.timing = given.timing;
+    f->opts.timing_iters = given.timing_iters;
+    f->opts.limits.total_timeout_s = given.limits.total_timeout_s;
+    f->opts.limits.output_limit_bytes = given.limits.output_limit_bytes;
+    if (given.limits.address_space_bytes != def_cpu.limits.address_space_bytes)
+        f->opts.limits.address_space_bytes = given.limits.address_space_bytes;
+    const char *key;
+    json_t *v;
+    json_object_foreach(f->stage_timeouts, key, v) {
+        int idx = kg_eval_stage_index(key);
+        if (idx >= 0)
+            f->opts.stage_timeout_s[idx] = json_number_value(v);
+    }
+    return KG_OK;
+}

@@ -1,0 +1,51 @@
+/*
+ * common.h — what the CLI's evaluation commands share: finding the Python
+ * interpreter, the harness and the device, the evaluation flags, and the
+ * human-readable report.  Strings returned are malloc'd (caller frees).
+ */
+#ifndef KG_CLI_COMMON_H
+#define KG_CLI_COMMON_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+
+#include "kgym/error.h"
+#include "kgym/eval.h"
+
+/* Option codes of the shared evaluation flags start here. */
+#define KG_OPT_BASE 1000
+
+typedef struct kg_cli_eval_flags {
+    const char *python;
+    const char *harness;
+    const char *device;      /* as given: auto, cpu, cuda, cuda:N */
+    const char *kernelbench;
+    char *device_resolved;   /* "cpu" or "cuda:N" after kg_cli_setup */
+    char *python_resolved;
+    char *harness_resolved;
+    int json;
+    kg_eval_options opts;
+    json_t *stage_timeouts;  /* NAME=S given on the command line */
+} kg_cli_eval_flags;
+
+/* The long options every evaluation command takes (terminated by a zero entry);
+ * commands append their own before it. */
+extern const struct option kg_cli_eval_longopts[];
+extern const size_t kg_cli_eval_longopt_count;
+/* The help text for them. */
+extern const char kg_cli_eval_help[];
+
+void kg_cli_eval_flags_init(kg_cli_eval_flags *f);
+void kg_cli_eval_flags_free(kg_cli_eval_flags *f);
+/* Handles one shared option; 1 if it was one, 0 if not, -1 on a bad value (message printed). */
+int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg);
+/* Resolves python, harness and device and fills f->opts for the device. */
+int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
+
+/* The readable report of one result. */
+void kg_cli_print_report(FILE *out, const json_t *result, int color);
+
+int kg_cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,78 @@
+/* report.c — the readable report of one evaluation result. */
+#include <string.h>
+
+#include "cli/common.h"
+
+static const char *s(const json_t *o, const char *k)
+{
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
+
+static const char *verdict_color(const char *verdict)
+{
+    if (!strcmp(verdict, "correct"))
+        return "\033[32m";
+    if (!strcmp(verdict, "incorrect") || !strcmp(verdict, "hacked"))
+        return "\033[31m";
+    return "\033[33m";
+}
+
+void kg_cli_print_report(FILE *out, const json_t *r, int color)
+{
+    const json_t *task = json_object_get(r, "task");
+    const json_t *cand = json_object_get(r, "candidate");
+    const char *verdict = s(r, "verdict");
+    fprintf(out, "task       %s (%s)\n", s(task, "id"), s(task, "path"));
+    fprintf(out, "candidate  %s  [%s]\n", *s(cand, "path") ? s(cand, "path") : "(stdin)",
+            *s(cand, "source") ? s(cand, "source") : "not extracted");
+    fprintf(out, "device     %s\n", s(json_object_get(r, "device"), "name"));
+    fprintf(out, "verdict    %s%s%s   reward %.2f   %.1f s\n", color ? verdict_color(verdict) : "", verdict,
+            color ? "\033[0m" : "", json_number_value(json_object_get(r, "reward")),
+            json_number_value(json_object_get(r, "wall_ms")) / 1000.0);
+    fprintf(out, "stages\n");
+    size_t i;
+    json_t *st;
+    json_array_foreach(json_object_get(r, "stages"), i, st) {
+        const char *status = s(st, "status");
+        fprintf(out, "  %-12s %-7s %9.1f ms  %.160s\n", s(st, "name"), status,
+                json_number_value(json_object_get(st, "ms")), s(st, "detail"));
+    }
+    const json_t *variants = json_object_get(json_object_get(r, "correctness"), "variants");
+    if (json_array_size(variants)) {
+        fprintf(out, "variants\n");
+        json_t *v;
+        json_array_foreach(variants, i, v) {
+            char *sizes = json_dumps(json_object_get(v, "sizes"), JSON_COMPACT | JSON_SORT_KEYS);
+            fprintf(out, "  %-11s %-7s max|err| %-10.3g %s\n", s(v, "name"), s(v, "status"),
+                    json_number_value(json_object_get(v, "max_abs_error")), sizes ? sizes : "");
+            if (*s(v, "reason") && strcmp(s(v, "status"), "passed"))
+                fprintf(out, "              %.300s\n", s(v, "reason"));
+            free(sizes);
+        }
+    }
+    const json_t *t = json_object_get(r, "timing");
+    if (json_is_object(t)) {
+        const json_t *rm = json_object_get(t, "reference_ms"), *cm = json_object_get(t, "candidate_ms");
+        fprintf(out, "timing     reference %.4g ms (cv %.1f%%), candidate %.4g ms (cv %.1f%%), speedup %.2fx  [%s]\n",
+                json_number_value(json_object_get(rm, "median")), 100 * json_number_value(json_object_get(rm, "cv")),
+                json_number_value(json_object_get(cm, "median")), 100 * json_number_value(json_object_get(cm, "cv")),
+                json_number_value(json_object_get(t, "speedup")), s(t, "gpu"));
+    } else {
+        fprintf(out, "timing     not measured%s\n", !strcmp(s(json_object_get(r, "device"), "kind"), "cpu") ? " (CPU)" : "");
+    }
+    const json_t *p = json_object_get(r, "process");
+    if (json_is_object(p) && strcmp(s(p, "end"), "completed"))
+        fprintf(out, "process    ended: %s (exit %lld, signal %lld) in stage %s\n", s(p, "end"),
+                (long long)json_integer_value(json_object_get(p, "exit_code")),
+                (long long)json_integer_value(json_object_get(p, "signal")), s(p, "stage"));
+    fprintf(out, "feedback\n");
+    const char *fb = s(r, "feedback");
+    fprintf(out, "  ");
+    for (const char *c = fb; *c; c++) {
+        fputc(*c, out);
+        if (*c == '\n')
+            fputs("  ", out);
+    }
+    fputc('\n', out);
+}

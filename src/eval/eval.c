@@ -1,0 +1,151 @@
+/*
+ * eval.c — one evaluation end to end: extraction in C, then a child from the
+ * supervisor runs the Python stages, then result.c turns the child's report
+ * into the result (see include/kgym/eval.h).
+ */
+#include "kgym/eval.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kgym/extract.h"
+#include "util/util.h"
+
+const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT] = {
+    "parse", "static", "compile", "tiny_run", "correctness", "timing"};
+
+int kg_eval_stage_index(const char *name)
+{
+    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
+        if (name && strcmp(name, kg_eval_stage_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void kg_eval_options_default(kg_eval_options *o, const char *device)
+{
+    memset(o, 0, sizeof *o);
+    o->device = device;
+    o->budget_elements = 65536;
+    o->tiny_budget_elements = 4096;
+    o->atol = o->rtol = -1;
+    o->seed = 42;
+    const double credit[5] = {0.0, 0.3, 0.5, 0.7, 1.0};
+    memcpy(o->credit, credit, sizeof credit);
+    o->timing = 1;
+    o->timing_warmup = 5;
+    o->timing_iters = 20;
+    /* parse, static, compile, tiny_run, correctness, timing.  Generous: the
+     * interpreter is slow and a GPU compile of several kernels takes seconds;
+     * a hang is still caught in minutes, not hours. */
+    const double stage[KG_EVAL_STAGE_COUNT] = {30, 30, 120, 120, 600, 300};
+    memcpy(o->stage_timeout_s, stage, sizeof stage);
+    o->limits.total_timeout_s = 1200;
+    o->limits.capture_bytes = 16 * 1024;
+    o->limits.output_limit_bytes = 8u << 20;
+    o->limits.file_size_bytes = 1ull << 30;
+    o->limits.cpu_seconds = 3600;
+    /* RLIMIT_AS breaks CUDA (it reserves huge virtual ranges): CPU only. */
+    if (device && strcmp(device, "cpu") == 0)
+        o->limits.address_space_bytes = 16ull << 30;
+}
+
+static json_t *extract_stage(const char *status, double ms, const char *detail)
+{
+    return json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", status, "ms", ms,
+                     "detail", detail);
+}
+
+int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_request *req,
+                json_t **result, kg_error *err)
+{
+    *result = NULL;
+    double t0 = kg_now_ms();
+    kg_extract_result ex;
+    memset(&ex, 0, sizeof ex);
+    kg_error ex_err;
+    kg_error_clear(&ex_err);
+    int rc = kg_extract_candidate(req->response ? req->response : "", req->response_len, &ex,
+                                  &ex_err);
+    if (rc == KG_ERR_NOMEM)
+        return kg_error_set(err, rc, "out of memory extracting the candidate");
+    if (rc != KG_OK) {
+        /* Nothing usable: the verdict is "invalid" and no child is needed. */
+        json_t *stage = extract_stage("fail", kg_now_ms() - t0, ex_err.message);
+        kg_child_report none;
+        memset(&none, 0, sizeof none);
+        rc = kg_eval_build_result(opts, req, NULL, NULL, stage, result, err);
+        json_decref(stage);
+        if (rc == KG_OK)
+            json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+        return rc;
+    }
+    json_t *stage = extract_stage("ok", kg_now_ms() - t0, ex.detail);
+
+    char *dir = NULL;
+    rc = kg_temp_dir("kgym-eval", &dir, err);
+    kg_buf path = {0};
+    if (rc == KG_OK) {
+        kg_buf_printf(&path, "%s/candidate.py", dir);
+        rc = kg_file_write(path.data, ex.code, ex.code_len, err);
+    }
+    json_t *job = NULL;
+    json_t *timeouts = NULL;
+    kg_child_report rep;
+    memset(&rep, 0, sizeof rep);
+    if (rc == KG_OK) {
+        int cpu = strcmp(opts->device, "cpu") == 0;
+        job = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i}", "type", "job", "workdir", dir,
+                        "candidate", path.data, "task", req->task->path, "tiny_budget",
+                        (json_int_t)opts->tiny_budget_elements, "seed", (int)opts->seed, "threads",
+                        1);
+        json_object_set_new(job, "device", json_string(cpu ? "cpu" : "cuda"));
+        json_object_set_new(job, "budget", cpu && opts->budget_elements > 0
+                                               ? json_integer(opts->budget_elements)
+                                               : json_null());
+        json_object_set_new(job, "atol", opts->atol >= 0 ? json_real(opts->atol) : json_null());
+        json_object_set_new(job, "rtol", opts->rtol >= 0 ? json_real(opts->rtol) : json_null());
+        json_t *half = json_array();
+        if (opts->half && strstr(opts->half, "fp16"))
+            json_array_append_new(half, json_string("fp16"));
+        if (opts->half && strstr(opts->half, "bf16"))
+            json_array_append_new(half, json_string("bf16"));
+        json_object_set_new(job, "half", half);
+        if (opts->variants && *opts->variants) {
+            json_t *v = json_array();
+            char *copy = kg_strdup(opts->variants), *save = NULL;
+            for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+                json_array_append_new(v, json_string(t));
+            free(copy);
+            json_object_set_new(job, "variants", v);
+        }
+        json_object_set_new(job, "timing",
+                            json_pack("{s:b, s:i, s:i}", "enabled", opts->timing && !cpu, "warmup",
+                                      opts->timing_warmup, "iters", opts->timing_iters));
+        timeouts = json_object();
+        for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
+            json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));
+        kg_child_limits limits = opts->limits;
+        limits.stage_timeouts_s = timeouts;
+        rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+    }
+    if (rc == KG_OK) {
+        rc = kg_eval_build_result(opts, req, &rep, path.data, stage, result, err);
+        if (rc == KG_OK) {
+            json_t *cand = json_object_get(*result, "candidate");
+            json_object_set_new(cand, "source", json_string(kg_extract_source_name(ex.source)));
+            json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+        }
+    }
+    kg_child_report_free(&rep);
+    json_decref(job);
+    json_decref(timeouts);
+    json_decref(stage);
+    if (dir) {
+        kg_remove_tree(dir);
+        free(dir);
+    }
+    kg_buf_free(&path);
+    kg_extract_result_free(&ex);
+    return rc;
+}

@@ -1,0 +1,520 @@
+/*
+ * result.c — from a child's report to the result: stages, correctness
+ * variants, timing statistics, verdict, reward, process facts and feedback.
+ * Every decision kgym makes about a candidate is in this file.
+ */
+#include "kgym/eval.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/internal.h"
+#include "util/util.h"
+
+/* The message of the given type (and stage, and status if given), or NULL. */
+static json_t *find_message(const json_t *messages, const char *type, const char *stage,
+                            const char *status)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        if (!t || strcmp(t, type) != 0)
+            continue;
+        if (stage) {
+            const char *s = json_string_value(json_object_get(m, "stage"));
+            if (!s || strcmp(s, stage) != 0)
+                continue;
+        }
+        if (status) {
+            const char *s = json_string_value(json_object_get(m, "status"));
+            if (!s || strcmp(s, status) != 0)
+                continue;
+        }
+        return m;
+    }
+    return NULL;
+}
+
+static double num(const json_t *v, double fallback)
+{
+    return json_is_number(v) ? json_number_value(v) : fallback;
+}
+
+/* A variant's verdict from the comparison facts the child reported. */
+static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
+{
+    const char *status = json_string_value(json_object_get(msg, "status"));
+    const json_t *cmp = json_object_get(msg, "compare");
+    json_t *v = json_object();
+    json_object_set(v, "name", json_object_get(msg, "name"));
+    json_object_set(v, "description", json_object_get(msg, "description"));
+    json_object_set(v, "sizes", json_object_get(msg, "sizes"));
+    why[0] = '\0';
+    const char *verdict = "passed";
+    if (status && strcmp(status, "reference_failed") == 0) {
+        verdict = "skipped";
+        snprintf(why, why_cap, "%s", json_string_value(json_object_get(msg, "reason"))
+                                         ? json_string_value(json_object_get(msg, "reason"))
+                                         : "the reference failed on these inputs");
+    } else if (status && strcmp(status, "candidate_raised") == 0) {
+        verdict = "error";
+        const json_t *e = json_object_get(msg, "error");
+        snprintf(why, why_cap, "%s: %.300s", json_string_value(json_object_get(e, "type")) ?: "error",
+                 json_string_value(json_object_get(e, "message")) ?: "");
+    } else if (!json_is_object(cmp)) {
+        verdict = "error";
+        snprintf(why, why_cap, "no comparison was reported");
+    } else {
+        const char *cerr = json_string_value(json_object_get(cmp, "error"));
+        if (cerr) {
+            verdict = "failed";
+            snprintf(why, why_cap, "%s", cerr);
+        } else if (!json_is_true(json_object_get(cmp, "shape_ok"))) {
+            verdict = "failed";
+            char *rs = json_dumps(json_object_get(cmp, "reference_shape"), JSON_COMPACT);
+            char *cs = json_dumps(json_object_get(cmp, "candidate_shape"), JSON_COMPACT);
+            snprintf(why, why_cap, "output shape %s, expected %s", cs ? cs : "?", rs ? rs : "?");
+            free(rs);
+            free(cs);
+        } else if (!json_is_true(json_object_get(cmp, "dtype_ok"))) {
+            verdict = "failed";
+            snprintf(why, why_cap, "output dtype %s, expected %s",
+                     json_string_value(json_object_get(cmp, "candidate_dtype")) ?: "?",
+                     json_string_value(json_object_get(cmp, "reference_dtype")) ?: "?");
+        } else if (num(json_object_get(cmp, "mismatches"), 1) > 0) {
+            verdict = "failed";
+            char *idx = json_dumps(json_object_get(cmp, "first_mismatch"), JSON_COMPACT | JSON_ENCODE_ANY);
+            const json_t *vals = json_object_get(cmp, "first_mismatch_values");
+            snprintf(why, why_cap,
+                     "%.0f of %.0f elements differ beyond atol=%g rtol=%g; max abs error %.4g, max rel "
+                     "error %.4g; first at index %s (expected %.6g, got %.6g)",
+                     num(json_object_get(cmp, "mismatches"), 0), num(json_object_get(cmp, "elements"), 0),
+                     num(json_object_get(msg, "atol"), 0), num(json_object_get(msg, "rtol"), 0),
+                     num(json_object_get(cmp, "max_abs_error"), NAN),
+                     num(json_object_get(cmp, "max_rel_error"), NAN), idx ? idx : "?",
+                     num(json_array_get(vals, 0), NAN), num(json_array_get(vals, 1), NAN));
+            free(idx);
+        }
+    }
+    json_object_set_new(v, "status", json_string(verdict));
+    if (json_is_object(cmp)) {
+        const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
+                              "first_mismatch", "first_mismatch_values"};
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+            json_t *x = json_object_get(cmp, keys[k]);
+            json_object_set(v, keys[k], x ? x : json_null());
+        }
+    }
+    json_object_set(v, "atol", json_object_get(msg, "atol") ?: json_null());
+    json_object_set(v, "rtol", json_object_get(msg, "rtol") ?: json_null());
+    json_object_set(v, "candidate_ms", json_object_get(msg, "candidate_ms") ?: json_null());
+    json_object_set_new(v, "reason", json_string(why));
+    return v;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* mean, median, min, stdev and CV of a list of milliseconds. */
+static json_t *summarize(const json_t *samples, double *median_out)
+{
+    size_t n = json_array_size(samples);
+    if (n == 0)
+        return json_null();
+    double *v = malloc(n * sizeof *v);
+    if (!v)
+        return json_null();
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i] = num(json_array_get(samples, i), 0);
+        sum += v[i];
+    }
+    qsort(v, n, sizeof *v, cmp_double);
+    double mean = sum / (double)n;
+    double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    double ss = 0;
+    for (size_t i = 0; i < n; i++)
+        ss += (v[i] - mean) * (v[i] - mean);
+    double sd = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
+    json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:f, s:I}", "mean", mean, "median", median, "min",
+                          v[0], "stdev", sd, "cv", mean > 0 ? sd / mean : 0, "samples", (json_int_t)n);
+    *median_out = median;
+    free(v);
+    return o;
+}
+
+static const char *signal_name(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: return "SIGSEGV (segmentation fault)";
+    case SIGABRT: return "SIGABRT (abort)";
+    case SIGBUS: return "SIGBUS (bus error)";
+    case SIGFPE: return "SIGFPE (arithmetic exception)";
+    case SIGILL: return "SIGILL (illegal instruction)";
+    case SIGKILL: return "SIGKILL";
+    case SIGTERM: return "SIGTERM";
+    case SIGXCPU: return "SIGXCPU (CPU time limit)";
+    case SIGXFSZ: return "SIGXFSZ (file size limit)";
+    default: return "a signal";
+    }
+}
+
+/* "cuda_error", "out_of_memory" or NULL, from an error object's text. */
+static const char *error_cause(const json_t *error)
+{
+    if (!error)
+        return NULL;
+    const char *type = json_string_value(json_object_get(error, "type"));
+    const char *msg = json_string_value(json_object_get(error, "message"));
+    const char *cause_type = json_string_value(json_object_get(error, "cause_type"));
+    const char *cause_msg = json_string_value(json_object_get(error, "cause_message"));
+    const char *texts[] = {type, msg, cause_type, cause_msg};
+    for (int i = 0; i < 4; i++) {
+        if (!texts[i])
+            continue;
+        if (strstr(texts[i], "OutOfMemoryError") || strstr(texts[i], "MemoryError") ||
+            strstr(texts[i], "out of memory") || strstr(texts[i], "can't allocate memory"))
+            return "out_of_memory";
+    }
+    for (int i = 0; i < 4; i++)
+        if (texts[i] && (strstr(texts[i], "CUDA error") || strstr(texts[i], "AcceleratorError") ||
+                         strstr(texts[i], "illegal memory access") || strstr(texts[i], "CUDA driver error")))
+            return "cuda_error";
+    return NULL;
+}
+
+/* The error with frames cut down to the candidate's own file (renamed
+ * "candidate.py"): the model never needs harness or library frames. */
+static json_t *trim_error(const json_t *error, const char *stage, const char *candidate_path)
+{
+    if (!json_is_object(error))
+        return json_null();
+    json_t *out = json_object();
+    json_object_set_new(out, "stage", json_string(stage));
+    json_object_set(out, "type", json_object_get(error, "type") ?: json_string("Error"));
+    json_object_set(out, "message", json_object_get(error, "message") ?: json_string(""));
+    if (json_is_string(json_object_get(error, "cause_type"))) {
+        json_object_set(out, "cause_type", json_object_get(error, "cause_type"));
+        json_object_set(out, "cause_message", json_object_get(error, "cause_message"));
+    }
+    json_t *frames = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(error, "frames"), i, f) {
+        const char *file = json_string_value(json_object_get(f, "file"));
+        if (!file || !candidate_path || strcmp(file, candidate_path) != 0)
+            continue;
+        json_t *c = json_deep_copy(f);
+        json_object_set_new(c, "file", json_string("candidate.py"));
+        json_array_append_new(frames, c);
+    }
+    json_object_set_new(out, "frames", frames);
+    return out;
+}
+
+double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int level)
+{
+    if (strcmp(verdict, "hacked") == 0)
+        return 0.0;
+    if (level < 0)
+        level = 0;
+    if (level > 4)
+        level = 4;
+    if (strcmp(verdict, "correct") != 0 && level > 3)
+        level = 3;
+    return opts->credit[level];
+}
+
+static json_t *process_facts(const kg_child_report *rep, const char *cause)
+{
+    json_t *p = json_object();
+    json_object_set_new(p, "end", json_string(kg_child_end_name(rep->end)));
+    json_object_set_new(p, "exit_code", json_integer(rep->exit_code));
+    json_object_set_new(p, "signal", json_integer(rep->signal));
+    json_object_set_new(p, "stage", rep->stage[0] ? json_string(rep->stage) : json_null());
+    json_object_set_new(p, "limit_s", rep->end == KG_END_TIMEOUT ? json_real(rep->stage_limit_s)
+                                                                 : json_null());
+    json_object_set_new(p, "cause", cause ? json_string(cause) : json_null());
+    const kg_capture *caps[2] = {&rep->out, &rep->err};
+    const char *names[2] = {"stdout", "stderr"};
+    int truncated = 0;
+    for (int i = 0; i < 2; i++) {
+        kg_buf b = {0};
+        kg_buf_puts(&b, caps[i]->head ? caps[i]->head : "");
+        if (caps[i]->tail && caps[i]->tail[0]) {
+            if (caps[i]->truncated)
+                kg_buf_printf(&b, "\n[... %zu bytes omitted ...]\n",
+                              caps[i]->total_bytes - strlen(caps[i]->head) - strlen(caps[i]->tail));
+            kg_buf_puts(&b, caps[i]->tail);
+        }
+        kg_utf8_sanitize(b.data ? b.data : "");
+        json_object_set_new(p, names[i], json_string(b.data ? b.data : ""));
+        kg_buf_free(&b);
+        char key[32];
+        snprintf(key, sizeof key, "%s_bytes", names[i]);
+        json_object_set_new(p, key, json_integer((json_int_t)caps[i]->total_bytes));
+        truncated |= caps[i]->truncated;
+    }
+    json_object_set_new(p, "truncated", json_boolean(truncated));
+    json_object_set_new(p, "pid", json_integer(rep->pid));
+    return p;
+}
+
+int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req,
+                         const kg_child_report *rep, const char *candidate_path,
+                         json_t *extract_stage, json_t **result, kg_error *err)
+{
+    *result = NULL;
+    const json_t *messages = rep ? rep->messages : NULL;
+    if (messages) {
+        json_t *te = find_message(messages, "task_error", NULL, NULL);
+        if (te) {
+            const json_t *e = json_object_get(te, "error");
+            return kg_error_set(err, KG_ERR_INVALID, "the task %s cannot be loaded: %s: %s",
+                                req->task->path, json_string_value(json_object_get(e, "type")) ?: "?",
+                                json_string_value(json_object_get(e, "message")) ?: "");
+        }
+    }
+    json_t *r = json_object();
+    json_object_set_new(r, "schema", json_string(KG_RESULT_SCHEMA));
+    json_object_set_new(r, "task", json_pack("{s:s, s:s, s:s, s:s}", "id", req->task->id, "name",
+                                             req->task->name, "path", req->task->path, "hash",
+                                             req->task->hash));
+    char chash[32];
+    kg_hash64_string(req->response ? req->response : "", req->response_len, chash);
+    json_object_set_new(r, "candidate",
+                        json_pack("{s:s?, s:s, s:I}", "path", req->candidate_name, "hash", chash,
+                                  "bytes", (json_int_t)req->response_len));
+    int cpu = strcmp(opts->device, "cpu") == 0;
+    json_object_set_new(r, "device", json_pack("{s:s, s:s}", "kind", cpu ? "cpu" : "cuda", "name",
+                                               cpu ? "cpu (Triton interpreter)" : opts->device));
+
+    json_t *stages = json_array();
+    json_array_append(stages, extract_stage);
+    const char *extract_status = json_string_value(json_object_get(extract_stage, "status"));
+
+    /* Walk the child's stages: status from its end message, duration from our
+     * own clock (the t_ms we stamped), never from the child's claim. */
+    const char *failed_stage = NULL;
+    const json_t *failed_error = NULL;
+    int level = 0; /* credit level reached: 1 parsed+static ok, 2 compiled, 3 tiny ok, 4 correct */
+    int tiny_shape_bad = 0;
+    json_t *variants = json_array();
+    int n_passed = 0, n_failed = 0, n_skipped = 0, n_error = 0;
+    char first_fail_why[1024] = "", first_fail_name[64] = "";
+    int stop = strcmp(extract_status ? extract_status : "fail", "ok") != 0;
+    if (stop)
+        failed_stage = "extract";
+    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++) {
+        const char *name = kg_eval_stage_names[i];
+        json_t *begin = messages ? find_message(messages, "stage", name, "begin") : NULL;
+        json_t *end = NULL;
+        if (begin) {
+            size_t k;
+            json_t *m;
+            json_array_foreach(messages, k, m) {
+                const char *t = json_string_value(json_object_get(m, "type"));
+                const char *s = json_string_value(json_object_get(m, "stage"));
+                const char *st = json_string_value(json_object_get(m, "status"));
+                if (t && s && st && !strcmp(t, "stage") && !strcmp(s, name) && strcmp(st, "begin"))
+                    end = m;
+            }
+        }
+        const char *status = "skipped";
+        char detail[1024] = "";
+        double ms = 0;
+        if (stop || !begin) {
+            if (!cpu || strcmp(name, "timing") != 0)
+                snprintf(detail, sizeof detail, "%s", stop ? "not run: an earlier stage failed" : "not run");
+            else
+                snprintf(detail, sizeof detail, "not measured on CPU");
+            if (!stop && !begin && strcmp(name, "timing") == 0 && !cpu && !opts->timing)
+                snprintf(detail, sizeof detail, "timing disabled");
+        } else if (!end) {
+            /* The stage began and never ended: the process ended inside it. */
+            status = "fail";
+            ms = rep->wall_ms - num(json_object_get(begin, "t_ms"), 0);
+            if (rep->end == KG_END_TIMEOUT)
+                snprintf(detail, sizeof detail, "did not finish within %g s: the process was killed",
+                         rep->stage_limit_s);
+            else if (rep->end == KG_END_SIGNAL)
+                snprintf(detail, sizeof detail, "the process was killed by %s", signal_name(rep->signal));
+            else if (rep->end == KG_END_OUTPUT_FLOOD)
+                snprintf(detail, sizeof detail, "the process printed more than %zu bytes and was killed",
+                         opts->limits.output_limit_bytes);
+            else if (rep->end == KG_END_PROTOCOL)
+                snprintf(detail, sizeof detail, "the process wrote garbage on kgym's protocol channel");
+            else
+                snprintf(detail, sizeof detail, "the process exited with status %d inside this stage",
+                         rep->exit_code);
+            stop = 1;
+            failed_stage = name;
+        } else {
+            ms = num(json_object_get(end, "t_ms"), 0) - num(json_object_get(begin, "t_ms"), 0);
+            const char *st = json_string_value(json_object_get(end, "status"));
+            snprintf(detail, sizeof detail, "%s", json_string_value(json_object_get(end, "detail")) ?: "");
+            status = st && strcmp(st, "ok") == 0 ? "ok" : "fail";
+            if (!strcmp(status, "fail")) {
+                failed_stage = name;
+                failed_error = json_object_get(end, "error");
+                stop = 1;
+            }
+        }
+        /* Facts that turn an "ok" from the child into a failure. */
+        if (!strcmp(status, "ok") && !strcmp(name, "tiny_run")) {
+            json_t *rv = json_object_get(json_object_get(end, "data"), "compare");
+            char why[1024];
+            json_t *vr = variant_result(json_object_get(end, "data"), why, sizeof why);
+            const char *vs = json_string_value(json_object_get(vr, "status"));
+            if (rv && vs && !strcmp(vs, "failed") && !json_is_true(json_object_get(rv, "shape_ok"))) {
+                status = "fail";
+                snprintf(detail, sizeof detail, "%s", why);
+                failed_stage = name;
+                tiny_shape_bad = 1;
+                stop = 1;
+            }
+            json_decref(vr);
+        }
+        if (!strcmp(name, "correctness") && begin) {
+            size_t k;
+            json_t *m;
+            json_array_foreach(messages, k, m) {
+                const char *t = json_string_value(json_object_get(m, "type"));
+                if (!t || strcmp(t, "variant"))
+                    continue;
+                char why[1024];
+                json_t *v = variant_result(m, why, sizeof why);
+                const char *vs = json_string_value(json_object_get(v, "status"));
+                if (!strcmp(vs, "passed"))
+                    n_passed++;
+                else if (!strcmp(vs, "skipped"))
+                    n_skipped++;
+                else {
+                    if (!strcmp(vs, "failed"))
+                        n_failed++;
+                    else
+                        n_error++;
+                    if (!first_fail_name[0]) {
+                        snprintf(first_fail_name, sizeof first_fail_name, "%s",
+                                 json_string_value(json_object_get(v, "name")) ?: "?");
+                        snprintf(first_fail_why, sizeof first_fail_why, "%s", why);
+                    }
+                }
+                json_array_append_new(variants, v);
+            }
+            if (!strcmp(status, "ok")) {
+                if (n_failed + n_error > 0) {
+                    status = "fail";
+                    snprintf(detail, sizeof detail, "%d of %d variants failed (first: %.60s: %.900s)",
+                             n_failed + n_error, n_failed + n_error + n_passed + n_skipped,
+                             first_fail_name, first_fail_why);
+                    failed_stage = name;
+                    stop = 1;
+                } else if (n_passed == 0) {
+                    json_decref(variants);
+                    json_decref(stages);
+                    json_decref(r);
+                    return kg_error_set(err, KG_ERR_INVALID,
+                                        "the reference %s fails or is non-finite on every input variant",
+                                        req->task->path);
+                } else {
+                    snprintf(detail, sizeof detail, "%d of %d variants passed%s", n_passed,
+                             n_passed + n_skipped, n_skipped ? " (others skipped: the reference failed)" : "");
+                }
+            }
+        }
+        if (!strcmp(status, "ok")) {
+            if (i == 1)
+                level = 1;
+            else if (i == 2)
+                level = 2;
+            else if (i == 3)
+                level = 3;
+            else if (i == 4)
+                level = 4;
+        }
+        kg_utf8_sanitize(detail);
+        json_array_append_new(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status,
+                                                "ms", ms < 0 ? 0 : ms, "detail", detail));
+    }
+    json_object_set_new(r, "stages", stages);
+    json_object_set_new(r, "hacks", json_array());
+    json_object_set_new(r, "correctness",
+                        json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
+                                  failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",
+                                  n_passed, "failed_count", n_failed, "error_count", n_error,
+                                  "skipped_count", n_skipped));
+
+    /* Timing (GPU): the child's raw per-call times, our statistics. */
+    json_t *timing = json_null();
+    json_t *tm = messages ? find_message(messages, "timing", NULL, NULL) : NULL;
+    if (tm && !failed_stage) {
+        double ref_med = 0, cand_med = 0;
+        json_t *rs = summarize(json_object_get(tm, "reference_ms"), &ref_med);
+        json_t *cs = summarize(json_object_get(tm, "candidate_ms"), &cand_med);
+        timing = json_pack("{s:o, s:o, s:O?, s:s}", "reference_ms", rs, "candidate_ms", cs, "gpu",
+                           json_object_get(tm, "gpu"), "method", "cuda_events_simple");
+        json_object_set_new(timing, "speedup", cand_med > 0 ? json_real(ref_med / cand_med) : json_null());
+    }
+    json_object_set_new(r, "timing", timing);
+    json_object_set_new(r, "profile", json_null());
+
+    /* The verdict. */
+    const char *verdict = "correct";
+    const json_t *error_obj = failed_error;
+    if (failed_stage && !strcmp(failed_stage, "correctness") && !error_obj && n_error > 0) {
+        size_t k;
+        json_t *m;
+        json_array_foreach(messages, k, m) {
+            const char *t = json_string_value(json_object_get(m, "type"));
+            if (t && !strcmp(t, "variant") && json_is_object(json_object_get(m, "error"))) {
+                error_obj = json_object_get(m, "error");
+                break;
+            }
+        }
+    }
+    const char *cause = error_cause(error_obj);
+    if (!failed_stage) {
+        verdict = "correct";
+    } else if (!strcmp(failed_stage, "extract") || !strcmp(failed_stage, "parse") ||
+               !strcmp(failed_stage, "static")) {
+        verdict = rep && rep->end == KG_END_TIMEOUT ? "timeout" : "invalid";
+    } else if (rep && rep->end == KG_END_TIMEOUT) {
+        verdict = "timeout";
+    } else if (!strcmp(failed_stage, "compile")) {
+        verdict = rep && rep->end != KG_END_COMPLETED && !error_obj ? "runtime_error" : "compile_error";
+    } else if (!strcmp(failed_stage, "tiny_run")) {
+        if (error_obj && json_is_true(json_object_get(error_obj, "triton_compile")))
+            verdict = "compile_error";
+        else if (tiny_shape_bad)
+            verdict = "incorrect";
+        else
+            verdict = "runtime_error";
+    } else if (!strcmp(failed_stage, "correctness")) {
+        verdict = (error_obj || (rep && rep->end != KG_END_COMPLETED)) ? "runtime_error" : "incorrect";
+    } else {
+        verdict = "runtime_error";
+    }
+    if (!strcmp(verdict, "compile_error"))
+        level = 1;
+    json_object_set_new(r, "verdict", json_string(verdict));
+    json_object_set_new(r, "reward", json_real(kg_eval_credit(opts, verdict, level)));
+    json_object_set_new(r, "error", trim_error(error_obj, failed_stage ? failed_stage : "", candidate_path));
+    if (!cause && rep && rep->end == KG_END_OUTPUT_FLOOD)
+        cause = "output_flood";
+    if (!cause && rep && rep->end == KG_END_SIGNAL)
+        cause = "crash";
+    json_object_set_new(r, "process", rep ? process_facts(rep, cause) : json_null());
+    char *feedback = kg_eval_feedback(r, opts);
+    json_object_set_new(r, "feedback", json_string(feedback ? feedback : ""));
+    free(feedback);
+    *result = r;
+    return KG_OK;
+}

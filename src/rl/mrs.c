@@ -1,0 +1,175 @@
+/* mrs.c — mismatch rejection sampling and truncated importance weights
+ * (docs/rl.md §MRS; Dr. Kernel reference §3.7).  The rollout engine and the
+ * trainer compute slightly different token probabilities; trajectories whose
+ * average log-ratio drifts are off-policy and are dropped, and a single token
+ * the trainer finds nearly impossible vetoes its turn. */
+#include "kgym/rl.h"
+#include "rl_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* exp() of a clamped log so a wild ratio gives a large but finite weight */
+#define KG_LOG_WEIGHT_CLAMP 20.0
+
+void kg_mrs_config_default(kg_mrs_config *cfg)
+{
+    cfg->delta = 0.001;
+    cfg->veto_threshold = 1e-4;
+}
+
+static int check_tokens(size_t n_turns, const int64_t *trajectory, const int64_t *offsets,
+                        const double *log_ratio, kg_error *err)
+{
+    if (n_turns > 0 && (!trajectory || !offsets))
+        return kg_error_set(err, KG_ERR_INVALID, "turns need trajectory ids and token offsets");
+    if (n_turns > 0 && offsets[0] != 0)
+        return kg_error_set(err, KG_ERR_INVALID, "token_offsets[0] must be 0, not %lld",
+                            (long long)offsets[0]);
+    for (size_t r = 0; r < n_turns; r++) {
+        if (offsets[r + 1] < offsets[r])
+            return kg_error_set(err, KG_ERR_INVALID,
+                                "turn %zu: token offsets decrease (%lld then %lld)", r,
+                                (long long)offsets[r], (long long)offsets[r + 1]);
+        for (int64_t t = offsets[r]; t < offsets[r + 1]; t++) {
+            /* -inf (the trainer gives the token probability 0) is meaningful
+             * and vetoes the turn; NaN and +inf are broken inputs */
+            if (!log_ratio || isnan(log_ratio[t]) || log_ratio[t] == INFINITY)
+                return kg_error_set(err, KG_ERR_INVALID,
+                                    "turn %zu, token %lld: log-ratio is %s", r,
+                                    (long long)(t - offsets[r]),
+                                    !log_ratio ? "missing" : isnan(log_ratio[t]) ? "NaN" : "+inf");
+        }
+    }
+    return KG_OK;
+}
+
+/* Sorts turns by trajectory so each trajectory is a run of keys. */
+static kg_rl_key *turns_by_trajectory(size_t n_turns, const int64_t *trajectory)
+{
+    kg_rl_key *keys = malloc((n_turns ? n_turns : 1) * sizeof *keys);
+    if (!keys)
+        return NULL;
+    for (size_t r = 0; r < n_turns; r++)
+        keys[r] = (kg_rl_key){trajectory[r], 0, 0, r};
+    kg_rl_sort_keys(keys, n_turns);
+    return keys;
+}
+
+static double clamped_exp(double x)
+{
+    return exp(fmin(fmax(x, -KG_LOG_WEIGHT_CLAMP), KG_LOG_WEIGHT_CLAMP));
+}
+
+int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns, const int64_t *trajectory,
+                  const int64_t *token_offsets, const double *log_ratio, uint8_t *keep_out,
+                  double *geo_mean_out, kg_mrs_stats *stats, kg_error *err)
+{
+    if (!cfg || (n_turns > 0 && !keep_out))
+        return kg_error_set(err, KG_ERR_INVALID, "kg_mrs_filter: NULL argument");
+    if (!(cfg->delta >= 0) || isnan(cfg->veto_threshold))
+        return kg_error_set(err, KG_ERR_INVALID, "MRS delta must be >= 0");
+    int rc = check_tokens(n_turns, trajectory, token_offsets, log_ratio, err);
+    if (rc)
+        return rc;
+    kg_rl_key *keys = turns_by_trajectory(n_turns, trajectory);
+    if (!keys)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu turns", n_turns);
+    kg_mrs_stats s;
+    memset(&s, 0, sizeof s);
+    double log_veto = cfg->veto_threshold > 0 ? log(cfg->veto_threshold) : -INFINITY;
+    for (size_t start = 0; start < n_turns;) {
+        size_t end = start + 1;
+        while (end < n_turns && keys[end].a == keys[start].a)
+            end++;
+        double sum = 0.0;
+        int64_t count = 0;
+        for (size_t k = start; k < end; k++) {
+            size_t r = keys[k].index;
+            for (int64_t t = token_offsets[r]; t < token_offsets[r + 1]; t++)
+                sum += log_ratio[t];
+            count += token_offsets[r + 1] - token_offsets[r];
+        }
+        /* a trajectory without tokens has nothing to mismatch: ratio 1 */
+        double geo = count ? clamped_exp(sum / (double)count) : 1.0;
+        int traj_keep = geo >= 1.0 - cfg->delta && geo <= 1.0 + cfg->delta;
+        s.trajectories++;
+        s.trajectories_kept += (size_t)traj_keep;
+        for (size_t k = start; k < end; k++) {
+            size_t r = keys[k].index;
+            int vetoed = 0;
+            for (int64_t t = token_offsets[r]; t < token_offsets[r + 1] && !vetoed; t++)
+                vetoed = log_ratio[t] < log_veto;
+            keep_out[r] = (uint8_t)(traj_keep && !vetoed);
+            if (geo_mean_out)
+                geo_mean_out[r] = geo;
+            s.turns++;
+            s.turns_vetoed += (size_t)vetoed;
+            s.turns_kept += keep_out[r];
+        }
+        start = end;
+    }
+    free(keys);
+    if (stats)
+        *stats = s;
+    return KG_OK;
+}
+
+int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err)
+{
+    static const char *const names[] = {"token", "turn", "sequence"};
+    for (int i = 0; name && i < 3; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *out = (kg_is_level)i;
+            return KG_OK;
+        }
+    }
+    return kg_error_set(err, KG_ERR_INVALID,
+                        "unknown importance-weight level \"%s\" (expected token, turn or "
+                        "sequence)", name ? name : "(null)");
+}
+
+int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
+                            const int64_t *trajectory, const int64_t *token_offsets,
+                            const double *log_ratio, double *weights_out, kg_error *err)
+{
+    if (!(cap > 0))
+        return kg_error_set(err, KG_ERR_INVALID, "importance-weight cap must be > 0");
+    if ((int)level < 0 || level > KG_IS_SEQUENCE)
+        return kg_error_set(err, KG_ERR_INVALID, "importance-weight level %d is unknown",
+                            (int)level);
+    int rc = check_tokens(n_turns, trajectory, token_offsets, log_ratio, err);
+    if (rc)
+        return rc;
+    if (n_turns > 0 && token_offsets[n_turns] > 0 && !weights_out)
+        return kg_error_set(err, KG_ERR_INVALID, "kg_truncated_is_weights: NULL output");
+    kg_rl_key *keys = turns_by_trajectory(n_turns, trajectory);
+    if (!keys)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu turns", n_turns);
+    for (size_t start = 0; start < n_turns;) {
+        size_t end = start + 1;
+        while (end < n_turns && keys[end].a == keys[start].a)
+            end++;
+        double seq_sum = 0.0;
+        for (size_t k = start; k < end; k++) {
+            size_t r = keys[k].index;
+            for (int64_t t = token_offsets[r]; t < token_offsets[r + 1]; t++)
+                seq_sum += log_ratio[t];
+        }
+        for (size_t k = start; k < end; k++) {
+            size_t r = keys[k].index;
+            double turn_sum = 0.0;
+            for (int64_t t = token_offsets[r]; t < token_offsets[r + 1]; t++)
+                turn_sum += log_ratio[t];
+            for (int64_t t = token_offsets[r]; t < token_offsets[r + 1]; t++) {
+                double lw = level == KG_IS_TOKEN ? log_ratio[t]
+                            : level == KG_IS_TURN ? turn_sum : seq_sum;
+                weights_out[t] = fmin(clamped_exp(lw), cap);
+            }
+        }
+        start = end;
+    }
+    free(keys);
+    return KG_OK;
+}

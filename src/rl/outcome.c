@@ -1,0 +1,68 @@
+/* outcome.c — verdict names and the predicates every RL module shares, so
+ * that "correct" and "compiled" mean the same thing in rewards, PRS and
+ * metrics. */
+#include "kgym/rl.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const verdict_names[KG_VERDICT_COUNT] = {
+    "correct", "incorrect", "hacked", "invalid",
+    "compile_error", "runtime_error", "timeout",
+};
+
+int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err)
+{
+    if (!name)
+        return kg_error_set(err, KG_ERR_INVALID, "verdict is missing");
+    for (int v = 0; v < KG_VERDICT_COUNT; v++) {
+        if (strcmp(name, verdict_names[v]) == 0) {
+            *out = (kg_verdict)v;
+            return KG_OK;
+        }
+    }
+    return kg_error_set(err, KG_ERR_INVALID,
+                        "unknown verdict \"%s\" (expected correct, incorrect, "
+                        "hacked, invalid, compile_error, runtime_error or timeout)",
+                        name);
+}
+
+const char *kg_verdict_name(kg_verdict verdict)
+{
+    if ((int)verdict < 0 || verdict >= KG_VERDICT_COUNT)
+        return "?";
+    return verdict_names[verdict];
+}
+
+int kg_outcome_is_correct(const kg_eval_outcome *outcome)
+{
+    return outcome->verdict == KG_VERDICT_CORRECT && !outcome->hacked;
+}
+
+int kg_outcome_compiled(const kg_eval_outcome *outcome)
+{
+    return outcome->verdict != KG_VERDICT_INVALID &&
+           outcome->verdict != KG_VERDICT_COMPILE_ERROR;
+}
+
+int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
+                           kg_eval_outcome *out, kg_error *err)
+{
+    if (!cols || !cols->verdict)
+        return kg_error_set(err, KG_ERR_INVALID, "outcome columns need verdicts");
+    if (i >= cols->n)
+        return kg_error_set(err, KG_ERR_INVALID, "record %zu is out of range (%zu records)",
+                            i, cols->n);
+    int32_t v = cols->verdict[i];
+    if (v < 0 || v >= KG_VERDICT_COUNT)
+        return kg_error_set(err, KG_ERR_INVALID, "record %zu: verdict code %d is not a kg_verdict",
+                            i, (int)v);
+    out->verdict = (kg_verdict)v;
+    out->hacked = cols->hacked ? cols->hacked[i] != 0 : v == KG_VERDICT_HACKED;
+    if (v == KG_VERDICT_HACKED)
+        out->hacked = 1;
+    out->staged_reward = cols->staged_reward ? cols->staged_reward[i] : NAN;
+    out->speedup = cols->speedup ? cols->speedup[i] : NAN;
+    out->coverage = cols->coverage ? cols->coverage[i] : NAN;
+    return KG_OK;
+}

@@ -1,0 +1,274 @@
+/*
+ * zygote.c — starting, watching and restarting the Python zygote, and asking
+ * it to fork evaluation children (see include/kgym/supervisor.h).
+ *
+ * Control protocol (docs/protocol.md): after start the zygote writes one line
+ * "ready {json}".  Each request is the line "fork\n" sent with three file
+ * descriptors attached (SCM_RIGHTS): the child's protocol socket, its stdout
+ * pipe and its stderr pipe.  The zygote answers "forked <pid>\n" once the
+ * intermediate process has exited, i.e. once the child is re-parented to us.
+ */
+#include "supervisor/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+/* Reads one line (without '\n') from fd within timeout_ms; returns length,
+ * -1 on EOF/error, -2 on timeout. */
+static int read_line(int fd, char *buf, size_t cap, double timeout_ms)
+{
+    size_t n = 0;
+    double deadline = kg_now_ms() + timeout_ms;
+    while (n + 1 < cap) {
+        double left = deadline - kg_now_ms();
+        if (left <= 0)
+            return -2;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int pr = poll(&p, 1, (int)(left + 1));
+        if (pr < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        if (pr == 0)
+            continue;
+        char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        if (c == '\n') {
+            buf[n] = '\0';
+            return (int)n;
+        }
+        buf[n++] = c;
+    }
+    buf[n] = '\0';
+    return (int)n;
+}
+
+/* The last ~2 KB of the zygote's log, for error messages. */
+static void log_tail(const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    char *data = NULL;
+    size_t len = 0;
+    if (!path || kg_file_read(path, 0, &data, &len, NULL) != KG_OK)
+        return;
+    size_t keep = len > cap - 1 ? cap - 1 : len;
+    memcpy(out, data + len - keep, keep);
+    out[keep] = '\0';
+    free(data);
+}
+
+/* CUDA_VISIBLE_DEVICES for the zygote of "cuda:N": the N-th entry of the
+ * caller's own list when it has one, so "cuda:1" means what torch would mean. */
+static void visible_device(const char *device, char *out, size_t cap)
+{
+    int index = atoi(device + 5);
+    const char *env = getenv("CUDA_VISIBLE_DEVICES");
+    if (!env || !*env) {
+        snprintf(out, cap, "%d", index);
+        return;
+    }
+    const char *p = env;
+    for (int i = 0; i < index && p; i++) {
+        p = strchr(p, ',');
+        if (p)
+            p++;
+    }
+    if (!p) {
+        snprintf(out, cap, "%d", index);
+        return;
+    }
+    size_t n = strcspn(p, ",");
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+}
+
+void kg_zygote_stop(kg_supervisor *sup)
+{
+    if (sup->control_fd >= 0) {
+        close(sup->control_fd);
+        sup->control_fd = -1;
+    }
+    if (sup->zygote_pid > 0) {
+        kill(sup->zygote_pid, SIGKILL);
+        waitpid(sup->zygote_pid, NULL, 0);
+        sup->zygote_pid = 0;
+    }
+}
+
+int kg_zygote_alive(kg_supervisor *sup)
+{
+    if (sup->zygote_pid <= 0 || sup->control_fd < 0)
+        return 0;
+    int status;
+    pid_t r = waitpid(sup->zygote_pid, &status, WNOHANG);
+    if (r == sup->zygote_pid) {
+        sup->zygote_pid = 0;
+        close(sup->control_fd);
+        sup->control_fd = -1;
+        return 0;
+    }
+    return 1;
+}
+
+int kg_zygote_start(kg_supervisor *sup, kg_error *err)
+{
+    kg_zygote_stop(sup);
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return kg_error_set(err, KG_ERR_IO, "socketpair: %s", strerror(errno));
+    int log_fd = open(sup->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (log_fd < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return kg_error_set(err, KG_ERR_IO, "cannot open %s: %s", sup->log_path, strerror(errno));
+    }
+    char visible[64] = "";
+    int is_cpu = strcmp(sup->device, "cpu") == 0;
+    if (!is_cpu)
+        visible_device(sup->device, visible, sizeof visible);
+    const char *old_path = getenv("PYTHONPATH");
+    kg_buf pythonpath = {0};
+    kg_buf_puts(&pythonpath, sup->harness_dir);
+    if (old_path && *old_path)
+        kg_buf_printf(&pythonpath, ":%s", old_path);
+
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(sv[0]);
+        close(sv[1]);
+        close(log_fd);
+        kg_buf_free(&pythonpath);
+        return kg_error_set(err, KG_ERR_CHILD, "fork: %s", strerror(e));
+    }
+    if (pid == 0) {
+        /* The zygote.  Only async-signal-safe-ish work from here to exec. */
+        int devnull = open("/dev/null", O_RDWR);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(log_fd, 2);
+        dup2(sv[1], 3); /* dup2 clears close-on-exec */
+        /* Die with us: an orphaned zygote would hold GPU memory forever. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        setenv("PYTHONPATH", pythonpath.data, 1);
+        setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
+        setenv("PYTHONNOUSERSITE", "1", 1);
+        if (is_cpu) {
+            setenv("TRITON_INTERPRET", "1", 1);
+            setenv("CUDA_VISIBLE_DEVICES", "", 1);
+        } else {
+            unsetenv("TRITON_INTERPRET");
+            setenv("CUDA_VISIBLE_DEVICES", visible, 1);
+            /* Ask NVML, not the driver, whether CUDA is there: the zygote must
+             * stay CUDA-free so that its forked children can initialise it. */
+            setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1", 1);
+        }
+        char *argv[] = {(char *)sup->python, "-m", "kgym_harness.zygote", "--control-fd", "3",
+                        "--device", (char *)sup->device, NULL};
+        execv(sup->python, argv);
+        dprintf(2, "kgym: cannot execute %s: %s\n", sup->python, strerror(errno));
+        _exit(127);
+    }
+    close(sv[1]);
+    close(log_fd);
+    kg_buf_free(&pythonpath);
+    sup->zygote_pid = pid;
+    sup->control_fd = sv[0];
+    sup->starts++;
+
+    char line[8192];
+    int n = read_line(sup->control_fd, line, sizeof line, sup->start_timeout_s * 1000.0);
+    if (n < 0 || strncmp(line, "ready ", 6) != 0) {
+        char tail[2048];
+        kg_zygote_stop(sup);
+        log_tail(sup->log_path, tail, sizeof tail);
+        return kg_error_set(err, KG_ERR_CHILD,
+                            "the Python zygote (%s -m kgym_harness.zygote, PYTHONPATH=%s) %s%s%s",
+                            sup->python, sup->harness_dir,
+                            n == -2 ? "did not become ready in time" : "failed to start",
+                            tail[0] ? ":\n" : "", tail);
+    }
+    json_t *info = json_loads(line + 6, 0, NULL);
+    if (!info || !json_is_object(info)) {
+        json_decref(info);
+        kg_zygote_stop(sup);
+        return kg_error_set(err, KG_ERR_PROTOCOL, "the zygote's ready line is not JSON: %.200s",
+                            line);
+    }
+    json_decref(sup->info);
+    sup->info = info;
+    return KG_OK;
+}
+
+/* One fork request on a live zygote. */
+static int request_once(kg_supervisor *sup, const int fds[3], pid_t *child)
+{
+    char msg[] = "fork\n";
+    struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg - 1};
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                        .msg_controllen = sizeof control.buf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+    ssize_t s;
+    do {
+        s = sendmsg(sup->control_fd, &mh, MSG_NOSIGNAL);
+    } while (s < 0 && errno == EINTR);
+    if (s != (ssize_t)(sizeof msg - 1))
+        return -1;
+    char line[256];
+    if (read_line(sup->control_fd, line, sizeof line, 30000.0) < 0)
+        return -1;
+    long pid = 0;
+    if (sscanf(line, "forked %ld", &pid) != 1 || pid <= 0)
+        return -1;
+    *child = (pid_t)pid;
+    return 0;
+}
+
+int kg_zygote_fork(kg_supervisor *sup, const int fds[3], pid_t *child, kg_error *err)
+{
+    int rc = KG_OK;
+    pthread_mutex_lock(&sup->lock);
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (!kg_zygote_alive(sup)) {
+            rc = kg_zygote_start(sup, err);
+            if (rc != KG_OK)
+                break;
+        }
+        if (request_once(sup, fds, child) == 0) {
+            rc = KG_OK;
+            break;
+        }
+        /* A zygote that cannot answer a fork is broken: replace it. */
+        kg_zygote_stop(sup);
+        rc = kg_error_set(err, KG_ERR_CHILD, "the zygote did not answer a fork request");
+    }
+    pthread_mutex_unlock(&sup->lock);
+    return rc;
+}

@@ -1,0 +1,162 @@
+/* files.c — whole-file I/O, private temp folders, recursive removal. */
+#include "util/util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, kg_error *err)
+{
+    *data = NULL;
+    if (len)
+        *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return kg_error_set(err, errno == ENOENT ? KG_ERR_NOT_FOUND : KG_ERR_IO,
+                            "cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        close(fd);
+        return kg_error_set(err, KG_ERR_INVALID, "%s is a folder, not a file", path);
+    }
+    kg_buf b = {0};
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_IO, "cannot read %s: %s", path, strerror(e));
+        }
+        if (n == 0)
+            break;
+        if (max_bytes && b.len + (size_t)n > max_bytes) {
+            close(fd);
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_INVALID, "%s is larger than the limit of %zu bytes",
+                                path, max_bytes);
+        }
+        if (kg_buf_append(&b, chunk, (size_t)n) != KG_OK) {
+            close(fd);
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", path);
+        }
+    }
+    close(fd);
+    if (len)
+        *len = b.len;
+    *data = kg_buf_release(&b);
+    return *data ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+}
+
+int kg_file_write(const char *path, const void *data, size_t len, kg_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return kg_error_set(err, KG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    const char *p = data;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            return kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(e));
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    if (close(fd) != 0)
+        return kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+    return KG_OK;
+}
+
+int kg_file_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int kg_dir_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int kg_temp_dir(const char *prefix, char **path, kg_error *err)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    kg_buf b = {0};
+    if (kg_buf_printf(&b, "%s/%s-XXXXXX", base, prefix) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    if (!mkdtemp(b.data)) {
+        int e = errno;
+        kg_buf_free(&b);
+        return kg_error_set(err, KG_ERR_IO, "cannot make a temp folder under %s: %s", base,
+                            strerror(e));
+    }
+    *path = kg_buf_release(&b);
+    return KG_OK;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st; (void)flag; (void)ftw;
+    remove(path);
+    return 0;
+}
+
+int kg_remove_tree(const char *path)
+{
+    if (!path || !*path || strcmp(path, "/") == 0)
+        return KG_ERR_INVALID;
+    /* FTW_DEPTH: children before parents; FTW_PHYS: never follow a symlink a
+     * candidate may have planted pointing outside its folder. */
+    return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? KG_OK : KG_ERR_IO;
+}
+
+double kg_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+uint64_t kg_hash64(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+void kg_hash64_string(const void *data, size_t len, char out[32])
+{
+    snprintf(out, 32, "fnv1a64:%016llx", (unsigned long long)kg_hash64(data, len));
+}
+
+char *kg_strdup(const char *s)
+{
+    if (!s)
+        return NULL;
+    size_t n = strlen(s) + 1;
+    char *p = malloc(n);
+    if (p)
+        memcpy(p, s, n);
+    return p;
+}

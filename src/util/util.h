@@ -1,0 +1,57 @@
+/*
+ * util.h — small helpers shared by every kgym subsystem: growable buffers,
+ * files and folders, the monotonic clock, content hashes.
+ *
+ * Ownership: kg_buf owns its data until kg_buf_release() hands it to the
+ * caller or kg_buf_free() frees it; kg_file_read() returns malloc'd memory the
+ * caller frees.  Nothing here keeps global state.
+ */
+#ifndef KG_UTIL_H
+#define KG_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdarg.h>
+
+#include "kgym/error.h"
+
+typedef struct kg_buf {
+    char *data; /* always NUL-terminated when non-NULL */
+    size_t len;
+    size_t cap;
+} kg_buf;
+
+int kg_buf_append(kg_buf *b, const void *data, size_t len);
+int kg_buf_puts(kg_buf *b, const char *s);
+int kg_buf_printf(kg_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int kg_buf_vprintf(kg_buf *b, const char *fmt, va_list ap);
+/* Returns the data (caller frees; "" if empty) and resets b. NULL on OOM. */
+char *kg_buf_release(kg_buf *b);
+void kg_buf_free(kg_buf *b);
+
+/* Reads a whole file; *data is malloc'd and NUL-terminated. max_bytes = 0: no limit. */
+int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, kg_error *err);
+int kg_file_write(const char *path, const void *data, size_t len, kg_error *err);
+int kg_file_exists(const char *path);
+int kg_dir_exists(const char *path);
+/* Makes a private folder (mode 0700) under $TMPDIR or /tmp; *path is malloc'd. */
+int kg_temp_dir(const char *prefix, char **path, kg_error *err);
+/* Removes a folder and everything under it (no symlink following). */
+int kg_remove_tree(const char *path);
+
+/* Milliseconds on the monotonic clock. */
+double kg_now_ms(void);
+
+/* FNV-1a 64-bit: a content hash for tasks and candidates (identity, not security). */
+uint64_t kg_hash64(const void *data, size_t len);
+/* Writes "fnv1a64:<16 hex>" into out (at least 25 bytes). */
+void kg_hash64_string(const void *data, size_t len, char out[32]);
+
+/* Replaces every byte that is not part of valid UTF-8 with '?', in place,
+ * so text a candidate printed can go into JSON. */
+void kg_utf8_sanitize(char *s);
+
+/* strdup (NULL in, NULL out). */
+char *kg_strdup(const char *s);
+
+#endif

@@ -1,0 +1,231 @@
+#!/bin/sh
+# test_rl_cli.sh — the RL subcommands (reward, advantages, metrics, rejection,
+# curriculum) on the small JSONL fixtures in rl_fixtures/, checked against
+# numbers computed by hand (docs/rl.md has the formulas).  Runs build/asan/kgym
+# unless KGYM_BIN names another binary.  Last line: "N passed, N failed".
+cd "$(dirname "$0")/../.." || exit 1
+KGYM=${KGYM_BIN:-build/asan/kgym}
+FIX=tests/integration/rl_fixtures
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass=0
+fail=0
+
+if [ ! -x "$KGYM" ]; then
+    echo "FAIL $KGYM is not built"
+    echo "0 passed, 1 failed"
+    exit 1
+fi
+
+ok() { pass=$((pass + 1)); echo "ok   $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL $1"; }
+
+# near A B [TOL]: |A − B| <= TOL (default 1e-9)
+near() { awk -v a="$1" -v b="$2" -v t="${3:-1e-9}" \
+    'BEGIN { if (a == "" || b == "") exit 1; d = a - b; if (d < 0) d = -d; exit !(d <= t) }'; }
+
+# field KEY: the value of the LAST "KEY": in each line of stdin — the fields
+# the subcommands add come after any nested result, so the last is theirs.
+field() { sed -n "s/.*\"$1\":\([^,}]*\).*/\1/p"; }
+
+# expect NAME KEY "v1 v2 ..." FILE: the KEY of each line of FILE, in order
+expect() {
+    name=$1; key=$2; want=$3; file=$4
+    got=$(field "$key" <"$file" | tr '\n' ' ')
+    set -- $got
+    for w in $want; do
+        if [ $# -eq 0 ] || ! near "$1" "$w" 1e-9; then
+            bad "$name: $key = [$got], want [$want]"
+            return
+        fi
+        shift
+    done
+    if [ $# -ne 0 ]; then bad "$name: $key has extra values [$got]"; return; fi
+    ok "$name"
+}
+
+# run_ok NAME CMD...: exit status 0
+run_ok() {
+    name=$1; shift
+    if "$@" >"$TMP/out" 2>"$TMP/err"; then ok "$name"; else bad "$name (rc $?): $(cat "$TMP/err")"; fi
+}
+
+# run_fails NAME RC PATTERN CMD...: exits RC and says PATTERN on stderr
+run_fails() {
+    name=$1; want_rc=$2; pattern=$3; shift 3
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ $rc -eq "$want_rc" ] && grep -q -- "$pattern" "$TMP/err"; then
+        ok "$name"
+    else
+        bad "$name: rc $rc, stderr: $(cat "$TMP/err")"
+    fi
+}
+
+# ---- advantages on reward records ------------------------------------------
+# s0: r 0, 1   s1: .5, .5   s2: 1, 2  ->  G = 1,1 | 1,.5 | 3,2 ; level1/7 alone
+"$KGYM" advantages --estimator trloo $FIX/trajectories.jsonl >"$TMP/trloo" 2>"$TMP/err"
+expect "trloo returns" return "1 1 1 0.5 3 2 0.8" "$TMP/trloo"
+# turn 1: 1-(1+3)/2, 1-(1+3)/2, 3-(1+1)/2; turn 2: 1-2.5/2, .5-3/2, 2-1.5/2; singleton 0
+expect "trloo advantages" advantage "-1 -0.25 -1 -1 2 1.25 0" "$TMP/trloo"
+
+"$KGYM" advantages --estimator trloo --singleton return $FIX/trajectories.jsonl >"$TMP/out" 2>&1
+expect "trloo singleton=return" advantage "-1 -0.25 -1 -1 2 1.25 0.8" "$TMP/out"
+
+"$KGYM" advantages --estimator trloo --gamma 0.5 $FIX/trajectories.jsonl >"$TMP/out" 2>&1
+# G1 = r1 + .5 r2: .5, .75, 2 -> .5-(2.75)/2, .75-(2.5)/2, 2-(1.25)/2
+expect "trloo gamma 0.5" advantage "-0.875 -0.25 -0.5 -1 1.375 1.25 0" "$TMP/out"
+
+"$KGYM" advantages --estimator grpo $FIX/trajectories.jsonl >"$TMP/out" 2>&1
+# (N-1)/N = 2/3 of TRLOO
+expect "grpo = 2/3 trloo" advantage "-0.666666666667 -0.166666666667 -0.666666666667 -0.666666666667 1.33333333333 0.833333333333 0" "$TMP/out"
+
+"$KGYM" advantages --estimator grpo --std-normalize $FIX/single_turn.jsonl >"$TMP/out" 2>&1
+# r = 1, 2, 6: mean 3, unbiased std sqrt(7) -> (r-3)/sqrt(7)
+adv=$(field advantage <"$TMP/out" | head -1)
+if near "$adv" -0.755928946 1e-5; then ok "grpo std-normalised"; else bad "grpo std-normalised: $adv"; fi
+
+"$KGYM" advantages --estimator trloo $FIX/masked.jsonl >"$TMP/out" 2>&1
+# c's turn 2 masked: turn-2 group {a: 1, b: .5}; c keeps advantage 0 and return 2
+expect "mask: advantages" advantage "-1 0.5 -1 -0.5 2 0" "$TMP/out"
+expect "mask: returns" return "1 1 1 0.5 3 2" "$TMP/out"
+
+"$KGYM" advantages --estimator rloo $FIX/single_turn.jsonl >"$TMP/out" 2>&1
+expect "rloo" advantage "-3 -1.5 4.5" "$TMP/out"
+
+# ---- reward, then advantages: the pipeline ----------------------------------
+"$KGYM" reward --fn drkernel $FIX/multi_turn_results.jsonl >"$TMP/rewards" 2>"$TMP/err"
+# 0 | .5+.5*2+.5*.8 | .5+.5*1.1+.5*.5 | 0 | hacked 0 | .5+.5*.5+.5*.35
+expect "reward drkernel" reward "0 1.9 1.3 0 0 0.925" "$TMP/rewards"
+"$KGYM" advantages --estimator trloo <"$TMP/rewards" >"$TMP/out" 2>&1
+expect "reward | advantages trloo" advantage "0.7875 1.4375 -0.1125 -1.4125 -0.675 -0.025" "$TMP/out"
+
+"$KGYM" reward --fn tritonrl $FIX/multi_turn_results.jsonl >"$TMP/out" 2>&1
+expect "reward tritonrl" reward "0 3 2.1 0 0 1.5" "$TMP/out"
+"$KGYM" reward --fn staged --set speed_weight=0.1 $FIX/multi_turn_results.jsonl >"$TMP/out" 2>&1
+expect "reward staged + speed term" reward "0.3 1.2 1.11 0.7 0 1.05" "$TMP/out"
+"$KGYM" reward --fn speedup $FIX/multi_turn_results.jsonl >"$TMP/out" 2>&1
+expect "reward speedup (log)" reward "-2 0.69314718056 0.0953101798043 -2 -2 -0.69314718056" "$TMP/out"
+"$KGYM" reward --fn drkernel --set regression_penalty=0.5 --set hack_penalty=1 \
+    $FIX/multi_turn_results.jsonl >"$TMP/out" 2>&1
+expect "reward penalties" reward "0 1.9 1.3 -0.5 -1 0.925" "$TMP/out"
+# a bare result becomes a record: the evaluator's staged "reward" stays inside it
+"$KGYM" reward --fn drkernel $FIX/bench_cpu.jsonl >"$TMP/out" 2>&1
+if grep -q '"result":{"schema":"kgym.result/1".*"reward":1.0.*},"reward":0.5}' "$TMP/out"; then
+    ok "bare result wrapped"
+else
+    bad "bare result wrapped: $(head -1 "$TMP/out")"
+fi
+
+# ---- metrics -----------------------------------------------------------------
+"$KGYM" metrics --plot "$TMP/fast.svg" $FIX/multi_turn_results.jsonl >"$TMP/table" 2>"$TMP/err"
+row() { awk -v sec="$1" -v t="$2" -v c="$3" \
+    '/^Per turn/ { s = "turn" } /^Best of turns/ { s = "best" } s == sec && $1 == t { print $c }' "$TMP/table"; }
+check_cell() { # NAME SECTION TURN COLUMN WANT
+    v=$(row "$2" "$3" "$4")
+    if near "$v" "$5" 0.0005; then ok "$1"; else bad "$1: $v, want $5"; fi
+}
+check_cell "metrics turn 1 compile rate" turn 1 3 0.667
+check_cell "metrics turn 1 correct rate" turn 1 4 0.333
+check_cell "metrics turn 1 hack rate" turn 1 5 0.333
+check_cell "metrics turn 1 fast@1.2 (hacked 9x not counted)" turn 1 7 0
+check_cell "metrics turn 2 fast@2 (>= counts)" turn 2 9 0.333
+check_cell "metrics turn 2 geomean" turn 2 11 1.0
+check_cell "metrics best-of 2 correct" best 2 4 1.0
+check_cell "metrics best-of 2 fast@1" best 2 6 0.667
+check_cell "metrics best-of 2 geomean" best 2 11 1.032
+if grep -q '^<svg' "$TMP/fast.svg" && [ "$(grep -c '<polyline' "$TMP/fast.svg")" -eq 10 ]; then
+    ok "metrics --plot writes an SVG with 10 series"
+else
+    bad "metrics --plot"
+fi
+"$KGYM" metrics --format json --thresholds 1,2 $FIX/bench_cpu.jsonl >"$TMP/out" 2>&1
+if grep -q '"correct_rate":0.5,' "$TMP/out" && grep -q '"compile_rate":0.75,' "$TMP/out" &&
+    grep -q '"fast":{"1":0.0,"2":0.0}' "$TMP/out" && grep -q '"geomean_speedup":null' "$TMP/out"; then
+    ok "metrics json on CPU results"
+else
+    bad "metrics json on CPU results: $(cat "$TMP/out")"
+fi
+
+# ---- rejection ---------------------------------------------------------------
+"$KGYM" rejection --method prs --seed 3 $FIX/prs.jsonl >"$TMP/out" 2>"$TMP/stats"
+expect "prs keep probabilities" keep_probability "0 1 1 1 0.5" "$TMP/out"
+keeps=$(field keep <"$TMP/out" | head -4 | tr '\n' ' ')
+if [ "$keeps" = "false true true true " ]; then ok "prs certain decisions"; else bad "prs decisions: $keeps"; fi
+if grep -q '"correct":3' "$TMP/stats" && grep -q '"expected_correct_kept":1.5' "$TMP/stats"; then
+    ok "prs stats"
+else
+    bad "prs stats: $(cat "$TMP/stats")"
+fi
+"$KGYM" rejection --method prs --seed 3 $FIX/prs.jsonl >"$TMP/out2" 2>/dev/null
+if cmp -s "$TMP/out" "$TMP/out2"; then ok "prs reproducible by seed"; else bad "prs reproducible by seed"; fi
+
+"$KGYM" rejection --method mrs --is-cap 2 $FIX/mrs.jsonl >"$TMP/out" 2>"$TMP/stats"
+keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
+# sample 0 geo-mean 1.000125 kept; sample 1 1.015 dropped; sample 2 turn 1 vetoed (ratio e^-11)
+if [ "$keeps" = "true true false false true " ]; then ok "mrs decisions"; else bad "mrs decisions: $keeps"; fi
+if grep -q '"turns_vetoed":1' "$TMP/stats" && grep -q '"trajectories_kept":2' "$TMP/stats"; then
+    ok "mrs stats"
+else
+    bad "mrs stats: $(cat "$TMP/stats")"
+fi
+if grep -q '"is_weights":\[2.0,1.67017007902e-05\]' "$TMP/out" ||
+    grep -q '"is_weights":\[2.0,1.67017007902e-5\]' "$TMP/out"; then
+    ok "truncated importance weights"
+else
+    bad "truncated importance weights: $(sed -n 4p "$TMP/out")"
+fi
+
+# ---- curriculum --------------------------------------------------------------
+state="$TMP/cur.json"
+"$KGYM" curriculum --state "$state" --seed 1 --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
+# level 1: correct, wrong, correct, hacked, wrong = 0.4 -> level-2 share 0.1 + 0.4·0.4/0.4 = 0.5
+if grep -q '"shares":\[0.5,0.5\]' "$TMP/out" && grep -q '"accuracy":\[0.4,1.0\]' "$TMP/out"; then
+    ok "curriculum shares after outcomes"
+else
+    bad "curriculum shares: $(cat "$TMP/out")"
+fi
+cp "$state" "$TMP/saved.json"
+"$KGYM" curriculum --state "$state" --sample 20 --tasks $FIX/tasks.jsonl >"$TMP/draw1" 2>&1
+cp "$TMP/saved.json" "$state"
+"$KGYM" curriculum --state "$state" --sample 20 --tasks $FIX/tasks.jsonl >"$TMP/draw2" 2>&1
+if [ "$(wc -l <"$TMP/draw1")" -eq 20 ] && cmp -s "$TMP/draw1" "$TMP/draw2"; then
+    ok "curriculum resumes with the same draws"
+else
+    bad "curriculum resume: $(head -3 "$TMP/draw1") / $(head -3 "$TMP/draw2")"
+fi
+if ! grep -v '"level":1,"task":"level1/[12]"' "$TMP/draw1" |
+    grep -v -q -e '"level":2,"task":"level2/[12]"' -e '"level":2,"task":"custom-a"'; then
+    ok "curriculum tasks match their level"
+else
+    bad "curriculum tasks: $(cat "$TMP/draw1")"
+fi
+printf '{"levels": [{"start": 0.2, "end": 0.6, "target": 0.5}], "window": 4}\n' >"$TMP/cfg.json"
+"$KGYM" curriculum --config "$TMP/cfg.json" >"$TMP/out" 2>&1
+if grep -q '"shares":\[0.8,0.2\]' "$TMP/out"; then ok "curriculum config"; else bad "curriculum config: $(cat "$TMP/out")"; fi
+
+# ---- bad input and usage -----------------------------------------------------
+run_fails "missing reward names the line" 1 'line 2 (task level1/3, sample 1, turn 1): no "reward"' \
+    "$KGYM" advantages --estimator trloo $FIX/bad_missing_reward.jsonl
+run_fails "duplicate turn names both lines" 1 'line 3 .* repeats the turn of line 1' \
+    "$KGYM" advantages --estimator grpo $FIX/bad_duplicate_turn.jsonl
+run_fails "NaN is rejected with its line" 1 'line 2: not JSON' \
+    "$KGYM" advantages --estimator trloo $FIX/bad_nan.jsonl
+run_fails "unknown verdict names the line" 1 'line 2 .*unknown verdict "passed"' \
+    "$KGYM" metrics $FIX/bad_verdict.jsonl
+run_fails "staged credit is not taken for an RL reward" 1 'pass --fn NAME' \
+    "$KGYM" advantages --estimator trloo $FIX/bench_cpu.jsonl
+run_fails "rloo refuses multi-turn data" 1 'rloo is single-turn' \
+    "$KGYM" advantages --estimator rloo $FIX/trajectories.jsonl
+run_fails "prs needs coverage for correct turns" 1 'profile.coverage' \
+    "$KGYM" rejection --method prs $FIX/bench_cpu.jsonl
+run_fails "estimator required" 2 'estimator' "$KGYM" advantages $FIX/trajectories.jsonl
+run_fails "unknown estimator" 2 'unknown estimator "ppo"' \
+    "$KGYM" advantages --estimator ppo $FIX/trajectories.jsonl
+run_fails "unknown reward constant" 2 'unknown reward constant "bogus"' \
+    "$KGYM" reward --fn drkernel --set bogus=1 $FIX/multi_turn_results.jsonl
+run_fails "missing file" 1 'cannot open' "$KGYM" metrics "$TMP/no-such-file.jsonl"
+run_ok "stdin input" sh -c "\"$KGYM\" metrics <$FIX/bench_cpu.jsonl"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,54 @@
+#!/bin/sh
+# Runs every kgym test and prints one closing line "N passed, N failed".
+#   unit:        build/asan/tests/test_*   (C, ASan/UBSan)
+#   python:      python/tests and harness/tests with pytest
+#   integration: tests/integration/test_*.sh against build/asan/kgym
+# KGYM_ONLY_UNIT=1 runs the unit tests alone.
+cd "$(dirname "$0")/.."
+PY=${KGYM_PYTHON:-.venv/bin/python}
+total_pass=0; total_fail=0; failed_suites=""
+log=$(mktemp)
+count() { # $1 = suite name, output in $log
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+    p=$(echo "$line" | sed -E 's/^([0-9]+) passed.*/\1/'); f=$(echo "$line" | sed -E 's/.* ([0-9]+) failed.*/\1/')
+    [ -z "$line" ] && { p=0; f=1; }
+    total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+    [ "$f" -ne 0 ] && failed_suites="$failed_suites $1"
+}
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for t in build/asan/tests/test_*; do
+    [ -x "$t" ] || continue
+    echo "== $t"
+    "$t" >"$log" 2>&1; rc=$?
+    cat "$log"
+    [ $rc -ne 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' "$log" && echo "0 passed, 1 failed" >>"$log"
+    count "$t"
+done
+if [ -z "$KGYM_ONLY_UNIT" ]; then
+    for d in python/tests harness/tests; do
+        [ -d "$d" ] || continue
+        echo "== pytest $d"
+        "$PY" -m pytest -q -p no:cacheprovider "$d" >"$log" 2>&1
+        cat "$log"
+        line=$(grep -E '[0-9]+ (passed|failed)' "$log" | tail -1)
+        p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
+        e=$(echo "$line" | grep -oE '[0-9]+ error' | grep -oE '[0-9]+')
+        p=${p:-0}; f=$(( ${f:-0} + ${e:-0} ))
+        [ -z "$line" ] && f=1
+        total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
+        [ "$f" -ne 0 ] && failed_suites="$failed_suites $d"
+    done
+    for t in tests/integration/test_*.sh; do
+        [ -f "$t" ] || continue
+        echo "== $t"
+        sh "$t" >"$log" 2>&1; rc=$?
+        cat "$log"
+        [ $rc -ne 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' "$log" && echo "0 passed, 1 failed" >>"$log"
+        count "$t"
+    done
+fi
+rm -f "$log"
+[ -n "$failed_suites" ] && echo "failing suites:$failed_suites"
+echo "$total_pass passed, $total_fail failed"
+[ "$total_fail" -eq 0 ]
