@@ -61,17 +61,21 @@ build/asan/%.o: %.c $(HEADERS) | deps
 	@$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) -c $< -o $@
 
 build/kgym: $(REL_OBJ) build/release/$(CLI_MAIN:.c=.o)
-	$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
 
 build/libkgym.so: $(REL_OBJ)
-	$(CC) -shared -o $@ $^ $(LIBS)
+	@echo "  LD      $@"
+	@$(CC) -shared -o $@ $^ $(LIBS)
 
 build/asan/kgym: $(ASAN_OBJ) build/asan/$(CLI_MAIN:.c=.o)
-	$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
+	@echo "  LD asan $@"
+	@$(CC) $(ASAN_CFLAGS) -o $@ $^ $(LIBS)
 
 build/asan/tests/%: tests/unit/%.c $(ASAN_OBJ) $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) -Itests/unit -o $@ $< $(ASAN_OBJ) $(LIBS)
+	@echo "  LD test $@"
+	@$(CC) $(BASE_CFLAGS) $(ASAN_CFLAGS) -Itests/unit -o $@ $< $(ASAN_OBJ) $(LIBS)
 
 # The main job: evaluate every bundled example on the best device present.
 run: deps python build

@@ -17,11 +17,59 @@
 
 /* ------------------------------------------------------------- helpers */
 
+static const struct {
+    const char *cmd, *text;
+} help_texts[] = {
+    {"reward", "usage: kgym reward --fn drkernel|staged|tritonrl|speedup [--set NAME=VALUE]... "
+               "[FILE]\n"
+               "  Adds \"reward\" to each evaluation result / trajectory record (JSONL).\n"
+               "  NAME: correct_weight speed_weight speedup_cap speedup_lower_bound\n"
+               "        coverage_weight failure_reward hack_penalty timeout_penalty "
+               "regression_penalty\n"},
+    {"advantages", "usage: kgym advantages --estimator grpo|rloo|trloo [--gamma G] "
+                   "[--std-normalize]\n"
+                   "                       [--std-eps E] [--singleton zero|return]\n"
+                   "                       [--fn NAME [--set NAME=VALUE]...] [FILE]\n"
+                   "  Adds \"return\" and \"advantage\" to each trajectory record (JSONL).\n"},
+    {"rejection", "usage: kgym rejection --method prs [--seed N] [--threshold 0.3] "
+                  "[--factor 0.1]\n"
+                  "                      [--speedup-threshold S] [FILE]\n"
+                  "       kgym rejection --method mrs [--delta 0.001] [--veto 1e-4]\n"
+                  "                      [--is-cap C [--is-level token|turn|sequence]] [FILE]\n"
+                  "  Adds \"keep\" to each record; acceptance statistics go to stderr.\n"},
+    {"metrics", "usage: kgym metrics [--format table|json] [--thresholds 1,1.2,1.5,2,3]\n"
+                "                    [--plot FILE.svg] [FILE]\n"
+                "  Compile/correct/hack rates, Fast@p and geomean speedup per turn and\n"
+                "  best-of-turns.\n"},
+    {"curriculum", "usage: kgym curriculum [--state FILE] [--config FILE] [--seed N]\n"
+                   "                       [--record FILE|-] [--sample N [--tasks FILE]]\n"
+                   "  Records outcomes, then prints the level shares or N sampled levels/tasks;\n"
+                   "  --state is loaded if present and saved back.\n"},
+};
+
+/* --help / -h anywhere: the usage on stdout and exit 0. */
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return 1;
+    return 0;
+}
+
+static int print_help(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof help_texts / sizeof help_texts[0]; i++)
+        if (strcmp(help_texts[i].cmd, cmd) == 0)
+            fputs(help_texts[i].text, stdout);
+    puts("  Input fields, formulas and defaults: docs/rl.md.");
+    return 0;
+}
+
 static int usage(const char *cmd, const char *fmt, const char *arg)
 {
     fprintf(stderr, "kgym %s: ", cmd);
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n(see docs/rl.md for the options of `kgym %s`)\n", cmd);
+    fprintf(stderr, "\n(kgym %s --help; docs/rl.md)\n", cmd);
     return 2;
 }
 
@@ -110,104 +158,6 @@ static int row_fail(const char *cmd, const kg_rl_row *row, const char *what)
     return 1;
 }
 
-typedef struct {
-    size_t row;
-    int64_t trajectory;
-    int32_t turn;
-} turn_key;
-
-static int compare_turn_keys(const void *pa, const void *pb)
-{
-    const turn_key *a = pa, *b = pb;
-    if (a->trajectory != b->trajectory)
-        return a->trajectory < b->trajectory ? -1 : 1;
-    if (a->turn != b->turn)
-        return a->turn < b->turn ? -1 : 1;
-    return (a->row > b->row) - (a->row < b->row);
-}
-
-/* Every (trajectory, turn) at most once, and for single-turn estimators one
- * turn per trajectory; reports the two offending lines. */
-static int check_turns(const char *cmd, const kg_rl_rows *rows, const int64_t *traj,
-                       int single_turn)
-{
-    if (rows->n < 2)
-        return 0;
-    turn_key *keys = malloc(rows->n * sizeof *keys);
-    if (!keys) {
-        fprintf(stderr, "kgym %s: out of memory\n", cmd);
-        return 1;
-    }
-    for (size_t i = 0; i < rows->n; i++)
-        keys[i] = (turn_key){i, traj[i], rows->rows[i].turn};
-    qsort(keys, rows->n, sizeof *keys, compare_turn_keys);
-    int rc = 0;
-    for (size_t k = 1; k < rows->n && !rc; k++) {
-        if (keys[k].trajectory != keys[k - 1].trajectory)
-            continue;
-        const kg_rl_row *a = &rows->rows[keys[k - 1].row], *b = &rows->rows[keys[k].row];
-        char where[256];
-        kg_rl_row_describe(b, where, sizeof where);
-        if (keys[k].turn == keys[k - 1].turn) {
-            fprintf(stderr, "kgym %s: %s repeats the turn of line %zu\n", cmd, where, a->line);
-            rc = 1;
-        } else if (single_turn) {
-            fprintf(stderr, "kgym %s: %s is a second turn of the sample of line %zu: rloo is "
-                            "single-turn (use --estimator trloo for multi-turn data)\n",
-                    cmd, where, a->line);
-            rc = 1;
-        }
-    }
-    free(keys);
-    return rc;
-}
-
-/* Outcome columns of every row; the arrays are owned by the struct. */
-typedef struct {
-    int32_t *verdict;
-    uint8_t *hacked;
-    double *staged, *speedup, *coverage;
-    kg_outcome_columns cols;
-} outcome_table;
-
-static void outcomes_free(outcome_table *t)
-{
-    free(t->verdict);
-    free(t->hacked);
-    free(t->staged);
-    free(t->speedup);
-    free(t->coverage);
-}
-
-static int outcomes_load(const char *cmd, const kg_rl_rows *rows, outcome_table *t)
-{
-    size_t n = rows->n ? rows->n : 1;
-    memset(t, 0, sizeof *t);
-    t->verdict = malloc(n * sizeof *t->verdict);
-    t->hacked = malloc(n);
-    t->staged = malloc(n * sizeof(double));
-    t->speedup = malloc(n * sizeof(double));
-    t->coverage = malloc(n * sizeof(double));
-    if (!t->verdict || !t->hacked || !t->staged || !t->speedup || !t->coverage) {
-        fprintf(stderr, "kgym %s: out of memory\n", cmd);
-        return 1;
-    }
-    for (size_t i = 0; i < rows->n; i++) {
-        kg_eval_outcome o;
-        kg_error err;
-        if (kg_rl_row_outcome(&rows->rows[i], &o, &err))
-            return fail(cmd, &err);
-        t->verdict[i] = (int32_t)o.verdict;
-        t->hacked[i] = (uint8_t)o.hacked;
-        t->staged[i] = o.staged_reward;
-        t->speedup[i] = o.speedup;
-        t->coverage[i] = o.coverage;
-    }
-    t->cols = (kg_outcome_columns){rows->n, t->verdict, t->hacked, t->staged, t->speedup,
-                                   t->coverage};
-    return 0;
-}
-
 /* --set NAME=VALUE, applied after --fn chose the defaults. */
 static int apply_sets(const char *cmd, kg_reward_config *cfg, const char **sets, int n_sets)
 {
@@ -233,11 +183,13 @@ static int apply_sets(const char *cmd, kg_reward_config *cfg, const char **sets,
 static int compute_rewards(const char *cmd, const kg_rl_rows *rows, const kg_reward_config *cfg,
                            const int64_t *traj, double *reward)
 {
-    outcome_table t;
-    int rc = outcomes_load(cmd, rows, &t);
+    kg_rl_outcomes t;
+    kg_error err;
+    if (kg_rl_rows_outcomes(rows, &t, &err))
+        return fail(cmd, &err);
+    int rc = 0;
     for (size_t i = 0; i < rows->n && !rc; i++) {
         kg_eval_outcome o;
-        kg_error err;
         double r;
         kg_outcome_columns_get(&t.cols, i, &o, NULL);
         if (kg_reward_compute(cfg, &o, NULL, &r, &err))
@@ -248,11 +200,10 @@ static int compute_rewards(const char *cmd, const kg_rl_rows *rows, const kg_rew
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     for (size_t i = 0; !rc && i < rows->n; i++)
         turn[i] = rows->rows[i].turn;
-    kg_error err;
     if (!rc && kg_reward_batch(cfg, &t.cols, traj, turn, reward, &err))
         rc = fail(cmd, &err);
     free(turn);
-    outcomes_free(&t);
+    kg_rl_outcomes_free(&t);
     return rc;
 }
 
@@ -274,6 +225,8 @@ static int reward_wants_value(const char *name)
 int kg_cli_reward(int argc, char **argv)
 {
     const char *cmd = "reward", *fn_name = NULL, *path = NULL, *sets[MAX_SETS];
+    if (wants_help(argc, argv))
+        return print_help(cmd);
     int n_sets = 0;
     for (int i = 1; i < argc; i++) {
         char name[64];
@@ -315,7 +268,7 @@ int kg_cli_reward(int argc, char **argv)
     if (!rc && kg_rl_rows_ids(&rows, 0, NULL, NULL, traj, &err))
         rc = fail(cmd, &err);
     if (!rc)
-        rc = check_turns(cmd, &rows, traj, 0);
+        rc = kg_rl_rows_check_turns(&rows, traj, 0, &err) ? fail(cmd, &err) : 0;
     if (!rc)
         rc = compute_rewards(cmd, &rows, &cfg, traj, reward);
     for (size_t i = 0; !rc && i < rows.n; i++) {
@@ -344,6 +297,8 @@ int kg_cli_advantages(int argc, char **argv)
 {
     const char *cmd = "advantages", *est_name = NULL, *fn_name = NULL, *path = NULL,
                *sets[MAX_SETS];
+    if (wants_help(argc, argv))
+        return print_help(cmd);
     int n_sets = 0;
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
@@ -418,7 +373,9 @@ int kg_cli_advantages(int argc, char **argv)
     if (!rc && kg_rl_rows_ids(&rows, 1, prompt, sample, traj, &err))
         rc = fail(cmd, &err);
     if (!rc)
-        rc = check_turns(cmd, &rows, traj, cfg.estimator == KG_ESTIMATOR_RLOO);
+        rc = kg_rl_rows_check_turns(&rows, traj, cfg.estimator == KG_ESTIMATOR_RLOO, &err)
+                 ? fail(cmd, &err)
+                 : 0;
     if (!rc && fn_name)
         rc = compute_rewards(cmd, &rows, &rcfg, traj, reward);
     for (size_t i = 0; !rc && i < rows.n; i++) {
@@ -493,6 +450,8 @@ static int write_file(const char *cmd, const char *path, const char *text)
 int kg_cli_metrics(int argc, char **argv)
 {
     const char *cmd = "metrics", *path = NULL, *plot = NULL, *format = "table";
+    if (wants_help(argc, argv))
+        return print_help(cmd);
     double thresholds[KG_METRICS_MAX_THRESHOLDS];
     size_t n_thresholds = 0;
     for (int i = 1; i < argc; i++) {
@@ -525,7 +484,7 @@ int kg_cli_metrics(int argc, char **argv)
     size_t n = rows.n ? rows.n : 1;
     int64_t *traj = malloc(n * sizeof *traj);
     int32_t *turn = malloc(n * sizeof *turn);
-    outcome_table t;
+    kg_rl_outcomes t;
     memset(&t, 0, sizeof t);
     kg_metrics_report report;
     memset(&report, 0, sizeof report);
@@ -536,9 +495,9 @@ int kg_cli_metrics(int argc, char **argv)
     if (!rc && kg_rl_rows_ids(&rows, 0, NULL, NULL, traj, &err))
         rc = fail(cmd, &err);
     if (!rc)
-        rc = check_turns(cmd, &rows, traj, 0);
-    if (!rc)
-        rc = outcomes_load(cmd, &rows, &t);
+        rc = kg_rl_rows_check_turns(&rows, traj, 0, &err) ? fail(cmd, &err) : 0;
+    if (!rc && kg_rl_rows_outcomes(&rows, &t, &err))
+        rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows.n; i++) {
         turn[i] = rows.rows[i].turn;
         if (!isnan(t.speedup[i]) && !(t.speedup[i] > 0))
@@ -563,7 +522,7 @@ int kg_cli_metrics(int argc, char **argv)
     }
     free(text);
     kg_metrics_report_free(&report);
-    outcomes_free(&t);
+    kg_rl_outcomes_free(&t);
     free(traj);
     free(turn);
     kg_rl_rows_free(&rows);
@@ -583,19 +542,34 @@ static int rejection_wants_value(const char *name)
     return 0;
 }
 
+static json_t *rate_or_null(double v)
+{
+    return isnan(v) ? json_null() : json_real(v);
+}
+
+/* Acceptance statistics: one JSON line on stderr, apart from the records. */
+static void print_stats(json_t *stats)
+{
+    if (stats)
+        kg_rl_print_json(stderr, stats, NULL);
+    json_decref(stats);
+}
+
 static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config *cfg,
                    uint64_t seed)
 {
-    outcome_table t;
-    int rc = outcomes_load(cmd, rows, &t);
+    kg_rl_outcomes t;
+    kg_error err;
+    if (kg_rl_rows_outcomes(rows, &t, &err))
+        return fail(cmd, &err);
     size_t n = rows->n ? rows->n : 1;
     uint8_t *keep = malloc(n);
     double *prob = malloc(n * sizeof *prob);
-    if (!rc && (!keep || !prob))
+    int rc = 0;
+    if (!keep || !prob)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     for (size_t i = 0; !rc && i < rows->n; i++) {
         kg_eval_outcome o;
-        kg_error err;
         double p;
         kg_outcome_columns_get(&t.cols, i, &o, NULL);
         if (kg_prs_keep_probability(cfg, &o, &p, &err))
@@ -604,7 +578,6 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     kg_rng rng;
     kg_rng_seed(&rng, seed);
     kg_prs_stats st;
-    kg_error err;
     if (!rc && kg_prs_sample(cfg, &rng, &t.cols, keep, prob, &st, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
@@ -616,58 +589,26 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         rc = emit(cmd, rec);
         json_decref(rec);
     }
-    if (!rc)
-        fprintf(stderr,
-                "{\"method\":\"prs\",\"total\":%zu,\"kept\":%zu,\"acceptance_rate\":%.6g,"
-                "\"correct\":%zu,\"correct_kept\":%zu,\"correct_acceptance_rate\":%.6g,"
-                "\"expected_correct_kept\":%.6g}\n",
-                st.total, st.kept, st.acceptance_rate, st.correct, st.correct_kept,
-                st.correct_acceptance_rate, st.expected_correct_kept);
+    if (!rc) {
+        json_t *stats = json_pack("{s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
+                                  "total", (json_int_t)st.total, "kept", (json_int_t)st.kept,
+                                  "acceptance_rate", rate_or_null(st.acceptance_rate),
+                                  "correct", (json_int_t)st.correct, "correct_kept",
+                                  (json_int_t)st.correct_kept, "correct_acceptance_rate",
+                                  rate_or_null(st.correct_acceptance_rate),
+                                  "expected_correct_kept", st.expected_correct_kept);
+        print_stats(stats);
+    }
     free(keep);
     free(prob);
-    outcomes_free(&t);
+    kg_rl_outcomes_free(&t);
     return rc;
-}
-
-/* Token log-ratios of a row: "log_ratios", or "trainer_logprobs" minus
- * "rollout_logprobs".  Appends to *flat; returns the token count or -1. */
-static long row_log_ratios(const char *cmd, const kg_rl_row *row, double **flat, size_t *len,
-                           size_t *cap)
-{
-    json_t *lr = json_object_get(row->root, "log_ratios");
-    json_t *tr = json_object_get(row->root, "trainer_logprobs");
-    json_t *ro = json_object_get(row->root, "rollout_logprobs");
-    size_t count;
-    if (json_is_array(lr))
-        count = json_array_size(lr);
-    else if (json_is_array(tr) && json_is_array(ro) && json_array_size(tr) == json_array_size(ro))
-        count = json_array_size(tr);
-    else
-        return row_fail(cmd, row, "needs \"log_ratios\" (log π_trainer − log π_rollout per "
-                                  "token) or equally long \"trainer_logprobs\" and "
-                                  "\"rollout_logprobs\""), -1;
-    if (*len + count > *cap) {
-        size_t ncap = (*cap ? *cap * 2 : 1024) + count;
-        double *grown = realloc(*flat, ncap * sizeof *grown);
-        if (!grown)
-            return row_fail(cmd, row, "out of memory"), -1;
-        *flat = grown;
-        *cap = ncap;
-    }
-    for (size_t t = 0; t < count; t++) {
-        json_t *a = lr ? json_array_get(lr, t) : json_array_get(tr, t);
-        json_t *b = lr ? NULL : json_array_get(ro, t);
-        if (!json_is_number(a) || (b && !json_is_number(b)))
-            return row_fail(cmd, row, "token log-probabilities must be numbers"), -1;
-        (*flat)[(*len)++] = json_number_value(a) - (b ? json_number_value(b) : 0.0);
-    }
-    return (long)count;
 }
 
 static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config *cfg,
                    double is_cap, kg_is_level level)
 {
-    size_t n = rows->n ? rows->n : 1, len = 0, cap = 0;
+    size_t n = rows->n ? rows->n : 1;
     int64_t *traj = malloc(n * sizeof *traj), *offsets = malloc((n + 1) * sizeof *offsets);
     uint8_t *keep = malloc(n);
     double *geo = malloc(n * sizeof *geo), *flat = NULL, *weights = NULL;
@@ -678,15 +619,9 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
         rc = fail(cmd, &err);
-    if (!rc)
-        offsets[0] = 0;
-    for (size_t i = 0; !rc && i < rows->n; i++) {
-        long count = row_log_ratios(cmd, &rows->rows[i], &flat, &len, &cap);
-        if (count < 0)
-            rc = 1;
-        else
-            offsets[i + 1] = (int64_t)len;
-    }
+    if (!rc && kg_rl_rows_log_ratios(rows, &flat, offsets, &err))
+        rc = fail(cmd, &err);
+    size_t len = rc ? 0 : (size_t)offsets[rows->n];
     if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, keep, geo, &st, &err))
         rc = fail(cmd, &err);
     if (!rc && is_cap > 0) {
@@ -712,13 +647,15 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
         rc = emit(cmd, rec);
         json_decref(rec);
     }
-    if (!rc)
-        fprintf(stderr,
-                "{\"method\":\"mrs\",\"trajectories\":%zu,\"trajectories_kept\":%zu,"
-                "\"turns\":%zu,\"turns_kept\":%zu,\"turns_vetoed\":%zu,"
-                "\"acceptance_rate\":%.6g}\n",
-                st.trajectories, st.trajectories_kept, st.turns, st.turns_kept,
-                st.turns_vetoed, st.turns ? (double)st.turns_kept / (double)st.turns : NAN);
+    if (!rc) {
+        json_t *stats = json_pack(
+            "{s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "method", "mrs", "trajectories",
+            (json_int_t)st.trajectories, "trajectories_kept", (json_int_t)st.trajectories_kept,
+            "turns", (json_int_t)st.turns, "turns_kept", (json_int_t)st.turns_kept,
+            "turns_vetoed", (json_int_t)st.turns_vetoed, "acceptance_rate",
+            rate_or_null(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
+        print_stats(stats);
+    }
     free(traj); free(offsets); free(keep); free(geo); free(flat); free(weights);
     return rc;
 }
@@ -726,6 +663,8 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
 int kg_cli_rejection(int argc, char **argv)
 {
     const char *cmd = "rejection", *method = NULL, *path = NULL;
+    if (wants_help(argc, argv))
+        return print_help(cmd);
     uint64_t seed = 0;
     kg_prs_config prs;
     kg_prs_config_default(&prs);
@@ -967,6 +906,8 @@ int kg_cli_curriculum(int argc, char **argv)
 {
     const char *cmd = "curriculum", *state = NULL, *config = NULL, *record = NULL,
                *tasks = NULL;
+    if (wants_help(argc, argv))
+        return print_help(cmd);
     uint64_t seed = 0, count = 0;
     int sampling = 0;
     for (int i = 1; i < argc; i++) {

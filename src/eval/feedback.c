@@ -4,6 +4,7 @@
  * and by how much.  Library and harness frames are never shown.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "eval/internal.h"
@@ -118,8 +119,21 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         else if (!strcmp(cause, "cuda_error"))
             kg_buf_printf(&b, "A CUDA error occurred during stage %s (often an illegal memory access in a "
                               "kernel: check masks and offsets).", sname);
-        else if (json_is_object(error))
-            kg_buf_printf(&b, "ModelNew raised an exception during stage %s.", sname);
+        else if (json_is_object(error)) {
+            kg_buf_printf(&b, "ModelNew raised an exception during stage %s", sname);
+            size_t i;
+            json_t *v;
+            json_array_foreach(json_object_get(corr, "variants"), i, v) {
+                if (!strcmp(str(v, "status"), "error")) {
+                    char *sizes = json_dumps(json_object_get(v, "sizes"), JSON_COMPACT | JSON_SORT_KEYS);
+                    kg_buf_printf(&b, " on input variant %s (%s; sizes %s)", str(v, "name"),
+                                  str(v, "description"), sizes ? sizes : "{}");
+                    free(sizes);
+                    break;
+                }
+            }
+            kg_buf_puts(&b, ".");
+        }
         else
             kg_buf_printf(&b, "The evaluation process ended during stage %s: %s.", sname, detail);
         add_error(&b, error);

@@ -364,6 +364,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             if (!strcmp(status, "fail")) {
                 failed_stage = name;
                 failed_error = json_object_get(end, "error");
+                if (!json_is_object(failed_error))
+                    failed_error = NULL;
                 stop = 1;
             }
         }

@@ -101,7 +101,7 @@ int kg_metrics_json(const kg_metrics_report *report, char **out, kg_error *err)
                              "thresholds", thresholds, "per_turn",
                              rows_to_json(report, report->per_turn), "best_of_turns",
                              rows_to_json(report, report->best_of));
-    char *text = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+    char *text = root ? json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(root);
     if (!text)
         return kg_error_set(err, KG_ERR_NOMEM, "could not serialise the metrics");

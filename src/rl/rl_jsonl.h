@@ -56,6 +56,29 @@ int kg_rl_rows_ids(const kg_rl_rows *rows, int need_prompt, int64_t *prompt_id,
  * so that adding "reward" never overwrites the evaluator's staged credit. */
 json_t *kg_rl_row_record(const kg_rl_row *row);
 
+/* Outcome columns of every row (owned here; free with kg_rl_outcomes_free);
+ * a row without a valid result is an error naming its line. */
+typedef struct {
+    int32_t *verdict;
+    uint8_t *hacked;
+    double *staged, *speedup, *coverage;
+    kg_outcome_columns cols;
+} kg_rl_outcomes;
+
+int kg_rl_rows_outcomes(const kg_rl_rows *rows, kg_rl_outcomes *out, kg_error *err);
+void kg_rl_outcomes_free(kg_rl_outcomes *outcomes);
+
+/* Each (trajectory, turn) at most once; with single_turn, one row per
+ * trajectory.  The message names both lines. */
+int kg_rl_rows_check_turns(const kg_rl_rows *rows, const int64_t *trajectory, int single_turn,
+                           kg_error *err);
+
+/* MRS input: every row's per-token log-ratios ("log_ratios", or
+ * "trainer_logprobs" − "rollout_logprobs") in one array (*flat_out, freed by
+ * the caller with free()); offsets has rows->n + 1 entries. */
+int kg_rl_rows_log_ratios(const kg_rl_rows *rows, double **flat_out, int64_t *offsets,
+                          kg_error *err);
+
 /* One compact JSON line. */
 int kg_rl_print_json(FILE *out, json_t *value, kg_error *err);
 

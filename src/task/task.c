@@ -85,7 +85,8 @@ static int find_in_level(const char *dir, int level, const char *prefix, char **
         kg_buf p = {0};
         kg_buf_printf(&p, "%s/%s", folder.data, n);
         free(found);
-        found = kg_buf_release(&p);
+        found = realpath(p.data, NULL); /* absolute: the child runs in its own folder */
+        kg_buf_free(&p);
         break;
     }
     closedir(d);

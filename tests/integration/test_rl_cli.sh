@@ -225,6 +225,9 @@ run_fails "unknown estimator" 2 'unknown estimator "ppo"' \
 run_fails "unknown reward constant" 2 'unknown reward constant "bogus"' \
     "$KGYM" reward --fn drkernel --set bogus=1 $FIX/multi_turn_results.jsonl
 run_fails "missing file" 1 'cannot open' "$KGYM" metrics "$TMP/no-such-file.jsonl"
+for sub in reward advantages rejection metrics curriculum; do
+    run_ok "$sub --help" "$KGYM" $sub --help
+done
 run_ok "stdin input" sh -c "\"$KGYM\" metrics <$FIX/bench_cpu.jsonl"
 
 echo "$pass passed, $fail failed"

@@ -1,0 +1,144 @@
+"""Tests of kgym_harness.compare on hand-made outputs."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from kgym_harness import compare as cmp
+
+
+def check(ref, cand, atol=1e-4, rtol=1e-4):
+    res = cmp.compare(ref, cand, atol, rtol)
+    json.dumps(res, allow_nan=False)  # every fact must be plain JSON
+    return res
+
+
+def test_exact():
+    x = torch.rand(4, 5)
+    res = check(x, x.clone())
+    assert res["kind"] == "tensor" and res["shape_ok"] and res["dtype_ok"]
+    assert res["elements"] == 20 and res["mismatches"] == 0
+    assert res["max_abs_error"] == 0.0 and res["max_rel_error"] == 0.0
+    assert res["first_mismatch"] is None and res["first_mismatch_values"] is None
+    assert res["reference_shape"] == [4, 5] and res["reference_dtype"] == "float32"
+    assert res["candidate_type"] == "torch.Tensor" and res["error"] is None
+
+
+def test_within_tolerance():
+    x = torch.rand(100, dtype=torch.float64) + 1
+    res = check(x, x + 5e-5)
+    assert res["mismatches"] == 0
+    assert res["max_abs_error"] == pytest.approx(5e-5)
+    assert 0 < res["max_rel_error"] <= 5e-5
+
+
+def test_one_mismatch_at_known_index():
+    x = torch.zeros(3, 4, 5)
+    y = x.clone()
+    y[1, 2, 3] = 0.5
+    res = check(x, y)
+    assert res["mismatches"] == 1 and res["first_mismatch"] == [1, 2, 3]
+    assert res["first_mismatch_values"] == [0.0, 0.5]
+    assert res["max_abs_error"] == pytest.approx(0.5)
+
+
+def test_first_mismatch_across_chunks(monkeypatch):
+    monkeypatch.setattr(cmp, "CHUNK", 7)  # force many chunks
+    x = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    y = x.clone()
+    y[4, 1] += 1
+    y[5, 9] += 3
+    res = check(x, y)
+    assert res["mismatches"] == 2 and res["first_mismatch"] == [4, 1]
+    assert res["max_abs_error"] == pytest.approx(3.0)
+
+
+def test_nan_and_inf():
+    ref = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0, 2.0, float("inf")])
+    cand = torch.tensor([float("nan"), float("inf"), -float("inf"), float("nan"), 2.0, 5.0])
+    res = check(ref, cand)
+    # both NaN and equal infinities match; NaN for 1.0 and 5.0 for inf are mismatches
+    assert res["mismatches"] == 2 and res["first_mismatch"] == [3]
+    assert res["first_mismatch_values"] == [1.0, "nan"]
+    assert res["reference_nonfinite"] == 4 and res["candidate_nonfinite"] == 4
+    assert res["max_abs_error"] == 0.0  # taken over finite pairs only
+
+
+def test_inf_against_finite_is_mismatch():
+    res = check(torch.tensor([float("inf")]), torch.tensor([1e30], dtype=torch.float64))
+    assert res["mismatches"] == 1 and res["first_mismatch_values"] == ["inf", 1e30]
+
+
+def test_shape_mismatch():
+    res = check(torch.zeros(4, 5), torch.zeros(5, 4))
+    assert not res["shape_ok"] and res["mismatches"] is None
+    assert res["reference_shape"] == [4, 5] and res["candidate_shape"] == [5, 4]
+    assert "shape mismatch" in res["error"]
+
+
+def test_dtype_mismatch_still_measured():
+    x = torch.rand(8)
+    res = check(x, x.double())
+    assert res["shape_ok"] and not res["dtype_ok"] and res["candidate_dtype"] == "float64"
+    assert res["mismatches"] == 0
+
+
+def test_tuple_outputs():
+    a, b = torch.rand(3), torch.rand(2, 2)
+    b2 = b.clone()
+    b2[1, 0] += 1
+    res = check((a, b), (a.clone(), b2))
+    assert res["kind"] == "sequence" and res["shape_ok"] and res["elements"] == 7
+    assert res["mismatches"] == 1 and res["first_mismatch"] == [1, 1, 0]
+    assert res["reference_shape"] == [[3], [2, 2]] and res["candidate_type"] == "tuple"
+
+
+def test_sequence_kind_errors():
+    x = torch.rand(3)
+    assert "a tuple of 2" in check(x, (x, x))["error"]
+    assert "tensor" in check((x, x), x)["error"]
+    res = check((x, x), (x,))
+    assert res["error"] == "the candidate returned 1 outputs, the reference 2"
+    res = check((x, torch.zeros(2)), (x, torch.zeros(3)))
+    assert not res["shape_ok"] and res["error"].startswith("output 1: shape mismatch")
+
+
+def test_integer_outputs_exact():
+    ref = torch.tensor([[1, 2], [3, 4]])
+    assert cmp.tolerances(ref.dtype) == (0.0, 0.0)
+    assert check(ref, ref.clone(), 0, 0)["mismatches"] == 0
+    res = check(ref, torch.tensor([[1, 2], [3, 5]]), 0, 0)
+    assert res["mismatches"] == 1 and res["first_mismatch"] == [1, 1] and res["reference_dtype"] == "int64"
+
+
+def test_scalar_outputs():
+    res = check(2.5, 2.5)
+    assert res["kind"] == "scalar" and res["mismatches"] == 0 and res["reference_dtype"] == "float"
+    res = check(2.5, torch.tensor(2.6))  # a 0-d tensor for a Python float: compared, dtype differs
+    assert res["mismatches"] == 1 and res["candidate_type"] == "torch.Tensor" and not res["dtype_ok"]
+    assert "tensor" in check(torch.rand(2), "oops")["error"]
+
+
+def test_zero_dim_tensor():
+    res = check(torch.tensor(1.0), torch.tensor(1.5))
+    assert res["mismatches"] == 1 and res["first_mismatch"] == [] and res["reference_shape"] == []
+
+
+def test_empty_tensor():
+    res = check(torch.zeros(0, 3), torch.zeros(0, 3))
+    assert res["elements"] == 0 and res["mismatches"] == 0
+
+
+def test_reference_ok():
+    assert cmp.reference_ok(torch.rand(4)) == (True, "")
+    ok, why = cmp.reference_ok((torch.rand(2), torch.tensor([1.0, float("nan"), float("inf")])))
+    assert not ok and "2 NaN/Inf" in why
+    assert cmp.reference_ok(torch.tensor([1, 2]))[0] and not cmp.reference_ok(math.inf)[0]
+
+
+def test_tolerances():
+    assert cmp.tolerances(torch.float32) == (1e-4, 1e-4)
+    assert cmp.tolerances("float16") == cmp.tolerances(torch.bfloat16) == (1e-2, 1e-2)
+    assert cmp.tolerances(torch.bool) == (0.0, 0.0)

@@ -1,0 +1,34 @@
+#!/bin/sh
+# kgym bench: a crash, a hang and a flood in one run do not disturb the
+# evaluations after them; the bundled examples meet their expectations.
+. "$(dirname "$0")/lib.sh"
+C=tests/fixtures/candidates
+T=tests/fixtures/tasks/add_one.py
+{
+    for c in segfault ok hang ok flood ok protocol_garbage ok exit_early ok; do
+        case $c in ok) e=correct ;; hang) e=timeout ;; *) e=runtime_error ;; esac
+        printf '{"task": "%s", "candidate": "%s/%s.py", "expect": "%s"}\n' "$T" "$C" "$c" "$e"
+    done
+} >"$TMP/pairs.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/pairs.jsonl" --jobs 1 --check --json \
+    --stage-timeout tiny_run=5 --out "$TMP/results.jsonl" >"$TMP/bench.json" 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(jget "$TMP/bench.json" 'r["summary"]["expectations_met"]')" = "10" ]; then
+    ok "crash, hang, flood, garbage, exit: each its verdict, the next evaluation unaffected"
+else bad "bench of deaths (exit $rc)" "$(cat "$TMP/err"; head -c 2000 "$TMP/bench.json")"; fi
+if [ "$(wc -l <"$TMP/results.jsonl")" -eq 10 ]; then ok "--out writes one JSON line per pair"; else bad "--out"; fi
+if [ "$(jget "$TMP/bench.json" 'r["summary"]["verdicts"]["correct"]')" = "5" ]; then ok "summary counts verdicts"; else bad "summary counts"; fi
+
+"$KGYM" bench --device "$DEVICE" examples --check >"$TMP/ex.txt" 2>"$TMP/err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "expectations met" "$TMP/ex.txt"; then
+    ok "examples: every correct*.py correct, every wrong*.py not"
+else bad "examples (exit $rc)" "$(tail -40 "$TMP/ex.txt"; tail -5 "$TMP/err")"; fi
+
+# Expectations that fail make --check exit 3.
+printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n' "$T" "$C" >"$TMP/fail.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/fail.jsonl" --check >/dev/null 2>&1; rc=$?
+if [ $rc -eq 3 ]; then ok "--check exits 3 on an unmet expectation"; else bad "--check exit $rc"; fi
+printf '{"task": "%s"}\n' "$T" >"$TMP/badline.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/badline.jsonl" >/dev/null 2>"$TMP/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q "line 1" "$TMP/err"; then ok "a bad JSONL line is named"; else bad "bad JSONL (exit $rc)" "$(cat "$TMP/err")"; fi
+finish

@@ -1,0 +1,87 @@
+#!/bin/sh
+# kgym eval through the CLI (ASan build) on the fixture task: every verdict,
+# every way a candidate can die, raw model replies, exit statuses.
+. "$(dirname "$0")/lib.sh"
+T=tests/fixtures/tasks/add_one.py
+C=tests/fixtures/candidates
+
+# expect CANDIDATE VERDICT [PYTHON-CONDITION] [extra flags...]
+expect() {
+    cand=$1; want=$2; cond=${3:-True}; shift 3 2>/dev/null || shift $#
+    out="$TMP/$cand.json"
+    "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/$cand.py" --json \
+        --stage-timeout compile=20 --stage-timeout tiny_run=8 "$@" >"$out" 2>"$TMP/err"
+    rc=$?
+    got=$(jget "$out" 'r["verdict"]')
+    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ "$(jget "$out" "$cond")" = "True" ]; then
+        ok "eval $cand -> $want"
+    else
+        bad "eval $cand -> $want (got '$got', exit $rc, condition: $cond)" "$(cat "$TMP/err"; head -c 1500 "$out")"
+    fi
+}
+
+expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5'
+expect chatty correct '"debug: forward called" in r["process"]["stdout"]'
+expect wrong_value incorrect 'r["reward"] == 0.7 and "elements differ" in r["feedback"]'
+expect wrong_tail incorrect '"elements differ" in r["feedback"]'
+expect wrong_shape incorrect 'r["reward"] == 0.5 and "shape" in r["feedback"]'
+expect syntax_error invalid 'r["reward"] == 0.0 and "line 4" in r["feedback"]'
+expect no_triton invalid '"@triton.jit" in r["feedback"]'
+expect import_error compile_error 'r["reward"] == 0.3 and "magic_kernels" in r["feedback"]'
+expect raise_in_forward runtime_error '"candidate.py line" in r["feedback"] and r["error"]["type"] == "ValueError"'
+expect kernel_error runtime_error '"undefined_thing" in r["feedback"]'
+expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]'
+expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7'
+expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]'
+expect protocol_garbage runtime_error 'r["process"]["end"] == "protocol"'
+expect hang timeout 'r["process"]["stage"] == "tiny_run" and r["reward"] == 0.5 and r["wall_ms"] < 30000'
+expect hang_import timeout 'r["process"]["stage"] == "compile" and r["reward"] == 0.3'
+
+# A model's raw reply: chat debris, prose, two blocks (the second defines ModelNew).
+{
+    printf '<|im_start|>assistant\nHere is my plan.\n```python\nprint("usage example")\n```\n'
+    printf 'And the kernel:\r\n```python\r\n'
+    sed 's/$/\r/' "$C/ok.py"
+    printf '```\r\nHope this helps!<|im_end|>\n'
+} >"$TMP/reply.txt"
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$TMP/reply.txt" --json >"$TMP/reply.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/reply.json" 'r["verdict"] + " " + r["candidate"]["source"]')" = "correct fenced_block" ]; then
+    ok "raw model reply is extracted and correct"
+else bad "raw model reply" "$(cat "$TMP/err" "$TMP/reply.json")"; fi
+
+printf 'I cannot help with that.\n' >"$TMP/refusal.txt"
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$TMP/refusal.txt" --json >"$TMP/refusal.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/refusal.json" 'r["verdict"] + " " + r["stages"][0]["status"]')" = "invalid fail" ]; then
+    ok "a reply without code is invalid, with the reason"
+else bad "refusal" "$(cat "$TMP/refusal.json")"; fi
+
+# Readable report (default) names the verdict and the failing variant.
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/wrong_value.py" >"$TMP/report.txt" 2>&1
+if grep -q "verdict    incorrect" "$TMP/report.txt" && grep -q "base .*failed" "$TMP/report.txt"; then
+    ok "readable report"
+else bad "readable report" "$(cat "$TMP/report.txt")"; fi
+
+# Exit statuses: 2 for usage errors, 1 when the task itself is broken.
+usage() { # name, args...
+    name=$1; shift
+    "$KGYM" eval "$@" >"$TMP/u.out" 2>"$TMP/u.err"; rc=$?
+    if [ $rc -eq 2 ] && [ -s "$TMP/u.err" ]; then ok "usage error: $name"; else bad "usage error: $name (exit $rc)" "$(cat "$TMP/u.err")"; fi
+}
+usage "no --kernel" --task "$T"
+usage "unknown flag" --task "$T" --kernel "$C/ok.py" --frobnicate
+usage "bad device" --task "$T" --kernel "$C/ok.py" --device tpu
+usage "missing task file" --task /nonexistent/task.py --kernel "$C/ok.py"
+usage "missing kernel file" --task "$T" --kernel /nonexistent/k.py
+usage "id without --kernelbench" --task level1/19 --kernel "$C/ok.py"
+usage "bad stage name" --task "$T" --kernel "$C/ok.py" --stage-timeout warp=3
+usage "bad tolerance" --task "$T" --kernel "$C/ok.py" --atol -1
+grep -q "stage-timeout" "$TMP/u.err" 2>/dev/null || true
+printf 'import torch\nclass Model(torch.nn.Module):\n    pass\n' >"$TMP/broken_task.py"
+"$KGYM" eval --device "$DEVICE" --task "$TMP/broken_task.py" --kernel "$C/ok.py" >"$TMP/b.out" 2>"$TMP/b.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "get_inputs" "$TMP/b.err"; then ok "a broken task is kgym's error (exit 1), named"; else bad "broken task (exit $rc)" "$(cat "$TMP/b.err")"; fi
+
+# KernelBench ids resolve inside --kernelbench.
+"$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/19 --kernel "$C/no_triton.py" --json >"$TMP/id.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/id.json" 'r["task"]["id"] + " " + r["task"]["name"]')" = "level1/19 19_ReLU" ]; then ok "KernelBench id level1/19"; else bad "KernelBench id" "$(cat "$TMP/err")"; fi
+
+finish

@@ -1,0 +1,449 @@
+/*
+ * test_result.c — the verdict, reward, stages and feedback that C derives
+ * from a child's report (src/eval/result.c), on hand-made reports: every
+ * decision rule, without Python.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kg_test.h"
+#include "kgym/eval.h"
+#include "util/util.h"
+
+#define CAND "/tmp/kgym-eval-x/candidate.py"
+
+static kg_task task = {.path = "/tasks/t.py", .id = "level1/1", .name = "t", .source = "", .hash = "fnv1a64:0"};
+
+typedef struct {
+    kg_child_report rep;
+    double t;
+} fake;
+
+static void fake_init(fake *f)
+{
+    memset(f, 0, sizeof *f);
+    f->rep.messages = json_array();
+    f->rep.out.head = kg_strdup("");
+    f->rep.out.tail = kg_strdup("");
+    f->rep.err.head = kg_strdup("");
+    f->rep.err.tail = kg_strdup("");
+    f->rep.end = KG_END_COMPLETED;
+    f->rep.pid = 1234;
+}
+
+static void msg(fake *f, json_t *m)
+{
+    f->t += 10;
+    json_object_set_new(m, "t_ms", json_real(f->t));
+    json_array_append_new(f->rep.messages, m);
+}
+
+static void stage_ok(fake *f, const char *name)
+{
+    msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", name, "status", "begin"));
+    msg(f, json_pack("{s:s, s:s, s:s, s:f, s:s}", "type", "stage", "stage", name, "status", "ok", "ms", 1.0,
+                     "detail", ""));
+}
+
+static json_t *cmp_facts(int mismatches, int shape_ok)
+{
+    return json_pack("{s:b, s:b, s:i, s:i, s:f, s:f, s:[i,i], s:[f,f], s:[i,i], s:[i,i], s:n}", "shape_ok",
+                     shape_ok, "dtype_ok", 1, "elements", 100, "mismatches", mismatches, "max_abs_error",
+                     mismatches ? 0.5 : 0.0, "max_rel_error", mismatches ? 0.25 : 0.0, "first_mismatch", 3, 7,
+                     "first_mismatch_values", 1.0, 1.5, "reference_shape", 10, 10, "candidate_shape", 10,
+                     shape_ok ? 10 : 9, "error");
+}
+
+static void variant(fake *f, const char *name, const char *status, int mismatches)
+{
+    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f}", "type", "variant", "name", name,
+                          "description", "desc", "status", status, "sizes", "n", 10, "atol", 1e-4, "rtol", 1e-4);
+    if (!strcmp(status, "ran"))
+        json_object_set_new(m, "compare", cmp_facts(mismatches, 1));
+    if (!strcmp(status, "reference_failed"))
+        json_object_set_new(m, "reason", json_string("the reference raised"));
+    if (!strcmp(status, "candidate_raised"))
+        json_object_set_new(m, "error", json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}", "type", "IndexError",
+                                                  "message", "index 9 is out of bounds", "frames", "file", CAND,
+                                                  "line", 12, "function", "forward", "code", "y = x[9]"));
+    msg(f, m);
+}
+
+static void tiny_ok(fake *f, int shape_ok)
+{
+    msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    json_t *data = json_pack("{s:s, s:s, s:o}", "name", "tiny", "status", "ran", "compare", cmp_facts(0, shape_ok));
+    msg(f, json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "stage", "stage", "tiny_run", "status", "ok", "detail", "",
+                     "data", data));
+}
+
+static json_t *build(fake *f, kg_eval_options *o)
+{
+    kg_eval_request req = {.task = &task, .response = "code", .response_len = 4, .candidate_name = "k.py"};
+    json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "ok", "ms", 0.1, "detail", "raw");
+    json_t *r = NULL;
+    kg_error err;
+    int rc = kg_eval_build_result(o, &req, &f->rep, CAND, ex, &r, &err);
+    if (rc != KG_OK)
+        fprintf(stderr, "  build: %s\n", err.message);
+    json_decref(ex);
+    kg_child_report_free(&f->rep);
+    return r;
+}
+
+static const char *verdict(const json_t *r)
+{
+    return json_string_value(json_object_get(r, "verdict"));
+}
+
+static double reward(const json_t *r)
+{
+    return json_number_value(json_object_get(r, "reward"));
+}
+
+static const char *stage_status(const json_t *r, const char *name)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r, "stages"), i, s) {
+        if (!strcmp(json_string_value(json_object_get(s, "name")), name))
+            return json_string_value(json_object_get(s, "status"));
+    }
+    return "missing";
+}
+
+static const char *feedback(const json_t *r)
+{
+    return json_string_value(json_object_get(r, "feedback"));
+}
+
+static void all_pass_is_correct(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    variant(&f, "signed", "reference_failed", 0);
+    variant(&f, "size_odd", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK_NEAR(reward(r), 1.0, 0);
+    KG_CHECK_STR(stage_status(r, "timing"), "skipped");
+    const json_t *c = json_object_get(r, "correctness");
+    KG_CHECK(json_is_true(json_object_get(c, "passed")));
+    KG_CHECK(json_integer_value(json_object_get(c, "passed_count")) == 2);
+    KG_CHECK(json_integer_value(json_object_get(c, "skipped_count")) == 1);
+    KG_CHECK(json_is_null(json_object_get(r, "timing")));
+    KG_CHECK_STR(json_string_value(json_object_get(r, "schema")), KG_RESULT_SCHEMA);
+    /* Stage time comes from our stamps (10 ms apart), not the child's "ms": 1.0. */
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r, "stages"), i, s) {
+        if (!strcmp(json_string_value(json_object_get(s, "name")), "parse"))
+            KG_CHECK_NEAR(json_number_value(json_object_get(s, "ms")), 10.0, 1e-9);
+    }
+    json_decref(r);
+}
+
+static void mismatch_is_incorrect_with_facts(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    variant(&f, "size_odd", "ran", 4);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK_NEAR(reward(r), 0.7, 1e-12);
+    KG_CHECK_STR(stage_status(r, "correctness"), "fail");
+    const char *fb = feedback(r);
+    KG_CHECK(strstr(fb, "size_odd") != NULL);
+    KG_CHECK(strstr(fb, "4 of 100 elements") != NULL);
+    KG_CHECK(strstr(fb, "[3,7]") != NULL);
+    KG_CHECK(strstr(fb, "Passed: base") != NULL);
+    json_decref(r);
+}
+
+static void candidate_raise_in_variant_is_runtime_error(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "size_odd", "candidate_raised", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:n}", "type", "stage", "stage", "correctness", "status", "fail",
+                      "detail", "raised", "error"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "runtime_error");
+    KG_CHECK_NEAR(reward(r), 0.7, 1e-12);
+    const json_t *e = json_object_get(r, "error");
+    KG_CHECK_STR(json_string_value(json_object_get(e, "type")), "IndexError");
+    const json_t *fr = json_array_get(json_object_get(e, "frames"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(fr, "file")), "candidate.py");
+    KG_CHECK(strstr(feedback(r), "candidate.py line 12") != NULL);
+    json_decref(r);
+}
+
+static void frames_outside_candidate_are_dropped(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "compile", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}, {s:s, s:i, s:s, s:s}]}}", "type",
+                      "stage", "stage", "compile", "status", "fail", "detail", "NameError", "error", "type",
+                      "NameError", "message", "name 'tl2' is not defined", "frames", "file",
+                      "/harness/kgym_harness/child.py", "line", 200, "function", "compile", "code", "secret",
+                      "file", CAND, "line", 3, "function", "<module>", "code", "import tl2"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "compile_error");
+    KG_CHECK_NEAR(reward(r), 0.3, 1e-12);
+    const json_t *frames = json_object_get(json_object_get(r, "error"), "frames");
+    KG_CHECK(json_array_size(frames) == 1);
+    KG_CHECK(strstr(feedback(r), "child.py") == NULL);
+    KG_CHECK(strstr(feedback(r), "secret") == NULL);
+    KG_CHECK(strstr(feedback(r), "import tl2") != NULL);
+    json_decref(r);
+}
+
+static void triton_compile_error_in_tiny_run(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[], s:b}}", "type", "stage", "stage", "tiny_run",
+                      "status", "fail", "detail", "CompilationError", "error", "type", "CompilationError", "message",
+                      "at 10:4: unsupported", "frames", "triton_compile", 1));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "compile_error");
+    KG_CHECK_NEAR(reward(r), 0.3, 1e-12);
+    KG_CHECK_STR(stage_status(r, "correctness"), "skipped");
+    json_decref(r);
+}
+
+static void wrong_shape_in_tiny_run(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 0);
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK_NEAR(reward(r), 0.5, 1e-12);
+    KG_CHECK(strstr(feedback(r), "output shape [10,9], expected [10,10]") != NULL);
+    json_decref(r);
+}
+
+static void timeout_and_crash(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "compile", "status", "begin"));
+    f.rep.end = KG_END_TIMEOUT;
+    f.rep.signal = SIGKILL;
+    f.rep.stage_limit_s = 120;
+    snprintf(f.rep.stage, sizeof f.rep.stage, "compile");
+    f.rep.wall_ms = 5000;
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "timeout");
+    KG_CHECK_NEAR(reward(r), 0.3, 1e-12);
+    KG_CHECK(strstr(feedback(r), "120 s") != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(r, "process"), "end")), "timeout");
+    json_decref(r);
+
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    f.rep.end = KG_END_SIGNAL;
+    f.rep.signal = SIGSEGV;
+    free(f.rep.err.head);
+    f.rep.err.head = kg_strdup("Fatal Python error: Segmentation fault\n\xff\xfe bad utf8");
+    r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "runtime_error");
+    KG_CHECK_NEAR(reward(r), 0.5, 1e-12);
+    const json_t *p = json_object_get(r, "process");
+    KG_CHECK_STR(json_string_value(json_object_get(p, "cause")), "crash");
+    KG_CHECK(strstr(feedback(r), "SIGSEGV") != NULL);
+    /* Invalid UTF-8 from the child was made safe for JSON. */
+    KG_CHECK(strstr(json_string_value(json_object_get(p, "stderr")), "?? bad utf8") != NULL);
+    json_decref(r);
+}
+
+static void out_of_memory_cause(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[]}}", "type", "stage", "stage", "tiny_run", "status",
+                      "fail", "detail", "oom", "error", "type", "OutOfMemoryError", "message",
+                      "CUDA out of memory. Tried to allocate 80.00 GiB", "frames"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "runtime_error");
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(r, "process"), "cause")), "out_of_memory");
+    KG_CHECK(strstr(feedback(r), "Out of memory") != NULL);
+    json_decref(r);
+}
+
+static void task_errors_are_not_verdicts(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s}}", "type", "task_error", "error", "type", "TaskError", "message",
+                      "no get_inputs"));
+    kg_eval_request req = {.task = &task, .response = "x", .response_len = 1};
+    json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "ok", "ms", 0.1, "detail", "");
+    json_t *r = NULL;
+    kg_error err;
+    KG_CHECK(kg_eval_build_result(&o, &req, &f.rep, CAND, ex, &r, &err) == KG_ERR_INVALID);
+    KG_CHECK(r == NULL);
+    KG_CHECK(strstr(err.message, "no get_inputs") != NULL);
+    kg_child_report_free(&f.rep);
+
+    /* Every variant skipped: the reference is broken, not the candidate. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "reference_failed", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    KG_CHECK(kg_eval_build_result(&o, &req, &f.rep, CAND, ex, &r, &err) == KG_ERR_INVALID);
+    KG_CHECK(strstr(err.message, "every input variant") != NULL);
+    kg_child_report_free(&f.rep);
+    json_decref(ex);
+}
+
+static void extraction_failure_is_invalid(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    kg_eval_request req = {.task = &task, .response = "no code here", .response_len = 12};
+    json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "fail", "ms", 0.1, "detail",
+                           "no code found: the reply has no ``` fenced block");
+    json_t *r = NULL;
+    KG_CHECK(kg_eval_build_result(&o, &req, NULL, NULL, ex, &r, NULL) == KG_OK);
+    KG_CHECK_STR(verdict(r), "invalid");
+    KG_CHECK_NEAR(reward(r), 0.0, 0);
+    KG_CHECK_STR(stage_status(r, "parse"), "skipped");
+    KG_CHECK(json_is_null(json_object_get(r, "process")));
+    KG_CHECK(strstr(feedback(r), "no ``` fenced block") != NULL);
+    json_decref(r);
+    json_decref(ex);
+}
+
+static void credit_is_configurable(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    const double c[5] = {-1, 0.1, 0.2, 0.4, 2.0};
+    memcpy(o.credit, c, sizeof c);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "invalid", 0), -1, 0);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "compile_error", 1), 0.1, 0);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "runtime_error", 2), 0.2, 0);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "incorrect", 3), 0.4, 0);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "correct", 4), 2.0, 0);
+    /* Never full credit without a correct verdict; hacked is always 0. */
+    KG_CHECK_NEAR(kg_eval_credit(&o, "runtime_error", 4), 0.4, 0);
+    KG_CHECK_NEAR(kg_eval_credit(&o, "hacked", 4), 0.0, 0);
+}
+
+static void gpu_timing_statistics(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:[f,f,f,f], s:[f,f,f,f], s:s}", "type", "timing", "reference_ms", 4.0, 2.0, 3.0, 5.0,
+                      "candidate_ms", 1.0, 2.0, 1.0, 1.0, "gpu", "NVIDIA H100"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    const json_t *t = json_object_get(r, "timing");
+    KG_CHECK(json_is_object(t));
+    /* medians 3.5 and 1.0 */
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 3.5, 1e-12);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "reference_ms"), "mean")), 3.5, 1e-12);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "candidate_ms"), "min")), 1.0, 1e-12);
+    KG_CHECK(strstr(feedback(r), "3.50x") != NULL);
+    json_decref(r);
+}
+
+static const kg_test_case cases[] = {
+    {"all_pass_is_correct", all_pass_is_correct},
+    {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},
+    {"candidate_raise_in_variant_is_runtime_error", candidate_raise_in_variant_is_runtime_error},
+    {"frames_outside_candidate_are_dropped", frames_outside_candidate_are_dropped},
+    {"triton_compile_error_in_tiny_run", triton_compile_error_in_tiny_run},
+    {"wrong_shape_in_tiny_run", wrong_shape_in_tiny_run},
+    {"timeout_and_crash", timeout_and_crash},
+    {"out_of_memory_cause", out_of_memory_cause},
+    {"task_errors_are_not_verdicts", task_errors_are_not_verdicts},
+    {"extraction_failure_is_invalid", extraction_failure_is_invalid},
+    {"credit_is_configurable", credit_is_configurable},
+    {"gpu_timing_statistics", gpu_timing_statistics},
+};
+
+KG_TEST_MAIN("result", cases)
