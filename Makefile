@@ -87,9 +87,10 @@ test: deps python build build/asan/kgym $(TEST_BIN)
 unit: build/asan/kgym $(TEST_BIN)
 	@KGYM_PYTHON=$(PYTHON_DEFAULT) KGYM_ONLY_UNIT=1 sh tests/run.sh
 
-# On a GPU machine: the integration suite in CUDA mode (see README).
-gpu-test: deps build
-	@KGYM_PYTHON=$(PYTHON_DEFAULT) KGYM_DEVICE=cuda sh tests/run.sh
+# On a GPU machine: the integration suites in CUDA mode with the release
+# binary (see README; set KGYM_PYTHON to the machine's Python).
+gpu-test: deps python build
+	@KGYM_PYTHON=$(PYTHON_DEFAULT) KGYM_DEVICE=cuda KGYM_BIN=build/kgym KGYM_SUITES=integration sh tests/run.sh
 
 clean:
 	rm -rf build

@@ -8,6 +8,10 @@ command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 need jansson libjansson-dev
 [ -z "$missing" ] && exit 0
+if [ -n "$KGYM_NO_APT" ]; then
+    echo "kgym: missing:$missing (KGYM_NO_APT is set: not installing)" >&2
+    exit 0
+fi
 echo "kgym: installing Debian packages:$missing"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"

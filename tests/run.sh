@@ -3,7 +3,8 @@
 #   unit:        build/asan/tests/test_*   (C, ASan/UBSan)
 #   python:      python/tests and harness/tests with pytest
 #   integration: tests/integration/test_*.sh against build/asan/kgym
-# KGYM_ONLY_UNIT=1 runs the unit tests alone.
+# KGYM_SUITES="unit python integration" (the default) chooses suites;
+# KGYM_ONLY_UNIT=1 is KGYM_SUITES=unit.
 cd "$(dirname "$0")/.."
 PY=${KGYM_PYTHON:-.venv/bin/python}
 total_pass=0; total_fail=0; failed_suites=""
@@ -15,9 +16,13 @@ count() { # $1 = suite name, output in $log
     total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
     [ "$f" -ne 0 ] && failed_suites="$failed_suites $1"
 }
+SUITES=${KGYM_SUITES:-unit python integration}
+[ -n "$KGYM_ONLY_UNIT" ] && SUITES=unit
+has() { case " $SUITES " in *" $1 "*) return 0 ;; esac; return 1; }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 for t in build/asan/tests/test_*; do
+    has unit || break
     [ -x "$t" ] || continue
     echo "== $t"
     "$t" >"$log" 2>&1; rc=$?
@@ -25,7 +30,7 @@ for t in build/asan/tests/test_*; do
     [ $rc -ne 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' "$log" && echo "0 passed, 1 failed" >>"$log"
     count "$t"
 done
-if [ -z "$KGYM_ONLY_UNIT" ]; then
+if has python; then
     for d in python/tests harness/tests; do
         [ -d "$d" ] || continue
         echo "== pytest $d"
@@ -39,6 +44,8 @@ if [ -z "$KGYM_ONLY_UNIT" ]; then
         total_pass=$((total_pass + p)); total_fail=$((total_fail + f))
         [ "$f" -ne 0 ] && failed_suites="$failed_suites $d"
     done
+fi
+if has integration; then
     for t in tests/integration/test_*.sh; do
         [ -f "$t" ] || continue
         echo "== $t"
