@@ -7,6 +7,12 @@ need() { pkg-config --exists "$1" 2>/dev/null || missing="$missing $2"; }
 command -v pkg-config >/dev/null 2>&1 || missing="$missing pkg-config"
 command -v cc >/dev/null 2>&1 || missing="$missing gcc"
 need jansson libjansson-dev
+need libmicrohttpd libmicrohttpd-dev
+need sqlite3 libsqlite3-dev
+need hiredis libhiredis-dev
+need libcurl libcurl4-openssl-dev
+need libseccomp libseccomp-dev
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 [ -z "$missing" ] && exit 0
 if [ -n "$KGYM_NO_APT" ]; then
     echo "kgym: missing:$missing (KGYM_NO_APT is set: not installing)" >&2

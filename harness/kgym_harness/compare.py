@@ -89,7 +89,7 @@ def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float)
         # both NaN
         ok = (both & (diff <= atol + rtol * rc.abs())) | (rc == cc) | (torch.isnan(rc) & torch.isnan(cc))
         diff = torch.where(both, diff, 0.0)
-        rel = diff / rc.abs().clamp_min(tiny)
+        rel = torch.where(both, diff / rc.abs().clamp_min(tiny), 0.0)  # NaN in r would poison the max
         bad = int((~ok).sum().item())
         facts["reference_nonfinite"] += int((~rfin).sum().item())
         facts["candidate_nonfinite"] += int((~cfin).sum().item())

@@ -5,8 +5,8 @@ A task file defines ``class Model``, module-level constants (``batch_size = 4096
 read the constants at call time, so setting new values on the module changes the sizes they produce.
 
 Size constants
-    Candidates: the module-level ints (not bools) assigned in the file, and the elements of int tuples
-    written as literals, named "input_shape[0]".  A candidate is a size constant when doubling it changes the
+    Candidates: the module-level ints (not bools) assigned in the file, and the elements of int tuples and
+    lists written as literals, named "input_shape[0]".  A candidate is a size constant when doubling it changes the
     shape of some input, parameter, buffer or output.  This is probed on the meta device (nothing is
     allocated, so KernelBench's full 16 GiB sizes cost nothing).  A constant whose doubling makes
     construction or the forward raise (a reduction axis ``dim = 2``, a padding bound by the kernel size) is
@@ -50,7 +50,8 @@ Odd sizes (``odd=True``)
     one wins; if none is valid the constant keeps its value.
 
 If the task's forward does not run on the meta device at all (an op without a meta kernel, a data-dependent
-op), validation falls back to inputs/parameters only and the plan's notes say so.
+op such as .item()), or takes over SLOW_META_FORWARD seconds there (level3's LSTMs), validation falls back to
+inputs/parameters only and the plan's notes say so.
 
 Everything is deterministic; the module's original constant values are always restored.
 """
@@ -63,6 +64,7 @@ import copy
 import dataclasses
 import importlib.util
 import sys
+import time
 import types
 import warnings
 import weakref
@@ -72,6 +74,8 @@ from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 DEFAULT_CPU_BUDGET = 65536
+# A meta forward slower than this (seconds) is not used for validation (see _analyse).
+SLOW_META_FORWARD = 0.5
 
 
 class TaskError(Exception):
@@ -204,8 +208,9 @@ def sizes(module, values: dict):
                 if name in values:
                     put(name, values[name])
                     changed.add(name)
-                if name in elements and isinstance(namespace[name], tuple):
-                    put(name, tuple(elements[name].get(i, x) for i, x in enumerate(namespace[name])))
+                if name in elements and isinstance(namespace[name], (tuple, list)):
+                    old = namespace[name]
+                    put(name, type(old)(elements[name].get(i, x) for i, x in enumerate(old)))
         for name, value in values.items():  # names no statement binds (not expected, but honour them)
             if name not in saved and "[" not in name:
                 put(name, value)
@@ -229,12 +234,12 @@ def int_constants(module) -> dict:
 
 
 def _tuple_elements(module) -> dict:
-    """Elements of tuples of ints written as literals, as "name[i]" -> value (``input_shape = (32768,)``)."""
+    """Elements of int tuples/lists written as literals, as "name[i]" -> value (``input_shape = (32768,)``)."""
     out = {}
     for a in _assignments(module):
         if len(a.names) == 1 and not a.deps:
             value = getattr(module, a.names[0], None)
-            if isinstance(value, tuple) and value and all(type(x) is int for x in value):
+            if isinstance(value, (tuple, list)) and value and all(type(x) is int for x in value):
                 out.update({f"{a.names[0]}[{i}]": x for i, x in enumerate(value)})
     return out
 
@@ -329,12 +334,16 @@ def _analyse(module) -> _Analysis:
         return _ANALYSES[module]
     notes = []
     forward = True
+    start = time.perf_counter()
     base = _probe(module, {}, True)
+    if base.ok and time.perf_counter() - start > SLOW_META_FORWARD:
+        # Some meta forwards are slow (an LSTM runs step by step): dozens of probes would take minutes.
+        base = _Probe(False, f"too slow there: {time.perf_counter() - start:.1f} s")
     if not base.ok:
         forward, error = False, base.error
         base = _probe(module, {}, False)
         if base.ok:
-            notes.append(f"the forward does not run on the meta device ({error}); sizes are "
+            notes.append(f"the forward cannot be used on the meta device ({error}); sizes are "
                          "validated on inputs and parameters only")
         else:
             notes.append(f"the task cannot be built on the meta device ({base.error}); sizes left as written")
@@ -548,9 +557,19 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
            Variant("seed_1", dict(base), base_seed + 1, "none", None, f"inputs and weights from seed {base_seed + 1}"),
            Variant("signed", dict(base), base_seed, "signed", None, "signed inputs (randn)")]
     large = plan_sizes(module, None, scale=2.0) if budget is None else plan_sizes(module, budget * 2)
-    for name, plan, what in (("size_small", plan_sizes(module, budget, scale=0.5), "smaller sizes"),
-                             ("size_odd", plan_sizes(module, budget, odd=True), "sizes not multiples of 16"),
-                             ("size_large", large, "larger sizes")):
+    sized = [("size_small", plan_sizes(module, budget, scale=0.5), "smaller sizes"),
+             ("size_odd", plan_sizes(module, budget, odd=True), "sizes not multiples of 16")]
+    # On a GPU "larger" must stay within what the task asks a kernel to handle: past 2**31 elements a
+    # tensor needs 64-bit offsets, which no KernelBench shape requires; such a variant would fail honest
+    # kernels that are right for the task.
+    if budget is not None or large.max_numel < 2**31:
+        sized.append(("size_large", large, "larger sizes"))
+    if budget is None:
+        # Tail and padding bugs that vanish in a long full-size row (one wrong element among 300,000 stays
+        # within tolerance of a sum) show at small odd sizes: the CPU budget's odd plan, on the GPU.
+        sized.append(("small_odd", plan_sizes(module, DEFAULT_CPU_BUDGET, odd=True),
+                      f"small sizes (<= {DEFAULT_CPU_BUDGET} elements per tensor), not multiples of 16"))
+    for name, plan, what in sized:
         if dict(plan) != dict(base):  # identical to base adds nothing
             out.append(Variant(name, dict(plan), base_seed, "none", None, f"{what}: {_changed(plan, base)}"))
     for h in half_precision:
@@ -579,11 +598,20 @@ def _transform(t, variant: Variant, device):
     return t
 
 
+def input_seed(seed: int) -> int:
+    """The seed of a variant's inputs: a different stream from its weights' (``seed``)."""
+    return (seed * 1000003 + 7919) % (2**31 - 1)
+
+
 def build(module, variant: Variant, device: str):
     """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``."""
     with sizes(module, variant.sizes), torch.device(device):
         torch.manual_seed(variant.seed)
         init_inputs = list(module.get_init_inputs())
+        # Inputs come from their own stream: drawn right after the seed that also makes the weights,
+        # x and W of a GEMM would be the same random numbers (x @ W.T then has a large diagonal), a
+        # correlation KernelBench does not have and that hides or reveals bugs by accident.
+        torch.manual_seed(input_seed(variant.seed))
         inputs = _pytree.tree_map(lambda t: _transform(t, variant, device), list(module.get_inputs()))
     return init_inputs, inputs
 

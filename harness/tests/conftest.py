@@ -31,4 +31,5 @@ def load():
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "exhaustive: runs over every level1/level2 task (skip with KGYM_SKIP_EXHAUSTIVE=1)")
+    config.addinivalue_line(
+        "markers", "exhaustive: runs over every level1/level2 task (skip with KGYM_SKIP_EXHAUSTIVE=1)")

@@ -63,7 +63,7 @@ def test_nan_and_inf():
     assert res["mismatches"] == 2 and res["first_mismatch"] == [3]
     assert res["first_mismatch_values"] == [1.0, "nan"]
     assert res["reference_nonfinite"] == 4 and res["candidate_nonfinite"] == 4
-    assert res["max_abs_error"] == 0.0  # taken over finite pairs only
+    assert res["max_abs_error"] == 0.0 and res["max_rel_error"] == 0.0  # taken over finite pairs only
 
 
 def test_inf_against_finite_is_mismatch():

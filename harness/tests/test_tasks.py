@@ -11,8 +11,9 @@ import time
 import pytest
 import torch
 
-from conftest import KERNELBENCH
 from kgym_harness import tasks
+
+KERNELBENCH = os.environ.get("KGYM_KERNELBENCH", "/work/shared/kernelbench")  # as in conftest.py
 
 BUDGET = 65536
 
@@ -21,10 +22,6 @@ def write_task(tmp_path, body, name="task.py"):
     path = tmp_path / name
     path.write_text("import torch\nimport torch.nn as nn\n" + textwrap.dedent(body))
     return str(path)
-
-
-def restored(module, before):
-    return {k: getattr(module, k) for k in before} == before
 
 
 def snapshot(module):

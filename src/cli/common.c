@@ -57,7 +57,7 @@ const char kg_cli_eval_help[] =
     "  --atol X --rtol X   tolerances (default by dtype: fp32 1e-4, fp16/bf16 1e-2)\n"
     "  --half LIST         add half-precision variants: fp16, bf16 or fp16,bf16 (GPU)\n"
     "  --variants LIST     run only these variants: base,scaled_x2,seed_1,signed,size_small,\n"
-    "                      size_odd,size_large\n"
+    "                      size_odd,size_large (small_odd: GPU only)\n"
     "  --seed N            base seed of inputs and weights (42)\n"
     "  --timeout S         whole-evaluation limit in seconds (1200)\n"
     "  --stage-timeout NAME=S  limit one stage: parse, static, compile, tiny_run, correctness,\n"
@@ -185,7 +185,7 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
     }
     case OPT_VARIANTS: {
         static const char *known[] = {"base", "scaled_x2", "seed_1", "signed", "size_small",
-                                      "size_odd", "size_large"};
+                                      "size_odd", "size_large", "small_odd"};
         char *copy = kg_strdup(arg), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int ok = 0;
@@ -313,13 +313,14 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
 
     const char *py = f->python ? f->python : getenv("KGYM_PYTHON");
     if (py && *py)
-        f->python_resolved = kg_strdup(py);
+        f->python_resolved = strchr(py, '/') ? kg_strdup(py) : find_in_path(py);
     else if (KG_DEFAULT_PYTHON[0] && access(KG_DEFAULT_PYTHON, X_OK) == 0)
         f->python_resolved = kg_strdup(KG_DEFAULT_PYTHON);
     else
         f->python_resolved = find_in_path("python3");
     if (!f->python_resolved)
-        return kg_error_set(err, KG_ERR_NOT_FOUND, "no Python found: pass --python or set KGYM_PYTHON");
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no Python found%s%s: pass --python PATH or set KGYM_PYTHON",
+                            py && *py ? " named " : "", py && *py ? py : "");
 
     const char *h = f->harness ? f->harness : getenv("KGYM_HARNESS");
     if (h && *h) {

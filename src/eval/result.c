@@ -85,6 +85,18 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
             snprintf(why, why_cap, "output dtype %s, expected %s",
                      json_string_value(json_object_get(cmp, "candidate_dtype")) ?: "?",
                      json_string_value(json_object_get(cmp, "reference_dtype")) ?: "?");
+        } else if (num(json_object_get(cmp, "mismatches"), 1) > 0 &&
+                   json_is_number(json_object_get(json_object_get(msg, "fp64"), "mismatches")) &&
+                   num(json_object_get(json_object_get(msg, "fp64"), "mismatches"), 1) == 0) {
+            /* A near miss of the float32 reference, but the candidate is as close to the exact
+             * (float64) result as the reference itself: both differ only in rounding. */
+            const json_t *f = json_object_get(msg, "fp64");
+            snprintf(why, why_cap,
+                     "passed against a float64 reference: candidate error %.3g, the float32 reference's own "
+                     "error %.3g (%.0f elements differed from the float32 reference)",
+                     num(json_object_get(f, "candidate_error"), NAN), num(json_object_get(f, "reference_error"), NAN),
+                     num(json_object_get(cmp, "mismatches"), 0));
+            json_object_set_new(v, "adjudicated", json_string("fp64"));
         } else if (num(json_object_get(cmp, "mismatches"), 1) > 0) {
             verdict = "failed";
             char *idx = json_dumps(json_object_get(cmp, "first_mismatch"), JSON_COMPACT | JSON_ENCODE_ANY);
@@ -112,6 +124,7 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set(v, "atol", json_object_get(msg, "atol") ?: json_null());
     json_object_set(v, "rtol", json_object_get(msg, "rtol") ?: json_null());
     json_object_set(v, "candidate_ms", json_object_get(msg, "candidate_ms") ?: json_null());
+    json_object_set(v, "fp64", json_object_get(msg, "fp64") ?: json_null());
     json_object_set_new(v, "reason", json_string(why));
     return v;
 }

@@ -431,7 +431,44 @@ static void gpu_timing_statistics(void)
     json_decref(r);
 }
 
+static void fp64_adjudication(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    o.timing = 0;
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    /* A near miss the float64 reference clears... */
+    json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:{s:f, s:f, s:f, s:i}}", "type", "variant",
+                          "name", "signed", "description", "d", "status", "ran", "sizes", "n", 10, "atol", 1e-4,
+                          "rtol", 1e-4, "compare", cmp_facts(3, 1), "fp64", "reference_error", 2e-3,
+                          "candidate_error", 1e-3, "slack", 4e-3, "mismatches", 0);
+    msg(&f, m);
+    /* ...and one it does not. */
+    m = json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:{s:f, s:f, s:f, s:i}}", "type", "variant", "name",
+                  "size_odd", "description", "d", "status", "ran", "sizes", "n", 9, "atol", 1e-4, "rtol", 1e-4,
+                  "compare", cmp_facts(3, 1), "fp64", "reference_error", 1e-6, "candidate_error", 5e-2, "slack",
+                  2e-6, "mismatches", 3);
+    msg(&f, m);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    const json_t *vs = json_object_get(json_object_get(r, "correctness"), "variants");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 0), "status")), "passed");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 0), "adjudicated")), "fp64");
+    KG_CHECK(strstr(json_string_value(json_object_get(json_array_get(vs, 0), "reason")), "float64") != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 1), "status")), "failed");
+    json_decref(r);
+}
+
 static const kg_test_case cases[] = {
+    {"fp64_adjudication", fp64_adjudication},
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},
     {"candidate_raise_in_variant_is_runtime_error", candidate_raise_in_variant_is_runtime_error},

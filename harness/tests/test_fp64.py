@@ -1,0 +1,55 @@
+"""The float64 adjudication of near misses (child._near_miss, child._fp64_facts)."""
+import torch
+
+from kgym_harness import child, compare
+
+
+class RowSum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
+class LossyRowSum(torch.nn.Module):
+    """A reference whose float32 arithmetic loses digits (adds then removes an offset), as long signed
+    reductions do at KernelBench sizes: its own error is far above 1e-4."""
+
+    def forward(self, x):
+        return (x + 1000.0).sum(dim=1) - 1000.0 * x.shape[1]
+
+
+def test_honest_reordered_sum_is_adjudicated_correct():
+    torch.manual_seed(0)
+    x = torch.randn(64, 100)
+    model = LossyRowSum()
+    ref = model(x)
+    cand = x.double().sum(dim=1).float()  # the candidate is closer to the truth than the reference
+    cmp = compare.compare(ref, cand, 1e-4, 1e-4)
+    assert cmp["mismatches"] > 0  # a plain fp32 comparison rejects the honest result
+    assert child._near_miss(cmp, ref, cand)
+    facts = child._fp64_facts(model, [x], ref, cand, 1e-4, 1e-4)
+    assert facts["mismatches"] == 0
+    assert facts["candidate_error"] > 0 and facts["reference_error"] > 0
+
+
+def test_wrong_result_stays_wrong_against_fp64():
+    torch.manual_seed(0)
+    x = torch.randn(64, 100)
+    model = LossyRowSum()
+    ref = model(x)
+    cand = x.double().sum(dim=1).float()
+    cand[5] += 0.5  # one row off by far more than rounding
+    cmp = compare.compare(ref, cand, 1e-4, 1e-4)
+    facts = child._fp64_facts(model, [x], ref, cand, 1e-4, 1e-4)
+    assert facts["mismatches"] >= 1
+
+
+def test_gross_errors_are_not_near_misses():
+    x = torch.rand(8, 100)
+    ref = RowSum()(x)
+    cand = ref + 10.0
+    cmp = compare.compare(ref, cand, 1e-4, 1e-4)
+    assert not child._near_miss(cmp, ref, cand)
+    nan_out = ref.clone()
+    nan_out[0] = float("nan")
+    cmp = compare.compare(ref, nan_out, 1e-4, 1e-4)
+    assert not child._near_miss(cmp, ref, nan_out)  # unwritten output is not a rounding question
