@@ -517,6 +517,49 @@ def plan_sizes(module, budget: int | None, odd: bool = False, scale: float = 1.0
     return SizePlan(vals, an.originals, cur.max_numel, notes)
 
 
+def _row_constant(module, an, vals):
+    """The size constant that sets the last dimension of the first input tensor (the row length of
+    most tasks), or None: the one whose doubling doubles that dimension."""
+    def last_dim(values):
+        try:
+            with warnings.catch_warnings(), sizes(module, values), torch.device("meta"):
+                warnings.simplefilter("ignore")
+                ts = _tensors(module.get_inputs())
+            return ts[0].shape[-1] if ts and ts[0].dim() else None
+        except Exception:
+            return None
+
+    base = last_dim(vals)
+    if not base:
+        return None
+    for name in sorted(vals, key=lambda n: an.order.get(n, 0)):
+        if last_dim({**vals, name: vals[name] * 2}) == 2 * base:
+            return name
+    return None
+
+
+def plan_long_rows(module, budget: int) -> SizePlan | None:
+    """Within ``budget``, the plan with the longest rows: the row-length constant (see _row_constant)
+    keeps as much of its original value as the budget allows while every other size constant shrinks
+    first.  The ordinary shrink halves the largest constant first, so on the CPU rows usually end up a
+    few hundred long and a kernel's loop over row chunks never runs a second iteration; this plan makes
+    it.  None when the task has no such constant or the plan equals the ordinary one."""
+    an = _analyse(module)
+    vals = dict(an.originals)
+    if not vals:
+        return None
+    row = _row_constant(module, an, vals)
+    if row is None:
+        return None
+    floors = {n: min(v, 2) for n, v in vals.items()}
+    floors[row] = vals[row]
+    vals, cur, reached = _shrink(module, an, vals, budget, floors, lambda p: p.max_numel)
+    if not reached:  # rows longer than the budget: shrink them too, but only as far as needed
+        floors[row] = min(vals[row], 2)
+        vals, cur, _ = _shrink(module, an, vals, budget, floors, lambda p: p.max_numel)
+    return SizePlan(vals, an.originals, cur.max_numel, [f"long rows: {row}={vals[row]}"])
+
+
 def describe_plan(plan: SizePlan) -> str:
     """One line, e.g. 'batch_size=16 (was 4096), dim=4096 (was 393216); largest tensor 65536 elements'."""
     parts = [f"{n}={v}" + (f" (was {plan.original[n]})" if plan.original.get(n) != v else "")
@@ -564,6 +607,12 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     # kernels that are right for the task.
     if budget is not None or large.max_numel < 2**31:
         sized.append(("size_large", large, "larger sizes"))
+    if budget is not None:
+        # Chunked loops over a row only iterate more than once when rows are long: keep one long.
+        long_plan = plan_long_rows(module, budget)
+        if long_plan is not None and dict(long_plan) != dict(base):
+            out.append(Variant("size_long", dict(long_plan), base_seed, "signed", None,
+                               f"long rows, signed inputs: {_changed(long_plan, base)}"))
     if budget is None:
         # Tail and padding bugs that vanish in a long full-size row (one wrong element among 300,000 stays
         # within tolerance of a sum) show at small odd sizes: the CPU budget's odd plan, on the GPU.
