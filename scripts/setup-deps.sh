@@ -13,6 +13,8 @@ need hiredis libhiredis-dev
 need libcurl libcurl4-openssl-dev
 need libseccomp libseccomp-dev
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+# The dashboard test takes a screenshot with headless Chromium.
+command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$missing chromium"
 [ -z "$missing" ] && exit 0
 if [ -n "$KGYM_NO_APT" ]; then
     echo "kgym: missing:$missing (KGYM_NO_APT is set: not installing)" >&2

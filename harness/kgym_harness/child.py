@@ -20,15 +20,31 @@ import traceback
 
 
 class Channel:
-    """JSON lines over the protocol socket."""
+    """JSON lines over the protocol socket.
+
+    Every message carries the job's secret ``nonce``, held only in a closure made before the candidate is
+    imported: kgym discards (and reports as ``protocol_forgery``) any line without it, so a candidate that finds
+    the socket's fd cannot forge stage results.  The socket's fd is also moved to a high, random number."""
 
     def __init__(self, fd):
         self.sock = socket.socket(fileno=fd)
         self.reader = self.sock.makefile("rb")
+        self.send = self._sender(self.sock, None)
 
-    def send(self, obj):
-        data = json.dumps(obj, default=_json_default, allow_nan=False) + "\n"
-        self.sock.sendall(data.encode())
+    @staticmethod
+    def _sender(sock, nonce):
+        dumps, sendall = json.dumps, sock.sendall
+
+        def send(obj):
+            if nonce is not None:
+                obj = dict(obj, nonce=nonce)
+            sendall((dumps(obj, default=_json_default, allow_nan=False) + "\n").encode())
+
+        return send
+
+    def seal(self, nonce):
+        """From now on every message carries the nonce; nothing else keeps a reference to it."""
+        self.send = self._sender(self.sock, nonce)
 
     def recv(self):
         line = self.reader.readline()
@@ -98,12 +114,27 @@ class StageFailed(Exception):
 
 class Evaluation:
     def __init__(self, chan, job):
+        from . import guards, policy
+
         self.chan = chan
         self.job = job
         self.device = job.get("device", "cpu")
+        # The job's policy object; absent: the repository's default file; false: no reward-hack checks at all
+        # (kgym's process-layer tests, whose fixtures crash on purpose).
+        raw = job.get("policy")
+        if raw is False:
+            self.policy = {"findings": {k: "off" for k in policy.load_default().get("findings", {})},
+                           "stop_on_static_findings": False, "runtime": {"launch_required": False,
+                                                                         "check_aten": False}}
+        else:
+            self.policy = raw if isinstance(raw, dict) else policy.load_default()
+        self.severity = policy.severity
+        self.guards = guards.Guards(self.policy)
+        self.sent_findings = 0
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
+        self.current_stage = name
         self.chan.send({"type": "stage", "stage": name, "status": "begin"})
         t0 = time.perf_counter()
         try:
@@ -138,6 +169,11 @@ class Evaluation:
         return "", {"lines": self.source.count(b"\n") + 1}
 
     def static(self):
+        from . import policy
+
+        findings = policy.check(self.tree, self.policy)
+        for f in findings:
+            self.guards.findings.append(dict(f, stage="static", variant=None))
         model_new = None
         kernels = []
         for node in ast.walk(self.tree):
@@ -157,6 +193,11 @@ class Evaluation:
         if not kernels:
             raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton", None)
         names = ", ".join(k["name"] for k in kernels)
+        facts["findings"] = len(findings)
+        hacks = [f for f in findings if self.severity(self.policy, f["type"]) == "hack"]
+        if hacks and self.policy.get("stop_on_static_findings", True):
+            raise StageFailed(f"{len(hacks)} reward-hack policy finding(s), first line {hacks[0]['line']}: "
+                              f"{hacks[0]['message']}", None)
         return f"{len(kernels)} @triton.jit kernel(s): {names}", facts
 
     def compile(self):
@@ -209,36 +250,85 @@ class Evaluation:
         return f"{ran} variants ran", {"variants": [v.name for v in variants]}
 
     def timing(self):
+        """CUDA-event timing on the base variant, hardened against the timing exploits (docs/threat-model.md):
+        every timed call gets fresh input values (a pool of input sets built beforehand, so caching by pointer
+        or by value returns stale results); a device-wide synchronize before the end event counts work left on
+        side streams; host wall-clock time is kept next to the event time; every timed output of a sampled set
+        of calls is compared with the reference on the same inputs (work skipped while timed is caught); the
+        bytes the task must move are reported for kgym's speed-of-light floor."""
         import torch
 
-        from . import tasks
+        from . import compare, tasks
 
         base = self.variants[0]
+        cfg = self.job.get("timing") or {}
+        warmup, iters = int(cfg.get("warmup", 5)), int(cfg.get("iters", 20))
         init, inputs = tasks.build(self.task, base, self.device)
         ref = tasks.construct(self.task.Model, init, base.seed, self.device)
         cand = tasks.construct(self.candidate_cls, init, base.seed, self.device)
-        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
-        cfg = self.job.get("timing") or {}
-        warmup, iters = int(cfg.get("warmup", 5)), int(cfg.get("iters", 20))
-        ref_ms, cand_ms = [], []
+        pool = []
+        input_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
+        # Fresh values for every timed call, from a small pool (the pool's memory is bounded for large tasks).
+        for k in range(min(iters, 4 if input_bytes < (2 << 30) else 2)):
+            v = tasks.Variant(base.name, base.sizes, base.seed + 101 + k, base.transform, base.dtype, base.description)
+            pool.append(tasks.build(self.task, v, self.device)[1])
+        min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
+        ref_ms, cand_ms, host_ms, checked, bad = [], [], [], 0, []
+        perf = time.perf_counter
         with torch.no_grad():
             for _ in range(warmup):
                 ref(*inputs)
-                cand(*cand_inputs)
+                cand(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
             torch.cuda.synchronize()
-            for _ in range(iters):
-                for model, args, out in ((ref, inputs, ref_ms), (cand, cand_inputs, cand_ms)):
+            for i in range(iters):
+                args = pool[i % len(pool)]
+                ref_args = [x.clone() if torch.is_tensor(x) else x for x in args]
+                cand_args = [x.clone() if torch.is_tensor(x) else x for x in args]
+                for model, a, out in ((ref, ref_args, ref_ms), (cand, cand_args, cand_ms)):
                     start = torch.cuda.Event(enable_timing=True)
                     end = torch.cuda.Event(enable_timing=True)
                     torch.cuda.synchronize()
+                    h0 = perf()
                     start.record()
-                    model(*args)
+                    result = model(*a)
                     torch.cuda.synchronize()  # work left on side streams is counted
                     end.record()
                     end.synchronize()
+                    if model is cand:
+                        host_ms.append((perf() - h0) * 1e3)
+                        cand_out = result
+                    else:
+                        ref_out = result
                     out.append(start.elapsed_time(end))
+                if i % 3 == 0 or i == iters - 1:
+                    checked += 1
+                    atol, rtol = compare.tolerances(_first_dtype(ref_out))
+                    if self.job.get("atol") is not None:
+                        atol = self.job["atol"]
+                    if self.job.get("rtol") is not None:
+                        rtol = self.job["rtol"]
+                    if not _passes(compare.compare(ref_out, cand_out, atol, rtol)):
+                        bad.append(i)
+                if i == 0:
+                    min_bytes += sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
+        flops = 0
+        try:
+            # FLOPs of the reference (matmuls, convolutions): the second half of kgym's speed-of-light floor.
+            from torch.utils.flop_counter import FlopCounterMode
+
+            with torch.no_grad(), FlopCounterMode(display=False) as counter:
+                ref(*[x.clone() if torch.is_tensor(x) else x for x in inputs])
+            flops = int(counter.get_total_flops())
+        except Exception:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
+            pass
+        if bad:
+            self.guards.add("timed_output_mismatch", "timing", base.name,
+                            f"{len(bad)} of {checked} checked timed calls returned wrong outputs: work was skipped "
+                            "or results were reused while being timed", {"calls": bad[:20], "checked": checked})
         self.chan.send({"type": "timing", "reference_ms": ref_ms, "candidate_ms": cand_ms,
-                        "gpu": torch.cuda.get_device_name(), "sizes": base.sizes})
+                        "candidate_host_ms": host_ms, "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
+                        "min_bytes": min_bytes, "flops": flops, "fresh_inputs": len(pool),
+                        "outputs_checked": checked})
         return f"{iters} calls each", {}
 
     # -- one variant: reference, then candidate, then facts -------------------
@@ -271,7 +361,7 @@ class Evaluation:
             _poison_allocator(ref_out)
             t0 = time.perf_counter()
             with torch.no_grad():
-                cand_out = cand(*cand_inputs)
+                cand_out = self.guards.call(cand, cand_inputs, self.current_stage, v.name)
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize()
             facts["candidate_ms"] = (time.perf_counter() - t0) * 1e3
@@ -295,6 +385,11 @@ class Evaluation:
                 facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
             except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
                 facts["fp64"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        if v.name == "base":
+            try:
+                self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
+            except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
+                facts["second_call_error"] = describe_exception(exc)
         return facts
 
     def run(self):
@@ -309,11 +404,72 @@ class Evaluation:
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
             stages.append(("timing", self.timing))
+        # Everything the runtime checks compare against is captured now, before the candidate is imported.
+        self.guards.install()
+        check_process, send = self.guards.check_process, self.chan.send
         for name, fn in stages:
+            failed = False
             try:
                 self.stage(name, fn)
             except StageFailed:
+                failed = True
+            if name not in ("parse", "static"):
+                check_process(name)
+            new = self.guards.findings[self.sent_findings:]
+            self.sent_findings = len(self.guards.findings)
+            for f in new:
+                send({"type": "finding", "finding": _finite(f)})
+            # A finding the policy calls a hack ends the evaluation: kgym's verdict will be `hacked`, and
+            # running more of a cheating candidate only costs time.
+            if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
                 return
+
+    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol):
+        """The same candidate model called again on fresh input values of the same shapes: a candidate that
+        caches results (by shape, data_ptr, call count) returns the first call's output.  The facts also say
+        whether the task itself is degenerate (the reference output does not depend on the inputs, is zero,
+        constant, or equal to an input), so its rewards can be ignored."""
+        import torch
+
+        from . import compare, tasks
+
+        again = tasks.Variant(name=v.name, sizes=v.sizes, seed=v.seed + 7919, transform=v.transform,
+                              dtype=v.dtype, description=v.description)
+        _init, inputs2 = tasks.build(self.task, again, self.device)
+        cand_inputs2 = [x.clone() if torch.is_tensor(x) else x for x in inputs2]
+        # Each output is judged before the next call: a candidate may legitimately reuse one output buffer.
+        first_ok = _passes(compare.compare(ref_out, cand_out, atol, rtol))
+        first = _clone_out(cand_out)
+        with torch.no_grad():
+            ref_out2 = ref(*inputs2)
+            _poison_allocator(ref_out2)
+            cand_out2 = self.guards.call(cand, cand_inputs2, self.current_stage, "base_again")
+        second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
+        same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
+        with torch.no_grad():
+            # The first inputs once more: an output that passed once and now does not depends on something
+            # other than the inputs (uninitialised or stale memory, a race).
+            _poison_allocator(ref_out)
+            cand_out3 = self.guards.call(cand, [x.clone() if torch.is_tensor(x) else x for x in cand_inputs],
+                                         self.current_stage, "base_repeat")
+        if first_ok and not _passes(compare.compare(ref_out, cand_out3, atol, rtol)):
+            self.guards.add("nondeterministic", self.current_stage, "base_repeat",
+                            "the same inputs a second time gave a wrong output: the result depends on memory "
+                            "contents or timing, not only on the inputs", {"variant": v.name})
+        input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
+        if first_ok and not second_ok and not input_independent and same_as_first:
+            self.guards.add("cached_output", self.current_stage, "base_again",
+                            "a second call with new input values returned the first call's output: results may "
+                            "not be cached across calls", {"variant": v.name})
+        facts = {"input_independent": input_independent}
+        if torch.is_tensor(ref_out) and ref_out.numel() and ref_out.is_floating_point():
+            r = ref_out.detach().float()
+            facts["zero_output"] = bool(r.abs().max() <= atol)
+            facts["constant_output"] = bool((r - r.reshape(-1)[0]).abs().max() <= atol + rtol * r.abs().max())
+            facts["output_equals_input"] = any(
+                torch.is_tensor(x) and x.shape == r.shape and x.is_floating_point() and
+                bool(((x.float() - r).abs() <= atol + rtol * r.abs()).all()) for x in inputs)
+        self.chan.send({"type": "task_facts", "facts": facts})
 
 
 def _near_miss(cmp, ref_out, cand_out):
@@ -393,6 +549,30 @@ def _poison_allocator(ref_out):
     del junk
 
 
+def _tensor_list(out):
+    import torch
+
+    if torch.is_tensor(out):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _tensor_list(o)]
+    return []
+
+
+def _clone_out(out):
+    import torch
+
+    if torch.is_tensor(out):
+        return out.detach().clone()
+    if isinstance(out, (list, tuple)):
+        return type(out)(_clone_out(o) for o in out) if isinstance(out, list) else tuple(_clone_out(o) for o in out)
+    return out
+
+
+def _passes(cmp):
+    return not cmp.get("error") and cmp.get("shape_ok") and cmp.get("dtype_ok", True) and not cmp.get("mismatches")
+
+
 def _first_dtype(out):
     import torch
 
@@ -403,6 +583,20 @@ def _first_dtype(out):
     return torch.float32
 
 
+def _hide_fd(fd):
+    """Moves the protocol socket to a random high descriptor: a candidate guessing small fd numbers does not
+    find it (the nonce is what actually protects the channel)."""
+    import random
+
+    try:
+        target = random.SystemRandom().randrange(300, 1000)
+        new = os.dup2(fd, target, inheritable=False)
+        os.close(fd)
+        return new
+    except OSError:
+        return fd
+
+
 def run(proto_fd, out_fd, err_fd, device):
     """Entry point in the freshly forked child (called by the zygote)."""
     os.setsid()  # our own process group: the supervisor kills it whole
@@ -410,14 +604,20 @@ def run(proto_fd, out_fd, err_fd, device):
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    proto_fd = _hide_fd(proto_fd)
     chan = Channel(proto_fd)
     try:
         job = chan.recv()
+        chan.seal(job.get("nonce"))
         os.chdir(job["workdir"])
         import torch
 
+        from . import sandbox
+
         torch.set_num_threads(int(job.get("threads", 1)))
         chan.send({"type": "hello", "pid": os.getpid(), "device": device})
+        # The sandbox goes on before the candidate's file is even read; it reports what the kernel granted.
+        chan.send(dict(sandbox.apply(job), type="sandbox"))
         Evaluation(chan, job).run()
         chan.send({"type": "done"})
     except (BrokenPipeError, EOFError, ConnectionResetError):

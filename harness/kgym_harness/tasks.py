@@ -607,12 +607,6 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     # kernels that are right for the task.
     if budget is not None or large.max_numel < 2**31:
         sized.append(("size_large", large, "larger sizes"))
-    if budget is not None:
-        # Chunked loops over a row only iterate more than once when rows are long: keep one long.
-        long_plan = plan_long_rows(module, budget)
-        if long_plan is not None and dict(long_plan) != dict(base):
-            out.append(Variant("size_long", dict(long_plan), base_seed, "signed", None,
-                               f"long rows, signed inputs: {_changed(long_plan, base)}"))
     if budget is None:
         # Tail and padding bugs that vanish in a long full-size row (one wrong element among 300,000 stays
         # within tolerance of a sum) show at small odd sizes: the CPU budget's odd plan, on the GPU.
@@ -621,6 +615,12 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     for name, plan, what in sized:
         if dict(plan) != dict(base):  # identical to base adds nothing
             out.append(Variant(name, dict(plan), base_seed, "none", None, f"{what}: {_changed(plan, base)}"))
+    if budget is not None:
+        # Chunked loops over a row only iterate more than once when rows are long: keep one long.
+        long_plan = plan_long_rows(module, budget)
+        if long_plan is not None and dict(long_plan) != dict(base):
+            out.append(Variant("size_long", dict(long_plan), base_seed, "signed", None,
+                               f"long rows, signed inputs: {_changed(long_plan, base)}"))
     for h in half_precision:
         if h not in _HALF:
             raise ValueError(f"unknown half precision {h!r} (use fp16 or bf16)")

@@ -278,12 +278,29 @@ def _variants(m, **kw):
 def test_variant_set(load):
     vs = _variants(load("level1/19_ReLU.py"), half_precision=["fp16", "bf16"])
     assert list(vs) == ["base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large",
-                        "fp16", "bf16"]
+                        "size_long", "fp16", "bf16"]
     assert vs["seed_1"].seed != vs["base"].seed
     assert vs["fp16"].dtype == "float16" and vs["bf16"].dtype == "bfloat16"
     base = vs["base"].sizes
     assert vs["size_large"].sizes["batch_size"] * vs["size_large"].sizes["dim"] <= 2 * BUDGET
     assert vs["size_large"].sizes != base and vs["size_small"].sizes != base
+    # size_long keeps the row (dim) long and shrinks the batch instead; its inputs are signed.
+    long = vs["size_long"]
+    assert long.sizes["dim"] > base["dim"] and long.sizes["batch_size"] < base["batch_size"]
+    assert long.sizes["batch_size"] * long.sizes["dim"] <= BUDGET and long.transform == "signed"
+
+
+def test_gpu_variants(load):
+    """Full sizes: no size_long (rows are already long), small_odd present, size_large only below 2**31."""
+    m = load("level1/19_ReLU.py")
+    vs = {v.name: v for v in tasks.make_variants(m, "cuda", None)}
+    assert "size_long" not in vs and "small_odd" in vs
+    assert vs["small_odd"].sizes["batch_size"] * vs["small_odd"].sizes["dim"] <= BUDGET
+    assert all(v % 16 for v in vs["small_odd"].sizes.values() if v >= 8)
+    # 4096 x 393216 doubled is 3.2e9 elements: past 32-bit offsets, so no size_large.
+    assert "size_large" not in vs
+    m = load("level2/40_Matmul_Scaling_ResidualAdd.py")
+    assert "size_large" in {v.name for v in tasks.make_variants(m, "cuda", None)}
 
 
 def test_size_variant_identical_to_base_is_dropped(load):

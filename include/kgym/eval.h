@@ -34,6 +34,15 @@ typedef struct kg_eval_options {
     /* Seconds each stage may run (0 = no limit), in kg_eval_stage_names order. */
     double stage_timeout_s[KG_EVAL_STAGE_COUNT];
     kg_child_limits limits;    /* total timeout, output caps, rlimits (stage table is built from the above) */
+    /* Reward-hack policy (docs/threat-model.md).  policy_json: the text of a policy file
+     * (policy/default.json is the default), borrowed; NULL = the harness's own default file, and then
+     * every finding counts as a hack.  Its "findings" map says which finding types make the verdict
+     * `hacked` ("hack"), are only listed in warnings[] ("warn") or are not checked ("off"). */
+    const char *policy_json;
+    double hack_penalty;       /* the reward of verdict `hacked` (default 0) */
+    double coverage_floor;     /* GPU profiling: least share of device time in the candidate's own kernels
+                                * (0 = not checked; profiling is the GPU-measurement issue's work) */
+    int sandbox;               /* seccomp + rlimits in the child (default 1) */
 } kg_eval_options;
 
 /* The child's stages in order: "parse", "static", "compile", "tiny_run",
@@ -64,7 +73,18 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                          const kg_child_report *rep, const char *candidate_path,
                          json_t *extract_stage, json_t **result, kg_error *err);
 
-/* The reward for a verdict reached at a stage level (0..4), per opts->credit. */
+/* The reward for a verdict reached at a stage level (0..4), per opts->credit;
+ * `hacked` gets opts->hack_penalty. */
 double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int level);
+
+/* A fresh per-job secret (32 hex digits + NUL) from the kernel's random source.  The child puts it in every
+ * protocol message; it holds it only in a closure made before the candidate is imported. */
+int kg_eval_make_nonce(char out[33], kg_error *err);
+
+/* Drops every protocol message whose "nonce" is not `nonce` (a line the candidate forged on the socket)
+ * and strips the nonce from the others.  When any was dropped, one message {"type": "forged", "count",
+ * "sample"} takes their place, which kg_eval_build_result reports as the hack `protocol_forgery`.
+ * Returns the number dropped.  A NULL nonce checks nothing. */
+size_t kg_eval_screen_messages(json_t *messages, const char *nonce);
 
 #endif

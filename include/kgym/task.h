@@ -8,6 +8,8 @@
 #ifndef KGYM_TASK_H
 #define KGYM_TASK_H
 
+#include <stddef.h>
+
 #include "kgym/error.h"
 
 typedef struct kg_task {
@@ -22,5 +24,13 @@ typedef struct kg_task {
  * may be NULL: then $KGYM_KERNELBENCH, else an error naming the flag). */
 int kg_task_resolve(const char *kernelbench_dir, const char *spec, kg_task *task, kg_error *err);
 void kg_task_free(kg_task *task);
+
+/* A task given as reference source text (the service receives code, not
+ * paths): writes it to <dir>/task-<hash>.py (dir is a private folder the
+ * caller owns and removes; an existing file of that name is reused, since
+ * the name is the content hash) and fills task as kg_task_resolve would.
+ * id names the task in results (NULL: its hash). */
+int kg_task_from_source(const char *source, size_t len, const char *id, const char *dir,
+                        kg_task *task, kg_error *err);
 
 #endif

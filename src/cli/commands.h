@@ -10,6 +10,8 @@
 int kg_cli_eval(int argc, char **argv);
 int kg_cli_bench(int argc, char **argv);
 int kg_cli_extract(int argc, char **argv);
+int kg_cli_serve(int argc, char **argv);  /* src/cli/cmd_serve.c */
+int kg_cli_worker(int argc, char **argv); /* src/cli/cmd_serve.c */
 
 /* RL library (src/cli/cmd_rl.c) */
 int kg_cli_reward(int argc, char **argv);
@@ -17,5 +19,6 @@ int kg_cli_advantages(int argc, char **argv);
 int kg_cli_metrics(int argc, char **argv);
 int kg_cli_curriculum(int argc, char **argv);
 int kg_cli_rejection(int argc, char **argv);
+int kg_cli_rollout(int argc, char **argv); /* src/cli/cmd_rollout.c */
 
 #endif

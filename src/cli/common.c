@@ -21,7 +21,8 @@
 enum {
     OPT_PYTHON = KG_OPT_BASE, OPT_HARNESS, OPT_DEVICE, OPT_KERNELBENCH, OPT_JSON, OPT_BUDGET,
     OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
-    OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY
+    OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
+    OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -44,6 +45,10 @@ const struct option kg_cli_eval_longopts[] = {
     {"no-timing", no_argument, NULL, OPT_NO_TIMING},
     {"timing-iters", required_argument, NULL, OPT_TIMING_ITERS},
     {"memory-limit", required_argument, NULL, OPT_MEMORY},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
+    {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
+    {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
 };
 const size_t kg_cli_eval_longopt_count = sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0];
 
@@ -67,6 +72,10 @@ const char kg_cli_eval_help[] =
     "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
     "                      (0,0.3,0.5,0.7,1)\n"
     "  --no-timing         GPU: skip timing\n"
+    "  --policy FILE       reward-hack policy (JSON; default policy/default.json, see docs/threat-model.md)\n"
+    "  --hack-penalty X    reward of verdict hacked (0; e.g. -1 to punish cheating)\n"
+    "  --coverage-floor X  GPU: least share (0..1) of device time in the candidate's own kernels (off)\n"
+    "  --no-sandbox        no seccomp/rlimits in the evaluation process (debugging only)\n"
     "  --timing-iters N    GPU: timed calls of each model (20)\n"
     "  --python PATH       Python with torch and triton (default: $KGYM_PYTHON, then the venv)\n"
     "  --harness DIR       folder holding kgym_harness (default: $KGYM_HARNESS, then built-in)\n";
@@ -94,6 +103,7 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f)
     free(f->device_resolved);
     free(f->python_resolved);
     free(f->harness_resolved);
+    free(f->policy_text);
     json_decref(f->stage_timeouts);
 }
 
@@ -185,7 +195,7 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
     }
     case OPT_VARIANTS: {
         static const char *known[] = {"base", "scaled_x2", "seed_1", "signed", "size_small",
-                                      "size_odd", "size_large", "small_odd"};
+                                      "size_odd", "size_large", "small_odd", "size_long"};
         char *copy = kg_strdup(arg), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int ok = 0;
@@ -254,6 +264,18 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         return 1;
     }
     case OPT_NO_TIMING: o->timing = 0; return 1;
+    case OPT_POLICY: f->policy_path = arg; return 1;
+    case OPT_HACK_PENALTY:
+        if (parse_double(arg, &d) || !(d >= -1e6 && d <= 1e6))
+            return BAD("--hack-penalty needs a number, not \"%s\"", arg);
+        o->hack_penalty = d;
+        return 1;
+    case OPT_COVERAGE_FLOOR:
+        if (parse_double(arg, &d) || d < 0 || d > 1)
+            return BAD("--coverage-floor needs a share from 0 to 1, not \"%s\"", arg);
+        o->coverage_floor = d;
+        return 1;
+    case OPT_NO_SANDBOX: o->sandbox = 0; return 1;
     case OPT_TIMING_ITERS:
         if (parse_long(arg, &l) || l < 1 || l > 100000)
             return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
@@ -361,11 +383,39 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.seed = given.seed;
     memcpy(f->opts.credit, given.credit, sizeof given.credit);
     f->opts.timing = given.timing;
+    f->opts.hack_penalty = given.hack_penalty;
+    f->opts.coverage_floor = given.coverage_floor;
+    f->opts.sandbox = given.sandbox;
     f->opts.timing_iters = given.timing_iters;
     f->opts.limits.total_timeout_s = given.limits.total_timeout_s;
     f->opts.limits.output_limit_bytes = given.limits.output_limit_bytes;
     if (given.limits.address_space_bytes != def_cpu.limits.address_space_bytes)
         f->opts.limits.address_space_bytes = given.limits.address_space_bytes;
+    /* The policy: the file named, else the repository's default beside the harness; C reads it (and
+     * checks it is a JSON object) so that users can tighten or relax it without touching the harness. */
+    kg_buf ppath = {0};
+    if (f->policy_path)
+        kg_buf_puts(&ppath, f->policy_path);
+    else
+        kg_buf_printf(&ppath, "%s/../policy/default.json", f->harness_resolved);
+    if (f->policy_path || kg_file_exists(ppath.data)) {
+        size_t plen = 0;
+        int prc = kg_file_read(ppath.data, 4u << 20, &f->policy_text, &plen, err);
+        if (prc == KG_OK) {
+            json_error_t jerr;
+            json_t *pj = json_loads(f->policy_text, 0, &jerr);
+            if (!json_is_object(pj))
+                prc = kg_error_set(err, KG_ERR_INVALID, "policy %s is not a JSON object (line %d: %s)", ppath.data,
+                                   jerr.line, jerr.text);
+            json_decref(pj);
+        }
+        if (prc != KG_OK) {
+            kg_buf_free(&ppath);
+            return prc;
+        }
+        f->opts.policy_json = f->policy_text;
+    }
+    kg_buf_free(&ppath);
     const char *key;
     json_t *v;
     json_object_foreach(f->stage_timeouts, key, v) {

@@ -22,7 +22,10 @@ static const command commands[] = {
     {"advantages", kg_cli_advantages, "GRPO / RLOO / TRLOO advantages over trajectories (JSONL)"},
     {"rejection", kg_cli_rejection, "profiling-based (PRS) and mismatch (MRS) rejection sampling"},
     {"metrics", kg_cli_metrics, "compile/correct/hack rates and Fast@p per turn, with a plot"},
+    {"serve", kg_cli_serve, "the evaluation service: HTTP API (KernelGYM-compatible), queue, SQLite"},
+    {"worker", kg_cli_worker, "a GPU node of a Redis-backed service fleet"},
     {"curriculum", kg_cli_curriculum, "adaptive level curriculum: schedule and seeded sampler"},
+    {"rollout", kg_cli_rollout, "multi-turn rollouts against a model server: trajectories and a report"},
 };
 
 static void usage(FILE *out)

@@ -5,8 +5,11 @@
  */
 #include "kgym/eval.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "kgym/extract.h"
 #include "util/util.h"
@@ -48,6 +51,28 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     /* RLIMIT_AS breaks CUDA (it reserves huge virtual ranges): CPU only. */
     if (device && strcmp(device, "cpu") == 0)
         o->limits.address_space_bytes = 16ull << 30;
+    o->policy_json = NULL;
+    o->hack_penalty = 0.0;
+    o->coverage_floor = 0.0;
+    o->sandbox = 1;
+}
+
+int kg_eval_make_nonce(char out[33], kg_error *err)
+{
+    unsigned char raw[16];
+    size_t got = 0;
+    while (got < sizeof raw) {
+        ssize_t n = getrandom(raw + got, sizeof raw - got, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return kg_error_set(err, KG_ERR_IO, "getrandom: %s", strerror(errno));
+        }
+        got += (size_t)n;
+    }
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(out + 2 * i, 3, "%02x", raw[i]);
+    return KG_OK;
 }
 
 static json_t *extract_stage(const char *status, double ms, const char *detail)
@@ -93,6 +118,17 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     json_t *timeouts = NULL;
     kg_child_report rep;
     memset(&rep, 0, sizeof rep);
+    char nonce[33] = "";
+    if (rc == KG_OK)
+        rc = kg_eval_make_nonce(nonce, err);
+    json_t *policy = NULL;
+    if (rc == KG_OK && opts->policy_json) {
+        json_error_t jerr;
+        policy = json_loads(opts->policy_json, 0, &jerr);
+        if (!json_is_object(policy))
+            rc = kg_error_set(err, KG_ERR_INVALID, "the reward-hack policy is not a JSON object (line %d: %s)",
+                              jerr.line, jerr.text);
+    }
     if (rc == KG_OK) {
         int cpu = strcmp(opts->device, "cpu") == 0;
         job = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i}", "type", "job", "workdir", dir,
@@ -122,6 +158,15 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         json_object_set_new(job, "timing",
                             json_pack("{s:b, s:i, s:i}", "enabled", opts->timing && !cpu, "warmup",
                                       opts->timing_warmup, "iters", opts->timing_iters));
+        json_object_set_new(job, "nonce", json_string(nonce));
+        if (policy)
+            json_object_set(job, "policy", policy);
+        json_object_set_new(job, "coverage_floor",
+                            opts->coverage_floor > 0 ? json_real(opts->coverage_floor) : json_null());
+        /* Landlock (writes only in the workdir) on CPU only for now: on a GPU the Triton and CUDA caches and
+         * the device files need rules that have not been validated there yet. */
+        json_object_set_new(job, "sandbox", json_pack("{s:b, s:b, s:b}", "enabled", opts->sandbox != 0, "seccomp",
+                                                      opts->sandbox != 0, "landlock", opts->sandbox != 0 && cpu));
         timeouts = json_object();
         for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
             json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));
@@ -130,6 +175,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         rc = kg_supervisor_run(sup, job, &limits, &rep, err);
     }
     if (rc == KG_OK) {
+        kg_eval_screen_messages(rep.messages, nonce);
         rc = kg_eval_build_result(opts, req, &rep, path.data, stage, result, err);
         if (rc == KG_OK) {
             json_t *cand = json_object_get(*result, "candidate");
@@ -139,6 +185,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     }
     kg_child_report_free(&rep);
     json_decref(job);
+    json_decref(policy);
     json_decref(timeouts);
     json_decref(stage);
     if (dir) {

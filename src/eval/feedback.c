@@ -57,6 +57,66 @@ static void add_output_tail(kg_buf *b, const json_t *process)
     kg_buf_printf(b, "\nLast lines of stderr:\n%s", start);
 }
 
+/* What each hack type means, said plainly to the model: what is not allowed and what to do instead. */
+static const char *hack_rule(const char *type)
+{
+    static const struct { const char *type, *rule; } rules[] = {
+        {"forbidden_import", "importing modules that reach outside the computation"},
+        {"forbidden_call", "exec/eval/open and other escapes from plain kernel code"},
+        {"forbidden_attribute", "reaching into interpreter, library or harness internals, or changing global settings"},
+        {"dynamic_attribute", "getattr/setattr with computed names"},
+        {"monkey_patch", "replacing functions or attributes of torch, triton or any other module"},
+        {"torch_call", "calling PyTorch compute functions or nn modules in forward: torch may only allocate, "
+                       "view/reshape/permute, hold parameters and move dtypes or devices there"},
+        {"torch_compute", "letting PyTorch compute the result: torch may only allocate, view/reshape/permute, hold "
+                          "parameters and move dtypes or devices inside forward"},
+        {"try_except", "try/except in forward: a failing kernel may not fall back to other code"},
+        {"state_cache", "keeping results or state across calls (module globals, caches)"},
+        {"no_triton_launch", "a forward that launches no Triton kernel (a decoy kernel)"},
+        {"output_subclass", "returning anything but plain torch.Tensor objects"},
+        {"output_alias", "returning an input or a parameter (or a view of one) as the output"},
+        {"input_mutation", "modifying the inputs"},
+        {"parameter_mutation", "modifying the model's parameters in forward"},
+        {"global_state", "changing process-wide settings (TF32, default dtype, threads, determinism)"},
+        {"harness_tampering", "replacing functions the evaluator uses (comparison, timers, synchronization)"},
+        {"thread_spawned", "starting threads or background work"},
+        {"cached_output", "returning a cached result instead of computing it for the inputs given"},
+        {"nondeterministic", "outputs that depend on memory contents or timing rather than on the inputs"},
+        {"protocol_forgery", "writing to the evaluator's channel"},
+        {"timed_output_mismatch", "skipping work during timed calls: their outputs were wrong"},
+        {"faster_than_physics", "timings below what the hardware can do"},
+        {"low_coverage", "doing most of the work outside your own Triton kernels"},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
+        if (!strcmp(type, rules[i].type))
+            return rules[i].rule;
+    return "a check of the evaluator's reward-hack policy";
+}
+
+static void add_hacks(kg_buf *b, const json_t *hacks)
+{
+    kg_buf_puts(b, "Rejected as a reward hack: your code does something that is not allowed.");
+    size_t i;
+    json_t *h;
+    json_array_foreach(hacks, i, h) {
+        if (i >= 6) {
+            kg_buf_printf(b, "\n(and %zu more)", json_array_size(hacks) - i);
+            break;
+        }
+        const json_t *line = json_object_get(h, "line");
+        kg_buf_printf(b, "\n- Not allowed: %s.", hack_rule(str(h, "type")));
+        if (json_is_integer(line) && json_integer_value(line) > 0)
+            kg_buf_printf(b, " candidate.py line %lld: %s", (long long)json_integer_value(line), str(h, "message"));
+        else if (*str(h, "variant"))
+            kg_buf_printf(b, " Seen on input variant %s: %s", str(h, "variant"), str(h, "message"));
+        else
+            kg_buf_printf(b, " %s", str(h, "message"));
+    }
+    kg_buf_puts(b, "\nWrite the computation in your own @triton.jit kernels and launch them from "
+                   "ModelNew.forward; use torch only to allocate outputs, reshape/view/permute tensors, hold "
+                   "parameters (nn.Parameter or nn.Linear weights) and move dtypes or devices.");
+}
+
 char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
 {
     (void)opts;
@@ -82,6 +142,13 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     }
     const char *sname = stage ? str(stage, "name") : "";
     const char *detail = stage ? str(stage, "detail") : "";
+    if (!strcmp(verdict, "hacked")) {
+        add_hacks(&b, json_object_get(result, "hacks"));
+        char *text = kg_buf_release(&b);
+        if (text)
+            kg_utf8_sanitize(text);
+        return text;
+    }
     if (!strcmp(verdict, "invalid")) {
         if (!strcmp(sname, "extract"))
             kg_buf_printf(&b, "No usable code in your answer: %s. Reply with one ```python block "

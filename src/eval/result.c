@@ -235,7 +235,7 @@ static json_t *trim_error(const json_t *error, const char *stage, const char *ca
 double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int level)
 {
     if (strcmp(verdict, "hacked") == 0)
-        return 0.0;
+        return opts->hack_penalty;
     if (level < 0)
         level = 0;
     if (level > 4)
@@ -243,6 +243,149 @@ double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int leve
     if (strcmp(verdict, "correct") != 0 && level > 3)
         level = 3;
     return opts->credit[level];
+}
+
+size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
+{
+    if (!nonce || !*nonce || !json_is_array(messages))
+        return 0;
+    size_t dropped = 0;
+    json_t *sample = NULL;
+    for (size_t i = 0; i < json_array_size(messages);) {
+        json_t *m = json_array_get(messages, i);
+        const char *n = json_string_value(json_object_get(m, "nonce"));
+        if (n && strcmp(n, nonce) == 0) {
+            json_object_del(m, "nonce");
+            i++;
+            continue;
+        }
+        if (!sample) {
+            sample = json_deep_copy(m);
+            json_object_del(sample, "t_ms");
+        }
+        dropped++;
+        json_array_remove(messages, i);
+    }
+    if (dropped) {
+        char *text = sample ? json_dumps(sample, JSON_COMPACT) : NULL;
+        if (text && strlen(text) > 300)
+            text[300] = '\0';
+        json_array_append_new(messages, json_pack("{s:s, s:I, s:s}", "type", "forged", "count", (json_int_t)dropped,
+                                                  "sample", text ? text : ""));
+        free(text);
+    }
+    json_decref(sample);
+    return dropped;
+}
+
+/* "hack", "warn" or "off" for a finding type, from the policy's "findings" map (default "hack": an
+ * unknown kind of exploit the harness reports is never silently rewarded). */
+static const char *finding_severity(const json_t *policy, const char *type)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(policy, "findings"), type ? type : ""));
+    if (s && (!strcmp(s, "warn") || !strcmp(s, "off")))
+        return s;
+    /* A check that broke is kgym's bug, not the candidate's: never a hack unless a policy says so. */
+    if (!s && type && !strcmp(type, "guard_error"))
+        return "warn";
+    return "hack";
+}
+
+/* Peak DRAM bandwidth (bytes/s) of the GPUs kgym knows, for the speed-of-light floor; 0 = unknown.
+ * The highest variant of each family is used, so the floor is never above what the chip can do. */
+static double peak_bandwidth(const char *gpu, double *peak_flops)
+{
+    /* bytes/s of DRAM; dense FP16/BF16 tensor-core FLOP/s (the fastest arithmetic a kernel could use). */
+    static const struct { const char *name; double bw, flops; } table[] = {
+        {"GH200", 4.9e12, 989e12}, {"H200", 4.8e12, 989e12}, {"H100", 3.35e12, 989e12},
+        {"H800", 3.35e12, 989e12}, {"B200", 8.0e12, 2250e12}, {"A100", 2.04e12, 312e12},
+        {"A800", 2.04e12, 312e12}, {"L40S", 0.864e12, 362e12}, {"L40", 0.864e12, 181e12},
+        {"A10", 0.6e12, 125e12}, {"L4", 0.3e12, 121e12}, {"RTX 4090", 1.01e12, 330e12},
+        {"V100", 0.9e12, 125e12},
+    };
+    for (size_t i = 0; gpu && i < sizeof table / sizeof *table; i++)
+        if (strstr(gpu, table[i].name)) {
+            *peak_flops = table[i].flops;
+            return table[i].bw;
+        }
+    *peak_flops = 0;
+    return 0;
+}
+
+/* Inputs smaller than this may be served from L2 (50-60 MB on Hopper) at several times DRAM speed:
+ * the DRAM floor is only sound above it. */
+#define KG_SOL_MIN_BYTES (256.0 * 1024 * 1024)
+
+/* Findings → hacks[] and warnings[]: runtime findings the child reported, forged protocol lines, and the
+ * speed-of-light check on the timing facts. */
+static void collect_hacks(const kg_eval_options *opts, const json_t *messages, json_t *hacks, json_t *warnings)
+{
+    json_t *policy = NULL;
+    if (opts->policy_json) {
+        json_error_t jerr;
+        policy = json_loads(opts->policy_json, 0, &jerr);
+    }
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        json_t *h = NULL;
+        if (t && !strcmp(t, "finding") && json_is_object(json_object_get(m, "finding"))) {
+            h = json_deep_copy(json_object_get(m, "finding"));
+            if (!json_is_string(json_object_get(h, "type")))
+                json_object_set_new(h, "type", json_string("unknown"));
+            if (!json_is_string(json_object_get(h, "message")))
+                json_object_set_new(h, "message", json_string(""));
+        } else if (t && !strcmp(t, "forged")) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", "protocol_forgery", "stage", "protocol", "message",
+                          "lines without the job's secret nonce were written on kgym's protocol channel",
+                          "evidence", "count", json_object_get(m, "count"), "sample", json_object_get(m, "sample"));
+        } else if (t && !strcmp(t, "timing")) {
+            double bytes = num(json_object_get(m, "min_bytes"), 0);
+            double flops = num(json_object_get(m, "flops"), 0);
+            double peak_flops = 0;
+            double bw = peak_bandwidth(json_string_value(json_object_get(m, "gpu")), &peak_flops);
+            double med = 0;
+            json_t *cs = summarize(json_object_get(m, "candidate_ms"), &med);
+            json_decref(cs);
+            double bytes_ms = bw > 0 && bytes >= KG_SOL_MIN_BYTES ? bytes / bw * 1e3 : 0;
+            double flops_ms = peak_flops > 0 ? flops / peak_flops * 1e3 : 0;
+            double floor_ms = bytes_ms > flops_ms ? bytes_ms : flops_ms;
+            if (floor_ms > 0 && med > 0 && med < floor_ms) {
+                char text[400];
+                snprintf(text, sizeof text,
+                         "median time %.4g ms is below the %.4g ms the hardware needs for the task's %.0f bytes "
+                         "(at peak bandwidth) and %.0f FLOPs (at peak tensor-core rate)", med, floor_ms, bytes, flops);
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "type", "faster_than_physics",
+                              "stage", "timing", "message", text, "evidence", "median_ms", med, "floor_ms", floor_ms,
+                              "bytes", bytes, "flops", flops, "peak_bytes_per_s", bw, "peak_flops_per_s", peak_flops);
+            }
+        }
+        if (!h)
+            continue;
+        const char *sev = finding_severity(policy, json_string_value(json_object_get(h, "type")));
+        if (!strcmp(sev, "hack"))
+            json_array_append_new(hacks, h);
+        else if (!strcmp(sev, "warn"))
+            json_array_append_new(warnings, h);
+        else
+            json_decref(h);
+    }
+    json_decref(policy);
+}
+
+/* Names of the ways the task itself is degenerate on its base inputs (its rewards can be ignored). */
+static json_t *degenerate_facts(const json_t *messages)
+{
+    json_t *m = find_message(messages, "task_facts", NULL, NULL);
+    if (!m)
+        return json_null();
+    json_t *out = json_array();
+    const char *keys[] = {"input_independent", "zero_output", "constant_output", "output_equals_input"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+        if (json_is_true(json_object_get(json_object_get(m, "facts"), keys[k])))
+            json_array_append_new(out, json_string(keys[k]));
+    return out;
 }
 
 static json_t *process_facts(const kg_child_report *rep, const char *cause)
@@ -460,7 +603,16 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                                 "ms", ms < 0 ? 0 : ms, "detail", detail));
     }
     json_object_set_new(r, "stages", stages);
-    json_object_set_new(r, "hacks", json_array());
+    json_t *hacks = json_array(), *warnings = json_array();
+    if (messages)
+        collect_hacks(opts, messages, hacks, warnings);
+    json_object_set_new(r, "hacks", hacks);
+    json_object_set_new(r, "warnings", warnings);
+    json_t *sb = messages ? find_message(messages, "sandbox", NULL, NULL) : NULL;
+    json_object_set_new(r, "sandbox", sb ? json_pack("{s:O?, s:O?}", "active", json_object_get(sb, "active"),
+                                                     "warnings", json_object_get(sb, "warnings"))
+                                         : json_null());
+    json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
                                   failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",
@@ -519,6 +671,9 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     if (!strcmp(verdict, "compile_error"))
         level = 1;
+    /* A caught exploit overrides whatever else happened: cheating is never partially rewarded. */
+    if (json_array_size(hacks) > 0)
+        verdict = "hacked";
     json_object_set_new(r, "verdict", json_string(verdict));
     json_object_set_new(r, "reward", json_real(kg_eval_credit(opts, verdict, level)));
     json_object_set_new(r, "error", trim_error(error_obj, failed_stage ? failed_stage : "", candidate_path));

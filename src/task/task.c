@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -155,4 +156,56 @@ void kg_task_free(kg_task *task)
     free(task->name);
     free(task->source);
     memset(task, 0, sizeof *task);
+}
+
+int kg_task_from_source(const char *source, size_t len, const char *id, const char *dir,
+                        kg_task *task, kg_error *err)
+{
+    memset(task, 0, sizeof *task);
+    if (!source || !dir || !*dir)
+        return kg_error_set(err, KG_ERR_INVALID, "no task source or folder given");
+    if (len > KG_MAX_TASK_BYTES)
+        return kg_error_set(err, KG_ERR_INVALID, "the reference source is larger than %u bytes",
+                            KG_MAX_TASK_BYTES);
+    char hash[32];
+    kg_hash64_string(source, len, hash);
+    /* "fnv1a64:<hex>": the hex part names the file (no ':' in module paths). */
+    const char *hex = strchr(hash, ':') ? strchr(hash, ':') + 1 : hash;
+    kg_buf p = {0};
+    kg_buf_printf(&p, "%s/task-%s.py", dir, hex);
+    if (!p.data)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    if (!kg_file_exists(p.data)) {
+        /* Written under a temporary name and renamed, so a concurrent
+         * evaluation of the same task never imports a half-written file. */
+        kg_buf tmp = {0};
+        static unsigned long counter;
+        kg_buf_printf(&tmp, "%s.%ld.%lu.tmp", p.data, (long)getpid(),
+                      __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
+        int rc = tmp.data ? kg_file_write(tmp.data, source, len, err)
+                          : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        if (rc == KG_OK && rename(tmp.data, p.data) != 0)
+            rc = kg_error_set(err, KG_ERR_IO, "cannot write the task file %s", p.data);
+        if (rc != KG_OK && tmp.data)
+            remove(tmp.data);
+        kg_buf_free(&tmp);
+        if (rc != KG_OK) {
+            kg_buf_free(&p);
+            return rc;
+        }
+    }
+    task->source = malloc(len + 1);
+    if (task->source) {
+        memcpy(task->source, source, len);
+        task->source[len] = '\0';
+    }
+    task->name = kg_strdup(hex);
+    task->id = kg_strdup(id && *id ? id : hex);
+    memcpy(task->hash, hash, sizeof task->hash);
+    task->path = kg_buf_release(&p);
+    if (!task->source || !task->name || !task->id || !task->path) {
+        kg_task_free(task);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    return KG_OK;
 }

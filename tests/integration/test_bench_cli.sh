@@ -10,8 +10,10 @@ T=tests/fixtures/tasks/add_one.py
         printf '{"task": "%s", "candidate": "%s/%s.py", "expect": "%s"}\n' "$T" "$C" "$c" "$e"
     done
 } >"$TMP/pairs.jsonl"
+# The dying fixtures use ctypes/os._exit/os.write: reward hacks to the default policy, demoted to warnings
+# here because this test is about surviving them.
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/pairs.jsonl" --jobs 1 --check --json \
-    --stage-timeout tiny_run=5 --out "$TMP/results.jsonl" >"$TMP/bench.json" 2>"$TMP/err"
+    --policy tests/fixtures/hacks/runtime_only.json --stage-timeout tiny_run=5 --out "$TMP/results.jsonl" >"$TMP/bench.json" 2>"$TMP/err"
 rc=$?
 if [ $rc -eq 0 ] && [ "$(jget "$TMP/bench.json" 'r["summary"]["expectations_met"]')" = "10" ]; then
     ok "crash, hang, flood, garbage, exit: each its verdict, the next evaluation unaffected"

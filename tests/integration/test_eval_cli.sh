@@ -4,6 +4,9 @@
 . "$(dirname "$0")/lib.sh"
 T=tests/fixtures/tasks/add_one.py
 C=tests/fixtures/candidates
+# Fixtures that kill their own process (ctypes, os._exit, os.write) are reward hacks to the default policy;
+# here they test how kgym survives a dying child, so their static findings are only warnings.
+RT=tests/fixtures/hacks/runtime_only.json
 
 # expect CANDIDATE VERDICT [PYTHON-CONDITION] [extra flags...]
 expect() {
@@ -32,10 +35,10 @@ expect raise_in_forward runtime_error '"candidate.py line" in r["feedback"] and 
 # The interpreter meets the bad attribute while running the kernel; a GPU compiles it first.
 if [ "$DEVICE" = cpu ]; then want=runtime_error; else want=compile_error; fi
 expect kernel_error $want '"undefined_thing" in r["feedback"]'
-expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]'
-expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7'
+expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]' --policy "$RT"
+expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7' --policy "$RT"
 expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]'
-expect protocol_garbage runtime_error 'r["process"]["end"] == "protocol"'
+expect protocol_garbage runtime_error 'r["process"]["end"] == "protocol"' --policy "$RT"
 expect hang timeout 'r["process"]["stage"] == "tiny_run" and r["reward"] == 0.5 and r["wall_ms"] < 30000'
 expect hang_import timeout 'r["process"]["stage"] == "compile" and r["reward"] == 0.3'
 

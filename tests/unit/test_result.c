@@ -399,6 +399,8 @@ static void credit_is_configurable(void)
     /* Never full credit without a correct verdict; hacked is always 0. */
     KG_CHECK_NEAR(kg_eval_credit(&o, "runtime_error", 4), 0.4, 0);
     KG_CHECK_NEAR(kg_eval_credit(&o, "hacked", 4), 0.0, 0);
+    o.hack_penalty = -0.5;
+    KG_CHECK_NEAR(kg_eval_credit(&o, "hacked", 4), -0.5, 0);
 }
 
 static void gpu_timing_statistics(void)
@@ -467,7 +469,201 @@ static void fp64_adjudication(void)
     json_decref(r);
 }
 
+/* A passing run plus one runtime finding: the verdict is hacked, the reward the penalty, the evidence kept. */
+static void runtime_finding_is_hacked(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    o.hack_penalty = -1.0;
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:[s]}}}", "type", "finding", "finding", "type",
+                      "no_triton_launch", "stage", "tiny_run", "variant", "tiny", "message",
+                      "ModelNew.forward launched no Triton kernel", "evidence", "kernels", "affine_kernel"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    KG_CHECK_NEAR(reward(r), -1.0, 0);
+    const json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "no_triton_launch");
+    KG_CHECK(json_is_object(json_object_get(h, "evidence")));
+    KG_CHECK(strstr(feedback(r), "Not allowed") != NULL);
+    KG_CHECK(strstr(feedback(r), "decoy") != NULL);
+    KG_CHECK(strstr(feedback(r), "variant tiny") != NULL);
+    json_decref(r);
+}
+
+/* A static finding fails the static stage; the feedback names the line. */
+static void static_finding_names_the_line(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "static", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s, s:s, s:s}}", "type", "finding", "finding", "type", "torch_call",
+                      "line", 17, "name", "torch.matmul", "message", "torch.matmul() inside forward", "stage",
+                      "static"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "static", "status", "fail", "detail",
+                      "1 reward-hack policy finding(s)"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    KG_CHECK_NEAR(reward(r), 0.0, 0);
+    KG_CHECK_STR(stage_status(r, "static"), "fail");
+    KG_CHECK(strstr(feedback(r), "candidate.py line 17") != NULL);
+    json_decref(r);
+}
+
+/* The policy's "findings" map: warn lists the finding in warnings[] without changing the verdict; off drops it. */
+static void policy_severity_warn_and_off(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    o.policy_json = "{\"findings\": {\"state_cache\": \"warn\", \"try_except\": \"off\"}}";
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "state_cache", "line", 3,
+                      "message", "global"));
+    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "try_except", "line", 9,
+                      "message", "try"));
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 0);
+    KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 1);
+    json_decref(r);
+}
+
+/* Lines without the job's nonce are dropped and reported; the genuine ones lose the nonce. */
+static void forged_messages_are_dropped(void)
+{
+    json_t *m = json_array();
+    json_array_append_new(m, json_pack("{s:s, s:s}", "type", "hello", "nonce", "abc"));
+    json_array_append_new(m, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status",
+                                       "ok", "nonce", "wrong"));
+    json_array_append_new(m, json_pack("{s:s}", "type", "done"));
+    KG_CHECK(kg_eval_screen_messages(m, "abc") == 2);
+    KG_CHECK(json_array_size(m) == 2);
+    KG_CHECK(json_object_get(json_array_get(m, 0), "nonce") == NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(m, 1), "type")), "forged");
+    KG_CHECK(kg_eval_screen_messages(m, NULL) == 0);
+    json_decref(m);
+
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:I, s:s}", "type", "forged", "count", (json_int_t)3, "sample", "{}"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                 "protocol_forgery");
+    json_decref(r);
+
+    char a[33], b[33];
+    KG_CHECK(kg_eval_make_nonce(a, NULL) == KG_OK && kg_eval_make_nonce(b, NULL) == KG_OK);
+    KG_CHECK(strlen(a) == 32 && strcmp(a, b) != 0);
+}
+
+/* GPU: a median below bytes / peak bandwidth is physically impossible. */
+static void faster_than_physics(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    for (int fast = 0; fast < 2; fast++) {
+        fake f;
+        fake_init(&f);
+        stage_ok(&f, "parse");
+        stage_ok(&f, "static");
+        stage_ok(&f, "compile");
+        tiny_ok(&f, 1);
+        msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+        variant(&f, "base", "ran", 0);
+        msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
+                          ""));
+        /* 1 GiB on an H100 (3.35 TB/s) takes at least 0.32 ms. */
+        double t = fast ? 0.05 : 0.5;
+        msg(&f, json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s, s:f}", "type", "timing", "reference_ms", 1.0, 1.0, 1.0,
+                          "candidate_ms", t, t, t, "gpu", "NVIDIA H100 80GB HBM3", "min_bytes", 1073741824.0));
+        msg(&f, json_pack("{s:s}", "type", "done"));
+        json_t *r = build(&f, &o);
+        KG_CHECK_STR(verdict(r), fast ? "hacked" : "correct");
+        json_decref(r);
+    }
+    /* A small GEMM (L2-resident: no bytes floor) with 2*4096^3 FLOPs needs >= 0.139 ms at 989 TFLOP/s. */
+    for (int fast = 0; fast < 2; fast++) {
+        fake f;
+        fake_init(&f);
+        stage_ok(&f, "parse");
+        stage_ok(&f, "static");
+        stage_ok(&f, "compile");
+        tiny_ok(&f, 1);
+        msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+        variant(&f, "base", "ran", 0);
+        msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
+                          ""));
+        double t = fast ? 0.01 : 0.2;
+        msg(&f, json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s, s:f, s:f}", "type", "timing", "reference_ms", 1.0, 1.0,
+                          1.0, "candidate_ms", t, t, t, "gpu", "NVIDIA H200", "min_bytes", 201326592.0, "flops",
+                          137438953472.0));
+        msg(&f, json_pack("{s:s}", "type", "done"));
+        json_t *r = build(&f, &o);
+        KG_CHECK_STR(verdict(r), fast ? "hacked" : "correct");
+        json_decref(r);
+    }
+}
+
+/* The sandbox report and the task's degeneracy facts are carried into the result. */
+static void sandbox_and_degenerate_facts(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    msg(&f, json_pack("{s:s, s:[s], s:[s]}", "type", "sandbox", "active", "seccomp", "warnings", "no landlock"));
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    msg(&f, json_pack("{s:s, s:{s:b, s:b}}", "type", "task_facts", "facts", "input_independent", 1, "zero_output",
+                      0));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(r, "sandbox"), "active"), 0)),
+                 "seccomp");
+    const json_t *d = json_object_get(r, "degenerate");
+    KG_CHECK(json_array_size(d) == 1);
+    KG_CHECK_STR(json_string_value(json_array_get(d, 0)), "input_independent");
+    json_decref(r);
+}
+
 static const kg_test_case cases[] = {
+    {"runtime_finding_is_hacked", runtime_finding_is_hacked},
+    {"static_finding_names_the_line", static_finding_names_the_line},
+    {"policy_severity_warn_and_off", policy_severity_warn_and_off},
+    {"forged_messages_are_dropped", forged_messages_are_dropped},
+    {"faster_than_physics", faster_than_physics},
+    {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},
     {"fp64_adjudication", fp64_adjudication},
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},

@@ -26,6 +26,9 @@ static json_t *job_for(const char *candidate, char **workdir)
     json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "type", "job", "workdir", *workdir,
                             "candidate", cand.data, "task", task.data, "device", "cpu", "budget", 65536,
                             "tiny_budget", 4096, "seed", 42);
+    /* These fixtures kill their own process (ctypes, os._exit, os.write): reward hacks to the default policy.
+     * This test is about the process layer, so the reward-hack checks are off ("policy": false). */
+    json_object_set_new(job, "policy", json_false());
     kg_buf_free(&cand);
     kg_buf_free(&task);
     return job;

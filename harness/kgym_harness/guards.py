@@ -1,0 +1,328 @@
+"""Runtime checks in the evaluation child: facts about what the candidate did while it ran.
+
+Installed before the candidate is imported (``Guards.install``), so the candidate cannot run first:
+
+- Triton launches are recorded by wrapping ``JITFunction.run`` (GPU) and the interpreter's
+  ``GridExecutor.__call__`` (CPU).  A forward without a launch is a decoy (``no_triton_launch``).
+- ATen operators the forward runs *outside* its Triton launches are recorded with a TorchDispatchMode; one that
+  is not on the policy's ``runtime.aten_allowed`` list (allocation, views, copies) means PyTorch did part of the
+  work (``torch_compute``).  Launches are excluded because the interpreter itself copies tensors.
+- Outputs must be plain ``torch.Tensor``s that share no storage with an input or a parameter.
+- Inputs and parameters are compared bit for bit before and after each call.
+- Global state (TF32 and determinism flags, default dtype, thread counts, live threads) is snapshotted before the
+  import and compared after each stage.
+- The functions the harness relies on (comparison, timers, events, the channel, the harness's own functions and
+  their code objects) are captured by identity before the import and re-checked after each stage.
+
+Each problem becomes a finding ``{"type", "stage", "variant", "message", "evidence"}``; kgym (C) decides, from
+the policy, which findings make the verdict ``hacked``.
+"""
+
+import sys
+import threading
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Captured at import of this module (in the zygote, long before any candidate exists).
+_is = id
+_type = type
+_isinstance = isinstance
+_Tensor = torch.Tensor
+_equal = torch.equal
+
+
+class LaunchLog:
+    """Counts Triton launches while ``active``; ``depth`` > 0 while a launch runs."""
+
+    def __init__(self):
+        self.active = False
+        self.depth = 0
+        self.kernels = []
+
+    def reset(self):
+        self.kernels = []
+
+
+LOG = LaunchLog()
+_INSTALLED = []
+
+
+def _wrap(cls, attr, name_of, skip=None):
+    original = cls.__dict__[attr]
+
+    def launch(self, *args, **kwargs):
+        if skip is not None and skip(kwargs):
+            return original(self, *args, **kwargs)
+        if LOG.active and LOG.depth == 0:
+            try:
+                LOG.kernels.append(name_of(self))
+            except Exception:  # noqa: BLE001 — a nameless kernel still counts
+                LOG.kernels.append("?")
+        LOG.depth += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            LOG.depth -= 1
+
+    launch.__kgym_original__ = original
+    setattr(cls, attr, launch)
+    _INSTALLED.append((cls, attr, launch))
+
+
+def install_launch_hooks():
+    """Wraps every Triton launch path once per process (the zygote's import of the harness is too early:
+    the wrappers are installed in the child, before the candidate is imported)."""
+    if _INSTALLED:
+        return
+    from triton.runtime import jit
+
+    _wrap(jit.JITFunction, "run", lambda self: getattr(self.fn, "__name__", "?"),
+          skip=lambda kw: kw.get("warmup", False))
+    # The autotuner benchmarks its configs with torch ops (do_bench: empty, zero_, quantile) outside the
+    # JITFunction launches: counted as one launch so that its bookkeeping is not taken for the candidate's.
+    try:
+        from triton.runtime import autotuner
+
+        for cls in (autotuner.Autotuner, autotuner.Heuristics):
+            if "run" in cls.__dict__:
+                _wrap(cls, "run", lambda self: getattr(getattr(self, "fn", None), "__name__", "?"))
+    except Exception:  # noqa: BLE001 — an older Triton without these classes
+        pass
+    try:
+        from triton.runtime import interpreter
+
+        _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"))
+    except Exception:  # noqa: BLE001 — no interpreter in this Triton build
+        pass
+
+
+def launch_hooks_intact():
+    return all(cls.__dict__.get(attr) is fn for cls, attr, fn in _INSTALLED)
+
+
+class AtenRecorder(TorchDispatchMode):
+    """Names of the ATen operators run outside Triton launches."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if LOG.depth == 0:
+            name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def _tensors(obj):
+    if _isinstance(obj, _Tensor):
+        return [obj]
+    if _isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if _isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
+
+
+def _span(t):
+    """[start, end) bytes of a tensor's storage, or None when it has none (meta)."""
+    try:
+        st = t.untyped_storage()
+        start = st.data_ptr()
+        return (start, start + st.nbytes()) if st.nbytes() else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _snapshot(tensors):
+    return [t.detach().clone() for t in tensors]
+
+
+def _same_bits(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        # NaN-aware bitwise equality: compare the raw bytes.
+        if not a.numel():
+            return True
+        return _equal(a.reshape(-1).contiguous().view(torch.uint8), b.reshape(-1).contiguous().view(torch.uint8))
+    return _equal(a, b)
+
+
+def global_state():
+    """Process-wide settings a candidate could change to speed itself up or to fool the comparison."""
+    s = {
+        "default_dtype": str(torch.get_default_dtype()),
+        "num_threads": torch.get_num_threads(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "matmul_allow_fp16_reduced": torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_enabled": torch.backends.cudnn.enabled,
+        "grad_enabled": torch.is_grad_enabled(),
+        "threads": threading.active_count(),
+    }
+    try:
+        s["default_device"] = str(torch.get_default_device())
+    except Exception:  # noqa: BLE001 — older torch
+        pass
+    return s
+
+
+def _functions_to_guard():
+    """name -> object whose identity the harness relies on."""
+    import json
+    import os
+    import socket
+    import time
+
+    from . import child, compare, tasks
+
+    objs = {
+        "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
+        "torch.isnan": torch.isnan, "torch.isfinite": torch.isfinite, "torch.abs": torch.abs,
+        "torch.Tensor.clone": torch.Tensor.clone,
+        "torch.Tensor.__eq__": torch.Tensor.__eq__, "torch.Tensor.abs": torch.Tensor.abs,
+        "torch.Tensor.sub": torch.Tensor.sub, "torch.Tensor.__sub__": torch.Tensor.__sub__,
+        "torch.Tensor.le": torch.Tensor.le, "torch.Tensor.sum": torch.Tensor.sum,
+        "torch.Tensor.max": torch.Tensor.max, "torch.Tensor.item": torch.Tensor.item,
+        "torch.Tensor.tolist": torch.Tensor.tolist, "torch.Tensor.float": torch.Tensor.float,
+        "torch.Tensor.double": torch.Tensor.double, "torch.Tensor.cpu": torch.Tensor.cpu,
+        "torch.Tensor.untyped_storage": torch.Tensor.untyped_storage,
+        "torch.nn.Module.__call__": torch.nn.Module.__call__, "torch.nn.Module._call_impl": torch.nn.Module._call_impl,
+        "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.record": torch.cuda.Event.record, "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize,
+        "time.perf_counter": time.perf_counter, "time.monotonic": time.monotonic, "json.dumps": json.dumps,
+        "socket.socket.sendall": socket.socket.sendall, "os._exit": os._exit,
+        "builtins.isinstance": isinstance, "builtins.type": type, "builtins.float": float, "builtins.len": len,
+    }
+    for mod in (compare, tasks, child, sys.modules[__name__]):
+        for key, value in vars(mod).items():
+            if callable(value) and getattr(value, "__module__", None) == mod.__name__:
+                objs[f"{mod.__name__}.{key}"] = value
+                if _isinstance(value, type):
+                    for k2, v2 in vars(value).items():
+                        if callable(v2):
+                            objs[f"{mod.__name__}.{key}.{k2}"] = v2
+    return objs
+
+
+class Guards:
+    """All runtime checks of one evaluation child; ``findings`` grows as problems are seen."""
+
+    def __init__(self, policy):
+        self.policy = policy or {}
+        rt = self.policy.get("runtime") or {}
+        self.aten_allowed = set(rt.get("aten_allowed") or [])
+        self.check_aten = bool(rt.get("check_aten", True)) and bool(self.aten_allowed)
+        self.launch_required = bool(rt.get("launch_required", True))
+        self.findings = []
+        self._seen = set()
+
+    def install(self):
+        install_launch_hooks()
+        self.state = global_state()
+        self.functions = _functions_to_guard()
+        self.codes = {k: getattr(v, "__code__", None) for k, v in self.functions.items()}
+
+    def add(self, kind, stage, variant, message, evidence=None):
+        key = (kind, message)
+        if key in self._seen or ((self.policy.get("findings") or {}).get(kind) == "off"):
+            return
+        self._seen.add(key)
+        self.findings.append({"type": kind, "stage": stage, "variant": variant, "message": message,
+                              "evidence": evidence or {}})
+
+    # -- after each stage ---------------------------------------------------------------------------------
+    def check_process(self, stage):
+        now = global_state()
+        changed = {k: [self.state.get(k), v] for k, v in now.items() if self.state.get(k) != v}
+        threads = changed.pop("threads", None)
+        if threads and threads[1] > threads[0]:
+            self.add("thread_spawned", stage, None,
+                     f"{threads[1] - threads[0]} thread(s) started by the candidate are still running",
+                     {"before": threads[0], "after": threads[1],
+                      "names": [t.name for t in threading.enumerate()][:10]})
+        if changed:
+            self.add("global_state", stage, None,
+                     "process-wide settings were changed: " + ", ".join(sorted(changed)), changed)
+        current = _functions_to_guard()
+        swapped = sorted(k for k, v in self.functions.items()
+                         if current.get(k) is not v or getattr(v, "__code__", None) is not self.codes[k])
+        swapped += [f"{cls.__name__}.{attr}" for cls, attr, fn in _INSTALLED if cls.__dict__.get(attr) is not fn]
+        if swapped:
+            self.add("harness_tampering", stage, None,
+                     "functions kgym relies on were replaced: " + ", ".join(swapped[:8]), {"replaced": swapped[:40]})
+
+    # -- around one candidate call ------------------------------------------------------------------------
+    def call(self, model, args, stage, variant):
+        """Runs model(*args) under the launch and ATen recorders; returns its output.  Exceptions propagate."""
+        inputs = _tensors(list(args))
+        params = list(model.parameters())
+        before_in = _snapshot(inputs)
+        before_p = _snapshot(params)
+        threads_before = threading.active_count()
+        LOG.reset()
+        LOG.active = True
+        rec = AtenRecorder() if self.check_aten else None
+        try:
+            if rec is not None:
+                with rec:
+                    out = model(*args)
+            else:
+                out = model(*args)
+        finally:
+            LOG.active = False
+        # Right after the call, before deferred work could finish: a thread started by forward is still alive.
+        threads_after = threading.active_count()
+        if threads_after > threads_before:
+            self.add("thread_spawned", stage, variant,
+                     f"forward returned with {threads_after - threads_before} new thread(s) running",
+                     {"before": threads_before, "after": threads_after})
+        try:
+            self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
+                            rec.ops if rec else None, stage, variant)
+        except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
+            self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
+        return out
+
+    def check_call(self, out, inputs, params, before_in, before_p, kernels, ops, stage, variant):
+        if self.launch_required and not kernels:
+            self.add("no_triton_launch", stage, variant,
+                     "ModelNew.forward launched no Triton kernel: the result was not computed by your kernels")
+        if ops is not None:
+            bad = {k: v for k, v in ops.items() if k not in self.aten_allowed}
+            if bad:
+                self.add("torch_compute", stage, variant,
+                         "PyTorch operators ran inside forward outside any Triton launch: " + ", ".join(sorted(bad)),
+                         {"aten_ops": bad, "kernels": sorted(set(kernels))})
+        outs = _tensors(out)
+        for i, t in enumerate(outs):
+            if _type(t) is not _Tensor:
+                self.add("output_subclass", stage, variant,
+                         f"output {i} is a {_type(t).__name__}, not a plain torch.Tensor", {"output": i,
+                                                                                            "class": _type(t).__name__})
+                continue
+            span = _span(t)
+            if span is None:
+                continue
+            for kind, group in (("input", inputs), ("parameter", params)):
+                for j, other in enumerate(group):
+                    o = _span(other)
+                    if o and span[0] < o[1] and o[0] < span[1]:
+                        self.add("output_alias", stage, variant,
+                                 f"output {i} shares memory with {kind} {j}: return a new tensor",
+                                 {"output": i, kind: j})
+        for j, (t, b) in enumerate(zip(inputs, before_in)):
+            if not _same_bits(t, b):
+                self.add("input_mutation", stage, variant, f"input {j} was modified by forward",
+                         {"input": j, "shape": list(t.shape)})
+        for j, (t, b) in enumerate(zip(params, before_p)):
+            if not _same_bits(t, b):
+                self.add("parameter_mutation", stage, variant, f"parameter {j} was modified by forward",
+                         {"parameter": j, "shape": list(t.shape)})

@@ -1,0 +1,198 @@
+"""Runtime checks (kgym_harness.guards) on CPU, in the Triton interpreter: each check fires on the exploit it is
+for, and an honest call (allocation, views, one or more launches) yields no finding."""
+
+import os
+import threading
+import time
+
+os.environ["TRITON_INTERPRET"] = "1"  # chosen when @triton.jit decorates: must precede the kernels below
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from kgym_harness import guards, policy  # noqa: E402
+
+
+@triton.jit
+def affine(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * 3.0 + 1.0, mask=m)
+
+
+def launch(x, out):
+    affine[(triton.cdiv(x.numel(), 256),)](x, out, x.numel(), BLOCK=256)
+
+
+class Honest(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        x = x.contiguous().view(-1)
+        out = torch.empty_like(x)
+        launch(x, out)
+        tmp = torch.empty_like(x)
+        launch(out, tmp)
+        return out.reshape(2, -1)
+
+
+class Decoy(Honest):
+    def forward(self, x):
+        return torch.empty_like(x)
+
+
+class Torchy(Honest):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        launch(x, out)
+        return x * 3.0 + 1.0
+
+
+class Alias(Honest):
+    def forward(self, x):
+        launch(x, x)
+        return x
+
+
+class ParamAlias(Honest):
+    def forward(self, x):
+        launch(x, torch.empty_like(x))
+        return self.w.view(2, 2)
+
+
+class MutateParam(Honest):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        launch(x, out)
+        with torch.no_grad():
+            launch(self.w, self.w)
+        return out
+
+
+class Sub(torch.Tensor):
+    pass
+
+
+class Subclass(Honest):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        launch(x, out)
+        return out.as_subclass(Sub)
+
+
+def run(model_cls, x=None):
+    g = guards.Guards(policy.load_default())
+    g.install()
+    x = torch.rand(2, 8) if x is None else x
+    with torch.no_grad():
+        g.call(model_cls(), [x], "tiny_run", "tiny")
+    return g, {f["type"] for f in g.findings}
+
+
+def test_honest_call_has_no_findings():
+    g, kinds = run(Honest)
+    assert kinds == set(), g.findings
+    g.check_process("tiny_run")
+    assert g.findings == []
+
+
+@pytest.mark.parametrize("cls,kind", [
+    (Decoy, "no_triton_launch"),
+    (Torchy, "torch_compute"),
+    (Alias, "output_alias"),
+    (Alias, "input_mutation"),
+    (ParamAlias, "output_alias"),
+    (MutateParam, "parameter_mutation"),
+    (Subclass, "output_subclass"),
+])
+def test_check_fires(cls, kind):
+    g, kinds = run(cls)
+    assert kind in kinds, g.findings
+
+
+def test_launches_are_recorded_by_name():
+    guards.install_launch_hooks()
+    guards.LOG.reset()
+    guards.LOG.active = True
+    try:
+        launch(torch.rand(4), torch.empty(4))
+    finally:
+        guards.LOG.active = False
+    assert guards.LOG.kernels == ["affine"]
+    assert guards.launch_hooks_intact()
+
+
+def test_global_state_and_threads():
+    g = guards.Guards(policy.load_default())
+    g.install()
+    old = torch.get_default_dtype()
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    try:
+        torch.set_default_dtype(torch.float64)
+        t.start()
+        g.check_process("correctness")
+    finally:
+        torch.set_default_dtype(old)
+        stop.set()
+        t.join()
+    kinds = {f["type"] for f in g.findings}
+    assert {"global_state", "thread_spawned"} <= kinds, g.findings
+
+
+def test_harness_tampering():
+    from kgym_harness import compare
+
+    g = guards.Guards(policy.load_default())
+    g.install()
+    saved_fn, saved_code = compare.compare, compare.tolerances.__code__
+    try:
+        compare.compare = lambda *a, **k: {}
+        g.check_process("correctness")
+        compare.compare = saved_fn
+        compare.tolerances.__code__ = (lambda dtype: (1.0, 1.0)).__code__
+        g.check_process("timing")
+    finally:
+        compare.compare = saved_fn
+        compare.tolerances.__code__ = saved_code
+    text = " ".join(f["message"] for f in g.findings)
+    assert "kgym_harness.compare.compare" in text and "kgym_harness.compare.tolerances" in text
+    g2 = guards.Guards(policy.load_default())
+    g2.install()
+    g2.check_process("correctness")
+    assert g2.findings == []
+
+
+def test_sandbox_reports_what_is_active(tmp_path):
+    """In a forked child (seccomp cannot be undone): network sockets are refused, AF_UNIX still works."""
+    from kgym_harness import sandbox
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(r)
+            rep = sandbox.apply({"workdir": str(tmp_path)})
+            import socket
+
+            try:
+                socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                inet = "open"
+            except PermissionError:
+                inet = "denied"
+            socket.socketpair()
+            ok = any(a.startswith("seccomp") for a in rep["active"]) or rep["warnings"]
+            os.write(w, f"{inet} {bool(ok)} {os.environ['TMPDIR'].startswith(str(tmp_path))}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    time.sleep(0)
+    out = os.read(r, 200).decode()
+    os.waitpid(pid, 0)
+    inet, ok, tmp = out.split()
+    assert ok == "True" and tmp == "True"
+    assert inet == "denied" or inet == "open"  # "open" only where the kernel refused seccomp (then warned)

@@ -1,0 +1,54 @@
+/*
+ * kgym/service.h — `kgym serve`: the evaluation service.  An HTTP/JSON API
+ * (libmicrohttpd) compatible with KernelGYM's (POST /evaluate, /evaluate/batch,
+ * GET /status/{id}, /results/{id}, /health, /workers/status) plus kgym's own
+ * asynchronous API (/v1/jobs), Prometheus /metrics and a dashboard at /.
+ * Jobs and results live in a SQLite database (WAL), evaluated by a pool of
+ * worker threads over one kg_supervisor.  docs/service.md documents it all.
+ *
+ * Ownership: kg_service_options strings are borrowed for the life of the
+ * call; json_t returned is a new reference the caller decrefs.
+ */
+#ifndef KGYM_SERVICE_H
+#define KGYM_SERVICE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "kgym/error.h"
+#include "kgym/eval.h"
+#include "kgym/supervisor.h"
+
+typedef struct kg_service_options {
+    const char *host;          /* "127.0.0.1" */
+    int port;                  /* 10907; 0 = any free port */
+    const char *port_file;     /* written with the bound port once listening (may be NULL) */
+    const char *db_path;       /* SQLite database */
+    const char *token;         /* bearer token; NULL/"" = no auth */
+    const char *kernelbench;   /* KernelBench checkout for "task": "level1/19" (may be NULL) */
+    int workers;               /* evaluation threads */
+    long max_queue;            /* queued jobs allowed before 429 */
+    size_t max_code_bytes;     /* per code field (kernel_code, reference_code) */
+    size_t max_body_bytes;     /* whole request body */
+    int max_attempts;          /* a job interrupted this often is failed, not re-run */
+    double sync_timeout_s;     /* POST /evaluate waits at most this long, then answers 202 */
+    int max_connections;
+    const char *redis;         /* redis://HOST:PORT[/DB]: jobs live in Redis (a fleet), not db_path */
+    double lease_s;            /* Redis: a claimed job whose worker stops renewing it is re-claimed after this */
+    double result_ttl_s;       /* Redis: finished jobs expire after this */
+    int no_http;               /* `kgym worker`: evaluate only, no API */
+    kg_supervisor_options supervisor;
+    kg_eval_options eval;      /* base options; eval.device is the device */
+} kg_service_options;
+
+void kg_service_options_default(kg_service_options *o);
+
+/* Runs the service until SIGINT or SIGTERM.  KG_OK on a clean stop. */
+int kg_service_run(const kg_service_options *o, kg_error *err);
+
+/* KernelGYM's EvaluationResponse for a job: job is {"id", "status",
+ * "result" (kgym result or null), "error", "submitted_at", "started_at",
+ * "finished_at", "request"}.  kgym's full result is added under "kgym". */
+json_t *kg_service_kernelgym_response(const json_t *job);
+
+#endif

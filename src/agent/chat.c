@@ -1,0 +1,451 @@
+/*
+ * chat.c — the chat-completions client: one libcurl multi handle driving up
+ * to `concurrency` requests from the calling thread, each retried with
+ * exponential backoff (or the server's Retry-After) on 429, 5xx, timeouts,
+ * connection errors and bodies that are not a chat completion.  Other 4xx
+ * answers are final: retrying a bad request cannot help.
+ */
+#include <curl/curl.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kgym/agent.h"
+#include "util/util.h"
+
+#define KG_CHAT_MAX_BODY ((size_t)64 << 20)
+
+void kg_chat_config_default(kg_chat_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->temperature = 1.0;
+    cfg->top_p = 0.95;
+    cfg->max_tokens = 8192;
+    cfg->timeout_s = 600;
+    cfg->max_retries = 5;
+    cfg->backoff_base_s = 1.0;
+    cfg->backoff_max_s = 60;
+    cfg->concurrency = 8;
+}
+
+void kg_chat_reply_free(kg_chat_reply *r)
+{
+    if (!r)
+        return;
+    free(r->content);
+    free(r->finish_reason);
+    r->content = r->finish_reason = NULL;
+}
+
+int kg_chat_parse_response(const char *body, size_t len, kg_chat_reply *r, kg_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, 0, &jerr);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return kg_error_set(err, KG_ERR_PROTOCOL, "response is not a JSON object (%s)", jerr.text);
+    }
+    json_t *choice = json_array_get(json_object_get(root, "choices"), 0);
+    json_t *msg = json_object_get(choice, "message");
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    /* Reasoning servers may put the whole answer in reasoning_content and
+     * leave content null; the extractor can still find code in it. */
+    if (!content)
+        content = json_string_value(json_object_get(msg, "reasoning_content"));
+    if (!content) {
+        json_decref(root);
+        return kg_error_set(err, KG_ERR_PROTOCOL, "response has no choices[0].message.content");
+    }
+    free(r->content);
+    free(r->finish_reason);
+    r->content = kg_strdup(content);
+    const char *fr = json_string_value(json_object_get(choice, "finish_reason"));
+    r->finish_reason = fr ? kg_strdup(fr) : NULL;
+    json_t *usage = json_object_get(root, "usage");
+    json_t *pt = json_object_get(usage, "prompt_tokens"), *ct = json_object_get(usage, "completion_tokens");
+    r->prompt_tokens = json_is_integer(pt) ? (long)json_integer_value(pt) : -1;
+    r->completion_tokens = json_is_integer(ct) ? (long)json_integer_value(ct) : -1;
+    json_decref(root);
+    if (!r->content)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    return KG_OK;
+}
+
+/* One request from submission to its final answer (retries included). */
+typedef struct {
+    void *id;           /* the caller's */
+    char *body;         /* serialised request */
+    char *tag;          /* X-Kgym-Request value, may be NULL */
+    kg_chat_reply reply;
+    double not_before_ms; /* backoff: not to be started before */
+} entry;
+
+typedef struct {
+    entry *e;           /* NULL: free slot */
+    CURL *easy;
+    struct curl_slist *headers;
+    kg_buf body;
+    double retry_after_s; /* from the Retry-After header, -1 if none */
+    int too_big;
+    double started_ms;
+} slot;
+
+static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    slot *s = ud;
+    size_t n = size * nmemb;
+    if (s->body.len + n > KG_CHAT_MAX_BODY) {
+        s->too_big = 1;
+        return 0; /* aborts the transfer */
+    }
+    return kg_buf_append(&s->body, ptr, n) == 0 ? n : 0;
+}
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    slot *s = ud;
+    size_t n = size * nmemb;
+    if (n > 12 && !strncasecmp(ptr, "retry-after:", 12)) {
+        char tmp[64];
+        size_t k = n - 12 < sizeof tmp - 1 ? n - 12 : sizeof tmp - 1;
+        memcpy(tmp, ptr + 12, k);
+        tmp[k] = 0;
+        char *end;
+        double v = strtod(tmp, &end);
+        /* Only the delta-seconds form; an HTTP date falls back to our backoff. */
+        if (end != tmp && isfinite(v) && v >= 0)
+            s->retry_after_s = v;
+    }
+    return n;
+}
+
+static char *build_body(const kg_chat_config *cfg, const json_t *messages)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(cfg->model ? cfg->model : "default"));
+    json_object_set_new(o, "messages", json_deep_copy(messages));
+    if (cfg->temperature >= 0)
+        json_object_set_new(o, "temperature", json_real(cfg->temperature));
+    if (cfg->top_p >= 0)
+        json_object_set_new(o, "top_p", json_real(cfg->top_p));
+    if (cfg->max_tokens > 0)
+        json_object_set_new(o, "max_tokens", json_integer(cfg->max_tokens));
+    if (cfg->n_stop) {
+        json_t *st = json_array();
+        for (size_t i = 0; i < cfg->n_stop; i++)
+            json_array_append_new(st, json_string(cfg->stop[i]));
+        json_object_set_new(o, "stop", st);
+    }
+    json_object_set_new(o, "n", json_integer(1));
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+/* curl_global_init is not thread-safe before libcurl 7.84; once is enough. */
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+void kg_agent_curl_init(void);
+void kg_agent_curl_init(void)
+{
+    pthread_once(&curl_once, curl_init_once);
+}
+
+static char *endpoint_url(const char *base)
+{
+    size_t n = strlen(base);
+    while (n && base[n - 1] == '/')
+        n--;
+    kg_buf b = {0};
+    if (n >= 17 && !strncmp(base + n - 17, "/chat/completions", 17))
+        kg_buf_printf(&b, "%.*s", (int)n, base);
+    else
+        kg_buf_printf(&b, "%.*s/chat/completions", (int)n, base);
+    return kg_buf_release(&b);
+}
+
+static void entry_free(entry *e)
+{
+    if (!e)
+        return;
+    free(e->body);
+    free(e->tag);
+    kg_chat_reply_free(&e->reply);
+    free(e);
+}
+
+static int start_slot(const kg_chat_config *cfg, CURLM *multi, const char *url, slot *s, entry *e, kg_error *err)
+{
+    memset(s, 0, sizeof *s);
+    s->retry_after_s = -1;
+    s->easy = curl_easy_init();
+    if (!s->easy)
+        return kg_error_set(err, KG_ERR_NOMEM, "curl_easy_init failed");
+    s->e = e;
+    s->headers = curl_slist_append(NULL, "Content-Type: application/json");
+    /* No "Expect: 100-continue": it costs a round trip per request and some
+     * proxies mishandle it. */
+    s->headers = curl_slist_append(s->headers, "Expect:");
+    kg_buf h = {0};
+    if (cfg->api_key && *cfg->api_key) {
+        kg_buf_printf(&h, "Authorization: Bearer %s", cfg->api_key);
+        s->headers = curl_slist_append(s->headers, h.data);
+        kg_buf_free(&h);
+    }
+    if (e->tag) {
+        kg_buf_printf(&h, "X-Kgym-Request: %s", e->tag);
+        s->headers = curl_slist_append(s->headers, h.data);
+        kg_buf_free(&h);
+    }
+    curl_easy_setopt(s->easy, CURLOPT_URL, url);
+    curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
+    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, e->body);
+    curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
+    curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
+    curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
+    if (cfg->timeout_s > 0)
+        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, (long)(cfg->timeout_s * 1000));
+    curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
+    s->started_ms = kg_now_ms();
+    e->reply.attempts++;
+    curl_multi_add_handle(multi, s->easy);
+    return KG_OK;
+}
+
+static void stop_slot(CURLM *multi, slot *s)
+{
+    if (!s->easy)
+        return;
+    curl_multi_remove_handle(multi, s->easy);
+    curl_easy_cleanup(s->easy);
+    curl_slist_free_all(s->headers);
+    kg_buf_free(&s->body);
+    memset(s, 0, sizeof *s);
+}
+
+/* Judges a finished attempt: fills e->reply; returns 1 when worth another try. */
+static int judge(slot *s, CURLcode cc)
+{
+    entry *e = s->e;
+    kg_chat_reply *r = &e->reply;
+    long status = 0;
+    curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
+    r->http_status = status;
+    const char *body = s->body.data ? s->body.data : "";
+    if (cc != CURLE_OK) {
+        snprintf(r->error, sizeof r->error, "%s%s", s->too_big ? "response too large: " : "", curl_easy_strerror(cc));
+        return !s->too_big;
+    }
+    if (status == 429 || status >= 500) {
+        snprintf(r->error, sizeof r->error, "HTTP %ld: %.300s", status, body);
+        return 1;
+    }
+    if (status != 200) {
+        snprintf(r->error, sizeof r->error, "HTTP %ld: %.300s", status, body);
+        return 0;
+    }
+    kg_error perr;
+    kg_error_clear(&perr);
+    if (kg_chat_parse_response(body, s->body.len, r, &perr) == KG_OK) {
+        r->ok = 1;
+        r->error[0] = 0;
+        r->latency_ms = kg_now_ms() - s->started_ms;
+        return 0;
+    }
+    /* A truncated or garbled body is usually a proxy or an overloaded
+     * server: worth another try. */
+    snprintf(r->error, sizeof r->error, "malformed response: %.400s", perr.message);
+    return 1;
+}
+
+int kg_chat_stream(const kg_chat_config *cfg, kg_chat_pull_fn pull, kg_chat_done_fn done, void *ctx, kg_error *err)
+{
+    if (!cfg || !cfg->url || !*cfg->url)
+        return kg_error_set(err, KG_ERR_INVALID, "no model server URL (--url)");
+    if (cfg->concurrency < 1 || cfg->max_retries < 0 || cfg->timeout_s < 0)
+        return kg_error_set(err, KG_ERR_INVALID, "concurrency must be >= 1, retries and timeout >= 0");
+    kg_agent_curl_init();
+    char *url = endpoint_url(cfg->url);
+    slot *slots = calloc((size_t)cfg->concurrency, sizeof *slots);
+    CURLM *multi = curl_multi_init();
+    entry **waiting = NULL; /* in backoff */
+    size_t n_wait = 0, cap_wait = 0, active = 0;
+    int rc = KG_OK, no_more = 0;
+    if (!url || !slots || !multi) {
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (;;) {
+        double now = kg_now_ms();
+        /* Fill free slots: retries whose backoff has passed first, then new requests. */
+        for (int k = 0; k < cfg->concurrency; k++) {
+            if (slots[k].easy)
+                continue;
+            entry *e = NULL;
+            for (size_t q = 0; q < n_wait; q++)
+                if (waiting[q]->not_before_ms <= now) {
+                    e = waiting[q];
+                    memmove(&waiting[q], &waiting[q + 1], (n_wait - q - 1) * sizeof *waiting);
+                    n_wait--;
+                    break;
+                }
+            if (!e && !no_more) {
+                kg_chat_request req = {0};
+                void *id = NULL;
+                int got = pull(ctx, &req, &id);
+                if (got < 0)
+                    no_more = 1;
+                if (got > 0) {
+                    e = calloc(1, sizeof *e);
+                    if (!e) {
+                        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+                        goto out;
+                    }
+                    e->id = id;
+                    e->body = build_body(cfg, req.messages);
+                    e->tag = req.tag ? kg_strdup(req.tag) : NULL;
+                    e->reply.prompt_tokens = e->reply.completion_tokens = -1;
+                    if (!e->body) {
+                        snprintf(e->reply.error, sizeof e->reply.error, "messages cannot be serialised");
+                        done(ctx, e->id, &e->reply);
+                        entry_free(e);
+                        e = NULL;
+                        k--; /* the slot is still free */
+                        continue;
+                    }
+                }
+            }
+            if (!e)
+                break;
+            if ((rc = start_slot(cfg, multi, url, &slots[k], e, err)) != KG_OK) {
+                entry_free(e);
+                goto out;
+            }
+            active++;
+        }
+        if (no_more && active == 0 && n_wait == 0)
+            break;
+        int running = 0;
+        CURLMcode mc = curl_multi_perform(multi, &running);
+        if (mc != CURLM_OK) {
+            rc = kg_error_set(err, KG_ERR_IO, "curl_multi_perform: %s", curl_multi_strerror(mc));
+            goto out;
+        }
+        CURLMsg *m;
+        int left;
+        while ((m = curl_multi_info_read(multi, &left))) {
+            if (m->msg != CURLMSG_DONE)
+                continue;
+            slot *s = NULL;
+            curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
+            entry *e = s->e;
+            int retry = judge(s, m->data.result);
+            double wait_s = s->retry_after_s;
+            stop_slot(multi, s);
+            active--;
+            if (retry && e->reply.attempts <= cfg->max_retries) {
+                if (wait_s < 0)
+                    wait_s = cfg->backoff_base_s * pow(2.0, e->reply.attempts - 1);
+                if (wait_s > cfg->backoff_max_s)
+                    wait_s = cfg->backoff_max_s;
+                e->not_before_ms = kg_now_ms() + wait_s * 1000;
+                if (n_wait == cap_wait) {
+                    size_t cap = cap_wait ? cap_wait * 2 : 16;
+                    entry **p = realloc(waiting, cap * sizeof *p);
+                    if (!p) {
+                        entry_free(e);
+                        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+                        goto out;
+                    }
+                    waiting = p;
+                    cap_wait = cap;
+                }
+                waiting[n_wait++] = e;
+            } else {
+                done(ctx, e->id, &e->reply);
+                entry_free(e);
+            }
+        }
+        /* Sleep until traffic, the next backoff end, or (new requests may
+         * appear from other threads) at most 20 ms. */
+        int wait_ms = active || n_wait ? 100 : 20;
+        if (n_wait && active < (size_t)cfg->concurrency) {
+            double soonest = waiting[0]->not_before_ms;
+            for (size_t q = 1; q < n_wait; q++)
+                if (waiting[q]->not_before_ms < soonest)
+                    soonest = waiting[q]->not_before_ms;
+            double d = soonest - kg_now_ms();
+            wait_ms = d <= 0 ? 0 : d < 100 ? (int)d + 1 : 100;
+        }
+        if (!no_more && active < (size_t)cfg->concurrency && wait_ms > 20)
+            wait_ms = 20;
+        if (wait_ms > 0)
+            curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+    }
+out:
+    if (slots)
+        for (int k = 0; k < cfg->concurrency; k++)
+            if (slots[k].easy) {
+                entry *e = slots[k].e;
+                stop_slot(multi, &slots[k]);
+                entry_free(e);
+            }
+    for (size_t q = 0; q < n_wait; q++)
+        entry_free(waiting[q]);
+    free(waiting);
+    if (multi)
+        curl_multi_cleanup(multi);
+    free(slots);
+    free(url);
+    return rc;
+}
+
+/* kg_chat_batch on top of the stream: requests in order, replies by index. */
+typedef struct {
+    size_t n, next, finished;
+    const kg_chat_request *requests;
+    kg_chat_reply *replies;
+    kg_chat_progress_fn progress;
+    void *progress_ctx;
+} batch;
+
+static int batch_pull(void *ctx, kg_chat_request *req, void **id)
+{
+    batch *b = ctx;
+    if (b->next == b->n)
+        return -1;
+    *req = b->requests[b->next];
+    *id = (void *)(uintptr_t)b->next++;
+    return 1;
+}
+
+static void batch_done(void *ctx, void *id, kg_chat_reply *reply)
+{
+    batch *b = ctx;
+    size_t i = (size_t)(uintptr_t)id;
+    b->replies[i] = *reply;
+    memset(reply, 0, sizeof *reply); /* ownership moves to replies[i] */
+    b->finished++;
+    if (b->progress)
+        b->progress(b->progress_ctx, i, b->replies, b->finished, b->n);
+}
+
+int kg_chat_batch(const kg_chat_config *cfg, size_t n, const kg_chat_request *requests,
+                  kg_chat_reply *replies, kg_chat_progress_fn progress, void *progress_ctx,
+                  kg_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&replies[i], 0, sizeof replies[i]);
+        replies[i].prompt_tokens = replies[i].completion_tokens = -1;
+    }
+    batch b = {.n = n, .requests = requests, .replies = replies, .progress = progress, .progress_ctx = progress_ctx};
+    return kg_chat_stream(cfg, batch_pull, batch_done, &b, err);
+}

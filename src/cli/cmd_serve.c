@@ -1,0 +1,255 @@
+/* cmd_serve.c — `kgym serve` (the evaluation service) and `kgym worker`. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "kgym/service.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kgym serve [options]\n"
+            "\n"
+            "The evaluation service: an HTTP/JSON API compatible with KernelGYM (POST /evaluate,\n"
+            "/evaluate/batch, GET /status/ID, /results/ID, /health, /workers/status), kgym's own\n"
+            "asynchronous API (/v1/jobs), Prometheus /metrics and a dashboard at /.  Jobs and results\n"
+            "are kept in a SQLite database; a restarted server resumes its queue.  See docs/service.md.\n"
+            "\n"
+            "  --host ADDR         IPv4 address to listen on (127.0.0.1)\n"
+            "  --port N            port (10907; 0 = any free port)\n"
+            "  --port-file FILE    write the bound port there once listening\n"
+            "  --db FILE           the job database (kgym-service.db)\n"
+            "  --workers N         evaluation threads (1)\n"
+            "  --max-queue N       queued jobs before 429 Too Many Requests (10000)\n"
+            "  --max-code-bytes N  limit of kernel_code and reference_code (262144)\n"
+            "  --max-body-bytes N  limit of a request body (33554432)\n"
+            "  --max-attempts N    a job interrupted N times (its process died) is failed (3)\n"
+            "  --sync-timeout S    POST /evaluate waits at most S seconds, then answers 202 (1800)\n"
+            "  --token T           require \"Authorization: Bearer T\" (or $KGYM_TOKEN)\n"
+            "  --redis URL         keep jobs in Redis (redis://HOST[:PORT][/DB]) for a fleet of\n"
+            "                      `kgym worker` nodes; with --workers 0 this server is stateless\n"
+            "  --lease S  --result-ttl S   Redis: job lease (60) and result lifetime (604800)\n"
+            "\n%s",
+            kg_cli_eval_help);
+}
+
+enum {
+    OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
+    OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP
+};
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void worker_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kgym worker --redis URL [--gpus 0,1,...] [options]\n"
+            "\n"
+            "A node of a Redis-backed fleet: takes jobs from the stream that `kgym serve --redis URL`\n"
+            "feeds, evaluates them and writes the results back.  At-least-once: a job whose worker dies\n"
+            "is claimed again by another after its lease; a job interrupted --max-attempts times is\n"
+            "failed with a clear error instead of killing more workers.\n"
+            "\n"
+            "  --redis URL         redis://HOST[:PORT][/DB] (required)\n"
+            "  --gpus LIST         one process per GPU (cuda:N); without it: --device (auto)\n"
+            "  --workers N         evaluation threads per device (1)\n"
+            "  --lease S           seconds before a silent worker's job is taken over (60)\n"
+            "  --max-attempts N    (3)   --result-ttl S  finished jobs expire after S (604800)\n"
+            "\n%s",
+            kg_cli_eval_help);
+}
+
+static int run(int argc, char **argv, int worker);
+
+int kg_cli_serve(int argc, char **argv)
+{
+    return run(argc, argv, 0);
+}
+
+int kg_cli_worker(int argc, char **argv)
+{
+    return run(argc, argv, 1);
+}
+
+/* --gpus 0,1: one process per GPU, so each has its own zygote and CUDA
+ * device; the parent forwards SIGTERM/SIGINT and waits for them all. */
+static pid_t gpu_children[64];
+static int n_gpu_children;
+static void forward_signal(int sig)
+{
+    for (int i = 0; i < n_gpu_children; i++)
+        kill(gpu_children[i], sig);
+}
+
+static int run(int argc, char **argv, int worker)
+{
+    const char *cmdname = worker ? "worker" : "serve";
+    struct option longopts[64];
+    size_t n = 0;
+    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
+        if (kg_cli_eval_longopts[i].name)
+            longopts[n++] = kg_cli_eval_longopts[i];
+    const struct option mine[] = {
+        {"host", required_argument, NULL, OPT_HOST}, {"port", required_argument, NULL, OPT_PORT},
+        {"port-file", required_argument, NULL, OPT_PORT_FILE}, {"db", required_argument, NULL, OPT_DB},
+        {"workers", required_argument, NULL, OPT_WORKERS}, {"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
+        {"max-code-bytes", required_argument, NULL, OPT_MAX_CODE},
+        {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+        {"max-attempts", required_argument, NULL, OPT_MAX_ATTEMPTS},
+        {"sync-timeout", required_argument, NULL, OPT_SYNC_TIMEOUT}, {"token", required_argument, NULL, OPT_TOKEN},
+        {"redis", required_argument, NULL, OPT_REDIS}, {"lease", required_argument, NULL, OPT_LEASE},
+        {"result-ttl", required_argument, NULL, OPT_TTL}, {"gpus", required_argument, NULL, OPT_GPUS},
+        {"help", no_argument, NULL, OPT_HELP}};
+    for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
+        longopts[n++] = mine[i];
+    longopts[n++] = (struct option){0, 0, 0, 0};
+
+    kg_service_options o;
+    kg_service_options_default(&o);
+    kg_cli_eval_flags f;
+    kg_cli_eval_flags_init(&f);
+    const char *token = getenv("KGYM_TOKEN");
+    const char *gpus = NULL;
+    char devbuf[32];
+    (void)devbuf;
+    int c, rc = 0;
+    double v;
+    optind = 1;
+    opterr = 0;
+#define NUM(name, lo, hi)                                                                                   \
+    if (parse_num(optarg, lo, hi, &v)) {                                                                    \
+        kg_cli_eval_flags_free(&f);                                                                         \
+        return kg_cli_usage_error(cmdname, "--%s needs a number from %g to %g, not \"%s\"", name,          \
+                                  (double)(lo), (double)(hi), optarg);                                      \
+    }
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_HOST: o.host = optarg; break;
+        case OPT_PORT: NUM("port", 0, 65535) o.port = (int)v; break;
+        case OPT_PORT_FILE: o.port_file = optarg; break;
+        case OPT_DB: o.db_path = optarg; break;
+        case OPT_WORKERS: NUM("workers", 0, 256) o.workers = (int)v; break;
+        case OPT_MAX_QUEUE: NUM("max-queue", 0, 1e9) o.max_queue = (long)v; break;
+        case OPT_MAX_CODE: NUM("max-code-bytes", 1024, 64e6) o.max_code_bytes = (size_t)v; break;
+        case OPT_MAX_BODY: NUM("max-body-bytes", 4096, 1e9) o.max_body_bytes = (size_t)v; break;
+        case OPT_MAX_ATTEMPTS: NUM("max-attempts", 1, 1000) o.max_attempts = (int)v; break;
+        case OPT_SYNC_TIMEOUT: NUM("sync-timeout", 0, 86400) o.sync_timeout_s = v; break;
+        case OPT_TOKEN: token = optarg; break;
+        case OPT_REDIS:
+            if (strncmp(optarg, "redis://", 8)) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error(cmdname, "--redis needs redis://HOST[:PORT][/DB], not \"%s\"", optarg);
+            }
+            o.redis = optarg;
+            break;
+        case OPT_LEASE: NUM("lease", 1, 86400) o.lease_s = v; break;
+        case OPT_TTL: NUM("result-ttl", 1, 1e9) o.result_ttl_s = v; break;
+        case OPT_GPUS: gpus = optarg; break;
+        case OPT_HELP:
+        case 'h':
+            if (worker)
+                worker_usage(stdout);
+            else
+                usage(stdout);
+            kg_cli_eval_flags_free(&f);
+            return 0;
+        case '?':
+        case ':':
+            kg_cli_eval_flags_free(&f);
+            return kg_cli_usage_error(cmdname, "unknown option or missing value: %s", argv[optind - 1]);
+        default: {
+            int r = kg_cli_eval_option(&f, c, optarg);
+            if (r <= 0) {
+                kg_cli_eval_flags_free(&f);
+                return 2;
+            }
+        }
+        }
+    }
+#undef NUM
+    if (optind < argc) {
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error(cmdname, "unexpected argument \"%s\"", argv[optind]);
+    }
+    if (worker && !o.redis) {
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error(cmdname, "--redis URL is required");
+    }
+    if (worker)
+        o.no_http = 1;
+    if (gpus) {
+        /* Validate the whole list first, then one process per GPU. */
+        char *copy = strdup(gpus), *save = NULL;
+        char devs[64][32];
+        int nd = 0;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (!*t || strspn(t, "0123456789") != strlen(t) || strlen(t) > 6 || nd >= 64) {
+                free(copy);
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error(cmdname, "--gpus takes GPU numbers like 0,1,2, not \"%s\"", gpus);
+            }
+            snprintf(devs[nd++], sizeof devs[0], "cuda:%s", t);
+        }
+        free(copy);
+        if (nd == 0) {
+            kg_cli_eval_flags_free(&f);
+            return kg_cli_usage_error(cmdname, "--gpus is empty");
+        }
+        if (nd > 1) {
+            for (int i = 0; i < nd; i++) {
+                pid_t pid = fork();
+                if (pid == 0) {
+                    f.device = devs[i];
+                    n_gpu_children = 0;
+                    goto single;
+                }
+                if (pid > 0)
+                    gpu_children[n_gpu_children++] = pid;
+            }
+            signal(SIGTERM, forward_signal);
+            signal(SIGINT, forward_signal);
+            int worst = 0, st;
+            for (int i = 0; i < n_gpu_children; i++)
+                if (waitpid(gpu_children[i], &st, 0) > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
+                    worst = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+            kg_cli_eval_flags_free(&f);
+            return worst;
+        }
+        f.device = devs[0];
+    }
+single:;
+    kg_error err;
+    kg_error_clear(&err);
+    if (kg_cli_setup(&f, &err) != KG_OK) {
+        fprintf(stderr, "kgym %s: %s\n", cmdname, err.message);
+        rc = err.code == KG_ERR_INVALID ? 2 : 1;
+        kg_cli_eval_flags_free(&f);
+        return rc;
+    }
+    o.token = token;
+    o.kernelbench = f.kernelbench ? f.kernelbench : getenv("KGYM_KERNELBENCH");
+    o.eval = f.opts;
+    o.supervisor = (kg_supervisor_options){.python = f.python_resolved, .harness_dir = f.harness_resolved,
+                                           .device = f.device_resolved};
+    if (kg_service_run(&o, &err) != KG_OK) {
+        fprintf(stderr, "kgym %s: %s\n", cmdname, err.message);
+        rc = err.code == KG_ERR_INVALID ? 2 : 1;
+    }
+    kg_cli_eval_flags_free(&f);
+    return rc;
+}

@@ -1,0 +1,362 @@
+/* sched.c — the embedded scheduler's worker threads (see sched.h). */
+#include "sched/sched.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "kgym/task.h"
+
+#define KG_STAGES 7 /* extract + the child's six */
+static const char *const stage_names[KG_STAGES] = {"extract", "parse", "static", "compile",
+                                                   "tiny_run", "correctness", "timing"};
+#define KG_VERDICTS 8
+static const char *const verdict_names[KG_VERDICTS] = {
+    "correct", "incorrect", "hacked", "invalid", "compile_error", "runtime_error", "timeout", "failed"};
+
+typedef struct worker {
+    struct kg_sched *sched;
+    pthread_t thread;
+    int started, running_job;
+    char name[192];
+    char current[160];
+    long processed;
+    double busy_ms, busy_since_ms, heartbeat;
+} worker;
+
+struct kg_sched {
+    kg_sched_options o;
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv, done_cv;
+    int stopping;
+    unsigned long generation; /* bumped on every submit */
+    worker *workers;
+    /* counters since start */
+    long verdicts[KG_VERDICTS];
+    double stage_ms_sum[KG_STAGES];
+    long stage_count[KG_STAGES];
+    double queue_wait_sum_s;
+    long queue_wait_count;
+    long finished, failed;
+};
+
+static double wall_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+static void deadline_in(struct timespec *ts, double s)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    long long ns = (long long)(s * 1e9) + ts->tv_nsec;
+    ts->tv_sec += (time_t)(ns / 1000000000LL);
+    ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
+static void count_result(kg_sched *s, const json_t *result, int failed, double queue_wait_s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (failed) {
+        s->verdicts[KG_VERDICTS - 1]++;
+        s->failed++;
+    } else {
+        s->finished++;
+        const char *v = json_string_value(json_object_get(result, "verdict"));
+        for (int i = 0; v && i < KG_VERDICTS - 1; i++)
+            if (!strcmp(v, verdict_names[i]))
+                s->verdicts[i]++;
+        size_t k;
+        json_t *st;
+        json_array_foreach(json_object_get(result, "stages"), k, st) {
+            const char *n = json_string_value(json_object_get(st, "name"));
+            const char *status = json_string_value(json_object_get(st, "status"));
+            if (!n || !status || !strcmp(status, "skipped"))
+                continue;
+            for (int i = 0; i < KG_STAGES; i++)
+                if (!strcmp(n, stage_names[i])) {
+                    s->stage_ms_sum[i] += json_number_value(json_object_get(st, "ms"));
+                    s->stage_count[i]++;
+                }
+        }
+    }
+    if (queue_wait_s >= 0) {
+        s->queue_wait_sum_s += queue_wait_s;
+        s->queue_wait_count++;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* One job: the reference goes to a file named by its hash, the candidate
+ * through kg_eval_run; the outcome goes back to the store. */
+static void run_job(worker *w, kg_job *job)
+{
+    kg_sched *s = w->sched;
+    kg_error err;
+    kg_error_clear(&err);
+    json_t *req = json_loads(job->request, 0, NULL);
+    json_t *result = NULL;
+    int rc;
+    kg_task task;
+    memset(&task, 0, sizeof task);
+    const char *ref = json_string_value(json_object_get(req, "reference_code"));
+    const char *kernel = json_string_value(json_object_get(req, "kernel_code"));
+    if (!req || !ref || !kernel) {
+        rc = kg_error_set(&err, KG_ERR_INVALID, "the stored request of job %s is unreadable", job->id);
+    } else {
+        rc = kg_task_from_source(ref, strlen(ref), json_string_value(json_object_get(req, "task")),
+                                 s->o.task_dir, &task, &err);
+    }
+    if (rc == KG_OK) {
+        kg_eval_options opts = s->o.eval;
+        double timeout = json_number_value(json_object_get(req, "timeout"));
+        if (timeout > 0)
+            opts.limits.total_timeout_s = timeout;
+        kg_eval_request er = {.task = &task, .response = kernel, .response_len = strlen(kernel),
+                              .candidate_name = "kernel_code"};
+        rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
+    }
+    char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+    kg_error ferr;
+    if (rc == KG_OK && text)
+        kg_store_finish(s->o.store, job->id, "done", text, NULL, &ferr);
+    else
+        kg_store_finish(s->o.store, job->id, "failed", NULL,
+                        err.message[0] ? err.message : "the evaluation produced no result", &ferr);
+    count_result(s, result, !(rc == KG_OK && text),
+                 job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
+    free(text);
+    json_decref(result);
+    json_decref(req);
+    kg_task_free(&task);
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    kg_sched *s = w->sched;
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        unsigned long seen = s->generation;
+        int stop = s->stopping;
+        w->heartbeat = wall_s();
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            break;
+        kg_job job;
+        kg_error err;
+        if (kg_store_claim(s->o.store, w->name, &job, &err) != KG_OK) {
+            if (kg_store_is_shared(s->o.store))
+                continue; /* the claim itself blocked in Redis for a while */
+            pthread_mutex_lock(&s->lock);
+            if (!s->stopping && s->generation == seen) {
+                /* Timed: a job queued by another process (or a missed
+                 * wake-up) is still found within a second. */
+                struct timespec ts;
+                deadline_in(&ts, 1.0);
+                pthread_cond_timedwait(&s->work_cv, &s->lock, &ts);
+            }
+            pthread_mutex_unlock(&s->lock);
+            continue;
+        }
+        pthread_mutex_lock(&s->lock);
+        w->running_job = 1;
+        w->busy_since_ms = kg_now_ms();
+        snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
+        pthread_mutex_unlock(&s->lock);
+
+        run_job(w, &job);
+
+        pthread_mutex_lock(&s->lock);
+        w->running_job = 0;
+        w->busy_ms += kg_now_ms() - w->busy_since_ms;
+        w->processed++;
+        w->current[0] = '\0';
+        pthread_cond_broadcast(&s->done_cv);
+        pthread_mutex_unlock(&s->lock);
+        kg_job_free(&job);
+    }
+    return NULL;
+}
+
+int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
+{
+    *out = NULL;
+    if (!o->store || (o->workers > 0 && (!o->sup || !o->task_dir)))
+        return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, a supervisor and a task folder");
+    kg_sched *s = calloc(1, sizeof *s);
+    if (!s)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    s->o = *o;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->work_cv, NULL);
+    pthread_cond_init(&s->done_cv, NULL);
+    s->workers = calloc(o->workers > 0 ? (size_t)o->workers : 1, sizeof *s->workers);
+    if (!s->workers) {
+        free(s);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < o->workers; i++) {
+        worker *w = &s->workers[i];
+        w->sched = s;
+        snprintf(w->name, sizeof w->name, "%s%s#%d", o->name_prefix ? o->name_prefix : "",
+                 o->eval.device ? o->eval.device : "cpu", i);
+        w->heartbeat = wall_s();
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            kg_sched_stop(s, 1e9);
+            return kg_error_set(err, KG_ERR_IO, "cannot start worker thread %d", i);
+        }
+        w->started = 1;
+    }
+    *out = s;
+    return KG_OK;
+}
+
+int kg_sched_stop(kg_sched *s, double drain_s)
+{
+    if (!s)
+        return 1;
+    pthread_mutex_lock(&s->lock);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_cond_broadcast(&s->done_cv);
+    struct timespec ts;
+    deadline_in(&ts, drain_s);
+    for (;;) {
+        int busy = 0;
+        for (int i = 0; i < s->o.workers; i++)
+            busy |= s->workers[i].running_job;
+        if (!busy)
+            break;
+        if (pthread_cond_timedwait(&s->done_cv, &s->lock, &ts) == ETIMEDOUT) {
+            pthread_mutex_unlock(&s->lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < s->o.workers; i++)
+        if (s->workers[i].started)
+            pthread_join(s->workers[i].thread, NULL);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->done_cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s->workers);
+    free(s);
+    return 1;
+}
+
+void kg_sched_notify(kg_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->generation++;
+    pthread_cond_broadcast(&s->work_cv);
+    pthread_mutex_unlock(&s->lock);
+}
+
+long kg_sched_room(kg_sched *s)
+{
+    long queued = kg_store_count(s->o.store, "queued");
+    long room = s->o.max_queue - (queued < 0 ? 0 : queued);
+    return room < 0 ? 0 : room;
+}
+
+static int terminal(const char *status)
+{
+    return status && (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+}
+
+int kg_sched_wait(kg_sched *s, const char *id, double timeout_s, kg_job *out, kg_error *err)
+{
+    double end = kg_now_ms() + timeout_s * 1000.0;
+    for (;;) {
+        int rc = kg_store_get(s->o.store, id, out, err);
+        if (rc != KG_OK || terminal(out->status))
+            return rc;
+        double left = (end - kg_now_ms()) / 1000.0;
+        if (left <= 0)
+            return KG_OK;
+        kg_job_free(out);
+        pthread_mutex_lock(&s->lock);
+        if (!s->stopping) {
+            /* At most 0.5 s: another server or a worker process on the same
+             * database finishes jobs without signalling us. */
+            struct timespec ts;
+            deadline_in(&ts, left < 0.5 ? left : 0.5);
+            pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+        }
+        int stop = s->stopping;
+        pthread_mutex_unlock(&s->lock);
+        if (stop)
+            return kg_store_get(s->o.store, id, out, err);
+    }
+}
+
+json_t *kg_sched_workers(kg_sched *s)
+{
+    json_t *arr = json_array();
+    pthread_mutex_lock(&s->lock);
+    double now = kg_now_ms();
+    for (int i = 0; i < s->o.workers; i++) {
+        worker *w = &s->workers[i];
+        double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
+        json_array_append_new(
+            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:f}", "id", w->name, "device",
+                           s->o.eval.device ? s->o.eval.device : "cpu", "status",
+                           w->running_job ? "busy" : "idle", "online", "true", "current_job",
+                           w->running_job ? json_string(w->current) : json_null(), "tasks_processed",
+                           (json_int_t)w->processed, "busy_s", busy / 1000.0, "last_heartbeat",
+                           w->heartbeat));
+    }
+    pthread_mutex_unlock(&s->lock);
+    return arr;
+}
+
+void kg_sched_totals(kg_sched *s, long *finished, long *failed)
+{
+    pthread_mutex_lock(&s->lock);
+    *finished = s->finished;
+    *failed = s->failed;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void kg_sched_metrics(kg_sched *s, kg_buf *b)
+{
+    const char *st[] = {"queued", "running", "done", "failed", "cancelled"};
+    kg_buf_puts(b, "# HELP kgym_jobs Jobs in the store by status.\n# TYPE kgym_jobs gauge\n");
+    for (size_t i = 0; i < sizeof st / sizeof *st; i++)
+        kg_buf_printf(b, "kgym_jobs{status=\"%s\"} %ld\n", st[i], kg_store_count(s->o.store, st[i]));
+    kg_buf_printf(b, "# HELP kgym_queue_depth Jobs waiting for a worker.\n# TYPE kgym_queue_depth gauge\n"
+                     "kgym_queue_depth %ld\n",
+                  kg_store_count(s->o.store, "queued"));
+    pthread_mutex_lock(&s->lock);
+    kg_buf_puts(b, "# HELP kgym_jobs_finished_total Jobs evaluated by this process, by verdict.\n"
+                   "# TYPE kgym_jobs_finished_total counter\n");
+    for (int i = 0; i < KG_VERDICTS; i++)
+        kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", verdict_names[i], s->verdicts[i]);
+    kg_buf_puts(b, "# HELP kgym_stage_seconds Time spent in each evaluation stage.\n"
+                   "# TYPE kgym_stage_seconds summary\n");
+    for (int i = 0; i < KG_STAGES; i++)
+        kg_buf_printf(b, "kgym_stage_seconds_sum{stage=\"%s\"} %.6f\nkgym_stage_seconds_count{stage=\"%s\"} %ld\n",
+                      stage_names[i], s->stage_ms_sum[i] / 1000.0, stage_names[i], s->stage_count[i]);
+    kg_buf_printf(b, "# HELP kgym_queue_wait_seconds Enqueue-to-start latency.\n"
+                     "# TYPE kgym_queue_wait_seconds summary\n"
+                     "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",
+                  s->queue_wait_sum_s, s->queue_wait_count);
+    kg_buf_puts(b, "# HELP kgym_device_busy_seconds Evaluation time per worker and device.\n"
+                   "# TYPE kgym_device_busy_seconds counter\n");
+    double now = kg_now_ms();
+    for (int i = 0; i < s->o.workers; i++) {
+        worker *w = &s->workers[i];
+        double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
+        kg_buf_printf(b, "kgym_device_busy_seconds{device=\"%s\",worker=\"%s\"} %.3f\n",
+                      s->o.eval.device ? s->o.eval.device : "cpu", w->name, busy / 1000.0);
+    }
+    kg_buf_printf(b, "# HELP kgym_workers Evaluation workers.\n# TYPE kgym_workers gauge\nkgym_workers %d\n",
+                  s->o.workers);
+    pthread_mutex_unlock(&s->lock);
+}

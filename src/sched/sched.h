@@ -1,0 +1,63 @@
+/*
+ * sched.h — the embedded scheduler: a pool of worker threads that take jobs
+ * from the store's queue (oldest first), evaluate each through one
+ * kg_supervisor with kg_eval_run(), and write the result back; plus the
+ * waiting (a sync request, a long poll) and the counters /metrics and
+ * /workers/status show.
+ *
+ * The queue lives in the store, so nothing here must survive a crash: a
+ * restarted scheduler finds its queue in the database.
+ *
+ * A normalised request (what the store holds) is a JSON object:
+ *   {"task": label, "reference_code": text, "kernel_code": text,
+ *    "timeout": seconds or 0, "client": {...the fields the client sent...}}
+ *
+ * Threads: every function may be called from any thread.  Ownership: json_t
+ * returned is a new reference the caller decrefs; kg_job as in store.h.
+ */
+#ifndef KG_SCHED_H
+#define KG_SCHED_H
+
+#include <jansson.h>
+
+#include "kgym/eval.h"
+#include "kgym/supervisor.h"
+#include "store/store.h"
+#include "util/util.h"
+
+typedef struct kg_sched kg_sched;
+
+typedef struct kg_sched_options {
+    kg_store *store;        /* borrowed; outlives the scheduler */
+    kg_supervisor *sup;     /* borrowed; NULL: no workers (jobs only queue) */
+    kg_eval_options eval;   /* base evaluation options; eval.device names the device */
+    const char *task_dir;   /* private folder for reference files (borrowed) */
+    int workers;            /* evaluation threads (>= 0) */
+    long max_queue;         /* queued jobs allowed (429 beyond) */
+    const char *name_prefix; /* worker names: prefix + device + "#i" (unique across a fleet) */
+} kg_sched_options;
+
+int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err);
+/* Stops taking jobs and waits up to drain_s for running evaluations.
+ * Returns 1 when everything stopped (the scheduler is freed), 0 when an
+ * evaluation is still running (the scheduler is left alive on purpose: the
+ * caller should exit the process; the job stays "running" in the store and
+ * is re-run by the next server). */
+int kg_sched_stop(kg_sched *s, double drain_s);
+
+/* Wakes the workers: a job was queued. */
+void kg_sched_notify(kg_sched *s);
+/* Room left in the queue (max_queue - queued), never negative. */
+long kg_sched_room(kg_sched *s);
+/* Waits until job id is done, failed or cancelled, or timeout_s passed
+ * (0: no wait), and fills out with its current state. */
+int kg_sched_wait(kg_sched *s, const char *id, double timeout_s, kg_job *out, kg_error *err);
+/* Worker threads: {"id", "device", "status", "current_job", "tasks_processed",
+ * "busy_s", "last_heartbeat"} each. */
+json_t *kg_sched_workers(kg_sched *s);
+/* Appends the Prometheus text of the scheduler's counters. */
+void kg_sched_metrics(kg_sched *s, kg_buf *out);
+/* Jobs finished since start, and their evaluation seconds (for /health). */
+void kg_sched_totals(kg_sched *s, long *finished, long *failed);
+
+#endif

@@ -1,0 +1,408 @@
+/*
+ * kernelgym.c — KernelGYM compatibility: which request fields exist, their
+ * types and ranges (docs/service.md), and how a kgym result maps onto
+ * KernelGYM's EvaluationResponse (same names, same defaults; kgym's full
+ * result added under "kgym", nothing renamed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kgym/service.h"
+#include "kgym/task.h"
+#include "server/server.h"
+#include "util/util.h"
+
+static int bad(kg_bad_request *b, int http, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(kg_bad_request *b, int http, const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b->error, sizeof b->error, fmt, ap);
+    va_end(ap);
+    b->http = http;
+    snprintf(b->field, sizeof b->field, "%s", field ? field : "");
+    return -1;
+}
+
+/* An optional integer field within [lo, hi]; absent or null keeps *out. */
+static int opt_int(const json_t *in, const char *name, long lo, long hi, long *out, kg_bad_request *b)
+{
+    json_t *v = json_object_get(in, name);
+    if (!v || json_is_null(v))
+        return 0;
+    double d;
+    if (json_is_integer(v))
+        d = (double)json_integer_value(v);
+    else if (json_is_real(v) && json_real_value(v) == (double)(long)json_real_value(v))
+        d = json_real_value(v);
+    else
+        return bad(b, 400, name, "%s must be an integer", name);
+    if (d < lo || d > hi)
+        return bad(b, 400, name, "%s must be between %ld and %ld", name, lo, hi);
+    *out = (long)d;
+    return 0;
+}
+
+static int opt_bool(const json_t *in, const char *name, int *out, kg_bad_request *b)
+{
+    json_t *v = json_object_get(in, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return bad(b, 400, name, "%s must be true or false", name);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int opt_string(const json_t *in, const char *name, const char **out, kg_bad_request *b)
+{
+    json_t *v = json_object_get(in, name);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return bad(b, 400, name, "%s must be a string", name);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int id_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 128)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.' || c == ':'))
+            return 0;
+    }
+    return 1;
+}
+
+/* KernelGYM's rule: at least 10 non-blank characters. */
+static int too_short(const char *code)
+{
+    int n = 0;
+    for (const char *p = code; *p && n < 10; p++)
+        n += !(*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r');
+    return n < 10;
+}
+
+int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_task_id,
+                        json_t **normalized, char key[32], int *force_refresh, kg_bad_request *b)
+{
+    *normalized = NULL;
+    *force_refresh = 0;
+    if (!json_is_object(in))
+        return bad(b, 400, "", "the request must be a JSON object");
+    const char *task_id = NULL, *ref = NULL, *kernel = NULL, *backend = "triton", *entry = "Model",
+               *priority = "normal", *task = NULL;
+    if (opt_string(in, "task_id", &task_id, b) || opt_string(in, "reference_code", &ref, b) ||
+        opt_string(in, "kernel_code", &kernel, b) || opt_string(in, "backend", &backend, b) ||
+        opt_string(in, "entry_point", &entry, b) || opt_string(in, "priority", &priority, b) ||
+        opt_string(in, "task", &task, b))
+        return -1;
+    if (need_task_id && !task_id)
+        return bad(b, 400, "task_id", "task_id is required");
+    if (task_id && !id_ok(task_id))
+        return bad(b, 400, "task_id", "task_id must be 1 to 128 characters of A-Z a-z 0-9 _ - . :");
+    const char *native_id = NULL; /* /v1/jobs may name its job "id" */
+    if (opt_string(in, "id", &native_id, b))
+        return -1;
+    if (native_id && !id_ok(native_id))
+        return bad(b, 400, "id", "id must be 1 to 128 characters of A-Z a-z 0-9 _ - . :");
+    if (!kernel)
+        return bad(b, 400, "kernel_code", "kernel_code is required");
+    if (strlen(kernel) > o->max_code_bytes)
+        return bad(b, 413, "kernel_code", "kernel_code is %zu bytes; the limit is %zu", strlen(kernel),
+                   o->max_code_bytes);
+    if (too_short(kernel))
+        return bad(b, 400, "kernel_code", "kernel_code must have at least 10 non-blank characters");
+    if (strcmp(backend, "triton"))
+        return bad(b, 400, "backend", "backend \"%s\" is not supported: kgym evaluates Triton kernels",
+                   backend);
+    if (strcmp(entry, "Model"))
+        return bad(b, 400, "entry_point",
+                   "entry_point must be \"Model\" (the candidate defines ModelNew), not \"%s\"", entry);
+    if (strcmp(priority, "low") && strcmp(priority, "normal") && strcmp(priority, "high"))
+        return bad(b, 400, "priority", "priority must be low, normal or high");
+    long correct_trials = 5, perf_trials = 100, warmup = 3, timeout = 300;
+    int force = 0, flag = 0;
+    if (opt_int(in, "num_correct_trials", 1, 20, &correct_trials, b) ||
+        opt_int(in, "num_perf_trials", 1, 1000, &perf_trials, b) ||
+        opt_int(in, "num_warmup", 0, 100, &warmup, b) || opt_int(in, "timeout", 10, 3600, &timeout, b) ||
+        opt_bool(in, "force_refresh", &force, b))
+        return -1;
+    static const char *const bools[] = {"use_reference_cache", "is_valid", "verbose_errors", "enable_profiling",
+                                        "enable_triton_detection", "run_triton_detection",
+                                        "measure_performance", "run_performance", "run_correctness",
+                                        "detect_decoy_kernel"};
+    for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
+        if (opt_bool(in, bools[i], &flag, b))
+            return -1;
+
+    /* The reference: code given, or a KernelBench id on this server. */
+    kg_task t;
+    memset(&t, 0, sizeof t);
+    char *ref_owned = NULL;
+    const char *label = task_id;
+    if (ref) {
+        if (strlen(ref) > o->max_code_bytes)
+            return bad(b, 413, "reference_code", "reference_code is %zu bytes; the limit is %zu", strlen(ref),
+                       o->max_code_bytes);
+        if (too_short(ref))
+            return bad(b, 400, "reference_code", "reference_code must have at least 10 non-blank characters");
+    } else if (task) {
+        /* Ids only: a path would let a client read the server's files. */
+        if (strncmp(task, "level", 5) || strstr(task, ".."))
+            return bad(b, 400, "task", "task must be a KernelBench id like level1/19");
+        if (!o->kernelbench || !*o->kernelbench)
+            return bad(b, 400, "task", "this server has no KernelBench checkout (--kernelbench)");
+        kg_error err;
+        int rc = kg_task_resolve(o->kernelbench, task, &t, &err);
+        if (rc != KG_OK)
+            return bad(b, rc == KG_ERR_NOT_FOUND ? 404 : 400, "task", "%s", err.message);
+        ref_owned = t.source;
+        t.source = NULL;
+        ref = ref_owned;
+        label = t.id;
+    } else {
+        return bad(b, 400, "reference_code", "reference_code (or a KernelBench \"task\" id) is required");
+    }
+
+    json_t *client = json_deep_copy(in);
+    json_object_del(client, "reference_code");
+    json_object_del(client, "kernel_code");
+    json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:o}", "task", label, "reference_code", ref,
+                          "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
+                          (json_int_t)perf_trials, "client", client);
+    /* The content key: reference, candidate and everything that changes
+     * what is measured (device, seed, budgets, timing iterations). */
+    kg_buf k = {0};
+    char rh[32];
+    kg_hash64_string(ref, strlen(ref), rh);
+    kg_buf_printf(&k, "kgym.protocol/1|%s|%s|%u|%ld|%ld|%ld|%s|%s|", o->eval.device ? o->eval.device : "cpu",
+                  rh, o->eval.seed, o->eval.budget_elements, o->eval.tiny_budget_elements, perf_trials,
+                  o->eval.variants ? o->eval.variants : "", o->eval.half ? o->eval.half : "");
+    kg_buf_puts(&k, kernel);
+    kg_hash64_string(k.data ? k.data : "", k.len, key);
+    kg_buf_free(&k);
+    free(ref_owned);
+    kg_task_free(&t);
+    if (!n)
+        return bad(b, 400, "", "a request field is not valid UTF-8");
+    *normalized = n;
+    *force_refresh = force;
+    return 0;
+}
+
+static json_t *iso_time(double unix_s)
+{
+    if (unix_s <= 0)
+        return json_null();
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char buf[64];
+    int ms = (int)((unix_s - (double)t) * 1000);
+    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    return json_string(buf);
+}
+
+static const char *error_code_of(const char *verdict)
+{
+    if (!verdict)
+        return "SYSTEM_ERROR";
+    if (!strcmp(verdict, "invalid"))
+        return "VALIDATION_ERROR";
+    if (!strcmp(verdict, "compile_error"))
+        return "COMPILATION_ERROR";
+    if (!strcmp(verdict, "runtime_error"))
+        return "RUNTIME_ERROR";
+    if (!strcmp(verdict, "incorrect"))
+        return "CORRECTNESS_ERROR";
+    if (!strcmp(verdict, "timeout"))
+        return "TIMEOUT_ERROR";
+    if (!strcmp(verdict, "hacked"))
+        return "VALIDATION_ERROR";
+    return NULL;
+}
+
+/* Did the candidate get past import (KernelGYM's "compiled")? */
+static int compiled_of(const json_t *r)
+{
+    const char *v = json_string_value(json_object_get(r, "verdict"));
+    if (!v || !strcmp(v, "invalid") || !strcmp(v, "compile_error"))
+        return 0;
+    if (!strcmp(v, "timeout")) {
+        const char *st = json_string_value(json_object_get(json_object_get(r, "process"), "stage"));
+        if (st && (!strcmp(st, "parse") || !strcmp(st, "static") || !strcmp(st, "compile")))
+            return 0;
+    }
+    return 1;
+}
+
+json_t *kg_service_kernelgym_response(const json_t *job)
+{
+    const char *jstatus = json_string_value(json_object_get(job, "status"));
+    const json_t *r = json_object_get(job, "result");
+    int have = json_is_object(r);
+    const char *verdict = have ? json_string_value(json_object_get(r, "verdict")) : NULL;
+    int compiled = have && compiled_of(r);
+    int correct = verdict && !strcmp(verdict, "correct");
+    const json_t *timing = have ? json_object_get(r, "timing") : NULL;
+    double ref_ms = -1.0, ker_ms = -1.0, speedup = 0.0;
+    if (json_is_object(timing)) {
+        json_t *m = json_object_get(json_object_get(timing, "reference_ms"), "median");
+        if (json_is_number(m))
+            ref_ms = json_number_value(m);
+        m = json_object_get(json_object_get(timing, "candidate_ms"), "median");
+        if (json_is_number(m))
+            ker_ms = json_number_value(m);
+        json_t *sp = json_object_get(timing, "speedup");
+        if (correct && json_is_number(sp))
+            speedup = json_number_value(sp);
+        else if (correct && ref_ms > 0 && ker_ms > 0)
+            speedup = ref_ms / ker_ms;
+    }
+    const char *status;
+    if (jstatus && !strcmp(jstatus, "done"))
+        status = compiled ? "completed" : "failed"; /* KernelGYM: compiled results are "completed" */
+    else if (jstatus && !strcmp(jstatus, "failed"))
+        status = "failed";
+    else if (jstatus && !strcmp(jstatus, "cancelled"))
+        status = "cancelled";
+    else if (jstatus && !strcmp(jstatus, "running"))
+        status = "processing";
+    else
+        status = "pending";
+
+    json_t *meta = json_object();
+    if (have) {
+        json_t *dev = json_object_get(r, "device");
+        json_object_set(meta, "hardware", json_object_get(dev, "name") ? json_object_get(dev, "name") : json_null());
+        json_object_set(meta, "device", json_object_get(dev, "kind") ? json_object_get(dev, "kind") : json_null());
+        json_t *c = json_object_get(r, "correctness");
+        if (json_is_object(c)) {
+            json_int_t p = json_integer_value(json_object_get(c, "passed_count"));
+            json_int_t n = (json_int_t)json_array_size(json_object_get(c, "variants"));
+            char buf[64];
+            snprintf(buf, sizeof buf, "(%lld / %lld)", (long long)p, (long long)n);
+            json_object_set_new(meta, "correctness_trials", json_string(buf));
+        }
+        json_t *e = json_object_get(r, "error");
+        const char *em = json_string_value(json_object_get(e, "message"));
+        const char *et = json_string_value(json_object_get(e, "type"));
+        if (em && verdict && !strcmp(verdict, "compile_error")) {
+            json_object_set_new(meta, "compilation_error", json_string(em));
+            if (et)
+                json_object_set_new(meta, "compilation_error_name", json_string(et));
+        } else if (em) {
+            json_object_set_new(meta, "runtime_error", json_string(em));
+            if (et)
+                json_object_set_new(meta, "runtime_error_name", json_string(et));
+        }
+        if (verdict && !strcmp(verdict, "incorrect"))
+            json_object_set_new(meta, "correctness_issue", json_string("Output mismatch"));
+        json_t *cov = json_object_get(json_object_get(r, "profile"), "coverage");
+        if (json_is_number(cov)) {
+            /* Dr. Kernel's coverage reward divides these two numbers. */
+            json_object_set_new(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cov) * 1e6));
+            json_object_set_new(meta, "total_kernel_run_time_in_profiling_us", json_real(1e6));
+        }
+    }
+    const json_t *client = json_object_get(json_object_get(job, "request"), "client");
+    json_object_set_new(meta, "backend", json_string("triton"));
+    json_t *nc = json_object_get(client, "num_correct_trials");
+    json_t *np = json_object_get(client, "num_perf_trials");
+    json_object_set_new(meta, "num_correct_trials", json_is_integer(nc) ? json_copy(nc) : json_integer(5));
+    json_object_set_new(meta, "num_perf_trials", json_is_integer(np) ? json_copy(np) : json_integer(100));
+
+    json_t *err_msg = json_null(), *err_code = json_null();
+    const char *jerr = json_string_value(json_object_get(job, "error"));
+    if (jstatus && !strcmp(jstatus, "failed")) {
+        err_msg = json_string(jerr ? jerr : "the evaluation could not be carried out");
+        err_code = json_string("SYSTEM_ERROR");
+    } else if (jstatus && !strcmp(jstatus, "cancelled")) {
+        err_msg = json_string("Task cancelled");
+        err_code = json_string("UNKNOWN_ERROR");
+    } else if (have && !correct) {
+        /* kgym's feedback: what failed and why, never just "Task failed". */
+        const char *fb = json_string_value(json_object_get(r, "feedback"));
+        err_msg = json_string(fb && *fb ? fb : verdict ? verdict : "failed");
+        const char *code = error_code_of(verdict);
+        err_code = code ? json_string(code) : json_null();
+    }
+    double sub = json_number_value(json_object_get(job, "submitted_at"));
+    double fin = json_number_value(json_object_get(job, "finished_at"));
+    double start = json_number_value(json_object_get(job, "started_at"));
+    json_t *task_id = json_object_get(job, "id");
+    json_t *out = json_object();
+    json_object_set(out, "task_id", task_id ? task_id : json_null());
+    json_object_set_new(out, "status", json_string(status));
+    json_object_set_new(out, "compiled", json_boolean(compiled));
+    json_object_set_new(out, "correctness", json_boolean(correct));
+    json_object_set_new(out, "decoy_kernel", json_boolean(verdict && !strcmp(verdict, "hacked")));
+    json_object_set_new(out, "reference_runtime", json_real(ref_ms));
+    json_object_set_new(out, "kernel_runtime", json_real(ker_ms));
+    json_object_set_new(out, "speedup", json_real(speedup));
+    json_object_set_new(out, "metadata", meta);
+    json_object_set_new(out, "error_message", err_msg);
+    json_object_set_new(out, "error_code", err_code);
+    json_object_set_new(out, "submitted_at", iso_time(sub));
+    json_object_set_new(out, "completed_at", iso_time(fin));
+    json_object_set_new(out, "processing_time", fin > 0 && start > 0 ? json_real(fin - start) : json_null());
+    json_object_set(out, "kgym", have ? (json_t *)r : json_null());
+    return out;
+}
+
+json_t *kg_server_job_json(const kg_job *j, int with_request)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->id ? j->id : ""));
+    json_object_set_new(o, "status", json_string(j->status ? j->status : "unknown"));
+    json_object_set_new(o, "verdict", j->verdict ? json_string(j->verdict) : json_null());
+    json_object_set_new(o, "attempts", json_integer(j->attempts));
+    json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
+    json_object_set_new(o, "cached_from", j->cached_from ? json_string(j->cached_from) : json_null());
+    json_object_set_new(o, "submitted_at", json_real(j->submitted_at));
+    json_object_set_new(o, "started_at", json_real(j->started_at));
+    json_object_set_new(o, "finished_at", json_real(j->finished_at));
+    json_object_set_new(o, "queue_wait_s",
+                        j->started_at > 0 ? json_real(j->started_at - j->submitted_at) : json_null());
+    json_object_set_new(o, "error", j->error ? json_string(j->error) : json_null());
+    json_t *r = j->result ? json_loads(j->result, 0, NULL) : NULL;
+    json_object_set_new(o, "result", r ? r : json_null());
+    json_t *req = j->request ? json_loads(j->request, 0, NULL) : NULL;
+    json_object_set_new(o, "task", req && json_object_get(req, "task") ? json_copy(json_object_get(req, "task"))
+                                                                       : json_null());
+    json_object_set_new(o, "request", req ? req : json_null());
+    json_object_set_new(o, "kernelgym", kg_service_kernelgym_response(o));
+    if (!with_request)
+        json_object_del(o, "request");
+    return o;
+}
+
+json_t *kg_server_status_json(const kg_job *j, long queue_position)
+{
+    json_t *full = kg_server_job_json(j, 1);
+    json_t *kgr = json_object_get(full, "kernelgym");
+    json_t *o = json_object();
+    json_object_set_new(o, "task_id", json_string(j->id ? j->id : ""));
+    json_object_set(o, "status", json_object_get(kgr, "status"));
+    int done = j->status && strcmp(j->status, "queued") && strcmp(j->status, "running");
+    json_object_set_new(o, "progress", json_real(done ? 1.0 : j->status && !strcmp(j->status, "running") ? 0.5 : 0.0));
+    json_object_set_new(o, "estimated_completion", json_null());
+    json_object_set_new(o, "queue_position", queue_position >= 0 ? json_integer(queue_position) : json_null());
+    json_object_set_new(o, "assigned_device", j->worker ? json_string(j->worker) : json_null());
+    /* Added: KernelGYM drops these, so its clients only ever see "Task failed". */
+    json_object_set(o, "error_message", json_object_get(kgr, "error_message"));
+    json_object_set(o, "error_code", json_object_get(kgr, "error_code"));
+    json_object_set_new(o, "verdict", j->verdict ? json_string(j->verdict) : json_null());
+    json_decref(full);
+    return o;
+}

@@ -1,0 +1,726 @@
+/* redis.c — the job table on Redis Streams (see redis.h). */
+#include "store/redis.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "util/util.h"
+
+#define POOL 16
+#define P "kgym:"
+
+struct kg_rstore {
+    char host[256];
+    int port, db;
+    pthread_mutex_t lock;
+    redisContext *idle[POOL];
+    int n_idle;
+    double lease_s, ttl_s;
+    int max_attempts;
+};
+
+static double now_s(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+static redisContext *conn_get(kg_rstore *r, kg_error *err)
+{
+    pthread_mutex_lock(&r->lock);
+    redisContext *c = r->n_idle ? r->idle[--r->n_idle] : NULL;
+    pthread_mutex_unlock(&r->lock);
+    if (c)
+        return c;
+    struct timeval tv = {5, 0};
+    c = redisConnectWithTimeout(r->host, r->port, tv);
+    if (!c || c->err) {
+        kg_error_set(err, KG_ERR_IO, "cannot connect to Redis at %s:%d: %s", r->host, r->port,
+                     c ? c->errstr : "out of memory");
+        if (c)
+            redisFree(c);
+        return NULL;
+    }
+    struct timeval rt = {30, 0};
+    redisSetTimeout(c, rt);
+    if (r->db) {
+        redisReply *x = redisCommand(c, "SELECT %d", r->db);
+        freeReplyObject(x);
+    }
+    return c;
+}
+
+static void conn_put(kg_rstore *r, redisContext *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&r->lock);
+    if (!c->err && r->n_idle < POOL) {
+        r->idle[r->n_idle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (c) /* broken or surplus */
+        redisFree(c);
+}
+
+/* A command's reply; NULL (err filled) on a transport or Redis error. */
+static redisReply *cmd(redisContext *c, kg_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *x = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!x) {
+        kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr[0] ? c->errstr : "no reply");
+        return NULL;
+    }
+    if (x->type == REDIS_REPLY_ERROR) {
+        kg_error_set(err, KG_ERR_IO, "Redis: %s", x->str);
+        freeReplyObject(x);
+        return NULL;
+    }
+    return x;
+}
+
+static int cmd_ok(redisContext *c, kg_error *err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *x = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!x)
+        return kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr[0] ? c->errstr : "no reply");
+    int rc = x->type == REDIS_REPLY_ERROR ? kg_error_set(err, KG_ERR_IO, "Redis: %s", x->str) : KG_OK;
+    freeReplyObject(x);
+    return rc;
+}
+
+int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
+{
+    *out = NULL;
+    kg_rstore *r = calloc(1, sizeof *r);
+    if (!r)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    r->port = 6379;
+    r->lease_s = 60;
+    r->ttl_s = 7 * 86400;
+    r->max_attempts = 3;
+    const char *p = url + strlen("redis://");
+    size_t hl = strcspn(p, ":/");
+    if (hl == 0 || hl >= sizeof r->host) {
+        free(r);
+        return kg_error_set(err, KG_ERR_INVALID, "--redis needs redis://HOST[:PORT][/DB], not \"%s\"", url);
+    }
+    memcpy(r->host, p, hl);
+    p += hl;
+    if (*p == ':')
+        r->port = (int)strtol(p + 1, (char **)&p, 10);
+    if (*p == '/')
+        r->db = (int)strtol(p + 1, (char **)&p, 10);
+    if (*p || r->port <= 0 || r->port > 65535) {
+        free(r);
+        return kg_error_set(err, KG_ERR_INVALID, "--redis needs redis://HOST[:PORT][/DB], not \"%s\"", url);
+    }
+    pthread_mutex_init(&r->lock, NULL);
+    redisContext *c = conn_get(r, err);
+    if (!c) {
+        kg_rstore_close(r);
+        return err ? err->code : KG_ERR_IO;
+    }
+    redisReply *x = redisCommand(c, "XGROUP CREATE " P "stream workers $ MKSTREAM");
+    int rc = KG_OK;
+    if (!x)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr);
+    else if (x->type == REDIS_REPLY_ERROR && !strstr(x->str, "BUSYGROUP")) /* exists already: fine */
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x->str);
+    freeReplyObject(x);
+    conn_put(r, c);
+    if (rc != KG_OK) {
+        kg_rstore_close(r);
+        return rc;
+    }
+    *out = r;
+    return KG_OK;
+}
+
+void kg_rstore_close(kg_rstore *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < r->n_idle; i++)
+        redisFree(r->idle[i]);
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+void kg_rstore_configure(kg_rstore *r, double lease_s, int max_attempts, double result_ttl_s)
+{
+    if (lease_s > 0)
+        r->lease_s = lease_s;
+    if (max_attempts > 0)
+        r->max_attempts = max_attempts;
+    if (result_ttl_s > 0)
+        r->ttl_s = result_ttl_s;
+}
+
+static const char *const fields[] = {"id", "status", "key", "request", "result", "error", "verdict", "worker",
+                                     "cached_from", "attempts", "submitted_at", "started_at", "finished_at",
+                                     "seq", "entry", "reward", "speedup", "label", "coverage"};
+#define NFIELDS (sizeof fields / sizeof *fields)
+
+/* HMGET of every field into vals (malloc'd strings or NULL). 1 if the job exists. */
+static int load(redisContext *c, const char *id, char *vals[NFIELDS], kg_error *err)
+{
+    memset(vals, 0, sizeof(char *) * NFIELDS);
+    const char *argv[NFIELDS + 2];
+    size_t lens[NFIELDS + 2];
+    kg_buf key = {0};
+    kg_buf_printf(&key, P "job:%s", id);
+    argv[0] = "HMGET";
+    argv[1] = key.data;
+    for (size_t i = 0; i < NFIELDS; i++)
+        argv[i + 2] = fields[i];
+    for (size_t i = 0; i < NFIELDS + 2; i++)
+        lens[i] = strlen(argv[i]);
+    redisReply *x = redisCommandArgv(c, (int)(NFIELDS + 2), argv, lens);
+    kg_buf_free(&key);
+    if (!x || x->type != REDIS_REPLY_ARRAY) {
+        kg_error_set(err, KG_ERR_IO, "Redis: %s", x && x->str ? x->str : c->errstr);
+        freeReplyObject(x);
+        return -1;
+    }
+    for (size_t i = 0; i < NFIELDS && i < x->elements; i++)
+        if (x->element[i]->type == REDIS_REPLY_STRING)
+            vals[i] = kg_strdup(x->element[i]->str);
+    freeReplyObject(x);
+    return vals[1] != NULL; /* status */
+}
+
+static void to_job(char *vals[NFIELDS], kg_job *j)
+{
+    memset(j, 0, sizeof *j);
+    j->id = vals[0];
+    j->status = vals[1];
+    j->key = vals[2];
+    j->request = vals[3];
+    j->result = vals[4];
+    j->error = vals[5];
+    j->verdict = vals[6];
+    j->worker = vals[7];
+    j->cached_from = vals[8];
+    j->attempts = vals[9] ? atoi(vals[9]) : 0;
+    j->submitted_at = vals[10] ? atof(vals[10]) : 0;
+    j->started_at = vals[11] ? atof(vals[11]) : 0;
+    j->finished_at = vals[12] ? atof(vals[12]) : 0;
+    j->seq = vals[13] ? atoll(vals[13]) : 0;
+    for (size_t i = 9; i < NFIELDS; i++)
+        free(vals[i]);
+}
+
+static void free_vals(char *vals[NFIELDS])
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        free(vals[i]);
+}
+
+static void result_facts(const char *result, char **verdict, char reward[32], char speedup[32], char coverage[32])
+{
+    *verdict = NULL;
+    snprintf(reward, 32, "0");
+    speedup[0] = '\0';
+    coverage[0] = '\0';
+    json_t *r = result ? json_loads(result, 0, NULL) : NULL;
+    if (!r)
+        return;
+    *verdict = kg_strdup(json_string_value(json_object_get(r, "verdict")));
+    snprintf(reward, 32, "%.17g", json_number_value(json_object_get(r, "reward")));
+    json_t *sp = json_object_get(json_object_get(r, "timing"), "speedup");
+    if (json_is_number(sp))
+        snprintf(speedup, 32, "%.17g", json_number_value(sp));
+    json_t *cov = json_object_get(json_object_get(r, "profile"), "coverage");
+    if (json_is_number(cov))
+        snprintf(coverage, 32, "%.17g", json_number_value(cov));
+    json_decref(r);
+}
+
+/* Appends name and value to an argv when the value is there. */
+static int opt_set(const char **argv, int *n, const char *name, const char *val)
+{
+    if (!val)
+        return 0;
+    argv[(*n)++] = name;
+    argv[(*n)++] = val;
+    return 1;
+}
+
+int kg_rstore_put(kg_rstore *r, const kg_job *job, int replace, kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    int rc = KG_OK;
+    char *old[NFIELDS];
+    int exists = load(c, job->id, old, err);
+    if (exists < 0) {
+        conn_put(r, c);
+        return KG_ERR_IO;
+    }
+    if (exists && !replace)
+        rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", job->id);
+    else if (exists && !strcmp(old[1], "running"))
+        rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", job->id);
+    free_vals(old);
+    if (rc != KG_OK) {
+        conn_put(r, c);
+        return rc;
+    }
+    const char *status = job->status ? job->status : "queued";
+    redisReply *x = cmd(c, err, "INCR " P "seq");
+    long long seq = x ? x->integer : 0;
+    freeReplyObject(x);
+    char *verdict;
+    char reward[32], speedup[32], coverage[32], seqs[32], sub[32], fin[32];
+    result_facts(job->result, &verdict, reward, speedup, coverage);
+    json_t *rq = json_loads(job->request, 0, NULL);
+    const char *label = json_string_value(json_object_get(rq, "task"));
+    double t = now_s();
+    snprintf(seqs, sizeof seqs, "%lld", seq);
+    snprintf(sub, sizeof sub, "%.6f", job->submitted_at > 0 ? job->submitted_at : t);
+    snprintf(fin, sizeof fin, "%.6f", strcmp(status, "queued") ? t : 0.0);
+    kg_buf key = {0};
+    kg_buf_printf(&key, P "job:%s", job->id);
+    const char *argv[64];
+    int n = 0;
+    argv[n++] = "HSET";
+    argv[n++] = key.data;
+#define F(name, val)                                                                                        \
+    if (opt_set(argv, &n, name, val)) {                                                                     \
+    }
+    F("id", job->id)
+    F("status", status)
+    F("key", job->key)
+    F("request", job->request)
+    F("result", job->result)
+    F("error", job->error)
+    F("verdict", verdict)
+    F("cached_from", job->cached_from)
+    F("attempts", "0")
+    F("submitted_at", sub)
+    F("started_at", "0")
+    F("finished_at", fin)
+    F("seq", seqs)
+    F("reward", reward)
+    F("label", label)
+    if (speedup[0])
+        F("speedup", speedup)
+    if (coverage[0])
+        F("coverage", coverage)
+#undef F
+    if (x && cmd_ok(c, err, "DEL %s", key.data) == KG_OK) {
+        x = redisCommandArgv(c, n, argv, NULL);
+        if (!x || x->type == REDIS_REPLY_ERROR)
+            rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+        freeReplyObject(x);
+    } else {
+        rc = KG_ERR_IO;
+    }
+    if (rc == KG_OK && !strcmp(status, "queued")) {
+        x = cmd(c, err, "XADD " P "stream * id %s", job->id);
+        if (x && x->type == REDIS_REPLY_STRING) {
+            cmd_ok(c, err, "HSET %s entry %s", key.data, x->str);
+            cmd_ok(c, err, "ZADD " P "queued %lld %s", seq, job->id);
+        } else {
+            rc = KG_ERR_IO;
+        }
+        freeReplyObject(x);
+    } else if (rc == KG_OK) {
+        cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
+        cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
+    }
+    if (rc == KG_OK) {
+        cmd_ok(c, err, "ZADD " P "recent %lld %s", seq, job->id);
+        cmd_ok(c, err, "ZREMRANGEBYRANK " P "recent 0 -100001");
+    }
+    kg_buf_free(&key);
+    json_decref(rq);
+    free(verdict);
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    char *vals[NFIELDS];
+    int e = load(c, id, vals, err);
+    conn_put(r, c);
+    if (e < 0)
+        return KG_ERR_IO;
+    if (!e) {
+        free_vals(vals);
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no job \"%s\"", id);
+    }
+    to_job(vals, out);
+    return KG_OK;
+}
+
+int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    redisReply *x = cmd(c, err, "GET " P "done:%s", key);
+    char *id = x && x->type == REDIS_REPLY_STRING ? kg_strdup(x->str) : NULL;
+    freeReplyObject(x);
+    conn_put(r, c);
+    if (!id)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no result for this content");
+    int rc = kg_rstore_get(r, id, out, err);
+    free(id);
+    if (rc == KG_OK && strcmp(out->status, "done")) {
+        kg_job_free(out);
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "no result for this content");
+    }
+    return rc;
+}
+
+/* Entry id and job id of the first message of an XREADGROUP/XAUTOCLAIM list. */
+static int first_entry(redisReply *list, char entry[64], char id[160])
+{
+    if (!list || list->type != REDIS_REPLY_ARRAY || list->elements < 1)
+        return 0;
+    redisReply *m = list->element[0];
+    if (m->type != REDIS_REPLY_ARRAY || m->elements < 2 || m->element[0]->type != REDIS_REPLY_STRING)
+        return 0;
+    snprintf(entry, 64, "%s", m->element[0]->str);
+    redisReply *kv = m->element[1];
+    id[0] = '\0';
+    for (size_t i = 0; kv->type == REDIS_REPLY_ARRAY && i + 1 < kv->elements; i += 2)
+        if (!strcmp(kv->element[i]->str, "id"))
+            snprintf(id, 160, "%s", kv->element[i + 1]->str);
+    return 1;
+}
+
+int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err)
+{
+    memset(out, 0, sizeof *out);
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    int rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
+    for (int tries = 0; tries < 8; tries++) {
+        char entry[64], id[160];
+        int reclaimed = 0;
+        /* First a job whose lease ran out (its worker died), then a new one. */
+        redisReply *x = cmd(c, err, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
+                            (long long)(r->lease_s * 1000));
+        int got = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
+        freeReplyObject(x);
+        if (got) {
+            reclaimed = 1;
+        } else {
+            x = cmd(c, err, "XREADGROUP GROUP workers %s COUNT 1 BLOCK 200 STREAMS " P "stream >", worker);
+            got = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 && x->element[0]->elements >= 2 &&
+                  first_entry(x->element[0]->element[1], entry, id);
+            freeReplyObject(x);
+        }
+        if (!got)
+            break;
+        char *vals[NFIELDS];
+        int e = load(c, id, vals, err);
+        const char *st = e > 0 ? vals[1] : NULL;
+        int attempts = e > 0 && vals[9] ? atoi(vals[9]) : 0;
+        /* The submitter records the entry right after XADD; a worker may read
+         * the entry first, so a missing field is this entry, a different one
+         * means the job was replaced (its new entry is the live one). */
+        int live = st && (!strcmp(st, "queued") || !strcmp(st, "running")) && (!vals[14] || !strcmp(vals[14], entry));
+        if (!live) { /* cancelled, finished, replaced or expired: drop the entry */
+            free_vals(vals);
+            cmd_ok(c, err, "XACK " P "stream workers %s", entry);
+            continue;
+        }
+        kg_buf key = {0};
+        kg_buf_printf(&key, P "job:%s", id);
+        if (reclaimed && attempts >= r->max_attempts) {
+            /* It took its worker down max_attempts times: stop, with a verdict. */
+            char msg[256], fin[32];
+            snprintf(msg, sizeof msg,
+                     "the evaluation was interrupted %d times (its worker process died each time); it is not run again",
+                     attempts);
+            snprintf(fin, sizeof fin, "%.6f", now_s());
+            cmd_ok(c, err, "HSET %s status failed error %s finished_at %s", key.data, msg, fin);
+            cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
+            cmd_ok(c, err, "HINCRBY " P "counts failed 1");
+            cmd_ok(c, err, "XACK " P "stream workers %s", entry);
+            cmd_ok(c, err, "PUBLISH " P "done %s", id);
+            kg_buf_free(&key);
+            free_vals(vals);
+            continue;
+        }
+        char started[32], att[16];
+        snprintf(started, sizeof started, "%.6f", now_s());
+        snprintf(att, sizeof att, "%d", attempts + 1);
+        cmd_ok(c, err, "HSET %s status running worker %s started_at %s attempts %s entry %s", key.data, worker,
+               started, att, entry);
+        cmd_ok(c, err, "ZREM " P "queued %s", id);
+        kg_buf_free(&key);
+        free_vals(vals);
+        e = load(c, id, vals, err);
+        if (e > 0) {
+            to_job(vals, out);
+            rc = KG_OK;
+        } else {
+            free_vals(vals);
+        }
+        break;
+    }
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const char *result, const char *error,
+                     kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    char *vals[NFIELDS];
+    int e = load(c, id, vals, err);
+    int rc = KG_OK;
+    if (e <= 0 || strcmp(vals[1], "running")) {
+        rc = e < 0 ? KG_ERR_IO : kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
+    } else {
+        char *verdict;
+        char reward[32], speedup[32], coverage[32], fin[32];
+        result_facts(result, &verdict, reward, speedup, coverage);
+        snprintf(fin, sizeof fin, "%.6f", now_s());
+        kg_buf key = {0};
+        kg_buf_printf(&key, P "job:%s", id);
+        const char *argv[32];
+        int n = 0;
+        argv[n++] = "HSET";
+        argv[n++] = key.data;
+        argv[n++] = "status";
+        argv[n++] = status;
+        argv[n++] = "finished_at";
+        argv[n++] = fin;
+        argv[n++] = "reward";
+        argv[n++] = reward;
+        if (result) {
+            argv[n++] = "result";
+            argv[n++] = result;
+        }
+        if (error) {
+            argv[n++] = "error";
+            argv[n++] = error;
+        }
+        if (verdict) {
+            argv[n++] = "verdict";
+            argv[n++] = verdict;
+        }
+        if (speedup[0]) {
+            argv[n++] = "speedup";
+            argv[n++] = speedup;
+        }
+        if (coverage[0]) {
+            argv[n++] = "coverage";
+            argv[n++] = coverage;
+        }
+        redisReply *x = redisCommandArgv(c, n, argv, NULL);
+        if (!x || x->type == REDIS_REPLY_ERROR)
+            rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+        freeReplyObject(x);
+        if (rc == KG_OK) {
+            cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
+            if (!strcmp(status, "done") && vals[2])
+                cmd_ok(c, err, "SET " P "done:%s %s EX %lld", vals[2], id, (long long)r->ttl_s);
+            cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
+            if (vals[14])
+                cmd_ok(c, err, "XACK " P "stream workers %s", vals[14]);
+            cmd_ok(c, err, "PUBLISH " P "done %s", id);
+        }
+        kg_buf_free(&key);
+        free(verdict);
+    }
+    free_vals(vals);
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    char *vals[NFIELDS];
+    int e = load(c, id, vals, err);
+    int rc = KG_OK;
+    if (e < 0)
+        rc = KG_ERR_IO;
+    else if (!e)
+        rc = kg_error_set(err, KG_ERR_NOT_FOUND, "no job \"%s\"", id);
+    else {
+        snprintf(was, 16, "%s", vals[1]);
+        if (strcmp(was, "queued") && strcmp(was, "running")) {
+            rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" has finished (%s)", id, was);
+        } else {
+            char fin[32];
+            snprintf(fin, sizeof fin, "%.6f", now_s());
+            cmd_ok(c, err, "HSET " P "job:%s status cancelled finished_at %s", id, fin);
+            cmd_ok(c, err, "EXPIRE " P "job:%s %lld", id, (long long)r->ttl_s);
+            cmd_ok(c, err, "ZREM " P "queued %s", id);
+            cmd_ok(c, err, "HINCRBY " P "counts cancelled 1");
+            cmd_ok(c, err, "PUBLISH " P "done %s", id);
+        }
+    }
+    free_vals(vals);
+    conn_put(r, c);
+    return rc;
+}
+
+long kg_rstore_count(kg_rstore *r, const char *status)
+{
+    redisContext *c = conn_get(r, NULL);
+    if (!c)
+        return -1;
+    long n = -1;
+    redisReply *x;
+    if (status && !strcmp(status, "queued"))
+        x = cmd(c, NULL, "ZCARD " P "queued");
+    else if (status && !strcmp(status, "running"))
+        x = cmd(c, NULL, "XPENDING " P "stream workers");
+    else if (status)
+        x = cmd(c, NULL, "HGET " P "counts %s", status);
+    else
+        x = cmd(c, NULL, "ZCARD " P "recent");
+    if (x && x->type == REDIS_REPLY_INTEGER)
+        n = (long)x->integer;
+    else if (x && x->type == REDIS_REPLY_STRING)
+        n = atol(x->str);
+    else if (x && x->type == REDIS_REPLY_NIL)
+        n = 0;
+    else if (x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 && x->element[0]->type == REDIS_REPLY_INTEGER)
+        n = (long)x->element[0]->integer;
+    freeReplyObject(x);
+    conn_put(r, c);
+    return n;
+}
+
+long kg_rstore_queue_position(kg_rstore *r, const char *id)
+{
+    redisContext *c = conn_get(r, NULL);
+    if (!c)
+        return -1;
+    redisReply *x = cmd(c, NULL, "ZRANK " P "queued %s", id);
+    long n = x && x->type == REDIS_REPLY_INTEGER ? (long)x->integer : -1;
+    freeReplyObject(x);
+    conn_put(r, c);
+    return n;
+}
+
+int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg_error *err)
+{
+    *out = NULL;
+    if (limit <= 0 || limit > 10000)
+        limit = 100;
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    /* Newest first; with a status filter, look a little further back. */
+    redisReply *x = cmd(c, err, "ZREVRANGE " P "recent 0 %d", status ? limit * 10 : limit - 1);
+    if (!x) {
+        conn_put(r, c);
+        return KG_ERR_IO;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements && (int)json_array_size(arr) < limit; i++) {
+        char *vals[NFIELDS];
+        if (load(c, x->element[i]->str, vals, NULL) <= 0 || (status && strcmp(vals[1], status))) {
+            free_vals(vals);
+            continue;
+        }
+        json_t *o = json_pack("{s:s, s:s, s:s?, s:f, s:o, s:s?, s:i, s:f, s:f, s:f, s:s?, s:s?}", "id", vals[0] ? vals[0] : "",
+                              "status", vals[1], "verdict", vals[6], "reward", vals[15] ? atof(vals[15]) : 0.0,
+                              "speedup", vals[16] ? json_real(atof(vals[16])) : json_null(), "task", vals[17],
+                              "attempts", vals[9] ? atoi(vals[9]) : 0, "submitted_at",
+                              vals[10] ? atof(vals[10]) : 0.0, "started_at", vals[11] ? atof(vals[11]) : 0.0,
+                              "finished_at", vals[12] ? atof(vals[12]) : 0.0, "cached_from", vals[8], "error", vals[5]);
+        if (o) {
+            json_object_set_new(o, "coverage", vals[18] ? json_real(atof(vals[18])) : json_null());
+            json_array_append_new(arr, o);
+        }
+        free_vals(vals);
+    }
+    freeReplyObject(x);
+    conn_put(r, c);
+    *out = arr;
+    return KG_OK;
+}
+
+int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    size_t i;
+    json_t *w;
+    json_array_foreach(workers, i, w) {
+        const char *name = json_string_value(json_object_get(w, "id"));
+        const char *job = json_string_value(json_object_get(w, "current_job"));
+        char *text = json_dumps(w, JSON_COMPACT);
+        if (!name || !text) {
+            free(text);
+            continue;
+        }
+        cmd_ok(c, err, "SADD " P "workers %s", name);
+        cmd_ok(c, err, "SET " P "worker:%s %s EX %lld", name, text, (long long)(ttl_s > 1 ? ttl_s : 1));
+        free(text);
+        if (job) {
+            /* Renew the lease: XCLAIM by the owner resets the entry's idle time. */
+            redisReply *x = cmd(c, NULL, "HGET " P "job:%s entry", job);
+            if (x && x->type == REDIS_REPLY_STRING)
+                cmd_ok(c, NULL, "XCLAIM " P "stream workers %s 0 %s JUSTID", name, x->str);
+            freeReplyObject(x);
+        }
+    }
+    conn_put(r, c);
+    return KG_OK;
+}
+
+int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err)
+{
+    *out = NULL;
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    redisReply *x = cmd(c, err, "SMEMBERS " P "workers");
+    if (!x) {
+        conn_put(r, c);
+        return KG_ERR_IO;
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+        const char *name = x->element[i]->str;
+        redisReply *y = cmd(c, NULL, "GET " P "worker:%s", name);
+        json_t *w = y && y->type == REDIS_REPLY_STRING ? json_loads(y->str, 0, NULL) : NULL;
+        if (w)
+            json_array_append_new(arr, w);
+        else /* heartbeat expired: the worker is gone */
+            cmd_ok(c, NULL, "SREM " P "workers %s", name);
+        freeReplyObject(y);
+    }
+    freeReplyObject(x);
+    conn_put(r, c);
+    *out = arr;
+    return KG_OK;
+}

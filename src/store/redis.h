@@ -1,0 +1,44 @@
+/*
+ * redis.h — the job table on Redis, for a fleet: API servers that keep no
+ * state and `kgym worker` processes on any number of GPU nodes.  store.c
+ * dispatches to these when the database is a redis:// URL; the functions
+ * mirror store.h's.
+ *
+ * Keys (prefix "kgym:"): job:{id} hash (the job; TTL once finished),
+ * stream (a Redis Stream of job ids, consumer group "workers": at-least-once
+ * delivery; a claimed entry stays pending until the job is finished; a
+ * worker's heartbeat renews its entries (XCLAIM JUSTID); an entry idle longer
+ * than the lease is taken over by another worker with XAUTOCLAIM), queued
+ * (zset id → seq), recent (zset id → seq, capped), done:{key} (content key →
+ * id, TTL), counts (hash status → n), workers (set) + worker:{name} (hash,
+ * TTL: heartbeats), seq (counter); PUBLISH kgym:done {id} on every finish.
+ *
+ * Threads: a small pool of connections behind a mutex.  Ownership as store.h.
+ */
+#ifndef KG_STORE_REDIS_H
+#define KG_STORE_REDIS_H
+
+#include <jansson.h>
+
+#include "kgym/error.h"
+#include "store/store.h"
+
+typedef struct kg_rstore kg_rstore;
+
+int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err);
+void kg_rstore_close(kg_rstore *r);
+void kg_rstore_configure(kg_rstore *r, double lease_s, int max_attempts, double result_ttl_s);
+int kg_rstore_put(kg_rstore *r, const kg_job *job, int replace, kg_error *err);
+int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err);
+int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *err);
+int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err);
+int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const char *result, const char *error,
+                     kg_error *err);
+int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err);
+long kg_rstore_count(kg_rstore *r, const char *status);
+int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg_error *err);
+long kg_rstore_queue_position(kg_rstore *r, const char *id);
+int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_error *err);
+int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * store.h — the service's durable job table: one SQLite database in WAL mode
+ * that holds every job (queued, running, done, failed, cancelled) with its
+ * request and its result, so a restarted server loses nothing.
+ *
+ * The queue is the table itself: kg_store_claim() takes the oldest queued job
+ * and marks it running in one transaction; kg_store_recover() (at start-up)
+ * puts the jobs that were running back in the queue, or fails those that have
+ * already been attempted max_attempts times (a job that kills the server must
+ * not kill it forever).
+ *
+ * Threads: one connection guarded by a mutex; every function may be called
+ * from any thread.  Ownership: kg_job strings are malloc'd and released with
+ * kg_job_free(); json_t results are new references the caller decrefs.
+ */
+#ifndef KG_STORE_H
+#define KG_STORE_H
+
+#include <jansson.h>
+
+#include "kgym/error.h"
+
+typedef struct kg_store kg_store;
+
+typedef struct kg_job {
+    char *id;
+    char *status;       /* queued | running | done | failed | cancelled */
+    char *key;          /* content hash of (task, candidate, protocol) */
+    char *request;      /* the normalised request (JSON text) */
+    char *result;       /* kgym result JSON text (done), else NULL */
+    char *error;        /* why the job failed (failed), else NULL */
+    char *verdict;      /* copied from the result for listings, else NULL */
+    char *worker;       /* who ran it last */
+    char *cached_from;  /* the job whose result was reused, else NULL */
+    int attempts;       /* times it was claimed */
+    double submitted_at, started_at, finished_at; /* Unix seconds; 0 = not yet */
+    long long seq;      /* queue order */
+} kg_job;
+
+int kg_store_open(const char *path, kg_store **out, kg_error *err);
+void kg_store_close(kg_store *s);
+
+/* Inserts a job (id, key, request, status "queued" or "done" with result and
+ * cached_from).  replace != 0 overwrites an existing job of that id unless it
+ * is running (KG_ERR_INVALID then); replace == 0 and an existing id:
+ * KG_ERR_INVALID. */
+int kg_store_put(kg_store *s, const kg_job *job, int replace, kg_error *err);
+/* KG_ERR_NOT_FOUND when there is no such job. */
+int kg_store_get(kg_store *s, const char *id, kg_job *out, kg_error *err);
+/* The most recent done job with this key (KG_ERR_NOT_FOUND if none). */
+int kg_store_find_done(kg_store *s, const char *key, kg_job *out, kg_error *err);
+/* Claims the oldest queued job for worker: status running, attempts + 1.
+ * KG_ERR_NOT_FOUND when the queue is empty. */
+int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
+/* Ends a running job: status "done" (result) or "failed" (error).
+ * KG_ERR_NOT_FOUND when the job is no longer running (cancelled meanwhile). */
+int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result,
+                    const char *error, kg_error *err);
+/* Cancels a queued or running job; *was receives its former status (at least
+ * 16 bytes).  KG_ERR_NOT_FOUND if no such job; finished jobs stay as they are
+ * (KG_ERR_INVALID). */
+int kg_store_cancel(kg_store *s, const char *id, char was[16], kg_error *err);
+/* Start-up: running jobs go back to the queue, or to "failed" when they were
+ * attempted max_attempts times already.  Counts are returned. */
+int kg_store_recover(kg_store *s, int max_attempts, int *requeued, int *failed, kg_error *err);
+/* Number of jobs with a status (NULL: all). */
+long kg_store_count(kg_store *s, const char *status);
+/* Jobs by status (NULL: any), newest first: summaries without request and
+ * result (id, status, verdict, reward, speedup, task, attempts, times). */
+int kg_store_list(kg_store *s, const char *status, int limit, json_t **out, kg_error *err);
+/* Position in the queue (0 = next), -1 when not queued. */
+long kg_store_queue_position(kg_store *s, const char *id);
+
+void kg_job_free(kg_job *job);
+
+/* A path "redis://HOST[:PORT][/DB]" opens the fleet's Redis instead of SQLite
+ * (src/store/redis.h): same functions, shared by every API server and worker. */
+int kg_store_is_shared(const kg_store *s);
+/* Redis only: lease of a claimed job (a job whose worker stops renewing it is
+ * claimed again after this long), attempts before a job is failed, TTL of
+ * finished jobs.  No effect on SQLite (attempts are kg_store_recover's). */
+void kg_store_configure(kg_store *s, double lease_s, int max_attempts, double result_ttl_s);
+/* Redis only: publishes the workers (kg_sched_workers' objects) with a TTL
+ * and renews the lease of each one's current job.  No-op on SQLite. */
+int kg_store_heartbeat(kg_store *s, const json_t *workers, double ttl_s, kg_error *err);
+/* Redis only: the fleet's live workers (KG_ERR_NOT_FOUND on SQLite). */
+int kg_store_workers(kg_store *s, json_t **out, kg_error *err);
+
+#endif

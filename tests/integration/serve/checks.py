@@ -1,0 +1,350 @@
+"""HTTP checks of `kgym serve`, run by tests/integration/test_serve.sh against a
+live server.  Usage: checks.py GROUP PORT [ARGS...].  Prints "ok NAME" or
+"FAIL NAME" (+ detail) per check; the shell script counts them."""
+import json
+import socket
+import sys
+import time
+import urllib.error
+import urllib.request
+
+ROOT = "tests/fixtures"
+REF = open(f"{ROOT}/tasks/add_one.py").read()
+
+
+def cand(name):
+    return open(name if "/" in name else f"{ROOT}/candidates/{name}.py").read()
+
+
+PORT = int(sys.argv[2])
+BASE = f"http://127.0.0.1:{PORT}"
+TOKEN = None
+
+
+def call(method, path, body=None, raw=None, headers=None, timeout=120):
+    h = {"Content-Type": "application/json"}
+    if TOKEN:
+        h["Authorization"] = "Bearer " + TOKEN
+    h.update(headers or {})
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(BASE + path, data=data, method=method, headers=h)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as f:
+            text = f.read()
+            status, hdrs = f.status, f.headers
+    except urllib.error.HTTPError as e:
+        text = e.read()
+        status, hdrs = e.code, e.headers
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = text.decode("utf-8", "replace")
+    return status, doc, hdrs
+
+
+def check(name, cond, detail=""):
+    if cond:
+        print("ok   " + name)
+    else:
+        print("FAIL " + name)
+        if detail:
+            print(str(detail)[:1500])
+
+
+def req(task_id, cname, **kw):
+    d = {"task_id": task_id, "reference_code": REF, "kernel_code": cand(cname)}
+    d.update(kw)
+    return d
+
+
+KERNELGYM_FIELDS = ["task_id", "status", "compiled", "correctness", "decoy_kernel", "reference_runtime",
+                    "kernel_runtime", "speedup", "metadata", "error_message", "error_code", "submitted_at",
+                    "completed_at", "processing_time"]
+
+
+def bad(name, status, doc, want_status, want_field):
+    ok = (status == want_status and isinstance(doc, dict) and "error" in doc and "field" in doc
+          and (want_field is None or doc["field"] == want_field))
+    check(f"bad input: {name} -> {want_status} field={want_field}", ok, (status, doc))
+
+
+def group_api():
+    s, d, _ = call("GET", "/health")
+    check("GET /health", s == 200 and d["status"] == "healthy" and "queue" in d, d)
+    s, d, h = call("GET", "/")
+    check("GET / serves the dashboard", s == 200 and "kgym service" in d and "text/html" in h["Content-Type"])
+
+    s, d, _ = call("POST", "/evaluate", req("e-ok", "ok"))
+    check("POST /evaluate correct: every KernelGYM field, kgym result added",
+          s == 200 and all(k in d for k in KERNELGYM_FIELDS) and d["status"] == "completed" and d["compiled"]
+          and d["correctness"] and d["kgym"]["verdict"] == "correct" and d["error_message"] is None
+          and d["reference_runtime"] == -1.0 and d["task_id"] == "e-ok", d)
+    s, d, _ = call("POST", "/evaluate", req("e-wrong", "wrong_value"))
+    check("POST /evaluate incorrect: completed, feedback in error_message",
+          s == 200 and d["status"] == "completed" and d["compiled"] and not d["correctness"]
+          and d["error_code"] == "CORRECTNESS_ERROR" and "elements differ" in d["error_message"]
+          and d["speedup"] == 0.0, d)
+    s, d, _ = call("POST", "/evaluate", req("e-imp", "import_error"))
+    check("POST /evaluate compile error: failed with the real message, not 'Task failed'",
+          s == 200 and d["status"] == "failed" and not d["compiled"] and d["error_code"] == "COMPILATION_ERROR"
+          and "magic_kernels" in d["error_message"], d)
+    s, d, _ = call("POST", "/evaluate", req("e-syn", "syntax_error"))
+    check("POST /evaluate syntax error: VALIDATION_ERROR with the line",
+          s == 200 and d["status"] == "failed" and d["error_code"] == "VALIDATION_ERROR"
+          and "line 4" in d["error_message"], d)
+    s, d, _ = call("GET", "/status/e-imp")
+    check("GET /status/{id} carries error_message (KernelGYM drops it)",
+          s == 200 and d["status"] == "failed" and "magic_kernels" in (d.get("error_message") or ""), d)
+    s, d, _ = call("GET", "/status/e-ok")
+    check("GET /status/{id} completed", s == 200 and d["status"] == "completed" and d["progress"] == 1.0, d)
+    s, d, _ = call("GET", "/results/e-wrong")
+    check("GET /results/{id}", s == 200 and d["task_id"] == "e-wrong" and d["kgym"]["verdict"] == "incorrect", d)
+    s, d, _ = call("GET", "/results/no-such-job")
+    bad("GET /results of an unknown id", s, d, 404, "task_id")
+    s, d, _ = call("GET", "/status/no-such-job")
+    bad("GET /status of an unknown id", s, d, 404, "task_id")
+    s, d, _ = call("GET", "/v1/jobs/no-such-job")
+    bad("GET /v1/jobs of an unknown id", s, d, 404, "id")
+
+    # Idempotent task ids, content-hash dedup, force_refresh.
+    s, d1, _ = call("POST", "/evaluate", req("e-ok", "wrong_value"))
+    check("same task_id again: the stored answer (KernelGYM's cache)", s == 200 and d1["correctness"], d1)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-copy", "ok"))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-copy")
+    check("identical submission answered from the store", s == 200 and d["correctness"]
+          and j["cached_from"] == "e-ok" and j["attempts"] == 0, j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-fresh", "ok", force_refresh=True))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-fresh")
+    check("force_refresh evaluates again", s == 200 and d["correctness"] and j["cached_from"] is None
+          and j["attempts"] == 1, j)
+    t0 = time.time()
+    s, d, _ = call("POST", "/evaluate", req("e-ok", "ok", force_refresh=True))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok")
+    check("force_refresh on an existing task_id re-runs it", s == 200 and j["finished_at"] >= t0 - 1
+          and j["cached_from"] is None, j)
+
+    # Batch (KernelGYM).
+    s, d, _ = call("POST", "/evaluate/batch", {"batch_id": "b1", "tasks": [req("b-1", "ok"), req("b-2", "wrong_shape")]})
+    check("POST /evaluate/batch", s == 200 and d["batch_id"] == "b1" and d["total_tasks"] == 2
+          and d["completed_tasks"] == 2 and [r["task_id"] for r in d["results"]] == ["b-1", "b-2"]
+          and d["results"][1]["kgym"]["verdict"] == "incorrect" and d["batch_status"] == "completed", d)
+
+    # Native asynchronous API.
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("raise_in_forward"), "task": "x"})
+    jid = d.get("id") if isinstance(d, dict) else None
+    check("POST /v1/jobs -> 202 with an id", s == 202 and jid and jid.startswith("job-"), d)
+    s, d, _ = call("GET", f"/v1/jobs/{jid}?wait=60")
+    check("GET /v1/jobs/{id}?wait long-polls to the end",
+          s == 200 and d["status"] == "done" and d["result"]["verdict"] == "runtime_error"
+          and d["kernelgym"]["error_code"] == "RUNTIME_ERROR" and "request" not in d, d)
+    s, d, _ = call("POST", "/v1/jobs", {"jobs": [{"reference_code": REF, "kernel_code": cand("ok")},
+                                                  {"reference_code": REF, "kernel_code": cand("wrong_tail"),
+                                                   "force_refresh": True}]})
+    ids = [x["id"] for x in d.get("jobs", [])] if isinstance(d, dict) else []
+    check("POST /v1/jobs batch -> ids; the known one cached", s == 202 and len(ids) == 2
+          and d["jobs"][0]["cached"] and not d["jobs"][1]["cached"], d)
+    s, d, _ = call("GET", f"/v1/jobs/{ids[1]}?wait=60") if ids else (0, None, None)
+    check("batch job finishes", s == 200 and d["result"]["verdict"] == "incorrect", d)
+    s, d, _ = call("GET", "/v1/jobs?status=done&limit=100")
+    check("GET /v1/jobs?status=done", s == 200 and d["count"] >= 8 and all(x["status"] == "done" for x in d["jobs"])
+          and any(x["id"] == "e-wrong" and x["verdict"] == "incorrect" for x in d["jobs"]), d)
+    s, d, _ = call("GET", "/v1/jobs?status=bogus")
+    bad("unknown status filter", s, d, 400, "status")
+    s, d, _ = call("GET", "/v1/jobs?limit=abc")
+    bad("bad limit", s, d, 400, "limit")
+    s, d, _ = call("GET", "/v1/jobs/e-ok?wait=-3")
+    bad("bad wait", s, d, 400, "wait")
+    s, d, _ = call("DELETE", "/v1/jobs/e-ok")
+    bad("DELETE a finished job", s, d, 409, "id")
+    s, d, _ = call("DELETE", "/v1/jobs/nope")
+    bad("DELETE an unknown job", s, d, 404, "id")
+
+    # Cancel a queued job: one worker busy with a hang, a second job behind it.
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("hang"), "task_id": "c-hang"})
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("chatty"), "task_id": "c-next"})
+    s, d, _ = call("DELETE", "/v1/jobs/c-next")
+    s2, j, _ = call("GET", "/v1/jobs/c-next?wait=1")
+    check("DELETE /v1/jobs/{id} cancels a queued job", s == 200 and d["was"] == "queued" and j["status"] == "cancelled", (d, j))
+    s, d, _ = call("GET", "/status/c-next")
+    check("a cancelled job reads as cancelled in /status", s == 200 and d["status"] == "cancelled", d)
+    s, d, _ = call("GET", "/v1/jobs/c-hang?wait=60")
+    check("the hang ends as a timeout with its stage", s == 200 and d["result"]["verdict"] == "timeout"
+          and d["kernelgym"]["error_code"] == "TIMEOUT_ERROR", d)
+
+    s, d, _ = call("GET", "/workers/status")
+    check("GET /workers/status", s == 200 and d["total_workers"] == 1 and d["worker_list"][0]["tasks_processed"] >= 5
+          and d["worker_list"][0]["device"] == "cpu", d)
+    s, d, h = call("GET", "/metrics")
+    check("GET /metrics (Prometheus text)", s == 200 and "kgym_queue_depth 0" in d
+          and 'kgym_jobs_finished_total{verdict="correct"}' in d and 'kgym_stage_seconds_count{stage="compile"}' in d
+          and "kgym_device_busy_seconds{" in d and "text/plain" in h["Content-Type"], d)
+
+
+def group_bad():
+    big = int(sys.argv[3])  # the server's --max-code-bytes
+    s, d, _ = call("POST", "/evaluate", raw=b'{"task_id": "x", "kernel_code": ')
+    bad("malformed JSON", s, d, 400, None)
+    s, d, _ = call("POST", "/evaluate", raw=b'[1, 2, 3]')
+    bad("JSON that is not an object", s, d, 400, None)
+    s, d, _ = call("POST", "/evaluate", raw=b'{"task_id": "x\xff\xfe", "kernel_code": "y"}')
+    bad("invalid UTF-8", s, d, 400, None)
+    s, d, _ = call("POST", "/evaluate", raw=b'')
+    bad("empty body", s, d, 400, None)
+    s, d, _ = call("POST", "/evaluate", {"task_id": "x", "reference_code": REF})
+    bad("missing kernel_code", s, d, 400, "kernel_code")
+    s, d, _ = call("POST", "/evaluate", {"reference_code": REF, "kernel_code": cand("ok")})
+    bad("missing task_id", s, d, 400, "task_id")
+    s, d, _ = call("POST", "/evaluate", {"task_id": "x", "kernel_code": cand("ok")})
+    bad("missing reference_code", s, d, 400, "reference_code")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", num_perf_trials="many"))
+    bad("mistyped num_perf_trials", s, d, 400, "num_perf_trials")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", kernel_code=42))
+    bad("mistyped kernel_code", s, d, 400, "kernel_code")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", force_refresh="yes"))
+    bad("mistyped force_refresh", s, d, 400, "force_refresh")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", timeout=5))
+    bad("timeout out of range", s, d, 400, "timeout")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", backend="cuda"))
+    bad("unsupported backend", s, d, 400, "backend")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", entry_point="Net"))
+    bad("unsupported entry_point", s, d, 400, "entry_point")
+    s, d, _ = call("POST", "/evaluate", req("a/b c", "ok"))
+    bad("task_id with bad characters", s, d, 400, "task_id")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", kernel_code="   "))
+    bad("blank kernel_code", s, d, 400, "kernel_code")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", kernel_code="#" * (big + 1)))
+    bad("kernel_code over the size limit", s, d, 413, "kernel_code")
+    s, d, _ = call("POST", "/evaluate", req("x", "ok", reference_code="#" * (big + 1)))
+    bad("reference_code over the size limit", s, d, 413, "reference_code")
+    s, d, _ = call("POST", "/v1/jobs", raw=b"[" + b" " * (int(sys.argv[4]) + 10) + b"]")
+    bad("body over the size limit", s, d, 413, None)
+    s, d, _ = call("POST", "/v1/jobs", {"task": "level9/1", "kernel_code": cand("ok")})
+    bad("unknown level", s, d, 404, "task")
+    s, d, _ = call("POST", "/v1/jobs", {"task": "level1/99999", "kernel_code": cand("ok")})
+    bad("unknown task", s, d, 404, "task")
+    s, d, _ = call("POST", "/v1/jobs", {"task": "../../etc/passwd", "kernel_code": cand("ok")})
+    bad("a path instead of a task id", s, d, 400, "task")
+    s, d, _ = call("POST", "/evaluate/batch", {"tasks": [req("b-x", "ok"), {"task_id": "b-y", "reference_code": REF}]})
+    bad("batch with one bad request names it", s, d, 400, "tasks[1].kernel_code")
+    s, d, _ = call("POST", "/evaluate/batch", {"tasks": [req(f"b{i}", "ok") for i in range(101)]})
+    bad("batch over 100 tasks", s, d, 400, "tasks")
+    s, d, _ = call("POST", "/evaluate/batch", {"tasks": "nope"})
+    bad("batch tasks not a list", s, d, 400, "tasks")
+    s, d, _ = call("POST", "/v1/jobs", {"id": "../../x", "reference_code": REF, "kernel_code": cand("ok")})
+    bad("a native job id with bad characters", s, d, 400, "id")
+    s, d, _ = call("POST", "/v1/jobs", {"jobs": []})
+    bad("empty job list", s, d, 400, "jobs")
+    s, d, _ = call("GET", "/nowhere")
+    bad("unknown endpoint", s, d, 404, None)
+    s, d, _ = call("PUT", "/evaluate", {})
+    bad("wrong method", s, d, 405, None)
+    # Raw garbage on the socket, then a half request: the server survives.
+    for junk in [b"\x00\xff garbage\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                 b"POST /evaluate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\"a\""]:
+        with socket.create_connection(("127.0.0.1", PORT), timeout=5) as sock:
+            sock.sendall(junk)
+            try:
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(4096)
+            except OSError:
+                pass
+    s, d, _ = call("GET", "/health")
+    check("the server survives garbage on the socket", s == 200 and d["status"] == "healthy", d)
+
+
+def group_auth():
+    global TOKEN
+    s, d, _ = call("GET", "/health")
+    check("auth: /health stays open", s == 200, d)
+    s, d, h = call("GET", "/v1/jobs")
+    check("auth: no token -> 401", s == 401 and d["field"] == "Authorization" and "Bearer" in h.get("WWW-Authenticate", ""), d)
+    s, d, _ = call("GET", "/v1/jobs", headers={"Authorization": "Bearer wrong-token"})
+    check("auth: wrong token -> 401", s == 401, d)
+    s, d, _ = call("GET", "/v1/jobs", headers={"Authorization": "Bearer " + sys.argv[3] + "x"})
+    check("auth: token with a suffix -> 401", s == 401, d)
+    TOKEN = sys.argv[3]
+    s, d, _ = call("GET", "/v1/jobs")
+    check("auth: right token -> 200", s == 200, d)
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok")})
+    check("auth: submit with token", s == 202, d)
+
+
+def group_full():
+    # A server with no workers, --max-queue 3, --sync-timeout 1.
+    res = []
+    for i, name in enumerate(["ok", "wrong_value"]):
+        res.append(call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand(name), "task_id": f"q{i}"}))
+    check("queued jobs accepted", res[0][0] == 202 and res[1][0] == 202, res)
+    t0 = time.time()
+    s, d, _ = call("POST", "/evaluate", req("sync-wait", "chatty", timeout=10))
+    check("POST /evaluate past --sync-timeout answers 202 pending (the client polls /status)",
+          s == 202 and d["status"] == "pending" and d["task_id"] == "sync-wait" and time.time() - t0 < 10, (s, d))
+    s, d, h = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("wrong_tail"), "task_id": "q2"})
+    check("a full queue -> 429 with Retry-After", s == 429 and h.get("Retry-After") == "5" and "error" in d, (s, d))
+    s, d, h = call("POST", "/evaluate/batch", {"tasks": [req("qb", "ok")]})
+    check("a full queue -> 429 for a batch too", s == 429, (s, d))
+    s, d, _ = call("GET", "/status/q1")
+    check("a queued job is pending with a queue position", s == 200 and d["status"] == "pending"
+          and d["queue_position"] == 1, d)
+    s, d, _ = call("GET", "/results/q1")
+    check("no result for a queued job yet", s == 404 and "queued" in d["error"], d)
+
+
+def group_after_restart():
+    out = {}
+    for jid in sys.argv[3].split(","):
+        s, d, _ = call("GET", f"/v1/jobs/{jid}?wait=90")
+        out[jid] = d
+        check(f"after restart: {jid} finished", s == 200 and d["status"] == "done" and d["result"] is not None, d)
+    return out
+
+
+def group_wait():
+    jid = sys.argv[3]
+    want = sys.argv[4]
+    s, d, _ = call("GET", f"/v1/jobs/{jid}?wait=90")
+    extra = sys.argv[5] if len(sys.argv) > 5 else "True"
+    check(f"{jid} is {want} ({extra})", s == 200 and d["status"] == want and eval(extra, {"d": d}), d)
+
+
+def group_running():
+    """running ID [ATTEMPT]: waits until job ID is running (its ATTEMPT-th attempt, default any)."""
+    want = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+    for _ in range(600):
+        s, d, _ = call("GET", f"/v1/jobs/{sys.argv[3]}")
+        if s == 200 and d["status"] == "running" and d["attempts"] >= want:
+            print(f"ok   {sys.argv[3]} is running (attempt {d['attempts']}) on worker {d['worker']}")
+            return
+        time.sleep(0.1)
+    print("FAIL job never ran")
+
+
+def group_fleet():
+    """fleet IDS_FILE: waits for every job listed (id per line) and checks each finished once."""
+    ids = open(sys.argv[3]).read().split()
+    s, listing, _ = call("GET", "/v1/jobs?limit=1000")
+    for jid in ids:
+        s, d, _ = call("GET", f"/v1/jobs/{jid}?wait=120")
+        check(f"fleet: {jid} done", s == 200 and d["status"] == "done" and d["result"] is not None, d)
+    s, listing, _ = call("GET", "/v1/jobs?limit=1000")
+    seen = [j["id"] for j in listing["jobs"]]
+    check("fleet: every job listed exactly once, all done",
+          sorted(seen) == sorted(ids) and all(j["status"] == "done" for j in listing["jobs"]), listing)
+
+
+def group_workers():
+    """workers N: /workers/status lists N live workers."""
+    s, d, _ = call("GET", "/workers/status")
+    check(f"/workers/status lists {sys.argv[3]} live worker(s) from their heartbeats",
+          s == 200 and d["total_workers"] == int(sys.argv[3]), d)
+
+
+def group_submit():
+    """submit ID CANDIDATE: queue one job."""
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand(sys.argv[4]), "task_id": sys.argv[3],
+                                        "force_refresh": True})
+    check(f"submitted {sys.argv[3]}", s == 202, d)
+
+
+if __name__ == "__main__":
+    globals()["group_" + sys.argv[1]]()

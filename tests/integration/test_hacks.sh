@@ -1,0 +1,130 @@
+#!/bin/sh
+# Reward-hack defences (docs/threat-model.md): one fixture per exploit family in tests/fixtures/hacks/, each
+# evaluated on the add_one task.  Under the default policy every exploit is `hacked` (or neutralised to
+# `incorrect`) with the expected hacks[].type; under tests/fixtures/hacks/runtime_only.json (static findings
+# only warnings) the runtime layer alone must still catch each one it can see on this device.  Plus: the
+# penalty, the feedback, the sandbox report, the protocol nonce, and the honest suite's static cleanliness.
+. "$(dirname "$0")/lib.sh"
+T=tests/fixtures/tasks/add_one.py
+H=tests/fixtures/hacks
+RT=$H/runtime_only.json
+
+# manifest NAME "fixture:verdict:type ..." -> $TMP/NAME.jsonl and $TMP/NAME.want
+manifest() {
+    : >"$TMP/$1.jsonl"; : >"$TMP/$1.want"
+    for spec in $2; do
+        f=${spec%%:*}; rest=${spec#*:}; v=${rest%%:*}; ty=${rest#*:}
+        printf '{"task": "%s", "candidate": "%s/%s.py", "expect": "%s"}\n' "$T" "$H" "$f" "$v" >>"$TMP/$1.jsonl"
+        echo "$H/$f.py $v $ty" >>"$TMP/$1.want"
+    done
+}
+
+# run_manifest NAME FLAGS...: bench it, then one check line per fixture (verdict and hack type).
+run_manifest() {
+    name=$1; shift
+    "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/$name.jsonl" --jobs 2 --json --stage-timeout tiny_run=30 "$@" \
+        >"$TMP/$name.json" 2>"$TMP/$name.err"
+    rc=$?
+    [ $rc -eq 0 ] || bad "bench $name (exit $rc)" "$(tail -5 "$TMP/$name.err")"
+    "$PY" - "$TMP/$name.json" "$TMP/$name.want" "$name" >"$TMP/$name.checks" <<'PYEOF'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+by_cand = {e["candidate"]: e for e in doc["results"]}
+for line in open(sys.argv[2]):
+    cand, want_v, want_t = line.split()
+    e = by_cand.get(cand) or {}
+    r = e.get("result") or {}
+    kinds = sorted({h["type"] for h in r.get("hacks", [])})
+    ok = r.get("verdict") == want_v and (want_t == "-" or want_t in kinds)
+    if ok and want_v == "hacked":
+        # evidence: static findings name their line, runtime ones their stage; the feedback says what is not allowed
+        h = [x for x in r["hacks"] if x["type"] == want_t][0]
+        ok = (h.get("line", 0) > 0 or h.get("stage")) and "Not allowed" in r["feedback"] and r["reward"] == 0.0
+    print(("ok   " if ok else "FAIL ") + f"{sys.argv[3]}: {cand.split('/')[-1]} -> {r.get('verdict')} {kinds} "
+          f"(expected {want_v} {want_t})")
+    if not ok:
+        print("     " + (r.get("feedback") or str(e.get("error")))[:600].replace("\n", "\n     "))
+PYEOF
+    while IFS= read -r l; do
+        case $l in "ok   "*) ok "${l#ok   }" ;; "FAIL "*) bad "${l#FAIL }" ;; *) echo "$l" ;; esac
+    done <"$TMP/$name.checks"
+}
+
+# Default policy: the cheapest layer that sees each exploit.
+manifest default "decoy:hacked:no_triton_launch torch_operators:hacked:torch_compute torch_static:hacked:torch_call
+try_fallback:hacked:try_except patch_allclose:hacked:monkey_patch thread_deferred:hacked:forbidden_import
+output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subclass:hacked:forbidden_attribute
+global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_attribute
+exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
+network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
+warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:correct:-"
+run_manifest default
+
+# Static layer off (warnings only): the runtime checks must catch what they can see.
+runtime="decoy:hacked:no_triton_launch torch_operators:hacked:torch_compute torch_static:hacked:torch_compute
+patch_allclose:hacked:harness_tampering thread_deferred:hacked:thread_spawned output_alias:hacked:output_alias
+output_alias:hacked:input_mutation lazy_subclass:hacked:output_subclass global_tf32:hacked:global_state
+result_cache:hacked:cached_output forge_protocol:hacked:protocol_forgery exec_string:hacked:torch_compute
+getattr_obfuscated:hacked:torch_compute reference_import:hacked:torch_compute network:compile_error:-
+warmup_only:hacked:nondeterministic"
+# GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised).
+[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:-"
+# CPU: Landlock lets the child write only in its workdir (not yet enabled on GPUs).
+[ "$DEVICE" = cpu ] && runtime="$runtime file_write:compile_error:-"
+manifest runtime "$runtime"
+run_manifest runtime --policy "$RT"
+# The warnings say what the static layer would have caught.
+if [ "$(jget "$TMP/runtime.json" 'all(any(w["type"] == "forbidden_import" for w in e["result"]["warnings"]) for e in r["results"] if e["candidate"].split("/")[-1] in ("thread_deferred.py", "network.py", "reference_import.py"))')" = "True" ]; then
+    ok "static findings demoted to warn are listed in warnings[]"
+else bad "warnings[] under the runtime-only policy"; fi
+if [ "$(jget "$TMP/default.json" 'r["summary"]["hacks_by_type"].get("forbidden_import", 0) >= 3')" = "True" ]; then
+    ok "bench summary counts hacks by type"
+else bad "summary.hacks_by_type" "$(jget "$TMP/default.json" 'r["summary"]')"; fi
+
+# The sandbox is what stops the socket (not the exploit failing by itself): without it the same module is correct.
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/network.py" --policy "$RT" --json >"$TMP/net.json" 2>"$TMP/err"
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/network.py" --policy "$RT" --no-sandbox --json \
+    >"$TMP/net2.json" 2>>"$TMP/err"
+if [ "$(jget "$TMP/net.json" '"Permission denied" in r["feedback"] and any(a.startswith("seccomp") for a in r["sandbox"]["active"])')" = "True" ] &&
+   [ "$(jget "$TMP/net2.json" 'r["verdict"]')" = "correct" ]; then
+    ok "seccomp refuses network sockets (reported in sandbox.active); --no-sandbox lifts it"
+else bad "sandbox network" "$(cat "$TMP/err"; jget "$TMP/net.json" 'r["sandbox"], r["feedback"]')"; fi
+
+# Penalty and an honest candidate's clean record.
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/decoy.py" --hack-penalty -1 --json >"$TMP/pen.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/pen.json" 'r["verdict"] == "hacked" and r["reward"] == -1.0')" = "True" ]; then
+    ok "--hack-penalty sets the reward of hacked"
+else bad "--hack-penalty" "$(cat "$TMP/err")"; fi
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel tests/fixtures/candidates/ok.py --json >"$TMP/ok.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/ok.json" 'r["verdict"] == "correct" and r["hacks"] == [] and r["warnings"] == [] and r["degenerate"] == [] and len(r["sandbox"]["active"]) >= 3')" = "True" ]; then
+    ok "an honest candidate: correct, no hacks, no warnings, sandbox reported"
+else bad "honest candidate record" "$(head -c 1500 "$TMP/ok.json")"; fi
+
+# Policy files are data C reads: a broken one is a usage error, a relaxed one changes the verdict.
+printf '{"findings": ' >"$TMP/broken.json"
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/decoy.py" --policy "$TMP/broken.json" >/dev/null 2>"$TMP/err"; rc=$?
+if [ $rc -ne 0 ] && grep -q "policy" "$TMP/err"; then ok "a malformed policy file is refused"; else bad "malformed policy (exit $rc)"; fi
+"$PY" -c "import json; p=json.load(open('policy/default.json')); p['findings']['try_except']='off'; json.dump(p, open('$TMP/relaxed.json','w'))"
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/try_fallback.py" --policy "$TMP/relaxed.json" --json >"$TMP/rel.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/rel.json" 'r["verdict"]')" = "correct" ]; then ok "a relaxed policy (try_except off) is obeyed"; else bad "relaxed policy" "$(head -c 800 "$TMP/rel.json")"; fi
+
+# Degenerate task: KernelBench level1/19 ReLU on rand >= 0 inputs; returning the input is caught, and honest ReLU
+# reports the task as degenerate (output equals the input) so its rewards can be ignored.
+if [ -d "$KB/level1" ]; then
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/19 --kernel tests/kernelbench/level1/19_relu/honest.py \
+        --variants base --json >"$TMP/relu.json" 2>"$TMP/err"
+    if [ "$(jget "$TMP/relu.json" 'r["verdict"] == "correct" and "output_equals_input" in r["degenerate"]')" = "True" ]; then
+        ok "level1/19 (ReLU of rand >= 0) is marked degenerate: output_equals_input"
+    else bad "degenerate level1/19" "$(cat "$TMP/err"; jget "$TMP/relu.json" 'r["verdict"], r["degenerate"]')"; fi
+fi
+# The honest suite (tests/honest.jsonl: examples/*/correct.py + tests/kernelbench/level{1,2}/*/honest.py) must
+# stay correct.  Its verdicts are checked by test_kernelbench.sh and test_bench_cli.sh (no second run here); this
+# checks the manifest is complete.  Run it alone with: kgym bench --jsonl tests/honest.jsonl --check
+n=$(ls examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py | wc -l)
+m=$(grep -c '"expect": "correct"' tests/honest.jsonl)
+missing=$(for f in examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py; do
+    grep -q "\"$f\"" tests/honest.jsonl || echo "$f"; done)
+if [ "$n" -ge 25 ] && [ "$n" = "$m" ] && [ -z "$missing" ]; then
+    ok "tests/honest.jsonl lists all $n honest candidates (expect correct)"
+else bad "tests/honest.jsonl: $m entries for $n candidates" "$missing"; fi
+finish

@@ -1,0 +1,104 @@
+#!/bin/sh
+# kgym serve (ASan build) on loopback with a temp database: every endpoint,
+# every bad-input class, auth, limits (429, 413), restart with queued jobs,
+# a server killed while a job runs (the job is run again), a job that kills
+# its server every time (stopped after --max-attempts), clean shutdown.
+. "$(dirname "$0")/lib.sh"
+CH=tests/integration/serve/checks.py
+# A running job is the fixture hang.py (a busy loop in forward).
+# Evaluation children of a server killed with SIGKILL outlive it; they carry
+# TMPDIR=$TMP (their work folders live there), which is how we find and end
+# them, by pid.
+export TMPDIR="$TMP"
+SERVER_PID=""
+reap_orphans() {
+    for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/}; p=${p%/environ}
+        [ "$p" = "$$" ] && continue
+        { tr '\0' '\n' <"$e" | grep -qx "TMPDIR=$TMP" && kill -9 "$p"; } 2>/dev/null
+    done
+}
+cleanup() { [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2>/dev/null; reap_orphans; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+start_server() { # NAME ARGS...: starts it, sets PORT
+    name=$1; shift
+    rm -f "$TMP/port"
+    "$KGYM" serve --device "$DEVICE" --port 0 --port-file "$TMP/port" --kernelbench "$KB" \
+        --stage-timeout compile=30 "$@" >>"$TMP/$name.log" 2>&1 &
+    SERVER_PID=$!
+    i=0
+    while [ ! -s "$TMP/port" ] && [ $i -lt 900 ] && kill -0 $SERVER_PID 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
+    PORT=$(cat "$TMP/port" 2>/dev/null)
+    if [ -z "$PORT" ]; then bad "server $name starts" "$(tail -20 "$TMP/$name.log")"; return 1; fi
+}
+stop_server() { # NAME: SIGTERM, expects exit 0 and no sanitizer report
+    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=""
+    if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$1.log"; then ok "server $1 stops cleanly (exit 0, no sanitizer report)"
+    else bad "server $1 stops cleanly (exit $rc)" "$(tail -30 "$TMP/$1.log")"; fi
+}
+kill_server() { kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""; reap_orphans; }
+checks() { # GROUP ARGS...: runs checks.py against $PORT and counts its lines
+    g=$1; shift
+    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
+    cat "$TMP/checks.out"
+    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
+    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
+}
+
+# 1. Every endpoint, then every class of bad input.
+if start_server api --workers 1 --db "$TMP/api.db" --max-code-bytes 65536 --max-body-bytes 1048576 \
+        --stage-timeout tiny_run=3; then
+    checks api
+    checks bad 65536 1048576
+    stop_server api
+fi
+
+# 2. Bearer-token auth.
+if start_server auth --workers 0 --db "$TMP/auth.db" --token s3cret-token; then
+    checks auth s3cret-token
+    stop_server auth
+fi
+
+# 3. A full queue, then a server killed with jobs queued: a new server on the
+#    same database runs them all.
+if start_server full --workers 0 --db "$TMP/full.db" --max-queue 3 --sync-timeout 1; then
+    checks full
+    kill_server
+    if start_server full2 --workers 1 --db "$TMP/full.db"; then
+        checks after_restart q0,q1,sync-wait
+        checks wait q0 done 'd["result"]["verdict"] == "correct" and d["attempts"] == 1'
+        checks wait q1 done 'd["result"]["verdict"] == "incorrect"'
+        stop_server full2
+    fi
+fi
+
+# 4. A server killed while a job runs: the next one runs it again; a job whose
+#    evaluation was interrupted --max-attempts times is failed, not re-run.
+if start_server crash1 --workers 1 --db "$TMP/crash.db" --max-attempts 2 --stage-timeout tiny_run=300; then
+    checks submit slow1 hang
+    checks submit after1 ok
+    checks running slow1
+    kill_server
+    if start_server crash2 --workers 1 --db "$TMP/crash.db" --max-attempts 2 --stage-timeout tiny_run=300; then
+        grep -q "1 queued again" "$TMP/crash2.log" && ok "restart re-queues the running job" || bad "restart re-queues" "$(cat "$TMP/crash2.log")"
+        checks running slow1
+        kill_server
+    fi
+    if start_server crash3 --workers 1 --db "$TMP/crash.db" --max-attempts 2; then
+        grep -q "1 failed after 2 attempts" "$TMP/crash3.log" && ok "restart stops the poison job" || bad "poison job" "$(cat "$TMP/crash3.log")"
+        checks wait slow1 failed '"interrupted 2 times" in d["error"] and d["attempts"] == 2 and d["kernelgym"]["error_code"] == "SYSTEM_ERROR"'
+        checks wait after1 done 'd["result"]["verdict"] == "correct"'
+        stop_server crash3
+    fi
+fi
+
+# 5. Usage errors.
+"$KGYM" serve --port 99999 >/dev/null 2>"$TMP/u.err"; rc=$?
+[ $rc -eq 2 ] && ok "serve: bad --port is a usage error" || bad "serve --port 99999 (exit $rc)" "$(cat "$TMP/u.err")"
+"$KGYM" serve --device cpu --workers 0 --host not-an-ip --port 0 --db "$TMP/u.db" >/dev/null 2>"$TMP/u.err"; rc=$?
+[ $rc -eq 2 ] && grep -q "IPv4" "$TMP/u.err" && ok "serve: bad --host" || bad "serve --host not-an-ip (exit $rc)" "$(cat "$TMP/u.err")"
+"$KGYM" serve --device cpu --workers 0 --port 0 --db /nonexistent/dir/x.db >/dev/null 2>"$TMP/u.err"; rc=$?
+[ $rc -eq 1 ] && grep -q "x.db" "$TMP/u.err" && ok "serve: unusable --db" || bad "serve --db /nonexistent (exit $rc)" "$(cat "$TMP/u.err")"
+finish

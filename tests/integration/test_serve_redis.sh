@@ -1,0 +1,118 @@
+#!/bin/sh
+# The Redis-backed fleet on loopback: a real redis-server, a stateless API
+# server (kgym serve --redis, no workers), two `kgym worker` processes (ASan).
+# One worker is killed with SIGKILL in the middle of a job: every job still
+# completes exactly once; a job that takes down every worker that runs it is
+# failed after --max-attempts instead of killing more.
+. "$(dirname "$0")/lib.sh"
+CH=tests/integration/serve/checks.py
+if ! command -v redis-server >/dev/null; then echo "skip: no redis-server"; finish; exit 0; fi
+export TMPDIR="$TMP"
+PIDS=""
+reap_orphans() { # evaluation children of killed workers carry TMPDIR=$TMP
+    for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/}; p=${p%/environ}
+        [ "$p" = "$$" ] && continue
+        case " $PIDS $REDIS_PID " in *" $p "*) continue ;; esac
+        { tr '\0' '\n' <"$e" | grep -qx "TMPDIR=$TMP" && kill -9 "$p"; } 2>/dev/null
+    done
+}
+cleanup() {
+    for p in $PIDS $REDIS_PID; do kill -9 "$p" 2>/dev/null; done; reap_orphans
+    [ -n "$KGYM_KEEP_LOGS" ] && cp "$TMP"/*.log "$KGYM_KEEP_LOGS"/ 2>/dev/null
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no >"$TMP/redis.log" 2>&1 &
+REDIS_PID=$!
+i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+URL="redis://127.0.0.1:$RPORT"
+
+"$KGYM" serve --redis "$URL" --workers 0 --port 0 --port-file "$TMP/port" >"$TMP/api.log" 2>&1 &
+API=$!; PIDS="$API"
+start_worker() { # NAME: sets WPID
+    "$KGYM" worker --redis "$URL" --device "$DEVICE" --lease 3 --max-attempts 2 --stage-timeout tiny_run=8 \
+        --stage-timeout compile=30 >"$TMP/$1.log" 2>&1 &
+    WPID=$!; PIDS="$PIDS $WPID"
+}
+start_worker w1; W1=$WPID
+start_worker w2; W2=$WPID
+i=0; while [ ! -s "$TMP/port" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+PORT=$(cat "$TMP/port")
+checks() {
+    g=$1; shift
+    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
+    cat "$TMP/checks.out"
+    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
+    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
+}
+# The pid of the worker process running a job (names are host:pid:device#i).
+worker_pid() { sed -n "s/.*$1 is running .* on worker [^:]*:\([0-9]*\):.*/\1/p" "$TMP/checks.out"; }
+descendants() { # PID: its children, grandchildren, ... (its zygote and evaluation children)
+    for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done
+}
+kill_worker() { # PID: SIGKILL one of ours, then what it leaves behind (only its own processes)
+    case " $PIDS " in *" $1 "*)
+        kids=$(descendants "$1")
+        kill -9 "$1" && wait "$1" 2>/dev/null
+        for k in $kids; do kill -9 "$k" 2>/dev/null; done
+        ok "killed worker $1 with SIGKILL mid-job" ;;
+    *) bad "job runs on one of our workers (pid '$1')" ;; esac
+}
+
+# Wait until both workers have started (their heartbeats are visible).
+i=0; while [ $i -lt 300 ]; do
+    [ "$(grep -c 'worker(s) on' "$TMP/w1.log" "$TMP/w2.log" | grep -c ':1')" -eq 2 ] && break; sleep 0.2; i=$((i + 1))
+done
+sleep 1
+checks workers 2
+
+# 1. A batch of jobs with one long one; the worker running it is killed.
+: >"$TMP/ids"
+checks submit victim hang; echo victim >>"$TMP/ids"
+for c in ok wrong_value wrong_tail wrong_shape chatty raise_in_forward; do
+    checks submit "j-$c" "$c"; echo "j-$c" >>"$TMP/ids"
+done
+checks running victim
+kill_worker "$(worker_pid victim)"
+checks fleet "$TMP/ids"
+checks wait victim done 'd["attempts"] == 2 and d["result"]["verdict"] == "timeout"'
+
+# A second API server on the same Redis sees the same jobs and workers: API
+# servers keep no state of their own.
+"$KGYM" serve --redis "$URL" --workers 0 --port 0 --port-file "$TMP/port2" >"$TMP/api2.log" 2>&1 &
+API2=$!; PIDS="$PIDS $API2"
+i=0; while [ ! -s "$TMP/port2" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+PORT1=$PORT; PORT=$(cat "$TMP/port2")
+checks wait victim done 'd["attempts"] == 2 and d["kernelgym"]["status"] == "completed" and d["kernelgym"]["error_code"] == "TIMEOUT_ERROR"'
+checks wait j-ok done 'd["kernelgym"]["correctness"] is True'
+checks workers 1
+kill -TERM "$API2"; wait "$API2" && ok "second API server stops cleanly" || bad "second API server stops cleanly"
+PORT=$PORT1
+
+# 2. A poison job: every worker that runs it dies.  After --max-attempts (2)
+#    it is failed with a clear error, and the next worker lives on.
+start_worker w3
+checks submit poison hang
+checks running poison 1
+kill_worker "$(worker_pid poison)"
+checks running poison 2   # taken over by the other worker once the lease ran out
+kill_worker "$(worker_pid poison)"
+start_worker w4; W4=$WPID
+checks wait poison failed '"interrupted 2 times" in d["error"] and d["kernelgym"]["status"] == "failed"'
+checks submit after-poison ok
+checks wait after-poison done 'd["result"]["verdict"] == "correct"'
+sleep 7  # dead workers' heartbeats expire (2 leases)
+checks workers 1
+
+# Clean shutdown of the survivors, no sanitizer reports.
+for p in $API $W4; do
+    kill -TERM "$p"; wait "$p"; rc=$?
+    [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
+done
+PIDS=""
+if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
+else ok "no sanitizer reports in any log"; fi
+finish

@@ -1,0 +1,124 @@
+/* test_sched.c — the embedded scheduler without Python: queue room, waiting
+ * (timeout, unknown id, a job finished by another thread), cancellation seen
+ * by a waiter, the worker list and the Prometheus text. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sched/sched.h"
+#include "store/store.h"
+#include "util/util.h"
+
+static int pass, fail;
+#define CHECK(cond, what)                                                                                   \
+    do {                                                                                                    \
+        if (cond) {                                                                                         \
+            pass++;                                                                                         \
+        } else {                                                                                            \
+            fail++;                                                                                         \
+            printf("FAIL %s (line %d)\n", what, __LINE__);                                                  \
+        }                                                                                                   \
+    } while (0)
+
+static int put(kg_store *s, const char *id)
+{
+    kg_job j;
+    memset(&j, 0, sizeof j);
+    j.id = (char *)id;
+    j.key = "k";
+    j.request = "{\"task\":\"t\"}";
+    kg_error err;
+    return kg_store_put(s, &j, 0, &err);
+}
+
+static void *finish_later(void *arg)
+{
+    kg_store *s = arg;
+    usleep(300 * 1000);
+    kg_job j;
+    kg_error err;
+    if (kg_store_claim(s, "other", &j, &err) == KG_OK) {
+        kg_store_finish(s, j.id, "done", "{\"verdict\":\"correct\",\"reward\":1}", NULL, &err);
+        kg_job_free(&j);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    char *dir = NULL;
+    kg_error err;
+    if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {
+        printf("0 passed, 1 failed\n");
+        return 1;
+    }
+    kg_buf path = {0};
+    kg_buf_printf(&path, "%s/jobs.db", dir);
+    kg_store *st = NULL;
+    CHECK(kg_store_open(path.data, &st, &err) == KG_OK, "open store");
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 0;
+    o.max_queue = 3;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "start without workers");
+    CHECK(kg_sched_room(s) == 3, "room 3 when empty");
+    put(st, "a");
+    put(st, "b");
+    kg_sched_notify(s);
+    CHECK(kg_sched_room(s) == 1, "room 1 after two");
+    put(st, "c");
+    put(st, "d");
+    CHECK(kg_sched_room(s) == 0, "room never negative");
+
+    kg_job j;
+    double t0 = kg_now_ms();
+    CHECK(kg_sched_wait(s, "a", 0.3, &j, &err) == KG_OK && !strcmp(j.status, "queued"), "wait times out queued");
+    CHECK(kg_now_ms() - t0 >= 250 && kg_now_ms() - t0 < 3000, "wait honours its timeout");
+    kg_job_free(&j);
+    CHECK(kg_sched_wait(s, "zzz", 0.1, &j, &err) == KG_ERR_NOT_FOUND, "wait on unknown id");
+    kg_job_free(&j);
+
+    pthread_t th;
+    pthread_create(&th, NULL, finish_later, st);
+    t0 = kg_now_ms();
+    CHECK(kg_sched_wait(s, "a", 10, &j, &err) == KG_OK && !strcmp(j.status, "done") && j.verdict &&
+              !strcmp(j.verdict, "correct"),
+          "a waiter sees a job finished by someone else");
+    CHECK(kg_now_ms() - t0 < 3000, "...within the polling interval");
+    kg_job_free(&j);
+    pthread_join(th, NULL);
+
+    char was[16];
+    kg_store_cancel(st, "b", was, &err);
+    CHECK(kg_sched_wait(s, "b", 5, &j, &err) == KG_OK && !strcmp(j.status, "cancelled"), "cancelled is terminal");
+    kg_job_free(&j);
+
+    json_t *w = kg_sched_workers(s);
+    CHECK(json_is_array(w) && json_array_size(w) == 0, "no workers listed");
+    json_decref(w);
+    kg_buf m = {0};
+    kg_sched_metrics(s, &m);
+    CHECK(m.data && strstr(m.data, "kgym_queue_depth 2\n") && strstr(m.data, "kgym_jobs{status=\"done\"} 1\n") &&
+              strstr(m.data, "# TYPE kgym_jobs_finished_total counter"),
+          "Prometheus text");
+    kg_buf_free(&m);
+    long fin = -1, failed = -1;
+    kg_sched_totals(s, &fin, &failed);
+    CHECK(fin == 0 && failed == 0, "totals count only this scheduler's evaluations");
+    CHECK(kg_sched_stop(s, 1) == 1, "stop");
+
+    /* Workers need a supervisor: refused, not crashed. */
+    o.workers = 2;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_ERR_INVALID, "workers without a supervisor refused");
+    kg_store_close(st);
+    kg_buf_free(&path);
+    kg_remove_tree(dir);
+    free(dir);
+    printf("%d passed, %d failed\n", pass, fail);
+    return fail != 0;
+}

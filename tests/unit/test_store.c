@@ -1,0 +1,269 @@
+/* test_store.c — the service's SQLite job table: queue order, claiming,
+ * finishing, cancelling, dedup lookups, recovery after a crash, and the
+ * KernelGYM response mapping of stored results. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kgym/service.h"
+#include "kgym/task.h"
+#include "store/store.h"
+#include "util/util.h"
+
+static int pass, fail;
+#define CHECK(cond, what)                                                                                   \
+    do {                                                                                                    \
+        if (cond) {                                                                                         \
+            pass++;                                                                                         \
+        } else {                                                                                            \
+            fail++;                                                                                         \
+            printf("FAIL %s (line %d)\n", what, __LINE__);                                                  \
+        }                                                                                                   \
+    } while (0)
+
+static int put(kg_store *s, const char *id, const char *key, const char *status, const char *result)
+{
+    kg_job j;
+    memset(&j, 0, sizeof j);
+    j.id = (char *)id;
+    j.key = (char *)key;
+    j.request = "{\"task\":\"add_one\",\"reference_code\":\"x\",\"kernel_code\":\"y\"}";
+    j.status = (char *)status;
+    j.result = (char *)result;
+    kg_error err;
+    return kg_store_put(s, &j, 0, &err);
+}
+
+typedef struct {
+    kg_store *s;
+    int claimed;
+} claimer;
+
+static void *claim_all(void *arg)
+{
+    claimer *c = arg;
+    kg_job j;
+    kg_error err;
+    while (kg_store_claim(c->s, "t", &j, &err) == KG_OK) {
+        c->claimed++;
+        kg_store_finish(c->s, j.id, "done", "{\"verdict\":\"correct\",\"reward\":1.0}", NULL, &err);
+        kg_job_free(&j);
+    }
+    return NULL;
+}
+
+int main(void)
+{
+    char *dir = NULL;
+    kg_error err;
+    if (kg_temp_dir("kgym-test-store", &dir, &err) != KG_OK) {
+        printf("cannot make a temp dir: %s\n0 passed, 1 failed\n", err.message);
+        return 1;
+    }
+    kg_buf path = {0};
+    kg_buf_printf(&path, "%s/jobs.db", dir);
+    kg_store *s = NULL;
+    CHECK(kg_store_open(path.data, &s, &err) == KG_OK, "open");
+
+    /* Queue order: oldest first, attempts counted, status running. */
+    CHECK(put(s, "a", "k1", NULL, NULL) == KG_OK, "put a");
+    CHECK(put(s, "b", "k2", NULL, NULL) == KG_OK, "put b");
+    CHECK(put(s, "a", "k1", NULL, NULL) == KG_ERR_INVALID, "duplicate id refused without replace");
+    CHECK(kg_store_count(s, "queued") == 2, "two queued");
+    CHECK(kg_store_queue_position(s, "a") == 0 && kg_store_queue_position(s, "b") == 1, "queue positions");
+    kg_job j;
+    CHECK(kg_store_claim(s, "w0", &j, &err) == KG_OK && !strcmp(j.id, "a") && !strcmp(j.status, "running") &&
+              j.attempts == 1 && j.started_at > 0 && !strcmp(j.worker, "w0"),
+          "claim takes the oldest");
+    kg_job_free(&j);
+    CHECK(kg_store_queue_position(s, "a") == -1, "a running job has no queue position");
+
+    /* A running job cannot be replaced (force_refresh while it runs). */
+    kg_job r;
+    memset(&r, 0, sizeof r);
+    r.id = "a";
+    r.key = "k1";
+    r.request = "{}";
+    CHECK(kg_store_put(s, &r, 1, &err) == KG_ERR_INVALID, "running job not replaced");
+
+    /* Finish: verdict copied for listings; finishing twice is refused. */
+    const char *res =
+        "{\"verdict\":\"incorrect\",\"reward\":0.7,\"timing\":{\"speedup\":1.5},\"profile\":{\"coverage\":0.9}}";
+    CHECK(kg_store_finish(s, "a", "done", res, NULL, &err) == KG_OK, "finish a");
+    CHECK(kg_store_finish(s, "a", "done", res, NULL, &err) == KG_ERR_NOT_FOUND, "finish twice refused");
+    CHECK(kg_store_get(s, "a", &j, &err) == KG_OK && !strcmp(j.status, "done") && j.verdict &&
+              !strcmp(j.verdict, "incorrect") && j.finished_at >= j.started_at && j.result && !j.error,
+          "get a done job");
+    kg_job_free(&j);
+    json_t *l0 = NULL;
+    CHECK(kg_store_list(s, "done", 10, &l0, &err) == KG_OK && json_array_size(l0) == 1 &&
+              json_real_value(json_object_get(json_array_get(l0, 0), "coverage")) == 0.9 &&
+              json_real_value(json_object_get(json_array_get(l0, 0), "speedup")) == 1.5 &&
+              !strcmp(json_string_value(json_object_get(json_array_get(l0, 0), "task")), "add_one"),
+          "listing carries verdict facts: speedup, coverage, task");
+    json_decref(l0);
+    CHECK(kg_store_get(s, "nope", &j, &err) == KG_ERR_NOT_FOUND, "unknown id");
+    kg_job_free(&j);
+
+    /* Dedup lookup by content key: only done jobs count. */
+    CHECK(kg_store_find_done(s, "k1", &j, &err) == KG_OK && !strcmp(j.id, "a"), "find done by key");
+    kg_job_free(&j);
+    CHECK(kg_store_find_done(s, "k2", &j, &err) == KG_ERR_NOT_FOUND, "queued job is no cache hit");
+    kg_job_free(&j);
+
+    /* Cancel: queued → cancelled, then never claimed; finished jobs stay. */
+    char was[16];
+    CHECK(kg_store_cancel(s, "b", was, &err) == KG_OK && !strcmp(was, "queued"), "cancel queued");
+    CHECK(kg_store_claim(s, "w0", &j, &err) == KG_ERR_NOT_FOUND, "cancelled job not claimed");
+    CHECK(kg_store_cancel(s, "a", was, &err) == KG_ERR_INVALID, "cancel a done job refused");
+    CHECK(kg_store_cancel(s, "zzz", was, &err) == KG_ERR_NOT_FOUND, "cancel unknown");
+
+    /* Replace a finished job: queued again at the end (force_refresh). */
+    r.status = "queued";
+    r.request = "{\"task\":\"again\"}";
+    CHECK(kg_store_put(s, &r, 1, &err) == KG_OK && kg_store_count(s, "queued") == 1, "finished job re-queued");
+
+    /* A crash: running jobs come back as queued; one interrupted too often fails. */
+    CHECK(put(s, "c", "k3", NULL, NULL) == KG_OK, "put c");
+    kg_job x, y;
+    CHECK(kg_store_claim(s, "w0", &x, &err) == KG_OK && kg_store_claim(s, "w1", &y, &err) == KG_OK,
+          "claim two");
+    kg_job_free(&x);
+    kg_job_free(&y);
+    kg_store_close(s);
+    s = NULL;
+    CHECK(kg_store_open(path.data, &s, &err) == KG_OK, "reopen after a 'crash'");
+    int requeued = -1, failed = -1;
+    CHECK(kg_store_recover(s, 3, &requeued, &failed, &err) == KG_OK && requeued == 2 && failed == 0,
+          "recover re-queues both running jobs");
+    /* Claim c twice more (3 attempts), crash each time: then it is failed. */
+    for (int i = 0; i < 2; i++) {
+        while (kg_store_claim(s, "w", &x, &err) == KG_OK)
+            kg_job_free(&x);
+        kg_store_recover(s, 3, &requeued, &failed, &err);
+    }
+    CHECK(kg_store_get(s, "c", &j, &err) == KG_OK && !strcmp(j.status, "failed") && j.attempts == 3 && j.error &&
+              strstr(j.error, "interrupted 3 times"),
+          "a job interrupted max_attempts times is failed with a reason");
+    kg_job_free(&j);
+
+    /* Listing: newest first, filtered by status. */
+    json_t *list = NULL;
+    CHECK(kg_store_list(s, "failed", 10, &list, &err) == KG_OK && json_array_size(list) == 2, "list failed");
+    json_decref(list);
+    CHECK(kg_store_list(s, NULL, 1, &list, &err) == KG_OK && json_array_size(list) == 1, "list limit");
+    json_decref(list);
+
+    /* Concurrent claimers never take the same job twice. */
+    for (int i = 0; i < 60; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "p%d", i);
+        put(s, id, "kp", NULL, NULL);
+    }
+    claimer c1 = {s, 0}, c2 = {s, 0};
+    pthread_t th1, th2;
+    pthread_create(&th1, NULL, claim_all, &c1);
+    pthread_create(&th2, NULL, claim_all, &c2);
+    pthread_join(th1, NULL);
+    pthread_join(th2, NULL);
+    CHECK(c1.claimed + c2.claimed == 60 && kg_store_count(s, "queued") == 0, "60 jobs claimed exactly once");
+
+    /* Garbage results never crash the listing facts. */
+    CHECK(put(s, "g", "kg", "done", "not json {") == KG_OK, "garbage result stored");
+    CHECK(kg_store_get(s, "g", &j, &err) == KG_OK && !j.verdict, "no verdict from garbage");
+    kg_job_free(&j);
+    kg_store_close(s);
+
+    /* A bad path is an error, not a crash. */
+    CHECK(kg_store_open("/nonexistent/dir/x.db", &s, &err) != KG_OK && strstr(err.message, "x.db"),
+          "bad database path");
+
+    /* KernelGYM mapping. */
+    json_t *job = json_pack("{s:s, s:s, s:f, s:f, s:f, s:{s:{s:i}}}", "id", "t1", "status", "done",
+                            "submitted_at", 1.0, "started_at", 2.0, "finished_at", 3.5, "request", "client",
+                            "num_perf_trials", 7);
+    json_object_set_new(job, "result",
+                        json_loads("{\"verdict\":\"correct\",\"feedback\":\"ok\",\"device\":{\"kind\":\"cuda\","
+                                   "\"name\":\"H100\"},\"correctness\":{\"passed_count\":7,\"variants\":[1,2,3,4,5,"
+                                   "6,7]},\"timing\":{\"reference_ms\":{\"median\":2.0},\"candidate_ms\":{\"median\":"
+                                   "1.0},\"speedup\":2.0},\"profile\":{\"coverage\":0.9}}",
+                                   0, NULL));
+    json_t *k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "completed") &&
+              json_is_true(json_object_get(k, "compiled")) && json_is_true(json_object_get(k, "correctness")) &&
+              json_real_value(json_object_get(k, "speedup")) == 2.0 &&
+              json_real_value(json_object_get(k, "reference_runtime")) == 2.0 &&
+              json_is_null(json_object_get(k, "error_message")) &&
+              json_real_value(json_object_get(k, "processing_time")) == 1.5,
+          "correct result maps onto KernelGYM fields");
+    json_t *meta = json_object_get(k, "metadata");
+    CHECK(!strcmp(json_string_value(json_object_get(meta, "correctness_trials")), "(7 / 7)") &&
+              json_integer_value(json_object_get(meta, "num_perf_trials")) == 7 &&
+              json_real_value(json_object_get(meta, "custom_kernel_cuda_time_in_profiling_us")) /
+                      json_real_value(json_object_get(meta, "total_kernel_run_time_in_profiling_us")) >
+                  0.89 &&
+              json_is_object(json_object_get(k, "kgym")),
+          "metadata: trials, coverage, kgym result");
+    json_decref(k);
+    json_object_set_new(job, "result",
+                        json_loads("{\"verdict\":\"compile_error\",\"feedback\":\"ImportError: no module "
+                                   "magic\",\"timing\":null,\"error\":{\"type\":\"ImportError\",\"message\":\"no "
+                                   "module magic\"}}",
+                                   0, NULL));
+    k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "failed") &&
+              json_is_false(json_object_get(k, "compiled")) &&
+              !strcmp(json_string_value(json_object_get(k, "error_code")), "COMPILATION_ERROR") &&
+              strstr(json_string_value(json_object_get(k, "error_message")), "magic") &&
+              json_real_value(json_object_get(k, "kernel_runtime")) == -1.0 &&
+              json_real_value(json_object_get(k, "speedup")) == 0.0,
+          "compile error: failed, with kgym's feedback, runtimes -1");
+    json_decref(k);
+    json_object_set_new(job, "result",
+                        json_loads("{\"verdict\":\"incorrect\",\"feedback\":\"3 elements differ\","
+                                   "\"timing\":{\"speedup\":5.0}}",
+                                   0, NULL));
+    k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "completed") &&
+              json_is_true(json_object_get(k, "compiled")) && json_is_false(json_object_get(k, "correctness")) &&
+              json_real_value(json_object_get(k, "speedup")) == 0.0 &&
+              !strcmp(json_string_value(json_object_get(k, "error_code")), "CORRECTNESS_ERROR"),
+          "incorrect: completed, no speedup credit");
+    json_decref(k);
+    json_object_set_new(job, "status", json_string("failed"));
+    json_object_set_new(job, "result", json_null());
+    json_object_set_new(job, "error", json_string("the task failed on its own: NameError"));
+    k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "failed") &&
+              !strcmp(json_string_value(json_object_get(k, "error_code")), "SYSTEM_ERROR") &&
+              strstr(json_string_value(json_object_get(k, "error_message")), "NameError"),
+          "system failure keeps its message");
+    json_decref(k);
+    json_object_set_new(job, "status", json_string("queued"));
+    k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "pending"), "queued is pending");
+    json_decref(k);
+    json_decref(job);
+
+    /* kg_task_from_source: a file named by the hash, reused. */
+    kg_task t1, t2;
+    const char *src = "import torch\nclass Model: pass\n";
+    CHECK(kg_task_from_source(src, strlen(src), "mytask", dir, &t1, &err) == KG_OK && kg_file_exists(t1.path) &&
+              !strcmp(t1.id, "mytask") && strstr(t1.path, "task-"),
+          "task from source");
+    CHECK(kg_task_from_source(src, strlen(src), NULL, dir, &t2, &err) == KG_OK && !strcmp(t1.path, t2.path) &&
+              !strcmp(t1.hash, t2.hash),
+          "same source, same file");
+    kg_task_free(&t1);
+    kg_task_free(&t2);
+    CHECK(kg_task_from_source(src, strlen(src), NULL, "/nonexistent/x", &t1, &err) != KG_OK, "bad folder");
+    kg_task_free(&t1);
+
+    kg_buf_free(&path);
+    kg_remove_tree(dir);
+    free(dir);
+    printf("%d passed, %d failed\n", pass, fail);
+    return fail != 0;
+}
