@@ -322,6 +322,26 @@ class Evaluation:
         except Exception:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
             pass
         if bad:
+            # Wrong while timed: a skip-work exploit, or simply a kernel that is wrong on these fresh
+            # inputs (a bug the correctness variants did not hit).  Re-run it untimed on the same inputs:
+            # wrong there too means a plain bug, reported as a failed correctness variant, not a hack.
+            args = pool[bad[0] % len(pool)]
+            with torch.no_grad():
+                ref_again = ref(*[x.clone() if torch.is_tensor(x) else x for x in args])
+                cand_again = cand(*[x.clone() if torch.is_tensor(x) else x for x in args])
+                torch.cuda.synchronize()
+            atol, rtol = compare.tolerances(_first_dtype(ref_again))
+            if self.job.get("atol") is not None:
+                atol = self.job["atol"]
+            if self.job.get("rtol") is not None:
+                rtol = self.job["rtol"]
+            facts = _finite(compare.compare(ref_again, cand_again, atol, rtol))
+            if not _passes(facts):
+                self.chan.send({"type": "variant", "name": "timed_inputs", "sizes": base.sizes, "dtype": None,
+                                "description": "the inputs of a timed call (another seed), re-run untimed",
+                                "status": "ran", "compare": facts, "atol": atol, "rtol": rtol, "error": None})
+                bad = []
+        if bad:
             self.guards.add("timed_output_mismatch", "timing", base.name,
                             f"{len(bad)} of {checked} checked timed calls returned wrong outputs: work was skipped "
                             "or results were reused while being timed", {"calls": bad[:20], "checked": checked})

@@ -657,7 +657,35 @@ static void sandbox_and_degenerate_facts(void)
     json_decref(r);
 }
 
+static void wrong_on_timed_inputs_is_incorrect(void)
+{
+    /* The timing stage re-ran a mismatching timed call untimed and it was wrong there too: a plain bug
+     * reported as a failed variant, so the verdict is incorrect, not hacked. */
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "begin"));
+    variant(&f, "timed_inputs", "ran", 5);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK_NEAR(reward(r), 0.7, 1e-12);
+    KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 0);
+    KG_CHECK(strstr(feedback(r), "timed_inputs") != NULL);
+    json_decref(r);
+}
+
 static const kg_test_case cases[] = {
+    {"wrong_on_timed_inputs_is_incorrect", wrong_on_timed_inputs_is_incorrect},
     {"runtime_finding_is_hacked", runtime_finding_is_hacked},
     {"static_finding_names_the_line", static_finding_names_the_line},
     {"policy_severity_warn_and_off", policy_severity_warn_and_off},
