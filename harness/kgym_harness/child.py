@@ -302,11 +302,7 @@ class Evaluation:
                     out.append(start.elapsed_time(end))
                 if i % 3 == 0 or i == iters - 1:
                     checked += 1
-                    atol, rtol = compare.tolerances(_first_dtype(ref_out))
-                    if self.job.get("atol") is not None:
-                        atol = self.job["atol"]
-                    if self.job.get("rtol") is not None:
-                        rtol = self.job["rtol"]
+                    atol, rtol = self.tolerances(ref_out)
                     if not _passes(compare.compare(ref_out, cand_out, atol, rtol)):
                         bad.append(i)
                 if i == 0:
@@ -330,11 +326,7 @@ class Evaluation:
                 ref_again = ref(*[x.clone() if torch.is_tensor(x) else x for x in args])
                 cand_again = cand(*[x.clone() if torch.is_tensor(x) else x for x in args])
                 torch.cuda.synchronize()
-            atol, rtol = compare.tolerances(_first_dtype(ref_again))
-            if self.job.get("atol") is not None:
-                atol = self.job["atol"]
-            if self.job.get("rtol") is not None:
-                rtol = self.job["rtol"]
+            atol, rtol = self.tolerances(ref_again)
             facts = _finite(compare.compare(ref_again, cand_again, atol, rtol))
             if not _passes(facts):
                 self.chan.send({"type": "variant", "name": "timed_inputs", "sizes": base.sizes, "dtype": None,
@@ -350,6 +342,17 @@ class Evaluation:
                         "min_bytes": min_bytes, "flops": flops, "fresh_inputs": len(pool),
                         "outputs_checked": checked})
         return f"{iters} calls each", {}
+
+    def tolerances(self, ref_out):
+        """(atol, rtol): the job's, where it gives them, else the default for the output's dtype."""
+        from . import compare
+
+        atol, rtol = compare.tolerances(_first_dtype(ref_out))
+        if self.job.get("atol") is not None:
+            atol = self.job["atol"]
+        if self.job.get("rtol") is not None:
+            rtol = self.job["rtol"]
+        return atol, rtol
 
     # -- one variant: reference, then candidate, then facts -------------------
     def run_variant(self, v):
@@ -392,12 +395,7 @@ class Evaluation:
         if v.dtype:
             atol, rtol = compare.tolerances(getattr(torch, v.dtype))
         else:
-            atol = self.job.get("atol")
-            rtol = self.job.get("rtol")
-            if atol is None or rtol is None:
-                d_atol, d_rtol = compare.tolerances(_first_dtype(ref_out))
-                atol = d_atol if atol is None else atol
-                rtol = d_rtol if rtol is None else rtol
+            atol, rtol = self.tolerances(ref_out)
         facts["atol"], facts["rtol"] = atol, rtol
         facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
         if _near_miss(facts["compare"], ref_out, cand_out):

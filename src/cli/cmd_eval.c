@@ -98,22 +98,10 @@ int kg_cli_eval(int argc, char **argv)
         rc = 2;
         goto fail;
     }
-    if (!strcmp(kernel, "-")) {
-        kg_buf b = {0};
-        char chunk[65536];
-        size_t got;
-        while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
-            if (b.len + got > KG_MAX_RESPONSE_BYTES) {
-                kg_buf_free(&b);
-                kg_error_set(&err, KG_ERR_INVALID, "the candidate on stdin is larger than 16 MiB");
-                rc = 2;
-                goto fail;
-            }
-            kg_buf_append(&b, chunk, got);
-        }
-        response_len = b.len;
-        response = kg_buf_release(&b);
-    } else if (kg_file_read(kernel, KG_MAX_RESPONSE_BYTES, &response, &response_len, &err) != KG_OK) {
+    if ((!strcmp(kernel, "-") ? kg_fd_read(0, "the candidate on stdin", KG_MAX_RESPONSE_BYTES, &response,
+                                            &response_len, &err)
+                              : kg_file_read(kernel, KG_MAX_RESPONSE_BYTES, &response, &response_len, &err)) !=
+        KG_OK) {
         rc = 2;
         goto fail;
     }

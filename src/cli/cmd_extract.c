@@ -27,15 +27,10 @@ int kg_cli_extract(int argc, char **argv)
     size_t len = 0;
     kg_error err;
     kg_error_clear(&err);
-    if (!path || !strcmp(path, "-")) {
-        kg_buf b = {0};
-        char chunk[65536];
-        size_t got;
-        while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0)
-            kg_buf_append(&b, chunk, got);
-        len = b.len;
-        text = kg_buf_release(&b);
-    } else if (kg_file_read(path, KG_EXTRACT_MAX_INPUT + 1, &text, &len, &err) != KG_OK) {
+    /* stdin is read whole: the extractor itself rejects an oversized reply with its reason. */
+    int rc_read = !path || !strcmp(path, "-") ? kg_fd_read(0, "stdin", 0, &text, &len, &err)
+                                              : kg_file_read(path, KG_EXTRACT_MAX_INPUT + 1, &text, &len, &err);
+    if (rc_read != KG_OK) {
         fprintf(stderr, "kgym extract: %s\n", err.message);
         return 2;
     }

@@ -4,6 +4,7 @@
  * Every decision kgym makes about a candidate is in this file.
  */
 #include "kgym/eval.h"
+#include "kgym/stats.h"
 
 #include <math.h>
 #include <signal.h>
@@ -129,38 +130,32 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     return v;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* mean, median, min, stdev and CV of a list of milliseconds. */
-static json_t *summarize(const json_t *samples, double *median_out)
+/* The statistics of a JSON array of per-call milliseconds (src/stats); 0 when
+ * it is empty or holds a value that is not a time. */
+static int samples_stats(const json_t *samples, kg_stats *out)
 {
     size_t n = json_array_size(samples);
     if (n == 0)
-        return json_null();
+        return 0;
     double *v = malloc(n * sizeof *v);
     if (!v)
-        return json_null();
-    double sum = 0;
-    for (size_t i = 0; i < n; i++) {
-        v[i] = num(json_array_get(samples, i), 0);
-        sum += v[i];
-    }
-    qsort(v, n, sizeof *v, cmp_double);
-    double mean = sum / (double)n;
-    double median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-    double ss = 0;
+        return 0;
     for (size_t i = 0; i < n; i++)
-        ss += (v[i] - mean) * (v[i] - mean);
-    double sd = n > 1 ? sqrt(ss / (double)(n - 1)) : 0;
-    json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:f, s:I}", "mean", mean, "median", median, "min",
-                          v[0], "stdev", sd, "cv", mean > 0 ? sd / mean : 0, "samples", (json_int_t)n);
-    *median_out = median;
+        v[i] = num(json_array_get(samples, i), 0);
+    int ok = kg_stats_summarize(v, n, 0.1, out, NULL) == KG_OK;
     free(v);
-    return o;
+    return ok;
+}
+
+/* mean, median, min, stdev and CV of a list of milliseconds, as JSON. */
+static json_t *summarize(const json_t *samples, double *median_out)
+{
+    kg_stats st;
+    if (!samples_stats(samples, &st))
+        return json_null();
+    *median_out = st.median;
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I}", "mean", st.mean, "median", st.median, "min", st.min,
+                     "stdev", st.stdev, "cv", st.cv, "samples", (json_int_t)st.n);
 }
 
 static const char *signal_name(int sig)
@@ -345,9 +340,8 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
             double flops = num(json_object_get(m, "flops"), 0);
             double peak_flops = 0;
             double bw = peak_bandwidth(json_string_value(json_object_get(m, "gpu")), &peak_flops);
-            double med = 0;
-            json_t *cs = summarize(json_object_get(m, "candidate_ms"), &med);
-            json_decref(cs);
+            kg_stats cand;
+            double med = samples_stats(json_object_get(m, "candidate_ms"), &cand) ? cand.median : 0;
             double bytes_ms = bw > 0 && bytes >= KG_SOL_MIN_BYTES ? bytes / bw * 1e3 : 0;
             double flops_ms = peak_flops > 0 ? flops / peak_flops * 1e3 : 0;
             double floor_ms = bytes_ms > flops_ms ? bytes_ms : flops_ms;
@@ -589,14 +583,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             }
         }
         if (!strcmp(status, "ok")) {
-            if (i == 1)
-                level = 1;
-            else if (i == 2)
-                level = 2;
-            else if (i == 3)
-                level = 3;
-            else if (i == 4)
-                level = 4;
+            /* Stage i of parse(0), static(1), compile(2), tiny_run(3), correctness(4) passed:
+             * credit level i (static ok = 1 ... correct = 4); timing adds no level. */
+            if (i >= 1 && i <= 4)
+                level = i;
         }
         kg_utf8_sanitize(detail);
         json_array_append_new(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status,

@@ -11,6 +11,40 @@
 #include <time.h>
 #include <unistd.h>
 
+int kg_fd_read(int fd, const char *name, size_t max_bytes, char **data, size_t *len, kg_error *err)
+{
+    *data = NULL;
+    if (len)
+        *len = 0;
+    kg_buf b = {0};
+    char chunk[65536];
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof chunk);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_IO, "cannot read %s: %s", name, strerror(e));
+        }
+        if (n == 0)
+            break;
+        if (max_bytes && b.len + (size_t)n > max_bytes) {
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_INVALID, "%s is larger than the limit of %zu bytes", name,
+                                max_bytes);
+        }
+        if (kg_buf_append(&b, chunk, (size_t)n) != KG_OK) {
+            kg_buf_free(&b);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", name);
+        }
+    }
+    if (len)
+        *len = b.len;
+    *data = kg_buf_release(&b);
+    return *data ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+}
+
 int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, kg_error *err)
 {
     *data = NULL;
@@ -25,37 +59,9 @@ int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, k
         close(fd);
         return kg_error_set(err, KG_ERR_INVALID, "%s is a folder, not a file", path);
     }
-    kg_buf b = {0};
-    char chunk[65536];
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof chunk);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            int e = errno;
-            close(fd);
-            kg_buf_free(&b);
-            return kg_error_set(err, KG_ERR_IO, "cannot read %s: %s", path, strerror(e));
-        }
-        if (n == 0)
-            break;
-        if (max_bytes && b.len + (size_t)n > max_bytes) {
-            close(fd);
-            kg_buf_free(&b);
-            return kg_error_set(err, KG_ERR_INVALID, "%s is larger than the limit of %zu bytes",
-                                path, max_bytes);
-        }
-        if (kg_buf_append(&b, chunk, (size_t)n) != KG_OK) {
-            close(fd);
-            kg_buf_free(&b);
-            return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", path);
-        }
-    }
+    int rc = kg_fd_read(fd, path, max_bytes, data, len, err);
     close(fd);
-    if (len)
-        *len = b.len;
-    *data = kg_buf_release(&b);
-    return *data ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    return rc;
 }
 
 int kg_file_write(const char *path, const void *data, size_t len, kg_error *err)

@@ -29,6 +29,9 @@ int kg_buf_vprintf(kg_buf *b, const char *fmt, va_list ap);
 char *kg_buf_release(kg_buf *b);
 void kg_buf_free(kg_buf *b);
 
+/* Reads an open descriptor to its end (name is for messages, e.g. "stdin");
+ * *data is malloc'd and NUL-terminated. max_bytes = 0: no limit. */
+int kg_fd_read(int fd, const char *name, size_t max_bytes, char **data, size_t *len, kg_error *err);
 /* Reads a whole file; *data is malloc'd and NUL-terminated. max_bytes = 0: no limit. */
 int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, kg_error *err);
 int kg_file_write(const char *path, const void *data, size_t len, kg_error *err);
