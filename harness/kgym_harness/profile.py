@@ -19,14 +19,15 @@ def _device_time_us(evt) -> float:
     return 0.0
 
 
-def profile_forward(model, inputs, triton_names, calls: int = 3):
+def profile_forward(model, inputs, triton_names, calls: int = 3, launched=None):
     """Runs ``calls`` forwards of ``model`` under torch.profiler (CUDA activity only) after one
     unprofiled call, and returns {"calls": n, "kernels": [{"name", "device_us", "count",
-    "candidate": bool}], "total_device_us": t, "candidate_device_us": c} with kernels sorted by time."""
+    "candidate": bool}], "total_device_us": t, "candidate_device_us": c, "launched": [...]} with kernels
+    sorted by time.  The candidate's kernels are ``triton_names``, or when ``launched`` is given, the names
+    it returns after the profiled calls (the launch hook's record of those very calls)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
-    names = set(triton_names or ())
     with torch.no_grad():
         model(*inputs)
         torch.cuda.synchronize()
@@ -34,6 +35,7 @@ def profile_forward(model, inputs, triton_names, calls: int = 3):
             for _ in range(calls):
                 model(*inputs)
             torch.cuda.synchronize()
+    names = set(launched() if launched else (triton_names or ()))
     kernels = {}
     for evt in prof.key_averages():
         if getattr(evt, "device_type", None) != DeviceType.CUDA:
@@ -49,4 +51,4 @@ def profile_forward(model, inputs, triton_names, calls: int = 3):
     total = sum(k["device_us"] for k in rows)
     mine = sum(k["device_us"] for k in rows if k["candidate"])
     return {"calls": calls, "kernels": rows[:20], "kernel_count": len(rows), "total_device_us": total,
-            "candidate_device_us": mine}
+            "candidate_device_us": mine, "launched": sorted(names)[:50]}

@@ -2,18 +2,20 @@
 
 The protocol (docs/evaluation-protocol.md, "Timing"):
   - both models are timed in this one process, on the current stream, interleaved call by call
-    (A B A B ...), so clock and thermal drift hit both alike;
-  - ``warmup`` calls of each first (compilation, caches, allocator), then ``rounds`` rounds of ``iters``
-    timed calls of each;
+    (A B, then B A, ...: the order alternates so neither always runs right after the L2 flush of the other);
+  - ``warmup`` calls of each first (compilation, caches, allocator), then rounds of ``iters`` timed calls of
+    each; the child runs each round inside an exclusive GPU window granted by kgym's arbiter;
   - before every timed call the L2 cache is flushed by writing a buffer at least twice its size
     (not timed), so no call profits from the previous call's data in L2;
-  - calls rotate among several pre-generated input sets, so no call sees the inputs of the previous one
-    (a candidate that caches its result by input address or value gets no help from the timer);
+  - every call gets fresh input values (``fresh``: generated on the GPU for that call, untimed), or rotates
+    among several pre-generated sets; either way no call sees the inputs of the previous one;
   - each call is bracketed by CUDA events, with a device-wide synchronize before the end event is
     recorded, so work the candidate left on side streams is counted.
-The C supervisor computes every statistic from the lists returned here, and stamps the begin/end
-messages of each round with its own clock (a lower bound on real elapsed time the child cannot fake).
+The C side computes every statistic from the lists returned here, and stamps the begin/end messages of
+each round with its own clock (a lower bound on real elapsed time the child cannot fake).
 """
+
+import time
 
 import torch
 
@@ -38,6 +40,10 @@ def _nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
 
 
+def _clone(args):
+    return [x.clone() if torch.is_tensor(x) else x for x in args]
+
+
 def input_set_count(inputs, wanted: int = 3) -> int:
     """How many input sets fit: each set is held twice (reference and candidate copies), and half the
     free memory is left for the models' own work."""
@@ -46,49 +52,139 @@ def input_set_count(inputs, wanted: int = 3) -> int:
     return max(1, min(wanted, int(0.5 * free) // need))
 
 
-def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: int = 50,
-              sets: int = 3, flush: bool = True, on_round=None):
-    """Times ``ref`` and ``cand``.
+class PairTimer:
+    """Times ``ref`` and ``cand`` call by call.
 
-    ``make_inputs(k)`` returns the k-th input set (a list), created on the GPU from its own seed; the
-    reference and the candidate each get their own copy of every set.  ``on_round(i, "begin"|"end")``
-    is called around each round (the child sends protocol messages from it).
-    Returns {"rounds": [{"reference_ms": [...], "candidate_ms": [...]}], "input_sets": n,
-    "flush_bytes": b, "warmup": w, "iters": i}.
+    ``make_inputs(k)`` returns the k-th input set (a list) created on the GPU from its own seed; the
+    candidate always gets its own copy, so a candidate that writes into its inputs cannot change what the
+    reference sees.  ``ref`` may be None (the reference's times come from kgym's cache): only the
+    candidate is timed then, and ``on_pair`` gets a reference output computed untimed.
+    ``on_pair(call, ref_out, cand_out)`` is called for every ``check_every``-th pair, right after it ran and
+    before the next call can reuse the candidate's output buffer.
     """
-    first = make_inputs(0)
-    n_sets = input_set_count(first, sets)
-    ref_sets = [first] + [make_inputs(k) for k in range(1, n_sets)]
-    cand_sets = [[x.clone() if torch.is_tensor(x) else x for x in s] for s in ref_sets]
-    flusher = L2Flusher() if flush else None
-    result = {"rounds": [], "input_sets": n_sets, "flush_bytes": flusher.nbytes if flusher else 0,
-              "warmup": warmup, "iters": iters}
-    with torch.no_grad():
-        for i in range(warmup):
-            ref(*ref_sets[i % n_sets])
-            cand(*cand_sets[i % n_sets])
+
+    def __init__(self, ref, cand, make_inputs, fresh=True, sets=3, flush=True, check_every=0, on_pair=None,
+                 ref_untimed=None):
+        self.ref, self.cand, self.make_inputs = ref, cand, make_inputs
+        self.ref_untimed = ref_untimed or ref
+        self.fresh = fresh
+        self.flusher = L2Flusher() if flush else None
+        self.check_every, self.on_pair = check_every, on_pair
+        self.calls = 0
+        self.seed_calls = 0
+        # Host time spent outside the timed calls (generating inputs, re-checking outputs): where a round's
+        # wall time goes besides the calls themselves.
+        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0}
+        if fresh:
+            self.sets = []
+        else:
+            first = make_inputs(0)
+            n = input_set_count(first, sets)
+            self.sets = [first] + [make_inputs(k) for k in range(1, n)]
+        self.input_sets = len(self.sets)
+
+    def _inputs(self):
+        t0 = time.perf_counter()
+        try:
+            return self._make()
+        finally:
+            self.overhead["inputs_ms"] += (time.perf_counter() - t0) * 1e3
+
+    def _make(self):
+        if self.fresh:
+            self.seed_calls += 1
+            args = self.make_inputs(self.seed_calls)
+            return args, _clone(args)
+        args = self.sets[self.calls % len(self.sets)]
+        return args, _clone(args)
+
+    def _timed(self, model, args):
+        if self.flusher:
+            self.flusher()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
-        call = 0
-        for r in range(rounds):
-            if on_round:
-                on_round(r, "begin")
-            times = {"reference_ms": [], "candidate_ms": []}
+        start.record()
+        out = model(*args)
+        torch.cuda.synchronize()  # side streams included
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end), out
+
+    def warm(self, calls):
+        with torch.no_grad():
+            for _ in range(calls):
+                ref_args, cand_args = self._inputs()
+                if self.ref is not None:
+                    self.ref(*ref_args)
+                self.cand(*cand_args)
+            torch.cuda.synchronize()
+
+    def round(self, iters):
+        """One round: ``iters`` timed calls of each model.  Returns (reference_ms, candidate_ms)."""
+        ref_ms, cand_ms = [], []
+        with torch.no_grad():
             for _ in range(iters):
-                k = call % n_sets
-                call += 1
-                for model, args, key in ((ref, ref_sets[k], "reference_ms"), (cand, cand_sets[k], "candidate_ms")):
-                    if flusher:
-                        flusher()
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    torch.cuda.synchronize()
-                    start.record()
-                    model(*args)
-                    torch.cuda.synchronize()  # side streams included
-                    end.record()
-                    end.synchronize()
-                    times[key].append(start.elapsed_time(end))
-            if on_round:
-                on_round(r, "end")
-            result["rounds"].append(times)
+                ref_args, cand_args = self._inputs()
+                call = self.calls
+                self.calls += 1
+                ref_out = None
+                if self.ref is None:
+                    t, cand_out = self._timed(self.cand, cand_args)
+                    cand_ms.append(t)
+                elif call % 2 == 0:
+                    t, ref_out = self._timed(self.ref, ref_args)
+                    ref_ms.append(t)
+                    t, cand_out = self._timed(self.cand, cand_args)
+                    cand_ms.append(t)
+                else:
+                    t, cand_out = self._timed(self.cand, cand_args)
+                    cand_ms.append(t)
+                    t, ref_out = self._timed(self.ref, ref_args)
+                    ref_ms.append(t)
+                if self.on_pair and self.check_every and call % self.check_every == 0:
+                    t0 = time.perf_counter()
+                    if ref_out is None:
+                        ref_out = self.ref_untimed(*ref_args)
+                    self.on_pair(call, ref_args, ref_out, cand_out)
+                    self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
+                del ref_out, cand_out, ref_args, cand_args
+        return ref_ms, cand_ms
+
+    def clock_block(self, calls):
+        """``calls`` candidate calls back to back on one input set, each bracketed by events, no flush and
+        no checks in between: the supervisor's clock around this block bounds the real time they took."""
+        _ref_args, cand_args = self._inputs()
+        times = []
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            for _ in range(calls):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                self.cand(*cand_args)
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        return times
+
+
+def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: int = 50,
+              sets: int = 3, flush: bool = True, fresh: bool = False, on_round=None):
+    """Times ``ref`` and ``cand`` in ``rounds`` rounds (a convenience over PairTimer for checks and
+    benchmarks).  ``on_round(i, "begin"|"end")`` is called around each round.
+    Returns {"rounds": [{"reference_ms": [...], "candidate_ms": [...]}], "input_sets": n,
+    "flush_bytes": b, "warmup": w, "iters": i}."""
+    timer = PairTimer(ref, cand, make_inputs, fresh=fresh, sets=sets, flush=flush)
+    result = {"rounds": [], "input_sets": timer.input_sets,
+              "flush_bytes": timer.flusher.nbytes if timer.flusher else 0, "warmup": warmup, "iters": iters}
+    timer.warm(warmup)
+    for r in range(rounds):
+        if on_round:
+            on_round(r, "begin")
+        ref_ms, cand_ms = timer.round(iters)
+        if on_round:
+            on_round(r, "end")
+        result["rounds"].append({"reference_ms": ref_ms, "candidate_ms": cand_ms})
     return result

@@ -30,7 +30,18 @@ typedef struct kg_eval_options {
     unsigned seed;             /* base seed (default 42) */
     double credit[5];          /* reward: invalid, compile_error, tiny run failed, incorrect, correct */
     int timing;                /* GPU: time reference and candidate (default on) */
-    int timing_warmup, timing_iters;
+    int timing_warmup;         /* untimed calls of each model first (10) */
+    int timing_rounds;         /* rounds planned (3), each in its own exclusive GPU window */
+    int timing_iters;          /* timed calls of each model per round (50) */
+    double timing_round_ms;    /* a round of slow kernels is cut to about this long, never under 10 calls
+                                * (500; 0 = always timing_iters) */
+    int timing_max_rounds;     /* re-measuring stops here (6) */
+    double timing_cv_threshold;/* more rounds while the per-round speedups vary more than this (0.02) */
+    const char *reference_mode;/* "eager" (default) or "compile": how the reference is timed */
+    int profile;               /* GPU: profile the candidate's forward for coverage (default on) */
+    /* Reference-time cache (NULL = off): the reference's per-call times stored per task content, GPU,
+     * dtype and protocol; a hit times only the candidate.  Borrowed. */
+    struct kg_refcache *refcache;
     /* Seconds each stage may run (0 = no limit), in kg_eval_stage_names order. */
     double stage_timeout_s[KG_EVAL_STAGE_COUNT];
     kg_child_limits limits;    /* total timeout, output caps, rlimits (stage table is built from the above) */

@@ -13,6 +13,14 @@
  * monotonic clock.  A dead zygote is restarted on the next run.
  * The protocol is documented in docs/protocol.md.
  *
+ * The conversation: a child asks before each GPU phase ({"type": "gpu_acquire",
+ * "mode": "shared" | "exclusive"}); the supervisor's arbiter (one per
+ * supervisor, so one per GPU) grants it and the supervisor answers
+ * {"type": "gpu_grant"} on the protocol socket.  While a child waits for the
+ * GPU its stage and total deadlines stand still.  Other requests (a message
+ * with "reply": true) go to the caller's on_request hook, whose answer is sent
+ * back the same way.
+ *
  * Threads: kg_supervisor_run() may be called from several threads at once;
  * each call supervises its own child.
  * Ownership: a kg_child_report owns its messages (json) and captures; release
@@ -25,6 +33,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "kgym/arbiter.h"
 #include "kgym/error.h"
 
 typedef struct kg_supervisor kg_supervisor;
@@ -45,6 +54,13 @@ typedef struct kg_child_limits {
     unsigned long long address_space_bytes; /* RLIMIT_AS; 0 = unchanged */
     unsigned long long file_size_bytes;     /* RLIMIT_FSIZE; 0 = unchanged */
     double cpu_seconds;         /* RLIMIT_CPU backstop; 0 = unchanged */
+    /* Answers a child's request (a message with "reply": true, other than the GPU
+     * ones): `messages` holds everything the child sent so far (borrowed), `msg`
+     * the request.  Set *reply to a new object to answer (the supervisor frees
+     * it), or leave it NULL to answer {"type": "error"}.  Runs on the thread of
+     * kg_supervisor_run().  NULL: every request is answered with an error. */
+    void (*on_request)(void *ctx, const json_t *messages, const json_t *msg, json_t **reply);
+    void *on_request_ctx;
 } kg_child_limits;
 
 typedef enum {
@@ -80,6 +96,8 @@ void kg_supervisor_close(kg_supervisor *sup);
 
 /* Versions and facts the zygote reported when it became ready (borrowed). */
 const json_t *kg_supervisor_info(kg_supervisor *sup);
+/* The arbiter of this supervisor's device (borrowed; for its statistics). */
+kg_arbiter *kg_supervisor_arbiter(kg_supervisor *sup);
 /* How many times the zygote has been (re)started. */
 int kg_supervisor_starts(kg_supervisor *sup);
 /* The zygote's pid (0 if none is running); for tests that kill it. */

@@ -416,7 +416,8 @@ static void usage(FILE *out)
             "                      wrong*.py not correct\n"
             "  --jsonl FILE        one pair per line: {\"task\": FILE | \"kernelbench\": \"level1/19\",\n"
             "                      \"candidate\": FILE | \"response\": TEXT, \"expect\": VERDICT|\"not_correct\"}\n"
-            "  --jobs N            evaluations at once (default: CPU cores on cpu, 1 on a GPU)\n"
+            "  --jobs N            evaluations at once (default: CPU cores, at most 4; on a GPU they share\n"
+            "                      it, and timing runs in exclusive windows)\n"
             "  --out FILE          also write every result as JSONL to FILE\n"
             "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
             "\n%s\n"
@@ -506,7 +507,9 @@ int kg_cli_bench(int argc, char **argv)
     }
     if (!jobs) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        jobs = strcmp(f.device_resolved, "cpu") ? 1 : (cores > 4 ? 4 : cores > 0 ? cores : 1);
+        /* On a GPU the arbiter runs timing and profiling in exclusive windows, so several evaluations can
+         * overlap their compile and correctness work with another's measurement. */
+        jobs = cores > 4 ? 4 : cores > 0 ? cores : 1;
     }
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;
@@ -520,6 +523,13 @@ int kg_cli_bench(int argc, char **argv)
     pthread_mutex_destroy(&run.lock);
     double wall_s = (kg_now_ms() - run.t0) / 1000.0;
     json_t *sum = summary(&run, wall_s);
+    kg_arbiter_stats as;
+    kg_arbiter_get_stats(kg_supervisor_arbiter(sup), &as);
+    json_object_set_new(sum, "jobs", json_integer(jobs));
+    json_object_set_new(sum, "gpu_exclusive_ms", json_real(as.exclusive_ms));
+    json_object_set_new(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants));
+    json_object_set_new(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants));
+    json_object_set_new(sum, "gpu_max_wait_ms", json_real(as.max_wait_ms));
     if (out_file) {
         for (size_t i = 0; i < list.count; i++) {
             json_t *line = list.items[i].result ? json_incref(list.items[i].result)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kgym/refcache.h"
 #include "util/util.h"
 
 #ifndef KG_DEFAULT_PYTHON
@@ -22,7 +23,8 @@ enum {
     OPT_PYTHON = KG_OPT_BASE, OPT_HARNESS, OPT_DEVICE, OPT_KERNELBENCH, OPT_JSON, OPT_BUDGET,
     OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
-    OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX
+    OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
+    OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -49,6 +51,14 @@ const struct option kg_cli_eval_longopts[] = {
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
     {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
+    {"timing-warmup", required_argument, NULL, OPT_TIMING_WARMUP},
+    {"timing-rounds", required_argument, NULL, OPT_TIMING_ROUNDS},
+    {"timing-max-rounds", required_argument, NULL, OPT_TIMING_MAX_ROUNDS},
+    {"timing-cv", required_argument, NULL, OPT_TIMING_CV},
+    {"reference-mode", required_argument, NULL, OPT_REFERENCE_MODE},
+    {"no-profile", no_argument, NULL, OPT_NO_PROFILE},
+    {"reference-cache", required_argument, NULL, OPT_REFERENCE_CACHE},
+    {"timing-round-ms", required_argument, NULL, OPT_TIMING_ROUND_MS},
 };
 const size_t kg_cli_eval_longopt_count = sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0];
 
@@ -76,7 +86,15 @@ const char kg_cli_eval_help[] =
     "  --hack-penalty X    reward of verdict hacked (0; e.g. -1 to punish cheating)\n"
     "  --coverage-floor X  GPU: least share (0..1) of device time in the candidate's own kernels (off)\n"
     "  --no-sandbox        no seccomp/rlimits in the evaluation process (debugging only)\n"
-    "  --timing-iters N    GPU: timed calls of each model (20)\n"
+    "  --timing-warmup N   GPU: untimed calls of each model before timing (10)\n"
+    "  --timing-rounds N   GPU: rounds of timed calls, each in an exclusive GPU window (3)\n"
+    "  --timing-iters N    GPU: timed calls of each model per round (50)\n"
+    "  --timing-round-ms T GPU: fewer calls (>= 10) for slow kernels so a round takes ~T ms (500; 0 = off)\n"
+    "  --timing-cv X       GPU: re-measure while the per-round speedups vary more than X (0.02)\n"
+    "  --timing-max-rounds N  GPU: re-measuring stops at N rounds in all (6)\n"
+    "  --reference-mode M  GPU: time the reference eager (default) or compile (torch.compile)\n"
+    "  --reference-cache DIR  GPU: reuse the reference's times per task, GPU, dtype and protocol (off)\n"
+    "  --no-profile        GPU: skip the profile (coverage of the candidate's own kernels)\n"
     "  --python PATH       Python with torch and triton (default: $KGYM_PYTHON, then the venv)\n"
     "  --harness DIR       folder holding kgym_harness (default: $KGYM_HARNESS, then built-in)\n";
 
@@ -105,6 +123,8 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f)
     free(f->harness_resolved);
     free(f->policy_text);
     json_decref(f->stage_timeouts);
+    kg_refcache_close(f->opts.refcache);
+    f->opts.refcache = NULL;
 }
 
 static int parse_double(const char *s, double *out)
@@ -281,6 +301,38 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
             return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
         o->timing_iters = (int)l;
         return 1;
+    case OPT_TIMING_WARMUP:
+        if (parse_long(arg, &l) || l < 0 || l > 100000)
+            return BAD("--timing-warmup needs a count from 0 to 100000, not \"%s\"", arg);
+        o->timing_warmup = (int)l;
+        return 1;
+    case OPT_TIMING_ROUNDS:
+    case OPT_TIMING_MAX_ROUNDS:
+        if (parse_long(arg, &l) || l < 1 || l > 100)
+            return BAD("--timing-%srounds needs a count from 1 to 100, not \"%s\"",
+                       code == OPT_TIMING_ROUNDS ? "" : "max-", arg);
+        if (code == OPT_TIMING_ROUNDS)
+            o->timing_rounds = (int)l;
+        else
+            o->timing_max_rounds = (int)l;
+        return 1;
+    case OPT_TIMING_CV:
+        if (parse_double(arg, &d) || d < 0 || d > 10)
+            return BAD("--timing-cv needs a coefficient of variation from 0 to 10 (e.g. 0.02), not \"%s\"", arg);
+        o->timing_cv_threshold = d;
+        return 1;
+    case OPT_REFERENCE_MODE:
+        if (strcmp(arg, "eager") && strcmp(arg, "compile"))
+            return BAD("--reference-mode takes eager or compile, not \"%s\"", arg);
+        o->reference_mode = arg;
+        return 1;
+    case OPT_NO_PROFILE: o->profile = 0; return 1;
+    case OPT_TIMING_ROUND_MS:
+        if (parse_double(arg, &d) || d < 0 || d > 3600e3)
+            return BAD("--timing-round-ms needs milliseconds >= 0, not \"%s\"", arg);
+        o->timing_round_ms = d;
+        return 1;
+    case OPT_REFERENCE_CACHE: f->reference_cache = arg; return 1;
     }
     return 0;
 }
@@ -387,6 +439,19 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.coverage_floor = given.coverage_floor;
     f->opts.sandbox = given.sandbox;
     f->opts.timing_iters = given.timing_iters;
+    f->opts.timing_warmup = given.timing_warmup;
+    f->opts.timing_round_ms = given.timing_round_ms;
+    f->opts.timing_rounds = given.timing_rounds;
+    f->opts.timing_max_rounds = given.timing_max_rounds < given.timing_rounds ? given.timing_rounds
+                                                                              : given.timing_max_rounds;
+    f->opts.timing_cv_threshold = given.timing_cv_threshold;
+    f->opts.reference_mode = given.reference_mode;
+    f->opts.profile = given.profile;
+    if (f->reference_cache) {
+        int crc = kg_refcache_open(f->reference_cache, &f->opts.refcache, err);
+        if (crc != KG_OK)
+            return crc;
+    }
     f->opts.limits.total_timeout_s = given.limits.total_timeout_s;
     f->opts.limits.output_limit_bytes = given.limits.output_limit_bytes;
     if (given.limits.address_space_bytes != def_cpu.limits.address_space_bytes)

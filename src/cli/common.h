@@ -29,6 +29,7 @@ typedef struct kg_cli_eval_flags {
     json_t *stage_timeouts;  /* NAME=S given on the command line */
     const char *policy_path; /* --policy FILE (default: policy/default.json beside the harness) */
     char *policy_text;       /* its content, owned; opts.policy_json points here */
+    const char *reference_cache; /* --reference-cache DIR */
 } kg_cli_eval_flags;
 
 /* The long options every evaluation command takes (terminated by a zero entry);

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "eval/internal.h"
 #include "kgym/extract.h"
+#include "kgym/refcache.h"
 #include "util/util.h"
 
 const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT] = {
@@ -36,8 +38,14 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     const double credit[5] = {0.0, 0.3, 0.5, 0.7, 1.0};
     memcpy(o->credit, credit, sizeof credit);
     o->timing = 1;
-    o->timing_warmup = 5;
-    o->timing_iters = 20;
+    o->timing_warmup = 10;
+    o->timing_rounds = 3;
+    o->timing_iters = 50;
+    o->timing_round_ms = 500;
+    o->timing_max_rounds = 6;
+    o->timing_cv_threshold = 0.02;
+    o->reference_mode = "eager";
+    o->profile = 1;
     /* parse, static, compile, tiny_run, correctness, timing.  Generous: the
      * interpreter is slow and a GPU compile of several kernels takes seconds;
      * a hang is still caught in minutes, not hours. */
@@ -81,6 +89,79 @@ static json_t *extract_stage(const char *status, double ms, const char *detail)
                      "detail", detail);
 }
 
+/* What the child may ask during an evaluation: whether its timing rounds are stable enough, and whether
+ * the reference's times are in the cache (then it times only the candidate). */
+typedef struct {
+    const kg_eval_options *opts;
+    const kg_task *task;
+    const char *nonce;
+    json_t *cached_reference_ms; /* owned: the cache's samples on a hit */
+    char key[65];                /* the cache key, "" when the child did not ask */
+} timing_talk;
+
+/* The timing protocol as a string: everything besides the task, GPU and dtype that changes the
+ * reference's per-call times, so that a cached time is only reused under the same protocol. */
+static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
+{
+    kg_buf_printf(out, "v1;warmup=%d;iters=%d;flush=1;fresh=1;mode=%s;seed=%u;torch=%s;triton=%s", o->timing_warmup,
+                  o->timing_iters, o->reference_mode ? o->reference_mode : "eager", o->seed,
+                  json_string_value(json_object_get(msg, "torch")) ?: "?",
+                  json_string_value(json_object_get(msg, "triton")) ?: "?");
+}
+
+static void answer_child(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
+{
+    timing_talk *talk = ctx;
+    const char *type = json_string_value(json_object_get(msg, "type"));
+    if (type && !strcmp(type, "timing_check")) {
+        *reply = json_pack("{s:s, s:i}", "type", "timing_more", "rounds",
+                           kg_eval_timing_more(talk->opts, messages, talk->nonce, talk->cached_reference_ms));
+    } else if (type && !strcmp(type, "reference_cache_lookup")) {
+        int hit = 0;
+        const char *gpu = json_string_value(json_object_get(msg, "gpu"));
+        const char *dtype = json_string_value(json_object_get(msg, "dtype"));
+        kg_buf protocol = {0};
+        protocol_string(talk->opts, msg, &protocol);
+        json_t *entry = NULL;
+        if (talk->opts->refcache && gpu && dtype && protocol.data &&
+            kg_refcache_key(talk->task->source, strlen(talk->task->source), gpu, dtype, protocol.data, talk->key,
+                            NULL) == KG_OK &&
+            kg_refcache_get(talk->opts->refcache, talk->key, &entry, NULL) == KG_OK) {
+            json_decref(talk->cached_reference_ms);
+            talk->cached_reference_ms = json_incref(json_object_get(entry, "reference_ms"));
+            hit = talk->cached_reference_ms != NULL;
+        }
+        json_decref(entry);
+        kg_buf_free(&protocol);
+        *reply = json_pack("{s:s, s:b}", "type", "reference_cache", "hit", hit);
+    }
+}
+
+/* After a run that timed the reference itself: its samples go into the cache for the next evaluation. */
+static void store_reference_times(const kg_eval_options *opts, timing_talk *talk, const json_t *messages)
+{
+    if (!opts->refcache || !talk->key[0] || talk->cached_reference_ms)
+        return;
+    size_t i;
+    json_t *m, *lookup = NULL, *timing = NULL;
+    json_array_foreach(messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        if (t && !strcmp(t, "reference_cache_lookup"))
+            lookup = m;
+        else if (t && !strcmp(t, "timing"))
+            timing = m;
+    }
+    json_t *samples = json_object_get(timing, "reference_ms");
+    if (!lookup || json_array_size(samples) == 0)
+        return;
+    kg_buf protocol = {0};
+    protocol_string(opts, lookup, &protocol);
+    if (protocol.data)
+        kg_refcache_put(opts->refcache, talk->key, samples, json_string_value(json_object_get(lookup, "gpu")),
+                        json_string_value(json_object_get(lookup, "dtype")), protocol.data, NULL);
+    kg_buf_free(&protocol);
+}
+
 int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_request *req,
                 json_t **result, kg_error *err)
 {
@@ -121,6 +202,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     char nonce[33] = "";
     if (rc == KG_OK)
         rc = kg_eval_make_nonce(nonce, err);
+    timing_talk talk = {.opts = opts, .task = req->task, .nonce = nonce};
     json_t *policy = NULL;
     if (rc == KG_OK && opts->policy_json) {
         json_error_t jerr;
@@ -156,8 +238,13 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             json_object_set_new(job, "variants", v);
         }
         json_object_set_new(job, "timing",
-                            json_pack("{s:b, s:i, s:i}", "enabled", opts->timing && !cpu, "warmup",
-                                      opts->timing_warmup, "iters", opts->timing_iters));
+                            json_pack("{s:b, s:i, s:i, s:i, s:s, s:b, s:b}", "enabled", opts->timing && !cpu,
+                                      "warmup", opts->timing_warmup, "rounds", opts->timing_rounds, "iters",
+                                      opts->timing_iters, "reference_mode",
+                                      opts->reference_mode ? opts->reference_mode : "eager", "reference_cache",
+                                      opts->refcache != NULL, "profile", opts->profile != 0));
+        json_object_set_new(json_object_get(job, "timing"), "round_ms", json_real(opts->timing_round_ms));
+        json_object_set_new(job, "gpu_arbiter", json_true());
         json_object_set_new(job, "nonce", json_string(nonce));
         if (policy)
             json_object_set(job, "policy", policy);
@@ -172,11 +259,20 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));
         kg_child_limits limits = opts->limits;
         limits.stage_timeouts_s = timeouts;
+        limits.on_request = answer_child;
+        limits.on_request_ctx = &talk;
         rc = kg_supervisor_run(sup, job, &limits, &rep, err);
     }
     if (rc == KG_OK) {
         kg_eval_screen_messages(rep.messages, nonce);
+        if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
+            json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", "reference_cache_samples",
+                                                          "reference_ms", talk.cached_reference_ms));
         rc = kg_eval_build_result(opts, req, &rep, path.data, stage, result, err);
+        /* Only a clean run's reference times are kept: a candidate caught cheating may have slowed the
+         * reference down (work left running, a patched function) to inflate its own speedup next time. */
+        if (rc == KG_OK && !strcmp(json_string_value(json_object_get(*result, "verdict")) ?: "", "correct"))
+            store_reference_times(opts, &talk, rep.messages);
         if (rc == KG_OK) {
             json_t *cand = json_object_get(*result, "candidate");
             json_object_set_new(cand, "source", json_string(kg_extract_source_name(ex.source)));
@@ -186,6 +282,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     kg_child_report_free(&rep);
     json_decref(job);
     json_decref(policy);
+    json_decref(talk.cached_reference_ms);
     json_decref(timeouts);
     json_decref(stage);
     if (dir) {

@@ -86,6 +86,7 @@ static const char *hack_rule(const char *type)
         {"timed_output_mismatch", "skipping work during timed calls: their outputs were wrong"},
         {"faster_than_physics", "timings below what the hardware can do"},
         {"low_coverage", "doing most of the work outside your own Triton kernels"},
+        {"timer_discrepancy", "timings that disagree with the evaluator's own clock"},
     };
     for (size_t i = 0; i < sizeof rules / sizeof *rules; i++)
         if (!strcmp(type, rules[i].type))

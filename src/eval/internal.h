@@ -10,4 +10,23 @@
  * (verdict, failing stage, trimmed error, failing variant).  malloc'd. */
 char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
 
+/* The supervisor-clock bound (timing.c): per block a message round trip, per call the harness's own
+ * Python, event records and a synchronize are not the candidate's time. */
+#define KG_CLOCK_SLACK_MS 2.0
+#define KG_CLOCK_SLACK_PER_CALL_MS 0.1
+
+/* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
+ * opts->timing_cv_threshold) and opts->timing_max_rounds allows another; else 0.  Only messages carrying
+ * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */
+int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
+                        const json_t *cached_reference_ms);
+/* The result's "timing" block from the child's messages (docs/result-schema.md); json_null() when
+ * nothing was timed.  New reference. */
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms);
+/* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference. */
+json_t *kg_eval_profile_block(const json_t *messages);
+/* A `timer_discrepancy` finding when the candidate-only clock block was reported far faster than kgym's
+ * own clock allows; NULL otherwise.  New reference. */
+json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce);
+
 #endif

@@ -147,17 +147,6 @@ static int samples_stats(const json_t *samples, kg_stats *out)
     return ok;
 }
 
-/* mean, median, min, stdev and CV of a list of milliseconds, as JSON. */
-static json_t *summarize(const json_t *samples, double *median_out)
-{
-    kg_stats st;
-    if (!samples_stats(samples, &st))
-        return json_null();
-    *median_out = st.median;
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:I}", "mean", st.mean, "median", st.median, "min", st.min,
-                     "stdev", st.stdev, "cv", st.cv, "samples", (json_int_t)st.n);
-}
-
 static const char *signal_name(int sig)
 {
     switch (sig) {
@@ -353,6 +342,23 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                 h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "type", "faster_than_physics",
                               "stage", "timing", "message", text, "evidence", "median_ms", med, "floor_ms", floor_ms,
                               "bytes", bytes, "flops", flops, "peak_bytes_per_s", bw, "peak_flops_per_s", peak_flops);
+            }
+        }
+        else if (t && !strcmp(t, "clock_block") && json_object_get(m, "candidate_ms"))
+            h = kg_eval_clock_finding(messages, NULL);
+        else if (t && !strcmp(t, "profile") && opts->coverage_floor > 0) {
+            double total = num(json_object_get(m, "total_device_us"), 0);
+            double mine = num(json_object_get(m, "candidate_device_us"), 0);
+            if (total > 0 && mine / total < opts->coverage_floor) {
+                char text[300];
+                snprintf(text, sizeof text,
+                         "only %.1f%% of the forward's GPU time ran in your own Triton kernels (at least %.1f%% "
+                         "is required): the work is done by PyTorch", 100.0 * mine / total,
+                         100.0 * opts->coverage_floor);
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:O?}}", "type", "low_coverage", "stage",
+                              "timing", "message", text, "evidence", "coverage", mine / total, "floor",
+                              opts->coverage_floor, "total_device_us", total, "kernels",
+                              json_object_get(m, "kernels"));
             }
         }
         if (!h)
@@ -609,19 +615,15 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                   n_passed, "failed_count", n_failed, "error_count", n_error,
                                   "skipped_count", n_skipped));
 
-    /* Timing (GPU): the child's raw per-call times, our statistics. */
-    json_t *timing = json_null();
-    json_t *tm = messages ? find_message(messages, "timing", NULL, NULL) : NULL;
-    if (tm && !failed_stage) {
-        double ref_med = 0, cand_med = 0;
-        json_t *rs = summarize(json_object_get(tm, "reference_ms"), &ref_med);
-        json_t *cs = summarize(json_object_get(tm, "candidate_ms"), &cand_med);
-        timing = json_pack("{s:o, s:o, s:O?, s:s}", "reference_ms", rs, "candidate_ms", cs, "gpu",
-                           json_object_get(tm, "gpu"), "method", "cuda_events_simple");
-        json_object_set_new(timing, "speedup", cand_med > 0 ? json_real(ref_med / cand_med) : json_null());
+    /* Timing and profile (GPU): the child's raw per-call times and kernel times, our statistics. */
+    json_t *timing = json_null(), *profile = json_null();
+    if (messages && !failed_stage) {
+        const json_t *cache = find_message(messages, "reference_cache_samples", NULL, NULL);
+        timing = kg_eval_timing_block(opts, messages, cache ? json_object_get(cache, "reference_ms") : NULL);
+        profile = kg_eval_profile_block(messages);
     }
     json_object_set_new(r, "timing", timing);
-    json_object_set_new(r, "profile", json_null());
+    json_object_set_new(r, "profile", profile);
 
     /* The verdict. */
     const char *verdict = "correct";
@@ -661,6 +663,18 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     if (!strcmp(verdict, "compile_error"))
         level = 1;
+    /* Output that depends on memory contents is a hack only in a candidate that otherwise passes: one that is
+     * wrong anyway (an unwritten tail that sometimes finds the right values in recycled memory) has a bug,
+     * and saying so helps the model more than a hack verdict would.  The finding stays, as a warning. */
+    if (!strcmp(verdict, "incorrect")) {
+        for (size_t k = json_array_size(hacks); k-- > 0;) {
+            json_t *h = json_array_get(hacks, k);
+            if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "", "nondeterministic")) {
+                json_array_append(warnings, h);
+                json_array_remove(hacks, k);
+            }
+        }
+    }
     /* A caught exploit overrides whatever else happened: cheating is never partially rewarded. */
     if (json_array_size(hacks) > 0)
         verdict = "hacked";

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 
+#include "kgym/arbiter.h"
 #include "kgym/supervisor.h"
 
 struct kg_supervisor {
@@ -17,6 +18,7 @@ struct kg_supervisor {
     int control_fd;
     int starts;
     json_t *info;
+    kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
 };
 
 int kg_zygote_start(kg_supervisor *sup, kg_error *err);

@@ -52,7 +52,7 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     pthread_mutex_init(&sup->lock, NULL);
     char *dir = NULL;
     if (!sup->python || !sup->harness_dir || !sup->device ||
-        kg_temp_dir("kgym-zygote", &dir, err) != KG_OK) {
+        kg_arbiter_create(&sup->arbiter, err) != KG_OK || kg_temp_dir("kgym-zygote", &dir, err) != KG_OK) {
         kg_supervisor_close(sup);
         return err && err->code ? err->code : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
@@ -89,6 +89,7 @@ void kg_supervisor_close(kg_supervisor *sup)
         }
     }
     pthread_mutex_destroy(&sup->lock);
+    kg_arbiter_destroy(sup->arbiter);
     json_decref(sup->info);
     free(sup->python);
     free(sup->harness_dir);
@@ -100,6 +101,11 @@ void kg_supervisor_close(kg_supervisor *sup)
 const json_t *kg_supervisor_info(kg_supervisor *sup)
 {
     return sup->info;
+}
+
+kg_arbiter *kg_supervisor_arbiter(kg_supervisor *sup)
+{
+    return sup->arbiter;
 }
 
 int kg_supervisor_starts(kg_supervisor *sup)
@@ -208,15 +214,99 @@ static int send_all(int fd, const char *data, size_t len)
 }
 
 typedef struct {
+    kg_supervisor *sup;
     kg_child_report *rep;
     const kg_child_limits *lim;
+    int proto_fd;
+    const char *nonce;        /* the job's secret: only lines that carry it are acted on */
     double t0;
     double stage_start;
     double stage_limit_s;
+    double paused_ms;         /* time spent waiting for the GPU: the deadlines stand still meanwhile */
     int in_stage;
     int done;
     int killed;
+    kg_arbiter_request *gpu_held;
+    kg_arbiter_request *gpu_pending;
+    json_t *gpu_pending_msg;  /* the gpu_acquire line waiting (owned by rep->messages) */
+    double gpu_pending_since;
 } run_state;
+
+static void send_line(run_state *st, json_t *obj)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    if (text) {
+        kg_buf line = {0};
+        kg_buf_puts(&line, text);
+        kg_buf_puts(&line, "\n");
+        send_all(st->proto_fd, line.data, line.len); /* a dead child shows up in the main loop */
+        kg_buf_free(&line);
+        free(text);
+    }
+    json_decref(obj);
+}
+
+/* Lets go of whatever the child holds or waits for on the GPU. */
+static void gpu_let_go(run_state *st)
+{
+    if (st->gpu_held)
+        kg_arbiter_release(st->gpu_held);
+    if (st->gpu_pending)
+        kg_arbiter_cancel(st->gpu_pending);
+    st->gpu_held = st->gpu_pending = NULL;
+    st->gpu_pending_msg = NULL;
+}
+
+/* Grants a pending GPU request when the arbiter allows it: the wait is taken
+ * off the child's clocks (the stage and total deadlines move by it), noted on
+ * the request line as "waited_ms", and the child is told. */
+static void gpu_try_grant(run_state *st)
+{
+    if (!st->gpu_pending || !kg_arbiter_poll(st->gpu_pending))
+        return;
+    double waited = kg_now_ms() - st->gpu_pending_since;
+    st->paused_ms += waited;
+    if (st->in_stage)
+        st->stage_start += waited;
+    st->gpu_held = st->gpu_pending;
+    st->gpu_pending = NULL;
+    const char *mode = "shared";
+    if (st->gpu_pending_msg) {
+        json_object_set_new(st->gpu_pending_msg, "waited_ms", json_real(waited));
+        const char *m = json_string_value(json_object_get(st->gpu_pending_msg, "mode"));
+        if (m && !strcmp(m, "exclusive"))
+            mode = "exclusive";
+    }
+    st->gpu_pending_msg = NULL;
+    send_line(st, json_pack("{s:s, s:s, s:f}", "type", "gpu_grant", "mode", mode, "waited_ms", waited));
+}
+
+/* The child's questions: GPU phases go to the arbiter, the rest to the caller's hook. */
+static void handle_request(run_state *st, json_t *msg, const char *type)
+{
+    if (!strcmp(type, "gpu_acquire")) {
+        const char *mode = json_string_value(json_object_get(msg, "mode"));
+        gpu_let_go(st); /* one phase at a time: asking again ends the previous one */
+        st->gpu_pending = kg_arbiter_request_new(st->sup->arbiter, mode && !strcmp(mode, "exclusive")
+                                                                      ? KG_GPU_EXCLUSIVE : KG_GPU_SHARED);
+        if (!st->gpu_pending) {
+            send_line(st, json_pack("{s:s, s:s}", "type", "error", "message", "out of memory"));
+            return;
+        }
+        st->gpu_pending_msg = msg;
+        st->gpu_pending_since = kg_now_ms();
+        gpu_try_grant(st);
+    } else if (!strcmp(type, "gpu_release")) {
+        gpu_let_go(st);
+    } else if (json_is_true(json_object_get(msg, "reply"))) {
+        json_t *reply = NULL;
+        if (st->lim->on_request)
+            st->lim->on_request(st->lim->on_request_ctx, st->rep->messages, msg, &reply);
+        if (!reply)
+            reply = json_pack("{s:s, s:s}", "type", "error", "message", "kgym has no answer to this request");
+        send_line(st, reply);
+    }
+}
 
 /* Handles one complete protocol line; returns -1 on a protocol violation. */
 static int handle_message(run_state *st, const char *line, size_t len)
@@ -246,6 +336,10 @@ static int handle_message(run_state *st, const char *line, size_t len)
         st->rep->stage[0] = '\0';
     }
     json_array_append_new(st->rep->messages, msg);
+    /* Only the harness knows the nonce: a line the candidate forged asks nothing of us. */
+    const char *nonce = json_string_value(json_object_get(msg, "nonce"));
+    if (type && (!st->nonce || (nonce && !strcmp(nonce, st->nonce))))
+        handle_request(st, msg, type);
     return 0;
 }
 
@@ -300,7 +394,8 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         set_limit(pid, RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
     set_limit(pid, RLIMIT_CORE, 0);
 
-    run_state st = {.rep = rep, .lim = lim, .t0 = kg_now_ms()};
+    run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = proto[0], .t0 = kg_now_ms(),
+                    .nonce = json_string_value(json_object_get(job, "nonce"))};
     char *job_text = json_dumps(job, JSON_COMPACT);
     if (job_text) {
         kg_buf line = {0};
@@ -319,9 +414,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     for (;;) {
         double now = kg_now_ms();
         double deadline = -1;
+        gpu_try_grant(&st);
         if (lim->total_timeout_s > 0)
-            deadline = st.t0 + lim->total_timeout_s * 1000.0;
-        if (st.in_stage && st.stage_limit_s > 0) {
+            deadline = st.t0 + st.paused_ms + lim->total_timeout_s * 1000.0;
+        if (st.gpu_pending)
+            deadline = -1; /* waiting for the GPU is not the child's time */
+        else if (st.in_stage && st.stage_limit_s > 0) {
             double d = st.stage_start + st.stage_limit_s * 1000.0;
             if (deadline < 0 || d < deadline)
                 deadline = d;
@@ -355,7 +453,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         }
         if (open_count == 0 && exited)
             break;
-        int timeout_ms = 50;
+        int timeout_ms = st.gpu_pending ? 1 : 50;
         if (!exited && !st.killed && deadline >= 0) {
             double left = deadline - kg_now_ms();
             timeout_ms = left < 0 ? 0 : (left > 50 ? 50 : (int)left + 1);
@@ -413,6 +511,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                 }
         }
     }
+    gpu_let_go(&st);
     for (int i = 0; i < 3; i++)
         if (fds[i] >= 0)
             close(fds[i]);

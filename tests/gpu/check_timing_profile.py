@@ -66,7 +66,10 @@ check("several input sets rotate", res["input_sets"] >= 2, res["input_sets"])
 # Both move 512 MiB per call: at 3+ TB/s that is ~0.15-0.5 ms; the same work must time alike.
 check("same work, similar time (ratio 0.7..1.4)", 0.7 < med(ref) / med(cand) < 1.4, [med(ref), med(cand)])
 cv = lambda v: (sum((x - sum(v) / len(v)) ** 2 for x in v) / (len(v) - 1)) ** 0.5 / (sum(v) / len(v))
-check("candidate CV below 10%", cv(cand) < 0.10, cv(cand))
+trim = lambda v: sorted(v)[len(v) // 10: len(v) - len(v) // 10]
+print("candidate min/max", min(cand), max(cand), "raw CV", cv(cand))
+# The middle 80% (what kgym's trimmed mean uses): a stray slow call (a page fault, the host descheduled) aside.
+check("candidate CV of the middle 80% below 10%", cv(trim(cand)) < 0.10, cv(trim(cand)))
 
 x = make_inputs(0)
 p = profile.profile_forward(TritonCand(), x, {"scale_kernel"})

@@ -1,10 +1,47 @@
 #!/bin/sh
 # GPU only (KGYM_DEVICE=cuda, e.g. make gpu-test): the timing protocol's and the
-# profiler's raw facts (tests/gpu/check_timing_profile.py).  On CPU it checks nothing.
+# profiler's raw facts (tests/gpu/check_timing_profile.py), then the result's
+# timing and profile blocks from `kgym eval --json`, the reference-time cache,
+# and several evaluations sharing the GPU through the arbiter.  On CPU it checks nothing.
 . "$(dirname "$0")/lib.sh"
 if [ "$DEVICE" = cpu ]; then
     echo "CPU: the GPU timing checks run under make gpu-test"
     finish
     exit
 fi
-PYTHONPATH=harness "$PY" tests/gpu/check_timing_profile.py
+out=$(PYTHONPATH=harness "$PY" tests/gpu/check_timing_profile.py 2>&1)
+echo "$out" | grep -v "passed, .* failed"
+p=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p')
+f=$(echo "$out" | sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p')
+PASS=$((PASS + ${p:-0})); FAIL=$((FAIL + ${f:-1}))
+
+E=examples/04_gemm_bias_relu
+"$KGYM" eval --task $E/task.py --kernel $E/correct.py --json >"$TMP/r.json"
+t='r["timing"]'
+[ "$(jget "$TMP/r.json" "r['verdict']")" = correct ] && ok "GEMM example correct" || bad "GEMM example correct" "$(head -c 600 "$TMP/r.json")"
+[ "$(jget "$TMP/r.json" "$t['rounds_run'] >= 3 and len($t['rounds']) == $t['rounds_run']")" = True ] \
+    && ok "timing: at least the 3 planned rounds, each reported" || bad "timing rounds" "$(jget "$TMP/r.json" "$t")"
+[ "$(jget "$TMP/r.json" "$t['speedup_ci'][0] <= $t['speedup'] <= $t['speedup_ci'][1]")" = True ] \
+    && ok "timing: the speedup lies in its confidence interval" || bad "speedup interval" "$(jget "$TMP/r.json" "$t['speedup'], $t['speedup_ci']")"
+[ "$(jget "$TMP/r.json" "$t['candidate_ms']['samples'] == 50 * $t['rounds_run'] and $t['flush_bytes'] >= 2 * $t['l2_bytes']")" = True ] \
+    && ok "timing: 50 calls a round, L2 flush of twice its size" || bad "timing samples/flush" "$(jget "$TMP/r.json" "$t['candidate_ms'], $t['flush_bytes']")"
+[ "$(jget "$TMP/r.json" "all(x['supervisor_ms'] >= 0.9 * x['reported_ms'] for x in $t['rounds'])")" = True ] \
+    && ok "timing: kgym's clock saw each round take at least what was reported" || bad "supervisor clock" "$(jget "$TMP/r.json" "$t['rounds']")"
+[ "$(jget "$TMP/r.json" "r['profile']['coverage'] > 0.9 and r['profile']['kernels'][0]['candidate']")" = True ] \
+    && ok "profile: a Triton-only forward has coverage ~1, its kernel named" || bad "profile coverage" "$(jget "$TMP/r.json" "r['profile']")"
+
+# The reference-time cache: the second evaluation times only the candidate.
+"$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c1.json"
+"$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"
+[ "$(jget "$TMP/c1.json" "r['timing']['reference_cached']")" = False ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_cached']")" = True ] \
+    && ok "reference cache: a miss, then a hit" || bad "reference cache" "$(jget "$TMP/c2.json" "r['timing']")"
+[ "$(jget "$TMP/c2.json" "abs(r['timing']['speedup'] / $(jget "$TMP/c1.json" "r['timing']['speedup']") - 1) < 0.1")" = True ] \
+    && ok "reference cache: the speedup agrees with a full measurement (10%)" || bad "cached speedup" "$(jget "$TMP/c2.json" "r['timing']['speedup']")"
+
+# Several evaluations at once share the GPU; timing ran in exclusive windows.
+"$KGYM" bench examples --jobs 4 --json >"$TMP/b.json"
+[ "$(jget "$TMP/b.json" "r['summary']['expectations_met'] == r['summary']['expectations']")" = True ] \
+    && ok "bench --jobs 4: every expectation met" || bad "bench --jobs 4" "$(jget "$TMP/b.json" "r['summary']")"
+[ "$(jget "$TMP/b.json" "r['summary']['gpu_exclusive_grants'] >= 3 * r['summary']['verdicts']['correct']")" = True ] \
+    && ok "bench --jobs 4: timing ran in exclusive GPU windows" || bad "exclusive windows" "$(jget "$TMP/b.json" "r['summary']")"
+finish

@@ -5,6 +5,8 @@
  * Uses the real harness and the fixtures under tests/fixtures.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,6 +239,153 @@ static void bad_options(void)
     KG_CHECK(s == NULL);
 }
 
+
+/* -- the conversation: GPU phases through the arbiter, requests through the hook ---------------------- */
+
+static json_t *find(const kg_child_report *rep, const char *type)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(rep->messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        if (t && !strcmp(t, type))
+            return m;
+    }
+    return NULL;
+}
+
+typedef struct {
+    json_t *job;
+    kg_child_limits lim;
+    kg_child_report rep;
+    int rc;
+} threaded_run;
+
+static void *run_thread(void *arg)
+{
+    threaded_run *t = arg;
+    kg_error err;
+    t->rc = kg_supervisor_run(sup, t->job, &t->lim, &t->rep, &err);
+    return NULL;
+}
+
+static void gpu_phases_are_granted_and_released(void)
+{
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_set_new(job, "gpu_arbiter", json_true());
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    /* compile, tiny run and every correctness variant asked for a shared phase and gave it back. */
+    size_t i, acquires = 0, releases = 0;
+    json_t *m;
+    json_array_foreach(rep.messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        acquires += t && !strcmp(t, "gpu_acquire");
+        releases += t && !strcmp(t, "gpu_release");
+        if (t && !strcmp(t, "gpu_acquire"))
+            KG_CHECK(json_is_number(json_object_get(m, "waited_ms")));
+    }
+    KG_CHECK(acquires >= 3);
+    KG_CHECK(acquires == releases);
+    kg_arbiter_stats st;
+    kg_arbiter_get_stats(kg_supervisor_arbiter(sup), &st);
+    KG_CHECK(st.holders_shared == 0 && st.holder_exclusive == 0);
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
+/* While another evaluation holds the GPU exclusively the child waits, and the wait is not its time: a
+ * compile stage limited to 1.5 s survives a 2.5 s wait for the GPU. */
+static void waiting_for_the_gpu_stops_the_clock(void)
+{
+    char *dir = NULL;
+    threaded_run t = {.job = job_for("ok", &dir), .lim = limits()};
+    json_object_set_new(t.job, "gpu_arbiter", json_true());
+    t.lim.stage_timeouts_s = json_pack("{s:f}", "compile", 1.5);
+    kg_arbiter_request *mine = kg_arbiter_request_new(kg_supervisor_arbiter(sup), KG_GPU_EXCLUSIVE);
+    KG_CHECK(mine && kg_arbiter_poll(mine));
+    pthread_t th;
+    pthread_create(&th, NULL, run_thread, &t);
+    struct timespec ts = {2, 500 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kg_arbiter_release(mine);
+    pthread_join(th, NULL);
+    KG_CHECK(t.rc == KG_OK);
+    KG_CHECK(t.rep.end == KG_END_COMPLETED);
+    json_t *first = find(&t.rep, "gpu_acquire");
+    KG_CHECK(first && json_number_value(json_object_get(first, "waited_ms")) >= 2000);
+    kg_child_report_free(&t.rep);
+    json_decref(t.lim.stage_timeouts_s);
+    json_decref(t.job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
+static void echo(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
+{
+    int *calls = ctx;
+    (*calls)++;
+    *reply = json_pack("{s:s, s:O, s:I}", "type", "echo_reply", "payload", json_object_get(msg, "payload"), "seen",
+                       (json_int_t)json_array_size(messages));
+}
+
+static void requests_go_to_the_hook(void)
+{
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_set_new(job, "echo_request", json_string("ping 42"));
+    kg_child_limits l = limits();
+    int calls = 0;
+    l.on_request = echo;
+    l.on_request_ctx = &calls;
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    KG_CHECK(calls == 1);
+    json_t *answer = json_object_get(find(&rep, "echo_answer"), "answer");
+    KG_CHECK_STR(json_string_value(json_object_get(answer, "type")), "echo_reply");
+    KG_CHECK_STR(json_string_value(json_object_get(answer, "payload")), "ping 42");
+    KG_CHECK(json_integer_value(json_object_get(answer, "seen")) >= 2); /* hello, sandbox, the request */
+    kg_child_report_free(&rep);
+    /* No hook: the child still gets an answer (an error), never a hang. */
+    l.on_request = NULL;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    answer = json_object_get(find(&rep, "echo_answer"), "answer");
+    KG_CHECK_STR(json_string_value(json_object_get(answer, "type")), "error");
+    kg_child_report_free(&rep);
+    /* With a nonce in the job, only lines that carry it are acted on: the harness's own request reaches the
+     * hook once, and a candidate that writes requests on the socket (without the nonce) reaches it never. */
+    json_object_set_new(job, "nonce", json_string("0123456789abcdef0123456789abcdef"));
+    l.on_request = echo;
+    calls = 0;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(calls == 1);
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    job = job_for("forge_request", &dir);
+    json_object_set_new(job, "nonce", json_string("0123456789abcdef0123456789abcdef"));
+    json_object_set_new(job, "gpu_arbiter", json_true());
+    calls = 0;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    KG_CHECK(calls == 0);
+    KG_CHECK(find(&rep, "echo") != NULL); /* the forged line was received and kept as evidence */
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 static const kg_test_case cases[] = {
     {"completes_and_timestamps", completes_and_timestamps},
     {"stage_timeout_kills_the_group", stage_timeout_kills_the_group},
@@ -249,6 +398,9 @@ static const kg_test_case cases[] = {
     {"dead_zygote_is_restarted", dead_zygote_is_restarted},
     {"next_run_unaffected", next_run_unaffected},
     {"bad_options", bad_options},
+    {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
+    {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
+    {"requests_go_to_the_hook", requests_go_to_the_hook},
 };
 
 int main(void)

@@ -1,0 +1,665 @@
+#!/usr/bin/env python3
+"""Analysis for the GPU benchmarks (timing_stability.sh, throughput.sh, concurrency.sh).
+
+The shell drivers run `kgym bench --json` and save its stdout; everything that reads those files lives here, so
+the drivers stay thin and the analysis can be checked on a machine without a GPU by feeding it hand-made JSON.
+Standard library only: the GPU machine's python3 has torch and numpy, the dev venv has torch, neither is needed.
+
+    gpu_report.py gpu-check [--device cuda:N]          exit 1 with a reason unless torch sees a GPU
+    gpu_report.py timing-stability --pairs P --do-bench D RUN.json...
+    gpu_report.py throughput --jobs N RUN.json
+    gpu_report.py concurrency --pairs P --jobs-a 1 --jobs-b 8 RUN_A.json RUN_B.json
+    gpu_report.py make-mix > bench/throughput_mix.jsonl
+
+Each report prints markdown tables (readable as text) and, with --write-doc FILE, replaces its own section of FILE
+between <!-- bench:NAME --> and <!-- /bench:NAME --> (appended at the end when the markers are missing).
+
+Fields relied on (docs/result-schema.md plus the timing protocol being added): kgym bench --json stdout is
+{"summary": {...}, "results": [{"label", "candidate", "result": RESULT | null, "error"}]} with results in input
+order; RESULT.verdict, .wall_ms, .stages[{name,status,ms}], .task.id, .candidate.path,
+.timing.{speedup, candidate_ms.median, reference_ms.median, cv, noisy, rounds_run, remeasured, speedup_ci,
+reference_mode, reference_cached, gpu}.  Missing optional fields print as "-".
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+GOAL_CV = 0.02          # median CV of the speedup across separate evaluations
+GOAL_AGREE = 0.03       # |kgym / do_bench - 1| per problem
+GOAL_EVAL_PER_HOUR = 2000
+GOAL_CONCURRENCY = 0.03  # median |speedup(jobs N) / speedup(jobs 1) - 1|
+
+
+# ------------------------------------------------------------------------------------------- input
+
+
+class ReportError(Exception):
+    """Input the report cannot use; the message says which file and why."""
+
+
+def read_pairs(path):
+    """The pairs of a kgym JSONL list (comment lines start with '#', as kgym's own loader allows)."""
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            try:
+                pairs.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise ReportError(f"{path} line {n}: not JSON ({e})") from None
+    if not pairs:
+        raise ReportError(f"{path} holds no pairs")
+    return pairs
+
+
+def load_run(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ReportError(f"{path}: not the JSON of `kgym bench --json` ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("results"), list) or not isinstance(doc.get("summary"), dict):
+        raise ReportError(f"{path}: expected {{\"summary\": ..., \"results\": [...]}} from `kgym bench --json`")
+    return doc
+
+
+def get(obj, *path):
+    """obj[path[0]][path[1]]... or None when any step is missing (fields of the new protocol may be absent)."""
+    for key in path:
+        if isinstance(obj, dict):
+            obj = obj.get(key)
+        elif isinstance(obj, list) and isinstance(key, int) and -len(obj) <= key < len(obj):
+            obj = obj[key]
+        else:
+            return None
+    return obj
+
+
+def num(x):
+    return x if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) else None
+
+
+def pair_name(pair):
+    return pair.get("kernelbench") or pair.get("task") or "?"
+
+
+def _same_file(a, b):
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def match_results(doc, pairs, path):
+    """The run's entries as (pair index, entry), checking the order against the list.
+
+    kgym bench keeps input order; a run over the list repeated k times maps entry i to pair i % len(pairs).
+    The check uses the candidate path (and the KernelBench id when the result has one) so that a run made from
+    another list is refused rather than silently mislabelled."""
+    out = []
+    for i, entry in enumerate(doc["results"]):
+        k = i % len(pairs)
+        pair = pairs[k]
+        cand = entry.get("candidate") or get(entry, "result", "candidate", "path")
+        if cand and pair.get("candidate") and not _same_file(cand, pair["candidate"]):
+            raise ReportError(f"{path}: result {i} is for {cand}, but the list has {pair['candidate']} there "
+                              "(was the run made from another list?)")
+        task_id = get(entry, "result", "task", "id")
+        if task_id and pair.get("kernelbench") and task_id != pair["kernelbench"]:
+            raise ReportError(f"{path}: result {i} is for task {task_id}, the list has {pair['kernelbench']}")
+        out.append((k, entry))
+    if len(doc["results"]) % len(pairs):
+        raise ReportError(f"{path}: {len(doc['results'])} results is not a whole number of passes over "
+                          f"{len(pairs)} pairs")
+    return out
+
+
+def timed(entry):
+    """(speedup, timing) of a correct, timed evaluation, or (None, why-not text)."""
+    r = entry.get("result")
+    if not isinstance(r, dict):
+        return None, "not evaluated: " + str(entry.get("error") or "no result")
+    if r.get("verdict") != "correct":
+        end = get(r, "process", "end")
+        return None, f"verdict {r.get('verdict')}" + (f" ({end})" if end and end != "completed" else "")
+    t = r.get("timing")
+    if not isinstance(t, dict):
+        return None, "no timing"
+    s = num(t.get("speedup"))
+    if s is None or s <= 0:
+        return None, "timing without a speedup"
+    return s, t
+
+
+def gpu_name(docs, fallback):
+    for doc in docs:
+        for e in doc["results"]:
+            g = get(e, "result", "timing", "gpu")
+            if isinstance(g, str) and g:
+                return g
+    return fallback or "unknown GPU"
+
+
+def versions():
+    """torch and triton versions from package metadata (no import: works without a GPU or CUDA)."""
+    try:
+        from importlib import metadata
+    except ImportError:
+        return ""
+    parts = []
+    for pkg in ("torch", "triton"):
+        try:
+            parts.append(f"{pkg} {metadata.version(pkg)}")
+        except Exception:  # noqa: BLE001 - not installed under that name: leave it out
+            pass
+    return ", ".join(parts)
+
+
+def cv(values):
+    """Sample coefficient of variation (stdev with n-1 / mean); None below two values."""
+    if len(values) < 2:
+        return None
+    m = statistics.fmean(values)
+    return statistics.stdev(values) / m if m else None
+
+
+# ------------------------------------------------------------------------------------------ output
+
+
+def fmt(x, spec=".3f", none="-"):
+    x = num(x)
+    return none if x is None else format(x, spec)
+
+
+def pct(x, none="-"):
+    x = num(x)
+    return none if x is None else f"{100 * x:.2f}%"
+
+
+def md_table(headers, rows):
+    """A markdown table; numbers right-aligned so the text output lines up too."""
+    cells = [[str(c) for c in headers]] + [[str(c) for c in r] for r in rows]
+    width = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    right = [all(_numeric(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
+
+    def line(r):
+        return "| " + " | ".join(c.rjust(w) if ra else c.ljust(w) for c, w, ra in zip(r, width, right)) + " |"
+
+    sep = "|" + "|".join(("-" * (w + 1) + ":") if ra else ("-" * (w + 2)) for w, ra in zip(width, right)) + "|"
+    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def _numeric(s):
+    s = s.strip().rstrip("%x")
+    if s in ("-", "—", ""):
+        return True
+    try:
+        float(s.replace(",", ""))
+        return True
+    except ValueError:
+        return False
+
+
+def verdict_line(met, text, complete=True):
+    """One goal's line.  INCOMPLETE: what was measured meets the goal, but some problems have no figure, so the
+    goal is not shown to hold (a missing figure must never read as a pass).  met=None: nothing to judge."""
+    word = "NOT MEASURED" if met is None else "MISSED" if not met else "MET" if complete else "INCOMPLETE"
+    return f"- {word} {text}"
+
+
+def provenance(args, gpu):
+    """The line that says when, where and with what a section was measured."""
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    bits = [f"Measured {date} on {gpu}"]
+    v = versions()
+    if v:
+        bits.append(v)
+    if getattr(args, "commit", None):
+        bits.append(f"kgym {args.commit}")
+    return "; ".join(bits) + "."
+
+
+def write_doc_section(doc_path, name, body):
+    """Replace the text between the section's markers (markers included) or append the section.
+
+    Only this function writes the doc, and only what lies between its own markers, so other sections and
+    hand-written text around them survive; the file is rewritten through a temporary file and a rename."""
+    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    try:
+        with open(doc_path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = ""
+    i, j = text.find(begin), text.find(end)
+    if (i < 0) != (j < 0) or (i >= 0 and j < i) or text.count(begin) > 1 or text.count(end) > 1:
+        raise ReportError(f"{doc_path}: the markers {begin} ... {end} are unbalanced; fix them by hand "
+                          "(nothing was written)")
+    if i >= 0:
+        text = text[:i] + block + text[j + len(end):]
+    else:
+        text = text.rstrip("\n") + ("\n\n" if text.strip() else "") + block + "\n"
+    tmp = doc_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, doc_path)
+    print(f"\nwrote section bench:{name} of {doc_path}")
+
+
+# ------------------------------------------------------------------------------- timing stability
+
+
+def read_do_bench(path):
+    """do_bench_agreement.py's JSON lines as {(task, candidate realpath): ms or None}."""
+    out = {}
+    if not path or not os.path.exists(path):
+        return out
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line.startswith("{"):
+                continue  # the script only writes JSON lines to stdout, but be lenient with stray output
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            key = (d.get("kernelbench") or d.get("task"), os.path.realpath(d.get("candidate") or ""))
+            out[key] = (num(d.get("do_bench_ms")), d.get("error"))
+    return out
+
+
+def report_timing_stability(args):
+    pairs = read_pairs(args.pairs)
+    docs = [load_run(p) for p in args.runs]
+    n_runs = len(docs)
+    # per pair: one list of (speedup or None, timing or why) per run
+    per = [[] for _ in pairs]
+    for path, doc in zip(args.runs, docs):
+        seen = [0] * len(pairs)
+        for k, entry in match_results(doc, pairs, path):
+            if seen[k]:
+                continue  # a run over a repeated list: only the first pass counts as "this run"
+            seen[k] = 1
+            per[k].append(timed(entry))
+    dob = read_do_bench(args.do_bench)
+
+    rows, detail, cvs, agree, missing = [], [], [], [], []
+    for k, pair in enumerate(pairs):
+        name = pair_name(pair)
+        speeds = [s for s, _ in per[k] if s is not None]
+        timings = [t for s, t in per[k] if s is not None]
+        c = cv(speeds) if len(speeds) == n_runs else None
+        if c is not None:
+            cvs.append((c, name))
+        else:
+            why = sorted({t for s, t in per[k] if s is None})
+            missing.append(f"{name}: {len(speeds)} of {n_runs} runs timed" + (f" ({'; '.join(why)})" if why else ""))
+        cand_ms = [num(get(t, "candidate_ms", "median")) for t in timings]
+        cand_ms = [x for x in cand_ms if x is not None]
+        kg = statistics.median(cand_ms) if cand_ms else None
+        db, db_err = dob.get((name, os.path.realpath(pair.get("candidate") or "")), (None, "not measured"))
+        ratio = kg / db if kg is not None and db else None
+        if ratio is not None:
+            agree.append((abs(ratio - 1), name))
+        else:
+            missing.append(f"{name}: no kgym/do_bench ratio (" +
+                           ("kgym not timed" if kg is None else f"do_bench: {db_err or 'not measured'}") + ")")
+        run_cells = []
+        for s, t in per[k]:
+            run_cells.append(fmt(s) if s is not None else "—")
+        run_cells += ["—"] * (n_runs - len(run_cells))
+        noisy = sum(1 for t in timings if t.get("noisy") is True)
+        rows.append([name, pair.get("kind", "")] + run_cells +
+                    [pct(c), fmt(kg), fmt(db), fmt(ratio, ".3f"), f"{noisy}/{len(timings)}" if timings else "-"])
+        for i, (s, t) in enumerate(per[k]):
+            if s is None:
+                detail.append([name, i + 1, "-", "-", "-", "-", "-", "-", "-", t])
+                continue
+            ci = t.get("speedup_ci")
+            ci_txt = (f"{fmt(ci[0])}–{fmt(ci[1])}" if isinstance(ci, list) and len(ci) == 2 else "-")
+            detail.append([name, i + 1, fmt(s), ci_txt, pct(t.get("cv")), pct(t.get("round_cv")),
+                           fmt(get(t, "reference_ms", "median")),
+                           fmt(get(t, "candidate_ms", "median")),
+                           f"{t.get('rounds_run', '-')}/{t.get('remeasured', '-')}",
+                           ", ".join(x for x in [t.get("reference_mode") or "",
+                                                 "ref cached" if t.get("reference_cached") else "",
+                                                 "noisy" if t.get("noisy") else ""] if x)])
+
+    headers = ["problem", "kind"] + [f"speedup {i + 1}" for i in range(n_runs)] + \
+              ["CV", "kgym cand ms", "do_bench ms", "kgym/do_bench", "noisy"]
+    table = md_table(headers, rows)
+    med_cv = statistics.median([c for c, _ in cvs]) if cvs else None
+    max_cv = max(cvs) if cvs else None
+    med_ag = statistics.median([a for a, _ in agree]) if agree else None
+    max_ag = max(agree) if agree else None
+    complete_cv = len(cvs) == len(pairs)
+    complete_ag = len(agree) == len(pairs)
+    goals = [
+        verdict_line(None if med_cv is None else med_cv <= GOAL_CV,
+                     f"median CV of the speedup across {n_runs} evaluations ≤ {GOAL_CV:.0%}: "
+                     f"{pct(med_cv)} (max {pct(max_cv[0]) if max_cv else '-'}"
+                     f"{', ' + max_cv[1] if max_cv else ''}; {len(cvs)} of {len(pairs)} problems timed in every run)",
+                     complete_cv),
+        verdict_line(None if max_ag is None else max_ag[0] <= GOAL_AGREE,
+                     f"|kgym/do_bench − 1| ≤ {GOAL_AGREE:.0%} on every problem: median {pct(med_ag)}, "
+                     f"max {pct(max_ag[0]) if max_ag else '-'}{', ' + max_ag[1] if max_ag else ''}"
+                     f" ({sum(1 for a, _ in agree if a > GOAL_AGREE)} over; {len(agree)} of {len(pairs)} compared)",
+                     complete_ag),
+    ]
+    gpu = gpu_name(docs, args.gpu_name)
+
+    print(f"timing stability: {len(pairs)} problems × {n_runs} separate `kgym bench` runs on {gpu}\n")
+    print(table)
+    print("\nper evaluation (within-evaluation figures from the timing protocol):\n")
+    print(md_table(["problem", "run", "speedup", "95% CI", "cand CV", "round CV", "ref ms", "cand ms",
+                    "rounds/remeasured", "notes"], detail))
+    if missing:
+        print("\nincomplete:\n" + "\n".join(f"- {m}" for m in missing))
+    print("\ngoals:\n" + "\n".join(goals))
+
+    if args.write_doc:
+        body = "\n".join([
+            "## Timing stability and agreement with triton.testing.do_bench", "",
+            f"{provenance(args, gpu)} Command: `{args.command}`.", "",
+            f"Each problem's honest candidate evaluated in {n_runs} separate `kgym bench` processes (full protocol); "
+            "speedup i = timing.speedup of run i; CV = stdev/mean of those speedups; kgym cand ms = median over "
+            "the runs of timing.candidate_ms.median; do_bench ms = `triton.testing.do_bench(rep=2000, "
+            "return_mode=\"median\")` on the same candidate and full-size base inputs "
+            "(`bench/do_bench_agreement.py`); noisy = runs whose timing was flagged noisy.", "",
+            table, "",
+            *goals,
+            *([""] + ["Incomplete: " + "; ".join(missing) + "."] if missing else []),
+        ])
+        write_doc_section(args.write_doc, "timing-stability", body)
+    return 0
+
+
+# ------------------------------------------------------------------------------------- throughput
+
+
+def report_throughput(args):
+    doc = load_run(args.run)
+    s = doc["summary"]
+    results = [e.get("result") for e in doc["results"]]
+    done = [r for r in results if isinstance(r, dict)]
+    wall_s = num(s.get("wall_s"))
+    evaluated = num(s.get("evaluated"))
+    if evaluated is None:
+        evaluated = len(done)
+    # One GPU per run (kgym bench --device cuda uses one device), so evaluations per GPU-hour is evaluations per
+    # hour divided by --gpus (1 unless the driver was told otherwise).
+    per_gpu_hour = evaluated * 3600.0 / wall_s / args.gpus if wall_s else None
+
+    stages = {}  # name -> [count that ran, sum ms]
+    order = []
+    walls = []
+    for r in done:
+        w = num(r.get("wall_ms"))
+        if w is not None:
+            walls.append(w)
+        for st in r.get("stages") or []:
+            name = st.get("name")
+            if name not in stages:
+                stages[name] = [0, 0.0]
+                order.append(name)
+            if st.get("status") != "skipped":
+                stages[name][0] += 1
+                stages[name][1] += num(st.get("ms")) or 0.0
+    total_wall = sum(walls)
+    stage_sum = sum(v[1] for v in stages.values())
+    stage_rows = [[n, stages[n][0], fmt(stages[n][1] / 1000, ",.1f"),
+                   fmt(stages[n][1] / stages[n][0], ",.0f") if stages[n][0] else "-",
+                   pct(stages[n][1] / total_wall if total_wall else None)] for n in order]
+    stage_rows.append(["(outside stages)", len(walls), fmt((total_wall - stage_sum) / 1000, ",.1f"),
+                       fmt((total_wall - stage_sum) / len(walls), ",.0f") if walls else "-",
+                       pct((total_wall - stage_sum) / total_wall if total_wall else None)])
+    stage_rows.append(["total (summed evaluation wall)", len(walls), fmt(total_wall / 1000, ",.1f"),
+                       fmt(total_wall / len(walls), ",.0f") if walls else "-", pct(1.0 if total_wall else None)])
+
+    verdicts = s.get("verdicts") or {}
+    vtext = ", ".join(f"{k} {v}" for k, v in verdicts.items() if v) or "-"
+    exp, met = s.get("expectations"), s.get("expectations_met")
+    gex = num(s.get("gpu_exclusive_ms"))
+    timings = [r.get("timing") for r in done if isinstance(r.get("timing"), dict)]
+    cached = sum(1 for t in timings if t.get("reference_cached") is True)
+    noisy = sum(1 for t in timings if t.get("noisy") is True)
+    rounds = [num(t.get("rounds_run")) for t in timings if num(t.get("rounds_run")) is not None]
+    gpu = gpu_name([doc], args.gpu_name)
+    figures = [
+        ["GPU (kgym device)", f"{gpu} ({s.get('device', '?')})"],
+        ["pairs / evaluated / kgym errors", f"{s.get('pairs', '-')} / {evaluated} / {s.get('errors', 0)}"],
+        ["jobs", s.get("jobs", args.jobs)],
+        ["run wall", f"{fmt(wall_s, ',.1f')} s"],
+        ["evaluations per GPU-hour", fmt(per_gpu_hour, ",.0f")],
+        ["verdicts", vtext],
+        ["expectations met", f"{met} of {exp}" if exp is not None else "-"],
+        ["wall per evaluation (mean / median / max)",
+         f"{fmt(statistics.fmean(walls), ',.0f')} / {fmt(statistics.median(walls), ',.0f')} / "
+         f"{fmt(max(walls), ',.0f')} ms" if walls else "-"],
+        ["timed evaluations (reference cached / noisy / mean rounds)",
+         f"{len(timings)} ({cached} / {noisy} / {fmt(statistics.fmean(rounds), '.1f') if rounds else '-'})"],
+    ]
+    if gex is not None:
+        # Time the GPU was held for one evaluation's timing/profiling alone: the part of the run that does not
+        # overlap, so run wall / this share says how far more jobs could still raise throughput.
+        grants = [f"{s[k]} {what}" for k, what in (("gpu_exclusive_grants", "exclusive"),
+                                                   ("gpu_shared_grants", "shared")) if num(s.get(k)) is not None]
+        wait = num(s.get("gpu_max_wait_ms"))
+        figures.append(["summed exclusive GPU time",
+                        f"{fmt(gex / 1000, ',.1f')} s ({pct(gex / 1000 / wall_s if wall_s else None)} of the run wall"
+                        + (f"; grants: {', '.join(grants)}" if grants else "")
+                        + (f"; longest wait {fmt(wait / 1000, ',.1f')} s" if wait is not None else "") + ")"])
+    goal = verdict_line(None if per_gpu_hour is None else per_gpu_hour >= GOAL_EVAL_PER_HOUR,
+                        f"evaluations per GPU-hour ≥ {GOAL_EVAL_PER_HOUR:,}: {fmt(per_gpu_hour, ',.0f')}")
+    t1 = md_table(["figure", "value"], figures)
+    t2 = md_table(["stage", "ran", "sum s", "mean ms", "share of summed wall"], stage_rows)
+
+    print(f"throughput: {args.run}\n")
+    print(t1)
+    print("\ntime by stage (stages marked skipped are not counted; 'ran' = evaluations that ran the stage):\n")
+    print(t2)
+    print("\ngoal:\n" + goal)
+    if args.write_doc:
+        body = "\n".join([
+            "## Evaluation throughput on one GPU (full protocol)", "",
+            f"{provenance(args, gpu)} Command: `{args.command}`.", "",
+            f"Mix: `bench/throughput_mix.jsonl` ({s.get('pairs', '?')} pairs: every pair of "
+            "tests/kernelbench/level1.jsonl and level2.jsonl, every example in examples/, then the honest "
+            "KernelBench pairs a second time), timing on, one `kgym bench` process. Stage shares are of the "
+            "summed per-evaluation wall time (with several jobs it exceeds the run's wall).", "",
+            t1, "", t2, "", goal,
+        ])
+        write_doc_section(args.write_doc, "throughput", body)
+    return 0
+
+
+def make_mix(args):
+    """Deterministic throughput mix; see the header it writes."""
+    out = []
+    for lst in ("tests/kernelbench/level1.jsonl", "tests/kernelbench/level2.jsonl"):
+        for p in read_pairs(os.path.join(ROOT, lst)):
+            out.append({"kernelbench": p["kernelbench"], "candidate": p["candidate"], "expect": p.get("expect")})
+    n_kb = len(out)
+    n_ex = 0
+    # Same rule as `kgym bench DIR`: *.py in a task folder, not task.py, not starting with '_'.
+    for task in sorted(glob.glob(os.path.join(ROOT, "examples", "*", "task.py"))):
+        folder = os.path.dirname(task)
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".py") or name == "task.py" or name.startswith("_"):
+                continue
+            expect = "correct" if name.startswith("correct") else "not_correct" if name.startswith("wrong") else None
+            out.append({"task": os.path.relpath(task, ROOT), "candidate": os.path.relpath(os.path.join(folder, name), ROOT),
+                        "expect": expect})
+            n_ex += 1
+    again = [p for p in out[:n_kb] if p["expect"] == "correct"]
+    out += again
+    correct = sum(1 for p in out if p["expect"] == "correct")
+    print("# Throughput mix for bench/throughput.sh (fixed; regenerate with: python3 bench/gpu_report.py make-mix "
+          "> bench/throughput_mix.jsonl).")
+    print(f"# {len(out)} pairs: the {n_kb} pairs of tests/kernelbench/level1.jsonl + level2.jsonl in file order, the "
+          f"{n_ex} candidates of examples/*/ (sorted, as `kgym bench examples` lists them), then the {len(again)} "
+          "honest KernelBench pairs again.")
+    print(f"# {correct} of {len(out)} are expected correct (they run every stage, timing included); the rest stop at "
+          "correctness or earlier.  The second pass over the honest pairs brings the correct share near what an RL "
+          "batch of a half-trained policy looks like and repeats tasks, as group sampling does (several samples per "
+          "task), so a reference-timing cache is exercised.")
+    for p in out:
+        print(json.dumps({k: v for k, v in p.items() if v is not None}))
+    return 0
+
+
+# ------------------------------------------------------------------------------------ concurrency
+
+
+def report_concurrency(args):
+    pairs = read_pairs(args.pairs)
+    doc_a, doc_b = load_run(args.run_a), load_run(args.run_b)
+    a = [None] * len(pairs)
+    b = [[] for _ in pairs]  # every pass of the shared run; pass 1 is the one compared
+    for k, e in match_results(doc_a, pairs, args.run_a):
+        if a[k] is None:
+            a[k] = timed(e)
+    for k, e in match_results(doc_b, pairs, args.run_b):
+        b[k].append(timed(e))
+    rows, devs, missing = [], [], []
+    passes = max(len(x) for x in b)
+    for k, pair in enumerate(pairs):
+        name = pair_name(pair)
+        sa, ta = a[k] if a[k] else (None, "no result")
+        sb, tb = b[k][0] if b[k] else (None, "no result")
+        ratio = sb / sa if sa and sb else None
+        if ratio is not None:
+            devs.append((abs(ratio - 1), name))
+        else:
+            missing.append(f"{name}: " + "; ".join(
+                f"jobs {j}: {t}" for j, s, t in ((args.jobs_a, sa, ta), (args.jobs_b, sb, tb)) if s is None))
+        ca = num(get(ta, "candidate_ms", "median")) if sa else None
+        cb = num(get(tb, "candidate_ms", "median")) if sb else None
+        later = [fmt(s) if s is not None else "—" for s, _ in b[k][1:]]
+        later += ["—"] * (passes - 1 - len(later))
+        rows.append([name, pair.get("kind", ""), fmt(sa) if sa else "—", fmt(sb) if sb else "—", fmt(ratio),
+                     fmt(ca), fmt(cb), fmt(cb / ca if ca and cb else None)] + later)
+    headers = ["problem", "kind", f"speedup jobs {args.jobs_a}", f"speedup jobs {args.jobs_b}", "ratio",
+               f"cand ms jobs {args.jobs_a}", f"cand ms jobs {args.jobs_b}", "cand ms ratio"] + \
+              [f"jobs {args.jobs_b} pass {i + 2}" for i in range(passes - 1)]
+    table = md_table(headers, rows)
+    med = statistics.median([d for d, _ in devs]) if devs else None
+    worst = max(devs) if devs else None
+    goal = verdict_line(None if med is None else med <= GOAL_CONCURRENCY,
+                        f"median |speedup(jobs {args.jobs_b}) / speedup(jobs {args.jobs_a}) − 1| ≤ "
+                        f"{GOAL_CONCURRENCY:.0%}: {pct(med)} (max {pct(worst[0]) if worst else '-'}"
+                        f"{', ' + worst[1] if worst else ''}; {len(devs)} of {len(pairs)} compared)",
+                        len(devs) == len(pairs))
+    walls = []
+    for j, d in ((args.jobs_a, doc_a), (args.jobs_b, doc_b)):
+        s = d["summary"]
+        walls.append(f"jobs {j}: {s.get('evaluated', '-')} evaluations in {fmt(num(s.get('wall_s')), ',.1f')} s "
+                     f"({fmt(num(s.get('evaluations_per_hour')), ',.0f')}/hour)")
+    gpu = gpu_name([doc_a, doc_b], args.gpu_name)
+    print(f"concurrency: the same {len(pairs)} pairs with --jobs {args.jobs_a} and --jobs {args.jobs_b} on {gpu}\n")
+    print(table)
+    print("\n" + "\n".join(walls))
+    if missing:
+        print("\nincomplete:\n" + "\n".join(f"- {m}" for m in missing))
+    print("\ngoal:\n" + goal)
+    if args.write_doc:
+        body = "\n".join([
+            "## Timing under concurrency (shared GPU, exclusive timing windows)", "",
+            f"{provenance(args, gpu)} Command: `{args.command}`.", "",
+            f"The pairs of `bench/timing_stability.jsonl`, once with `--jobs {args.jobs_a}` and once with "
+            f"`--jobs {args.jobs_b}` (that run goes over the list {passes} times so every compared evaluation — "
+            f"pass 1 — has other evaluations beside it; later passes are shown for reference). "
+            "ratio = speedup with sharing / speedup alone; run-to-run noise is in it too.", "",
+            table, "", "; ".join(walls) + ".", "", goal,
+            *([""] + ["Incomplete: " + "; ".join(missing) + "."] if missing else []),
+        ])
+        write_doc_section(args.write_doc, "concurrency", body)
+    return 0
+
+
+# -------------------------------------------------------------------------------------- gpu-check
+
+
+def gpu_check(args):
+    """Print the GPU's name, or say why there is none and exit 1 (the drivers stop before any long run)."""
+    smi = ""
+    try:
+        smi = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        smi = "(nvidia-smi not found)"
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - any import failure means this Python cannot measure
+        print(f"cannot import torch with {sys.executable}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available():
+        built = "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        print(f"torch.cuda.is_available() is False in {sys.executable} (torch {torch.__version__}, {built}); "
+              f"nvidia-smi -L: {smi or '(no GPU listed)'}", file=sys.stderr)
+        return 1
+    index = int(args.device.split(":")[1]) if ":" in args.device else 0
+    if index >= torch.cuda.device_count():
+        print(f"{args.device}: only {torch.cuda.device_count()} GPU(s) visible", file=sys.stderr)
+        return 1
+    print(torch.cuda.get_device_name(index))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p):
+        p.add_argument("--write-doc", metavar="FILE", help="replace this report's section of FILE")
+        p.add_argument("--command", default="(not given)", help="the command line that reproduces the figures")
+        p.add_argument("--gpu-name", help="GPU name when no result carries timing.gpu")
+        p.add_argument("--commit", help="kgym commit the figures were measured at")
+
+    p = sub.add_parser("gpu-check")
+    p.add_argument("--device", default="cuda")
+    p = sub.add_parser("timing-stability")
+    common(p)
+    p.add_argument("--pairs", required=True)
+    p.add_argument("--do-bench", help="JSON lines from do_bench_agreement.py")
+    p.add_argument("runs", nargs="+", help="kgym bench --json outputs, one per run")
+    p = sub.add_parser("throughput")
+    common(p)
+    p.add_argument("--jobs", type=int, required=True)
+    p.add_argument("--gpus", type=int, default=1, help="GPUs the run used (evaluations per GPU-hour)")
+    p.add_argument("run")
+    p = sub.add_parser("concurrency")
+    common(p)
+    p.add_argument("--pairs", required=True)
+    p.add_argument("--jobs-a", type=int, default=1)
+    p.add_argument("--jobs-b", type=int, default=8)
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    sub.add_parser("make-mix")
+    args = ap.parse_args(argv)
+    fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
+          "concurrency": report_concurrency, "make-mix": make_mix}[args.cmd]
+    try:
+        return fn(args)
+    except ReportError as e:
+        print(f"gpu_report.py {args.cmd}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

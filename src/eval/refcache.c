@@ -1,0 +1,554 @@
+/*
+ * refcache.c — the reference-time cache (include/kgym/refcache.h): SHA-256
+ * keys over length-prefixed fields, one JSON file per key, atomic writes by
+ * temp file + rename(), corrupt files read as misses and are removed.
+ * No state beyond the folder path, so no locks.
+ */
+#include "kgym/refcache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+struct kg_refcache {
+    char *dir;
+};
+
+/* The largest file get() reads: MAX_SAMPLES numbers at ~25 bytes each plus
+ * metadata fits comfortably. */
+#define REFCACHE_MAX_FILE_BYTES ((size_t)64 << 20)
+/* Temp files older than this are a crashed writer's leftovers. */
+#define REFCACHE_STALE_TEMP_S 3600
+#define REFCACHE_TEMP_PREFIX ".tmp-"
+/* Changing the key's serialisation must change this tag. */
+#define REFCACHE_KEY_TAG "kgym-refcache-key-v1"
+
+/* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
+
+typedef struct {
+    uint32_t h[8];
+    uint64_t bytes;
+    unsigned char block[64];
+    size_t fill;
+} sha256_ctx;
+
+static const uint32_t sha256_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+static uint32_t rotr32(uint32_t x, unsigned n)
+{
+    return (x >> n) | (x << (32 - n));
+}
+
+static void sha256_compress(uint32_t h[8], const unsigned char b[64])
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 | (uint32_t)b[4 * i + 2] << 8 |
+               (uint32_t)b[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = rotr32(w[i - 15], 7) ^ rotr32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = rotr32(w[i - 2], 17) ^ rotr32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = hh + (rotr32(e, 6) ^ rotr32(e, 11) ^ rotr32(e, 25)) + ((e & f) ^ (~e & g)) +
+                      sha256_k[i] + w[i];
+        uint32_t t2 = (rotr32(a, 2) ^ rotr32(a, 13) ^ rotr32(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
+        hh = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = bb;
+        bb = a;
+        a = t1 + t2;
+    }
+    h[0] += a; h[1] += bb; h[2] += c; h[3] += d;
+    h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+static void sha256_init(sha256_ctx *s)
+{
+    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, iv, sizeof iv);
+    s->bytes = 0;
+    s->fill = 0;
+}
+
+static void sha256_update(sha256_ctx *s, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    s->bytes += len;
+    while (len) {
+        size_t take = 64 - s->fill < len ? 64 - s->fill : len;
+        memcpy(s->block + s->fill, p, take);
+        s->fill += take;
+        p += take;
+        len -= take;
+        if (s->fill == 64) {
+            sha256_compress(s->h, s->block);
+            s->fill = 0;
+        }
+    }
+}
+
+static void sha256_final_hex(sha256_ctx *s, char out[65])
+{
+    uint64_t bits = s->bytes * 8;
+    unsigned char pad[72] = {0x80};
+    /* 0x80, zeros up to 56 mod 64, then the 64-bit big-endian bit length. */
+    size_t npad = (s->fill < 56 ? 56 - s->fill : 120 - s->fill);
+    for (int i = 0; i < 8; i++)
+        pad[npad + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
+    uint64_t keep = s->bytes;
+    sha256_update(s, pad, npad + 8);
+    s->bytes = keep;
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 8; i++)
+        for (int j = 0; j < 4; j++) {
+            unsigned byte = (s->h[i] >> (24 - 8 * j)) & 0xff;
+            out[8 * i + 2 * j] = hex[byte >> 4];
+            out[8 * i + 2 * j + 1] = hex[byte & 15];
+        }
+    out[64] = '\0';
+}
+
+void kg_refcache_sha256_hex(const void *data, size_t len, char out[65])
+{
+    sha256_ctx s;
+    sha256_init(&s);
+    sha256_update(&s, data, len);
+    sha256_final_hex(&s, out);
+}
+
+/* ---- keys --------------------------------------------------------------- */
+
+static void hash_field(sha256_ctx *s, const void *data, size_t len)
+{
+    unsigned char n[8];
+    for (int i = 0; i < 8; i++)
+        n[i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
+    sha256_update(s, n, sizeof n);
+    sha256_update(s, data, len);
+}
+
+int kg_refcache_key(const char *task_source, size_t task_len, const char *gpu, const char *dtype,
+                    const char *protocol, char out[65], kg_error *err)
+{
+    if (!out)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache key: no output buffer");
+    out[0] = '\0';
+    if (!task_source && task_len)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache key: task source is NULL but its length is %zu",
+                            task_len);
+    if (!gpu || !dtype || !protocol)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache key: the %s is missing",
+                            !gpu ? "GPU name" : !dtype ? "dtype" : "timing protocol");
+    sha256_ctx s;
+    sha256_init(&s);
+    hash_field(&s, REFCACHE_KEY_TAG, strlen(REFCACHE_KEY_TAG));
+    hash_field(&s, task_source ? task_source : "", task_len);
+    hash_field(&s, gpu, strlen(gpu));
+    hash_field(&s, dtype, strlen(dtype));
+    hash_field(&s, protocol, strlen(protocol));
+    sha256_final_hex(&s, out);
+    return KG_OK;
+}
+
+/* Exactly 64 lowercase hex digits: the only names that become file names. */
+static int check_key(const char *key, kg_error *err)
+{
+    if (!key)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache: no key");
+    size_t i = 0;
+    for (; key[i] && i < 64; i++)
+        if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+            break;
+    if (i != 64 || key[64] != '\0') {
+        char shown[80];
+        snprintf(shown, sizeof shown, "%.72s", key);
+        kg_utf8_sanitize(shown);
+        return kg_error_set(err, KG_ERR_INVALID,
+                            "refcache: bad key \"%s\" (expected 64 lowercase hex characters)", shown);
+    }
+    return KG_OK;
+}
+
+/* ---- opening ------------------------------------------------------------ */
+
+static int make_dirs(char *path, kg_error *err)
+{
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) != 0) {
+            int e = errno;
+            struct stat st;
+            if (e == EEXIST && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+                int rc = kg_error_set(err, KG_ERR_INVALID,
+                                      "refcache: %s exists and is not a folder", path);
+                *p = saved;
+                return rc;
+            }
+            if (e != EEXIST) {
+                int rc = kg_error_set(err, e == ENOTDIR ? KG_ERR_INVALID : KG_ERR_IO,
+                                      "refcache: cannot make folder %s: %s", path, strerror(e));
+                *p = saved;
+                return rc;
+            }
+        }
+        *p = saved;
+        if (!saved)
+            return KG_OK;
+    }
+}
+
+static void remove_stale_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    time_t now = time(NULL);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, REFCACHE_TEMP_PREFIX, strlen(REFCACHE_TEMP_PREFIX)) != 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+            now - st.st_mtime > REFCACHE_STALE_TEMP_S)
+            unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
+int kg_refcache_open(const char *dir, kg_refcache **out, kg_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache: no output handle");
+    if (!dir || !*dir)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache: no cache folder given");
+    char *path = kg_strdup(dir);
+    if (!path)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        path[--n] = '\0';
+    int rc = make_dirs(path, err);
+    if (rc == KG_OK && access(path, W_OK | X_OK) != 0)
+        rc = kg_error_set(err, KG_ERR_IO, "refcache: cache folder %s is not writable: %s", path,
+                          strerror(errno));
+    kg_refcache *c = rc == KG_OK ? malloc(sizeof *c) : NULL;
+    if (rc == KG_OK && !c)
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    if (rc != KG_OK) {
+        free(path);
+        return rc;
+    }
+    c->dir = path;
+    remove_stale_temps(path);
+    *out = c;
+    return KG_OK;
+}
+
+void kg_refcache_close(kg_refcache *c)
+{
+    if (!c)
+        return;
+    free(c->dir);
+    free(c);
+}
+
+const char *kg_refcache_dir(const kg_refcache *c)
+{
+    return c ? c->dir : NULL;
+}
+
+/* ---- entries ------------------------------------------------------------ */
+
+/* Checks a sample array; on failure writes the reason into why. */
+static int check_samples(const json_t *a, char *why, size_t why_size)
+{
+    if (!json_is_array(a)) {
+        snprintf(why, why_size, "reference_ms is not an array");
+        return 0;
+    }
+    size_t n = json_array_size(a);
+    if (n == 0 || n > KG_REFCACHE_MAX_SAMPLES) {
+        snprintf(why, why_size, "reference_ms has %zu samples (expected 1..%d)", n,
+                 KG_REFCACHE_MAX_SAMPLES);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_number(v)) {
+            snprintf(why, why_size, "reference_ms[%zu] is not a number", i);
+            return 0;
+        }
+        double x = json_number_value(v);
+        if (!isfinite(x) || x < 0) {
+            snprintf(why, why_size, "reference_ms[%zu] is %g (times must be finite and >= 0)", i, x);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int check_entry(const json_t *e, const char *key, char *why, size_t why_size)
+{
+    if (!json_is_object(e)) {
+        snprintf(why, why_size, "not a JSON object");
+        return 0;
+    }
+    const char *fields[] = {"key", "gpu", "dtype", "protocol"};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (!json_is_string(json_object_get(e, fields[i]))) {
+            snprintf(why, why_size, "\"%s\" is missing or not a string", fields[i]);
+            return 0;
+        }
+    if (strcmp(json_string_value(json_object_get(e, "key")), key) != 0) {
+        snprintf(why, why_size, "it names another key");
+        return 0;
+    }
+    const json_t *samples = json_object_get(e, "reference_ms");
+    if (!check_samples(samples, why, why_size))
+        return 0;
+    const json_t *created = json_object_get(e, "created"), *count = json_object_get(e, "samples");
+    if (!json_is_integer(created) || json_integer_value(created) < 0) {
+        snprintf(why, why_size, "\"created\" is missing or not a non-negative integer");
+        return 0;
+    }
+    if (!json_is_integer(count) || json_integer_value(count) < 0 ||
+        (size_t)json_integer_value(count) != json_array_size(samples)) {
+        snprintf(why, why_size, "\"samples\" does not match the number of samples");
+        return 0;
+    }
+    return 1;
+}
+
+static char *entry_path(const kg_refcache *c, const char *key)
+{
+    kg_buf b = {0};
+    if (kg_buf_printf(&b, "%s/%s.json", c->dir, key) != KG_OK) {
+        kg_buf_free(&b);
+        return NULL;
+    }
+    return kg_buf_release(&b);
+}
+
+/* Removes the unusable file at path, but only if it is still the one that
+ * was read (same device and inode; with read_st NULL, only a symbolic link):
+ * a writer may have just renamed a good entry over it.  The window between
+ * lstat() and unlink() remains; losing that race costs one extra miss, never
+ * a wrong answer.  Returns 1 when something was removed. */
+static int discard(const char *path, const struct stat *read_st)
+{
+    struct stat now;
+    if (lstat(path, &now) != 0 || S_ISDIR(now.st_mode))
+        return 0;
+    if (read_st ? (now.st_dev != read_st->st_dev || now.st_ino != read_st->st_ino) : !S_ISLNK(now.st_mode))
+        return 0;
+    return unlink(path) == 0;
+}
+
+int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *err)
+{
+    if (entry)
+        *entry = NULL;
+    if (!c || !entry)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache get: no cache or no output");
+    int rc = check_key(key, err);
+    if (rc != KG_OK)
+        return rc;
+    char *path = entry_path(c, key);
+    if (!path)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+
+    char why[256] = "";
+    struct stat st;
+    int have_st = 0;
+    /* O_NOFOLLOW: entries are regular files we wrote; O_NONBLOCK: a FIFO
+     * planted under an entry's name must not hang an evaluation. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) {
+        int e = errno;
+        if (e == ENOENT) {
+            rc = kg_error_set(err, KG_ERR_NOT_FOUND, "refcache: no entry %s", key);
+        } else if (e == ELOOP) {
+            snprintf(why, sizeof why, "it is a symbolic link");
+        } else {
+            rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot open %s: %s", path, strerror(e));
+        }
+    } else if (fstat(fd, &st) != 0) {
+        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot stat %s: %s", path, strerror(errno));
+    } else {
+        have_st = 1;
+        if (!S_ISREG(st.st_mode)) {
+            snprintf(why, sizeof why, "it is not a regular file");
+        } else if ((size_t)st.st_size > REFCACHE_MAX_FILE_BYTES) {
+            snprintf(why, sizeof why, "it is larger than %zu bytes", REFCACHE_MAX_FILE_BYTES);
+        } else {
+            char *data = NULL;
+            size_t len = 0;
+            kg_error rerr;
+            int r = kg_fd_read(fd, path, REFCACHE_MAX_FILE_BYTES, &data, &len, &rerr);
+            if (r == KG_ERR_INVALID) {
+                snprintf(why, sizeof why, "it is larger than %zu bytes", REFCACHE_MAX_FILE_BYTES);
+            } else if (r != KG_OK) {
+                rc = kg_error_set(err, (kg_status)r, "refcache: %s", rerr.message);
+            } else {
+                json_error_t jerr;
+                json_t *e = json_loadb(data, len, JSON_REJECT_DUPLICATES, &jerr);
+                if (!e)
+                    snprintf(why, sizeof why, "it is not valid JSON: %s", jerr.text);
+                else if (!check_entry(e, key, why, sizeof why))
+                    json_decref(e);
+                else
+                    *entry = e;
+            }
+            free(data);
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    if (why[0]) {
+        int removed = discard(path, have_st ? &st : NULL);
+        rc = kg_error_set(err, KG_ERR_NOT_FOUND, "refcache: entry %s was unusable (%s)%s", key, why,
+                          removed ? " and was removed" : "");
+    }
+    free(path);
+    return rc;
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int build_entry(const char *key, const json_t *reference_ms, const char *gpu, const char *dtype,
+                       const char *protocol, json_t **out, kg_error *err)
+{
+    *out = NULL;
+    json_t *e = json_object(), *samples = json_array();
+    if (!e || !samples) {
+        json_decref(e);
+        json_decref(samples);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    json_object_set_new(e, "key", json_string(key));
+    json_object_set_new(e, "reference_ms", samples);
+    for (size_t i = 0; i < json_array_size(reference_ms); i++) {
+        double x = json_number_value(json_array_get(reference_ms, i));
+        if (json_array_append_new(samples, json_real(x)) != 0) {
+            json_decref(e);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
+    }
+    const char *names[] = {"gpu", "dtype", "protocol"};
+    const char *values[] = {gpu, dtype, protocol};
+    for (int i = 0; i < 3; i++) {
+        json_t *s = json_string(values[i]);
+        if (!s) { /* jansson refuses invalid UTF-8 */
+            json_decref(e);
+            return kg_error_set(err, KG_ERR_INVALID, "refcache put: the %s is not valid UTF-8", names[i]);
+        }
+        json_object_set_new(e, names[i], s);
+    }
+    json_object_set_new(e, "created", json_integer((json_int_t)time(NULL)));
+    json_object_set_new(e, "samples", json_integer((json_int_t)json_array_size(samples)));
+    if (json_object_size(e) != 7) {
+        json_decref(e);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    *out = e;
+    return KG_OK;
+}
+
+int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const char *gpu,
+                    const char *dtype, const char *protocol, kg_error *err)
+{
+    if (!c)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache put: no cache");
+    int rc = check_key(key, err);
+    if (rc != KG_OK)
+        return rc;
+    if (!gpu || !dtype || !protocol)
+        return kg_error_set(err, KG_ERR_INVALID, "refcache put: the %s is missing",
+                            !gpu ? "GPU name" : !dtype ? "dtype" : "timing protocol");
+    char why[256];
+    if (!check_samples(reference_ms, why, sizeof why))
+        return kg_error_set(err, KG_ERR_INVALID, "refcache put: %s", why);
+
+    json_t *e;
+    rc = build_entry(key, reference_ms, gpu, dtype, protocol, &e, err);
+    if (rc != KG_OK)
+        return rc;
+    char *text = json_dumps(e, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(e);
+    kg_buf tmp = {0}, dst = {0};
+    if (!text || kg_buf_printf(&tmp, "%s/" REFCACHE_TEMP_PREFIX "%s-XXXXXX", c->dir, key) != KG_OK ||
+        kg_buf_printf(&dst, "%s/%s.json", c->dir, key) != KG_OK) {
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    int fd = mkostemp(tmp.data, O_CLOEXEC);
+    if (fd < 0) {
+        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot create a temp file in %s: %s", c->dir,
+                          strerror(errno));
+        goto out;
+    }
+    size_t len = strlen(text);
+    int bad = write_all(fd, text, len) != 0 || write_all(fd, "\n", 1) != 0;
+    int e1 = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e1 = errno;
+    }
+    if (!bad && rename(tmp.data, dst.data) != 0) {
+        bad = 1;
+        e1 = errno;
+    }
+    if (bad) {
+        unlink(tmp.data);
+        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot write %s: %s", dst.data, strerror(e1));
+    }
+out:
+    free(text);
+    kg_buf_free(&tmp);
+    kg_buf_free(&dst);
+    return rc;
+}

@@ -1,0 +1,296 @@
+/*
+ * timing.c — kgym's side of the timing protocol (docs/evaluation-protocol.md,
+ * "Timing"): from the raw per-call milliseconds the child reported, the
+ * per-round and pooled statistics, the speedup with its bootstrap confidence
+ * interval, the decision to measure more rounds when the figures are noisy,
+ * the supervisor-clock bound on the candidate's real time, and the profile
+ * block with its coverage.
+ */
+#include "eval/internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kgym/stats.h"
+
+#define KG_TRIM 0.1
+#define KG_CONFIDENCE 0.95
+#define KG_BOOTSTRAP_SEED 0x6b67796dULL /* "kgym": the interval is reproducible */
+
+/* A JSON array of milliseconds as doubles (malloc'd; NULL when empty or not all numbers). */
+static double *ms_array(const json_t *a, size_t *n)
+{
+    *n = json_array_size(a);
+    if (*n == 0)
+        return NULL;
+    double *v = malloc(*n * sizeof *v);
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < *n; i++) {
+        const json_t *x = json_array_get(a, i);
+        if (!json_is_number(x)) {
+            free(v);
+            *n = 0;
+            return NULL;
+        }
+        v[i] = json_number_value(x);
+    }
+    return v;
+}
+
+static int stats_of(const json_t *a, kg_stats *st)
+{
+    size_t n;
+    double *v = ms_array(a, &n);
+    int ok = v && kg_stats_summarize(v, n, KG_TRIM, st, NULL) == KG_OK;
+    free(v);
+    return ok;
+}
+
+static json_t *stats_json(const kg_stats *st)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "mean", st->mean, "trimmed_mean", st->trimmed_mean,
+                     "median", st->median, "min", st->min, "max", st->max, "stdev", st->stdev, "cv", st->cv,
+                     "samples", (json_int_t)st->n);
+}
+
+static int from_harness(const json_t *m, const char *nonce)
+{
+    const char *n = json_string_value(json_object_get(m, "nonce"));
+    return !nonce || (n && !strcmp(n, nonce));
+}
+
+static int is_type(const json_t *m, const char *type)
+{
+    const char *t = json_string_value(json_object_get(m, "type"));
+    return t && !strcmp(t, type);
+}
+
+/* The speedups of the finished rounds (reference trimmed mean / candidate trimmed mean; the reference
+ * from `cached` when the round has none).  Returns the count written to out[0..cap). */
+static size_t round_speedups(const json_t *messages, const char *nonce, const kg_stats *cached, double *out,
+                             size_t cap)
+{
+    size_t n = 0, i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!is_type(m, "timing_round") || !from_harness(m, nonce) || n == cap)
+            continue;
+        const char *status = json_string_value(json_object_get(m, "status"));
+        if (!status || strcmp(status, "end"))
+            continue;
+        kg_stats r, c;
+        int have_ref = stats_of(json_object_get(m, "reference_ms"), &r);
+        if (!have_ref && cached) {
+            r = *cached;
+            have_ref = 1;
+        }
+        if (have_ref && stats_of(json_object_get(m, "candidate_ms"), &c) && c.trimmed_mean > 0)
+            out[n++] = r.trimmed_mean / c.trimmed_mean;
+    }
+    return n;
+}
+
+/* Coefficient of variation of x[0..n) (0 for fewer than two values). */
+static double cv_of(const double *x, size_t n)
+{
+    kg_stats st;
+    if (n < 2 || kg_stats_summarize(x, n, 0, &st, NULL) != KG_OK)
+        return 0;
+    return st.cv;
+}
+
+int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
+                        const json_t *cached_reference_ms)
+{
+    kg_stats cached;
+    int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
+    double speedups[256];
+    size_t n = round_speedups(messages, nonce, have_cached ? &cached : NULL, speedups, 256);
+    if (n < 2 || n >= (size_t)o->timing_max_rounds)
+        return 0;
+    return cv_of(speedups, n) > o->timing_cv_threshold ? 1 : 0;
+}
+
+/* The supervisor's elapsed time of a begin/end pair of `type` (the last pair; -1 if none). */
+static double elapsed_ms(const json_t *messages, const char *type, const char *nonce, const json_t **end_msg)
+{
+    double begin = -1, elapsed = -1;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!is_type(m, type) || !from_harness(m, nonce))
+            continue;
+        const char *status = json_string_value(json_object_get(m, "status"));
+        double t = json_number_value(json_object_get(m, "t_ms"));
+        if (status && !strcmp(status, "begin"))
+            begin = t;
+        else if (status && !strcmp(status, "end") && begin >= 0) {
+            elapsed = t - begin;
+            if (end_msg)
+                *end_msg = m;
+            begin = -1;
+        }
+    }
+    return elapsed;
+}
+
+json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce)
+{
+    const json_t *end = NULL;
+    double elapsed = elapsed_ms(messages, "clock_block", nonce, &end);
+    if (elapsed < 0 || !end)
+        return NULL;
+    size_t n;
+    double *v = ms_array(json_object_get(end, "candidate_ms"), &n);
+    if (!v)
+        return NULL;
+    double reported = 0;
+    for (size_t i = 0; i < n; i++)
+        reported += v[i];
+    free(v);
+    /* The block's real duration is at least what the supervisor saw minus what is not the candidate's:
+     * a message round trip and, per call, the harness's own Python, the event records and a synchronize
+     * (well under 0.1 ms each on any host kgym runs on).  Reported times below half of that bound cannot
+     * be the candidate's real device time. */
+    double bound = elapsed - KG_CLOCK_SLACK_MS - (double)n * KG_CLOCK_SLACK_PER_CALL_MS;
+    if (bound <= 0 || reported >= 0.5 * bound)
+        return NULL;
+    char text[400];
+    snprintf(text, sizeof text,
+             "the candidate's %zu calls were reported as %.4g ms of device time, but kgym's own clock saw the "
+             "block take %.4g ms (at least %.4g ms of it the candidate's): the timer was tampered with",
+             n, reported, elapsed, bound);
+    return json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:I}}", "type", "timer_discrepancy", "stage", "timing",
+                     "message", text, "evidence", "reported_ms", reported, "supervisor_ms", elapsed, "bound_ms",
+                     bound, "calls", (json_int_t)n);
+}
+
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms)
+{
+    const json_t *setup = NULL, *final = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (is_type(m, "timing_setup") && !setup)
+            setup = m;
+        else if (is_type(m, "timing"))
+            final = m;
+    }
+    if (!final)
+        return json_null();
+    kg_stats cached;
+    int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
+    const json_t *ref_samples = json_object_get(final, "reference_ms");
+    if (json_array_size(ref_samples) == 0 && have_cached)
+        ref_samples = cached_reference_ms;
+    size_t nr, nc;
+    double *ref = ms_array(ref_samples, &nr);
+    double *cand = ms_array(json_object_get(final, "candidate_ms"), &nc);
+    kg_stats rs, cs;
+    if (!ref || !cand || kg_stats_summarize(ref, nr, KG_TRIM, &rs, NULL) != KG_OK ||
+        kg_stats_summarize(cand, nc, KG_TRIM, &cs, NULL) != KG_OK) {
+        free(ref);
+        free(cand);
+        return json_null();
+    }
+    json_t *t = json_object();
+    json_object_set_new(t, "method", json_string("interleaved_rounds"));
+    json_object_set(t, "gpu", json_object_get(final, "gpu") ?: json_null());
+    json_object_set(t, "reference_mode",
+                    setup ? json_object_get(setup, "reference_mode") ?: json_null() : json_null());
+    json_object_set_new(t, "reference_cached", json_boolean(json_array_size(json_object_get(final, "reference_ms"))
+                                                            == 0 && have_cached));
+    const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "flush_bytes", "l2_bytes"};
+    for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
+        json_object_set(t, copy[k], setup ? json_object_get(setup, copy[k]) ?: json_null() : json_null());
+
+    /* Per round: statistics, speedup, and kgym's clock around it. */
+    json_t *rounds = json_array();
+    double begin = -1, reported_total = 0, supervisor_total = 0;
+    json_array_foreach(messages, i, m) {
+        if (!is_type(m, "timing_round"))
+            continue;
+        const char *status = json_string_value(json_object_get(m, "status"));
+        double tms = json_number_value(json_object_get(m, "t_ms"));
+        if (status && !strcmp(status, "begin")) {
+            begin = tms;
+            continue;
+        }
+        kg_stats r, c;
+        int have_ref = stats_of(json_object_get(m, "reference_ms"), &r);
+        if (!have_ref && have_cached) {
+            r = cached;
+            have_ref = 1;
+        }
+        if (!stats_of(json_object_get(m, "candidate_ms"), &c))
+            continue;
+        double reported = c.mean * (double)c.n + (json_array_size(json_object_get(m, "reference_ms")) ? r.mean * (double)r.n : 0);
+        json_t *round = json_pack("{s:o, s:o, s:o, s:f}", "reference", have_ref ? stats_json(&r) : json_null(),
+                                  "candidate", stats_json(&c), "speedup",
+                                  have_ref && c.trimmed_mean > 0 ? json_real(r.trimmed_mean / c.trimmed_mean)
+                                                                 : json_null(),
+                                  "reported_ms", reported);
+        json_object_set_new(round, "supervisor_ms", begin >= 0 ? json_real(tms - begin) : json_null());
+        json_object_set(round, "overhead", json_object_get(m, "overhead") ?: json_null());
+        if (begin >= 0) {
+            supervisor_total += tms - begin;
+            reported_total += reported;
+        }
+        begin = -1;
+        json_array_append_new(rounds, round);
+    }
+    size_t planned = setup ? (size_t)json_integer_value(json_object_get(setup, "planned_rounds")) : 0;
+    json_object_set_new(t, "rounds_run", json_integer((json_int_t)json_array_size(rounds)));
+    json_object_set_new(t, "remeasured", json_integer(json_array_size(rounds) > planned && planned
+                                                          ? (json_int_t)(json_array_size(rounds) - planned) : 0));
+    json_object_set_new(t, "rounds", rounds);
+    json_object_set_new(t, "reference_ms", stats_json(&rs));
+    json_object_set_new(t, "candidate_ms", stats_json(&cs));
+
+    kg_speedup sp;
+    if (kg_stats_speedup(ref, nr, cand, nc, KG_TRIM, KG_CONFIDENCE, 0, KG_BOOTSTRAP_SEED, &sp, NULL) == KG_OK) {
+        json_object_set_new(t, "speedup", json_real(sp.speedup));
+        json_object_set_new(t, "speedup_ci", json_pack("[f, f]", sp.low, sp.high));
+        json_object_set_new(t, "confidence", json_real(sp.confidence));
+    } else {
+        json_object_set_new(t, "speedup", cs.trimmed_mean > 0 ? json_real(rs.trimmed_mean / cs.trimmed_mean)
+                                                              : json_null());
+        json_object_set_new(t, "speedup_ci", json_null());
+        json_object_set_new(t, "confidence", json_null());
+    }
+    double speedups[256];
+    size_t ns = round_speedups(messages, NULL, have_cached ? &cached : NULL, speedups, 256);
+    double round_cv = cv_of(speedups, ns);
+    json_object_set_new(t, "cv", json_real(cs.cv));
+    json_object_set_new(t, "round_cv", json_real(round_cv));
+    json_object_set_new(t, "noisy", json_boolean(ns >= 2 && round_cv > o->timing_cv_threshold));
+    json_object_set_new(t, "clock", json_pack("{s:f, s:f}", "supervisor_ms", supervisor_total, "reported_ms",
+                                              reported_total));
+    free(ref);
+    free(cand);
+    return t;
+}
+
+json_t *kg_eval_profile_block(const json_t *messages)
+{
+    const json_t *p = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+        if (is_type(m, "profile"))
+            p = m;
+    if (!p)
+        return json_null();
+    double total = json_number_value(json_object_get(p, "total_device_us"));
+    double mine = json_number_value(json_object_get(p, "candidate_device_us"));
+    json_t *out = json_object();
+    json_object_set_new(out, "coverage", total > 0 ? json_real(fmin(1.0, fmax(0.0, mine / total))) : json_null());
+    const char *copy[] = {"calls", "total_device_us", "candidate_device_us", "kernel_count", "kernels", "launched"};
+    for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
+        json_object_set(out, copy[k], json_object_get(p, copy[k]) ?: json_null());
+    json_object_set_new(out, "method", json_string("torch.profiler device kernels; candidate = exact names launched "
+                                                   "through Triton"));
+    return out;
+}

@@ -1,0 +1,320 @@
+/*
+ * test_timing.c — kgym's side of the timing protocol on synthetic protocol
+ * messages: per-round and pooled statistics, the speedup and its interval,
+ * the re-measure decision, the supervisor-clock bound, the profile block and
+ * the findings they lead to in a full result.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/internal.h"
+#include "kg_test.h"
+#include "kgym/eval.h"
+
+/* n samples around `mean` with a relative spread `spread` (deterministic: a
+ * fixed zig-zag, so the CV is known). */
+static json_t *samples(double mean, double spread, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_real(mean * (1.0 + spread * ((i % 2) ? 1 : -1))));
+    return a;
+}
+
+/* One round: begin at t, end at t + elapsed, reference and candidate means. */
+static void add_round(json_t *msgs, int r, double t, double elapsed, double ref, double cand, int n)
+{
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f}", "type", "timing_round", "round", r, "status",
+                                          "begin", "t_ms", t));
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f, s:o, s:o}", "type", "timing_round", "round", r,
+                                          "status", "end", "t_ms", t + elapsed, "reference_ms",
+                                          ref > 0 ? samples(ref, 0.01, n) : json_array(), "candidate_ms",
+                                          samples(cand, 0.01, n)));
+}
+
+static json_t *final_message(const json_t *msgs)
+{
+    json_t *ref = json_array(), *cand = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (strcmp(json_string_value(json_object_get(m, "type")), "timing_round") ||
+            strcmp(json_string_value(json_object_get(m, "status")), "end"))
+            continue;
+        json_array_extend(ref, json_object_get(m, "reference_ms"));
+        json_array_extend(cand, json_object_get(m, "candidate_ms"));
+    }
+    return json_pack("{s:s, s:o, s:o, s:s}", "type", "timing", "reference_ms", ref, "candidate_ms", cand, "gpu",
+                     "NVIDIA H100 80GB HBM3");
+}
+
+static json_t *setup_message(int planned)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:s, s:b, s:i}", "type", "timing_setup", "warmup", 10, "iters", 50,
+                     "planned_rounds", planned, "reference_mode", "eager", "fresh_inputs", 1, "flush_bytes",
+                     104857600);
+}
+
+static void stable_rounds_need_no_more(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 1.0, 0.5, 50);
+    add_round(msgs, 2, 400, 120, 1.0, 0.5, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_decref(msgs);
+}
+
+static void noisy_rounds_ask_for_more_until_the_budget(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    /* Speedups 2.0, 2.5, 1.8: a CV far above 2%. */
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 1.0, 0.4, 50);
+    add_round(msgs, 2, 400, 120, 0.9, 0.5, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    o.timing_cv_threshold = 0.5; /* the same rounds are stable enough under a loose threshold */
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    o.timing_cv_threshold = 0.02;
+    add_round(msgs, 3, 600, 120, 1.0, 0.45, 50);
+    add_round(msgs, 4, 800, 120, 1.0, 0.55, 50);
+    add_round(msgs, 5, 1000, 120, 1.0, 0.35, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0); /* 6 rounds: the budget is spent */
+    o.timing_max_rounds = 10;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    json_decref(msgs);
+}
+
+static void forged_rounds_do_not_count(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 1.0, 0.25, 50);
+    /* Only the first round carries the job's nonce. */
+    json_object_set_new(json_array_get(msgs, 1), "nonce", json_string("secret"));
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1); /* both rounds: noisy */
+    KG_CHECK(kg_eval_timing_more(&o, msgs, "secret", NULL) == 0); /* one round: nothing to compare */
+    json_decref(msgs);
+}
+
+static void timing_block_has_rounds_speedup_and_interval(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(3));
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 110, 1.0, 0.5, 50);
+    add_round(msgs, 2, 400, 100, 1.0, 0.5, 50);
+    add_round(msgs, 3, 600, 100, 1.0, 0.5, 50);
+    json_array_append_new(msgs, final_message(msgs));
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL);
+    KG_CHECK(json_is_object(t));
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
+    json_t *ci = json_object_get(t, "speedup_ci");
+    KG_CHECK(json_array_size(ci) == 2);
+    double lo = json_number_value(json_array_get(ci, 0)), hi = json_number_value(json_array_get(ci, 1));
+    KG_CHECK(lo <= 2.0 && hi >= 2.0 && hi - lo < 0.1);
+    KG_CHECK(json_integer_value(json_object_get(t, "rounds_run")) == 4);
+    KG_CHECK(json_integer_value(json_object_get(t, "remeasured")) == 1);
+    KG_CHECK(json_array_size(json_object_get(t, "rounds")) == 4);
+    json_t *r0 = json_array_get(json_object_get(t, "rounds"), 0);
+    KG_CHECK_NEAR(json_number_value(json_object_get(r0, "supervisor_ms")), 120, 1e-9);
+    /* 50 calls of 1.0 ms and 50 of 0.5 ms were reported in round 0. */
+    KG_CHECK_NEAR(json_number_value(json_object_get(r0, "reported_ms")), 75.0, 1e-6);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "candidate_ms"), "cv")), 0.01 * sqrt(200.0 / 199),
+                  1e-6);
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(t, "candidate_ms"), "samples")) == 200);
+    KG_CHECK(json_is_false(json_object_get(t, "noisy")));
+    KG_CHECK(json_is_false(json_object_get(t, "reference_cached")));
+    KG_CHECK_STR(json_string_value(json_object_get(t, "reference_mode")), "eager");
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "clock"), "supervisor_ms")), 430, 1e-9);
+    json_decref(t);
+    json_decref(msgs);
+}
+
+static void cached_reference_fills_in(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(3));
+    add_round(msgs, 0, 0, 60, 0, 0.25, 50);
+    add_round(msgs, 1, 100, 60, 0, 0.25, 50);
+    json_array_append_new(msgs, final_message(msgs));
+    json_t *cached = samples(1.0, 0.01, 150);
+    json_t *t = kg_eval_timing_block(&o, msgs, cached);
+    KG_CHECK(json_is_true(json_object_get(t, "reference_cached")));
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 4.0, 1e-9);
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(t, "reference_ms"), "samples")) == 150);
+    json_t *r1 = json_array_get(json_object_get(t, "rounds"), 1);
+    KG_CHECK_NEAR(json_number_value(json_object_get(r1, "speedup")), 4.0, 1e-9);
+    /* Without the cache's samples there is nothing to compare with. */
+    json_t *none = kg_eval_timing_block(&o, msgs, NULL);
+    KG_CHECK(json_is_null(none));
+    json_decref(none);
+    json_decref(t);
+    json_decref(cached);
+    json_decref(msgs);
+}
+
+static json_t *clock_block(double elapsed, double per_call, int calls)
+{
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:i, s:f}", "type", "clock_block", "status", "begin", "calls",
+                                          calls, "t_ms", 1000.0));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:i, s:f, s:o}", "type", "clock_block", "status", "end",
+                                          "calls", calls, "t_ms", 1000.0 + elapsed, "candidate_ms",
+                                          samples(per_call, 0.0, calls)));
+    return msgs;
+}
+
+static void supervisor_clock_catches_a_faked_timer(void)
+{
+    /* 20 calls of 1 ms really took ~21 ms: honest. */
+    json_t *msgs = clock_block(21.5, 1.0, 20);
+    json_t *h = kg_eval_clock_finding(msgs, NULL);
+    KG_CHECK(h == NULL);
+    json_decref(h);
+    json_decref(msgs);
+    /* The same block reported as 20 calls of 0.01 ms: the timer lies. */
+    msgs = clock_block(21.5, 0.01, 20);
+    h = kg_eval_clock_finding(msgs, NULL);
+    KG_CHECK(h != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "timer_discrepancy");
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(h, "evidence"), "supervisor_ms")), 21.5, 1e-9);
+    json_decref(h);
+    json_decref(msgs);
+    /* A block too short to bound anything (tiny kernels, launch-bound): no finding either way. */
+    msgs = clock_block(2.5, 0.001, 10);
+    h = kg_eval_clock_finding(msgs, NULL);
+    KG_CHECK(h == NULL);
+    json_decref(h);
+    json_decref(msgs);
+}
+
+static json_t *profile_message(double total, double mine)
+{
+    return json_pack("{s:s, s:i, s:f, s:f, s:i, s:[{s:s, s:f, s:i, s:b}, {s:s, s:f, s:i, s:b}], s:[s]}", "type",
+                     "profile", "calls", 3, "total_device_us", total, "candidate_device_us", mine, "kernel_count", 2,
+                     "kernels", "name", "my_kernel", "device_us", mine, "count", 3, "candidate", 1, "name",
+                     "at::native::vectorized_elementwise_kernel", "device_us", total - mine, "count", 3, "candidate", 0,
+                     "launched", "my_kernel");
+}
+
+static void profile_block_reports_coverage(void)
+{
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, profile_message(400, 100));
+    json_t *p = kg_eval_profile_block(msgs);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.25, 1e-12);
+    KG_CHECK(json_array_size(json_object_get(p, "kernels")) == 2);
+    KG_CHECK(json_is_true(json_object_get(json_array_get(json_object_get(p, "kernels"), 0), "candidate")));
+    json_decref(p);
+    json_decref(msgs);
+    msgs = json_array();
+    p = kg_eval_profile_block(msgs);
+    KG_CHECK(json_is_null(p));
+    json_decref(p);
+    json_decref(msgs);
+}
+
+/* A whole child report of a correct GPU run with timing and a profile: the result's blocks, and the
+ * findings a coverage floor and a faked timer lead to. */
+static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double clock_per_call)
+{
+    json_t *msgs = json_array();
+    const char *stages[] = {"parse", "static", "compile", "tiny_run", "correctness", "timing"};
+    double t = 0;
+    for (size_t i = 0; i < 6; i++) {
+        json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:f}", "type", "stage", "stage", stages[i], "status",
+                                              "begin", "t_ms", t));
+        if (!strcmp(stages[i], "correctness")) {
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:{s:b, s:b, s:i}, s:f, s:f}", "type", "variant",
+                                                  "name", "base", "status", "ran", "compare", "shape_ok", 1,
+                                                  "dtype_ok", 1, "mismatches", 0, "atol", 1e-4, "rtol", 1e-4));
+        }
+        if (!strcmp(stages[i], "timing")) {
+            json_array_append_new(msgs, setup_message(3));
+            add_round(msgs, 0, t, 120, 1.0, 0.5, 50);
+            add_round(msgs, 1, t + 200, 120, 1.0, 0.5, 50);
+            add_round(msgs, 2, t + 400, 120, 1.0, 0.5, 50);
+            json_t *c = clock_block(21.5, clock_per_call, 20);
+            json_array_extend(msgs, c);
+            json_decref(c);
+            json_array_append_new(msgs, profile_message(400, coverage_mine));
+            json_array_append_new(msgs, final_message(msgs));
+        }
+        t += 600;
+        json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:f, s:f, s:s}", "type", "stage", "stage", stages[i],
+                                              "status", "ok", "t_ms", t, "ms", 10.0, "detail", ""));
+    }
+    json_array_append_new(msgs, json_pack("{s:s}", "type", "done"));
+    kg_child_report rep;
+    memset(&rep, 0, sizeof rep);
+    rep.end = KG_END_COMPLETED;
+    rep.messages = msgs;
+    kg_task task = {.path = "task.py", .id = "task", .name = "task", .source = "x"};
+    kg_eval_request req = {.task = &task, .response = "", .response_len = 0};
+    json_t *result = NULL;
+    kg_error err;
+    json_t *extract = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "ok", "ms", 0.1, "detail", "");
+    int rc = kg_eval_build_result(o, &req, &rep, "candidate.py", extract, &result, &err);
+    KG_CHECK(rc == KG_OK);
+    json_decref(extract);
+    json_decref(msgs);
+    return result;
+}
+
+static void result_carries_timing_profile_and_findings(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *r = gpu_result(&o, 380, 1.0);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "timing"), "speedup")), 2.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "profile"), "coverage")), 0.95, 1e-9);
+    json_decref(r);
+
+    /* Coverage 25% under a 50% floor: the work is PyTorch's. */
+    o.coverage_floor = 0.5;
+    r = gpu_result(&o, 100, 1.0);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                 "low_coverage");
+    json_decref(r);
+    o.coverage_floor = 0;
+    r = gpu_result(&o, 100, 1.0); /* no floor: the same profile is only reported */
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    json_decref(r);
+
+    /* The clock block reported 100x faster than kgym's clock saw. */
+    r = gpu_result(&o, 380, 0.01);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                 "timer_discrepancy");
+    KG_CHECK(json_integer_value(json_object_get(r, "reward")) == 0);
+    json_decref(r);
+}
+
+int main(void)
+{
+    const kg_test_case cases[] = {
+        {"stable rounds need no more", stable_rounds_need_no_more},
+        {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
+        {"forged rounds do not count", forged_rounds_do_not_count},
+        {"timing block: rounds, speedup, interval", timing_block_has_rounds_speedup_and_interval},
+        {"cached reference fills in", cached_reference_fills_in},
+        {"supervisor clock catches a faked timer", supervisor_clock_catches_a_faked_timer},
+        {"profile block reports coverage", profile_block_reports_coverage},
+        {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
+    };
+    return kg_test_main("timing", cases, sizeof cases / sizeof cases[0]);
+}
