@@ -394,7 +394,7 @@ class Evaluation:
                         "time_reference": bool(time_reference), "fresh_inputs": timer.fresh,
                         "input_sets": timer.input_sets, "flush_bytes": timer.flusher.nbytes if timer.flusher else 0,
                         "l2_bytes": tm.l2_bytes()})
-        all_ref, all_cand = [], []
+        all_ref, all_cand, all_ref_dev, all_cand_dev = [], [], [], []
         done = 0
 
         round_ms = float(cfg.get("round_ms") or 0)
@@ -414,12 +414,15 @@ class Evaluation:
                     n = max(min(iters, 10), min(iters, int(round_ms / pair_ms[0])))
                 self.chan.send({"type": "timing_round", "round": done, "status": "begin", "iters": n})
                 before = dict(timer.overhead)
-                ref_ms, cand_ms = timer.round(n)
+                ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
                 self.chan.send({"type": "timing_round", "round": done, "status": "end",
                                 "reference_ms": ref_ms, "candidate_ms": cand_ms,
+                                "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
                                 "overhead": {k: timer.overhead[k] - before[k] for k in before}})
             all_ref.extend(ref_ms)
             all_cand.extend(cand_ms)
+            all_ref_dev.extend(ref_dev)
+            all_cand_dev.extend(cand_dev)
             done += 1
 
         for r in range(rounds):
@@ -461,6 +464,7 @@ class Evaluation:
                             "was skipped or results were reused while being timed",
                             {"calls": mismatched[:20], "checked": checked[0]})
         self.chan.send({"type": "timing", "reference_ms": all_ref, "candidate_ms": all_cand,
+                        "reference_device_ms": all_ref_dev, "candidate_device_ms": all_cand_dev,
                         "gpu": torch.cuda.get_device_name(), "sizes": base.sizes, "min_bytes": min_bytes,
                         "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done})
         return f"{done} round(s) of {iters} calls each", {}

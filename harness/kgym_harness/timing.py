@@ -9,8 +9,9 @@ The protocol (docs/evaluation-protocol.md, "Timing"):
     (not timed), so no call profits from the previous call's data in L2;
   - every call gets fresh input values (``fresh``: generated on the GPU for that call, untimed), or rotates
     among several pre-generated sets; either way no call sees the inputs of the previous one;
-  - each call is bracketed by CUDA events, with a device-wide synchronize before the end event is
-    recorded, so work the candidate left on side streams is counted.
+  - each call is bracketed by CUDA events: the stream time (start to an end event recorded right after the
+    call) and the device-wide time (to an event recorded after a device-wide synchronize), so work the
+    candidate left on side streams can be counted (kgym decides which one applies).
 The C side computes every statistic from the lists returned here, and stamps the begin/end messages of
 each round with its own clock (a lower bound on real elapsed time the child cannot fake).
 """
@@ -99,17 +100,24 @@ class PairTimer:
         return args, _clone(args)
 
     def _timed(self, model, args):
+        """One call: (stream ms, device ms, output).  The flush is queued, not waited for, so the model's
+        launches overlap it (as in triton.testing.do_bench) instead of leaving the GPU idle behind the start
+        event.  ``end`` is recorded on the current stream right after the call returns; then a device-wide
+        synchronize and ``after``: work the call left on other streams shows as a gap between the two, which
+        kgym compares with the reference's own gap (a reference never leaves work behind) and counts when
+        it is larger."""
         if self.flusher:
             self.flusher()
         start = torch.cuda.Event(enable_timing=True)
         end = torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
+        after = torch.cuda.Event(enable_timing=True)
         start.record()
         out = model(*args)
-        torch.cuda.synchronize()  # side streams included
         end.record()
-        end.synchronize()
-        return start.elapsed_time(end), out
+        torch.cuda.synchronize()  # side streams included
+        after.record()
+        after.synchronize()
+        return start.elapsed_time(end), start.elapsed_time(after), out
 
     def warm(self, calls):
         with torch.no_grad():
@@ -121,8 +129,9 @@ class PairTimer:
             torch.cuda.synchronize()
 
     def round(self, iters):
-        """One round: ``iters`` timed calls of each model.  Returns (reference_ms, candidate_ms)."""
-        ref_ms, cand_ms = [], []
+        """One round: ``iters`` timed calls of each model.  Returns (reference_ms, candidate_ms,
+        reference_device_ms, candidate_device_ms): stream times and device-wide times, call by call."""
+        ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
         with torch.no_grad():
             for _ in range(iters):
                 ref_args, cand_args = self._inputs()
@@ -130,18 +139,23 @@ class PairTimer:
                 self.calls += 1
                 ref_out = None
                 if self.ref is None:
-                    t, cand_out = self._timed(self.cand, cand_args)
+                    t, d, cand_out = self._timed(self.cand, cand_args)
                     cand_ms.append(t)
+                    cand_dev.append(d)
                 elif call % 2 == 0:
-                    t, ref_out = self._timed(self.ref, ref_args)
+                    t, d, ref_out = self._timed(self.ref, ref_args)
                     ref_ms.append(t)
-                    t, cand_out = self._timed(self.cand, cand_args)
+                    ref_dev.append(d)
+                    t, d, cand_out = self._timed(self.cand, cand_args)
                     cand_ms.append(t)
+                    cand_dev.append(d)
                 else:
-                    t, cand_out = self._timed(self.cand, cand_args)
+                    t, d, cand_out = self._timed(self.cand, cand_args)
                     cand_ms.append(t)
-                    t, ref_out = self._timed(self.ref, ref_args)
+                    cand_dev.append(d)
+                    t, d, ref_out = self._timed(self.ref, ref_args)
                     ref_ms.append(t)
+                    ref_dev.append(d)
                 if self.on_pair and self.check_every and call % self.check_every == 0:
                     t0 = time.perf_counter()
                     if ref_out is None:
@@ -149,7 +163,7 @@ class PairTimer:
                     self.on_pair(call, ref_args, ref_out, cand_out)
                     self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
                 del ref_out, cand_out, ref_args, cand_args
-        return ref_ms, cand_ms
+        return ref_ms, cand_ms, ref_dev, cand_dev
 
     def clock_block(self, calls):
         """``calls`` candidate calls back to back on one input set, each bracketed by events, no flush and
@@ -183,8 +197,9 @@ def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: 
     for r in range(rounds):
         if on_round:
             on_round(r, "begin")
-        ref_ms, cand_ms = timer.round(iters)
+        ref_ms, cand_ms, ref_dev, cand_dev = timer.round(iters)
         if on_round:
             on_round(r, "end")
-        result["rounds"].append({"reference_ms": ref_ms, "candidate_ms": cand_ms})
+        result["rounds"].append({"reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_device_ms": ref_dev,
+                                 "candidate_device_ms": cand_dev})
     return result

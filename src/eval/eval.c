@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "eval/internal.h"
+#include "kgym/arbiter.h"
 #include "kgym/extract.h"
 #include "kgym/refcache.h"
 #include "util/util.h"
@@ -137,6 +138,21 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
     }
 }
 
+/* Whether the child reported a CUDA out-of-memory error (a failed stage or a variant's). */
+static int out_of_memory(const kg_child_report *rep)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(rep->messages, i, m) {
+        const json_t *e = json_object_get(m, "error");
+        const char *type = json_string_value(json_object_get(e, "type"));
+        const char *text = json_string_value(json_object_get(e, "message"));
+        if ((type && strstr(type, "OutOfMemoryError")) || (text && strstr(text, "CUDA out of memory")))
+            return 1;
+    }
+    return 0;
+}
+
 /* After a run that timed the reference itself: its samples go into the cache for the next evaluation. */
 static void store_reference_times(const kg_eval_options *opts, timing_talk *talk, const json_t *messages)
 {
@@ -203,6 +219,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     if (rc == KG_OK)
         rc = kg_eval_make_nonce(nonce, err);
     timing_talk talk = {.opts = opts, .task = req->task, .nonce = nonce};
+    int solo_rerun = 0;
     json_t *policy = NULL;
     if (rc == KG_OK && opts->policy_json) {
         json_error_t jerr;
@@ -262,6 +279,22 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         limits.on_request = answer_child;
         limits.on_request_ctx = &talk;
         rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+        if (rc == KG_OK && !cpu && out_of_memory(&rep)) {
+            /* Memory is not arbitrated: on a shared GPU, out of memory may be the other evaluations'
+             * doing even after the child retried alone.  Run it once more with the whole GPU held for it
+             * (the others wait between phases); only an out-of-memory error then is the candidate's. */
+            kg_arbiter_request *solo = kg_arbiter_request_new(kg_supervisor_arbiter(sup), KG_GPU_EXCLUSIVE);
+            if (solo && kg_arbiter_wait(solo, -1)) {
+                kg_child_report_free(&rep);
+                json_decref(talk.cached_reference_ms);
+                talk.cached_reference_ms = NULL;
+                json_object_set_new(job, "gpu_arbiter", json_false());
+                rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+                solo_rerun = 1;
+            }
+            if (solo)
+                kg_arbiter_release(solo);
+        }
     }
     if (rc == KG_OK) {
         kg_eval_screen_messages(rep.messages, nonce);
@@ -277,6 +310,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             json_t *cand = json_object_get(*result, "candidate");
             json_object_set_new(cand, "source", json_string(kg_extract_source_name(ex.source)));
             json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+            json_object_set_new(*result, "gpu_solo_rerun", json_boolean(solo_rerun));
         }
     }
     kg_child_report_free(&rep);

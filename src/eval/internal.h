@@ -14,6 +14,10 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
  * Python, event records and a synchronize are not the candidate's time. */
 #define KG_CLOCK_SLACK_MS 2.0
 #define KG_CLOCK_SLACK_PER_CALL_MS 0.1
+/* Side streams (timing.c): a candidate's stream-to-device gap above twice the reference's plus this is work
+ * left on other streams; with a cached reference, its gap is taken to be the typical host latency. */
+#define KG_SIDE_STREAM_SLACK_MS 0.02
+#define KG_SIDE_STREAM_HOST_GAP_MS 0.05
 
 /* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
  * opts->timing_cv_threshold) and opts->timing_max_rounds allows another; else 0.  Only messages carrying

@@ -67,6 +67,53 @@ static int is_type(const json_t *m, const char *type)
     return t && !strcmp(t, type);
 }
 
+/* The median of b[i] - a[i] over the calls of two parallel arrays; -1 when they do not pair up. */
+static double median_gap(const json_t *a, const json_t *b)
+{
+    size_t n = json_array_size(a);
+    if (n == 0 || n != json_array_size(b))
+        return -1;
+    double *d = malloc(n * sizeof *d);
+    if (!d)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        d[i] = json_number_value(json_array_get(b, i)) - json_number_value(json_array_get(a, i));
+        if (!(d[i] >= 0))
+            d[i] = 0; /* event times are monotonic: a negative gap is rounding */
+    }
+    kg_stats st;
+    double med = kg_stats_summarize(d, n, 0, &st, NULL) == KG_OK ? st.median : -1;
+    free(d);
+    return med;
+}
+
+/* Which clock the figures use.  Every call is timed twice: to an end event on the current stream
+ * ("stream") and to an event after a device-wide synchronize ("device").  The stream time leaves out the
+ * host's synchronize latency (and so agrees with triton.testing.do_bench), but not work left running on
+ * other streams.  The reference never leaves work behind, so its gap between the two is the host's latency:
+ * a candidate whose gap is larger (twice the reference's, plus 20 us) left work running, and then the
+ * device-wide times of both models are used. */
+static int use_device_times(const json_t *m)
+{
+    double cand_gap = median_gap(json_object_get(m, "candidate_ms"), json_object_get(m, "candidate_device_ms"));
+    if (cand_gap < 0)
+        return 0; /* no device-wide times reported */
+    double ref_gap = median_gap(json_object_get(m, "reference_ms"), json_object_get(m, "reference_device_ms"));
+    if (ref_gap < 0)
+        ref_gap = KG_SIDE_STREAM_HOST_GAP_MS; /* the reference came from the cache */
+    return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS;
+}
+
+static const char *ref_key(int device)
+{
+    return device ? "reference_device_ms" : "reference_ms";
+}
+
+static const char *cand_key(int device)
+{
+    return device ? "candidate_device_ms" : "candidate_ms";
+}
+
 /* The speedups of the finished rounds (reference trimmed mean / candidate trimmed mean; the reference
  * from `cached` when the round has none).  Returns the count written to out[0..cap). */
 static size_t round_speedups(const json_t *messages, const char *nonce, const kg_stats *cached, double *out,
@@ -81,12 +128,13 @@ static size_t round_speedups(const json_t *messages, const char *nonce, const kg
         if (!status || strcmp(status, "end"))
             continue;
         kg_stats r, c;
-        int have_ref = stats_of(json_object_get(m, "reference_ms"), &r);
+        int device = use_device_times(m);
+        int have_ref = stats_of(json_object_get(m, ref_key(device)), &r);
         if (!have_ref && cached) {
             r = *cached;
             have_ref = 1;
         }
-        if (have_ref && stats_of(json_object_get(m, "candidate_ms"), &c) && c.trimmed_mean > 0)
+        if (have_ref && stats_of(json_object_get(m, cand_key(device)), &c) && c.trimmed_mean > 0)
             out[n++] = r.trimmed_mean / c.trimmed_mean;
     }
     return n;
@@ -182,12 +230,13 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         return json_null();
     kg_stats cached;
     int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
-    const json_t *ref_samples = json_object_get(final, "reference_ms");
+    int device = use_device_times(final);
+    const json_t *ref_samples = json_object_get(final, ref_key(device));
     if (json_array_size(ref_samples) == 0 && have_cached)
         ref_samples = cached_reference_ms;
     size_t nr, nc;
     double *ref = ms_array(ref_samples, &nr);
-    double *cand = ms_array(json_object_get(final, "candidate_ms"), &nc);
+    double *cand = ms_array(json_object_get(final, cand_key(device)), &nc);
     kg_stats rs, cs;
     if (!ref || !cand || kg_stats_summarize(ref, nr, KG_TRIM, &rs, NULL) != KG_OK ||
         kg_stats_summarize(cand, nc, KG_TRIM, &cs, NULL) != KG_OK) {
@@ -197,6 +246,11 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     }
     json_t *t = json_object();
     json_object_set_new(t, "method", json_string("interleaved_rounds"));
+    /* "stream": end events on the current stream; "device": after a device-wide synchronize, because the
+     * candidate left work running on other streams (see use_device_times). */
+    json_object_set_new(t, "clock_basis", json_string(device ? "device" : "stream"));
+    json_object_set_new(t, "candidate_gap_ms", json_real(fmax(0, median_gap(json_object_get(final, "candidate_ms"),
+                                                                           json_object_get(final, "candidate_device_ms")))));
     json_object_set(t, "gpu", json_object_get(final, "gpu") ?: json_null());
     json_object_set(t, "reference_mode",
                     setup ? json_object_get(setup, "reference_mode") ?: json_null() : json_null());
@@ -219,14 +273,15 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
             continue;
         }
         kg_stats r, c;
-        int have_ref = stats_of(json_object_get(m, "reference_ms"), &r);
+        int have_ref = stats_of(json_object_get(m, ref_key(device)), &r);
         if (!have_ref && have_cached) {
             r = cached;
             have_ref = 1;
         }
-        if (!stats_of(json_object_get(m, "candidate_ms"), &c))
+        if (!stats_of(json_object_get(m, cand_key(device)), &c))
             continue;
-        double reported = c.mean * (double)c.n + (json_array_size(json_object_get(m, "reference_ms")) ? r.mean * (double)r.n : 0);
+        double reported = c.mean * (double)c.n +
+                          (json_array_size(json_object_get(m, ref_key(device))) ? r.mean * (double)r.n : 0);
         json_t *round = json_pack("{s:o, s:o, s:o, s:f}", "reference", have_ref ? stats_json(&r) : json_null(),
                                   "candidate", stats_json(&c), "speedup",
                                   have_ref && c.trimmed_mean > 0 ? json_real(r.trimmed_mean / c.trimmed_mean)

@@ -304,6 +304,39 @@ static void result_carries_timing_profile_and_findings(void)
     json_decref(r);
 }
 
+
+/* Each call timed to the stream's end event and to a device-wide synchronize.  An honest candidate's gap is the
+ * reference's (host latency): the stream times are used.  A candidate that leaves 1 ms of work on another
+ * stream shows a large gap: the device-wide times of both are used, and its "speedup" is gone. */
+static json_t *two_clock_final(double ref, double cand, double ref_gap, double cand_gap)
+{
+    return json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}", "type", "timing", "reference_ms", samples(ref, 0.01, 60),
+                     "candidate_ms", samples(cand, 0.01, 60), "reference_device_ms", samples(ref + ref_gap, 0.01, 60),
+                     "candidate_device_ms", samples(cand + cand_gap, 0.01, 60), "gpu", "NVIDIA H100");
+}
+
+static void side_stream_work_switches_to_device_times(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, two_clock_final(1.0, 0.5, 0.03, 0.035));
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "stream");
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
+    json_decref(t);
+    json_decref(msgs);
+
+    msgs = json_array();
+    json_array_append_new(msgs, two_clock_final(1.0, 0.01, 0.03, 1.0));
+    t = kg_eval_timing_block(&o, msgs, NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "device");
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 1.03 / 1.01, 1e-9);
+    KG_CHECK(json_number_value(json_object_get(t, "candidate_gap_ms")) > 0.9);
+    json_decref(t);
+    json_decref(msgs);
+}
+
 int main(void)
 {
     const kg_test_case cases[] = {
@@ -314,6 +347,7 @@ int main(void)
         {"cached reference fills in", cached_reference_fills_in},
         {"supervisor clock catches a faked timer", supervisor_clock_catches_a_faked_timer},
         {"profile block reports coverage", profile_block_reports_coverage},
+        {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
     };
     return kg_test_main("timing", cases, sizeof cases / sizeof cases[0]);
