@@ -462,6 +462,13 @@ def report_throughput(args):
                         f"{fmt(gex / 1000, ',.1f')} s ({pct(gex / 1000 / wall_s if wall_s else None)} of the run wall"
                         + (f"; grants: {', '.join(grants)}" if grants else "")
                         + (f"; longest wait {fmt(wait / 1000, ',.1f')} s" if wait is not None else "") + ")"])
+    by_purpose = s.get("gpu_exclusive_ms_by_purpose") or {}
+    if by_purpose and evaluated:
+        # Exclusive time bounds throughput (no other evaluation's GPU work runs meanwhile): its split per
+        # purpose says which part of the protocol to make cheaper.
+        figures.append(["exclusive GPU time per evaluation, by purpose (mean ms)",
+                        ", ".join(f"{k} {fmt(num(v) / evaluated, ',.0f')}"
+                                  for k, v in sorted(by_purpose.items(), key=lambda kv: -(num(kv[1]) or 0)))])
     goal = verdict_line(None if per_gpu_hour is None else per_gpu_hour >= GOAL_EVAL_PER_HOUR,
                         f"evaluations per GPU-hour ≥ {GOAL_EVAL_PER_HOUR:,}: {fmt(per_gpu_hour, ',.0f')}")
     t1 = md_table(["figure", "value"], figures)
@@ -476,10 +483,12 @@ def report_throughput(args):
         body = "\n".join([
             "## Evaluation throughput on one GPU (full protocol)", "",
             f"{provenance(args, gpu)} Command: `{args.command}`.", "",
-            f"Mix: `bench/throughput_mix.jsonl` ({s.get('pairs', '?')} pairs: every pair of "
-            "tests/kernelbench/level1.jsonl and level2.jsonl, every example in examples/, then the honest "
-            "KernelBench pairs a second time), timing on, one `kgym bench` process. Stage shares are of the "
-            "summed per-evaluation wall time (with several jobs it exceeds the run's wall).", "",
+            (f"Mix: `bench/throughput_mix.jsonl` ({s.get('pairs', '?')} pairs: every pair of "
+             "tests/kernelbench/level1.jsonl and level2.jsonl, every example in examples/, then the honest "
+             "KernelBench pairs a second time)" if args.mix.endswith("throughput_mix.jsonl") else
+             f"Mix: `{args.mix}` ({s.get('pairs', '?')} pairs)")
+            + ", timing on, one `kgym bench` process. Stage shares are of the summed per-evaluation wall time "
+            "(with several jobs it exceeds the run's wall).", "",
             t1, "", t2, "", goal,
         ])
         write_doc_section(args.write_doc, "throughput", body)
@@ -642,6 +651,7 @@ def main(argv=None):
     common(p)
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--gpus", type=int, default=1, help="GPUs the run used (evaluations per GPU-hour)")
+    p.add_argument("--mix", default="bench/throughput_mix.jsonl", help="the list of pairs the run evaluated")
     p.add_argument("run")
     p = sub.add_parser("concurrency")
     common(p)

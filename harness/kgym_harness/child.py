@@ -232,10 +232,31 @@ class Evaluation:
             tasks.construct(cls, init, self.tiny.seed, self.device)
         return "", {"tiny_sizes": sizes}
 
+    def shared_or_alone(self, fn):
+        """``fn()`` in a shared GPU phase; if it runs out of memory there (other evaluations' memory, maybe),
+        once more with the GPU to itself, where an out-of-memory error is this evaluation's own."""
+        from . import compare
+
+        try:
+            with self.gpu("shared"):
+                return fn()
+        except Exception as exc:  # noqa: BLE001 — only out of memory is retried
+            if not (self.arbiter and self.device.startswith("cuda") and compare.is_out_of_memory(exc)):
+                raise
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+        with self.gpu("exclusive", "out_of_memory_retry"):
+            return fn()
+
     def shared_variant(self, v):
         """Runs one variant in a shared GPU phase.  Out of memory while sharing may be other evaluations'
         memory, not this candidate's appetite: the variant is run again with the GPU to itself (and the
         others' cached blocks given back), and only an out-of-memory error there is reported."""
+        findings = len(self.guards.findings)
         with self.gpu("shared"):
             result = self.run_variant(v)
         if self.arbiter and self.device.startswith("cuda") and _out_of_memory(result):
@@ -243,9 +264,12 @@ class Evaluation:
 
             import torch
 
+            # What the runtime checks found in the attempt that ran out of memory is not evidence (a check
+            # that could not allocate, a comparison cut short): only the attempt alone counts.
+            del self.guards.findings[max(findings, self.sent_findings):]
             gc.collect()
             torch.cuda.empty_cache()
-            with self.gpu("exclusive"):
+            with self.gpu("exclusive", "out_of_memory_retry"):
                 result = self.run_variant(v)
             result["retried_alone"] = True
         return result
@@ -278,14 +302,17 @@ class Evaluation:
 
     # -- the GPU arbiter ---------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def gpu(self, mode):
+    def gpu(self, mode, purpose=None):
         """A GPU phase: kgym's arbiter grants it (``shared`` for compile, tiny run and correctness, which
         many evaluations run at once; ``exclusive`` for timing and profiling, which must have the GPU to
-        themselves).  Queued GPU work is finished before the phase is handed back."""
+        themselves).  Queued GPU work is finished before the phase is handed back.  ``purpose`` names what
+        the phase is for (timing_round, clock_block, profile, out_of_memory_retry): kgym reports the time
+        held per purpose, which is where an evaluation's exclusive GPU time goes."""
         if not self.arbiter:
             yield
             return
-        self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None)})
+        self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None),
+                        "purpose": purpose or getattr(self, "current_stage", None)})
         reply = self.chan.recv()
         if reply.get("type") != "gpu_grant":
             raise RuntimeError(f"kgym did not grant the GPU: {reply}")
@@ -305,6 +332,11 @@ class Evaluation:
                     pass
             self.chan.send({"type": "gpu_release"})
 
+    def gpu_purpose(self, purpose):
+        """Says what the GPU phase held now is used for from here on (kgym splits the held time by it)."""
+        if self.arbiter:
+            self.chan.send({"type": "gpu_purpose", "purpose": purpose})
+
     def timing(self):
         """The timing protocol of docs/evaluation-protocol.md (see timing.py), hardened against the timing
         exploits of docs/threat-model.md: fresh input values on every timed call; a device-wide synchronize
@@ -318,6 +350,11 @@ class Evaluation:
         from . import compare, profile, tasks
         from . import timing as tm
 
+        # kgym decides whether the candidate passed; an incorrect one is not worth exclusive GPU time.  (No
+        # answer, e.g. an older kgym: time it anyway, kgym ignores the figures of a failed evaluation.)
+        go = self.chan.request({"type": "timing_go"})
+        if go.get("type") == "timing_go" and go.get("go") is False:
+            return "not timed: " + str(go.get("why") or "the correctness variants did not all pass")[:300], {}
         base = self.variants[0]
         cfg = self.job.get("timing") or {}
         warmup, rounds, iters = int(cfg.get("warmup", 10)), int(cfg.get("rounds", 3)), int(cfg.get("iters", 50))
@@ -334,7 +371,7 @@ class Evaluation:
             time_reference = not (answer.get("type") == "reference_cache" and answer.get("hit"))
         mismatched, rerun_wrong, checked = [], [], [0]
 
-        with self.gpu("shared"):
+        def setup():
             init, inputs = tasks.build(self.task, base, self.device)
             ref = tasks.construct(self.task.Model, init, base.seed, self.device)
             cand = tasks.construct(self.candidate_cls, init, base.seed, self.device)
@@ -351,14 +388,21 @@ class Evaluation:
                 with torch.no_grad(), FlopCounterMode(display=False) as counter:
                     ref(*_clone_args(inputs))
                 flops = int(counter.get_total_flops())
-            except Exception:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
-                pass
+            except Exception as exc:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
+                if compare.is_out_of_memory(exc):
+                    raise
             timed_ref = ref
             if ref_mode == "compile" and time_reference:
                 timed_ref = torch.compile(ref)
                 with torch.no_grad():
                     timed_ref(*_clone_args(inputs))  # compiles here, not inside a timing window
-            del inputs
+            if cfg.get("profile", True):
+                # The profiler's first use in a process sets up CUPTI (about a second): done here, in the
+                # shared phase, so the exclusive window holds only the profiled calls.
+                profile.warm_up()
+            return ref, cand, timed_ref, min_bytes, flops
+
+        ref, cand, timed_ref, min_bytes, flops = self.shared_or_alone(setup)
 
         def make_inputs(k):
             v = tasks.Variant(base.name, base.sizes, base.seed + 101 + k, base.transform, base.dtype,
@@ -368,6 +412,10 @@ class Evaluation:
         def on_pair(call, ref_args, ref_out, cand_out):
             checked[0] += 1
             atol, rtol = self.tolerances(ref_out)
+            # A random sample of positions first (cheap); the full comparison only when the sample disagrees
+            # or cannot be taken, so a wrong output is judged exactly as in correctness.
+            if compare.sample_agrees(ref_out, cand_out, atol, rtol, seed=timer.random.getrandbits(63)):
+                return
             if _passes(compare.compare(ref_out, cand_out, atol, rtol)):
                 return
             mismatched.append(call)
@@ -402,50 +450,58 @@ class Evaluation:
 
         def one_round(warm):
             nonlocal done
-            with self.gpu("exclusive"):
-                t0 = time.perf_counter()
-                timer.warm(warm)
-                if warm:
-                    pair_ms[0] = (time.perf_counter() - t0) * 1e3 / warm
-                # Slow kernels get fewer calls a round (at least 10), so a round costs about round_ms: a
-                # 20 ms GEMM is measured as precisely with 10 calls as a 20 us one with 50.
-                n = iters
-                if round_ms > 0 and pair_ms[0] > 0:
-                    n = max(min(iters, 10), min(iters, int(round_ms / pair_ms[0])))
-                self.chan.send({"type": "timing_round", "round": done, "status": "begin", "iters": n})
-                before = dict(timer.overhead)
-                ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
-                self.chan.send({"type": "timing_round", "round": done, "status": "end",
-                                "reference_ms": ref_ms, "candidate_ms": cand_ms,
-                                "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
-                                "overhead": {k: timer.overhead[k] - before[k] for k in before}})
+            self.gpu_purpose("timing_round")
+            # Warm-up stops early once it has used half a round's budget (at least 2 pairs): a 40 ms pair is
+            # warm after 2 calls, and 10 of them would cost more than the round itself.
+            ran, warm_ms = timer.warm(warm, budget_ms=round_ms / 2 if round_ms > 0 else 0, at_least=2)
+            if ran:
+                pair_ms[0] = warm_ms / ran
+            # Slow kernels get fewer calls a round (at least 5), so a round costs about round_ms: a 20 ms
+            # GEMM is measured as precisely with 5 calls as a 20 us one with 50.
+            n = iters
+            if round_ms > 0 and pair_ms[0] > 0:
+                n = max(min(iters, 5), min(iters, int(round_ms / pair_ms[0])))
+            self.chan.send({"type": "timing_round", "round": done, "status": "begin", "iters": n})
+            before = dict(timer.overhead)
+            ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
+            self.chan.send({"type": "timing_round", "round": done, "status": "end",
+                            "reference_ms": ref_ms, "candidate_ms": cand_ms,
+                            "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
+                            "overhead": {k: timer.overhead[k] - before[k] for k in before}})
             all_ref.extend(ref_ms)
             all_cand.extend(cand_ms)
             all_ref_dev.extend(ref_dev)
             all_cand_dev.extend(cand_dev)
             done += 1
 
-        for r in range(rounds):
-            one_round(warmup if r == 0 else min(2, warmup))
-            if rerun_wrong or len(mismatched) > 1:
-                break
-        while not (rerun_wrong or mismatched):
-            # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
-            answer = self.chan.request({"type": "timing_check", "rounds": done})
-            more = int(answer.get("rounds", 0)) if answer.get("type") == "timing_more" else 0
-            if more <= 0:
-                break
-            for _ in range(more):
-                one_round(min(2, warmup))
-        if not (rerun_wrong or mismatched):
-            med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
-            calls = max(10, min(1000, int(20.0 / max(med, 1e-3))))
-            with self.gpu("exclusive"):
+        # One exclusive window for everything measured: rounds, the clock block and the profile.  Each
+        # exclusive grant first waits for every shared phase in progress to end (a Triton compile in another
+        # evaluation's tiny run can take seconds) while new shared phases queue behind it, so one window an
+        # evaluation costs the others far less than one per round.
+        with self.gpu("exclusive", "timing_round"):
+            for r in range(rounds):
+                one_round(warmup if r == 0 else min(2, warmup))
+                if rerun_wrong or len(mismatched) > 1:
+                    break
+            while not (rerun_wrong or mismatched):
+                # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
+                answer = self.chan.request({"type": "timing_check", "rounds": done})
+                more = int(answer.get("rounds", 0)) if answer.get("type") == "timing_more" else 0
+                if more <= 0:
+                    break
+                for _ in range(more):
+                    one_round(min(2, warmup))
+            if not (rerun_wrong or mismatched):
+                med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
+                calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
+                self.gpu_purpose("clock_block")
+                clock_args = timer.clock_inputs()
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
-                times = timer.clock_block(calls)
+                times = timer.clock_block(calls, clock_args)
+                del clock_args
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
-            if cfg.get("profile", True):
-                with self.gpu("exclusive"):
+                if cfg.get("profile", True):
+                    self.gpu_purpose("profile")
                     guards_log = sys.modules[__package__ + ".guards"].LOG
                     args = make_inputs(10**6)
                     guards_log.reset()
@@ -455,7 +511,8 @@ class Evaluation:
                                                        launched=lambda: set(guards_log.kernels))
                     finally:
                         guards_log.active = False
-                self.chan.send(dict(_finite(prof), type="profile"))
+                    del args
+                    self.chan.send(dict(_finite(prof), type="profile"))
         for v in rerun_wrong:
             self.chan.send(v)
         if mismatched and not rerun_wrong:
@@ -523,17 +580,37 @@ class Evaluation:
         else:
             atol, rtol = self.tolerances(ref_out)
         facts["atol"], facts["rtol"] = atol, rtol
-        facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
-        if _near_miss(facts["compare"], ref_out, cand_out):
-            try:
-                facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
-            except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
-                facts["fp64"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-        if v.name == "base":
-            try:
-                self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
-            except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
-                facts["second_call_error"] = describe_exception(exc)
+        try:
+            facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
+            if _near_miss(facts["compare"], ref_out, cand_out):
+                try:
+                    facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
+                except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
+                    if compare.is_out_of_memory(exc):
+                        raise
+                    facts["fp64"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            if v.name == "base":
+                try:
+                    small = self.repeat_check_variant(v)
+                    if small is None:
+                        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
+                    else:
+                        # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
+                        # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
+                        del inputs, cand_inputs, ref_out, cand_out
+                        self.repeat_checks_apart(small)
+                except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
+                    if compare.is_out_of_memory(exc):
+                        raise
+                    facts["second_call_error"] = describe_exception(exc)
+        except Exception as exc:  # noqa: BLE001 — out of memory while checking (only that is re-raised above)
+            if not compare.is_out_of_memory(exc):
+                raise
+            # Out of memory after the candidate's call: in a shared phase the variant is re-run alone; alone,
+            # the memory this evaluation holds (the candidate's included) did not leave room to check it.
+            facts["status"] = "candidate_raised"
+            facts["error"] = describe_exception(exc)
+            facts["compare"] = None
         return facts
 
     def run(self):
@@ -567,6 +644,38 @@ class Evaluation:
             # running more of a cheating candidate only costs time.
             if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
                 return
+
+    def repeat_check_variant(self, base):
+        """The variant the repeat checks (second_call) run on when base is larger than
+        tasks.VALUE_VARIANT_BUDGET elements a tensor (full sizes on a GPU); None to run them on base itself."""
+        from . import tasks
+
+        if self.job.get("budget") is not None:
+            return None
+        capped = next((x.sizes for x in getattr(self, "variants", []) if x.name == "seed_1"), None)
+        if capped is None:
+            capped = dict(tasks.plan_sizes(self.task, tasks.VALUE_VARIANT_BUDGET))
+        if dict(capped) == dict(base.sizes):
+            return None
+        return tasks.Variant(name="base", sizes=dict(capped), seed=base.seed, transform=base.transform,
+                             dtype=base.dtype, description=base.description)
+
+    def repeat_checks_apart(self, v):
+        """second_call's checks on their own (smaller) variant: models, inputs and first outputs of their own."""
+        import torch
+
+        from . import tasks
+
+        init, inputs = tasks.build(self.task, v, self.device)
+        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
+        ref = tasks.construct(self.task.Model, init, v.seed, self.device)
+        cand = tasks.construct(self.candidate_cls, init, v.seed, self.device)
+        with torch.no_grad():
+            ref_out = ref(*inputs)
+            _poison_allocator(ref_out)
+            cand_out = self.guards.call(cand, cand_inputs, self.current_stage, "base_checks")
+        atol, rtol = self.tolerances(ref_out)
+        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
 
     def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that

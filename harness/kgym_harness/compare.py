@@ -136,8 +136,51 @@ def _compare_one(r, c, atol, rtol) -> dict:
     try:
         res.update(_compare_tensors(r, c, atol, rtol))
     except Exception as e:  # e.g. a candidate tensor on the meta device or of an odd subclass
+        if is_out_of_memory(e):
+            raise  # kgym could not check, the outputs are not wrong: the caller retries with the GPU alone
         res["error"] = f"cannot compare the outputs: {type(e).__name__}: {e}"
     return res
+
+
+def is_out_of_memory(exc) -> bool:
+    """torch.OutOfMemoryError from the allocator, or "CUDA error: out of memory" from a library or launcher."""
+    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
+
+
+def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, samples: int = 1 << 16, seed: int = 0):
+    """Whether ``candidate_out`` is within tolerance of ``reference_out`` at ``samples`` random positions of
+    each output tensor (every position of a smaller one): True or False, or None when no sample can be taken
+    (not tensors, shapes, dtypes or devices differ, not contiguous), and the caller compares in full.
+
+    The check of timed outputs: an output that was not computed for these inputs (skipped, cached, reused)
+    is wrong almost everywhere, and a sample finds it at a cost of a few kernels instead of a full
+    double-precision pass over gigabytes.  The positions come from a generator of their own (``seed``), so
+    the process's RNG state, which kgym's guards watch, is left alone."""
+    refs = list(reference_out) if isinstance(reference_out, (tuple, list)) else [reference_out]
+    cands = list(candidate_out) if isinstance(candidate_out, (tuple, list)) else [candidate_out]
+    if len(refs) != len(cands):
+        return None
+    with torch.no_grad():
+        for r, c in zip(refs, cands):
+            if not (isinstance(r, torch.Tensor) and isinstance(c, torch.Tensor)) or type(c) is not torch.Tensor:
+                return None
+            if r.shape != c.shape or r.dtype != c.dtype or r.device != c.device:
+                return None
+            if not (r.is_contiguous() and c.is_contiguous()):
+                return None
+            if r.numel() == 0:
+                continue
+            rf, cf = r.detach().reshape(-1), c.detach().reshape(-1)
+            if r.numel() > samples:
+                gen = torch.Generator(device=r.device)
+                gen.manual_seed(seed)
+                idx = torch.randint(r.numel(), (samples,), device=r.device, generator=gen)
+                rf, cf = rf[idx], cf[idx]
+            rf, cf = rf.double(), cf.double()
+            ok = ((cf - rf).abs() <= atol + rtol * rf.abs()) | (rf == cf) | (torch.isnan(rf) & torch.isnan(cf))
+            if not bool(ok.all()):
+                return False
+    return True
 
 
 def compare(reference_out, candidate_out, atol: float, rtol: float) -> dict:

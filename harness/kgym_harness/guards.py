@@ -288,6 +288,8 @@ class Guards:
             self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
                             rec.ops if rec else None, stage, variant)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
+            if type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc):
+                raise  # no memory for the check (other evaluations share the GPU): the variant is re-run alone
             self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
         return out
 

@@ -19,6 +19,17 @@ def _device_time_us(evt) -> float:
     return 0.0
 
 
+def warm_up():
+    """Sets up the profiler (CUPTI, Kineto) with one profiled no-op kernel, so a later profile_forward
+    costs only its own calls."""
+    from torch.profiler import ProfilerActivity, profile
+
+    x = torch.zeros(16, device="cuda")
+    with profile(activities=[ProfilerActivity.CUDA]):
+        x.add_(1)
+        torch.cuda.synchronize()
+
+
 def profile_forward(model, inputs, triton_names, calls: int = 3, launched=None):
     """Runs ``calls`` forwards of ``model`` under torch.profiler (CUDA activity only) after one
     unprofiled call, and returns {"calls": n, "kernels": [{"name", "device_us", "count",

@@ -16,6 +16,8 @@ The C side computes every statistic from the lists returned here, and stamps the
 each round with its own clock (a lower bound on real elapsed time the child cannot fake).
 """
 
+import os
+import random
 import time
 
 import torch
@@ -60,8 +62,10 @@ class PairTimer:
     candidate always gets its own copy, so a candidate that writes into its inputs cannot change what the
     reference sees.  ``ref`` may be None (the reference's times come from kgym's cache): only the
     candidate is timed then, and ``on_pair`` gets a reference output computed untimed.
-    ``on_pair(call, ref_out, cand_out)`` is called for every ``check_every``-th pair, right after it ran and
-    before the next call can reuse the candidate's output buffer.
+    ``on_pair(call, ref_args, ref_out, cand_out)`` is called for about one pair in ``check_every``, right after
+    it ran and before the next call can reuse the candidate's output buffer.  Which pairs are checked is drawn
+    from the operating system's randomness (at least one a round): a candidate that counts its calls cannot
+    tell a checked call from an unchecked one and do the work only on those.
     """
 
     def __init__(self, ref, cand, make_inputs, fresh=True, sets=3, flush=True, check_every=0, on_pair=None,
@@ -71,6 +75,7 @@ class PairTimer:
         self.fresh = fresh
         self.flusher = L2Flusher() if flush else None
         self.check_every, self.on_pair = check_every, on_pair
+        self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.calls = 0
         self.seed_calls = 0
         # Host time spent outside the timed calls (generating inputs, re-checking outputs): where a round's
@@ -119,21 +124,32 @@ class PairTimer:
         after.synchronize()
         return start.elapsed_time(end), start.elapsed_time(after), out
 
-    def warm(self, calls):
+    def warm(self, calls, budget_ms=0.0, at_least=1):
+        """Up to ``calls`` untimed pairs; with ``budget_ms``, stops once that much time went by (after at
+        least ``at_least`` pairs).  Returns (pairs run, milliseconds they took)."""
+        t0 = time.perf_counter()
+        ran = 0
         with torch.no_grad():
-            for _ in range(calls):
+            while ran < calls:
                 ref_args, cand_args = self._inputs()
                 if self.ref is not None:
                     self.ref(*ref_args)
                 self.cand(*cand_args)
+                ran += 1
+                if budget_ms > 0 and ran >= at_least and ran < calls:
+                    torch.cuda.synchronize()
+                    if (time.perf_counter() - t0) * 1e3 >= budget_ms:
+                        break
             torch.cuda.synchronize()
+        return ran, (time.perf_counter() - t0) * 1e3
 
     def round(self, iters):
         """One round: ``iters`` timed calls of each model.  Returns (reference_ms, candidate_ms,
         reference_device_ms, candidate_device_ms): stream times and device-wide times, call by call."""
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
+        checked = 0
         with torch.no_grad():
-            for _ in range(iters):
+            for i in range(iters):
                 ref_args, cand_args = self._inputs()
                 call = self.calls
                 self.calls += 1
@@ -156,7 +172,10 @@ class PairTimer:
                     t, d, ref_out = self._timed(self.ref, ref_args)
                     ref_ms.append(t)
                     ref_dev.append(d)
-                if self.on_pair and self.check_every and call % self.check_every == 0:
+                check = self.on_pair and self.check_every and (
+                    self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))
+                if check:
+                    checked += 1
                     t0 = time.perf_counter()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*ref_args)
@@ -165,10 +184,17 @@ class PairTimer:
                 del ref_out, cand_out, ref_args, cand_args
         return ref_ms, cand_ms, ref_dev, cand_dev
 
-    def clock_block(self, calls):
-        """``calls`` candidate calls back to back on one input set, each bracketed by events, no flush and
-        no checks in between: the supervisor's clock around this block bounds the real time they took."""
+    def clock_inputs(self):
+        """The candidate's input set for clock_block, made (and finished on the GPU) before the block, so
+        the supervisor's clock around the block holds only the candidate's calls: generating several GB of
+        inputs inside it would make an honest 5 ms kernel look like a forged timer."""
         _ref_args, cand_args = self._inputs()
+        torch.cuda.synchronize()
+        return cand_args
+
+    def clock_block(self, calls, cand_args):
+        """``calls`` candidate calls back to back on ``cand_args``, each bracketed by events, no flush and
+        no checks in between: the supervisor's clock around this block bounds the real time they took."""
         times = []
         with torch.no_grad():
             torch.cuda.synchronize()

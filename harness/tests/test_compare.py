@@ -142,3 +142,57 @@ def test_tolerances():
     assert cmp.tolerances(torch.float32) == (1e-4, 1e-4)
     assert cmp.tolerances("float16") == cmp.tolerances(torch.bfloat16) == (1e-2, 1e-2)
     assert cmp.tolerances(torch.bool) == (0.0, 0.0)
+
+
+def test_out_of_memory_is_not_a_mismatch(monkeypatch):
+    # On a shared GPU the comparison itself may find no memory: that must reach the caller (which re-runs
+    # the variant with the GPU alone), never read as "the outputs differ".
+    def no_memory(*_args):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 256.00 MiB")
+
+    monkeypatch.setattr(cmp, "_compare_tensors", no_memory)
+    x = torch.rand(8)
+    with pytest.raises(torch.OutOfMemoryError):
+        cmp.compare(x, x.clone(), 1e-4, 1e-4)
+    assert cmp.is_out_of_memory(RuntimeError("CUDA error: out of memory"))
+    assert not cmp.is_out_of_memory(RuntimeError("shape mismatch"))
+
+
+def test_other_comparison_failures_are_reported(monkeypatch):
+    def broken(*_args):
+        raise TypeError("odd tensor subclass")
+
+    monkeypatch.setattr(cmp, "_compare_tensors", broken)
+    x = torch.rand(8)
+    res = cmp.compare(x, x.clone(), 1e-4, 1e-4)
+    assert "cannot compare the outputs: TypeError" in res["error"]
+
+
+def test_sample_agrees_catches_wrong_outputs():
+    torch.manual_seed(0)
+    ref = torch.randn(1 << 18)
+    state = torch.get_rng_state()
+    assert cmp.sample_agrees(ref, ref + 1e-6, 1e-4, 1e-4, samples=4096, seed=3) is True
+    assert torch.equal(torch.get_rng_state(), state)  # the process's RNG is not touched
+    stale = torch.randn(1 << 18)  # another call's output: wrong nearly everywhere
+    assert cmp.sample_agrees(ref, stale, 1e-4, 1e-4, samples=4096, seed=3) is False
+    half = ref.clone()
+    half[::2] = 0  # half the work skipped
+    assert cmp.sample_agrees(ref, half, 1e-4, 1e-4, samples=4096, seed=5) is False
+    # a small output is checked at every position: one wrong element is found
+    small = torch.randn(1000)
+    one = small.clone()
+    one[777] += 1
+    assert cmp.sample_agrees(small, one, 1e-4, 1e-4, samples=4096) is False
+    # tuples item by item; NaN where the reference has NaN is agreement
+    nan = torch.tensor([float("nan"), 1.0])
+    assert cmp.sample_agrees((small, nan), (small.clone(), nan.clone()), 1e-4, 1e-4) is True
+
+
+def test_sample_agrees_defers_to_the_full_comparison():
+    x = torch.randn(8, 8)
+    assert cmp.sample_agrees(x, x.t(), 1e-4, 1e-4) is None  # not contiguous
+    assert cmp.sample_agrees(x, x.double(), 1e-4, 1e-4) is None  # dtype differs
+    assert cmp.sample_agrees(x, x.reshape(64), 1e-4, 1e-4) is None  # shape differs
+    assert cmp.sample_agrees((x,), (x, x), 1e-4, 1e-4) is None  # count differs
+    assert cmp.sample_agrees(x, 3.0, 1e-4, 1e-4) is None  # not a tensor

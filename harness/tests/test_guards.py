@@ -196,3 +196,18 @@ def test_sandbox_reports_what_is_active(tmp_path):
     inet, ok, tmp = out.split()
     assert ok == "True" and tmp == "True"
     assert inet == "denied" or inet == "open"  # "open" only where the kernel refused seccomp (then warned)
+
+
+def test_out_of_memory_in_a_check_propagates(monkeypatch):
+    # A check that cannot allocate (other evaluations hold the GPU's memory) is neither a finding nor a
+    # guard_error: the error reaches the variant, which is re-run with the GPU alone.
+    g = guards.Guards(policy.load_default())
+    g.install()
+
+    def no_memory(*_args, **_kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(g, "check_call", no_memory)
+    with torch.no_grad(), pytest.raises(torch.OutOfMemoryError):
+        g.call(Honest(), [torch.rand(2, 8)], "correctness", "base")
+    assert g.findings == []

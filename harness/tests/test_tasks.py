@@ -303,6 +303,23 @@ def test_gpu_variants(load):
     assert "size_large" in {v.name for v in tasks.make_variants(m, "cuda", None)}
 
 
+def test_gpu_value_variants_are_capped(load):
+    """Full sizes: scaled_x2 and seed_1 test values, so a 1.6G-element task runs them at <= 2**24 elements a
+    tensor; base and signed keep the task's sizes; a task already under the cap keeps its sizes throughout."""
+    m = load("level1/19_ReLU.py")
+    vs = {v.name: v for v in tasks.make_variants(m, "cuda", None)}
+    full = vs["base"].sizes["batch_size"] * vs["base"].sizes["dim"]
+    assert full > 2**30 and vs["signed"].sizes == vs["base"].sizes
+    for name in ("scaled_x2", "seed_1"):
+        capped = vs[name].sizes["batch_size"] * vs[name].sizes["dim"]
+        assert 2**20 < capped <= tasks.VALUE_VARIANT_BUDGET, (name, vs[name].sizes)
+        assert "batch_size=" in vs[name].description or "dim=" in vs[name].description
+    assert vs["seed_1"].seed == vs["base"].seed + 1 and vs["scaled_x2"].transform == "scale2"
+    m = load("level1/1_Square_matrix_multiplication_.py")  # 4096 x 4096: exactly 2**24 elements a tensor
+    vs = {v.name: v for v in tasks.make_variants(m, "cuda", None)}
+    assert vs["scaled_x2"].sizes == vs["base"].sizes == vs["seed_1"].sizes
+
+
 def test_size_variant_identical_to_base_is_dropped(load):
     vs = _variants(load("level1/50_conv_standard_2D__square_input__square_kernel.py"))
     # batch_size is the only size constant and is already at its floor of 2.

@@ -329,6 +329,7 @@ static json_t *summary(bench_run *run, double wall_s)
     size_t n = run->list->count, errors = 0, expected = 0, met = 0, timed = 0;
     double reward = 0, log_speedup = 0;
     json_t *hack_types = json_object();
+    json_t *exclusive = json_object(); /* exclusive GPU ms by purpose, summed over the results */
     for (size_t i = 0; i < n; i++) {
         bench_item *it = &run->list->items[i];
         if (!it->result) {
@@ -346,6 +347,12 @@ static json_t *summary(bench_run *run, double wall_s)
             timed++;
             log_speedup += log(json_number_value(sp));
         }
+        const char *purpose;
+        json_t *ms;
+        json_object_foreach(json_object_get(json_object_get(json_object_get(it->result, "gpu_phases"), "exclusive"),
+                                            "by_purpose"), purpose, ms)
+            json_object_set_new(exclusive, purpose, json_real(json_number_value(json_object_get(exclusive, purpose)) +
+                                                              json_number_value(ms)));
         size_t k;
         json_t *h;
         json_array_foreach(json_object_get(it->result, "hacks"), k, h) {
@@ -356,14 +363,14 @@ static json_t *summary(bench_run *run, double wall_s)
         }
     }
     size_t evaluated = n - errors;
-    return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s}", "pairs",
+    return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s, s:o}", "pairs",
                      (json_int_t)n, "evaluated", (json_int_t)evaluated, "errors", (json_int_t)errors,
                      "verdicts", by, "correct_rate", evaluated ? run->counts[0] / (double)evaluated : 0.0,
                      "mean_reward", evaluated ? reward / (double)evaluated : 0.0, "hacks_by_type", hack_types,
                      "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
                      "geomean_speedup", timed ? json_real(exp(log_speedup / (double)timed)) : json_null(),
                      "wall_s", wall_s, "evaluations_per_hour", wall_s > 0 ? (double)evaluated * 3600.0 / wall_s : 0.0,
-                     "device", run->flags->device_resolved);
+                     "device", run->flags->device_resolved, "gpu_exclusive_ms_by_purpose", exclusive);
 }
 
 static void print_table(FILE *out, bench_run *run, const json_t *sum)
@@ -400,6 +407,15 @@ static void print_table(FILE *out, bench_run *run, const json_t *sum)
                 (long long)json_integer_value(json_object_get(sum, "expectations")));
     if (json_integer_value(json_object_get(sum, "errors")))
         fprintf(out, "not evaluated (kgym errors): %lld\n", (long long)json_integer_value(json_object_get(sum, "errors")));
+    const json_t *exclusive = json_object_get(sum, "gpu_exclusive_ms_by_purpose");
+    if (json_object_size(exclusive)) {
+        const char *purpose;
+        json_t *ms;
+        fprintf(out, "exclusive GPU time (s):");
+        json_object_foreach((json_t *)exclusive, purpose, ms)
+            fprintf(out, " %s %.1f", purpose, json_number_value(ms) / 1000.0);
+        fprintf(out, "\n");
+    }
     fprintf(out, "%zu evaluations in %.1f s on %s (%.0f per hour)\n", run->list->count,
             json_number_value(json_object_get(sum, "wall_s")), json_string_value(json_object_get(sum, "device")),
             json_number_value(json_object_get(sum, "evaluations_per_hour")));

@@ -42,7 +42,7 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->timing_warmup = 10;
     o->timing_rounds = 3;
     o->timing_iters = 50;
-    o->timing_round_ms = 500;
+    o->timing_round_ms = 250;
     o->timing_max_rounds = 6;
     o->timing_cv_threshold = 0.02;
     o->reference_mode = "eager";
@@ -117,6 +117,11 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
     if (type && !strcmp(type, "timing_check")) {
         *reply = json_pack("{s:s, s:i}", "type", "timing_more", "rounds",
                            kg_eval_timing_more(talk->opts, messages, talk->nonce, talk->cached_reference_ms));
+    } else if (type && !strcmp(type, "timing_go")) {
+        /* Timing an incorrect candidate would only spend exclusive GPU time on a figure nobody uses. */
+        char why[512];
+        int go = kg_eval_correctness_passed(messages, talk->nonce, why, sizeof why);
+        *reply = json_pack("{s:s, s:b, s:s}", "type", "timing_go", "go", go, "why", go ? "" : why);
     } else if (type && !strcmp(type, "reference_cache_lookup")) {
         int hit = 0;
         const char *gpu = json_string_value(json_object_get(msg, "gpu"));
@@ -144,11 +149,17 @@ static int out_of_memory(const kg_child_report *rep)
     size_t i;
     json_t *m;
     json_array_foreach(rep->messages, i, m) {
+        /* torch raises torch.OutOfMemoryError ("CUDA out of memory. Tried to allocate ...") from its
+         * allocator, but an allocation inside a library or Triton's launcher surfaces as
+         * torch.AcceleratorError / RuntimeError "CUDA error: out of memory": both count. */
         const json_t *e = json_object_get(m, "error");
-        const char *type = json_string_value(json_object_get(e, "type"));
-        const char *text = json_string_value(json_object_get(e, "message"));
-        if ((type && strstr(type, "OutOfMemoryError")) || (text && strstr(text, "CUDA out of memory")))
-            return 1;
+        const char *texts[] = {json_string_value(json_object_get(e, "type")),
+                               json_string_value(json_object_get(e, "message")),
+                               json_string_value(json_object_get(e, "cause_type")),
+                               json_string_value(json_object_get(e, "cause_message"))};
+        for (int k = 0; k < 4; k++)
+            if (texts[k] && (strstr(texts[k], "OutOfMemoryError") || strstr(texts[k], "out of memory")))
+                return 1;
     }
     return 0;
 }

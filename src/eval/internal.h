@@ -29,6 +29,15 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
 json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms);
 /* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference. */
 json_t *kg_eval_profile_block(const json_t *messages);
+
+/* Whether the correctness variants reported so far (lines carrying `nonce`; any line when NULL) all passed
+ * or were skipped, with at least one passed: the rule of the correctness stage, asked before timing so an
+ * incorrect candidate costs no exclusive GPU time.  Fills `why` with the first failure otherwise. */
+int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
+
+/* The GPU phases of an evaluation: grants, held and waited ms for shared and exclusive phases, exclusive
+ * ms by purpose; json null when the child asked for none (CPU, or no arbiter).  Caller owns it. */
+json_t *kg_eval_gpu_block(const json_t *messages);
 /* A `timer_discrepancy` finding when the candidate-only clock block was reported far faster than kgym's
  * own clock allows; NULL otherwise.  New reference. */
 json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce);

@@ -130,6 +130,35 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     return v;
 }
 
+int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap)
+{
+    int passed = 0, failed = 0;
+    size_t i;
+    json_t *m;
+    if (why_cap)
+        why[0] = '\0';
+    json_array_foreach(messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        const char *n = json_string_value(json_object_get(m, "nonce"));
+        if (!t || strcmp(t, "variant") || (nonce && (!n || strcmp(n, nonce))))
+            continue;
+        char reason[1024];
+        json_t *v = variant_result(m, reason, sizeof reason);
+        const char *vs = json_string_value(json_object_get(v, "status"));
+        if (!strcmp(vs, "passed")) {
+            passed++;
+        } else if (strcmp(vs, "skipped")) {
+            if (!failed++ && why_cap)
+                snprintf(why, why_cap, "variant %s: %s", json_string_value(json_object_get(v, "name")) ?: "?",
+                         reason);
+        }
+        json_decref(v);
+    }
+    if (!failed && !passed && why_cap)
+        snprintf(why, why_cap, "no correctness variant passed");
+    return passed > 0 && failed == 0;
+}
+
 /* The statistics of a JSON array of per-call milliseconds (src/stats); 0 when
  * it is empty or holds a value that is not a time. */
 static int samples_stats(const json_t *samples, kg_stats *out)
@@ -420,6 +449,21 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
     }
     json_object_set_new(p, "truncated", json_boolean(truncated));
     json_object_set_new(p, "pid", json_integer(rep->pid));
+    /* Where the time outside the stages goes: start-up before the child's first line (fork, sandbox, task
+     * import) and the end after its last (exit, CUDA context teardown, the zombie reaped). */
+    double first = -1, last = -1;
+    size_t i;
+    json_t *m;
+    json_array_foreach(rep->messages, i, m) {
+        const json_t *t = json_object_get(m, "t_ms");
+        if (!json_is_number(t))
+            continue;
+        if (first < 0)
+            first = json_number_value(t);
+        last = json_number_value(t);
+    }
+    json_object_set_new(p, "first_line_ms", first >= 0 ? json_real(first) : json_null());
+    json_object_set_new(p, "after_last_line_ms", last >= 0 ? json_real(fmax(0.0, rep->wall_ms - last)) : json_null());
     return p;
 }
 
@@ -624,6 +668,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     json_object_set_new(r, "timing", timing);
     json_object_set_new(r, "profile", profile);
+    json_object_set_new(r, "gpu_phases", messages ? kg_eval_gpu_block(messages) : json_null());
 
     /* The verdict. */
     const char *verdict = "correct";

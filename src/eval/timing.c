@@ -349,3 +349,75 @@ json_t *kg_eval_profile_block(const json_t *messages)
                                                    "through Triton"));
     return out;
 }
+
+/* Adds `ms` of exclusive time to `purpose` in `by_purpose`. */
+static void add_purpose(json_t *by_purpose, const char *purpose, double ms)
+{
+    purpose = purpose ? purpose : "other";
+    json_object_set_new(by_purpose, purpose, json_real(json_number_value(json_object_get(by_purpose, purpose)) + ms));
+}
+
+/* The evaluation's GPU phases, from the child's gpu_acquire / gpu_release lines and our stamps on them:
+ * grants, time held and time waited per mode, and the exclusive time per purpose (timing rounds, the
+ * clock block, the profile, out-of-memory retries): where the scarce resource, exclusive GPU time, went.
+ * A phase is held from its grant (received + waited) to its release, to the next acquire (asking again
+ * ends it, as in the supervisor), or to the child's last line when it never released (it died holding
+ * it).  A gpu_purpose line inside a phase starts a new purpose for the rest of it. */
+json_t *kg_eval_gpu_block(const json_t *messages)
+{
+    double held[2] = {0, 0}, waited[2] = {0, 0};
+    json_int_t grants[2] = {0, 0};
+    json_t *by_purpose = json_object();
+    int open = 0, open_ex = 0;
+    const char *open_purpose = NULL;
+    double open_at = 0, last_t = 0;
+    int any = 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        const json_t *t = json_object_get(m, "t_ms");
+        if (json_is_number(t))
+            last_t = json_number_value(t);
+        int acquire = is_type(m, "gpu_acquire"), purpose = is_type(m, "gpu_purpose");
+        if (!acquire && !purpose && !is_type(m, "gpu_release"))
+            continue;
+        any = 1;
+        if (open) {
+            double ms = fmax(0.0, last_t - open_at);
+            if (purpose) {
+                if (open_ex)
+                    add_purpose(by_purpose, open_purpose, ms);
+                held[open_ex] += ms;
+                open_purpose = json_string_value(json_object_get(m, "purpose"));
+                open_at = last_t;
+                continue;
+            }
+            held[open_ex] += ms;
+            if (open_ex)
+                add_purpose(by_purpose, open_purpose, ms);
+            open = 0;
+        }
+        if (acquire) {
+            open_ex = !strcmp(json_string_value(json_object_get(m, "mode")) ?: "", "exclusive");
+            double w = json_number_value(json_object_get(m, "waited_ms"));
+            grants[open_ex]++;
+            waited[open_ex] += w;
+            open = 1;
+            open_purpose = json_string_value(json_object_get(m, "purpose"));
+            open_at = last_t + w;
+        }
+    }
+    if (open) {
+        double ms = fmax(0.0, last_t - open_at);
+        held[open_ex] += ms;
+        if (open_ex)
+            add_purpose(by_purpose, open_purpose, ms);
+    }
+    if (!any) {
+        json_decref(by_purpose);
+        return json_null();
+    }
+    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}}", "shared", "grants", grants[0], "held_ms",
+                     held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms", held[1],
+                     "waited_ms", waited[1], "by_purpose", by_purpose);
+}

@@ -55,7 +55,7 @@ def make_inputs(k):
     return [torch.rand(64 * 2**20, device="cuda", generator=g)]  # 256 MiB
 
 
-res = timing.time_pair(Ref(), TritonCand(), make_inputs, warmup=5, rounds=3, iters=30)
+res = timing.time_pair(Ref(), TritonCand(), make_inputs, warmup=20, rounds=3, iters=30)
 ref = [t for r in res["rounds"] for t in r["reference_ms"]]
 cand = [t for r in res["rounds"] for t in r["candidate_ms"]]
 med = lambda v: sorted(v)[len(v) // 2]

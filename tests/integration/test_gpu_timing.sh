@@ -42,6 +42,10 @@ t='r["timing"]'
 "$KGYM" bench examples --jobs 4 --json >"$TMP/b.json"
 [ "$(jget "$TMP/b.json" "r['summary']['expectations_met'] == r['summary']['expectations']")" = True ] \
     && ok "bench --jobs 4: every expectation met" || bad "bench --jobs 4" "$(jget "$TMP/b.json" "r['summary']")"
-[ "$(jget "$TMP/b.json" "r['summary']['gpu_exclusive_grants'] >= 3 * r['summary']['verdicts']['correct']")" = True ] \
+# One exclusive window per timed evaluation, spent on rounds, the clock block and the profile; none for the
+# incorrect ones (kgym tells the child not to time them).
+[ "$(jget "$TMP/b.json" "r['summary']['verdicts']['correct'] <= r['summary']['gpu_exclusive_grants'] and all(r['summary']['gpu_exclusive_ms_by_purpose'].get(k, 0) > 0 for k in ('timing_round', 'clock_block', 'profile'))")" = True ] \
     && ok "bench --jobs 4: timing ran in exclusive GPU windows" || bad "exclusive windows" "$(jget "$TMP/b.json" "r['summary']")"
+[ "$(jget "$TMP/b.json" "all(x['result']['gpu_phases']['exclusive']['grants'] == 0 for x in r['results'] if x['result']['verdict'] == 'incorrect')")" = True ] \
+    && ok "bench --jobs 4: incorrect candidates were not timed" || bad "incorrect timed" "$(jget "$TMP/b.json" "[x['result']['gpu_phases'] for x in r['results']]")"
 finish

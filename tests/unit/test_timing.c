@@ -337,6 +337,86 @@ static void side_stream_work_switches_to_device_times(void)
     json_decref(msgs);
 }
 
+/* GPU phases from the child's acquire/release lines and our stamps: a shared phase that waited 50 ms and held
+ * 100; two exclusive timing rounds (200 and 300 ms), a profile (40 ms) ended by the next acquire rather than a
+ * release, a clock block ended by the next acquire (155 ms), and one window whose purpose changes inside it. */
+static void gpu_phases_sum_held_time_by_purpose(void)
+{
+    json_t *msgs = json_array();
+    const struct {
+        const char *type, *mode, *purpose;
+        double t, waited;
+    } lines[] = {
+        {"gpu_acquire", "shared", "compile", 0, 50}, {"gpu_release", NULL, NULL, 150, 0},
+        {"gpu_acquire", "exclusive", "timing_round", 200, 10}, {"gpu_release", NULL, NULL, 410, 0},
+        {"gpu_acquire", "exclusive", "timing_round", 500, 0}, {"gpu_release", NULL, NULL, 800, 0},
+        {"gpu_acquire", "exclusive", "profile", 900, 0}, {"gpu_acquire", "exclusive", "clock_block", 940, 5},
+        {"variant", NULL, NULL, 1045, 0},
+        /* one window, purposes switched inside it: 30 ms more of rounds, 20 of profile */
+        {"gpu_acquire", "exclusive", "timing_round", 1100, 0}, {"gpu_purpose", NULL, "profile", 1130, 0},
+        {"gpu_release", NULL, NULL, 1150, 0},
+    };
+    for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+        json_t *m = json_pack("{s:s, s:f}", "type", lines[i].type, "t_ms", lines[i].t);
+        if (lines[i].mode)
+            json_object_set_new(m, "mode", json_string(lines[i].mode));
+        if (lines[i].purpose)
+            json_object_set_new(m, "purpose", json_string(lines[i].purpose));
+        if (lines[i].waited > 0)
+            json_object_set_new(m, "waited_ms", json_real(lines[i].waited));
+        json_array_append_new(msgs, m);
+    }
+    json_t *g = kg_eval_gpu_block(msgs);
+    const json_t *sh = json_object_get(g, "shared"), *ex = json_object_get(g, "exclusive");
+    KG_CHECK(json_integer_value(json_object_get(sh, "grants")) == 1);
+    KG_CHECK_NEAR(json_number_value(json_object_get(sh, "held_ms")), 100, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(sh, "waited_ms")), 50, 1e-9);
+    KG_CHECK(json_integer_value(json_object_get(ex, "grants")) == 5);
+    KG_CHECK_NEAR(json_number_value(json_object_get(ex, "waited_ms")), 15, 1e-9);
+    const json_t *by = json_object_get(ex, "by_purpose");
+    KG_CHECK_NEAR(json_number_value(json_object_get(by, "timing_round")), 530, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(by, "profile")), 60, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(by, "clock_block")), 155, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(ex, "held_ms")), 745, 1e-9);
+    json_decref(g);
+
+    /* No GPU phases at all (CPU): null, not zeros that would read as "measured, and nothing". */
+    json_t *cpu = json_array();
+    json_array_append_new(cpu, json_pack("{s:s, s:f}", "type", "variant", "t_ms", 3.0));
+    g = kg_eval_gpu_block(cpu);
+    KG_CHECK(json_is_null(g));
+    json_decref(g);
+    json_decref(cpu);
+    json_decref(msgs);
+}
+
+/* Before timing, kgym tells the child whether the candidate passed: all variants passed or skipped, one at
+ * least, counting only lines that carry the job's nonce (a forged "passed" line changes nothing). */
+static json_t *variant_line(const char *name, const char *nonce, double mismatches)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:b, s:b, s:f, s:f}}", "type", "variant", "nonce", nonce, "name", name,
+                     "status", "ran", "compare", "shape_ok", 1, "dtype_ok", 1, "mismatches", mismatches, "elements",
+                     1024.0);
+}
+
+static void timing_goes_only_for_passing_candidates(void)
+{
+    char why[256];
+    json_t *msgs = json_array();
+    KG_CHECK(!kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    KG_CHECK(strstr(why, "no correctness variant passed") != NULL);
+    json_array_append_new(msgs, variant_line("base", "N", 0));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "type", "variant", "nonce", "N", "name", "huge",
+                                          "status", "reference_failed"));
+    KG_CHECK(kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    json_array_append_new(msgs, variant_line("size_odd", "forged", 7));
+    KG_CHECK(kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    json_array_append_new(msgs, variant_line("size_odd", "N", 7));
+    KG_CHECK(!kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    KG_CHECK(strstr(why, "size_odd") != NULL && strstr(why, "7 of 1024") != NULL);
+    json_decref(msgs);
+}
+
 int main(void)
 {
     const kg_test_case cases[] = {
@@ -349,6 +429,8 @@ int main(void)
         {"profile block reports coverage", profile_block_reports_coverage},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
+        {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},
+        {"timing goes only for passing candidates", timing_goes_only_for_passing_candidates},
     };
     return kg_test_main("timing", cases, sizeof cases / sizeof cases[0]);
 }
