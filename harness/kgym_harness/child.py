@@ -139,6 +139,8 @@ class Evaluation:
         self.sent_findings = 0
         # kgym's arbiter shares the GPU among evaluations: ask before every GPU phase (docs/protocol.md).
         self.arbiter = bool(job.get("gpu_arbiter"))
+        self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
+        self.released_for_compile = False
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -256,9 +258,16 @@ class Evaluation:
         """Runs one variant in a shared GPU phase.  Out of memory while sharing may be other evaluations'
         memory, not this candidate's appetite: the variant is run again with the GPU to itself (and the
         others' cached blocks given back), and only an out-of-memory error there is reported."""
+        from . import compare
+
         findings = len(self.guards.findings)
-        with self.gpu("shared"):
-            result = self.run_variant(v)
+        try:
+            with self.gpu("shared"):
+                result = self.run_variant(v)
+        except Exception as exc:  # noqa: BLE001 — kgym's own work (inputs, reference) ran out of memory
+            if not (self.arbiter and self.device.startswith("cuda") and compare.is_out_of_memory(exc)):
+                raise
+            result = {"status": "candidate_raised", "error": describe_exception(exc)}
         if self.arbiter and self.device.startswith("cuda") and _out_of_memory(result):
             import gc
 
@@ -316,14 +325,25 @@ class Evaluation:
         reply = self.chan.recv()
         if reply.get("type") != "gpu_grant":
             raise RuntimeError(f"kgym did not grant the GPU: {reply}")
+        self.gpu_mode = mode
         try:
             yield
         finally:
+            self.gpu_mode = None
+            self.released_for_compile = False
             if self.device.startswith("cuda"):
                 try:
                     import torch
 
                     torch.cuda.synchronize()
+                    if torch.cuda.memory_allocated() > (2 << 30):
+                        # Gigabytes still allocated after a phase are usually garbage in a reference cycle
+                        # (an exception's traceback holds the frames that held the inputs): collected now,
+                        # not whenever Python's collector runs, so no other evaluation's phase (or this
+                        # one's re-run alone) runs out of memory for want of it.
+                        import gc
+
+                        gc.collect()
                     # Cached but unused blocks go back to the driver: the next evaluation's phase may need
                     # the memory more than this process's allocator does.
                     if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > (1 << 30):
@@ -331,6 +351,40 @@ class Evaluation:
                 except Exception:  # noqa: BLE001 — a poisoned context is reported by the stage itself
                     pass
             self.chan.send({"type": "gpu_release"})
+
+    def install_compile_hooks(self):
+        """Triton compiles a kernel the first time the candidate launches it: seconds of CPU work inside a
+        shared GPU phase, during which an exclusive request (another evaluation's timing) waits for this
+        phase to end and holds every new shared phase back behind it.  So a shared phase is handed back
+        for the compile (queued GPU work finished first) and asked for again before the launch, through
+        Triton's hooks around compilation.  Exclusive phases are kept: a compile there is rare (a new
+        specialisation while timing) and giving one back would mean waiting for the GPU to empty again."""
+        try:
+            from triton import knobs
+        except Exception:  # noqa: BLE001 — an older Triton: phases simply stay held while compiling
+            return
+
+        def before_compile(**_kwargs):
+            if self.gpu_mode == "shared" and not self.released_for_compile:
+                import torch
+
+                torch.cuda.synchronize()
+                self.chan.send({"type": "gpu_release", "why": "triton_compile"})
+                self.released_for_compile = True
+            return None  # None: Triton compiles as usual
+
+        def after_compile(**_kwargs):
+            if self.released_for_compile:
+                self.released_for_compile = False
+                stage = getattr(self, "current_stage", None)
+                self.chan.send({"type": "gpu_acquire", "mode": "shared", "stage": stage, "purpose": stage})
+                reply = self.chan.recv()
+                if reply.get("type") != "gpu_grant":
+                    raise RuntimeError(f"kgym did not grant the GPU: {reply}")
+            return None
+
+        knobs.runtime.jit_cache_hook = before_compile
+        knobs.runtime.jit_post_compile_hook = after_compile
 
     def gpu_purpose(self, purpose):
         """Says what the GPU phase held now is used for from here on (kgym splits the held time by it)."""
@@ -625,6 +679,8 @@ class Evaluation:
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
             stages.append(("timing", self.timing))
+        if self.arbiter and self.device.startswith("cuda"):
+            self.install_compile_hooks()
         # Everything the runtime checks compare against is captured now, before the candidate is imported.
         self.guards.install()
         check_process, send = self.guards.check_process, self.chan.send

@@ -89,7 +89,7 @@ const char kg_cli_eval_help[] =
     "  --timing-warmup N   GPU: untimed calls of each model before timing (10)\n"
     "  --timing-rounds N   GPU: rounds of timed calls, each in an exclusive GPU window (3)\n"
     "  --timing-iters N    GPU: timed calls of each model per round (50)\n"
-    "  --timing-round-ms T GPU: fewer calls (>= 5) for slow kernels so a round takes ~T ms (250; 0 = off)\n"
+    "  --timing-round-ms T GPU: fewer calls (>= 5) for slow kernels so a round takes ~T ms (150; 0 = off)\n"
     "  --timing-cv X       GPU: re-measure while the per-round speedups vary more than X (0.02)\n"
     "  --timing-max-rounds N  GPU: re-measuring stops at N rounds in all (6)\n"
     "  --reference-mode M  GPU: time the reference eager (default) or compile (torch.compile)\n"

@@ -42,7 +42,7 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->timing_warmup = 10;
     o->timing_rounds = 3;
     o->timing_iters = 50;
-    o->timing_round_ms = 250;
+    o->timing_round_ms = 150;
     o->timing_max_rounds = 6;
     o->timing_cv_threshold = 0.02;
     o->reference_mode = "eager";
@@ -143,8 +143,9 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
     }
 }
 
-/* Whether the child reported a CUDA out-of-memory error (a failed stage or a variant's). */
-static int out_of_memory(const kg_child_report *rep)
+/* Whether the child reported a CUDA out-of-memory error (a failed stage or a variant's); `why` gets
+ * "<stage or variant>: <message>" of the first, for the result (a re-run's reason). */
+static int out_of_memory(const kg_child_report *rep, char *why, size_t why_cap)
 {
     size_t i;
     json_t *m;
@@ -158,8 +159,13 @@ static int out_of_memory(const kg_child_report *rep)
                                json_string_value(json_object_get(e, "cause_type")),
                                json_string_value(json_object_get(e, "cause_message"))};
         for (int k = 0; k < 4; k++)
-            if (texts[k] && (strstr(texts[k], "OutOfMemoryError") || strstr(texts[k], "out of memory")))
+            if (texts[k] && (strstr(texts[k], "OutOfMemoryError") || strstr(texts[k], "out of memory"))) {
+                const char *where = json_string_value(json_object_get(m, "stage"));
+                if (!where || json_is_string(json_object_get(m, "name")))
+                    where = json_string_value(json_object_get(m, "name"));
+                snprintf(why, why_cap, "%s: %.200s", where ? where : "?", texts[1] ? texts[1] : texts[k]);
                 return 1;
+            }
     }
     return 0;
 }
@@ -231,6 +237,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         rc = kg_eval_make_nonce(nonce, err);
     timing_talk talk = {.opts = opts, .task = req->task, .nonce = nonce};
     int solo_rerun = 0;
+    char solo_reason[256] = "";
     json_t *policy = NULL;
     if (rc == KG_OK && opts->policy_json) {
         json_error_t jerr;
@@ -290,7 +297,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         limits.on_request = answer_child;
         limits.on_request_ctx = &talk;
         rc = kg_supervisor_run(sup, job, &limits, &rep, err);
-        if (rc == KG_OK && !cpu && out_of_memory(&rep)) {
+        if (rc == KG_OK && !cpu && out_of_memory(&rep, solo_reason, sizeof solo_reason)) {
             /* Memory is not arbitrated: on a shared GPU, out of memory may be the other evaluations'
              * doing even after the child retried alone.  Run it once more with the whole GPU held for it
              * (the others wait between phases); only an out-of-memory error then is the candidate's. */
@@ -322,6 +329,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             json_object_set_new(cand, "source", json_string(kg_extract_source_name(ex.source)));
             json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
             json_object_set_new(*result, "gpu_solo_rerun", json_boolean(solo_rerun));
+            if (solo_rerun) { /* what ran out of memory the first time, while sharing */
+                kg_utf8_sanitize(solo_reason); /* the cut may have split a character */
+                json_object_set_new(*result, "gpu_solo_rerun_reason", json_string(solo_reason));
+            }
         }
     }
     kg_child_report_free(&rep);
