@@ -124,22 +124,26 @@ class PairTimer:
         after.synchronize()
         return start.elapsed_time(end), start.elapsed_time(after), out
 
-    def warm(self, calls, budget_ms=0.0, at_least=1):
-        """Up to ``calls`` untimed pairs; with ``budget_ms``, stops once that much time went by (after at
-        least ``at_least`` pairs).  Returns (pairs run, milliseconds they took)."""
+    def warm(self, calls, warm_ms=0.0, at_least=2):
+        """Untimed pairs.  Without ``warm_ms``: ``calls`` of them.  With it: for ``warm_ms`` of wall time,
+        whatever ``calls`` says, and at least ``at_least`` pairs: a GPU raises its clocks over the first
+        ~100-200 ms of load, so a 20 us kernel needs far more than 10 calls to be measured warm, and a 40 ms
+        GEMM far fewer.  Returns (pairs run, milliseconds they took)."""
         t0 = time.perf_counter()
         ran = 0
         with torch.no_grad():
-            while ran < calls:
+            while True:
+                if warm_ms <= 0 and ran >= calls:
+                    break
+                if warm_ms > 0 and ran >= at_least:
+                    torch.cuda.synchronize()
+                    if (time.perf_counter() - t0) * 1e3 >= warm_ms:
+                        break
                 ref_args, cand_args = self._inputs()
                 if self.ref is not None:
                     self.ref(*ref_args)
                 self.cand(*cand_args)
                 ran += 1
-                if budget_ms > 0 and ran >= at_least and ran < calls:
-                    torch.cuda.synchronize()
-                    if (time.perf_counter() - t0) * 1e3 >= budget_ms:
-                        break
             torch.cuda.synchronize()
         return ran, (time.perf_counter() - t0) * 1e3
 
