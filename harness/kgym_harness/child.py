@@ -978,7 +978,8 @@ def run(proto_fd, out_fd, err_fd, device):
         from . import sandbox
 
         torch.set_num_threads(int(job.get("threads", 1)))
-        _perturb_host_allocator()
+        if device == "cpu":
+            _perturb_host_allocator()  # outputs live in host memory only on the CPU
         chan.send({"type": "hello", "pid": os.getpid(), "device": device})
         # The sandbox goes on before the candidate's file is even read; it reports what the kernel granted.
         chan.send(dict(sandbox.apply(job), type="sandbox"))
