@@ -30,11 +30,12 @@ typedef struct kg_eval_options {
     unsigned seed;             /* base seed (default 42) */
     double credit[5];          /* reward: invalid, compile_error, tiny run failed, incorrect, correct */
     int timing;                /* GPU: time reference and candidate (default on) */
-    int timing_warmup;         /* untimed calls of each model first (10) */
-    int timing_rounds;         /* rounds planned (3), each in its own exclusive GPU window */
+    int timing_warmup;         /* untimed calls of each model first (10) when timing_round_ms is 0; else the
+                                * first round warms up for 250 ms */
+    int timing_rounds;         /* rounds planned (3), all in one exclusive GPU window */
     int timing_iters;          /* timed calls of each model per round (50) */
-    double timing_round_ms;    /* a round of slow kernels is cut to about this long, never under 10 calls
-                                * (500; 0 = always timing_iters) */
+    double timing_round_ms;    /* a round of slow kernels is cut to about this long, never under 5 calls
+                                * (150; 0 = always timing_iters) */
     int timing_max_rounds;     /* re-measuring stops here (6) */
     double timing_cv_threshold;/* more rounds while the per-round speedups vary more than this (0.02) */
     const char *reference_mode;/* "eager" (default) or "compile": how the reference is timed */
