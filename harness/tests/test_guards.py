@@ -211,3 +211,27 @@ def test_out_of_memory_in_a_check_propagates(monkeypatch):
     with torch.no_grad(), pytest.raises(torch.OutOfMemoryError):
         g.call(Honest(), [torch.rand(2, 8)], "correctness", "base")
     assert g.findings == []
+
+
+def test_perturbed_host_allocator_hands_out_junk():
+    # In a fresh interpreter (the setting stays for the process): after the child's mallopt(M_PERTURB), an
+    # unwritten torch.empty block reads glibc's junk byte, never recycled values that could be a right answer.
+    import pathlib
+    import subprocess
+    import sys
+
+    code = (
+        "import torch\n"
+        "from kgym_harness import child\n"
+        "child._perturb_host_allocator()\n"
+        "right = torch.arange(4000, dtype=torch.float32) * 0.5\n"
+        "del right\n"
+        "x = torch.empty(4000, dtype=torch.float32)\n"
+        "same = torch.equal(x, torch.arange(4000, dtype=torch.float32) * 0.5)\n"
+        "junk = bool((x.view(torch.int32) == 0x5A5A5A5A).all())\n"
+        "print(same, junk)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=str(pathlib.Path(__file__).resolve().parents[1]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True"], out.stdout
