@@ -234,52 +234,40 @@ class Evaluation:
             tasks.construct(cls, init, self.tiny.seed, self.device)
         return "", {"tiny_sizes": sizes}
 
-    def shared_or_alone(self, fn):
-        """``fn()`` in a shared GPU phase; if it runs out of memory there (other evaluations' memory, maybe),
-        once more with the GPU to itself, where an out-of-memory error is this evaluation's own."""
+    def shared_or_alone(self, fn, ran_out=None):
+        """``fn()`` in a shared GPU phase.  Out of memory there (``fn`` raises it, or ``ran_out(result)`` says
+        the result reports it) may be other evaluations' memory, not this one's appetite: ``fn()`` runs once
+        more with the GPU to itself (and this process's cached blocks given back), where an out-of-memory
+        error is this evaluation's own.  What the runtime checks found in the attempt that ran out is not
+        evidence (a check that could not allocate, a comparison cut short) and is dropped.
+        Returns (result, whether it was run alone)."""
         from . import compare
 
+        can_retry = self.arbiter and self.device.startswith("cuda")
+        findings = len(self.guards.findings)
         try:
             with self.gpu("shared"):
-                return fn()
+                result = fn()
         except Exception as exc:  # noqa: BLE001 — only out of memory is retried
-            if not (self.arbiter and self.device.startswith("cuda") and compare.is_out_of_memory(exc)):
+            if not (can_retry and compare.is_out_of_memory(exc)):
                 raise
+        else:
+            if not (can_retry and ran_out is not None and ran_out(result)):
+                return result, False
         import gc
 
         import torch
 
+        del self.guards.findings[max(findings, self.sent_findings):]
         gc.collect()
         torch.cuda.empty_cache()
         with self.gpu("exclusive", "out_of_memory_retry"):
-            return fn()
+            return fn(), True
 
     def shared_variant(self, v):
-        """Runs one variant in a shared GPU phase.  Out of memory while sharing may be other evaluations'
-        memory, not this candidate's appetite: the variant is run again with the GPU to itself (and the
-        others' cached blocks given back), and only an out-of-memory error there is reported."""
-        from . import compare
-
-        findings = len(self.guards.findings)
-        try:
-            with self.gpu("shared"):
-                result = self.run_variant(v)
-        except Exception as exc:  # noqa: BLE001 — kgym's own work (inputs, reference) ran out of memory
-            if not (self.arbiter and self.device.startswith("cuda") and compare.is_out_of_memory(exc)):
-                raise
-            result = {"status": "candidate_raised", "error": describe_exception(exc)}
-        if self.arbiter and self.device.startswith("cuda") and _out_of_memory(result):
-            import gc
-
-            import torch
-
-            # What the runtime checks found in the attempt that ran out of memory is not evidence (a check
-            # that could not allocate, a comparison cut short): only the attempt alone counts.
-            del self.guards.findings[max(findings, self.sent_findings):]
-            gc.collect()
-            torch.cuda.empty_cache()
-            with self.gpu("exclusive", "out_of_memory_retry"):
-                result = self.run_variant(v)
+        """Runs one variant in a shared GPU phase, alone if it ran out of memory there (shared_or_alone)."""
+        result, alone = self.shared_or_alone(lambda: self.run_variant(v), _out_of_memory)
+        if alone:
             result["retried_alone"] = True
         return result
 
@@ -460,7 +448,7 @@ class Evaluation:
                 profile.warm_up()
             return ref, cand, timed_ref, min_bytes, flops
 
-        ref, cand, timed_ref, min_bytes, flops = self.shared_or_alone(setup)
+        (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup)
 
         def make_inputs(k):
             v = tasks.Variant(base.name, base.sizes, base.seed + 101 + k, base.transform, base.dtype,
@@ -805,10 +793,11 @@ class Evaluation:
 
 def _out_of_memory(result):
     """Whether a variant failed for want of GPU memory (the candidate's or the reference's call)."""
+    from . import compare
+
     err = result.get("error") or {}
-    text = " ".join(str(x) for x in (err.get("type"), err.get("message"), err.get("cause_type"),
-                                     result.get("reason")) if x)
-    return "OutOfMemoryError" in text or "out of memory" in text
+    return compare.says_out_of_memory(" ".join(str(x) for x in (err.get("type"), err.get("message"),
+                                                                err.get("cause_type"), result.get("reason")) if x))
 
 
 def _near_miss(cmp, ref_out, cand_out):

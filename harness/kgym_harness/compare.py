@@ -142,9 +142,14 @@ def _compare_one(r, c, atol, rtol) -> dict:
     return res
 
 
+def says_out_of_memory(text: str) -> bool:
+    """Whether an error's type or message names running out of memory: torch.OutOfMemoryError from the
+    allocator, or "CUDA error: out of memory" from a library or Triton's launcher."""
+    return "OutOfMemoryError" in text or "out of memory" in text
+
+
 def is_out_of_memory(exc) -> bool:
-    """torch.OutOfMemoryError from the allocator, or "CUDA error: out of memory" from a library or launcher."""
-    return type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc)
+    return says_out_of_memory(f"{type(exc).__name__} {exc}")
 
 
 def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, samples: int = 1 << 16, seed: int = 0):

@@ -24,6 +24,8 @@ import threading
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import compare
+
 # Captured at import of this module (in the zygote, long before any candidate exists).
 _is = id
 _type = type
@@ -180,7 +182,7 @@ def _functions_to_guard():
     import socket
     import time
 
-    from . import child, compare, tasks
+    from . import child, tasks
 
     objs = {
         "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
@@ -288,7 +290,7 @@ class Guards:
             self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
                             rec.ops if rec else None, stage, variant)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
-            if type(exc).__name__ == "OutOfMemoryError" or "out of memory" in str(exc):
+            if compare.is_out_of_memory(exc):
                 raise  # no memory for the check (other evaluations share the GPU): the variant is re-run alone
             self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
         return out

@@ -350,11 +350,18 @@ json_t *kg_eval_profile_block(const json_t *messages)
     return out;
 }
 
-/* Adds `ms` of exclusive time to `purpose` in `by_purpose`. */
-static void add_purpose(json_t *by_purpose, const char *purpose, double ms)
+/* The phase segment open since `from` ends at `to`: its time is held in its mode and, when exclusive,
+ * counted for its purpose. */
+static void end_segment(double held[2], json_t *by_purpose, int exclusive, const char *purpose, double from,
+                        double to)
 {
-    purpose = purpose ? purpose : "other";
-    json_object_set_new(by_purpose, purpose, json_real(json_number_value(json_object_get(by_purpose, purpose)) + ms));
+    double ms = fmax(0.0, to - from);
+    held[exclusive] += ms;
+    if (exclusive) {
+        purpose = purpose ? purpose : "other";
+        json_object_set_new(by_purpose, purpose,
+                            json_real(json_number_value(json_object_get(by_purpose, purpose)) + ms));
+    }
 }
 
 /* The evaluation's GPU phases, from the child's gpu_acquire / gpu_release lines and our stamps on them:
@@ -383,19 +390,10 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             continue;
         any = 1;
         if (open) {
-            double ms = fmax(0.0, last_t - open_at);
-            if (purpose) {
-                if (open_ex)
-                    add_purpose(by_purpose, open_purpose, ms);
-                held[open_ex] += ms;
-                open_purpose = json_string_value(json_object_get(m, "purpose"));
-                open_at = last_t;
-                continue;
-            }
-            held[open_ex] += ms;
-            if (open_ex)
-                add_purpose(by_purpose, open_purpose, ms);
-            open = 0;
+            end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t);
+            open = purpose; /* a new purpose goes on in the same phase */
+            open_purpose = json_string_value(json_object_get(m, "purpose"));
+            open_at = last_t;
         }
         if (acquire) {
             open_ex = !strcmp(json_string_value(json_object_get(m, "mode")) ?: "", "exclusive");
@@ -407,12 +405,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             open_at = last_t + w;
         }
     }
-    if (open) {
-        double ms = fmax(0.0, last_t - open_at);
-        held[open_ex] += ms;
-        if (open_ex)
-            add_purpose(by_purpose, open_purpose, ms);
-    }
+    if (open)
+        end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t);
     if (!any) {
         json_decref(by_purpose);
         return json_null();
