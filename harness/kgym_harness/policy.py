@@ -1,22 +1,89 @@
-"""The static reward-hack policy: an ``ast`` walk over the candidate module.
+"""The static reward-hack policy: an ``ast`` walk over the candidate module, as an ALLOWLIST that fails closed.
 
 The rules are data (``policy/default.json``, passed down by kgym in the job as ``policy``); this module only
-applies them and reports findings, each ``{"type", "line", "name", "message"}``.  The verdict is kgym's (C):
-the policy's ``findings`` map says which types are hacks.  See docs/threat-model.md for why each rule exists.
+applies them and reports findings, each ``{"type", "line", "name", "message", "evidence"}``.  The verdict is
+kgym's (C): the policy's ``findings`` map says which types are hacks.  See docs/threat-model.md ("static").
 
-Names are resolved through the module's imports, so ``F.relu``, ``from torch import matmul as mm`` and
-``import torch.nn.functional as F`` all become canonical dotted names (``torch.nn.functional.relu``).
-Static checks are a first, cheap layer with line numbers; obfuscation (``getattr`` with computed names, code
-in strings) is either forbidden here too or caught by the runtime checks in ``guards``.
+Why an allowlist: a denylist has to foresee every way to reach PyTorch compute, the harness or the process
+(``torch.ops.aten``, ``operator.attrgetter``, ``_o = open``, frames...); a solution needs only a small, known
+vocabulary (Triton, tensor plumbing, parameter construction), so everything outside it is refused and the
+message names what *is* allowed.  Every part of the module is walked: kernel bodies, decorators and the lambdas
+given to them, default arguments, class bodies, module level.
+
+Contexts, each with its own names (policy ``allowlist``):
+  kernel   @triton.jit / autotune / heuristics function bodies: Triton language only, no torch.
+  init     ``__init__`` and the functions only ``__init__`` calls (reset_parameters pattern): may also build
+           parameters (``torch.randn``, ``nn.init.*``, ``nn.Linear`` as a weight holder) and call any method.
+  forward  every other function, lambda and the module level: torch only for allocation, views, shape and dtype
+           plumbing; the methods called on values that cannot be typed statically must be on ``forward_methods``.
+
+Rules and their finding types:
+  forbidden_import     a module not on ``allowlist.modules``, a relative or star import, a name not allowed.
+  forbidden_attribute  a dotted name off the allowlist (outside forward), a denylisted name (``forbidden_attributes``
+                       takes precedence for a precise message), a private ``_x`` or dunder attribute (except
+                       ``private_exceptions``, ``dunder_exceptions`` and the module's own ``self._x``), reflection
+                       names (``forbidden_attribute_names``), a torch.Tensor subclass, a module passed around as a value.
+  forbidden_call       a builtin off ``allowlist.builtins`` (exec, eval, open, type, vars, ...), called or not:
+                       ``_o = open`` is use; rebinding a forbidden builtin name at module or class level.
+  dynamic_attribute    getattr / hasattr / setattr / delattr with a computed name, or the function itself as a value.
+  monkey_patch         assigning into a module object, setattr/delattr on anything but self, setting an attribute
+                       on anything but self or an instance of the module's own classes (T = torch.Tensor; T.add = f).
+  torch_call           torch off the forward allowlist in forward, a forbidden or unlisted method call in forward,
+                       a torch.Tensor method read without a call in forward (f = x.addmv; f()),
+                       calling an nn module held for its weights, the ``@`` operator, inheriting the reference Model.
+  try_except           try/except in forward (a failing kernel may not fall back to other code).
+  state_cache          a result cache: functools.cache/lru_cache, a value derived from tensor data stored into a
+                       module-level container or ``self[...]`` from a function, a module-level container passed
+                       around (aliasing hides the writes), ``global`` rebinding to tensor-derived values.
+
+The state_cache rule is a taint analysis, deliberately simple: a value is *clean* when it is built only from
+constants, shapes/strides/dtypes/devices, clean locals and parameters (a parameter is clean when every call site
+in the module passes a clean argument), and calls on ``clean_calls`` (triton.cdiv, triton.Config, math ...).
+Module-level caches of clean values (grid sizes, block sizes, configs per shape) are honest; anything else
+stored there is refused.  Its limits: attribute stores on ``self`` (a reused output buffer, which is honest) are
+not judged, nor are values smuggled through objects the module does not own; the runtime ``cached_output`` and
+determinism checks (guards) judge every output and back it up.
 """
 
 import ast
+import builtins as _builtins
 import json
 import os
 
 _MUTATING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "clear",
-                     "remove", "discard", "__setitem__", "appendleft"}
-_CACHE_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property", "cache", "lru_cache"}
+                     "remove", "discard", "appendleft", "__setitem__"}
+_READ_METHODS = {"get", "keys", "values", "items", "copy", "index", "count"}
+_CACHE_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
+_JIT_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
+# Builtins through which a module-level container may be read without escaping (the result is a copy or a scalar).
+_READING_BUILTINS = {"len", "list", "tuple", "sorted", "iter", "enumerate", "zip", "reversed", "any", "all", "min",
+                     "max", "sum", "set", "dict", "frozenset"}
+# Builtins whose result is clean when their arguments are (len and isinstance only look at shape and type).
+_CLEAN_BUILTINS = {"int", "float", "bool", "str", "tuple", "list", "dict", "set", "frozenset", "min", "max", "abs",
+                   "round", "sorted", "range", "enumerate", "zip", "divmod", "pow", "repr", "format", "reversed",
+                   "any", "all", "slice", "sum", "chr", "ord", "map", "filter", "iter", "next"}
+_ALWAYS_CLEAN_BUILTINS = {"len", "isinstance", "issubclass"}
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _tensor_methods():
+    """Callable attributes of torch.Tensor, or None where torch cannot be imported (then the module's own method
+    names unlock nothing on values that may be tensors: fail closed)."""
+    try:
+        import torch
+    except Exception:  # noqa: BLE001 - the static check must run without torch too
+        return None
+    names = set()
+    for n in dir(torch.Tensor):
+        try:
+            if callable(getattr(torch.Tensor, n)):
+                names.add(n)
+        except Exception:  # noqa: BLE001
+            names.add(n)
+    return names
+
+
+_TENSOR_METHODS = []  # filled on first use: [set or None]
 
 
 def default_policy_path():
@@ -37,330 +104,919 @@ def severity(policy, kind):
     return (policy.get("findings") or {}).get(kind, "hack")
 
 
-def _is_jit(node):
-    for dec in node.decorator_list:
-        target = dec.func if isinstance(dec, ast.Call) else dec
-        name = ast.unparse(target)
-        if name.split(".")[-1] in ("jit", "autotune", "heuristics") and (
-                name.startswith(("triton", "tl")) or name in ("jit", "autotune", "heuristics")):
+def _short(names, n=14):
+    names = list(names)
+    return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
+
+
+class _Names:
+    """A set of dotted names where an entry "a.b.*" allows every public name directly below a.b."""
+
+    def __init__(self, entries):
+        self.exact = {e for e in entries if not e.endswith(".*")}
+        self.wild = {e[:-2] for e in entries if e.endswith(".*")}
+
+    def __contains__(self, name):
+        if name in self.exact:
             return True
-    return False
+        head, _, last = name.rpartition(".")
+        return head in self.wild and not last.startswith("_")
+
+    def is_prefix(self, name):
+        """name is a parent of an allowed name (a module path such as triton.runtime.driver)."""
+        p = name + "."
+        return any(e.startswith(p) for e in self.exact) or any(w == name or w.startswith(p) for w in self.wild)
+
+
+def _bound_names(node):
+    """Names bound in the scope of a function, lambda, comprehension or class (not in nested scopes), and the
+    names it declares global or nonlocal."""
+    bound, declared = set(), set()
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+        a = node.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+            bound.add(arg.arg)
+        body = [node.body] if isinstance(node, ast.Lambda) else node.body
+    elif isinstance(node, _COMPREHENSIONS):
+        body = []
+        for g in node.generators:
+            for n in ast.walk(g.target):
+                if isinstance(n, ast.Name):
+                    bound.add(n.id)
+    else:
+        body = node.body
+
+    def scan(n):
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(n.name)
+            for d in n.decorator_list:
+                scan(d)
+            return
+        if isinstance(n, (ast.Lambda,) + _COMPREHENSIONS):
+            return
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bound.add(n.id)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                bound.add(a.asname or a.name.split(".")[0])
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bound.add(n.name)
+        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+            declared.update(n.names)
+        elif isinstance(n, ast.NamedExpr):
+            bound.add(n.target.id)
+        for c in ast.iter_child_nodes(n):
+            scan(c)
+
+    for stmt in body:
+        scan(stmt)
+    return bound - declared, declared
+
+
+def _chain(node):
+    """(root expression, [attr, ...]) of an Attribute chain."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return node, parts[::-1]
 
 
 class _Checker(ast.NodeVisitor):
-    def __init__(self, policy):
+    def __init__(self, policy, tree):
         self.p = policy
+        self.tree = tree
         self.findings = []
-        self.aliases = {}          # local name -> canonical dotted name ("F" -> "torch.nn.functional")
-        self.modules = set()       # local names bound to modules (for monkey patching)
-        self.jit_names = set()
-        self.scope = []            # stack of ("forward"|"init"|"kernel"|"class", node)
-        self.mutable_globals = {}  # name -> line
-        self.nn_attrs = {}         # self.<attr> assigned an nn module in __init__ -> class name
-        fwd = policy.get("forward") or {}
-        self.torch_allowed = {"torch." + n for n in fwd.get("torch_allowed", [])}
-        self.methods_forbidden = set(fwd.get("tensor_methods_forbidden", []))
-        self.forbidden_modules = policy.get("forbidden_modules", [])
-        self.forbidden_calls = set(policy.get("forbidden_calls", []))
-        self.forbidden_attrs = policy.get("forbidden_attributes", [])
-        self.forbidden_names = set(policy.get("forbidden_attribute_names", []))
-        # Exceptions to the forbidden prefixes (e.g. triton.runtime.driver for device properties).
-        self.allowed = policy.get("allowed_attributes", [])
         self.reported = set()
+        al = policy.get("allowlist") or {}
+        self.modules = set(al.get("modules", []))
+        self.everywhere = _Names(al.get("everywhere", []))
+        self.forward_names = _Names(al.get("everywhere", []) + al.get("forward", []))
+        self.init_names = _Names(al.get("everywhere", []) + al.get("forward", []) + al.get("init", []))
+        self.any_names = self.init_names
+        self.private_ok = set(al.get("private_exceptions", []))
+        self.dunder_ok = set(al.get("dunder_exceptions", []))
+        self.builtins_ok = set(al.get("builtins", []))
+        self.forward_torch = list(al.get("forward", []))
+        self.forward_methods = set(al.get("forward_methods", []))
+        self.self_methods = set(al.get("self_methods", []))
+        self.clean_calls = _Names(al.get("clean_calls", []))
+        self.safe_attrs = set(al.get("safe_attributes", []))
+        self.safe_methods = set(al.get("safe_methods", []))
+        self.denied = policy.get("forbidden_attributes", [])
+        self.denied_names = set(policy.get("forbidden_attribute_names", []))
+        self.forbidden_calls = set(policy.get("forbidden_calls", []))
+        fwd = policy.get("forward") or {}
+        self.compute_methods = set(fwd.get("tensor_methods_forbidden", []))
+        self.matmul_operator = fwd.get("matmul_operator", True)
+        # Walk state (set before the preparation below, which resolves names).
+        self.ctx = "forward"
+        self.scopes = []         # [(node, bound names, is_class)]
+        self.fn = None           # innermost function/lambda node
+        self._bound_cache = {}
+        self.parents = {}
+        for n in ast.walk(tree):
+            for c in ast.iter_child_nodes(n):
+                self.parents[c] = n
+        self.aliases = {}        # local name -> canonical dotted name ("F" -> "torch.nn.functional")
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Import):
+                for a in n.names:
+                    local = a.asname or a.name.split(".")[0]
+                    self.aliases[local] = a.name if a.asname else a.name.split(".")[0]
+            elif isinstance(n, ast.ImportFrom) and not n.level:
+                for a in n.names:
+                    if a.name != "*":
+                        self.aliases[a.asname or a.name] = f"{n.module}.{a.name}" if n.module else a.name
+        self.module_bound, _ = _bound_names(tree)
+        self.defs = {}           # function name -> [FunctionDef] (module functions and methods)
+        self.jit = set()
+        self.classes = set()
+        self.user_methods = set()
+        self.self_attrs = set()  # every name assigned as self.<name> anywhere
+        self.nn_attrs = {}       # self.<attr> = torch.nn.<Module>(...) -> class name
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                self.defs.setdefault(n.name, []).append(n)
+                if self.is_jit(n):
+                    self.jit.add(n)
+            elif isinstance(n, ast.ClassDef):
+                self.classes.add(n.name)
+                for b in n.body:
+                    if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        self.user_methods.add(b.name)
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                    and isinstance(n.ctx, ast.Store):
+                self.self_attrs.add(n.attr)
+            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+                cname = self.canonical(n.value.func) or ""
+                if cname.startswith("torch.nn.") and cname.split(".")[-1][:1].isupper() and cname.split(".")[-1] \
+                        not in ("Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList",
+                                "ModuleDict"):
+                    for t in n.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            self.nn_attrs[t.attr] = cname
+        self.module_vars, self.mutable_vars = self._module_vars()
+        self.clean_vars = set()
+        self.clean_vars = self._clean_module_vars()
+        self.init_fns = self._init_only()
+        self.clean_params = {}   # FunctionDef -> set of parameter names proven clean
+        self.clean_locals = {}   # FunctionDef/Lambda -> set of local names proven clean
+        self._taint()
 
-    # -- helpers -------------------------------------------------------------------------------------------
-    def add(self, kind, node, name, message):
-        key = (kind, getattr(node, "lineno", 0))  # one finding of a kind per line is enough evidence
+    # -- findings ------------------------------------------------------------------------------------------------
+    def add(self, kind, node, name, message, **evidence):
+        line = getattr(node, "lineno", 0)
+        key = (kind, line)  # one finding of a kind per line is enough evidence
         if key in self.reported or severity(self.p, kind) == "off":
             return
         self.reported.add(key)
-        self.findings.append({"type": kind, "line": getattr(node, "lineno", 0), "name": name, "message": message})
+        try:
+            code = ast.unparse(node)[:160]
+        except Exception:  # noqa: BLE001 - evidence only
+            code = ""
+        self.findings.append({"type": kind, "line": line, "name": name, "message": message,
+                              "evidence": dict(evidence, context=self.ctx, code=code)})
 
-    def dotted(self, node):
-        """Canonical dotted name of a Name/Attribute chain, or None."""
-        parts = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+    # -- names ---------------------------------------------------------------------------------------------------
+    def resolve(self, name):
+        """'local', 'module' or 'builtin' for a bare name at the current point of the walk."""
+        for i, (_node, bound, is_class) in enumerate(reversed(self.scopes)):
+            if is_class and i > 0:
+                continue  # a class body's names are not visible in its methods
+            if name in bound:
+                return "local"
+        return "module" if name in self.module_bound else "builtin"
+
+    def canonical(self, node):
+        """Canonical dotted name of a Name/Attribute chain rooted at an import alias, or None."""
+        root, parts = _chain(node)
+        if not isinstance(root, ast.Name) or root.id not in self.aliases:
             return None
-        parts.append(self.aliases.get(node.id, node.id))
-        return ".".join(reversed(parts))
+        if self.scopes and self.resolve(root.id) == "local" and not self._import_is_local(root.id):
+            return None
+        return ".".join([self.aliases[root.id]] + parts)
 
-    def in_forward(self):
-        return any(kind == "forward" for kind, _ in self.scope) and not self.in_kernel()
+    def _import_is_local(self, name):
+        return any(name in b for _n, b, _c in self.scopes) and name in self.aliases
 
-    def in_kernel(self):
-        return any(kind == "kernel" for kind, _ in self.scope)
+    def is_jit(self, fn):
+        for dec in fn.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            root, parts = _chain(target)
+            if isinstance(root, ast.Name):
+                name = ".".join([self.aliases.get(root.id, root.id)] + parts)
+                if name in _JIT_DECORATORS:
+                    return True
+        return False
+
+    def names_for(self, ctx):
+        return {"init": self.init_names, "kernel": self.everywhere}.get(ctx, self.forward_names)
 
     @staticmethod
     def _matches(name, prefixes):
         return any(name == p or name.startswith(p + ".") for p in prefixes)
 
-    def check_module(self, name, node):
-        if self._matches(name, self.allowed):
-            return
-        if self._matches(name, self.forbidden_modules):
-            self.add("forbidden_import", node, name, f"importing {name} is not allowed")
+    # -- module-level state ---------------------------------------------------------------------------------------
+    def _module_vars(self):
+        """Module-level variables (not functions, classes or imports), and those that may hold mutable state."""
+        names, mutable = {}, set()
+        for stmt in self.tree.body:
+            targets, value = [], None
+            if isinstance(stmt, ast.Assign):
+                targets, value = stmt.targets, stmt.value
+            elif isinstance(stmt, (ast.AnnAssign, ast.AugAssign)):
+                targets, value = [stmt.target], stmt.value
+            elif isinstance(stmt, (ast.For, ast.With)):
+                targets = [stmt.target] if isinstance(stmt, ast.For) else [i.optional_vars for i in stmt.items
+                                                                          if i.optional_vars]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name):
+                        names.setdefault(n.id, stmt.lineno)
+                        if value is None or not self._immutable(value):
+                            mutable.add(n.id)
+        return names, mutable
 
-    # -- imports --------------------------------------------------------------------------------------------
+    def _clean_module_vars(self):
+        values = {}
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                ts = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                for t in ts:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name):
+                            values.setdefault(n.id, []).append(stmt.value)
+        clean = set(values)
+        self.clean_vars = clean
+        for _ in range(len(values) + 1):
+            bad = {k for k, vs in values.items() if k in clean and not all(self.clean(v, None) for v in vs)}
+            if not bad:
+                break
+            clean -= bad
+        return clean
+
+    def _immutable(self, node):
+        if isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Tuple):
+            return all(self._immutable(e) for e in node.elts)
+        if isinstance(node, (ast.UnaryOp, ast.BinOp)):
+            return all(self._immutable(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        if isinstance(node, ast.Attribute):  # torch.float32, tl.float16, math.pi
+            return self.canonical(node) is not None
+        if isinstance(node, ast.Name):  # another constant, a function
+            return node.id in self.defs or node.id in self.classes or node.id in self.aliases
+        if isinstance(node, ast.Call):  # torch.device("cuda"), triton.Config(...)
+            name = self.canonical(node.func)
+            return name is not None and name in self.clean_calls and all(
+                self._immutable(a) for a in list(node.args) + [k.value for k in node.keywords])
+        return False
+
+    def _init_only(self):
+        """Functions that run only while the module is built: __init__ and what only __init__ calls."""
+        sites = {}       # function name -> [enclosing FunctionDef or None (module level)]
+        escaped = set()  # names used other than as the callee of a direct call
+        for n, enclosing in self._calls():
+            f = n.func
+            sites.setdefault(f.id if isinstance(f, ast.Name) else f.attr, []).append(enclosing)
+        for n in ast.walk(self.tree):
+            p = self.parents.get(n)
+            callee = isinstance(p, ast.Call) and p.func is n
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.defs and not callee:
+                escaped.add(n.id)
+            if isinstance(n, ast.Attribute) and n.attr in self.defs and not callee:
+                escaped.add(n.attr)
+        init = {f for f in self.defs.get("__init__", [])}
+        changed = True
+        while changed:
+            changed = False
+            for name, fns in self.defs.items():
+                if name in escaped or name not in sites:
+                    continue
+                if all(e in init for e in sites[name]):
+                    for f in fns:
+                        if f not in init and f not in self.jit:
+                            init.add(f)
+                            changed = True
+        return init
+
+    def _enclosing(self, node):
+        p = self.parents.get(node)
+        while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            p = self.parents.get(p)
+        return p
+
+    # -- taint: which values are plain configuration (clean) ----------------------------------------------------
+    def _params(self, fn):
+        a = fn.args
+        return [x.arg for x in a.posonlyargs + a.args], [x.arg for x in a.kwonlyargs]
+
+    def _taint(self):
+        fns = [f for fs in self.defs.values() for f in fs if f not in self.jit]
+        escaped = set()
+        for n in ast.walk(self.tree):
+            p = self.parents.get(n)
+            if isinstance(n, ast.Name) and n.id in self.defs and isinstance(n.ctx, ast.Load) and not (
+                    isinstance(p, ast.Call) and p.func is n):
+                escaped.add(n.id)
+        call_names = self._call_names()
+        for f in fns:
+            pos, kw = self._params(f)
+            called = f.name in call_names and f.name not in escaped
+            self.clean_params[f] = set(pos + kw) - {"self", "cls"} if called else set()
+        for _ in range(8):
+            for f in fns:
+                self.clean_locals[f] = self._clean_locals(f)
+            changed = False
+            for call, caller in self._calls():
+                fname = call.func.id if isinstance(call.func, ast.Name) else call.func.attr
+                for f in self.defs.get(fname, []):
+                    if f in self.jit:
+                        continue
+                    pos, kw = self._params(f)
+                    if isinstance(call.func, ast.Attribute):
+                        pos = pos[1:]
+                    dirty = set()
+                    if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
+                        dirty = set(pos + kw)
+                    for name, a in zip(pos, call.args):
+                        if not self.clean(a, caller):
+                            dirty.add(name)
+                    for k in call.keywords:
+                        if k.arg and not self.clean(k.value, caller):
+                            dirty.add(k.arg)
+                    if dirty & self.clean_params[f]:
+                        self.clean_params[f] -= dirty
+                        changed = True
+            if not changed:
+                break
+
+    def _call_names(self):
+        return {(c.func.id if isinstance(c.func, ast.Name) else c.func.attr) for c, _ in self._calls()}
+
+    def _calls(self):
+        if hasattr(self, "_calls_cache"):
+            return self._calls_cache
+        out = self._calls_cache = []
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Call) and (isinstance(n.func, ast.Name) or (
+                    isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name)
+                    and n.func.value.id in ("self", "cls"))):
+                out.append((n, self._enclosing(n)))
+        return out
+
+    def bound(self, fn):
+        if fn not in self._bound_cache:
+            b, _ = _bound_names(fn)
+            self._bound_cache[fn] = b | set(sum(self._params(fn), [])) | {
+                x.arg for x in (fn.args.vararg, fn.args.kwarg) if x}
+        return self._bound_cache[fn]
+
+    def _clean_locals(self, fn):
+        bound, _ = _bound_names(fn)
+        params = set(sum(self._params(fn), [])) | {x.arg for x in (fn.args.vararg, fn.args.kwarg) if x}
+        clean = (bound - params) | (self.clean_params.get(fn, set()) & params)
+        assigns = []
+        for n in ast.walk(fn):
+            if self._enclosing(n) is not fn:
+                continue
+            if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and n.value is not None:
+                ts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                assigns += [(t, n.value) for t in ts]
+            elif isinstance(n, (ast.For, ast.AsyncFor)):
+                assigns.append((n.target, n.iter))
+            elif isinstance(n, ast.NamedExpr):
+                assigns.append((n.target, n.value))
+            elif isinstance(n, (ast.With, ast.AsyncWith)):
+                assigns += [(i.optional_vars, i.context_expr) for i in n.items if i.optional_vars]
+            elif isinstance(n, ast.ExceptHandler) and n.name:
+                clean.discard(n.name)
+        self.clean_locals[fn] = clean
+        for _ in range(len(assigns) + 1):
+            changed = False
+            for t, v in assigns:
+                if not self.clean(v, fn):
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and n.id in clean:
+                            clean.discard(n.id)
+                            changed = True
+            if not changed:
+                break
+        return clean
+
+    def clean(self, node, fn, extra=frozenset()):
+        """Whether the value of node is plain configuration: not derived from tensor data or tensors."""
+        if node is None or isinstance(node, ast.Constant):
+            return True
+        if isinstance(node, ast.Name):
+            if node.id in extra:
+                return True
+            locals_ = self.clean_locals.get(fn) if fn is not None else None
+            if fn is not None and node.id in self.bound(fn):
+                return node.id in (locals_ or set())
+            if fn is not None and self._enclosing(fn) is not None:
+                return self.clean(node, self._enclosing(fn), extra)
+            if node.id in self.module_vars:
+                # A module-level container starts clean and every store into it is checked (by induction, what
+                # is read from it is clean); a module-level tensor or other object built from tensors is not.
+                return node.id in self.clean_vars
+            return True  # functions, classes, imports, builtins
+        if isinstance(node, ast.Attribute):
+            if node.attr in self.safe_attrs or self.canonical(node) is not None:
+                return True
+            return self.clean(node.value, fn, extra)
+        if isinstance(node, ast.Call):
+            args = list(node.args) + [k.value for k in node.keywords]
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in _ALWAYS_CLEAN_BUILTINS and f.id not in self.module_bound:
+                return True
+            if isinstance(f, ast.Attribute) and f.attr in self.safe_methods:
+                return all(self.clean(a, fn, extra) for a in args)
+            name = self.canonical(f)
+            if name is not None:
+                return name in self.clean_calls and all(self.clean(a, fn, extra) for a in args)
+            if isinstance(f, ast.Name):
+                ok = f.id in _CLEAN_BUILTINS or f.id in self.defs or f.id in self.classes
+                return ok and all(self.clean(a, fn, extra) for a in args)
+            if isinstance(f, ast.Attribute):
+                return self.clean(f.value, fn, extra) and all(self.clean(a, fn, extra) for a in args)
+            return False
+        if isinstance(node, ast.Lambda):
+            inner = extra | {a.arg for a in node.args.args}
+            return self.clean(node.body, fn, inner)
+        if isinstance(node, _COMPREHENSIONS):
+            inner = set(extra)
+            for g in node.generators:
+                if not self.clean(g.iter, fn, inner):
+                    return False
+                inner |= {n.id for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+                if not all(self.clean(c, fn, inner) for c in g.ifs):
+                    return False
+            parts = [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
+            return all(self.clean(p, fn, inner) for p in parts)
+        if isinstance(node, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
+                             ast.Set, ast.Dict, ast.JoinedStr, ast.FormattedValue, ast.Starred, ast.Subscript,
+                             ast.Slice, ast.NamedExpr)):
+            return all(self.clean(c, fn, extra) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        return False
+
+    # -- imports -------------------------------------------------------------------------------------------------
+    def _import_msg(self, name):
+        return (f"importing `{name}` is not allowed: a solution may import only {_short(sorted(self.modules), 30)}; "
+                "compute inside @triton.jit kernels instead")
+
     def visit_Import(self, node):
         for a in node.names:
-            self.check_module(a.name, node)
-            local = a.asname or a.name.split(".")[0]
-            self.aliases[local] = a.name if a.asname else a.name.split(".")[0]
-            self.modules.add(local)
+            if a.name not in self.modules:
+                self.add("forbidden_import", node, a.name, self._import_msg(a.name))
 
     def visit_ImportFrom(self, node):
         mod = node.module or ""
         if node.level:
-            self.add("forbidden_import", node, "." * node.level + mod, "relative imports are not allowed")
-        self.check_module(mod, node)
+            self.add("forbidden_import", node, "." * node.level + mod, "relative imports are not allowed: "
+                     "the solution is one module")
+            return
         for a in node.names:
-            full = f"{mod}.{a.name}" if mod else a.name
+            full = f"{mod}.{a.name}"
             if a.name == "*":
-                self.add("forbidden_import", node, full, f"`from {mod} import *` is not allowed")
-                continue
-            self.check_module(full, node)
-            self.aliases[a.asname or a.name] = full
-            self.check_attr_name(full, node)
+                self.add("forbidden_import", node, full, f"`from {mod} import *` is not allowed: import names "
+                         "explicitly so that each one can be checked against the allowlist")
+            elif not (full in self.modules or full in self.any_names or self.any_names.is_prefix(full)) or (
+                    full.split(".")[0] not in {m.split(".")[0] for m in self.modules}):
+                self.add("forbidden_import", node, full, self._import_msg(full))
+            elif self._matches(full, self.denied) and full not in self.any_names.exact and not \
+                    self.any_names.is_prefix(full):
+                self.add("forbidden_import", node, full, self._import_msg(full))
 
-    # -- scopes ---------------------------------------------------------------------------------------------
-    def visit_FunctionDef(self, node):
-        if _is_jit(node):
-            self.jit_names.add(node.name)
-            kind = "kernel"
-        elif node.name == "__init__":
-            kind = "init"
-        else:
-            kind = "forward"
-        for dec in node.decorator_list:
-            target = dec.func if isinstance(dec, ast.Call) else dec
-            name = self.dotted(target) or ""
+    # -- scopes --------------------------------------------------------------------------------------------------
+    def _visit_signature(self, node):
+        for d in node.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            name = self.canonical(target) or ""
             if name in _CACHE_DECORATORS:
-                self.add("state_cache", dec, name, f"@{name} caches results across calls")
-        self.scope.append((kind, node))
-        self.generic_visit(node)
-        self.scope.pop()
+                self.add("state_cache", d, name, f"@{name} caches results across calls: no results may be kept "
+                         "between calls (a dict of configurations written by hand is fine)")
+            self.visit(d)
+        a = node.args
+        for x in a.defaults + [d for d in a.kw_defaults if d is not None]:
+            self.visit(x)
+        for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y]:
+            if x.annotation is not None:
+                self.visit(x.annotation)
+        if node.returns is not None:
+            self.visit(node.returns)
+
+    def visit_FunctionDef(self, node):
+        self._visit_signature(node)
+        saved = self.ctx, self.fn
+        if node in self.jit:
+            self.ctx = "kernel"
+        elif node in self.init_fns:
+            self.ctx = "init"
+        elif self.ctx == "kernel":
+            self.ctx = "kernel"  # a nested def in a kernel is still kernel code
+        else:
+            self.ctx = "forward"
+        self.fn = node
+        self.scopes.append((node, _bound_names(node)[0], False))
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scopes.pop()
+        self.ctx, self.fn = saved
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
     def visit_Lambda(self, node):
-        self.generic_visit(node)
+        for x in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
+            self.visit(x)
+        saved = self.fn
+        self.fn = node
+        self.scopes.append((node, _bound_names(node)[0], False))
+        self.visit(node.body)
+        self.scopes.pop()
+        self.fn = saved
+
+    def _visit_comprehension(self, node):
+        # The first iterable is evaluated in the enclosing scope; the rest inside.
+        self.visit(node.generators[0].iter)
+        self.scopes.append((node, _bound_names(node)[0], False))
+        for i, g in enumerate(node.generators):
+            if i:
+                self.visit(g.iter)
+            for c in g.ifs:
+                self.visit(c)
+        for part in ([node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]):
+            self.visit(part)
+        self.scopes.pop()
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _visit_comprehension
 
     def visit_ClassDef(self, node):
         for base in node.bases:
-            name = self.dotted(base) or ""
-            if name in ("torch.Tensor", "Tensor") or name.endswith(".Tensor"):
+            name = self.canonical(base) or (base.id if isinstance(base, ast.Name) else "")
+            if name == "torch.Tensor" or name.endswith(".Tensor"):
                 self.add("forbidden_attribute", node, name,
                          f"class {node.name} subclasses torch.Tensor: outputs must be plain tensors")
             if name == "Model" or name.startswith("kgym_reference"):
-                self.add("torch_call", node, name, f"class {node.name} inherits the reference Model")
-        self.scope.append(("class", node))
-        self.generic_visit(node)
-        self.scope.pop()
+                self.add("torch_call", node, name, f"class {node.name} inherits the reference Model: write the "
+                         "computation in Triton kernels instead")
+        for k in node.keywords:
+            self.add("forbidden_attribute", node, k.arg or "**", f"class {node.name}: class keywords (metaclass=...)"
+                     " are not allowed")
+        for d in node.decorator_list + node.bases:
+            self.visit(d)
+        saved = self.ctx
+        self.ctx = "forward" if self.ctx != "kernel" else "kernel"
+        self.scopes.append((node, _bound_names(node)[0], True))
+        for stmt in node.body:
+            self.visit(stmt)
+        self.scopes.pop()
+        self.ctx = saved
 
-    # -- module state ---------------------------------------------------------------------------------------
+    # -- statements ----------------------------------------------------------------------------------------------
     def visit_Global(self, node):
-        self.add("state_cache", node, ", ".join(node.names),
-                 f"`global {', '.join(node.names)}`: functions may not keep state in module globals")
+        fn = self.fn
+        for name in node.names:
+            dirty = []
+            if fn is not None and not isinstance(fn, ast.Lambda):
+                for n in ast.walk(fn):
+                    if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.value is not None:
+                        ts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                        # A global counter (+=) makes calls differ from each other: state, whatever it adds.
+                        if any(isinstance(t, ast.Name) and t.id == name for t in ts) and (
+                                isinstance(n, ast.AugAssign) or not self.clean(n.value, fn)):
+                            dirty.append(n.lineno)
+                    elif isinstance(n, (ast.For, ast.With, ast.NamedExpr, ast.Delete)) and any(
+                            isinstance(t, ast.Name) and t.id == name for t in ast.walk(n)
+                            if isinstance(t, ast.Name) and isinstance(t.ctx, (ast.Store, ast.Del))):
+                        dirty.append(n.lineno)
+            if dirty:
+                self.add("state_cache", node, name,
+                         f"`global {name}` is rebound to a value derived from tensors (line {dirty[0] if dirty else '?'})"
+                         ": no tensors or results may be kept across calls; module-level state may hold only "
+                         "configuration (ints, tuples, triton.Config)")
 
-    visit_Nonlocal = visit_Global
+    def visit_Nonlocal(self, node):
+        self.add("state_cache", node, ", ".join(node.names),
+                 f"`nonlocal {', '.join(node.names)}`: closures may not keep state across calls")
 
     def visit_Assign(self, node):
-        self._assign(node, node.targets, node.value)
+        for t in node.targets:
+            self._store(node, t, node.value)
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node):
         if node.value is not None:
-            self._assign(node, [node.target], node.value)
+            self._store(node, node.target, node.value)
         self.generic_visit(node)
 
     def visit_AugAssign(self, node):
-        self._assign(node, [node.target], node.value)
+        self._store(node, node.target, node.value)
         self.generic_visit(node)
 
-    def _assign(self, node, targets, value):
-        if not self.scope:
-            mutable = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp))
-            if isinstance(value, ast.Call):
-                fname = (self.dotted(value.func) or "").split(".")[-1]
-                mutable = fname in ("dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter")
-            for t in targets:
-                if isinstance(t, ast.Name) and mutable:
-                    self.mutable_globals[t.id] = node.lineno
-        for t in targets:
-            root = t
-            while isinstance(root, (ast.Attribute, ast.Subscript)):
-                root = root.value
-            if isinstance(t, (ast.Attribute, ast.Subscript)) and isinstance(root, ast.Name):
-                if root.id in self.modules or root.id in self.aliases and root.id != "self":
-                    target = self.dotted(t) if isinstance(t, ast.Attribute) else ast.unparse(t)
-                    self.add("monkey_patch", node, target or root.id,
-                             f"assigning to {ast.unparse(t)} changes a library or module object")
-                elif root.id in self.mutable_globals and self.scope:
-                    self.add("state_cache", node, root.id,
-                             f"writes module-level {root.id} (defined line {self.mutable_globals[root.id]}): "
-                             "no state may be kept across calls")
-                elif (root.id == "self" and isinstance(t, ast.Subscript) and self.in_forward()):
-                    self.add("state_cache", node, ast.unparse(t),
-                             f"stores into {ast.unparse(t.value)} during forward: no results may be cached")
-            # self.x = nn.Linear(...) in __init__: remember the module, its call in forward is torch compute.
-            # Containers (Sequential, ModuleList) hold the candidate's own Triton modules as often as PyTorch's:
-            # calling one is no evidence; the runtime ATen check sees what the contained modules run.
-            if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                    and isinstance(value, ast.Call)):
-                cname = self.dotted(value.func) or ""
-                if cname.startswith("torch.nn.") and cname.split(".")[-1] not in (
-                        "Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList", "ModuleDict"):
-                    self.nn_attrs[t.attr] = cname
+    def _store(self, node, target, value):
+        if isinstance(target, (ast.Tuple, ast.List)):
+            for e in target.elts:
+                self._store(node, e, value)
+            return
+        if isinstance(target, ast.Starred):
+            self._store(node, target.value, value)
+            return
+        if isinstance(target, ast.Name):
+            # Rebinding a builtin at module or class level shadows it for the whole module; `_o = open` is use.
+            if (not self.scopes or self.scopes[-1][2]) and hasattr(_builtins, target.id) \
+                    and target.id not in self.builtins_ok:
+                self.add("forbidden_call", node, target.id, f"rebinding the builtin `{target.id}` is not allowed")
+            return
+        root = target
+        keys = []
+        while isinstance(root, (ast.Attribute, ast.Subscript)):
+            if isinstance(root, ast.Subscript):
+                keys.append(root.slice)
+            root = root.value
+        if not isinstance(root, ast.Name):
+            return
+        local = self.scopes and self.resolve(root.id) == "local"
+        if root.id in self.aliases and not local:
+            shown = self.canonical(target) if isinstance(target, ast.Attribute) else ast.unparse(target)
+            self.add("monkey_patch", node, shown or root.id,
+                     f"assigning to {ast.unparse(target)} changes a library or module object: not allowed")
+        elif root.id in self.module_vars and not local and self.fn is not None and self.ctx != "kernel":
+            if not all(self.clean(v, self.fn) for v in keys + [value]):
+                self.add("state_cache", node, root.id,
+                         f"stores a value derived from tensors into module-level {root.id} (defined line "
+                         f"{self.module_vars[root.id]}): no tensors or results may be kept across calls; a "
+                         "module-level cache may hold only configuration (grid and block sizes, triton.Config)")
+        elif (root.id in self.defs or root.id in self.classes) and not local and self.fn is not None \
+                and self.ctx != "kernel" and not all(self.clean(v, self.fn) for v in keys + [value]):
+            self.add("state_cache", node, root.id,
+                     f"stores a value derived from tensors on {root.id} (a function or class of the module): no "
+                     "tensors or results may be kept across calls")
+        elif isinstance(target, ast.Attribute) and root.id not in ("self", "cls") and not self._owned(
+                root.id, self.fn if local else None) and target.attr != "requires_grad":
+            # An attribute set on an object the module did not create (T = torch.Tensor; T.add = f) patches it.
+            self.add("monkey_patch", node, ast.unparse(target),
+                     f"assigning {ast.unparse(target)} sets an attribute of an object the module does not own: only "
+                     "self.<name> and instances of the module's own classes may be given attributes")
+        elif root.id == "self" and keys and self.ctx == "forward" and self.fn is not None:
+            if not all(self.clean(v, self.fn) for v in keys + [value]):
+                self.add("state_cache", node, ast.unparse(target),
+                         f"stores a tensor-derived value into {ast.unparse(target.value)} during forward: no results "
+                         "may be cached across calls")
 
-    # -- expressions ----------------------------------------------------------------------------------------
-    def check_attr_name(self, name, node):
-        if self._matches(name, self.allowed):
-            return False
-        if self._matches(name, self.forbidden_attrs):
-            self.add("forbidden_attribute", node, name, f"{name} is not allowed")
-            return True
-        if self.p.get("private_module_attributes", True):
-            parts = name.split(".")
-            if parts[0] in ("torch", "triton", "numpy", "os", "sys") and any(
-                    x.startswith("_") and not x.startswith("__") for x in parts[1:]):
-                self.add("forbidden_attribute", node, name, f"{name}: private library internals are not allowed")
-                return True
-        return False
-
-    def visit_Attribute(self, node):
-        if node.attr in self.forbidden_names:
-            self.add("forbidden_attribute", node, node.attr, f"the attribute {node.attr} is not allowed")
-        name = self.dotted(node)
-        if name:
-            self.check_attr_name(name, node)
-        self.generic_visit(node)
-
-    def visit_Name(self, node):
-        canonical = self.aliases.get(node.id)
-        if canonical and canonical != node.id:
-            self.check_attr_name(canonical, node)
-        if node.id in self.forbidden_names:
-            self.add("forbidden_attribute", node, node.id, f"the name {node.id} is not allowed")
+    def _owned(self, name, fn):
+        """Every assignment of name (in fn, or at module level when fn is None) creates an instance of one of the
+        module's own classes."""
+        body = fn.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
+            [fn.body] if fn is not None else self.tree.body
+        values, seen = [], False
+        nodes = [n for stmt in body for n in ast.walk(stmt)] if fn is not None else list(body)
+        for n in nodes:
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
+                ts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in ts):
+                    values.append(n.value)
+            elif isinstance(n, (ast.For, ast.With, ast.AugAssign, ast.NamedExpr)) or (
+                    fn is not None and isinstance(n, ast.arguments)):
+                targets = [n.target] if isinstance(n, (ast.For, ast.AugAssign, ast.NamedExpr)) else \
+                    [i.optional_vars for i in n.items if i.optional_vars] if isinstance(n, ast.With) else []
+                if any(isinstance(x, ast.Name) and x.id == name for t in targets for x in ast.walk(t)):
+                    seen = True
+        if fn is not None and name in {a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}:
+            seen = True
+        return bool(values) and not seen and all(
+            isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in self.classes for v in values)
 
     def visit_Try(self, node):
-        if node.handlers and self.in_forward():
+        if node.handlers and self.ctx == "forward" and self.fn is not None:
             self.add("try_except", node, "try",
-                     "try/except around the forward: a failing kernel may not fall back to other code")
+                     "try/except in forward is not allowed: a failing kernel may not fall back to other code; "
+                     "check shapes and dtypes with `if ...: raise` instead")
         self.generic_visit(node)
 
     visit_TryStar = visit_Try
 
     def visit_BinOp(self, node):
-        if isinstance(node.op, ast.MatMult) and self.in_forward() and (self.p.get("forward") or {}).get(
-                "matmul_operator", True):
-            self.add("torch_call", node, "@", "the @ operator computes a matrix product in PyTorch")
+        if isinstance(node.op, ast.MatMult) and self.ctx == "forward" and self.fn is not None and self.matmul_operator:
+            self.add("torch_call", node, "@", "the @ operator computes a matrix product in PyTorch: use tl.dot in a "
+                     "@triton.jit kernel")
         self.generic_visit(node)
+
+    # -- names and attributes ------------------------------------------------------------------------------------
+    def check_dotted(self, node, name, store=False):
+        """A canonical dotted name (rooted at an import) used in the current context."""
+        if store:  # the assignment itself is reported as monkey_patch by _store
+            if self._matches(name, self.denied):
+                self.add("forbidden_attribute", node, name, f"`{name}` is not allowed: it changes global state")
+            return
+        ctx = self.ctx
+        allowed = self.names_for(ctx)
+        parts = name.split(".")
+        if name in self.private_ok:
+            return
+        if parts[-1] == "__init__" and ".".join(parts[:-1]) in allowed:
+            return  # nn.Module.__init__(self)
+        if self._matches(name, self.denied) and name not in allowed.exact:
+            self.add("forbidden_attribute", node, name, f"`{name}` is not allowed: it changes global state, the "
+                     "process or the timing, or reaches compiler internals")
+            return
+        if any(x.startswith("_") and x not in self.dunder_ok for x in parts[1:]):
+            self.add("forbidden_attribute", node, name, f"`{name}`: private library internals are not allowed "
+                     f"(exceptions: {_short(sorted(self.private_ok))})")
+            return
+        if name in allowed:
+            return
+        if ctx == "kernel":
+            self.add("forbidden_attribute", node, name, f"`{name}` is not allowed in a @triton.jit kernel: use "
+                     "triton.language (tl.*) and libdevice only")
+        elif parts[0] == "torch" and ctx != "init" and name in self.init_names:
+            self.add("torch_call", node, name, f"`{name}` may be used only in __init__ (and helpers only __init__ "
+                     "calls), to build parameters")
+        elif parts[0] == "torch" and ctx != "init":
+            self.add("torch_call", node, name,
+                     f"`{name}` inside forward: only allocation, views, shape queries and dtype/device moves may "
+                     f"use torch ({_short(self.forward_torch, 40)}, dtypes, torch.finfo);"
+                     " the computation, epilogues included, must be done by your Triton kernels")
+        else:
+            self.add("forbidden_attribute", node, name,
+                     f"`{name}` is not on the allowlist: a solution may use triton.jit/autotune/heuristics/Config/"
+                     "cdiv/next_power_of_2, triton.language, math, torch allocation/views/dtypes, and in __init__ "
+                     "nn.Parameter, nn.init.* and nn layers as weight holders")
+
+    def check_attr(self, node, attr, receiver, called):
+        """One attribute of a value that is not a module (a tensor, self, a dict...)."""
+        recv_self = isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
+        if attr.startswith("__") and attr.endswith("__"):
+            if attr not in self.dunder_ok or attr in self.denied_names:
+                self.add("forbidden_attribute", node, attr, f"the attribute `{attr}` is not allowed: no dunder "
+                         f"attributes except {_short(sorted(self.dunder_ok))} (reflection reaches the harness)")
+            return
+        if attr in self.denied_names:
+            self.add("forbidden_attribute", node, attr, f"the attribute `{attr}` is not allowed (reflection, "
+                     "hooks or tensor internals)")
+            return
+        if attr.startswith("_") and not (recv_self and (attr in self.self_attrs or attr in self.user_methods)):
+            self.add("forbidden_attribute", node, attr, f"the private attribute `{attr}` is not allowed: only "
+                     "your own self._name attributes and methods")
+            return
+        if self.ctx != "forward" or self.fn is None:
+            return
+        # torch.finfo(dtype).max, device properties: attributes of configuration objects, not tensor methods.
+        config = isinstance(receiver, ast.Call) and (self.canonical(receiver.func) or "") in self.clean_calls
+        if attr in self.compute_methods and not (recv_self and attr in self.self_attrs and not called) and not (
+                config and not called):
+            self.add("torch_call", node, "." + attr, f"`.{attr}` computes in PyTorch (or on the host) inside "
+                     "forward: write it in a @triton.jit kernel (pass one-element tensors to kernels as pointers "
+                     "instead of .item())")
+            return
+        if not _TENSOR_METHODS:
+            _TENSOR_METHODS.append(_tensor_methods())
+        tensor_methods = _TENSOR_METHODS[0]
+        if not called:
+            # A tensor method read without a call (f = x.addmv; f(...)) would escape the method check below.
+            if not recv_self and not config and attr not in self.forward_methods and (
+                    tensor_methods is None or attr in tensor_methods):
+                if tensor_methods is not None or attr in self.compute_methods:
+                    self.add("torch_call", node, "." + attr, f"`.{attr}` read without a call in forward: tensor "
+                             "methods may only be called directly, and only those on the forward_methods list")
+            return
+        if recv_self:
+            if attr in self.nn_attrs:
+                return  # reported at the call (self.lin(x)) below; self.lin.weight is fine
+            if attr in self.user_methods or attr in self.self_attrs or attr in self.self_methods:
+                return
+            self.add("torch_call", node, "self." + attr, f"`self.{attr}()` is not allowed in forward: only your "
+                     f"own methods and {_short(sorted(self.self_methods))}")
+            return
+        if attr == "forward":
+            self.add("torch_call", node, ast.unparse(node), f"{ast.unparse(node)} calls another module's forward")
+            return
+        # The module's own method names unlock calls on its own objects, never a torch.Tensor method of that name.
+        own = attr in self.user_methods and tensor_methods is not None and attr not in tensor_methods
+        if attr not in self.forward_methods and not own:
+            self.add("torch_call", node, "." + attr,
+                     f"`.{attr}()` is not allowed in forward: the methods forward may call on tensors and "
+                     f"containers are {_short(sorted(self.forward_methods), 40)} (and your own methods); "
+                     "compute in a @triton.jit kernel instead")
+
+    def visit_Attribute(self, node):
+        parent = self.parents.get(node)
+        if isinstance(parent, ast.Attribute) and parent.value is node:
+            return  # part of a longer chain: checked from the outermost attribute
+        root, parts = _chain(node)
+        called = isinstance(parent, ast.Call) and parent.func is node
+        store = isinstance(node.ctx, (ast.Store, ast.Del))
+        name = self.canonical(node)
+        if name is not None:
+            self.check_dotted(node, name, store)
+            return
+        # A value's attributes: every link of the chain, then the root expression.
+        receiver = root
+        sub = root
+        for i, attr in enumerate(parts):
+            last = i == len(parts) - 1
+            self.check_attr(node, attr, receiver if i == 0 else sub, called and last)
+            sub = ast.Attribute(value=sub, attr=attr, ctx=ast.Load())
+        if isinstance(root, ast.Name) and root.id == "self" and len(parts) == 1 and called \
+                and parts[0] in self.nn_attrs and self.ctx == "forward" and self.fn is not None:
+            self.add("torch_call", node, "self." + parts[0],
+                     f"calling self.{parts[0]} ({self.nn_attrs[parts[0]]}) runs PyTorch's implementation; keep the "
+                     "module only for its parameters (self.{0}.weight) and compute with Triton".format(parts[0]))
+        self.visit(root)
+
+    def visit_Name(self, node):
+        parent = self.parents.get(node)
+        where = self.resolve(node.id)
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            return
+        if where == "local" and not self._import_is_local(node.id):
+            return
+        if node.id in self.aliases:
+            if not (isinstance(parent, ast.Attribute) and parent.value is node):
+                canonical = self.aliases[node.id]
+                if canonical in self.modules or self.any_names.is_prefix(canonical) and canonical not in self.any_names:
+                    self.add("forbidden_attribute", node, canonical, f"the module `{canonical}` may not be used as a "
+                             "value (aliasing a module hides what it is used for): write the full name at each use")
+                else:
+                    self.check_dotted(node, canonical)
+            return
+        if where == "module":
+            self._module_var_use(node, parent)
+            return
+        if node.id in ("getattr", "hasattr", "setattr", "delattr"):
+            self._dynamic(node, parent)
+            return
+        if hasattr(_builtins, node.id) and node.id not in self.builtins_ok:
+            self.add("forbidden_call", node, node.id,
+                     f"the builtin `{node.id}` is not allowed (called or not): a solution may use only the builtins "
+                     f"{_short(sorted(self.builtins_ok), 60)}")
+        elif node.id.startswith("__") and node.id not in self.builtins_ok:
+            self.add("forbidden_attribute", node, node.id, f"the name `{node.id}` is not allowed")
+
+    def _module_var_use(self, node, parent):
+        """A module-level variable read in a function: a mutable one may only be read, not passed around."""
+        if node.id not in self.mutable_vars or self.fn is None or self.ctx == "kernel":
+            return
+        gp = self.parents.get(parent)
+        ok = (isinstance(parent, ast.Subscript) and parent.value is node) or \
+             (isinstance(parent, ast.Attribute) and parent.value is node) or \
+             isinstance(parent, ast.Compare) or \
+             (isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node) or \
+             (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
+              and parent.func.id in _READING_BUILTINS and node in parent.args)
+        if isinstance(parent, ast.Attribute) and isinstance(gp, ast.Call) and gp.func is parent:
+            meth = parent.attr
+            args = list(gp.args) + [k.value for k in gp.keywords]
+            if meth not in _READ_METHODS and not all(self.clean(a, self.fn) for a in args):
+                self.add("state_cache", gp, node.id,
+                         f"{node.id}.{meth}() stores a value derived from tensors in module-level {node.id} "
+                         f"(defined line {self.module_vars[node.id]}): no tensors or results may be kept across "
+                         "calls; a module-level cache may hold only configuration")
+        if not ok:
+            self.add("state_cache", node, node.id,
+                     f"module-level {node.id} (defined line {self.module_vars[node.id]}) is passed around as a "
+                     "value: aliasing it hides what is stored in it; read and write it only by subscript")
+
+    def _dynamic(self, node, parent):
+        if not (isinstance(parent, ast.Call) and parent.func is node):
+            self.add("dynamic_attribute", node, node.id, f"{node.id} may not be used as a value")
+            return
+        args = parent.args
+        if len(args) < 2 or not (isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)):
+            self.add("dynamic_attribute", parent, node.id,
+                     f"{node.id}() with a computed attribute name is not allowed: write obj.name")
+            return
+        attr = args[1].value
+        if node.id in ("setattr", "delattr") and not (isinstance(args[0], ast.Name) and args[0].id == "self"):
+            self.add("monkey_patch", parent, node.id, f"{node.id}() on anything but self is not allowed")
+            return
+        # getattr(obj, "name") is obj.name: check it as such.
+        synthetic = ast.Attribute(value=args[0], attr=attr, ctx=ast.Load())
+        ast.copy_location(synthetic, parent)
+        self.parents[synthetic] = None
+        name = self.canonical(synthetic)
+        if name is not None:
+            self.check_dotted(parent, name)
+        else:
+            self.check_attr(parent, attr, args[0], False)
 
     def visit_Call(self, node):
-        func = node.func
-        name = self.dotted(func)
-        if isinstance(func, ast.Name) and func.id in self.forbidden_calls and func.id not in self.aliases:
-            self.add("forbidden_call", node, func.id, f"{func.id}() is not allowed")
-        if isinstance(func, ast.Name) and func.id in ("getattr", "setattr", "delattr", "hasattr"):
-            args = node.args
-            if len(args) >= 2 and not (isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)):
-                self.add("dynamic_attribute", node, func.id,
-                         f"{func.id}() with a computed attribute name is not allowed")
-            elif len(args) >= 2:
-                attr = args[1].value
-                if attr in self.forbidden_names:
-                    self.add("forbidden_attribute", node, attr, f"the attribute {attr} is not allowed")
-                base = self.dotted(args[0])
-                if base:
-                    self.check_attr_name(f"{base}.{attr}", node)
-            if func.id in ("setattr", "delattr") and args and not (
-                    isinstance(args[0], ast.Name) and args[0].id == "self"):
-                self.add("monkey_patch", node, func.id, f"{func.id}() on anything but self is not allowed")
-        if self.in_forward() and name:
-            self.check_forward_call(node, name)
-        elif self.in_forward() and isinstance(func, ast.Attribute) and func.attr in self.methods_forbidden:
-            self.add("torch_call", node, "." + func.attr,
-                     f".{func.attr}() computes in PyTorch inside forward; write it in Triton")
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _MUTATING_METHODS and self.ctx == "forward" and self.fn:
+            root, _parts = _chain(f.value)
+            if isinstance(root, ast.Name) and root.id == "self" and not all(
+                    self.clean(a, self.fn) for a in list(node.args) + [k.value for k in node.keywords]):
+                self.add("state_cache", node, ast.unparse(f),
+                         f"{ast.unparse(f)}() keeps a tensor-derived value on the module during forward: no "
+                         "results may be cached across calls")
         self.generic_visit(node)
-
-    def check_forward_call(self, node, name):
-        root = name.split(".")[0]
-        if root in ("torch",):
-            if name.startswith("torch.Tensor.") and name.split(".")[-1] in self.methods_forbidden:
-                self.add("torch_call", node, name, f"{name} computes in PyTorch inside forward")
-            elif name not in self.torch_allowed and not self._matches(name, self.forbidden_attrs):
-                self.add("torch_call", node, name,
-                         f"{name}() inside forward: only allocation, views, shape queries and dtype/device moves "
-                         "may use torch; the computation must be done by your Triton kernels")
-            return
-        if root in ("tl", "triton") or name in self.jit_names:
-            return
-        parts = name.split(".")
-        if parts[0] == "self" and len(parts) == 2 and parts[1] in self.nn_attrs:
-            self.add("torch_call", node, name,
-                     f"calling {name} ({self.nn_attrs[parts[1]]}) runs PyTorch's implementation; keep the module "
-                     "only for its parameters and compute with Triton")
-        elif parts[0] == "super" or (len(parts) >= 2 and parts[-1] == "forward" and parts[0] != "self"):
-            self.add("torch_call", node, name, f"{name} calls another module's forward")
-        elif len(parts) >= 2 and parts[-1] in self.methods_forbidden and parts[0] not in self.modules:
-            self.add("torch_call", node, name,
-                     f".{parts[-1]}() computes in PyTorch inside forward; write it in Triton")
-
-    def finish(self):
-        self.findings.sort(key=lambda f: (f["line"], f["type"]))
-        return self.findings
 
 
 def check(tree, policy):
     """Findings of the static policy on a parsed module (a list, possibly empty)."""
-    c = _Checker(policy or {})
-    # Imports first (anywhere in the file), so aliases are known wherever they are used.
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for a in node.names:
-                if isinstance(node, ast.Import):
-                    c.aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-                    c.modules.add(a.asname or a.name.split(".")[0])
-                elif a.name != "*":
-                    c.aliases[a.asname or a.name] = f"{node.module}.{a.name}" if node.module else a.name
-        if isinstance(node, ast.FunctionDef) and _is_jit(node):
-            c.jit_names.add(node.name)
-    # nn modules assigned in __init__ (anywhere), before forward bodies are visited.
-    for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "__init__":
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call):
-                    for t in sub.targets:
-                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            cname = c.dotted(sub.value.func) or ""
-                            if cname.startswith("torch.nn.") and cname.split(".")[-1] not in (
-                                    "Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList", "ModuleDict"):
-                                c.nn_attrs[t.attr] = cname
-    # Module-level mutable containers, before function bodies that may write them.
-    for node in tree.body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            c.scope = []
-            value = node.value
-            mutable = isinstance(value, (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp))
-            if isinstance(value, ast.Call):
-                mutable = (c.dotted(value.func) or "").split(".")[-1] in (
-                    "dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter")
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                if isinstance(t, ast.Name) and mutable:
-                    c.mutable_globals[t.id] = node.lineno
-    c.visit(tree)
-    # Mutating method calls on module-level containers from inside functions.
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for sub in ast.walk(node):
-                if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute)
-                        and sub.func.attr in _MUTATING_METHODS and isinstance(sub.func.value, ast.Name)
-                        and sub.func.value.id in c.mutable_globals):
-                    n = sub.func.value.id
-                    c.add("state_cache", sub, n, f"{n}.{sub.func.attr}() changes module-level {n} "
-                          f"(defined line {c.mutable_globals[n]}): no state may be kept across calls")
-    return c.finish()
+    c = _Checker(policy or {}, tree)
+    for stmt in tree.body:
+        c.visit(stmt)
+    c.findings.sort(key=lambda f: (f["line"], f["type"]))
+    return c.findings

@@ -12,6 +12,10 @@
 
 ``apply`` returns ``{"active": [...], "warnings": [...]}``: each protection that is on, and a clear warning for
 each one the kernel refused (old kernels, containers that already forbid seccomp); kgym puts it in the result.
+
+For the judge/runner split (see the block at the end): ``unshare_pid`` (the intermediate), then in the runner
+``enter_runner_namespaces`` -> ``prepare_dir_for`` -> ``drop_privileges`` -> ``apply_runner`` (clean environment,
+rlimits, Landlock on reads and writes, seccomp last), and ``judge_lockdown`` in the judge.
 """
 
 import ctypes
@@ -20,8 +24,12 @@ import errno
 import os
 import resource
 import socket
+import sys
 
 SCMP_ACT_ALLOW = 0x7FFF0000
+# The runner is killed (SIGSYS, uncatchable) for a system call only an attack makes: kgym reads the signal as
+# the hack `sandbox_violation`, so an attempt is never merely a failed call the candidate can catch and pass.
+SCMP_ACT_KILL_PROCESS = 0x80000000
 
 
 def SCMP_ACT_ERRNO(e):
@@ -29,6 +37,7 @@ def SCMP_ACT_ERRNO(e):
 
 
 SCMP_CMP_NE = 1
+SCMP_CMP_MASKED_EQ = 7
 
 
 class _ArgCmp(ctypes.Structure):
@@ -36,7 +45,10 @@ class _ArgCmp(ctypes.Structure):
                 ("datum_b", ctypes.c_uint64)]
 
 
-def _seccomp(active, warnings):
+def _seccomp(active, warnings, runner=False, no_processes=False):
+    """``runner``: the runner's stricter filter (apply_runner): also io_uring, pidfd_*, the new mount API,
+    clone() with namespace flags, clone3 (ENOSYS: glibc falls back to clone, whose flags can be checked), and the
+    host-level calls (ioperm, reboot, clocks, open_by_handle_at ...)."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
@@ -63,13 +75,38 @@ def _seccomp(active, warnings):
             return lib.seccomp_rule_add_array(ctx, action, nr, 1 if cmp else 0, arr) == 0
 
         denied = []
-        if rule("socket", SCMP_ACT_ERRNO(errno.EACCES), _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0)):
+        hostile = SCMP_ACT_KILL_PROCESS if runner else None
+        if rule("socket", hostile or SCMP_ACT_ERRNO(errno.EACCES), _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0)):
             denied.append("socket(non-AF_UNIX)")
         for sc in ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "bpf",
                    "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "mount", "umount2",
                    "unshare", "setns", "chroot", "pivot_root", "init_module", "finit_module", "kexec_load"):
-            if rule(sc, SCMP_ACT_ERRNO(errno.EPERM)):
+            # perf_event_open and userfaultfd stay mere errors: profilers and allocators probe them.
+            act = hostile if hostile and sc not in ("perf_event_open", "userfaultfd") else SCMP_ACT_ERRNO(errno.EPERM)
+            if rule(sc, act):
                 denied.append(sc)
+        if runner:
+            for sc in _RUNNER_DENIED:
+                if rule(sc, hostile if sc in _RUNNER_FATAL else SCMP_ACT_ERRNO(errno.EPERM)):
+                    denied.append(sc)
+            if rule("clone3", SCMP_ACT_ERRNO(errno.ENOSYS)):
+                denied.append("clone3 (ENOSYS)")
+            ns_ok = all(rule("clone", SCMP_ACT_ERRNO(errno.EPERM), _ArgCmp(0, SCMP_CMP_MASKED_EQ, bit, bit))
+                        for bit in _CLONE_NS_FLAGS)
+            if no_processes:
+                # On the CPU nothing honest starts a process or a program once the runner is up (the Triton
+                # interpreter compiles nothing): a fork, a shell or a setsid survivor is an attack.  Threads
+                # (clone with CLONE_THREAD) stay allowed: torch and Python use them.
+                fatal = [sc for sc in ("execve", "execveat", "fork", "vfork") if rule(sc, SCMP_ACT_KILL_PROCESS)]
+                if rule("clone", SCMP_ACT_KILL_PROCESS, _ArgCmp(0, SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)):
+                    fatal.append("clone(new process)")
+                denied.extend(f"{sc} (fatal)" for sc in fatal)
+                active.append("seccomp: no new processes or programs (CPU): fork, clone of a process, execve kill "
+                              "the runner (sandbox_violation)")
+            if ns_ok:
+                denied.append("clone(new namespaces)")
+            else:
+                warnings.append("seccomp: clone() with namespace flags could not be filtered")
         rc = lib.seccomp_load(ctx)
         if rc != 0:
             warnings.append(f"seccomp not active: the kernel refused the filter ({os.strerror(-rc)}); network "
@@ -77,8 +114,22 @@ def _seccomp(active, warnings):
             return
         active.append("seccomp: no network sockets (AF_UNIX only), no ptrace or cross-process memory access")
         active.append("seccomp denies: " + ", ".join(denied))
+        if runner:
+            active.append("seccomp: a network socket, ptrace, another process's memory, io_uring, pidfds, bpf, "
+                          "mounts, namespaces, modules or a signal to another process kill the runner (SIGSYS: "
+                          "the hack sandbox_violation)")
     finally:
         lib.seccomp_release(ctx)
+
+
+_RUNNER_DENIED = ("io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_open", "pidfd_send_signal",
+                  "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+                  "mount_setattr", "open_by_handle_at", "name_to_handle_at", "ioperm", "iopl", "reboot", "swapon",
+                  "swapoff", "acct", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "quotactl",
+                  "syslog", "vhangup", "delete_module", "kexec_file_load", "lookup_dcookie", "uselib",
+                  "setdomainname", "sethostname")
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET, NEWTIME
+_CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
 
 
 class _RulesetAttr(ctypes.Structure):
@@ -158,7 +209,7 @@ def _user_processes():
     return n
 
 
-def _rlimits(job, active, warnings):
+def _rlimits(job, active, warnings, nproc=None):
     def lower(res, name, value):
         soft, hard = resource.getrlimit(res)
         new_hard = value if hard == resource.RLIM_INFINITY or hard > value else hard
@@ -171,7 +222,9 @@ def _rlimits(job, active, warnings):
     sb = job.get("sandbox") or {}
     # RLIMIT_NPROC counts every process of the user: a margin over today's count stops a fork bomb without
     # breaking Triton's compiler subprocesses.
-    lower(resource.RLIMIT_NPROC, "NPROC", _user_processes() + int(sb.get("extra_processes", 256)))
+    if nproc is None:
+        nproc = _user_processes() + int(sb.get("extra_processes", 256))
+    lower(resource.RLIMIT_NPROC, "NPROC", nproc)
     lower(resource.RLIMIT_NOFILE, "NOFILE", int(sb.get("open_files", 4096)))
     lower(resource.RLIMIT_CORE, "CORE", 0)
 
@@ -202,3 +255,482 @@ def apply(job):
     else:
         warnings.append("seccomp disabled by the policy")
     return {"active": active, "warnings": warnings}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The split evaluation: a trusted judge and an untrusted runner, both forked (through an intermediate) from the
+# zygote, which runs as root.  The intermediate calls unshare_pid() and forks the runner (PID 1 of a new pid
+# namespace); the runner calls, in this order:
+#     enter_runner_namespaces(workdir, keep_paths, active, warnings)
+#     prepare_dir_for(workdir, uid, gid)
+#     drop_privileges(uid, gid, warnings, active)
+#     apply_runner(job, active, warnings)
+# and only then reads the candidate's file.  The judge calls judge_lockdown(active, warnings).
+# Every step appends what it turned on to ``active`` and a clear sentence to ``warnings`` for what the kernel (or
+# the container) refused; none raises for a refusal.
+# ---------------------------------------------------------------------------------------------------------------
+
+_CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
+_CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+_PR_SET_DUMPABLE, _PR_GET_DUMPABLE, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 4, 3, 22, 2
+# Directories a runner never needs but that may hold the zygote's interpreter (pyenv under /root, mode 0700):
+# covered by an empty tmpfs in the runner's mount namespace, with only the Python paths bound back.
+HIDDEN_DIRS = ("/root", "/home")
+
+_libc = None
+
+
+def _lib():
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.unshare.argtypes = [ctypes.c_int]
+        _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return _libc
+
+
+def _err():
+    return os.strerror(ctypes.get_errno())
+
+
+def _unshare(flag):
+    """None on success, else the error text."""
+    if _lib().unshare(flag) != 0:
+        return _err()
+    return None
+
+
+def _mount(src, target, fstype, flags, data=None):
+    enc = (lambda x: x.encode() if isinstance(x, str) else x)
+    if _lib().mount(enc(src), enc(target), enc(fstype), flags, enc(data)) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e), target)
+
+
+def _beneath(path, top):
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def python_paths():
+    """What the interpreter itself needs to read: its prefixes, the interpreter's directory, every existing
+    sys.path entry (site-packages, the harness).  '' (the current directory) is left out."""
+    out = []
+    for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, getattr(sys, "base_exec_prefix", sys.exec_prefix),
+              os.path.dirname(os.path.realpath(sys.executable)) if sys.executable else "", *sys.path):
+        if not p:
+            continue
+        p = os.path.abspath(p)
+        for q in (os.path.normpath(p), os.path.realpath(p)):
+            if os.path.exists(q) and q not in out:
+                out.append(q)
+    return out
+
+
+def unshare_pid(warnings):
+    """In the zygote's intermediate: a new pid namespace for the children it forks next (the runner becomes its
+    PID 1).  The caller itself stays where it was.  False, with a warning, when refused."""
+    err = _unshare(_CLONE_NEWPID)
+    if err:
+        warnings.append(f"pid namespace not created ({err}): the runner sees and can address every process")
+        return False
+    return True
+
+
+def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_DIRS):
+    """In the runner (still root): new mount, network, IPC and UTS namespaces (each asked for separately), / made
+    recursively private, a fresh /proc when this process is PID 1 of a new pid namespace, and private tmpfs on
+    /tmp, /dev/shm and each existing ``hide`` directory.  ``workdir``, every ``keep_paths`` entry and the Python
+    paths stay reachable at the same absolute paths (bind-mounted back from O_PATH descriptors opened before
+    they were covered).  Ends with the current directory in ``workdir``.  Returns True when the mount namespace
+    (and so the private /tmp) is in place."""
+    names = [(_CLONE_NEWNET, "network", "the runner keeps the host's network (seccomp still refuses sockets)"),
+             (_CLONE_NEWIPC, "IPC", "System V IPC and POSIX queues are shared with the host"),
+             (_CLONE_NEWUTS, "UTS", "hostname changes would be seen by the host (seccomp refuses them)")]
+    err = _unshare(_CLONE_NEWNS)
+    mnt = err is None
+    if mnt:
+        active.append("mount namespace: private mounts")
+    else:
+        warnings.append(f"mount namespace not created ({err}): /proc, /tmp and /dev/shm are the host's")
+    for flag, name, consequence in names:
+        e = _unshare(flag)
+        if e is None:
+            active.append(f"{name} namespace" + (": no network interfaces but a down loopback"
+                                                 if flag == _CLONE_NEWNET else ""))
+        else:
+            warnings.append(f"{name} namespace not created ({e}): {consequence}")
+    if mnt:
+        try:
+            _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+        except OSError as exc:
+            warnings.append(f"mounts not made private ({exc}); the runner's mounts are left as they are")
+            mnt = False
+    if not mnt:
+        _chdir(workdir, warnings)
+        return False
+
+    covered = ["/tmp", "/dev/shm"] + [h for h in (hide or ()) if os.path.isdir(h) and not os.path.islink(h)]
+    wanted = [p for p in [workdir, *(keep_paths or ()), *python_paths()] if p]
+    wanted = sorted({os.path.realpath(p) for p in wanted if os.path.exists(p)}, key=len)
+    keep = []
+    for p in wanted:
+        if any(_beneath(p, c) for c in covered) and not any(_beneath(p, k) for k, _ in keep):
+            try:
+                keep.append((p, os.open(p, os.O_PATH | os.O_CLOEXEC)))
+            except OSError as exc:
+                warnings.append(f"{p} not kept reachable: {exc}")
+    try:
+        if os.getpid() == 1:
+            try:
+                _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+                active.append("fresh /proc: only the runner's pid namespace is visible")
+            except OSError as exc:
+                warnings.append(f"/proc not remounted ({exc}): other processes stay visible in /proc")
+        else:
+            warnings.append("/proc not remounted: the runner is not PID 1 of a new pid namespace, so other "
+                            "processes stay visible in /proc")
+        done = []
+        for c in covered:
+            try:
+                _mount("tmpfs", c, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777" if c in ("/tmp", "/dev/shm")
+                       else "mode=0755")
+                done.append(c)
+            except OSError as exc:
+                warnings.append(f"{c} not covered by a private tmpfs ({exc}); its host content stays visible")
+        if done:
+            active.append("private empty tmpfs on " + ", ".join(done))
+        kept = []
+        for p, fd in keep:
+            if not any(_beneath(p, c) for c in done):
+                continue
+            try:
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    os.makedirs(p, mode=0o755, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
+                    open(p, "a").close()
+                _mount(f"/proc/self/fd/{fd}", p, None, _MS_BIND | _MS_REC)
+                kept.append(p)
+            except OSError as exc:
+                warnings.append(f"{p} not bound back after covering its parent ({exc}); it is unreachable")
+        if kept:
+            active.append("kept reachable at the same paths: " + ", ".join(kept))
+    finally:
+        for _, fd in keep:
+            os.close(fd)
+    _chdir(workdir, warnings)
+    return True
+
+
+def _chdir(workdir, warnings):
+    if workdir:
+        try:
+            os.chdir(workdir)
+        except OSError as exc:
+            warnings.append(f"cannot enter the workdir {workdir}: {exc}")
+
+
+def prepare_dir_for(path, uid, gid, warnings=None):
+    """chown ``path`` and everything beneath it (symlinks themselves, never their targets) to uid:gid, so the
+    runner can use its workdir after drop_privileges.  Returns how many entries were changed."""
+    n = 0
+
+    def one(p):
+        nonlocal n
+        try:
+            os.lchown(p, uid, gid)
+            n += 1
+        except OSError as exc:
+            if warnings is not None:
+                warnings.append(f"cannot chown {p} to {uid}:{gid}: {exc}")
+
+    one(path)
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            one(os.path.join(root, name))
+    return n
+
+
+def _reachable(path, uid, gid):
+    """Whether uid:gid (no supplementary groups) can traverse every directory down to ``path`` and read it."""
+    parts = os.path.realpath(path).split("/")
+    for i in range(1, len(parts) + 1):
+        d = "/".join(parts[:i]) or "/"
+        try:
+            st = os.stat(d)
+        except OSError:
+            return False
+        bits = 6 if st.st_uid == uid else 3 if st.st_gid == gid else 0
+        need = 0o5 if i == len(parts) and os.path.isdir(d) else 0o1 if i < len(parts) else 0o4
+        if ((st.st_mode >> bits) & 0o7) & need != need:
+            return False
+    return True
+
+
+def drop_privileges(uid, gid, warnings, active):
+    """setgroups([]), setresgid(gid), setresuid(uid): the runner becomes an unprivileged user, with no
+    capabilities.  Refuses (False, with a warning) when that user could not read the interpreter's own files
+    (e.g. a Python under /root while /root is not covered by enter_runner_namespaces), since the evaluation would
+    then fail for every candidate."""
+    if os.getuid() == uid and os.geteuid() == uid:
+        active.append(f"unprivileged uid {uid}")
+        return True
+    blocked = [p for p in python_paths() if not _reachable(p, uid, gid)]
+    if blocked:
+        warnings.append(f"privileges not dropped: uid {uid} could not read the interpreter's files ("
+                        + ", ".join(blocked[:3]) + "); the runner stays root")
+        return False
+    try:
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except OSError as exc:
+        warnings.append(f"privileges not dropped ({exc}): the runner runs as uid {os.getuid()}")
+        return False
+    active.append(f"unprivileged uid {uid}, gid {gid}, no supplementary groups, no capabilities")
+    return True
+
+
+_ENV_KEEP = {"PATH", "LANG", "LANGUAGE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
+             "CUDA_PATH", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "NVIDIA_VISIBLE_DEVICES",
+             "NVIDIA_DRIVER_CAPABILITIES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+             "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONUNBUFFERED"}
+_ENV_SECRET = ("TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def _env_allowed(name, extra=()):
+    up = name.upper()
+    if up.startswith("KGYM_") or any(s in up for s in _ENV_SECRET):
+        return False
+    return (name in _ENV_KEEP or name in extra or name.startswith("LC_") or name.startswith("TRITON_")
+            or (name.startswith("PYTORCH_") and ("CUDA" in name or "NVML" in name)))
+
+
+def clean_environment(workdir, extra=(), active=None):
+    """os.environ reduced to the allowlist; HOME is the workdir and TMPDIR (and tempfile.tempdir) workdir/tmp.
+    Returns the names removed."""
+    removed = sorted(k for k in os.environ if not _env_allowed(k, extra))
+    for k in removed:
+        del os.environ[k]
+    if workdir:
+        tmp = os.path.join(workdir, "tmp")
+        os.makedirs(tmp, mode=0o700, exist_ok=True)
+        os.environ["HOME"] = workdir
+        os.environ["TMPDIR"] = tmp
+        import tempfile
+
+        tempfile.tempdir = tmp
+    if active is not None:
+        active.append(f"clean environment ({len(removed)} variables removed; HOME and TMPDIR in the workdir)")
+    return removed
+
+
+# Landlock filesystem rights (ABI 1: bits 0-12; REFER: ABI 2; TRUNCATE: ABI 3; IOCTL_DEV: ABI 5).
+_LL_EXECUTE, _LL_WRITE_FILE, _LL_READ_FILE, _LL_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_LL_REFER, _LL_TRUNCATE, _LL_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+
+
+class _RulesetAttrV6(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+def landlock_runner(read, readwrite, active, warnings):
+    """Landlock for reads as well as writes: ``read`` paths (read, list, execute), ``readwrite`` paths (all
+    rights); nothing else can be opened.  From ABI 4 TCP bind/connect are handled too (never granted), from
+    ABI 6 signals and abstract unix sockets are scoped to the runner's own domain."""
+    libc = _lib()
+    abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    if abi < 1:
+        warnings.append(f"landlock not active ({_err()}): the runner can read and write wherever its uid can")
+        return False
+    fs = sum(1 << b for b in range(13))
+    file_rights = _LL_EXECUTE | _LL_WRITE_FILE | _LL_READ_FILE
+    if abi >= 2:
+        fs |= _LL_REFER
+    if abi >= 3:
+        fs |= _LL_TRUNCATE
+        file_rights |= _LL_TRUNCATE
+    if abi >= 5:
+        fs |= _LL_IOCTL_DEV
+        file_rights |= _LL_IOCTL_DEV
+    attr = _RulesetAttrV6(fs, 0b11 if abi >= 4 else 0, 0b11 if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    fd = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        warnings.append(f"landlock not active ({_err()}): the runner can read and write wherever its uid can")
+        return False
+    readable = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR | (_LL_IOCTL_DEV if abi >= 5 else 0)
+    try:
+        granted = {"read": [], "read+write": []}
+        for kind, paths, rights in (("read", read, readable), ("read+write", readwrite, fs)):
+            for path in paths:
+                try:
+                    pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                try:
+                    mask = rights if os.path.isdir(path) else rights & file_rights
+                    rule = _PathBeneath(mask, pfd)
+                    if libc.syscall(_SYS_LANDLOCK_ADD_RULE, fd, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule),
+                                    ctypes.c_uint32(0)) == 0:
+                        granted[kind].append(path)
+                    else:
+                        warnings.append(f"landlock: no rule for {path} ({_err()})")
+                finally:
+                    os.close(pfd)
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(
+                _SYS_LANDLOCK_RESTRICT_SELF, fd, ctypes.c_uint32(0)) != 0:
+            warnings.append(f"landlock not active ({_err()}): the runner can read and write wherever its uid can")
+            return False
+        active.append(f"landlock (ABI {abi}): reads only beneath " + ", ".join(granted["read"]))
+        active.append("landlock: reads and writes only beneath " + ", ".join(granted["read+write"]))
+        if abi >= 4:
+            active.append("landlock: no TCP bind or connect")
+        if abi >= 6:
+            active.append("landlock: signals and abstract unix sockets scoped to the runner")
+        return True
+    finally:
+        os.close(fd)
+
+
+def runner_paths(job):
+    """(read, readwrite) for landlock_runner."""
+    sb = job.get("sandbox") or {}
+    workdir = job.get("workdir")
+    read = python_paths() + ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
+                             "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"]
+    try:
+        # The GPU: CUDA opens /dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm ... read-write and ioctls them.
+        gpu = sorted("/dev/" + n for n in os.listdir("/dev") if n.startswith("nvidia"))
+    except OSError:
+        gpu = []
+    try:
+        read += sorted("/usr/local/" + n for n in os.listdir("/usr/local") if n.startswith("cuda"))
+    except OSError:
+        pass
+    read += ["/usr/local/nvidia"] + list(sb.get("readable", []))
+    read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
+    rw = [workdir, os.environ.get("TMPDIR"), "/dev/shm", *gpu, *sb.get("writable", [])]
+    rw = [p for p in dict.fromkeys(rw) if p and os.path.exists(p)]
+    # /dev/null and /dev/zero are written to as well (files: only file rights are granted on them).
+    rw += [p for p in ("/dev/null", "/dev/zero") if os.path.exists(p)]
+    return read, rw
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+# Denied by killing the runner (see SCMP_ACT_KILL_PROCESS): the rest of _RUNNER_DENIED is only refused.
+_RUNNER_FATAL = frozenset(("io_uring_setup", "io_uring_enter", "io_uring_register", "pidfd_open",
+                           "pidfd_send_signal", "fsopen", "fsconfig", "fsmount", "fspick", "move_mount", "open_tree",
+                           "mount_setattr", "open_by_handle_at", "kexec_file_load", "delete_module"))
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_uint16), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _signal_filter(pid, pgrp):
+    """A raw BPF seccomp program: kill() only to 0, ``pid`` or -``pgrp``; tkill/tgkill only with tid/tgid ==
+    ``pid`` (EPERM otherwise).  The low 32 bits of the argument are compared: the kernel reads pid_t as int."""
+    import platform
+
+    m = platform.machine()
+    if m in ("x86_64", "AMD64"):
+        arch, kill, tkill, tgkill = 0xC000003E, 62, 200, 234
+    elif m in ("aarch64", "arm64"):
+        arch, kill, tkill, tgkill = 0xC00000B7, 129, 130, 131
+    else:
+        return None
+    LD, JEQ, JSET, RET = 0x20, 0x15, 0x45, 0x06
+    # A signal to any other process kills the runner (SIGSYS): kgym reads that as sandbox_violation.
+    ALLOW, DENY = 0x7FFF0000, 0x80000000
+    ok = [0, pid & 0xFFFFFFFF] + ([(-pgrp) & 0xFFFFFFFF] if pgrp > 0 else [])
+    prog = []  # entries: (code, jt, jf, k) where jt/jf may be label names
+
+    def emit(code, k, jt=0, jf=0):
+        prog.append([code, jt, jf, k])
+
+    emit(LD, 4)                                  # arch
+    emit(JEQ, arch, 1, 0)
+    emit(RET, ALLOW)                             # another arch: libseccomp's filter kills it
+    emit(LD, 0)                                  # nr
+    emit(JSET, 0x40000000, "deny", 0)            # x32 numbers
+    emit(JEQ, kill, "kill", 0)
+    emit(JEQ, tkill, "tk", 0)
+    emit(JEQ, tgkill, "tk", 0)
+    emit(RET, ALLOW)
+    labels = {"kill": len(prog)}
+    emit(LD, 16)                                 # args[0], low half
+    for v in ok:
+        emit(JEQ, v, "allow", 0)
+    emit(RET, DENY)
+    labels["tk"] = len(prog)
+    emit(LD, 16)
+    emit(JEQ, pid & 0xFFFFFFFF, "allow", 0)
+    labels["deny"] = len(prog)
+    emit(RET, DENY)
+    labels["allow"] = len(prog)
+    emit(RET, ALLOW)
+    arr = (_SockFilter * len(prog))()
+    for i, (code, jt, jf, k) in enumerate(prog):
+        jt = labels[jt] - i - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - i - 1 if isinstance(jf, str) else jf
+        arr[i] = _SockFilter(code, jt, jf, k)
+    return arr
+
+
+def _seccomp_signals(active, warnings):
+    pid, pgrp = os.getpid(), os.getpgrp()
+    arr = _signal_filter(pid, pgrp)
+    if arr is None:
+        warnings.append("seccomp signal filter not active: unknown architecture; kill() is not restricted")
+        return False
+    prog = _SockFprog(len(arr), arr)
+    libc = _lib()
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(
+            _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(prog), 0, 0) != 0:
+        warnings.append(f"seccomp signal filter not active ({_err()}): kill() is not restricted")
+        return False
+    who = f"pid {pid}" + (f" or its process group {pgrp}" if pgrp > 0 else "") + " (and kill(0, ...))"
+    active.append(f"seccomp: signals only to the runner itself: {who}")
+    return True
+
+
+_CLONE_THREAD = 0x00010000
+
+
+def apply_runner(job, active, warnings):
+    """The runner's last lockdown, after the namespaces and the uid drop, before the candidate is read: a clean
+    environment, rlimits (NPROC fixed: the uid is the job's own), Landlock on reads and writes, then seccomp
+    (the runner filter plus the signal filter)."""
+    sb = job.get("sandbox") or {}
+    workdir = job.get("workdir")
+    clean_environment(workdir, tuple(sb.get("env_keep", ())), active)
+    _rlimits(job, active, warnings, nproc=int(sb.get("processes", 512)))
+    if sb.get("landlock", True):
+        read, rw = runner_paths(job)
+        landlock_runner(read, rw, active, warnings)
+    else:
+        warnings.append("landlock disabled by the job: the runner can read and write wherever its uid can")
+    if sb.get("seccomp", True):
+        _seccomp_signals(active, warnings)
+        _seccomp(active, warnings, runner=True, no_processes=str(job.get("device", "cpu")) == "cpu")
+    else:
+        warnings.append("seccomp disabled by the policy")
+    return {"active": active, "warnings": warnings}
+
+
+def judge_lockdown(active, warnings):
+    """The judge: not dumpable, so processes of the same uid can neither ptrace it nor open /proc/<pid>/mem,
+    environ or fds."""
+    libc = _lib()
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        warnings.append(f"judge stays dumpable ({_err()}): same-uid processes could ptrace it")
+        return False
+    active.append("judge not dumpable: no ptrace or /proc/<pid>/mem from the same uid")
+    return True

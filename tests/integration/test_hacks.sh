@@ -117,12 +117,13 @@ if [ -d "$KB/level1" ]; then
         ok "level1/19 (ReLU of rand >= 0) is marked degenerate: output_equals_input"
     else bad "degenerate level1/19" "$(cat "$TMP/err"; jget "$TMP/relu.json" 'r["verdict"], r["degenerate"]')"; fi
 fi
-# The honest suite (tests/honest.jsonl: examples/*/correct.py + tests/kernelbench/level{1,2}/*/honest.py) must
+# The honest suite (tests/honest.jsonl: examples/*/correct.py + tests/kernelbench/level{1,2}/*/honest.py +
+# tests/fixtures/honest/*.py, the policy's honest idioms) must
 # stay correct.  Its verdicts are checked by test_kernelbench.sh and test_bench_cli.sh (no second run here); this
 # checks the manifest is complete.  Run it alone with: kgym bench --jsonl tests/honest.jsonl --check
-n=$(ls examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py | wc -l)
+n=$(ls examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py tests/fixtures/honest/*.py | wc -l)
 m=$(grep -c '"expect": "correct"' tests/honest.jsonl)
-missing=$(for f in examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py; do
+missing=$(for f in examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py tests/fixtures/honest/*.py; do
     grep -q "\"$f\"" tests/honest.jsonl || echo "$f"; done)
 if [ "$n" -ge 25 ] && [ "$n" = "$m" ] && [ -z "$missing" ]; then
     ok "tests/honest.jsonl lists all $n honest candidates (expect correct)"

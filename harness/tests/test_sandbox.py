@@ -1,0 +1,714 @@
+"""The runner/judge sandbox (kgym_harness.sandbox): each test forks, locks the child down as the zygote's runner
+will be, tries hostile actions and the honest path inside, and reports over a pipe.  Needs root (as on CI and on
+the GPU machines); skipped otherwise."""
+
+import ctypes
+import errno
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import tempfile
+import traceback
+
+import pytest
+
+from kgym_harness import sandbox
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the runner sandbox is set up by root (the zygote)")
+
+HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(HARNESS)
+RUNNER_UID = 60000 + 7
+_SYS_IO_URING_SETUP = 425  # x86-64 and arm64 (generic numbering)
+
+
+def _collect(fn, timeout=240):
+    """Fork; fn(report) runs in the child and fills the dict ``report``; the dict comes back over a pipe.  A child
+    that dies or hangs fails the test."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        rep = {}
+        try:
+            fn(rep)
+        except BaseException:
+            rep["exception"] = traceback.format_exc()
+        try:
+            os.write(w, json.dumps(rep, default=str).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    try:
+        while True:
+            ready, _, _ = select.select([r], [], [], timeout)
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                pytest.fail(f"the sandboxed child hung (so far: {data[:2000]!r})")
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        os.waitpid(pid, 0)
+    assert data, "the sandboxed child died without a report"
+    rep = json.loads(data)
+    assert "exception" not in rep, rep["exception"]
+    return rep
+
+
+def _in_new_pid_ns(runner, rep):
+    """The zygote's intermediate: unshare_pid, fork the runner (PID 1 of the new namespace), relay its report."""
+    warnings = []
+    rep["unshare_pid"] = sandbox.unshare_pid(warnings)
+    rep["intermediate_warnings"] = warnings
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        sub = {}
+        try:
+            runner(sub)
+        except BaseException:
+            sub["exception"] = traceback.format_exc()
+        try:
+            os.write(w, json.dumps(sub, default=str).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 16):
+        data += chunk
+    os.waitpid(pid, 0)
+    rep.update(json.loads(data) if data else {"exception": "the runner died without a report"})
+
+
+def _errno_of(fn):
+    try:
+        fn()
+        return 0
+    except OSError as exc:
+        return exc.errno
+
+
+def _io_uring_setup():
+    libc = ctypes.CDLL(None, use_errno=True)
+    params = ctypes.create_string_buffer(120)
+    fd = libc.syscall(ctypes.c_long(_SYS_IO_URING_SETUP), ctypes.c_uint(4), params)
+    if fd >= 0:
+        os.close(fd)
+        return 0
+    return ctypes.get_errno()
+
+
+@pytest.fixture
+def world(monkeypatch):
+    """What lies outside the runner: a secret file beside (not in) the workdir, a listening TCP socket, a token
+    in the environment, a repository file not on sys.path."""
+    workdir = tempfile.mkdtemp(prefix="kgym-runner-", dir="/var/tmp")
+    outside = tempfile.mkdtemp(prefix="kgym-outside-", dir="/var/tmp")
+    os.chmod(outside, 0o755)
+    secret = os.path.join(outside, "secret.txt")
+    with open(secret, "w") as f:
+        f.write("expected output")
+    os.chmod(secret, 0o644)  # world-readable: only Landlock stands in the way
+    repo_file = os.path.join(REPO, "README.md")
+    assert os.path.exists(repo_file)
+    # `python -m pytest` puts the current directory (the repository) on sys.path; the zygote must not run with
+    # it there, and the runner here takes it off (see _lockdown).
+    assert not any(sandbox._beneath(repo_file, p) for p in sandbox.python_paths() if p != REPO), "pick another"
+    lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lst.bind(("127.0.0.1", 0))
+    lst.listen(4)
+    monkeypatch.setenv("KGYM_TOKEN", "kgym-secret-token")
+    monkeypatch.setenv("MY_API_KEY", "abc")
+    monkeypatch.setenv("TRITON_DEBUG_TOKEN", "abc")
+    probe = f"kgym_probe_{os.getpid()}"
+    lst.setblocking(False)  # accept() raises BlockingIOError while nobody has connected
+    yield dict(workdir=workdir, secret=secret, repo_file=repo_file, port=lst.getsockname()[1], parent=os.getpid(),
+               probe=probe, listener=lst)
+    lst.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(outside, ignore_errors=True)
+    for d in ("/tmp", "/dev/shm"):
+        try:
+            os.unlink(os.path.join(d, probe))
+        except OSError:
+            pass
+
+
+def _lockdown(world, rep, device="cpu", seccomp=True):
+    """The runner's sequence, as the zygote's runner will call it, with probes of the namespace stage.
+    ``device`` goes into the job: "cpu" (the default of a job without one) makes new processes and programs fatal,
+    "cuda" keeps them allowed (no CUDA is used here)."""
+    import sys
+
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
+    active, warnings = [], []
+    job = {"workdir": world["workdir"], "device": device, "sandbox": {} if seccomp else {"seccomp": False}}
+    rep["ns"] = sandbox.enter_runner_namespaces(world["workdir"], [], active, warnings)
+    rep["pid_in_ns"] = os.getpid()
+    rep["ppid_in_ns"] = os.getppid()
+    rep["tmp_listing"] = os.listdir("/tmp")
+    rep["shm_listing"] = os.listdir("/dev/shm")
+    for d in ("/tmp", "/dev/shm"):
+        with open(os.path.join(d, world["probe"]), "w") as f:
+            f.write("private")
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    rep["netns_connect_errno"] = _errno_of(lambda: s.connect(("127.0.0.1", world["port"])))
+    s.close()
+    sandbox.prepare_dir_for(world["workdir"], RUNNER_UID, RUNNER_UID, warnings)
+    rep["dropped"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+    sandbox.apply_runner(job, active, warnings)
+    rep["active"], rep["warnings"] = active, warnings
+    return job, active, warnings
+
+
+def _sandbox_warnings(warnings):
+    return [x for x in warnings if "landlock" in x or "seccomp" in x]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Fatal system calls: each hostile action runs in its own freshly locked-down runner, which must die by SIGSYS.
+# ---------------------------------------------------------------------------------------------------------------
+
+def _send(fd, obj):
+    os.write(fd, (json.dumps(obj, default=str) + "\n").encode())
+
+
+def _hostile_status(world, action, mode, device="cpu", timeout=60):
+    """Fork an intermediate, which forks a fresh runner, locks it down and runs ``action(target, world)``.
+
+    mode "runner": the zygote's whole sequence (_lockdown) in a new pid namespace (the runner is its PID 1);
+    ``target`` is pytest's pid (which names nobody inside that namespace).
+    mode "bare": apply_runner alone, still root, with Landlock off, in the host's pid and network namespaces, so
+    that only seccomp stands between the runner and ``target``: the intermediate, its parent (root as well).
+
+    Returns (lockdown report, what the runner said after the action or None, the runner's wait status, the
+    intermediate's wait status)."""
+    r, w = os.pipe()
+    mid = os.fork()
+    if mid == 0:
+        try:
+            os.close(r)
+            if mode == "runner":
+                warnings = []
+                if not sandbox.unshare_pid(warnings):
+                    _send(w, {"exception": f"unshare_pid refused: {warnings}"})
+                    os._exit(3)
+            runner = os.fork()
+            if runner == 0:
+                rep = {}
+                try:
+                    if mode == "runner":
+                        _lockdown(world, rep, device=device)
+                        target = world["parent"]
+                    else:
+                        import sys
+
+                        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
+                        active, warnings = [], []
+                        target = os.getppid()
+                        sandbox.apply_runner({"workdir": world["workdir"], "device": device,
+                                              "sandbox": {"landlock": False}}, active, warnings)
+                        rep["active"], rep["warnings"] = active, warnings
+                    rep["target"] = target
+                    _send(w, {"locked": rep})
+                except BaseException:
+                    _send(w, {"exception": traceback.format_exc()})
+                    os._exit(4)
+                try:
+                    _send(w, {"survived": repr(action(target, world))})
+                except OSError as exc:
+                    _send(w, {"survived": f"OSError errno {exc.errno} ({exc})"})
+                except BaseException:
+                    _send(w, {"survived": traceback.format_exc()})
+                os._exit(0)
+            _send(w, {"runner": runner})
+            _send(w, {"status": os.waitpid(runner, 0)[1]})
+        except BaseException:
+            try:
+                _send(w, {"exception": traceback.format_exc()})
+            except BaseException:
+                pass
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    try:
+        while True:
+            ready, _, _ = select.select([r], [], [], timeout)
+            if not ready:
+                os.kill(mid, signal.SIGKILL)
+                for line in data.decode().splitlines():
+                    if "runner" in json.loads(line):
+                        try:
+                            os.kill(json.loads(line)["runner"], signal.SIGKILL)
+                        except OSError:
+                            pass
+                pytest.fail(f"the hostile runner hung (so far: {data[:2000]!r})")
+            chunk = os.read(r, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        os.close(r)
+        mid_status = os.waitpid(mid, 0)[1]
+    out = {}
+    for line in data.decode().splitlines():
+        out.update(json.loads(line))
+    assert "exception" not in out, out["exception"]
+    assert "locked" in out and "status" in out, out
+    return out["locked"], out.get("survived"), out["status"], mid_status
+
+
+_ARCH = {"x86_64": dict(clone=56, tgkill=234, perf_event_open=298, userfaultfd=323),
+         "aarch64": dict(clone=220, tgkill=131, perf_event_open=241, userfaultfd=282)}.get(os.uname().machine)
+_SYS_PIDFD_OPEN, _SYS_CLONE3 = 434, 435  # generic numbering: x86-64 and arm64
+
+
+def _syscall(nr, *args):
+    """The raw system call; OSError on failure (so a call the filter merely refuses is reported, not fatal)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    ret = libc.syscall(ctypes.c_long(nr), *[ctypes.c_long(a) for a in args])
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return ret
+
+
+def _inet_connect(target, world):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(("127.0.0.1", world["port"]))
+    return "connected"
+
+
+def _inet6_socket(target, world):
+    socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    return "socket"
+
+
+def _io_uring(target, world):
+    return _io_uring_setup()  # an errno, 0 on success
+
+
+def _ptrace_attach(target, world):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    if libc.ptrace(16, target, None, None) != 0:  # PTRACE_ATTACH
+        raise OSError(ctypes.get_errno(), "ptrace")
+    return "attached"
+
+
+def _kill0(target, world):
+    os.kill(target, 0)
+    return "signalled"
+
+
+def _kill9(target, world):
+    os.kill(target, signal.SIGKILL)
+    return "killed"
+
+
+def _tgkill9(target, world):
+    return _syscall(_ARCH["tgkill"], target, target, signal.SIGKILL)
+
+
+def _kill_everyone0(target, world):
+    os.kill(-1, 0)
+    return "signalled"
+
+
+def _unshare_ns(target, world):
+    return _syscall(_SYS_UNSHARE, 0x00020000)  # CLONE_NEWNS
+
+
+def _mount_tmpfs(target, world):
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+    if libc.mount(b"tmpfs", world["workdir"].encode(), b"tmpfs", 0, None) != 0:
+        raise OSError(ctypes.get_errno(), "mount")
+    return "mounted"
+
+
+def _pidfd_open(target, world):
+    return _syscall(_SYS_PIDFD_OPEN, target, 0)
+
+
+def _fork(target, world):
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return "forked"
+
+
+def _execv(target, world):
+    os.execv("/bin/true", ["true"])
+
+
+_SYS_UNSHARE = {"x86_64": 272, "aarch64": 97}.get(os.uname().machine, -1)
+
+_RUNNER, _BARE = "runner", "bare"
+_FATAL = [
+    ("inet-socket", _inet_connect, (_RUNNER, _BARE)),
+    ("inet6-socket", _inet6_socket, (_RUNNER,)),
+    ("io_uring_setup", _io_uring, (_RUNNER,)),
+    ("ptrace-attach", _ptrace_attach, (_RUNNER, _BARE)),
+    ("kill-parent-0", _kill0, (_RUNNER, _BARE)),
+    ("kill-parent-SIGKILL", _kill9, (_RUNNER, _BARE)),
+    ("tgkill-parent", _tgkill9, (_RUNNER, _BARE)),
+    ("kill-everyone-0", _kill_everyone0, (_RUNNER, _BARE)),
+    ("unshare-newns", _unshare_ns, (_RUNNER,)),
+    ("mount", _mount_tmpfs, (_RUNNER,)),
+    ("pidfd_open-parent", _pidfd_open, (_RUNNER, _BARE)),
+    ("fork-on-cpu", _fork, (_RUNNER,)),
+    ("execv-on-cpu", _execv, (_RUNNER,)),
+]
+# Hostile calls stay fatal on a GPU runner too (only processes and exec are allowed there).
+_FATAL_CUDA = ("inet-socket", "kill-parent-SIGKILL", "mount", "io_uring_setup")
+
+
+@pytest.mark.skipif(_ARCH is None, reason="system call numbers known for x86-64 and arm64 only")
+@pytest.mark.parametrize("action,mode,device", [
+    pytest.param(fn, mode, "cpu", id=f"{name}-{mode}") for name, fn, modes in _FATAL for mode in modes
+] + [pytest.param(fn, _RUNNER, "cuda", id=f"{name}-runner-cuda") for name, fn, _ in _FATAL if name in _FATAL_CUDA])
+def test_hostile_call_kills_the_runner_by_sigsys(world, action, mode, device):
+    locked, survived, status, mid_status = _hostile_status(world, action, mode, device)
+    # The lockdown took hold before the hostile call.
+    assert not [x for x in locked["warnings"] if "seccomp" in x], locked["warnings"]
+    assert any(x.startswith("seccomp: signals only to the runner itself") for x in locked["active"]), locked
+    assert any("kill the runner (SIGSYS" in x for x in locked["active"]), locked["active"]
+    assert any("no new processes or programs" in x for x in locked["active"]) == (device == "cpu"), locked
+    if mode == _RUNNER:
+        assert locked["ns"] and locked["dropped"] and locked["pid_in_ns"] == 1, locked
+        assert not _sandbox_warnings(locked["warnings"]), locked["warnings"]
+    # The hostile call killed the runner (SIGSYS from seccomp), it did not merely fail.
+    assert survived is None, f"the runner survived the hostile call: {survived}"
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS, \
+        f"wait status {status:#x}: {'signal ' + str(os.WTERMSIG(status)) if os.WIFSIGNALED(status) else 'exit'}"
+    # ... and its effect did not happen: the intermediate (the runner's parent, the target in mode "bare") and
+    # pytest are alive, and the TCP listener got no connection.
+    assert os.WIFEXITED(mid_status) and os.WEXITSTATUS(mid_status) == 0, f"intermediate status {mid_status:#x}"
+    with pytest.raises(BlockingIOError):
+        world["listener"].accept()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Refused (errno) calls and the honest path.
+# ---------------------------------------------------------------------------------------------------------------
+
+def _errno_of_syscall(nr, *args):
+    return _errno_of(lambda: _syscall(nr, *args))
+
+
+def test_runner_is_locked_down_and_honest_work_still_runs(world):
+    """A CPU runner (the job's default device): the namespace stage, the calls that are only refused (errno),
+    and the honest path: threads, torch and a Triton kernel under TRITON_INTERPRET=1, its workdir."""
+    def runner(rep):
+        os.environ["TRITON_INTERPRET"] = "1"
+        _lockdown(world, rep)
+        # Hostile, merely refused.
+        rep["secret_errno"] = _errno_of(lambda: open(world["secret"]).read())
+        rep["repo_errno"] = _errno_of(lambda: open(world["repo_file"]).read())
+        rep["root_listing_errno"] = _errno_of(lambda: os.listdir("/work"))
+        if _ARCH:
+            rep["clone_newuser_errno"] = _errno_of_syscall(_ARCH["clone"], 0x10000000 | signal.SIGCHLD, 0, 0, 0, 0)
+            rep["perf_event_open_errno"] = _errno_of_syscall(_ARCH["perf_event_open"], 0, 0, -1, -1, 0)
+            rep["userfaultfd_errno"] = _errno_of_syscall(_ARCH["userfaultfd"], 0)
+            rep["clone3_errno"] = _errno_of_syscall(_SYS_CLONE3, 0, 0)
+        rep["pgrp_in_ns"] = os.getpgrp()
+        rep["proc_pids"] = sorted(int(d) for d in os.listdir("/proc") if d.isdigit())
+        rep["env"] = dict(os.environ)
+        rep["uid"] = (os.getuid(), os.geteuid(), os.getgid(), os.getgroups())
+        # Honest.
+        import threading
+
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+        x, y = torch.arange(8, dtype=torch.float32), torch.ones(8)
+        out = torch.empty(8)
+        add[(1,)](x, y, out, 8, BLOCK=8)
+        rep["triton_ok"] = torch.equal(out, x + y)
+        seen = []
+        threads = [threading.Thread(target=lambda i=i: seen.append(i * i)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        rep["threads"] = sorted(seen)
+        rep["pthread_kill_errno"] = _errno_of(lambda: signal.pthread_kill(threading.get_ident(), 0))
+        path = os.path.join(world["workdir"], "scratch.txt")
+        with open(path, "w") as f:
+            f.write("hello")
+        rep["workdir_rw"] = open(path).read()
+        with tempfile.NamedTemporaryFile() as f:
+            rep["tempfile"] = f.name
+        rep["kill_self_errno"] = _errno_of(lambda: os.kill(os.getpid(), 0))
+        rep["kill_group_errno"] = _errno_of(lambda: os.kill(0, 0))
+
+    rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
+    assert "exception" not in rep, rep["exception"]
+    w = world
+    # The namespace stage.
+    assert rep["unshare_pid"] and rep["pid_in_ns"] == 1 and rep["ns"], rep
+    assert rep["tmp_listing"] == [] and rep["shm_listing"] == [], rep
+    assert not os.path.exists(f"/tmp/{w['probe']}") and not os.path.exists(f"/dev/shm/{w['probe']}")
+    assert rep["netns_connect_errno"] in (errno.ENETUNREACH, errno.ECONNREFUSED, errno.EADDRNOTAVAIL), rep
+    assert rep["dropped"], rep["warnings"]
+    assert any("no new processes or programs (CPU)" in x for x in rep["active"]), rep["active"]
+    # Hostile actions that are only refused.
+    assert rep["secret_errno"] == errno.EACCES
+    assert rep["repo_errno"] == errno.EACCES
+    assert rep["root_listing_errno"] == errno.EACCES
+    if _ARCH:
+        assert rep["clone_newuser_errno"] == errno.EPERM
+        assert rep["perf_event_open_errno"] == errno.EPERM  # unfiltered, a NULL attr would give EFAULT
+        assert rep["userfaultfd_errno"] == errno.EPERM
+        assert rep["clone3_errno"] == errno.ENOSYS  # unfiltered: EINVAL
+    assert rep["pgrp_in_ns"] == 0  # the group leader is outside
+    assert w["parent"] not in rep["proc_pids"] and rep["proc_pids"] == [1], rep["proc_pids"]
+    assert rep["ppid_in_ns"] == 0
+    assert "KGYM_TOKEN" not in rep["env"] and "MY_API_KEY" not in rep["env"] and "TRITON_DEBUG_TOKEN" not in rep["env"]
+    assert rep["env"]["HOME"] == w["workdir"] and rep["env"]["TMPDIR"] == os.path.join(w["workdir"], "tmp")
+    assert rep["env"].get("TRITON_INTERPRET") == "1"
+    assert rep["uid"] == [RUNNER_UID, RUNNER_UID, RUNNER_UID, []]
+    # The honest path.
+    assert rep["triton_ok"] is True
+    assert rep["threads"] == [0, 1, 4, 9] and rep["pthread_kill_errno"] == 0
+    assert rep["workdir_rw"] == "hello" and rep["tempfile"].startswith(w["workdir"])
+    assert rep["kill_self_errno"] == 0 and rep["kill_group_errno"] == 0
+    assert os.stat(w["workdir"]).st_uid == RUNNER_UID
+    assert not _sandbox_warnings(rep["warnings"]), rep["warnings"]
+
+
+def test_cuda_runner_may_start_processes_and_programs(world):
+    """With device "cuda" (Triton's compilers run as subprocesses) fork, exec and threads stay allowed; nothing
+    of CUDA is used here."""
+    def runner(rep):
+        _lockdown(world, rep, device="cuda")
+        child = os.fork()
+        if child == 0:
+            os._exit(7)
+        rep["fork_status"] = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        import subprocess
+        import threading
+
+        rep["subprocess"] = subprocess.run(["/bin/sh", "-c", "echo ok"], capture_output=True, text=True).stdout
+        t = threading.Thread(target=lambda: rep.__setitem__("thread", "ran"))
+        t.start()
+        t.join()
+        rep["secret_errno"] = _errno_of(lambda: open(world["secret"]).read())
+
+    rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
+    assert rep["ns"] and rep["dropped"] and rep["pid_in_ns"] == 1, rep
+    assert not any("no new processes" in x for x in rep["active"]), rep["active"]
+    assert any("kill the runner (SIGSYS" in x for x in rep["active"]), rep["active"]
+    assert not _sandbox_warnings(rep["warnings"]), rep["warnings"]
+    assert rep["fork_status"] == 7 and rep["subprocess"] == "ok\n" and rep["thread"] == "ran"
+    assert rep["secret_errno"] == errno.EACCES
+
+
+@pytest.mark.parametrize("landlock", [True, False])
+def test_landlock_and_allowed_signals_without_namespaces(world, landlock):
+    """apply_runner alone (still root, no namespaces): Landlock holds even for root; the process itself, its
+    group and its threads stay reachable by signals (a signal to anything else kills the runner: see
+    test_hostile_call_kills_the_runner_by_sigsys, mode "bare"); clone() with namespace flags is refused."""
+    def child(rep):
+        import sys
+        import threading
+
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
+        active, warnings = [], []
+        sandbox.apply_runner({"workdir": world["workdir"], "sandbox": {"landlock": landlock}}, active, warnings)
+        rep["warnings"], rep["active"] = warnings, active
+        rep["secret_errno"] = _errno_of(lambda: open(world["secret"]).read())
+        rep["write_outside_errno"] = _errno_of(lambda: open(os.path.join(os.path.dirname(world["secret"]), "x"), "w"))
+        rep["kill_self_errno"] = _errno_of(lambda: os.kill(os.getpid(), 0))
+        rep["kill_group_errno"] = _errno_of(lambda: os.kill(-os.getpgrp(), 0))
+        rep["kill_zero_errno"] = _errno_of(lambda: os.kill(0, 0))
+        rep["pthread_kill_errno"] = _errno_of(lambda: signal.pthread_kill(threading.get_ident(), 0))
+        if _ARCH:
+            rep["tgkill_self_errno"] = _errno_of_syscall(_ARCH["tgkill"], os.getpid(), os.getpid(), 0)
+            rep["clone_newuser_errno"] = _errno_of_syscall(_ARCH["clone"], 0x10000000 | signal.SIGCHLD, 0, 0, 0, 0)
+        rep["uid"] = os.getuid()
+
+    rep = _collect(child)
+    assert not [x for x in rep["warnings"] if ("landlock" in x and landlock) or "seccomp" in x], rep["warnings"]
+    assert any(x.startswith("seccomp: signals only to the runner itself") for x in rep["active"]), rep["active"]
+    assert rep["uid"] == 0
+    if landlock:
+        assert rep["secret_errno"] == errno.EACCES and rep["write_outside_errno"] == errno.EACCES
+    else:
+        assert rep["secret_errno"] == 0
+    assert rep["kill_self_errno"] == 0 and rep["kill_group_errno"] == 0 and rep["kill_zero_errno"] == 0
+    assert rep["pthread_kill_errno"] == 0
+    if _ARCH:
+        assert rep["tgkill_self_errno"] == 0
+        assert rep["clone_newuser_errno"] == errno.EPERM
+
+
+def test_refused_steps_degrade_to_warnings(world):
+    """Every step repeated where the kernel refuses it says so in a warning and raises nothing.  The repeats run
+    after the uid drop but before seccomp is loaded (once loaded, unshare and mount kill the runner): the
+    first apply_runner leaves seccomp off, the second (after the repeats) loads it."""
+    def runner(rep):
+        job, active, warnings = _lockdown(world, rep, seccomp=False)
+        rep["first_warnings"] = warnings
+        later_active, later = [], []
+        rep["unshare_pid_again"] = sandbox.unshare_pid(later)
+        rep["ns_again"] = sandbox.enter_runner_namespaces(world["workdir"], ["/nonexistent"], later_active, later)
+        rep["drop_again"] = sandbox.drop_privileges(RUNNER_UID + 1, RUNNER_UID + 1, later, later_active)
+        job["sandbox"] = {}
+        sandbox.apply_runner(job, later_active, later)
+        rep["judge"] = sandbox.judge_lockdown(later_active, later)
+        rep["later"], rep["later_active"] = later, later_active
+        rep["uid_after"] = os.getuid()
+
+    rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
+    later = rep["later"]
+    assert "seccomp disabled by the policy" in rep["first_warnings"]
+    assert rep["unshare_pid_again"] is False and any(x.startswith("pid namespace not created") for x in later)
+    assert rep["ns_again"] is False and any(x.startswith("mount namespace not created") for x in later)
+    assert any(x.startswith("network namespace not created") for x in later)
+    assert rep["drop_again"] is False and any(x.startswith("privileges not dropped") for x in later)
+    assert rep["uid_after"] == RUNNER_UID
+    assert any("kill the runner (SIGSYS" in x for x in rep["later_active"]), rep["later_active"]
+    assert not [x for x in later if x.startswith("seccomp")], later
+    assert rep["judge"] is True  # PR_SET_DUMPABLE stays allowed
+
+
+def test_drop_privileges_refuses_when_the_interpreter_would_be_unreachable(monkeypatch):
+    hidden = tempfile.mkdtemp(prefix="kgym-hidden-", dir="/var/tmp")
+    inner = os.path.join(hidden, "python")
+    os.mkdir(inner)
+    os.chmod(hidden, 0o700)
+
+    def child(rep):
+        monkeypatch.setattr(sandbox, "python_paths", lambda: [inner])
+        warnings, active = [], []
+        rep["dropped"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+        rep["warnings"], rep["uid"] = warnings, os.getuid()
+        os.chmod(hidden, 0o711)
+        rep["dropped_when_reachable"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+        rep["uid2"] = os.getuid()
+
+    try:
+        rep = _collect(child)
+    finally:
+        shutil.rmtree(hidden, ignore_errors=True)
+    assert rep["dropped"] is False and rep["uid"] == 0
+    assert any("privileges not dropped" in x and inner in x for x in rep["warnings"])
+    assert rep["dropped_when_reachable"] is True and rep["uid2"] == RUNNER_UID
+
+
+@pytest.mark.parametrize("lock", [False, True])
+def test_judge_lockdown_hides_the_judge_from_its_own_uid(lock):
+    """A judge of uid U (made dumpable first) and a prober of the same uid: /proc/<judge>/environ is readable
+    unless the judge called judge_lockdown."""
+    uid = RUNNER_UID + 100
+    r, w = os.pipe()
+    judge = os.fork()
+    if judge == 0:
+        try:
+            os.close(r)
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(4, 1, 0, 0, 0)
+            out = []
+            if lock:
+                sandbox.judge_lockdown(out, out)
+            os.write(w, (str(libc.prctl(3, 0, 0, 0, 0)) + "\n").encode())
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(w)
+    try:
+        dumpable = int(os.read(r, 100).decode())
+
+        def prober(rep):
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            rep["environ_errno"] = _errno_of(lambda: open(f"/proc/{judge}/environ", "rb").read())
+            rep["mem_errno"] = _errno_of(lambda: open(f"/proc/{judge}/mem", "rb"))
+
+        rep = _collect(prober)
+    finally:
+        os.kill(judge, signal.SIGKILL)
+        os.waitpid(judge, 0)
+        os.close(r)
+    if lock:
+        assert dumpable == 0
+        assert rep["environ_errno"] == errno.EACCES and rep["mem_errno"] == errno.EACCES
+    else:
+        assert dumpable == 1 and rep["environ_errno"] == 0 and rep["mem_errno"] == 0
+
+
+def test_environment_allowlist():
+    keep = ["PATH", "LANG", "LC_ALL", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF",
+            "OMP_NUM_THREADS", "LD_LIBRARY_PATH"]
+    drop = ["KGYM_TOKEN", "KGYM_ANYTHING", "HF_TOKEN", "AWS_SECRET_ACCESS_KEY", "TRITON_API_KEY", "DB_PASSWORD",
+            "SSH_AUTH_SOCK", "PYTORCH_JIT", "HOME", "USER", "TERM"]
+    assert all(sandbox._env_allowed(k) for k in keep)
+    assert not any(sandbox._env_allowed(k) for k in drop)
+
+
+def test_workdir_and_cache_under_tmp_stay_reachable(world):
+    """A workdir and a shared (Triton) cache under /tmp are bound back at the same paths after /tmp is covered;
+    the rest of the host's /tmp is gone; the cache listed in sandbox.writable can be written."""
+    base = tempfile.mkdtemp(prefix="kgym-tmpcase-", dir="/tmp")
+    os.chmod(base, 0o755)
+    workdir, cache = os.path.join(base, "work"), os.path.join(base, "triton-cache")
+    os.mkdir(workdir)
+    os.mkdir(cache, 0o1777)
+    os.chmod(cache, 0o1777)
+    with open(os.path.join(cache, "entry"), "w") as f:
+        f.write("cached")
+    other = os.path.join(base, "other.txt")
+    with open(other, "w") as f:
+        f.write("host tmp")
+
+    def runner(rep):
+        active, warnings = [], []
+        rep["ns"] = sandbox.enter_runner_namespaces(workdir, [cache], active, warnings)
+        rep["cwd"] = os.getcwd()
+        rep["base_listing"] = sorted(os.listdir(base))
+        rep["other_exists"] = os.path.exists(other)
+        rep["tmp_listing"] = os.listdir("/tmp")
+        sandbox.prepare_dir_for(workdir, RUNNER_UID, RUNNER_UID, warnings)
+        sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+        sandbox.apply_runner({"workdir": workdir, "sandbox": {"writable": [cache]}}, active, warnings)
+        rep["cache_read"] = open(os.path.join(cache, "entry")).read()
+        with open(os.path.join(cache, "new"), "w") as f:
+            f.write("x")
+        with open(os.path.join(workdir, "w.txt"), "w") as f:
+            f.write("y")
+        rep["warnings"] = warnings
+
+    try:
+        rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
+        assert "exception" not in rep, rep["exception"]
+        assert rep["ns"] and rep["cwd"] == workdir
+        assert rep["base_listing"] == ["triton-cache", "work"] and rep["other_exists"] is False
+        assert rep["tmp_listing"] == [os.path.basename(base)]
+        assert rep["cache_read"] == "cached"
+        assert os.path.exists(os.path.join(cache, "new")) and os.path.exists(os.path.join(workdir, "w.txt"))
+        assert not [x for x in rep["warnings"] if "landlock" in x or "seccomp" in x or "not" in x], rep["warnings"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

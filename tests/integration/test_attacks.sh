@@ -1,0 +1,154 @@
+#!/bin/sh
+# Attack fixtures (tests/fixtures/attacks/, expectations in its MANIFEST.tsv): every fixture is a complete
+# candidate for the add_one task that cheats (computes where a recorder would not look, switches the harness's
+# checks off, corrupts the comparison or the reference, slips past the static checks) or is an honest kernel
+# plus one hostile action against the sandbox.  Under a secure kgym:
+#   (a) no fixture is `correct` and none earns a reward; `hacked` ones are recognised, `incorrect` ones at most
+#       break their own output;
+#   (b) no must-not-happen effect is seen: KGATK-EFFECT lines in the child's stdout, marker files under
+#       /tmp/kgym-attack-markers, kgatk-* files in /dev/shm, a TCP connection to our listener, KGYM_TOKEN in
+#       the result, a killed kgym;
+#   (c) kgym survives: every bench exits 0 and every fixture has a result;
+#   (d) no process a fixture started is alive afterwards (their names/command lines carry "kgatk-").
+# Fixtures that kill kgym's process tree or fork hundreds of processes run in benches of their own.
+# Two passes: the default policy, then (where tests/fixtures/hacks/runtime_only.json exists) static findings
+# demoted to warnings, so the runtime checks and the sandbox must stop each attack by themselves.
+. "$(dirname "$0")/lib.sh"
+T=tests/fixtures/tasks/add_one.py
+A=tests/fixtures/attacks
+M=$A/MANIFEST.tsv
+MARKERS=/tmp/kgym-attack-markers
+PORT=47311
+TOKEN="kgatk-token-$$-$(date +%s)"
+export KGYM_TOKEN="$TOKEN"
+ALONE="p_kill_parent.py p_kill_all.py p_fork_bomb.py"
+
+# A TCP listener on 127.0.0.1:$PORT that records every connection (the network probes connect to it).
+"$PY" - "$PORT" "$TMP/tcp.log" >/dev/null 2>&1 <<'PYEOF' &
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); s.settimeout(1.0)
+end = time.time() + 900
+while time.time() < end:
+    try:
+        c, peer = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(1.0)
+    try:
+        data = c.recv(200)
+    except OSError:
+        data = b""
+    with open(sys.argv[2], "a") as f:
+        f.write(f"{peer} {data!r}\n")
+    c.close()
+PYEOF
+LISTENER=$!
+trap 'kill $LISTENER 2>/dev/null; rm -rf "$TMP"' EXIT
+sleep 1
+
+# The manifest as bench jsonl files: one shared bench, and one bench per fixture that must run alone.
+: >"$TMP/main.jsonl"
+tail -n +2 "$M" | while IFS="$(printf '\t')" read -r f v m; do
+    line=$(printf '{"task": "%s", "candidate": "%s/%s"}' "$T" "$A" "$f")
+    case " $ALONE " in
+        *" $f "*) echo "$line" >"$TMP/alone-${f%.py}.jsonl" ;;
+        *) echo "$line" >>"$TMP/main.jsonl" ;;
+    esac
+done
+[ "$(tail -n +2 "$M" | wc -l)" -ge 30 ] && [ "$(ls $A/*.py | wc -l)" = "$(tail -n +2 "$M" | wc -l)" ] &&
+    ok "MANIFEST.tsv lists every fixture in $A ($(ls $A/*.py | wc -l))" || bad "MANIFEST.tsv does not match $A/*.py"
+
+# run_pass P BENCH-FLAGS...: one pass over every fixture, results in $TMP/P-*.json.
+run_pass() {
+P=$1; shift
+# Start clean: markers and /dev/shm files of an earlier run would read as this run's effects.
+rm -rf "$MARKERS"; mkdir -p "$MARKERS"; chmod 1777 "$MARKERS"
+rm -f /dev/shm/kgatk-*
+ls /dev/shm >"$TMP/shm.before" 2>/dev/null
+
+: >"$TMP/tcp.log"
+# bench NAME: runs $TMP/NAME.jsonl; (c) kgym must exit 0 and answer for every fixture.
+bench() {
+    n=$1; shift
+    "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/${n#*-}.jsonl" --jobs 2 --json --stage-timeout tiny_run=60 "$@" \
+        >"$TMP/$n.json" 2>"$TMP/$n.err"
+    rc=$?
+    if [ $rc -eq 0 ]; then ok "kgym bench survived $n (exit 0)"
+    else bad "kgym bench did not survive $n (exit $rc)" "$(tail -5 "$TMP/$n.err")"; fi
+}
+bench "$P-main" "$@"
+for f in $ALONE; do bench "$P-alone-${f%.py}" "$@"; done
+mv "$TMP/tcp.log" "$TMP/$P.tcp"
+# The survivor writes its marker 5 s after it started: give it the time.
+sleep 7
+
+# (a), (b), (c) per fixture.
+"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" >"$TMP/checks" <<'PYEOF'
+import glob, json, os, sys
+manifest, tmp, pass_, markers, token = sys.argv[1:]
+results = {}
+for path in glob.glob(os.path.join(tmp, pass_ + "-*.json")):
+    try:
+        doc = json.load(open(path))
+    except ValueError:
+        continue
+    for e in doc.get("results", []):
+        results[os.path.basename(e.get("candidate", ""))] = e
+tcp = open(os.path.join(tmp, pass_ + ".tcp")).read() if os.path.exists(os.path.join(tmp, pass_ + ".tcp")) else ""
+for line in open(manifest).read().splitlines()[1:]:
+    fixture, want, effects = line.split("\t")
+    name = fixture[:-3]
+    e = results.get(fixture)
+    if e is None:
+        print(f"FAIL {pass_}: {fixture}: no result (kgym did not answer for it)")
+        continue
+    r = e.get("result") or {}
+    verdict, reward = r.get("verdict"), r.get("reward")
+    allowed = {"hacked": {"hacked"}, "incorrect": {"incorrect", "hacked"}}.get(want)
+    good = verdict is not None and verdict != "correct" and reward == 0 and (allowed is None or verdict in allowed)
+    kinds = sorted({h.get("type") for h in r.get("hacks", [])})
+    print(("ok   " if good else "FAIL ") + f"{pass_}: {fixture}: verdict {verdict} reward {reward} hacks {kinds} "
+          f"(expected {want}, reward 0)")
+    if not good:
+        print("     " + str(r.get("feedback") or e.get("error"))[:300].replace("\n", " "))
+    proc = r.get("process") or {}
+    out = (proc.get("stdout") or "") + (proc.get("stderr") or "")
+    seen = []
+    if f"KGATK-EFFECT {name}" in out:
+        seen.append("stdout_marker: " + out.split(f"KGATK-EFFECT {name}", 1)[1].split("\n", 1)[0][:200])
+    if os.path.exists(os.path.join(markers, name)):
+        seen.append(f"marker_file {markers}/{name}")
+    shm = glob.glob(f"/dev/shm/kgatk-*{name}*")
+    if shm:
+        seen.append(f"shm_file {shm}")
+    if name in tcp:
+        seen.append("tcp_connect to the listener")
+    if token in json.dumps(e):
+        seen.append("token_leak: KGYM_TOKEN in the result")
+    print(("ok   " if not seen else "FAIL ") + f"{pass_}: {fixture}: no must-not-happen effect ({effects})"
+          + ("" if not seen else ": " + "; ".join(seen)))
+PYEOF
+while IFS= read -r l; do
+    case $l in "ok   "*) ok "${l#ok   }" ;; "FAIL "*) bad "${l#FAIL }" ;; *) echo "$l" ;; esac
+done <"$TMP/checks"
+
+# (d) nothing a fixture started is still alive, and /dev/shm holds no new file.
+# (zombies are not alive: their state in /proc/PID/stat is Z)
+alive=$(for p in $( (pgrep kgatk- ; pgrep -f 'kgatk-') 2>/dev/null | sort -u); do
+    [ "$p" != $$ ] && [ "$(cut -d')' -f2 /proc/$p/stat 2>/dev/null | awk '{print $1}')" != Z ] && [ -e /proc/$p ] && echo "$p"
+done)
+if [ -z "$alive" ]; then ok "$P: no fixture process is alive after the benches"
+else
+    bad "$P: $(echo $alive | wc -w) fixture processes still alive: $(echo $alive | cut -c1-200)" "$(ps -o pid,ppid,comm,args -p "$(echo $alive | tr ' ' ,)" 2>/dev/null)"
+    for p in $alive; do kill -9 "$p" 2>/dev/null; done
+fi
+ls /dev/shm >"$TMP/shm.after" 2>/dev/null
+new=$(comm -13 "$TMP/shm.before" "$TMP/shm.after" | grep -v '^sem\.' )
+if [ -z "$new" ]; then ok "$P: no new file left in /dev/shm"
+else bad "$P: new files left in /dev/shm: $(echo $new)"; rm -f /dev/shm/kgatk-*; fi
+}
+
+run_pass default
+[ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json
+finish
