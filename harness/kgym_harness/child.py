@@ -1,12 +1,16 @@
-"""One evaluation child: loads a task and a candidate, runs the stages and
-reports raw facts to the C supervisor, one JSON object per line on the
-protocol socket (docs/protocol.md).
+"""The judge: the trusted half of one evaluation.  It loads the task, makes the inputs, runs and times the
+reference, holds the reference outputs, the tolerances and the variant list, compares, and reports raw facts
+to the C supervisor, one JSON object per line on the protocol socket (docs/protocol.md).
 
-The child decides nothing: it says what happened (exceptions with their
-frames, per-variant comparison facts, per-call times) and C turns that into
-stages, a verdict, a reward and feedback.  Each stage is bracketed by
-``{"type": "stage", "status": "begin"}`` and an end message so that the
-supervisor can enforce per-stage time limits from outside.
+The candidate's code never runs here.  It runs in the runner (runner.py), a second process forked by the
+zygote in namespaces of its own, which this process drives over a Unix socket (transport.py): tensors go
+there in shared memory, outputs come back the same way and are compared here.  ``RemoteModel`` is the
+judge's handle on a ``ModelNew`` instance living in the runner.
+
+The judge decides nothing either: it says what happened (exceptions with their frames, per-variant
+comparison facts, per-call times) and C turns that into stages, a verdict, a reward and feedback.  Each
+stage is bracketed by ``{"type": "stage", "status": "begin"}`` and an end message so that the supervisor
+can enforce per-stage time limits from outside.
 """
 
 import ast
@@ -77,8 +81,29 @@ def _finite(x):
     return x
 
 
+class RemoteError(Exception):
+    """The candidate raised in the runner: ``facts`` is the runner's description of it."""
+
+    def __init__(self, facts):
+        self.facts = facts if isinstance(facts, dict) else {"type": "Error", "message": str(facts)}
+        super().__init__(f"{self.facts.get('type')}: {self.facts.get('message')}")
+
+
+class RunnerLost(BaseException):
+    """The runner died, hung up or broke the protocol: the candidate ended its own process.  A
+    BaseException, so no ``except Exception`` on the way mistakes it for a fact about one call: the
+    evaluation ends, and kgym reads how the runner ended from its exit status.  ``why``: "closed" (the
+    socket closed: the runner exited or closed it) or "protocol" (it sent something that is not a reply)."""
+
+    def __init__(self, message, why="closed"):
+        super().__init__(message)
+        self.why = why
+
+
 def describe_exception(exc):
     """The exception as facts: type, message and every frame of the chain."""
+    if isinstance(exc, RemoteError):
+        return exc.facts
     frames = []
     seen = set()
     cur = exc
@@ -118,6 +143,97 @@ class StageFailed(Exception):
     pass
 
 
+class RunnerLink:
+    """The judge's end of the socket to the runner: one command, one answer (runner.py lists them).
+    Runtime-guard findings the runner attaches to an answer are added to the judge's findings as the
+    runner's evidence."""
+
+    def __init__(self, sock, device, findings):
+        from . import transport
+
+        self.tp = transport
+        self.sock = sock
+        self.reader = transport.Reader(sock, "cuda" if device.startswith("cuda") else "cpu")
+        self.findings = findings
+        self.next_id = 0
+        self.seq = 0
+
+    def ask(self, obj, values=None):
+        # Every command carries a number the answer must repeat: a line the candidate writes on its end of
+        # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
+        self.seq += 1
+        try:
+            self.tp.send(self.sock, dict(obj, seq=self.seq), values)
+            reply, out = self.reader.recv()
+        except self.tp.ProtocolError as exc:
+            raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
+        except OSError as exc:
+            raise RunnerLost(str(exc)) from None
+        if reply.get("seq") != self.seq:
+            raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
+        for f in reply.pop("findings", None) or []:
+            if isinstance(f, dict) and isinstance(f.get("type"), str):
+                self.findings.append(dict(f, source="runner"))
+        return reply, out
+
+    def construct(self, init, seed, dtype):
+        """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
+        dropped there (an evaluation uses one candidate model at a time)."""
+        self.next_id += 1
+        reply, _ = self.ask({"cmd": "construct", "id": self.next_id, "seed": int(seed), "dtype": dtype,
+                             "drop_others": True}, list(init))
+        if reply.get("type") != "ok":
+            raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
+        return RemoteModel(self, self.next_id)
+
+
+class RemoteModel:
+    """A ModelNew instance that lives in the runner."""
+
+    def __init__(self, link, mid):
+        self.link, self.id = link, mid
+        self.last_ms = None
+        self.stage = None
+
+    def _ok(self, obj, values=None):
+        reply, out = self.link.ask(dict(obj, model=self.id), values)
+        if reply.get("type") != "ok":
+            raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
+        return reply, out
+
+    def call(self, args, stage, variant, poison=None):
+        """One forward on ``args`` (sent as copies); returns the output as this process's tensors."""
+        import torch
+
+        specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in _tensor_list(poison)
+                 if torch.is_tensor(t)]
+        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": variant, "poison": specs}, list(args))
+        self.last_ms = reply.get("candidate_ms")
+        return out
+
+    def __call__(self, *args):
+        return self.call(args, self.stage or "timing", "timed_inputs")
+
+    def timed(self, k, scale, flush=True):
+        reply, _ = self._ok({"cmd": "timed", "set": k, "scale": scale, "flush": flush})
+        return float(reply["ms"]), float(reply["device_ms"])
+
+    def fetch(self):
+        return self._ok({"cmd": "fetch"})[1]
+
+    def clock_block(self, k, scale, calls):
+        return [float(x) for x in self._ok({"cmd": "clock_block", "set": k, "scale": scale,
+                                            "calls": int(calls)})[0]["candidate_ms"]]
+
+    def profile(self, k, scale, calls):
+        reply, _ = self._ok({"cmd": "profile", "set": k, "scale": scale, "calls": int(calls)})
+        reply.pop("type", None)
+        return reply
+
+    def drop(self):
+        self.link.ask({"cmd": "drop", "model": self.id})
+
+
 class Evaluation:
     def __init__(self, chan, job):
         from . import guards, policy
@@ -149,6 +265,8 @@ class Evaluation:
         t0 = time.perf_counter()
         try:
             detail, data = fn()
+        except RunnerLost:
+            raise
         except StageFailed as exc:
             self.chan.send({"type": "stage", "stage": name, "status": "fail",
                             "ms": (time.perf_counter() - t0) * 1e3,
@@ -204,6 +322,9 @@ class Evaluation:
             raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton", None)
         names = ", ".join(k["name"] for k in kernels)
         facts["findings"] = len(findings)
+        # The judge's own list of the candidate's kernels (from the source, not from the runner): a profiled
+        # kernel counts as the candidate's only under one of these names.
+        self.kernel_names = {k["name"] for k in kernels}
         hacks = [f for f in findings if self.severity(self.policy, f["type"]) == "hack"]
         if hacks and self.policy.get("stop_on_static_findings", True):
             raise StageFailed(f"{len(hacks)} reward-hack policy finding(s), first line {hacks[0]['line']}: "
@@ -211,19 +332,14 @@ class Evaluation:
         return f"{len(kernels)} @triton.jit kernel(s): {names}", facts
 
     def compile(self):
-        import torch
-
         from . import tasks
 
-        path = self.job["candidate"]
-        spec = importlib.util.spec_from_file_location("kgym_candidate", path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["kgym_candidate"] = module
-        spec.loader.exec_module(module)
-        cls = getattr(module, "ModelNew", None)
-        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            raise StageFailed("ModelNew is not a subclass of torch.nn.Module", None)
-        self.candidate_cls = cls
+        # The candidate is imported in the runner, never here.
+        reply, _ = self.runner.ask({"cmd": "load", "source": self.source.decode("utf-8", "surrogateescape")})
+        if reply.get("type") != "ok":
+            if reply.get("error"):
+                raise RemoteError(reply["error"])
+            raise StageFailed(str(reply.get("message") or "the runner could not load the candidate")[:500], None)
         budget = self.job.get("tiny_budget") or 4096
         sizes = tasks.plan_sizes(self.task, budget)
         self.tiny = tasks.Variant(name="tiny", sizes=sizes, seed=int(self.job.get("seed", 42)),
@@ -231,7 +347,7 @@ class Evaluation:
                                   description=f"tiny sizes (≤{budget} elements per tensor)")
         with self.gpu("shared"):
             init, _inputs = tasks.build(self.task, self.tiny, self.device)
-            tasks.construct(cls, init, self.tiny.seed, self.device)
+            self.runner.construct(init, self.tiny.seed, None).drop()
         return "", {"tiny_sizes": sizes}
 
     def shared_or_alone(self, fn, ran_out=None):
@@ -420,7 +536,7 @@ class Evaluation:
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
             ref = tasks.construct(self.task.Model, init, base.seed, self.device)
-            cand = tasks.construct(self.candidate_cls, init, base.seed, self.device)
+            cand = self.runner.construct(init, base.seed, None)
             with torch.no_grad():
                 ref_out = ref(*_clone_args(inputs))
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
@@ -478,7 +594,7 @@ class Evaluation:
                 # computing and hands back an old result gives the same output whatever the inputs.  One more
                 # call on other inputs tells them apart (unless the task's own output ignores its inputs).
                 again = _clone_out(again)
-                other = make_inputs(10**6 + 1 + call)
+                other = make_inputs(10**6 + 1 + (call if isinstance(call, int) else 10**5))
                 other_out = cand(*_clone_args(other))
                 ref_other = ref(*_clone_args(other))
                 torch.cuda.synchronize()
@@ -490,10 +606,17 @@ class Evaluation:
                                     "description": "the inputs of a timed call (another seed), re-run untimed",
                                     "status": "ran", "compare": facts, "atol": atol, "rtol": rtol, "error": None})
 
-        timer = tm.PairTimer(timed_ref if time_reference else None, cand, make_inputs,
-                             fresh=cfg.get("fresh_inputs", True), sets=int(cfg.get("input_sets", 3)),
-                             flush=cfg.get("flush", True), check_every=int(cfg.get("check_every", 5)),
-                             on_pair=on_pair, ref_untimed=ref)
+        def input_sets():
+            first = make_inputs(0)
+            sets = [first] + [make_inputs(k) for k in range(1, tm.input_set_count(first, int(cfg.get("input_sets", 3))))]
+            # The runner keeps its own copies on its device for every timed call.
+            self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True))}, sets)
+            return sets
+
+        sets, _alone = self.shared_or_alone(input_sets)
+        cand.stage = "timing"
+        timer = tm.CrossTimer(timed_ref if time_reference else None, cand, sets, flush=cfg.get("flush", True),
+                              check_every=int(cfg.get("check_every", 5)), on_pair=on_pair, ref_untimed=ref)
         self.chan.send({"type": "timing_setup", "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
                         "min_bytes": min_bytes, "flops": flops, "warmup": warmup, "iters": iters,
                         "planned_rounds": rounds, "reference_mode": ref_mode,
@@ -554,23 +677,19 @@ class Evaluation:
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
                 calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
-                clock_args = timer.clock_inputs()
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
-                times = timer.clock_block(calls, clock_args)
-                del clock_args
+                times, block_args, _ = timer.clock_block(calls)
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
-                if cfg.get("profile", True):
+                # The block's last output must be right too: a runner that reports times for calls that
+                # computed nothing is caught here, not only by kgym's clock.
+                with torch.no_grad():
+                    block_ref = ref(*block_args)
+                on_pair("clock_block", block_args, block_ref, cand.fetch())
+                del block_args, block_ref
+                if cfg.get("profile", True) and not (rerun_wrong or mismatched):
                     self.gpu_purpose("profile")
-                    guards_log = sys.modules[__package__ + ".guards"].LOG
-                    args = make_inputs(10**6)
-                    guards_log.reset()
-                    guards_log.active = True
-                    try:
-                        prof = profile.profile_forward(cand, args, None, calls=int(cfg.get("profile_calls", 3)),
-                                                       launched=lambda: set(guards_log.kernels))
-                    finally:
-                        guards_log.active = False
-                    del args
+                    prof = _own_kernels(cand.profile(0, 1.0, int(cfg.get("profile_calls", 3))),
+                                        getattr(self, "kernel_names", set()))
                     self.chan.send(dict(_finite(prof), type="profile"))
         for v in rerun_wrong:
             self.chan.send(v)
@@ -606,7 +725,8 @@ class Evaluation:
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
         init, inputs = tasks.build(self.task, v, self.device)
-        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
+        # The runner gets its own copy (shared memory): nothing it does to its inputs reaches these.
+        cand_inputs = inputs
         try:
             ref = tasks.construct(self.task.Model, init, v.seed, self.device)
             if v.dtype:
@@ -625,17 +745,10 @@ class Evaluation:
             facts["reason"] = reason
             return facts
         try:
-            cand = tasks.construct(self.candidate_cls, init, v.seed, self.device)
-            if v.dtype:
-                cand = cand.to(getattr(torch, v.dtype))
-            _poison_allocator(ref_out)
-            t0 = time.perf_counter()
-            with torch.no_grad():
-                cand_out = self.guards.call(cand, cand_inputs, self.current_stage, v.name)
-            if self.device.startswith("cuda"):
-                torch.cuda.synchronize()
-            facts["candidate_ms"] = (time.perf_counter() - t0) * 1e3
-        except Exception as exc:  # noqa: BLE001 — everything the candidate raises is data
+            cand = self.runner.construct(init, v.seed, v.dtype)
+            cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out)
+            facts["candidate_ms"] = cand.last_ms
+        except RemoteError as exc:  # everything the candidate raises is data
             facts["status"] = "candidate_raised"
             facts["error"] = describe_exception(exc)
             return facts
@@ -689,11 +802,7 @@ class Evaluation:
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
             stages.append(("timing", self.timing))
-        if self.arbiter and self.device.startswith("cuda"):
-            self.install_compile_hooks()
-        # Everything the runtime checks compare against is captured now, before the candidate is imported.
-        self.guards.install()
-        check_process, send = self.guards.check_process, self.chan.send
+        send = self.chan.send
         for name, fn in stages:
             failed = False
             try:
@@ -701,7 +810,8 @@ class Evaluation:
             except StageFailed:
                 failed = True
             if name not in ("parse", "static"):
-                check_process(name)
+                # The runner's own process checks (threads left running, global state, tampering): evidence.
+                self.runner.ask({"cmd": "check", "stage": name})
             new = self.guards.findings[self.sent_findings:]
             self.sent_findings = len(self.guards.findings)
             for f in new:
@@ -733,13 +843,12 @@ class Evaluation:
         from . import tasks
 
         init, inputs = tasks.build(self.task, v, self.device)
-        cand_inputs = [x.clone() if torch.is_tensor(x) else x for x in inputs]
+        cand_inputs = inputs
         ref = tasks.construct(self.task.Model, init, v.seed, self.device)
-        cand = tasks.construct(self.candidate_cls, init, v.seed, self.device)
+        cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
-            _poison_allocator(ref_out)
-            cand_out = self.guards.call(cand, cand_inputs, self.current_stage, "base_checks")
+        cand_out = cand.call(cand_inputs, self.current_stage, "base_checks", poison=ref_out)
         atol, rtol = self.tolerances(ref_out)
         self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
 
@@ -755,22 +864,18 @@ class Evaluation:
         again = tasks.Variant(name=v.name, sizes=v.sizes, seed=v.seed + 7919, transform=v.transform,
                               dtype=v.dtype, description=v.description)
         _init, inputs2 = tasks.build(self.task, again, self.device)
-        cand_inputs2 = [x.clone() if torch.is_tensor(x) else x for x in inputs2]
+        cand_inputs2 = inputs2
         # Each output is judged before the next call: a candidate may legitimately reuse one output buffer.
         first_ok = _passes(compare.compare(ref_out, cand_out, atol, rtol))
         first = _clone_out(cand_out)
         with torch.no_grad():
             ref_out2 = ref(*inputs2)
-            _poison_allocator(ref_out2)
-            cand_out2 = self.guards.call(cand, cand_inputs2, self.current_stage, "base_again")
+        cand_out2 = cand.call(cand_inputs2, self.current_stage, "base_again", poison=ref_out2)
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
-        with torch.no_grad():
-            # The first inputs once more: an output that passed once and now does not depends on something
-            # other than the inputs (uninitialised or stale memory, a race).
-            _poison_allocator(ref_out)
-            cand_out3 = self.guards.call(cand, [x.clone() if torch.is_tensor(x) else x for x in cand_inputs],
-                                         self.current_stage, "base_repeat")
+        # The first inputs once more: an output that passed once and now does not depends on something
+        # other than the inputs (uninitialised or stale memory, a race).
+        cand_out3 = cand.call(cand_inputs, self.current_stage, "base_repeat", poison=ref_out)
         if first_ok and not _passes(compare.compare(ref_out, cand_out3, atol, rtol)):
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
@@ -789,6 +894,23 @@ class Evaluation:
                 torch.is_tensor(x) and x.shape == r.shape and x.is_floating_point() and
                 bool(((x.float() - r).abs() <= atol + rtol * r.abs()).all()) for x in inputs)
         self.chan.send({"type": "task_facts", "facts": facts})
+
+
+def _own_kernels(prof, names):
+    """The runner's profile, re-judged here: a kernel is the candidate's only when the runner says it
+    launched it AND its name is one of the @triton.jit functions the judge read in the candidate's source;
+    everything else (cuBLAS, cuDNN, ATen's own kernels) is library compute.  Totals are recomputed from the
+    rows, not taken from the runner."""
+    rows = [k for k in prof.get("kernels") or [] if isinstance(k, dict)]
+    for k in rows:
+        k["candidate"] = bool(k.get("candidate")) and str(k.get("name")) in names
+        k["device_us"] = float(k.get("device_us") or 0.0)
+    out = {"calls": int(prof.get("calls") or 0), "kernels": rows, "kernel_count": int(prof.get("kernel_count") or 0),
+           # The runner's total may cover kernels beyond the rows it sent; a larger total only lowers coverage.
+           "total_device_us": max(sum(k["device_us"] for k in rows), float(prof.get("total_device_us") or 0.0)),
+           "candidate_device_us": sum(k["device_us"] for k in rows if k["candidate"]),
+           "launched": [n for n in prof.get("launched") or [] if isinstance(n, str)][:50]}
+    return out
 
 
 def _out_of_memory(result):
@@ -949,13 +1071,41 @@ def _hide_fd(fd):
         return fd
 
 
-def run(proto_fd, out_fd, err_fd, device):
-    """Entry point in the freshly forked child (called by the zygote)."""
+# What the runner is told of the job: where the candidate is and how to lock itself down.  Not the task, the
+# nonce, the tolerances or the variants.
+_RUNNER_JOB_KEYS = ("workdir", "candidate", "device", "threads", "sandbox", "runner_uid", "policy")
+
+
+def _start_runner(sock, job, device, findings):
+    """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
+    link = RunnerLink(sock, device, findings)
+    sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
+    if sub.get("policy") is False:
+        sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
+    reply, _ = link.ask({"cmd": "setup", "job": sub})
+    if reply.get("type") != "ok":
+        raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
+    return link, reply
+
+
+def _no_dumping():
+    """The judge cannot be ptraced or have its memory read through /proc, even by its own uid."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
+    """Entry point in the freshly forked judge (called by the zygote)."""
     os.setsid()  # our own process group: the supervisor kills it whole
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    _no_dumping()
     proto_fd = _hide_fd(proto_fd)
     chan = Channel(proto_fd)
     try:
@@ -964,19 +1114,37 @@ def run(proto_fd, out_fd, err_fd, device):
         os.chdir(job["workdir"])
         import torch
 
-        from . import sandbox
-
         torch.set_num_threads(int(job.get("threads", 1)))
-        if device == "cpu":
-            _perturb_host_allocator()  # outputs live in host memory only on the CPU
         chan.send({"type": "hello", "pid": os.getpid(), "device": device})
-        # The sandbox goes on before the candidate's file is even read; it reports what the kernel granted.
-        chan.send(dict(sandbox.apply(job), type="sandbox"))
         if job.get("echo_request") is not None:
             # A self-test of the request/answer path (kgym's unit tests use it): ask, then report the answer.
             chan.send({"type": "echo_answer", "answer": chan.request({"type": "echo", "payload": job["echo_request"]})})
-        Evaluation(chan, job).run()
+        ev = Evaluation(chan, job)
+        if peer_fd is None:
+            raise RuntimeError("no runner: the zygote forked the judge without a runner socket")
+        import socket as _socket
+
+        # The runner locks itself down before the candidate's file is even read, and says what the kernel
+        # granted.
+        ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+        chan.send(dict(setup.get("sandbox") or {}, type="sandbox", runner_pid=setup.get("pid"),
+                       runner_uid=setup.get("uid")))
+        try:
+            ev.run()
+        finally:
+            try:
+                ev.runner.ask({"cmd": "exit"})
+            except RunnerLost:
+                pass
         chan.send({"type": "done"})
+    except RunnerLost as exc:
+        # The candidate ended its own process (or broke the socket): kgym reads how from the runner's exit
+        # status; this process says where it happened and leaves without "done".
+        try:
+            chan.send({"type": "runner_lost", "why": exc.why, "message": str(exc)[:500]})
+        except Exception:  # noqa: BLE001
+            pass
+        os._exit(5)
     except (BrokenPipeError, EOFError, ConnectionResetError):
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001 — a harness bug: report it and exit non-zero

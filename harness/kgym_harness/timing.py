@@ -233,3 +233,109 @@ def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: 
         result["rounds"].append({"reference_ms": ref_ms, "candidate_ms": cand_ms, "reference_device_ms": ref_dev,
                                  "candidate_device_ms": cand_dev})
     return result
+
+
+class CrossTimer:
+    """PairTimer's protocol with the candidate in another process (the runner, runner.py).
+
+    The reference is timed here, the candidate in the runner, each with CUDA events in its own context, one
+    call after the other (A B, then B A), each after an L2 flush of its own.  The runner holds ``sets`` input
+    sets (sent once); every call uses set ``call % len(sets)`` with its floating inputs multiplied by a
+    random factor in [0.5, 2) drawn here from the operating system's randomness, in both processes: no two
+    calls see the same values, so nothing computed for an earlier call answers a later one.  Whether a
+    call's output is checked is decided *after* the call (``remote.fetch()`` of the output it kept), so the
+    runner cannot know beforehand which calls count.
+    """
+
+    def __init__(self, ref, remote, sets, flush=True, check_every=0, on_pair=None, ref_untimed=None):
+        self.ref, self.remote = ref, remote
+        self.ref_untimed = ref_untimed or ref
+        self.sets = sets
+        self.input_sets = len(sets)
+        self.fresh = True
+        self.flusher = L2Flusher() if flush else None
+        self.check_every, self.on_pair = check_every, on_pair
+        self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
+        self.calls = 0
+        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0}
+
+    def _next(self):
+        """(set index, scale, the reference's arguments for this call)."""
+        t0 = time.perf_counter()
+        k = self.calls % len(self.sets)
+        scale = 0.5 + 1.5 * self.random.random()
+        args = [x.clone().mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else
+                (x.clone() if torch.is_tensor(x) else x) for x in self.sets[k]]
+        self.overhead["inputs_ms"] += (time.perf_counter() - t0) * 1e3
+        return k, scale, args
+
+    def _ref_timed(self, args):
+        if self.flusher:
+            self.flusher()
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        after = torch.cuda.Event(enable_timing=True)
+        start.record()
+        out = self.ref(*args)
+        end.record()
+        torch.cuda.synchronize()
+        after.record()
+        after.synchronize()
+        return start.elapsed_time(end), start.elapsed_time(after), out
+
+    def warm(self, calls, warm_ms=0.0, at_least=2):
+        t0 = time.perf_counter()
+        ran = 0
+        with torch.no_grad():
+            while True:
+                if warm_ms <= 0 and ran >= calls:
+                    break
+                if warm_ms > 0 and ran >= at_least and (time.perf_counter() - t0) * 1e3 >= warm_ms:
+                    break
+                k, scale, args = self._next()
+                self.calls += 1
+                if self.ref is not None:
+                    self._ref_timed(args)
+                self.remote.timed(k, scale)
+                ran += 1
+        return ran, (time.perf_counter() - t0) * 1e3
+
+    def round(self, iters):
+        ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
+        checked = 0
+        with torch.no_grad():
+            for i in range(iters):
+                k, scale, args = self._next()
+                call = self.calls
+                self.calls += 1
+                ref_out = None
+                if self.ref is not None and call % 2 == 0:
+                    t, d, ref_out = self._ref_timed(args)
+                    ref_ms.append(t)
+                    ref_dev.append(d)
+                t, d = self.remote.timed(k, scale)
+                cand_ms.append(t)
+                cand_dev.append(d)
+                if self.ref is not None and call % 2 == 1:
+                    t, d, ref_out = self._ref_timed(args)
+                    ref_ms.append(t)
+                    ref_dev.append(d)
+                check = self.on_pair and self.check_every and (
+                    self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))
+                if check:
+                    checked += 1
+                    t0 = time.perf_counter()
+                    if ref_out is None:
+                        ref_out = self.ref_untimed(*args)
+                    self.on_pair(call, args, ref_out, self.remote.fetch())
+                    self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
+                del ref_out, args
+        return ref_ms, cand_ms, ref_dev, cand_dev
+
+    def clock_block(self, calls):
+        """``calls`` candidate calls back to back in the runner on one input set; returns (times, the
+        arguments, the last call's output) so the caller can check that the block computed something."""
+        k, scale, args = self._next()
+        self.calls += 1
+        torch.cuda.synchronize()
+        return self.remote.clock_block(k, scale, calls), args, (k, scale)

@@ -25,7 +25,7 @@ def _preload():
     import torch
     import triton
 
-    from . import child, tasks, compare  # noqa: F401
+    from . import child, compare, runner, sandbox, tasks, transport  # noqa: F401
 
     # Warm what every child would otherwise pay for on first use (the first
     # meta-device dispatch costs ~0.7 s): children inherit it through fork.
@@ -47,14 +47,21 @@ def _preload():
 
 
 def _serve(control, device):
+    """Serves two requests, each with its file descriptors (SCM_RIGHTS):
+    ``fork`` + [proto, stdout, stderr, peer]: a judge (child.py) talking to kgym on proto and to its runner
+    on peer; ``runner`` + [peer, stdout, stderr]: the runner (runner.py), which the intermediate puts in a
+    PID namespace of its own first (it is that namespace's first process: nothing outside it can be seen
+    or signalled from inside, and when it ends every process it started ends with it).
+    Both answer ``forked <pid> <json notes>``."""
     while True:
         try:
-            data, fds, _flags, _addr = socket.recv_fds(control, 1024, 3)
+            data, fds, _flags, _addr = socket.recv_fds(control, 1024, 4)
         except (ConnectionResetError, OSError):
             return
         if not data:
             return  # the supervisor closed the socket: it is gone
-        if data.strip() != b"fork" or len(fds) != 3:
+        what = data.strip()
+        if not ((what == b"fork" and len(fds) == 4) or (what == b"runner" and len(fds) == 3)):
             for fd in fds:
                 os.close(fd)
             control.sendall(b"error bad request\n")
@@ -64,15 +71,26 @@ def _serve(control, device):
         if intermediate == 0:
             try:
                 os.close(pid_r)
+                notes = []
+                if what == b"runner":
+                    from . import sandbox
+
+                    if hasattr(sandbox, "unshare_pid"):
+                        sandbox.unshare_pid(notes)
                 child_pid = os.fork()
                 if child_pid == 0:
                     os.close(pid_w)
                     control.close()
-                    from . import child
+                    if what == b"runner":
+                        from . import runner
 
-                    child.run(fds[0], fds[1], fds[2], device)
+                        runner.run(fds[0], fds[1], fds[2], device)
+                    else:
+                        from . import child
+
+                        child.run(fds[0], fds[1], fds[2], device, fds[3])
                     os._exit(0)
-                os.write(pid_w, str(child_pid).encode())
+                os.write(pid_w, (str(child_pid) + " " + json.dumps(notes)).encode())
             finally:
                 os._exit(0)
         os.close(pid_w)
@@ -80,7 +98,7 @@ def _serve(control, device):
             os.close(fd)
         chunks = []
         while True:
-            chunk = os.read(pid_r, 64)
+            chunk = os.read(pid_r, 4096)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -98,6 +116,12 @@ def main(argv=None):
     # A terminal's Ctrl-C belongs to the supervisor, which stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     control = socket.socket(fileno=args.control_fd)
+    # `python -m` puts the working directory (often a repository root) first on sys.path, and every
+    # sys.path entry is readable for the runner (sandbox.apply_runner): only the interpreter's own paths and
+    # the harness stay.
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    cwd = os.getcwd()
+    sys.path[:] = [p for p in sys.path if p and (os.path.abspath(p) != cwd or os.path.abspath(p) == here)]
     try:
         info = _preload()
     except Exception as exc:  # reported to the supervisor through our stderr

@@ -80,7 +80,10 @@ typedef struct kg_capture {
 } kg_capture;
 
 typedef struct kg_child_report {
-    pid_t pid;
+    pid_t pid;                /* the judge */
+    pid_t runner_pid;         /* the runner: the candidate's process */
+    int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
+    json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */
     kg_child_end end;
     int exit_code;            /* valid when the child exited */
     int signal;               /* valid when it was killed by a signal */

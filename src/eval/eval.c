@@ -6,6 +6,7 @@
 #include "kgym/eval.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,18 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     }
     if (rc == KG_OK) {
         kg_eval_screen_messages(rep.messages, nonce);
+        /* The runner's seccomp filter kills it with SIGSYS for a system call only an attack makes (a
+         * network socket, ptrace, io_uring, a signal to another process...): kgym's own fact, added after
+         * the screening, and a hack whatever else happened. */
+        if (rep.runner_ended && rep.end == KG_END_SIGNAL && rep.signal == SIGSYS)
+            json_array_append_new(rep.messages, json_pack("{s:s, s:s}", "type", "sandbox_violation", "stage",
+                                                          rep.stage));
+        /* Lines on the judge's socket that are not the runner's answers: the candidate wrote on the
+         * harness's channel (the judge stopped at once and said so). */
+        if (rep.runner_ended && rep.end == KG_END_PROTOCOL)
+            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", "forged", "count", 1,
+                                                          "sample", "a line on the judge's socket that is not "
+                                                          "the runner's answer"));
         if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
             json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", "reference_cache_samples",
                                                           "reference_ms", talk.cached_reference_ms));

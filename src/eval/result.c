@@ -353,6 +353,12 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
             h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", "protocol_forgery", "stage", "protocol", "message",
                           "lines without the job's secret nonce were written on kgym's protocol channel",
                           "evidence", "count", json_object_get(m, "count"), "sample", json_object_get(m, "sample"));
+        } else if (t && !strcmp(t, "sandbox_violation")) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "sandbox_violation", "stage",
+                          json_string_value(json_object_get(m, "stage")) ?: "", "message",
+                          "the candidate's process made a system call the sandbox forbids (a network socket, "
+                          "ptrace, another process's memory, io_uring, a mount or namespace, or a signal to "
+                          "another process) and was killed", "evidence", "signal", "SIGSYS");
         } else if (t && !strcmp(t, "timing")) {
             double bytes = num(json_object_get(m, "min_bytes"), 0);
             double flops = num(json_object_get(m, "flops"), 0);

@@ -19,11 +19,19 @@ struct kg_supervisor {
     int starts;
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
+    unsigned long long slots; /* runner uid slots in use (guarded by lock) */
 };
+
+/* The judge's exit status when its runner died or broke the socket (child.py). */
+#define KG_JUDGE_RUNNER_LOST 5
 
 int kg_zygote_start(kg_supervisor *sup, kg_error *err);
 void kg_zygote_stop(kg_supervisor *sup);
 int kg_zygote_alive(kg_supervisor *sup);
-int kg_zygote_fork(kg_supervisor *sup, const int fds[3], pid_t *child, kg_error *err);
+/* Forks a judge (fds: proto, stdout, stderr, peer) and its runner (fds: peer,
+ * stdout, stderr) from the zygote; `notes` receives the runner intermediate's
+ * warnings (JSON array text). */
+int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], pid_t *judge,
+                        pid_t *runner, char *notes, size_t notes_cap, kg_error *err);
 
 #endif

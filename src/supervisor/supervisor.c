@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -226,6 +227,7 @@ typedef struct {
     int in_stage;
     int done;
     int killed;
+    int runner_protocol;      /* the judge said its runner broke their protocol */
     kg_arbiter_request *gpu_held;
     kg_arbiter_request *gpu_pending;
     json_t *gpu_pending_msg;  /* the gpu_acquire line waiting (owned by rep->messages) */
@@ -331,6 +333,9 @@ static int handle_message(run_state *st, const char *line, size_t len)
         } else if (stage) {
             st->in_stage = 0;
         }
+    } else if (type && strcmp(type, "runner_lost") == 0) {
+        const char *why = json_string_value(json_object_get(msg, "why"));
+        st->runner_protocol = why && !strcmp(why, "protocol");
     } else if (type && strcmp(type, "done") == 0) {
         st->done = 1;
         st->rep->stage[0] = '\0';
@@ -351,7 +356,88 @@ static void kill_child(run_state *st, kg_child_end why)
     st->rep->end = why;
     kill(-st->rep->pid, SIGKILL);
     kill(st->rep->pid, SIGKILL);
+    if (st->rep->runner_pid > 0) {
+        kill(-st->rep->runner_pid, SIGKILL);
+        kill(st->rep->runner_pid, SIGKILL);
+    }
 }
+
+/* Each runner of a supervisor runs as a uid of its own (KG_RUNNER_UID_BASE +
+ * slot) while kgym is root: concurrent runners cannot read each other's files
+ * or count against each other's process limit.  Slots are reused, so a uid is
+ * only ever one live runner's. */
+#define KG_RUNNER_UID_BASE 61000
+#define KG_RUNNER_SLOTS 64
+
+static int slot_take(kg_supervisor *sup)
+{
+    int slot = -1;
+    pthread_mutex_lock(&sup->lock);
+    for (int i = 0; i < KG_RUNNER_SLOTS; i++)
+        if (!(sup->slots & (1ull << i))) {
+            sup->slots |= 1ull << i;
+            slot = i;
+            break;
+        }
+    pthread_mutex_unlock(&sup->lock);
+    return slot;
+}
+
+static void slot_give(kg_supervisor *sup, int slot)
+{
+    if (slot < 0)
+        return;
+    pthread_mutex_lock(&sup->lock);
+    sup->slots &= ~(1ull << slot);
+    pthread_mutex_unlock(&sup->lock);
+}
+
+/* The runner's part of the job that only kgym can choose: its uid and (on a
+ * GPU) a Triton cache of its slot's own, bound into its mount namespace. */
+static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
+{
+    json_t *sb = json_object_get(job, "sandbox");
+    if (sb && json_is_false(json_object_get(sb, "enabled")))
+        return;
+    if (slot < 0 || geteuid() != 0 || json_object_get(job, "runner_uid"))
+        return;
+    json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
+    if (strcmp(sup->device, "cpu") == 0)
+        return; /* the interpreter compiles nothing */
+    const char *tmp = getenv("TMPDIR");
+    kg_buf dir = {0};
+    kg_buf_printf(&dir, "%s/kgym-triton-%d", tmp && *tmp ? tmp : "/tmp", KG_RUNNER_UID_BASE + slot);
+    if (!dir.data || (mkdir(dir.data, 0700) != 0 && errno != EEXIST)) {
+        kg_buf_free(&dir);
+        return;
+    }
+    json_object_set_new(job, "triton_cache", json_string(dir.data));
+    if (!sb) {
+        sb = json_object();
+        json_object_set_new(job, "sandbox", sb);
+    }
+    json_t *w = json_object_get(sb, "writable");
+    if (!json_is_array(w)) {
+        w = json_array();
+        json_object_set_new(sb, "writable", w);
+    }
+    json_array_append_new(w, json_string(dir.data));
+    kg_buf_free(&dir);
+}
+
+/* How a process of the pair ended, from its wait status. */
+static void classify(int status, kg_child_end *end, int *code, int *sig, int done)
+{
+    if (WIFSIGNALED(status)) {
+        *end = KG_END_SIGNAL;
+        *sig = WTERMSIG(status);
+    } else {
+        *code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        *end = (*code == 0 && done) ? KG_END_COMPLETED : KG_END_EXIT;
+    }
+}
+
+enum { FD_PROTO, FD_JOUT, FD_JERR, FD_ROUT, FD_RERR, FD_COUNT };
 
 int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *limits,
                       kg_child_report *rep, kg_error *err)
@@ -359,40 +445,57 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     memset(rep, 0, sizeof *rep);
     kg_child_limits none = {0};
     const kg_child_limits *lim = limits ? limits : &none;
-    int proto[2], out[2], errp[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0)
-        return kg_error_set(err, KG_ERR_IO, "socketpair: %s", strerror(errno));
-    if (pipe2(out, O_CLOEXEC) != 0) {
-        close(proto[0]);
-        close(proto[1]);
-        return kg_error_set(err, KG_ERR_IO, "pipe: %s", strerror(errno));
+    /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process. */
+    int proto[2] = {-1, -1}, peer[2] = {-1, -1}, jout[2] = {-1, -1}, jerr[2] = {-1, -1}, rout[2] = {-1, -1},
+        rerr[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0 || pipe2(jout, O_CLOEXEC) != 0 ||
+        pipe2(jerr, O_CLOEXEC) != 0 || pipe2(rout, O_CLOEXEC) != 0 || pipe2(rerr, O_CLOEXEC) != 0) {
+        int e = errno;
+        int *all[] = {proto, peer, jout, jerr, rout, rerr};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            for (int j = 0; j < 2; j++)
+                if (all[i][j] >= 0)
+                    close(all[i][j]);
+        return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
     }
-    if (pipe2(errp, O_CLOEXEC) != 0) {
-        close(proto[0]); close(proto[1]); close(out[0]); close(out[1]);
-        return kg_error_set(err, KG_ERR_IO, "pipe: %s", strerror(errno));
-    }
-    int child_fds[3] = {proto[1], out[1], errp[1]};
-    pid_t pid = 0;
-    int rc = kg_zygote_fork(sup, child_fds, &pid, err);
+    int slot = slot_take(sup);
+    runner_identity(sup, job, slot);
+    int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
+    int runner_fds[3] = {peer[1], rout[1], rerr[1]};
+    pid_t pid = 0, rpid = 0;
+    char notes[2048] = "";
+    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, &pid, &rpid, notes, sizeof notes, err);
     close(proto[1]);
-    close(out[1]);
-    close(errp[1]);
+    close(jout[1]);
+    close(jerr[1]);
+    close(peer[0]);
+    close(peer[1]);
+    close(rout[1]);
+    close(rerr[1]);
     if (rc != KG_OK) {
-        close(proto[0]); close(out[0]); close(errp[0]);
+        close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
+        slot_give(sup, slot);
         return rc;
     }
     rep->pid = pid;
+    rep->runner_pid = rpid;
     rep->messages = json_array();
+    json_error_t jerr_parse;
+    rep->runner_notes = json_loads(notes, 0, &jerr_parse);
 
-    /* Limits go on from outside, before the child has its job: no candidate
-     * code has run yet, and none can lift a hard limit we set. */
-    if (lim->address_space_bytes)
-        set_limit(pid, RLIMIT_AS, lim->address_space_bytes);
-    if (lim->file_size_bytes)
-        set_limit(pid, RLIMIT_FSIZE, lim->file_size_bytes);
-    if (lim->cpu_seconds > 0)
-        set_limit(pid, RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
-    set_limit(pid, RLIMIT_CORE, 0);
+    /* Limits go on from outside, before the processes have their job: no
+     * candidate code has run yet, and none can lift a hard limit we set. */
+    pid_t both[2] = {pid, rpid};
+    for (int i = 0; i < 2; i++) {
+        if (lim->address_space_bytes)
+            set_limit(both[i], RLIMIT_AS, lim->address_space_bytes);
+        if (lim->file_size_bytes)
+            set_limit(both[i], RLIMIT_FSIZE, lim->file_size_bytes);
+        if (lim->cpu_seconds > 0)
+            set_limit(both[i], RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
+        set_limit(both[i], RLIMIT_CORE, 0);
+    }
 
     run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = proto[0], .t0 = kg_now_ms(),
                     .nonce = json_string_value(json_object_get(job, "nonce"))};
@@ -408,8 +511,8 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
 
     capture cap_out = {.cap = lim->capture_bytes}, cap_err = {.cap = lim->capture_bytes};
     kg_buf linebuf = {0};
-    int fds[3] = {proto[0], out[0], errp[0]};
-    int exited = 0, status = 0;
+    int fds[FD_COUNT] = {proto[0], jout[0], jerr[0], rout[0], rerr[0]};
+    int exited = 0, status = 0, runner_exited = 0, runner_status = 0, runner_first = 0;
     char chunk[65536];
     for (;;) {
         double now = kg_now_ms();
@@ -430,17 +533,24 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
             rep->stage_limit_s = stage_expired ? st.stage_limit_s : lim->total_timeout_s;
             kill_child(&st, KG_END_TIMEOUT);
         }
-        /* Has the child itself ended?  WNOWAIT keeps the zombie, so its pid
-         * (and process group id) cannot be reused while we clean up. */
+        /* Has either process ended?  WNOWAIT keeps the zombie, so its pid (and
+         * process group id) cannot be reused while we clean up. */
+        siginfo_t si;
+        if (!runner_exited) {
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)rpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == rpid) {
+                runner_exited = 1;
+                runner_first = !exited; /* it ended on its own, before the judge (checked first) */
+            }
+        }
         if (!exited) {
-            siginfo_t si;
             memset(&si, 0, sizeof si);
             if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
                 exited = 1;
         }
         int open_count = 0;
-        struct pollfd p[3];
-        for (int i = 0; i < 3; i++) {
+        struct pollfd p[FD_COUNT];
+        for (int i = 0; i < FD_COUNT; i++) {
             p[i].fd = fds[i];
             p[i].events = POLLIN;
             p[i].revents = 0;
@@ -448,10 +558,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                 open_count++;
         }
         if (exited) {
-            /* Whatever it left behind in its group goes too; then drain. */
+            /* The judge is done: whatever is left of the pair goes too; then drain. */
             kill(-pid, SIGKILL);
+            kill(-rpid, SIGKILL);
+            kill(rpid, SIGKILL);
         }
-        if (open_count == 0 && exited)
+        if (open_count == 0 && exited && runner_exited)
             break;
         int timeout_ms = st.gpu_pending ? 1 : 50;
         if (!exited && !st.killed && deadline >= 0) {
@@ -459,16 +571,16 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
             timeout_ms = left < 0 ? 0 : (left > 50 ? 50 : (int)left + 1);
         }
         if (open_count == 0) {
-            /* Streams closed but the child lives on: wait for it (or the deadline). */
+            /* Streams closed but a process lives on: wait for it (or the deadline). */
             struct timespec ts = {0, 5 * 1000 * 1000};
             nanosleep(&ts, NULL);
             continue;
         }
-        int pr = poll(p, 3, exited ? 0 : timeout_ms);
+        int pr = poll(p, FD_COUNT, exited ? 0 : timeout_ms);
         if (pr < 0 && errno != EINTR)
             break;
         int progressed = 0;
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < FD_COUNT; i++) {
             if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
             ssize_t n = read(fds[i], chunk, sizeof chunk);
@@ -480,7 +592,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                 continue;
             }
             progressed = 1;
-            if (i == 0) {
+            if (i == FD_PROTO) {
                 kg_buf_append(&linebuf, chunk, (size_t)n);
                 char *start = linebuf.data, *nl;
                 while ((nl = memchr(start, '\n', linebuf.len - (size_t)(start - linebuf.data)))) {
@@ -495,7 +607,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                 if (linebuf.len > KG_MAX_MESSAGE_BYTES)
                     kill_child(&st, KG_END_PROTOCOL);
             } else {
-                capture_add(i == 1 ? &cap_out : &cap_err, chunk, (size_t)n);
+                capture_add(i == FD_JOUT || i == FD_ROUT ? &cap_out : &cap_err, chunk, (size_t)n);
                 if (lim->output_limit_bytes &&
                     cap_out.total + cap_err.total > lim->output_limit_bytes)
                     kill_child(&st, KG_END_OUTPUT_FLOOD);
@@ -504,7 +616,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         if (exited && !progressed) {
             /* Nothing more is buffered: stop reading (grandchildren that kept
              * the pipes open have been killed above). */
-            for (int i = 0; i < 3; i++)
+            for (int i = 0; i < FD_COUNT; i++)
                 if (fds[i] >= 0) {
                     close(fds[i]);
                     fds[i] = -1;
@@ -512,20 +624,37 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         }
     }
     gpu_let_go(&st);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < FD_COUNT; i++)
         if (fds[i] >= 0)
             close(fds[i]);
     kill(-pid, SIGKILL);
+    kill(-rpid, SIGKILL);
+    kill(rpid, SIGKILL);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
+    while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
+    }
+    slot_give(sup, slot);
     rep->wall_ms = kg_now_ms() - st.t0;
     if (!st.killed) {
-        if (WIFSIGNALED(status)) {
-            rep->end = KG_END_SIGNAL;
-            rep->signal = WTERMSIG(status);
-        } else {
-            rep->exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-            rep->end = (rep->exit_code == 0 && st.done) ? KG_END_COMPLETED : KG_END_EXIT;
+        classify(status, &rep->end, &rep->exit_code, &rep->signal, st.done);
+        /* The judge finishes what it started unless its runner went away: then how
+         * the evaluation ended is how the runner (the candidate's process) ended. */
+        if (!st.done) {
+            kg_child_end rend = KG_END_EXIT;
+            int rcode = 0, rsig = 0;
+            classify(runner_status, &rend, &rcode, &rsig, 0);
+            int judge_says_lost = WIFEXITED(status) && WEXITSTATUS(status) == KG_JUDGE_RUNNER_LOST;
+            if (judge_says_lost && st.runner_protocol) {
+                /* It wrote something on the judge's socket that is not an answer. */
+                rep->end = KG_END_PROTOCOL;
+                rep->runner_ended = 1;
+            } else if ((judge_says_lost && runner_first) || rend == KG_END_SIGNAL) {
+                rep->end = rend;
+                rep->exit_code = rcode;
+                rep->signal = rsig;
+                rep->runner_ended = 1;
+            }
         }
         /* RLIMIT_CPU ends a process with SIGXCPU/SIGKILL: that is a timeout. */
         if (rep->end == KG_END_SIGNAL && rep->signal == SIGXCPU) {
@@ -548,6 +677,7 @@ void kg_child_report_free(kg_child_report *rep)
     if (!rep)
         return;
     json_decref(rep->messages);
+    json_decref(rep->runner_notes);
     free(rep->out.head);
     free(rep->out.tail);
     free(rep->err.head);

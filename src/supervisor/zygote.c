@@ -218,42 +218,59 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     return KG_OK;
 }
 
-/* One fork request on a live zygote. */
-static int request_once(kg_supervisor *sup, const int fds[3], pid_t *child)
+/* One request ("fork" for a judge, "runner" for a runner) on a live zygote,
+ * with `nfds` descriptors.  The answer is "forked <pid> <notes>": notes (a JSON
+ * array of the intermediate's warnings, e.g. a refused PID namespace) are
+ * copied to `notes` when given. */
+static int request_once(kg_supervisor *sup, const char *what, const int *fds, int nfds, pid_t *child,
+                        char *notes, size_t notes_cap)
 {
-    char msg[] = "fork\n";
-    struct iovec iov = {.iov_base = msg, .iov_len = sizeof msg - 1};
+    char msg[16];
+    int len = snprintf(msg, sizeof msg, "%s\n", what);
+    struct iovec iov = {.iov_base = msg, .iov_len = (size_t)len};
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } control;
     memset(&control, 0, sizeof control);
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                        .msg_controllen = sizeof control.buf};
+                        .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(3 * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, 3 * sizeof(int));
+    cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
     ssize_t s;
     do {
         s = sendmsg(sup->control_fd, &mh, MSG_NOSIGNAL);
     } while (s < 0 && errno == EINTR);
-    if (s != (ssize_t)(sizeof msg - 1))
+    if (s != (ssize_t)len)
         return -1;
-    char line[256];
+    char line[4096];
     if (read_line(sup->control_fd, line, sizeof line, 30000.0) < 0)
         return -1;
     long pid = 0;
-    if (sscanf(line, "forked %ld", &pid) != 1 || pid <= 0)
+    int used = 0;
+    if (sscanf(line, "forked %ld%n", &pid, &used) != 1 || pid <= 0)
         return -1;
     *child = (pid_t)pid;
+    if (notes && notes_cap) {
+        const char *rest = line + used;
+        while (*rest == ' ')
+            rest++;
+        snprintf(notes, notes_cap, "%s", rest);
+        size_t n = strlen(notes);
+        while (n && (notes[n - 1] == '\n' || notes[n - 1] == '\r'))
+            notes[--n] = '\0';
+    }
     return 0;
 }
 
-int kg_zygote_fork(kg_supervisor *sup, const int fds[3], pid_t *child, kg_error *err)
+int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], pid_t *judge,
+                        pid_t *runner, char *notes, size_t notes_cap, kg_error *err)
 {
     int rc = KG_OK;
+    *judge = *runner = 0;
     pthread_mutex_lock(&sup->lock);
     for (int attempt = 0; attempt < 2; attempt++) {
         if (!kg_zygote_alive(sup)) {
@@ -261,9 +278,16 @@ int kg_zygote_fork(kg_supervisor *sup, const int fds[3], pid_t *child, kg_error 
             if (rc != KG_OK)
                 break;
         }
-        if (request_once(sup, fds, child) == 0) {
-            rc = KG_OK;
-            break;
+        if (request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0) {
+            if (request_once(sup, "runner", runner_fds, 3, runner, notes, notes_cap) == 0) {
+                rc = KG_OK;
+                break;
+            }
+            /* A judge without its runner is of no use: it goes, and so does the zygote that failed. */
+            kill(*judge, SIGKILL);
+            while (waitpid(*judge, NULL, 0) < 0 && errno == EINTR) {
+            }
+            *judge = 0;
         }
         /* A zygote that cannot answer a fork is broken: replace it. */
         kg_zygote_stop(sup);

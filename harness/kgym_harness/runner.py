@@ -1,0 +1,360 @@
+"""The runner: the only process in which the candidate's code runs.  Untrusted by design.
+
+The judge (child.py) forks nothing; kgym's zygote forks this process next to it, in namespaces of its own
+(sandbox.py), and the two talk over one Unix socket (transport.py).  The runner is handed tensors and
+commands — import the candidate, construct ``ModelNew``, call it, time it — and hands back outputs and facts.
+It never sees the task module, the reference, reference outputs, tolerances, variant names beyond a label,
+kgym's protocol socket or its nonce.  Whatever it reports about itself (its own call times, runtime-guard
+findings, a profile) is evidence the judge and kgym cross-check; correctness is decided on the outputs alone,
+in the judge, against a reference the runner cannot reach.
+
+Commands (judge → runner), one JSON line each, answered with one line (``ok`` or ``error``):
+  setup {workdir, candidate, device, threads, sandbox, uid, gid, keep, policy}   first, before anything else
+  load                                         import the candidate, find ModelNew
+  construct {id, seed, dtype, values: init}    ModelNew(*init) seeded like the reference
+  call {model, stage, variant, poison, values: args}   one forward under the runtime guards
+  check {stage}                                the guards' process checks (threads, global state, tampering)
+  drop {model}
+  timing_inputs {values: [set, ...], flush}    input sets kept on the device for the timed calls
+  timed {model, set, scale, flush}             one timed call (events), output kept for ``fetch``
+  fetch                                        the last timed/clock-block output
+  clock_block {model, set, calls}              calls back to back, each timed
+  profile {model, set, calls}                  per-kernel device times (torch.profiler)
+  exit
+"""
+
+import os
+import sys
+import time
+
+from . import transport as tp
+
+
+class Runner:
+    def __init__(self, sock, device):
+        self.sock = sock
+        self.device = device
+        self.reader = tp.Reader(sock, device)
+        self.models = {}
+        self.sets = []
+        self.flusher = None
+        self.last = None
+        self.guards = None
+        self.sent = 0
+        self.cls = None
+        self.seq = None
+
+    def reply(self, obj, values=None):
+        obj = dict(obj, seq=self.seq)
+        if self.guards is not None:
+            new = self.guards.findings[self.sent:]
+            self.sent = len(self.guards.findings)
+            if new:
+                obj = dict(obj, findings=[_plain(f) for f in new])
+        tp.send(self.sock, obj, values)
+
+    # -- commands ---------------------------------------------------------------------------------------
+    def setup(self, msg):
+        from . import guards, sandbox
+
+        job = msg.get("job") or {}
+        active, warnings = [], []
+        sb = job.get("sandbox") or {}
+        workdir = job.get("workdir")
+        if sb.get("enabled", True) is not False:
+            keep = [p for p in sb.get("writable", []) if p]
+            if sb.get("namespaces", True) and hasattr(sandbox, "enter_runner_namespaces"):
+                sandbox.enter_runner_namespaces(workdir, keep, active, warnings)
+            uid = job.get("runner_uid")
+            if uid and os.geteuid() == 0 and hasattr(sandbox, "drop_privileges"):
+                sandbox.prepare_dir_for(workdir, uid, uid)
+                for p in keep:
+                    sandbox.prepare_dir_for(p, uid, uid)
+                sandbox.drop_privileges(uid, uid, warnings, active)
+            if hasattr(sandbox, "apply_runner"):
+                sandbox.apply_runner(job, active, warnings)
+            else:
+                rep = sandbox.apply(job)
+                active += rep["active"]
+                warnings += rep["warnings"]
+        else:
+            warnings.append("sandbox disabled by the job")
+        if workdir:
+            os.chdir(workdir)
+        if job.get("triton_cache"):
+            os.environ["TRITON_CACHE_DIR"] = job["triton_cache"]
+        import torch
+
+        torch.set_num_threads(int(job.get("threads", 1)))
+        if self.device == "cpu":
+            _perturb_host_allocator()
+        if self.device == "cpu":
+            _autotune_without_benchmark()
+        self.guards = guards.Guards(job.get("policy") or {})
+        self.job = job
+        self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
+                    "sandbox": {"active": active, "warnings": warnings}})
+
+    def load(self, msg):
+        import importlib.util
+
+        import torch
+
+        # Everything the guards compare against is captured before the candidate's first line runs.
+        self.guards.install()
+        # The judge sends the very bytes its static check read: they are written into this runner's own
+        # workdir and imported from there (Triton reads kernel sources back from the file), so nothing
+        # can change between the check and the import, and no file outside the workdir needs to be readable.
+        path = os.path.join(self.job["workdir"], os.path.basename(self.job["candidate"]) or "candidate.py")
+        source = msg.get("source")
+        if isinstance(source, str):
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
+                f.write(source)
+        spec = importlib.util.spec_from_file_location("kgym_candidate", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["kgym_candidate"] = module
+        spec.loader.exec_module(module)
+        cls = getattr(module, "ModelNew", None)
+        if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            return self.reply({"type": "error", "message": "ModelNew is not a subclass of torch.nn.Module"})
+        self.cls = cls
+        self.reply({"type": "ok"})
+
+    def construct(self, msg, init):
+        from . import tasks
+
+        if msg.get("drop_others"):
+            self.models.clear()
+            self.last = None
+        self.models[msg["id"]] = tasks.construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
+                                                 msg.get("dtype"))
+        self.reply({"type": "ok"})
+
+    def call(self, msg, args):
+        import torch
+
+        model = self.models[msg["model"]]
+        _poison(msg.get("poison") or [], self.device)
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = self.guards.call(model, list(args or []), msg.get("stage"), msg.get("variant"))
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        self.reply({"type": "ok", "candidate_ms": ms}, _sendable(out))
+
+    def check(self, msg):
+        self.guards.check_process(msg.get("stage"))
+        self.reply({"type": "ok"})
+
+    def timing_inputs(self, msg, sets):
+        from . import timing as tm
+
+        self.sets = [list(s) for s in sets]
+        self.flusher = tm.L2Flusher() if msg.get("flush", True) else None
+        self.reply({"type": "ok", "sets": len(self.sets)})
+
+    def _args(self, k, scale):
+        """A fresh copy of input set k, floating tensors times ``scale`` (the judge's random factor: every
+        call sees new values, so nothing computed for an earlier call is the answer to this one)."""
+        import torch
+
+        out = []
+        for x in self.sets[int(k) % len(self.sets)]:
+            if torch.is_tensor(x):
+                x = x.clone()
+                if scale != 1.0 and x.is_floating_point():
+                    x.mul_(scale)
+            out.append(x)
+        return out
+
+    def timed(self, msg):
+        import torch
+
+        model = self.models[msg["model"]]
+        args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
+        self.last = None
+        with torch.no_grad():
+            if self.flusher is not None and msg.get("flush", True):
+                self.flusher()
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            after = torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = model(*args)
+            end.record()
+            torch.cuda.synchronize()
+            after.record()
+            after.synchronize()
+        self.last = out
+        self.reply({"type": "ok", "ms": start.elapsed_time(end), "device_ms": start.elapsed_time(after)})
+
+    def fetch(self, msg):
+        self.reply({"type": "ok"}, _sendable(self.last))
+
+    def clock_block(self, msg):
+        import torch
+
+        model = self.models[msg["model"]]
+        args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
+        torch.cuda.synchronize()
+        times = []
+        with torch.no_grad():
+            for _ in range(int(msg.get("calls", 1))):
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record()
+                out = model(*args)
+                torch.cuda.synchronize()
+                end.record()
+                end.synchronize()
+                times.append(start.elapsed_time(end))
+        self.last = out
+        self.reply({"type": "ok", "candidate_ms": times})
+
+    def profile(self, msg):
+        from . import guards, profile
+
+        model = self.models[msg["model"]]
+        args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
+        guards.LOG.reset()
+        guards.LOG.active = True
+        try:
+            prof = profile.profile_forward(model, args, None, calls=int(msg.get("calls", 3)),
+                                           launched=lambda: set(guards.LOG.kernels))
+        finally:
+            guards.LOG.active = False
+        self.reply(dict(_plain(prof), type="ok"))
+
+    def serve(self):
+        from .child import describe_exception
+
+        while True:
+            msg, values = self.reader.recv()
+            cmd = msg.get("cmd")
+            self.seq = msg.get("seq")
+            try:
+                if cmd == "setup":
+                    self.setup(msg)
+                elif cmd == "load":
+                    self.load(msg)
+                elif cmd == "construct":
+                    self.construct(msg, values)
+                elif cmd == "call":
+                    self.call(msg, values)
+                elif cmd == "check":
+                    self.check(msg)
+                elif cmd == "drop":
+                    self.models.pop(msg.get("model"), None)
+                    self.reply({"type": "ok"})
+                elif cmd == "timing_inputs":
+                    self.timing_inputs(msg, values)
+                elif cmd == "timed":
+                    self.timed(msg)
+                elif cmd == "fetch":
+                    self.fetch(msg)
+                elif cmd == "clock_block":
+                    self.clock_block(msg)
+                elif cmd == "profile":
+                    self.profile(msg)
+                elif cmd == "exit":
+                    self.reply({"type": "ok"})
+                    return
+                else:
+                    self.reply({"type": "error", "message": f"unknown command {cmd!r}"})
+            except tp.ProtocolError:
+                raise
+            except BaseException as exc:  # noqa: BLE001 — everything the candidate raises is data
+                if isinstance(exc, (KeyboardInterrupt, SystemExit)) and cmd is None:
+                    raise
+                self.reply({"type": "error", "error": describe_exception(exc)})
+
+
+def _plain(obj):
+    """JSON-safe copy (finding evidence may hold floats like inf)."""
+    import json
+
+    return json.loads(json.dumps(obj, default=str, allow_nan=True).replace("NaN", '"NaN"')
+                      .replace("-Infinity", '"-Infinity"').replace("Infinity", '"Infinity"'))
+
+
+def _sendable(out):
+    """What goes back to the judge: tensors and plain structure; anything else by its type name only."""
+    import torch
+
+    if torch.is_tensor(out):
+        # A subclass is sent as the plain tensor its data is; the guards report the subclass itself.
+        return out.detach().as_subclass(torch.Tensor) if type(out) is not torch.Tensor else out.detach()
+    if isinstance(out, (list, tuple)):
+        items = [_sendable(o) for o in out]
+        return tuple(items) if isinstance(out, tuple) else items
+    if out is None or isinstance(out, (bool, int, float)):
+        return out
+    return tp.Other(type(out).__name__)
+
+
+def _poison(specs, device):
+    """NaN-filled blocks of the outputs' sizes left in the allocator before the call: an output the
+    candidate allocates and does not write reads NaN, not a recycled right answer (threat model row 1)."""
+    import torch
+
+    junk = []
+    for spec in specs[:8]:
+        try:
+            shape, dtype = [int(s) for s in spec[0]], getattr(torch, str(spec[1]))
+        except (TypeError, ValueError, AttributeError, IndexError):
+            continue
+        if dtype.is_floating_point:
+            for _ in range(2):
+                junk.append(torch.full(shape, float("nan"), dtype=dtype, device=device))
+    del junk
+
+
+def _autotune_without_benchmark():
+    """The Triton interpreter has no driver to benchmark ``@triton.autotune`` configs with ("0 active
+    drivers"): on the CPU every config gets the same time, so the first one (for its key) is used.  The
+    computation, not the speed, is what the CPU checks."""
+    try:
+        from triton.runtime import autotuner
+
+        autotuner.Autotuner.do_bench = property(lambda self: (lambda fn, quantiles=None: [1.0, 1.0, 1.0]))
+    except Exception:  # noqa: BLE001 — another Triton: autotune keeps its own behaviour
+        pass
+
+
+def _perturb_host_allocator():
+    """glibc fills every block it hands out with junk (M_PERTURB): unwritten host memory is never a right
+    answer (threat model row 1; on the CPU outputs live in host memory)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallopt(-6, 0xA5)
+    except Exception:  # noqa: BLE001 — not glibc: _poison still applies
+        pass
+
+
+def run(peer_fd, out_fd, err_fd, device):
+    """Entry point in the freshly forked runner (called by the zygote)."""
+    import socket
+
+    os.setsid()
+    os.dup2(out_fd, 1)
+    os.dup2(err_fd, 2)
+    os.close(out_fd)
+    os.close(err_fd)
+    sock = socket.socket(fileno=peer_fd)
+    try:
+        Runner(sock, device).serve()
+    except (tp.ProtocolError, BrokenPipeError, ConnectionResetError, EOFError):
+        os._exit(3)
+    except BaseException:  # noqa: BLE001
+        import traceback
+
+        traceback.print_exc()
+        os._exit(4)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+    os._exit(0)

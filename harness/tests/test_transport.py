@@ -1,0 +1,128 @@
+"""The judge/runner message layer (kgym_harness.transport): values round-trip exactly, and a hostile sender's
+malformed messages are refused with ProtocolError instead of reading outside the shared memory or running code."""
+
+import json
+import mmap
+import os
+import socket
+
+import pytest
+import torch
+
+from kgym_harness import transport as tp
+
+
+def pair():
+    a, b = socket.socketpair()
+    return a, b, tp.Reader(b)
+
+
+def test_values_round_trip_exactly():
+    a, _b, r = pair()
+    x = torch.randn(17, 5)
+    y = torch.arange(12, dtype=torch.int64).reshape(3, 4).t()  # not contiguous
+    h = torch.randn(3, dtype=torch.float16)
+    tp.send(a, {"cmd": "call", "seq": 3}, [x, (y, 7, 2.5, None, float("inf")), {"k": torch.bfloat16}, h, True])
+    msg, vals = r.recv()
+    assert msg["cmd"] == "call" and msg["seq"] == 3
+    assert torch.equal(vals[0], x) and vals[0].dtype == torch.float32
+    assert torch.equal(vals[1][0], y.contiguous()) and isinstance(vals[1], tuple)
+    assert vals[1][1:4] == (7, 2.5, None) and vals[1][4] == float("inf")
+    assert vals[2] == {"k": torch.bfloat16}
+    assert torch.equal(vals[3], h) and vals[4] is True
+
+
+def test_received_tensors_are_copies():
+    """What the judge compares must not change when the sender writes into its memfd afterwards."""
+    a, _b, r = pair()
+    msg, fd = tp.pack({"cmd": "x"}, [torch.zeros(1024)])
+    try:
+        data = (json.dumps(msg) + "\n").encode()
+        socket.send_fds(a, [data[:1]], [fd])
+        a.sendall(data[1:])
+        _m, vals = r.recv()
+        with mmap.mmap(fd, os.fstat(fd).st_size) as m:
+            torch.frombuffer(m, dtype=torch.float32, count=1024).fill_(7.0)
+    finally:
+        os.close(fd)
+    assert float(vals[0].abs().max()) == 0.0
+
+
+def test_objects_of_other_types_arrive_as_names_only():
+    class Sneaky:
+        def __eq__(self, other):
+            return True
+
+    a, _b, r = pair()
+    tp.send(a, {"cmd": "x"}, [Sneaky()])
+    _m, vals = r.recv()
+    assert isinstance(vals[0], tp.Other) and vals[0].type_name == "Sneaky"
+
+
+def _raw(sock, msg, fd=None):
+    data = (json.dumps(msg) + "\n").encode()
+    if fd is None:
+        sock.sendall(data)
+    else:
+        socket.send_fds(sock, [data[:1]], [fd])
+        sock.sendall(data[1:])
+
+
+def test_tensor_outside_the_shared_memory_is_refused():
+    a, _b, r = pair()
+    fd = os.memfd_create("t")
+    os.ftruncate(fd, 64)
+    _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [1000], "offset": 0}]}, fd)
+    os.close(fd)
+    with pytest.raises(tp.ProtocolError, match="outside"):
+        r.recv()
+
+
+@pytest.mark.parametrize("bad", [
+    {"values": [{"$t": 5}], "_tensors": []},                                          # index out of range
+    {"values": [{"$t": 0}], "_tensors": [{"dtype": "object", "shape": [1], "offset": 0}]},  # unknown dtype
+    {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [-1], "offset": 0}]},
+    {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [1], "offset": 3}]},  # misaligned
+    {"values": [{"$pickle": "gASVAAAA"}]},                                             # unknown tag
+])
+def test_malformed_descriptions_are_refused(bad):
+    a, _b, r = pair()
+    fd = os.memfd_create("t")
+    os.ftruncate(fd, 4096)
+    _raw(a, bad, fd if "_tensors" in bad else None)
+    os.close(fd)
+    with pytest.raises(tp.ProtocolError):
+        r.recv()
+
+
+def test_tensors_without_memfd_and_overlong_lines_are_refused():
+    a, _b, r = pair()
+    _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [1], "offset": 0}]})
+    with pytest.raises(tp.ProtocolError, match="memfd"):
+        r.recv()
+    a2, _b2, r2 = pair()
+    import threading
+
+    writer = threading.Thread(target=lambda: _ignore_errors(a2.sendall, b"x" * (tp.MAX_LINE + (1 << 16))))
+    writer.start()
+    with pytest.raises(tp.ProtocolError, match="1 MiB"):
+        r2.recv()
+    _b2.close()
+    writer.join(5)
+
+
+def _ignore_errors(fn, *args):
+    try:
+        fn(*args)
+    except OSError:
+        pass
+
+
+def test_garbage_and_a_closed_peer_are_protocol_errors():
+    a, _b, r = pair()
+    a.sendall(b"this is not json\n")
+    with pytest.raises(tp.ProtocolError, match="not JSON"):
+        r.recv()
+    a.close()
+    with pytest.raises(tp.ProtocolError, match="closed"):
+        r.recv()
