@@ -55,6 +55,11 @@ _MUTATING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add"
 _READ_METHODS = {"get", "keys", "values", "items", "copy", "index", "count"}
 _CACHE_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
 _JIT_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
+# Calls whose function arguments Triton runs during a launch (see Checker.visit_Call).
+_LAUNCH_HOOK_CALLS = {"triton.heuristics", "triton.autotune", "triton.Config"}
+# Plain builtins such a hook may call (everything else it calls must be an allowlisted dotted name).
+_HOOK_BUILTINS = {"min", "max", "int", "float", "bool", "len", "abs", "round", "isinstance", "tuple", "list", "dict",
+                  "range", "str"}
 # Builtins through which a module-level container may be read without escaping (the result is a copy or a scalar).
 _READING_BUILTINS = {"len", "list", "tuple", "sorted", "iter", "enumerate", "zip", "reversed", "any", "all", "min",
                      "max", "sum", "set", "dict", "frozenset"}
@@ -213,6 +218,7 @@ class _Checker(ast.NodeVisitor):
         self.ctx = "forward"
         self.scopes = []         # [(node, bound names, is_class)]
         self.fn = None           # innermost function/lambda node
+        self.hook_depth = 0      # > 0 inside the arguments of triton.heuristics/autotune/Config
         self._bound_cache = {}
         self.parents = {}
         for n in ast.walk(tree):
@@ -1003,6 +1009,33 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node):
         f = node.func
+        hook = self.canonical(f) if isinstance(f, (ast.Attribute, ast.Name)) else None
+        if hook in _LAUNCH_HOOK_CALLS:
+            # Functions handed to Triton's launch machinery (heuristics lambdas, prune/pre/post hooks) run
+            # during the launch itself, where no recorder looks: they may only compute configuration.
+            self.hook_depth += 1
+            try:
+                self.generic_visit(node)
+            finally:
+                self.hook_depth -= 1
+            # A function of the module's own handed over by name (pre_hook=fn) would run there unchecked by
+            # this rule: only lambdas written in place are allowed.
+            own = {d.name for d in self.tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            for arg in ast.walk(node):
+                if isinstance(arg, ast.Name) and isinstance(arg.ctx, ast.Load) and arg.id in own \
+                        and arg is not f and self.resolve(arg.id) != "local":
+                    self.add("forbidden_call", arg, arg.id,
+                             f"{arg.id} is handed to {hook}: functions that Triton runs during a launch must be "
+                             "lambdas written in place that compute launch configuration only")
+            return
+        if self.hook_depth and self.fn is not None and (
+                isinstance(f, ast.Attribute) and self.canonical(f) is None
+                or isinstance(f, ast.Name) and self.resolve(f.id) != "local" and f.id not in _HOOK_BUILTINS
+                and f.id not in self.aliases):
+            self.add("forbidden_call", node, ast.unparse(f)[:80],
+                     f"{ast.unparse(f)[:80]}() inside a function given to triton.heuristics/autotune/Config: "
+                     "such hooks run during the launch and may only compute launch configuration from the "
+                     "arguments (args[...] subscripts, arithmetic, min/max, triton.next_power_of_2, triton.cdiv)")
         if isinstance(f, ast.Attribute) and f.attr in _MUTATING_METHODS and self.ctx == "forward" and self.fn:
             root, _parts = _chain(f.value)
             if isinstance(root, ast.Name) and root.id == "self" and not all(
