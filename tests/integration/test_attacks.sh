@@ -84,9 +84,10 @@ mv "$TMP/tcp.log" "$TMP/$P.tcp"
 sleep 7
 
 # (a), (b), (c) per fixture.
-"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" >"$TMP/checks" <<'PYEOF'
+"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" >"$TMP/checks" <<'PYEOF'
 import glob, json, os, sys
-manifest, tmp, pass_, markers, token = sys.argv[1:]
+manifest, tmp, pass_, markers, token, device = sys.argv[1:]
+cpu = device == "cpu"
 results = {}
 for path in glob.glob(os.path.join(tmp, pass_ + "-*.json")):
     try:
@@ -97,7 +98,7 @@ for path in glob.glob(os.path.join(tmp, pass_ + "-*.json")):
         results[os.path.basename(e.get("candidate", ""))] = e
 tcp = open(os.path.join(tmp, pass_ + ".tcp")).read() if os.path.exists(os.path.join(tmp, pass_ + ".tcp")) else ""
 for line in open(manifest).read().splitlines()[1:]:
-    fixture, want, effects = line.split("\t")
+    fixture, want, want_runtime, effects = line.split("\t")
     name = fixture[:-3]
     e = results.get(fixture)
     if e is None:
@@ -105,11 +106,30 @@ for line in open(manifest).read().splitlines()[1:]:
         continue
     r = e.get("result") or {}
     verdict, reward = r.get("verdict"), r.get("reward")
-    allowed = {"hacked": {"hacked"}, "incorrect": {"incorrect", "hacked"}}.get(want)
-    good = verdict is not None and verdict != "correct" and reward == 0 and (allowed is None or verdict in allowed)
     kinds = sorted({h.get("type") for h in r.get("hacks", [])})
+    if pass_ == "default":
+        # The whole defence: every attack is refused outright (reward 0).
+        allowed = {"hacked": {"hacked"}, "incorrect": {"incorrect", "hacked"}}.get(want)
+        good = verdict is not None and verdict != "correct" and reward == 0 and (allowed is None or verdict in allowed)
+    else:
+        # The runtime layer and the sandbox alone (MANIFEST.tsv's runtime_only column):
+        #   hacked: recognised; sandbox: killed by the runner's seccomp filter (sandbox_violation);
+        #   sandbox_cpu: so on the CPU (no processes or programs there), elsewhere at least refused;
+        #   incorrect: the trick only breaks its own output; refused: no effect and no full reward;
+        #   open_cpu: on the CPU only the static layer sees it (docs/threat-model.md says why), elsewhere refused.
+        want = want_runtime
+        if want == "sandbox_cpu":
+            want = "sandbox" if cpu else "refused"
+        if want == "open_cpu":
+            want = "open" if cpu else "refused"
+        refused = verdict is not None and verdict != "correct" and reward is not None and reward < 1
+        good = {"hacked": verdict == "hacked" and reward == 0,
+                "sandbox": verdict == "hacked" and "sandbox_violation" in kinds and reward == 0,
+                "incorrect": verdict in ("incorrect", "hacked") and refused,
+                "refused": refused,
+                "open": verdict is not None}[want]
     print(("ok   " if good else "FAIL ") + f"{pass_}: {fixture}: verdict {verdict} reward {reward} hacks {kinds} "
-          f"(expected {want}, reward 0)")
+          f"(expected {want})")
     if not good:
         print("     " + str(r.get("feedback") or e.get("error"))[:300].replace("\n", " "))
     proc = r.get("process") or {}
