@@ -158,17 +158,24 @@ class RunnerLink:
         self.next_id = 0
         self.seq = 0
 
-    def ask(self, obj, values=None):
+    def ask(self, obj, values=None, answer_bytes=0):
+        """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
+        answer is expected to carry (the reference output's size): a memfd that large goes along for the
+        runner to write them into (transport.pack says why)."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
+        spare = self.tp.spare_for(answer_bytes) if answer_bytes else None
         try:
-            self.tp.send(self.sock, dict(obj, seq=self.seq), values)
+            self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare)
             reply, out = self.reader.recv()
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
             raise RunnerLost(str(exc)) from None
+        finally:
+            if spare is not None:
+                os.close(spare)
         if reply.get("seq") != self.seq:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         for f in reply.pop("findings", None) or []:
@@ -193,10 +200,11 @@ class RemoteModel:
     def __init__(self, link, mid):
         self.link, self.id = link, mid
         self.last_ms = None
+        self.answer_bytes = 0  # the reference output's size: the runner's answers are written into a memfd that large
         self.stage = None
 
-    def _ok(self, obj, values=None):
-        reply, out = self.link.ask(dict(obj, model=self.id), values)
+    def _ok(self, obj, values=None, answer_bytes=0):
+        reply, out = self.link.ask(dict(obj, model=self.id), values, answer_bytes)
         if reply.get("type") != "ok":
             raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
         return reply, out
@@ -205,9 +213,11 @@ class RemoteModel:
         """One forward on ``args`` (sent as copies); returns the output as this process's tensors."""
         import torch
 
-        specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in _tensor_list(poison)
-                 if torch.is_tensor(t)]
-        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": variant, "poison": specs}, list(args))
+        outs = [t for t in _tensor_list(poison) if torch.is_tensor(t)]
+        specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in outs]
+        self.answer_bytes = sum(t.numel() * t.element_size() for t in outs) or self.answer_bytes
+        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": variant, "poison": specs}, list(args),
+                              self.answer_bytes)
         self.last_ms = reply.get("candidate_ms")
         return out
 
@@ -219,7 +229,13 @@ class RemoteModel:
         return float(reply["ms"]), float(reply["device_ms"])
 
     def fetch(self):
-        return self._ok({"cmd": "fetch"})[1]
+        return self._ok({"cmd": "fetch"}, answer_bytes=self.answer_bytes)[1]
+
+    def sample(self, idx):
+        """The last timed output's values at the positions ``idx`` (one index tensor, or None for all of a
+        small output, per output tensor)."""
+        return self._ok({"cmd": "sample"}, list(idx), answer_bytes=sum(8 * (i.numel() if i is not None else 0)
+                                                                        for i in idx) or self.answer_bytes)[1]
 
     def clock_block(self, k, scale, calls):
         return [float(x) for x in self._ok({"cmd": "clock_block", "set": k, "scale": scale,
@@ -541,6 +557,7 @@ class Evaluation:
                 ref_out = ref(*_clone_args(inputs))
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
             min_bytes += sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
+            cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
             del ref_out
             flops = 0
             try:
@@ -571,13 +588,16 @@ class Evaluation:
                               base.description)
             return tasks.build(self.task, v, self.device)[1]
 
-        def on_pair(call, ref_args, ref_out, cand_out):
+        def on_pair(call, ref_args, ref_out, remote):
             checked[0] += 1
             atol, rtol = self.tolerances(ref_out)
-            # A random sample of positions first (cheap); the full comparison only when the sample disagrees
-            # or cannot be taken, so a wrong output is judged exactly as in correctness.
-            if compare.sample_agrees(ref_out, cand_out, atol, rtol, seed=timer.random.getrandbits(63)):
+            # A random sample of positions first (cheap: only those values cross from the runner, and the
+            # positions are drawn after the call, so the runner could not know them while it computed); the
+            # full output only when the sample disagrees or cannot be taken, so a wrong output is judged
+            # exactly as in correctness.
+            if _sample_agrees(remote, ref_out, atol, rtol, timer.random.getrandbits(63)):
                 return
+            cand_out = remote.fetch()
             if _passes(compare.compare(ref_out, cand_out, atol, rtol)):
                 return
             mismatched.append(call)
@@ -607,9 +627,10 @@ class Evaluation:
                                     "status": "ran", "compare": facts, "atol": atol, "rtol": rtol, "error": None})
 
         def input_sets():
-            first = make_inputs(0)
-            sets = [first] + [make_inputs(k) for k in range(1, tm.input_set_count(first, int(cfg.get("input_sets", 3))))]
-            # The runner keeps its own copies on its device for every timed call.
+            # One set: every timed call multiplies its floating inputs by a fresh random factor (CrossTimer),
+            # so values never repeat; a second set would only double what crosses to the runner (gigabytes on
+            # the largest tasks).  The runner keeps its copy on its device for every timed call.
+            sets = [make_inputs(0)]
             self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True))}, sets)
             return sets
 
@@ -684,7 +705,7 @@ class Evaluation:
                 # computed nothing is caught here, not only by kgym's clock.
                 with torch.no_grad():
                     block_ref = ref(*block_args)
-                on_pair("clock_block", block_args, block_ref, cand.fetch())
+                on_pair("clock_block", block_args, block_ref, cand)
                 del block_args, block_ref
                 if cfg.get("profile", True) and not (rerun_wrong or mismatched):
                     self.gpu_purpose("profile")
@@ -894,6 +915,35 @@ class Evaluation:
                 torch.is_tensor(x) and x.shape == r.shape and x.is_floating_point() and
                 bool(((x.float() - r).abs() <= atol + rtol * r.abs()).all()) for x in inputs)
         self.chan.send({"type": "task_facts", "facts": facts})
+
+
+def _sample_agrees(remote, ref_out, atol, rtol, seed, samples=1 << 16):
+    """compare.sample_agrees with the candidate's output still in the runner: positions drawn here, only the
+    values there fetched.  None (compare in full) when the outputs' structure does not allow it."""
+    import torch
+
+    from . import compare
+
+    refs = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
+    if not refs or not all(torch.is_tensor(r) and r.is_contiguous() for r in refs):
+        return None
+    gen = torch.Generator(device=refs[0].device)
+    gen.manual_seed(seed)
+    idx = [torch.randint(r.numel(), (samples,), device=r.device, generator=gen) if r.numel() > samples else None
+           for r in refs]
+    got = remote.sample(idx)
+    if not isinstance(got, list) or len(got) != len(refs):
+        return None
+    picked_ref, picked = [], []
+    for r, i, c in zip(refs, idx, got):
+        if not torch.is_tensor(c):
+            return None
+        rf = r.reshape(-1) if i is None else r.reshape(-1)[i]
+        if c.shape != rf.shape or c.dtype != rf.dtype:
+            return None
+        picked_ref.append(rf)
+        picked.append(c)
+    return compare.sample_agrees(picked_ref, picked, atol, rtol, samples=samples, seed=seed)
 
 
 def _own_kernels(prof, names):

@@ -49,6 +49,7 @@ import ast
 import builtins as _builtins
 import json
 import os
+import sys
 
 _MUTATING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "clear",
                      "remove", "discard", "appendleft", "__setitem__"}
@@ -202,6 +203,9 @@ class _Checker(ast.NodeVisitor):
         self.private_ok = set(al.get("private_exceptions", []))
         self.dunder_ok = set(al.get("dunder_exceptions", []))
         self.builtins_ok = set(al.get("builtins", []))
+        # Exception classes (raise ValueError(...), raise ImportError(...)) reach nothing: all of them.
+        self.builtins_ok |= {n for n, v in vars(_builtins).items()
+                             if isinstance(v, type) and issubclass(v, Exception)}
         self.forward_torch = list(al.get("forward", []))
         self.forward_methods = set(al.get("forward_methods", []))
         self.self_methods = set(al.get("self_methods", []))
@@ -574,7 +578,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Import(self, node):
         for a in node.names:
-            if a.name not in self.modules:
+            if a.name not in self.modules and not _no_such_module(a.name):
                 self.add("forbidden_import", node, a.name, self._import_msg(a.name))
 
     def visit_ImportFrom(self, node):
@@ -833,6 +837,10 @@ class _Checker(ast.NodeVisitor):
             return
         if name in allowed:
             return
+        if _does_not_exist(name):
+            # A misspelt name of an allowed library (tl.undefined_thing) reaches nothing: it fails when the
+            # kernel compiles or the module runs, and that error is the feedback a model needs, not "hack".
+            return
         if ctx == "kernel":
             self.add("forbidden_attribute", node, name, f"`{name}` is not allowed in a @triton.jit kernel: use "
                      "triton.language (tl.*) and libdevice only")
@@ -1044,6 +1052,39 @@ class _Checker(ast.NodeVisitor):
                          f"{ast.unparse(f)}() keeps a tensor-derived value on the module during forward: no "
                          "results may be cached across calls")
         self.generic_visit(node)
+
+
+def _no_such_module(name):
+    """Whether no installed module has this name's top-level package: importing it fails with
+    ModuleNotFoundError (an ordinary compile error), so it reaches nothing.  Only the top level is looked up:
+    finding a dotted name would import its parent package."""
+    import importlib.util
+
+    top = name.split(".")[0]
+    if top in sys.modules:
+        return False
+    try:
+        return importlib.util.find_spec(top) is None
+    except (ImportError, ValueError):
+        return False
+
+
+def _does_not_exist(name):
+    """Whether a dotted name rooted at an already imported module (torch, triton, math...) names nothing: an
+    AttributeError when it runs.  Nothing new is imported to find out."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        mod = sys.modules.get(".".join(parts[:i]))
+        if mod is None:
+            continue
+        obj = mod
+        for attr in parts[i:]:
+            try:
+                obj = getattr(obj, attr)
+            except Exception:  # noqa: BLE001 — AttributeError, or a lazy attribute that cannot load
+                return True
+        return False
+    return False
 
 
 def check(tree, policy):

@@ -18,6 +18,7 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
   timing_inputs {values: [set, ...], flush}    input sets kept on the device for the timed calls
   timed {model, set, scale, flush}             one timed call (events), output kept for ``fetch``
   fetch                                        the last timed/clock-block output
+  sample {values: [index tensor or None, ...]} that output's values at the judge's positions
   clock_block {model, set, calls}              calls back to back, each timed
   profile {model, set, calls}                  per-kernel device times (torch.profiler)
   exit
@@ -51,7 +52,12 @@ class Runner:
             self.sent = len(self.guards.findings)
             if new:
                 obj = dict(obj, findings=[_plain(f) for f in new])
-        tp.send(self.sock, obj, values)
+        spare = self.reader.take_spare()
+        try:
+            tp.send(self.sock, obj, values, into=spare)
+        finally:
+            if spare is not None:
+                os.close(spare)
 
     # -- commands ---------------------------------------------------------------------------------------
     def setup(self, msg):
@@ -81,6 +87,10 @@ class Runner:
             warnings.append("sandbox disabled by the job")
         if workdir:
             os.chdir(workdir)
+        if workdir:
+            # Triton's default home (~/.triton: dumps, overrides, the cache) was fixed when the zygote imported it,
+            # as root's home, which the runner can neither see nor write: the workdir is this runner's home.
+            os.environ["TRITON_HOME"] = workdir
         if job.get("triton_cache"):
             os.environ["TRITON_CACHE_DIR"] = job["triton_cache"]
         import torch
@@ -174,6 +184,9 @@ class Runner:
         model = self.models[msg["model"]]
         args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
         self.last = None
+        # The inputs are ready before the timed call starts: a candidate that works on a side stream (which
+        # does not wait for the current one) reads finished inputs, as it did when they were made in advance.
+        torch.cuda.synchronize()
         with torch.no_grad():
             if self.flusher is not None and msg.get("flush", True):
                 self.flusher()
@@ -191,6 +204,19 @@ class Runner:
 
     def fetch(self, msg):
         self.reply({"type": "ok"}, _sendable(self.last))
+
+    def sample(self, msg, idx):
+        """The last output's values at the judge's positions: only a sample crosses back."""
+        import torch
+
+        outs = list(self.last) if isinstance(self.last, (tuple, list)) else [self.last]
+        if len(outs) != len(idx or []) or not all(torch.is_tensor(o) for o in outs):
+            return self.reply({"type": "ok"}, None)
+        picked = []
+        for o, i in zip(outs, idx):
+            flat = o.detach().reshape(-1)
+            picked.append(flat if i is None else flat[i.to(flat.device)])
+        self.reply({"type": "ok"}, picked)
 
     def clock_block(self, msg):
         import torch
@@ -253,6 +279,8 @@ class Runner:
                     self.timed(msg)
                 elif cmd == "fetch":
                     self.fetch(msg)
+                elif cmd == "sample":
+                    self.sample(msg, values)
                 elif cmd == "clock_block":
                     self.clock_block(msg)
                 elif cmd == "profile":

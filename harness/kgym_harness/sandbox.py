@@ -613,7 +613,10 @@ def runner_paths(job):
         pass
     read += ["/usr/local/nvidia"] + list(sb.get("readable", []))
     read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
-    rw = [workdir, os.environ.get("TMPDIR"), "/dev/shm", *gpu, *sb.get("writable", [])]
+    # The runner's own /proc/<pid> (its pid namespace's view): the CUDA driver writes there while it initialises
+    # (cudaErrorOperatingSystem without it, measured on an H200); nothing outside this process is reachable.
+    own_proc = os.path.realpath("/proc/self")
+    rw = [workdir, os.environ.get("TMPDIR"), "/dev/shm", *gpu, own_proc, *sb.get("writable", [])]
     rw = [p for p in dict.fromkeys(rw) if p and os.path.exists(p)]
     # /dev/null and /dev/zero are written to as well (files: only file rights are granted on them).
     rw += [p for p in ("/dev/null", "/dev/zero") if os.path.exists(p)]

@@ -243,8 +243,8 @@ class CrossTimer:
     sets (sent once); every call uses set ``call % len(sets)`` with its floating inputs multiplied by a
     random factor in [0.5, 2) drawn here from the operating system's randomness, in both processes: no two
     calls see the same values, so nothing computed for an earlier call answers a later one.  Whether a
-    call's output is checked is decided *after* the call (``remote.fetch()`` of the output it kept), so the
-    runner cannot know beforehand which calls count.
+    call's output is checked is decided *after* the call (``on_pair(call, args, ref_out, remote)`` samples or
+    fetches the output the runner kept), so the runner cannot know beforehand which calls count.
     """
 
     def __init__(self, ref, remote, sets, flush=True, check_every=0, on_pair=None, ref_untimed=None):
@@ -327,7 +327,7 @@ class CrossTimer:
                     t0 = time.perf_counter()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*args)
-                    self.on_pair(call, args, ref_out, self.remote.fetch())
+                    self.on_pair(call, args, ref_out, self.remote)
                     self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
                 del ref_out, args
         return ref_ms, cand_ms, ref_dev, cand_dev

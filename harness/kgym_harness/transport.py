@@ -90,13 +90,15 @@ class Other:
         return f"<{self.type_name} object>"
 
 
-def pack(obj, values):
-    """(message dict, memfd or None): ``values`` (any tree of tensors and plain data) goes into
-    ``obj["values"]``, the tensors into one memfd."""
+def pack(obj, values, into=None):
+    """(message dict, memfd or None, whether the memfd is a new one): ``values`` (any tree of tensors and plain
+    data) goes into ``obj["values"]``, the tensors into one memfd: ``into`` (a memfd the peer supplied) when
+    they fit, else a new one.  The runner writes its outputs into the judge's memfd because its own file size
+    limit (RLIMIT_FSIZE) would stop it from growing one to gigabytes."""
     tensors = []
     obj = dict(obj, values=_flatten(values, tensors))
     if not tensors:
-        return obj, None
+        return obj, None, False
     if len(tensors) > MAX_TENSORS:
         raise ValueError(f"more than {MAX_TENSORS} tensors in one message")
     layout, offset = [], 0
@@ -107,10 +109,12 @@ def pack(obj, values):
         layout.append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "offset": offset,
                        "device": t.device.type})
         offset += (n + _ALIGN - 1) // _ALIGN * _ALIGN
-    fd = os.memfd_create("kgym-tensors", os.MFD_CLOEXEC)
+    new = into is None or os.fstat(into).st_size < offset
+    fd = os.memfd_create("kgym-tensors", os.MFD_CLOEXEC) if new else into
     try:
         if offset:
-            os.ftruncate(fd, offset)
+            if new:
+                os.ftruncate(fd, offset)
             with mmap.mmap(fd, offset) as m:
                 for t, spec in zip(tensors, layout):
                     n = t.numel()
@@ -122,26 +126,43 @@ def pack(obj, values):
                     dst.copy_(t.detach().reshape(-1))
                     del dst
     except BaseException:
-        os.close(fd)
+        if new:
+            os.close(fd)
         raise
     obj["_tensors"] = layout
     obj["_bytes"] = offset
-    return obj, fd
+    return obj, fd, new
 
 
-def send(sock, obj, values=None):
-    msg, fd = pack(obj, values)
+def spare_for(nbytes):
+    """A memfd of ``nbytes`` (rounded up) for the peer to write its answer's tensors into (``send(spare=)``)."""
+    fd = os.memfd_create("kgym-spare", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, max(_ALIGN, int(nbytes) + _ALIGN * MAX_TENSORS))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def send(sock, obj, values=None, spare=None, into=None):
+    """Sends one message; ``spare``: a memfd (see spare_for) passed along for the answer; ``into``: the spare
+    the peer passed us, used for this message's tensors when they fit."""
+    msg, fd, new = pack(obj, values, into)
+    fds = ([fd] if fd is not None else []) + ([spare] if spare is not None else [])
+    if spare is not None:
+        msg["_spare"] = True
     data = (json.dumps(msg, allow_nan=False) + "\n").encode()
     try:
-        if fd is None:
+        if not fds:
             sock.sendall(data)
         else:
-            sent = socket.send_fds(sock, [data[:1]], [fd])
+            sent = socket.send_fds(sock, [data[:1]], fds)
             if sent < 1:
                 raise ProtocolError("the peer closed the socket")
             sock.sendall(data[1:])
     finally:
-        if fd is not None:
+        if fd is not None and new:
             os.close(fd)
 
 
@@ -153,6 +174,7 @@ class Reader:
         self.device = device
         self.buf = b""
         self.fds = []
+        self.spare = None  # the memfd the peer sent for our answer (take_spare)
 
     def _fill(self):
         data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
@@ -184,10 +206,24 @@ class Reader:
                 tensors = _read_tensors(fd, layout, device or self.device)
             finally:
                 os.close(fd)
+        if msg.pop("_spare", False) and self.fds:
+            self.take_spare_close()
+            self.spare = self.fds.pop(0)
         for extra in self.fds:  # more fds than messages asked for: not ours to keep
             os.close(extra)
         self.fds = []
         return msg, _unflatten(msg.get("values"), tensors)
+
+
+    def take_spare(self):
+        """The spare memfd the last message brought (the caller closes it), or None."""
+        fd, self.spare = self.spare, None
+        return fd
+
+    def take_spare_close(self):
+        if self.spare is not None:
+            os.close(self.spare)
+            self.spare = None
 
 
 def _read_tensors(fd, layout, device):

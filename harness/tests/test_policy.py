@@ -368,3 +368,27 @@ def test_allowlisted_driver_query_under_a_refused_namespace():
     got = kinds_at(body)
     assert ("forbidden_import", 1) not in got and ("forbidden_attribute", 2) not in got
     assert ("forbidden_import", 3) in got and ("forbidden_attribute", 4) in got
+
+
+@pytest.mark.parametrize("body", [
+    # A misspelt name of an allowed library reaches nothing: the compile error is the feedback, not "hack".
+    "@triton.jit\ndef k2(x_ptr):\n    tl.store(x_ptr, tl.undefined_thing(1.0))\n",
+    # A module no installation has: ModuleNotFoundError at import (compile_error).
+    "import magic_kernels_that_do_not_exist\n",
+    # Exception classes are plain data.
+    "def check(x):\n    if x.dim() != 2:\n        raise ValueError('2-D only')\n    raise ImportError('x')\n",
+])
+def test_names_that_reach_nothing_are_not_findings(body):
+    import triton.language  # noqa: F401 — imported in every judge (the zygote preloads it)
+
+    assert findings(body) == []
+
+
+@pytest.mark.parametrize("body, expected", [
+    # ...but an existing module or name off the list still is.
+    ("import numpy\n", ("forbidden_import", 1)),
+    ("@triton.jit\ndef k2(x_ptr):\n    y = triton.runtime.driver\n", ("forbidden_attribute", 3)),
+    ("def f():\n    raise SystemExit(0)\n", ("forbidden_call", 2)),
+])
+def test_existing_names_off_the_list_are_still_findings(body, expected):
+    assert expected in kinds_at(body)

@@ -35,7 +35,7 @@ def test_values_round_trip_exactly():
 def test_received_tensors_are_copies():
     """What the judge compares must not change when the sender writes into its memfd afterwards."""
     a, _b, r = pair()
-    msg, fd = tp.pack({"cmd": "x"}, [torch.zeros(1024)])
+    msg, fd, _new = tp.pack({"cmd": "x"}, [torch.zeros(1024)])
     try:
         data = (json.dumps(msg) + "\n").encode()
         socket.send_fds(a, [data[:1]], [fd])
@@ -46,6 +46,27 @@ def test_received_tensors_are_copies():
     finally:
         os.close(fd)
     assert float(vals[0].abs().max()) == 0.0
+
+
+def test_answers_are_written_into_the_spare_memfd_when_they_fit():
+    """The runner cannot grow a memfd past its file size limit: the judge sends one sized for the answer."""
+    a, b, r = pair()
+    spare = tp.spare_for(4096 * 4)
+    tp.send(a, {"cmd": "call"}, None, spare=spare)
+    os.close(spare)
+    _m, _v = r.recv()
+    got = r.take_spare()
+    assert got is not None and os.fstat(got).st_size >= 4096 * 4
+    _msg, fd, new = tp.pack({"type": "ok"}, [torch.ones(4096)], into=got)
+    assert fd == got and not new
+    _msg, fd2, new2 = tp.pack({"type": "ok"}, [torch.ones(1 << 20)], into=got)  # too big: a memfd of its own
+    assert fd2 != got and new2
+    os.close(fd2)
+    ra = tp.Reader(a)
+    tp.send(b, {"type": "ok"}, [torch.full((4096,), 3.0)], into=got)
+    os.close(got)
+    _m, vals = ra.recv()
+    assert float(vals[0].sum()) == 3.0 * 4096
 
 
 def test_objects_of_other_types_arrive_as_names_only():

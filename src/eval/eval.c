@@ -288,10 +288,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             json_object_set(job, "policy", policy);
         json_object_set_new(job, "coverage_floor",
                             opts->coverage_floor > 0 ? json_real(opts->coverage_floor) : json_null());
-        /* Landlock (writes only in the workdir) on CPU only for now: on a GPU the Triton and CUDA caches and
-         * the device files need rules that have not been validated there yet. */
+        /* The runner's sandbox (docs/threat-model.md): namespaces, uid, seccomp and Landlock on reads and
+         * writes, on every device; --no-sandbox turns all of it off (debugging only). */
         json_object_set_new(job, "sandbox", json_pack("{s:b, s:b, s:b}", "enabled", opts->sandbox != 0, "seccomp",
-                                                      opts->sandbox != 0, "landlock", opts->sandbox != 0 && cpu));
+                                                      opts->sandbox != 0, "landlock", opts->sandbox != 0));
         timeouts = json_object();
         for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
             json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));

@@ -490,7 +490,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     for (int i = 0; i < 2; i++) {
         if (lim->address_space_bytes)
             set_limit(both[i], RLIMIT_AS, lim->address_space_bytes);
-        if (lim->file_size_bytes)
+        /* Files: the runner's only (the judge writes none, and sizes the shared memory the runner's outputs
+         * come back in: a memfd is a file too). */
+        if (lim->file_size_bytes && both[i] == rpid)
             set_limit(both[i], RLIMIT_FSIZE, lim->file_size_bytes);
         if (lim->cpu_seconds > 0)
             set_limit(both[i], RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);

@@ -6,7 +6,8 @@ C=tests/fixtures/candidates
 T=tests/fixtures/tasks/add_one.py
 {
     for c in segfault ok hang ok flood ok protocol_garbage ok exit_early ok; do
-        case $c in ok) e=correct ;; hang) e=timeout ;; *) e=runtime_error ;; esac
+        # Garbage on the judge's socket is the candidate writing on the harness's channel: protocol_forgery.
+        case $c in ok) e=correct ;; hang) e=timeout ;; protocol_garbage) e=hacked ;; *) e=runtime_error ;; esac
         printf '{"task": "%s", "candidate": "%s/%s.py", "expect": "%s"}\n' "$T" "$C" "$c" "$e"
     done
 } >"$TMP/pairs.jsonl"

@@ -37,8 +37,8 @@ if [ "$DEVICE" = cpu ]; then want=runtime_error; else want=compile_error; fi
 expect kernel_error $want '"undefined_thing" in r["feedback"]'
 expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]' --policy "$RT"
 expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7' --policy "$RT"
-expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]'
-expect protocol_garbage runtime_error 'r["process"]["end"] == "protocol"' --policy "$RT"
+expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]' --policy "$RT"
+expect protocol_garbage hacked 'r["process"]["end"] == "protocol" and [h["type"] for h in r["hacks"]] == ["protocol_forgery"]' --policy "$RT"
 expect hang timeout 'r["process"]["stage"] == "tiny_run" and r["reward"] == 0.5 and r["wall_ms"] < 30000'
 expect hang_import timeout 'r["process"]["stage"] == "compile" and r["reward"] == 0.3'
 
