@@ -15,7 +15,6 @@ can enforce per-stage time limits from outside.
 
 import ast
 import contextlib
-import importlib.util
 import json
 import os
 import socket
@@ -272,7 +271,6 @@ class Evaluation:
         # kgym's arbiter shares the GPU among evaluations: ask before every GPU phase (docs/protocol.md).
         self.arbiter = bool(job.get("gpu_arbiter"))
         self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
-        self.released_for_compile = False
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -450,7 +448,6 @@ class Evaluation:
             yield
         finally:
             self.gpu_mode = None
-            self.released_for_compile = False
             if self.device.startswith("cuda"):
                 try:
                     import torch
@@ -471,44 +468,6 @@ class Evaluation:
                 except Exception:  # noqa: BLE001 — a poisoned context is reported by the stage itself
                     pass
             self.chan.send({"type": "gpu_release"})
-
-    def install_compile_hooks(self):
-        """Triton compiles a kernel the first time the candidate launches it: seconds of CPU work inside a
-        shared GPU phase, during which an exclusive request (another evaluation's timing) waits for this
-        phase to end and holds every new shared phase back behind it.  So a shared phase is handed back
-        for the compile (queued GPU work finished first) and asked for again before the launch, through
-        Triton's hooks around compilation.  Exclusive phases are kept: a compile there is rare (a new
-        specialisation while timing) and giving one back would mean waiting for the GPU to empty again."""
-        try:
-            from triton import knobs
-        except Exception:  # noqa: BLE001 — an older Triton: phases simply stay held while compiling
-            return
-
-        def before_compile(**_kwargs):
-            if self.gpu_mode == "shared" and not self.released_for_compile:
-                import torch
-
-                if torch.cuda.memory_allocated() > (2 << 30):
-                    # Gigabytes of this variant's tensors stay allocated through the compile: an evaluation
-                    # re-run alone for want of memory must not start while they are held, so keep the phase.
-                    return None
-                torch.cuda.synchronize()
-                self.chan.send({"type": "gpu_release", "why": "triton_compile"})
-                self.released_for_compile = True
-            return None  # None: Triton compiles as usual
-
-        def after_compile(**_kwargs):
-            if self.released_for_compile:
-                self.released_for_compile = False
-                stage = getattr(self, "current_stage", None)
-                self.chan.send({"type": "gpu_acquire", "mode": "shared", "stage": stage, "purpose": stage})
-                reply = self.chan.recv()
-                if reply.get("type") != "gpu_grant":
-                    raise RuntimeError(f"kgym did not grant the GPU: {reply}")
-            return None
-
-        knobs.runtime.jit_cache_hook = before_compile
-        knobs.runtime.jit_post_compile_hook = after_compile
 
     def gpu_purpose(self, purpose):
         """Says what the GPU phase held now is used for from here on (kgym splits the held time by it)."""
@@ -1028,43 +987,6 @@ def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol):
         if d.numel():
             cand_err = max(cand_err, float(d.max()))
     return {"reference_error": ref_err, "candidate_error": cand_err, "slack": slack, "mismatches": bad}
-
-
-def _perturb_host_allocator():
-    """Makes glibc fill every block it hands out (and every block freed) with a junk byte (M_PERTURB).
-
-    On the CPU (the Triton interpreter) a candidate that returns ``torch.empty`` memory it never wrote can be
-    handed a block that held the reference's result or an intermediate equal to it: glibc's bins recycle
-    freed blocks in an order _poison_allocator's NaN blocks do not always win (seen in make test: a grid that
-    launched no program at all passed level1/36's size_odd variant, and other runs matched a few elements).  With perturbation an unwritten
-    element reads 0x5a5a5a5a (about 1.5e16) or the freed-block byte, never a right answer.  Large blocks
-    come from fresh zeroed pages, which are no right answer either, except on degenerate tasks (reported)."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-6, 0xA5)  # M_PERTURB: allocations read ~0xA5 = 0x5A, freed blocks 0xA5
-    except Exception:  # noqa: BLE001 — not glibc: _poison_allocator still applies
-        pass
-
-
-def _poison_allocator(ref_out):
-    """Leaves NaN-filled blocks of the output's size in the allocator's cache.
-
-    A candidate that allocates its output with torch.empty and leaves part of
-    it unwritten would otherwise often receive a recycled block that happens
-    to hold right values (a freed temporary of the reference), and pass.  The
-    CPU and CUDA allocators both hand out the most recently freed block of a
-    size first, so the candidate's empty output now starts as NaN."""
-    import torch
-
-    outs = ref_out if isinstance(ref_out, (list, tuple)) else [ref_out]
-    junk = []
-    for out in outs:
-        if torch.is_tensor(out) and out.is_floating_point() and out.numel() > 0:
-            for _ in range(2):
-                junk.append(torch.full_like(out, float("nan")))
-    del junk
 
 
 def _tensor_list(out):

@@ -181,6 +181,8 @@ class Runner:
     def timed(self, msg):
         import torch
 
+        from . import timing as tm
+
         model = self.models[msg["model"]]
         args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
         self.last = None
@@ -188,19 +190,9 @@ class Runner:
         # does not wait for the current one) reads finished inputs, as it did when they were made in advance.
         torch.cuda.synchronize()
         with torch.no_grad():
-            if self.flusher is not None and msg.get("flush", True):
-                self.flusher()
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            after = torch.cuda.Event(enable_timing=True)
-            start.record()
-            out = model(*args)
-            end.record()
-            torch.cuda.synchronize()
-            after.record()
-            after.synchronize()
+            ms, device_ms, out = tm.event_timed(model, args, self.flusher if msg.get("flush", True) else None)
         self.last = out
-        self.reply({"type": "ok", "ms": start.elapsed_time(end), "device_ms": start.elapsed_time(after)})
+        self.reply({"type": "ok", "ms": ms, "device_ms": device_ms})
 
     def fetch(self, msg):
         self.reply({"type": "ok"}, _sendable(self.last))

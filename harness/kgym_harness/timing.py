@@ -28,6 +28,26 @@ def l2_bytes(device=None) -> int:
     return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
 
 
+def event_timed(model, args, flusher=None):
+    """One call of ``model(*args)``: (stream ms, device ms, output).  The flush is queued, not waited for, so the
+    model's launches overlap it (as in triton.testing.do_bench) instead of leaving the GPU idle behind the start
+    event.  ``end`` is recorded on the current stream right after the call returns; then a device-wide
+    synchronize and ``after``: work the call left on other streams shows as a gap between the two, which kgym
+    compares with the reference's own gap (a reference never leaves work behind) and counts when it is larger."""
+    if flusher:
+        flusher()
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    after = torch.cuda.Event(enable_timing=True)
+    start.record()
+    out = model(*args)
+    end.record()
+    torch.cuda.synchronize()  # side streams included
+    after.record()
+    after.synchronize()
+    return start.elapsed_time(end), start.elapsed_time(after), out
+
+
 class L2Flusher:
     """Writes a buffer of at least twice the L2 size: whatever a call left in L2 is evicted."""
 
@@ -105,24 +125,7 @@ class PairTimer:
         return args, _clone(args)
 
     def _timed(self, model, args):
-        """One call: (stream ms, device ms, output).  The flush is queued, not waited for, so the model's
-        launches overlap it (as in triton.testing.do_bench) instead of leaving the GPU idle behind the start
-        event.  ``end`` is recorded on the current stream right after the call returns; then a device-wide
-        synchronize and ``after``: work the call left on other streams shows as a gap between the two, which
-        kgym compares with the reference's own gap (a reference never leaves work behind) and counts when
-        it is larger."""
-        if self.flusher:
-            self.flusher()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        after = torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = model(*args)
-        end.record()
-        torch.cuda.synchronize()  # side streams included
-        after.record()
-        after.synchronize()
-        return start.elapsed_time(end), start.elapsed_time(after), out
+        return event_timed(model, args, self.flusher)
 
     def warm(self, calls, warm_ms=0.0, at_least=2):
         """Untimed pairs.  Without ``warm_ms``: ``calls`` of them.  With it: for ``warm_ms`` of wall time,
@@ -270,18 +273,7 @@ class CrossTimer:
         return k, scale, args
 
     def _ref_timed(self, args):
-        if self.flusher:
-            self.flusher()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        after = torch.cuda.Event(enable_timing=True)
-        start.record()
-        out = self.ref(*args)
-        end.record()
-        torch.cuda.synchronize()
-        after.record()
-        after.synchronize()
-        return start.elapsed_time(end), start.elapsed_time(after), out
+        return event_timed(self.ref, args, self.flusher)
 
     def warm(self, calls, warm_ms=0.0, at_least=2):
         t0 = time.perf_counter()

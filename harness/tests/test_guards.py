@@ -214,7 +214,7 @@ def test_out_of_memory_in_a_check_propagates(monkeypatch):
 
 
 def test_perturbed_host_allocator_hands_out_junk():
-    # In a fresh interpreter (the setting stays for the process): after the child's mallopt(M_PERTURB), an
+    # In a fresh interpreter (the setting stays for the process): after the runner's mallopt(M_PERTURB), an
     # unwritten torch.empty block reads glibc's junk byte, never recycled values that could be a right answer.
     import pathlib
     import subprocess
@@ -222,8 +222,8 @@ def test_perturbed_host_allocator_hands_out_junk():
 
     code = (
         "import torch\n"
-        "from kgym_harness import child\n"
-        "child._perturb_host_allocator()\n"
+        "from kgym_harness import runner\n"
+        "runner._perturb_host_allocator()\n"
         "right = torch.arange(4000, dtype=torch.float32) * 0.5\n"
         "del right\n"
         "x = torch.empty(4000, dtype=torch.float32)\n"

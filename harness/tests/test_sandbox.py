@@ -418,7 +418,7 @@ def test_runner_is_locked_down_and_honest_work_still_runs(world):
         # Hostile, merely refused.
         rep["secret_errno"] = _errno_of(lambda: open(world["secret"]).read())
         rep["repo_errno"] = _errno_of(lambda: open(world["repo_file"]).read())
-        rep["root_listing_errno"] = _errno_of(lambda: os.listdir("/work"))
+        rep["root_listing_errno"] = _errno_of(lambda: os.listdir(os.path.dirname(REPO)))
         if _ARCH:
             rep["clone_newuser_errno"] = _errno_of_syscall(_ARCH["clone"], 0x10000000 | signal.SIGCHLD, 0, 0, 0, 0)
             rep["perf_event_open_errno"] = _errno_of_syscall(_ARCH["perf_event_open"], 0, 0, -1, -1, 0)

@@ -655,9 +655,22 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_object_set_new(r, "hacks", hacks);
     json_object_set_new(r, "warnings", warnings);
     json_t *sb = messages ? find_message(messages, "sandbox", NULL, NULL) : NULL;
-    json_object_set_new(r, "sandbox", sb ? json_pack("{s:O?, s:O?}", "active", json_object_get(sb, "active"),
-                                                     "warnings", json_object_get(sb, "warnings"))
-                                         : json_null());
+    if (sb) {
+        /* The runner's warnings, and those of the process that forked it (a refused PID namespace is known
+         * only there: the runner is forked after it). */
+        json_t *warn = json_is_array(json_object_get(sb, "warnings")) ? json_copy(json_object_get(sb, "warnings"))
+                                                                      : json_array();
+        size_t k;
+        json_t *w;
+        if (rep && json_is_array(rep->runner_notes))
+            json_array_foreach(rep->runner_notes, k, w)
+                if (json_is_string(w))
+                    json_array_append(warn, w);
+        json_object_set_new(r, "sandbox", json_pack("{s:O?, s:o}", "active", json_object_get(sb, "active"),
+                                                    "warnings", warn));
+    } else {
+        json_object_set_new(r, "sandbox", json_null());
+    }
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",

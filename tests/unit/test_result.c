@@ -713,7 +713,44 @@ static void wrong_on_timed_inputs_is_incorrect(void)
     json_decref(r);
 }
 
+/* The runner's end as kgym's own facts (eval.c adds them after the nonce screening): SIGSYS from its seccomp
+ * filter is sandbox_violation, non-answers on the judge's socket protocol_forgery; both are hacks, reward 0.
+ * The warnings of the process that forked the runner (a refused PID namespace) join the runner's own. */
+static void runner_end_facts_are_hacks(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    const char *kinds[] = {"sandbox_violation", "forged"};
+    const char *want[] = {"sandbox_violation", "protocol_forgery"};
+    for (int k = 0; k < 2; k++) {
+        fake f;
+        fake_init(&f);
+        stage_ok(&f, "parse");
+        stage_ok(&f, "static");
+        msg(&f, json_pack("{s:s, s:[s], s:[s]}", "type", "sandbox", "active", "seccomp: ...", "warnings",
+                          "IPC namespace not created (Operation not permitted)"));
+        msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "compile", "status", "begin"));
+        f.rep.end = KG_END_SIGNAL;
+        f.rep.signal = 31;
+        f.rep.runner_ended = 1;
+        f.rep.runner_notes = json_pack("[s]", "pid namespace not created (Operation not permitted)");
+        json_array_append_new(f.rep.messages, k == 0 ? json_pack("{s:s, s:s}", "type", kinds[k], "stage", "compile")
+                                                       : json_pack("{s:s, s:i, s:s}", "type", kinds[k], "count", 1,
+                                                                   "sample", "x"));
+        json_t *r = build(&f, &o);
+        KG_CHECK_STR(verdict(r), "hacked");
+        KG_CHECK_NEAR(reward(r), 0.0, 0);
+        KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                     want[k]);
+        const json_t *w = json_object_get(json_object_get(r, "sandbox"), "warnings");
+        KG_CHECK(json_array_size(w) == 2);
+        KG_CHECK(strstr(json_string_value(json_array_get(w, 1)) ?: "", "pid namespace") != NULL);
+        json_decref(r);
+    }
+}
+
 static const kg_test_case cases[] = {
+    {"runner_end_facts_are_hacks", runner_end_facts_are_hacks},
     {"wrong_on_timed_inputs_is_incorrect", wrong_on_timed_inputs_is_incorrect},
     {"runtime_finding_is_hacked", runtime_finding_is_hacked},
     {"nondeterministic_is_a_hack_only_when_otherwise_correct", nondeterministic_is_a_hack_only_when_otherwise_correct},
