@@ -13,13 +13,17 @@ memory into the memfd (device to host) and the receiver copies it back to its ow
 have separate CUDA contexts (CUDA IPC does not work across PID namespaces, docs/architecture.md).
 
 Bounds (a hostile sender): a line is at most 1 MiB of JSON, a message carries at most 64 tensors and one fd,
-every (offset, size) must lie inside the memfd, dtypes come from a fixed list.
+every (offset, size) must lie inside the memfd, dtypes come from a fixed list, and the memfd must be sealed
+against shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW): a sender that truncated it while the receiver reads
+the mapping would crash the receiver with SIGBUS.
 """
 
+import fcntl
 import json
 import mmap
 import os
 import socket
+import stat
 
 import torch
 
@@ -110,11 +114,12 @@ def pack(obj, values, into=None):
                        "device": t.device.type})
         offset += (n + _ALIGN - 1) // _ALIGN * _ALIGN
     new = into is None or os.fstat(into).st_size < offset
-    fd = os.memfd_create("kgym-tensors", os.MFD_CLOEXEC) if new else into
+    fd = _memfd() if new else into
     try:
         if offset:
             if new:
                 os.ftruncate(fd, offset)
+                _seal(fd)
             with mmap.mmap(fd, offset) as m:
                 for t, spec in zip(tensors, layout):
                     n = t.numel()
@@ -134,11 +139,24 @@ def pack(obj, values, into=None):
     return obj, fd, new
 
 
+def _memfd():
+    return os.memfd_create("kgym-tensors", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+
+
+_SIZE_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+
+def _seal(fd):
+    """The size is fixed from now on, for whoever holds the memfd (the peer included)."""
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SIZE_SEALS | fcntl.F_SEAL_SEAL)
+
+
 def spare_for(nbytes):
     """A memfd of ``nbytes`` (rounded up) for the peer to write its answer's tensors into (``send(spare=)``)."""
-    fd = os.memfd_create("kgym-spare", os.MFD_CLOEXEC)
+    fd = _memfd()
     try:
         os.ftruncate(fd, max(_ALIGN, int(nbytes) + _ALIGN * MAX_TENSORS))
+        _seal(fd)
     except BaseException:
         os.close(fd)
         raise
@@ -229,7 +247,14 @@ class Reader:
 def _read_tensors(fd, layout, device):
     if not isinstance(layout, list) or len(layout) > MAX_TENSORS:
         raise ProtocolError("bad tensor layout")
-    size = os.fstat(fd).st_size
+    st = os.fstat(fd)
+    try:
+        seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+    except OSError:
+        seals = 0
+    if not stat.S_ISREG(st.st_mode) or (seals & _SIZE_SEALS) != _SIZE_SEALS:
+        raise ProtocolError("tensors must come in a memfd sealed against shrinking and growing")
+    size = st.st_size
     out = []
     # A private (copy-on-write) mapping: nothing we do shows in the sender's memory, and torch gets the
     # writable buffer it wants; the clone below is what we keep anyway.

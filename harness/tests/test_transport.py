@@ -89,10 +89,32 @@ def _raw(sock, msg, fd=None):
         sock.sendall(data[1:])
 
 
-def test_tensor_outside_the_shared_memory_is_refused():
+def _sealed(size):
+    fd = os.memfd_create("t", os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    tp._seal(fd)
+    return fd
+
+
+def test_memory_that_can_shrink_is_refused():
+    """A sender that truncates its memfd while the receiver reads the mapping would crash the receiver (SIGBUS):
+    only memfds sealed against shrinking and growing are read; the seals hold against the sender too."""
     a, _b, r = pair()
     fd = os.memfd_create("t")
-    os.ftruncate(fd, 64)
+    os.ftruncate(fd, 4096)
+    _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [4], "offset": 0}]}, fd)
+    os.close(fd)
+    with pytest.raises(tp.ProtocolError, match="sealed"):
+        r.recv()
+    sealed = _sealed(4096)
+    with pytest.raises(PermissionError):
+        os.ftruncate(sealed, 0)
+    os.close(sealed)
+
+
+def test_tensor_outside_the_shared_memory_is_refused():
+    a, _b, r = pair()
+    fd = _sealed(64)
     _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [1000], "offset": 0}]}, fd)
     os.close(fd)
     with pytest.raises(tp.ProtocolError, match="outside"):
@@ -108,8 +130,7 @@ def test_tensor_outside_the_shared_memory_is_refused():
 ])
 def test_malformed_descriptions_are_refused(bad):
     a, _b, r = pair()
-    fd = os.memfd_create("t")
-    os.ftruncate(fd, 4096)
+    fd = _sealed(4096)
     _raw(a, bad, fd if "_tensors" in bad else None)
     os.close(fd)
     with pytest.raises(tp.ProtocolError):
