@@ -84,6 +84,7 @@ typedef struct kg_child_report {
     pid_t runner_pid;         /* the runner: the candidate's process */
     int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
     json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */
+    int stragglers;           /* processes of the runner's uid still alive after it ended, killed by us */
     kg_child_end end;
     int exit_code;            /* valid when the child exited */
     int signal;               /* valid when it was killed by a signal */

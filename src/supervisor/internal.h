@@ -19,7 +19,6 @@ struct kg_supervisor {
     int starts;
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
-    unsigned long long slots; /* runner uid slots in use (guarded by lock) */
 };
 
 /* The judge's exit status when its runner died or broke the socket (child.py). */

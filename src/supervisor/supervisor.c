@@ -4,6 +4,7 @@
  */
 #include "supervisor/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -362,34 +364,49 @@ static void kill_child(run_state *st, kg_child_end why)
     }
 }
 
-/* Each runner of a supervisor runs as a uid of its own (KG_RUNNER_UID_BASE +
- * slot) while kgym is root: concurrent runners cannot read each other's files
- * or count against each other's process limit.  Slots are reused, so a uid is
- * only ever one live runner's. */
+/* Each runner runs as a uid of its own (KG_RUNNER_UID_BASE + slot) while kgym is root: concurrent runners
+ * cannot read each other's files, signal each other or share RLIMIT_NPROC.  A slot is held with an exclusive
+ * flock on a file of its own, machine-wide: every kgym process on the machine (one worker per GPU, a bench
+ * next to a server) draws from the same slots, and a lock dies with its holder, so a crashed kgym frees its
+ * slots.  flock belongs to the open file, so two threads of one kgym exclude each other too. */
 #define KG_RUNNER_UID_BASE 61000
-#define KG_RUNNER_SLOTS 64
+#define KG_RUNNER_SLOTS 1024
+#define KG_RUNNER_SLOT_DIR "/tmp/kgym-runner-uids"
 
-static int slot_take(kg_supervisor *sup)
+typedef struct {
+    int slot; /* -1: none (not root, or every slot busy) */
+    int fd;   /* the lock */
+} runner_slot;
+
+static runner_slot slot_take(void)
 {
-    int slot = -1;
-    pthread_mutex_lock(&sup->lock);
-    for (int i = 0; i < KG_RUNNER_SLOTS; i++)
-        if (!(sup->slots & (1ull << i))) {
-            sup->slots |= 1ull << i;
-            slot = i;
-            break;
+    runner_slot rs = {-1, -1};
+    if (geteuid() != 0)
+        return rs;
+    if (mkdir(KG_RUNNER_SLOT_DIR, 0700) != 0 && errno != EEXIST)
+        return rs;
+    for (int i = 0; i < KG_RUNNER_SLOTS; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%d", KG_RUNNER_SLOT_DIR, KG_RUNNER_UID_BASE + i);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            rs.slot = i;
+            rs.fd = fd;
+            return rs;
         }
-    pthread_mutex_unlock(&sup->lock);
-    return slot;
+        close(fd);
+    }
+    return rs;
 }
 
-static void slot_give(kg_supervisor *sup, int slot)
+static void slot_give(runner_slot *rs)
 {
-    if (slot < 0)
-        return;
-    pthread_mutex_lock(&sup->lock);
-    sup->slots &= ~(1ull << slot);
-    pthread_mutex_unlock(&sup->lock);
+    if (rs->fd >= 0)
+        close(rs->fd); /* releases the flock */
+    rs->fd = -1;
+    rs->slot = -1;
 }
 
 /* The runner's part of the job that only kgym can choose: its uid and (on a
@@ -423,6 +440,53 @@ static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
     }
     json_array_append_new(w, json_string(dir.data));
     kg_buf_free(&dir);
+}
+
+/* Every process still running as the runner's uid is the runner's descendant (the uid is its slot's alone,
+ * machine-wide, until the slot is given back): killed, and reaped where it was re-parented to us.  With a PID namespace
+ * they are gone already (the runner was its first process); this is the fallback where the kernel refused
+ * one.  Returns how many were killed. */
+static int kill_uid(uid_t uid)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int killed = 0;
+    pid_t me = getpid();
+    pid_t reap[256];
+    int nreap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1)
+            continue;
+        char path[64];
+        struct stat stt;
+        snprintf(path, sizeof path, "/proc/%ld", pid);
+        if (stat(path, &stt) != 0 || stt.st_uid != uid)
+            continue;
+        if (kill((pid_t)pid, SIGKILL) == 0)
+            killed++;
+        /* Is it ours to reap (re-parented to this subreaper)? */
+        char buf[512];
+        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        char *rp = strrchr(buf, ')');
+        long ppid = 0;
+        if (rp && sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == me && nreap < 256)
+            reap[nreap++] = (pid_t)pid;
+    }
+    closedir(d);
+    for (int i = 0; i < nreap; i++)
+        while (waitpid(reap[i], NULL, 0) < 0 && errno == EINTR) {
+        }
+    return killed;
 }
 
 /* How a process of the pair ended, from its wait status. */
@@ -459,8 +523,8 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                     close(all[i][j]);
         return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
     }
-    int slot = slot_take(sup);
-    runner_identity(sup, job, slot);
+    runner_slot slot = slot_take();
+    runner_identity(sup, job, slot.slot);
     int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
     int runner_fds[3] = {peer[1], rout[1], rerr[1]};
     pid_t pid = 0, rpid = 0;
@@ -475,7 +539,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     close(rerr[1]);
     if (rc != KG_OK) {
         close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
-        slot_give(sup, slot);
+        slot_give(&slot);
         return rc;
     }
     rep->pid = pid;
@@ -636,7 +700,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
     }
-    slot_give(sup, slot);
+    json_t *ruid = json_object_get(job, "runner_uid");
+    if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
+        rep->stragglers = kill_uid((uid_t)json_integer_value(ruid));
+    slot_give(&slot);
     rep->wall_ms = kg_now_ms() - st.t0;
     if (!st.killed) {
         classify(status, &rep->end, &rep->exit_code, &rep->signal, st.done);

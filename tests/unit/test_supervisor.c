@@ -10,6 +10,9 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -389,7 +392,78 @@ static void requests_go_to_the_hook(void)
     free(dir);
 }
 
+/* A process left running as the runner's uid (as a descendant would be where no PID namespace could be made)
+ * is killed when the evaluation ends, and counted. */
+static void runner_uid_stragglers_are_killed(void)
+{
+    if (geteuid() != 0) {
+        printf("  (skipped: needs root)\n");
+        return;
+    }
+    uid_t uid = 61999; /* a uid of its own: outside the supervisor's slots */
+    pid_t straggler = fork();
+    if (straggler == 0) {
+        if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    KG_CHECK(straggler > 0);
+    struct timespec ts = {0, 50 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    KG_CHECK(kill(straggler, 0) == 0); /* alive before */
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_set_new(job, "runner_uid", json_integer(uid));
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    KG_CHECK(rep.stragglers >= 1);
+    /* Killed and reaped: it was this process's child, and the supervisor reaps what is re-parented to it. */
+    KG_CHECK(kill(straggler, 0) == -1 && errno == ESRCH);
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
+/* Runner uids are drawn machine-wide: a slot another kgym process holds (its flock) is not given out here. */
+static void runner_uid_slots_are_machine_wide(void)
+{
+    if (geteuid() != 0) {
+        printf("  (skipped: needs root)\n");
+        return;
+    }
+    mkdir("/tmp/kgym-runner-uids", 0700);
+    int held = open("/tmp/kgym-runner-uids/61000", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    KG_CHECK(held >= 0);
+    int locked = held >= 0 && flock(held, LOCK_EX | LOCK_NB) == 0; /* as another kgym would */
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_del(job, "policy");
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    json_t *sb = find(&rep, "sandbox");
+    json_int_t uid = json_integer_value(json_object_get(sb, "runner_uid"));
+    KG_CHECK(uid >= 61000 && uid < 61000 + 1024);
+    if (locked)
+        KG_CHECK(uid != 61000);
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    if (held >= 0)
+        close(held);
+}
+
 static const kg_test_case cases[] = {
+    {"runner_uid_stragglers_are_killed", runner_uid_stragglers_are_killed},
+    {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
     {"completes_and_timestamps", completes_and_timestamps},
     {"stage_timeout_kills_the_group", stage_timeout_kills_the_group},
     {"total_timeout", total_timeout},
