@@ -69,20 +69,15 @@ class Runner:
         workdir = job.get("workdir")
         if sb.get("enabled", True) is not False:
             keep = [p for p in sb.get("writable", []) if p]
-            if sb.get("namespaces", True) and hasattr(sandbox, "enter_runner_namespaces"):
+            if sb.get("namespaces", True):
                 sandbox.enter_runner_namespaces(workdir, keep, active, warnings)
             uid = job.get("runner_uid")
-            if uid and os.geteuid() == 0 and hasattr(sandbox, "drop_privileges"):
+            if uid and os.geteuid() == 0:
                 sandbox.prepare_dir_for(workdir, uid, uid)
                 for p in keep:
                     sandbox.prepare_dir_for(p, uid, uid)
                 sandbox.drop_privileges(uid, uid, warnings, active)
-            if hasattr(sandbox, "apply_runner"):
-                sandbox.apply_runner(job, active, warnings)
-            else:
-                rep = sandbox.apply(job)
-                active += rep["active"]
-                warnings += rep["warnings"]
+            sandbox.apply_runner(job, active, warnings)
         else:
             warnings.append("sandbox disabled by the job")
         if workdir:

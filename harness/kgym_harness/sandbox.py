@@ -1,21 +1,14 @@
-"""The process sandbox of the evaluation child, applied after it has its job and before the candidate is read.
+"""The runner's sandbox (the candidate's process; docs/threat-model.md), and the judge's one protection.
 
-- seccomp (libseccomp through ctypes, nothing compiled): ``socket()`` for any family but AF_UNIX fails with
-  EACCES (no network), ``ptrace``, ``process_vm_readv/writev`` and ``kcmp`` fail with EPERM (no reading or
-  writing other processes, kgym included), and ``prctl(PR_SET_SECCOMP)`` stays possible only to add filters.
-  Everything else is allowed: Triton and CUDA need threads, files and (on the GPU) subprocesses for ptxas.
-- rlimits: processes (RLIMIT_NPROC: what the user runs now + a margin), open files, core files 0; kgym sets
-  address space, file size and CPU time from outside with prlimit().
-- a private temp dir: TMPDIR and ``tempfile.tempdir`` point into the job's private workdir; with
-  ``sandbox.landlock`` (kgym sets it on CPU) Landlock makes the workdir the only place files can be written
-  (plus /dev/null, /dev/shm and any ``sandbox.writable`` paths).
+In order: ``unshare_pid`` in the intermediate that forks the runner (it becomes PID 1 of a new namespace); then
+in the runner ``enter_runner_namespaces`` (mount, network, IPC, UTS; fresh /proc; private /tmp, /dev/shm, /root,
+/home with the workdir and the Triton cache bound back) -> ``prepare_dir_for`` -> ``drop_privileges`` (its own uid)
+-> ``apply_runner``: a clean environment, rlimits, Landlock on reads and writes, then seccomp last (hostile calls
+kill the runner with SIGSYS, which kgym reports as ``sandbox_violation``; on the CPU new processes and programs
+too).  ``judge_lockdown`` makes the judge non-dumpable.
 
-``apply`` returns ``{"active": [...], "warnings": [...]}``: each protection that is on, and a clear warning for
-each one the kernel refused (old kernels, containers that already forbid seccomp); kgym puts it in the result.
-
-For the judge/runner split (see the block at the end): ``unshare_pid`` (the intermediate), then in the runner
-``enter_runner_namespaces`` -> ``prepare_dir_for`` -> ``drop_privileges`` -> ``apply_runner`` (clean environment,
-rlimits, Landlock on reads and writes, seccomp last), and ``judge_lockdown`` in the judge.
+Every step appends a sentence to ``active`` or, when the kernel refuses it (old kernels, containers), a clear
+warning to ``warnings``; it never raises.  kgym puts both in the result's ``sandbox``.
 """
 
 import ctypes
@@ -132,10 +125,6 @@ _RUNNER_DENIED = ("io_uring_setup", "io_uring_enter", "io_uring_register", "pidf
 _CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000, 0x00000080)
 
 
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64)]
-
-
 class _PathBeneath(ctypes.Structure):
     _pack_ = 1
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
@@ -146,51 +135,6 @@ _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 
 
-def _landlock(writable, active, warnings):
-    """Writes, creations, removals and truncations only beneath ``writable`` (Landlock; reading and executing
-    stay open: Python, torch and Triton read their own files).  Open descriptors (the pipes, the protocol
-    socket) are unaffected."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
-    if abi < 1:
-        warnings.append(f"landlock not active: {os.strerror(ctypes.get_errno())}; the candidate can write "
-                        "wherever the user can")
-        return
-    # WRITE_FILE, REMOVE_DIR, REMOVE_FILE, MAKE_CHAR .. MAKE_SYM; REFER (ABI 2), TRUNCATE (ABI 3).
-    write = (1 << 1) | (1 << 4) | (1 << 5) | sum(1 << b for b in range(6, 13))
-    if abi >= 2:
-        write |= 1 << 13
-    if abi >= 3:
-        write |= 1 << 14
-    attr = _RulesetAttr(write)
-    fd = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr)),
-                      ctypes.c_uint32(0))
-    if fd < 0:
-        warnings.append(f"landlock not active: {os.strerror(ctypes.get_errno())}")
-        return
-    try:
-        granted = []
-        for path, rights in writable:
-            try:
-                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                # A rule on a file (not a directory) may only carry file rights.
-                mask = rights & write if os.path.isdir(path) else rights & ((1 << 1) | (1 << 14))
-                rule = _PathBeneath(mask, pfd)
-                if libc.syscall(_SYS_LANDLOCK_ADD_RULE, fd, _LANDLOCK_RULE_PATH_BENEATH, ctypes.byref(rule),
-                                ctypes.c_uint32(0)) == 0:
-                    granted.append(path)
-            finally:
-                os.close(pfd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.syscall(
-                _SYS_LANDLOCK_RESTRICT_SELF, fd, ctypes.c_uint32(0)) != 0:
-            warnings.append(f"landlock not active: {os.strerror(ctypes.get_errno())}")
-            return
-        active.append("landlock: files may be written only under " + ", ".join(granted))
-    finally:
-        os.close(fd)
 
 
 def _user_processes():
@@ -229,32 +173,6 @@ def _rlimits(job, active, warnings, nproc=None):
     lower(resource.RLIMIT_CORE, "CORE", 0)
 
 
-def apply(job):
-    active, warnings = [], []
-    sb = job.get("sandbox") or {}
-    if sb.get("enabled", True) is False:
-        return {"active": [], "warnings": ["sandbox disabled by the job"]}
-    workdir = job.get("workdir")
-    if workdir and os.path.isdir(workdir):
-        tmp = os.path.join(workdir, "tmp")
-        os.makedirs(tmp, mode=0o700, exist_ok=True)
-        os.environ["TMPDIR"] = tmp
-        import tempfile
-
-        tempfile.tempdir = tmp
-        active.append("private temp dir (TMPDIR) inside the job's workdir")
-    _rlimits(job, active, warnings)
-    if sb.get("landlock", False) and workdir:
-        all_rights = (1 << 64) - 1
-        # The workdir (the candidate's file, its __pycache__, TMPDIR); /dev/null and the like (write only).
-        writable = [(workdir, all_rights), ("/dev/null", 1 << 1), ("/dev/shm", all_rights)]
-        writable += [(p, all_rights) for p in sb.get("writable", [])]
-        _landlock(writable, active, warnings)
-    if sb.get("seccomp", True):
-        _seccomp(active, warnings)
-    else:
-        warnings.append("seccomp disabled by the policy")
-    return {"active": active, "warnings": warnings}
 
 
 # ---------------------------------------------------------------------------------------------------------------

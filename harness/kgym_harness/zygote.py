@@ -75,8 +75,7 @@ def _serve(control, device):
                 if what == b"runner":
                     from . import sandbox
 
-                    if hasattr(sandbox, "unshare_pid"):
-                        sandbox.unshare_pid(notes)
+                    sandbox.unshare_pid(notes)
                 child_pid = os.fork()
                 if child_pid == 0:
                     os.close(pid_w)
