@@ -142,6 +142,13 @@ class StageFailed(Exception):
     pass
 
 
+def _ok(reply, out):
+    """(reply, out) of a runner answer that is "ok"; anything else is the candidate's error (RemoteError)."""
+    if reply.get("type") != "ok":
+        raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
+    return reply, out
+
+
 class RunnerLink:
     """The judge's end of the socket to the runner: one command, one answer (runner.py lists them).
     Runtime-guard findings the runner attaches to an answer are added to the judge's findings as the
@@ -186,10 +193,8 @@ class RunnerLink:
         """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
         dropped there (an evaluation uses one candidate model at a time)."""
         self.next_id += 1
-        reply, _ = self.ask({"cmd": "construct", "id": self.next_id, "seed": int(seed), "dtype": dtype,
-                             "drop_others": True}, list(init))
-        if reply.get("type") != "ok":
-            raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
+        _ok(*self.ask({"cmd": "construct", "id": self.next_id, "seed": int(seed), "dtype": dtype,
+                       "drop_others": True}, list(init)))
         return RemoteModel(self, self.next_id)
 
 
@@ -203,10 +208,7 @@ class RemoteModel:
         self.stage = None
 
     def _ok(self, obj, values=None, answer_bytes=0):
-        reply, out = self.link.ask(dict(obj, model=self.id), values, answer_bytes)
-        if reply.get("type") != "ok":
-            raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
-        return reply, out
+        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes))
 
     def call(self, args, stage, variant, poison=None):
         """One forward on ``args`` (sent as copies); returns the output as this process's tensors."""
@@ -515,8 +517,8 @@ class Evaluation:
             with torch.no_grad():
                 ref_out = ref(*_clone_args(inputs))
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
-            min_bytes += sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
             cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
+            min_bytes += cand.answer_bytes
             del ref_out
             flops = 0
             try:
@@ -658,7 +660,7 @@ class Evaluation:
                 calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
-                times, block_args, _ = timer.clock_block(calls)
+                times, block_args = timer.clock_block(calls)
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
                 # The block's last output must be right too: a runner that reports times for calls that
                 # computed nothing is caught here, not only by kgym's clock.

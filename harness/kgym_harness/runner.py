@@ -82,7 +82,6 @@ class Runner:
             warnings.append("sandbox disabled by the job")
         if workdir:
             os.chdir(workdir)
-        if workdir:
             # Triton's default home (~/.triton: dumps, overrides, the cache) was fixed when the zygote imported it,
             # as root's home, which the runner can neither see nor write: the workdir is this runner's home.
             os.environ["TRITON_HOME"] = workdir
@@ -93,7 +92,6 @@ class Runner:
         torch.set_num_threads(int(job.get("threads", 1)))
         if self.device == "cpu":
             _perturb_host_allocator()
-        if self.device == "cpu":
             _autotune_without_benchmark()
         self.guards = guards.Guards(job.get("policy") or {})
         self.job = job
@@ -208,21 +206,12 @@ class Runner:
     def clock_block(self, msg):
         import torch
 
+        from . import timing as tm
+
         model = self.models[msg["model"]]
         args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
         torch.cuda.synchronize()
-        times = []
-        with torch.no_grad():
-            for _ in range(int(msg.get("calls", 1))):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                out = model(*args)
-                torch.cuda.synchronize()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-        self.last = out
+        times, self.last = tm.clock_block(model, args, int(msg.get("calls", 1)))
         self.reply({"type": "ok", "candidate_ms": times})
 
     def profile(self, msg):
@@ -286,11 +275,13 @@ class Runner:
 
 
 def _plain(obj):
-    """JSON-safe copy (finding evidence may hold floats like inf)."""
+    """JSON-safe copy: non-finite floats as strings (the judge's _finite, as for its own messages), anything
+    that is not JSON (finding evidence may hold a dtype or a tensor) by its text."""
     import json
 
-    return json.loads(json.dumps(obj, default=str, allow_nan=True).replace("NaN", '"NaN"')
-                      .replace("-Infinity", '"-Infinity"').replace("Infinity", '"Infinity"'))
+    from .child import _finite
+
+    return json.loads(json.dumps(_finite(obj), default=str))
 
 
 def _sendable(out):

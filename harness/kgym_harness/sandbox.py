@@ -38,10 +38,11 @@ class _ArgCmp(ctypes.Structure):
                 ("datum_b", ctypes.c_uint64)]
 
 
-def _seccomp(active, warnings, runner=False, no_processes=False):
-    """``runner``: the runner's stricter filter (apply_runner): also io_uring, pidfd_*, the new mount API,
-    clone() with namespace flags, clone3 (ENOSYS: glibc falls back to clone, whose flags can be checked), and the
-    host-level calls (ioperm, reboot, clocks, open_by_handle_at ...)."""
+def _seccomp(active, warnings, no_processes=False):
+    """The runner's filter (apply_runner): calls only an attack makes kill it (SIGSYS); io_uring, pidfd_*, the new
+    mount API, clone() with namespace flags, clone3 (ENOSYS: glibc falls back to clone, whose flags can be
+    checked) and the host-level calls (ioperm, reboot, clocks, open_by_handle_at ...) are refused;
+    ``no_processes`` (the CPU): new processes and programs kill it too."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
@@ -68,38 +69,37 @@ def _seccomp(active, warnings, runner=False, no_processes=False):
             return lib.seccomp_rule_add_array(ctx, action, nr, 1 if cmp else 0, arr) == 0
 
         denied = []
-        hostile = SCMP_ACT_KILL_PROCESS if runner else None
-        if rule("socket", hostile or SCMP_ACT_ERRNO(errno.EACCES), _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0)):
+        hostile = SCMP_ACT_KILL_PROCESS
+        if rule("socket", hostile, _ArgCmp(0, SCMP_CMP_NE, socket.AF_UNIX, 0)):
             denied.append("socket(non-AF_UNIX)")
         for sc in ("ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd", "bpf",
                    "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key", "mount", "umount2",
                    "unshare", "setns", "chroot", "pivot_root", "init_module", "finit_module", "kexec_load"):
             # perf_event_open and userfaultfd stay mere errors: profilers and allocators probe them.
-            act = hostile if hostile and sc not in ("perf_event_open", "userfaultfd") else SCMP_ACT_ERRNO(errno.EPERM)
+            act = hostile if sc not in ("perf_event_open", "userfaultfd") else SCMP_ACT_ERRNO(errno.EPERM)
             if rule(sc, act):
                 denied.append(sc)
-        if runner:
-            for sc in _RUNNER_DENIED:
-                if rule(sc, hostile if sc in _RUNNER_FATAL else SCMP_ACT_ERRNO(errno.EPERM)):
-                    denied.append(sc)
-            if rule("clone3", SCMP_ACT_ERRNO(errno.ENOSYS)):
-                denied.append("clone3 (ENOSYS)")
-            ns_ok = all(rule("clone", SCMP_ACT_ERRNO(errno.EPERM), _ArgCmp(0, SCMP_CMP_MASKED_EQ, bit, bit))
-                        for bit in _CLONE_NS_FLAGS)
-            if no_processes:
-                # On the CPU nothing honest starts a process or a program once the runner is up (the Triton
-                # interpreter compiles nothing): a fork, a shell or a setsid survivor is an attack.  Threads
-                # (clone with CLONE_THREAD) stay allowed: torch and Python use them.
-                fatal = [sc for sc in ("execve", "execveat", "fork", "vfork") if rule(sc, SCMP_ACT_KILL_PROCESS)]
-                if rule("clone", SCMP_ACT_KILL_PROCESS, _ArgCmp(0, SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)):
-                    fatal.append("clone(new process)")
-                denied.extend(f"{sc} (fatal)" for sc in fatal)
-                active.append("seccomp: no new processes or programs (CPU): fork, clone of a process, execve kill "
-                              "the runner (sandbox_violation)")
-            if ns_ok:
-                denied.append("clone(new namespaces)")
-            else:
-                warnings.append("seccomp: clone() with namespace flags could not be filtered")
+        for sc in _RUNNER_DENIED:
+            if rule(sc, hostile if sc in _RUNNER_FATAL else SCMP_ACT_ERRNO(errno.EPERM)):
+                denied.append(sc)
+        if rule("clone3", SCMP_ACT_ERRNO(errno.ENOSYS)):
+            denied.append("clone3 (ENOSYS)")
+        ns_ok = all(rule("clone", SCMP_ACT_ERRNO(errno.EPERM), _ArgCmp(0, SCMP_CMP_MASKED_EQ, bit, bit))
+                    for bit in _CLONE_NS_FLAGS)
+        if no_processes:
+            # On the CPU nothing honest starts a process or a program once the runner is up (the Triton
+            # interpreter compiles nothing): a fork, a shell or a setsid survivor is an attack.  Threads
+            # (clone with CLONE_THREAD) stay allowed: torch and Python use them.
+            fatal = [sc for sc in ("execve", "execveat", "fork", "vfork") if rule(sc, SCMP_ACT_KILL_PROCESS)]
+            if rule("clone", SCMP_ACT_KILL_PROCESS, _ArgCmp(0, SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)):
+                fatal.append("clone(new process)")
+            denied.extend(f"{sc} (fatal)" for sc in fatal)
+            active.append("seccomp: no new processes or programs (CPU): fork, clone of a process, execve kill "
+                          "the runner (sandbox_violation)")
+        if ns_ok:
+            denied.append("clone(new namespaces)")
+        else:
+            warnings.append("seccomp: clone() with namespace flags could not be filtered")
         rc = lib.seccomp_load(ctx)
         if rc != 0:
             warnings.append(f"seccomp not active: the kernel refused the filter ({os.strerror(-rc)}); network "
@@ -107,10 +107,9 @@ def _seccomp(active, warnings, runner=False, no_processes=False):
             return
         active.append("seccomp: no network sockets (AF_UNIX only), no ptrace or cross-process memory access")
         active.append("seccomp denies: " + ", ".join(denied))
-        if runner:
-            active.append("seccomp: a network socket, ptrace, another process's memory, io_uring, pidfds, bpf, "
-                          "mounts, namespaces, modules or a signal to another process kill the runner (SIGSYS: "
-                          "the hack sandbox_violation)")
+        active.append("seccomp: a network socket, ptrace, another process's memory, io_uring, pidfds, bpf, "
+                      "mounts, namespaces, modules or a signal to another process kill the runner (SIGSYS: "
+                      "the hack sandbox_violation)")
     finally:
         lib.seccomp_release(ctx)
 
@@ -137,23 +136,7 @@ _PR_SET_NO_NEW_PRIVS = 38
 
 
 
-def _user_processes():
-    uid = os.getuid()
-    n = 0
-    try:
-        for d in os.listdir("/proc"):
-            if d.isdigit():
-                try:
-                    if os.stat("/proc/" + d).st_uid == uid:
-                        n += 1
-                except OSError:
-                    pass
-    except OSError:
-        return 0
-    return n
-
-
-def _rlimits(job, active, warnings, nproc=None):
+def _rlimits(job, active, warnings, nproc):
     def lower(res, name, value):
         soft, hard = resource.getrlimit(res)
         new_hard = value if hard == resource.RLIM_INFINITY or hard > value else hard
@@ -164,10 +147,8 @@ def _rlimits(job, active, warnings, nproc=None):
             warnings.append(f"rlimit {name} not set: {exc}")
 
     sb = job.get("sandbox") or {}
-    # RLIMIT_NPROC counts every process of the user: a margin over today's count stops a fork bomb without
-    # breaking Triton's compiler subprocesses.
-    if nproc is None:
-        nproc = _user_processes() + int(sb.get("extra_processes", 256))
+    # RLIMIT_NPROC counts every process of the uid, which is this runner's alone: a fixed number stops a fork
+    # bomb without breaking Triton's compiler subprocesses.
     lower(resource.RLIMIT_NPROC, "NPROC", nproc)
     lower(resource.RLIMIT_NOFILE, "NOFILE", int(sb.get("open_files", 4096)))
     lower(resource.RLIMIT_CORE, "CORE", 0)
@@ -640,7 +621,7 @@ def apply_runner(job, active, warnings):
         warnings.append("landlock disabled by the job: the runner can read and write wherever its uid can")
     if sb.get("seccomp", True):
         _seccomp_signals(active, warnings)
-        _seccomp(active, warnings, runner=True, no_processes=str(job.get("device", "cpu")) == "cpu")
+        _seccomp(active, warnings, no_processes=str(job.get("device", "cpu")) == "cpu")
     else:
         warnings.append("seccomp disabled by the policy")
     return {"active": active, "warnings": warnings}

@@ -191,30 +191,24 @@ class PairTimer:
                 del ref_out, cand_out, ref_args, cand_args
         return ref_ms, cand_ms, ref_dev, cand_dev
 
-    def clock_inputs(self):
-        """The candidate's input set for clock_block, made (and finished on the GPU) before the block, so
-        the supervisor's clock around the block holds only the candidate's calls: generating several GB of
-        inputs inside it would make an honest 5 ms kernel look like a forged timer."""
-        _ref_args, cand_args = self._inputs()
-        torch.cuda.synchronize()
-        return cand_args
 
-    def clock_block(self, calls, cand_args):
-        """``calls`` candidate calls back to back on ``cand_args``, each bracketed by events, no flush and
-        no checks in between: the supervisor's clock around this block bounds the real time they took."""
-        times = []
-        with torch.no_grad():
+def clock_block(model, args, calls):
+    """``calls`` calls of ``model(*args)`` back to back, each bracketed by events, no flush and no checks in
+    between: the supervisor's clock around this block bounds the real time they took.  Returns (times, the
+    last call's output)."""
+    times, out = [], None
+    with torch.no_grad():
+        torch.cuda.synchronize()
+        for _ in range(calls):
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            out = model(*args)
             torch.cuda.synchronize()
-            for _ in range(calls):
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                self.cand(*cand_args)
-                torch.cuda.synchronize()
-                end.record()
-                end.synchronize()
-                times.append(start.elapsed_time(end))
-        return times
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    return times, out
 
 
 def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: int = 50,
@@ -325,9 +319,9 @@ class CrossTimer:
         return ref_ms, cand_ms, ref_dev, cand_dev
 
     def clock_block(self, calls):
-        """``calls`` candidate calls back to back in the runner on one input set; returns (times, the
-        arguments, the last call's output) so the caller can check that the block computed something."""
+        """``calls`` candidate calls back to back in the runner on one input set (timing.clock_block there);
+        returns (times, the arguments), so the caller can check the output the runner kept."""
         k, scale, args = self._next()
         self.calls += 1
         torch.cuda.synchronize()
-        return self.remote.clock_block(k, scale, calls), args, (k, scale)
+        return self.remote.clock_block(k, scale, calls), args

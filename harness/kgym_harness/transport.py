@@ -225,23 +225,18 @@ class Reader:
             finally:
                 os.close(fd)
         if msg.pop("_spare", False) and self.fds:
-            self.take_spare_close()
+            if self.spare is not None:  # an earlier one its answer never used
+                os.close(self.spare)
             self.spare = self.fds.pop(0)
         for extra in self.fds:  # more fds than messages asked for: not ours to keep
             os.close(extra)
         self.fds = []
         return msg, _unflatten(msg.get("values"), tensors)
 
-
     def take_spare(self):
         """The spare memfd the last message brought (the caller closes it), or None."""
         fd, self.spare = self.spare, None
         return fd
-
-    def take_spare_close(self):
-        if self.spare is not None:
-            os.close(self.spare)
-            self.spare = None
 
 
 def _read_tensors(fd, layout, device):

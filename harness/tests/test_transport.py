@@ -168,3 +168,14 @@ def test_garbage_and_a_closed_peer_are_protocol_errors():
     a.close()
     with pytest.raises(tp.ProtocolError, match="closed"):
         r.recv()
+
+
+def test_runner_findings_stay_json_whatever_their_text():
+    """Finding evidence crosses to the judge as JSON: non-finite floats and non-JSON objects become text, and
+    text that happens to say NaN or Infinity is left alone."""
+    from kgym_harness import runner
+
+    got = runner._plain({"message": "output has NaN and Infinity values", "x": float("nan"),
+                         "y": [float("-inf"), 1.5], "dtype": torch.float16})
+    assert got == {"message": "output has NaN and Infinity values", "x": "nan", "y": ["-inf", 1.5],
+                   "dtype": "torch.float16"}

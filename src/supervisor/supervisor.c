@@ -350,18 +350,25 @@ static int handle_message(run_state *st, const char *line, size_t len)
     return 0;
 }
 
+/* SIGKILL to the judge and the runner, each process and its group (the runner's group is its whole PID
+ * namespace; the judge's whatever it started). */
+static void kill_pair(pid_t judge, pid_t runner)
+{
+    pid_t both[2] = {judge, runner};
+    for (int i = 0; i < 2; i++)
+        if (both[i] > 0) {
+            kill(-both[i], SIGKILL);
+            kill(both[i], SIGKILL);
+        }
+}
+
 static void kill_child(run_state *st, kg_child_end why)
 {
     if (st->killed)
         return;
     st->killed = 1;
     st->rep->end = why;
-    kill(-st->rep->pid, SIGKILL);
-    kill(st->rep->pid, SIGKILL);
-    if (st->rep->runner_pid > 0) {
-        kill(-st->rep->runner_pid, SIGKILL);
-        kill(st->rep->runner_pid, SIGKILL);
-    }
+    kill_pair(st->rep->pid, st->rep->runner_pid);
 }
 
 /* Each runner runs as a uid of its own (KG_RUNNER_UID_BASE + slot) while kgym is root: concurrent runners
@@ -416,7 +423,7 @@ static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
     json_t *sb = json_object_get(job, "sandbox");
     if (sb && json_is_false(json_object_get(sb, "enabled")))
         return;
-    if (slot < 0 || geteuid() != 0 || json_object_get(job, "runner_uid"))
+    if (slot < 0 || json_object_get(job, "runner_uid")) /* no slot: not root (nothing to drop to) or none free */
         return;
     json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
     if (strcmp(sup->device, "cpu") == 0)
@@ -625,9 +632,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         }
         if (exited) {
             /* The judge is done: whatever is left of the pair goes too; then drain. */
-            kill(-pid, SIGKILL);
-            kill(-rpid, SIGKILL);
-            kill(rpid, SIGKILL);
+            kill_pair(pid, rpid);
         }
         if (open_count == 0 && exited && runner_exited)
             break;
@@ -693,9 +698,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     for (int i = 0; i < FD_COUNT; i++)
         if (fds[i] >= 0)
             close(fds[i]);
-    kill(-pid, SIGKILL);
-    kill(-rpid, SIGKILL);
-    kill(rpid, SIGKILL);
+    kill_pair(pid, rpid);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
