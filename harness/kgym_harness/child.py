@@ -163,6 +163,10 @@ class RunnerLink:
         self.findings = findings
         self.next_id = 0
         self.seq = 0
+        # The runner labels its findings with the variant they were seen on, but learns only an opaque label:
+        # a variant's name says how its inputs were made (×100, +100, another seed), which a candidate could
+        # special-case.
+        self.labels = {}
 
     def ask(self, obj, values=None, answer_bytes=0):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
@@ -186,8 +190,20 @@ class RunnerLink:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         for f in reply.pop("findings", None) or []:
             if isinstance(f, dict) and isinstance(f.get("type"), str):
-                self.findings.append(dict(f, source="runner"))
+                f = dict(f, source="runner")
+                if f.get("variant") is not None:
+                    f["variant"] = self.labels.get(f["variant"], "?")
+                self.findings.append(f)
         return reply, out
+
+    def label(self, variant):
+        """The opaque label a variant goes to the runner under (see __init__)."""
+        for k, v in self.labels.items():
+            if v == variant:
+                return k
+        k = f"v{len(self.labels) + 1}"
+        self.labels[k] = variant
+        return k
 
     def construct(self, init, seed, dtype):
         """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
@@ -217,8 +233,8 @@ class RemoteModel:
         outs = [t for t in _tensor_list(poison) if torch.is_tensor(t)]
         specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in outs]
         self.answer_bytes = sum(t.numel() * t.element_size() for t in outs) or self.answer_bytes
-        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": variant, "poison": specs}, list(args),
-                              self.answer_bytes)
+        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": self.link.label(variant),
+                               "poison": specs}, list(args), self.answer_bytes)
         self.last_ms = reply.get("candidate_ms")
         return out
 
@@ -253,7 +269,7 @@ class RemoteModel:
 
 class Evaluation:
     def __init__(self, chan, job):
-        from . import guards, policy
+        from . import degeneracy, guards, policy
 
         self.chan = chan
         self.job = job
@@ -270,6 +286,7 @@ class Evaluation:
         self.severity = policy.severity
         self.guards = guards.Guards(self.policy)
         self.sent_findings = 0
+        self.degeneracy = degeneracy.Tracker(seed=int(job.get("seed", 42)))
         # kgym's arbiter shares the GPU among evaluations: ask before every GPU phase (docs/protocol.md).
         self.arbiter = bool(job.get("gpu_arbiter"))
         self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
@@ -427,6 +444,9 @@ class Evaluation:
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
             ran += 1
+        # Whether some variant repaired a task that is degenerate on its own inputs (C refuses a pass where
+        # none did: a constant or zero output must not pass).
+        self.chan.send({"type": "degeneracy", "facts": self.degeneracy.facts()})
         return f"{ran} variants ran", {"variants": [v.name for v in variants]}
 
     # -- the GPU arbiter ---------------------------------------------------------------------------------
@@ -722,10 +742,19 @@ class Evaluation:
                 # candidate pass on the small variants alone.  Retried alone, or the stage fails.
                 raise
             ok, reason = False, f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
+        if ok:
+            if v.dtype:
+                atol, rtol = compare.tolerances(getattr(torch, v.dtype))
+            else:
+                atol, rtol = self.tolerances(ref_out)
+            if tasks.is_value_range(v.transform):
+                ok, reason, atol = _range_tolerance(ref_out, atol)
         if not ok:
             facts["status"] = "reference_failed"
             facts["reason"] = reason
             return facts
+        if self.current_stage == "correctness":
+            self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
         try:
             cand = self.runner.construct(init, v.seed, v.dtype)
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out)
@@ -734,10 +763,6 @@ class Evaluation:
             facts["status"] = "candidate_raised"
             facts["error"] = describe_exception(exc)
             return facts
-        if v.dtype:
-            atol, rtol = compare.tolerances(getattr(torch, v.dtype))
-        else:
-            atol, rtol = self.tolerances(ref_out)
         facts["atol"], facts["rtol"] = atol, rtol
         try:
             facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
@@ -931,6 +956,23 @@ def _out_of_memory(result):
     err = result.get("error") or {}
     return compare.says_out_of_memory(" ".join(str(x) for x in (err.get("type"), err.get("message"),
                                                                 err.get("cause_type"), result.get("reason")) if x))
+
+
+def _range_tolerance(ref_out, atol):
+    """(ok, reason, atol) for a value-range variant: the absolute tolerance scaled to the reference output's
+    own magnitude (compare.range_tolerance); not ok when the reference output is all zero at this range, where
+    there is nothing left to compare (a tiny input whose every product underflowed).  Outputs with no floating
+    values (indices, counts) keep their exact tolerance."""
+    from . import compare
+
+    floats = [x for x in (ref_out if isinstance(ref_out, (tuple, list)) else [ref_out])
+              if (hasattr(x, "is_floating_point") and x.is_floating_point()) or isinstance(x, float)]
+    if not floats:
+        return True, "", atol
+    scale = compare.output_scale(floats)
+    if scale == 0.0:
+        return False, "the reference output is all zero at these input magnitudes: nothing to compare", atol
+    return True, "", compare.range_tolerance(atol, scale)
 
 
 def _near_miss(cmp, ref_out, cand_out):

@@ -29,6 +29,44 @@ def tolerances(dtype) -> tuple:
     return 0.0, 0.0
 
 
+# The least output scale range_tolerance uses: the absolute tolerance of a value-range variant is never below
+# 1% of the dtype's default (1e-6 for float32).
+MIN_SCALE = 1e-2
+
+
+def output_scale(out) -> float:
+    """The root mean square of the finite floating values of an output (tensor, scalar or sequence of them):
+    the reference's own magnitude.  0.0 when there are none or all are zero."""
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for x in items:
+            if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
+                flat = x.detach().reshape(-1)
+                for start in range(0, flat.numel(), CHUNK):
+                    c = flat[start:start + CHUNK].double()
+                    c = c[torch.isfinite(c)]
+                    total += float((c * c).sum().item())
+                    count += c.numel()
+            elif isinstance(x, float) and math.isfinite(x):
+                total += x * x
+                count += 1
+    return math.sqrt(total / count) if count else 0.0
+
+
+def range_tolerance(atol: float, scale: float) -> float:
+    """The absolute tolerance of a variant whose inputs were moved to another magnitude (tasks.VALUE_RANGES):
+    ``atol`` scaled by the reference output's own scale (its RMS), never by less than MIN_SCALE.
+
+    Why scaled: an absolute 1e-4 means nothing at other magnitudes.  Outputs of 1e6 (a GEMM of inputs ×100)
+    carry rounding errors of 1e-2 in their small elements, as honest as the reference's own; outputs of 4e-5
+    (a Frobenius normalisation of millions of elements) pass as all zeros.  Why the floor: below it the
+    differences are the rounding of intermediates near 1, not bugs (tanh as (1 − e^(−2x)) / (1 + e^(−2x)) is off
+    by 1e-7 for any tiny x, 100% of tanh(1e-25)); what tiny inputs must not do is blow up (inf, NaN, or values
+    far from the reference).  rtol (per element) is unchanged."""
+    return atol * max(scale, MIN_SCALE)
+
+
 def _type_name(x) -> str:
     t = type(x)
     return "torch.Tensor" if t is torch.Tensor else (t.__name__ if t.__module__ == "builtins"

@@ -3,7 +3,7 @@
 The judge (child.py) forks nothing; kgym's zygote forks this process next to it, in namespaces of its own
 (sandbox.py), and the two talk over one Unix socket (transport.py).  The runner is handed tensors and
 commands — import the candidate, construct ``ModelNew``, call it, time it — and hands back outputs and facts.
-It never sees the task module, the reference, reference outputs, tolerances, variant names beyond a label,
+It never sees the task module, the reference, reference outputs, tolerances, variant names (an opaque label),
 kgym's protocol socket or its nonce.  Whatever it reports about itself (its own call times, runtime-guard
 findings, a profile) is evidence the judge and kgym cross-check; correctness is decided on the outputs alone,
 in the judge, against a reference the runner cannot reach.

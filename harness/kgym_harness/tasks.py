@@ -576,7 +576,7 @@ class Variant:
     name: str               # "base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large", ...
     sizes: dict             # values for the size constants
     seed: int               # seeds inputs and model construction
-    transform: str          # "none" | "scale2" | "signed"
+    transform: str          # "none" | "scale2" | "signed" | a VALUE_RANGES transform ("scale:1e-3", ...)
     dtype: str | None       # None (the task's own dtype) | "float16" | "bfloat16"
     description: str
 
@@ -630,6 +630,9 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
         if long_plan is not None and dict(long_plan) != dict(base):
             out.append(Variant("size_long", dict(long_plan), base_seed, "signed", None,
                                f"long rows, signed inputs: {_changed(long_plan, base)}"))
+    # Value ranges (VALUE_RANGES): the same shapes as scaled_x2 and seed_1, inputs of other magnitudes.
+    for name, transform, what in VALUE_RANGES:
+        out.append(Variant(name, dict(values), base_seed, transform, None, f"{what}{at}"))
     for h in half_precision:
         if h not in _HALF:
             raise ValueError(f"unknown half precision {h!r} (use fp16 or bf16)")
@@ -639,16 +642,48 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     return out
 
 
+# Inputs at other magnitudes: (name, transform, description).  KernelBench draws most inputs with
+# torch.rand, in [0, 1), where the most common numerical bugs of generated kernels stay invisible: eps added
+# in the wrong place (small values), exp or squares overflowing without max subtraction or rescaling (large
+# values), E[x^2] - E[x]^2 style cancellation (values far from zero), products underflowing to zero before a
+# division (tiny values: 1e-25 squared is below float32's smallest subnormal, on every device).  These
+# variants compare with a tolerance scaled to the reference output's own magnitude (compare.range_tolerance),
+# and are skipped, with the reason, where the reference itself overflows or becomes all zero.
+VALUE_RANGES = (
+    ("small_values", "scale:1e-3", "floating inputs ×1e-3 (small magnitudes: where eps enters, how tiny values "
+                                   "are normalised)"),
+    ("tiny_values", "scale:1e-25", "floating inputs ×1e-25 (tiny magnitudes: products underflow to zero; "
+                                   "divide only by what cannot vanish)"),
+    ("large_values", "scale:100", "floating inputs ×100 (large magnitudes: exp, squares and sums must not "
+                                  "overflow; subtract the max before exp)"),
+    ("mixed_large", "signed_scale:100", "signed inputs ×100 (randn×100: large positive and negative values)"),
+    ("offset", "offset:100", "floating inputs +100 (values far from zero: variance as E[x²] − E[x]² "
+                             "cancels; subtract the mean first)"),
+)
+
+
+def is_value_range(transform: str) -> bool:
+    """Whether a variant's transform changes the inputs' magnitude (its tolerance follows the output's scale)."""
+    return transform.split(":", 1)[0] in ("scale", "signed_scale", "offset")
+
+
 def _transform(t, variant: Variant, device):
     if not isinstance(t, torch.Tensor):
         return t
     t = t.to(device)  # a get_inputs() that built a CPU tensor some other way still lands on the device
     if not t.is_floating_point():
         return t  # class targets, masks, indices: transforms would change their meaning
+    kind, _, arg = variant.transform.partition(":")
     if variant.transform == "scale2":
         t = t * 2
     elif variant.transform == "signed":
         t = torch.randn(t.shape, dtype=t.dtype, device=t.device)
+    elif kind == "scale":
+        t = t * float(arg)
+    elif kind == "signed_scale":
+        t = torch.randn(t.shape, dtype=t.dtype, device=t.device) * float(arg)
+    elif kind == "offset":
+        t = t + float(arg)
     elif variant.transform != "none":
         raise ValueError(f"unknown transform {variant.transform!r}")
     if variant.dtype is not None:

@@ -196,3 +196,21 @@ def test_sample_agrees_defers_to_the_full_comparison():
     assert cmp.sample_agrees(x, x.reshape(64), 1e-4, 1e-4) is None  # shape differs
     assert cmp.sample_agrees((x,), (x, x), 1e-4, 1e-4) is None  # count differs
     assert cmp.sample_agrees(x, 3.0, 1e-4, 1e-4) is None  # not a tensor
+
+
+def test_output_scale_is_the_rms_of_finite_values():
+    assert cmp.output_scale(torch.tensor([3.0, -4.0])) == pytest.approx(math.sqrt(12.5))
+    # non-finite values are left out; tuples and Python floats count; integers and empty outputs do not
+    assert cmp.output_scale((torch.tensor([float("inf"), 2.0]), 2.0, torch.tensor([7]))) == pytest.approx(2.0)
+    assert cmp.output_scale(torch.zeros(5)) == 0.0 and cmp.output_scale(torch.empty(0)) == 0.0
+
+
+def test_range_tolerance_follows_the_output_scale_with_a_floor():
+    assert cmp.range_tolerance(1e-4, 1e6) == pytest.approx(100.0)   # a GEMM of inputs x100
+    assert cmp.range_tolerance(1e-4, 0.5) == pytest.approx(5e-5)
+    assert cmp.range_tolerance(1e-4, 1e-25) == pytest.approx(1e-4 * cmp.MIN_SCALE)  # tiny outputs: the floor
+    # An all-zero answer to outputs of 4e-5 passes the plain 1e-4, not the scaled tolerance.
+    ref = torch.full((1000,), 4e-5)
+    atol = cmp.range_tolerance(1e-4, cmp.output_scale(ref))
+    assert cmp.compare(ref, torch.zeros(1000), 1e-4, 1e-4)["mismatches"] == 0
+    assert cmp.compare(ref, torch.zeros(1000), atol, 1e-4)["mismatches"] == 1000

@@ -278,7 +278,8 @@ def _variants(m, **kw):
 def test_variant_set(load):
     vs = _variants(load("level1/19_ReLU.py"), half_precision=["fp16", "bf16"])
     assert list(vs) == ["base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large",
-                        "size_long", "fp16", "bf16"]
+                        "size_long", "small_values", "tiny_values", "large_values", "mixed_large", "offset",
+                        "fp16", "bf16"]
     assert vs["seed_1"].seed != vs["base"].seed
     assert vs["fp16"].dtype == "float16" and vs["bf16"].dtype == "bfloat16"
     base = vs["base"].sizes
@@ -355,6 +356,31 @@ def test_transforms_leave_integers_alone(load):
     assert pred_h.dtype == torch.bfloat16 and target_h.dtype == torch.int64
 
 
+def test_value_range_variants(load):
+    """Same sizes and seed as scaled_x2, inputs moved to other magnitudes; integers untouched; at full (GPU)
+    sizes capped like scaled_x2."""
+    m = load("level1/95_CrossEntropyLoss.py")
+    vs = _variants(m)
+    _, (pred, target) = tasks.build(m, vs["base"], "cpu")
+    built = {n: tasks.build(m, vs[n], "cpu")[1] for n in ("small_values", "tiny_values", "large_values",
+                                                           "mixed_large", "offset")}
+    for name, (p, t) in built.items():
+        assert vs[name].sizes == vs["scaled_x2"].sizes and vs[name].seed == vs["base"].seed, name
+        assert tasks.is_value_range(vs[name].transform) and torch.equal(t, target), name
+    assert torch.equal(built["small_values"][0], pred * 1e-3)
+    assert torch.equal(built["tiny_values"][0], pred * 1e-25) and built["tiny_values"][0].max() < 1e-24
+    assert torch.equal(built["large_values"][0], pred * 100)
+    assert torch.equal(built["offset"][0], pred + 100)
+    big = built["mixed_large"][0]
+    assert big.min() < -50 and big.max() > 50 and big.shape == pred.shape
+    assert not tasks.is_value_range("scale2") and not tasks.is_value_range("signed")
+    with pytest.raises(ValueError):
+        tasks.build(m, tasks.Variant("x", vs["base"].sizes, 42, "squash:2", None, ""), "cpu")
+    full = {v.name: v for v in tasks.make_variants(load("level1/19_ReLU.py"), "cuda", None)}
+    assert all(full[n].sizes == full["scaled_x2"].sizes != full["base"].sizes
+               for n, _t, _d in tasks.VALUE_RANGES)
+
+
 def test_build_uses_sizes_and_restores(load):
     m = load("level1/97_ScaledDotProductAttention.py")
     before = snapshot(m)
@@ -395,7 +421,7 @@ def test_exhaustive_plan(load, rel):
     limit = UNSHRINKABLE.get(rel, BUDGET)
     assert plan.max_numel <= limit and (plan.max_numel <= BUDGET) == (not plan.notes)
     for v in tasks.make_variants(m, "cpu", BUDGET):
-        if v.name in ("scaled_x2", "seed_1", "signed"):
+        if v.name in ("scaled_x2", "seed_1", "signed") or tasks.is_value_range(v.transform):
             continue  # the base sizes again
         start = time.perf_counter()
         largest, _ = _largest(m, v.sizes)

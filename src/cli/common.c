@@ -72,11 +72,13 @@ const char kg_cli_eval_help[] =
     "  --atol X --rtol X   tolerances (default by dtype: fp32 1e-4, fp16/bf16 1e-2)\n"
     "  --half LIST         add half-precision variants: fp16, bf16 or fp16,bf16 (GPU)\n"
     "  --variants LIST     run only these variants: base,scaled_x2,seed_1,signed,size_small,\n"
-    "                      size_odd,size_large (small_odd: GPU only)\n"
+    "                      size_odd,size_large,size_long (CPU only),small_odd (GPU only); value\n"
+    "                      ranges small_values,tiny_values,large_values,mixed_large,offset\n"
     "  --seed N            base seed of inputs and weights (42)\n"
     "  --timeout S         whole-evaluation limit in seconds (1200)\n"
     "  --stage-timeout NAME=S  limit one stage: parse, static, compile, tiny_run, correctness,\n"
-    "                      timing (defaults 30, 30, 120, 120, 600, 300); repeatable\n"
+    "                      timing (defaults 30, 30, 120, 120, 600, 300); outside=S bounds\n"
+    "                      the time outside every stage, in all (60); repeatable\n"
     "  --output-limit B    kill a candidate that prints more than B bytes (8 MiB)\n"
     "  --memory-limit B    CPU: address-space limit of the evaluation process (16 GiB)\n"
     "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
@@ -216,7 +218,9 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
     }
     case OPT_VARIANTS: {
         static const char *known[] = {"base", "scaled_x2", "seed_1", "signed", "size_small",
-                                      "size_odd", "size_large", "small_odd", "size_long"};
+                                      "size_odd", "size_large", "small_odd", "size_long",
+                                      "small_values", "tiny_values", "large_values", "mixed_large",
+                                      "offset"};
         char *copy = kg_strdup(arg), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int ok = 0;
@@ -249,9 +253,9 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
             return BAD("--stage-timeout takes NAME=SECONDS, not \"%s\"", arg);
         snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
         int idx = kg_eval_stage_index(name);
-        if (idx < 0)
+        if (idx < 0 && strcmp(name, "outside"))
             return BAD("--stage-timeout: unknown stage \"%s\" (parse, static, compile, tiny_run, "
-                       "correctness, timing)", name);
+                       "correctness, timing, outside)", name);
         if (parse_double(eq + 1, &d) || d <= 0)
             return BAD("--stage-timeout %s needs seconds > 0, not \"%s\"", name, eq + 1);
         json_object_set_new(f->stage_timeouts, name, json_real(d));
@@ -488,6 +492,8 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
         int idx = kg_eval_stage_index(key);
         if (idx >= 0)
             f->opts.stage_timeout_s[idx] = json_number_value(v);
+        else if (!strcmp(key, "outside"))
+            f->opts.limits.outside_stages_s = json_number_value(v);
     }
     return KG_OK;
 }

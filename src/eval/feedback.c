@@ -212,6 +212,11 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else if (!strcmp(verdict, "incorrect")) {
         if (!strcmp(sname, "tiny_run")) {
             kg_buf_printf(&b, "Wrong output on small inputs: %s.", detail);
+        } else if (json_integer_value(json_object_get(corr, "failed_count")) +
+                       json_integer_value(json_object_get(corr, "error_count")) == 0) {
+            /* Every variant passed and the stage still failed: the task, not the kernel (result.c). */
+            kg_buf_printf(&b, "Your output matched on every input variant, but this cannot count as correct: %s. "
+                              "This is a fault of the task, not of your kernel.", detail);
         } else {
             size_t i;
             json_t *v;

@@ -423,6 +423,74 @@ static json_t *degenerate_facts(const json_t *messages)
     return out;
 }
 
+/* The evaluation process ended outside every stage without finishing (stuck in the runner's checks between
+ * stages and killed, or killed before its first stage): no stage failed, yet the evaluation is not complete,
+ * and a candidate whose stages so far passed must not be taken as correct.  The last stage begun (or the
+ * first, if none began) is marked failed with what happened; returns its name. */
+static const char *ended_between_stages(const kg_child_report *rep, json_t *stages, const kg_eval_options *opts)
+{
+    const char *name = rep->stage[0] ? rep->stage : "parse";
+    json_t *entry = NULL, *st;
+    size_t i;
+    json_array_foreach(stages, i, st)
+        if (!strcmp(json_string_value(json_object_get(st, "name")) ?: "", name))
+            entry = st;
+    char detail[512];
+    const char *where = rep->stage[0] ? "after this stage, outside every stage" : "before its first stage";
+    if (rep->end == KG_END_TIMEOUT)
+        snprintf(detail, sizeof detail, "the process was killed %s: it ran past the %g s limit there", where,
+                 rep->stage_limit_s);
+    else if (rep->end == KG_END_SIGNAL)
+        snprintf(detail, sizeof detail, "the process was killed by %s %s", signal_name(rep->signal), where);
+    else if (rep->end == KG_END_OUTPUT_FLOOD)
+        snprintf(detail, sizeof detail, "the process printed more than %zu bytes %s and was killed",
+                 opts->limits.output_limit_bytes, where);
+    else if (rep->end == KG_END_PROTOCOL)
+        snprintf(detail, sizeof detail, "the process wrote garbage on kgym's protocol channel %s", where);
+    else
+        snprintf(detail, sizeof detail, "the process exited with status %d %s, without finishing", rep->exit_code,
+                 where);
+    if (entry) {
+        json_object_set_new(entry, "status", json_string("fail"));
+        json_object_set_new(entry, "detail", json_string(detail));
+    }
+    return name;
+}
+
+/* Whether the judge found the task's reference zero, or the same whatever the inputs, on every correctness
+ * variant that ran (the "degeneracy" message): no variant repaired it, so a zero or constant output passes
+ * and a pass is worth nothing.  why says which. */
+static int degenerate_everywhere(const json_t *messages, char *why, size_t why_cap)
+{
+    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
+    size_t n = json_array_size(json_object_get(f, "checked"));
+    if (json_is_true(json_object_get(f, "zero_everywhere"))) {
+        snprintf(why, why_cap, "its reference output is zero on all %zu input variants kgym tried, so an all-zero "
+                 "output passes; no kernel can be judged on it", n);
+        return 1;
+    }
+    if (json_is_true(json_object_get(f, "constant_everywhere"))) {
+        snprintf(why, why_cap, "its reference output is the same on all %zu input variants kgym tried (other "
+                 "seeds, signs and magnitudes), so a constant output passes; no kernel can be judged on it", n);
+        return 1;
+    }
+    return 0;
+}
+
+/* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */
+static json_t *degeneracy_block(const json_t *messages)
+{
+    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
+    if (!json_is_object(f))
+        return json_null();
+    return json_pack("{s:I, s:b, s:b, s:O?, s:O?, s:O?}", "variants_checked",
+                     (json_int_t)json_array_size(json_object_get(f, "checked")), "zero_everywhere",
+                     json_is_true(json_object_get(f, "zero_everywhere")), "constant_everywhere",
+                     json_is_true(json_object_get(f, "constant_everywhere")), "nonzero_on",
+                     json_object_get(f, "nonzero_on"), "input_dependent_on", json_object_get(f, "input_dependent_on"),
+                     "not_an_input_on", json_object_get(f, "not_an_input_on"));
+}
+
 static json_t *process_facts(const kg_child_report *rep, const char *cause)
 {
     json_t *p = json_object();
@@ -514,7 +582,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     int tiny_shape_bad = 0;
     json_t *variants = json_array();
     int n_passed = 0, n_failed = 0, n_skipped = 0, n_error = 0;
-    char first_fail_why[1024] = "", first_fail_name[64] = "";
+    char first_fail_why[1024] = "", first_fail_name[64] = "", degenerate_why[512] = "";
     int stop = strcmp(extract_status ? extract_status : "fail", "ok") != 0;
     if (stop)
         failed_stage = "extract";
@@ -632,6 +700,13 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                     return kg_error_set(err, KG_ERR_INVALID,
                                         "the reference %s fails or is non-finite on every input variant",
                                         req->task->path);
+                } else if (degenerate_everywhere(messages, degenerate_why, sizeof degenerate_why)) {
+                    /* Every variant passed, but a zero or constant output would have passed them too: the
+                     * pass says nothing about the kernel, so it is not given. */
+                    status = "fail";
+                    snprintf(detail, sizeof detail, "the task is degenerate: %s", degenerate_why);
+                    failed_stage = name;
+                    stop = 1;
                 } else {
                     snprintf(detail, sizeof detail, "%d of %d variants passed%s", n_passed,
                              n_passed + n_skipped, n_skipped ? " (others skipped: the reference failed)" : "");
@@ -648,6 +723,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         json_array_append_new(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status,
                                                 "ms", ms < 0 ? 0 : ms, "detail", detail));
     }
+    if (!failed_stage && rep && rep->end != KG_END_COMPLETED)
+        failed_stage = ended_between_stages(rep, stages, opts);
     json_object_set_new(r, "stages", stages);
     json_t *hacks = json_array(), *warnings = json_array();
     if (messages)
@@ -672,6 +749,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         json_object_set_new(r, "sandbox", json_null());
     }
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
+    json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
                                   failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",

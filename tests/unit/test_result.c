@@ -749,7 +749,99 @@ static void runner_end_facts_are_hacks(void)
     }
 }
 
+/* Correctness facts up to a passed correctness stage; the caller adds what comes after. */
+static void passed_correctness(fake *f)
+{
+    stage_ok(f, "parse");
+    stage_ok(f, "static");
+    stage_ok(f, "compile");
+    tiny_ok(f, 1);
+    msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(f, "base", "ran", 0);
+    variant(f, "large_values", "ran", 0);
+}
+
+/* A task whose reference is zero (or the same) on every variant: every variant passing proves nothing, so the
+ * correctness stage fails, the verdict is incorrect and the feedback blames the task; the same run with a
+ * variant that repaired the degeneracy is correct. */
+static void degenerate_everywhere_is_not_correct(void)
+{
+    const char *kinds[] = {"zero_everywhere", "constant_everywhere", NULL};
+    for (int k = 0; k < 3; k++) {
+        kg_eval_options o;
+        kg_eval_options_default(&o, "cpu");
+        fake f;
+        fake_init(&f);
+        passed_correctness(&f);
+        json_t *facts = json_pack("{s:[s,s], s:b, s:b, s:i, s:[], s:[], s:[s]}", "checked", "base", "large_values",
+                                  "zero_everywhere", k == 0, "constant_everywhere", k == 1, "compared", 1,
+                                  "nonzero_on", "input_dependent_on", "not_an_input_on", "base");
+        if (k == 2) { /* repaired: large_values made the reference non-zero and input-dependent */
+            json_array_append_new(json_object_get(facts, "nonzero_on"), json_string("large_values"));
+            json_array_append_new(json_object_get(facts, "input_dependent_on"), json_string("large_values"));
+        }
+        msg(&f, json_pack("{s:s, s:o}", "type", "degeneracy", "facts", facts));
+        msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
+                          ""));
+        msg(&f, json_pack("{s:s}", "type", "done"));
+        json_t *r = build(&f, &o);
+        const json_t *d = json_object_get(r, "degeneracy");
+        KG_CHECK(json_integer_value(json_object_get(d, "variants_checked")) == 2);
+        if (kinds[k]) {
+            KG_CHECK_STR(verdict(r), "incorrect");
+            KG_CHECK_STR(stage_status(r, "correctness"), "fail");
+            KG_CHECK(json_is_true(json_object_get(d, kinds[k])));
+            KG_CHECK(strstr(feedback(r), "the task is degenerate") != NULL);
+            KG_CHECK(strstr(feedback(r), "not of your kernel") != NULL);
+            KG_CHECK(reward(r) < 1.0);
+        } else {
+            KG_CHECK_STR(verdict(r), "correct");
+            KG_CHECK_STR(json_string_value(json_array_get(json_object_get(d, "nonzero_on"), 0)), "large_values");
+        }
+        json_decref(r);
+    }
+}
+
+/* The process killed outside every stage (stuck in the checks after correctness), or exiting there without
+ * finishing: no stage failed, but the evaluation is not complete and must not be correct. */
+static void ended_between_stages_is_not_correct(void)
+{
+    for (int k = 0; k < 2; k++) {
+        kg_eval_options o;
+        kg_eval_options_default(&o, "cpu");
+        fake f;
+        fake_init(&f);
+        passed_correctness(&f);
+        msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
+                          ""));
+        snprintf(f.rep.stage, sizeof f.rep.stage, "correctness");
+        f.rep.outside_stage = 1;
+        f.rep.end = k == 0 ? KG_END_TIMEOUT : KG_END_EXIT;
+        f.rep.stage_limit_s = 60;
+        f.rep.exit_code = 3;
+        json_t *r = build(&f, &o);
+        KG_CHECK_STR(verdict(r), k == 0 ? "timeout" : "runtime_error");
+        KG_CHECK_STR(stage_status(r, "correctness"), "fail");
+        KG_CHECK(reward(r) < 1.0);
+        json_decref(r);
+    }
+    /* Killed before its first stage. */
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    f.rep.end = KG_END_TIMEOUT;
+    f.rep.outside_stage = 1;
+    f.rep.stage_limit_s = 60;
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "timeout");
+    KG_CHECK_STR(stage_status(r, "parse"), "fail");
+    json_decref(r);
+}
+
 static const kg_test_case cases[] = {
+    {"degenerate_everywhere_is_not_correct", degenerate_everywhere_is_not_correct},
+    {"ended_between_stages_is_not_correct", ended_between_stages_is_not_correct},
     {"runner_end_facts_are_hacks", runner_end_facts_are_hacks},
     {"wrong_on_timed_inputs_is_incorrect", wrong_on_timed_inputs_is_incorrect},
     {"runtime_finding_is_hacked", runtime_finding_is_hacked},

@@ -1,0 +1,103 @@
+"""Whether a task's reference is degenerate on every input the correctness stage tried (judge side).
+
+KernelBench has tasks whose reference output is zero, or the same whatever the inputs, on its own inputs: a
+softmax over 393,216 columns (every output below the 1e-4 tolerance), a mean of group-normalised values, a
+ReLU of values that are all negative.  A candidate that returns zeros or a constant passes such a task.  The
+correctness variants change the inputs (other seeds, signs, magnitudes: tasks.VALUE_RANGES), which repairs
+most of them: a reference that becomes non-zero or input-dependent on some variant makes the constant fail
+there.  This module records, variant by variant, what the reference did, so the result can say which
+variants repaired a degenerate task, and kgym can refuse a pass where none did (level2/80 is zero by algebra:
+no input makes it anything else).
+
+Only reference outputs are looked at (the judge's own tensors); facts are plain JSON for C to decide on.
+Outputs are fingerprinted at SAMPLES fixed positions per output layout, moved to the CPU, so a multi-GB GPU
+output costs a gather, not a copy.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SAMPLES = 4096
+
+
+def _tensors(out):
+    items = list(out) if isinstance(out, (tuple, list)) else [out]
+    return [x if isinstance(x, torch.Tensor) else torch.tensor(float(x), dtype=torch.float64)
+            for x in items if isinstance(x, (torch.Tensor, bool, int, float))]
+
+
+def _layout(tensors) -> tuple:
+    return tuple((tuple(t.shape), str(t.dtype)) for t in tensors)
+
+
+def _close(a, b, atol, rtol) -> bool:
+    if a.shape != b.shape:
+        return False
+    ok = ((a - b).abs() <= atol + rtol * b.abs()) | (a == b) | (torch.isnan(a) & torch.isnan(b))
+    return bool(ok.all())
+
+
+class Tracker:
+    """Facts about the reference outputs of the variants added, in the order they ran."""
+
+    def __init__(self, seed: int = 0):
+        self.seed = seed
+        self.positions = {}    # layout -> per-tensor index tensors (None: every element)
+        self.first = {}        # layout -> (variant name, fingerprint, atol, rtol)
+        self.checked = []      # variants whose reference was looked at
+        self.nonzero = []      # ... whose reference output is not all zero (within atol)
+        self.varies = []       # ... whose reference output differs from an earlier variant's of the same layout
+        self.compared = 0      # how many variants had an earlier one of their layout to compare with
+        self.not_input = []    # ... whose reference output is not (within tolerance) one of their inputs
+
+    def _fingerprint(self, layout, tensors):
+        if layout not in self.positions:
+            gen = torch.Generator()
+            gen.manual_seed(self.seed + len(self.positions))
+            self.positions[layout] = [torch.randint(t.numel(), (SAMPLES,), generator=gen) if t.numel() > SAMPLES
+                                      else None for t in tensors]
+        out = []
+        for t, idx in zip(tensors, self.positions[layout]):
+            flat = t.detach().reshape(-1)
+            picked = flat if idx is None else flat[idx.to(flat.device)]
+            out.append(picked.to("cpu", torch.float64))
+        return out
+
+    def add(self, name, ref_out, inputs, atol: float, rtol: float):
+        tensors = _tensors(ref_out)
+        if not tensors or name in self.checked:  # a variant re-run alone (out of memory) counts once
+            return
+        self.checked.append(name)
+        with torch.no_grad():
+            if any(t.numel() and bool((t.detach().double().abs() > atol).any()) if t.is_floating_point() or
+                   t.is_complex() else bool((t != 0).any()) for t in tensors):
+                self.nonzero.append(name)
+            layout = _layout(tensors)
+            fp = self._fingerprint(layout, tensors)
+            if layout in self.first:
+                self.compared += 1
+                _n, first, a0, r0 = self.first[layout]
+                tol_a, tol_r = max(atol, a0), max(rtol, r0)
+                if any(not _close(a, b, tol_a, tol_r) for a, b in zip(fp, first)):
+                    self.varies.append(name)
+            else:
+                self.first[layout] = (name, fp, atol, rtol)
+            r = tensors[0]
+            same = any(isinstance(x, torch.Tensor) and x.shape == r.shape and x.is_floating_point() and
+                       r.is_floating_point() and
+                       bool(((x.detach().double() - r.double()).abs() <= atol + rtol * r.double().abs()).all())
+                       for x in inputs)
+            if not same:
+                self.not_input.append(name)
+
+    def facts(self) -> dict:
+        """JSON facts: ``zero_everywhere`` (every checked reference output was zero), ``constant_everywhere``
+        (no reference output differed from another of its layout, and at least one pair was compared), and
+        the variants on which the reference was not zero, varied, and was not one of its inputs."""
+        return {"checked": list(self.checked),
+                "zero_everywhere": bool(self.checked) and not self.nonzero,
+                "constant_everywhere": self.compared > 0 and not self.varies,
+                "compared": self.compared,
+                "nonzero_on": list(self.nonzero), "input_dependent_on": list(self.varies),
+                "not_an_input_on": list(self.not_input)}

@@ -1,0 +1,58 @@
+"""Tests of kgym_harness.degeneracy: which variants showed the reference non-zero, input-dependent, not an input."""
+
+import json
+
+import torch
+
+from kgym_harness import degeneracy
+
+
+def test_zero_by_algebra_stays_degenerate():
+    t = degeneracy.Tracker()
+    for name in ("base", "seed_1", "large_values"):
+        t.add(name, torch.zeros(8, 1), [torch.rand(8, 16) * 100], 1e-4, 1e-4)
+    f = t.facts()
+    json.dumps(f)
+    assert f["zero_everywhere"] and f["constant_everywhere"] and f["compared"] == 2
+    assert f["nonzero_on"] == [] and f["input_dependent_on"] == [] and f["checked"] == ["base", "seed_1",
+                                                                                          "large_values"]
+
+
+def test_a_variant_that_breaks_the_degeneracy_is_named():
+    t = degeneracy.Tracker()
+    x = torch.rand(64, 32)
+    t.add("base", torch.full((64,), 2e-6), [x], 1e-4, 1e-4)        # below atol: zero at this tolerance
+    t.add("seed_1", torch.full((64,), 3e-6), [x + 1], 1e-4, 1e-4)  # the same, at this tolerance
+    t.add("large_values", torch.rand(64), [x * 100], 1e-6, 1e-4)
+    f = t.facts()
+    assert not f["zero_everywhere"] and not f["constant_everywhere"]
+    assert f["nonzero_on"] == ["large_values"] and f["input_dependent_on"] == ["large_values"]
+
+
+def test_layouts_are_compared_only_with_their_own_kind():
+    """A size variant has another output shape: not compared with base, so not evidence of input dependence;
+    an output equal to an input is recorded per variant; a variant re-run alone counts once."""
+    t = degeneracy.Tracker()
+    x = torch.rand(10, 10)
+    t.add("base", x.clone(), [x], 1e-4, 1e-4)
+    t.add("size_small", torch.rand(5, 10), [torch.rand(5, 10)], 1e-4, 1e-4)
+    t.add("size_small", torch.rand(5, 10), [torch.rand(5, 10)], 1e-4, 1e-4)
+    f = t.facts()
+    assert f["compared"] == 0 and not f["constant_everywhere"]  # nothing comparable: no claim
+    assert f["not_an_input_on"] == ["size_small"] and f["checked"] == ["base", "size_small"]
+    signed = torch.randn(10, 10)
+    t.add("signed", signed.relu(), [signed], 1e-4, 1e-4)  # ReLU of signed inputs is not its input
+    assert t.facts()["not_an_input_on"] == ["size_small", "signed"]
+    assert t.facts()["input_dependent_on"] == ["signed"]
+
+
+def test_large_outputs_are_fingerprinted_not_copied():
+    t = degeneracy.Tracker()
+    a = torch.rand(300, 300)
+    t.add("base", a, [], 1e-4, 1e-4)
+    fp = t.first[((tuple(a.shape), str(a.dtype)),)][1][0]
+    assert fp.numel() == degeneracy.SAMPLES and fp.dtype == torch.float64
+    b = a.clone()
+    b.view(-1)[t.positions[((tuple(a.shape), str(a.dtype)),)][0][0]] += 1.0  # a difference where it samples
+    t.add("seed_1", b, [], 1e-4, 1e-4)
+    assert t.facts()["input_dependent_on"] == ["seed_1"]
