@@ -49,6 +49,8 @@ typedef struct kg_child_limits {
     double total_timeout_s;     /* whole child, 0 = none */
     json_t *stage_timeouts_s;   /* {"stage name": seconds}; borrowed; may be NULL */
     double default_stage_timeout_s; /* stages not named above; 0 = none */
+    double outside_stages_s;    /* the child's time outside every stage, in all (start-up, between stages,
+                                 * wind-down); 0 = bounded only by total_timeout_s */
     size_t capture_bytes;       /* kept of stdout and of stderr each (head + tail) */
     size_t output_limit_bytes;  /* stdout+stderr beyond this kills the child; 0 = none */
     unsigned long long address_space_bytes; /* RLIMIT_AS; 0 = unchanged */
@@ -88,7 +90,8 @@ typedef struct kg_child_report {
     kg_child_end end;
     int exit_code;            /* valid when the child exited */
     int signal;               /* valid when it was killed by a signal */
-    char stage[64];           /* the stage running when it ended ("" if none) */
+    char stage[64];           /* the stage running when it ended, or the last one begun ("" if none) */
+    int outside_stage;        /* 1 when it ended outside every stage (after `stage`, or before the first) */
     double stage_limit_s;     /* the limit that was exceeded (timeout) */
     json_t *messages;         /* array of protocol messages, each with "t_ms" */
     kg_capture out, err;

@@ -54,6 +54,10 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     const double stage[KG_EVAL_STAGE_COUNT] = {30, 30, 120, 120, 600, 300};
     memcpy(o->stage_timeout_s, stage, sizeof stage);
     o->limits.total_timeout_s = 1200;
+    /* Start-up (task import, the runner's sandbox), the runner's checks between stages and the wind-down:
+     * seconds on a healthy run.  With this budget an evaluation ends within the sum of its stage limits
+     * plus one minute, wherever the candidate stalls. */
+    o->limits.outside_stages_s = 60;
     o->limits.capture_bytes = 16 * 1024;
     o->limits.output_limit_bytes = 8u << 20;
     o->limits.file_size_bytes = 1ull << 30;

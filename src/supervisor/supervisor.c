@@ -226,6 +226,8 @@ typedef struct {
     double stage_start;
     double stage_limit_s;
     double paused_ms;         /* time spent waiting for the GPU: the deadlines stand still meanwhile */
+    double outside_since;     /* when the child last left a stage (or started) */
+    double outside_used_ms;   /* its time outside stages before that */
     int in_stage;
     int done;
     int killed;
@@ -272,6 +274,8 @@ static void gpu_try_grant(run_state *st)
     st->paused_ms += waited;
     if (st->in_stage)
         st->stage_start += waited;
+    else
+        st->outside_since += waited;
     st->gpu_held = st->gpu_pending;
     st->gpu_pending = NULL;
     const char *mode = "shared";
@@ -329,11 +333,14 @@ static int handle_message(run_state *st, const char *line, size_t len)
         const char *status = json_string_value(json_object_get(msg, "status"));
         if (stage && status && strcmp(status, "begin") == 0) {
             snprintf(st->rep->stage, sizeof st->rep->stage, "%s", stage);
+            if (!st->in_stage)
+                st->outside_used_ms += now - st->outside_since;
             st->in_stage = 1;
             st->stage_start = now;
             st->stage_limit_s = stage_limit(st->lim, stage);
-        } else if (stage) {
+        } else if (stage && st->in_stage) {
             st->in_stage = 0;
+            st->outside_since = now;
         }
     } else if (type && strcmp(type, "runner_lost") == 0) {
         const char *why = json_string_value(json_object_get(msg, "why"));
@@ -572,6 +579,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
 
     run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = proto[0], .t0 = kg_now_ms(),
                     .nonce = json_string_value(json_object_get(job, "nonce"))};
+    st.outside_since = st.t0;
     char *job_text = json_dumps(job, JSON_COMPACT);
     if (job_text) {
         kg_buf line = {0};
@@ -599,11 +607,21 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
             double d = st.stage_start + st.stage_limit_s * 1000.0;
             if (deadline < 0 || d < deadline)
                 deadline = d;
+        } else if (!st.in_stage && !st.done && lim->outside_stages_s > 0) {
+            /* Start-up, the checks between stages and the wind-down have a budget of their own: without it
+             * a child stuck there would run until the total limit, past every stage limit. */
+            double d = st.outside_since + lim->outside_stages_s * 1000.0 - st.outside_used_ms;
+            if (deadline < 0 || d < deadline)
+                deadline = d;
         }
         if (!st.killed && deadline >= 0 && now >= deadline) {
             int stage_expired = st.in_stage && st.stage_limit_s > 0 &&
                                 now >= st.stage_start + st.stage_limit_s * 1000.0;
-            rep->stage_limit_s = stage_expired ? st.stage_limit_s : lim->total_timeout_s;
+            int outside_expired = !st.in_stage && !st.done && lim->outside_stages_s > 0 &&
+                                  now >= st.outside_since + lim->outside_stages_s * 1000.0 - st.outside_used_ms;
+            rep->stage_limit_s = stage_expired     ? st.stage_limit_s
+                                 : outside_expired ? lim->outside_stages_s
+                                                   : lim->total_timeout_s;
             kill_child(&st, KG_END_TIMEOUT);
         }
         /* Has either process ended?  WNOWAIT keeps the zombie, so its pid (and
@@ -708,6 +726,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         rep->stragglers = kill_uid((uid_t)json_integer_value(ruid));
     slot_give(&slot);
     rep->wall_ms = kg_now_ms() - st.t0;
+    rep->outside_stage = !st.in_stage && !st.done;
     if (!st.killed) {
         classify(status, &rep->end, &rep->exit_code, &rep->signal, st.done);
         /* The judge finishes what it started unless its runner went away: then how

@@ -137,6 +137,25 @@ static void total_timeout(void)
     kg_child_report_free(&rep);
 }
 
+/* A child stuck outside every stage (here: the runner's process check after the tiny run never answers) is
+ * killed by the limit on time outside stages, long before the total limit, and the report says where. */
+static void outside_stages_limit(void)
+{
+    kg_child_limits l = limits();
+    l.outside_stages_s = 4;
+    kg_child_report rep;
+    double t0 = kg_now_ms();
+    KG_CHECK(run("stall_between_stages", &l, &rep) == KG_OK);
+    double took = kg_now_ms() - t0;
+    KG_CHECK(rep.end == KG_END_TIMEOUT);
+    KG_CHECK_STR(rep.stage, "tiny_run");
+    KG_CHECK(rep.outside_stage == 1);
+    KG_CHECK_NEAR(rep.stage_limit_s, 4.0, 1e-9);
+    KG_CHECK(took < 45000); /* the total limit is 60 s */
+    KG_CHECK(group_gone(rep.pid));
+    kg_child_report_free(&rep);
+}
+
 static void crash_is_a_signal(void)
 {
     kg_child_limits l = limits();
@@ -462,6 +481,7 @@ static void runner_uid_slots_are_machine_wide(void)
 }
 
 static const kg_test_case cases[] = {
+    {"outside_stages_limit", outside_stages_limit},
     {"runner_uid_stragglers_are_killed", runner_uid_stragglers_are_killed},
     {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
     {"completes_and_timestamps", completes_and_timestamps},

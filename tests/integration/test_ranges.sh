@@ -1,0 +1,92 @@
+#!/bin/sh
+# Correctness coverage (value ranges, degenerate tasks, time bounds).
+#   (a) Honest-but-wrong kernels (tests/fixtures/ranges/, MANIFEST.tsv) that are exact for KernelBench's
+#       [0, 1) inputs: each is `incorrect`, fails the value-range variant of its bug class, passes base, and the
+#       feedback names that variant; honest kernels of the same tasks stay `correct`.
+#   (b) Degenerate tasks: level2/9 (a ReLU of values that are all negative on its own inputs) is repaired by
+#       the value-range variants, so an all-zero kernel fails; level2/80 is zero by algebra, so no kernel
+#       passes it and the feedback blames the task.
+#   (c) Time bounds: a candidate stuck outside every stage is killed by the outside-stages limit, one that
+#       hard-codes the task's full shapes by its stage limit; neither is correct, both end within the sum
+#       of their limits plus a margin.
+. "$(dirname "$0")/lib.sh"
+R=tests/fixtures/ranges
+M=$R/MANIFEST.tsv
+tail -n +2 "$M" | while IFS="$(printf '\t')" read -r f t v m; do
+    printf '{"task": "%s", "candidate": "%s/%s", "expect": "%s"}\n' "$t" "$R" "$f" "$v"
+done >"$TMP/pairs.jsonl"
+for h in h16_logsumexp_max_shift:row_logsumexp h17_standardize_two_pass:row_standardize \
+         h18_l2_normalize_clamped:row_l2_normalize; do
+    printf '{"task": "tests/fixtures/tasks/%s.py", "candidate": "tests/fixtures/honest/%s.py", "expect": "correct"}\n' \
+        "${h#*:}" "${h%%:*}"
+done >>"$TMP/pairs.jsonl"
+[ "$(ls $R/*.py | wc -l)" = "$(tail -n +2 "$M" | wc -l)" ] && ok "MANIFEST.tsv lists every fixture in $R" ||
+    bad "MANIFEST.tsv does not match $R/*.py"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/pairs.jsonl" --check --json --out "$TMP/res.jsonl" \
+    >"$TMP/bench.json" 2>"$TMP/err"
+rc=$?
+n=$(grep -c . "$TMP/pairs.jsonl")
+met=$(jget "$TMP/bench.json" 'r["summary"]["expectations_met"]')
+if [ $rc -eq 0 ] && [ "$met" = "$n" ]; then ok "$n value-range pairs: verdicts as expected"
+else bad "value-range pairs: $met of $n as expected (exit $rc)" "$(grep -E 'expected|error' "$TMP/err" | head)"; fi
+# Per fixture: the variant of its bug class failed, base passed, the feedback names the variant.
+"$PY" - "$TMP/res.jsonl" "$M" >"$TMP/checks" <<'PYEOF'
+import csv, json, sys
+want = {row["fixture"]: row["must_fail"] for row in csv.DictReader(open(sys.argv[2]), delimiter="\t")}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    name = r["candidate"]["path"].rsplit("/", 1)[-1]
+    if name not in want:
+        continue
+    status = {v["name"]: v["status"] for v in r["correctness"]["variants"]}
+    v = want[name]
+    good = (r["verdict"] == "incorrect" and status.get(v) == "failed" and status.get("base") == "passed"
+            and f"- {v} (" in r["feedback"])
+    print(("ok " if good else "bad ") + f"{name}: fails {v} ({status.get(v)}), passes base ({status.get('base')}), "
+          f"named in the feedback")
+PYEOF
+[ "$(grep -c . "$TMP/checks")" = "$(tail -n +2 "$M" | wc -l)" ] || bad "a fixture has no result" "$(cat "$TMP/checks")"
+while read -r verdict text; do
+    if [ "$verdict" = ok ]; then ok "$text"; else bad "$text"; fi
+done <"$TMP/checks"
+if [ -d "$KB/level2" ]; then
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py \
+        --json >"$TMP/z9.json" 2>"$TMP/err"
+    if [ "$(jget "$TMP/z9.json" 'r["verdict"] == "incorrect" and "zero_output" in r["degenerate"] and
+            "large_values" in r["degeneracy"]["nonzero_on"] and
+            any(v["name"] == "large_values" and v["status"] == "failed" for v in r["correctness"]["variants"])')" = "True" ]
+    then ok "level2/9 (zero on its own inputs) is repaired: an all-zero kernel fails large_values"
+    else bad "level2/9 all-zero kernel" "$(cat "$TMP/err"; jget "$TMP/z9.json" 'r["verdict"], r["degeneracy"]')"; fi
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/80 --kernel tests/fixtures/candidates/zero_rows.py \
+        --json >"$TMP/z80.json" 2>"$TMP/err"
+    if [ "$(jget "$TMP/z80.json" 'r["verdict"] == "incorrect" and r["degeneracy"]["zero_everywhere"] and
+            r["correctness"]["failed_count"] == 0 and "the task is degenerate" in r["feedback"]')" = "True" ]
+    then ok "level2/80 (zero by algebra): no kernel passes, the feedback blames the task"
+    else bad "level2/80" "$(cat "$TMP/err"; jget "$TMP/z80.json" 'r["verdict"], r["degeneracy"], r["feedback"]')"; fi
+else
+    bad "no KernelBench checkout at $KB (set KGYM_KERNELBENCH)"
+fi
+# Time bounds.  Stuck outside every stage (the runner's check after the tiny run never answers): the
+# outside-stages limit (5 s here) ends it.  Static checks are warnings here (the fixture imports threading).
+start=$(date +%s)
+"$KGYM" eval --device "$DEVICE" --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/candidates/stall_between_stages.py \
+    --policy tests/fixtures/hacks/runtime_only.json --stage-timeout outside=5 --json >"$TMP/stall.json" 2>"$TMP/err"
+took=$(( $(date +%s) - start ))
+if [ "$(jget "$TMP/stall.json" 'r["verdict"] == "timeout" and r["process"]["limit_s"] == 5 and
+        "outside every stage" in [s for s in r["stages"] if s["status"] == "fail"][0]["detail"]')" = "True" ] &&
+   [ "$took" -lt 120 ]; then ok "stuck between stages: killed by the 5 s outside-stages limit, timeout (${took} s)"
+else bad "stuck between stages (${took} s)" "$(cat "$TMP/err"; jget "$TMP/stall.json" 'r["verdict"], r["stages"], r["process"]')"; fi
+# Hard-coded full shapes (level1/23's 4096 x 393216, whatever the inputs): the tiny run's limit ends it.
+if [ -d "$KB/level1" ]; then
+    start=$(date +%s)
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/23 --kernel tests/fixtures/candidates/hard_coded_shapes.py \
+        --stage-timeout compile=60 --stage-timeout tiny_run=10 --stage-timeout correctness=10 \
+        --stage-timeout outside=20 --json >"$TMP/hard.json" 2>"$TMP/err"
+    took=$(( $(date +%s) - start ))
+    # parse + static + compile + tiny_run + correctness + outside = 30 + 30 + 60 + 10 + 10 + 20 s, plus 30 s of
+    # kgym's own start-up and wind-down
+    if [ "$(jget "$TMP/hard.json" 'r["verdict"] != "correct"')" = "True" ] && [ "$took" -le 190 ]; then
+        ok "hard-coded full shapes end within their limits: $(jget "$TMP/hard.json" 'r["verdict"]') in ${took} s"
+    else bad "hard-coded shapes (${took} s)" "$(cat "$TMP/err"; jget "$TMP/hard.json" 'r["verdict"], r["stages"]')"; fi
+fi
+finish
