@@ -364,15 +364,20 @@ def test_value_range_variants(load):
     _, (pred, target) = tasks.build(m, vs["base"], "cpu")
     built = {n: tasks.build(m, vs[n], "cpu")[1] for n in ("small_values", "tiny_values", "large_values",
                                                            "mixed_large", "offset")}
+    # On the CPU they run at a quarter of the budget: smaller than base, the same for all five.
+    quarter = tasks.plan_sizes(m, BUDGET // 4)
+    _, (pred_q, target_q) = tasks.build(m, tasks.Variant("q", dict(quarter), vs["base"].seed, "none", None, ""), "cpu")
+    assert pred_q.numel() < pred.numel()
     for name, (p, t) in built.items():
-        assert vs[name].sizes == vs["scaled_x2"].sizes and vs[name].seed == vs["base"].seed, name
-        assert tasks.is_value_range(vs[name].transform) and torch.equal(t, target), name
-    assert torch.equal(built["small_values"][0], pred * 1e-3)
-    assert torch.equal(built["tiny_values"][0], pred * 1e-25) and built["tiny_values"][0].max() < 1e-24
-    assert torch.equal(built["large_values"][0], pred * 100)
-    assert torch.equal(built["offset"][0], pred + 100)
+        assert vs[name].sizes == dict(quarter) and vs[name].seed == vs["base"].seed, name
+        assert tasks.is_value_range(vs[name].transform) and torch.equal(t, target_q), name
+        assert tasks._changed(quarter, vs["base"].sizes) in vs[name].description, name  # says how it shrank
+    assert torch.equal(built["small_values"][0], pred_q * 1e-3)
+    assert torch.equal(built["tiny_values"][0], pred_q * 1e-25) and built["tiny_values"][0].max() < 1e-24
+    assert torch.equal(built["large_values"][0], pred_q * 100)
+    assert torch.equal(built["offset"][0], pred_q + 100)
     big = built["mixed_large"][0]
-    assert big.min() < -50 and big.max() > 50 and big.shape == pred.shape
+    assert big.min() < -50 and big.max() > 50 and big.shape == pred_q.shape
     assert not tasks.is_value_range("scale2") and not tasks.is_value_range("signed")
     with pytest.raises(ValueError):
         tasks.build(m, tasks.Variant("x", vs["base"].sizes, 42, "squash:2", None, ""), "cpu")
