@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = [
     "KgymError", "VERDICTS", "REWARD_FUNCTIONS", "ESTIMATORS", "load_library", "outcomes",
-    "reward", "advantages", "prs_keep_probability", "prs_sample", "mrs_filter",
+    "reward", "advantages", "group_filter", "prs_keep_probability", "prs_sample", "mrs_filter",
     "truncated_is_weights", "curriculum_schedule", "Curriculum", "metrics", "metrics_table",
     "metrics_svg",
 ]
@@ -68,11 +68,17 @@ class _RewardConfig(ctypes.Structure):
 
 class _AdvantageConfig(ctypes.Structure):
     _fields_ = [("estimator", c_int), ("gamma", c_double), ("normalize_std", c_int),
-                ("std_eps", c_double), ("singleton", c_int)]
+                ("std_eps", c_double), ("singleton", c_int), ("masked_reward", c_int),
+                ("rejected", c_int), ("small_std", c_int)]
+
+
+class _GroupFilterConfig(ctypes.Structure):
+    _fields_ = [("min_std", c_double), ("min_group_size", c_size_t)]
 
 
 class _PrsConfig(ctypes.Structure):
-    _fields_ = [("threshold", c_double), ("factor", c_double), ("speedup_threshold", c_double)]
+    _fields_ = [("mode", c_int), ("threshold", c_double), ("factor", c_double),
+                ("speedup_threshold", c_double)]
 
 
 class _PrsStats(ctypes.Structure):
@@ -82,7 +88,7 @@ class _PrsStats(ctypes.Structure):
 
 
 class _MrsConfig(ctypes.Structure):
-    _fields_ = [("delta", c_double), ("veto_threshold", c_double)]
+    _fields_ = [("mode", c_int), ("delta", c_double), ("veto_threshold", c_double)]
 
 
 class _MrsStats(ctypes.Structure):
@@ -116,7 +122,10 @@ _SIGNATURES = {
                                 _P_DOUBLE, _P_ERR]),
     "kg_advantage_config_default": (None, [POINTER(_AdvantageConfig), c_int]),
     "kg_advantages": (c_int, [POINTER(_AdvantageConfig), c_size_t, _P_I64, _P_I64, _P_I32,
-                              _P_DOUBLE, _P_U8, _P_DOUBLE, _P_DOUBLE, _P_ERR]),
+                              _P_DOUBLE, _P_U8, _P_U8, _P_DOUBLE, _P_DOUBLE, _P_ERR]),
+    "kg_group_filter": (c_int, [POINTER(_GroupFilterConfig), c_size_t, _P_I64, _P_DOUBLE, _P_U8,
+                                POINTER(c_size_t), _P_ERR]),
+    "kg_rl_option_parse": (c_int, [c_int, c_char_p, POINTER(c_int), _P_ERR]),
     "kg_rng_seed": (None, [POINTER(_Rng), c_uint64]),
     "kg_prs_config_default": (None, [POINTER(_PrsConfig)]),
     "kg_prs_sample": (c_int, [POINTER(_PrsConfig), POINTER(_Rng), POINTER(_Columns), _P_U8,
@@ -314,37 +323,79 @@ def reward(results, fn="drkernel", trajectory=None, turn=None, **constants):
 
 # ------------------------------------------------------------------- advantages
 
+# The option families of include/kgym/rl.h (kg_rl_option); names are looked
+# up in the C table so that the binding and the CLI cannot drift apart.
+_OPT = {"estimator": 0, "singleton": 1, "masked_reward": 2, "rejected": 3, "small_std": 4,
+        "is_level": 5, "mrs_mode": 6, "prs_mode": 7, "curriculum_rule": 8}
+
+
+def _option(family, name):
+    """Code of `name` in an option family; KgymError listing the names otherwise."""
+    lib, value, err = load_library(), ctypes.c_int(), _Error()
+    if not isinstance(name, str):
+        raise KgymError(f"{family} must be a string, not {name!r}")
+    _check(lib.kg_rl_option_parse(_OPT[family], name.encode(), ctypes.byref(value),
+                                  ctypes.byref(err)), err)
+    return value.value
+
+
+def _flags(values, n, name):
+    if values is None:
+        return None
+    arr = np.ascontiguousarray(np.asarray(values, dtype=bool).astype(np.uint8))
+    if arr.shape != (n,):
+        raise KgymError(f"{name} must have {n} entries")
+    return arr
+
+
 def advantages(prompt, sample, reward, turn=None, mask=None, estimator="trloo", gamma=1.0,
-               normalize_std=False, std_eps=1e-6, singleton="zero"):
+               normalize_std=False, std_eps=1e-6, singleton="return", keep=None,
+               masked_reward="zero", rejected="baseline", small_std="one"):
     """(advantages, returns) as float64 arrays.  prompt and sample may hold any
     hashable ids; a trajectory is (prompt, sample); groups are (prompt, turn)
-    for grpo/trloo and prompt for rloo.  mask: 0/False excludes a record."""
+    for grpo/trloo and prompt for rloo.  mask: 0/False is the loss mask (out of
+    the loss and of every baseline); keep: 0/False is a rejection (advantage
+    0).  The rules default to Dr. Kernel's (docs/rl.md §3)."""
     lib = load_library()
-    if estimator not in ESTIMATORS:
-        raise KgymError(f"unknown estimator {estimator!r} (expected one of {ESTIMATORS})")
-    if singleton not in ("zero", "return"):
-        raise KgymError("singleton must be 'zero' or 'return'")
+    cfg, err = _AdvantageConfig(), _Error()
+    lib.kg_advantage_config_default(ctypes.byref(cfg), _option("estimator", estimator))
+    cfg.gamma, cfg.normalize_std, cfg.std_eps = gamma, int(bool(normalize_std)), std_eps
+    cfg.singleton = _option("singleton", singleton)
+    cfg.masked_reward = _option("masked_reward", masked_reward)
+    cfg.rejected = _option("rejected", rejected)
+    cfg.small_std = _option("small_std", small_std)
     r = _f64(reward, name="reward")
     n = r.shape[0]
     if len(prompt) != n or len(sample) != n:
         raise KgymError(f"prompt, sample and reward must have the same length ({n})")
     p_ids, s_ids = _dense_ids(list(prompt)), _dense_ids(list(sample))
     turns = None if turn is None else np.ascontiguousarray(np.asarray(turn, dtype=np.int32))
-    masks = None if mask is None else np.ascontiguousarray(np.asarray(mask, dtype=bool)
-                                                          .astype(np.uint8))
-    for name, arr in (("turn", turns), ("mask", masks)):
-        if arr is not None and arr.shape != (n,):
-            raise KgymError(f"{name} must have {n} entries")
-    cfg, err = _AdvantageConfig(), _Error()
-    lib.kg_advantage_config_default(ctypes.byref(cfg), ESTIMATORS.index(estimator))
-    cfg.gamma, cfg.normalize_std, cfg.std_eps = gamma, int(bool(normalize_std)), std_eps
-    cfg.singleton = 0 if singleton == "zero" else 1
+    if turns is not None and turns.shape != (n,):
+        raise KgymError(f"turn must have {n} entries")
+    masks, keeps = _flags(mask, n, "mask"), _flags(keep, n, "keep")
     adv, ret = np.empty(n), np.empty(n)
     _check(lib.kg_advantages(ctypes.byref(cfg), n, _ptr(p_ids, c_int64), _ptr(s_ids, c_int64),
                              None if turns is None else _ptr(turns, c_int32), _ptr(r, c_double),
                              None if masks is None else _ptr(masks, c_uint8),
+                             None if keeps is None else _ptr(keeps, c_uint8),
                              _ptr(adv, c_double), _ptr(ret, c_double), ctypes.byref(err)), err)
     return adv, ret
+
+
+def group_filter(group, reward, min_std=1e-3, min_group_size=0):
+    """Dr. Kernel's low-variance group filter: a bool keep array, False for every
+    record of a group (of 2+) whose reward std (N−1) is below min_std or that
+    has fewer than min_group_size records."""
+    lib = load_library()
+    r = _f64(reward, name="reward")
+    n = r.shape[0]
+    if len(group) != n:
+        raise KgymError(f"group must have {n} entries")
+    g = _dense_ids(list(group))
+    cfg, err, keep = _GroupFilterConfig(min_std, min_group_size), _Error(), np.empty(n, np.uint8)
+    _check(lib.kg_group_filter(ctypes.byref(cfg), n, _ptr(g, c_int64), _ptr(r, c_double),
+                               _ptr(keep, c_uint8), None, ctypes.byref(err)), err)
+    return keep.astype(bool)
 
 
 # ------------------------------------------------------------ rejection sampling
@@ -393,7 +444,9 @@ def mrs_filter(log_ratios, trajectory, delta=0.001, veto_threshold=1e-4):
     lib = load_library()
     flat, offsets, traj = _tokens(log_ratios, trajectory)
     n = traj.shape[0]
-    cfg, err, stats = _MrsConfig(delta, veto_threshold), _Error(), _MrsStats()
+    cfg, err, stats = _MrsConfig(), _Error(), _MrsStats()
+    lib.kg_mrs_config_default(ctypes.byref(cfg))
+    cfg.delta, cfg.veto_threshold = delta, veto_threshold
     keep, geo = np.empty(n, np.uint8), np.empty(n)
     _check(lib.kg_mrs_filter(ctypes.byref(cfg), n, _ptr(traj, c_int64), _ptr(offsets, c_int64),
                              _ptr(flat, c_double), _ptr(keep, c_uint8), _ptr(geo, c_double),

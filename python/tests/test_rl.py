@@ -48,14 +48,32 @@ def test_gamma_mask_and_singleton():
     adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, gamma=0.5)
     np.testing.assert_allclose(adv[[0, 2, 4]], [-0.875, -0.5, 1.375])
     mask = [1, 1, 1, 1, 1, 0]
+    # the masked reward 2 is zeroed before returns: turn-1 returns are 1, 1, 1
     adv, ret = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=mask)
+    np.testing.assert_allclose(adv, [0, 0.5, 0, -0.5, 0, 0])
+    assert ret[5] == 0.0 and ret[4] == 1.0
+    adv, ret = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=mask, masked_reward="keep")
     np.testing.assert_allclose(adv, [-1, 0.5, -1, -0.5, 2, 0])
     assert ret[5] == 2.0
     alone = [1, 1, 1, 0, 1, 0]
-    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone, singleton="return")
-    assert adv[1] == 1.0
     adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone)
+    assert adv[1] == 1.0  # a singleton keeps A = G
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone, singleton="zero")
     assert adv[1] == 0.0
+    with pytest.raises(rl.KgymError, match="expected baseline, drop"):
+        rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, rejected="shrink")
+
+
+def test_keep_and_group_filter():
+    keep = [1, 1, 1, 1, 0, 1]  # sample 2's turn 1 rejected
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, keep=keep)
+    np.testing.assert_allclose(adv, [-1, -0.25, -1, -1, 0, 1.25])
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, keep=keep, rejected="drop")
+    np.testing.assert_allclose(adv, [0, -0.25, 0, -1, 0, 1.25])
+    kept = rl.group_filter(["a", "a", "b", "b", "c"], [1, 1.0005, 0, 1, 3])
+    assert kept.tolist() == [False, False, True, True, True]
+    kept = rl.group_filter(["a", "a", "b", "b", "c"], [1, 1.0005, 0, 1, 3], min_group_size=2)
+    assert kept.tolist() == [False, False, True, True, False]
 
 
 def test_rloo_and_std_normalised_grpo():

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +29,32 @@ static const struct {
                "regression_penalty\n"},
     {"advantages", "usage: kgym advantages --estimator grpo|rloo|trloo [--gamma G] "
                    "[--std-normalize]\n"
-                   "                       [--std-eps E] [--singleton zero|return]\n"
+                   "                       [--std-eps E] [--singleton return|zero]\n"
+                   "                       [--masked-reward zero|keep] [--rejected baseline|drop]\n"
+                   "                       [--small-std one|keep]\n"
                    "                       [--fn NAME [--set NAME=VALUE]...] [FILE]\n"
-                   "  Adds \"return\" and \"advantage\" to each trajectory record (JSONL).\n"},
-    {"rejection", "usage: kgym rejection --method prs [--seed N] [--threshold 0.3] "
-                  "[--factor 0.1]\n"
-                  "                      [--speedup-threshold S] [FILE]\n"
-                  "       kgym rejection --method mrs [--delta 0.001] [--veto 1e-4]\n"
+                   "  Adds \"return\" and \"advantage\" to each trajectory record (JSONL).\n"
+                   "  Defaults are Dr. Kernel's: a group of one gets A = G (--singleton), a\n"
+                   "  turn with \"mask\": 0 has its reward zeroed before returns\n"
+                   "  (--masked-reward), a record with \"keep\": false gets A = 0 but stays in\n"
+                   "  its group's baseline (--rejected), and --std-normalize replaces a std\n"
+                   "  below --std-eps by 1 (--small-std).\n"},
+    {"rejection", "usage: kgym rejection --method prs [--mode turn|geometric] [--seed N]\n"
+                  "                      [--threshold 0.3] [--factor 0.1] [--speedup-threshold S]"
+                  " [FILE]\n"
+                  "       kgym rejection --method mrs [--mode token|turn|turn_geo|sequence|"
+                  "geometric]\n"
+                  "                      [--delta 0.001] [--veto 1e-4]\n"
                   "                      [--is-cap C [--is-level token|turn|sequence]] [FILE]\n"
-                  "  Adds \"keep\" to each record; acceptance statistics go to stderr.\n"},
+                  "       kgym rejection --method group [--by turn|prompt] [--min-std 1e-3]\n"
+                  "                      [--min-group-size N] [FILE]\n"
+                  "  Adds \"keep\" to each record (a record that already has \"keep\": false\n"
+                  "  stays rejected); statistics go to stderr.  prs: coverage-based, per turn\n"
+                  "  or on the trajectory's geometric mean.  mrs: trainer/rollout mismatch\n"
+                  "  (default mode geometric; \"mask\": 0 turns are left out of it).  group:\n"
+                  "  drops (prompt, turn) groups, or with --by prompt whole prompts judged on\n"
+                  "  each trajectory's last-turn reward, whose reward std (N-1) is below\n"
+                  "  --min-std or that have fewer than --min-group-size records.\n"},
     {"metrics", "usage: kgym metrics [--format table|json] [--thresholds 1,1.2,1.5,2,3]\n"
                 "                    [--plot FILE.svg] [FILE]\n"
                 "  Compile/correct/hack rates, Fast@p and geomean speedup per turn and\n"
@@ -286,11 +304,33 @@ int kg_cli_reward(int argc, char **argv)
 
 /* ---------------------------------------------------------- advantages */
 
+/* The advantage rules set by name: --singleton, --masked-reward, --rejected,
+ * --small-std. */
+static int *advantage_rule(kg_advantage_config *cfg, const char *name, kg_rl_option *option)
+{
+    static const struct {
+        const char *flag;
+        kg_rl_option option;
+    } rules[] = {{"singleton", KG_OPT_SINGLETON}, {"masked-reward", KG_OPT_MASKED_REWARD},
+                 {"rejected", KG_OPT_REJECTED}, {"small-std", KG_OPT_SMALL_STD}};
+    int *fields[] = {(int *)&cfg->singleton, (int *)&cfg->masked_reward, (int *)&cfg->rejected,
+                     (int *)&cfg->small_std};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (strcmp(name, rules[i].flag) == 0) {
+            *option = rules[i].option;
+            return fields[i];
+        }
+    }
+    return NULL;
+}
+
 static int advantages_wants_value(const char *name)
 {
+    kg_advantage_config scratch;
+    kg_rl_option option;
     return strcmp(name, "estimator") == 0 || strcmp(name, "gamma") == 0 ||
-           strcmp(name, "singleton") == 0 || strcmp(name, "fn") == 0 ||
-           strcmp(name, "set") == 0 || strcmp(name, "std-eps") == 0;
+           strcmp(name, "fn") == 0 || strcmp(name, "set") == 0 ||
+           strcmp(name, "std-eps") == 0 || advantage_rule(&scratch, name, &option) != NULL;
 }
 
 int kg_cli_advantages(int argc, char **argv)
@@ -303,6 +343,8 @@ int kg_cli_advantages(int argc, char **argv)
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
     for (int i = 1; i < argc; i++) {
+        int *rule;
+        kg_rl_option option;
         char name[64];
         const char *value;
         int kind = next_option(argc, argv, &i, advantages_wants_value, name, sizeof name, &value);
@@ -322,13 +364,11 @@ int kg_cli_advantages(int argc, char **argv)
                 return usage(cmd, "--std-eps wants a number, not %s", value);
         } else if (strcmp(name, "std-normalize") == 0) {
             cfg.normalize_std = 1;
-        } else if (strcmp(name, "singleton") == 0) {
-            if (strcmp(value, "zero") == 0)
-                cfg.singleton = KG_SINGLETON_ZERO;
-            else if (strcmp(value, "return") == 0)
-                cfg.singleton = KG_SINGLETON_RETURN;
-            else
-                return usage(cmd, "--singleton wants zero or return, not %s", value);
+        } else if ((rule = advantage_rule(&cfg, name, &option)) != NULL) {
+            kg_error perr;
+            if (kg_rl_option_parse(option, value, rule, &perr))
+                return usage(cmd, "%s (--singleton, --masked-reward, --rejected, --small-std)",
+                             perr.message);
         } else if (strcmp(name, "fn") == 0) {
             fn_name = value;
         } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
@@ -364,11 +404,11 @@ int kg_cli_advantages(int argc, char **argv)
     int64_t *prompt = malloc(n * sizeof *prompt), *sample = malloc(n * sizeof *sample),
             *traj = malloc(n * sizeof *traj);
     int32_t *turn = malloc(n * sizeof *turn);
-    uint8_t *mask = malloc(n);
+    uint8_t *mask = malloc(n), *keep = malloc(n);
     double *reward = malloc(n * sizeof *reward), *adv = malloc(n * sizeof *adv),
            *ret = malloc(n * sizeof *ret);
     int rc = 0;
-    if (!prompt || !sample || !traj || !turn || !mask || !reward || !adv || !ret)
+    if (!prompt || !sample || !traj || !turn || !mask || !keep || !reward || !adv || !ret)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     if (!rc && kg_rl_rows_ids(&rows, 1, prompt, sample, traj, &err))
         rc = fail(cmd, &err);
@@ -382,6 +422,7 @@ int kg_cli_advantages(int argc, char **argv)
         const kg_rl_row *row = &rows.rows[i];
         turn[i] = row->turn;
         mask[i] = (uint8_t)row->mask;
+        keep[i] = (uint8_t)row->keep;
         if (fn_name)
             continue;
         if (row->bare_result)
@@ -394,7 +435,8 @@ int kg_cli_advantages(int argc, char **argv)
         else
             reward[i] = row->reward;
     }
-    if (!rc && kg_advantages(&cfg, rows.n, prompt, sample, turn, reward, mask, adv, ret, &err))
+    if (!rc && kg_advantages(&cfg, rows.n, prompt, sample, turn, reward, mask, keep, adv, ret,
+                               &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows.n; i++) {
         json_t *rec = kg_rl_row_record(&rows.rows[i]);
@@ -407,7 +449,7 @@ int kg_cli_advantages(int argc, char **argv)
         rc = emit(cmd, rec);
         json_decref(rec);
     }
-    free(prompt); free(sample); free(traj); free(turn); free(mask);
+    free(prompt); free(sample); free(traj); free(turn); free(mask); free(keep);
     free(reward); free(adv); free(ret);
     kg_rl_rows_free(&rows);
     return rc;
@@ -535,7 +577,8 @@ static int rejection_wants_value(const char *name)
 {
     static const char *const names[] = {"method", "seed", "threshold", "factor",
                                         "speedup-threshold", "delta", "veto", "is-cap",
-                                        "is-level"};
+                                        "is-level", "min-std", "min-group-size", "by",
+                                        "mode"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;
@@ -583,7 +626,7 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     for (size_t i = 0; !rc && i < rows->n; i++) {
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
         if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(keep[i]));
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
             json_object_set_new(rec, "keep_probability", json_real(prob[i]));
         }
         rc = emit(cmd, rec);
@@ -635,7 +678,7 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
     for (size_t i = 0; !rc && i < rows->n; i++) {
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
         if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(keep[i]));
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
             json_object_set_new(rec, "mismatch_geo_mean", json_real(geo[i]));
             if (weights) {
                 json_t *w = json_array();
@@ -660,9 +703,70 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
     return rc;
 }
 
+/* The low-variance group filter over (prompt, turn) groups of records, or
+ * (by_prompt) over prompts with one reward per trajectory: its last turn's,
+ * as Dr. Kernel does with is_get_last_turn; a trajectory's decision then
+ * applies to all its turns. */
+static int run_group(const char *cmd, const kg_rl_rows *rows, const kg_group_filter_config *cfg,
+                     int by_prompt)
+{
+    size_t n = rows->n ? rows->n : 1;
+    int64_t *prompt = malloc(n * sizeof *prompt), *traj = malloc(n * sizeof *traj),
+            *group = malloc(n * sizeof *group);
+    size_t *rep = malloc(n * sizeof *rep); /* trajectory -> row of its last turn */
+    double *reward = malloc(n * sizeof *reward);
+    uint8_t *keep = malloc(n);
+    kg_error err;
+    int rc = 0;
+    size_t m = 0, rejected = 0;
+    if (!prompt || !traj || !group || !rep || !reward || !keep)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(rows, 1, prompt, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc && kg_rl_rows_check_turns(rows, traj, 0, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        if (!rows->rows[i].has_reward)
+            rc = row_fail(cmd, &rows->rows[i], "no \"reward\" (add it with `kgym reward`)");
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        const kg_rl_row *row = &rows->rows[i];
+        if (!by_prompt) {
+            group[m] = prompt[i] * ((int64_t)1 << 32) + ((int64_t)row->turn - INT32_MIN);
+            reward[m++] = row->reward;
+            continue;
+        }
+        size_t t = (size_t)traj[i]; /* dense: < rows->n */
+        if (t >= m) {
+            for (; m <= t; m++)
+                rep[m] = SIZE_MAX;
+        }
+        if (rep[t] == SIZE_MAX || rows->rows[rep[t]].turn < row->turn)
+            rep[t] = i;
+    }
+    for (size_t t = 0; !rc && by_prompt && t < m; t++) {
+        group[t] = prompt[rep[t]];
+        reward[t] = rows->rows[rep[t]].reward;
+    }
+    if (!rc && kg_group_filter(cfg, m, group, reward, keep, &rejected, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        json_t *rec = kg_rl_row_record(&rows->rows[i]);
+        int k = by_prompt ? keep[traj[i]] : keep[i];
+        if (rec)
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && k));
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    if (!rc)
+        print_stats(json_pack("{s:s, s:I}", "method", "group", "groups_rejected",
+                              (json_int_t)rejected));
+    free(prompt); free(traj); free(group); free(rep); free(reward); free(keep);
+    return rc;
+}
+
 int kg_cli_rejection(int argc, char **argv)
 {
-    const char *cmd = "rejection", *method = NULL, *path = NULL;
+    const char *cmd = "rejection", *method = NULL, *path = NULL, *mode = NULL;
     if (wants_help(argc, argv))
         return print_help(cmd);
     uint64_t seed = 0;
@@ -672,6 +776,9 @@ int kg_cli_rejection(int argc, char **argv)
     kg_mrs_config_default(&mrs);
     double is_cap = 0;
     kg_is_level level = KG_IS_TOKEN;
+    kg_group_filter_config group;
+    kg_group_filter_config_default(&group);
+    int by_prompt = 0;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *value;
@@ -690,6 +797,7 @@ int kg_cli_rejection(int argc, char **argv)
                          : strcmp(name, "delta") == 0             ? &mrs.delta
                          : strcmp(name, "veto") == 0              ? &mrs.veto_threshold
                          : strcmp(name, "is-cap") == 0            ? &is_cap
+                         : strcmp(name, "min-std") == 0           ? &group.min_std
                                                                   : NULL;
         kg_error err;
         if (target) {
@@ -703,19 +811,46 @@ int kg_cli_rejection(int argc, char **argv)
         } else if (strcmp(name, "is-level") == 0) {
             if (kg_is_level_parse(value, &level, &err))
                 return usage(cmd, "%s", err.message);
+        } else if (strcmp(name, "min-group-size") == 0) {
+            uint64_t v;
+            if (parse_u64(value, &v) || v > 1000000)
+                return usage(cmd, "--min-group-size wants an integer 0..1000000, not %s", value);
+            group.min_group_size = (size_t)v;
+        } else if (strcmp(name, "by") == 0) {
+            if (strcmp(value, "prompt") != 0 && strcmp(value, "turn") != 0)
+                return usage(cmd, "--by wants turn or prompt, not %s", value);
+            by_prompt = strcmp(value, "prompt") == 0;
+        } else if (strcmp(name, "mode") == 0) {
+            mode = value;
         } else {
             return usage(cmd, "unknown option %s", argv[i]);
         }
     }
-    if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0))
-        return usage(cmd, "%s", "--method prs|mrs is required");
+    if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0 &&
+                    strcmp(method, "group") != 0))
+        return usage(cmd, "%s", "--method prs|mrs|group is required");
+    if (mode) {
+        int v, is_prs = strcmp(method, "prs") == 0;
+        kg_error err;
+        if (!is_prs && strcmp(method, "mrs") != 0)
+            return usage(cmd, "%s", "--mode applies to --method prs and --method mrs");
+        if (kg_rl_option_parse(is_prs ? KG_OPT_PRS_MODE : KG_OPT_MRS_MODE, mode, &v, &err))
+            return usage(cmd, "--mode: %s", err.message);
+        if (is_prs)
+            prs.mode = (kg_prs_mode)v;
+        else
+            mrs.mode = (kg_mrs_mode)v;
+    }
     if (is_cap < 0)
         return usage(cmd, "%s", "--is-cap must be > 0");
+    if (!(group.min_std >= 0))
+        return usage(cmd, "%s", "--min-std must be >= 0");
     kg_rl_rows rows;
     if (read_rows(cmd, path, &rows))
         return 1;
-    int rc = strcmp(method, "prs") == 0 ? run_prs(cmd, &rows, &prs, seed)
-                                        : run_mrs(cmd, &rows, &mrs, is_cap, level);
+    int rc = strcmp(method, "prs") == 0   ? run_prs(cmd, &rows, &prs, seed)
+             : strcmp(method, "mrs") == 0 ? run_mrs(cmd, &rows, &mrs, is_cap, level)
+                                          : run_group(cmd, &rows, &group, by_prompt);
     kg_rl_rows_free(&rows);
     return rc;
 }

@@ -59,7 +59,7 @@ static void usage(FILE *out)
             "  --prompts DIR       template folder (first_turn.md, feedback.md, example.md; default prompts/)\n"
             "Rewards and training fields:\n"
             "  --fn NAME           reward: drkernel (default), staged, tritonrl, speedup; --set NAME=VALUE\n"
-            "  --estimator E       grpo, rloo, trloo (default); --singleton zero|return; --gamma G\n"
+            "  --estimator E       grpo, rloo, trloo (default); --singleton return|zero; --gamma G\n"
             "  --rl-seed N         seed of the PRS draws (1)\n"
             "  --mask-void-turns   mask a turn scoring <= 0 after an earlier turn scored > 0 (Dr. Kernel)\n"
             "Evaluation:\n"
@@ -599,12 +599,10 @@ int kg_cli_rollout(int argc, char **argv)
     kg_advantage_config_default(&rc.advantage, est);
     rc.advantage.gamma = gamma;
     if (singleton) {
-        if (!strcmp(singleton, "zero"))
-            rc.advantage.singleton = KG_SINGLETON_ZERO;
-        else if (!strcmp(singleton, "return"))
-            rc.advantage.singleton = KG_SINGLETON_RETURN;
-        else
-            BAD("--singleton wants zero or return");
+        int v;
+        if (kg_rl_option_parse(KG_OPT_SINGLETON, singleton, &v, &err) != KG_OK)
+            BAD("--singleton: %s", err.message);
+        rc.advantage.singleton = (kg_singleton_rule)v;
     }
     kg_prs_config_default(&rc.prs);
 

@@ -15,6 +15,7 @@
 
 void kg_mrs_config_default(kg_mrs_config *cfg)
 {
+    cfg->mode = KG_MRS_GEOMETRIC;
     cfg->delta = 0.001;
     cfg->veto_threshold = 1e-4;
 }
@@ -118,16 +119,11 @@ int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns, const int64_t *traje
 
 int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err)
 {
-    static const char *const names[] = {"token", "turn", "sequence"};
-    for (int i = 0; name && i < 3; i++) {
-        if (strcmp(name, names[i]) == 0) {
-            *out = (kg_is_level)i;
-            return KG_OK;
-        }
-    }
-    return kg_error_set(err, KG_ERR_INVALID,
-                        "unknown importance-weight level \"%s\" (expected token, turn or "
-                        "sequence)", name ? name : "(null)");
+    int v;
+    int rc = kg_rl_option_parse(KG_OPT_IS_LEVEL, name, &v, err);
+    if (!rc)
+        *out = (kg_is_level)v;
+    return rc;
 }
 
 int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,

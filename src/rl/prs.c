@@ -9,6 +9,7 @@
 
 void kg_prs_config_default(kg_prs_config *cfg)
 {
+    cfg->mode = KG_PRS_TURN;
     cfg->threshold = 0.3;
     cfg->factor = 0.1;
     cfg->speedup_threshold = NAN;

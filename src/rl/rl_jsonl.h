@@ -25,6 +25,7 @@ typedef struct {
     int has_sample;
     int32_t turn;       /* "turn", 1 when absent */
     int mask;           /* "mask", 1 when absent */
+    int keep;           /* "keep" (a rejection decision), 1 when absent */
     int has_reward;     /* a record's "reward" (never a bare result's) */
     double reward;
 } kg_rl_row;

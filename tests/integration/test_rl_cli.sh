@@ -66,19 +66,20 @@ run_fails() {
 # s0: r 0, 1   s1: .5, .5   s2: 1, 2  ->  G = 1,1 | 1,.5 | 3,2 ; level1/7 alone
 "$KGYM" advantages --estimator trloo $FIX/trajectories.jsonl >"$TMP/trloo" 2>"$TMP/err"
 expect "trloo returns" return "1 1 1 0.5 3 2 0.8" "$TMP/trloo"
-# turn 1: 1-(1+3)/2, 1-(1+3)/2, 3-(1+1)/2; turn 2: 1-2.5/2, .5-3/2, 2-1.5/2; singleton 0
-expect "trloo advantages" advantage "-1 -0.25 -1 -1 2 1.25 0" "$TMP/trloo"
+# turn 1: 1-(1+3)/2, 1-(1+3)/2, 3-(1+1)/2; turn 2: 1-2.5/2, .5-3/2, 2-1.5/2;
+# level1/7 is a singleton: A = G = 0.8 (Dr. Kernel)
+expect "trloo advantages" advantage "-1 -0.25 -1 -1 2 1.25 0.8" "$TMP/trloo"
 
-"$KGYM" advantages --estimator trloo --singleton return $FIX/trajectories.jsonl >"$TMP/out" 2>&1
-expect "trloo singleton=return" advantage "-1 -0.25 -1 -1 2 1.25 0.8" "$TMP/out"
+"$KGYM" advantages --estimator trloo --singleton zero $FIX/trajectories.jsonl >"$TMP/out" 2>&1
+expect "trloo singleton=zero" advantage "-1 -0.25 -1 -1 2 1.25 0" "$TMP/out"
 
 "$KGYM" advantages --estimator trloo --gamma 0.5 $FIX/trajectories.jsonl >"$TMP/out" 2>&1
 # G1 = r1 + .5 r2: .5, .75, 2 -> .5-(2.75)/2, .75-(2.5)/2, 2-(1.25)/2
-expect "trloo gamma 0.5" advantage "-0.875 -0.25 -0.5 -1 1.375 1.25 0" "$TMP/out"
+expect "trloo gamma 0.5" advantage "-0.875 -0.25 -0.5 -1 1.375 1.25 0.8" "$TMP/out"
 
 "$KGYM" advantages --estimator grpo $FIX/trajectories.jsonl >"$TMP/out" 2>&1
 # (N-1)/N = 2/3 of TRLOO
-expect "grpo = 2/3 trloo" advantage "-0.666666666667 -0.166666666667 -0.666666666667 -0.666666666667 1.33333333333 0.833333333333 0" "$TMP/out"
+expect "grpo = 2/3 trloo" advantage "-0.666666666667 -0.166666666667 -0.666666666667 -0.666666666667 1.33333333333 0.833333333333 0.8" "$TMP/out"
 
 "$KGYM" advantages --estimator grpo --std-normalize $FIX/single_turn.jsonl >"$TMP/out" 2>&1
 # r = 1, 2, 6: mean 3, unbiased std sqrt(7) -> (r-3)/sqrt(7)
@@ -86,9 +87,48 @@ adv=$(field advantage <"$TMP/out" | head -1)
 if near "$adv" -0.755928946 1e-5; then ok "grpo std-normalised"; else bad "grpo std-normalised: $adv"; fi
 
 "$KGYM" advantages --estimator trloo $FIX/masked.jsonl >"$TMP/out" 2>&1
-# c's turn 2 masked: turn-2 group {a: 1, b: .5}; c keeps advantage 0 and return 2
-expect "mask: advantages" advantage "-1 0.5 -1 -0.5 2 0" "$TMP/out"
-expect "mask: returns" return "1 1 1 0.5 3 2" "$TMP/out"
+# c's turn 2 masked: its reward 2 is zeroed (G: c 1, 0), so turn 1 is G = 1, 1, 1;
+# turn-2 group {a: 1, b: .5}
+expect "mask: advantages" advantage "0 0.5 0 -0.5 0 0" "$TMP/out"
+expect "mask: returns" return "1 1 1 0.5 1 0" "$TMP/out"
+"$KGYM" advantages --estimator trloo --masked-reward keep $FIX/masked.jsonl >"$TMP/out" 2>&1
+# the masked reward still in c's G1 = 3
+expect "mask: --masked-reward keep" advantage "-1 0.5 -1 -0.5 2 0" "$TMP/out"
+
+# issue 15's example: a masked -1 at turn 2 does not reach turn 1
+printf '%s\n' '{"prompt":"p","sample":0,"turn":1,"reward":1}' \
+    '{"prompt":"p","sample":0,"turn":2,"reward":-1,"mask":0}' \
+    '{"prompt":"p","sample":1,"turn":1,"reward":0}' '{"prompt":"p","sample":1,"turn":2,"reward":0}' \
+    | "$KGYM" advantages --estimator trloo >"$TMP/out" 2>&1
+expect "masked reward zeroed before returns" advantage "1 0 -1 0" "$TMP/out"
+
+# keep: false (a rejection) -> advantage 0; it stays in the baseline unless --rejected drop
+sed 's/"sample": 2, "turn": 1, "reward": 1.0}/"sample": 2, "turn": 1, "reward": 1.0, "keep": false}/' \
+    $FIX/trajectories.jsonl >"$TMP/rejected.jsonl"
+"$KGYM" advantages --estimator trloo "$TMP/rejected.jsonl" >"$TMP/out" 2>&1
+expect "rejected record: A = 0, still a baseline" advantage "-1 -0.25 -1 -1 0 1.25 0.8" "$TMP/out"
+"$KGYM" advantages --estimator trloo --rejected drop "$TMP/rejected.jsonl" >"$TMP/out" 2>&1
+expect "rejected record: --rejected drop" advantage "0 -0.25 0 -1 0 1.25 0.8" "$TMP/out"
+
+# group filter: turn groups of trajectories.jsonl all vary; a constant one is dropped
+printf '%s\n' '{"prompt":"q","sample":0,"reward":0.5}' '{"prompt":"q","sample":1,"reward":0.5004}' \
+    '{"prompt":"r","sample":0,"reward":0}' '{"prompt":"r","sample":1,"reward":1}' \
+    '{"prompt":"s","sample":0,"reward":1}' >"$TMP/groups.jsonl"
+"$KGYM" rejection --method group "$TMP/groups.jsonl" >"$TMP/out" 2>"$TMP/stats"
+keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
+if [ "$keeps" = "false false true true true " ] && grep -q '"groups_rejected":1' "$TMP/stats"; then
+    ok "group filter: std < 1e-3 dropped"
+else
+    bad "group filter: $keeps $(cat "$TMP/stats")"
+fi
+"$KGYM" rejection --method group --min-group-size 2 "$TMP/groups.jsonl" >"$TMP/out" 2>&1
+keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
+if [ "$keeps" = "false false true true false " ]; then ok "group filter: min group size"; else bad "group filter min size: $keeps"; fi
+# --by prompt judges each trajectory by its last turn: level1/3 last turns 1, .5, 2 vary
+"$KGYM" rejection --method group --by prompt --min-group-size 2 $FIX/trajectories.jsonl \
+    >"$TMP/out" 2>&1
+keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
+if [ "$keeps" = "true true true true true true false " ]; then ok "group filter --by prompt"; else bad "group filter --by prompt: $keeps"; fi
 
 "$KGYM" advantages --estimator rloo $FIX/single_turn.jsonl >"$TMP/out" 2>&1
 expect "rloo" advantage "-3 -1.5 4.5" "$TMP/out"

@@ -209,7 +209,7 @@ t4 = [l for l in log if l["turn"] == 4][0]["messages"]
 assert len(t4) == 3 and t4[1]["content"] == run[0]["reply"] and "ModelNew" in t4[0]["content"]
 assert [r["best"] for r in run] == [True, False, False, False]
 assert [r["mask"] for r in run] == [True, False, False, True]          # regressions after a success
-assert [r["advantage"] for r in run] == [0.0, 0.0, 0.0, 0.0]           # one sample: singleton groups
+assert [r["advantage"] for r in run] == [1.0, 0.0, 0.0, 0.5]           # one sample: singletons get A = G; masked: 0
 print("ok")'
 
 # ---- 5. long histories: middle turns are dropped first, the task statement stays

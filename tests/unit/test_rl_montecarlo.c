@@ -123,13 +123,13 @@ static void test_single_turn_bias(void)
     }
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_GRPO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_gr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_gr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_tr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_tr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_RLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_rl, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_rl, NULL, NULL) ==
              KG_OK);
     stat s_gr = {0, 0, 0}, s_tr = {0, 0, 0}, s_rl = {0, 0, 0};
     for (size_t grp = 0; grp < GROUPS; grp++) {
@@ -183,10 +183,10 @@ static void test_multi_turn_shrinking_groups(void)
     }
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_GRPO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, a_gr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, NULL, a_gr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, a_tr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, NULL, a_tr, NULL, NULL) ==
              KG_OK);
     stat gr1 = {0, 0, 0}, tr1 = {0, 0, 0}, gr2s = {0, 0, 0}, tr2s = {0, 0, 0},
          gr2l = {0, 0, 0}, tr2l = {0, 0, 0};
