@@ -279,17 +279,24 @@ int kg_prs_keep_probability(const kg_prs_config *cfg,
                             const kg_eval_outcome *outcome, double *p,
                             kg_error *err);
 /* One Bernoulli draw per record (keep iff u < p); keep_out and prob_out (may
- * be NULL) have cols->n entries; stats may be NULL. */
+ * be NULL) have cols->n entries; stats may be NULL.  The geometric mode needs
+ * trajectory (cols->n ids); live (may be NULL = all) marks the turns whose
+ * coverage enters the mean: those neither loss-masked nor already rejected,
+ * as Dr. Kernel's response mask does.  There, a turn without a measured
+ * coverage counts as coverage 0 (clamped to 1e-8) unless it is correct, which
+ * is an error as in the turn mode. */
 int kg_prs_sample(const kg_prs_config *cfg, kg_rng *rng,
-                  const kg_outcome_columns *cols, uint8_t *keep_out,
-                  double *prob_out, kg_prs_stats *stats, kg_error *err);
+                  const kg_outcome_columns *cols, const int64_t *trajectory,
+                  const uint8_t *live, uint8_t *keep_out, double *prob_out,
+                  kg_prs_stats *stats, kg_error *err);
 
 /* -------------------------------------------- rejection sampling: MRS */
 
 /* Token log-ratios are log π_trainer(token) − log π_rollout(token).  Turns
  * are rows; turn r owns tokens [token_offsets[r], token_offsets[r+1]); a
- * trajectory is the set of turns sharing trajectory[r]. */
-/* What the MRS ratio r is computed over; a unit is kept iff r lies in
+ * trajectory is the set of turns sharing trajectory[r].
+ *
+ * What the MRS ratio r is computed over; a unit is kept iff r lies in
  * [1 − δ, 1 + δ].  Dr. Kernel's names (its rollout_rs). */
 typedef enum {
     KG_MRS_TOKEN = 0,     /* r = the token's ratio; keeps tokens */
@@ -310,17 +317,26 @@ typedef struct {
 } kg_mrs_config;
 
 typedef struct {
-    size_t trajectories, trajectories_kept;
+    size_t trajectories, trajectories_kept; /* kept: no live turn dropped */
     size_t turns, turns_kept, turns_vetoed;
 } kg_mrs_stats;
 
 void kg_mrs_config_default(kg_mrs_config *cfg);
-/* keep_out has n_turns entries; geo_mean_out (may be NULL) receives each
- * turn's trajectory geometric mean; stats may be NULL. */
+/* mask (n_turns, may be NULL = all live) is the loss mask: a masked turn's
+ * tokens are left out of every ratio, and it is never dropped (it is already
+ * out of the loss), as in Dr. Kernel where the loss mask zeroes the response
+ * mask first.  keep_out (n_turns) is 0 for a dropped turn: its ratio is out
+ * of bounds, one of its tokens is below veto_threshold, or (token mode) every
+ * one of its tokens is out of bounds.  ratio_out (n_turns, may be NULL) gets
+ * the ratio the turn was judged by (NaN in token mode); token_keep_out
+ * (token_offsets[n_turns], may be NULL) each token's decision.  stats may be
+ * NULL. */
 int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns,
                   const int64_t *trajectory, const int64_t *token_offsets,
-                  const double *log_ratio, uint8_t *keep_out,
-                  double *geo_mean_out, kg_mrs_stats *stats, kg_error *err);
+                  const double *log_ratio, const uint8_t *mask,
+                  uint8_t *keep_out, double *ratio_out,
+                  uint8_t *token_keep_out, kg_mrs_stats *stats,
+                  kg_error *err);
 
 typedef enum {
     KG_IS_TOKEN = 0,    /* w = ratio of the token */

@@ -128,11 +128,12 @@ _SIGNATURES = {
     "kg_rl_option_parse": (c_int, [c_int, c_char_p, POINTER(c_int), _P_ERR]),
     "kg_rng_seed": (None, [POINTER(_Rng), c_uint64]),
     "kg_prs_config_default": (None, [POINTER(_PrsConfig)]),
-    "kg_prs_sample": (c_int, [POINTER(_PrsConfig), POINTER(_Rng), POINTER(_Columns), _P_U8,
+    "kg_prs_sample": (c_int, [POINTER(_PrsConfig), POINTER(_Rng), POINTER(_Columns), _P_I64,
+                              _P_U8, _P_U8,
                               _P_DOUBLE, POINTER(_PrsStats), _P_ERR]),
     "kg_mrs_config_default": (None, [POINTER(_MrsConfig)]),
     "kg_mrs_filter": (c_int, [POINTER(_MrsConfig), c_size_t, _P_I64, _P_I64, _P_DOUBLE, _P_U8,
-                              _P_DOUBLE, POINTER(_MrsStats), _P_ERR]),
+                              _P_U8, _P_DOUBLE, _P_U8, POINTER(_MrsStats), _P_ERR]),
     "kg_truncated_is_weights": (c_int, [c_double, c_int, c_size_t, _P_I64, _P_I64, _P_DOUBLE,
                                         _P_DOUBLE, _P_ERR]),
     "kg_curriculum_config_default": (None, [POINTER(_CurriculumConfig)]),
@@ -400,31 +401,43 @@ def group_filter(group, reward, min_std=1e-3, min_group_size=0):
 
 # ------------------------------------------------------------ rejection sampling
 
-def _prs_config(threshold, factor, speedup_threshold):
+def _prs_config(threshold, factor, speedup_threshold, mode="turn"):
     cfg = _PrsConfig()
     load_library().kg_prs_config_default(ctypes.byref(cfg))
-    cfg.threshold, cfg.factor = threshold, factor
+    cfg.mode, cfg.threshold, cfg.factor = _option("prs_mode", mode), threshold, factor
     cfg.speedup_threshold = math.nan if speedup_threshold is None else speedup_threshold
     return cfg
 
 
-def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=None):
-    """PRS: (keep bool array, keep probabilities, stats dict), reproducible by seed."""
+def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=None, mode="turn",
+               trajectory=None, live=None):
+    """PRS: (keep bool array, keep probabilities, stats dict), reproducible by seed.
+    mode="geometric" judges every turn of a trajectory (trajectory[i], any
+    hashable) on the geometric mean coverage of its live turns (live[i] true:
+    neither loss-masked nor already rejected; default all)."""
     lib = load_library()
-    cfg = _prs_config(threshold, factor, speedup_threshold)
+    cfg = _prs_config(threshold, factor, speedup_threshold, mode)
     struct, _keep_alive, n = _columns_struct(results)
+    traj = None if trajectory is None else _dense_ids(list(trajectory))
+    if traj is not None and traj.shape != (n,):
+        raise KgymError(f"trajectory must have {n} entries")
+    lives = _flags(live, n, "live")
     rng, err, stats = _Rng(), _Error(), _PrsStats()
     lib.kg_rng_seed(ctypes.byref(rng), seed)
     keep, prob = np.empty(n, np.uint8), np.empty(n)
     _check(lib.kg_prs_sample(ctypes.byref(cfg), ctypes.byref(rng), ctypes.byref(struct),
+                             None if traj is None else _ptr(traj, c_int64),
+                             None if lives is None else _ptr(lives, c_uint8),
                              _ptr(keep, c_uint8), _ptr(prob, c_double), ctypes.byref(stats),
                              ctypes.byref(err)), err)
     return keep.astype(bool), prob, {name: getattr(stats, name) for name, _ in _PrsStats._fields_}
 
 
-def prs_keep_probability(results, threshold=0.3, factor=0.1, speedup_threshold=None):
+def prs_keep_probability(results, threshold=0.3, factor=0.1, speedup_threshold=None,
+                         mode="turn", trajectory=None, live=None):
     """PRS keep probability of each record (no draw)."""
-    return prs_sample(results, 0, threshold, factor, speedup_threshold)[1]
+    return prs_sample(results, 0, threshold, factor, speedup_threshold, mode, trajectory,
+                      live)[1]
 
 
 def _tokens(log_ratios, trajectory):
@@ -438,20 +451,31 @@ def _tokens(log_ratios, trajectory):
     return flat, offsets, _dense_ids(list(trajectory))
 
 
-def mrs_filter(log_ratios, trajectory, delta=0.001, veto_threshold=1e-4):
+def mrs_filter(log_ratios, trajectory, delta=0.001, veto_threshold=1e-4, mode="geometric",
+               mask=None, return_tokens=False):
     """MRS over turns: log_ratios[i] holds turn i's per-token log π_trainer − log
-    π_rollout; trajectory[i] names its trajectory.  Returns (keep, geo_mean, stats)."""
+    π_rollout; trajectory[i] names its trajectory; mask[i] = 0 leaves turn i out
+    (the loss mask).  mode: token, turn, turn_geo, sequence or geometric.
+    Returns (keep, ratio, stats), plus one bool array per turn of token
+    decisions with return_tokens=True."""
     lib = load_library()
     flat, offsets, traj = _tokens(log_ratios, trajectory)
     n = traj.shape[0]
     cfg, err, stats = _MrsConfig(), _Error(), _MrsStats()
     lib.kg_mrs_config_default(ctypes.byref(cfg))
-    cfg.delta, cfg.veto_threshold = delta, veto_threshold
-    keep, geo = np.empty(n, np.uint8), np.empty(n)
+    cfg.mode, cfg.delta, cfg.veto_threshold = _option("mrs_mode", mode), delta, veto_threshold
+    masks = _flags(mask, n, "mask")
+    keep, ratio = np.empty(n, np.uint8), np.empty(n)
+    tokens = np.empty(max(flat.shape[0], 1), np.uint8)
     _check(lib.kg_mrs_filter(ctypes.byref(cfg), n, _ptr(traj, c_int64), _ptr(offsets, c_int64),
-                             _ptr(flat, c_double), _ptr(keep, c_uint8), _ptr(geo, c_double),
+                             _ptr(flat, c_double), None if masks is None else _ptr(masks, c_uint8),
+                             _ptr(keep, c_uint8), _ptr(ratio, c_double), _ptr(tokens, c_uint8),
                              ctypes.byref(stats), ctypes.byref(err)), err)
-    return keep.astype(bool), geo, {name: getattr(stats, name) for name, _ in _MrsStats._fields_}
+    out = (keep.astype(bool), ratio,
+           {name: getattr(stats, name) for name, _ in _MrsStats._fields_})
+    if return_tokens:
+        out += ([tokens[offsets[i]:offsets[i + 1]].astype(bool) for i in range(n)],)
+    return out
 
 
 def truncated_is_weights(log_ratios, trajectory, cap=2.0, level="token"):

@@ -200,3 +200,22 @@ def test_metrics_hand_computed():
     assert svg.startswith("<svg") and svg.count("<polyline") == 10
     assert ET.fromstring(svg).tag.endswith("svg")  # well-formed XML
     assert "Best of turns" in rl.metrics_table(load("bench_cpu.jsonl"))
+
+
+def test_mrs_modes_mask_and_prs_geometric():
+    lr = [[math.log(1.0004)] * 2, [1.6], [0.0, -math.inf], [0.0005, 0.0015]]
+    traj = ["a", "a", "b", "c"]
+    keep, ratio, stats = rl.mrs_filter(lr, traj, mask=[1, 0, 1, 1])
+    assert keep.tolist() == [True, True, False, False] and stats["turns_vetoed"] == 1
+    assert ratio[0] == pytest.approx(1.0004)
+    keep, _, _ = rl.mrs_filter(lr, traj)  # unmasked, the 1.6 drops all of "a"
+    assert keep.tolist()[:2] == [False, False]
+    keep, ratio, _, tokens = rl.mrs_filter(lr, traj, mode="token", mask=[1, 0, 1, 1],
+                                           return_tokens=True)
+    assert [t.tolist() for t in tokens] == [[True, True], [True], [False, False], [True, False]]
+    assert math.isnan(ratio[0])
+    res = [{"verdict": "correct", "profile": {"coverage": c}} for c in (0.5, 0.32)]
+    p = rl.prs_keep_probability(res)
+    np.testing.assert_allclose(p, [1.0, 0.2])
+    p = rl.prs_keep_probability(res, mode="geometric", trajectory=["s", "s"])
+    np.testing.assert_allclose(p, [1.0, 1.0])

@@ -170,7 +170,7 @@ int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_
     if (prs_ok && c.n) {
         kg_rng rng;
         kg_rng_seed(&rng, seed);
-        if ((rc = kg_prs_sample(prs, &rng, &c.cols, keep, p, NULL, err)) != KG_OK)
+        if ((rc = kg_prs_sample(prs, &rng, &c.cols, c.traj, mask, keep, p, NULL, err)) != KG_OK)
             goto done;
     }
     /* PRS decides before the advantages, as in Dr. Kernel, so that a rejected

@@ -606,11 +606,17 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     if (kg_rl_rows_outcomes(rows, &t, &err))
         return fail(cmd, &err);
     size_t n = rows->n ? rows->n : 1;
-    uint8_t *keep = malloc(n);
+    uint8_t *keep = malloc(n), *live = malloc(n);
+    int64_t *traj = malloc(n * sizeof *traj);
     double *prob = malloc(n * sizeof *prob);
     int rc = 0;
-    if (!keep || !prob)
+    if (!keep || !live || !traj || !prob)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    /* the geometric mean runs over turns still in the loss */
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        live[i] = (uint8_t)(rows->rows[i].mask && rows->rows[i].keep);
     for (size_t i = 0; !rc && i < rows->n; i++) {
         kg_eval_outcome o;
         double p;
@@ -621,7 +627,7 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     kg_rng rng;
     kg_rng_seed(&rng, seed);
     kg_prs_stats st;
-    if (!rc && kg_prs_sample(cfg, &rng, &t.cols, keep, prob, &st, &err))
+    if (!rc && kg_prs_sample(cfg, &rng, &t.cols, traj, live, keep, prob, &st, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
@@ -633,7 +639,8 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         json_decref(rec);
     }
     if (!rc) {
-        json_t *stats = json_pack("{s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
+        json_t *stats = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
+                                  "mode", kg_rl_option_name(KG_OPT_PRS_MODE, (int)cfg->mode),
                                   "total", (json_int_t)st.total, "kept", (json_int_t)st.kept,
                                   "acceptance_rate", rate_or_null(st.acceptance_rate),
                                   "correct", (json_int_t)st.correct, "correct_kept",
@@ -643,6 +650,8 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         print_stats(stats);
     }
     free(keep);
+    free(live);
+    free(traj);
     free(prob);
     kg_rl_outcomes_free(&t);
     return rc;
@@ -653,19 +662,24 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
 {
     size_t n = rows->n ? rows->n : 1;
     int64_t *traj = malloc(n * sizeof *traj), *offsets = malloc((n + 1) * sizeof *offsets);
-    uint8_t *keep = malloc(n);
-    double *geo = malloc(n * sizeof *geo), *flat = NULL, *weights = NULL;
+    uint8_t *keep = malloc(n), *mask = malloc(n), *token_keep = NULL;
+    double *ratio = malloc(n * sizeof *ratio), *flat = NULL, *weights = NULL;
     kg_error err;
     kg_mrs_stats st;
     int rc = 0;
-    if (!traj || !offsets || !keep || !geo)
+    if (!traj || !offsets || !keep || !mask || !ratio)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
         rc = fail(cmd, &err);
     if (!rc && kg_rl_rows_log_ratios(rows, &flat, offsets, &err))
         rc = fail(cmd, &err);
     size_t len = rc ? 0 : (size_t)offsets[rows->n];
-    if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, keep, geo, &st, &err))
+    if (!rc && cfg->mode == KG_MRS_TOKEN && !(token_keep = malloc(len ? len : 1)))
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        mask[i] = (uint8_t)rows->rows[i].mask;
+    if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, mask, keep, ratio, token_keep,
+                             &st, &err))
         rc = fail(cmd, &err);
     if (!rc && is_cap > 0) {
         weights = malloc((len ? len : 1) * sizeof *weights);
@@ -679,7 +693,13 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
         if (rec) {
             json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
-            json_object_set_new(rec, "mismatch_geo_mean", json_real(geo[i]));
+            json_object_set_new(rec, "mismatch_ratio", rate_or_null(ratio[i]));
+            if (token_keep) {
+                json_t *tk = json_array();
+                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
+                    json_array_append_new(tk, json_boolean(token_keep[t]));
+                json_object_set_new(rec, "token_keep", tk);
+            }
             if (weights) {
                 json_t *w = json_array();
                 for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
@@ -692,14 +712,16 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
     }
     if (!rc) {
         json_t *stats = json_pack(
-            "{s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "method", "mrs", "trajectories",
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "method", "mrs", "mode",
+            kg_rl_option_name(KG_OPT_MRS_MODE, (int)cfg->mode), "trajectories",
             (json_int_t)st.trajectories, "trajectories_kept", (json_int_t)st.trajectories_kept,
             "turns", (json_int_t)st.turns, "turns_kept", (json_int_t)st.turns_kept,
             "turns_vetoed", (json_int_t)st.turns_vetoed, "acceptance_rate",
             rate_or_null(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
         print_stats(stats);
     }
-    free(traj); free(offsets); free(keep); free(geo); free(flat); free(weights);
+    free(traj); free(offsets); free(keep); free(mask); free(token_keep); free(ratio); free(flat);
+    free(weights);
     return rc;
 }
 

@@ -188,6 +188,45 @@ else
 fi
 
 # ---- rejection ---------------------------------------------------------------
+# MRS: a loss-masked turn is out of the ratio; "-inf" is a log-ratio; modes
+printf '%s\n' '{"prompt":"p","sample":0,"turn":1,"log_ratios":[0.0004,0.0004]}' \
+    '{"prompt":"p","sample":0,"turn":2,"log_ratios":[1.6],"mask":0}' \
+    '{"prompt":"p","sample":1,"turn":1,"log_ratios":[0.0,"-inf"]}' \
+    '{"prompt":"p","sample":2,"turn":1,"log_ratios":[0.0005,0.0015]}' >"$TMP/mrs_mask.jsonl"
+"$KGYM" rejection --method mrs "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>"$TMP/stats"
+keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
+# sample 0: exp(0.0004) kept (the masked 1.6 is not in it); sample 1 vetoed by -inf;
+# sample 2: exp(0.001) = 1.0010005 > 1.001 dropped
+if [ "$keeps" = "true true false false " ] && grep -q '"turns_vetoed":1' "$TMP/stats"; then
+    ok "mrs: masked turn left out, -inf vetoes"
+else
+    bad "mrs mask/-inf: $keeps $(cat "$TMP/stats")"
+fi
+expect "mrs ratio (geometric)" mismatch_ratio "1.00040008001 1.00040008001 2.06115362244e-9 1.00100050017" "$TMP/out"
+"$KGYM" rejection --method mrs --mode token "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>&1
+if grep -q '"token_keep":\[true,false\]' "$TMP/out" && [ "$(field keep <"$TMP/out" | tail -1)" = "true" ]; then
+    ok "mrs --mode token: token decisions, a turn lives while a token does"
+else
+    bad "mrs --mode token: $(cat "$TMP/out")"
+fi
+"$KGYM" rejection --method mrs --mode turn_geo "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>&1
+expect "mrs --mode turn_geo ratios" mismatch_ratio "1.00040008 1 2.06115362244e-09 1.0010005" "$TMP/out"
+run_fails "mrs --mode unknown" 2 'expected token, turn, turn_geo, sequence, geometric' \
+    "$KGYM" rejection --method mrs --mode geo "$TMP/mrs_mask.jsonl"
+printf '%s\n' '{"log_ratios":[0.0,"inf"]}' >"$TMP/bad.jsonl"
+run_fails "mrs: \"inf\" is not a log-ratio" 1 '"-inf"' "$KGYM" rejection --method mrs "$TMP/bad.jsonl"
+
+# PRS geometric: sample 0's turns 0.5 and 0.32 -> sqrt(0.16) = 0.4 -> p = 1 for both
+printf '%s\n' '{"task":"t","sample":0,"turn":1,"result":{"verdict":"correct","profile":{"coverage":0.5}}}' \
+    '{"task":"t","sample":0,"turn":2,"result":{"verdict":"correct","profile":{"coverage":0.32}}}' \
+    >"$TMP/prs_geo.jsonl"
+"$KGYM" rejection --method prs "$TMP/prs_geo.jsonl" >"$TMP/out" 2>&1
+expect "prs per turn" keep_probability "1 0.2" "$TMP/out"
+"$KGYM" rejection --method prs --mode geometric "$TMP/prs_geo.jsonl" >"$TMP/out" 2>&1
+expect "prs --mode geometric" keep_probability "1 1" "$TMP/out"
+run_fails "--mode with --method group" 2 'applies to --method prs' \
+    "$KGYM" rejection --method group --mode turn "$TMP/prs_geo.jsonl"
+
 "$KGYM" rejection --method prs --seed 3 $FIX/prs.jsonl >"$TMP/out" 2>"$TMP/stats"
 expect "prs keep probabilities" keep_probability "0 1 1 1 0.5" "$TMP/out"
 keeps=$(field keep <"$TMP/out" | head -4 | tr '\n' ' ')
@@ -204,7 +243,8 @@ if cmp -s "$TMP/out" "$TMP/out2"; then ok "prs reproducible by seed"; else bad "
 keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
 # sample 0 geo-mean 1.000125 kept; sample 1 1.015 dropped; sample 2 turn 1 vetoed (ratio e^-11)
 if [ "$keeps" = "true true false false true " ]; then ok "mrs decisions"; else bad "mrs decisions: $keeps"; fi
-if grep -q '"turns_vetoed":1' "$TMP/stats" && grep -q '"trajectories_kept":2' "$TMP/stats"; then
+# trajectories_kept: no live turn dropped (sample 2 lost its vetoed turn 1)
+if grep -q '"turns_vetoed":1' "$TMP/stats" && grep -q '"trajectories_kept":1' "$TMP/stats"; then
     ok "mrs stats"
 else
     bad "mrs stats: $(cat "$TMP/stats")"
