@@ -104,7 +104,8 @@ typedef struct {
 
 /* A candidate that passed the correctness check and was not flagged. */
 int kg_outcome_is_correct(const kg_eval_outcome *outcome);
-/* "compiled" for the compile rate: verdict not in {invalid, compile_error}. */
+/* "compiled" for the compile rate: verdict not in {invalid, compile_error,
+ * timeout}. */
 int kg_outcome_compiled(const kg_eval_outcome *outcome);
 /* Row i of the columns as one outcome; KG_ERR_INVALID for a bad verdict. */
 int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
