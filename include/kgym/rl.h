@@ -370,9 +370,9 @@ typedef enum {
     KG_CURRICULUM_RULE_COUNT = 2
 } kg_curriculum_rule;
 
-/* Level k >= 1 has share start + (end − start)·min(acc_{k−1}/target, 1),
- * where acc_{k−1} is the rolling accuracy of level k−1; level 0 gets what the
- * others leave.  level[0] is unused. */
+/* Level k >= 1 has a ramp from start to end driven by the accuracy of level
+ * k−1 reaching target; how it moves is the rule.  level[0] is unused; level
+ * 0 gets what the others leave. */
 typedef struct {
     double start_share, end_share, target_accuracy;
 } kg_curriculum_ramp;
@@ -380,13 +380,22 @@ typedef struct {
 typedef struct {
     size_t n_levels; /* 1 .. KG_CURRICULUM_MAX_LEVELS */
     kg_curriculum_ramp level[KG_CURRICULUM_MAX_LEVELS];
-    size_t window;   /* outcomes per level in the rolling accuracy */
+    size_t window;   /* outcomes per level in the rolling accuracy (linear) */
+    kg_curriculum_rule rule;
+    /* step rule: a step's accuracy of a level is the share correct among
+     * the outcomes recorded since the previous kg_curriculum_end_step */
+    double step;        /* share added per step: 0.05 */
+    size_t step_window; /* step accuracies averaged: 5 */
+    size_t min_steps;   /* step accuracies needed before any raise: 5 */
 } kg_curriculum_config;
 
-/* Two levels: level 1 (index 1) from 10% to 50% as level 0 reaches 40%. */
+/* Two levels, Beyond TritonRL's step rule: level 1 starts at 10% and gains
+ * 5% per step while the mean of level 0's last 5 step accuracies is at least
+ * 40%, up to 50%. */
 void kg_curriculum_config_default(kg_curriculum_config *cfg);
 int kg_curriculum_config_check(const kg_curriculum_config *cfg, kg_error *err);
-/* The schedule alone: shares (n_levels) from accuracies (n_levels). */
+/* The linear rule alone: shares (n_levels) from accuracies (n_levels), each
+ * level k >= 1 at start + (end − start)·min(acc_{k−1}/target, 1). */
 int kg_curriculum_schedule(const kg_curriculum_config *cfg,
                            const double *accuracy, double *shares_out,
                            kg_error *err);
@@ -400,6 +409,12 @@ const kg_curriculum_config *kg_curriculum_get_config(const kg_curriculum *cur);
 /* Adds one outcome of a task of level `level` to its rolling window. */
 int kg_curriculum_record(kg_curriculum *cur, size_t level, int correct,
                          kg_error *err);
+/* Ends a training step: each level's outcomes since the last step become
+ * one step accuracy (a level without outcomes adds none), and under the step
+ * rule each level k >= 1 whose level k−1 has at least min_steps step
+ * accuracies, the last step_window of them averaging at least target, gains
+ * step, up to end. */
+int kg_curriculum_end_step(kg_curriculum *cur, kg_error *err);
 /* Rolling accuracy of a level (0 before any outcome); NaN for a bad level. */
 double kg_curriculum_accuracy(const kg_curriculum *cur, size_t level);
 /* How many outcomes of the level are in the window now. */

@@ -102,7 +102,9 @@ class _Ramp(ctypes.Structure):
 
 
 class _CurriculumConfig(ctypes.Structure):
-    _fields_ = [("n_levels", c_size_t), ("level", _Ramp * _MAX_LEVELS), ("window", c_size_t)]
+    _fields_ = [("n_levels", c_size_t), ("level", _Ramp * _MAX_LEVELS), ("window", c_size_t),
+                ("rule", c_int), ("step", c_double), ("step_window", c_size_t),
+                ("min_steps", c_size_t)]
 
 
 class _MetricsReport(ctypes.Structure):
@@ -143,6 +145,7 @@ _SIGNATURES = {
                                      _P_ERR]),
     "kg_curriculum_free": (None, [c_void_p]),
     "kg_curriculum_record": (c_int, [c_void_p, c_size_t, c_int, _P_ERR]),
+    "kg_curriculum_end_step": (c_int, [c_void_p, _P_ERR]),
     "kg_curriculum_accuracy": (c_double, [c_void_p, c_size_t]),
     "kg_curriculum_observed": (c_size_t, [c_void_p, c_size_t]),
     "kg_curriculum_shares": (c_int, [c_void_p, _P_DOUBLE, _P_ERR]),
@@ -494,8 +497,10 @@ def truncated_is_weights(log_ratios, trajectory, cap=2.0, level="token"):
 
 # ------------------------------------------------------------------- curriculum
 
-def _curriculum_config(levels=None, window=None):
-    """levels: [(start, end, target), ...] for level indices 1..; None = default."""
+def _curriculum_config(levels=None, window=None, rule=None, step=None, step_window=None,
+                       min_steps=None):
+    """levels: [(start, end, target), ...] for level indices 1..; None = default
+    (Beyond TritonRL's step rule; rule="linear" for the linear ramp)."""
     cfg = _CurriculumConfig()
     load_library().kg_curriculum_config_default(ctypes.byref(cfg))
     if levels is not None:
@@ -506,11 +511,16 @@ def _curriculum_config(levels=None, window=None):
             cfg.level[k] = _Ramp(start, end, target)
     if window is not None:
         cfg.window = window
+    if rule is not None:
+        cfg.rule = _option("curriculum_rule", rule)
+    for name, value in (("step", step), ("step_window", step_window), ("min_steps", min_steps)):
+        if value is not None:
+            setattr(cfg, name, value)
     return cfg
 
 
 def curriculum_schedule(accuracy, levels=None):
-    """Level shares for the given per-level accuracies (the schedule alone)."""
+    """Level shares of the linear rule for the given per-level accuracies."""
     lib = load_library()
     cfg = _curriculum_config(levels)
     acc = _f64(accuracy, cfg.n_levels, "accuracy")
@@ -524,13 +534,14 @@ class Curriculum:
     """Adaptive level sampler (seeded; save() / Curriculum.load() resume it).
     Levels are 0-based indices here; the CLI numbers them from 1."""
 
-    def __init__(self, levels=None, window=None, seed=0, _handle=None):
+    def __init__(self, levels=None, window=None, seed=0, rule=None, step=None, step_window=None,
+                 min_steps=None, _handle=None):
         self._lib = load_library()
         self._handle = c_void_p()
         if _handle is not None:
             self._handle = _handle
             return
-        cfg, err = _curriculum_config(levels, window), _Error()
+        cfg, err = _curriculum_config(levels, window, rule, step, step_window, min_steps), _Error()
         _check(self._lib.kg_curriculum_create(ctypes.byref(cfg), seed,
                                               ctypes.byref(self._handle), ctypes.byref(err)), err)
 
@@ -549,6 +560,11 @@ class Curriculum:
         err = _Error()
         _check(self._lib.kg_curriculum_record(self._handle, level, int(bool(correct)),
                                               ctypes.byref(err)), err)
+
+    def end_step(self):
+        """Closes a training step (the step rule's unit)."""
+        err = _Error()
+        _check(self._lib.kg_curriculum_end_step(self._handle, ctypes.byref(err)), err)
 
     def accuracy(self, level):
         return self._lib.kg_curriculum_accuracy(self._handle, level)

@@ -181,6 +181,26 @@ def test_curriculum_schedule_and_resume():
         rl.Curriculum(levels=[(0.6, 0.6, 0.4), (0.5, 0.5, 0.4)])
 
 
+def test_curriculum_step_rule():
+    cur = rl.Curriculum(seed=1)  # Beyond TritonRL: +0.05 per step once 5 steps average >= 0.4
+    shares = []
+    for _ in range(7):
+        for outcome in (1, 1, 0, 0, 0):  # 0.4 each step
+            cur.record(0, outcome)
+        cur.end_step()
+        shares.append(cur.shares()[1])
+    np.testing.assert_allclose(shares, [0.1, 0.1, 0.1, 0.1, 0.15, 0.2, 0.25])
+    lin = rl.Curriculum(seed=1, rule="linear")
+    lin.record(0, True)
+    assert lin.shares()[1] == pytest.approx(0.5)  # linear: one success is enough
+    fast = rl.Curriculum(seed=1, step=0.2, step_window=1, min_steps=1)
+    fast.record(0, True)
+    fast.end_step()
+    assert fast.shares()[1] == pytest.approx(0.3)
+    with pytest.raises(rl.KgymError, match="expected step, linear"):
+        rl.Curriculum(rule="ramp")
+
+
 def test_metrics_hand_computed():
     report = rl.metrics(load("multi_turn_results.jsonl"))
     t1, t2 = report["per_turn"]

@@ -62,7 +62,14 @@ static const struct {
     {"curriculum", "usage: kgym curriculum [--state FILE] [--config FILE] [--seed N]\n"
                    "                       [--record FILE|-] [--sample N [--tasks FILE]]\n"
                    "  Records outcomes, then prints the level shares or N sampled levels/tasks;\n"
-                   "  --state is loaded if present and saved back.\n"},
+                   "  --state is loaded if present and saved back.  Each --record is one\n"
+                   "  training step.  Default rule (Beyond TritonRL's): level 2 starts at 0.1\n"
+                   "  and gains \"step\" 0.05 per step while the mean of level 1's last\n"
+                   "  \"step_window\" 5 step accuracies (once \"min_steps\" 5 exist) is at\n"
+                   "  least \"target\" 0.4, up to \"end\" 0.5.  --config JSON: {\"rule\":\n"
+                   "  \"step\"|\"linear\", \"step\", \"step_window\", \"min_steps\", \"window\",\n"
+                   "  \"levels\": [{\"start\", \"end\", \"target\"}, ...]}; linear: start +\n"
+                   "  (end - start)·min(acc/target, 1) over the last \"window\" outcomes.\n"},
 };
 
 /* --help / -h anywhere: the usage on stdout and exit 0. */
@@ -969,6 +976,10 @@ static int record_outcomes(const char *cmd, kg_curriculum *cur, const char *path
         }
         kg_curriculum_record(cur, (size_t)level - 1, ok, NULL);
     }
+    /* one --record is one training step (the step rule's unit) */
+    kg_error err;
+    if (!rc && kg_curriculum_end_step(cur, &err))
+        rc = fail(cmd, &err);
     kg_rl_rows_free(&rows);
     return rc;
 }

@@ -259,12 +259,35 @@ fi
 # ---- curriculum --------------------------------------------------------------
 state="$TMP/cur.json"
 "$KGYM" curriculum --state "$state" --seed 1 --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
-# level 1: correct, wrong, correct, hacked, wrong = 0.4 -> level-2 share 0.1 + 0.4·0.4/0.4 = 0.5
-if grep -q '"shares":\[0.5,0.5\]' "$TMP/out" && grep -q '"accuracy":\[0.4,1.0\]' "$TMP/out"; then
-    ok "curriculum shares after outcomes"
+# level 1: correct, wrong, correct, hacked, wrong = 0.4 in this step; one step is below
+# min_steps 5, so the level-2 share stays at its start 0.1
+if grep -q '"shares":\[0.9,0.1\]' "$TMP/out" && grep -q '"accuracy":\[0.4,1.0\]' "$TMP/out"; then
+    ok "curriculum: one step does not move the share"
 else
     bad "curriculum shares: $(cat "$TMP/out")"
 fi
+# shares S0 S1: the "shares" pair of the summary line in $TMP/out
+shares_near() {
+    want0=$1; want1=$2
+    set -- $(sed -n 's/.*"shares":\[\([^]]*\)\].*/\1/p' "$TMP/out" | tr ',' ' ')
+    near "$1" "$want0" 1e-12 && near "$2" "$want1" 1e-12
+}
+cp "$state" "$TMP/cur5.json"
+for i in 2 3 4 5; do
+    "$KGYM" curriculum --state "$TMP/cur5.json" --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
+done
+# the fifth step: mean of five step accuracies 0.4 >= 0.4 -> 0.1 + 0.05
+if shares_near 0.85 0.15; then
+    ok "curriculum: step rule raises by 0.05 at the fifth step"
+else
+    bad "curriculum step rule: $(cat "$TMP/out")"
+fi
+printf '{"rule": "linear"}\n' >"$TMP/linear.json"
+"$KGYM" curriculum --config "$TMP/linear.json" --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
+# linear: 0.1 + 0.4·0.4/0.4 = 0.5
+if grep -q '"shares":\[0.5,0.5\]' "$TMP/out"; then ok "curriculum linear rule"; else bad "curriculum linear: $(cat "$TMP/out")"; fi
+printf '{"rule": "ramp"}\n' >"$TMP/badrule.json"
+run_fails "curriculum: unknown rule" 1 'expected step, linear' "$KGYM" curriculum --config "$TMP/badrule.json"
 cp "$state" "$TMP/saved.json"
 "$KGYM" curriculum --state "$state" --sample 20 --tasks $FIX/tasks.jsonl >"$TMP/draw1" 2>&1
 cp "$TMP/saved.json" "$state"

@@ -315,10 +315,84 @@ static void test_curriculum_schedule(void)
     KG_CHECK_NEAR(cfg.level[1].end_share, 0.4, 1e-12);
 }
 
+/* Beyond TritonRL's step rule with its defaults (start 0.1, +0.05, window 5,
+ * at least 5 step accuracies, trigger 0.4, cap 0.5), step by step. */
+static void test_curriculum_step_rule(void)
+{
+    kg_curriculum_config cfg;
+    kg_curriculum_config_default(&cfg);
+    KG_CHECK(cfg.rule == KG_CURRICULUM_STEP);
+    kg_curriculum *cur = NULL;
+    KG_CHECK(kg_curriculum_create(&cfg, 1, &cur, NULL) == KG_OK);
+    if (!cur)
+        return;
+    /* level-0 step accuracies; -1: a step without level-0 outcomes */
+    const double acc[14] = {0.5, 0.5, 0.0, 0.5, 0.6, -1, 0.0, 1, 1, 1, 1, 1, 1, 1};
+    /* steps 1-4: fewer than 5 accuracies; 5: mean .42 -> .15; 6: still .42
+     * -> .20; 7: .5,0,.5,.6,0 = .32 -> stays; 8: 0,.5,.6,0,1 = .42 -> .25;
+     * then .30 ... up to the cap .50 */
+    const double want[14] = {0.1, 0.1, 0.1, 0.1, 0.15, 0.2, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5,
+                             0.5};
+    char *saved = NULL;
+    for (int step = 0; step < 14; step++) {
+        if (acc[step] >= 0) {
+            /* ten outcomes with the step's accuracy, plus a level-1 one that
+             * must not count for level 0 */
+            for (int i = 0; i < 10; i++)
+                KG_CHECK(kg_curriculum_record(cur, 0, i < (int)(acc[step] * 10 + 0.5), NULL) ==
+                         KG_OK);
+            KG_CHECK(kg_curriculum_record(cur, 1, 0, NULL) == KG_OK);
+        }
+        KG_CHECK(kg_curriculum_end_step(cur, NULL) == KG_OK);
+        double shares[2];
+        KG_CHECK(kg_curriculum_shares(cur, shares, NULL) == KG_OK);
+        KG_CHECK_NEAR(shares[1], want[step], 1e-12);
+        KG_CHECK_NEAR(shares[0], 1.0 - want[step], 1e-12);
+        if (step == 6)
+            KG_CHECK(kg_curriculum_save(cur, &saved, NULL) == KG_OK);
+    }
+    /* the state saved after step 7 resumes with the same step history */
+    kg_curriculum *copy = NULL;
+    KG_CHECK(saved && kg_curriculum_load(saved, &copy, NULL) == KG_OK);
+    if (copy) {
+        for (int i = 0; i < 10; i++)
+            kg_curriculum_record(copy, 0, 1, NULL);
+        kg_curriculum_end_step(copy, NULL);
+        double shares[2];
+        kg_curriculum_shares(copy, shares, NULL);
+        KG_CHECK_NEAR(shares[1], 0.25, 1e-12);
+    }
+    /* a single success does not move the share (the issue with the old
+     * linear default) */
+    kg_curriculum *one = NULL;
+    KG_CHECK(kg_curriculum_create(&cfg, 1, &one, NULL) == KG_OK);
+    if (one) {
+        kg_curriculum_record(one, 0, 1, NULL);
+        kg_curriculum_end_step(one, NULL);
+        double shares[2];
+        kg_curriculum_shares(one, shares, NULL);
+        KG_CHECK_NEAR(shares[1], 0.1, 1e-12);
+    }
+    kg_error err;
+    cfg.step_window = 0;
+    KG_CHECK(kg_curriculum_config_check(&cfg, &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_curriculum_config_from_json("{\"rule\": \"steps\"}", &cfg, &err) ==
+             KG_ERR_INVALID);
+    KG_CHECK(strstr(err.message, "step, linear") != NULL);
+    KG_CHECK(kg_curriculum_config_from_json("{\"rule\": \"linear\", \"min_steps\": 2}", &cfg,
+                                            &err) == KG_OK);
+    KG_CHECK(cfg.rule == KG_CURRICULUM_LINEAR && cfg.min_steps == 2);
+    free(saved);
+    kg_curriculum_free(copy);
+    kg_curriculum_free(one);
+    kg_curriculum_free(cur);
+}
+
 static void test_curriculum_sampler(void)
 {
     kg_curriculum_config cfg;
     kg_curriculum_config_default(&cfg);
+    cfg.rule = KG_CURRICULUM_LINEAR;
     cfg.window = 4;
     kg_curriculum *cur = NULL;
     KG_CHECK(kg_curriculum_create(&cfg, 5, &cur, NULL) == KG_OK);
@@ -386,6 +460,7 @@ static const kg_test_case cases[] = {
     {"mrs_modes", test_mrs_modes},
     {"truncated_is", test_truncated_is},
     {"curriculum_schedule", test_curriculum_schedule},
+    {"curriculum_step_rule", test_curriculum_step_rule},
     {"curriculum_sampler", test_curriculum_sampler},
 };
 
