@@ -105,7 +105,7 @@ typedef struct {
 /* A candidate that passed the correctness check and was not flagged. */
 int kg_outcome_is_correct(const kg_eval_outcome *outcome);
 /* "compiled" for the compile rate: verdict not in {invalid, compile_error,
- * timeout}. */
+ * timeout} and not hacked (Dr. Kernel's reward client). */
 int kg_outcome_compiled(const kg_eval_outcome *outcome);
 /* Row i of the columns as one outcome; KG_ERR_INVALID for a bad verdict. */
 int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
@@ -150,6 +150,14 @@ int kg_reward_config_set(kg_reward_config *cfg, const char *name, double value,
 int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
                       const kg_eval_outcome *previous, double *reward,
                       kg_error *err);
+
+/* Whether to evaluate a kernel a second time before rewarding it: its
+ * measured speedup is above `above` (> 0; Dr. Kernel uses its reward's
+ * speedup cap, 3).  An implausibly large speedup is more often a timing
+ * accident than a kernel, so Dr. Kernel re-runs the evaluation once and keeps
+ * the second result (kernel/workers/reward_manager/kernel_async.py:247-256).
+ * The evaluation itself belongs to the caller (kgym rollout does it). */
+int kg_reeval_wanted(const kg_eval_outcome *outcome, double above);
 
 /* Rewards of n turns.  trajectory and turn (both NULL, or both set) locate
  * each turn's previous turn: the largest smaller turn of the same

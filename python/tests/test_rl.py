@@ -204,7 +204,7 @@ def test_curriculum_step_rule():
 def test_metrics_hand_computed():
     report = rl.metrics(load("multi_turn_results.jsonl"))
     t1, t2 = report["per_turn"]
-    assert t1["compile_rate"] == pytest.approx(2 / 3)
+    assert t1["compile_rate"] == pytest.approx(1 / 3)  # the hacked turn did not compile
     assert t1["hack_rate"] == pytest.approx(1 / 3)
     assert t1["fast"]["1.2"] == 0.0
     assert t2["fast"]["2"] == pytest.approx(1 / 3)

@@ -386,11 +386,14 @@ def test_metrics_match_drkernel(seed):
             records.append({"task": "t", "sample": s, "turn": t,
                             "result": {"verdict": v, "timing": {"speedup": sp}}})
             # the reward manager's extra info for that evaluation
-            # (kernel_async.py:267-285); a hacked kernel is a decoy that compiled
+            # (kernel_async.py:267-285) after the reward client
+            # (reward_client.py:448-485): a task that did not complete (a
+            # timeout) and a decoy kernel (hacked) come back with correctness,
+            # compiled and speedup all False / 0
             infos.setdefault(s, {})[t] = {
-                "correctness": v in ("correct", "hacked"), "decoy_kernel": v == "hacked",
-                "performance": sp if v in ("correct", "hacked") else 0.0,
-                "compilation": v in ("correct", "incorrect", "hacked", "runtime_error")}
+                "correctness": v == "correct", "decoy_kernel": v == "hacked",
+                "performance": sp if v == "correct" else 0.0,
+                "compilation": v in ("correct", "incorrect", "runtime_error")}
     per_turn, best = dk_metrics(infos)
     report = rl.metrics(records)
     for m in report["per_turn"]:
