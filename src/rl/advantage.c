@@ -236,17 +236,12 @@ int kg_group_filter(const kg_group_filter_config *cfg, size_t n, const int64_t *
     for (size_t i = 0; i < n; i++)
         if (!isfinite(reward[i]))
             return kg_error_set(err, KG_ERR_INVALID, "record %zu: reward is not finite", i);
-    kg_rl_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    kg_rl_key *keys = kg_rl_keys_by_id(group, n);
     if (!keys)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu records", n);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (kg_rl_key){group[i], 0, 0, i};
-    kg_rl_sort_keys(keys, n);
     size_t rejected = 0;
     for (size_t start = 0; start < n;) {
-        size_t end = start + 1;
-        while (end < n && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n, start);
         size_t m = end - start;
         double sum = 0.0, ss = 0.0;
         for (size_t k = start; k < end; k++)

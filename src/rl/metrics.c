@@ -143,9 +143,7 @@ int kg_metrics_compute(const kg_outcome_columns *cols, const int64_t *trajectory
     accumulator *per_turn = acc, *best_of = acc + n_turns;
 
     for (size_t start = 0; start < n;) {
-        size_t end = start + 1;
-        while (end < n && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n, start);
         out->samples++;
         sample_state best = {0, 0, 0, 0, 0, 0.0};
         size_t k = start;

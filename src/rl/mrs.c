@@ -47,18 +47,6 @@ static int check_tokens(size_t n_turns, const int64_t *trajectory, const int64_t
     return KG_OK;
 }
 
-/* Sorts turns by trajectory so each trajectory is a run of keys. */
-static kg_rl_key *turns_by_trajectory(size_t n_turns, const int64_t *trajectory)
-{
-    kg_rl_key *keys = malloc((n_turns ? n_turns : 1) * sizeof *keys);
-    if (!keys)
-        return NULL;
-    for (size_t r = 0; r < n_turns; r++)
-        keys[r] = (kg_rl_key){trajectory[r], 0, 0, r};
-    kg_rl_sort_keys(keys, n_turns);
-    return keys;
-}
-
 static double clamped_exp(double x)
 {
     return exp(fmin(fmax(x, -KG_LOG_WEIGHT_CLAMP), KG_LOG_WEIGHT_CLAMP));
@@ -99,7 +87,7 @@ int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns, const int64_t *traje
     int rc = check_tokens(n_turns, trajectory, token_offsets, log_ratio, err);
     if (rc)
         return rc;
-    kg_rl_key *keys = turns_by_trajectory(n_turns, trajectory);
+    kg_rl_key *keys = kg_rl_keys_by_id(trajectory, n_turns);
     if (!keys)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu turns", n_turns);
     kg_mrs_stats s;
@@ -109,9 +97,7 @@ int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns, const int64_t *traje
     int per_trajectory = cfg->mode == KG_MRS_SEQUENCE || cfg->mode == KG_MRS_GEOMETRIC;
     int geometric = cfg->mode == KG_MRS_TURN_GEO || cfg->mode == KG_MRS_GEOMETRIC;
     for (size_t start = 0; start < n_turns;) {
-        size_t end = start + 1;
-        while (end < n_turns && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n_turns, start);
         /* trajectory modes pool the live turns' tokens */
         double seq_sum = 0.0;
         int64_t seq_count = 0;
@@ -201,13 +187,11 @@ int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
         return rc;
     if (n_turns > 0 && token_offsets[n_turns] > 0 && !weights_out)
         return kg_error_set(err, KG_ERR_INVALID, "kg_truncated_is_weights: NULL output");
-    kg_rl_key *keys = turns_by_trajectory(n_turns, trajectory);
+    kg_rl_key *keys = kg_rl_keys_by_id(trajectory, n_turns);
     if (!keys)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu turns", n_turns);
     for (size_t start = 0; start < n_turns;) {
-        size_t end = start + 1;
-        while (end < n_turns && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n_turns, start);
         double seq_sum = 0.0;
         for (size_t k = start; k < end; k++) {
             size_t r = keys[k].index;

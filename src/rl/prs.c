@@ -70,16 +70,11 @@ static int geometric_coverage(const kg_outcome_columns *cols, const int64_t *tra
                               const uint8_t *live, double *cov_out, kg_error *err)
 {
     size_t n = cols->n;
-    kg_rl_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    kg_rl_key *keys = kg_rl_keys_by_id(trajectory, n);
     if (!keys)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory for %zu records", n);
-    for (size_t i = 0; i < n; i++)
-        keys[i] = (kg_rl_key){trajectory[i], 0, 0, i};
-    kg_rl_sort_keys(keys, n);
     for (size_t start = 0; start < n;) {
-        size_t end = start + 1;
-        while (end < n && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n, start);
         double sum = 0.0;
         size_t count = 0;
         for (size_t k = start; k < end; k++) {
