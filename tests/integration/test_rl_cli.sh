@@ -44,6 +44,17 @@ expect() {
     ok "$name"
 }
 
+# keeps_are NAME "true false ..." [PATTERN]: the "keep" of each line of $TMP/out, in order, and
+# PATTERN (if given) in $TMP/stats
+keeps_are() {
+    got=$(field keep <"$TMP/out" | tr '\n' ' ')
+    if [ "$got" = "$2 " ] && { [ -z "$3" ] || grep -q -- "$3" "$TMP/stats"; }; then
+        ok "$1"
+    else
+        bad "$1: keep = [$got], want [$2]; stats: $(cat "$TMP/stats" 2>/dev/null)"
+    fi
+}
+
 # run_ok NAME CMD...: exit status 0
 run_ok() {
     name=$1; shift
@@ -115,20 +126,13 @@ printf '%s\n' '{"prompt":"q","sample":0,"reward":0.5}' '{"prompt":"q","sample":1
     '{"prompt":"r","sample":0,"reward":0}' '{"prompt":"r","sample":1,"reward":1}' \
     '{"prompt":"s","sample":0,"reward":1}' >"$TMP/groups.jsonl"
 "$KGYM" rejection --method group "$TMP/groups.jsonl" >"$TMP/out" 2>"$TMP/stats"
-keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
-if [ "$keeps" = "false false true true true " ] && grep -q '"groups_rejected":1' "$TMP/stats"; then
-    ok "group filter: std < 1e-3 dropped"
-else
-    bad "group filter: $keeps $(cat "$TMP/stats")"
-fi
-"$KGYM" rejection --method group --min-group-size 2 "$TMP/groups.jsonl" >"$TMP/out" 2>&1
-keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
-if [ "$keeps" = "false false true true false " ]; then ok "group filter: min group size"; else bad "group filter min size: $keeps"; fi
+keeps_are "group filter: std < 1e-3 dropped" "false false true true true" '"groups_rejected":1'
+"$KGYM" rejection --method group --min-group-size 2 "$TMP/groups.jsonl" >"$TMP/out" 2>"$TMP/stats"
+keeps_are "group filter: min group size" "false false true true false"
 # --by prompt judges each trajectory by its last turn: level1/3 last turns 1, .5, 2 vary
 "$KGYM" rejection --method group --by prompt --min-group-size 2 $FIX/trajectories.jsonl \
-    >"$TMP/out" 2>&1
-keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
-if [ "$keeps" = "true true true true true true false " ]; then ok "group filter --by prompt"; else bad "group filter --by prompt: $keeps"; fi
+    >"$TMP/out" 2>"$TMP/stats"
+keeps_are "group filter --by prompt" "true true true true true true false"
 
 "$KGYM" advantages --estimator rloo $FIX/single_turn.jsonl >"$TMP/out" 2>&1
 expect "rloo" advantage "-3 -1.5 4.5" "$TMP/out"
@@ -195,14 +199,9 @@ printf '%s\n' '{"prompt":"p","sample":0,"turn":1,"log_ratios":[0.0004,0.0004]}' 
     '{"prompt":"p","sample":1,"turn":1,"log_ratios":[0.0,"-inf"]}' \
     '{"prompt":"p","sample":2,"turn":1,"log_ratios":[0.0005,0.0015]}' >"$TMP/mrs_mask.jsonl"
 "$KGYM" rejection --method mrs "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>"$TMP/stats"
-keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
 # sample 0: exp(0.0004) kept (the masked 1.6 is not in it); sample 1 vetoed by -inf;
 # sample 2: exp(0.001) = 1.0010005 > 1.001 dropped
-if [ "$keeps" = "true true false false " ] && grep -q '"turns_vetoed":1' "$TMP/stats"; then
-    ok "mrs: masked turn left out, -inf vetoes"
-else
-    bad "mrs mask/-inf: $keeps $(cat "$TMP/stats")"
-fi
+keeps_are "mrs: masked turn left out, -inf vetoes" "true true false false" '"turns_vetoed":1' 
 expect "mrs ratio (geometric)" mismatch_ratio "1.00040008001 1.00040008001 2.06115362244e-9 1.00100050017" "$TMP/out"
 "$KGYM" rejection --method mrs --mode token "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>&1
 if grep -q '"token_keep":\[true,false\]' "$TMP/out" && [ "$(field keep <"$TMP/out" | tail -1)" = "true" ]; then
