@@ -233,9 +233,14 @@ def _number(value):
         else math.nan
 
 
-def outcomes(records):
+def outcomes(records, coverage="time"):
     """Columns {verdict, hacked, staged_reward, speedup, coverage} (NumPy) read from
-    evaluation results or trajectory records with a nested "result" (docs/rl.md §Input)."""
+    evaluation results or trajectory records with a nested "result" (docs/rl.md §Input).
+    coverage="kernels" reads profile.kernel_coverage (the share of distinct kernels,
+    Dr. Kernel's num_coverage) instead of profile.coverage (the share of time)."""
+    if coverage not in ("time", "kernels"):
+        raise KgymError(f"coverage must be 'time' or 'kernels', not {coverage!r}")
+    field = "coverage" if coverage == "time" else "kernel_coverage"
     n = len(records)
     cols = {"verdict": np.empty(n, np.int32), "hacked": np.empty(n, np.uint8),
             "staged_reward": np.empty(n), "speedup": np.empty(n), "coverage": np.empty(n)}
@@ -249,7 +254,7 @@ def outcomes(records):
         cols["hacked"][i] = verdict == "hacked" or (isinstance(hacks, list) and len(hacks) > 0)
         cols["staged_reward"][i] = _number(res.get("reward"))
         cols["speedup"][i] = _number((res.get("timing") or {}).get("speedup"))
-        cols["coverage"][i] = _number((res.get("profile") or {}).get("coverage"))
+        cols["coverage"][i] = _number((res.get("profile") or {}).get(field))
     return cols
 
 
@@ -413,13 +418,16 @@ def _prs_config(threshold, factor, speedup_threshold, mode="turn"):
 
 
 def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=None, mode="turn",
-               trajectory=None, live=None):
+               trajectory=None, live=None, coverage="time"):
     """PRS: (keep bool array, keep probabilities, stats dict), reproducible by seed.
     mode="geometric" judges every turn of a trajectory (trajectory[i], any
     hashable) on the geometric mean coverage of its live turns (live[i] true:
-    neither loss-masked nor already rejected; default all)."""
+    neither loss-masked nor already rejected; default all).  coverage="kernels"
+    judges on profile.kernel_coverage instead of profile.coverage."""
     lib = load_library()
     cfg = _prs_config(threshold, factor, speedup_threshold, mode)
+    if coverage != "time" and not (isinstance(results, dict) and "verdict" in results):
+        results = outcomes(results, coverage)
     struct, _keep_alive, n = _columns_struct(results)
     traj = None if trajectory is None else _dense_ids(list(trajectory))
     if traj is not None and traj.shape != (n,):
@@ -437,10 +445,10 @@ def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=Non
 
 
 def prs_keep_probability(results, threshold=0.3, factor=0.1, speedup_threshold=None,
-                         mode="turn", trajectory=None, live=None):
+                         mode="turn", trajectory=None, live=None, coverage="time"):
     """PRS keep probability of each record (no draw)."""
     return prs_sample(results, 0, threshold, factor, speedup_threshold, mode, trajectory,
-                      live)[1]
+                      live, coverage)[1]
 
 
 def _tokens(log_ratios, trajectory):

@@ -239,3 +239,11 @@ def test_mrs_modes_mask_and_prs_geometric():
     np.testing.assert_allclose(p, [1.0, 0.2])
     p = rl.prs_keep_probability(res, mode="geometric", trajectory=["s", "s"])
     np.testing.assert_allclose(p, [1.0, 1.0])
+
+
+def test_prs_on_kernel_coverage():
+    res = [{"verdict": "correct", "profile": {"coverage": 0.9, "kernel_coverage": 0.35}}]
+    assert rl.prs_keep_probability(res)[0] == pytest.approx(1.0)
+    assert rl.prs_keep_probability(res, coverage="kernels")[0] == pytest.approx(0.5)
+    with pytest.raises(rl.KgymError, match="kernels"):
+        rl.prs_keep_probability(res, coverage="count")

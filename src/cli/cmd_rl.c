@@ -40,8 +40,8 @@ static const struct {
                    "  its group's baseline (--rejected), and --std-normalize replaces a std\n"
                    "  below --std-eps by 1 (--small-std).\n"},
     {"rejection", "usage: kgym rejection --method prs [--mode turn|geometric] [--seed N]\n"
-                  "                      [--threshold 0.3] [--factor 0.1] [--speedup-threshold S]"
-                  " [FILE]\n"
+                  "                      [--threshold 0.3] [--factor 0.1] [--speedup-threshold S]\n"
+                  "                      [--coverage time|kernels] [FILE]\n"
                   "       kgym rejection --method mrs [--mode token|turn|turn_geo|sequence|"
                   "geometric]\n"
                   "                      [--delta 0.001] [--veto 1e-4]\n"
@@ -50,8 +50,10 @@ static const struct {
                   "                      [--min-group-size N] [FILE]\n"
                   "  Adds \"keep\" to each record (a record that already has \"keep\": false\n"
                   "  stays rejected); statistics go to stderr.  prs: coverage-based, per turn\n"
-                  "  or on the trajectory's geometric mean.  mrs: trainer/rollout mismatch\n"
-                  "  (default mode geometric; \"mask\": 0 turns are left out of it).  group:\n"
+                  "  or on the trajectory's geometric mean; --coverage kernels judges on\n"
+                  "  profile.kernel_coverage (share of distinct kernels) instead of the time\n"
+                  "  share.  mrs: trainer/rollout mismatch (default mode geometric; \"mask\": 0\n"
+                  "  turns are left out of it).  group:\n"
                   "  drops (prompt, turn) groups, or with --by prompt whole prompts judged on\n"
                   "  each trajectory's last-turn reward, whose reward std (N-1) is below\n"
                   "  --min-std or that have fewer than --min-group-size records.\n"},
@@ -585,7 +587,7 @@ static int rejection_wants_value(const char *name)
     static const char *const names[] = {"method", "seed", "threshold", "factor",
                                         "speedup-threshold", "delta", "veto", "is-cap",
                                         "is-level", "min-std", "min-group-size", "by",
-                                        "mode"};
+                                        "mode", "coverage"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;
@@ -606,12 +608,16 @@ static void print_stats(json_t *stats)
 }
 
 static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config *cfg,
-                   uint64_t seed)
+                   uint64_t seed, int kernel_coverage)
 {
     kg_rl_outcomes t;
     kg_error err;
     if (kg_rl_rows_outcomes(rows, &t, &err))
         return fail(cmd, &err);
+    /* Dr. Kernel's COVERAGE_RS_KEY=num_coverage: the share of the distinct
+     * kernels instead of the share of device time */
+    for (size_t i = 0; kernel_coverage && i < rows->n; i++)
+        t.coverage[i] = kg_rl_row_result_number(&rows->rows[i], "profile", "kernel_coverage");
     size_t n = rows->n ? rows->n : 1;
     uint8_t *keep = malloc(n), *live = malloc(n);
     int64_t *traj = malloc(n * sizeof *traj);
@@ -807,7 +813,7 @@ int kg_cli_rejection(int argc, char **argv)
     kg_is_level level = KG_IS_TOKEN;
     kg_group_filter_config group;
     kg_group_filter_config_default(&group);
-    int by_prompt = 0;
+    int by_prompt = 0, kernel_coverage = 0;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *value;
@@ -851,6 +857,10 @@ int kg_cli_rejection(int argc, char **argv)
             by_prompt = strcmp(value, "prompt") == 0;
         } else if (strcmp(name, "mode") == 0) {
             mode = value;
+        } else if (strcmp(name, "coverage") == 0) {
+            if (strcmp(value, "time") != 0 && strcmp(value, "kernels") != 0)
+                return usage(cmd, "--coverage wants time or kernels, not %s", value);
+            kernel_coverage = strcmp(value, "kernels") == 0;
         } else {
             return usage(cmd, "unknown option %s", argv[i]);
         }
@@ -877,7 +887,7 @@ int kg_cli_rejection(int argc, char **argv)
     kg_rl_rows rows;
     if (read_rows(cmd, path, &rows))
         return 1;
-    int rc = strcmp(method, "prs") == 0   ? run_prs(cmd, &rows, &prs, seed)
+    int rc = strcmp(method, "prs") == 0   ? run_prs(cmd, &rows, &prs, seed, kernel_coverage)
              : strcmp(method, "mrs") == 0 ? run_mrs(cmd, &rows, &mrs, is_cap, level)
                                           : run_group(cmd, &rows, &group, by_prompt);
     kg_rl_rows_free(&rows);

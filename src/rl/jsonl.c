@@ -170,6 +170,11 @@ static double number_at(json_t *obj, const char *key, const char *sub)
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
+double kg_rl_row_result_number(const kg_rl_row *row, const char *object, const char *key)
+{
+    return row->result ? number_at(row->result, object, key) : NAN;
+}
+
 int kg_rl_row_outcome(const kg_rl_row *row, kg_eval_outcome *out, kg_error *err)
 {
     if (!row->result)

@@ -224,6 +224,13 @@ printf '%s\n' '{"task":"t","sample":0,"turn":1,"result":{"verdict":"correct","pr
 expect "prs per turn" keep_probability "1 0.2" "$TMP/out"
 "$KGYM" rejection --method prs --mode geometric "$TMP/prs_geo.jsonl" >"$TMP/out" 2>&1
 expect "prs --mode geometric" keep_probability "1 1" "$TMP/out"
+# --coverage kernels: profile.kernel_coverage 0.35 -> (0.35 - 0.3)/0.1 = 0.5, whatever the time share
+printf '%s\n' '{"task":"t","sample":0,"result":{"verdict":"correct","profile":{"coverage":0.9,"kernel_coverage":0.35}}}' \
+    >"$TMP/prs_k.jsonl"
+"$KGYM" rejection --method prs --coverage kernels "$TMP/prs_k.jsonl" >"$TMP/out" 2>&1
+expect "prs --coverage kernels" keep_probability "0.5" "$TMP/out"
+run_fails "prs --coverage unknown" 2 'wants time or kernels' \
+    "$KGYM" rejection --method prs --coverage count "$TMP/prs_k.jsonl"
 run_fails "--mode with --method group" 2 'applies to --method prs' \
     "$KGYM" rejection --method group --mode turn "$TMP/prs_geo.jsonl"
 
