@@ -159,7 +159,7 @@ def dk_rloo(uid, score):
 
 def dk_group_filter(uid, reward, min_group_size):
     """unified_filter.py:301-321 (a group of 2+ whose reward std (torch.std,
-    N−1) is below 1e-3 is rejected) and :408-420 (fewer valid samples than
+    N−1) is below 1e-3 is rejected) and :407-420 (fewer valid samples than
     min_group_size)."""
     keep = {}
     for u in dict.fromkeys(uid):
