@@ -945,6 +945,9 @@ def _own_kernels(prof, names):
            # The runner's total may cover kernels beyond the rows it sent; a larger total only lowers coverage.
            "total_device_us": max(sum(k["device_us"] for k in rows), float(prof.get("total_device_us") or 0.0)),
            "candidate_device_us": sum(k["device_us"] for k in rows if k["candidate"]),
+           # counted here, among the rows the runner sent (the top 20 by time): a lower bound when
+           # kernel_count is larger, never the runner's own claim
+           "candidate_kernel_count": sum(1 for k in rows if k["candidate"]),
            "launched": [n for n in prof.get("launched") or [] if isinstance(n, str)][:50]}
     return out
 

@@ -197,6 +197,8 @@ typedef struct kg_rollout_config {
     size_t max_context_chars;
     int stop_on_correct;
     int mask_void_turns;    /* Dr. Kernel's rule: mask a turn scoring <= 0 after an earlier turn scored > 0 */
+    double reeval_above;    /* evaluate again once when the speedup is above this (0: never);
+                             * Dr. Kernel's rule with 3, see kg_reeval_wanted */
     const kg_chat_config *chat;
     const kg_prompts *prompts;
     kg_reward_config reward;

@@ -38,6 +38,30 @@ uint64_t kg_rng_next(kg_rng *rng);
 /* Uniform in [0, 1) with 53 random bits. */
 double kg_rng_uniform(kg_rng *rng);
 
+/* -------------------------------------------------------- named options */
+
+/* Every named choice of the library (an enum below) has one row in the
+ * table of src/rl/options.c: value i is called names[i] on the CLI, in the
+ * Python binding and in docs/rl.md. */
+typedef enum {
+    KG_OPT_ESTIMATOR = 0,     /* kg_estimator */
+    KG_OPT_SINGLETON = 1,     /* kg_singleton_rule */
+    KG_OPT_MASKED_REWARD = 2, /* kg_masked_reward_rule */
+    KG_OPT_REJECTED = 3,      /* kg_rejected_rule */
+    KG_OPT_SMALL_STD = 4,     /* kg_small_std_rule */
+    KG_OPT_IS_LEVEL = 5,      /* kg_is_level */
+    KG_OPT_MRS_MODE = 6,      /* kg_mrs_mode */
+    KG_OPT_PRS_MODE = 7,      /* kg_prs_mode */
+    KG_OPT_CURRICULUM_RULE = 8, /* kg_curriculum_rule */
+    KG_OPT_COUNT = 9
+} kg_rl_option;
+
+/* Value of a name; KG_ERR_INVALID listing the accepted names otherwise. */
+int kg_rl_option_parse(kg_rl_option option, const char *name, int *out,
+                       kg_error *err);
+/* Name of a value; "?" when out of range. */
+const char *kg_rl_option_name(kg_rl_option option, int value);
+
 /* ------------------------------------------------------------ outcomes */
 
 typedef enum {
@@ -80,7 +104,8 @@ typedef struct {
 
 /* A candidate that passed the correctness check and was not flagged. */
 int kg_outcome_is_correct(const kg_eval_outcome *outcome);
-/* "compiled" for the compile rate: verdict not in {invalid, compile_error}. */
+/* "compiled" for the compile rate: verdict not in {invalid, compile_error,
+ * timeout} and not hacked (Dr. Kernel's reward client). */
 int kg_outcome_compiled(const kg_eval_outcome *outcome);
 /* Row i of the columns as one outcome; KG_ERR_INVALID for a bad verdict. */
 int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
@@ -126,6 +151,14 @@ int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
                       const kg_eval_outcome *previous, double *reward,
                       kg_error *err);
 
+/* Whether to evaluate a kernel a second time before rewarding it: its
+ * measured speedup is above `above` (> 0; Dr. Kernel uses its reward's
+ * speedup cap, 3).  An implausibly large speedup is more often a timing
+ * accident than a kernel, so Dr. Kernel re-runs the evaluation once and keeps
+ * the second result (kernel/workers/reward_manager/kernel_async.py:247-256).
+ * The evaluation itself belongs to the caller (kgym rollout does it). */
+int kg_reeval_wanted(const kg_eval_outcome *outcome, double above);
+
 /* Rewards of n turns.  trajectory and turn (both NULL, or both set) locate
  * each turn's previous turn: the largest smaller turn of the same
  * trajectory.  reward_out has cols->n entries. */
@@ -138,13 +171,40 @@ int kg_reward_batch(const kg_reward_config *cfg, const kg_outcome_columns *cols,
 typedef enum {
     KG_ESTIMATOR_GRPO = 0,  /* G_i − mean_j G_j (self included) [/ std] */
     KG_ESTIMATOR_RLOO = 1,  /* r_i − mean_{j≠i} r_j, groups = prompt, 1 turn */
-    KG_ESTIMATOR_TRLOO = 2  /* G_i − mean_{j≠i} G_j, groups = (prompt, turn) */
+    KG_ESTIMATOR_TRLOO = 2, /* G_i − mean_{j≠i} G_j, groups = (prompt, turn) */
+    KG_ESTIMATOR_COUNT = 3
 } kg_estimator;
 
 typedef enum {
-    KG_SINGLETON_ZERO = 0,  /* a group of one sample has advantage 0 */
-    KG_SINGLETON_RETURN = 1 /* ... has advantage G (no baseline; Dr. Kernel) */
+    KG_SINGLETON_RETURN = 0, /* a group of one has no baseline: A = G (Dr. Kernel) */
+    KG_SINGLETON_ZERO = 1,   /* ... has advantage 0 */
+    KG_SINGLETON_COUNT = 2
 } kg_singleton_rule;
+
+/* The reward of a loss-masked turn (mask = 0) in earlier turns' returns. */
+typedef enum {
+    KG_MASKED_REWARD_ZERO = 0, /* zeroed before returns (Dr. Kernel) */
+    KG_MASKED_REWARD_KEEP = 1, /* still counted: the turn is a consequence of
+                                * the earlier ones */
+    KG_MASKED_REWARD_COUNT = 2
+} kg_masked_reward_rule;
+
+/* A rejected record (keep = 0: PRS, MRS, the group filter). */
+typedef enum {
+    KG_REJECTED_BASELINE = 0, /* advantage 0 but still in its group and its
+                               * baseline: rejection edits only the response
+                               * mask (Dr. Kernel) */
+    KG_REJECTED_DROP = 1,     /* advantage 0 and out of every baseline, so
+                               * groups shrink */
+    KG_REJECTED_COUNT = 2
+} kg_rejected_rule;
+
+/* GRPO with normalize_std: a group whose std is below std_eps. */
+typedef enum {
+    KG_SMALL_STD_ONE = 0,  /* std := 1 (Dr. Kernel) */
+    KG_SMALL_STD_KEEP = 1, /* (G − mean)/(std + eps) as is */
+    KG_SMALL_STD_COUNT = 2
+} kg_small_std_rule;
 
 typedef struct {
     kg_estimator estimator;
@@ -152,8 +212,13 @@ typedef struct {
     int normalize_std;        /* GRPO only: divide by the group's std */
     double std_eps;           /* GRPO: A = (G − mean) / (std + eps) */
     kg_singleton_rule singleton;
+    kg_masked_reward_rule masked_reward;
+    kg_rejected_rule rejected;
+    kg_small_std_rule small_std;
 } kg_advantage_config;
 
+/* Dr. Kernel's defaults: singleton return, masked rewards zeroed, rejected
+ * records kept in baselines, small std replaced by 1 (docs/rl.md §3). */
 void kg_advantage_config_default(kg_advantage_config *cfg,
                                  kg_estimator estimator);
 /* "grpo" | "rloo" | "trloo". */
@@ -161,20 +226,48 @@ int kg_estimator_parse(const char *name, kg_estimator *out, kg_error *err);
 const char *kg_estimator_name(kg_estimator estimator);
 
 /* Advantages of n per-turn records.  prompt, sample and turn identify a
- * record (a trajectory is (prompt, sample)); mask may be NULL (all 1); a
- * masked record gets advantage 0 and stays out of every baseline, but its
- * reward still enters earlier turns' returns.  advantage_out and return_out
- * (may be NULL) have n entries.  NaN rewards, duplicate (prompt, sample,
- * turn) and, for RLOO, several turns per trajectory are errors. */
+ * record (a trajectory is (prompt, sample)); mask (the loss mask) and keep
+ * (the rejection decision) may be NULL (all 1).  A masked record gets
+ * advantage 0 and stays out of every baseline; its reward enters earlier
+ * turns' returns as cfg->masked_reward says.  A rejected record gets
+ * advantage 0 and stays in its baseline as cfg->rejected says.
+ * advantage_out and return_out (may be NULL) have n entries.  NaN rewards,
+ * duplicate (prompt, sample, turn) and, for RLOO, several turns per
+ * trajectory are errors. */
 int kg_advantages(const kg_advantage_config *cfg, size_t n,
                   const int64_t *prompt, const int64_t *sample,
                   const int32_t *turn, const double *reward,
-                  const uint8_t *mask, double *advantage_out,
-                  double *return_out, kg_error *err);
+                  const uint8_t *mask, const uint8_t *keep,
+                  double *advantage_out, double *return_out, kg_error *err);
+
+/* Low-variance group filter: a group of more than one record whose rewards
+ * have an unbiased std below min_std is rejected whole, and so is a group of
+ * fewer than min_group_size records.  Dr. Kernel applies it with
+ * min_std = 1e-3 and min_group_size = n // 2 + 1 for n samples per prompt. */
+typedef struct {
+    double min_std;        /* 1e-3; 0 disables the variance test */
+    size_t min_group_size; /* 0 or 1 disables the size test */
+} kg_group_filter_config;
+
+void kg_group_filter_config_default(kg_group_filter_config *cfg);
+/* group[i] names record i's group; keep_out (n) gets 0 for every record of a
+ * rejected group; groups_rejected_out (may be NULL) counts them. */
+int kg_group_filter(const kg_group_filter_config *cfg, size_t n,
+                    const int64_t *group, const double *reward,
+                    uint8_t *keep_out, size_t *groups_rejected_out,
+                    kg_error *err);
 
 /* -------------------------------------------- rejection sampling: PRS */
 
+typedef enum {
+    KG_PRS_TURN = 0,      /* each turn's own coverage (Dr. Kernel's scripts) */
+    KG_PRS_GEOMETRIC = 1, /* the geometric mean of the coverage of the
+                           * trajectory's live turns, for all its turns */
+    KG_PRS_MODE_COUNT = 2
+} kg_prs_mode;
+
 typedef struct {
+    kg_prs_mode mode;
     double threshold;         /* 0.3 */
     double factor;            /* 0.1; <= 0 gives a hard cut at threshold */
     double speedup_threshold; /* NaN = off; else also keep if S >= this */
@@ -195,40 +288,70 @@ int kg_prs_keep_probability(const kg_prs_config *cfg,
                             const kg_eval_outcome *outcome, double *p,
                             kg_error *err);
 /* One Bernoulli draw per record (keep iff u < p); keep_out and prob_out (may
- * be NULL) have cols->n entries; stats may be NULL. */
+ * be NULL) have cols->n entries; stats may be NULL.  The geometric mode needs
+ * trajectory (cols->n ids); live (may be NULL = all) marks the turns whose
+ * coverage enters the mean: those neither loss-masked nor already rejected,
+ * as Dr. Kernel's response mask does.  There, a turn without a measured
+ * coverage counts as coverage 0 (clamped to 1e-8) unless it is correct, which
+ * is an error as in the turn mode. */
 int kg_prs_sample(const kg_prs_config *cfg, kg_rng *rng,
-                  const kg_outcome_columns *cols, uint8_t *keep_out,
-                  double *prob_out, kg_prs_stats *stats, kg_error *err);
+                  const kg_outcome_columns *cols, const int64_t *trajectory,
+                  const uint8_t *live, uint8_t *keep_out, double *prob_out,
+                  kg_prs_stats *stats, kg_error *err);
 
 /* -------------------------------------------- rejection sampling: MRS */
 
 /* Token log-ratios are log π_trainer(token) − log π_rollout(token).  Turns
  * are rows; turn r owns tokens [token_offsets[r], token_offsets[r+1]); a
- * trajectory is the set of turns sharing trajectory[r]. */
+ * trajectory is the set of turns sharing trajectory[r].
+ *
+ * What the MRS ratio r is computed over; a unit is kept iff r lies in
+ * [1 − δ, 1 + δ].  Dr. Kernel's names (its rollout_rs). */
+typedef enum {
+    KG_MRS_TOKEN = 0,     /* r = the token's ratio; keeps tokens */
+    KG_MRS_TURN = 1,      /* r = product of the turn's ratios */
+    KG_MRS_TURN_GEO = 2,  /* r = geometric mean of the turn's ratios */
+    KG_MRS_SEQUENCE = 3,  /* r = product over the trajectory's live turns */
+    KG_MRS_GEOMETRIC = 4, /* r = geometric mean over the trajectory's live
+                           * turns (Dr. Kernel's scripts) */
+    KG_MRS_MODE_COUNT = 5
+} kg_mrs_mode;
+
 typedef struct {
-    double delta;          /* keep a trajectory iff its geometric-mean ratio
-                            * lies in [1−δ, 1+δ]; δ = 0.001 */
+    kg_mrs_mode mode;
+    double delta;          /* keep iff the ratio lies in [1−δ, 1+δ];
+                            * δ = 0.001 */
     double veto_threshold; /* drop a turn with any token ratio below this;
                             * 1e-4; <= 0 disables */
 } kg_mrs_config;
 
 typedef struct {
-    size_t trajectories, trajectories_kept;
+    size_t trajectories, trajectories_kept; /* kept: no live turn dropped */
     size_t turns, turns_kept, turns_vetoed;
 } kg_mrs_stats;
 
 void kg_mrs_config_default(kg_mrs_config *cfg);
-/* keep_out has n_turns entries; geo_mean_out (may be NULL) receives each
- * turn's trajectory geometric mean; stats may be NULL. */
+/* mask (n_turns, may be NULL = all live) is the loss mask: a masked turn's
+ * tokens are left out of every ratio, and it is never dropped (it is already
+ * out of the loss), as in Dr. Kernel where the loss mask zeroes the response
+ * mask first.  keep_out (n_turns) is 0 for a dropped turn: its ratio is out
+ * of bounds, one of its tokens is below veto_threshold, or (token mode) every
+ * one of its tokens is out of bounds.  ratio_out (n_turns, may be NULL) gets
+ * the ratio the turn was judged by (NaN in token mode); token_keep_out
+ * (token_offsets[n_turns], may be NULL) each token's decision.  stats may be
+ * NULL. */
 int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns,
                   const int64_t *trajectory, const int64_t *token_offsets,
-                  const double *log_ratio, uint8_t *keep_out,
-                  double *geo_mean_out, kg_mrs_stats *stats, kg_error *err);
+                  const double *log_ratio, const uint8_t *mask,
+                  uint8_t *keep_out, double *ratio_out,
+                  uint8_t *token_keep_out, kg_mrs_stats *stats,
+                  kg_error *err);
 
 typedef enum {
     KG_IS_TOKEN = 0,    /* w = ratio of the token */
     KG_IS_TURN = 1,     /* w = product of the turn's ratios */
-    KG_IS_SEQUENCE = 2  /* w = product over the whole trajectory */
+    KG_IS_SEQUENCE = 2, /* w = product over the whole trajectory */
+    KG_IS_LEVEL_COUNT = 3
 } kg_is_level;
 
 int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err);
@@ -244,9 +367,20 @@ int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
 
 #define KG_CURRICULUM_MAX_LEVELS 8
 
-/* Level k >= 1 has share start + (end − start)·min(acc_{k−1}/target, 1),
- * where acc_{k−1} is the rolling accuracy of level k−1; level 0 gets what the
- * others leave.  level[0] is unused. */
+/* How a level's share moves with the accuracy of the level below. */
+typedef enum {
+    KG_CURRICULUM_STEP = 0,   /* Beyond TritonRL's code: at each step, once
+                               * at least min_steps step accuracies exist and
+                               * the mean of the last step_window reaches
+                               * target, share += step, up to end */
+    KG_CURRICULUM_LINEAR = 1, /* start + (end − start)·min(acc/target, 1)
+                               * over the rolling accuracy */
+    KG_CURRICULUM_RULE_COUNT = 2
+} kg_curriculum_rule;
+
+/* Level k >= 1 has a ramp from start to end driven by the accuracy of level
+ * k−1 reaching target; how it moves is the rule.  level[0] is unused; level
+ * 0 gets what the others leave. */
 typedef struct {
     double start_share, end_share, target_accuracy;
 } kg_curriculum_ramp;
@@ -254,13 +388,22 @@ typedef struct {
 typedef struct {
     size_t n_levels; /* 1 .. KG_CURRICULUM_MAX_LEVELS */
     kg_curriculum_ramp level[KG_CURRICULUM_MAX_LEVELS];
-    size_t window;   /* outcomes per level in the rolling accuracy */
+    size_t window;   /* outcomes per level in the rolling accuracy (linear) */
+    kg_curriculum_rule rule;
+    /* step rule: a step's accuracy of a level is the share correct among
+     * the outcomes recorded since the previous kg_curriculum_end_step */
+    double step;        /* share added per step: 0.05 */
+    size_t step_window; /* step accuracies averaged: 5 */
+    size_t min_steps;   /* step accuracies needed before any raise: 5 */
 } kg_curriculum_config;
 
-/* Two levels: level 1 (index 1) from 10% to 50% as level 0 reaches 40%. */
+/* Two levels, Beyond TritonRL's step rule: level 1 starts at 10% and gains
+ * 5% per step while the mean of level 0's last 5 step accuracies is at least
+ * 40%, up to 50%. */
 void kg_curriculum_config_default(kg_curriculum_config *cfg);
 int kg_curriculum_config_check(const kg_curriculum_config *cfg, kg_error *err);
-/* The schedule alone: shares (n_levels) from accuracies (n_levels). */
+/* The linear rule alone: shares (n_levels) from accuracies (n_levels), each
+ * level k >= 1 at start + (end − start)·min(acc_{k−1}/target, 1). */
 int kg_curriculum_schedule(const kg_curriculum_config *cfg,
                            const double *accuracy, double *shares_out,
                            kg_error *err);
@@ -274,6 +417,12 @@ const kg_curriculum_config *kg_curriculum_get_config(const kg_curriculum *cur);
 /* Adds one outcome of a task of level `level` to its rolling window. */
 int kg_curriculum_record(kg_curriculum *cur, size_t level, int correct,
                          kg_error *err);
+/* Ends a training step: each level's outcomes since the last step become
+ * one step accuracy (a level without outcomes adds none), and under the step
+ * rule each level k >= 1 whose level k−1 has at least min_steps step
+ * accuracies, the last step_window of them averaging at least target, gains
+ * step, up to end. */
+int kg_curriculum_end_step(kg_curriculum *cur, kg_error *err);
 /* Rolling accuracy of a level (0 before any outcome); NaN for a bad level. */
 double kg_curriculum_accuracy(const kg_curriculum *cur, size_t level);
 /* How many outcomes of the level are in the window now. */

@@ -24,7 +24,7 @@ import numpy as np
 
 __all__ = [
     "KgymError", "VERDICTS", "REWARD_FUNCTIONS", "ESTIMATORS", "load_library", "outcomes",
-    "reward", "advantages", "prs_keep_probability", "prs_sample", "mrs_filter",
+    "reward", "advantages", "group_filter", "prs_keep_probability", "prs_sample", "mrs_filter",
     "truncated_is_weights", "curriculum_schedule", "Curriculum", "metrics", "metrics_table",
     "metrics_svg",
 ]
@@ -68,11 +68,17 @@ class _RewardConfig(ctypes.Structure):
 
 class _AdvantageConfig(ctypes.Structure):
     _fields_ = [("estimator", c_int), ("gamma", c_double), ("normalize_std", c_int),
-                ("std_eps", c_double), ("singleton", c_int)]
+                ("std_eps", c_double), ("singleton", c_int), ("masked_reward", c_int),
+                ("rejected", c_int), ("small_std", c_int)]
+
+
+class _GroupFilterConfig(ctypes.Structure):
+    _fields_ = [("min_std", c_double), ("min_group_size", c_size_t)]
 
 
 class _PrsConfig(ctypes.Structure):
-    _fields_ = [("threshold", c_double), ("factor", c_double), ("speedup_threshold", c_double)]
+    _fields_ = [("mode", c_int), ("threshold", c_double), ("factor", c_double),
+                ("speedup_threshold", c_double)]
 
 
 class _PrsStats(ctypes.Structure):
@@ -82,7 +88,7 @@ class _PrsStats(ctypes.Structure):
 
 
 class _MrsConfig(ctypes.Structure):
-    _fields_ = [("delta", c_double), ("veto_threshold", c_double)]
+    _fields_ = [("mode", c_int), ("delta", c_double), ("veto_threshold", c_double)]
 
 
 class _MrsStats(ctypes.Structure):
@@ -96,7 +102,9 @@ class _Ramp(ctypes.Structure):
 
 
 class _CurriculumConfig(ctypes.Structure):
-    _fields_ = [("n_levels", c_size_t), ("level", _Ramp * _MAX_LEVELS), ("window", c_size_t)]
+    _fields_ = [("n_levels", c_size_t), ("level", _Ramp * _MAX_LEVELS), ("window", c_size_t),
+                ("rule", c_int), ("step", c_double), ("step_window", c_size_t),
+                ("min_steps", c_size_t)]
 
 
 class _MetricsReport(ctypes.Structure):
@@ -116,14 +124,18 @@ _SIGNATURES = {
                                 _P_DOUBLE, _P_ERR]),
     "kg_advantage_config_default": (None, [POINTER(_AdvantageConfig), c_int]),
     "kg_advantages": (c_int, [POINTER(_AdvantageConfig), c_size_t, _P_I64, _P_I64, _P_I32,
-                              _P_DOUBLE, _P_U8, _P_DOUBLE, _P_DOUBLE, _P_ERR]),
+                              _P_DOUBLE, _P_U8, _P_U8, _P_DOUBLE, _P_DOUBLE, _P_ERR]),
+    "kg_group_filter": (c_int, [POINTER(_GroupFilterConfig), c_size_t, _P_I64, _P_DOUBLE, _P_U8,
+                                POINTER(c_size_t), _P_ERR]),
+    "kg_rl_option_parse": (c_int, [c_int, c_char_p, POINTER(c_int), _P_ERR]),
     "kg_rng_seed": (None, [POINTER(_Rng), c_uint64]),
     "kg_prs_config_default": (None, [POINTER(_PrsConfig)]),
-    "kg_prs_sample": (c_int, [POINTER(_PrsConfig), POINTER(_Rng), POINTER(_Columns), _P_U8,
+    "kg_prs_sample": (c_int, [POINTER(_PrsConfig), POINTER(_Rng), POINTER(_Columns), _P_I64,
+                              _P_U8, _P_U8,
                               _P_DOUBLE, POINTER(_PrsStats), _P_ERR]),
     "kg_mrs_config_default": (None, [POINTER(_MrsConfig)]),
     "kg_mrs_filter": (c_int, [POINTER(_MrsConfig), c_size_t, _P_I64, _P_I64, _P_DOUBLE, _P_U8,
-                              _P_DOUBLE, POINTER(_MrsStats), _P_ERR]),
+                              _P_U8, _P_DOUBLE, _P_U8, POINTER(_MrsStats), _P_ERR]),
     "kg_truncated_is_weights": (c_int, [c_double, c_int, c_size_t, _P_I64, _P_I64, _P_DOUBLE,
                                         _P_DOUBLE, _P_ERR]),
     "kg_curriculum_config_default": (None, [POINTER(_CurriculumConfig)]),
@@ -133,6 +145,7 @@ _SIGNATURES = {
                                      _P_ERR]),
     "kg_curriculum_free": (None, [c_void_p]),
     "kg_curriculum_record": (c_int, [c_void_p, c_size_t, c_int, _P_ERR]),
+    "kg_curriculum_end_step": (c_int, [c_void_p, _P_ERR]),
     "kg_curriculum_accuracy": (c_double, [c_void_p, c_size_t]),
     "kg_curriculum_observed": (c_size_t, [c_void_p, c_size_t]),
     "kg_curriculum_shares": (c_int, [c_void_p, _P_DOUBLE, _P_ERR]),
@@ -220,9 +233,14 @@ def _number(value):
         else math.nan
 
 
-def outcomes(records):
+def outcomes(records, coverage="time"):
     """Columns {verdict, hacked, staged_reward, speedup, coverage} (NumPy) read from
-    evaluation results or trajectory records with a nested "result" (docs/rl.md §Input)."""
+    evaluation results or trajectory records with a nested "result" (docs/rl.md §Input).
+    coverage="kernels" reads profile.kernel_coverage (the share of distinct kernels,
+    Dr. Kernel's num_coverage) instead of profile.coverage (the share of time)."""
+    if coverage not in ("time", "kernels"):
+        raise KgymError(f"coverage must be 'time' or 'kernels', not {coverage!r}")
+    field = "coverage" if coverage == "time" else "kernel_coverage"
     n = len(records)
     cols = {"verdict": np.empty(n, np.int32), "hacked": np.empty(n, np.uint8),
             "staged_reward": np.empty(n), "speedup": np.empty(n), "coverage": np.empty(n)}
@@ -236,7 +254,7 @@ def outcomes(records):
         cols["hacked"][i] = verdict == "hacked" or (isinstance(hacks, list) and len(hacks) > 0)
         cols["staged_reward"][i] = _number(res.get("reward"))
         cols["speedup"][i] = _number((res.get("timing") or {}).get("speedup"))
-        cols["coverage"][i] = _number((res.get("profile") or {}).get("coverage"))
+        cols["coverage"][i] = _number((res.get("profile") or {}).get(field))
     return cols
 
 
@@ -314,66 +332,123 @@ def reward(results, fn="drkernel", trajectory=None, turn=None, **constants):
 
 # ------------------------------------------------------------------- advantages
 
+# The option families of include/kgym/rl.h (kg_rl_option); names are looked
+# up in the C table so that the binding and the CLI cannot drift apart.
+_OPT = {"estimator": 0, "singleton": 1, "masked_reward": 2, "rejected": 3, "small_std": 4,
+        "is_level": 5, "mrs_mode": 6, "prs_mode": 7, "curriculum_rule": 8}
+
+
+def _option(family, name):
+    """Code of `name` in an option family; KgymError listing the names otherwise."""
+    lib, value, err = load_library(), ctypes.c_int(), _Error()
+    if not isinstance(name, str):
+        raise KgymError(f"{family} must be a string, not {name!r}")
+    _check(lib.kg_rl_option_parse(_OPT[family], name.encode(), ctypes.byref(value),
+                                  ctypes.byref(err)), err)
+    return value.value
+
+
+def _flags(values, n, name):
+    if values is None:
+        return None
+    arr = np.ascontiguousarray(np.asarray(values, dtype=bool).astype(np.uint8))
+    if arr.shape != (n,):
+        raise KgymError(f"{name} must have {n} entries")
+    return arr
+
+
 def advantages(prompt, sample, reward, turn=None, mask=None, estimator="trloo", gamma=1.0,
-               normalize_std=False, std_eps=1e-6, singleton="zero"):
+               normalize_std=False, std_eps=1e-6, singleton="return", keep=None,
+               masked_reward="zero", rejected="baseline", small_std="one"):
     """(advantages, returns) as float64 arrays.  prompt and sample may hold any
     hashable ids; a trajectory is (prompt, sample); groups are (prompt, turn)
-    for grpo/trloo and prompt for rloo.  mask: 0/False excludes a record."""
+    for grpo/trloo and prompt for rloo.  mask: 0/False is the loss mask (out of
+    the loss and of every baseline); keep: 0/False is a rejection (advantage
+    0).  The rules default to Dr. Kernel's (docs/rl.md §3)."""
     lib = load_library()
-    if estimator not in ESTIMATORS:
-        raise KgymError(f"unknown estimator {estimator!r} (expected one of {ESTIMATORS})")
-    if singleton not in ("zero", "return"):
-        raise KgymError("singleton must be 'zero' or 'return'")
+    cfg, err = _AdvantageConfig(), _Error()
+    lib.kg_advantage_config_default(ctypes.byref(cfg), _option("estimator", estimator))
+    cfg.gamma, cfg.normalize_std, cfg.std_eps = gamma, int(bool(normalize_std)), std_eps
+    cfg.singleton = _option("singleton", singleton)
+    cfg.masked_reward = _option("masked_reward", masked_reward)
+    cfg.rejected = _option("rejected", rejected)
+    cfg.small_std = _option("small_std", small_std)
     r = _f64(reward, name="reward")
     n = r.shape[0]
     if len(prompt) != n or len(sample) != n:
         raise KgymError(f"prompt, sample and reward must have the same length ({n})")
     p_ids, s_ids = _dense_ids(list(prompt)), _dense_ids(list(sample))
     turns = None if turn is None else np.ascontiguousarray(np.asarray(turn, dtype=np.int32))
-    masks = None if mask is None else np.ascontiguousarray(np.asarray(mask, dtype=bool)
-                                                          .astype(np.uint8))
-    for name, arr in (("turn", turns), ("mask", masks)):
-        if arr is not None and arr.shape != (n,):
-            raise KgymError(f"{name} must have {n} entries")
-    cfg, err = _AdvantageConfig(), _Error()
-    lib.kg_advantage_config_default(ctypes.byref(cfg), ESTIMATORS.index(estimator))
-    cfg.gamma, cfg.normalize_std, cfg.std_eps = gamma, int(bool(normalize_std)), std_eps
-    cfg.singleton = 0 if singleton == "zero" else 1
+    if turns is not None and turns.shape != (n,):
+        raise KgymError(f"turn must have {n} entries")
+    masks, keeps = _flags(mask, n, "mask"), _flags(keep, n, "keep")
     adv, ret = np.empty(n), np.empty(n)
     _check(lib.kg_advantages(ctypes.byref(cfg), n, _ptr(p_ids, c_int64), _ptr(s_ids, c_int64),
                              None if turns is None else _ptr(turns, c_int32), _ptr(r, c_double),
                              None if masks is None else _ptr(masks, c_uint8),
+                             None if keeps is None else _ptr(keeps, c_uint8),
                              _ptr(adv, c_double), _ptr(ret, c_double), ctypes.byref(err)), err)
     return adv, ret
 
 
+def group_filter(group, reward, min_std=1e-3, min_group_size=0):
+    """Dr. Kernel's low-variance group filter: a bool keep array, False for every
+    record of a group (of 2+) whose reward std (N−1) is below min_std or that
+    has fewer than min_group_size records."""
+    lib = load_library()
+    r = _f64(reward, name="reward")
+    n = r.shape[0]
+    if len(group) != n:
+        raise KgymError(f"group must have {n} entries")
+    g = _dense_ids(list(group))
+    cfg, err, keep = _GroupFilterConfig(min_std, min_group_size), _Error(), np.empty(n, np.uint8)
+    _check(lib.kg_group_filter(ctypes.byref(cfg), n, _ptr(g, c_int64), _ptr(r, c_double),
+                               _ptr(keep, c_uint8), None, ctypes.byref(err)), err)
+    return keep.astype(bool)
+
+
 # ------------------------------------------------------------ rejection sampling
 
-def _prs_config(threshold, factor, speedup_threshold):
+def _prs_config(threshold, factor, speedup_threshold, mode="turn"):
     cfg = _PrsConfig()
     load_library().kg_prs_config_default(ctypes.byref(cfg))
-    cfg.threshold, cfg.factor = threshold, factor
+    cfg.mode, cfg.threshold, cfg.factor = _option("prs_mode", mode), threshold, factor
     cfg.speedup_threshold = math.nan if speedup_threshold is None else speedup_threshold
     return cfg
 
 
-def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=None):
-    """PRS: (keep bool array, keep probabilities, stats dict), reproducible by seed."""
+def prs_sample(results, seed=0, threshold=0.3, factor=0.1, speedup_threshold=None, mode="turn",
+               trajectory=None, live=None, coverage="time"):
+    """PRS: (keep bool array, keep probabilities, stats dict), reproducible by seed.
+    mode="geometric" judges every turn of a trajectory (trajectory[i], any
+    hashable) on the geometric mean coverage of its live turns (live[i] true:
+    neither loss-masked nor already rejected; default all).  coverage="kernels"
+    judges on profile.kernel_coverage instead of profile.coverage."""
     lib = load_library()
-    cfg = _prs_config(threshold, factor, speedup_threshold)
+    cfg = _prs_config(threshold, factor, speedup_threshold, mode)
+    if coverage != "time" and not (isinstance(results, dict) and "verdict" in results):
+        results = outcomes(results, coverage)
     struct, _keep_alive, n = _columns_struct(results)
+    traj = None if trajectory is None else _dense_ids(list(trajectory))
+    if traj is not None and traj.shape != (n,):
+        raise KgymError(f"trajectory must have {n} entries")
+    lives = _flags(live, n, "live")
     rng, err, stats = _Rng(), _Error(), _PrsStats()
     lib.kg_rng_seed(ctypes.byref(rng), seed)
     keep, prob = np.empty(n, np.uint8), np.empty(n)
     _check(lib.kg_prs_sample(ctypes.byref(cfg), ctypes.byref(rng), ctypes.byref(struct),
+                             None if traj is None else _ptr(traj, c_int64),
+                             None if lives is None else _ptr(lives, c_uint8),
                              _ptr(keep, c_uint8), _ptr(prob, c_double), ctypes.byref(stats),
                              ctypes.byref(err)), err)
     return keep.astype(bool), prob, {name: getattr(stats, name) for name, _ in _PrsStats._fields_}
 
 
-def prs_keep_probability(results, threshold=0.3, factor=0.1, speedup_threshold=None):
+def prs_keep_probability(results, threshold=0.3, factor=0.1, speedup_threshold=None,
+                         mode="turn", trajectory=None, live=None, coverage="time"):
     """PRS keep probability of each record (no draw)."""
-    return prs_sample(results, 0, threshold, factor, speedup_threshold)[1]
+    return prs_sample(results, 0, threshold, factor, speedup_threshold, mode, trajectory,
+                      live, coverage)[1]
 
 
 def _tokens(log_ratios, trajectory):
@@ -387,18 +462,31 @@ def _tokens(log_ratios, trajectory):
     return flat, offsets, _dense_ids(list(trajectory))
 
 
-def mrs_filter(log_ratios, trajectory, delta=0.001, veto_threshold=1e-4):
+def mrs_filter(log_ratios, trajectory, delta=0.001, veto_threshold=1e-4, mode="geometric",
+               mask=None, return_tokens=False):
     """MRS over turns: log_ratios[i] holds turn i's per-token log π_trainer − log
-    π_rollout; trajectory[i] names its trajectory.  Returns (keep, geo_mean, stats)."""
+    π_rollout; trajectory[i] names its trajectory; mask[i] = 0 leaves turn i out
+    (the loss mask).  mode: token, turn, turn_geo, sequence or geometric.
+    Returns (keep, ratio, stats), plus one bool array per turn of token
+    decisions with return_tokens=True."""
     lib = load_library()
     flat, offsets, traj = _tokens(log_ratios, trajectory)
     n = traj.shape[0]
-    cfg, err, stats = _MrsConfig(delta, veto_threshold), _Error(), _MrsStats()
-    keep, geo = np.empty(n, np.uint8), np.empty(n)
+    cfg, err, stats = _MrsConfig(), _Error(), _MrsStats()
+    lib.kg_mrs_config_default(ctypes.byref(cfg))
+    cfg.mode, cfg.delta, cfg.veto_threshold = _option("mrs_mode", mode), delta, veto_threshold
+    masks = _flags(mask, n, "mask")
+    keep, ratio = np.empty(n, np.uint8), np.empty(n)
+    tokens = np.empty(max(flat.shape[0], 1), np.uint8)
     _check(lib.kg_mrs_filter(ctypes.byref(cfg), n, _ptr(traj, c_int64), _ptr(offsets, c_int64),
-                             _ptr(flat, c_double), _ptr(keep, c_uint8), _ptr(geo, c_double),
+                             _ptr(flat, c_double), None if masks is None else _ptr(masks, c_uint8),
+                             _ptr(keep, c_uint8), _ptr(ratio, c_double), _ptr(tokens, c_uint8),
                              ctypes.byref(stats), ctypes.byref(err)), err)
-    return keep.astype(bool), geo, {name: getattr(stats, name) for name, _ in _MrsStats._fields_}
+    out = (keep.astype(bool), ratio,
+           {name: getattr(stats, name) for name, _ in _MrsStats._fields_})
+    if return_tokens:
+        out += ([tokens[offsets[i]:offsets[i + 1]].astype(bool) for i in range(n)],)
+    return out
 
 
 def truncated_is_weights(log_ratios, trajectory, cap=2.0, level="token"):
@@ -417,8 +505,10 @@ def truncated_is_weights(log_ratios, trajectory, cap=2.0, level="token"):
 
 # ------------------------------------------------------------------- curriculum
 
-def _curriculum_config(levels=None, window=None):
-    """levels: [(start, end, target), ...] for level indices 1..; None = default."""
+def _curriculum_config(levels=None, window=None, rule=None, step=None, step_window=None,
+                       min_steps=None):
+    """levels: [(start, end, target), ...] for level indices 1..; None = default
+    (Beyond TritonRL's step rule; rule="linear" for the linear ramp)."""
     cfg = _CurriculumConfig()
     load_library().kg_curriculum_config_default(ctypes.byref(cfg))
     if levels is not None:
@@ -429,11 +519,16 @@ def _curriculum_config(levels=None, window=None):
             cfg.level[k] = _Ramp(start, end, target)
     if window is not None:
         cfg.window = window
+    if rule is not None:
+        cfg.rule = _option("curriculum_rule", rule)
+    for name, value in (("step", step), ("step_window", step_window), ("min_steps", min_steps)):
+        if value is not None:
+            setattr(cfg, name, value)
     return cfg
 
 
 def curriculum_schedule(accuracy, levels=None):
-    """Level shares for the given per-level accuracies (the schedule alone)."""
+    """Level shares of the linear rule for the given per-level accuracies."""
     lib = load_library()
     cfg = _curriculum_config(levels)
     acc = _f64(accuracy, cfg.n_levels, "accuracy")
@@ -447,13 +542,14 @@ class Curriculum:
     """Adaptive level sampler (seeded; save() / Curriculum.load() resume it).
     Levels are 0-based indices here; the CLI numbers them from 1."""
 
-    def __init__(self, levels=None, window=None, seed=0, _handle=None):
+    def __init__(self, levels=None, window=None, seed=0, rule=None, step=None, step_window=None,
+                 min_steps=None, _handle=None):
         self._lib = load_library()
         self._handle = c_void_p()
         if _handle is not None:
             self._handle = _handle
             return
-        cfg, err = _curriculum_config(levels, window), _Error()
+        cfg, err = _curriculum_config(levels, window, rule, step, step_window, min_steps), _Error()
         _check(self._lib.kg_curriculum_create(ctypes.byref(cfg), seed,
                                               ctypes.byref(self._handle), ctypes.byref(err)), err)
 
@@ -472,6 +568,11 @@ class Curriculum:
         err = _Error()
         _check(self._lib.kg_curriculum_record(self._handle, level, int(bool(correct)),
                                               ctypes.byref(err)), err)
+
+    def end_step(self):
+        """Closes a training step (the step rule's unit)."""
+        err = _Error()
+        _check(self._lib.kg_curriculum_end_step(self._handle, ctypes.byref(err)), err)
 
     def accuracy(self, level):
         return self._lib.kg_curriculum_accuracy(self._handle, level)

@@ -48,14 +48,32 @@ def test_gamma_mask_and_singleton():
     adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, gamma=0.5)
     np.testing.assert_allclose(adv[[0, 2, 4]], [-0.875, -0.5, 1.375])
     mask = [1, 1, 1, 1, 1, 0]
+    # the masked reward 2 is zeroed before returns: turn-1 returns are 1, 1, 1
     adv, ret = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=mask)
+    np.testing.assert_allclose(adv, [0, 0.5, 0, -0.5, 0, 0])
+    assert ret[5] == 0.0 and ret[4] == 1.0
+    adv, ret = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=mask, masked_reward="keep")
     np.testing.assert_allclose(adv, [-1, 0.5, -1, -0.5, 2, 0])
     assert ret[5] == 2.0
     alone = [1, 1, 1, 0, 1, 0]
-    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone, singleton="return")
-    assert adv[1] == 1.0
     adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone)
+    assert adv[1] == 1.0  # a singleton keeps A = G
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, mask=alone, singleton="zero")
     assert adv[1] == 0.0
+    with pytest.raises(rl.KgymError, match="expected baseline, drop"):
+        rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, rejected="shrink")
+
+
+def test_keep_and_group_filter():
+    keep = [1, 1, 1, 1, 0, 1]  # sample 2's turn 1 rejected
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, keep=keep)
+    np.testing.assert_allclose(adv, [-1, -0.25, -1, -1, 0, 1.25])
+    adv, _ = rl.advantages(PROMPT, SAMPLE, REWARD, turn=TURN, keep=keep, rejected="drop")
+    np.testing.assert_allclose(adv, [0, -0.25, 0, -1, 0, 1.25])
+    kept = rl.group_filter(["a", "a", "b", "b", "c"], [1, 1.0005, 0, 1, 3])
+    assert kept.tolist() == [False, False, True, True, True]
+    kept = rl.group_filter(["a", "a", "b", "b", "c"], [1, 1.0005, 0, 1, 3], min_group_size=2)
+    assert kept.tolist() == [False, False, True, True, False]
 
 
 def test_rloo_and_std_normalised_grpo():
@@ -163,10 +181,30 @@ def test_curriculum_schedule_and_resume():
         rl.Curriculum(levels=[(0.6, 0.6, 0.4), (0.5, 0.5, 0.4)])
 
 
+def test_curriculum_step_rule():
+    cur = rl.Curriculum(seed=1)  # Beyond TritonRL: +0.05 per step once 5 steps average >= 0.4
+    shares = []
+    for _ in range(7):
+        for outcome in (1, 1, 0, 0, 0):  # 0.4 each step
+            cur.record(0, outcome)
+        cur.end_step()
+        shares.append(cur.shares()[1])
+    np.testing.assert_allclose(shares, [0.1, 0.1, 0.1, 0.1, 0.15, 0.2, 0.25])
+    lin = rl.Curriculum(seed=1, rule="linear")
+    lin.record(0, True)
+    assert lin.shares()[1] == pytest.approx(0.5)  # linear: one success is enough
+    fast = rl.Curriculum(seed=1, step=0.2, step_window=1, min_steps=1)
+    fast.record(0, True)
+    fast.end_step()
+    assert fast.shares()[1] == pytest.approx(0.3)
+    with pytest.raises(rl.KgymError, match="expected step, linear"):
+        rl.Curriculum(rule="ramp")
+
+
 def test_metrics_hand_computed():
     report = rl.metrics(load("multi_turn_results.jsonl"))
     t1, t2 = report["per_turn"]
-    assert t1["compile_rate"] == pytest.approx(2 / 3)
+    assert t1["compile_rate"] == pytest.approx(1 / 3)  # the hacked turn did not compile
     assert t1["hack_rate"] == pytest.approx(1 / 3)
     assert t1["fast"]["1.2"] == 0.0
     assert t2["fast"]["2"] == pytest.approx(1 / 3)
@@ -182,3 +220,30 @@ def test_metrics_hand_computed():
     assert svg.startswith("<svg") and svg.count("<polyline") == 10
     assert ET.fromstring(svg).tag.endswith("svg")  # well-formed XML
     assert "Best of turns" in rl.metrics_table(load("bench_cpu.jsonl"))
+
+
+def test_mrs_modes_mask_and_prs_geometric():
+    lr = [[math.log(1.0004)] * 2, [1.6], [0.0, -math.inf], [0.0005, 0.0015]]
+    traj = ["a", "a", "b", "c"]
+    keep, ratio, stats = rl.mrs_filter(lr, traj, mask=[1, 0, 1, 1])
+    assert keep.tolist() == [True, True, False, False] and stats["turns_vetoed"] == 1
+    assert ratio[0] == pytest.approx(1.0004)
+    keep, _, _ = rl.mrs_filter(lr, traj)  # unmasked, the 1.6 drops all of "a"
+    assert keep.tolist()[:2] == [False, False]
+    keep, ratio, _, tokens = rl.mrs_filter(lr, traj, mode="token", mask=[1, 0, 1, 1],
+                                           return_tokens=True)
+    assert [t.tolist() for t in tokens] == [[True, True], [True], [False, False], [True, False]]
+    assert math.isnan(ratio[0])
+    res = [{"verdict": "correct", "profile": {"coverage": c}} for c in (0.5, 0.32)]
+    p = rl.prs_keep_probability(res)
+    np.testing.assert_allclose(p, [1.0, 0.2])
+    p = rl.prs_keep_probability(res, mode="geometric", trajectory=["s", "s"])
+    np.testing.assert_allclose(p, [1.0, 1.0])
+
+
+def test_prs_on_kernel_coverage():
+    res = [{"verdict": "correct", "profile": {"coverage": 0.9, "kernel_coverage": 0.35}}]
+    assert rl.prs_keep_probability(res)[0] == pytest.approx(1.0)
+    assert rl.prs_keep_probability(res, coverage="kernels")[0] == pytest.approx(0.5)
+    with pytest.raises(rl.KgymError, match="kernels"):
+        rl.prs_keep_probability(res, coverage="count")

@@ -158,8 +158,6 @@ int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_
         json_t *mk = json_object_get(json_array_get(records, i), "mask");
         mask[i] = mk && (json_is_false(mk) || (json_is_integer(mk) && json_integer_value(mk) == 0)) ? 0 : 1;
     }
-    if (c.n && (rc = kg_advantages(adv, c.n, c.prompt, c.sample, c.turn, c.reward, mask, a, g, err)) != KG_OK)
-        goto done;
     /* PRS needs coverage for every correct turn (a GPU profile).  Without it
      * (CPU runs) the decision is "not made", never a guessed keep. */
     int prs_ok = prs != NULL;
@@ -172,9 +170,15 @@ int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_
     if (prs_ok && c.n) {
         kg_rng rng;
         kg_rng_seed(&rng, seed);
-        if ((rc = kg_prs_sample(prs, &rng, &c.cols, keep, p, NULL, err)) != KG_OK)
+        if ((rc = kg_prs_sample(prs, &rng, &c.cols, c.traj, mask, keep, p, NULL, err)) != KG_OK)
             goto done;
     }
+    /* PRS decides before the advantages, as in Dr. Kernel, so that a rejected
+     * turn's advantage is 0 (adv->rejected says whether it stays in its
+     * group's baseline). */
+    if (c.n && (rc = kg_advantages(adv, c.n, c.prompt, c.sample, c.turn, c.reward, mask,
+                                   prs_ok ? keep : NULL, a, g, err)) != KG_OK)
+        goto done;
     for (size_t i = 0; i < c.n; i++) {
         json_t *rec = json_array_get(records, i);
         json_object_set_new(rec, "return", num_or_null(g[i]));

@@ -309,9 +309,25 @@ static void evaluate_item(run *r, work *w)
         return;
     }
     kg_eval_outcome o;
-    double reward = 0;
+    double reward = 0, first_speedup = NAN;
     char *feedback = NULL;
     int ok = kg_agent_outcome(result, &o, &err) == KG_OK;
+    if (ok && kg_reeval_wanted(&o, cfg->reeval_above)) {
+        /* the second result replaces the first; if the second evaluation
+         * fails outright, the first one stands */
+        json_t *again = NULL;
+        kg_error err2;
+        kg_eval_outcome o2;
+        if (cfg->evaluate(cfg->eval_ctx, task, reply, rlen, &again, &err2) == KG_OK &&
+            kg_agent_outcome(again, &o2, &err2) == KG_OK) {
+            first_speedup = o.speedup;
+            json_decref(result);
+            result = again;
+            o = o2;
+        } else {
+            json_decref(again);
+        }
+    }
     const kg_eval_outcome *prev = t->n ? &t->turns[t->n - 1].outcome : NULL;
     if (ok)
         ok = kg_reward_compute(&cfg->reward, &o, prev, &reward, &err) == KG_OK;
@@ -342,6 +358,8 @@ static void evaluate_item(run *r, work *w)
     json_object_set_new(rec, "attempts", json_integer(w->reply.attempts));
     json_object_set_new(rec, "reply_cached", json_boolean(w->cached));
     json_object_set_new(rec, "result", result); /* steals */
+    /* the speedup of a first evaluation that was thrown away, or null */
+    json_object_set_new(rec, "reevaluated_from", isnan(first_speedup) ? json_null() : json_real(first_speedup));
     json_object_set_new(rec, "reward", json_real(reward));
     json_object_set_new(rec, "reward_fn", json_string(kg_reward_fn_name(cfg->reward.fn)));
     json_object_set_new(rec, "mask", json_true());

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,15 +29,34 @@ static const struct {
                "regression_penalty\n"},
     {"advantages", "usage: kgym advantages --estimator grpo|rloo|trloo [--gamma G] "
                    "[--std-normalize]\n"
-                   "                       [--std-eps E] [--singleton zero|return]\n"
+                   "                       [--std-eps E] [--singleton return|zero]\n"
+                   "                       [--masked-reward zero|keep] [--rejected baseline|drop]\n"
+                   "                       [--small-std one|keep]\n"
                    "                       [--fn NAME [--set NAME=VALUE]...] [FILE]\n"
-                   "  Adds \"return\" and \"advantage\" to each trajectory record (JSONL).\n"},
-    {"rejection", "usage: kgym rejection --method prs [--seed N] [--threshold 0.3] "
-                  "[--factor 0.1]\n"
-                  "                      [--speedup-threshold S] [FILE]\n"
-                  "       kgym rejection --method mrs [--delta 0.001] [--veto 1e-4]\n"
+                   "  Adds \"return\" and \"advantage\" to each trajectory record (JSONL).\n"
+                   "  Defaults are Dr. Kernel's: a group of one gets A = G (--singleton), a\n"
+                   "  turn with \"mask\": 0 has its reward zeroed before returns\n"
+                   "  (--masked-reward), a record with \"keep\": false gets A = 0 but stays in\n"
+                   "  its group's baseline (--rejected), and --std-normalize replaces a std\n"
+                   "  below --std-eps by 1 (--small-std).\n"},
+    {"rejection", "usage: kgym rejection --method prs [--mode turn|geometric] [--seed N]\n"
+                  "                      [--threshold 0.3] [--factor 0.1] [--speedup-threshold S]\n"
+                  "                      [--coverage time|kernels] [FILE]\n"
+                  "       kgym rejection --method mrs [--mode token|turn|turn_geo|sequence|"
+                  "geometric]\n"
+                  "                      [--delta 0.001] [--veto 1e-4]\n"
                   "                      [--is-cap C [--is-level token|turn|sequence]] [FILE]\n"
-                  "  Adds \"keep\" to each record; acceptance statistics go to stderr.\n"},
+                  "       kgym rejection --method group [--by turn|prompt] [--min-std 1e-3]\n"
+                  "                      [--min-group-size N] [FILE]\n"
+                  "  Adds \"keep\" to each record (a record that already has \"keep\": false\n"
+                  "  stays rejected); statistics go to stderr.  prs: coverage-based, per turn\n"
+                  "  or on the trajectory's geometric mean; --coverage kernels judges on\n"
+                  "  profile.kernel_coverage (share of distinct kernels) instead of the time\n"
+                  "  share.  mrs: trainer/rollout mismatch (default mode geometric; \"mask\": 0\n"
+                  "  turns are left out of it).  group:\n"
+                  "  drops (prompt, turn) groups, or with --by prompt whole prompts judged on\n"
+                  "  each trajectory's last-turn reward, whose reward std (N-1) is below\n"
+                  "  --min-std or that have fewer than --min-group-size records.\n"},
     {"metrics", "usage: kgym metrics [--format table|json] [--thresholds 1,1.2,1.5,2,3]\n"
                 "                    [--plot FILE.svg] [FILE]\n"
                 "  Compile/correct/hack rates, Fast@p and geomean speedup per turn and\n"
@@ -44,7 +64,14 @@ static const struct {
     {"curriculum", "usage: kgym curriculum [--state FILE] [--config FILE] [--seed N]\n"
                    "                       [--record FILE|-] [--sample N [--tasks FILE]]\n"
                    "  Records outcomes, then prints the level shares or N sampled levels/tasks;\n"
-                   "  --state is loaded if present and saved back.\n"},
+                   "  --state is loaded if present and saved back.  Each --record is one\n"
+                   "  training step.  Default rule (Beyond TritonRL's): level 2 starts at 0.1\n"
+                   "  and gains \"step\" 0.05 per step while the mean of level 1's last\n"
+                   "  \"step_window\" 5 step accuracies (once \"min_steps\" 5 exist) is at\n"
+                   "  least \"target\" 0.4, up to \"end\" 0.5.  --config JSON: {\"rule\":\n"
+                   "  \"step\"|\"linear\", \"step\", \"step_window\", \"min_steps\", \"window\",\n"
+                   "  \"levels\": [{\"start\", \"end\", \"target\"}, ...]}; linear: start +\n"
+                   "  (end - start)·min(acc/target, 1) over the last \"window\" outcomes.\n"},
 };
 
 /* --help / -h anywhere: the usage on stdout and exit 0. */
@@ -286,11 +313,33 @@ int kg_cli_reward(int argc, char **argv)
 
 /* ---------------------------------------------------------- advantages */
 
+/* The advantage rules set by name: --singleton, --masked-reward, --rejected,
+ * --small-std. */
+static int *advantage_rule(kg_advantage_config *cfg, const char *name, kg_rl_option *option)
+{
+    static const struct {
+        const char *flag;
+        kg_rl_option option;
+    } rules[] = {{"singleton", KG_OPT_SINGLETON}, {"masked-reward", KG_OPT_MASKED_REWARD},
+                 {"rejected", KG_OPT_REJECTED}, {"small-std", KG_OPT_SMALL_STD}};
+    int *fields[] = {(int *)&cfg->singleton, (int *)&cfg->masked_reward, (int *)&cfg->rejected,
+                     (int *)&cfg->small_std};
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        if (strcmp(name, rules[i].flag) == 0) {
+            *option = rules[i].option;
+            return fields[i];
+        }
+    }
+    return NULL;
+}
+
 static int advantages_wants_value(const char *name)
 {
+    kg_advantage_config scratch;
+    kg_rl_option option;
     return strcmp(name, "estimator") == 0 || strcmp(name, "gamma") == 0 ||
-           strcmp(name, "singleton") == 0 || strcmp(name, "fn") == 0 ||
-           strcmp(name, "set") == 0 || strcmp(name, "std-eps") == 0;
+           strcmp(name, "fn") == 0 || strcmp(name, "set") == 0 ||
+           strcmp(name, "std-eps") == 0 || advantage_rule(&scratch, name, &option) != NULL;
 }
 
 int kg_cli_advantages(int argc, char **argv)
@@ -303,6 +352,8 @@ int kg_cli_advantages(int argc, char **argv)
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
     for (int i = 1; i < argc; i++) {
+        int *rule;
+        kg_rl_option option;
         char name[64];
         const char *value;
         int kind = next_option(argc, argv, &i, advantages_wants_value, name, sizeof name, &value);
@@ -322,13 +373,11 @@ int kg_cli_advantages(int argc, char **argv)
                 return usage(cmd, "--std-eps wants a number, not %s", value);
         } else if (strcmp(name, "std-normalize") == 0) {
             cfg.normalize_std = 1;
-        } else if (strcmp(name, "singleton") == 0) {
-            if (strcmp(value, "zero") == 0)
-                cfg.singleton = KG_SINGLETON_ZERO;
-            else if (strcmp(value, "return") == 0)
-                cfg.singleton = KG_SINGLETON_RETURN;
-            else
-                return usage(cmd, "--singleton wants zero or return, not %s", value);
+        } else if ((rule = advantage_rule(&cfg, name, &option)) != NULL) {
+            kg_error perr;
+            if (kg_rl_option_parse(option, value, rule, &perr))
+                return usage(cmd, "%s (--singleton, --masked-reward, --rejected, --small-std)",
+                             perr.message);
         } else if (strcmp(name, "fn") == 0) {
             fn_name = value;
         } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
@@ -364,11 +413,11 @@ int kg_cli_advantages(int argc, char **argv)
     int64_t *prompt = malloc(n * sizeof *prompt), *sample = malloc(n * sizeof *sample),
             *traj = malloc(n * sizeof *traj);
     int32_t *turn = malloc(n * sizeof *turn);
-    uint8_t *mask = malloc(n);
+    uint8_t *mask = malloc(n), *keep = malloc(n);
     double *reward = malloc(n * sizeof *reward), *adv = malloc(n * sizeof *adv),
            *ret = malloc(n * sizeof *ret);
     int rc = 0;
-    if (!prompt || !sample || !traj || !turn || !mask || !reward || !adv || !ret)
+    if (!prompt || !sample || !traj || !turn || !mask || !keep || !reward || !adv || !ret)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     if (!rc && kg_rl_rows_ids(&rows, 1, prompt, sample, traj, &err))
         rc = fail(cmd, &err);
@@ -382,6 +431,7 @@ int kg_cli_advantages(int argc, char **argv)
         const kg_rl_row *row = &rows.rows[i];
         turn[i] = row->turn;
         mask[i] = (uint8_t)row->mask;
+        keep[i] = (uint8_t)row->keep;
         if (fn_name)
             continue;
         if (row->bare_result)
@@ -394,7 +444,8 @@ int kg_cli_advantages(int argc, char **argv)
         else
             reward[i] = row->reward;
     }
-    if (!rc && kg_advantages(&cfg, rows.n, prompt, sample, turn, reward, mask, adv, ret, &err))
+    if (!rc && kg_advantages(&cfg, rows.n, prompt, sample, turn, reward, mask, keep, adv, ret,
+                               &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows.n; i++) {
         json_t *rec = kg_rl_row_record(&rows.rows[i]);
@@ -407,7 +458,7 @@ int kg_cli_advantages(int argc, char **argv)
         rc = emit(cmd, rec);
         json_decref(rec);
     }
-    free(prompt); free(sample); free(traj); free(turn); free(mask);
+    free(prompt); free(sample); free(traj); free(turn); free(mask); free(keep);
     free(reward); free(adv); free(ret);
     kg_rl_rows_free(&rows);
     return rc;
@@ -535,7 +586,8 @@ static int rejection_wants_value(const char *name)
 {
     static const char *const names[] = {"method", "seed", "threshold", "factor",
                                         "speedup-threshold", "delta", "veto", "is-cap",
-                                        "is-level"};
+                                        "is-level", "min-std", "min-group-size", "by",
+                                        "mode", "coverage"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(name, names[i]) == 0)
             return 1;
@@ -556,18 +608,28 @@ static void print_stats(json_t *stats)
 }
 
 static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config *cfg,
-                   uint64_t seed)
+                   uint64_t seed, int kernel_coverage)
 {
     kg_rl_outcomes t;
     kg_error err;
     if (kg_rl_rows_outcomes(rows, &t, &err))
         return fail(cmd, &err);
+    /* Dr. Kernel's COVERAGE_RS_KEY=num_coverage: the share of the distinct
+     * kernels instead of the share of device time */
+    for (size_t i = 0; kernel_coverage && i < rows->n; i++)
+        t.coverage[i] = kg_rl_row_result_number(&rows->rows[i], "profile", "kernel_coverage");
     size_t n = rows->n ? rows->n : 1;
-    uint8_t *keep = malloc(n);
+    uint8_t *keep = malloc(n), *live = malloc(n);
+    int64_t *traj = malloc(n * sizeof *traj);
     double *prob = malloc(n * sizeof *prob);
     int rc = 0;
-    if (!keep || !prob)
+    if (!keep || !live || !traj || !prob)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    /* the geometric mean runs over turns still in the loss */
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        live[i] = (uint8_t)(rows->rows[i].mask && rows->rows[i].keep);
     for (size_t i = 0; !rc && i < rows->n; i++) {
         kg_eval_outcome o;
         double p;
@@ -578,19 +640,20 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     kg_rng rng;
     kg_rng_seed(&rng, seed);
     kg_prs_stats st;
-    if (!rc && kg_prs_sample(cfg, &rng, &t.cols, keep, prob, &st, &err))
+    if (!rc && kg_prs_sample(cfg, &rng, &t.cols, traj, live, keep, prob, &st, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
         if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(keep[i]));
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
             json_object_set_new(rec, "keep_probability", json_real(prob[i]));
         }
         rc = emit(cmd, rec);
         json_decref(rec);
     }
     if (!rc) {
-        json_t *stats = json_pack("{s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
+        json_t *stats = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
+                                  "mode", kg_rl_option_name(KG_OPT_PRS_MODE, (int)cfg->mode),
                                   "total", (json_int_t)st.total, "kept", (json_int_t)st.kept,
                                   "acceptance_rate", rate_or_null(st.acceptance_rate),
                                   "correct", (json_int_t)st.correct, "correct_kept",
@@ -600,6 +663,8 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         print_stats(stats);
     }
     free(keep);
+    free(live);
+    free(traj);
     free(prob);
     kg_rl_outcomes_free(&t);
     return rc;
@@ -610,19 +675,24 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
 {
     size_t n = rows->n ? rows->n : 1;
     int64_t *traj = malloc(n * sizeof *traj), *offsets = malloc((n + 1) * sizeof *offsets);
-    uint8_t *keep = malloc(n);
-    double *geo = malloc(n * sizeof *geo), *flat = NULL, *weights = NULL;
+    uint8_t *keep = malloc(n), *mask = malloc(n), *token_keep = NULL;
+    double *ratio = malloc(n * sizeof *ratio), *flat = NULL, *weights = NULL;
     kg_error err;
     kg_mrs_stats st;
     int rc = 0;
-    if (!traj || !offsets || !keep || !geo)
+    if (!traj || !offsets || !keep || !mask || !ratio)
         rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
     if (!rc && kg_rl_rows_ids(rows, 0, NULL, NULL, traj, &err))
         rc = fail(cmd, &err);
     if (!rc && kg_rl_rows_log_ratios(rows, &flat, offsets, &err))
         rc = fail(cmd, &err);
     size_t len = rc ? 0 : (size_t)offsets[rows->n];
-    if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, keep, geo, &st, &err))
+    if (!rc && cfg->mode == KG_MRS_TOKEN && !(token_keep = malloc(len ? len : 1)))
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        mask[i] = (uint8_t)rows->rows[i].mask;
+    if (!rc && kg_mrs_filter(cfg, rows->n, traj, offsets, flat, mask, keep, ratio, token_keep,
+                             &st, &err))
         rc = fail(cmd, &err);
     if (!rc && is_cap > 0) {
         weights = malloc((len ? len : 1) * sizeof *weights);
@@ -635,8 +705,14 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
     for (size_t i = 0; !rc && i < rows->n; i++) {
         json_t *rec = kg_rl_row_record(&rows->rows[i]);
         if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(keep[i]));
-            json_object_set_new(rec, "mismatch_geo_mean", json_real(geo[i]));
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
+            json_object_set_new(rec, "mismatch_ratio", rate_or_null(ratio[i]));
+            if (token_keep) {
+                json_t *tk = json_array();
+                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
+                    json_array_append_new(tk, json_boolean(token_keep[t]));
+                json_object_set_new(rec, "token_keep", tk);
+            }
             if (weights) {
                 json_t *w = json_array();
                 for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
@@ -649,20 +725,83 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
     }
     if (!rc) {
         json_t *stats = json_pack(
-            "{s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "method", "mrs", "trajectories",
+            "{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "method", "mrs", "mode",
+            kg_rl_option_name(KG_OPT_MRS_MODE, (int)cfg->mode), "trajectories",
             (json_int_t)st.trajectories, "trajectories_kept", (json_int_t)st.trajectories_kept,
             "turns", (json_int_t)st.turns, "turns_kept", (json_int_t)st.turns_kept,
             "turns_vetoed", (json_int_t)st.turns_vetoed, "acceptance_rate",
             rate_or_null(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
         print_stats(stats);
     }
-    free(traj); free(offsets); free(keep); free(geo); free(flat); free(weights);
+    free(traj); free(offsets); free(keep); free(mask); free(token_keep); free(ratio); free(flat);
+    free(weights);
+    return rc;
+}
+
+/* The low-variance group filter over (prompt, turn) groups of records, or
+ * (by_prompt) over prompts with one reward per trajectory: its last turn's,
+ * as Dr. Kernel does with is_get_last_turn; a trajectory's decision then
+ * applies to all its turns. */
+static int run_group(const char *cmd, const kg_rl_rows *rows, const kg_group_filter_config *cfg,
+                     int by_prompt)
+{
+    size_t n = rows->n ? rows->n : 1;
+    int64_t *prompt = malloc(n * sizeof *prompt), *traj = malloc(n * sizeof *traj),
+            *group = malloc(n * sizeof *group);
+    size_t *rep = malloc(n * sizeof *rep); /* trajectory -> row of its last turn */
+    double *reward = malloc(n * sizeof *reward);
+    uint8_t *keep = malloc(n);
+    kg_error err;
+    int rc = 0;
+    size_t m = 0, rejected = 0;
+    if (!prompt || !traj || !group || !rep || !reward || !keep)
+        rc = fail(cmd, &(kg_error){KG_ERR_NOMEM, "out of memory"});
+    if (!rc && kg_rl_rows_ids(rows, 1, prompt, NULL, traj, &err))
+        rc = fail(cmd, &err);
+    if (!rc && kg_rl_rows_check_turns(rows, traj, 0, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows->n; i++)
+        if (!rows->rows[i].has_reward)
+            rc = row_fail(cmd, &rows->rows[i], "no \"reward\" (add it with `kgym reward`)");
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        const kg_rl_row *row = &rows->rows[i];
+        if (!by_prompt) {
+            group[m] = prompt[i] * ((int64_t)1 << 32) + ((int64_t)row->turn - INT32_MIN);
+            reward[m++] = row->reward;
+            continue;
+        }
+        size_t t = (size_t)traj[i]; /* dense: < rows->n */
+        if (t >= m) {
+            for (; m <= t; m++)
+                rep[m] = SIZE_MAX;
+        }
+        if (rep[t] == SIZE_MAX || rows->rows[rep[t]].turn < row->turn)
+            rep[t] = i;
+    }
+    for (size_t t = 0; !rc && by_prompt && t < m; t++) {
+        group[t] = prompt[rep[t]];
+        reward[t] = rows->rows[rep[t]].reward;
+    }
+    if (!rc && kg_group_filter(cfg, m, group, reward, keep, &rejected, &err))
+        rc = fail(cmd, &err);
+    for (size_t i = 0; !rc && i < rows->n; i++) {
+        json_t *rec = kg_rl_row_record(&rows->rows[i]);
+        int k = by_prompt ? keep[traj[i]] : keep[i];
+        if (rec)
+            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && k));
+        rc = emit(cmd, rec);
+        json_decref(rec);
+    }
+    if (!rc)
+        print_stats(json_pack("{s:s, s:I}", "method", "group", "groups_rejected",
+                              (json_int_t)rejected));
+    free(prompt); free(traj); free(group); free(rep); free(reward); free(keep);
     return rc;
 }
 
 int kg_cli_rejection(int argc, char **argv)
 {
-    const char *cmd = "rejection", *method = NULL, *path = NULL;
+    const char *cmd = "rejection", *method = NULL, *path = NULL, *mode = NULL;
     if (wants_help(argc, argv))
         return print_help(cmd);
     uint64_t seed = 0;
@@ -672,6 +811,9 @@ int kg_cli_rejection(int argc, char **argv)
     kg_mrs_config_default(&mrs);
     double is_cap = 0;
     kg_is_level level = KG_IS_TOKEN;
+    kg_group_filter_config group;
+    kg_group_filter_config_default(&group);
+    int by_prompt = 0, kernel_coverage = 0;
     for (int i = 1; i < argc; i++) {
         char name[64];
         const char *value;
@@ -690,6 +832,7 @@ int kg_cli_rejection(int argc, char **argv)
                          : strcmp(name, "delta") == 0             ? &mrs.delta
                          : strcmp(name, "veto") == 0              ? &mrs.veto_threshold
                          : strcmp(name, "is-cap") == 0            ? &is_cap
+                         : strcmp(name, "min-std") == 0           ? &group.min_std
                                                                   : NULL;
         kg_error err;
         if (target) {
@@ -703,19 +846,50 @@ int kg_cli_rejection(int argc, char **argv)
         } else if (strcmp(name, "is-level") == 0) {
             if (kg_is_level_parse(value, &level, &err))
                 return usage(cmd, "%s", err.message);
+        } else if (strcmp(name, "min-group-size") == 0) {
+            uint64_t v;
+            if (parse_u64(value, &v) || v > 1000000)
+                return usage(cmd, "--min-group-size wants an integer 0..1000000, not %s", value);
+            group.min_group_size = (size_t)v;
+        } else if (strcmp(name, "by") == 0) {
+            if (strcmp(value, "prompt") != 0 && strcmp(value, "turn") != 0)
+                return usage(cmd, "--by wants turn or prompt, not %s", value);
+            by_prompt = strcmp(value, "prompt") == 0;
+        } else if (strcmp(name, "mode") == 0) {
+            mode = value;
+        } else if (strcmp(name, "coverage") == 0) {
+            if (strcmp(value, "time") != 0 && strcmp(value, "kernels") != 0)
+                return usage(cmd, "--coverage wants time or kernels, not %s", value);
+            kernel_coverage = strcmp(value, "kernels") == 0;
         } else {
             return usage(cmd, "unknown option %s", argv[i]);
         }
     }
-    if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0))
-        return usage(cmd, "%s", "--method prs|mrs is required");
+    if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0 &&
+                    strcmp(method, "group") != 0))
+        return usage(cmd, "%s", "--method prs|mrs|group is required");
+    if (mode) {
+        int v, is_prs = strcmp(method, "prs") == 0;
+        kg_error err;
+        if (!is_prs && strcmp(method, "mrs") != 0)
+            return usage(cmd, "%s", "--mode applies to --method prs and --method mrs");
+        if (kg_rl_option_parse(is_prs ? KG_OPT_PRS_MODE : KG_OPT_MRS_MODE, mode, &v, &err))
+            return usage(cmd, "--mode: %s", err.message);
+        if (is_prs)
+            prs.mode = (kg_prs_mode)v;
+        else
+            mrs.mode = (kg_mrs_mode)v;
+    }
     if (is_cap < 0)
         return usage(cmd, "%s", "--is-cap must be > 0");
+    if (!(group.min_std >= 0))
+        return usage(cmd, "%s", "--min-std must be >= 0");
     kg_rl_rows rows;
     if (read_rows(cmd, path, &rows))
         return 1;
-    int rc = strcmp(method, "prs") == 0 ? run_prs(cmd, &rows, &prs, seed)
-                                        : run_mrs(cmd, &rows, &mrs, is_cap, level);
+    int rc = strcmp(method, "prs") == 0   ? run_prs(cmd, &rows, &prs, seed, kernel_coverage)
+             : strcmp(method, "mrs") == 0 ? run_mrs(cmd, &rows, &mrs, is_cap, level)
+                                          : run_group(cmd, &rows, &group, by_prompt);
     kg_rl_rows_free(&rows);
     return rc;
 }
@@ -812,6 +986,10 @@ static int record_outcomes(const char *cmd, kg_curriculum *cur, const char *path
         }
         kg_curriculum_record(cur, (size_t)level - 1, ok, NULL);
     }
+    /* one --record is one training step (the step rule's unit) */
+    kg_error err;
+    if (!rc && kg_curriculum_end_step(cur, &err))
+        rc = fail(cmd, &err);
     kg_rl_rows_free(&rows);
     return rc;
 }

@@ -24,7 +24,7 @@ enum {
     OPT_TEMP, OPT_TOP_P, OPT_MAX_TOKENS, OPT_STOP, OPT_CONC, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
     OPT_REQ_TIMEOUT, OPT_SAMPLES, OPT_TURNS, OPT_KEEP_BEST, OPT_MAX_CONTEXT, OPT_STOP_CORRECT, OPT_PROMPTS,
     OPT_FN, OPT_SET, OPT_ESTIMATOR, OPT_SINGLETON, OPT_GAMMA, OPT_RL_SEED, OPT_JOBS, OPT_SERVER, OPT_PRICE_IN,
-    OPT_PRICE_OUT, OPT_NO_PROGRESS, OPT_REPORT_ONLY, OPT_MASK_VOID, OPT_SERVER_TOKEN
+    OPT_PRICE_OUT, OPT_NO_PROGRESS, OPT_REPORT_ONLY, OPT_MASK_VOID, OPT_SERVER_TOKEN, OPT_REEVAL
 };
 
 static void usage(FILE *out)
@@ -59,11 +59,14 @@ static void usage(FILE *out)
             "  --prompts DIR       template folder (first_turn.md, feedback.md, example.md; default prompts/)\n"
             "Rewards and training fields:\n"
             "  --fn NAME           reward: drkernel (default), staged, tritonrl, speedup; --set NAME=VALUE\n"
-            "  --estimator E       grpo, rloo, trloo (default); --singleton zero|return; --gamma G\n"
+            "  --estimator E       grpo, rloo, trloo (default); --singleton return|zero; --gamma G\n"
             "  --rl-seed N         seed of the PRS draws (1)\n"
             "  --mask-void-turns   mask a turn scoring <= 0 after an earlier turn scored > 0 (Dr. Kernel)\n"
             "Evaluation:\n"
             "  --jobs N            evaluations in parallel (2)\n"
+            "  --reeval-above S    evaluate a kernel once more when its speedup is above S and keep the\n"
+            "                      second result (Dr. Kernel, S = 3; default 3; 0 = never); the record's\n"
+            "                      \"reevaluated_from\" holds the discarded speedup\n"
             "  --server URL        evaluate through `kgym serve` (POST URL/evaluate) instead of in-process\n"
             "  --server-token T    the service's bearer token (default: $KGYM_TOKEN)\n"
             "Run:\n"
@@ -403,6 +406,7 @@ int kg_cli_rollout(int argc, char **argv)
         {"price-in", required_argument, NULL, OPT_PRICE_IN}, {"price-out", required_argument, NULL, OPT_PRICE_OUT},
         {"no-progress", no_argument, NULL, OPT_NO_PROGRESS}, {"report-only", no_argument, NULL, OPT_REPORT_ONLY},
         {"mask-void-turns", no_argument, NULL, OPT_MASK_VOID}, {"server-token", required_argument, NULL, OPT_SERVER_TOKEN},
+        {"reeval-above", required_argument, NULL, OPT_REEVAL},
     };
     for (size_t i = 0; i < sizeof own / sizeof *own; i++)
         longopts[nl++] = own[i];
@@ -419,7 +423,7 @@ int kg_cli_rollout(int argc, char **argv)
     size_t n_task_args = 0, n_sets = 0;
     int level = 0, samples = 1, turns = 3, keep_best = 0, stop_correct = 0, jobs = 2, resume = 0, progress = 1;
     int report_only = 0, max_ctx = 0, mask_void = 0;
-    double price_in = 0, price_out = 0, gamma = 1, rl_seed = 1;
+    double price_in = 0, price_out = 0, gamma = 1, rl_seed = 1, reeval_above = 3;
     const char *fn_name = "drkernel", *est_name = "trloo", *singleton = NULL;
     int c, code = 0;
     optind = 1;
@@ -530,6 +534,10 @@ int kg_cli_rollout(int argc, char **argv)
             break;
         case OPT_SERVER: server = optarg; break;
         case OPT_SERVER_TOKEN: server_token = optarg; break;
+        case OPT_REEVAL:
+            if (parse_double(optarg, &reeval_above) || reeval_above < 0)
+                BAD("--reeval-above wants a speedup >= 0 (0 = never re-evaluate)");
+            break;
         case OPT_PRICE_IN:
             if (parse_double(optarg, &price_in) || price_in < 0)
                 BAD("--price-in wants a number >= 0");
@@ -599,12 +607,10 @@ int kg_cli_rollout(int argc, char **argv)
     kg_advantage_config_default(&rc.advantage, est);
     rc.advantage.gamma = gamma;
     if (singleton) {
-        if (!strcmp(singleton, "zero"))
-            rc.advantage.singleton = KG_SINGLETON_ZERO;
-        else if (!strcmp(singleton, "return"))
-            rc.advantage.singleton = KG_SINGLETON_RETURN;
-        else
-            BAD("--singleton wants zero or return");
+        int v;
+        if (kg_rl_option_parse(KG_OPT_SINGLETON, singleton, &v, &err) != KG_OK)
+            BAD("--singleton: %s", err.message);
+        rc.advantage.singleton = (kg_singleton_rule)v;
     }
     kg_prs_config_default(&rc.prs);
 
@@ -665,6 +671,7 @@ int kg_cli_rollout(int argc, char **argv)
     rc.max_context_chars = (size_t)max_ctx;
     rc.stop_on_correct = stop_correct;
     rc.mask_void_turns = mask_void;
+    rc.reeval_above = reeval_above;
     rc.chat = &chat;
     rc.prompts = &prompts;
     rc.seed = (uint64_t)rl_seed;

@@ -342,7 +342,15 @@ json_t *kg_eval_profile_block(const json_t *messages)
     double mine = json_number_value(json_object_get(p, "candidate_device_us"));
     json_t *out = json_object();
     json_object_set_new(out, "coverage", total > 0 ? json_real(fmin(1.0, fmax(0.0, mine / total))) : json_null());
-    const char *copy[] = {"calls", "total_device_us", "candidate_device_us", "kernel_count", "kernels", "launched"};
+    /* the share of distinct kernels that are the candidate's: Dr. Kernel's num_coverage, which its PRS can
+     * use instead of the time share */
+    json_t *kc = json_object_get(p, "kernel_count"), *cc = json_object_get(p, "candidate_kernel_count");
+    double kernels = json_number_value(kc), mine_k = json_number_value(cc);
+    json_object_set_new(out, "kernel_coverage", json_is_number(kc) && json_is_number(cc) && kernels > 0
+                                                    ? json_real(fmin(1.0, fmax(0.0, mine_k / kernels)))
+                                                    : json_null());
+    const char *copy[] = {"calls",        "total_device_us", "candidate_device_us", "kernel_count",
+                          "candidate_kernel_count", "kernels", "launched"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
         json_object_set(out, copy[k], json_object_get(p, copy[k]) ?: json_null());
     json_object_set_new(out, "method", json_string("torch.profiler device kernels; candidate = exact names launched "

@@ -13,6 +13,24 @@ static int row_error(const kg_rl_row *row, kg_error *err, const char *what)
     return kg_error_set(err, KG_ERR_INVALID, "%s: %s", where, what);
 }
 
+/* A 0/1 flag of the record ("mask", "keep"): true/false or 0/1; 1 when
+ * absent or null. */
+static int read_flag(const kg_rl_row *row, const char *name, int *out, kg_error *err)
+{
+    json_t *v = json_object_get(row->root, name);
+    *out = 1;
+    if (json_is_boolean(v))
+        *out = json_is_true(v);
+    else if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1))
+        *out = (int)json_integer_value(v);
+    else if (v && !json_is_null(v)) {
+        char what[64];
+        snprintf(what, sizeof what, "\"%s\" must be true/false or 0/1", name);
+        return row_error(row, err, what);
+    }
+    return KG_OK;
+}
+
 static const char *id_of(json_t *v)
 {
     if (json_is_string(v))
@@ -63,14 +81,8 @@ static int parse_row(kg_rl_row *row, kg_error *err)
     else if (turn && !json_is_null(turn))
         return row_error(row, err, "\"turn\" must be an integer");
 
-    json_t *mask = json_object_get(root, "mask");
-    row->mask = 1;
-    if (json_is_boolean(mask))
-        row->mask = json_is_true(mask);
-    else if (json_is_integer(mask) && (json_integer_value(mask) == 0 || json_integer_value(mask) == 1))
-        row->mask = (int)json_integer_value(mask);
-    else if (mask && !json_is_null(mask))
-        return row_error(row, err, "\"mask\" must be true/false or 0/1");
+    if (read_flag(row, "mask", &row->mask, err) || read_flag(row, "keep", &row->keep, err))
+        return KG_ERR_INVALID;
 
     /* a bare result's "reward" is the evaluator's staged credit, not an RL
      * reward; only a trajectory record's top-level "reward" counts here */
@@ -156,6 +168,11 @@ static double number_at(json_t *obj, const char *key, const char *sub)
     if (sub)
         v = json_is_object(v) ? json_object_get(v, sub) : NULL;
     return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+double kg_rl_row_result_number(const kg_rl_row *row, const char *object, const char *key)
+{
+    return row->result ? number_at(row->result, object, key) : NAN;
 }
 
 int kg_rl_row_outcome(const kg_rl_row *row, kg_eval_outcome *out, kg_error *err)

@@ -26,3 +26,22 @@ void kg_rl_sort_keys(kg_rl_key *keys, size_t n)
     if (n > 1)
         qsort(keys, n, sizeof *keys, compare_keys);
 }
+
+kg_rl_key *kg_rl_keys_by_id(const int64_t *id, size_t n)
+{
+    kg_rl_key *keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        keys[i] = (kg_rl_key){id[i], 0, 0, i};
+    kg_rl_sort_keys(keys, n);
+    return keys;
+}
+
+size_t kg_rl_run_end(const kg_rl_key *keys, size_t n, size_t start)
+{
+    size_t end = start + 1;
+    while (end < n && keys[end].a == keys[start].a)
+        end++;
+    return end;
+}

@@ -1,7 +1,8 @@
 /* metrics.c — compile / correct / hack rates, Fast@p and geometric-mean
- * speedup per turn and as best-of-turns (docs/rl.md §Metrics; Dr. Kernel
- * reference §5.2).  Every rate divides by all samples of the turn, so Fast@p
- * is the paper's "fast@p_in_all". */
+ * speedup per turn and as best-of-turns (docs/rl.md §Metrics; Dr. Kernel's
+ * kernel/metrics/kernel_multi_turn_metrics.py).  A per-turn rate divides by
+ * the samples that have the turn, a best-of-turns rate by all samples, so
+ * Fast@p is Dr. Kernel's "fast@p_in_all". */
 #include "kgym/rl.h"
 #include "rl_internal.h"
 
@@ -142,9 +143,7 @@ int kg_metrics_compute(const kg_outcome_columns *cols, const int64_t *trajectory
     accumulator *per_turn = acc, *best_of = acc + n_turns;
 
     for (size_t start = 0; start < n;) {
-        size_t end = start + 1;
-        while (end < n && keys[end].a == keys[start].a)
-            end++;
+        size_t end = kg_rl_run_end(keys, n, start);
         out->samples++;
         sample_state best = {0, 0, 0, 0, 0, 0.0};
         size_t k = start;
@@ -163,8 +162,10 @@ int kg_metrics_compute(const kg_outcome_columns *cols, const int64_t *trajectory
                 add(&per_turn[turn_slot(turns, n_turns, (int32_t)keys[k].b)], &single, out);
                 absorb(&best, &o);
             }
-            if (best.seen)
-                add(&best_of[j], &best, out);
+            /* every sample counts at every turn: one with no turn <= t yet
+             * is a failure there, as in Dr. Kernel's best_by_turn
+             * (kernel_multi_turn_metrics.py) */
+            add(&best_of[j], &best, out);
         }
         start = end;
     }

@@ -39,10 +39,15 @@ int kg_outcome_is_correct(const kg_eval_outcome *outcome)
     return outcome->verdict == KG_VERDICT_CORRECT && !outcome->hacked;
 }
 
+/* Neither a timeout nor a hacked kernel counts as compiled, as in Dr.
+ * Kernel: its reward client returns compiled = False for a task that did not
+ * complete and for a decoy kernel (kernel/rewards/reward_client.py:448-485),
+ * and its metrics read that flag (kernel_async.py:267, 285). */
 int kg_outcome_compiled(const kg_eval_outcome *outcome)
 {
     return outcome->verdict != KG_VERDICT_INVALID &&
-           outcome->verdict != KG_VERDICT_COMPILE_ERROR;
+           outcome->verdict != KG_VERDICT_COMPILE_ERROR &&
+           outcome->verdict != KG_VERDICT_TIMEOUT && !outcome->hacked;
 }
 
 int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,

@@ -253,3 +253,10 @@ int kg_reward_batch(const kg_reward_config *cfg, const kg_outcome_columns *cols,
     free(previous);
     return KG_OK;
 }
+
+int kg_reeval_wanted(const kg_eval_outcome *outcome, double above)
+{
+    /* Dr. Kernel compares the raw speedup (a missing one reads as 0), whatever
+     * the verdict */
+    return outcome && above > 0 && !isnan(outcome->speedup) && outcome->speedup > above;
+}

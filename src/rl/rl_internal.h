@@ -20,4 +20,11 @@ typedef struct {
 /* Sorts by (a, b, c, index). */
 void kg_rl_sort_keys(kg_rl_key *keys, size_t n);
 
+/* Record indices 0..n-1 sorted by id[i], so that each id is one run of keys
+ * (see kg_rl_run_end); the caller frees the array.  NULL when out of memory. */
+kg_rl_key *kg_rl_keys_by_id(const int64_t *id, size_t n);
+
+/* End (exclusive) of the run of keys with keys[start].a. */
+size_t kg_rl_run_end(const kg_rl_key *keys, size_t n, size_t start);
+
 #endif

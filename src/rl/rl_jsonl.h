@@ -25,6 +25,7 @@ typedef struct {
     int has_sample;
     int32_t turn;       /* "turn", 1 when absent */
     int mask;           /* "mask", 1 when absent */
+    int keep;           /* "keep" (a rejection decision), 1 when absent */
     int has_reward;     /* a record's "reward" (never a bare result's) */
     double reward;
 } kg_rl_row;
@@ -55,6 +56,10 @@ int kg_rl_rows_ids(const kg_rl_rows *rows, int need_prompt, int64_t *prompt_id,
  * reference), or, for a bare result, {"task", "turn", "result"} wrapping it,
  * so that adding "reward" never overwrites the evaluator's staged credit. */
 json_t *kg_rl_row_record(const kg_rl_row *row);
+
+/* The number at result.<object>.<key> of a row (NaN when absent or not a
+ * number), e.g. ("profile", "kernel_coverage"). */
+double kg_rl_row_result_number(const kg_rl_row *row, const char *object, const char *key);
 
 /* Outcome columns of every row (owned here; free with kg_rl_outcomes_free);
  * a row without a valid result is an error naming its line. */

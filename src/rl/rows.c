@@ -3,6 +3,7 @@
  * log-ratios.  Errors name the offending lines (see rl_jsonl.h). */
 #include "rl_jsonl.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,22 @@ static int row_error(const kg_rl_row *row, kg_error *err, kg_status code, const 
     return kg_error_set(err, code, "%s: %s", where, what);
 }
 
+/* A token's log value: a JSON number, or the string "-inf" (JSON has no
+ * infinities; a trainer probability of 0 is a real outcome, and it vetoes
+ * its turn).  Returns 0 for anything else. */
+static int log_value(json_t *v, double *out)
+{
+    if (json_is_number(v)) {
+        *out = json_number_value(v);
+        return 1;
+    }
+    if (json_is_string(v) && strcmp(json_string_value(v), "-inf") == 0) {
+        *out = -INFINITY;
+        return 1;
+    }
+    return 0;
+}
+
 /* Appends one row's token log-ratios to *flat (capacity *cap). */
 static int append_log_ratios(const kg_rl_row *row, double **flat, size_t *len, size_t *cap,
                              kg_error *err)
@@ -126,11 +143,15 @@ static int append_log_ratios(const kg_rl_row *row, double **flat, size_t *len, s
         *cap = ncap;
     }
     for (size_t t = 0; t < count; t++) {
-        json_t *a = lr ? json_array_get(lr, t) : json_array_get(tr, t);
-        json_t *b = lr ? NULL : json_array_get(ro, t);
-        if (!json_is_number(a) || (b && !json_is_number(b)))
-            return row_error(row, err, KG_ERR_INVALID, "token log-probabilities must be numbers");
-        (*flat)[(*len)++] = json_number_value(a) - (b ? json_number_value(b) : 0.0);
+        double a, b = 0.0;
+        if (!log_value(lr ? json_array_get(lr, t) : json_array_get(tr, t), &a) ||
+            (!lr && (!json_is_number(json_array_get(ro, t)) ||
+                     !isfinite(b = json_number_value(json_array_get(ro, t))))))
+            return row_error(row, err, KG_ERR_INVALID,
+                             "token log-probabilities must be numbers (a log-ratio or a "
+                             "trainer log-probability may be the string \"-inf\"; a rollout "
+                             "log-probability must be finite: the rollout sampled the token)");
+        (*flat)[(*len)++] = a - b;
     }
     return KG_OK;
 }

@@ -44,6 +44,17 @@ expect() {
     ok "$name"
 }
 
+# keeps_are NAME "true false ..." [PATTERN]: the "keep" of each line of $TMP/out, in order, and
+# PATTERN (if given) in $TMP/stats
+keeps_are() {
+    got=$(field keep <"$TMP/out" | tr '\n' ' ')
+    if [ "$got" = "$2 " ] && { [ -z "$3" ] || grep -q -- "$3" "$TMP/stats"; }; then
+        ok "$1"
+    else
+        bad "$1: keep = [$got], want [$2]; stats: $(cat "$TMP/stats" 2>/dev/null)"
+    fi
+}
+
 # run_ok NAME CMD...: exit status 0
 run_ok() {
     name=$1; shift
@@ -66,19 +77,20 @@ run_fails() {
 # s0: r 0, 1   s1: .5, .5   s2: 1, 2  ->  G = 1,1 | 1,.5 | 3,2 ; level1/7 alone
 "$KGYM" advantages --estimator trloo $FIX/trajectories.jsonl >"$TMP/trloo" 2>"$TMP/err"
 expect "trloo returns" return "1 1 1 0.5 3 2 0.8" "$TMP/trloo"
-# turn 1: 1-(1+3)/2, 1-(1+3)/2, 3-(1+1)/2; turn 2: 1-2.5/2, .5-3/2, 2-1.5/2; singleton 0
-expect "trloo advantages" advantage "-1 -0.25 -1 -1 2 1.25 0" "$TMP/trloo"
+# turn 1: 1-(1+3)/2, 1-(1+3)/2, 3-(1+1)/2; turn 2: 1-2.5/2, .5-3/2, 2-1.5/2;
+# level1/7 is a singleton: A = G = 0.8 (Dr. Kernel)
+expect "trloo advantages" advantage "-1 -0.25 -1 -1 2 1.25 0.8" "$TMP/trloo"
 
-"$KGYM" advantages --estimator trloo --singleton return $FIX/trajectories.jsonl >"$TMP/out" 2>&1
-expect "trloo singleton=return" advantage "-1 -0.25 -1 -1 2 1.25 0.8" "$TMP/out"
+"$KGYM" advantages --estimator trloo --singleton zero $FIX/trajectories.jsonl >"$TMP/out" 2>&1
+expect "trloo singleton=zero" advantage "-1 -0.25 -1 -1 2 1.25 0" "$TMP/out"
 
 "$KGYM" advantages --estimator trloo --gamma 0.5 $FIX/trajectories.jsonl >"$TMP/out" 2>&1
 # G1 = r1 + .5 r2: .5, .75, 2 -> .5-(2.75)/2, .75-(2.5)/2, 2-(1.25)/2
-expect "trloo gamma 0.5" advantage "-0.875 -0.25 -0.5 -1 1.375 1.25 0" "$TMP/out"
+expect "trloo gamma 0.5" advantage "-0.875 -0.25 -0.5 -1 1.375 1.25 0.8" "$TMP/out"
 
 "$KGYM" advantages --estimator grpo $FIX/trajectories.jsonl >"$TMP/out" 2>&1
 # (N-1)/N = 2/3 of TRLOO
-expect "grpo = 2/3 trloo" advantage "-0.666666666667 -0.166666666667 -0.666666666667 -0.666666666667 1.33333333333 0.833333333333 0" "$TMP/out"
+expect "grpo = 2/3 trloo" advantage "-0.666666666667 -0.166666666667 -0.666666666667 -0.666666666667 1.33333333333 0.833333333333 0.8" "$TMP/out"
 
 "$KGYM" advantages --estimator grpo --std-normalize $FIX/single_turn.jsonl >"$TMP/out" 2>&1
 # r = 1, 2, 6: mean 3, unbiased std sqrt(7) -> (r-3)/sqrt(7)
@@ -86,9 +98,41 @@ adv=$(field advantage <"$TMP/out" | head -1)
 if near "$adv" -0.755928946 1e-5; then ok "grpo std-normalised"; else bad "grpo std-normalised: $adv"; fi
 
 "$KGYM" advantages --estimator trloo $FIX/masked.jsonl >"$TMP/out" 2>&1
-# c's turn 2 masked: turn-2 group {a: 1, b: .5}; c keeps advantage 0 and return 2
-expect "mask: advantages" advantage "-1 0.5 -1 -0.5 2 0" "$TMP/out"
-expect "mask: returns" return "1 1 1 0.5 3 2" "$TMP/out"
+# c's turn 2 masked: its reward 2 is zeroed (G: c 1, 0), so turn 1 is G = 1, 1, 1;
+# turn-2 group {a: 1, b: .5}
+expect "mask: advantages" advantage "0 0.5 0 -0.5 0 0" "$TMP/out"
+expect "mask: returns" return "1 1 1 0.5 1 0" "$TMP/out"
+"$KGYM" advantages --estimator trloo --masked-reward keep $FIX/masked.jsonl >"$TMP/out" 2>&1
+# the masked reward still in c's G1 = 3
+expect "mask: --masked-reward keep" advantage "-1 0.5 -1 -0.5 2 0" "$TMP/out"
+
+# issue 15's example: a masked -1 at turn 2 does not reach turn 1
+printf '%s\n' '{"prompt":"p","sample":0,"turn":1,"reward":1}' \
+    '{"prompt":"p","sample":0,"turn":2,"reward":-1,"mask":0}' \
+    '{"prompt":"p","sample":1,"turn":1,"reward":0}' '{"prompt":"p","sample":1,"turn":2,"reward":0}' \
+    | "$KGYM" advantages --estimator trloo >"$TMP/out" 2>&1
+expect "masked reward zeroed before returns" advantage "1 0 -1 0" "$TMP/out"
+
+# keep: false (a rejection) -> advantage 0; it stays in the baseline unless --rejected drop
+sed 's/"sample": 2, "turn": 1, "reward": 1.0}/"sample": 2, "turn": 1, "reward": 1.0, "keep": false}/' \
+    $FIX/trajectories.jsonl >"$TMP/rejected.jsonl"
+"$KGYM" advantages --estimator trloo "$TMP/rejected.jsonl" >"$TMP/out" 2>&1
+expect "rejected record: A = 0, still a baseline" advantage "-1 -0.25 -1 -1 0 1.25 0.8" "$TMP/out"
+"$KGYM" advantages --estimator trloo --rejected drop "$TMP/rejected.jsonl" >"$TMP/out" 2>&1
+expect "rejected record: --rejected drop" advantage "0 -0.25 0 -1 0 1.25 0.8" "$TMP/out"
+
+# group filter: turn groups of trajectories.jsonl all vary; a constant one is dropped
+printf '%s\n' '{"prompt":"q","sample":0,"reward":0.5}' '{"prompt":"q","sample":1,"reward":0.5004}' \
+    '{"prompt":"r","sample":0,"reward":0}' '{"prompt":"r","sample":1,"reward":1}' \
+    '{"prompt":"s","sample":0,"reward":1}' >"$TMP/groups.jsonl"
+"$KGYM" rejection --method group "$TMP/groups.jsonl" >"$TMP/out" 2>"$TMP/stats"
+keeps_are "group filter: std < 1e-3 dropped" "false false true true true" '"groups_rejected":1'
+"$KGYM" rejection --method group --min-group-size 2 "$TMP/groups.jsonl" >"$TMP/out" 2>"$TMP/stats"
+keeps_are "group filter: min group size" "false false true true false"
+# --by prompt judges each trajectory by its last turn: level1/3 last turns 1, .5, 2 vary
+"$KGYM" rejection --method group --by prompt --min-group-size 2 $FIX/trajectories.jsonl \
+    >"$TMP/out" 2>"$TMP/stats"
+keeps_are "group filter --by prompt" "true true true true true true false"
 
 "$KGYM" advantages --estimator rloo $FIX/single_turn.jsonl >"$TMP/out" 2>&1
 expect "rloo" advantage "-3 -1.5 4.5" "$TMP/out"
@@ -125,7 +169,8 @@ check_cell() { # NAME SECTION TURN COLUMN WANT
     v=$(row "$2" "$3" "$4")
     if near "$v" "$5" 0.0005; then ok "$1"; else bad "$1: $v, want $5"; fi
 }
-check_cell "metrics turn 1 compile rate" turn 1 3 0.667
+# turn 1: compile_error, correct, hacked -> 1/3 (a hacked kernel does not count as compiled)
+check_cell "metrics turn 1 compile rate" turn 1 3 0.333
 check_cell "metrics turn 1 correct rate" turn 1 4 0.333
 check_cell "metrics turn 1 hack rate" turn 1 5 0.333
 check_cell "metrics turn 1 fast@1.2 (hacked 9x not counted)" turn 1 7 0
@@ -148,6 +193,47 @@ else
 fi
 
 # ---- rejection ---------------------------------------------------------------
+# MRS: a loss-masked turn is out of the ratio; "-inf" is a log-ratio; modes
+printf '%s\n' '{"prompt":"p","sample":0,"turn":1,"log_ratios":[0.0004,0.0004]}' \
+    '{"prompt":"p","sample":0,"turn":2,"log_ratios":[1.6],"mask":0}' \
+    '{"prompt":"p","sample":1,"turn":1,"log_ratios":[0.0,"-inf"]}' \
+    '{"prompt":"p","sample":2,"turn":1,"log_ratios":[0.0005,0.0015]}' >"$TMP/mrs_mask.jsonl"
+"$KGYM" rejection --method mrs "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>"$TMP/stats"
+# sample 0: exp(0.0004) kept (the masked 1.6 is not in it); sample 1 vetoed by -inf;
+# sample 2: exp(0.001) = 1.0010005 > 1.001 dropped
+keeps_are "mrs: masked turn left out, -inf vetoes" "true true false false" '"turns_vetoed":1' 
+expect "mrs ratio (geometric)" mismatch_ratio "1.00040008001 1.00040008001 2.06115362244e-9 1.00100050017" "$TMP/out"
+"$KGYM" rejection --method mrs --mode token "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>&1
+if grep -q '"token_keep":\[true,false\]' "$TMP/out" && [ "$(field keep <"$TMP/out" | tail -1)" = "true" ]; then
+    ok "mrs --mode token: token decisions, a turn lives while a token does"
+else
+    bad "mrs --mode token: $(cat "$TMP/out")"
+fi
+"$KGYM" rejection --method mrs --mode turn_geo "$TMP/mrs_mask.jsonl" >"$TMP/out" 2>&1
+expect "mrs --mode turn_geo ratios" mismatch_ratio "1.00040008 1 2.06115362244e-09 1.0010005" "$TMP/out"
+run_fails "mrs --mode unknown" 2 'expected token, turn, turn_geo, sequence, geometric' \
+    "$KGYM" rejection --method mrs --mode geo "$TMP/mrs_mask.jsonl"
+printf '%s\n' '{"log_ratios":[0.0,"inf"]}' >"$TMP/bad.jsonl"
+run_fails "mrs: \"inf\" is not a log-ratio" 1 '"-inf"' "$KGYM" rejection --method mrs "$TMP/bad.jsonl"
+
+# PRS geometric: sample 0's turns 0.5 and 0.32 -> sqrt(0.16) = 0.4 -> p = 1 for both
+printf '%s\n' '{"task":"t","sample":0,"turn":1,"result":{"verdict":"correct","profile":{"coverage":0.5}}}' \
+    '{"task":"t","sample":0,"turn":2,"result":{"verdict":"correct","profile":{"coverage":0.32}}}' \
+    >"$TMP/prs_geo.jsonl"
+"$KGYM" rejection --method prs "$TMP/prs_geo.jsonl" >"$TMP/out" 2>&1
+expect "prs per turn" keep_probability "1 0.2" "$TMP/out"
+"$KGYM" rejection --method prs --mode geometric "$TMP/prs_geo.jsonl" >"$TMP/out" 2>&1
+expect "prs --mode geometric" keep_probability "1 1" "$TMP/out"
+# --coverage kernels: profile.kernel_coverage 0.35 -> (0.35 - 0.3)/0.1 = 0.5, whatever the time share
+printf '%s\n' '{"task":"t","sample":0,"result":{"verdict":"correct","profile":{"coverage":0.9,"kernel_coverage":0.35}}}' \
+    >"$TMP/prs_k.jsonl"
+"$KGYM" rejection --method prs --coverage kernels "$TMP/prs_k.jsonl" >"$TMP/out" 2>&1
+expect "prs --coverage kernels" keep_probability "0.5" "$TMP/out"
+run_fails "prs --coverage unknown" 2 'wants time or kernels' \
+    "$KGYM" rejection --method prs --coverage count "$TMP/prs_k.jsonl"
+run_fails "--mode with --method group" 2 'applies to --method prs' \
+    "$KGYM" rejection --method group --mode turn "$TMP/prs_geo.jsonl"
+
 "$KGYM" rejection --method prs --seed 3 $FIX/prs.jsonl >"$TMP/out" 2>"$TMP/stats"
 expect "prs keep probabilities" keep_probability "0 1 1 1 0.5" "$TMP/out"
 keeps=$(field keep <"$TMP/out" | head -4 | tr '\n' ' ')
@@ -164,7 +250,8 @@ if cmp -s "$TMP/out" "$TMP/out2"; then ok "prs reproducible by seed"; else bad "
 keeps=$(field keep <"$TMP/out" | tr '\n' ' ')
 # sample 0 geo-mean 1.000125 kept; sample 1 1.015 dropped; sample 2 turn 1 vetoed (ratio e^-11)
 if [ "$keeps" = "true true false false true " ]; then ok "mrs decisions"; else bad "mrs decisions: $keeps"; fi
-if grep -q '"turns_vetoed":1' "$TMP/stats" && grep -q '"trajectories_kept":2' "$TMP/stats"; then
+# trajectories_kept: no live turn dropped (sample 2 lost its vetoed turn 1)
+if grep -q '"turns_vetoed":1' "$TMP/stats" && grep -q '"trajectories_kept":1' "$TMP/stats"; then
     ok "mrs stats"
 else
     bad "mrs stats: $(cat "$TMP/stats")"
@@ -179,12 +266,35 @@ fi
 # ---- curriculum --------------------------------------------------------------
 state="$TMP/cur.json"
 "$KGYM" curriculum --state "$state" --seed 1 --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
-# level 1: correct, wrong, correct, hacked, wrong = 0.4 -> level-2 share 0.1 + 0.4·0.4/0.4 = 0.5
-if grep -q '"shares":\[0.5,0.5\]' "$TMP/out" && grep -q '"accuracy":\[0.4,1.0\]' "$TMP/out"; then
-    ok "curriculum shares after outcomes"
+# level 1: correct, wrong, correct, hacked, wrong = 0.4 in this step; one step is below
+# min_steps 5, so the level-2 share stays at its start 0.1
+if grep -q '"shares":\[0.9,0.1\]' "$TMP/out" && grep -q '"accuracy":\[0.4,1.0\]' "$TMP/out"; then
+    ok "curriculum: one step does not move the share"
 else
     bad "curriculum shares: $(cat "$TMP/out")"
 fi
+# shares S0 S1: the "shares" pair of the summary line in $TMP/out
+shares_near() {
+    want0=$1; want1=$2
+    set -- $(sed -n 's/.*"shares":\[\([^]]*\)\].*/\1/p' "$TMP/out" | tr ',' ' ')
+    near "$1" "$want0" 1e-12 && near "$2" "$want1" 1e-12
+}
+cp "$state" "$TMP/cur5.json"
+for i in 2 3 4 5; do
+    "$KGYM" curriculum --state "$TMP/cur5.json" --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
+done
+# the fifth step: mean of five step accuracies 0.4 >= 0.4 -> 0.1 + 0.05
+if shares_near 0.85 0.15; then
+    ok "curriculum: step rule raises by 0.05 at the fifth step"
+else
+    bad "curriculum step rule: $(cat "$TMP/out")"
+fi
+printf '{"rule": "linear"}\n' >"$TMP/linear.json"
+"$KGYM" curriculum --config "$TMP/linear.json" --record $FIX/curriculum_outcomes.jsonl >"$TMP/out" 2>&1
+# linear: 0.1 + 0.4·0.4/0.4 = 0.5
+if grep -q '"shares":\[0.5,0.5\]' "$TMP/out"; then ok "curriculum linear rule"; else bad "curriculum linear: $(cat "$TMP/out")"; fi
+printf '{"rule": "ramp"}\n' >"$TMP/badrule.json"
+run_fails "curriculum: unknown rule" 1 'expected step, linear' "$KGYM" curriculum --config "$TMP/badrule.json"
 cp "$state" "$TMP/saved.json"
 "$KGYM" curriculum --state "$state" --sample 20 --tasks $FIX/tasks.jsonl >"$TMP/draw1" 2>&1
 cp "$TMP/saved.json" "$state"

@@ -209,7 +209,7 @@ t4 = [l for l in log if l["turn"] == 4][0]["messages"]
 assert len(t4) == 3 and t4[1]["content"] == run[0]["reply"] and "ModelNew" in t4[0]["content"]
 assert [r["best"] for r in run] == [True, False, False, False]
 assert [r["mask"] for r in run] == [True, False, False, True]          # regressions after a success
-assert [r["advantage"] for r in run] == [0.0, 0.0, 0.0, 0.0]           # one sample: singleton groups
+assert [r["advantage"] for r in run] == [1.0, 0.0, 0.0, 0.5]           # one sample: singletons get A = G; masked: 0
 print("ok")'
 
 # ---- 5. long histories: middle turns are dropped first, the task statement stays
@@ -242,6 +242,39 @@ assert ev[0]["evaluate"]["task_id"] != ev[1]["evaluate"]["task_id"]
 assert "x * self.scale + 1.0" in ev[0]["reference_code"] and ev[0]["kernel_code"] == run[0]["reply"]
 assert "elements differ" in run[0]["feedback"]
 print("ok")'
+
+# ---- 6a. re-evaluation once when the speedup is above 3 (Dr. Kernel's rule): a scripted evaluator that
+# reports a speedup of 5 on its first call and 1.4 afterwards
+cat >"$TMP/eval_fast.sh" <<EOS
+#!/bin/sh
+n=\$(cat "$TMP/eval_calls" 2>/dev/null || echo 0); n=\$((n + 1)); echo \$n >"$TMP/eval_calls"
+cat >/dev/null
+if [ \$n -eq 1 ]; then s=5.0; else s=1.4; fi
+printf '{"schema": "kgym.result/1", "verdict": "correct", "hacks": [], "reward": 1.0, "timing": {"speedup": %s}, "profile": null}\\n' \$s
+EOS
+chmod +x "$TMP/eval_fast.sh"
+printf '{"candidates_dir": "tests/fixtures/candidates", "replies": {"1": [{"candidate": "ok"}]}, "evaluate_cmd": ["%s"]}\n' \
+    "$TMP/eval_fast.sh" >"$TMP/eval_fast.json"
+for above in 3 0; do
+    LOG=$TMP/log6a$above.jsonl; RUN=$TMP/run6a$above.jsonl
+    rm -f "$TMP/eval_calls"
+    start_server "$TMP/eval_fast.json" "$LOG"
+    rollout --task "$T" --turns 1 --server "${URL%/v1}" --reeval-above $above --out "$RUN" >"$TMP/out6a" 2>"$TMP/err6a"
+    rc=$?
+    if [ $above = 3 ]; then
+        check "--reeval-above 3: a 5x speedup is evaluated again and the second result kept (exit $rc)" '
+assert len(run) == 1 and run[0]["result"]["timing"]["speedup"] == 1.4, run
+assert run[0]["reevaluated_from"] == 5.0
+assert len([l for l in log if "evaluate" in l]) == 2
+assert abs(run[0]["reward"] - (0.5 + 0.5 * 1.4)) < 1e-9     # drkernel on the kept result
+print("ok")'
+    else
+        check "--reeval-above 0: one evaluation, the 5x kept (exit $rc)" '
+assert len(run) == 1 and run[0]["result"]["timing"]["speedup"] == 5.0 and run[0]["reevaluated_from"] is None
+assert len([l for l in log if "evaluate" in l]) == 1
+print("ok")'
+    fi
+done
 
 # The real service, when this build has it (issue 6): kgym serve on a free loopback port.
 if "$KGYM" serve --help >/dev/null 2>&1; then

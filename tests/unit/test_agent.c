@@ -227,14 +227,17 @@ static void test_annotate(void)
     json_array_append_new(recs, record(1, 1, "correct", 0.5, 0.9));
     json_array_append_new(recs, record(1, 2, "correct", 1.0, 0.2));
     KG_CHECK(kg_agent_annotate(recs, &adv, &prs, 7, &err) == KG_OK);
-    /* Returns: s0 = [0.5, 0.5], s1 = [1.5, 1.0]; TRLOO in groups of two. */
+    /* Returns: s0 = [0.5, 0.5], s1 = [1.5, 1.0]; TRLOO in groups of two.  PRS
+     * decides first: a rejected turn gets advantage 0 but stays in the other's
+     * baseline (record 3, p = 0; record 1 is a p = 0.5 draw). */
     const double want_g[] = {0.5, 0.5, 1.5, 1.0}, want_a[] = {-1.0, -0.5, 1.0, 0.5};
     const double want_p[] = {1.0, 0.5, 1.0, 0.0};
     const int want_best[] = {0, 1, 0, 1};
     for (size_t i = 0; i < 4; i++) {
         json_t *r = json_array_get(recs, i);
         KG_CHECK_NEAR(json_number_value(json_object_get(r, "return")), want_g[i], 1e-12);
-        KG_CHECK_NEAR(json_number_value(json_object_get(r, "advantage")), want_a[i], 1e-12);
+        int kept = json_is_true(json_object_get(r, "prs_keep"));
+        KG_CHECK_NEAR(json_number_value(json_object_get(r, "advantage")), kept ? want_a[i] : 0.0, 1e-12);
         KG_CHECK_NEAR(json_number_value(json_object_get(r, "prs_prob")), want_p[i], 1e-12);
         KG_CHECK(json_is_boolean(json_object_get(r, "prs_keep")));
         KG_CHECK(json_is_true(json_object_get(r, "best")) == want_best[i]);

@@ -29,7 +29,7 @@ static void test_hand_computed(void)
     KG_CHECK(r.samples == 3 && r.n_turns == 2 && r.n_thresholds == 5);
     const kg_turn_metrics *t1 = &r.per_turn[0], *t2 = &r.per_turn[1];
     KG_CHECK(t1->turn == 1 && t1->samples == 3);
-    KG_CHECK_NEAR(t1->compile_rate, 2.0 / 3, 1e-12);
+    KG_CHECK_NEAR(t1->compile_rate, 1.0 / 3, 1e-12); /* compile_error, hacked: no */
     KG_CHECK_NEAR(t1->correct_rate, 1.0 / 3, 1e-12);
     KG_CHECK_NEAR(t1->hack_rate, 1.0 / 3, 1e-12);
     KG_CHECK_NEAR(t1->fast[0], 1.0 / 3, 1e-12); /* 1.1 >= 1 */
@@ -49,12 +49,40 @@ static void test_hand_computed(void)
     KG_CHECK_NEAR(b1->fast[0], t1->fast[0], 1e-12);
     /* best of turns 1..2: s0 2.0, s1 1.1, s2 0.5 */
     KG_CHECK_NEAR(b2->correct_rate, 1.0, 1e-12);
-    KG_CHECK_NEAR(b2->compile_rate, 1.0, 1e-12);
+    KG_CHECK_NEAR(b2->compile_rate, 1.0, 1e-12); /* s2 compiled at turn 2 */
     KG_CHECK_NEAR(b2->hack_rate, 1.0 / 3, 1e-12);
     KG_CHECK_NEAR(b2->fast[0], 2.0 / 3, 1e-12);
     KG_CHECK_NEAR(b2->fast[1], 1.0 / 3, 1e-12);
     KG_CHECK_NEAR(b2->geomean_speedup, cbrt(2.0 * 1.1 * 0.5), 1e-12);
     KG_CHECK(b2->timed_correct == 3);
+
+    kg_metrics_report_free(&r);
+
+    /* s3 starts at turn 2 (a timeout) and s0 has no turn 2: best-of turn 1
+     * divides by all 4 samples (s3 is a failure there), per turn 2 by the 3
+     * that have it; a timeout never compiled */
+    const int32_t v[5] = {KG_VERDICT_CORRECT, KG_VERDICT_INCORRECT, KG_VERDICT_CORRECT,
+                          KG_VERDICT_TIMEOUT, KG_VERDICT_CORRECT};
+    const double sp[5] = {1.5, NAN, 1.0, NAN, 2.0};
+    const int64_t tr[5] = {0, 1, 1, 2, 3};
+    const int32_t tu[5] = {1, 1, 2, 2, 2};
+    kg_outcome_columns c2 = {5, v, NULL, NULL, sp, NULL};
+    rc = kg_metrics_compute(&c2, tr, tu, NULL, 0, &r, &err);
+    KG_CHECK(rc == KG_OK);
+    if (rc)
+        return;
+    KG_CHECK(r.samples == 4 && r.best_of[0].samples == 4 && r.per_turn[1].samples == 3);
+    KG_CHECK_NEAR(r.best_of[0].correct_rate, 1.0 / 4, 1e-12);
+    KG_CHECK_NEAR(r.best_of[0].fast[0], 1.0 / 4, 1e-12);
+    KG_CHECK_NEAR(r.best_of[0].compile_rate, 2.0 / 4, 1e-12);
+    KG_CHECK_NEAR(r.per_turn[1].compile_rate, 2.0 / 3, 1e-12);
+    KG_CHECK_NEAR(r.best_of[1].correct_rate, 3.0 / 4, 1e-12);
+    KG_CHECK_NEAR(r.best_of[1].fast[3], 1.0 / 4, 1e-12); /* only s3's 2.0 */
+    kg_metrics_report_free(&r);
+    rc = kg_metrics_compute(&cols, TR, TU, NULL, 0, &r, &err);
+    KG_CHECK(rc == KG_OK);
+    if (rc)
+        return;
 
     char *table = NULL, *json = NULL, *svg = NULL;
     KG_CHECK(kg_metrics_table(&r, &table, NULL) == KG_OK);

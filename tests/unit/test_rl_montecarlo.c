@@ -123,13 +123,13 @@ static void test_single_turn_bias(void)
     }
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_GRPO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_gr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_gr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_tr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_tr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_RLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, a_rl, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, NULL, NULL, a_rl, NULL, NULL) ==
              KG_OK);
     stat s_gr = {0, 0, 0}, s_tr = {0, 0, 0}, s_rl = {0, 0, 0};
     for (size_t grp = 0; grp < GROUPS; grp++) {
@@ -183,10 +183,10 @@ static void test_multi_turn_shrinking_groups(void)
     }
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_GRPO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, a_gr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, NULL, a_gr, NULL, NULL) ==
              KG_OK);
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
-    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, a_tr, NULL, NULL) ==
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, turn, reward, mask, NULL, a_tr, NULL, NULL) ==
              KG_OK);
     stat gr1 = {0, 0, 0}, tr1 = {0, 0, 0}, gr2s = {0, 0, 0}, tr2s = {0, 0, 0},
          gr2l = {0, 0, 0}, tr2l = {0, 0, 0};
@@ -208,9 +208,101 @@ out:
     free(mask); free(small);
 }
 
+/* Masks that depend on the outcome, as void-turn and PRS masks do: a
+ * sample with r < 1 stays in the loss with probability 0.3, one with r >= 1
+ * with 0.9.  The kept-sample estimate ĝ = (1/N) Σ_i m_i A_i (e_{a_i} − π) then
+ * aims at a different gradient.  With u_a = E[m r | a], v_a = E[m | a],
+ * q = Σ π_a v_a (the keep rate), b* = Σ π_a u_a / q (the mean reward of kept
+ * samples) and K ~ Binomial(N − 1, q) the number of kept others:
+ *   ∇E[m r] = π ⊙ (u − π·u),  ∇E[m] = π ⊙ (v − π·v)
+ *   TRLOO:  E ĝ = ∇E[m r] − P(K ≥ 1) b* ∇E[m]
+ * because sample i's baseline (the mean of the kept others, or nothing when
+ * none is kept) is independent of sample i and has mean b* given K ≥ 1.
+ * That is P(kept)·∇E[r | kept] up to the (1 − q)^{N−1} chance of a singleton:
+ * the gradient of the mean reward among kept samples.
+ *   GRPO:   A_i = K/(K+1)·(G_i − b_i), so
+ *           E ĝ = (E[K/(K+1)] + P(K = 0)) ∇E[m r] − E[K/(K+1)] b* ∇E[m]
+ * which is not a fixed multiple of TRLOO's: the shrink factor is averaged
+ * over the random kept-group size, and its value depends on the outcomes. */
+static double std_normal_cdf(double x) { return 0.5 * erfc(-x / sqrt(2.0)); }
+
+static void test_outcome_dependent_masks(void)
+{
+    enum { N = 8, GROUPS = 40000, TOTAL = N * GROUPS };
+    const double cut = 1.0, keep_low = 0.3, keep_high = 0.9;
+    double pi[K], u[K], v[K], du[K], dv[K];
+    policy(pi);
+    double ubar = 0, vbar = 0;
+    for (int a = 0; a < K; a++) {
+        double z = cut - arm_mean[a], phi = exp(-z * z / 2) / sqrt(2 * M_PI), cdf = std_normal_cdf(z);
+        /* E[r; r < c] = m Φ(c − m) − φ(c − m), E[r; r >= c] = m (1 − Φ) + φ */
+        u[a] = keep_low * (arm_mean[a] * cdf - phi) + keep_high * (arm_mean[a] * (1 - cdf) + phi);
+        v[a] = keep_low * cdf + keep_high * (1 - cdf);
+        ubar += pi[a] * u[a];
+        vbar += pi[a] * v[a];
+    }
+    for (int a = 0; a < K; a++) {
+        du[a] = pi[a] * (u[a] - ubar);
+        dv[a] = pi[a] * (v[a] - vbar);
+    }
+    double q = vbar, bstar = ubar / vbar, p_none = pow(1 - q, N - 1), shrink = 0;
+    for (int k = 0; k < N; k++) { /* E[K/(K+1)], K ~ Binomial(N − 1, q) */
+        double pk = tgamma(N) / (tgamma(k + 1) * tgamma(N - k)) * pow(q, k) * pow(1 - q, N - 1 - k);
+        shrink += pk * k / (k + 1.0);
+    }
+    double g_tr[K], g_gr[K], gg = 0, dot_gr = 0;
+    for (int a = 0; a < K; a++) {
+        g_tr[a] = du[a] - (1 - p_none) * bstar * dv[a];
+        g_gr[a] = (shrink + p_none) * du[a] - shrink * bstar * dv[a];
+        gg += g_tr[a] * g_tr[a];
+        dot_gr += g_gr[a] * g_tr[a];
+    }
+    double want_gr = dot_gr / gg;
+    printf("  keep rate q = %.4f, kept mean reward b* = %.4f, E[K/(K+1)] = %.4f\n", q, bstar,
+           shrink);
+
+    int64_t *prompt = malloc(TOTAL * sizeof *prompt), *sample = malloc(TOTAL * sizeof *sample);
+    double *reward = malloc(TOTAL * sizeof *reward), *a_gr = malloc(TOTAL * sizeof *a_gr),
+           *a_tr = malloc(TOTAL * sizeof *a_tr);
+    int *arm = malloc(TOTAL * sizeof *arm);
+    uint8_t *mask = malloc(TOTAL);
+    KG_CHECK(prompt && sample && reward && a_gr && a_tr && arm && mask);
+    if (!(prompt && sample && reward && a_gr && a_tr && arm && mask))
+        goto out;
+    kg_rng rng;
+    kg_rng_seed(&rng, 15);
+    for (size_t i = 0; i < TOTAL; i++) {
+        prompt[i] = (int64_t)(i / N);
+        sample[i] = (int64_t)(i % N);
+        arm[i] = draw_arm(&rng, pi);
+        reward[i] = arm_mean[arm[i]] + normal(&rng);
+        mask[i] = kg_rng_uniform(&rng) < (reward[i] < cut ? keep_low : keep_high);
+    }
+    kg_advantage_config cfg;
+    kg_advantage_config_default(&cfg, KG_ESTIMATOR_GRPO);
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, mask, NULL, a_gr, NULL,
+                           NULL) == KG_OK);
+    kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
+    KG_CHECK(kg_advantages(&cfg, TOTAL, prompt, sample, NULL, reward, mask, NULL, a_tr, NULL,
+                           NULL) == KG_OK);
+    stat s_gr = {0, 0, 0}, s_tr = {0, 0, 0};
+    for (size_t grp = 0; grp < GROUPS; grp++) {
+        size_t start = grp * N;
+        stat_add(&s_gr, projection(a_gr, arm, mask, start, start + N, N, pi, g_tr));
+        stat_add(&s_tr, projection(a_tr, arm, mask, start, start + N, N, pi, g_tr));
+    }
+    check_ratio("TRLOO, outcome-dependent mask", &s_tr, 1.0, 0);
+    check_ratio("GRPO, outcome-dependent mask", &s_gr, want_gr, 1);
+    /* GRPO's shortfall is not the (N−1)/N = 7/8 of unmasked groups */
+    KG_CHECK(fabs(stat_mean(&s_gr) - 7.0 / 8) > 6 * stat_se(&s_gr));
+out:
+    free(prompt); free(sample); free(reward); free(a_gr); free(a_tr); free(arm); free(mask);
+}
+
 static const kg_test_case cases[] = {
     {"single_turn_bias", test_single_turn_bias},
     {"multi_turn_shrinking_groups", test_multi_turn_shrinking_groups},
+    {"outcome_dependent_masks", test_outcome_dependent_masks},
 };
 
 KG_TEST_MAIN("rl_montecarlo", cases)

@@ -159,7 +159,27 @@ static void test_bad_input(void)
     KG_CHECK(strstr(err.message, "both turn 1") != NULL);
 }
 
+/* Dr. Kernel re-evaluates when the speedup exceeds its cap 3 (strictly),
+ * whatever the verdict; an unmeasured speedup never triggers. */
+static void test_reeval_rule(void)
+{
+    kg_eval_outcome o = {KG_VERDICT_CORRECT, 0, 1.0, 3.0, 0.5};
+    KG_CHECK(!kg_reeval_wanted(&o, 3.0)); /* 3 is not above 3 */
+    o.speedup = 3.0001;
+    KG_CHECK(kg_reeval_wanted(&o, 3.0));
+    KG_CHECK(!kg_reeval_wanted(&o, 0.0)); /* 0: never */
+    KG_CHECK(!kg_reeval_wanted(&o, 4.0));
+    o.verdict = KG_VERDICT_HACKED;
+    o.hacked = 1;
+    o.speedup = 9.0;
+    KG_CHECK(kg_reeval_wanted(&o, 3.0));
+    o.speedup = NAN;
+    KG_CHECK(!kg_reeval_wanted(&o, 3.0));
+    KG_CHECK(!kg_reeval_wanted(NULL, 3.0));
+}
+
 static const kg_test_case cases[] = {
+    {"reeval_rule", test_reeval_rule},
     {"drkernel_hand_computed", test_drkernel_hand_computed},
     {"staged_tritonrl_speedup", test_staged_tritonrl_speedup},
     {"penalties", test_penalties},

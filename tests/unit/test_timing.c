@@ -202,8 +202,9 @@ static void supervisor_clock_catches_a_faked_timer(void)
 
 static json_t *profile_message(double total, double mine)
 {
-    return json_pack("{s:s, s:i, s:f, s:f, s:i, s:[{s:s, s:f, s:i, s:b}, {s:s, s:f, s:i, s:b}], s:[s]}", "type",
-                     "profile", "calls", 3, "total_device_us", total, "candidate_device_us", mine, "kernel_count", 2,
+    return json_pack("{s:s, s:i, s:f, s:f, s:i, s:i, s:[{s:s, s:f, s:i, s:b}, {s:s, s:f, s:i, s:b}], s:[s]}",
+                     "type", "profile", "calls", 3, "total_device_us", total, "candidate_device_us", mine,
+                     "kernel_count", 2, "candidate_kernel_count", 1,
                      "kernels", "name", "my_kernel", "device_us", mine, "count", 3, "candidate", 1, "name",
                      "at::native::vectorized_elementwise_kernel", "device_us", total - mine, "count", 3, "candidate", 0,
                      "launched", "my_kernel");
@@ -215,6 +216,7 @@ static void profile_block_reports_coverage(void)
     json_array_append_new(msgs, profile_message(400, 100));
     json_t *p = kg_eval_profile_block(msgs);
     KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.25, 1e-12);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "kernel_coverage")), 0.5, 1e-12); /* 1 of 2 kernels */
     KG_CHECK(json_array_size(json_object_get(p, "kernels")) == 2);
     KG_CHECK(json_is_true(json_object_get(json_array_get(json_object_get(p, "kernels"), 0), "candidate")));
     json_decref(p);

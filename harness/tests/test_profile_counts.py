@@ -1,0 +1,15 @@
+"""The judge's re-judged profile (kgym_harness.child._own_kernels): the candidate's kernel count is counted
+by the judge from the rows it trusts, never taken from the runner."""
+
+from kgym_harness import child
+
+
+def test_candidate_kernel_count_is_the_judges():
+    prof = {"calls": 3, "kernel_count": 3, "candidate_kernel_count": 3, "total_device_us": 10.0,
+            "kernels": [{"name": "mine", "device_us": 4.0, "candidate": True},
+                        {"name": "claimed", "device_us": 3.0, "candidate": True},
+                        {"name": "aten_add", "device_us": 3.0, "candidate": False}]}
+    out = child._own_kernels(prof, {"mine"})  # "claimed" is not a @triton.jit name of the candidate
+    assert out["candidate_kernel_count"] == 1
+    assert out["kernel_count"] == 3
+    assert out["candidate_device_us"] == 4.0
