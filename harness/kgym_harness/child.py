@@ -941,7 +941,10 @@ def _own_kernels(prof, names):
     for k in rows:
         k["candidate"] = bool(k.get("candidate")) and str(k.get("name")) in names
         k["device_us"] = float(k.get("device_us") or 0.0)
-    out = {"calls": int(prof.get("calls") or 0), "kernels": rows, "kernel_count": int(prof.get("kernel_count") or 0),
+    # kernel_count is the runner's claim: never fewer than the distinct rows it sent (a smaller count would
+    # raise kernel_coverage)
+    out = {"calls": int(prof.get("calls") or 0), "kernels": rows,
+           "kernel_count": max(int(prof.get("kernel_count") or 0), len({str(k.get("name")) for k in rows})),
            # The runner's total may cover kernels beyond the rows it sent; a larger total only lowers coverage.
            "total_device_us": max(sum(k["device_us"] for k in rows), float(prof.get("total_device_us") or 0.0)),
            "candidate_device_us": sum(k["device_us"] for k in rows if k["candidate"]),

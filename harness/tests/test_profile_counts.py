@@ -13,3 +13,13 @@ def test_candidate_kernel_count_is_the_judges():
     assert out["candidate_kernel_count"] == 1
     assert out["kernel_count"] == 3
     assert out["candidate_device_us"] == 4.0
+
+
+def test_kernel_count_is_never_below_the_rows_sent():
+    """A runner that under-reports how many distinct kernels ran would raise kernel_coverage."""
+    prof = {"calls": 1, "kernel_count": 1, "total_device_us": 6.0,
+            "kernels": [{"name": "mine", "device_us": 2.0, "candidate": True},
+                        {"name": "cublas_gemm", "device_us": 2.0, "candidate": False},
+                        {"name": "aten_add", "device_us": 2.0, "candidate": False}]}
+    out = child._own_kernels(prof, {"mine"})
+    assert out["kernel_count"] == 3 and out["candidate_kernel_count"] == 1
