@@ -436,6 +436,7 @@ static void usage(FILE *out)
             "                      it, and timing runs in exclusive windows)\n"
             "  --out FILE          also write every result as JSONL to FILE\n"
             "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
+            "  --json              the summary and every result as one JSON document\n"
             "\n%s\n"
             "Exit status: 0 when the pairs were evaluated, 3 with --check when expectations failed,\n"
             "2 for a usage error, 1 when kgym could not start.\n",

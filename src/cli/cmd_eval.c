@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "kgym/eval.h"
+#include "kgym/extract.h"
 #include "kgym/task.h"
 #include "util/util.h"
 
@@ -26,6 +27,7 @@ static void usage(FILE *out)
             "  --id ID             same as --task ID\n"
             "  --kernel FILE       the candidate module or raw model output ('-' reads stdin)\n"
             "  --response FILE     same as --kernel\n"
+            "  --json              machine-readable output (docs/result-schema.md)\n"
             "\n%s\n"
             "Exit status: 0 when the evaluation was carried out (whatever the verdict), 2 for a usage\n"
             "error, 1 when kgym could not evaluate (no Python, a broken task, ...).\n",
@@ -105,9 +107,15 @@ int kg_cli_eval(int argc, char **argv)
         rc = 2;
         goto fail;
     }
+    /* A reply with no usable code is answered by C alone (verdict invalid): no Python is started for it. */
+    kg_extract_result probe;
+    kg_error perr;
+    memset(&probe, 0, sizeof probe);
+    int usable = kg_extract_candidate(response, response_len, &probe, &perr) == KG_OK;
+    kg_extract_result_free(&probe);
     kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
                                 .device = f.device_resolved};
-    if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
+    if (usable && kg_supervisor_open(&so, &sup, &err) != KG_OK) {
         rc = 1;
         goto fail;
     }

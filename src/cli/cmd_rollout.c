@@ -19,6 +19,10 @@
 #include "kgym/task.h"
 #include "util/util.h"
 
+/* The run's reports (metrics, summary, plot) are for people and dashboards to read, not secrets: the usual
+ * 0644 (less the umask), where kg_file_write's private 0600 left them unreadable to a team's other users. */
+#define REPORT_MODE 0644
+
 enum {
     OPT_HELP = 3000, OPT_TASKS, OPT_TASK, OPT_LEVEL, OPT_IDS, OPT_OUT, OPT_RESUME, OPT_URL, OPT_MODEL, OPT_KEY,
     OPT_TEMP, OPT_TOP_P, OPT_MAX_TOKENS, OPT_STOP, OPT_CONC, OPT_RETRIES, OPT_BACKOFF, OPT_BACKOFF_MAX,
@@ -309,11 +313,11 @@ static int report(const char *out_path, const kg_rollout_stats *st, int json_out
         goto done;
     kg_buf p = {0};
     kg_buf_printf(&p, "%s.metrics.json", out_path);
-    rc = kg_file_write(p.data, mjson, strlen(mjson), err);
+    rc = kg_file_write_mode(p.data, mjson, strlen(mjson), REPORT_MODE, err);
     kg_buf_free(&p);
     kg_buf_printf(&p, "%s.svg", out_path);
     if (rc == KG_OK)
-        rc = kg_file_write(p.data, svg, strlen(svg), err);
+        rc = kg_file_write_mode(p.data, svg, strlen(svg), REPORT_MODE, err);
     kg_buf_free(&p);
     if (rc != KG_OK)
         goto done;
@@ -350,7 +354,8 @@ static int report(const char *out_path, const kg_rollout_stats *st, int json_out
     json_object_set_new(sum, "metrics", json_loads(mjson, 0, NULL));
     kg_buf_printf(&p, "%s.summary.json", out_path);
     char *s = json_dumps(sum, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    rc = s ? kg_file_write(p.data, s, strlen(s), err) : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    rc = s ? kg_file_write_mode(p.data, s, strlen(s), REPORT_MODE, err)
+           : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     kg_buf_free(&p);
     if (json_out) {
         if (s)

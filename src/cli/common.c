@@ -66,7 +66,6 @@ const char kg_cli_eval_help[] =
     "Evaluation options:\n"
     "  --device D          auto (default: a GPU if one is visible, else cpu), cpu, cuda, cuda:N\n"
     "  --kernelbench DIR   KernelBench checkout for task ids like level1/19 (or $KGYM_KERNELBENCH)\n"
-    "  --json              machine-readable output (docs/result-schema.md)\n"
     "  --budget N          CPU: shrink size constants so each tensor holds <= N elements (65536)\n"
     "  --tiny-budget N     elements per tensor in the tiny run (4096)\n"
     "  --atol X --rtol X   tolerances (default by dtype: fp32 1e-4, fp16/bf16 1e-2)\n"

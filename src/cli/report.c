@@ -18,6 +18,35 @@ static const char *verdict_color(const char *verdict)
     return "\033[33m";
 }
 
+/* Prints text wrapped at word boundaries to lines of at most `width` bytes (a longer word goes on a line of its
+ * own, whole), every line after the first indented by `indent` spaces: details are never cut mid-word. */
+static void print_wrapped(FILE *out, const char *text, int indent, size_t width)
+{
+    const char *p = text;
+    int first = 1;
+    while (*p) {
+        size_t n = strlen(p);
+        if (n > width) {
+            size_t cut = width;
+            while (cut > 0 && p[cut] != ' ')
+                cut--;
+            if (cut == 0) { /* one long word: up to its end */
+                cut = width;
+                while (p[cut] && p[cut] != ' ')
+                    cut++;
+            }
+            n = cut;
+        }
+        if (!first)
+            fprintf(out, "\n%*s", indent, "");
+        fwrite(p, 1, n, out);
+        first = 0;
+        p += n;
+        while (*p == ' ')
+            p++;
+    }
+}
+
 void kg_cli_print_report(FILE *out, const json_t *r, int color)
 {
     const json_t *task = json_object_get(r, "task");
@@ -27,16 +56,22 @@ void kg_cli_print_report(FILE *out, const json_t *r, int color)
     fprintf(out, "candidate  %s  [%s]\n", *s(cand, "path") ? s(cand, "path") : "(stdin)",
             *s(cand, "source") ? s(cand, "source") : "not extracted");
     fprintf(out, "device     %s\n", s(json_object_get(r, "device"), "name"));
-    fprintf(out, "verdict    %s%s%s   reward %.2f   %.1f s\n", color ? verdict_color(verdict) : "", verdict,
-            color ? "\033[0m" : "", json_number_value(json_object_get(r, "reward")),
+    /* The reward is kgym's staged partial credit (--credit), not a speed reward: say so, or a 0.70 reads as
+     * "70% right". */
+    fprintf(out, "verdict    %s%s%s   reward %.2f (staged credit%s)   %.1f s\n", color ? verdict_color(verdict) : "",
+            verdict, color ? "\033[0m" : "", json_number_value(json_object_get(r, "reward")),
+            !strcmp(verdict, "correct")  ? ""
+            : !strcmp(verdict, "hacked") ? ": hacked earns the hack penalty"
+                                         : ": partial, for the stages passed; 1.00 only when correct",
             json_number_value(json_object_get(r, "wall_ms")) / 1000.0);
     fprintf(out, "stages\n");
     size_t i;
     json_t *st;
     json_array_foreach(json_object_get(r, "stages"), i, st) {
         const char *status = s(st, "status");
-        fprintf(out, "  %-12s %-7s %9.1f ms  %.160s\n", s(st, "name"), status,
-                json_number_value(json_object_get(st, "ms")), s(st, "detail"));
+        fprintf(out, "  %-12s %-7s %9.1f ms  ", s(st, "name"), status, json_number_value(json_object_get(st, "ms")));
+        print_wrapped(out, s(st, "detail"), 37, 90);
+        fputc('\n', out);
     }
     const json_t *variants = json_object_get(json_object_get(r, "correctness"), "variants");
     if (json_array_size(variants)) {
@@ -44,10 +79,13 @@ void kg_cli_print_report(FILE *out, const json_t *r, int color)
         json_t *v;
         json_array_foreach(variants, i, v) {
             char *sizes = json_dumps(json_object_get(v, "sizes"), JSON_COMPACT | JSON_SORT_KEYS);
-            fprintf(out, "  %-11s %-7s max|err| %-10.3g %s\n", s(v, "name"), s(v, "status"),
+            fprintf(out, "  %-12s %-7s max|err| %-10.3g %s\n", s(v, "name"), s(v, "status"),
                     json_number_value(json_object_get(v, "max_abs_error")), sizes ? sizes : "");
-            if (*s(v, "reason") && strcmp(s(v, "status"), "passed"))
-                fprintf(out, "              %.300s\n", s(v, "reason"));
+            if (*s(v, "reason") && strcmp(s(v, "status"), "passed")) {
+                fputs("               ", out);
+                print_wrapped(out, s(v, "reason"), 15, 100);
+                fputc('\n', out);
+            }
             free(sizes);
         }
     }

@@ -66,7 +66,12 @@ int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, k
 
 int kg_file_write(const char *path, const void *data, size_t len, kg_error *err)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    return kg_file_write_mode(path, data, len, 0600, err);
+}
+
+int kg_file_write_mode(const char *path, const void *data, size_t len, unsigned mode, kg_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
     if (fd < 0)
         return kg_error_set(err, KG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     const char *p = data;

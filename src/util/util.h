@@ -34,7 +34,9 @@ void kg_buf_free(kg_buf *b);
 int kg_fd_read(int fd, const char *name, size_t max_bytes, char **data, size_t *len, kg_error *err);
 /* Reads a whole file; *data is malloc'd and NUL-terminated. max_bytes = 0: no limit. */
 int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, kg_error *err);
-int kg_file_write(const char *path, const void *data, size_t len, kg_error *err);
+int kg_file_write(const char *path, const void *data, size_t len, kg_error *err); /* mode 0600 */
+/* The same with the permission bits of a new file (the umask applies): 0644 for reports people share. */
+int kg_file_write_mode(const char *path, const void *data, size_t len, unsigned mode, kg_error *err);
 int kg_file_exists(const char *path);
 int kg_dir_exists(const char *path);
 /* Makes a private folder (mode 0700) under $TMPDIR or /tmp; *path is malloc'd. */

@@ -59,10 +59,17 @@ printf 'I cannot help with that.\n' >"$TMP/refusal.txt"
 if [ "$(jget "$TMP/refusal.json" 'r["verdict"] + " " + r["stages"][0]["status"]')" = "invalid fail" ]; then
     ok "a reply without code is invalid, with the reason"
 else bad "refusal" "$(cat "$TMP/refusal.json")"; fi
+# ... decided by C alone: no Python is started for it (a missing interpreter does not matter).
+"$KGYM" eval --device cpu --python /nonexistent/python --task "$T" --kernel "$TMP/refusal.txt" --json \
+    >"$TMP/refusal2.json" 2>"$TMP/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(jget "$TMP/refusal2.json" 'r["verdict"]')" = "invalid" ]; then
+    ok "a reply without code is answered without starting Python"
+else bad "refusal without Python (exit $rc)" "$(cat "$TMP/err")"; fi
 
 # Readable report (default) names the verdict and the failing variant.
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/wrong_value.py" >"$TMP/report.txt" 2>&1
-if grep -q "verdict    incorrect" "$TMP/report.txt" && grep -q "base .*failed" "$TMP/report.txt"; then
+if grep -q "verdict    incorrect   reward 0.70 (staged credit" "$TMP/report.txt" && grep -q "base .*failed" "$TMP/report.txt" &&
+   ! grep -E "^  [a-z_]+ +(ok|fail|skipped) .{160}" "$TMP/report.txt" | grep -q .; then
     ok "readable report"
 else bad "readable report" "$(cat "$TMP/report.txt")"; fi
 

@@ -119,6 +119,10 @@ m = json.load(open(sys.argv[1] + ".metrics.json"))
 s = json.load(open(sys.argv[1] + ".summary.json"))
 assert s["best_of_turns_correct"] == 4 and s["trajectories"] == 4
 assert "<svg" in open(sys.argv[1] + ".svg").read()
+import os, stat
+for ext in (".metrics.json", ".summary.json", ".svg"):  # reports others read: not private to their owner
+    mode = stat.S_IMODE(os.stat(sys.argv[1] + ext).st_mode)
+    assert mode & 0o044 == 0o044 & ~os.umask(os.umask(0)), (ext, oct(mode))
 txt = json.dumps(m)
 assert "best" in txt and "correct_rate" in txt, txt[:300]
 print("ok")'
