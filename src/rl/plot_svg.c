@@ -82,6 +82,18 @@ int kg_metrics_svg(const kg_metrics_report *report, char **out, kg_error *err)
                 W - RIGHT + 15, W - RIGHT + 45, ly, ly, colour, W - RIGHT + 52, ly + 4,
                 report->thresholds[p]);
     }
+    /* Correct samples but no speedup measured anywhere (CPU evaluations are not timed): every Fast@p is 0 for
+     * want of timings, not for want of speed, and the chart must say so rather than look like a slow run. */
+    size_t timed = 0;
+    double correct = 0;
+    for (size_t j = 0; j < report->n_turns; j++) {
+        timed += report->per_turn[j].timed_correct;
+        correct = fmax(correct, report->per_turn[j].correct_rate);
+    }
+    if (timed == 0 && correct > 0)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\" fill=\"#b00\">No speedup was measured "
+                   "(CPU evaluations are not timed): Fast@p is 0 for want of timings.</text>\n",
+                (LEFT + W - RIGHT) / 2, TOP + (H - TOP - BOTTOM) / 2);
     fprintf(f, "</svg>\n");
     if (fclose(f) != 0 || !text) {
         free(text);
