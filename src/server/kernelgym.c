@@ -82,6 +82,44 @@ static int id_ok(const char *s)
     return 1;
 }
 
+/* Unknown fields are kept (under request.client, as KernelGYM's clients
+ * send extra keys) but not without bound: at most KG_UNKNOWN_MAX bytes of
+ * JSON together, else a client could store megabytes per job in fields no
+ * one reads. */
+#define KG_UNKNOWN_MAX 16384
+static int unknown_fields_too_big(const json_t *in, const char *const *bools, size_t nbools, kg_bad_request *b)
+{
+    static const char *const known[] = {"task_id", "reference_code", "kernel_code", "backend", "entry_point",
+                                        "priority", "task", "id", "num_correct_trials", "num_perf_trials",
+                                        "num_warmup", "timeout", "force_refresh"};
+    size_t total = 0;
+    const char *key, *biggest = NULL;
+    size_t biggest_n = 0;
+    json_t *v;
+    json_object_foreach((json_t *)in, key, v) {
+        int is_known = 0;
+        for (size_t i = 0; i < sizeof known / sizeof *known && !is_known; i++)
+            is_known = !strcmp(key, known[i]);
+        for (size_t i = 0; i < nbools && !is_known; i++)
+            is_known = !strcmp(key, bools[i]);
+        if (is_known)
+            continue;
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        size_t n = strlen(key) + (text ? strlen(text) : 0);
+        free(text);
+        total += n;
+        if (n > biggest_n) {
+            biggest_n = n;
+            biggest = key;
+        }
+    }
+    if (total > KG_UNKNOWN_MAX)
+        return bad(b, 413, biggest ? biggest : "",
+                   "fields kgym does not know take %zu bytes (\"%.40s\" the most); the limit is %d", total,
+                   biggest ? biggest : "", KG_UNKNOWN_MAX);
+    return 0;
+}
+
 /* KernelGYM's rule: at least 10 non-blank characters. */
 static int too_short(const char *code)
 {
@@ -143,6 +181,9 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     for (size_t i = 0; i < sizeof bools / sizeof *bools; i++)
         if (opt_bool(in, bools[i], &flag, b))
             return -1;
+
+    if (unknown_fields_too_big(in, bools, sizeof bools / sizeof *bools, b))
+        return -1;
 
     /* The reference: code given, or a KernelBench id on this server. */
     kg_task t;
