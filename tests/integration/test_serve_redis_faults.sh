@@ -1,0 +1,92 @@
+#!/bin/sh
+# The Redis-backed fleet when Redis fails (issue 13): a real redis-server
+# without persistence, a stateless API server and one `kgym worker` (ASan).
+# Redis is killed: /health says unhealthy (503), submissions get 503 with
+# Retry-After (not 409, which clients do not retry), and the worker backs
+# off instead of spinning on failed claims.  Redis comes back empty (no
+# persistence: the consumer group is gone): the worker re-creates the group
+# and a new job runs.
+. "$(dirname "$0")/lib.sh"
+CH=tests/integration/serve/checks.py
+if ! command -v redis-server >/dev/null; then echo "skip: no redis-server"; finish; exit 0; fi
+export TMPDIR="$TMP"
+PIDS=""; REDIS_PID=""
+cleanup() {
+    for p in $PIDS $REDIS_PID; do kill -9 "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+start_redis() {
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no >>"$TMP/redis.log" 2>&1 &
+    REDIS_PID=$!
+    i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+}
+start_redis
+URL="redis://127.0.0.1:$RPORT"
+"$KGYM" serve --redis "$URL" --workers 0 --port 0 --port-file "$TMP/port" >"$TMP/api.log" 2>&1 &
+API=$!; PIDS="$API"
+"$KGYM" worker --redis "$URL" --device "$DEVICE" --lease 3 --stage-timeout compile=30 >"$TMP/w.log" 2>&1 &
+W=$!; PIDS="$PIDS $W"
+i=0; while [ ! -s "$TMP/port" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+PORT=$(cat "$TMP/port")
+i=0; while ! grep -q 'worker(s) on' "$TMP/w.log" && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
+checks() {
+    g=$1; shift
+    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
+    cat "$TMP/checks.out"
+    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
+    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
+}
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+checks submit before ok
+checks wait before done 'd["result"]["verdict"] == "correct"'
+
+# Redis goes away.
+kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null
+t0=$(cpu_ticks "$W"); sleep 4; t1=$(cpu_ticks "$W")
+ticks=$((t1 - t0)); hz=$(getconf CLK_TCK)
+# A worker spinning on failed claims burns a core (4 s of CPU in 4 s);
+# backing off, it uses next to nothing.  Half a core is the line.
+if [ "$ticks" -lt $((hz * 2)) ]; then ok "the worker backs off while Redis is down ($ticks CPU ticks in 4 s, $hz per s)"
+else bad "the worker spins while Redis is down ($ticks CPU ticks in 4 s, $hz per s)"; fi
+grep -q "cannot take jobs" "$TMP/w.log" && ok "the worker says why it takes no jobs" || bad "worker log" "$(tail "$TMP/w.log")"
+"$PY" - "$PORT" >"$TMP/py.out" 2>&1 <<'EOF'
+import json, sys, urllib.error, urllib.request
+port = sys.argv[1]
+def call(path, body=None):
+    r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body and json.dumps(body).encode(),
+                               headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(r, timeout=60) as f:
+            return f.status, json.load(f), f.headers
+    except urllib.error.HTTPError as e:
+        return e.code, json.load(e), e.headers
+s, h, _ = call("/health")
+print("/health:", s, h)
+ref = open("tests/fixtures/tasks/add_one.py").read()
+s2, d, hd = call("/v1/jobs", {"task_id": "down", "reference_code": ref, "kernel_code": "y = 1  # candidate"})
+print("POST /v1/jobs:", s2, d, "Retry-After:", hd.get("Retry-After"))
+print("HEALTH_OK" if s == 503 and h["status"] == "unhealthy" and "Redis" in h["store"]["error"] else "HEALTH_BAD")
+print("POST_OK" if s2 == 503 and hd.get("Retry-After") else "POST_BAD")
+EOF
+cat "$TMP/py.out"
+grep -q HEALTH_OK "$TMP/py.out" && ok "Redis down: /health 503 unhealthy, naming Redis" || bad "Redis down: /health"
+grep -q POST_OK "$TMP/py.out" && ok "Redis down: a submission is 503 with Retry-After" || bad "Redis down: submission"
+
+# Redis comes back empty: the consumer group must be made again.
+start_redis
+checks submit after ok
+checks wait after done 'd["result"]["verdict"] == "correct"'
+grep -q "the store answers again" "$TMP/w.log" && ok "the worker noticed Redis is back" || bad "worker recovery log" "$(tail "$TMP/w.log")"
+
+for p in $API $W; do
+    kill -TERM "$p"; wait "$p"; rc=$?
+    [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
+done
+PIDS=""
+if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
+else ok "no sanitizer reports in any log"; fi
+finish
