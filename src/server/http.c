@@ -212,7 +212,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
     size_t n = json_array_size(tasks);
     size_t m = n ? n : 1;
     json_t **norm = calloc(m, sizeof *norm);
-    char (*keys)[32] = calloc(m, sizeof *keys);
+    char (*keys)[KG_SHA256_STRLEN] = calloc(m, sizeof *keys);
     char (*ids)[160] = calloc(m, sizeof *ids);
     int *fresh = calloc(m, sizeof *fresh), *cached = calloc(m, sizeof *cached), *replace = calloc(m, sizeof *replace);
     char **reqs = calloc(m, sizeof *reqs);

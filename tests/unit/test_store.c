@@ -375,11 +375,17 @@ int main(void)
     json_decref(k);
     json_decref(job);
 
+    /* SHA-256 content keys (FIPS 180-2 test vector "abc"). */
+    char h[KG_SHA256_STRLEN];
+    CHECK(kg_sha256_string("abc", 3, h) == KG_OK &&
+              !strcmp(h, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+          "SHA-256 of \"abc\"");
+
     /* kg_task_from_source: a file named by the hash, reused. */
     kg_task t1, t2;
     const char *src = "import torch\nclass Model: pass\n";
     CHECK(kg_task_from_source(src, strlen(src), "mytask", dir, &t1, &err) == KG_OK && kg_file_exists(t1.path) &&
-              !strcmp(t1.id, "mytask") && strstr(t1.path, "task-"),
+              !strcmp(t1.id, "mytask") && strstr(t1.path, "task-") && strlen(strstr(t1.path, "task-")) == 5 + 64 + 3,
           "task from source");
     CHECK(kg_task_from_source(src, strlen(src), NULL, dir, &t2, &err) == KG_OK && !strcmp(t1.path, t2.path) &&
               !strcmp(t1.hash, t2.hash),

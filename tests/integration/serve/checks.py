@@ -142,6 +142,13 @@ def group_api():
     s2, j, _ = call("GET", "/v1/jobs/e-ok-copy")
     check("identical submission answered from the store", s == 200 and d["correctness"]
           and j["cached_from"] == "e-ok" and j["attempts"] == 0, j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-300", "ok", timeout=300))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-300")
+    check("the default timeout written out is the same content", s == 200 and j["cached_from"] == "e-ok", j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-t20", "ok", timeout=20))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-t20")
+    check("another timeout is other content: evaluated, not answered from the store",
+          s == 200 and d["correctness"] and j["cached_from"] is None and j["attempts"] == 1, j)
     s, d, _ = call("POST", "/evaluate", req("e-ok-fresh", "ok", force_refresh=True))
     s2, j, _ = call("GET", "/v1/jobs/e-ok-fresh")
     check("force_refresh evaluates again", s == 200 and d["correctness"] and j["cached_from"] is None
