@@ -856,6 +856,13 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     char *task_dir = NULL;
     int stopped = 1;
 
+    /* Before any thread: the guardian is forked. */
+    int orphans = kg_server_kill_orphans();
+    if (orphans)
+        fprintf(stderr, "kgym serve: killed %d process(es) left by a server that died\n", orphans);
+    rc = kg_server_guard(err);
+    if (rc != KG_OK)
+        return rc;
     if (pipe2(stop_pipe, O_CLOEXEC) != 0)
         return kg_error_set(err, KG_ERR_IO, "pipe: %s", strerror(errno));
     rc = kg_store_open(o->redis ? o->redis : o->db_path, &s.store, err);

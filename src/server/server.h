@@ -35,6 +35,14 @@ json_t *kg_server_job_json(const kg_job *job, int with_request);
 /* KernelGYM's TaskStatusResponse for a job (with error_message added). */
 json_t *kg_server_status_json(const kg_job *job, long queue_position);
 
+/* Orphans (orphans.c): kills the processes whose owning server is gone;
+ * returns how many. */
+int kg_server_kill_orphans(void);
+/* Marks this process as the owner of what it starts (KGYM_SERVE_OWNER) and
+ * forks a guardian that kills them when this process ends, however it ends.
+ * Call before any thread is started. */
+int kg_server_guard(kg_error *err);
+
 /* The dashboard page (HTML + JS, no build step). */
 extern const char kg_server_dashboard_html[];
 

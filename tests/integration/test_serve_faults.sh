@@ -2,7 +2,7 @@
 # kgym serve (ASan build) under the faults of issue 13: a second server on a
 # port in use, idle connections and one client holding every connection it
 # may, the hardening checks (cross-site POST, NaN, %00, duplicate ids, batch
-# retries, unknown fields), and as root a database on a full tmpfs (every 202
+# retries, unknown fields), no evaluation outliving a SIGKILLed server, and as root a database on a full tmpfs (every 202
 # is stored, the rest get 503), a result that cannot be written while the
 # disk is full (retried, never left running), and a deleted database file
 # (503, /health unhealthy).  Root-only parts skip with a message otherwise.
@@ -107,7 +107,49 @@ EOF
     stop_server idle
 fi
 
-# 3. (root) The database on a 2 MiB tmpfs: a full disk.
+# 3. No evaluation outlives its server: a hanging candidate's processes end
+#    when the server is SIGKILLed (its guardian), and a server start kills
+#    what a dead server left when the guardian died too.
+descendants() { for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
+alive() { n=0; for p in $1; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
+wait_gone() { i=0; while [ "$(alive "$1")" -ne 0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; alive "$1"; }
+eval_procs() { # SERVER_PID: the evaluation's processes (not the zygote, not the guardian)
+    for p in $(descendants "$1"); do
+        case "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" in *"$KGYM"*) ;; *) echo "$p" ;; esac
+    done
+}
+for round in guardian restart; do
+    if start_server "orphan-$round" --workers 1 --port 0 --db "$TMP/orphan-$round.db" --stage-timeout tiny_run=600; then
+        checks submit "hang-$round" hang
+        checks running "hang-$round"
+        sleep 1
+        procs=$(eval_procs "$SERVER_PID")
+        guardian=$(ps -o pid= --ppid "$SERVER_PID" | while read -r p; do
+            case "$(tr '\0' ' ' <"/proc/$p/cmdline")" in *"$KGYM"*) echo "$p" ;; esac; done)
+        [ -n "$procs" ] && [ -n "$guardian" ] && ok "$round: the evaluation runs ($(echo $procs | wc -w) processes) and a guardian watches" \
+            || bad "$round: evaluation processes and guardian found ('$procs', '$guardian')"
+        if [ "$round" = guardian ]; then
+            kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""
+            left=$(wait_gone "$procs")
+            [ "$left" -eq 0 ] && ok "guardian: a SIGKILLed server's evaluation is killed with it" \
+                || { bad "guardian: $left evaluation process(es) outlive the server"; kill -9 $procs 2>/dev/null; }
+        else
+            kill -9 "$guardian" "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""
+            sleep 1
+            [ "$(alive "$procs")" -ne 0 ] && ok "restart: with its guardian killed too, the evaluation outlives the server" \
+                || bad "restart: the evaluation should still run before the next start"
+            if start_server orphan-next --workers 0 --port 0 --db "$TMP/orphan2.db"; then
+                left=$(wait_gone "$procs")
+                [ "$left" -eq 0 ] && grep -q "killed .* process(es) left by a server that died" "$TMP/orphan-next.log" \
+                    && ok "restart: the next server start kills what the dead server left" \
+                    || { bad "restart: $left process(es) left" "$(cat "$TMP/orphan-next.log")"; kill -9 $procs 2>/dev/null; }
+                stop_server orphan-next
+            fi
+        fi
+    fi
+done
+
+# 4. (root) The database on a 2 MiB tmpfs: a full disk.
 if [ "$(id -u)" -ne 0 ]; then
     echo "skip: the full-disk and deleted-database checks need root (a tmpfs mount)"
 elif ! { mkdir -p "$TMP/mnt" && mount -t tmpfs -o size=2m tmpfs "$TMP/mnt"; } 2>"$TMP/mount.err"; then
