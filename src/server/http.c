@@ -11,6 +11,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -39,6 +40,20 @@ typedef struct server {
 } server;
 
 #define KG_BODY_BUDGET 4
+
+/* A connection, for the header deadline: its request line and headers must
+ * arrive within --idle-timeout of its opening or of its previous answer.
+ * MHD's own timeout counts silence only, and a client sending a byte now and
+ * then (slowloris) would hold the connection for ever. */
+typedef struct conn_rec {
+    struct conn_rec *prev, *next;
+    int fd;
+    int waiting;  /* for a request's headers since `since` */
+    double since; /* kg_now_ms() */
+} conn_rec;
+
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static conn_rec *conns;
 
 typedef struct request_ctx {
     kg_buf body;
@@ -744,6 +759,69 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return ctx;
 }
 
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_rec *r = fd ? calloc(1, sizeof *r) : NULL;
+        if (!r)
+            return; /* no deadline for this one; MHD's idle timeout still holds */
+        r->fd = fd->connect_fd;
+        r->waiting = 1;
+        r->since = kg_now_ms();
+        pthread_mutex_lock(&conns_lock);
+        r->next = conns;
+        if (conns)
+            conns->prev = r;
+        conns = r;
+        pthread_mutex_unlock(&conns_lock);
+        *socket_context = r;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conn_rec *r = *socket_context;
+        pthread_mutex_lock(&conns_lock);
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            conns = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        pthread_mutex_unlock(&conns_lock);
+        free(r);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's headers arrived (waiting 0) or its answer went (1). */
+static void conn_waiting(struct MHD_Connection *c, int waiting)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_rec *r = i ? i->socket_context : NULL;
+    if (!r)
+        return;
+    pthread_mutex_lock(&conns_lock);
+    r->waiting = waiting;
+    r->since = kg_now_ms();
+    pthread_mutex_unlock(&conns_lock);
+}
+
+/* Ends the connections whose headers are late: shutdown() makes their
+ * thread's next read fail, and MHD closes them.  Returns how many. */
+static int end_late_headers(double deadline_s)
+{
+    int n = 0;
+    double now = kg_now_ms();
+    pthread_mutex_lock(&conns_lock);
+    for (conn_rec *r = conns; r; r = r->next)
+        if (r->waiting && now - r->since > deadline_s * 1000) {
+            shutdown(r->fd, SHUT_RDWR);
+            r->waiting = 0;
+            n++;
+        }
+    pthread_mutex_unlock(&conns_lock);
+    return n;
+}
+
 static void body_release(server *s, request_ctx *ctx)
 {
     atomic_fetch_sub(&s->body_bytes, ctx->counted);
@@ -765,6 +843,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (!ctx->started) { /* headers only, no body read yet */
         ctx->started = 1;
+        conn_waiting(c, 0);
         enum MHD_Result ret;
         if (refuse_early(s, c, url, method, ctx, &ret))
             return ret;
@@ -796,6 +875,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     request_ctx *ctx = *con_cls;
+    conn_waiting(c, 1);
     if (ctx) {
         body_release(cls, ctx);
         free(ctx);
@@ -914,6 +994,7 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
                              MHD_USE_ERROR_LOG,
                          0, NULL, NULL, on_request, &s, MHD_OPTION_LISTEN_SOCKET, lfd,
                          MHD_OPTION_NOTIFY_COMPLETED, on_done, &s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, &s,
+                         MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
                          MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_client_connections,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_timeout_s > 1 ? o->idle_timeout_s : 1),
@@ -956,11 +1037,18 @@ serve:;
         kg_store_heartbeat(s.store, w, o->lease_s * 2, NULL);
         json_decref(w);
     }
+    double next_beat = kg_now_ms() + beat_s * 1000;
     for (;;) {
         struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
-        if (poll(&p, 1, kg_store_is_shared(s.store) && o->workers > 0 ? (int)(beat_s * 1000) : -1) > 0)
+        /* Once a second: late headers are ended (d), heartbeats when due. */
+        int beats = kg_store_is_shared(s.store) && o->workers > 0;
+        int tick = beats && beat_s < 1 ? (int)(beat_s * 1000) : 1000;
+        if (poll(&p, 1, d || beats ? tick : -1) > 0)
             break;
-        if (kg_store_is_shared(s.store) && o->workers > 0) {
+        if (d)
+            end_late_headers(o->idle_timeout_s);
+        if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
+            next_beat = kg_now_ms() + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);
             kg_error herr;
             if (kg_store_heartbeat(s.store, w, o->lease_s * 2, &herr) != KG_OK)

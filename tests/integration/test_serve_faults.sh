@@ -7,7 +7,7 @@
 # disk is full (retried, never left running), and a deleted database file
 # (503, /health unhealthy).  Root-only parts skip with a message otherwise.
 . "$(dirname "$0")/lib.sh"
-CH=tests/integration/serve/checks.py
+. "$(dirname "$0")/serve/lib.sh"
 export TMPDIR="$TMP"
 SERVER_PID=""; MNT=""
 cleanup() {
@@ -17,34 +17,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server() { # NAME ARGS...: starts it, sets PORT and SERVER_PID
-    name=$1; shift
-    rm -f "$TMP/port"
-    "$KGYM" serve --device "$DEVICE" --port-file "$TMP/port" --stage-timeout compile=30 "$@" >>"$TMP/$name.log" 2>&1 &
-    SERVER_PID=$!
-    i=0
-    while [ ! -s "$TMP/port" ] && [ $i -lt 900 ] && kill -0 $SERVER_PID 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
-    PORT=$(cat "$TMP/port" 2>/dev/null)
-    if [ -z "$PORT" ]; then bad "server $name starts" "$(tail -20 "$TMP/$name.log")"; return 1; fi
-}
-stop_server() { # NAME: SIGTERM, expects exit 0 and no sanitizer report
-    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=""
-    if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$1.log"; then ok "server $1 stops cleanly (exit 0, no sanitizer report)"
-    else bad "server $1 stops cleanly (exit $rc)" "$(tail -30 "$TMP/$1.log")"; fi
-}
-checks() { # GROUP ARGS...: runs checks.py against $PORT and counts its lines
-    g=$1; shift
-    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
-    cat "$TMP/checks.out"
-    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
-    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
-    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
-}
 py() { "$PY" - "$PORT" "$@" >"$TMP/py.out" 2>&1; rc=$?; cat "$TMP/py.out"; return $rc; }
 
 # 1. A second server on a port in use refuses to start; the first keeps
 #    answering every request (it used to share the port and lose half).
-if start_server one --workers 0 --port 0 --db "$TMP/one.db"; then
+if start_server one --workers 0 --db "$TMP/one.db"; then
     "$KGYM" serve --device "$DEVICE" --workers 0 --port "$PORT" --db "$TMP/two.db" >"$TMP/two.log" 2>&1 &
     TWO=$!
     i=0; while kill -0 $TWO 2>/dev/null && [ $i -lt 100 ]; do sleep 0.2; i=$((i + 1)); done
@@ -60,8 +37,9 @@ fi
 
 # 2. Lock-out: idle connections are closed after --idle-timeout (not
 #    --sync-timeout + 120 s); one client address holding all the
-#    connections it may does not lock out another address.
-if start_server idle --workers 0 --port 0 --db "$TMP/idle.db" --idle-timeout 2 --max-connections 20 \
+#    connections it may does not lock out another address; a client
+#    dripping its headers (slowloris) is cut off after --idle-timeout.
+if start_server idle --workers 0 --db "$TMP/idle.db" --idle-timeout 2 --max-connections 20 \
         --max-client-connections 5 --sync-timeout 1800; then
     py <<'EOF' && ok "idle and per-client limits hold (see above)" || bad "idle and per-client limits"
 import socket, sys, time, urllib.request
@@ -104,6 +82,25 @@ after = health()
 print(f"after the idle timeout: {closed}/5 idle connections closed by the server; a new request -> {after}")
 sys.exit(0 if first == "no answer" and other == "200" and closed == 5 and after == "200" else 1)
 EOF
+    py <<'EOF' && ok "a slowloris client (a header byte every 0.5 s) is cut off at the header deadline" \
+        || bad "a slowloris client holds its connection"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(0.5)
+t0, closed = time.time(), False
+for b in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100:
+    try:
+        s.sendall(bytes([b]))
+        closed = s.recv(1) == b""
+    except socket.timeout:
+        pass
+    except OSError:
+        closed = True
+    if closed:
+        break
+print("slowloris: connection closed by the server: %s after %.1f s" % (closed, time.time() - t0))
+sys.exit(0 if closed else 1)
+EOF
     stop_server idle
 fi
 
@@ -111,7 +108,8 @@ fi
 #    when the server is SIGKILLed (its guardian), and a server start kills
 #    what a dead server left when the guardian died too.
 descendants() { for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
-alive() { n=0; for p in $1; do kill -0 "$p" 2>/dev/null && n=$((n + 1)); done; echo $n; }
+alive() { # how many of the pids live (a zombie is dead)
+    n=0; for p in $1; do st=$(ps -o stat= -p "$p" 2>/dev/null); case "$st" in ""|Z*) ;; *) n=$((n + 1)) ;; esac; done; echo $n; }
 wait_gone() { i=0; while [ "$(alive "$1")" -ne 0 ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; alive "$1"; }
 eval_procs() { # SERVER_PID: the evaluation's processes (not the zygote, not the guardian)
     for p in $(descendants "$1"); do
@@ -119,7 +117,7 @@ eval_procs() { # SERVER_PID: the evaluation's processes (not the zygote, not the
     done
 }
 for round in guardian restart; do
-    if start_server "orphan-$round" --workers 1 --port 0 --db "$TMP/orphan-$round.db" --stage-timeout tiny_run=600; then
+    if start_server "orphan-$round" --workers 1 --db "$TMP/orphan-$round.db" --stage-timeout tiny_run=600; then
         checks submit "hang-$round" hang
         checks running "hang-$round"
         sleep 1
@@ -128,6 +126,9 @@ for round in guardian restart; do
             case "$(tr '\0' ' ' <"/proc/$p/cmdline")" in *"$KGYM"*) echo "$p" ;; esac; done)
         [ -n "$procs" ] && [ -n "$guardian" ] && ok "$round: the evaluation runs ($(echo $procs | wc -w) processes) and a guardian watches" \
             || bad "$round: evaluation processes and guardian found ('$procs', '$guardian')"
+        # Stopped, they cannot end on their own (the judge noticing its
+        # server is gone): only a kill ends them.
+        kill -STOP $procs
         if [ "$round" = guardian ]; then
             kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""
             left=$(wait_gone "$procs")
@@ -138,7 +139,7 @@ for round in guardian restart; do
             sleep 1
             [ "$(alive "$procs")" -ne 0 ] && ok "restart: with its guardian killed too, the evaluation outlives the server" \
                 || bad "restart: the evaluation should still run before the next start"
-            if start_server orphan-next --workers 0 --port 0 --db "$TMP/orphan2.db"; then
+            if start_server orphan-next --workers 0 --db "$TMP/orphan2.db"; then
                 left=$(wait_gone "$procs")
                 [ "$left" -eq 0 ] && grep -q "killed .* process(es) left by a server that died" "$TMP/orphan-next.log" \
                     && ok "restart: the next server start kills what the dead server left" \
@@ -158,7 +159,7 @@ else
     MNT="$TMP/mnt"
     # 3a. 60 requests of ~50 kB on a workerless server: every 202 is stored
     #     (the rest are 503 with Retry-After), across a restart.
-    if start_server full --workers 0 --port 0 --db "$MNT/jobs.db"; then
+    if start_server full --workers 0 --db "$MNT/jobs.db"; then
         py "$TMP/acked" <<'EOF'
 import json, sys, urllib.error, urllib.request
 port, out = sys.argv[1], sys.argv[2]
@@ -182,7 +183,7 @@ EOF
         grep -q "503" "$TMP/py.out" && grep -q "Retry-After: True" "$TMP/py.out" \
             && ok "a full disk: requests refused with 503 + Retry-After" || bad "a full disk gives 503 + Retry-After"
         kill -9 $SERVER_PID; wait $SERVER_PID 2>/dev/null; SERVER_PID=""
-        if start_server full2 --workers 0 --port 0 --db "$MNT/jobs.db"; then
+        if start_server full2 --workers 0 --db "$MNT/jobs.db"; then
             py "$TMP/acked" <<'EOF' && ok "every acknowledged job survives a full disk and a SIGKILL" || bad "acknowledged jobs lost"
 import json, sys, urllib.error, urllib.request
 port, ids = sys.argv[1], open(sys.argv[2]).read().split()
@@ -202,7 +203,7 @@ EOF
     #     runs) is retried; once there is room the job ends (it used to
     #     stay "running" until a restart).
     rm -f "$MNT"/*
-    if start_server result --workers 1 --port 0 --db "$MNT/res.db" --stage-timeout tiny_run=4; then
+    if start_server result --workers 1 --db "$MNT/res.db" --stage-timeout tiny_run=4; then
         checks submit slow hang
         checks running slow
         dd if=/dev/zero of="$MNT/filler" bs=4k 2>/dev/null
@@ -215,7 +216,7 @@ EOF
     fi
     # 3c. The database file deleted under a running server.
     rm -f "$MNT"/*
-    if start_server gone --workers 0 --port 0 --db "$MNT/gone.db"; then
+    if start_server gone --workers 0 --db "$MNT/gone.db"; then
         rm -f "$MNT/gone.db"
         py <<'EOF' && ok "a deleted database: /health 503 unhealthy, submissions 503" || bad "a deleted database is noticed"
 import json, sys, urllib.error, urllib.request

@@ -7,7 +7,7 @@
 # persistence: the consumer group is gone): the worker re-creates the group
 # and a new job runs.
 . "$(dirname "$0")/lib.sh"
-CH=tests/integration/serve/checks.py
+. "$(dirname "$0")/serve/lib.sh"
 if ! command -v redis-server >/dev/null; then echo "skip: no redis-server"; finish; exit 0; fi
 export TMPDIR="$TMP"
 PIDS=""; REDIS_PID=""
@@ -31,14 +31,6 @@ W=$!; PIDS="$PIDS $W"
 i=0; while [ ! -s "$TMP/port" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
 PORT=$(cat "$TMP/port")
 i=0; while ! grep -q 'worker(s) on' "$TMP/w.log" && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
-checks() {
-    g=$1; shift
-    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
-    cat "$TMP/checks.out"
-    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
-    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
-    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
-}
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 checks submit before ok
@@ -87,6 +79,5 @@ for p in $API $W; do
     [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
 done
 PIDS=""
-if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
-else ok "no sanitizer reports in any log"; fi
+no_sanitizer_reports
 finish
