@@ -218,25 +218,7 @@ EOF
     rm -f "$MNT"/*
     if start_server gone --workers 0 --db "$MNT/gone.db"; then
         rm -f "$MNT/gone.db"
-        py <<'EOF' && ok "a deleted database: /health 503 unhealthy, submissions 503" || bad "a deleted database is noticed"
-import json, sys, urllib.error, urllib.request
-port = sys.argv[1]
-def call(path, body=None):
-    r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body and json.dumps(body).encode(),
-                               headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(r) as f:
-            return f.status, json.load(f), f.headers
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e), e.headers
-s, h, _ = call("/health")
-print("/health:", s, h)
-ref = open("tests/fixtures/tasks/add_one.py").read()
-s2, d, hd = call("/v1/jobs", {"reference_code": ref, "kernel_code": "y = 1  # candidate"})
-print("POST /v1/jobs:", s2, d, "Retry-After:", hd.get("Retry-After"))
-sys.exit(0 if s == 503 and h["status"] == "unhealthy" and "deleted" in h["store"]["error"] and s2 == 503
-         and "deleted" in d["error"] and hd.get("Retry-After") else 1)
-EOF
+        checks store_down deleted
         stop_server gone
     fi
 fi

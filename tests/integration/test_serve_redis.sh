@@ -100,10 +100,7 @@ sleep 7  # dead workers' heartbeats expire (2 leases)
 checks workers 1
 
 # Clean shutdown of the survivors, no sanitizer reports.
-for p in $API $W4; do
-    kill -TERM "$p"; wait "$p"; rc=$?
-    [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
-done
+stop_pids $API $W4
 PIDS=""
 no_sanitizer_reports
 finish

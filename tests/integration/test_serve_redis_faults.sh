@@ -45,28 +45,7 @@ ticks=$((t1 - t0)); hz=$(getconf CLK_TCK)
 if [ "$ticks" -lt $((hz * 2)) ]; then ok "the worker backs off while Redis is down ($ticks CPU ticks in 4 s, $hz per s)"
 else bad "the worker spins while Redis is down ($ticks CPU ticks in 4 s, $hz per s)"; fi
 grep -q "cannot take jobs" "$TMP/w.log" && ok "the worker says why it takes no jobs" || bad "worker log" "$(tail "$TMP/w.log")"
-"$PY" - "$PORT" >"$TMP/py.out" 2>&1 <<'EOF'
-import json, sys, urllib.error, urllib.request
-port = sys.argv[1]
-def call(path, body=None):
-    r = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body and json.dumps(body).encode(),
-                               headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(r, timeout=60) as f:
-            return f.status, json.load(f), f.headers
-    except urllib.error.HTTPError as e:
-        return e.code, json.load(e), e.headers
-s, h, _ = call("/health")
-print("/health:", s, h)
-ref = open("tests/fixtures/tasks/add_one.py").read()
-s2, d, hd = call("/v1/jobs", {"task_id": "down", "reference_code": ref, "kernel_code": "y = 1  # candidate"})
-print("POST /v1/jobs:", s2, d, "Retry-After:", hd.get("Retry-After"))
-print("HEALTH_OK" if s == 503 and h["status"] == "unhealthy" and "Redis" in h["store"]["error"] else "HEALTH_BAD")
-print("POST_OK" if s2 == 503 and hd.get("Retry-After") else "POST_BAD")
-EOF
-cat "$TMP/py.out"
-grep -q HEALTH_OK "$TMP/py.out" && ok "Redis down: /health 503 unhealthy, naming Redis" || bad "Redis down: /health"
-grep -q POST_OK "$TMP/py.out" && ok "Redis down: a submission is 503 with Retry-After" || bad "Redis down: submission"
+checks store_down Redis
 
 # Redis comes back empty: the consumer group must be made again.
 start_redis
@@ -74,10 +53,7 @@ checks submit after ok
 checks wait after done 'd["result"]["verdict"] == "correct"'
 grep -q "the store answers again" "$TMP/w.log" && ok "the worker noticed Redis is back" || bad "worker recovery log" "$(tail "$TMP/w.log")"
 
-for p in $API $W; do
-    kill -TERM "$p"; wait "$p"; rc=$?
-    [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
-done
+stop_pids $API $W
 PIDS=""
 no_sanitizer_reports
 finish

@@ -371,6 +371,19 @@ def group_hardening():
     check("a small unknown field is accepted", s == 202, d)
 
 
+def group_store_down():
+    """store_down WORD: the store cannot take jobs (its error names WORD): /health is 503 "unhealthy" and a
+    submission is 503 with Retry-After (retryable), not 202, not 409."""
+    word = sys.argv[3]
+    s, h, _ = call("GET", "/health", timeout=60)
+    check(f"store down: /health 503 unhealthy, naming {word}", s == 503 and h["status"] == "unhealthy"
+          and word in h["store"]["error"], (s, h))
+    s, d, hd = call("POST", "/v1/jobs", {"task_id": "while-down", "reference_code": REF, "kernel_code": cand("ok")},
+                    timeout=60)
+    check(f"store down: a submission is 503 with Retry-After, naming {word}", s == 503 and hd.get("Retry-After")
+          and word in d["error"], (s, d))
+
+
 def group_full():
     # A server with no workers, --max-queue 3, --sync-timeout 1.
     res = []

@@ -25,6 +25,12 @@ checks() { # GROUP ARGS...: runs checks.py against $PORT and counts its lines
     FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
     if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
 }
+stop_pids() { # PID...: SIGTERM each, expects exit 0
+    for p in "$@"; do
+        kill -TERM "$p"; wait "$p"; rc=$?
+        [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
+    done
+}
 no_sanitizer_reports() { # after every process stopped: no ASan/UBSan report in any log
     if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
     else ok "no sanitizer reports in any log"; fi
