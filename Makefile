@@ -9,7 +9,7 @@
 # KGYM_PYTHON names an existing interpreter that has torch and triton.
 
 CC      ?= cc
-PKGS    := jansson libmicrohttpd sqlite3 hiredis libcurl libseccomp
+PKGS    := jansson libmicrohttpd sqlite3 hiredis libcurl libseccomp libcrypto
 # Recursive (=) on purpose: pkg-config must run after `make deps` installed them.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS))

@@ -20,7 +20,8 @@ PORT=$(cat "$TMP/port")
 import json, sys, urllib.request
 ref = open("tests/fixtures/tasks/add_one.py").read(); k = open("tests/fixtures/candidates/ok.py").read()
 r = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/evaluate", method="POST",
-    data=json.dumps({"task_id": "bench-cached", "reference_code": ref, "kernel_code": k}).encode())
+    data=json.dumps({"task_id": "bench-cached", "reference_code": ref, "kernel_code": k}).encode(),
+    headers={"Content-Type": "application/json"})
 print("warm-up evaluation:", json.load(urllib.request.urlopen(r))["kgym"]["verdict"])
 PYEOF
 echo "machine: $(nproc) cores; server and load generator share them"

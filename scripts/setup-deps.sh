@@ -12,6 +12,8 @@ need sqlite3 libsqlite3-dev
 need hiredis libhiredis-dev
 need libcurl libcurl4-openssl-dev
 need libseccomp libseccomp-dev
+# SHA-256 for content keys a client controls (src/util/files.c)
+need libcrypto libssl-dev
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 # The dashboard test takes a screenshot with headless Chromium.
 command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || missing="$missing chromium"

@@ -32,7 +32,10 @@ typedef struct kg_service_options {
     size_t max_body_bytes;     /* whole request body */
     int max_attempts;          /* a job interrupted this often is failed, not re-run */
     double sync_timeout_s;     /* POST /evaluate waits at most this long, then answers 202 */
-    int max_connections;
+    int max_connections;       /* open connections in all (1000) */
+    int max_client_connections;/* open connections from one client address (64) */
+    double idle_timeout_s;     /* a connection silent this long is closed (30); independent of
+                                * --sync-timeout: a handler waiting for a job is not idle */
     const char *redis;         /* redis://HOST:PORT[/DB]: jobs live in Redis (a fleet), not db_path */
     double lease_s;            /* Redis: a claimed job whose worker stops renewing it is re-claimed after this */
     double result_ttl_s;       /* Redis: finished jobs expire after this */

@@ -92,6 +92,56 @@ static void count_result(kg_sched *s, const json_t *result, int failed, double q
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Sleeps up to pause_s unless the scheduler stops; returns 1 when it stops. */
+static int pause_unless_stopping(kg_sched *s, double pause_s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->stopping) {
+        struct timespec ts;
+        deadline_in(&ts, pause_s);
+        pthread_cond_timedwait(&s->work_cv, &s->lock, &ts);
+    }
+    int stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
+/* Writes a job's outcome.  A write that fails (a full disk, a lost database,
+ * Redis away) is retried with a growing pause; after three tries the job is
+ * failed with the reason instead (a smaller write), or else given back to the
+ * queue, and so on until one of them is stored.  Only a stopping scheduler
+ * gives up: the job stays running and the next server re-queues it.  A job
+ * that is no longer running (cancelled meanwhile) needs nothing. */
+static void store_outcome(kg_sched *s, const char *id, const char *status, const char *result, const char *error)
+{
+    double pause = 0.5;
+    char reason[1200] = "";
+    for (int attempt = 0;; attempt++) {
+        kg_error e;
+        kg_error_clear(&e);
+        int rc;
+        if (attempt < 3)
+            rc = kg_store_finish(s->o.store, id, status, result, error, &e);
+        else if (attempt % 2)
+            rc = kg_store_finish(s->o.store, id, "failed", NULL, reason, &e);
+        else
+            rc = kg_store_requeue(s->o.store, id, reason, &e);
+        if (rc == KG_OK || rc == KG_ERR_NOT_FOUND || rc == KG_ERR_INVALID) {
+            if (attempt)
+                fprintf(stderr, "kgym: job %s: outcome stored after %d retries (%s)\n", id, attempt,
+                        attempt < 3 ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
+            return;
+        }
+        if (attempt == 2 || !reason[0])
+            snprintf(reason, sizeof reason, "the evaluation ended but its outcome could not be stored: %.1000s",
+                     e.message);
+        fprintf(stderr, "kgym: job %s: cannot store its outcome (%s); retrying in %.1f s\n", id, e.message, pause);
+        if (pause_unless_stopping(s, pause))
+            return;
+        pause = pause * 2 < 5 ? pause * 2 : 5;
+    }
+}
+
 /* One job: the reference goes to a file named by its hash, the candidate
  * through kg_eval_run; the outcome goes back to the store. */
 static void run_job(worker *w, kg_job *job)
@@ -122,12 +172,10 @@ static void run_job(worker *w, kg_job *job)
         rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
-    kg_error ferr;
     if (rc == KG_OK && text)
-        kg_store_finish(s->o.store, job->id, "done", text, NULL, &ferr);
+        store_outcome(s, job->id, "done", text, NULL);
     else
-        kg_store_finish(s->o.store, job->id, "failed", NULL,
-                        err.message[0] ? err.message : "the evaluation produced no result", &ferr);
+        store_outcome(s, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result");
     count_result(s, result, !(rc == KG_OK && text),
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
     free(text);
@@ -140,6 +188,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     kg_sched *s = w->sched;
+    double backoff = 0.1;
     for (;;) {
         pthread_mutex_lock(&s->lock);
         unsigned long seen = s->generation;
@@ -150,7 +199,20 @@ static void *worker_main(void *arg)
             break;
         kg_job job;
         kg_error err;
-        if (kg_store_claim(s->o.store, w->name, &job, &err) != KG_OK) {
+        int crc = kg_store_claim(s->o.store, w->name, &job, &err);
+        if (crc != KG_OK && crc != KG_ERR_NOT_FOUND) {
+            /* The store failed (Redis down, database lost): back off, up
+             * to 5 s, instead of asking again at once in a tight loop. */
+            if (backoff == 0.1)
+                fprintf(stderr, "kgym: %s: cannot take jobs: %s (retrying)\n", w->name, err.message);
+            pause_unless_stopping(s, backoff);
+            backoff = backoff * 2 < 5 ? backoff * 2 : 5;
+            continue;
+        }
+        if (backoff > 0.1)
+            fprintf(stderr, "kgym: %s: the store answers again\n", w->name);
+        backoff = 0.1;
+        if (crc != KG_OK) {
             if (kg_store_is_shared(s->o.store))
                 continue; /* the claim itself blocked in Redis for a while */
             pthread_mutex_lock(&s->lock);

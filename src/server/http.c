@@ -7,13 +7,18 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <math.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -28,11 +33,34 @@ typedef struct server {
     kg_store *store;
     kg_sched *sched;
     double started_at;
+    /* Request bodies held in memory by all connections together: past
+     * max_body_bytes * KG_BODY_BUDGET, new uploads get 503 (a flood of large
+     * bodies cannot take the server's memory). */
+    atomic_size_t body_bytes;
 } server;
+
+#define KG_BODY_BUDGET 4
+
+/* A connection, for the header deadline: its request line and headers must
+ * arrive within --idle-timeout of its opening or of its previous answer.
+ * MHD's own timeout counts silence only, and a client sending a byte now and
+ * then (slowloris) would hold the connection for ever. */
+typedef struct conn_rec {
+    struct conn_rec *prev, *next;
+    int fd;
+    int waiting;  /* for a request's headers since `since` */
+    double since; /* kg_now_ms() */
+} conn_rec;
+
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static conn_rec *conns;
 
 typedef struct request_ctx {
     kg_buf body;
     int too_large;
+    int started;   /* the headers were seen (on_request's first call) */
+    int bad_url;   /* the raw URL had %00: the decoded one is cut short there */
+    size_t counted; /* bytes of body counted in server.body_bytes */
 } request_ctx;
 
 static double wall_s(void)
@@ -55,6 +83,8 @@ void kg_service_options_default(kg_service_options *o)
     o->max_attempts = 3;
     o->sync_timeout_s = 1800;
     o->max_connections = 1000;
+    o->max_client_connections = 64;
+    o->idle_timeout_s = 30;
     o->lease_s = 60;
     o->result_ttl_s = 7 * 86400;
     kg_eval_options_default(&o->eval, "cpu");
@@ -92,17 +122,35 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
     return send_text(c, status, "application/json", text, strlen(text), NULL);
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *field, const char *msg)
+/* An error; retry_after (seconds, may be NULL) tells clients when to retry. */
+static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *field, const char *msg,
+                                        const char *retry_after)
 {
     json_t *e = json_pack("{s:s, s:s?}", "error", msg, "field", field && *field ? field : NULL);
     if (!e) /* msg not UTF-8 (it can quote client input): say so plainly */
         e = json_pack("{s:s, s:s?}", "error", "bad request", "field", NULL);
-    return send_json(c, status, e);
+    char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+    json_decref(e);
+    if (!text) {
+        text = kg_strdup("{\"error\":\"the response could not be encoded\",\"field\":null}");
+        status = 500;
+    }
+    return text ? send_text(c, status, "application/json", text, strlen(text), retry_after) : MHD_NO;
 }
 
-static enum MHD_Result send_bad(struct MHD_Connection *c, const kg_bad_request *b)
+static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *field, const char *msg)
 {
-    return send_error(c, b->http ? b->http : 400, b->field, b->error);
+    return send_error_retry(c, status, field, msg, NULL);
+}
+
+/* A store failure.  A conflict with what is stored is the client's (409);
+ * anything else (a full disk, a lost database file, Redis down) is the
+ * server's and passes: 503 with Retry-After, which clients retry. */
+static enum MHD_Result send_store_error(struct MHD_Connection *c, int rc, const char *field, const kg_error *err)
+{
+    if (rc == KG_ERR_INVALID)
+        return send_error(c, 409, field, err->message);
+    return send_error_retry(c, 503, "", err->message, "5");
 }
 
 static enum MHD_Result send_full(struct MHD_Connection *c, long room)
@@ -130,52 +178,6 @@ static void new_id(char out[40])
         sprintf(out + 4 + 2 * i, "%02x", r[i]);
 }
 
-/* Submits one validated request.  id may be NULL (a new one is made).
- * Existing id: answered as it stands unless fresh (then re-queued unless it
- * is queued or running already).  Same content already done and not fresh:
- * a new job answered at once from the stored result. */
-static int submit(server *s, json_t *normalized, const char *key, const char *given_id, int fresh,
-                  char id[160], int *cached, kg_error *err)
-{
-    *cached = 0;
-    if (given_id)
-        snprintf(id, 160, "%s", given_id);
-    else
-        new_id(id);
-    kg_job old;
-    if (given_id && kg_store_get(s->store, id, &old, NULL) == KG_OK) {
-        int busy = !strcmp(old.status, "queued") || !strcmp(old.status, "running");
-        kg_job_free(&old);
-        if (!fresh || busy)
-            return KG_OK;
-    }
-    char *req = json_dumps(normalized, JSON_COMPACT);
-    if (!req)
-        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-    kg_job j;
-    memset(&j, 0, sizeof j);
-    j.id = id;
-    j.key = (char *)key;
-    j.request = req;
-    j.status = "queued";
-    kg_job done;
-    int rc;
-    if (!fresh && kg_store_find_done(s->store, key, &done, NULL) == KG_OK) {
-        j.status = "done";
-        j.result = done.result;
-        j.cached_from = done.id;
-        rc = kg_store_put(s->store, &j, 1, err);
-        kg_job_free(&done);
-        *cached = rc == KG_OK;
-    } else {
-        rc = kg_store_put(s->store, &j, 1, err);
-        if (rc == KG_OK)
-            kg_sched_notify(s->sched);
-    }
-    free(req);
-    return rc;
-}
-
 static double query_double(struct MHD_Connection *c, const char *name, double dflt, double lo, double hi, int *ok)
 {
     const char *v = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, name);
@@ -184,7 +186,9 @@ static double query_double(struct MHD_Connection *c, const char *name, double df
     char *end;
     errno = 0;
     double d = strtod(v, &end);
-    if (errno || end == v || *end || d < lo || d > hi) {
+    /* isfinite: strtod reads "nan" and "inf", and NaN passes every range
+     * test (a wait of NaN seconds never ended). */
+    if (errno || end == v || *end || !isfinite(d) || d < lo || d > hi) {
         *ok = 0;
         return dflt;
     }
@@ -196,33 +200,173 @@ static int is_terminal(const char *st)
     return st && strcmp(st, "queued") && strcmp(st, "running");
 }
 
+/* The id a request names: task_id, else id, else one derived from the
+ * batch's id and the request's place in it (a batch retried with the same
+ * batch_id gets the same ids, so nothing is queued twice); NULL: a new one. */
+static const char *given_id(const json_t *t, const char *batch_id, size_t i, char buf[160])
+{
+    const char *given = json_string_value(json_object_get(t, "task_id"));
+    if (!given)
+        given = json_string_value(json_object_get(t, "id"));
+    if (!given && batch_id) {
+        snprintf(buf, 160, "%s-%zu", batch_id, i);
+        given = buf;
+    }
+    return given;
+}
+
+/* Validates and submits a list of requests: all validated, then all stored
+ * in one transaction (or none: a crash or a store error leaves no partial
+ * batch), and only then acknowledged.  An id that exists is answered as it
+ * stands, unless force_refresh (then queued again unless queued or running).
+ * Same content already done and not fresh: answered at once from the stored
+ * result.  *ids_out: [{id, cached}] in order; NULL when an error was sent. */
+static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *tasks, int need_task_id,
+                                   const char *field, const char *batch_id, json_t **ids_out)
+{
+    size_t n = json_array_size(tasks);
+    size_t m = n ? n : 1;
+    json_t **norm = calloc(m, sizeof *norm);
+    char (*keys)[KG_SHA256_STRLEN] = calloc(m, sizeof *keys);
+    char (*ids)[160] = calloc(m, sizeof *ids);
+    int *fresh = calloc(m, sizeof *fresh), *cached = calloc(m, sizeof *cached), *replace = calloc(m, sizeof *replace);
+    char **reqs = calloc(m, sizeof *reqs);
+    kg_job *jobs = calloc(m, sizeof *jobs), *done = calloc(m, sizeof *done);
+    json_t *seen = json_object();
+    enum MHD_Result ret = MHD_YES;
+    size_t nput = 0;
+    int queued = 0;
+    *ids_out = NULL;
+    if (!norm || !keys || !ids || !fresh || !cached || !replace || !reqs || !jobs || !done || !seen) {
+        ret = send_error(c, 500, "", "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        kg_bad_request b = {0};
+        const json_t *t = json_array_get(tasks, i);
+        char f[160];
+        if (kg_server_normalize(s->o, t, need_task_id, &norm[i], keys[i], &fresh[i], &b)) {
+            if (*field) /* a list: name the element ("tasks[3].kernel_code") */
+                snprintf(f, sizeof f, "%s[%zu]%s%s", field, i, b.field[0] ? "." : "", b.field);
+            else
+                snprintf(f, sizeof f, "%s", b.field);
+            ret = send_error(c, b.http, f, b.error);
+            goto out;
+        }
+        char buf[160];
+        const char *given = given_id(t, batch_id, i, buf);
+        if (given) {
+            snprintf(ids[i], 160, "%s", given);
+        } else {
+            new_id(ids[i]);
+        }
+        /* Two requests with one id in a batch would silently collapse into one job. */
+        json_t *first = json_object_get(seen, ids[i]);
+        if (first) {
+            char msg[400];
+            snprintf(f, sizeof f, "%s[%zu].%s", field, i, json_object_get(t, "task_id") ? "task_id" : "id");
+            snprintf(msg, sizeof msg, "id \"%s\" appears twice in the list (at %lld and %zu); ids must be unique",
+                     ids[i], (long long)json_integer_value(first), i);
+            ret = send_error(c, 400, f, msg);
+            goto out;
+        }
+        json_object_set_new(seen, ids[i], json_integer((json_int_t)i));
+    }
+    long room = kg_sched_room(s->sched);
+    if (room < (long)n) {
+        ret = send_full(c, room);
+        goto out;
+    }
+    kg_error err;
+    for (size_t i = 0; i < n; i++) {
+        kg_job old;
+        int rc = kg_store_get(s->store, ids[i], &old, &err);
+        if (rc == KG_OK) {
+            int busy = !strcmp(old.status, "queued") || !strcmp(old.status, "running");
+            kg_job_free(&old);
+            if (!fresh[i] || busy)
+                continue; /* answered as it stands */
+            replace[nput] = 1;
+        } else if (rc != KG_ERR_NOT_FOUND) {
+            ret = send_store_error(c, rc, field, &err);
+            goto out;
+        }
+        reqs[i] = json_dumps(norm[i], JSON_COMPACT);
+        if (!reqs[i]) {
+            ret = send_error(c, 500, "", "out of memory");
+            goto out;
+        }
+        kg_job *j = &jobs[nput];
+        j->id = ids[i];
+        j->key = keys[i];
+        j->request = reqs[i];
+        j->status = "queued";
+        if (!fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
+            j->status = "done";
+            j->result = done[i].result;
+            j->cached_from = done[i].id;
+            cached[i] = 1;
+        } else {
+            queued = 1;
+        }
+        nput++;
+    }
+    if (nput) {
+        int rc = kg_store_put_many(s->store, jobs, nput, replace, &err);
+        if (rc != KG_OK) {
+            ret = send_store_error(c, rc, field, &err);
+            goto out;
+        }
+        if (queued)
+            kg_sched_notify(s->sched);
+    }
+    json_t *out_ids = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(out_ids, json_pack("{s:s, s:b}", "id", ids[i], "cached", cached[i]));
+    *ids_out = out_ids;
+out:
+    for (size_t i = 0; i < n; i++) {
+        if (norm)
+            json_decref(norm[i]);
+        if (reqs)
+            free(reqs[i]);
+        if (done)
+            kg_job_free(&done[i]);
+    }
+    json_decref(seen);
+    free(norm);
+    free(keys);
+    free(ids);
+    free(fresh);
+    free(cached);
+    free(replace);
+    free(reqs);
+    free(jobs);
+    free(done);
+    return ret;
+}
+
 /* POST /evaluate: KernelGYM's synchronous evaluation. */
 static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, json_t *body)
 {
-    json_t *n = NULL;
-    char key[32], id[160];
-    int fresh, cached;
-    kg_bad_request b = {0};
-    if (kg_server_normalize(s->o, body, 1, &n, key, &fresh, &b))
-        return send_bad(c, &b);
-    const char *task_id = json_string_value(json_object_get(body, "task_id"));
-    long room = kg_sched_room(s->sched);
-    if (room < 1) {
-        json_decref(n);
-        return send_full(c, room);
-    }
-    kg_error err;
-    int rc = submit(s, n, key, task_id, fresh, id, &cached, &err);
-    json_decref(n);
-    if (rc != KG_OK)
-        return send_error(c, rc == KG_ERR_INVALID ? 409 : 500, "task_id", err.message);
+    json_t *one = json_array(), *ids = NULL;
+    json_array_append(one, body);
+    enum MHD_Result ret = submit_many(s, c, one, 1, "", NULL, &ids);
+    json_decref(one);
+    if (!ids)
+        return ret;
+    char id[160];
+    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(json_array_get(ids, 0), "id")));
+    json_decref(ids);
     double timeout = json_number_value(json_object_get(body, "timeout"));
     double wait = s->o->sync_timeout_s;
     if (timeout > 0 && timeout * 2 + 60 < wait)
         wait = timeout * 2 + 60;
     kg_job j;
-    if (kg_sched_wait(s->sched, id, wait, &j, &err) != KG_OK)
-        return send_error(c, 500, "", err.message);
+    kg_error err;
+    int rc = kg_sched_wait(s->sched, id, wait, &j, &err);
+    if (rc != KG_OK)
+        return send_store_error(c, rc, "", &err);
     json_t *full = kg_server_job_json(&j, 1);
     json_t *resp = json_incref(json_object_get(full, "kernelgym"));
     int http = is_terminal(j.status) ? 200 : 202; /* still running: the client polls /status */
@@ -231,61 +375,17 @@ static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, json_t *b
     return send_json(c, http, resp);
 }
 
-/* Validates and submits a list of requests (all or nothing on validation). */
-static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *tasks, int need_task_id,
-                                   const char *field, json_t **ids_out)
+/* A client's batch id: ids of requests without one derive from it. */
+static int batch_id_of(struct MHD_Connection *c, const json_t *body, const char **out, enum MHD_Result *ret)
 {
-    size_t n = json_array_size(tasks);
-    json_t **norm = calloc(n ? n : 1, sizeof *norm);
-    char (*keys)[32] = calloc(n ? n : 1, sizeof *keys);
-    int *fresh = calloc(n ? n : 1, sizeof *fresh);
-    enum MHD_Result ret = MHD_YES;
-    *ids_out = NULL;
-    if (!norm || !keys || !fresh) {
-        ret = send_error(c, 500, "", "out of memory");
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        kg_bad_request b = {0};
-        if (kg_server_normalize(s->o, json_array_get(tasks, i), need_task_id, &norm[i], keys[i], &fresh[i], &b)) {
-            char f[128];
-            if (*field) /* a list: name the element ("tasks[3].kernel_code") */
-                snprintf(f, sizeof f, "%s[%zu]%s%s", field, i, b.field[0] ? "." : "", b.field);
-            else
-                snprintf(f, sizeof f, "%s", b.field);
-            ret = send_error(c, b.http, f, b.error);
-            goto out;
-        }
-    }
-    long room = kg_sched_room(s->sched);
-    if (room < (long)n) {
-        ret = send_full(c, room);
-        goto out;
-    }
-    json_t *ids = json_array();
-    for (size_t i = 0; i < n; i++) {
-        char id[160];
-        int cached;
-        kg_error err;
-        const json_t *t = json_array_get(tasks, i);
-        const char *given = json_string_value(json_object_get(t, "task_id"));
-        if (!given)
-            given = json_string_value(json_object_get(t, "id"));
-        if (submit(s, norm[i], keys[i], given, fresh[i], id, &cached, &err) != KG_OK) {
-            json_decref(ids);
-            ret = send_error(c, 409, field, err.message);
-            goto out;
-        }
-        json_array_append_new(ids, json_pack("{s:s, s:b}", "id", id, "cached", cached));
-    }
-    *ids_out = ids;
-out:
-    for (size_t i = 0; norm && i < n; i++)
-        json_decref(norm[i]);
-    free(norm);
-    free(keys);
-    free(fresh);
-    return ret;
+    json_t *bid = json_object_get(body, "batch_id");
+    *out = json_string_value(bid);
+    if (!bid || json_is_null(bid) || (*out && strlen(*out) >= 1 && strlen(*out) <= 100 &&
+                                       strspn(*out, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                    "0123456789_-.:") == strlen(*out)))
+        return 0;
+    *ret = send_error(c, 400, "batch_id", "batch_id must be 1 to 100 characters of A-Z a-z 0-9 _ - . :");
+    return -1;
 }
 
 /* POST /evaluate/batch: {batch_id, tasks: [EvaluationRequest] (1..100)}, synchronous. */
@@ -298,12 +398,13 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body
         return send_error(c, 400, "tasks", "tasks must be a list of evaluation requests");
     if (json_array_size(tasks) < 1 || json_array_size(tasks) > 100)
         return send_error(c, 400, "tasks", "tasks must hold 1 to 100 requests");
-    json_t *bid = json_object_get(body, "batch_id");
-    if (bid && !json_is_string(bid) && !json_is_null(bid))
-        return send_error(c, 400, "batch_id", "batch_id must be a string");
+    const char *bid;
+    enum MHD_Result ret;
+    if (batch_id_of(c, body, &bid, &ret))
+        return ret;
     double submitted = wall_s();
     json_t *ids = NULL;
-    enum MHD_Result ret = submit_many(s, c, tasks, 1, "tasks", &ids);
+    ret = submit_many(s, c, tasks, 1, "tasks", bid, &ids);
     if (!ids)
         return ret;
     json_t *results = json_array();
@@ -330,7 +431,7 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body
         kg_job_free(&j);
     }
     json_t *out = json_object();
-    json_object_set_new(out, "batch_id", json_is_string(bid) ? json_copy(bid) : json_string("batch"));
+    json_object_set_new(out, "batch_id", json_string(bid ? bid : "batch"));
     json_object_set_new(out, "total_tasks", json_integer((json_int_t)json_array_size(ids)));
     json_object_set_new(out, "completed_tasks", json_integer(completed));
     json_object_set_new(out, "failed_tasks", json_integer(failed));
@@ -343,7 +444,7 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body
     return send_json(c, 200, out);
 }
 
-/* POST /v1/jobs: one request, or {"jobs": [...]}; answers at once (202). */
+/* POST /v1/jobs: one request, or {"jobs": [...], "batch_id"?}; answers at once (202). */
 static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, json_t *body)
 {
     if (!json_is_object(body))
@@ -352,6 +453,10 @@ static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, json_t *
     int batch = list != NULL;
     if (batch && (!json_is_array(list) || json_array_size(list) < 1 || json_array_size(list) > 1000))
         return send_error(c, 400, "jobs", "jobs must be a list of 1 to 1000 evaluation requests");
+    const char *bid = NULL;
+    enum MHD_Result ret;
+    if (batch && batch_id_of(c, body, &bid, &ret))
+        return ret;
     json_t *one = NULL;
     if (!batch) {
         one = json_array();
@@ -359,7 +464,7 @@ static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, json_t *
         list = one;
     }
     json_t *ids = NULL;
-    enum MHD_Result ret = submit_many(s, c, list, 0, batch ? "jobs" : "", &ids);
+    ret = submit_many(s, c, list, 0, batch ? "jobs" : "", bid, &ids);
     json_decref(one);
     if (!ids)
         return ret;
@@ -382,7 +487,7 @@ static enum MHD_Result h_job_get(server *s, struct MHD_Connection *c, const char
     if (rc == KG_ERR_NOT_FOUND) /* KernelGYM's endpoints call the id task_id */
         return send_error(c, 404, kernelgym_view ? "task_id" : "id", err.message);
     if (rc != KG_OK)
-        return send_error(c, 500, "", err.message);
+        return send_store_error(c, rc, "", &err);
     json_t *out;
     int http = 200;
     if (kernelgym_view == 1) { /* /status/{id} */
@@ -411,10 +516,8 @@ static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, const c
     int rc = kg_store_cancel(s->store, id, was, &err);
     if (rc == KG_ERR_NOT_FOUND)
         return send_error(c, 404, "id", err.message);
-    if (rc == KG_ERR_INVALID)
-        return send_error(c, 409, "id", err.message);
     if (rc != KG_OK)
-        return send_error(c, 500, "", err.message);
+        return send_store_error(c, rc, "id", &err);
     return send_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "status", "cancelled", "was", was));
 }
 
@@ -433,21 +536,31 @@ static enum MHD_Result h_jobs_list(server *s, struct MHD_Connection *c)
         return send_error(c, 400, "limit", "limit must be a number from 1 to 10000");
     json_t *arr;
     kg_error err;
-    if (kg_store_list(s->store, status, (int)limit, &arr, &err) != KG_OK)
-        return send_error(c, 500, "", err.message);
+    int rc = kg_store_list(s->store, status, (int)limit, &arr, &err);
+    if (rc != KG_OK)
+        return send_store_error(c, rc, "", &err);
     return send_json(c, 200, json_pack("{s:o, s:I}", "jobs", arr, "count", (json_int_t)json_array_size(arr)));
 }
 
+/* Healthy means able to take jobs: the store answers and its database is
+ * still the one opened; otherwise 503 "unhealthy" with the store's error (a
+ * balancer takes the server out, an operator reads why). */
 static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
 {
     long finished, failed;
     kg_sched_totals(s->sched, &finished, &failed);
+    kg_error err;
+    if (kg_store_check(s->store, &err) != KG_OK)
+        return send_json(c, 503, json_pack("{s:s, s:f, s:f, s:{s:b, s:s}}", "status", "unhealthy", "timestamp",
+                                           wall_s(), "uptime_s", wall_s() - s->started_at, "store", "ok", 0,
+                                           "error", err.message));
     json_t *o = json_pack("{s:s, s:f, s:f, s:s, s:{s:I, s:I}, s:i, s:I, s:I}", "status", "healthy", "timestamp",
                           wall_s(), "uptime_s", wall_s() - s->started_at, "device",
                           s->o->eval.device ? s->o->eval.device : "cpu", "queue", "pending",
                           (json_int_t)kg_store_count(s->store, "queued"), "processing",
                           (json_int_t)kg_store_count(s->store, "running"), "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
+    json_object_set_new(o, "store", json_pack("{s:b}", "ok", 1));
     return send_json(c, 200, o);
 }
 
@@ -498,9 +611,12 @@ static int auth_ok(server *s, struct MHD_Connection *c)
     if (!tok || !*tok)
         return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7))
+    /* The scheme is case-insensitive (RFC 9110 11.1): "bearer" is "Bearer". */
+    if (!h || strncasecmp(h, "Bearer ", 7))
         return 0;
     h += 7;
+    while (*h == ' ')
+        h++;
     size_t a = strlen(h), b = strlen(tok);
     unsigned diff = (unsigned)(a ^ b);
     /* Constant time in the token's length: no timing oracle on the prefix. */
@@ -509,24 +625,83 @@ static int auth_ok(server *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
+/* The endpoints without auth: /health and the dashboard page. */
+static int is_open(const char *url, const char *method)
+{
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    return get && (!strcmp(url, "/health") || !strcmp(url, "/") || !strcmp(url, "/dashboard"));
+}
+
+/* Is the Content-Type application/json (parameters such as charset allowed)? */
+static int is_json_type(const char *ct)
+{
+    if (!ct)
+        return 0;
+    while (*ct == ' ')
+        ct++;
+    size_t n = strlen("application/json");
+    return !strncasecmp(ct, "application/json", n) && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* Everything that can be decided from the request line and the headers,
+ * before a byte of the body is read: a client that may not upload is
+ * refused before it uploads (unauthenticated bodies are never buffered).
+ * Returns 1 and queues the refusal, or 0 to go on. */
+static int refuse_early(server *s, struct MHD_Connection *c, const char *url, const char *method, request_ctx *ctx,
+                        enum MHD_Result *ret)
+{
+    if (ctx->bad_url) {
+        *ret = send_error(c, 400, "", "the URL contains %00 (a NUL byte), which no id or parameter may hold");
+        return 1;
+    }
+    if (is_open(url, method))
+        return 0;
+    if (!auth_ok(s, c)) {
+        *ret = send_error(c, 401, "Authorization", "a valid bearer token is required");
+        return 1;
+    }
+    if (strcmp(method, "POST"))
+        return 0;
+    /* JSON only: a web page can POST text/plain or a form to any address
+     * without asking (no CORS preflight), never application/json.  Without
+     * this, a page a user of the machine opens could queue code here. */
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!is_json_type(ct)) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "a POST body must be JSON with \"Content-Type: application/json\", not \"%.100s\"",
+                 ct ? ct : "(none)");
+        *ret = send_error(c, 415, "Content-Type", msg);
+        return 1;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > s->o->max_body_bytes) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o->max_body_bytes);
+        *ret = send_error(c, 413, "", msg);
+        return 1;
+    }
+    return 0;
+}
+
 static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *url, const char *method,
                              request_ctx *ctx)
 {
+    if (ctx->too_large) {
+        char msg[160];
+        if (ctx->too_large == 2)
+            return send_error_retry(c, 503, "", "the server holds too many large request bodies; retry later",
+                                    "5");
+        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o->max_body_bytes);
+        return send_error(c, 413, "", msg);
+    }
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     int post = !strcmp(method, "POST");
     int del = !strcmp(method, "DELETE");
-    if (get && !strcmp(url, "/health"))
+    if (is_open(url, method) && !strcmp(url, "/health"))
         return h_health(s, c);
-    if (get && (!strcmp(url, "/") || !strcmp(url, "/dashboard"))) {
+    if (is_open(url, method)) {
         char *page = kg_strdup(kg_server_dashboard_html);
         return page ? send_text(c, 200, "text/html; charset=utf-8", page, strlen(page), NULL) : MHD_NO;
-    }
-    if (!auth_ok(s, c))
-        return send_error(c, 401, "Authorization", "a valid bearer token is required");
-    if (ctx->too_large) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o->max_body_bytes);
-        return send_error(c, 413, "", msg);
     }
     json_t *body = NULL;
     if (post) {
@@ -573,6 +748,87 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
     return ret;
 }
 
+/* The raw URL, before MHD decodes it: a %00 there would cut the decoded
+ * URL (a C string) short, and "/v1/jobs/a%00b" would read job "a".  The
+ * context made here is the request's (MHD hands it to on_request). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+    request_ctx *ctx = calloc(1, sizeof *ctx);
+    if (ctx && uri)
+        ctx->bad_url = strstr(uri, "%00") != NULL;
+    return ctx;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_rec *r = fd ? calloc(1, sizeof *r) : NULL;
+        if (!r)
+            return; /* no deadline for this one; MHD's idle timeout still holds */
+        r->fd = fd->connect_fd;
+        r->waiting = 1;
+        r->since = kg_now_ms();
+        pthread_mutex_lock(&conns_lock);
+        r->next = conns;
+        if (conns)
+            conns->prev = r;
+        conns = r;
+        pthread_mutex_unlock(&conns_lock);
+        *socket_context = r;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conn_rec *r = *socket_context;
+        pthread_mutex_lock(&conns_lock);
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            conns = r->next;
+        if (r->next)
+            r->next->prev = r->prev;
+        pthread_mutex_unlock(&conns_lock);
+        free(r);
+        *socket_context = NULL;
+    }
+}
+
+/* The connection's headers arrived (waiting 0) or its answer went (1). */
+static void conn_waiting(struct MHD_Connection *c, int waiting)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_rec *r = i ? i->socket_context : NULL;
+    if (!r)
+        return;
+    pthread_mutex_lock(&conns_lock);
+    r->waiting = waiting;
+    r->since = kg_now_ms();
+    pthread_mutex_unlock(&conns_lock);
+}
+
+/* Ends the connections whose headers are late: shutdown() makes their
+ * thread's next read fail, and MHD closes them.  Returns how many. */
+static int end_late_headers(double deadline_s)
+{
+    int n = 0;
+    double now = kg_now_ms();
+    pthread_mutex_lock(&conns_lock);
+    for (conn_rec *r = conns; r; r = r->next)
+        if (r->waiting && now - r->since > deadline_s * 1000) {
+            shutdown(r->fd, SHUT_RDWR);
+            r->waiting = 0;
+            n++;
+        }
+    pthread_mutex_unlock(&conns_lock);
+    return n;
+}
+
+static void body_release(server *s, request_ctx *ctx)
+{
+    atomic_fetch_sub(&s->body_bytes, ctx->counted);
+    ctx->counted = 0;
+    kg_buf_free(&ctx->body);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size,
                                   void **con_cls)
@@ -584,17 +840,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!ctx)
             return MHD_NO;
         *con_cls = ctx;
+    }
+    if (!ctx->started) { /* headers only, no body read yet */
+        ctx->started = 1;
+        conn_waiting(c, 0);
+        enum MHD_Result ret;
+        if (refuse_early(s, c, url, method, ctx, &ret))
+            return ret;
         return MHD_YES;
     }
     if (*upload_size) {
-        /* Keep reading past the limit (answering mid-upload confuses
-         * clients), but keep nothing. */
-        if (!ctx->too_large && ctx->body.len + *upload_size > s->o->max_body_bytes) {
+        /* Past the limit (a chunked body has no Content-Length to refuse
+         * early): keep reading but keep nothing. */
+        size_t n = *upload_size;
+        if (!ctx->too_large && ctx->body.len + n > s->o->max_body_bytes)
             ctx->too_large = 1;
-            kg_buf_free(&ctx->body);
+        if (!ctx->too_large && atomic_fetch_add(&s->body_bytes, n) + n >
+                                   s->o->max_body_bytes * KG_BODY_BUDGET) {
+            atomic_fetch_sub(&s->body_bytes, n);
+            ctx->too_large = 2;
+        } else if (!ctx->too_large) {
+            ctx->counted += n;
         }
-        if (!ctx->too_large && kg_buf_append(&ctx->body, upload_data, *upload_size) != KG_OK)
+        if (!ctx->too_large && kg_buf_append(&ctx->body, upload_data, n) != KG_OK)
             ctx->too_large = 1;
+        if (ctx->too_large)
+            body_release(s, ctx);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -604,11 +875,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     request_ctx *ctx = *con_cls;
+    conn_waiting(c, 1);
     if (ctx) {
-        kg_buf_free(&ctx->body);
+        body_release(cls, ctx);
         free(ctx);
         *con_cls = NULL;
     }
+}
+
+/* The listening socket, made here rather than by MHD: without SO_REUSEPORT
+ * (MHD_OPTION_LISTENING_ADDRESS_REUSE let a second server bind the same
+ * port and take half the requests), and with bind's own error for a port in
+ * use. */
+static int listen_socket(const kg_service_options *o, int *fd_out, kg_error *err)
+{
+    struct sockaddr_in addr;
+    memset(&addr, 0, sizeof addr);
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons((uint16_t)o->port);
+    if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1)
+        return kg_error_set(err, KG_ERR_INVALID, "--host must be an IPv4 address, not \"%s\"", o->host);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return kg_error_set(err, KG_ERR_IO, "socket: %s", strerror(errno));
+    /* SO_REUSEADDR only lets us bind over connections of a previous server
+     * in TIME_WAIT; on Linux it never lets two listeners share a port. */
+    int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+        bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 512) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE)
+            return kg_error_set(err, KG_ERR_IO,
+                                "cannot listen on %s:%d: the port is in use (another kgym serve?); "
+                                "choose another --port or stop the other server",
+                                o->host, o->port);
+        return kg_error_set(err, KG_ERR_IO, "cannot listen on %s:%d: %s", o->host, o->port, strerror(e));
+    }
+    *fd_out = fd;
+    return KG_OK;
 }
 
 /* ---- the service ---- */
@@ -631,6 +936,13 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     char *task_dir = NULL;
     int stopped = 1;
 
+    /* Before any thread: the guardian is forked. */
+    int orphans = kg_server_kill_orphans();
+    if (orphans)
+        fprintf(stderr, "kgym serve: killed %d process(es) left by a server that died\n", orphans);
+    rc = kg_server_guard(err);
+    if (rc != KG_OK)
+        return rc;
     if (pipe2(stop_pipe, O_CLOEXEC) != 0)
         return kg_error_set(err, KG_ERR_IO, "pipe: %s", strerror(errno));
     rc = kg_store_open(o->redis ? o->redis : o->db_path, &s.store, err);
@@ -671,23 +983,25 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
                 o->eval.device ? o->eval.device : "cpu", o->redis ? o->redis : o->db_path);
         goto serve;
     }
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof addr);
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)o->port);
-    if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
-        rc = kg_error_set(err, KG_ERR_INVALID, "--host must be an IPv4 address, not \"%s\"", o->host);
+    int lfd = -1;
+    rc = listen_socket(o, &lfd, err);
+    if (rc != KG_OK)
         goto out;
-    }
+    /* Lock-out limits: connections per client address, and an idle timeout
+     * of its own (a connection silent this long is closed; a handler that
+     * waits for a job is not idle, so --sync-timeout needs no longer one). */
     d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                              MHD_USE_ERROR_LOG,
-                         (uint16_t)o->port, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, NULL,
+                         0, NULL, NULL, on_request, &s, MHD_OPTION_LISTEN_SOCKET, lfd,
+                         MHD_OPTION_NOTIFY_COMPLETED, on_done, &s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, &s,
+                         MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
                          MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->sync_timeout_s + 120),
-                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_client_connections,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_timeout_s > 1 ? o->idle_timeout_s : 1),
+                         MHD_OPTION_END);
     if (!d) {
-        rc = kg_error_set(err, KG_ERR_IO, "cannot listen on %s:%d (in use?)", o->host, o->port);
+        close(lfd);
+        rc = kg_error_set(err, KG_ERR_IO, "cannot start the HTTP server on %s:%d", o->host, o->port);
         goto out;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
@@ -723,11 +1037,18 @@ serve:;
         kg_store_heartbeat(s.store, w, o->lease_s * 2, NULL);
         json_decref(w);
     }
+    double next_beat = kg_now_ms() + beat_s * 1000;
     for (;;) {
         struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
-        if (poll(&p, 1, kg_store_is_shared(s.store) && o->workers > 0 ? (int)(beat_s * 1000) : -1) > 0)
+        /* Once a second: late headers are ended (d), heartbeats when due. */
+        int beats = kg_store_is_shared(s.store) && o->workers > 0;
+        int tick = beats && beat_s < 1 ? (int)(beat_s * 1000) : 1000;
+        if (poll(&p, 1, d || beats ? tick : -1) > 0)
             break;
-        if (kg_store_is_shared(s.store) && o->workers > 0) {
+        if (d)
+            end_late_headers(o->idle_timeout_s);
+        if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
+            next_beat = kg_now_ms() + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);
             kg_error herr;
             if (kg_store_heartbeat(s.store, w, o->lease_s * 2, &herr) != KG_OK)

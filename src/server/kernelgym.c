@@ -82,6 +82,44 @@ static int id_ok(const char *s)
     return 1;
 }
 
+/* Unknown fields are kept (under request.client, as KernelGYM's clients
+ * send extra keys) but not without bound: at most KG_UNKNOWN_MAX bytes of
+ * JSON together, else a client could store megabytes per job in fields no
+ * one reads. */
+#define KG_UNKNOWN_MAX 16384
+static int unknown_fields_too_big(const json_t *in, const char *const *bools, size_t nbools, kg_bad_request *b)
+{
+    static const char *const known[] = {"task_id", "reference_code", "kernel_code", "backend", "entry_point",
+                                        "priority", "task", "id", "num_correct_trials", "num_perf_trials",
+                                        "num_warmup", "timeout", "force_refresh"};
+    size_t total = 0;
+    const char *key, *biggest = NULL;
+    size_t biggest_n = 0;
+    json_t *v;
+    json_object_foreach((json_t *)in, key, v) {
+        int is_known = 0;
+        for (size_t i = 0; i < sizeof known / sizeof *known && !is_known; i++)
+            is_known = !strcmp(key, known[i]);
+        for (size_t i = 0; i < nbools && !is_known; i++)
+            is_known = !strcmp(key, bools[i]);
+        if (is_known)
+            continue;
+        char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        size_t n = strlen(key) + (text ? strlen(text) : 0);
+        free(text);
+        total += n;
+        if (n > biggest_n) {
+            biggest_n = n;
+            biggest = key;
+        }
+    }
+    if (total > KG_UNKNOWN_MAX)
+        return bad(b, 413, biggest ? biggest : "",
+                   "fields kgym does not know take %zu bytes (\"%.40s\" the most); the limit is %d", total,
+                   biggest ? biggest : "", KG_UNKNOWN_MAX);
+    return 0;
+}
+
 /* KernelGYM's rule: at least 10 non-blank characters. */
 static int too_short(const char *code)
 {
@@ -91,8 +129,45 @@ static int too_short(const char *code)
     return n < 10;
 }
 
+/* The content key: SHA-256 over the reference, the candidate and everything
+ * that changes the result: the device, the request's timeout and
+ * num_perf_trials, and the server's evaluation settings (seed, budgets,
+ * tolerances, variants, credit, timing, profiling, policy, penalties,
+ * sandbox, stage timeouts, output and resource limits).  Two requests share
+ * a key only when one's stored result answers the other. */
+static int content_key(const kg_service_options *o, const char *ref, const char *kernel, long perf_trials,
+                       long timeout, char key[KG_SHA256_STRLEN])
+{
+    const kg_eval_options *e = &o->eval;
+    char rh[KG_SHA256_STRLEN], ph[KG_SHA256_STRLEN];
+    const char *policy = e->policy_json ? e->policy_json : "";
+    if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK || kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
+        return KG_ERR_INTERNAL;
+    kg_buf k = {0};
+    kg_buf_printf(&k, "kgym.protocol/2|device=%s|ref=%s|seed=%u|budget=%ld,%ld|perf_trials=%ld|timeout=%ld|",
+                  e->device ? e->device : "cpu", rh, e->seed, e->budget_elements, e->tiny_budget_elements, perf_trials,
+                  timeout);
+    kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol, e->rtol,
+                  e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1], e->credit[2],
+                  e->credit[3], e->credit[4]);
+    kg_buf_printf(&k, "timing=%d,%d,%d,%d,%.17g,%d,%.17g,%s|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
+                  e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
+                  e->timing_max_rounds, e->timing_cv_threshold, e->reference_mode ? e->reference_mode : "",
+                  e->profile, ph, e->hack_penalty, e->coverage_floor, e->sandbox);
+    kg_buf_puts(&k, "stages=");
+    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
+        kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
+    kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
+                  e->limits.capture_bytes, e->limits.output_limit_bytes, e->limits.address_space_bytes,
+                  e->limits.file_size_bytes, e->limits.cpu_seconds);
+    kg_buf_puts(&k, kernel);
+    int rc = k.data ? kg_sha256_string(k.data, k.len, key) : KG_ERR_NOMEM;
+    kg_buf_free(&k);
+    return rc;
+}
+
 int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_task_id,
-                        json_t **normalized, char key[32], int *force_refresh, kg_bad_request *b)
+                        json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh, kg_bad_request *b)
 {
     *normalized = NULL;
     *force_refresh = 0;
@@ -144,6 +219,9 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
         if (opt_bool(in, bools[i], &flag, b))
             return -1;
 
+    if (unknown_fields_too_big(in, bools, sizeof bools / sizeof *bools, b))
+        return -1;
+
     /* The reference: code given, or a KernelBench id on this server. */
     kg_task t;
     memset(&t, 0, sizeof t);
@@ -179,19 +257,13 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:o}", "task", label, "reference_code", ref,
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
                           (json_int_t)perf_trials, "client", client);
-    /* The content key: reference, candidate and everything that changes
-     * what is measured (device, seed, budgets, timing iterations). */
-    kg_buf k = {0};
-    char rh[32];
-    kg_hash64_string(ref, strlen(ref), rh);
-    kg_buf_printf(&k, "kgym.protocol/1|%s|%s|%u|%ld|%ld|%ld|%s|%s|", o->eval.device ? o->eval.device : "cpu",
-                  rh, o->eval.seed, o->eval.budget_elements, o->eval.tiny_budget_elements, perf_trials,
-                  o->eval.variants ? o->eval.variants : "", o->eval.half ? o->eval.half : "");
-    kg_buf_puts(&k, kernel);
-    kg_hash64_string(k.data ? k.data : "", k.len, key);
-    kg_buf_free(&k);
+    int krc = content_key(o, ref, kernel, perf_trials, timeout, key);
     free(ref_owned);
     kg_task_free(&t);
+    if (krc != KG_OK) {
+        json_decref(n);
+        return bad(b, 500, "", "the request's content key could not be computed");
+    }
     if (!n)
         return bad(b, 400, "", "a request field is not valid UTF-8");
     *normalized = n;

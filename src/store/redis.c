@@ -101,6 +101,23 @@ static int cmd_ok(redisContext *c, kg_error *err, const char *fmt, ...)
     return rc;
 }
 
+/* Creates the consumer group if it is missing: at the first start, and after
+ * a Redis restart that lost it (no persistence; XADD alone re-creates the
+ * stream without it, and every XREADGROUP then fails with NOGROUP).  From
+ * entry 0, not "$": entries queued before the group existed are jobs too
+ * (claim drops the entries of jobs that are no longer queued). */
+static int ensure_group(redisContext *c, kg_error *err)
+{
+    redisReply *x = redisCommand(c, "XGROUP CREATE " P "stream workers 0 MKSTREAM");
+    int rc = KG_OK;
+    if (!x)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr[0] ? c->errstr : "no reply");
+    else if (x->type == REDIS_REPLY_ERROR && !strstr(x->str, "BUSYGROUP")) /* exists already: fine */
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x->str);
+    freeReplyObject(x);
+    return rc;
+}
+
 int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
 {
     *out = NULL;
@@ -133,13 +150,7 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
         kg_rstore_close(r);
         return err ? err->code : KG_ERR_IO;
     }
-    redisReply *x = redisCommand(c, "XGROUP CREATE " P "stream workers $ MKSTREAM");
-    int rc = KG_OK;
-    if (!x)
-        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr);
-    else if (x->type == REDIS_REPLY_ERROR && !strstr(x->str, "BUSYGROUP")) /* exists already: fine */
-        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x->str);
-    freeReplyObject(x);
+    int rc = ensure_group(c, err);
     conn_put(r, c);
     if (rc != KG_OK) {
         kg_rstore_close(r);
@@ -249,108 +260,170 @@ static void result_facts(const char *result, char **verdict, char reward[32], ch
     json_decref(r);
 }
 
-/* Appends name and value to an argv when the value is there. */
-static int opt_set(const char **argv, int *n, const char *name, const char *val)
+/* Job creation in one script: Redis runs it atomically, so a job is never
+ * left half made (a hash without its stream entry stays "queued" forever),
+ * and a batch is all or nothing.  Every job is checked before any is
+ * written.  KEYS: the job hashes; ARGV per job: replace, status, id, ttl, the
+ * number of field pairs, then the pairs. */
+static const char put_script[] =
+    "local pos = 1\n"
+    "local jobs = {}\n"
+    "for i = 1, #KEYS do\n"
+    "  local j = {key = KEYS[i], replace = ARGV[pos], status = ARGV[pos + 1], id = ARGV[pos + 2],\n"
+    "             ttl = ARGV[pos + 3]}\n"
+    "  local nf = tonumber(ARGV[pos + 4])\n"
+    "  j.first = pos + 5\n"
+    "  j.last = pos + 4 + nf * 2\n"
+    "  pos = j.last + 1\n"
+    "  local old = redis.call('HGET', j.key, 'status')\n"
+    "  if old then\n"
+    "    if j.replace ~= '1' then return {'exists', j.id} end\n"
+    "    if old == 'running' then return {'running', j.id} end\n"
+    "  end\n"
+    "  jobs[i] = j\n"
+    "end\n"
+    "for i = 1, #KEYS do\n"
+    "  local j = jobs[i]\n"
+    "  local seq = redis.call('INCR', '" P "seq')\n"
+    "  redis.call('DEL', j.key)\n"
+    "  redis.call('HSET', j.key, 'seq', seq, unpack(ARGV, j.first, j.last))\n"
+    "  if j.status == 'queued' then\n"
+    "    local e = redis.call('XADD', '" P "stream', '*', 'id', j.id)\n"
+    "    redis.call('HSET', j.key, 'entry', e)\n"
+    "    redis.call('ZADD', '" P "queued', seq, j.id)\n"
+    "  else\n"
+    "    redis.call('EXPIRE', j.key, j.ttl)\n"
+    "    redis.call('HINCRBY', '" P "counts', j.status, 1)\n"
+    "  end\n"
+    "  redis.call('ZADD', '" P "recent', seq, j.id)\n"
+    "end\n"
+    "redis.call('ZREMRANGEBYRANK', '" P "recent', 0, -100001)\n"
+    "return {'ok'}\n";
+
+/* The strings of one job's arguments that are made here (they must live
+ * until the script is sent). */
+typedef struct job_strs {
+    char *verdict, *label;
+    char reward[32], speedup[32], coverage[32], sub[32], fin[32], ttl[32], nfs[16];
+} job_strs;
+
+/* Appends one job's arguments for put_script to argv/lens. */
+static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_strs *js, const char **argv,
+                    size_t *lens, int *n, kg_error *err)
 {
-    if (!val)
-        return 0;
-    argv[(*n)++] = name;
-    argv[(*n)++] = val;
-    return 1;
+    if (!job || !job->id || !job->key || !job->request)
+        return kg_error_set(err, KG_ERR_INVALID, "a job needs an id, a key and a request");
+    const char *status = job->status ? job->status : "queued";
+    result_facts(job->result, &js->verdict, js->reward, js->speedup, js->coverage);
+    json_t *rq = json_loads(job->request, 0, NULL);
+    js->label = kg_strdup(json_string_value(json_object_get(rq, "task")));
+    json_decref(rq);
+    snprintf(js->sub, sizeof js->sub, "%.6f", job->submitted_at > 0 ? job->submitted_at : t);
+    snprintf(js->fin, sizeof js->fin, "%.6f", strcmp(status, "queued") ? t : 0.0);
+    snprintf(js->ttl, sizeof js->ttl, "%lld", (long long)r->ttl_s);
+    const char *pairs[][2] = {{"id", job->id},
+                              {"status", status},
+                              {"key", job->key},
+                              {"request", job->request},
+                              {"result", job->result},
+                              {"error", job->error},
+                              {"verdict", js->verdict},
+                              {"cached_from", job->cached_from},
+                              {"attempts", "0"},
+                              {"submitted_at", js->sub},
+                              {"started_at", "0"},
+                              {"finished_at", js->fin},
+                              {"reward", js->reward},
+                              {"label", js->label},
+                              {"speedup", js->speedup[0] ? js->speedup : NULL},
+                              {"coverage", js->coverage[0] ? js->coverage : NULL}};
+    int nf = 0;
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
+        nf += pairs[i][1] != NULL;
+    snprintf(js->nfs, sizeof js->nfs, "%d", nf);
+    const char *head[] = {replace ? "1" : "0", status, job->id, js->ttl, js->nfs};
+    for (size_t i = 0; i < 5; i++) {
+        argv[*n] = head[i];
+        lens[(*n)++] = strlen(head[i]);
+    }
+    for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+        if (!pairs[i][1])
+            continue;
+        argv[*n] = pairs[i][0];
+        lens[(*n)++] = strlen(pairs[i][0]);
+        argv[*n] = pairs[i][1];
+        lens[(*n)++] = strlen(pairs[i][1]);
+    }
+    return KG_OK;
 }
 
-int kg_rstore_put(kg_rstore *r, const kg_job *job, int replace, kg_error *err)
+int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
 {
-    redisContext *c = conn_get(r, err);
-    if (!c)
-        return KG_ERR_IO;
-    int rc = KG_OK;
-    char *old[NFIELDS];
-    int exists = load(c, job->id, old, err);
-    if (exists < 0) {
-        conn_put(r, c);
-        return KG_ERR_IO;
+    enum { PER_JOB = 5 + 2 * 16 };
+    size_t cap = 3 + n + n * PER_JOB;
+    const char **argv = calloc(cap, sizeof *argv);
+    size_t *lens = calloc(cap, sizeof *lens);
+    job_strs *js = calloc(n ? n : 1, sizeof *js);
+    char **keys = calloc(n ? n : 1, sizeof *keys);
+    int rc = KG_OK, m = 0;
+    char nkeys[32];
+    if (!argv || !lens || !js || !keys) {
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        goto out;
     }
-    if (exists && !replace)
-        rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", job->id);
-    else if (exists && !strcmp(old[1], "running"))
-        rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", job->id);
-    free_vals(old);
-    if (rc != KG_OK) {
-        conn_put(r, c);
-        return rc;
-    }
-    const char *status = job->status ? job->status : "queued";
-    redisReply *x = cmd(c, err, "INCR " P "seq");
-    long long seq = x ? x->integer : 0;
-    freeReplyObject(x);
-    char *verdict;
-    char reward[32], speedup[32], coverage[32], seqs[32], sub[32], fin[32];
-    result_facts(job->result, &verdict, reward, speedup, coverage);
-    json_t *rq = json_loads(job->request, 0, NULL);
-    const char *label = json_string_value(json_object_get(rq, "task"));
-    double t = now_s();
-    snprintf(seqs, sizeof seqs, "%lld", seq);
-    snprintf(sub, sizeof sub, "%.6f", job->submitted_at > 0 ? job->submitted_at : t);
-    snprintf(fin, sizeof fin, "%.6f", strcmp(status, "queued") ? t : 0.0);
-    kg_buf key = {0};
-    kg_buf_printf(&key, P "job:%s", job->id);
-    const char *argv[64];
-    int n = 0;
-    argv[n++] = "HSET";
-    argv[n++] = key.data;
-#define F(name, val)                                                                                        \
-    if (opt_set(argv, &n, name, val)) {                                                                     \
-    }
-    F("id", job->id)
-    F("status", status)
-    F("key", job->key)
-    F("request", job->request)
-    F("result", job->result)
-    F("error", job->error)
-    F("verdict", verdict)
-    F("cached_from", job->cached_from)
-    F("attempts", "0")
-    F("submitted_at", sub)
-    F("started_at", "0")
-    F("finished_at", fin)
-    F("seq", seqs)
-    F("reward", reward)
-    F("label", label)
-    if (speedup[0])
-        F("speedup", speedup)
-    if (coverage[0])
-        F("coverage", coverage)
-#undef F
-    if (x && cmd_ok(c, err, "DEL %s", key.data) == KG_OK) {
-        x = redisCommandArgv(c, n, argv, NULL);
-        if (!x || x->type == REDIS_REPLY_ERROR)
-            rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
-        freeReplyObject(x);
-    } else {
-        rc = KG_ERR_IO;
-    }
-    if (rc == KG_OK && !strcmp(status, "queued")) {
-        x = cmd(c, err, "XADD " P "stream * id %s", job->id);
-        if (x && x->type == REDIS_REPLY_STRING) {
-            cmd_ok(c, err, "HSET %s entry %s", key.data, x->str);
-            cmd_ok(c, err, "ZADD " P "queued %lld %s", seq, job->id);
-        } else {
-            rc = KG_ERR_IO;
+    snprintf(nkeys, sizeof nkeys, "%zu", n);
+    argv[m] = "EVAL";
+    lens[m++] = 4;
+    argv[m] = put_script;
+    lens[m++] = sizeof put_script - 1;
+    argv[m] = nkeys;
+    lens[m++] = strlen(nkeys);
+    for (size_t i = 0; i < n && rc == KG_OK; i++) {
+        kg_buf k = {0};
+        if (!jobs[i].id || kg_buf_printf(&k, P "job:%s", jobs[i].id) != KG_OK) {
+            kg_buf_free(&k);
+            rc = kg_error_set(err, KG_ERR_INVALID, "a job needs an id, a key and a request");
+            break;
         }
-        freeReplyObject(x);
-    } else if (rc == KG_OK) {
-        cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
-        cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
+        keys[i] = kg_buf_release(&k);
+        argv[m] = keys[i];
+        lens[m++] = strlen(keys[i]);
     }
-    if (rc == KG_OK) {
-        cmd_ok(c, err, "ZADD " P "recent %lld %s", seq, job->id);
-        cmd_ok(c, err, "ZREMRANGEBYRANK " P "recent 0 -100001");
+    double t = now_s();
+    for (size_t i = 0; i < n && rc == KG_OK; i++)
+        rc = job_args(r, &jobs[i], replace ? replace[i] : 0, t, &js[i], argv, lens, &m, err);
+    if (rc != KG_OK)
+        goto out;
+    redisContext *c = conn_get(r, err);
+    if (!c) {
+        rc = KG_ERR_IO;
+        goto out;
     }
-    kg_buf_free(&key);
-    json_decref(rq);
-    free(verdict);
+    redisReply *x = redisCommandArgv(c, m, argv, lens);
+    if (!x || x->type == REDIS_REPLY_ERROR) {
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+    } else if (x->type == REDIS_REPLY_ARRAY && x->elements == 2 && x->element[0]->type == REDIS_REPLY_STRING &&
+               x->element[1]->type == REDIS_REPLY_STRING) {
+        const char *why = x->element[0]->str, *id = x->element[1]->str;
+        if (!strcmp(why, "running"))
+            rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", id);
+        else
+            rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", id);
+    } else if (x->type != REDIS_REPLY_ARRAY || x->elements != 1) {
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: an unexpected answer to the job script");
+    }
+    freeReplyObject(x);
     conn_put(r, c);
+out:
+    for (size_t i = 0; i < n && js && keys; i++) {
+        free(js[i].verdict);
+        free(js[i].label);
+        free(keys[i]);
+    }
+    free(js);
+    free(keys);
+    free(argv);
+    free(lens);
     return rc;
 }
 
@@ -422,22 +495,45 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
         char entry[64], id[160];
         int reclaimed = 0;
         /* First a job whose lease ran out (its worker died), then a new one. */
-        redisReply *x = cmd(c, err, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
+        kg_error cerr;
+        redisReply *x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
                             (long long)(r->lease_s * 1000));
-        int got = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
+        if (!x && strstr(cerr.message, "NOGROUP")) {
+            /* Redis lost the group (a restart without persistence): make it
+             * again, or every job queued from now on waits forever. */
+            if (ensure_group(c, &cerr) == KG_OK)
+                x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
+                        (long long)(r->lease_s * 1000));
+        }
+        if (!x) { /* Redis down or refusing: an error, not an empty queue (the caller backs off) */
+            rc = kg_error_set(err, KG_ERR_IO, "%s", cerr.message);
+            break;
+        }
+        int got = x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
         freeReplyObject(x);
         if (got) {
             reclaimed = 1;
         } else {
-            x = cmd(c, err, "XREADGROUP GROUP workers %s COUNT 1 BLOCK 200 STREAMS " P "stream >", worker);
-            got = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 && x->element[0]->elements >= 2 &&
+            x = cmd(c, &cerr, "XREADGROUP GROUP workers %s COUNT 1 BLOCK 200 STREAMS " P "stream >", worker);
+            if (!x) {
+                rc = kg_error_set(err, KG_ERR_IO, "%s", cerr.message);
+                break;
+            }
+            got = x->type == REDIS_REPLY_ARRAY && x->elements >= 1 && x->element[0]->elements >= 2 &&
                   first_entry(x->element[0]->element[1], entry, id);
             freeReplyObject(x);
         }
-        if (!got)
+        if (!got) {
+            rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             break;
+        }
         char *vals[NFIELDS];
         int e = load(c, id, vals, err);
+        if (e < 0) { /* unread is not gone: keep the entry (pending; its lease brings it back) */
+            free_vals(vals);
+            rc = KG_ERR_IO;
+            break;
+        }
         const char *st = e > 0 ? vals[1] : NULL;
         int attempts = e > 0 && vals[9] ? atoi(vals[9]) : 0;
         /* The submitter records the entry right after XADD; a worker may read
@@ -470,11 +566,16 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
         char started[32], att[16];
         snprintf(started, sizeof started, "%.6f", now_s());
         snprintf(att, sizeof att, "%d", attempts + 1);
-        cmd_ok(c, err, "HSET %s status running worker %s started_at %s attempts %s entry %s", key.data, worker,
-               started, att, entry);
-        cmd_ok(c, err, "ZREM " P "queued %s", id);
+        int hrc = cmd_ok(c, err, "HSET %s status running worker %s started_at %s attempts %s entry %s", key.data,
+                         worker, started, att, entry);
+        if (hrc == KG_OK)
+            hrc = cmd_ok(c, err, "ZREM " P "queued %s", id);
         kg_buf_free(&key);
         free_vals(vals);
+        if (hrc != KG_OK) { /* the entry stays pending: another worker takes it over after the lease */
+            rc = hrc;
+            break;
+        }
         e = load(c, id, vals, err);
         if (e > 0) {
             to_job(vals, out);
@@ -553,6 +654,48 @@ int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const cha
         free(verdict);
     }
     free_vals(vals);
+    conn_put(r, c);
+    return rc;
+}
+
+/* A running job back in the queue, in one script (no job half requeued):
+ * its pending entry acknowledged, a new one added. */
+static const char requeue_script[] =
+    "if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end\n"
+    "local old = redis.call('HGET', KEYS[1], 'entry')\n"
+    "if old then redis.call('XACK', '" P "stream', 'workers', old) end\n"
+    "local e = redis.call('XADD', '" P "stream', '*', 'id', ARGV[1])\n"
+    "redis.call('HSET', KEYS[1], 'status', 'queued', 'entry', e, 'error', ARGV[2], 'started_at', '0')\n"
+    "redis.call('HDEL', KEYS[1], 'worker')\n"
+    "redis.call('ZADD', '" P "queued', redis.call('HGET', KEYS[1], 'seq') or 0, ARGV[1])\n"
+    "return 1\n";
+
+int kg_rstore_requeue(kg_rstore *r, const char *id, const char *reason, kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    kg_buf key = {0};
+    kg_buf_printf(&key, P "job:%s", id);
+    const char *argv[] = {"EVAL", requeue_script, "1", key.data, id, reason ? reason : ""};
+    redisReply *x = redisCommandArgv(c, 6, argv, NULL);
+    int rc = KG_OK;
+    if (!x || x->type == REDIS_REPLY_ERROR)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+    else if (x->type != REDIS_REPLY_INTEGER || x->integer != 1)
+        rc = kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
+    freeReplyObject(x);
+    kg_buf_free(&key);
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_check(kg_rstore *r, kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    int rc = cmd_ok(c, err, "PING");
     conn_put(r, c);
     return rc;
 }

@@ -14,6 +14,7 @@
 struct kg_store {
     kg_rstore *redis; /* non-NULL: the fleet's Redis instead of SQLite */
     sqlite3 *db;
+    char *path;       /* for messages */
     pthread_mutex_t lock;
 };
 
@@ -42,6 +43,47 @@ static double now_s(void)
 static int db_error(kg_store *s, kg_error *err, const char *what)
 {
     return kg_error_set(err, KG_ERR_IO, "job store: %s: %s", what, sqlite3_errmsg(s->db));
+}
+
+/* The database file unlinked or replaced under us: SQLite would go on
+ * writing to the orphaned inode and every job acknowledged from then on
+ * would be gone at the next start.  Caller holds the lock. */
+static int file_lost(kg_store *s, kg_error *err)
+{
+    int moved = 0;
+    if (sqlite3_file_control(s->db, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved)
+        return kg_error_set(err, KG_ERR_IO,
+                            "job store: the database file %s was deleted or replaced while the server ran; "
+                            "nothing more is accepted (restart the server)",
+                            s->path);
+    return KG_OK;
+}
+
+/* BEGIN IMMEDIATE, refused when the file is gone.  Caller holds the lock. */
+static int tx_begin(kg_store *s, kg_error *err)
+{
+    int rc = file_lost(s, err);
+    if (rc != KG_OK)
+        return rc;
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
+        return db_error(s, err, "begin");
+    return KG_OK;
+}
+
+/* COMMIT when rc is KG_OK, else ROLLBACK.  A COMMIT that fails (a full disk)
+ * is rolled back and reported: the caller must not acknowledge what it
+ * wrote.  Caller holds the lock. */
+static int tx_end(kg_store *s, int rc, kg_error *err)
+{
+    if (rc == KG_OK && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK)
+        return KG_OK;
+    if (rc == KG_OK)
+        rc = db_error(s, err, "commit");
+    /* Leaves no transaction open (a failed COMMIT keeps it open, and every
+     * later write would silently join it). */
+    if (!sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
 }
 
 int kg_store_open(const char *path, kg_store **out, kg_error *err)
@@ -82,6 +124,12 @@ int kg_store_open(const char *path, kg_store **out, kg_error *err)
         free(s);
         return rc;
     }
+    s->path = kg_strdup(path);
+    if (!s->path) {
+        sqlite3_close(s->db);
+        free(s);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     pthread_mutex_init(&s->lock, NULL);
     *out = s;
     return KG_OK;
@@ -98,6 +146,7 @@ void kg_store_close(kg_store *s)
     }
     sqlite3_close(s->db);
     pthread_mutex_destroy(&s->lock);
+    free(s->path);
     free(s);
 }
 
@@ -193,41 +242,37 @@ static int exec_simple(kg_store *s, const char *sql)
     return sqlite3_exec(s->db, sql, NULL, NULL, NULL);
 }
 
-int kg_store_put(kg_store *s, const kg_job *job, int replace, kg_error *err)
+/* One row of kg_store_put_many, inside its transaction (caller holds the lock). */
+static int insert_one(kg_store *s, const kg_job *job, int replace, double t, kg_error *err)
 {
-    if (s->redis)
-        return kg_rstore_put(s->redis, job, replace, err);
     if (!job || !job->id || !job->key || !job->request)
         return kg_error_set(err, KG_ERR_INVALID, "a job needs an id, a key and a request");
     const char *status = job->status ? job->status : "queued";
+    int rc = KG_OK;
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT status FROM jobs WHERE id = ?", -1, &st, NULL) != SQLITE_OK)
+        return db_error(s, err, "select");
+    bind_text(st, 1, job->id);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const char *old = (const char *)sqlite3_column_text(st, 0);
+        if (!replace)
+            rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", job->id);
+        else if (old && !strcmp(old, "running"))
+            rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", job->id);
+    } else if (step != SQLITE_DONE) {
+        rc = db_error(s, err, "select");
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    if (rc != KG_OK)
+        return rc;
     char *verdict = NULL;
     double reward = 0, speedup = 0;
     int has_speedup = 0;
     double coverage;
     result_facts(job->result, &verdict, &reward, &speedup, &has_speedup, &coverage);
     char *label = request_label(job->request);
-    double t = now_s();
-    int rc = KG_OK;
-    pthread_mutex_lock(&s->lock);
-    exec_simple(s, "BEGIN IMMEDIATE");
-    sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db, "SELECT status FROM jobs WHERE id = ?", -1, &st, NULL) != SQLITE_OK) {
-        rc = db_error(s, err, "select");
-        goto out;
-    }
-    bind_text(st, 1, job->id);
-    if (sqlite3_step(st) == SQLITE_ROW) {
-        const char *old = (const char *)sqlite3_column_text(st, 0);
-        if (!replace)
-            rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", job->id);
-        else if (old && !strcmp(old, "running"))
-            rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced",
-                              job->id);
-    }
-    sqlite3_finalize(st);
-    st = NULL;
-    if (rc != KG_OK)
-        goto out;
     /* REPLACE deletes the old row: the job gets a new seq, i.e. joins the
      * queue at its end, which is what a fresh evaluation should do. */
     if (sqlite3_prepare_v2(s->db,
@@ -236,37 +281,55 @@ int kg_store_put(kg_store *s, const kg_job *job, int replace, kg_error *err)
                            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_error(s, err, "insert");
-        goto out;
+    } else {
+        bind_text(st, 1, job->id);
+        bind_text(st, 2, status);
+        bind_text(st, 3, job->key);
+        bind_text(st, 4, job->request);
+        bind_text(st, 5, job->result);
+        bind_text(st, 6, job->error);
+        bind_text(st, 7, verdict);
+        sqlite3_bind_double(st, 8, reward);
+        if (has_speedup)
+            sqlite3_bind_double(st, 9, speedup);
+        else
+            sqlite3_bind_null(st, 9);
+        bind_text(st, 10, label);
+        bind_text(st, 11, job->cached_from);
+        sqlite3_bind_double(st, 12, job->submitted_at > 0 ? job->submitted_at : t);
+        sqlite3_bind_double(st, 13, strcmp(status, "queued") ? t : 0);
+        if (coverage >= 0)
+            sqlite3_bind_double(st, 14, coverage);
+        else
+            sqlite3_bind_null(st, 14);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_error(s, err, "insert");
     }
-    bind_text(st, 1, job->id);
-    bind_text(st, 2, status);
-    bind_text(st, 3, job->key);
-    bind_text(st, 4, job->request);
-    bind_text(st, 5, job->result);
-    bind_text(st, 6, job->error);
-    bind_text(st, 7, verdict);
-    sqlite3_bind_double(st, 8, reward);
-    if (has_speedup)
-        sqlite3_bind_double(st, 9, speedup);
-    else
-        sqlite3_bind_null(st, 9);
-    bind_text(st, 10, label);
-    bind_text(st, 11, job->cached_from);
-    sqlite3_bind_double(st, 12, job->submitted_at > 0 ? job->submitted_at : t);
-    sqlite3_bind_double(st, 13, strcmp(status, "queued") ? t : 0);
-    if (coverage >= 0)
-        sqlite3_bind_double(st, 14, coverage);
-    else
-        sqlite3_bind_null(st, 14);
-    if (sqlite3_step(st) != SQLITE_DONE)
-        rc = db_error(s, err, "insert");
-out:
     sqlite3_finalize(st);
-    exec_simple(s, rc == KG_OK ? "COMMIT" : "ROLLBACK");
-    pthread_mutex_unlock(&s->lock);
     free(verdict);
     free(label);
     return rc;
+}
+
+int kg_store_put_many(kg_store *s, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
+{
+    if (s->redis)
+        return kg_rstore_put_many(s->redis, jobs, n, replace, err);
+    double t = now_s();
+    pthread_mutex_lock(&s->lock);
+    int rc = tx_begin(s, err);
+    if (rc == KG_OK) {
+        for (size_t i = 0; i < n && rc == KG_OK; i++)
+            rc = insert_one(s, &jobs[i], replace ? replace[i] : 0, t, err);
+        rc = tx_end(s, rc, err);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int kg_store_put(kg_store *s, const kg_job *job, int replace, kg_error *err)
+{
+    return kg_store_put_many(s, job, 1, &replace, err);
 }
 
 static int get_where(kg_store *s, const char *sql, const char *arg, kg_job *out, kg_error *err)
@@ -316,9 +379,12 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err)
     if (s->redis)
         return kg_rstore_claim(s->redis, worker, out, err);
     memset(out, 0, sizeof *out);
-    int rc = KG_OK;
     pthread_mutex_lock(&s->lock);
-    exec_simple(s, "BEGIN IMMEDIATE");
+    int rc = tx_begin(s, err);
+    if (rc != KG_OK) {
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
     sqlite3_stmt *st = NULL;
     long long seq = -1;
     if (sqlite3_prepare_v2(s->db, "SELECT seq FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1", -1,
@@ -362,8 +428,10 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err)
         rc = db_error(s, err, "claim");
 out:
     sqlite3_finalize(st);
-    exec_simple(s, rc == KG_OK ? "COMMIT" : "ROLLBACK");
+    rc = tx_end(s, rc, err);
     pthread_mutex_unlock(&s->lock);
+    if (rc != KG_OK)
+        kg_job_free(out); /* a claim that did not commit is no claim */
     return rc;
 }
 
@@ -379,10 +447,12 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
     int has_speedup = 0;
     double coverage;
     result_facts(result, &verdict, &reward, &speedup, &has_speedup, &coverage);
-    int rc = KG_OK;
     pthread_mutex_lock(&s->lock);
+    int rc = file_lost(s, err);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db,
+    if (rc != KG_OK) {
+        /* nothing written: the caller retries or requeues */
+    } else if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET status = ?, result = ?, error = ?, verdict = ?, reward = ?,"
                            " speedup = ?, finished_at = ?, coverage = ? WHERE id = ? AND status = 'running'",
                            -1, &st, NULL) != SQLITE_OK) {
@@ -414,6 +484,44 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
     return rc;
 }
 
+int kg_store_requeue(kg_store *s, const char *id, const char *reason, kg_error *err)
+{
+    if (s->redis)
+        return kg_rstore_requeue(s->redis, id, reason, err);
+    pthread_mutex_lock(&s->lock);
+    sqlite3_stmt *st = NULL;
+    int rc = file_lost(s, err);
+    /* Appended to the end of the queue (a new seq would need a new row; the
+     * old seq keeps its place, which is fair: it was claimed in order). */
+    if (rc != KG_OK) {
+    } else if (sqlite3_prepare_v2(s->db,
+                                  "UPDATE jobs SET status = 'queued', worker = NULL, started_at = 0, error = ?"
+                                  " WHERE id = ? AND status = 'running'",
+                                  -1, &st, NULL) != SQLITE_OK) {
+        rc = db_error(s, err, "requeue");
+    } else {
+        bind_text(st, 1, reason);
+        bind_text(st, 2, id);
+        if (sqlite3_step(st) != SQLITE_DONE)
+            rc = db_error(s, err, "requeue");
+        else if (sqlite3_changes(s->db) == 0)
+            rc = kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int kg_store_check(kg_store *s, kg_error *err)
+{
+    if (s->redis)
+        return kg_rstore_check(s->redis, err);
+    pthread_mutex_lock(&s->lock);
+    int rc = file_lost(s, err);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
 int kg_store_cancel(kg_store *s, const char *id, char was[16], kg_error *err)
 {
     if (s->redis)
@@ -428,7 +536,10 @@ int kg_store_cancel(kg_store *s, const char *id, char was[16], kg_error *err)
         return kg_error_set(err, KG_ERR_INVALID, "job \"%s\" has finished (%s)", id, was);
     pthread_mutex_lock(&s->lock);
     sqlite3_stmt *st = NULL;
-    if (sqlite3_prepare_v2(s->db,
+    rc = file_lost(s, err);
+    if (rc != KG_OK) {
+        /* refused: the cancel would be lost with the file */
+    } else if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET status = 'cancelled', finished_at = ?"
                            " WHERE id = ? AND status IN ('queued', 'running')",
                            -1, &st, NULL) != SQLITE_OK) {
@@ -453,9 +564,12 @@ int kg_store_recover(kg_store *s, int max_attempts, int *requeued, int *failed, 
         return KG_OK;
     }
     *requeued = *failed = 0;
-    int rc = KG_OK;
     pthread_mutex_lock(&s->lock);
-    exec_simple(s, "BEGIN IMMEDIATE");
+    int rc = tx_begin(s, err);
+    if (rc != KG_OK) {
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
     sqlite3_stmt *st = NULL;
     if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET status = 'failed', finished_at = ?, error = 'the evaluation"
@@ -478,8 +592,10 @@ int kg_store_recover(kg_store *s, int max_attempts, int *requeued, int *failed, 
     *requeued = sqlite3_changes(s->db);
 out:
     sqlite3_finalize(st);
-    exec_simple(s, rc == KG_OK ? "COMMIT" : "ROLLBACK");
+    rc = tx_end(s, rc, err);
     pthread_mutex_unlock(&s->lock);
+    if (rc != KG_OK)
+        *requeued = *failed = 0;
     return rc;
 }
 

@@ -45,6 +45,12 @@ void kg_store_close(kg_store *s);
  * is running (KG_ERR_INVALID then); replace == 0 and an existing id:
  * KG_ERR_INVALID. */
 int kg_store_put(kg_store *s, const kg_job *job, int replace, kg_error *err);
+/* Inserts n jobs all or nothing (one transaction; one Redis script): a crash
+ * or an error leaves none of them.  replace[i] as kg_store_put's (NULL: 0).
+ * KG_OK only once every job is durably stored (a failed COMMIT, a full disk,
+ * a database file deleted under the server, an unreachable Redis: KG_ERR_IO,
+ * and nothing may be acknowledged). */
+int kg_store_put_many(kg_store *s, const kg_job *jobs, size_t n, const int *replace, kg_error *err);
 /* KG_ERR_NOT_FOUND when there is no such job. */
 int kg_store_get(kg_store *s, const char *id, kg_job *out, kg_error *err);
 /* The most recent done job with this key (KG_ERR_NOT_FOUND if none). */
@@ -56,6 +62,13 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
  * KG_ERR_NOT_FOUND when the job is no longer running (cancelled meanwhile). */
 int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result,
                     const char *error, kg_error *err);
+/* Gives a running job back to the queue (its result could not be stored),
+ * with reason kept in its error field until it finishes.  KG_ERR_NOT_FOUND
+ * when it is not running. */
+int kg_store_requeue(kg_store *s, const char *id, const char *reason, kg_error *err);
+/* Is the store usable?  SQLite: the database file is still the one opened
+ * (not deleted or replaced); Redis: it answers.  KG_ERR_IO with the reason. */
+int kg_store_check(kg_store *s, kg_error *err);
 /* Cancels a queued or running job; *was receives its former status (at least
  * 16 bytes).  KG_ERR_NOT_FOUND if no such job; finished jobs stay as they are
  * (KG_ERR_INVALID). */

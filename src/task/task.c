@@ -167,9 +167,13 @@ int kg_task_from_source(const char *source, size_t len, const char *id, const ch
     if (len > KG_MAX_TASK_BYTES)
         return kg_error_set(err, KG_ERR_INVALID, "the reference source is larger than %u bytes",
                             KG_MAX_TASK_BYTES);
-    char hash[32];
-    kg_hash64_string(source, len, hash);
-    /* "fnv1a64:<hex>": the hex part names the file (no ':' in module paths). */
+    /* SHA-256, not FNV-1a: the service writes references clients send into
+     * one folder, and a reference made to collide with another's name would
+     * be evaluated in its place. */
+    char hash[KG_SHA256_STRLEN];
+    if (kg_sha256_string(source, len, hash) != KG_OK)
+        return kg_error_set(err, KG_ERR_INTERNAL, "SHA-256 of the reference failed");
+    /* "sha256:<hex>": the hex part names the file (no ':' in module paths). */
     const char *hex = strchr(hash, ':') ? strchr(hash, ':') + 1 : hash;
     kg_buf p = {0};
     kg_buf_printf(&p, "%s/task-%s.py", dir, hex);
@@ -201,7 +205,7 @@ int kg_task_from_source(const char *source, size_t len, const char *id, const ch
     }
     task->name = kg_strdup(hex);
     task->id = kg_strdup(id && *id ? id : hex);
-    memcpy(task->hash, hash, sizeof task->hash);
+    kg_hash64_string(source, len, task->hash); /* the task's hash as kg_task_load reports it */
     task->path = kg_buf_release(&p);
     if (!task->source || !task->name || !task->id || !task->path) {
         kg_task_free(task);

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -159,6 +160,19 @@ uint64_t kg_hash64(const void *data, size_t len)
 void kg_hash64_string(const void *data, size_t len, char out[32])
 {
     snprintf(out, 32, "fnv1a64:%016llx", (unsigned long long)kg_hash64(data, len));
+}
+
+int kg_sha256_string(const void *data, size_t len, char out[KG_SHA256_STRLEN])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    out[0] = '\0';
+    if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
+        return KG_ERR_INTERNAL;
+    memcpy(out, "sha256:", 7);
+    for (unsigned i = 0; i < n; i++)
+        snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+    return KG_OK;
 }
 
 char *kg_strdup(const char *s)

@@ -52,6 +52,14 @@ uint64_t kg_hash64(const void *data, size_t len);
 /* Writes "fnv1a64:<16 hex>" into out (at least 25 bytes). */
 void kg_hash64_string(const void *data, size_t len, char out[32]);
 
+/* SHA-256 (OpenSSL's libcrypto): a content key two different inputs never
+ * share in practice, for what a client controls (the service's dedup keys and
+ * reference files): FNV-1a collisions can be made on purpose.  Writes
+ * "sha256:<64 hex>" into out (KG_SHA256_STRLEN bytes); KG_ERR_INTERNAL if
+ * libcrypto fails. */
+#define KG_SHA256_STRLEN 72
+int kg_sha256_string(const void *data, size_t len, char out[KG_SHA256_STRLEN]);
+
 /* Replaces every byte that is not part of valid UTF-8 with '?', in place,
  * so text a candidate printed can go into JSON. */
 void kg_utf8_sanitize(char *s);

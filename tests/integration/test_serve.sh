@@ -4,11 +4,12 @@
 # a server killed while a job runs (the job is run again), a job that kills
 # its server every time (stopped after --max-attempts), clean shutdown.
 . "$(dirname "$0")/lib.sh"
-CH=tests/integration/serve/checks.py
+. "$(dirname "$0")/serve/lib.sh"
 # A running job is the fixture hang.py (a busy loop in forward).
-# Evaluation children of a server killed with SIGKILL outlive it; they carry
-# TMPDIR=$TMP (their work folders live there), which is how we find and end
-# them, by pid.
+# Evaluation children of a server killed with SIGKILL are ended by its
+# guardian (test_serve_faults.sh checks that); as a net, so that a failure
+# there leaves nothing running, they carry TMPDIR=$TMP (their work folders
+# live there), which is how we find and end them, by pid.
 export TMPDIR="$TMP"
 SERVER_PID=""
 reap_orphans() {
@@ -21,31 +22,7 @@ reap_orphans() {
 cleanup() { [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2>/dev/null; reap_orphans; rm -rf "$TMP"; }
 trap cleanup EXIT
 
-start_server() { # NAME ARGS...: starts it, sets PORT
-    name=$1; shift
-    rm -f "$TMP/port"
-    "$KGYM" serve --device "$DEVICE" --port 0 --port-file "$TMP/port" --kernelbench "$KB" \
-        --stage-timeout compile=30 "$@" >>"$TMP/$name.log" 2>&1 &
-    SERVER_PID=$!
-    i=0
-    while [ ! -s "$TMP/port" ] && [ $i -lt 900 ] && kill -0 $SERVER_PID 2>/dev/null; do sleep 0.2; i=$((i + 1)); done
-    PORT=$(cat "$TMP/port" 2>/dev/null)
-    if [ -z "$PORT" ]; then bad "server $name starts" "$(tail -20 "$TMP/$name.log")"; return 1; fi
-}
-stop_server() { # NAME: SIGTERM, expects exit 0 and no sanitizer report
-    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=""
-    if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$1.log"; then ok "server $1 stops cleanly (exit 0, no sanitizer report)"
-    else bad "server $1 stops cleanly (exit $rc)" "$(tail -30 "$TMP/$1.log")"; fi
-}
 kill_server() { kill -9 "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null; SERVER_PID=""; reap_orphans; }
-checks() { # GROUP ARGS...: runs checks.py against $PORT and counts its lines
-    g=$1; shift
-    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
-    cat "$TMP/checks.out"
-    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
-    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
-    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
-}
 
 # 1. Every endpoint, then every class of bad input.
 if start_server api --workers 1 --db "$TMP/api.db" --max-code-bytes 65536 --max-body-bytes 1048576 \

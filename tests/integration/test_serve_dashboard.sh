@@ -15,7 +15,8 @@ PORT=$(cat "$TMP/port")
 import json, sys, urllib.request
 ref = open("tests/fixtures/tasks/add_one.py").read(); k = open("tests/fixtures/candidates/ok.py").read()
 r = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/evaluate", method="POST",
-    data=json.dumps({"task_id": "dash-job-1", "reference_code": ref, "kernel_code": k}).encode())
+    data=json.dumps({"task_id": "dash-job-1", "reference_code": ref, "kernel_code": k}).encode(),
+    headers={"Content-Type": "application/json"})
 print(json.load(urllib.request.urlopen(r))["kgym"]["verdict"])
 PYEOF
 grep -qx correct "$TMP/eval.out" && ok "a job finished before the page loads" || bad "evaluation" "$(cat "$TMP/eval.out")"

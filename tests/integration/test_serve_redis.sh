@@ -5,7 +5,7 @@
 # completes exactly once; a job that takes down every worker that runs it is
 # failed after --max-attempts instead of killing more.
 . "$(dirname "$0")/lib.sh"
-CH=tests/integration/serve/checks.py
+. "$(dirname "$0")/serve/lib.sh"
 if ! command -v redis-server >/dev/null; then echo "skip: no redis-server"; finish; exit 0; fi
 export TMPDIR="$TMP"
 PIDS=""
@@ -40,14 +40,6 @@ start_worker w1; W1=$WPID
 start_worker w2; W2=$WPID
 i=0; while [ ! -s "$TMP/port" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
 PORT=$(cat "$TMP/port")
-checks() {
-    g=$1; shift
-    "$PY" $CH "$g" "$PORT" "$@" >"$TMP/checks.out" 2>&1
-    cat "$TMP/checks.out"
-    PASS=$((PASS + $(grep -c '^ok' "$TMP/checks.out")))
-    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/checks.out")))
-    if grep -q '^Traceback' "$TMP/checks.out"; then FAIL=$((FAIL + 1)); echo "FAIL checks.py $g crashed"; fi
-}
 # The pid of the worker process running a job (names are host:pid:device#i).
 worker_pid() { sed -n "s/.*$1 is running .* on worker [^:]*:\([0-9]*\):.*/\1/p" "$TMP/checks.out"; }
 descendants() { # PID: its children, grandchildren, ... (its zygote and evaluation children)
@@ -108,11 +100,7 @@ sleep 7  # dead workers' heartbeats expire (2 leases)
 checks workers 1
 
 # Clean shutdown of the survivors, no sanitizer reports.
-for p in $API $W4; do
-    kill -TERM "$p"; wait "$p"; rc=$?
-    [ $rc -eq 0 ] && ok "process $p stops cleanly" || bad "process $p stops cleanly (exit $rc)"
-done
+stop_pids $API $W4
 PIDS=""
-if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
-else ok "no sanitizer reports in any log"; fi
+no_sanitizer_reports
 finish

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "kgym/service.h"
@@ -22,6 +23,82 @@ static int pass, fail;
             printf("FAIL %s (line %d)\n", what, __LINE__);                                                  \
         }                                                                                                   \
     } while (0)
+
+static int put_req(kg_store *s, const char *id, const char *request)
+{
+    kg_job j;
+    memset(&j, 0, sizeof j);
+    j.id = (char *)id;
+    j.key = "kfull";
+    j.request = (char *)request;
+    kg_error err;
+    return kg_store_put(s, &j, 0, &err);
+}
+
+/* A database on a 1 MiB tmpfs filled by puts: every put that said KG_OK is
+ * there after a reopen, none that failed is (a COMMIT that failed on the
+ * full disk used to be ignored: acknowledged, then lost).  Root only. */
+static void full_disk(const char *dir)
+{
+    if (geteuid() != 0) {
+        printf("skip: full-disk checks need root (a tmpfs mount)\n");
+        return;
+    }
+    kg_buf mnt = {0}, path = {0};
+    kg_buf_printf(&mnt, "%s/tiny", dir);
+    kg_buf_printf(&path, "%s/tiny/jobs.db", dir);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", mnt.data);
+    if (system(cmd) != 0 || mount("tmpfs", mnt.data, "tmpfs", 0, "size=1m") != 0) {
+        printf("skip: cannot mount a tmpfs at %s (no CAP_SYS_ADMIN?)\n", mnt.data);
+        kg_buf_free(&mnt);
+        kg_buf_free(&path);
+        return;
+    }
+    kg_store *s = NULL;
+    kg_error err;
+    CHECK(kg_store_open(path.data, &s, &err) == KG_OK, "open on a tiny tmpfs");
+    /* ~40 KiB per request: the disk is full after a few dozen. */
+    kg_buf req = {0};
+    kg_buf_puts(&req, "{\"task\":\"t\",\"kernel_code\":\"");
+    for (int i = 0; i < 40 * 1024; i++)
+        kg_buf_puts(&req, "x");
+    kg_buf_puts(&req, "\"}");
+    int acked = 0, refused = 0;
+    char ids[200][16];
+    int ok_of[200];
+    for (int i = 0; i < 200; i++) {
+        snprintf(ids[i], sizeof ids[i], "f%d", i);
+        ok_of[i] = put_req(s, ids[i], req.data) == KG_OK;
+        acked += ok_of[i];
+        refused += !ok_of[i];
+    }
+    CHECK(refused > 0 && acked > 0, "the tiny disk fills up: some puts refused");
+    kg_job j;
+    CHECK(kg_store_put(s, &(kg_job){.id = "after", .key = "k", .request = req.data}, 0, &err) == KG_ERR_IO &&
+              strstr(err.message, "job store"),
+          "a put on a full disk fails with the store's error");
+    kg_store_close(s);
+    s = NULL;
+    CHECK(kg_store_open(path.data, &s, &err) == KG_OK, "reopen after the disk was full");
+    int present = 0, lost = 0, ghosts = 0;
+    for (int i = 0; s && i < 200; i++) {
+        int there = kg_store_get(s, ids[i], &j, &err) == KG_OK;
+        kg_job_free(&j);
+        present += there;
+        lost += ok_of[i] && !there;
+        ghosts += !ok_of[i] && there;
+    }
+    CHECK(lost == 0, "no acknowledged job lost on a full disk");
+    CHECK(ghosts == 0 && present == acked, "no refused job stored");
+    if (lost || ghosts)
+        printf("  acknowledged %d, present %d, lost %d, refused but stored %d\n", acked, present, lost, ghosts);
+    kg_store_close(s);
+    kg_buf_free(&req);
+    umount2(mnt.data, MNT_DETACH);
+    kg_buf_free(&mnt);
+    kg_buf_free(&path);
+}
 
 static int put(kg_store *s, const char *id, const char *key, const char *status, const char *result)
 {
@@ -170,11 +247,62 @@ int main(void)
     pthread_join(th2, NULL);
     CHECK(c1.claimed + c2.claimed == 60 && kg_store_count(s, "queued") == 0, "60 jobs claimed exactly once");
 
+    /* A batch is all or nothing: one id that exists keeps every job out. */
+    CHECK(put(s, "m2", "km", NULL, NULL) == KG_OK, "put m2");
+    kg_job batch[3];
+    memset(batch, 0, sizeof batch);
+    const char *bids[] = {"m1", "m2", "m3"};
+    for (int i = 0; i < 3; i++) {
+        batch[i].id = (char *)bids[i];
+        batch[i].key = "km";
+        batch[i].request = "{}";
+    }
+    CHECK(kg_store_put_many(s, batch, 3, NULL, &err) == KG_ERR_INVALID && strstr(err.message, "m2"),
+          "a batch with an existing id is refused, naming it");
+    CHECK(kg_store_get(s, "m1", &j, &err) == KG_ERR_NOT_FOUND && kg_store_get(s, "m3", &j, &err) == KG_ERR_NOT_FOUND,
+          "...and none of its jobs is stored");
+    batch[1].id = "m4";
+    CHECK(kg_store_put_many(s, batch, 3, NULL, &err) == KG_OK && kg_store_count(s, "queued") == 4,
+          "a good batch is stored whole");
+
+    /* A result that cannot be stored: the job goes back to the queue with the reason. */
+    int requeued_once = 0;
+    while (kg_store_claim(s, "w", &x, &err) == KG_OK) {
+        if (!strcmp(x.id, "m3") && !requeued_once++)
+            CHECK(kg_store_requeue(s, "m3", "the result could not be stored: disk full", &err) == KG_OK,
+                  "requeue a running job");
+        kg_job_free(&x);
+    }
+    CHECK(kg_store_get(s, "m3", &j, &err) == KG_OK && !strcmp(j.status, "running"), "...and claimed again");
+    kg_job_free(&j);
+    CHECK(kg_store_requeue(s, "m3", "the result could not be stored: disk full", &err) == KG_OK, "requeue again");
+    CHECK(kg_store_get(s, "m3", &j, &err) == KG_OK && !strcmp(j.status, "queued") && j.error &&
+              strstr(j.error, "disk full") && !j.worker,
+          "a requeued job is queued, with its reason");
+    kg_job_free(&j);
+    CHECK(kg_store_requeue(s, "m3", "x", &err) == KG_ERR_NOT_FOUND, "requeue of a job not running refused");
+    CHECK(kg_store_claim(s, "w", &x, &err) == KG_OK && !strcmp(x.id, "m3") && x.attempts == 3,
+          "a requeued job is claimed again, its attempts counted");
+    CHECK(kg_store_finish(s, "m3", "done", "{\"verdict\":\"correct\"}", NULL, &err) == KG_OK, "finish m3");
+    kg_job_free(&x);
+    CHECK(kg_store_get(s, "m3", &j, &err) == KG_OK && !j.error, "a finished job keeps no requeue reason");
+    kg_job_free(&j);
+
     /* Garbage results never crash the listing facts. */
     CHECK(put(s, "g", "kg", "done", "not json {") == KG_OK, "garbage result stored");
     CHECK(kg_store_get(s, "g", &j, &err) == KG_OK && !j.verdict, "no verdict from garbage");
     kg_job_free(&j);
     kg_store_close(s);
+
+    /* The database file deleted under a running server: noticed, nothing more accepted. */
+    CHECK(kg_store_open(path.data, &s, &err) == KG_OK && kg_store_check(s, &err) == KG_OK, "reopen: healthy");
+    unlink(path.data);
+    CHECK(kg_store_check(s, &err) == KG_ERR_IO && strstr(err.message, "deleted"), "a deleted database is noticed");
+    CHECK(put(s, "late", "kl", NULL, NULL) == KG_ERR_IO, "no put into a deleted database");
+    CHECK(kg_store_claim(s, "w", &x, &err) == KG_ERR_IO, "no claim from a deleted database");
+    kg_store_close(s);
+
+    full_disk(dir);
 
     /* A bad path is an error, not a crash. */
     CHECK(kg_store_open("/nonexistent/dir/x.db", &s, &err) != KG_OK && strstr(err.message, "x.db"),
@@ -247,11 +375,17 @@ int main(void)
     json_decref(k);
     json_decref(job);
 
+    /* SHA-256 content keys (FIPS 180-2 test vector "abc"). */
+    char h[KG_SHA256_STRLEN];
+    CHECK(kg_sha256_string("abc", 3, h) == KG_OK &&
+              !strcmp(h, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+          "SHA-256 of \"abc\"");
+
     /* kg_task_from_source: a file named by the hash, reused. */
     kg_task t1, t2;
     const char *src = "import torch\nclass Model: pass\n";
     CHECK(kg_task_from_source(src, strlen(src), "mytask", dir, &t1, &err) == KG_OK && kg_file_exists(t1.path) &&
-              !strcmp(t1.id, "mytask") && strstr(t1.path, "task-"),
+              !strcmp(t1.id, "mytask") && strstr(t1.path, "task-") && strlen(strstr(t1.path, "task-")) == 5 + 64 + 3,
           "task from source");
     CHECK(kg_task_from_source(src, strlen(src), NULL, dir, &t2, &err) == KG_OK && !strcmp(t1.path, t2.path) &&
               !strcmp(t1.hash, t2.hash),

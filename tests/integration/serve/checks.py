@@ -42,6 +42,35 @@ def call(method, path, body=None, raw=None, headers=None, timeout=120):
     return status, doc, hdrs
 
 
+def raw_headers(method, path, headers, body=b""):
+    """Sends the request line and headers (and body, if any) on a raw socket, then reads the answer: a server
+    that answers without waiting for the announced body refused it before reading it.  (status, JSON or text)."""
+    h = {"Host": "x", "Content-Type": "application/json"}
+    if TOKEN:
+        h["Authorization"] = "Bearer " + TOKEN
+    h.update(headers)
+    head = f"{method} {path} HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in h.items() if v is not None)
+    with socket.create_connection(("127.0.0.1", PORT), timeout=10) as sock:
+        sock.sendall(head.encode() + b"\r\n" + body)
+        data = b""
+        try:
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < 2 or not data.rstrip().endswith(b"}"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except socket.timeout:
+            pass
+    if not data.startswith(b"HTTP/1."):
+        return 0, data.decode("utf-8", "replace")
+    status = int(data.split(b" ", 2)[1])
+    text = data.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in data else b""
+    try:
+        return status, json.loads(text)
+    except ValueError:
+        return status, text.decode("utf-8", "replace")
+
+
 def check(name, cond, detail=""):
     if cond:
         print("ok   " + name)
@@ -113,6 +142,14 @@ def group_api():
     s2, j, _ = call("GET", "/v1/jobs/e-ok-copy")
     check("identical submission answered from the store", s == 200 and d["correctness"]
           and j["cached_from"] == "e-ok" and j["attempts"] == 0, j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-300", "ok", timeout=300))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-300")
+    check("the default timeout written out is the same content", s == 200 and j["attempts"] == 0
+          and j["cached_from"] in ("e-ok", "e-ok-copy"), j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-t20", "ok", timeout=20))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-t20")
+    check("another timeout is other content: evaluated, not answered from the store",
+          s == 200 and d["correctness"] and j["cached_from"] is None and j["attempts"] == 1, j)
     s, d, _ = call("POST", "/evaluate", req("e-ok-fresh", "ok", force_refresh=True))
     s2, j, _ = call("GET", "/v1/jobs/e-ok-fresh")
     check("force_refresh evaluates again", s == 200 and d["correctness"] and j["cached_from"] is None
@@ -216,8 +253,8 @@ def group_bad():
     bad("kernel_code over the size limit", s, d, 413, "kernel_code")
     s, d, _ = call("POST", "/evaluate", req("x", "ok", reference_code="#" * (big + 1)))
     bad("reference_code over the size limit", s, d, 413, "reference_code")
-    s, d, _ = call("POST", "/v1/jobs", raw=b"[" + b" " * (int(sys.argv[4]) + 10) + b"]")
-    bad("body over the size limit", s, d, 413, None)
+    s, d = raw_headers("POST", "/v1/jobs", {"Content-Length": str(int(sys.argv[4]) + 10)})
+    bad("body over the size limit, refused before it is sent", s, d, 413, None)
     s, d, _ = call("POST", "/v1/jobs", {"task": "level9/1", "kernel_code": cand("ok")})
     bad("unknown level", s, d, 404, "task")
     s, d, _ = call("POST", "/v1/jobs", {"task": "level1/99999", "kernel_code": cand("ok")})
@@ -262,11 +299,89 @@ def group_auth():
     check("auth: wrong token -> 401", s == 401, d)
     s, d, _ = call("GET", "/v1/jobs", headers={"Authorization": "Bearer " + sys.argv[3] + "x"})
     check("auth: token with a suffix -> 401", s == 401, d)
+    s, d, _ = call("GET", "/v1/jobs", headers={"Authorization": "bearer " + sys.argv[3]})
+    check("auth: the scheme is case-insensitive (bearer) -> 200", s == 200, d)
+    s, d, _ = call("GET", "/v1/jobs", headers={"Authorization": "BEARER " + sys.argv[3]})
+    check("auth: BEARER -> 200", s == 200, d)
+    # An unauthenticated upload is refused from its headers: its 30 MB body is never read.
+    s, d = raw_headers("POST", "/v1/jobs", {"Content-Length": str(30 << 20)})
+    check("auth: an unauthenticated upload is refused before its body is sent (401)",
+          s == 401 and d["field"] == "Authorization", (s, d))
+    s, d = raw_headers("POST", "/v1/jobs", {"Transfer-Encoding": "chunked"})
+    check("auth: ...chunked too", s == 401, (s, d))
     TOKEN = sys.argv[3]
     s, d, _ = call("GET", "/v1/jobs")
     check("auth: right token -> 200", s == 200, d)
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok")})
     check("auth: submit with token", s == 202, d)
+
+
+def group_hardening():
+    """A server without workers: every refusal of issue 13 is a clear error, before anything is queued."""
+    # Cross-site requests: a web page can POST text/plain or a form without a preflight, never JSON.
+    body = json.dumps({"task_id": "csrf", "reference_code": REF, "kernel_code": cand("ok")}).encode()
+    for ct in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", None]:
+        s, d = raw_headers("POST", "/v1/jobs", {"Content-Type": ct, "Content-Length": str(len(body))}, body)
+        bad(f"POST with Content-Type {ct} (a cross-site request)", s, d, 415, "Content-Type")
+    s, d, _ = call("GET", "/v1/jobs/csrf")
+    check("...and nothing was queued", s == 404, d)
+    s, d, _ = call("POST", "/v1/jobs", raw=body, headers={"Content-Type": "application/json; charset=utf-8"})
+    check("JSON with a charset parameter is accepted", s == 202, d)
+    # Numbers that are not numbers.
+    for q in ["nan", "NaN", "inf", "-inf", "1e999"]:
+        s, d, _ = call("GET", f"/v1/jobs/csrf?wait={q}", timeout=10)
+        bad(f"wait={q}", s, d, 400, "wait")
+        s, d, _ = call("GET", f"/status/csrf?wait={q}", timeout=10)
+        bad(f"/status wait={q}", s, d, 400, "wait")
+    for q in ["nan", "inf"]:
+        s, d, _ = call("GET", f"/v1/jobs?limit={q}")
+        bad(f"limit={q}", s, d, 400, "limit")
+    # A NUL byte in the URL would cut the id short ("csrf%00x" read job "csrf").
+    for path in ["/v1/jobs/csrf%00x", "/status/csrf%00", "/results/csrf%00abc", "/v1/jobs?status=done%00x"]:
+        s, d, _ = call("GET", path)
+        bad(f"GET {path}", s, d, 400, None)
+    s, d, _ = call("DELETE", "/v1/jobs/csrf%00x")
+    bad("DELETE with %00", s, d, 400, None)
+    s, d, _ = call("GET", "/v1/jobs/csrf")
+    check("...the job named before the %00 is untouched", s == 200 and d["status"] == "queued", d)
+    # Duplicate ids in one batch used to collapse silently.
+    s, d, _ = call("POST", "/evaluate/batch", {"tasks": [req("dup-a", "ok"), req("dup-b", "ok"), req("dup-a", "chatty")]})
+    bad("duplicate task_id in a batch", s, d, 400, "tasks[2].task_id")
+    check("...names both places", isinstance(d, dict) and "dup-a" in d.get("error", "") and "0" in d.get("error", ""), d)
+    s, d, _ = call("POST", "/v1/jobs", {"jobs": [{"id": "dup-n", "reference_code": REF, "kernel_code": cand("ok")},
+                                                 {"id": "dup-n", "reference_code": REF, "kernel_code": cand("chatty")}]})
+    bad("duplicate id in a /v1/jobs batch", s, d, 400, "jobs[1].id")
+    s, d, _ = call("GET", "/v1/jobs/dup-a")
+    check("...and no job of the refused batch was queued", s == 404, d)
+    # A batch retried without ids: batch_id makes the ids, the retry queues nothing new.
+    jobs = [{"reference_code": REF, "kernel_code": cand(c)} for c in ("ok", "chatty", "wrong_value")]
+    s1, d1, _ = call("POST", "/v1/jobs", {"batch_id": "retry-7", "jobs": jobs})
+    n1 = call("GET", "/v1/jobs?limit=10000")[1]["count"]
+    s2, d2, _ = call("POST", "/v1/jobs", {"batch_id": "retry-7", "jobs": jobs})
+    n2 = call("GET", "/v1/jobs?limit=10000")[1]["count"]
+    check("a batch retried with its batch_id gets the same ids and queues nothing twice",
+          s1 == 202 and s2 == 202 and [j["id"] for j in d1["jobs"]] == ["retry-7-0", "retry-7-1", "retry-7-2"]
+          and d1 == d2 and n1 == n2, (d1, d2, n1, n2))
+    s, d, _ = call("POST", "/v1/jobs", {"batch_id": "../x", "jobs": jobs})
+    bad("batch_id with bad characters", s, d, 400, "batch_id")
+    # Unknown fields are kept, within a limit of their own.
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok"), "note": "x" * 20000})
+    bad("a 20 kB unknown field", s, d, 413, "note")
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok"), "uid": "abc-1"})
+    check("a small unknown field is accepted", s == 202, d)
+
+
+def group_store_down():
+    """store_down WORD: the store cannot take jobs (its error names WORD): /health is 503 "unhealthy" and a
+    submission is 503 with Retry-After (retryable), not 202, not 409."""
+    word = sys.argv[3]
+    s, h, _ = call("GET", "/health", timeout=60)
+    check(f"store down: /health 503 unhealthy, naming {word}", s == 503 and h["status"] == "unhealthy"
+          and word in h["store"]["error"], (s, h))
+    s, d, hd = call("POST", "/v1/jobs", {"task_id": "while-down", "reference_code": REF, "kernel_code": cand("ok")},
+                    timeout=60)
+    check(f"store down: a submission is 503 with Retry-After, naming {word}", s == 503 and hd.get("Retry-After")
+          and word in d["error"], (s, d))
 
 
 def group_full():

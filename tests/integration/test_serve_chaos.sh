@@ -1,0 +1,21 @@
+#!/bin/sh
+# Fault injection (issue 13): jobs submitted in batches while the server (a
+# database), or the API server, the workers and Redis (a fleet) are SIGKILLed
+# at random moments and started again; every acknowledged job must end
+# exactly once with its candidate's verdict.  The seed is printed; set
+# KGYM_CHAOS_SEED to replay a run.  See tests/integration/serve/chaos.py.
+. "$(dirname "$0")/lib.sh"
+export TMPDIR="$TMP"
+SEED=${KGYM_CHAOS_SEED:-$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')}
+run_chaos() { # MODE JOBS KILLS
+    "$PY" tests/integration/serve/chaos.py "$1" "$KGYM" "$DEVICE" "$TMP" "$2" "$3" "$SEED" >"$TMP/chaos.out" 2>&1
+    cat "$TMP/chaos.out"
+    PASS=$((PASS + $(grep -c '^ok' "$TMP/chaos.out")))
+    FAIL=$((FAIL + $(grep -c '^FAIL' "$TMP/chaos.out")))
+    if grep -q '^Traceback' "$TMP/chaos.out"; then FAIL=$((FAIL + 1)); echo "FAIL chaos.py $1 crashed"; fi
+}
+run_chaos sqlite 40 4
+if command -v redis-server >/dev/null; then run_chaos redis 40 5; else echo "skip: no redis-server (fleet chaos)"; fi
+if grep -l "Sanitizer" "$TMP"/chaos-*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/chaos-*.log | head -30)"
+else ok "no sanitizer reports in any log"; fi
+finish
