@@ -59,7 +59,7 @@ class Retry:
     [d/2, d], d = min(cap, base * 2**k), so clients restarted together do not retry in step;
     a Retry-After from the server is waited at least (up to max_retry_after).  After
     `attempts` retries the error is raised.  sleep and rand are injectable for tests.
-    Defaults from $KGYM_RETRIES (8) and $KGYM_BACKOFF (0.5 s): about 1.5 minutes in all."""
+    Defaults from $KGYM_RETRIES (8) and $KGYM_BACKOFF (0.5 s): 9 tries over 45-90 s."""
 
     def __init__(self, attempts=None, base=None, cap=30.0, max_retry_after=300.0, sleep=time.sleep,
                  rand=random.random):
