@@ -91,7 +91,7 @@ def _retry_after(value):
 
 
 class Client:
-    def __init__(self, url=None, token=None, timeout=1800.0, retry=None, poll=30.0, retries=None):
+    def __init__(self, url=None, token=None, timeout=1900.0, retry=None, poll=30.0, retries=None):
         self.url = (url or os.environ.get("KGYM_URL") or "http://127.0.0.1:10907").rstrip("/")
         parts = urllib.parse.urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -99,7 +99,7 @@ class Client:
         self._https = parts.scheme == "https"
         self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
         self.token = token if token is not None else os.environ.get("KGYM_TOKEN")
-        self.timeout = timeout
+        self.timeout = timeout  # per request; above the server's --sync-timeout (1,800 s) so /evaluate's 202 arrives
         self.retry = retry or Retry(attempts=retries)
         self.poll = poll  # long-poll length while waiting for a job (the server caps it at 600 s)
         self._local = threading.local()
@@ -319,7 +319,7 @@ def _failure(failure_reward, error, verdict=""):
 
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, url=None,
-                  token=None, reward="drkernel", failure_reward=0.0, timeout=1800.0, request=None,
+                  token=None, reward="drkernel", failure_reward=0.0, timeout=1900.0, request=None,
                   on_unavailable="raise", **ignored):
     """verl custom reward function: evaluates the model's reply (solution_str; kgym extracts the
     code) against the reference (ground_truth: the reference code, Dr. Kernel's
