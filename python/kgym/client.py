@@ -6,19 +6,36 @@
     ids = c.submit_many([{"reference_code": ref, "kernel_code": k} for k in candidates])
     jobs = c.wait_all(ids)                          # kgym job objects: status, result, kernelgym, ...
 
-`compute_score` has verl's custom-reward signature
-(data_source, solution_str, ground_truth, extra_info=None) and calls the service:
-ground_truth is the reference code (Dr. Kernel's reward_model.ground_truth).
+Transport.  One keep-alive `http.client` connection per thread and client (a
+trainer scores from thread pools; http.client connections are not thread
+safe), reopened after a fork.  Connection errors, timeouts, HTTP 5xx, 429 and
+a 2xx body that is not JSON are retried with bounded exponential backoff and
+jitter (`Retry`), waiting at least the server's Retry-After; other 4xx are the
+caller's mistake and raise `KgymError` at once.  When the retries are spent,
+`KgymUnavailable` is raised.  Every POST is safe to repeat: a request carries
+an id made here (task_id / id), and the server answers a known id with that
+job instead of queueing it twice.
+
+verl.  `compute_score` (verl's custom-reward signature), `compute_score_batch`
+(the `batch` reward manager), `compute_score_async` (coroutine: the reward
+loop's managers await it) and `compute_score_scalar` (the `prime` manager,
+which wants a number) -- see docs/service.md, "verl".
 """
 
+import asyncio
+import functools
+import http.client
 import json
 import os
+import random
+import threading
 import time
-import urllib.error
-import urllib.request
+import urllib.parse
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["Client", "KgymError", "compute_score", "drkernel_reward"]
+__all__ = ["Client", "KgymError", "KgymUnavailable", "Retry", "compute_score", "compute_score_async",
+           "compute_score_batch", "compute_score_scalar", "drkernel_reward", "SCORE_KEYS"]
 
 
 class KgymError(Exception):
@@ -31,50 +48,155 @@ class KgymError(Exception):
         self.field = field
 
 
+class KgymUnavailable(KgymError):
+    """The service could not be reached or kept failing (5xx, 429, dropped connections, bodies
+    that are not JSON) after every retry: a fault of the service, not of the candidate.
+    status is the last HTTP status, None when there was no answer at all."""
+
+
+class Retry:
+    """Bounded exponential backoff with jitter.  Attempt k (0-based) waits a uniform time in
+    [d/2, d], d = min(cap, base * 2**k), so clients restarted together do not retry in step;
+    a Retry-After from the server is waited at least (up to max_retry_after).  After
+    `attempts` retries the error is raised.  sleep and rand are injectable for tests.
+    Defaults from $KGYM_RETRIES (8) and $KGYM_BACKOFF (0.5 s): 9 tries over 45-90 s."""
+
+    def __init__(self, attempts=None, base=None, cap=30.0, max_retry_after=300.0, sleep=time.sleep,
+                 rand=random.random):
+        self.attempts = int(os.environ.get("KGYM_RETRIES", 8) if attempts is None else attempts)
+        self.base = float(os.environ.get("KGYM_BACKOFF", 0.5) if base is None else base)
+        self.cap = cap
+        self.max_retry_after = max_retry_after
+        self.sleep = sleep
+        self.rand = rand
+
+    def delay(self, attempt, retry_after=None):
+        d = min(self.cap, self.base * 2 ** attempt)
+        d *= 0.5 + 0.5 * self.rand()
+        if retry_after is not None:
+            d = max(d, min(retry_after, self.max_retry_after))
+        return d
+
+
+# The server closed the connection (after an idle keep-alive, or before answering).
+_CLOSED = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+def _retry_after(value):
+    """Retry-After in seconds (the delta form; an HTTP date is ignored: backoff applies)."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
 class Client:
-    def __init__(self, url=None, token=None, timeout=1800.0, retries=5):
+    def __init__(self, url=None, token=None, timeout=1900.0, retry=None, poll=30.0, retries=None):
         self.url = (url or os.environ.get("KGYM_URL") or "http://127.0.0.1:10907").rstrip("/")
+        parts = urllib.parse.urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"not an http(s) URL: {self.url!r}")
+        self._https = parts.scheme == "https"
+        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
         self.token = token if token is not None else os.environ.get("KGYM_TOKEN")
-        self.timeout = timeout
-        self.retries = retries  # for 429 (queue full) and 503, honouring Retry-After
+        self.timeout = timeout  # per request; above the server's --sync-timeout (1,800 s) so /evaluate's 202 arrives
+        self.retry = retry or Retry(attempts=retries)
+        self.poll = poll  # long-poll length while waiting for a job (the server caps it at 600 s)
+        self._local = threading.local()
+        self._pid = os.getpid()
 
     # -- transport --
-    def _call(self, method, path, body=None, timeout=None, raw=False):
-        data = json.dumps(body).encode() if body is not None else None
-        headers = {"Content-Type": "application/json"}
+    def _conn(self):
+        """This thread's connection (a fresh one in a forked child: never share a socket)."""
+        if self._pid != os.getpid():
+            self._local, self._pid = threading.local(), os.getpid()
+        c = getattr(self._local, "conn", None)
+        if c is None:
+            cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            c = self._local.conn = cls(self._host, self._port, timeout=self.timeout)
+        return c
+
+    def _drop(self):
+        c = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if c is not None:
+            c.close()
+
+    def _once(self, method, path, data, timeout):
+        c = self._conn()
+        reused = c.sock is not None
+        c.timeout = timeout
+        if c.sock is not None:
+            c.sock.settimeout(timeout)
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self.token:
             headers["Authorization"] = "Bearer " + self.token
-        for attempt in range(self.retries + 1):
-            req = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
+        try:
+            c.request(method, self._prefix + path, body=data, headers=headers)
+            r = c.getresponse()
+            text = r.read()
+        except BaseException as e:
+            self._drop()  # a half-read answer must never be read as the next one's
+            if reused and isinstance(e, _CLOSED):
+                # The server closed an idle keep-alive connection: a normal event, retried at
+                # once on a new connection without counting as a failure.
+                return self._once(method, path, data, timeout)
+            raise
+        if r.will_close:
+            self._drop()
+        return r.status, r.headers, text
+
+    def _request(self, method, path, body=None, timeout=None, raw=False):
+        """(HTTP status, parsed body).  Retries what a retry can fix (module docstring)."""
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in range(self.retry.attempts + 1):
+            status, wait = None, None
             try:
-                with urllib.request.urlopen(req, timeout=timeout or self.timeout) as f:
-                    text = f.read()
-                    return text.decode() if raw else json.loads(text)
-            except urllib.error.HTTPError as e:
-                text = e.read()
-                try:
-                    doc = json.loads(text)
-                except ValueError:
-                    doc = {"error": text.decode("utf-8", "replace"), "field": None}
-                if e.code in (429, 503) and attempt < self.retries:
+                status, headers, text = self._once(method, path, data, timeout or self.timeout)
+            except (OSError, http.client.HTTPException) as e:  # refused, reset, timed out, bad status line
+                why = f"{type(e).__name__}: {e}"
+            else:
+                if status < 400:
+                    if status == 202 and not text.strip():
+                        return status, {}  # accepted, nothing to say: the caller polls
+                    if raw:
+                        return status, text.decode("utf-8", "replace")
                     try:
-                        delay = float(e.headers.get("Retry-After") or 1)
+                        doc = json.loads(text)
+                        if isinstance(doc, dict):
+                            return status, doc
                     except ValueError:
-                        delay = 1.0
-                    time.sleep(min(delay, 30.0))
-                    continue
-                raise KgymError(e.code, doc.get("error"), doc.get("field")) from None
+                        pass
+                    why = f"HTTP {status} with a body that is not a JSON object ({len(text)} bytes)"
+                else:
+                    try:
+                        doc = json.loads(text)
+                        doc = doc if isinstance(doc, dict) else {}
+                    except ValueError:
+                        doc = {"error": text.decode("utf-8", "replace")[:500] or f"HTTP {status}"}
+                    if status != 429 and status < 500:
+                        raise KgymError(status, doc.get("error"), doc.get("field"))
+                    why = f"HTTP {status}: {doc.get('error')}"
+                    wait = _retry_after(headers.get("Retry-After"))
+            if attempt < self.retry.attempts:
+                self.retry.sleep(self.retry.delay(attempt, wait))
+        raise KgymUnavailable(status, f"{method} {self.url}{path} failed {self.retry.attempts + 1} times; "
+                              f"last: {why}")
+
+    def _call(self, method, path, body=None, timeout=None, raw=False):
+        return self._request(method, path, body, timeout, raw)[1]
 
     # -- KernelGYM-compatible, synchronous --
     def evaluate(self, reference_code, kernel_code, task_id=None, force_refresh=False, **fields):
         """POST /evaluate: waits for the result (KernelGYM's EvaluationResponse with "kgym" added).
-        If the server answers before the end (its --sync-timeout), polls until done."""
+        A job still running after the server's --sync-timeout is answered 202: then the job is
+        long-polled on /v1/jobs/{task_id} (re-POSTing would only wait again from the start)."""
         body = dict(fields, task_id=task_id or "kgym_" + uuid.uuid4().hex[:16], reference_code=reference_code,
                     kernel_code=kernel_code, force_refresh=bool(force_refresh))
-        r = self._call("POST", "/evaluate", body)
-        if r.get("status") in ("pending", "processing"):
+        status, r = self._request("POST", "/evaluate", body)
+        if status == 202 or r.get("status") in ("pending", "processing"):
             job = self.wait(body["task_id"])
-            r = job["kernelgym"]
+            r = job.get("kernelgym") or {}
         return r
 
     def evaluate_batch(self, requests, batch_id=None):
@@ -100,8 +222,10 @@ class Client:
     # -- native, asynchronous --
     def submit(self, kernel_code, reference_code=None, task=None, force_refresh=False, **fields):
         """POST /v1/jobs: queues one evaluation, returns its id at once.
-        reference_code, or task (a KernelBench id on the server, e.g. "level1/19")."""
+        reference_code, or task (a KernelBench id on the server, e.g. "level1/19").
+        The id is made here unless given, so a retried POST cannot queue the job twice."""
         body = dict(fields, kernel_code=kernel_code, force_refresh=bool(force_refresh))
+        body.setdefault("id", "job-" + uuid.uuid4().hex)
         if reference_code is not None:
             body["reference_code"] = reference_code
         if task is not None:
@@ -112,23 +236,33 @@ class Client:
         """POST /v1/jobs with {"jobs": [...]}: all validated before any is queued."""
         ids = []
         for i in range(0, len(requests), 1000):
-            r = self._call("POST", "/v1/jobs", {"jobs": list(requests[i:i + 1000])})
+            chunk = [r if r.get("id") or r.get("task_id") else dict(r, id="job-" + uuid.uuid4().hex)
+                     for r in requests[i:i + 1000]]
+            r = self._call("POST", "/v1/jobs", {"jobs": chunk})
             ids += [j["id"] for j in r["jobs"]]
         return ids
 
     def get(self, job_id, wait=0):
         return self._call("GET", f"/v1/jobs/{job_id}?wait={wait:g}", timeout=wait + 60)
 
-    def wait(self, job_id, timeout=None, poll=30.0):
-        """Long-polls until the job is done, failed or cancelled (TimeoutError after timeout)."""
+    def wait(self, job_id, timeout=None, poll=None):
+        """Long-polls until the job is done, failed or cancelled (TimeoutError after timeout).
+        A server that answers a long poll early (a proxy, an older server) is polled again only
+        after a backoff, never in a tight loop."""
+        poll = self.poll if poll is None else poll
         end = None if timeout is None else time.monotonic() + timeout
+        early = 0
         while True:
             left = poll if end is None else max(0.0, min(poll, end - time.monotonic()))
+            t0 = time.monotonic()
             job = self.get(job_id, wait=left)
-            if job["status"] not in ("queued", "running"):
+            if job.get("status") not in ("queued", "running"):
                 return job
             if end is not None and time.monotonic() >= end:
-                raise TimeoutError(f"job {job_id} is still {job['status']}")
+                raise TimeoutError(f"job {job_id} is still {job.get('status')}")
+            if time.monotonic() - t0 < left / 2:
+                self.retry.sleep(min(self.retry.delay(early), left))
+                early += 1
 
     def wait_all(self, ids, timeout=None):
         end = None if timeout is None else time.monotonic() + timeout
@@ -158,28 +292,109 @@ def drkernel_reward(response, correct_weight=0.5, speed_weight=0.5, speedup_cap=
     return r
 
 
+# -- verl --
+
+SCORE_KEYS = ("score", "verdict", "compiled", "correctness", "speedup", "feedback", "error")
+"""Every dict compute_score returns has exactly these keys, with one type per key (float, str,
+bool, bool, float, str, str): verl stacks each key across the batch (KeyError on a missing
+one) and skips string-valued keys in its validation metrics."""
+
 _clients = {}
+_clients_lock = threading.Lock()
+_pool = None
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, url=None, token=None,
-                  reward="drkernel", timeout=1800.0, **kwargs):
-    """verl custom reward function: evaluates the model's reply (solution_str; kgym extracts the code)
-    against the reference (ground_truth) on the service at url ($KGYM_URL).
-    reward="drkernel" (Dr. Kernel's speedup reward) or "staged" (kgym's staged partial credit).
-    Returns {"score": float, ...} with the verdict and feedback for logging; never raises for a
-    bad candidate (an unreachable service does raise: a trainer should not silently score 0)."""
-    key = (url, token)
-    if key not in _clients:
-        _clients[key] = Client(url, token, timeout=timeout)
-    c = _clients[key]
+def _client(url, token, timeout):
+    key = (url or os.environ.get("KGYM_URL"), token if token is not None else os.environ.get("KGYM_TOKEN"),
+           timeout, os.getpid())
+    with _clients_lock:
+        if key not in _clients:
+            _clients[key] = Client(key[0], key[1], timeout=timeout)
+        return _clients[key]
+
+
+def _failure(failure_reward, error, verdict=""):
+    return {"score": float(failure_reward), "verdict": verdict, "compiled": False, "correctness": False,
+            "speedup": 0.0, "feedback": "", "error": str(error)}
+
+
+def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, url=None,
+                  token=None, reward="drkernel", failure_reward=0.0, timeout=1900.0, request=None,
+                  on_unavailable="raise", **ignored):
+    """verl custom reward function: evaluates the model's reply (solution_str; kgym extracts the
+    code) against the reference (ground_truth: the reference code, Dr. Kernel's
+    reward_model.ground_truth) on the service at url ($KGYM_URL).
+
+    reward: "drkernel" (Dr. Kernel's speedup reward) or "staged" (kgym's staged partial credit).
+    failure_reward: the score of a candidate that could not be evaluated (empty reply, a request
+    the server refused with 4xx).  request: extra KernelGYM request fields (num_perf_trials, ...).
+    Keyword arguments verl adds (reward_router_address, reward_model_tokenizer, ...) are ignored:
+    only `request` reaches the HTTP body.
+
+    Returns a dict with exactly SCORE_KEYS whatever happens.  A service that stays unreachable
+    after the retries raises KgymUnavailable (on_unavailable="raise", the default: a trainer
+    must not learn from zeros that mean "the server was down"; verl's naive/dapo managers let
+    the step fail); on_unavailable="score" returns the failure dict instead.  A wrong token
+    (401/403) always raises."""
+    if not isinstance(solution_str, str) or not solution_str.strip():
+        return _failure(failure_reward, "empty reply: no code to evaluate", "invalid")
+    if not isinstance(ground_truth, str) or not ground_truth.strip():
+        return _failure(failure_reward, "no reference code (reward_model.ground_truth is empty)")
     try:
-        r = c.evaluate(ground_truth, solution_str, **kwargs)
-    except KgymError as e:
-        if e.status >= 500 or e.status == 401:
+        r = _client(url, token, timeout).evaluate(ground_truth, solution_str, **dict(request or {}))
+    except KgymUnavailable as e:
+        if on_unavailable == "raise":
             raise
-        return {"score": 0.0, "verdict": "rejected", "feedback": str(e), "correctness": False, "speedup": 0.0}
+        return _failure(failure_reward, e)
+    except KgymError as e:
+        if e.status in (401, 403):
+            raise
+        return _failure(failure_reward, e, "rejected")
     result = r.get("kgym") or {}
-    score = result.get("reward", 0.0) if reward == "staged" else drkernel_reward(r)
-    return {"score": float(score), "verdict": result.get("verdict"), "feedback": result.get("feedback") or "",
-            "correctness": bool(r.get("correctness")), "speedup": float(r.get("speedup") or 0.0),
-            "compiled": bool(r.get("compiled"))}
+    if reward == "staged":
+        score = result.get("reward") if r.get("kgym") else failure_reward
+    else:
+        score = drkernel_reward(r, penalty=failure_reward)
+    error = "" if r.get("status") == "completed" else (r.get("error_message") or r.get("error_code") or
+                                                       f"status {r.get('status')!r}")
+    return {"score": float(score if score is not None else failure_reward), "verdict": str(result.get("verdict") or ""),
+            "compiled": bool(r.get("compiled")), "correctness": bool(r.get("correctness")),
+            "speedup": float(r.get("speedup") or 0.0), "feedback": str(result.get("feedback") or ""),
+            "error": str(error or "")}
+
+
+def compute_score_scalar(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):
+    """compute_score's score alone, for verl's `prime` manager: it takes float(result) or
+    result[0], so a dict would zero the whole batch."""
+    return compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)["score"]
+
+
+def _executor():
+    """One long-lived pool, so its threads' keep-alive connections outlive a batch."""
+    global _pool
+    with _clients_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(int(os.environ.get("KGYM_CONCURRENCY", 32)),
+                                       thread_name_prefix="kgym-score")
+        return _pool
+
+
+def compute_score_batch(data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, **kwargs):
+    """verl's `batch` reward manager form: lists in, a list of compute_score dicts out (same
+    order), evaluated concurrently ($KGYM_CONCURRENCY threads, 32)."""
+    n = len(solution_strs)
+    data_sources = list(data_sources) if data_sources is not None else [None] * n
+    extra_infos = list(extra_infos) if extra_infos is not None else [None] * n
+    ground_truths = list(ground_truths)
+    if not (len(data_sources) == len(ground_truths) == len(extra_infos) == n):
+        raise ValueError("compute_score_batch: the lists differ in length")
+    fn = functools.partial(compute_score, **kwargs)
+    return list(_executor().map(fn, data_sources, solution_strs, ground_truths, extra_infos))
+
+
+async def compute_score_async(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):
+    """compute_score as a coroutine (verl's reward-loop managers await a coroutine function):
+    the blocking HTTP call runs in the shared thread pool, the event loop stays free."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor(), functools.partial(
+        compute_score, data_source, solution_str, ground_truth, extra_info, **kwargs))
