@@ -9,8 +9,6 @@ this file is re-run under it).  Otherwise they are skipped, with the reason.
     /tmp/verlvenv/bin/pip install verl pytest cachetools uvicorn fastapi
     KGYM_VERL_PYTHON=/tmp/verlvenv/bin/python .venv/bin/python -m pytest -q python/tests/test_verl.py
 """
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,6 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import verl_env  # noqa: E402
 
 try:
     import torch
@@ -30,26 +30,9 @@ try:
 except Exception as exc:  # noqa: BLE001 - any failure means "no usable verl here"
     WHY_NOT = f"{type(exc).__name__}: {exc}"
 
-INPROCESS = os.environ.get("KGYM_VERL_INPROCESS") == "1"
-VERL_PY = os.environ.get("KGYM_VERL_PYTHON")
-
-if WHY_NOT is not None and not INPROCESS:
-    if not VERL_PY:
-        pytest.skip(f"verl cannot be imported ({WHY_NOT}); set KGYM_VERL_PYTHON to the python of a "
-                    "venv with verl and pytest to run these tests", allow_module_level=True)
-
-    def test_under_the_verl_venv():
-        """Re-runs this file under KGYM_VERL_PYTHON, where verl imports."""
-        env = dict(os.environ, KGYM_VERL_INPROCESS="1")
-        p = subprocess.run([VERL_PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
-                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert p.returncode == 0, p.stdout[-4000:] + p.stderr[-2000:]
-        assert " passed" in p.stdout and "skipped" not in p.stdout.splitlines()[-1], p.stdout[-2000:]
-
+if not verl_env.here(WHY_NOT):
+    test_under_the_verl_venv = verl_env.rerun_test(__file__, WHY_NOT)
 else:
-    if WHY_NOT is not None:  # asked to run in-process, and verl does not import: a failure
-        raise ImportError(f"KGYM_VERL_INPROCESS=1 but verl does not import: {WHY_NOT}")
-
     from kgym import rl, verl_hooks
 
     verl_hooks.register()
