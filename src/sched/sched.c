@@ -409,13 +409,13 @@ void kg_sched_metrics(kg_sched *s, kg_buf *b)
                      "# TYPE kgym_queue_wait_seconds summary\n"
                      "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",
                   s->queue_wait_sum_s, s->queue_wait_count);
-    kg_buf_puts(b, "# HELP kgym_device_busy_seconds Evaluation time per worker and device.\n"
-                   "# TYPE kgym_device_busy_seconds counter\n");
+    kg_buf_puts(b, "# HELP kgym_device_busy_seconds_total Evaluation time per worker and device.\n"
+                   "# TYPE kgym_device_busy_seconds_total counter\n");
     double now = kg_now_ms();
     for (int i = 0; i < s->o.workers; i++) {
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
-        kg_buf_printf(b, "kgym_device_busy_seconds{device=\"%s\",worker=\"%s\"} %.3f\n",
+        kg_buf_printf(b, "kgym_device_busy_seconds_total{device=\"%s\",worker=\"%s\"} %.3f\n",
                       s->o.eval.device ? s->o.eval.device : "cpu", w->name, busy / 1000.0);
     }
     kg_buf_printf(b, "# HELP kgym_workers Evaluation workers.\n# TYPE kgym_workers gauge\nkgym_workers %d\n",

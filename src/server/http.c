@@ -113,7 +113,9 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
 
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *body)
 {
-    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    /* 15 significant digits: a reward of 0.7 reads 0.7, not 0.69999999999999996 (jansson's default, 17, prints
+     * every double exactly); no figure kgym reports is measured to more.  The store keeps results at 17. */
+    char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(body);
     if (!text) {
         text = kg_strdup("{\"error\":\"the response could not be encoded\",\"field\":null}");

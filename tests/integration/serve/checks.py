@@ -2,6 +2,7 @@
 live server.  Usage: checks.py GROUP PORT [ARGS...].  Prints "ok NAME" or
 "FAIL NAME" (+ detail) per check; the shell script counts them."""
 import json
+import re
 import socket
 import sys
 import time
@@ -128,6 +129,11 @@ def group_api():
     check("GET /status/{id} completed", s == 200 and d["status"] == "completed" and d["progress"] == 1.0, d)
     s, d, _ = call("GET", "/results/e-wrong")
     check("GET /results/{id}", s == 200 and d["task_id"] == "e-wrong" and d["kgym"]["verdict"] == "incorrect", d)
+    rawtext = urllib.request.urlopen(urllib.request.Request(
+        BASE + "/v1/jobs/e-wrong", headers={"Authorization": "Bearer " + TOKEN} if TOKEN else {}),
+        timeout=60).read().decode()
+    check("numbers are written as people read them (a reward of 0.7, not 0.69999999999999996)",
+          re.search(r'"reward":0\.7[,}]', rawtext) is not None and "0.6999999" not in rawtext, rawtext[:400])
     s, d, _ = call("GET", "/results/no-such-job")
     bad("GET /results of an unknown id", s, d, 404, "task_id")
     s, d, _ = call("GET", "/status/no-such-job")
@@ -214,7 +220,7 @@ def group_api():
     s, d, h = call("GET", "/metrics")
     check("GET /metrics (Prometheus text)", s == 200 and "kgym_queue_depth 0" in d
           and 'kgym_jobs_finished_total{verdict="correct"}' in d and 'kgym_stage_seconds_count{stage="compile"}' in d
-          and "kgym_device_busy_seconds{" in d and "text/plain" in h["Content-Type"], d)
+          and "kgym_device_busy_seconds_total{" in d and "text/plain" in h["Content-Type"], d)
 
 
 def group_bad():
