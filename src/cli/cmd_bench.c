@@ -229,6 +229,8 @@ typedef struct {
     double t0;
     int tty;
     int counts[8];
+    FILE *out;        /* --out: each result is written (and flushed) as it finishes */
+    int out_failed;   /* a write to it failed: reported once, at the end */
 } bench_run;
 
 static const char *verdicts[] = {"correct", "incorrect", "hacked", "invalid", "compile_error",
@@ -279,6 +281,27 @@ static void progress(bench_run *run, const bench_item *it)
     fflush(stderr);
 }
 
+/* One --out line, written as soon as the evaluation ends: a run that is killed (a GPU session's time limit)
+ * keeps every result it finished.  Called with run->lock held. */
+static void write_out(bench_run *run, const bench_item *it)
+{
+    if (!run->out || run->out_failed)
+        return;
+    json_t *line = it->result ? json_incref(it->result)
+                              : json_pack("{s:s, s:s?}", "error", it->error ? it->error : "not evaluated", "task",
+                                          it->task_spec);
+    if (!line) {
+        run->out_failed = 1;
+        return;
+    }
+    json_object_set_new(line, "expect", it->expect ? json_string(it->expect) : json_null());
+    char *text = json_dumps(line, JSON_COMPACT);
+    json_decref(line);
+    if (!text || fprintf(run->out, "%s\n", text) < 0 || fflush(run->out) != 0)
+        run->out_failed = 1;
+    free(text);
+}
+
 static void *worker(void *arg)
 {
     bench_run *run = arg;
@@ -317,6 +340,7 @@ static void *worker(void *arg)
         if (it->result)
             run->counts[verdict_index(json_string_value(json_object_get(it->result, "verdict")))]++;
         progress(run, it);
+        write_out(run, it);
         pthread_mutex_unlock(&run->lock);
     }
 }
@@ -434,7 +458,7 @@ static void usage(FILE *out)
             "                      \"candidate\": FILE | \"response\": TEXT, \"expect\": VERDICT|\"not_correct\"}\n"
             "  --jobs N            evaluations at once (default: CPU cores, at most 4; on a GPU they share\n"
             "                      it, and timing runs in exclusive windows)\n"
-            "  --out FILE          also write every result as JSONL to FILE\n"
+            "  --out FILE          also write every result as JSONL to FILE, each as it finishes\n"
             "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
             "  --json              the summary and every result as one JSON document\n"
             "\n%s\n"
@@ -530,7 +554,7 @@ int kg_cli_bench(int argc, char **argv)
     }
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;
-    bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2)};
+    bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file};
     pthread_mutex_init(&run.lock, NULL);
     pthread_t threads[256];
     for (long i = 0; i < jobs; i++)
@@ -548,17 +572,11 @@ int kg_cli_bench(int argc, char **argv)
     json_object_set_new(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants));
     json_object_set_new(sum, "gpu_max_wait_ms", json_real(as.max_wait_ms));
     if (out_file) {
-        for (size_t i = 0; i < list.count; i++) {
-            json_t *line = list.items[i].result ? json_incref(list.items[i].result)
-                                                : json_pack("{s:s, s:s?}", "error", list.items[i].error,
-                                                            "task", list.items[i].task_spec);
-            json_object_set_new(line, "expect", list.items[i].expect ? json_string(list.items[i].expect) : json_null());
-            char *text = json_dumps(line, JSON_COMPACT);
-            if (text) {
-                fprintf(out_file, "%s\n", text);
-                free(text);
-            }
-            json_decref(line);
+        int closed = fclose(out_file) == 0;
+        out_file = NULL;
+        if (run.out_failed || !closed) {
+            fprintf(stderr, "kgym bench: writing %s failed: results are missing from it\n", out_path);
+            rc = 1;
         }
     }
     if (f.json) {
