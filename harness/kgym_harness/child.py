@@ -161,6 +161,8 @@ class RunnerLink:
         self.sock = sock
         self.reader = transport.Reader(sock, "cuda" if device.startswith("cuda") else "cpu")
         self.findings = findings
+        # Whether tensors go to the runner in device memory (transport.py); set by share_probe.
+        self.share = False
         self.next_id = 0
         self.seq = 0
         # The runner labels its findings with the variant they were seen on, but learns only an opaque label:
@@ -175,17 +177,18 @@ class RunnerLink:
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
-        spare = self.tp.spare_for(answer_bytes) if answer_bytes else None
+        spare = self.tp.spare_for(answer_bytes, device=self.share) if answer_bytes else None
+        sent = None
         try:
-            self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare)
-            reply, out = self.reader.recv()
+            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share)
+            reply, out = self.reader.recv(own_spare=spare)
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
             raise RunnerLost(str(exc)) from None
         finally:
-            if spare is not None:
-                os.close(spare)
+            self.tp.release(spare)
+            self.tp.release(sent)
         if reply.get("seq") != self.seq:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         for f in reply.pop("findings", None) or []:
@@ -195,6 +198,40 @@ class RunnerLink:
                     f["variant"] = self.labels.get(f["variant"], "?")
                 self.findings.append(f)
         return reply, out
+
+    def share_probe(self):
+        """On a GPU: whether the runner, sandboxed, maps device memory the judge made (it writes known numbers
+        into a device spare).  Returns None when it does (tensors go in device memory from now on), else the
+        reason they go through host memory."""
+        import torch
+
+        if os.environ.get("KGYM_TENSORS") == "host":
+            return "KGYM_TENSORS=host"
+        spare = self.tp.spare_for(4096, device=True)
+        if not isinstance(spare, self.tp.cudashare.Block):
+            self.tp.release(spare)
+            return "no device block could be made (CUDA virtual memory management or fd export unsupported)"
+        self.seq += 1
+        try:
+            self.tp.send(self.sock, {"cmd": "share_probe", "seq": self.seq}, spare=spare)
+            reply, out = self.reader.recv(own_spare=spare)
+            in_spare = self.reader.last_in_spare
+        except self.tp.ProtocolError as exc:
+            raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
+        except OSError as exc:
+            raise RunnerLost(str(exc)) from None
+        finally:
+            self.tp.release(spare)
+        if reply.get("seq") != self.seq:
+            raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
+        want = torch.arange(64, dtype=torch.int64) * 7 + 3
+        if reply.get("type") != "ok" or not in_spare:
+            return self.reader.share_error or f"the runner did not answer in device memory: {str(reply)[:200]}"
+        if not (isinstance(out, list) and len(out) == 1 and torch.is_tensor(out[0])
+                and torch.equal(out[0].cpu(), want)):
+            return "the runner's numbers in device memory were wrong"
+        self.share = True
+        return None
 
     def label(self, variant):
         """The opaque label a variant goes to the runner under (see __init__)."""
@@ -254,9 +291,11 @@ class RemoteModel:
         return self._ok({"cmd": "sample"}, list(idx), answer_bytes=sum(8 * (i.numel() if i is not None else 0)
                                                                         for i in idx) or self.answer_bytes)[1]
 
-    def clock_block(self, k, scale, calls):
-        return [float(x) for x in self._ok({"cmd": "clock_block", "set": k, "scale": scale,
-                                            "calls": int(calls)})[0]["candidate_ms"]]
+    def clock_prepare(self, k, scale):
+        self._ok({"cmd": "clock_prepare", "set": k, "scale": scale})
+
+    def clock_block(self, calls):
+        return [float(x) for x in self._ok({"cmd": "clock_block", "calls": int(calls)})[0]["candidate_ms"]]
 
     def profile(self, k, scale, calls):
         reply, _ = self._ok({"cmd": "profile", "set": k, "scale": scale, "calls": int(calls)})
@@ -679,6 +718,7 @@ class Evaluation:
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
                 calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
+                timer.clock_block_prepare()
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
                 times, block_args = timer.clock_block(calls)
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
@@ -770,9 +810,21 @@ class Evaluation:
                 try:
                     facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
                 except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
-                    if compare.is_out_of_memory(exc):
+                    # Out of memory in a shared phase: re-run alone (shared_or_alone).  Alone, the float64
+                    # copies (twice the inputs' size: 12 GiB for level1/24) may still not fit beside what the
+                    # other evaluations hold between their phases; the adjudication is then left out, as for
+                    # an op without a float64 kernel, instead of failing the candidate's stage with the
+                    # judge's own allocation (measured: 6 jobs on an H100 turned honest level-1 kernels into
+                    # runtime_error).
+                    if compare.is_out_of_memory(exc) and self.gpu_mode != "exclusive":
                         raise
                     facts["fp64"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                    if compare.is_out_of_memory(exc):
+                        try:  # slower, in host memory: the same verdict whatever the GPU's load
+                            facts["fp64"] = dict(_finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol,
+                                                                     on_cpu=True)), device="cpu")
+                        except Exception as exc2:  # noqa: BLE001
+                            facts["fp64"] = {"error": f"{type(exc2).__name__}: {str(exc2)[:200]}"}
             if v.name == "base":
                 try:
                     small = self.repeat_check_variant(v)
@@ -1003,22 +1055,28 @@ def _near_miss(cmp, ref_out, cand_out):
     return err <= 1e-2 * max(1.0, scale)
 
 
-def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol):
+def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol, on_cpu=False):
     """The reference re-run in float64 (same weights, same inputs) and both float32 outputs measured
     against it.  ``mismatches`` counts elements where the candidate is further from the float64 result
-    than atol + rtol*|exact| + twice the reference's own largest float32 error."""
+    than atol + rtol*|exact| + twice the reference's own largest float32 error.  ``on_cpu``: all of it in
+    host memory (the GPU had no room for the float64 copies)."""
     import copy
 
     import torch
 
     model64 = copy.deepcopy(ref_model).double()
-    inputs64 = [x.double() if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs]
+    if on_cpu:
+        model64 = model64.cpu()
+    inputs64 = [x.to("cpu" if on_cpu else x.device, torch.float64) if torch.is_tensor(x) and x.is_floating_point()
+                else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
     with torch.no_grad():
         exact = model64(*inputs64)
     del model64, inputs64
     exact = exact.reshape(-1)
     r32 = ref_out.reshape(-1)
     c32 = cand_out.reshape(-1)
+    if on_cpu:
+        r32, c32 = r32.cpu(), c32.cpu()
     chunk = 1 << 24
     ref_err = 0.0
     for i in range(0, exact.numel(), chunk):
@@ -1107,6 +1165,13 @@ def _start_runner(sock, job, device, findings):
     reply, _ = link.ask({"cmd": "setup", "job": sub})
     if reply.get("type") != "ok":
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
+    if device.startswith("cuda"):
+        why = link.share_probe()
+        sb = reply.setdefault("sandbox", {})
+        if why is None:
+            sb.setdefault("active", []).append("tensors cross in device memory (CUDA VMM blocks the judge makes)")
+        else:
+            sb.setdefault("warnings", []).append(f"tensors cross through host memory (slower): {why}"[:400])
     return link, reply
 
 

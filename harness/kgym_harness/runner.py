@@ -19,8 +19,10 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
   timed {model, set, scale, flush}             one timed call (events), output kept for ``fetch``
   fetch                                        the last timed/clock-block output
   sample {values: [index tensor or None, ...]} that output's values at the judge's positions
-  clock_block {model, set, calls}              calls back to back, each timed
+  clock_prepare {model, set, scale}            a fresh copy of input set ``set`` for the next clock_block
+  clock_block {model, calls}                   calls back to back on it, each timed
   profile {model, set, calls}                  per-kernel device times (torch.profiler)
+  share_probe                                  known numbers into the judge's device spare (GPU only)
   exit
 """
 
@@ -35,9 +37,10 @@ class Runner:
     def __init__(self, sock, device):
         self.sock = sock
         self.device = device
-        self.reader = tp.Reader(sock, device)
+        self.reader = tp.Reader(sock, device, accept_blocks=True)
         self.models = {}
         self.sets = []
+        self.prepared = None  # clock_prepare's inputs for the next clock_block
         self.flusher = None
         self.last = None
         self.guards = None
@@ -56,8 +59,7 @@ class Runner:
         try:
             tp.send(self.sock, obj, values, into=spare)
         finally:
-            if spare is not None:
-                os.close(spare)
+            tp.release(spare)
 
     # -- commands ---------------------------------------------------------------------------------------
     def setup(self, msg):
@@ -209,10 +211,20 @@ class Runner:
         from . import timing as tm
 
         model = self.models[msg["model"]]
-        args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
-        torch.cuda.synchronize()
+        args, self.prepared = self.prepared, None
+        if args is None:
+            return self.reply({"type": "error", "message": "clock_block without clock_prepare"})
         times, self.last = tm.clock_block(model, args, int(msg.get("calls", 1)))
         self.reply({"type": "ok", "candidate_ms": times})
+
+    def clock_prepare(self, msg):
+        """The fresh input copy for the next clock_block, made before kgym's clock around the block starts."""
+        import torch
+
+        self.prepared = None
+        self.prepared = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
+        torch.cuda.synchronize()
+        self.reply({"type": "ok"})
 
     def profile(self, msg):
         from . import guards, profile
@@ -228,11 +240,25 @@ class Runner:
             guards.LOG.active = False
         self.reply(dict(_plain(prof), type="ok"))
 
+    def share_probe(self, msg):
+        """Answers known numbers into the judge's device spare: whether this process (sandboxed by now) can map
+        the judge's device memory (transport.py; the judge checks the numbers)."""
+        import torch
+
+        self.reply({"type": "ok"}, [torch.arange(64, dtype=torch.int64, device=self.device) * 7 + 3])
+
     def serve(self):
         from .child import describe_exception
 
         while True:
-            msg, values = self.reader.recv()
+            try:
+                msg, values = self.reader.recv()
+            except tp.ReceiveError as exc:
+                # The judge's tensors could not be taken in (out of device memory while other evaluations hold
+                # it): an answer like any error, so the judge can retry alone, instead of a dead runner.
+                self.seq = exc.msg.get("seq")
+                self.reply({"type": "error", "error": describe_exception(exc.error)})
+                continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
             try:
@@ -257,10 +283,14 @@ class Runner:
                     self.fetch(msg)
                 elif cmd == "sample":
                     self.sample(msg, values)
+                elif cmd == "clock_prepare":
+                    self.clock_prepare(msg)
                 elif cmd == "clock_block":
                     self.clock_block(msg)
                 elif cmd == "profile":
                     self.profile(msg)
+                elif cmd == "share_probe":
+                    self.share_probe(msg)
                 elif cmd == "exit":
                     self.reply({"type": "ok"})
                     return
@@ -272,6 +302,27 @@ class Runner:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)) and cmd is None:
                     raise
                 self.reply({"type": "error", "error": describe_exception(exc)})
+            if cmd not in _TIMING_COMMANDS:
+                self.trim_cache()
+
+    def trim_cache(self):
+        """Cached but unused device memory goes back to the driver after each command (the poison blocks and
+        the last output, gigabytes on large tasks): between its phases an evaluation must not sit on memory
+        another evaluation's phase, or its re-run alone, needs.  Not between timed calls, whose allocations
+        must come from the cache."""
+        if not self.device.startswith("cuda"):
+            return
+        import torch
+
+        try:
+            if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > (1 << 30):
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 — a poisoned context shows in the next command's answer
+            pass
+
+
+# Commands of the timing loop (the cache is kept warm between them).
+_TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "clock_prepare", "clock_block"))
 
 
 def _plain(obj):

@@ -318,10 +318,19 @@ class CrossTimer:
                 del ref_out, args
         return ref_ms, cand_ms, ref_dev, cand_dev
 
-    def clock_block(self, calls):
-        """``calls`` candidate calls back to back in the runner on one input set (timing.clock_block there);
-        returns (times, the arguments), so the caller can check the output the runner kept."""
+    def clock_block_prepare(self):
+        """The next input set made ready on both sides for clock_block: called before kgym's clock starts, so
+        the block's window holds the candidate's calls and not copies of gigabytes of inputs (a copy inside
+        it made an honest kernel on 8.6 GB inputs look like a tampered timer, measured on an H100)."""
         k, scale, args = self._next()
         self.calls += 1
+        self.remote.clock_prepare(k, scale)
         torch.cuda.synchronize()
-        return self.remote.clock_block(k, scale, calls), args
+        self._block_args = args
+
+    def clock_block(self, calls):
+        """``calls`` candidate calls back to back in the runner on the input set clock_block_prepare made ready
+        (timing.clock_block there); returns (times, the arguments), so the caller can check the output the
+        runner kept."""
+        args, self._block_args = self._block_args, None
+        return self.remote.clock_block(calls), args

@@ -8,9 +8,16 @@ Nothing that can run code crosses (no pickle): a value tree is JSON with tensors
 class) arrives as ``{"$other": type name}``: a fact for the comparison, never an object.
 
 Receiving copies every tensor out of the mapping at once (``clone``): the sender may keep writing into its
-memfd afterwards, and what the judge compares must not change under it.  On a GPU the sender copies device
-memory into the memfd (device to host) and the receiver copies it back to its own device: the two processes
-have separate CUDA contexts (CUDA IPC does not work across PID namespaces, docs/architecture.md).
+memfd afterwards, and what the judge compares must not change under it.
+
+On a GPU, tensors stay in device memory when both ends can (cudashare.py: an allocation exported as a file
+descriptor, which crosses the PID namespace that legacy CUDA IPC cannot).  The judge's commands then carry a
+device block it made (``"_block": size`` and its fd); the runner reads those tensors in place.  The judge's
+spare for the answer is a device block too (``"_spare": {"device": size}``); the runner writes its outputs
+there and says so (``"_in_spare": true``, no fd), and the judge clones them out before anything else.  The
+judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).  Where device sharing is
+refused (no driver support, the runner could not map the block: ``"_share_error"``), the same messages go
+through host memory, each side copying device ↔ host.
 
 Bounds (a hostile sender): a line is at most 1 MiB of JSON, a message carries at most 64 tensors and one fd,
 every (offset, size) must lie inside the memfd, dtypes come from a fixed list, and the memfd must be sealed
@@ -27,6 +34,8 @@ import stat
 
 import torch
 
+from . import cudashare
+
 MAX_LINE = 1 << 20
 MAX_TENSORS = 64
 _ALIGN = 64
@@ -37,6 +46,16 @@ _DTYPES = {str(d).replace("torch.", ""): d for d in (
 
 class ProtocolError(Exception):
     """The peer sent something that is not this protocol (or went away)."""
+
+
+class ReceiveError(Exception):
+    """A well-formed message whose tensors could not be taken in (out of device memory, say): ``msg`` is the
+    message (its ``seq`` included), so the receiver can answer it with the error instead of dying.  The text
+    keeps the cause's type and message (compare.is_out_of_memory reads it)."""
+
+    def __init__(self, msg, error):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.msg, self.error = msg, error
 
 
 def _flatten(value, tensors):
@@ -103,16 +122,7 @@ def pack(obj, values, into=None):
     obj = dict(obj, values=_flatten(values, tensors))
     if not tensors:
         return obj, None, False
-    if len(tensors) > MAX_TENSORS:
-        raise ValueError(f"more than {MAX_TENSORS} tensors in one message")
-    layout, offset = [], 0
-    for t in tensors:
-        if str(t.dtype).replace("torch.", "") not in _DTYPES:
-            raise ValueError(f"tensors of dtype {t.dtype} cannot be sent")
-        n = t.numel() * t.element_size()
-        layout.append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "offset": offset,
-                       "device": t.device.type})
-        offset += (n + _ALIGN - 1) // _ALIGN * _ALIGN
+    layout, offset = _layout(tensors)
     new = into is None or os.fstat(into).st_size < offset
     fd = _memfd() if new else into
     try:
@@ -139,6 +149,97 @@ def pack(obj, values, into=None):
     return obj, fd, new
 
 
+def _layout(tensors):
+    """(descriptions, total bytes): the tensors one after the other, each 64-byte aligned."""
+    if len(tensors) > MAX_TENSORS:
+        raise ValueError(f"more than {MAX_TENSORS} tensors in one message")
+    layout, offset = [], 0
+    for t in tensors:
+        if str(t.dtype).replace("torch.", "") not in _DTYPES:
+            raise ValueError(f"tensors of dtype {t.dtype} cannot be sent")
+        n = t.numel() * t.element_size()
+        layout.append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "offset": offset,
+                       "device": t.device.type})
+        offset += (n + _ALIGN - 1) // _ALIGN * _ALIGN
+    return layout, offset
+
+
+def _fill_block(block, tensors, layout):
+    """Copies the tensors into a device block at their offsets and waits for the copies: the peer reads the
+    block as soon as the message arrives."""
+    base = block.bytes()
+    for t, spec in zip(tensors, layout):
+        n = t.numel() * t.element_size()
+        if n:
+            base[spec["offset"]:spec["offset"] + n].view(t.dtype).copy_(t.detach().reshape(-1))
+    del base
+    torch.cuda.synchronize()
+
+
+class DeviceSpare:
+    """The judge's device block for an answer, as the runner holds it: an fd, mapped only when an answer is
+    written into it (``open``)."""
+
+    def __init__(self, fd, size):
+        self.fd, self.size, self.block = fd, size, None
+
+    def open(self):
+        if self.block is None:
+            fd, self.fd = self.fd, None
+            try:
+                self.block = cudashare.Block.open(fd, self.size)
+            finally:
+                os.close(fd)
+        return self.block
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.block is not None:
+            torch.cuda.synchronize()
+            self.block.close()
+            self.block = None
+
+
+def release(spare):
+    """Lets go of a spare (a memfd, a DeviceSpare or a cudashare.Block) or of a block ``send`` returned; None is
+    fine."""
+    if spare is None:
+        return
+    if isinstance(spare, int):
+        os.close(spare)
+        return
+    if isinstance(spare, cudashare.Block):
+        torch.cuda.synchronize()  # no kernel may still be reading or writing the range being unmapped
+    spare.close()
+
+
+def _pack_device(obj, values, spare, share):
+    """(message, fd to send or None, block the sender keeps until answered or None) when the tensors go in device
+    memory; None when this message goes through host memory (no CUDA tensor, sharing off, the answer does not fit
+    the spare).  Raises cudashare.ShareError when device memory was wanted and could not be had."""
+    tensors = []
+    flat = _flatten(values, tensors)
+    if not tensors or not any(t.is_cuda for t in tensors) or (spare is None and not share):
+        return None
+    layout, total = _layout(tensors)
+    if spare is not None:  # the runner's answer, into the judge's block
+        block = spare.open()
+        if block.size < total:
+            return None
+        _fill_block(block, tensors, layout)
+        return dict(obj, values=flat, _tensors=layout, _in_spare=True), None, None
+    block = cudashare.Block.create(total)
+    try:
+        _fill_block(block, tensors, layout)
+        fd = block.export()
+    except BaseException:
+        release(block)
+        raise
+    return dict(obj, values=flat, _tensors=layout, _block=block.size), fd, block
+
+
 def _memfd():
     return os.memfd_create("kgym-tensors", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
 
@@ -151,8 +252,14 @@ def _seal(fd):
     fcntl.fcntl(fd, fcntl.F_ADD_SEALS, _SIZE_SEALS | fcntl.F_SEAL_SEAL)
 
 
-def spare_for(nbytes):
-    """A memfd of ``nbytes`` (rounded up) for the peer to write its answer's tensors into (``send(spare=)``)."""
+def spare_for(nbytes, device=False):
+    """A memfd of ``nbytes`` (rounded up) for the peer to write its answer's tensors into (``send(spare=)``);
+    with ``device``, a device block (cudashare.Block) when one can be had.  ``release`` it after the answer."""
+    if device:
+        try:
+            return cudashare.Block.create(int(nbytes) + _ALIGN * MAX_TENSORS)
+        except cudashare.ShareError:
+            pass  # out of device memory, say: the answer comes through host memory
     fd = _memfd()
     try:
         os.ftruncate(fd, max(_ALIGN, int(nbytes) + _ALIGN * MAX_TENSORS))
@@ -163,15 +270,36 @@ def spare_for(nbytes):
     return fd
 
 
-def send(sock, obj, values=None, spare=None, into=None):
-    """Sends one message; ``spare``: a memfd (see spare_for) passed along for the answer; ``into``: the spare
-    the peer passed us, used for this message's tensors when they fit."""
-    msg, fd, new = pack(obj, values, into)
-    fds = ([fd] if fd is not None else []) + ([spare] if spare is not None else [])
-    if spare is not None:
+def send(sock, obj, values=None, spare=None, into=None, share=False):
+    """Sends one message.  ``spare``: a memfd or device block (see spare_for) passed along for the answer;
+    ``into``: the spare the peer passed us (a memfd or a DeviceSpare), used for this message's tensors when they
+    fit; ``share``: CUDA tensors go in a new device block (the judge's commands, once the runner showed it can
+    map one).  Returns that block, or None: the caller releases it once the peer has answered."""
+    msg = fd = block = None
+    new = False
+    if isinstance(into, DeviceSpare) or share:
+        try:
+            packed = _pack_device(obj, values, into if isinstance(into, DeviceSpare) else None, share)
+        except cudashare.ShareError as exc:
+            packed = None
+            obj = dict(obj, _share_error=str(exc)[:300])
+        if packed is not None:
+            msg, fd, block = packed
+            new = fd is not None
+    if msg is None:
+        msg, fd, new = pack(obj, values, into if isinstance(into, int) else None)
+    spare_fd, export = spare, False
+    if isinstance(spare, cudashare.Block):
+        try:
+            spare_fd, export = spare.export(), True
+            msg["_spare"] = {"device": spare.size}
+        except cudashare.ShareError:
+            spare_fd = None  # no spare: the peer answers in a memfd of its own
+    elif spare is not None:
         msg["_spare"] = True
-    data = (json.dumps(msg, allow_nan=False) + "\n").encode()
+    fds = [f for f in (fd, spare_fd) if f is not None]
     try:
+        data = (json.dumps(msg, allow_nan=False) + "\n").encode()
         if not fds:
             sock.sendall(data)
         else:
@@ -179,20 +307,31 @@ def send(sock, obj, values=None, spare=None, into=None):
             if sent < 1:
                 raise ProtocolError("the peer closed the socket")
             sock.sendall(data[1:])
+    except BaseException:
+        release(block)
+        raise
     finally:
         if fd is not None and new:
             os.close(fd)
+        if export:
+            os.close(spare_fd)  # the peer has its own copy of the descriptor now
+    return block
 
 
 class Reader:
-    """Reads messages (and their memfds) from a socket, one line at a time."""
+    """Reads messages (and their memfds or device blocks) from a socket, one line at a time.
+    ``accept_blocks``: whether the peer may send device blocks to map (the runner's reader: the judge made
+    them); the judge's reader refuses them, mapping only the spares it made itself."""
 
-    def __init__(self, sock, device="cpu"):
+    def __init__(self, sock, device="cpu", accept_blocks=False):
         self.sock = sock
         self.device = device
+        self.accept_blocks = accept_blocks
         self.buf = b""
         self.fds = []
-        self.spare = None  # the memfd the peer sent for our answer (take_spare)
+        self.spare = None  # the memfd or DeviceSpare the peer sent for our answer (take_spare)
+        self.share_error = None  # the reason the last message's tensors did not come in device memory
+        self.last_in_spare = False  # whether the last message's tensors were in our own device spare
 
     def _fill(self):
         data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
@@ -201,8 +340,9 @@ class Reader:
             raise ProtocolError("the peer closed the socket")
         self.buf += data
 
-    def recv(self, device=None):
-        """(message dict, values): tensors copied onto ``device`` (default: the reader's)."""
+    def recv(self, device=None, own_spare=None):
+        """(message dict, values): tensors copied onto ``device`` (default: the reader's).  ``own_spare``: the
+        device block this side passed for the answer (an answer ``_in_spare`` is read from there)."""
         while b"\n" not in self.buf:
             if len(self.buf) > MAX_LINE:
                 raise ProtocolError("a message line longer than 1 MiB")
@@ -215,8 +355,47 @@ class Reader:
         if not isinstance(msg, dict):
             raise ProtocolError("a message must be a JSON object")
         layout = msg.pop("_tensors", None)
+        in_spare = msg.pop("_in_spare", False)
+        block_size = msg.pop("_block", None)
+        err = msg.pop("_share_error", None)
+        self.share_error = str(err)[:300] if err is not None else None
+        self.last_in_spare = bool(in_spare and layout is not None)
         tensors = []
-        if layout is not None:
+        try:
+            tensors = self._take(msg, layout, in_spare, block_size, device, own_spare)
+        except (ProtocolError, ReceiveError):
+            raise
+        except Exception as exc:  # noqa: BLE001 — e.g. no device memory for the copy
+            raise ReceiveError(msg, exc) from exc
+        finally:
+            for extra in self.fds:  # more fds than messages asked for: not ours to keep
+                os.close(extra)
+            self.fds = []
+        return msg, _unflatten(msg.get("values"), tensors)
+
+    def _take(self, msg, layout, in_spare, block_size, device, own_spare):
+        """The message's tensors (and its spare, kept for take_spare); the fds it used are closed."""
+        tensors = []
+        if layout is not None and in_spare:
+            if not isinstance(own_spare, cudashare.Block):
+                raise ProtocolError("an answer in a device block, but none was given for it")
+            # Cloned at once, as from a memfd: the peer still has the block mapped and may write on.
+            tensors = _block_tensors(own_spare, layout, clone=True)
+        elif layout is not None and block_size is not None:
+            if not self.accept_blocks:
+                raise ProtocolError("device memory is only accepted from the judge")
+            if not self.fds:
+                raise ProtocolError("a device block announced but no fd came with it")
+            fd = self.fds.pop(0)
+            try:
+                block = cudashare.Block.open(fd, block_size)
+            except (cudashare.ShareError, TypeError, ValueError) as exc:
+                raise ProtocolError(f"the device block could not be mapped: {exc}") from None
+            finally:
+                os.close(fd)
+            # Read in place: the judge made the block for this message alone and keeps its own inputs.
+            tensors = _block_tensors(block, layout, clone=False)
+        elif layout is not None:
             if not self.fds:
                 raise ProtocolError("tensors announced but no memfd came with them")
             fd = self.fds.pop(0)
@@ -224,19 +403,62 @@ class Reader:
                 tensors = _read_tensors(fd, layout, device or self.device)
             finally:
                 os.close(fd)
-        if msg.pop("_spare", False) and self.fds:
-            if self.spare is not None:  # an earlier one its answer never used
-                os.close(self.spare)
-            self.spare = self.fds.pop(0)
-        for extra in self.fds:  # more fds than messages asked for: not ours to keep
-            os.close(extra)
-        self.fds = []
-        return msg, _unflatten(msg.get("values"), tensors)
+        spare = msg.pop("_spare", False)
+        if spare and self.fds:
+            release(self.spare)  # an earlier one its answer never used
+            self.spare = None
+            fd = self.fds.pop(0)
+            size = spare.get("device") if isinstance(spare, dict) else None
+            if size is None:
+                self.spare = fd
+            elif self.accept_blocks and isinstance(size, int) and size > 0:
+                self.spare = DeviceSpare(fd, size)
+            else:
+                os.close(fd)
+                raise ProtocolError("a device spare is only accepted from the judge")
+        return tensors
 
     def take_spare(self):
-        """The spare memfd the last message brought (the caller closes it), or None."""
+        """The spare the last message brought (a memfd or a DeviceSpare; the caller releases it), or None."""
         fd, self.spare = self.spare, None
         return fd
+
+
+def _check_spec(spec, size):
+    """(dtype, shape, offset, element count) of one tensor description, checked to lie inside ``size`` bytes."""
+    try:
+        dtype = _DTYPES[spec["dtype"]]
+        shape = [int(s) for s in spec["shape"]]
+        offset = int(spec["offset"])
+    except (KeyError, TypeError, ValueError):
+        raise ProtocolError("bad tensor description") from None
+    if any(s < 0 for s in shape) or offset < 0 or offset % _ALIGN:
+        raise ProtocolError("bad tensor shape or offset")
+    n = 1
+    for s in shape:
+        n *= s
+    nbytes = n * torch.empty((), dtype=dtype).element_size()
+    if offset + nbytes > size:
+        raise ProtocolError("a tensor lies outside the shared memory it came in")
+    return dtype, shape, offset, n
+
+
+def _block_tensors(block, layout, clone):
+    if not isinstance(layout, list) or len(layout) > MAX_TENSORS:
+        raise ProtocolError("bad tensor layout")
+    specs = [_check_spec(spec, block.size) for spec in layout]
+    base = block.bytes()
+    out = []
+    for dtype, shape, offset, n in specs:
+        if n == 0:
+            out.append(torch.empty(shape, dtype=dtype, device=base.device))
+            continue
+        nbytes = n * torch.empty((), dtype=dtype).element_size()
+        t = base[offset:offset + nbytes].view(dtype).reshape(shape)
+        out.append(t.clone() if clone else t)
+    if clone:
+        torch.cuda.synchronize()  # the copies are done before the block can be let go
+    return out
 
 
 def _read_tensors(fd, layout, device):
@@ -255,20 +477,7 @@ def _read_tensors(fd, layout, device):
     # writable buffer it wants; the clone below is what we keep anyway.
     with mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else _Empty() as m:
         for spec in layout:
-            try:
-                dtype = _DTYPES[spec["dtype"]]
-                shape = [int(s) for s in spec["shape"]]
-                offset = int(spec["offset"])
-            except (KeyError, TypeError, ValueError):
-                raise ProtocolError("bad tensor description") from None
-            if any(s < 0 for s in shape) or offset < 0 or offset % _ALIGN:
-                raise ProtocolError("bad tensor shape or offset")
-            n = 1
-            for s in shape:
-                n *= s
-            nbytes = n * torch.empty((), dtype=dtype).element_size()
-            if offset + nbytes > size:
-                raise ProtocolError("a tensor lies outside the shared memory it came in")
+            dtype, shape, offset, n = _check_spec(spec, size)
             if n == 0:
                 out.append(torch.empty(shape, dtype=dtype, device=device))
                 continue

@@ -53,3 +53,16 @@ def test_gross_errors_are_not_near_misses():
     nan_out[0] = float("nan")
     cmp = compare.compare(ref, nan_out, 1e-4, 1e-4)
     assert not child._near_miss(cmp, ref, nan_out)  # unwritten output is not a rounding question
+
+
+def test_host_memory_adjudication_agrees():
+    """on_cpu (the judge's fallback when the GPU has no room for the float64 copies) gives the same facts."""
+    torch.manual_seed(1)
+    x = torch.randn(64, 100)
+    model = LossyRowSum()
+    ref = model(x)
+    cand = x.double().sum(dim=1).float()
+    cand[3] += 0.25
+    a = child._fp64_facts(model, [x], ref, cand, 1e-4, 1e-4)
+    b = child._fp64_facts(model, [x], ref, cand, 1e-4, 1e-4, on_cpu=True)
+    assert a == b and a["mismatches"] == 1

@@ -179,3 +179,59 @@ def test_runner_findings_stay_json_whatever_their_text():
                          "y": [float("-inf"), 1.5], "dtype": torch.float16})
     assert got == {"message": "output has NaN and Infinity values", "x": "nan", "y": ["-inf", 1.5],
                    "dtype": "torch.float16"}
+
+
+def test_the_judge_never_maps_device_memory_the_runner_sends():
+    """Device blocks flow one way: the judge makes them.  A judge-side reader (accept_blocks=False) refuses a
+    message that announces a device block or offers a device spare, before touching the fd."""
+    a, _b, r = pair()
+    fd = _sealed(4096)
+    _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [4], "offset": 0}], "_block": 2 << 20},
+         fd)
+    with pytest.raises(tp.ProtocolError, match="only accepted from the judge"):
+        r.recv()
+    _raw(a, {"values": None, "_spare": {"device": 2 << 20}}, fd)
+    os.close(fd)
+    with pytest.raises(tp.ProtocolError, match="only accepted from the judge"):
+        r.recv()
+    assert r.take_spare() is None
+
+
+def test_an_answer_claiming_the_device_spare_needs_one():
+    """``_in_spare`` is read only from the block this side made for the answer; without one it is refused."""
+    a, _b, r = pair()
+    _raw(a, {"values": [{"$t": 0}], "_tensors": [{"dtype": "float32", "shape": [4], "offset": 0}], "_in_spare": True},
+         None)
+    with pytest.raises(tp.ProtocolError, match="device block"):
+        r.recv()
+
+
+def test_tensors_that_cannot_be_taken_in_are_an_answerable_error(monkeypatch):
+    """Out of device memory while copying a command's inputs in: the receiver gets the message (its seq) with the
+    error, the socket stays in step, and the text still says out of memory (the judge's retry-alone reads it)."""
+    a, _b, r = pair()
+
+    def no_memory(fd, layout, device):
+        raise RuntimeError("CUDA out of memory. Tried to allocate 6.00 GiB")
+
+    monkeypatch.setattr(tp, "_read_tensors", no_memory)
+    tp.send(a, {"cmd": "call", "seq": 9}, [torch.zeros(8)], spare=tp.spare_for(64))
+    with pytest.raises(tp.ReceiveError) as info:
+        r.recv()
+    assert info.value.msg["seq"] == 9 and "out of memory" in str(info.value)
+    assert r.take_spare() is None  # the spare that came with it was closed, not kept
+    monkeypatch.undo()
+    tp.send(a, {"cmd": "next", "seq": 10}, [torch.ones(3)])
+    msg, vals = r.recv()
+    assert msg["seq"] == 10 and torch.equal(vals[0], torch.ones(3))
+
+
+def test_without_a_gpu_device_memory_falls_back_to_memfds():
+    """No CUDA driver (CI): a device spare cannot be made, and spare_for hands a memfd instead."""
+    with pytest.raises(tp.cudashare.ShareError):
+        tp.cudashare.Block.create(1 << 20)
+    spare = tp.spare_for(4096, device=True)
+    try:
+        assert isinstance(spare, int) and os.fstat(spare).st_size >= 4096
+    finally:
+        tp.release(spare)
