@@ -34,8 +34,10 @@ if has python; then
     for d in python/tests harness/tests; do
         [ -d "$d" ] || continue
         echo "== pytest $d"
+        t0=$(date +%s)
         "$PY" -m pytest -q -p no:cacheprovider "$d" >"$log" 2>&1
         cat "$log"
+        echo "   ($(( $(date +%s) - t0 )) s)"
         line=$(grep -E '[0-9]+ (passed|failed)' "$log" | tail -1)
         p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+'); f=$(echo "$line" | grep -oE '[0-9]+ failed' | grep -oE '[0-9]+')
         e=$(echo "$line" | grep -oE '[0-9]+ error' | grep -oE '[0-9]+')
@@ -49,8 +51,10 @@ if has integration; then
     for t in tests/integration/test_*.sh; do
         [ -f "$t" ] || continue
         echo "== $t"
+        t0=$(date +%s)
         sh "$t" >"$log" 2>&1; rc=$?
         cat "$log"
+        echo "   ($(( $(date +%s) - t0 )) s)"  # CI's budget is 20 minutes: which suite takes it
         [ $rc -ne 0 ] && ! grep -qE '^[0-9]+ passed, [1-9][0-9]* failed' "$log" && echo "0 passed, 1 failed" >>"$log"
         count "$t"
     done
