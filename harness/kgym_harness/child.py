@@ -170,14 +170,16 @@ class RunnerLink:
         # special-case.
         self.labels = {}
 
-    def ask(self, obj, values=None, answer_bytes=0):
+    def ask(self, obj, values=None, answer_bytes=0, spare=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
         answer is expected to carry (the reference output's size): a memfd that large goes along for the
-        runner to write them into (transport.pack says why)."""
+        runner to write them into (transport.pack says why).  ``spare``: one made by the caller instead
+        (released here all the same)."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
-        spare = self.tp.spare_for(answer_bytes, device=self.share) if answer_bytes else None
+        if spare is None and answer_bytes:
+            spare = self.tp.spare_for(answer_bytes, device=self.share)
         sent = None
         try:
             sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share)
@@ -211,21 +213,9 @@ class RunnerLink:
         if not isinstance(spare, self.tp.cudashare.Block):
             self.tp.release(spare)
             return "no device block could be made (CUDA virtual memory management or fd export unsupported)"
-        self.seq += 1
-        try:
-            self.tp.send(self.sock, {"cmd": "share_probe", "seq": self.seq}, spare=spare)
-            reply, out = self.reader.recv(own_spare=spare)
-            in_spare = self.reader.last_in_spare
-        except self.tp.ProtocolError as exc:
-            raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
-        except OSError as exc:
-            raise RunnerLost(str(exc)) from None
-        finally:
-            self.tp.release(spare)
-        if reply.get("seq") != self.seq:
-            raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
+        reply, out = self.ask({"cmd": "share_probe"}, spare=spare)
         want = torch.arange(64, dtype=torch.int64) * 7 + 3
-        if reply.get("type") != "ok" or not in_spare:
+        if reply.get("type") != "ok" or not self.reader.last_in_spare:
             return self.reader.share_error or f"the runner did not answer in device memory: {str(reply)[:200]}"
         if not (isinstance(out, list) and len(out) == 1 and torch.is_tensor(out[0])
                 and torch.equal(out[0].cpu(), want)):
@@ -812,19 +802,20 @@ class Evaluation:
                 except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
                     # Out of memory in a shared phase: re-run alone (shared_or_alone).  Alone, the float64
                     # copies (twice the inputs' size: 12 GiB for level1/24) may still not fit beside what the
-                    # other evaluations hold between their phases; the adjudication is then left out, as for
-                    # an op without a float64 kernel, instead of failing the candidate's stage with the
-                    # judge's own allocation (measured: 6 jobs on an H100 turned honest level-1 kernels into
-                    # runtime_error).
-                    if compare.is_out_of_memory(exc) and self.gpu_mode != "exclusive":
+                    # other evaluations hold between their phases; the adjudication then runs in host memory,
+                    # slower but with the same verdict whatever the GPU's load, instead of failing the
+                    # candidate's stage with the judge's own allocation (measured: 6 jobs on an H100 turned
+                    # honest level-1 kernels into runtime_error).
+                    if not compare.is_out_of_memory(exc):
+                        facts["fp64"] = _error_fact(exc)
+                    elif self.gpu_mode != "exclusive":
                         raise
-                    facts["fp64"] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-                    if compare.is_out_of_memory(exc):
-                        try:  # slower, in host memory: the same verdict whatever the GPU's load
+                    else:
+                        try:
                             facts["fp64"] = dict(_finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol,
                                                                      on_cpu=True)), device="cpu")
                         except Exception as exc2:  # noqa: BLE001
-                            facts["fp64"] = {"error": f"{type(exc2).__name__}: {str(exc2)[:200]}"}
+                            facts["fp64"] = _error_fact(exc2)
             if v.name == "base":
                 try:
                     small = self.repeat_check_variant(v)
@@ -1053,6 +1044,11 @@ def _near_miss(cmp, ref_out, cand_out):
         return False
     scale = float(ref_out.abs().max()) if ref_out.numel() else 0.0
     return err <= 1e-2 * max(1.0, scale)
+
+
+def _error_fact(exc):
+    """An exception as a short fact: {"error": "Type: message"}."""
+    return {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
 
 
 def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol, on_cpu=False):

@@ -212,12 +212,19 @@ class Block:
         return torch.as_tensor(_Interface(self), device="cuda")
 
     def close(self):
+        """Unmaps and releases the block, after the device's queued work: no kernel may still be reading or
+        writing the range being unmapped."""
         if self.ptr is None:
             return
+        import torch
+
         lib, ptr, self.ptr = _state["lib"], self.ptr, None
-        lib.cuMemUnmap(ptr, self.size)
-        lib.cuMemAddressFree(ptr, self.size)
-        lib.cuMemRelease(self.handle)
+        try:
+            torch.cuda.synchronize()
+        finally:
+            lib.cuMemUnmap(ptr, self.size)
+            lib.cuMemAddressFree(ptr, self.size)
+            lib.cuMemRelease(self.handle)
 
     def __del__(self):
         try:

@@ -221,7 +221,7 @@ class Runner:
         """The fresh input copy for the next clock_block, made before kgym's clock around the block starts."""
         import torch
 
-        self.prepared = None
+        self.prepared = None  # the previous copy goes before the new one is made: gigabytes on large tasks
         self.prepared = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
         torch.cuda.synchronize()
         self.reply({"type": "ok"})

@@ -255,6 +255,7 @@ class CrossTimer:
         self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.calls = 0
         self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0}
+        self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
     def _next(self):
         """(set index, scale, the reference's arguments for this call)."""

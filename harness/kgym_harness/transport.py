@@ -119,7 +119,11 @@ def pack(obj, values, into=None):
     they fit, else a new one.  The runner writes its outputs into the judge's memfd because its own file size
     limit (RLIMIT_FSIZE) would stop it from growing one to gigabytes."""
     tensors = []
-    obj = dict(obj, values=_flatten(values, tensors))
+    return _pack_host(dict(obj, values=_flatten(values, tensors)), tensors, into)
+
+
+def _pack_host(obj, tensors, into):
+    """pack's work once ``obj["values"]`` holds the flattened values and ``tensors`` their tensors."""
     if not tensors:
         return obj, None, False
     layout, offset = _layout(tensors)
@@ -197,7 +201,6 @@ class DeviceSpare:
             os.close(self.fd)
             self.fd = None
         if self.block is not None:
-            torch.cuda.synchronize()
             self.block.close()
             self.block = None
 
@@ -209,18 +212,15 @@ def release(spare):
         return
     if isinstance(spare, int):
         os.close(spare)
-        return
-    if isinstance(spare, cudashare.Block):
-        torch.cuda.synchronize()  # no kernel may still be reading or writing the range being unmapped
-    spare.close()
+    else:
+        spare.close()
 
 
-def _pack_device(obj, values, spare, share):
+def _pack_device(obj, tensors, spare, share):
     """(message, fd to send or None, block the sender keeps until answered or None) when the tensors go in device
-    memory; None when this message goes through host memory (no CUDA tensor, sharing off, the answer does not fit
-    the spare).  Raises cudashare.ShareError when device memory was wanted and could not be had."""
-    tensors = []
-    flat = _flatten(values, tensors)
+    memory (``obj["values"]`` already flattened, ``tensors`` its tensors); None when this message goes through
+    host memory (no CUDA tensor, sharing off, the answer does not fit the spare).  Raises cudashare.ShareError
+    when device memory was wanted and could not be had."""
     if not tensors or not any(t.is_cuda for t in tensors) or (spare is None and not share):
         return None
     layout, total = _layout(tensors)
@@ -229,7 +229,7 @@ def _pack_device(obj, values, spare, share):
         if block.size < total:
             return None
         _fill_block(block, tensors, layout)
-        return dict(obj, values=flat, _tensors=layout, _in_spare=True), None, None
+        return dict(obj, _tensors=layout, _in_spare=True), None, None
     block = cudashare.Block.create(total)
     try:
         _fill_block(block, tensors, layout)
@@ -237,7 +237,7 @@ def _pack_device(obj, values, spare, share):
     except BaseException:
         release(block)
         raise
-    return dict(obj, values=flat, _tensors=layout, _block=block.size), fd, block
+    return dict(obj, _tensors=layout, _block=block.size), fd, block
 
 
 def _memfd():
@@ -277,17 +277,19 @@ def send(sock, obj, values=None, spare=None, into=None, share=False):
     map one).  Returns that block, or None: the caller releases it once the peer has answered."""
     msg = fd = block = None
     new = False
+    tensors = []
+    obj = dict(obj, values=_flatten(values, tensors))
     if isinstance(into, DeviceSpare) or share:
         try:
-            packed = _pack_device(obj, values, into if isinstance(into, DeviceSpare) else None, share)
+            packed = _pack_device(obj, tensors, into if isinstance(into, DeviceSpare) else None, share)
         except cudashare.ShareError as exc:
             packed = None
-            obj = dict(obj, _share_error=str(exc)[:300])
+            obj["_share_error"] = str(exc)[:300]
         if packed is not None:
             msg, fd, block = packed
             new = fd is not None
     if msg is None:
-        msg, fd, new = pack(obj, values, into if isinstance(into, int) else None)
+        msg, fd, new = _pack_host(obj, tensors, into if isinstance(into, int) else None)
     spare_fd, export = spare, False
     if isinstance(spare, cudashare.Block):
         try:
@@ -425,7 +427,8 @@ class Reader:
 
 
 def _check_spec(spec, size):
-    """(dtype, shape, offset, element count) of one tensor description, checked to lie inside ``size`` bytes."""
+    """(dtype, shape, offset, element count, bytes) of one tensor description, checked to lie inside ``size``
+    bytes."""
     try:
         dtype = _DTYPES[spec["dtype"]]
         shape = [int(s) for s in spec["shape"]]
@@ -440,7 +443,7 @@ def _check_spec(spec, size):
     nbytes = n * torch.empty((), dtype=dtype).element_size()
     if offset + nbytes > size:
         raise ProtocolError("a tensor lies outside the shared memory it came in")
-    return dtype, shape, offset, n
+    return dtype, shape, offset, n, nbytes
 
 
 def _block_tensors(block, layout, clone):
@@ -449,11 +452,10 @@ def _block_tensors(block, layout, clone):
     specs = [_check_spec(spec, block.size) for spec in layout]
     base = block.bytes()
     out = []
-    for dtype, shape, offset, n in specs:
+    for dtype, shape, offset, n, nbytes in specs:
         if n == 0:
             out.append(torch.empty(shape, dtype=dtype, device=base.device))
             continue
-        nbytes = n * torch.empty((), dtype=dtype).element_size()
         t = base[offset:offset + nbytes].view(dtype).reshape(shape)
         out.append(t.clone() if clone else t)
     if clone:
@@ -477,7 +479,7 @@ def _read_tensors(fd, layout, device):
     # writable buffer it wants; the clone below is what we keep anyway.
     with mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE) if size else _Empty() as m:
         for spec in layout:
-            dtype, shape, offset, n = _check_spec(spec, size)
+            dtype, shape, offset, n, _nbytes = _check_spec(spec, size)
             if n == 0:
                 out.append(torch.empty(shape, dtype=dtype, device=device))
                 continue
