@@ -11,9 +11,27 @@
  *   - writers go first: once an exclusive request is pending, no new shared
  *     grant is made, so timing windows are never starved by a stream of
  *     correctness runs; exclusive requests are served in arrival order.
- * Ownership: kg_arbiter_request() returns a request the caller ends with
+ * Device memory is arbitrated too, because the lock alone does not keep
+ * evaluations from running each other out of it: an evaluation's processes
+ * keep their inputs and outputs on the GPU between phases.  Each evaluation
+ * has an account that reserves its estimated need (the judge computes it from
+ * the task's sizes) until the account is freed at the evaluation's end:
+ *   - a request that makes an account's first reservation waits, in arrival
+ *     order, until the reservation fits beside the others (or nothing else is
+ *     reserved: an evaluation alone always runs);
+ *   - an account that already holds a reservation never waits for memory (a
+ *     larger figure is taken as is), so a holder never waits on another
+ *     holder and nothing deadlocks;
+ *   - while a request waits for memory it holds back no one: an exclusive
+ *     request joins the exclusive queue only once its memory is reserved, and
+ *     the evaluations that hold reservations go on and finish.
+ * KG_ARBITER_ALL_MEMORY reserves the whole device (kgym's re-run of an
+ * evaluation alone after it ran out of memory): it waits for every other
+ * reservation to end, and later ones wait behind it.
+ * Ownership: kg_arbiter_request_new() returns a request the caller ends with
  * kg_arbiter_release() (granted) or kg_arbiter_cancel() (either state);
- * both free it.  Thread-safe.
+ * both free it.  An account is freed with kg_arbiter_account_free(), after
+ * its requests.  Thread-safe.
  */
 #ifndef KGYM_ARBITER_H
 #define KGYM_ARBITER_H
@@ -24,6 +42,9 @@
 
 typedef struct kg_arbiter kg_arbiter;
 typedef struct kg_arbiter_request kg_arbiter_request;
+typedef struct kg_arbiter_account kg_arbiter_account;
+
+#define KG_ARBITER_ALL_MEMORY UINT64_MAX
 
 typedef enum { KG_GPU_SHARED = 1, KG_GPU_EXCLUSIVE = 2 } kg_gpu_mode;
 
@@ -35,14 +56,35 @@ typedef struct kg_arbiter_stats {
     int holders_shared;       /* now */
     int holder_exclusive;     /* now: 0 or 1 */
     int pending_exclusive;    /* now */
+    uint64_t capacity_bytes;  /* device memory evaluations may reserve (0: not arbitrated) */
+    uint64_t reserved_bytes;  /* now */
+    int pending_memory;       /* now: requests waiting for their first reservation */
+    uint64_t memory_waits;    /* requests that had to wait for memory */
+    uint64_t peak_reserved_bytes;
 } kg_arbiter_stats;
 
 int kg_arbiter_create(kg_arbiter **out, kg_error *err);
 void kg_arbiter_destroy(kg_arbiter *a);
 
+/* The device memory evaluations may reserve, in all; the first non-zero
+ * figure stands (one arbiter is one GPU).  0 until set: memory is then not
+ * arbitrated and reservations are granted at once. */
+void kg_arbiter_set_capacity(kg_arbiter *a, uint64_t bytes);
+
+/* One evaluation's reservation (none yet).  NULL on allocation failure. */
+kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);
+/* Gives the reservation back and frees the account (NULL is a no-op).  Its
+ * requests must have been released or cancelled first. */
+void kg_arbiter_account_free(kg_arbiter_account *acc);
+uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc);
+
 /* Registers a request (an exclusive one immediately holds back new shared
  * grants).  NULL on allocation failure. */
 kg_arbiter_request *kg_arbiter_request_new(kg_arbiter *a, kg_gpu_mode mode);
+/* The same, for an evaluation that needs `bytes` of device memory from now
+ * until its account is freed: the grant first reserves them (see above). */
+kg_arbiter_request *kg_arbiter_request_reserve(kg_arbiter *a, kg_gpu_mode mode, kg_arbiter_account *acc,
+                                               uint64_t bytes);
 /* 1 when the request holds the GPU (now or already), 0 when it must wait. */
 int kg_arbiter_poll(kg_arbiter_request *r);
 /* Polls until granted or timeout_ms passes (< 0: forever); 1 granted, 0 timed out. */

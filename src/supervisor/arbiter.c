@@ -1,7 +1,10 @@
 /*
  * arbiter.c — the per-GPU readers/writer arbiter (include/kgym/arbiter.h).
- * A mutex guards the counts and a FIFO list of pending exclusive requests;
- * a condition variable wakes kg_arbiter_wait() callers on every release.
+ * A mutex guards the counts and two FIFO lists: exclusive requests waiting
+ * for the GPU, and requests waiting for their account's first memory
+ * reservation (a request is on at most one of them at a time: an exclusive
+ * request joins the first only once its memory is reserved).  A condition
+ * variable wakes kg_arbiter_wait() callers on every release.
  */
 #include "kgym/arbiter.h"
 
@@ -13,24 +16,68 @@
 #include "util/util.h"
 
 enum { PENDING, GRANTED };
+enum { MEM_NONE, MEM_WAITING, MEM_RESERVED };
+
+struct kg_arbiter_account {
+    kg_arbiter *arbiter;
+    uint64_t reserved;
+};
 
 struct kg_arbiter_request {
     kg_arbiter *arbiter;
     kg_gpu_mode mode;
     int state;
     double t_request, t_grant;
-    kg_arbiter_request *next; /* in the pending-exclusive queue */
+    kg_arbiter_request *next; /* in the pending-exclusive queue, or in the memory queue */
+    kg_arbiter_account *account;
+    uint64_t want;            /* the reservation a MEM_WAITING request makes */
+    int mem;
+    int counted_wait;         /* stats.memory_waits already counts it */
 };
+
+typedef struct {
+    kg_arbiter_request *head, *tail;
+    int count;
+} fifo;
 
 struct kg_arbiter {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int readers;
     int writer;
-    kg_arbiter_request *queue_head, *queue_tail; /* pending exclusive, arrival order */
-    int queued;
+    fifo exclusive;           /* pending exclusive requests, arrival order */
+    fifo memory;              /* requests waiting for a first reservation, arrival order */
+    uint64_t capacity;
+    uint64_t reserved;
     kg_arbiter_stats stats;
 };
+
+static void push(fifo *q, kg_arbiter_request *r)
+{
+    r->next = NULL;
+    if (q->tail)
+        q->tail->next = r;
+    else
+        q->head = r;
+    q->tail = r;
+    q->count++;
+}
+
+static void unlink_from(fifo *q, kg_arbiter_request *r)
+{
+    kg_arbiter_request **p = &q->head, *prev = NULL;
+    while (*p && *p != r) {
+        prev = *p;
+        p = &(*p)->next;
+    }
+    if (!*p)
+        return;
+    *p = r->next;
+    if (q->tail == r)
+        q->tail = prev;
+    r->next = NULL;
+    q->count--;
+}
 
 int kg_arbiter_create(kg_arbiter **out, kg_error *err)
 {
@@ -52,7 +99,63 @@ void kg_arbiter_destroy(kg_arbiter *a)
     free(a);
 }
 
-kg_arbiter_request *kg_arbiter_request_new(kg_arbiter *a, kg_gpu_mode mode)
+void kg_arbiter_set_capacity(kg_arbiter *a, uint64_t bytes)
+{
+    pthread_mutex_lock(&a->lock);
+    if (!a->capacity && bytes) {
+        a->capacity = bytes;
+        pthread_cond_broadcast(&a->changed);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a)
+{
+    kg_arbiter_account *acc = calloc(1, sizeof *acc);
+    if (acc)
+        acc->arbiter = a;
+    return acc;
+}
+
+uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc)
+{
+    kg_arbiter *a = acc->arbiter;
+    pthread_mutex_lock(&a->lock);
+    uint64_t n = acc->reserved;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+void kg_arbiter_account_free(kg_arbiter_account *acc)
+{
+    if (!acc)
+        return;
+    kg_arbiter *a = acc->arbiter;
+    pthread_mutex_lock(&a->lock);
+    a->reserved -= acc->reserved;
+    pthread_cond_broadcast(&a->changed);
+    pthread_mutex_unlock(&a->lock);
+    free(acc);
+}
+
+/* What a reservation of `bytes` takes: the whole device for KG_ARBITER_ALL_MEMORY.  Lock held. */
+static uint64_t amount(const kg_arbiter *a, uint64_t bytes)
+{
+    return bytes == KG_ARBITER_ALL_MEMORY ? a->capacity : bytes;
+}
+
+/* Whether a first reservation of `bytes` fits now.  Lock held. */
+static int fits(const kg_arbiter *a, uint64_t bytes)
+{
+    if (!a->capacity || !a->reserved) /* not arbitrated, or an evaluation alone: it always runs */
+        return 1;
+    if (bytes == KG_ARBITER_ALL_MEMORY)
+        return 0;
+    return bytes <= a->capacity && a->reserved <= a->capacity - bytes;
+}
+
+kg_arbiter_request *kg_arbiter_request_reserve(kg_arbiter *a, kg_gpu_mode mode, kg_arbiter_account *acc,
+                                               uint64_t bytes)
 {
     kg_arbiter_request *r = calloc(1, sizeof *r);
     if (!r)
@@ -61,33 +164,55 @@ kg_arbiter_request *kg_arbiter_request_new(kg_arbiter *a, kg_gpu_mode mode)
     r->mode = mode;
     r->state = PENDING;
     r->t_request = kg_now_ms();
-    if (mode == KG_GPU_EXCLUSIVE) {
-        pthread_mutex_lock(&a->lock);
-        if (a->queue_tail)
-            a->queue_tail->next = r;
-        else
-            a->queue_head = r;
-        a->queue_tail = r;
-        a->queued++;
-        pthread_mutex_unlock(&a->lock);
+    r->account = acc;
+    pthread_mutex_lock(&a->lock);
+    if (acc && bytes && !acc->reserved) {
+        r->mem = MEM_WAITING; /* joins the exclusive queue, if exclusive, once its memory is reserved */
+        r->want = bytes;
+        push(&a->memory, r);
+    } else {
+        if (acc && acc->reserved && amount(a, bytes) > acc->reserved) {
+            /* A holder never waits for memory (arbiter.h says why): its larger figure is taken as is. */
+            a->reserved += amount(a, bytes) - acc->reserved;
+            acc->reserved = amount(a, bytes);
+            if (a->reserved > a->stats.peak_reserved_bytes)
+                a->stats.peak_reserved_bytes = a->reserved;
+        }
+        if (mode == KG_GPU_EXCLUSIVE)
+            push(&a->exclusive, r);
     }
+    pthread_mutex_unlock(&a->lock);
     return r;
 }
 
-static void dequeue(kg_arbiter *a, kg_arbiter_request *r)
+kg_arbiter_request *kg_arbiter_request_new(kg_arbiter *a, kg_gpu_mode mode)
 {
-    kg_arbiter_request **p = &a->queue_head, *prev = NULL;
-    while (*p && *p != r) {
-        prev = *p;
-        p = &(*p)->next;
+    return kg_arbiter_request_reserve(a, mode, NULL, 0);
+}
+
+/* A waiting request's memory, once it is first in line and fits.  Lock held. */
+static int try_reserve(kg_arbiter *a, kg_arbiter_request *r)
+{
+    if (r->mem != MEM_WAITING)
+        return 1;
+    if (a->memory.head != r || !fits(a, r->want)) {
+        if (!r->counted_wait) {
+            r->counted_wait = 1;
+            a->stats.memory_waits++;
+        }
+        return 0;
     }
-    if (!*p)
-        return;
-    *p = r->next;
-    if (a->queue_tail == r)
-        a->queue_tail = prev;
-    r->next = NULL;
-    a->queued--;
+    unlink_from(&a->memory, r);
+    uint64_t n = amount(a, r->want);
+    r->account->reserved = n;
+    a->reserved += n;
+    if (a->reserved > a->stats.peak_reserved_bytes)
+        a->stats.peak_reserved_bytes = a->reserved;
+    r->mem = MEM_RESERVED;
+    if (r->mode == KG_GPU_EXCLUSIVE)
+        push(&a->exclusive, r);
+    pthread_cond_broadcast(&a->changed); /* the next in line may fit as well */
+    return 1;
 }
 
 /* Called with the lock held. */
@@ -95,15 +220,17 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
 {
     if (r->state == GRANTED)
         return 1;
+    if (!try_reserve(a, r))
+        return 0;
     if (r->mode == KG_GPU_SHARED) {
-        if (a->writer || a->queued > 0)
+        if (a->writer || a->exclusive.count > 0)
             return 0;
         a->readers++;
         a->stats.shared_grants++;
     } else {
-        if (a->writer || a->readers > 0 || a->queue_head != r)
+        if (a->writer || a->readers > 0 || a->exclusive.head != r)
             return 0;
-        dequeue(a, r);
+        unlink_from(&a->exclusive, r);
         a->writer = 1;
         a->stats.exclusive_grants++;
     }
@@ -159,8 +286,10 @@ static void end_request(kg_arbiter_request *r)
             a->writer = 0;
             a->stats.exclusive_ms += kg_now_ms() - r->t_grant;
         }
+    } else if (r->mem == MEM_WAITING) {
+        unlink_from(&a->memory, r);
     } else if (r->mode == KG_GPU_EXCLUSIVE) {
-        dequeue(a, r);
+        unlink_from(&a->exclusive, r);
     }
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
@@ -185,6 +314,9 @@ void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out)
     *out = a->stats;
     out->holders_shared = a->readers;
     out->holder_exclusive = a->writer;
-    out->pending_exclusive = a->queued;
+    out->pending_exclusive = a->exclusive.count;
+    out->capacity_bytes = a->capacity;
+    out->reserved_bytes = a->reserved;
+    out->pending_memory = a->memory.count;
     pthread_mutex_unlock(&a->lock);
 }

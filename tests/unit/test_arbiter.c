@@ -1,6 +1,8 @@
 /* test_arbiter.c — the per-GPU readers/writer arbiter (src/supervisor/arbiter.c). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "kg_test.h"
@@ -140,12 +142,221 @@ static void many_threads(void)
     kg_arbiter_destroy(stress);
 }
 
+/* Device memory (arbiter.h): capacity 100 units in these tests. */
+static kg_arbiter *with_capacity(uint64_t cap)
+{
+    kg_arbiter *a;
+    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
+    kg_arbiter_set_capacity(a, cap);
+    kg_arbiter_set_capacity(a, cap * 2); /* the first figure stands */
+    return a;
+}
+
+static void first_reservation_waits_until_it_fits(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e1 = kg_arbiter_account_new(a), *e2 = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 60);
+    KG_CHECK(kg_arbiter_poll(r1) == 1);
+    KG_CHECK(kg_arbiter_account_reserved(e1) == 60);
+    kg_arbiter_request *r2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e2, 60);
+    KG_CHECK(kg_arbiter_poll(r2) == 0);            /* 120 > 100 */
+    kg_arbiter_request *plain = kg_arbiter_request_new(a, KG_GPU_SHARED);
+    KG_CHECK(kg_arbiter_poll(plain) == 1);         /* a phase that reserves nothing is not held back */
+    kg_arbiter_release(plain);
+    kg_arbiter_release(r1);
+    KG_CHECK(kg_arbiter_poll(r2) == 0);            /* a released phase keeps its evaluation's memory */
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.capacity_bytes == 100 && s.reserved_bytes == 60 && s.pending_memory == 1 && s.memory_waits == 1);
+    kg_arbiter_account_free(e1);                   /* the evaluation ended */
+    KG_CHECK(kg_arbiter_poll(r2) == 1);
+    KG_CHECK(kg_arbiter_account_reserved(e2) == 60);
+    kg_arbiter_release(r2);
+    kg_arbiter_account_free(e2);
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 0 && s.pending_memory == 0);
+    kg_arbiter_destroy(a);
+}
+
+static void an_evaluation_alone_always_runs(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e = kg_arbiter_account_new(a);
+    kg_arbiter_request *r = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e, 500);
+    KG_CHECK(kg_arbiter_poll(r) == 1);              /* more than the device, but nothing else is reserved */
+    kg_arbiter_release(r);
+    kg_arbiter_account_free(e);
+    /* Without a capacity memory is not arbitrated at all. */
+    kg_arbiter *u;
+    KG_CHECK(kg_arbiter_create(&u, NULL) == KG_OK);
+    kg_arbiter_account *u1 = kg_arbiter_account_new(u), *u2 = kg_arbiter_account_new(u);
+    kg_arbiter_request *q1 = kg_arbiter_request_reserve(u, KG_GPU_SHARED, u1, 1000);
+    kg_arbiter_request *q2 = kg_arbiter_request_reserve(u, KG_GPU_SHARED, u2, 1000);
+    KG_CHECK(kg_arbiter_poll(q1) == 1 && kg_arbiter_poll(q2) == 1);
+    kg_arbiter_release(q1);
+    kg_arbiter_release(q2);
+    kg_arbiter_account_free(u1);
+    kg_arbiter_account_free(u2);
+    kg_arbiter_destroy(u);
+    kg_arbiter_destroy(a);
+}
+
+static void a_holder_never_waits_for_memory(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e1 = kg_arbiter_account_new(a), *e2 = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 60);
+    kg_arbiter_request *r2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e2, 30);
+    KG_CHECK(kg_arbiter_poll(r1) == 1 && kg_arbiter_poll(r2) == 1);
+    kg_arbiter_release(r1);
+    /* e1 asks for more than is left: it already holds memory, so it is not made to wait for e2 (which
+     * could be waiting for e1: a deadlock); its figure is taken as is. */
+    kg_arbiter_request *more = kg_arbiter_request_reserve(a, KG_GPU_EXCLUSIVE, e1, 90);
+    KG_CHECK(kg_arbiter_poll(more) == 0);           /* the exclusive window waits for e2's phase... */
+    kg_arbiter_release(r2);
+    KG_CHECK(kg_arbiter_poll(more) == 1);           /* ...and for nothing else */
+    KG_CHECK(kg_arbiter_account_reserved(e1) == 90);
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 120 && s.memory_waits == 0);
+    kg_arbiter_release(more);
+    kg_arbiter_account_free(e1);
+    kg_arbiter_account_free(e2);
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 0);
+    kg_arbiter_destroy(a);
+}
+
+static void a_memory_waiter_holds_back_no_one(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e1 = kg_arbiter_account_new(a), *e2 = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 70);
+    KG_CHECK(kg_arbiter_poll(r1) == 1);
+    kg_arbiter_release(r1);
+    /* An exclusive request that waits for memory must not stop e1's next shared phases (writers first
+     * would then deadlock: e1 cannot finish and give its memory back). */
+    kg_arbiter_request *x = kg_arbiter_request_reserve(a, KG_GPU_EXCLUSIVE, e2, 70);
+    KG_CHECK(kg_arbiter_poll(x) == 0);
+    kg_arbiter_request *next = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 70);
+    KG_CHECK(kg_arbiter_poll(next) == 1);
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.pending_exclusive == 0 && s.pending_memory == 1);
+    kg_arbiter_release(next);
+    kg_arbiter_account_free(e1);
+    KG_CHECK(kg_arbiter_poll(x) == 1);              /* memory, then the exclusive window */
+    kg_arbiter_release(x);
+    kg_arbiter_account_free(e2);
+    kg_arbiter_destroy(a);
+}
+
+static void all_memory_drains_the_others_first(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e1 = kg_arbiter_account_new(a), *solo = kg_arbiter_account_new(a),
+                       *late = kg_arbiter_account_new(a), *gone = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 30);
+    KG_CHECK(kg_arbiter_poll(r1) == 1);
+    kg_arbiter_request *s = kg_arbiter_request_reserve(a, KG_GPU_EXCLUSIVE, solo, KG_ARBITER_ALL_MEMORY);
+    KG_CHECK(kg_arbiter_poll(s) == 0);              /* e1 still holds 30 */
+    kg_arbiter_request *w = kg_arbiter_request_reserve(a, KG_GPU_SHARED, gone, 10);
+    kg_arbiter_request *l = kg_arbiter_request_reserve(a, KG_GPU_SHARED, late, 10);
+    KG_CHECK(kg_arbiter_poll(l) == 0);              /* it would fit, but it is behind the solo run */
+    kg_arbiter_cancel(w);                           /* a waiter that went away leaves the line */
+    kg_arbiter_release(r1);
+    kg_arbiter_account_free(e1);
+    KG_CHECK(kg_arbiter_wait(s, 1000) == 1);
+    KG_CHECK(kg_arbiter_account_reserved(solo) == 100);
+    KG_CHECK(kg_arbiter_poll(l) == 0);              /* the whole device is taken */
+    kg_arbiter_release(s);
+    kg_arbiter_account_free(solo);
+    KG_CHECK(kg_arbiter_poll(l) == 1);
+    kg_arbiter_release(l);
+    kg_arbiter_account_free(late);
+    kg_arbiter_account_free(gone);
+    kg_arbiter_stats st;
+    kg_arbiter_get_stats(a, &st);
+    KG_CHECK(st.reserved_bytes == 0 && st.pending_memory == 0 && st.pending_exclusive == 0);
+    kg_arbiter_destroy(a);
+}
+
+/* Six threads run evaluations the way the supervisor and kgym eval drive the arbiter: shared phases that
+ * reserve nothing (compile, tiny run), a first reservation with the correctness variants, a retry alone now
+ * and then, exclusive timing rounds, the account freed at the end, and now and then the whole evaluation
+ * re-run with all of the device.  No wait may last: a stall is a deadlock. */
+static kg_arbiter *sim;
+static atomic_int sim_stalls, sim_done;
+
+static int sim_phase(kg_gpu_mode mode, kg_arbiter_account *acc, uint64_t bytes)
+{
+    kg_arbiter_request *r = kg_arbiter_request_reserve(sim, mode, acc, bytes);
+    if (!kg_arbiter_wait(r, 5000)) {
+        atomic_fetch_add(&sim_stalls, 1);
+        kg_arbiter_cancel(r);
+        return 0;
+    }
+    usleep(50 + (unsigned)(rand() % 200));
+    kg_arbiter_release(r);
+    return 1;
+}
+
+static void *sim_thread(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    static const uint64_t sizes[] = {0, 2, 20, 36, 51, 68, 80};
+    for (int e = 0; e < 40 && !atomic_load(&sim_stalls); e++) {
+        uint64_t want = sizes[rand_r(&seed) % 7];
+        kg_arbiter_account *acc = kg_arbiter_account_new(sim);
+        int ok = sim_phase(KG_GPU_SHARED, acc, 0) && sim_phase(KG_GPU_SHARED, acc, 0);
+        for (int v = 0; ok && v < 4; v++)
+            ok = sim_phase(KG_GPU_SHARED, acc, want);
+        if (ok && rand_r(&seed) % 4 == 0)
+            ok = sim_phase(KG_GPU_EXCLUSIVE, acc, want); /* out_of_memory_retry */
+        for (int t = 0; ok && t < 3; t++)
+            ok = sim_phase(KG_GPU_EXCLUSIVE, acc, want);
+        kg_arbiter_account_free(acc);
+        if (ok && rand_r(&seed) % 5 == 0) { /* kgym eval's solo re-run */
+            kg_arbiter_account *all = kg_arbiter_account_new(sim);
+            ok = sim_phase(KG_GPU_EXCLUSIVE, all, KG_ARBITER_ALL_MEMORY);
+            kg_arbiter_account_free(all);
+        }
+        if (ok)
+            atomic_fetch_add(&sim_done, 1);
+    }
+    return NULL;
+}
+
+static void evaluations_with_memory_never_deadlock(void)
+{
+    sim = with_capacity(71);
+    pthread_t th[6];
+    for (int i = 0; i < 6; i++)
+        pthread_create(&th[i], NULL, sim_thread, (void *)(uintptr_t)(i + 1));
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    KG_CHECK(atomic_load(&sim_stalls) == 0);
+    KG_CHECK(atomic_load(&sim_done) == 240);
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(sim, &s);
+    KG_CHECK(s.reserved_bytes == 0 && s.pending_memory == 0 && s.pending_exclusive == 0);
+    KG_CHECK(s.memory_waits > 0);
+    kg_arbiter_destroy(sim);
+}
+
 static const kg_test_case cases[] = {
     {"shared_grants_coexist", shared_grants_coexist},
     {"exclusive_waits_for_readers_and_blocks_new_ones", exclusive_waits_for_readers_and_blocks_new_ones},
     {"exclusive_requests_are_fifo_and_cancellable", exclusive_requests_are_fifo_and_cancellable},
     {"wait_times_out", wait_times_out},
     {"many_threads", many_threads},
+    {"first_reservation_waits_until_it_fits", first_reservation_waits_until_it_fits},
+    {"an_evaluation_alone_always_runs", an_evaluation_alone_always_runs},
+    {"a_holder_never_waits_for_memory", a_holder_never_waits_for_memory},
+    {"a_memory_waiter_holds_back_no_one", a_memory_waiter_holds_back_no_one},
+    {"all_memory_drains_the_others_first", all_memory_drains_the_others_first},
+    {"evaluations_with_memory_never_deadlock", evaluations_with_memory_never_deadlock},
 };
 
 KG_TEST_MAIN("arbiter", cases)
