@@ -296,6 +296,30 @@ class RemoteModel:
         self.link.ask({"cmd": "drop", "model": self.id})
 
 
+def _give_back_device_memory(device, collect=True):
+    """After a GPU phase (and between the reference's forward and the candidate's call): queued work is
+    finished, and cached but unused blocks go back to the driver, so that the runner, another evaluation's
+    phase or this one's re-run alone gets the memory (measured on an H100: a judge that kept the reference's
+    intermediates of level1/36 cached sat on 70 GB while its runner ran out of memory alone)."""
+    if not device.startswith("cuda"):
+        return
+    try:
+        import torch
+
+        torch.cuda.synchronize()
+        if collect and torch.cuda.memory_allocated() > (2 << 30):
+            # Gigabytes still allocated after a phase are usually garbage in a reference cycle (an exception's
+            # traceback holds the frames that held the inputs): collected now, not whenever Python's
+            # collector runs.
+            import gc
+
+            gc.collect()
+        if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > (1 << 30):
+            torch.cuda.empty_cache()
+    except Exception:  # noqa: BLE001 — a poisoned context is reported by the stage itself
+        pass
+
+
 class Evaluation:
     def __init__(self, chan, job):
         from . import degeneracy, guards, policy
@@ -466,6 +490,10 @@ class Evaluation:
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
         self.variants = variants
+        # What this evaluation will hold on its device from now until it ends (the largest variant; timing
+        # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
+        # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
+        self.reserve_bytes = max((tasks.device_footprint(self.task, v.sizes) for v in variants), default=0)
         ran = 0
         for v in variants:
             result = self.shared_variant(v)
@@ -487,10 +515,18 @@ class Evaluation:
         the phase is for (timing_round, clock_block, profile, out_of_memory_retry): kgym reports the time
         held per purpose, which is where an evaluation's exclusive GPU time goes."""
         if not self.arbiter:
-            yield
+            # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
+            self.gpu_mode = "exclusive"
+            try:
+                yield
+            finally:
+                self.gpu_mode = None
+                _give_back_device_memory(self.device)
             return
         self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None),
-                        "purpose": purpose or getattr(self, "current_stage", None)})
+                        "purpose": purpose or getattr(self, "current_stage", None),
+                        "reserve_bytes": getattr(self, "reserve_bytes", 0),
+                        "device_total_bytes": self._device_total()})
         reply = self.chan.recv()
         if reply.get("type") != "gpu_grant":
             raise RuntimeError(f"kgym did not grant the GPU: {reply}")
@@ -499,26 +535,21 @@ class Evaluation:
             yield
         finally:
             self.gpu_mode = None
+            _give_back_device_memory(self.device)
+            self.chan.send({"type": "gpu_release"})
+
+    def _device_total(self):
+        """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""
+        if getattr(self, "_total_bytes", None) is None:
+            self._total_bytes = 0
             if self.device.startswith("cuda"):
                 try:
                     import torch
 
-                    torch.cuda.synchronize()
-                    if torch.cuda.memory_allocated() > (2 << 30):
-                        # Gigabytes still allocated after a phase are usually garbage in a reference cycle
-                        # (an exception's traceback holds the frames that held the inputs): collected now,
-                        # not whenever Python's collector runs, so no other evaluation's phase (or this
-                        # one's re-run alone) runs out of memory for want of it.
-                        import gc
-
-                        gc.collect()
-                    # Cached but unused blocks go back to the driver: the next evaluation's phase may need
-                    # the memory more than this process's allocator does.
-                    if torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > (1 << 30):
-                        torch.cuda.empty_cache()
-                except Exception:  # noqa: BLE001 — a poisoned context is reported by the stage itself
+                    self._total_bytes = int(torch.cuda.get_device_properties(torch.device(self.device)).total_memory)
+                except Exception:  # noqa: BLE001 — a context that failed shows in the stage itself
                     pass
-            self.chan.send({"type": "gpu_release"})
+        return self._total_bytes
 
     def gpu_purpose(self, purpose):
         """Says what the GPU phase held now is used for from here on (kgym splits the held time by it)."""
@@ -785,6 +816,8 @@ class Evaluation:
             return facts
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
+        # The reference's intermediates are garbage now, but cached: the runner needs that memory.
+        _give_back_device_memory(self.device, collect=False)
         try:
             cand = self.runner.construct(init, v.seed, v.dtype)
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out)

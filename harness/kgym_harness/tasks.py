@@ -254,11 +254,12 @@ def _derived(module) -> set:
 # ------------------------------------------------------------------------------------ meta-device probe
 
 class _Tracker(TorchDispatchMode):
-    """Records the largest and total element count of every tensor an op produces."""
+    """Records the largest and total element count of every tensor an op produces, and the largest in bytes."""
 
     def __init__(self):
         super().__init__()
         self.max_numel = 0
+        self.max_bytes = 0
         self.total = 0
         self.empty = False
 
@@ -268,6 +269,7 @@ class _Tracker(TorchDispatchMode):
             if isinstance(t, torch.Tensor):
                 n = t.numel()
                 self.max_numel = max(self.max_numel, n)
+                self.max_bytes = max(self.max_bytes, n * t.element_size())
                 self.total += n
                 self.empty |= n == 0
         return out
@@ -281,6 +283,9 @@ class _Probe:
     max_numel: int = 0      # the largest tensor (intermediates included)
     total: int = 0
     empty: bool = False     # some tensor has no elements
+    held_bytes: int = 0     # inputs, parameters, buffers and outputs
+    out_bytes: int = 0      # outputs
+    max_bytes: int = 0      # the largest tensor in bytes (intermediates included)
 
     def key(self):
         return (self.max_numel, self.total)
@@ -299,19 +304,23 @@ def _probe(module, values: dict, forward: bool) -> _Probe:
             inputs = module.get_inputs()
             tensors = _tensors(inputs) + list(model.parameters()) + list(model.buffers())
             tracker = _Tracker()
+            outputs = []
             if forward:
                 with tracker:
                     out = model(*inputs)
-                tensors += _tensors(out)
+                outputs = _tensors(out)
+                tensors += outputs
                 if not isinstance(out, torch.Tensor):
                     tensors.append(type(out).__name__)  # a change of output kind shows in the signature
     except Exception as e:  # any failure means "this configuration is not valid"
         return _Probe(False, f"{type(e).__name__}: {e}")
     real = [t for t in tensors if isinstance(t, torch.Tensor)]
     numels = [t.numel() for t in real]
+    nbytes = [t.numel() * t.element_size() for t in real]
     return _Probe(True, "", tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in tensors),
                   max(numels + [tracker.max_numel]), sum(numels) + tracker.total,
-                  tracker.empty or 0 in numels)
+                  tracker.empty or 0 in numels, sum(nbytes),
+                  sum(t.numel() * t.element_size() for t in outputs), max(nbytes + [tracker.max_bytes]))
 
 
 @dataclasses.dataclass
@@ -388,6 +397,27 @@ def _analyse(module) -> _Analysis:
     analysis.cache[()] = base
     _ANALYSES[module] = analysis
     return analysis
+
+
+def device_footprint(module, values: dict) -> int:
+    """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
+    together: an estimate for kgym's memory arbiter (include/kgym/arbiter.h), from the meta-device probe;
+    0 when the task cannot be probed (kgym then reserves nothing and the retries alone remain).
+
+    The judge holds the inputs, parameters and reference output (``held``), the block it hands the runner
+    (a copy of the inputs), the spare the answer comes back in and its own clone of that answer (an output's
+    size each); the runner holds its parameters, two NaN-filled output-sized blocks its allocator hands the
+    output from (the poison: runner.py), and one large intermediate at a time.  That is about
+    2 x held + 3 x outputs + the largest tensor.  Where the forward could not run on the meta device, the
+    output is taken to be as large as the largest input."""
+    an = _analyse(module)
+    p = an.probe(module, values)
+    if not p.ok:
+        return 0
+    held, out = p.held_bytes, p.out_bytes
+    if not an.forward:
+        held, out = held + p.max_bytes, p.max_bytes
+    return 2 * held + 3 * out + p.max_bytes
 
 
 def size_constants(module) -> dict:

@@ -184,6 +184,35 @@ def test_plan_full_size_and_scale(load):
     assert small["batch_size"] * small["dim"] == 4096 * 393216 // 2
 
 
+def test_device_footprint_elementwise_and_matmul(load):
+    # ReLU: one float32 input and an output of the same size (the output is also the largest tensor):
+    # 2 x (input + output) + 3 x output + largest = 8 tensors' bytes.
+    m = load("level1/19_ReLU.py")
+    n = 4096 * 393216 * 4
+    assert tasks.device_footprint(m, dict(tasks.plan_sizes(m, None))) == 8 * n
+    # It follows the sizes it is given (the arbiter reserves for the largest variant).
+    assert tasks.device_footprint(m, {"batch_size": 16, "dim": 1024}) == 8 * 16 * 1024 * 4
+    # A GEMM: two inputs and an output of different shapes.
+    g = load("level1/1_Square_matrix_multiplication_.py")
+    size = tasks.size_constants(g)["N"]
+    t = size * size * 4
+    assert tasks.device_footprint(g, {"N": size}) == 2 * 3 * t + 3 * t + t
+
+
+def test_device_footprint_unknown_is_zero(tmp_path):
+    path = write_task(tmp_path, """
+        class Model(nn.Module):
+            def forward(self, x):
+                return x
+        def get_inputs():
+            raise RuntimeError("no inputs on any device")
+        def get_init_inputs():
+            return []
+    """)
+    m = tasks.load_task(path, "kgym_test_footprint")
+    assert tasks.device_footprint(m, {}) == 0
+
+
 def test_plan_restores_constants(load):
     m = load("level1/95_CrossEntropyLoss.py")
     before = snapshot(m)

@@ -17,7 +17,9 @@
  * "mode": "shared" | "exclusive"}); the supervisor's arbiter (one per
  * supervisor, so one per GPU) grants it and the supervisor answers
  * {"type": "gpu_grant"} on the protocol socket.  While a child waits for the
- * GPU its stage and total deadlines stand still.  Other requests (a message
+ * GPU its stage and total deadlines stand still; a single wait longer than
+ * the total limit stops the child and the run fails with KG_ERR_INTERNAL
+ * (kgym's failure, not the child's).  Other requests (a message
  * with "reply": true) go to the caller's on_request hook, whose answer is sent
  * back the same way.
  *
@@ -43,6 +45,8 @@ typedef struct kg_supervisor_options {
     const char *harness_dir; /* folder that holds the kgym_harness package */
     const char *device;      /* "cpu" or "cuda:N" */
     double start_timeout_s;  /* how long the zygote may take to import; 0 = 300 */
+    unsigned long long device_memory_bytes; /* memory evaluations may reserve between them (arbiter.h); 0 =
+                                             * KG_GPU_MEMORY_SHARE of what the device reports */
 } kg_supervisor_options;
 
 typedef struct kg_child_limits {
@@ -112,8 +116,9 @@ pid_t kg_supervisor_zygote_pid(kg_supervisor *sup);
 
 /* Forks a child, sends it `job` (a JSON object; "workdir" must name a folder
  * the caller owns), supervises it to the end and fills `report`.  Returns
- * KG_OK whenever the child ran, whatever became of it; an error only when no
- * child could be started. */
+ * KG_OK whenever the child ran, whatever became of it; an error when no
+ * child could be started, or when the GPU was not granted to it in time (then
+ * `report` is left empty). */
 int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *limits,
                       kg_child_report *report, kg_error *err);
 

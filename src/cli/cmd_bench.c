@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli/commands.h"
@@ -231,6 +232,8 @@ typedef struct {
     int counts[8];
     FILE *out;        /* --out: each result is written (and flushed) as it finishes */
     int out_failed;   /* a write to it failed: reported once, at the end */
+    int finished;     /* every worker has returned: the watcher stops */
+    pthread_cond_t wake;
 } bench_run;
 
 static const char *verdicts[] = {"correct", "incorrect", "hacked", "invalid", "compile_error",
@@ -300,6 +303,41 @@ static void write_out(bench_run *run, const bench_item *it)
     if (!text || fprintf(run->out, "%s\n", text) < 0 || fflush(run->out) != 0)
         run->out_failed = 1;
     free(text);
+}
+
+/* While evaluations run, a minute without one finishing gets a line on stderr saying what the GPU is doing
+ * (the arbiter's state): a long wait for memory or an exclusive window, or a stall, shows while it happens,
+ * not only in the results. */
+#define KG_BENCH_QUIET_S 60
+static void *watcher(void *arg)
+{
+    bench_run *run = arg;
+    pthread_mutex_lock(&run->lock);
+    size_t seen = run->done;
+    double since = kg_now_ms();
+    while (!run->finished) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 5;
+        pthread_cond_timedwait(&run->wake, &run->lock, &ts);
+        if (run->done != seen) {
+            seen = run->done;
+            since = kg_now_ms();
+        } else if (!run->finished && kg_now_ms() - since >= KG_BENCH_QUIET_S * 1000.0) {
+            kg_arbiter_stats as;
+            kg_arbiter_get_stats(kg_supervisor_arbiter(run->sup), &as);
+            fprintf(stderr,
+                    "%s[bench] none finished in the last %d s (%zu of %zu done); GPU: %d shared and %d "
+                    "exclusive holders, %d exclusive and %d memory requests waiting, %.1f of %.1f GiB "
+                    "reserved\n",
+                    run->tty ? "\r\033[K" : "", KG_BENCH_QUIET_S, run->done, run->list->count,
+                    as.holders_shared, as.holder_exclusive, as.pending_exclusive, as.pending_memory,
+                    (double)as.reserved_bytes / (1 << 30), (double)as.capacity_bytes / (1 << 30));
+            since = kg_now_ms();
+        }
+    }
+    pthread_mutex_unlock(&run->lock);
+    return NULL;
 }
 
 static void *worker(void *arg)
@@ -440,6 +478,15 @@ static void print_table(FILE *out, bench_run *run, const json_t *sum)
             fprintf(out, " %s %.1f", purpose, json_number_value(ms) / 1000.0);
         fprintf(out, "\n");
     }
+    const json_t *mem = json_object_get(sum, "gpu_memory");
+    json_int_t cap = json_integer_value(json_object_get(mem, "capacity_bytes"));
+    if (cap > 0) {
+        double unit = cap >= (1 << 30) ? (double)(1 << 30) : (double)(1 << 20);
+        const char *name = cap >= (1 << 30) ? "GiB" : "MiB";
+        fprintf(out, "device memory: %.1f %s for evaluations, at most %.1f %s reserved at once, %lld waits\n",
+                (double)cap / unit, name, (double)json_integer_value(json_object_get(mem, "peak_reserved_bytes")) / unit,
+                name, (long long)json_integer_value(json_object_get(mem, "waits")));
+    }
     fprintf(out, "%zu evaluations in %.1f s on %s (%.0f per hour)\n", run->list->count,
             json_number_value(json_object_get(sum, "wall_s")), json_string_value(json_object_get(sum, "device")),
             json_number_value(json_object_get(sum, "evaluations_per_hour")));
@@ -539,7 +586,7 @@ int kg_cli_bench(int argc, char **argv)
         goto fail;
     }
     kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
-                                .device = f.device_resolved};
+                                .device = f.device_resolved, .device_memory_bytes = f.device_memory};
     fprintf(stderr, "kgym bench: %zu pairs on %s; starting the Python zygote...\n", list.count,
             f.device_resolved);
     if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
@@ -557,10 +604,20 @@ int kg_cli_bench(int argc, char **argv)
     bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file};
     pthread_mutex_init(&run.lock, NULL);
     pthread_t threads[256];
+    pthread_cond_init(&run.wake, NULL);
+    pthread_t watch;
+    int watching = pthread_create(&watch, NULL, watcher, &run) == 0;
     for (long i = 0; i < jobs; i++)
         pthread_create(&threads[i], NULL, worker, &run);
     for (long i = 0; i < jobs; i++)
         pthread_join(threads[i], NULL);
+    pthread_mutex_lock(&run.lock);
+    run.finished = 1;
+    pthread_cond_signal(&run.wake);
+    pthread_mutex_unlock(&run.lock);
+    if (watching)
+        pthread_join(watch, NULL);
+    pthread_cond_destroy(&run.wake);
     pthread_mutex_destroy(&run.lock);
     double wall_s = (kg_now_ms() - run.t0) / 1000.0;
     json_t *sum = summary(&run, wall_s);
@@ -571,6 +628,12 @@ int kg_cli_bench(int argc, char **argv)
     json_object_set_new(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants));
     json_object_set_new(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants));
     json_object_set_new(sum, "gpu_max_wait_ms", json_real(as.max_wait_ms));
+    /* Device memory (arbiter.h): what evaluations could reserve, the most they held reserved at once, and how
+     * many waits for memory there were. */
+    json_object_set_new(sum, "gpu_memory", json_pack("{s:I, s:I, s:I}", "capacity_bytes",
+                                                     (json_int_t)as.capacity_bytes, "peak_reserved_bytes",
+                                                     (json_int_t)as.peak_reserved_bytes, "waits",
+                                                     (json_int_t)as.memory_waits));
     if (out_file) {
         int closed = fclose(out_file) == 0;
         out_file = NULL;

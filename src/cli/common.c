@@ -24,7 +24,8 @@ enum {
     OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
-    OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS
+    OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
+    OPT_DEVICE_MEMORY
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -47,6 +48,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"no-timing", no_argument, NULL, OPT_NO_TIMING},
     {"timing-iters", required_argument, NULL, OPT_TIMING_ITERS},
     {"memory-limit", required_argument, NULL, OPT_MEMORY},
+    {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
     {"policy", required_argument, NULL, OPT_POLICY},
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
@@ -80,6 +82,8 @@ const char kg_cli_eval_help[] =
     "                      the time outside every stage, in all (60); repeatable\n"
     "  --output-limit B    kill a candidate that prints more than B bytes (8 MiB)\n"
     "  --memory-limit B    CPU: address-space limit of the evaluation process (16 GiB)\n"
+    "  --device-memory B   memory concurrent evaluations may reserve between them, from their task's\n"
+    "                      sizes (default 90% of the GPU's; on a CPU, none: not arbitrated)\n"
     "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
     "                      (0,0.3,0.5,0.7,1)\n"
     "  --no-timing         GPU: skip timing\n"
@@ -264,6 +268,11 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         if (parse_bytes(arg, &b) || b < 1024)
             return BAD("--output-limit needs bytes >= 1024 (e.g. 8M), not \"%s\"", arg);
         o->limits.output_limit_bytes = (size_t)b;
+        return 1;
+    case OPT_DEVICE_MEMORY:
+        if (parse_bytes(arg, &b) || b < 1)
+            return BAD("--device-memory needs bytes >= 1 (e.g. 40G), not \"%s\"", arg);
+        f->device_memory = b;
         return 1;
     case OPT_MEMORY:
         if (parse_bytes(arg, &b) || b < (64ull << 20))

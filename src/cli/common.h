@@ -30,6 +30,7 @@ typedef struct kg_cli_eval_flags {
     const char *policy_path; /* --policy FILE (default: policy/default.json beside the harness) */
     char *policy_text;       /* its content, owned; opts.policy_json points here */
     const char *reference_cache; /* --reference-cache DIR */
+    unsigned long long device_memory; /* --device-memory B: for the supervisor (0: the device's own) */
 } kg_cli_eval_flags;
 
 /* The long options every evaluation command takes (terminated by a zero entry);

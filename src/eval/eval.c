@@ -305,11 +305,23 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         limits.on_request_ctx = &talk;
         rc = kg_supervisor_run(sup, job, &limits, &rep, err);
         if (rc == KG_OK && !cpu && out_of_memory(&rep, solo_reason, sizeof solo_reason)) {
-            /* Memory is not arbitrated: on a shared GPU, out of memory may be the other evaluations'
-             * doing even after the child retried alone.  Run it once more with the whole GPU held for it
-             * (the others wait between phases); only an out-of-memory error then is the candidate's. */
-            kg_arbiter_request *solo = kg_arbiter_request_new(kg_supervisor_arbiter(sup), KG_GPU_EXCLUSIVE);
-            if (solo && kg_arbiter_wait(solo, -1)) {
+            /* Out of memory although the child retried alone: the other evaluations' memory may be to
+             * blame (reservations are estimates; an evaluation that ran first holds what it allocated).
+             * Run it once more with the whole device: first every other reservation must end (the others
+             * finish, later ones wait behind this one), then the GPU is held exclusively for the whole run.
+             * Only an out-of-memory error then is the candidate's. */
+            kg_arbiter *arb = kg_supervisor_arbiter(sup);
+            kg_arbiter_account *all = kg_arbiter_account_new(arb);
+            kg_arbiter_request *solo = all ? kg_arbiter_request_reserve(arb, KG_GPU_EXCLUSIVE, all,
+                                                                        KG_ARBITER_ALL_MEMORY)
+                                           : NULL;
+            /* Bounded like any wait for the GPU (supervisor.h): not granted in the evaluation's whole time
+             * limit, the failure is kgym's, not the candidate's. */
+            double limit_ms = opts->limits.total_timeout_s > 0 ? opts->limits.total_timeout_s * 1000.0 : -1;
+            if (solo && !kg_arbiter_wait(solo, limit_ms)) {
+                rc = kg_error_set(err, KG_ERR_INTERNAL, "the re-run alone after running out of GPU memory was "
+                                                        "not granted the GPU in %.0f s", limit_ms / 1000.0);
+            } else if (solo) {
                 kg_child_report_free(&rep);
                 json_decref(talk.cached_reference_ms);
                 talk.cached_reference_ms = NULL;
@@ -319,6 +331,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             }
             if (solo)
                 kg_arbiter_release(solo);
+            kg_arbiter_account_free(all);
         }
     }
     if (rc == KG_OK) {

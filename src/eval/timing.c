@@ -387,6 +387,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     const char *open_purpose = NULL;
     double open_at = 0, last_t = 0;
     int any = 0;
+    json_int_t reserved = 0; /* the device memory the evaluation reserved (arbiter.h) */
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -406,6 +407,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         if (acquire) {
             open_ex = !strcmp(json_string_value(json_object_get(m, "mode")) ?: "", "exclusive");
             double w = json_number_value(json_object_get(m, "waited_ms"));
+            json_int_t r = json_integer_value(json_object_get(m, "reserve_bytes"));
+            reserved = r > reserved ? r : reserved;
             grants[open_ex]++;
             waited[open_ex] += w;
             open = 1;
@@ -419,7 +422,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         json_decref(by_purpose);
         return json_null();
     }
-    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}}", "shared", "grants", grants[0], "held_ms",
-                     held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms", held[1],
-                     "waited_ms", waited[1], "by_purpose", by_purpose);
+    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I}", "shared", "grants", grants[0],
+                     "held_ms", held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms",
+                     held[1], "waited_ms", waited[1], "by_purpose", by_purpose, "reserved_bytes", reserved);
 }

@@ -23,6 +23,8 @@ struct kg_supervisor {
 
 /* The judge's exit status when its runner died or broke the socket (child.py). */
 #define KG_JUDGE_RUNNER_LOST 5
+/* The share of a GPU's memory that evaluations may reserve between them (see handle_request). */
+#define KG_GPU_MEMORY_SHARE 0.9
 
 int kg_zygote_start(kg_supervisor *sup, kg_error *err);
 void kg_zygote_stop(kg_supervisor *sup);

@@ -59,6 +59,8 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
         kg_supervisor_close(sup);
         return err && err->code ? err->code : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
+    /* Set first, it stands: the device's own figure (sent by the judges) is then ignored. */
+    kg_arbiter_set_capacity(sup->arbiter, opts->device_memory_bytes);
     kg_buf log = {0};
     kg_buf_printf(&log, "%s/zygote.log", dir);
     free(dir);
@@ -236,6 +238,8 @@ typedef struct {
     kg_arbiter_request *gpu_pending;
     json_t *gpu_pending_msg;  /* the gpu_acquire line waiting (owned by rep->messages) */
     double gpu_pending_since;
+    kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
+    char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
 } run_state;
 
 static void send_line(run_state *st, json_t *obj)
@@ -289,14 +293,30 @@ static void gpu_try_grant(run_state *st)
     send_line(st, json_pack("{s:s, s:s, s:f}", "type", "gpu_grant", "mode", mode, "waited_ms", waited));
 }
 
+/* A byte count from a gpu_acquire line: a non-negative integer, else 0 (nothing said). */
+static uint64_t byte_field(json_t *msg, const char *key)
+{
+    json_t *v = json_object_get(msg, key);
+    return json_is_integer(v) && json_integer_value(v) > 0 ? (uint64_t)json_integer_value(v) : 0;
+}
+
 /* The child's questions: GPU phases go to the arbiter, the rest to the caller's hook. */
 static void handle_request(run_state *st, json_t *msg, const char *type)
 {
     if (!strcmp(type, "gpu_acquire")) {
         const char *mode = json_string_value(json_object_get(msg, "mode"));
         gpu_let_go(st); /* one phase at a time: asking again ends the previous one */
-        st->gpu_pending = kg_arbiter_request_new(st->sup->arbiter, mode && !strcmp(mode, "exclusive")
-                                                                      ? KG_GPU_EXCLUSIVE : KG_GPU_SHARED);
+        /* Device memory (arbiter.h): the judge says how much the device has and, once it knows the task's
+         * sizes, what this evaluation will hold on it; kgym lets evaluations reserve KG_GPU_MEMORY_SHARE of
+         * the device, the rest being the processes' CUDA contexts and what no estimate foresees. */
+        uint64_t total = byte_field(msg, "device_total_bytes"), want = byte_field(msg, "reserve_bytes");
+        if (total)
+            kg_arbiter_set_capacity(st->sup->arbiter, (uint64_t)((double)total * KG_GPU_MEMORY_SHARE));
+        if (want && !st->gpu_account)
+            st->gpu_account = kg_arbiter_account_new(st->sup->arbiter);
+        st->gpu_pending = kg_arbiter_request_reserve(st->sup->arbiter, mode && !strcmp(mode, "exclusive")
+                                                                           ? KG_GPU_EXCLUSIVE : KG_GPU_SHARED,
+                                                     st->gpu_account, st->gpu_account ? want : 0);
         if (!st->gpu_pending) {
             send_line(st, json_pack("{s:s, s:s}", "type", "error", "message", "out of memory"));
             return;
@@ -614,6 +634,22 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
             if (deadline < 0 || d < deadline)
                 deadline = d;
         }
+        /* Waiting for the GPU stops the child's clocks, but no wait may last for ever: one longer than the
+         * whole evaluation's limit means the GPU is not being shared out (a bug, or an evaluation that holds
+         * the device and never ends).  The child is stopped and kgym reports an error of its own, with the
+         * arbiter's state: no verdict, the candidate did nothing wrong. */
+        if (!st.killed && st.gpu_pending && lim->total_timeout_s > 0 &&
+            now - st.gpu_pending_since > lim->total_timeout_s * 1000.0) {
+            kg_arbiter_stats as;
+            kg_arbiter_get_stats(st.sup->arbiter, &as);
+            snprintf(st.starved, sizeof st.starved,
+                     "no GPU grant in %.0f s (arbiter: %d shared holders, %d exclusive, %d exclusive and %d "
+                     "memory requests pending; %.1f of %.1f GiB reserved)",
+                     (now - st.gpu_pending_since) / 1000.0, as.holders_shared, as.holder_exclusive,
+                     as.pending_exclusive, as.pending_memory, (double)as.reserved_bytes / (1 << 30),
+                     (double)as.capacity_bytes / (1 << 30));
+            kill_child(&st, KG_END_TIMEOUT);
+        }
         if (!st.killed && deadline >= 0 && now >= deadline) {
             int stage_expired = st.in_stage && st.stage_limit_s > 0 &&
                                 now >= st.stage_start + st.stage_limit_s * 1000.0;
@@ -724,6 +760,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     json_t *ruid = json_object_get(job, "runner_uid");
     if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
         rep->stragglers = kill_uid((uid_t)json_integer_value(ruid));
+    /* Both processes and anything left of the runner's are gone, and their device memory with them: the
+     * reservation goes back. */
+    kg_arbiter_account_free(st.gpu_account);
     slot_give(&slot);
     rep->wall_ms = kg_now_ms() - st.t0;
     rep->outside_stage = !st.in_stage && !st.done;
@@ -760,6 +799,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     capture_finish(&cap_out, &rep->out);
     capture_finish(&cap_err, &rep->err);
     kg_buf_free(&linebuf);
+    if (st.starved[0]) {
+        kg_child_report_free(rep);
+        return kg_error_set(err, KG_ERR_INTERNAL, "%s", st.starved);
+    }
     return KG_OK;
 }
 

@@ -27,6 +27,19 @@ if [ $rc -eq 0 ] && grep -q "expectations met" "$TMP/ex.txt"; then
     ok "examples: every correct*.py correct, every wrong*.py not"
 else bad "examples (exit $rc)" "$(tail -40 "$TMP/ex.txt"; tail -5 "$TMP/err")"; fi
 
+# --device-memory: evaluations reserve their footprint from the correctness stage on, and one that does not fit
+# beside the others waits (here nothing fits beside anything: one byte).  Never two reservations at once.
+for i in 1 2 3; do printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$T" "$C"; done >"$TMP/mem.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/mem.jsonl" --jobs 3 --device-memory 1 --check --json \
+    >"$TMP/mem.json" 2>"$TMP/err"; rc=$?
+if [ $rc -eq 0 ] && [ "$(jget "$TMP/mem.json" 'r["summary"]["gpu_memory"]["capacity_bytes"]')" = "1" ] &&
+    [ "$(jget "$TMP/mem.json" 'r["summary"]["gpu_memory"]["peak_reserved_bytes"] == max(x["result"]["gpu_phases"]["reserved_bytes"] for x in r["results"]) > 0')" = "True" ]; then
+    ok "--device-memory: one evaluation's reservation at a time when nothing fits beside it"
+else bad "--device-memory (exit $rc)" "$(cat "$TMP/err"; head -c 1500 "$TMP/mem.json")"; fi
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/mem.jsonl" --device-memory 0 >/dev/null 2>"$TMP/err"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--device-memory needs bytes" "$TMP/err"; then ok "a bad --device-memory is named"
+else bad "--device-memory 0 (exit $rc)" "$(cat "$TMP/err")"; fi
+
 # Expectations that fail make --check exit 3.
 printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n' "$T" "$C" >"$TMP/fail.jsonl"
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/fail.jsonl" --check >/dev/null 2>&1; rc=$?

@@ -349,6 +349,85 @@ static void waiting_for_the_gpu_stops_the_clock(void)
     free(dir);
 }
 
+/* A wait for the GPU stops the child's clocks but is bounded: one longer than the total limit (here the
+ * GPU is held exclusively by someone who never lets go) stops the child and fails the run as kgym's error,
+ * with the arbiter's state, and no report. */
+static void an_endless_gpu_wait_is_kgyms_error(void)
+{
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_set_new(job, "gpu_arbiter", json_true());
+    kg_child_limits l = limits();
+    l.total_timeout_s = 2;
+    kg_arbiter_request *mine = kg_arbiter_request_new(kg_supervisor_arbiter(sup), KG_GPU_EXCLUSIVE);
+    KG_CHECK(mine && kg_arbiter_poll(mine));
+    kg_child_report rep;
+    kg_error err;
+    kg_error_clear(&err);
+    double t0 = kg_now_ms();
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_ERR_INTERNAL);
+    KG_CHECK(kg_now_ms() - t0 < 30000);
+    KG_CHECK(strstr(err.message, "no GPU grant in") && strstr(err.message, "1 exclusive"));
+    KG_CHECK(rep.messages == NULL); /* nothing to build a verdict on */
+    kg_arbiter_release(mine);
+    kg_arbiter_stats st;
+    kg_arbiter_get_stats(kg_supervisor_arbiter(sup), &st);
+    KG_CHECK(st.pending_exclusive == 0 && st.holders_shared == 0 && st.holder_exclusive == 0);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
+/* The evaluation's device-memory reservation (arbiter.h): the judge says what the task's sizes need; while
+ * another evaluation holds all but one byte of the device, the child waits (off its clocks), and goes on
+ * once that one ends; its own reservation goes back when it ends.  Runs last: it sets the arbiter's
+ * capacity, which stays set (on CPU nothing else sets one). */
+static void reservations_wait_for_memory(void)
+{
+    kg_arbiter *arb = kg_supervisor_arbiter(sup);
+    kg_arbiter_set_capacity(arb, 1000);
+    kg_arbiter_account *other = kg_arbiter_account_new(arb);
+    kg_arbiter_request *r = kg_arbiter_request_reserve(arb, KG_GPU_SHARED, other, 999);
+    KG_CHECK(r && kg_arbiter_poll(r));
+    kg_arbiter_release(r);
+    char *dir = NULL;
+    threaded_run t = {.job = job_for("ok", &dir), .lim = limits()};
+    json_object_set_new(t.job, "gpu_arbiter", json_true());
+    t.lim.stage_timeouts_s = json_pack("{s:f}", "correctness", 1.5);
+    pthread_t th;
+    pthread_create(&th, NULL, run_thread, &t);
+    struct timespec ts = {2, 500 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    kg_arbiter_stats st;
+    kg_arbiter_get_stats(arb, &st);
+    KG_CHECK(st.pending_memory == 1); /* the child is waiting for its first reservation */
+    kg_arbiter_account_free(other);
+    pthread_join(th, NULL);
+    KG_CHECK(t.rc == KG_OK);
+    KG_CHECK(t.rep.end == KG_END_COMPLETED);
+    size_t i;
+    json_t *m;
+    double longest = 0;
+    json_int_t asked = 0;
+    json_array_foreach(t.rep.messages, i, m) {
+        const char *type = json_string_value(json_object_get(m, "type"));
+        if (type && !strcmp(type, "gpu_acquire") && json_integer_value(json_object_get(m, "reserve_bytes")) > 0) {
+            asked = json_integer_value(json_object_get(m, "reserve_bytes"));
+            double w = json_number_value(json_object_get(m, "waited_ms"));
+            longest = w > longest ? w : longest;
+        }
+    }
+    KG_CHECK(asked > 1);       /* the task's footprint */
+    KG_CHECK(longest >= 2000); /* ...made it wait for the other evaluation */
+    kg_arbiter_get_stats(arb, &st);
+    KG_CHECK(st.reserved_bytes == 0 && st.pending_memory == 0 && st.memory_waits >= 1);
+    kg_child_report_free(&t.rep);
+    json_decref(t.lim.stage_timeouts_s);
+    json_decref(t.job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 static void echo(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
 {
     int *calls = ctx;
@@ -498,6 +577,8 @@ static const kg_test_case cases[] = {
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
     {"requests_go_to_the_hook", requests_go_to_the_hook},
+    {"an_endless_gpu_wait_is_kgyms_error", an_endless_gpu_wait_is_kgyms_error},
+    {"reservations_wait_for_memory", reservations_wait_for_memory}, /* last: sets the capacity */
 };
 
 int main(void)
