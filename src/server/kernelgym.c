@@ -380,11 +380,20 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         }
         if (verdict && !strcmp(verdict, "incorrect"))
             json_object_set_new(meta, "correctness_issue", json_string("Output mismatch"));
-        json_t *cov = json_object_get(json_object_get(r, "profile"), "coverage");
-        if (json_is_number(cov)) {
-            /* Dr. Kernel's coverage reward divides these two numbers. */
-            json_object_set_new(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cov) * 1e6));
-            json_object_set_new(meta, "total_kernel_run_time_in_profiling_us", json_real(1e6));
+        /* Dr. Kernel's coverage rewards divide these numbers (time: the candidate's kernels' device time by all
+         * kernels'; number: its distinct kernels by all distinct kernels).  They are the profile's own
+         * measurements, as KernelGYM sends them; a result without them (CPU, no profile) sends none, and the
+         * client's coverage reward is then 0, as KernelGYM's is without a profile. */
+        json_t *prof = json_object_get(r, "profile");
+        json_t *cand_us = json_object_get(prof, "candidate_device_us"), *all_us = json_object_get(prof, "total_device_us");
+        json_t *cand_n = json_object_get(prof, "candidate_kernel_count"), *all_n = json_object_get(prof, "kernel_count");
+        if (json_is_number(cand_us) && json_is_number(all_us)) {
+            json_object_set_new(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cand_us)));
+            json_object_set_new(meta, "total_kernel_run_time_in_profiling_us", json_real(json_number_value(all_us)));
+        }
+        if (json_is_integer(cand_n) && json_is_integer(all_n)) {
+            json_object_set(meta, "num_custom_kernel", cand_n);
+            json_object_set(meta, "num_total_kernels", all_n);
         }
     }
     const json_t *client = json_object_get(json_object_get(job, "request"), "client");

@@ -316,7 +316,8 @@ int main(void)
                         json_loads("{\"verdict\":\"correct\",\"feedback\":\"ok\",\"device\":{\"kind\":\"cuda\","
                                    "\"name\":\"H100\"},\"correctness\":{\"passed_count\":7,\"variants\":[1,2,3,4,5,"
                                    "6,7]},\"timing\":{\"reference_ms\":{\"median\":2.0},\"candidate_ms\":{\"median\":"
-                                   "1.0},\"speedup\":2.0},\"profile\":{\"coverage\":0.9}}",
+                                   "1.0},\"speedup\":2.0},\"profile\":{\"coverage\":0.9,\"total_device_us\":250.0,"
+                                   "\"candidate_device_us\":225.0,\"kernel_count\":4,\"candidate_kernel_count\":3}}",
                                    0, NULL));
     json_t *k = kg_service_kernelgym_response(job);
     CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "completed") &&
@@ -329,11 +330,12 @@ int main(void)
     json_t *meta = json_object_get(k, "metadata");
     CHECK(!strcmp(json_string_value(json_object_get(meta, "correctness_trials")), "(7 / 7)") &&
               json_integer_value(json_object_get(meta, "num_perf_trials")) == 7 &&
-              json_real_value(json_object_get(meta, "custom_kernel_cuda_time_in_profiling_us")) /
-                      json_real_value(json_object_get(meta, "total_kernel_run_time_in_profiling_us")) >
-                  0.89 &&
+              json_real_value(json_object_get(meta, "custom_kernel_cuda_time_in_profiling_us")) == 225.0 &&
+              json_real_value(json_object_get(meta, "total_kernel_run_time_in_profiling_us")) == 250.0 &&
+              json_integer_value(json_object_get(meta, "num_custom_kernel")) == 3 &&
+              json_integer_value(json_object_get(meta, "num_total_kernels")) == 4 &&
               json_is_object(json_object_get(k, "kgym")),
-          "metadata: trials, coverage, kgym result");
+          "metadata: trials, the profile's device times and kernel counts (Dr. Kernel's coverage), kgym result");
     json_decref(k);
     json_object_set_new(job, "result",
                         json_loads("{\"verdict\":\"compile_error\",\"feedback\":\"ImportError: no module "
