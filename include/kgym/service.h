@@ -53,5 +53,8 @@ int kg_service_run(const kg_service_options *o, kg_error *err);
  * "result" (kgym result or null), "error", "submitted_at", "started_at",
  * "finished_at", "request"}.  kgym's full result is added under "kgym". */
 json_t *kg_service_kernelgym_response(const json_t *job);
+/* A Unix time as KernelGYM writes times (ISO 8601, UTC, milliseconds); JSON
+ * null for 0 or less.  New reference. */
+json_t *kg_service_iso_time(double unix_s);
 
 #endif

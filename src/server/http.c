@@ -92,6 +92,17 @@ void kg_service_options_default(kg_service_options *o)
 
 /* ---- responses ---- */
 
+/* KernelGYM's error code for an HTTP status kgym answers with an error (its ErrorCode names). */
+static const char *error_code_for(int status)
+{
+    if (status == 400 || status == 404 || status == 405 || status == 409 || status == 411 || status == 413 ||
+        status == 415 || status == 401 || status == 403)
+        return "VALIDATION_ERROR";
+    if (status == 429 || status == 503)
+        return "RESOURCE_ERROR";
+    return "SYSTEM_ERROR";
+}
+
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type, char *text,
                                  size_t len, const char *retry_after)
 {
@@ -106,6 +117,8 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
         MHD_add_response_header(r, "Retry-After", retry_after);
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (status >= 400) /* as KernelGYM's server sends it with every error */
+        MHD_add_response_header(r, "X-Error-Code", error_code_for(status));
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
@@ -128,9 +141,15 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
 static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *field, const char *msg,
                                         const char *retry_after)
 {
-    json_t *e = json_pack("{s:s, s:s?}", "error", msg, "field", field && *field ? field : NULL);
+    /* kgym's {error, field}, with KernelGYM's ErrorResponse fields beside them (message, error_code,
+     * timestamp): its clients read those. */
+    json_t *e = json_pack("{s:s, s:s?, s:s}", "error", msg, "field", field && *field ? field : NULL, "message", msg);
     if (!e) /* msg not UTF-8 (it can quote client input): say so plainly */
-        e = json_pack("{s:s, s:s?}", "error", "bad request", "field", NULL);
+        e = json_pack("{s:s, s:s?, s:s}", "error", "bad request", "field", NULL, "message", "bad request");
+    if (e) {
+        json_object_set_new(e, "error_code", json_string(error_code_for(status)));
+        json_object_set_new(e, "timestamp", kg_service_iso_time(wall_s()));
+    }
     char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
     if (!text) {
@@ -159,9 +178,11 @@ static enum MHD_Result send_full(struct MHD_Connection *c, long room)
 {
     char *text = NULL;
     kg_buf b = {0};
-    kg_buf_printf(&b, "{\"error\":\"the queue is full (%ld places left); retry later\",\"field\":null}", room);
+    kg_buf_printf(&b, "the queue is full (%ld places left); retry later", room);
     text = kg_buf_release(&b);
-    return send_text(c, 429, "application/json", text, strlen(text), "5");
+    enum MHD_Result ret = send_error_retry(c, 429, "", text ? text : "the queue is full", "5");
+    free(text);
+    return ret;
 }
 
 /* ---- jobs ---- */
@@ -440,8 +461,8 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body
     json_object_set_new(out, "results", results);
     json_object_set_new(out, "batch_status",
                         json_string(completed + failed == (int)json_array_size(ids) ? "completed" : "processing"));
-    json_object_set_new(out, "submitted_at", json_real(submitted));
-    json_object_set_new(out, "completed_at", json_real(wall_s()));
+    json_object_set_new(out, "submitted_at", kg_service_iso_time(submitted)); /* BatchEvaluationResponse: strings */
+    json_object_set_new(out, "completed_at", kg_service_iso_time(wall_s()));
     json_decref(ids);
     return send_json(c, 200, out);
 }
@@ -544,6 +565,25 @@ static enum MHD_Result h_jobs_list(server *s, struct MHD_Connection *c)
     return send_json(c, 200, json_pack("{s:o, s:I}", "jobs", arr, "count", (json_int_t)json_array_size(arr)));
 }
 
+/* KernelGYM's SystemHealthResponse fields, added to kgym's own: an ISO timestamp, gpu_status (this server's
+ * device and workers), queue_status, memory_usage (none measured: empty), active_tasks, total_processed, uptime. */
+static json_t *health_fields(server *s, json_t *o, long finished, long failed, json_int_t pending,
+                             json_int_t processing)
+{
+    if (!o)
+        return NULL;
+    const char *dev = s->o->eval.device ? s->o->eval.device : "cpu";
+    json_object_set_new(o, "timestamp", kg_service_iso_time(wall_s()));
+    json_object_set_new(o, "gpu_status", json_pack("{s:{s:i}}", dev, "workers", s->o->workers));
+    json_object_set_new(o, "queue_status", json_pack("{s:I, s:I, s:I}", "pending", pending, "processing", processing,
+                                                      "completed", (json_int_t)finished));
+    json_object_set_new(o, "memory_usage", json_object());
+    json_object_set_new(o, "active_tasks", json_integer(processing));
+    json_object_set_new(o, "total_processed", json_integer((json_int_t)(finished + failed)));
+    json_object_set_new(o, "uptime", json_real(wall_s() - s->started_at));
+    return o;
+}
+
 /* Healthy means able to take jobs: the store answers and its database is
  * still the one opened; otherwise 503 "unhealthy" with the store's error (a
  * balancer takes the server out, an operator reads why). */
@@ -553,17 +593,18 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
     kg_sched_totals(s->sched, &finished, &failed);
     kg_error err;
     if (kg_store_check(s->store, &err) != KG_OK)
-        return send_json(c, 503, json_pack("{s:s, s:f, s:f, s:{s:b, s:s}}", "status", "unhealthy", "timestamp",
-                                           wall_s(), "uptime_s", wall_s() - s->started_at, "store", "ok", 0,
-                                           "error", err.message));
-    json_t *o = json_pack("{s:s, s:f, s:f, s:s, s:{s:I, s:I}, s:i, s:I, s:I}", "status", "healthy", "timestamp",
-                          wall_s(), "uptime_s", wall_s() - s->started_at, "device",
-                          s->o->eval.device ? s->o->eval.device : "cpu", "queue", "pending",
-                          (json_int_t)kg_store_count(s->store, "queued"), "processing",
-                          (json_int_t)kg_store_count(s->store, "running"), "workers", s->o->workers,
+        return send_json(c, 503, health_fields(s, json_pack("{s:s, s:f, s:{s:b, s:s}}", "status", "unhealthy",
+                                                            "uptime_s", wall_s() - s->started_at, "store", "ok",
+                                                            0, "error", err.message),
+                                                finished, failed, 0, 0));
+    json_int_t pending = (json_int_t)kg_store_count(s->store, "queued");
+    json_int_t processing = (json_int_t)kg_store_count(s->store, "running");
+    json_t *o = json_pack("{s:s, s:f, s:s, s:{s:I, s:I}, s:i, s:I, s:I}", "status", "healthy", "uptime_s",
+                          wall_s() - s->started_at, "device", s->o->eval.device ? s->o->eval.device : "cpu",
+                          "queue", "pending", pending, "processing", processing, "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
     json_object_set_new(o, "store", json_pack("{s:b}", "ok", 1));
-    return send_json(c, 200, o);
+    return send_json(c, 200, health_fields(s, o, finished, failed, pending, processing));
 }
 
 static enum MHD_Result h_workers(server *s, struct MHD_Connection *c)

@@ -271,7 +271,7 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     return 0;
 }
 
-static json_t *iso_time(double unix_s)
+json_t *kg_service_iso_time(double unix_s)
 {
     if (unix_s <= 0)
         return json_null();
@@ -347,7 +347,7 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     else if (jstatus && !strcmp(jstatus, "failed"))
         status = "failed";
     else if (jstatus && !strcmp(jstatus, "cancelled"))
-        status = "cancelled";
+        status = "failed"; /* KernelGYM's statuses have no "cancelled": error_message says so */
     else if (jstatus && !strcmp(jstatus, "running"))
         status = "processing";
     else
@@ -434,8 +434,8 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     json_object_set_new(out, "metadata", meta);
     json_object_set_new(out, "error_message", err_msg);
     json_object_set_new(out, "error_code", err_code);
-    json_object_set_new(out, "submitted_at", iso_time(sub));
-    json_object_set_new(out, "completed_at", iso_time(fin));
+    json_object_set_new(out, "submitted_at", kg_service_iso_time(sub));
+    json_object_set_new(out, "completed_at", kg_service_iso_time(fin));
     json_object_set_new(out, "processing_time", fin > 0 && start > 0 ? json_real(fin - start) : json_null());
     json_object_set(out, "kgym", have ? (json_t *)r : json_null());
     return out;
@@ -476,7 +476,8 @@ json_t *kg_server_status_json(const kg_job *j, long queue_position)
     json_object_set_new(o, "task_id", json_string(j->id ? j->id : ""));
     json_object_set(o, "status", json_object_get(kgr, "status"));
     int done = j->status && strcmp(j->status, "queued") && strcmp(j->status, "running");
-    json_object_set_new(o, "progress", json_real(done ? 1.0 : j->status && !strcmp(j->status, "running") ? 0.5 : 0.0));
+    /* TaskStatusResponse.progress is a percentage (0-100). */
+    json_object_set_new(o, "progress", json_real(done ? 100.0 : j->status && !strcmp(j->status, "running") ? 50.0 : 0.0));
     json_object_set_new(o, "estimated_completion", json_null());
     json_object_set_new(o, "queue_position", queue_position >= 0 ? json_integer(queue_position) : json_null());
     json_object_set_new(o, "assigned_device", j->worker ? json_string(j->worker) : json_null());

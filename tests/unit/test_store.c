@@ -371,6 +371,13 @@ int main(void)
               strstr(json_string_value(json_object_get(k, "error_message")), "NameError"),
           "system failure keeps its message");
     json_decref(k);
+    json_object_set_new(job, "status", json_string("cancelled"));
+    k = kg_service_kernelgym_response(job);
+    CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "failed") &&
+              !strcmp(json_string_value(json_object_get(k, "error_message")), "Task cancelled") &&
+              !strcmp(json_string_value(json_object_get(k, "submitted_at")), "1970-01-01T00:00:01.000Z"),
+          "cancelled is failed (KernelGYM has no such status), times are ISO strings");
+    json_decref(k);
     json_object_set_new(job, "status", json_string("queued"));
     k = kg_service_kernelgym_response(job);
     CHECK(!strcmp(json_string_value(json_object_get(k, "status")), "pending"), "queued is pending");

@@ -92,15 +92,34 @@ KERNELGYM_FIELDS = ["task_id", "status", "compiled", "correctness", "decoy_kerne
                     "completed_at", "processing_time"]
 
 
+KERNELGYM_ERROR_CODES = {"VALIDATION_ERROR", "COMPILATION_ERROR", "RUNTIME_ERROR", "CORRECTNESS_ERROR",
+                         "TIMEOUT_ERROR", "SYSTEM_ERROR", "RESOURCE_ERROR", "UNKNOWN_ERROR", "SYNTAX_ERROR",
+                         "IMPORT_ERROR", "INSTANTIATION_ERROR"}
+
+
+def iso(t):
+    return isinstance(t, str) and len(t) >= 20 and t[10] == "T" and t.endswith("Z")
+
+
 def bad(name, status, doc, want_status, want_field):
+    # kgym's {error, field}, and KernelGYM's ErrorResponse fields (message, error_code, timestamp) beside them.
     ok = (status == want_status and isinstance(doc, dict) and "error" in doc and "field" in doc
-          and (want_field is None or doc["field"] == want_field))
+          and (want_field is None or doc["field"] == want_field)
+          and doc.get("message") == doc["error"] and doc.get("error_code") in KERNELGYM_ERROR_CODES
+          and iso(doc.get("timestamp")))
     check(f"bad input: {name} -> {want_status} field={want_field}", ok, (status, doc))
 
 
 def group_api():
     s, d, _ = call("GET", "/health")
-    check("GET /health", s == 200 and d["status"] == "healthy" and "queue" in d, d)
+    # kgym's fields, and KernelGYM's SystemHealthResponse (its types: timestamp a string, the rest objects/numbers).
+    check("GET /health", s == 200 and d["status"] == "healthy" and "queue" in d and iso(d["timestamp"])
+          and all(isinstance(d[k], dict) for k in ("gpu_status", "queue_status", "memory_usage"))
+          and isinstance(d["active_tasks"], int) and isinstance(d["total_processed"], int)
+          and isinstance(d["uptime"], float), d)
+    s, d, h = call("POST", "/evaluate", {"task_id": 5})
+    check("an error carries KernelGYM's X-Error-Code header", s == 400 and h.get("X-Error-Code") == "VALIDATION_ERROR"
+          and d.get("error_code") == "VALIDATION_ERROR", (s, d, dict(h)))
     s, d, h = call("GET", "/")
     check("GET / serves the dashboard", s == 200 and "kgym service" in d and "text/html" in h["Content-Type"])
 
@@ -126,7 +145,7 @@ def group_api():
     check("GET /status/{id} carries error_message (KernelGYM drops it)",
           s == 200 and d["status"] == "failed" and "magic_kernels" in (d.get("error_message") or ""), d)
     s, d, _ = call("GET", "/status/e-ok")
-    check("GET /status/{id} completed", s == 200 and d["status"] == "completed" and d["progress"] == 1.0, d)
+    check("GET /status/{id} completed", s == 200 and d["status"] == "completed" and d["progress"] == 100.0, d)
     s, d, _ = call("GET", "/results/e-wrong")
     check("GET /results/{id}", s == 200 and d["task_id"] == "e-wrong" and d["kgym"]["verdict"] == "incorrect", d)
     rawtext = urllib.request.urlopen(urllib.request.Request(
@@ -170,7 +189,9 @@ def group_api():
     s, d, _ = call("POST", "/evaluate/batch", {"batch_id": "b1", "tasks": [req("b-1", "ok"), req("b-2", "wrong_shape")]})
     check("POST /evaluate/batch", s == 200 and d["batch_id"] == "b1" and d["total_tasks"] == 2
           and d["completed_tasks"] == 2 and [r["task_id"] for r in d["results"]] == ["b-1", "b-2"]
-          and d["results"][1]["kgym"]["verdict"] == "incorrect" and d["batch_status"] == "completed", d)
+          and d["results"][1]["kgym"]["verdict"] == "incorrect" and d["batch_status"] == "completed"
+          # BatchEvaluationResponse: times are ISO 8601 strings
+          and all(isinstance(d[k], str) and d[k].endswith("Z") and d[k][10] == "T" for k in ("submitted_at", "completed_at")), d)
 
     # Native asynchronous API.
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("raise_in_forward"), "task": "x"})
@@ -209,7 +230,9 @@ def group_api():
     s2, j, _ = call("GET", "/v1/jobs/c-next?wait=1")
     check("DELETE /v1/jobs/{id} cancels a queued job", s == 200 and d["was"] == "queued" and j["status"] == "cancelled", (d, j))
     s, d, _ = call("GET", "/status/c-next")
-    check("a cancelled job reads as cancelled in /status", s == 200 and d["status"] == "cancelled", d)
+    # KernelGYM's statuses have no "cancelled": failed, and the message says why.
+    check("a cancelled job reads as failed, 'Task cancelled', in /status",
+          s == 200 and d["status"] == "failed" and d["error_message"] == "Task cancelled", d)
     s, d, _ = call("GET", "/v1/jobs/c-hang?wait=60")
     check("the hang ends as a timeout with its stage", s == 200 and d["result"]["verdict"] == "timeout"
           and d["kernelgym"]["error_code"] == "TIMEOUT_ERROR", d)
