@@ -167,6 +167,10 @@ static void run_job(worker *w, kg_job *job)
         double timeout = json_number_value(json_object_get(req, "timeout"));
         if (timeout > 0)
             opts.limits.total_timeout_s = timeout;
+        /* The request's reference_backend (kernelgym.c), else the server's --reference-mode. */
+        const char *ref_mode = json_string_value(json_object_get(req, "reference_mode"));
+        if (ref_mode)
+            opts.reference_mode = ref_mode;
         kg_eval_request er = {.task = &task, .response = kernel, .response_len = strlen(kernel),
                               .candidate_name = "kernel_code"};
         rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "kgym/service.h"
@@ -91,7 +92,7 @@ static int unknown_fields_too_big(const json_t *in, const char *const *bools, si
 {
     static const char *const known[] = {"task_id", "reference_code", "kernel_code", "backend", "entry_point",
                                         "priority", "task", "id", "num_correct_trials", "num_perf_trials",
-                                        "num_warmup", "timeout", "force_refresh"};
+                                        "num_warmup", "timeout", "force_refresh", "reference_backend"};
     size_t total = 0;
     const char *key, *biggest = NULL;
     size_t biggest_n = 0;
@@ -131,14 +132,16 @@ static int too_short(const char *code)
 
 /* The content key: SHA-256 over the reference, the candidate and everything
  * that changes the result: the device, the request's timeout and
- * num_perf_trials, and the server's evaluation settings (seed, budgets,
+ * num_perf_trials and reference backend, and the server's evaluation settings (seed, budgets,
  * tolerances, variants, credit, timing, profiling, policy, penalties,
  * sandbox, stage timeouts, output and resource limits).  Two requests share
  * a key only when one's stored result answers the other. */
 static int content_key(const kg_service_options *o, const char *ref, const char *kernel, long perf_trials,
-                       long timeout, char key[KG_SHA256_STRLEN])
+                       long timeout, const char *ref_mode, char key[KG_SHA256_STRLEN])
 {
     const kg_eval_options *e = &o->eval;
+    if (!ref_mode) /* the request did not choose: the server's */
+        ref_mode = e->reference_mode ? e->reference_mode : "";
     char rh[KG_SHA256_STRLEN], ph[KG_SHA256_STRLEN];
     const char *policy = e->policy_json ? e->policy_json : "";
     if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK || kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
@@ -152,7 +155,7 @@ static int content_key(const kg_service_options *o, const char *ref, const char 
                   e->credit[3], e->credit[4]);
     kg_buf_printf(&k, "timing=%d,%d,%d,%d,%.17g,%d,%.17g,%s|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
                   e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
-                  e->timing_max_rounds, e->timing_cv_threshold, e->reference_mode ? e->reference_mode : "",
+                  e->timing_max_rounds, e->timing_cv_threshold, ref_mode,
                   e->profile, ph, e->hack_penalty, e->coverage_floor, e->sandbox);
     kg_buf_puts(&k, "stages=");
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
@@ -222,6 +225,24 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     if (unknown_fields_too_big(in, bools, sizeof bools / sizeof *bools, b))
         return -1;
 
+    /* KernelGYM's reference_backend: what the reference is timed as.  Its server compiles the reference for
+     * torch_compile (or torch-compile, compile) and runs it eagerly for anything else; kgym maps those to its
+     * reference modes and refuses names it does not know rather than time something else than was asked. */
+    const char *backend_in = NULL, *ref_mode = NULL;
+    if (opt_string(in, "reference_backend", &backend_in, b))
+        return -1;
+    if (backend_in) {
+        if (!strcasecmp(backend_in, "torch_compile") || !strcasecmp(backend_in, "torch-compile") ||
+            !strcasecmp(backend_in, "compile"))
+            ref_mode = "compile";
+        else if (!strcasecmp(backend_in, "pytorch") || !strcasecmp(backend_in, "torch") ||
+                 !strcasecmp(backend_in, "eager"))
+            ref_mode = "eager";
+        else
+            return bad(b, 400, "reference_backend",
+                       "reference_backend must be pytorch (eager) or torch_compile, not \"%.60s\"", backend_in);
+    }
+
     /* The reference: code given, or a KernelBench id on this server. */
     kg_task t;
     memset(&t, 0, sizeof t);
@@ -254,10 +275,10 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     json_t *client = json_deep_copy(in);
     json_object_del(client, "reference_code");
     json_object_del(client, "kernel_code");
-    json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:o}", "task", label, "reference_code", ref,
+    json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:s?, s:o}", "task", label, "reference_code", ref,
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
-                          (json_int_t)perf_trials, "client", client);
-    int krc = content_key(o, ref, kernel, perf_trials, timeout, key);
+                          (json_int_t)perf_trials, "reference_mode", ref_mode, "client", client);
+    int krc = content_key(o, ref, kernel, perf_trials, timeout, ref_mode, key);
     free(ref_owned);
     kg_task_free(&t);
     if (krc != KG_OK) {
@@ -398,6 +419,9 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     }
     const json_t *client = json_object_get(json_object_get(job, "request"), "client");
     json_object_set_new(meta, "backend", json_string("triton"));
+    json_t *rb = json_object_get(client, "reference_backend");
+    if (json_is_string(rb)) /* as KernelGYM notes it */
+        json_object_set(meta, "reference_backend", rb);
     json_t *nc = json_object_get(client, "num_correct_trials");
     json_t *np = json_object_get(client, "num_perf_trials");
     json_object_set_new(meta, "num_correct_trials", json_is_integer(nc) ? json_copy(nc) : json_integer(5));

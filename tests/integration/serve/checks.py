@@ -175,6 +175,19 @@ def group_api():
     s2, j, _ = call("GET", "/v1/jobs/e-ok-t20")
     check("another timeout is other content: evaluated, not answered from the store",
           s == 200 and d["correctness"] and j["cached_from"] is None and j["attempts"] == 1, j)
+    # KernelGYM's reference_backend: pytorch is the server's own (eager) reference, the same content;
+    # torch_compile times a compiled reference, other content; a name kgym does not know is refused.
+    s, d, _ = call("POST", "/evaluate", req("e-ok-eager", "ok", reference_backend="pytorch"))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-eager")
+    check("reference_backend pytorch: the server's eager reference, answered from the store",
+          s == 200 and j["attempts"] == 0 and j["cached_from"] is not None
+          and d["metadata"]["reference_backend"] == "pytorch", (d.get("metadata"), j))
+    s, d, _ = call("POST", "/evaluate", req("e-ok-compiled", "ok", reference_backend="torch_compile"))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-compiled")
+    check("reference_backend torch_compile is other content: evaluated", s == 200 and d["correctness"]
+          and j["cached_from"] is None and j["attempts"] == 1, j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-cuda", "ok", reference_backend="cuda"))
+    bad("an unknown reference_backend", s, d, 400, "reference_backend")
     s, d, _ = call("POST", "/evaluate", req("e-ok-fresh", "ok", force_refresh=True))
     s2, j, _ = call("GET", "/v1/jobs/e-ok-fresh")
     check("force_refresh evaluates again", s == 200 and d["correctness"] and j["cached_from"] is None
