@@ -607,6 +607,16 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
     return send_json(c, 200, health_fields(s, o, finished, failed, pending, processing));
 }
 
+/* GET /queue/status, as KernelGYM answers it: {pending, pending_by_prefix, worker_queues}; kgym has one queue
+ * (no prefixes, no per-worker queues: workers claim from it) and adds what is running. */
+static enum MHD_Result h_queue_status(server *s, struct MHD_Connection *c)
+{
+    json_int_t pending = (json_int_t)kg_store_count(s->store, "queued");
+    return send_json(c, 200, json_pack("{s:I, s:{s:I}, s:{}, s:I}", "pending", pending, "pending_by_prefix", "kgym",
+                                       pending, "worker_queues", "processing",
+                                       (json_int_t)kg_store_count(s->store, "running")));
+}
+
 static enum MHD_Result h_workers(server *s, struct MHD_Connection *c)
 {
     json_t *list = NULL;
@@ -775,11 +785,13 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         ret = h_job_delete(s, c, url + 7);
     else if (get && !strcmp(url, "/workers/status"))
         ret = h_workers(s, c);
+    else if (get && !strcmp(url, "/queue/status"))
+        ret = h_queue_status(s, c);
     else if (get && !strcmp(url, "/metrics"))
         ret = h_metrics(s, c);
     else {
         static const char *const known[] = {"/evaluate", "/evaluate/batch", "/v1/jobs", "/workers/status",
-                                            "/metrics"};
+                                            "/queue/status", "/metrics"};
         int path_known = !strncmp(url, "/v1/jobs/", 9) || !strncmp(url, "/status/", 8) ||
                          !strncmp(url, "/results/", 9) || !strncmp(url, "/tasks/", 7);
         for (size_t i = 0; i < sizeof known / sizeof *known; i++)

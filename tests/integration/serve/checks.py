@@ -117,6 +117,10 @@ def group_api():
           and all(isinstance(d[k], dict) for k in ("gpu_status", "queue_status", "memory_usage"))
           and isinstance(d["active_tasks"], int) and isinstance(d["total_processed"], int)
           and isinstance(d["uptime"], float), d)
+    s, d, _ = call("GET", "/queue/status")
+    check("GET /queue/status (KernelGYM's fields)", s == 200 and isinstance(d["pending"], int)
+          and d["pending_by_prefix"] == {"kgym": d["pending"]} and d["worker_queues"] == {}
+          and isinstance(d["processing"], int), d)
     s, d, h = call("POST", "/evaluate", {"task_id": 5})
     check("an error carries KernelGYM's X-Error-Code header", s == 400 and h.get("X-Error-Code") == "VALIDATION_ERROR"
           and d.get("error_code") == "VALIDATION_ERROR", (s, d, dict(h)))
