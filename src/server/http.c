@@ -392,10 +392,13 @@ static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, json_t *b
         return send_store_error(c, rc, "", &err);
     json_t *full = kg_server_job_json(&j, 1);
     json_t *resp = json_incref(json_object_get(full, "kernelgym"));
-    int http = is_terminal(j.status) ? 200 : 202; /* still running: the client polls /status */
+    /* Still running after --sync-timeout: 200 with the job's status (pending or processing), a valid
+     * EvaluationResponse.  Not 202: Dr. Kernel's client treats any 2xx but 200 as "submit again" and re-POSTs in
+     * a tight loop, while on 200 with a status that is not final it polls /status every second, as it should.
+     * kgym's client looks at the status. */
     kg_job_free(&j);
     json_decref(full);
-    return send_json(c, http, resp);
+    return send_json(c, 200, resp);
 }
 
 /* A client's batch id: ids of requests without one derive from it. */
