@@ -19,7 +19,8 @@ typedef enum {
     KG_ERR_PROTOCOL = -4,  /* the Python side broke the protocol */
     KG_ERR_CHILD = -5,     /* a zygote or child process could not be run */
     KG_ERR_NOT_FOUND = -6, /* a named file, task or field does not exist */
-    KG_ERR_INTERNAL = -7   /* a bug in kgym itself */
+    KG_ERR_INTERNAL = -7,  /* a bug in kgym itself */
+    KG_ERR_CANCELLED = -8  /* the caller stopped it (a job cancelled while it ran) */
 } kg_status;
 
 typedef struct kg_error {

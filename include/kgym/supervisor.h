@@ -67,6 +67,11 @@ typedef struct kg_child_limits {
      * kg_supervisor_run().  NULL: every request is answered with an error. */
     void (*on_request)(void *ctx, const json_t *messages, const json_t *msg, json_t **reply);
     void *on_request_ctx;
+    /* Asked on every turn of the supervising loop (every 50 ms at most, so it must be cheap): non-zero stops
+     * the child, and kg_supervisor_run() returns KG_ERR_CANCELLED with the report left empty (a job
+     * cancelled while it runs).  Runs on the thread of kg_supervisor_run().  NULL: never. */
+    int (*stop_requested)(void *ctx);
+    void *stop_ctx;
 } kg_child_limits;
 
 typedef enum {

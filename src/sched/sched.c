@@ -142,6 +142,32 @@ static void store_outcome(kg_sched *s, const char *id, const char *status, const
     }
 }
 
+/* Whether the job a worker runs is still its to run: cancelled (DELETE, on this server or another one sharing
+ * the store), or given to someone else, its evaluation is stopped.  Asked by the supervisor every 50 ms at most;
+ * the store is read twice a second, so a running evaluation stops within about a second of its cancel. */
+typedef struct {
+    kg_sched *s;
+    const char *id;
+    double next_ms;
+    int stop;
+} job_watch;
+
+static int job_no_longer_ours(void *ctx)
+{
+    job_watch *w = ctx;
+    double now = kg_now_ms();
+    if (w->stop || now < w->next_ms)
+        return w->stop;
+    w->next_ms = now + 500;
+    kg_job j;
+    kg_error err;
+    if (kg_store_get(w->s->o.store, w->id, &j, &err) == KG_OK) { /* a store that cannot answer stops nothing */
+        w->stop = !j.status || strcmp(j.status, "running") != 0;
+        kg_job_free(&j);
+    }
+    return w->stop;
+}
+
 /* One job: the reference goes to a file named by its hash, the candidate
  * through kg_eval_run; the outcome goes back to the store. */
 static void run_job(worker *w, kg_job *job)
@@ -171,9 +197,17 @@ static void run_job(worker *w, kg_job *job)
         const char *ref_mode = json_string_value(json_object_get(req, "reference_mode"));
         if (ref_mode)
             opts.reference_mode = ref_mode;
+        job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+        opts.limits.stop_requested = job_no_longer_ours;
+        opts.limits.stop_ctx = &watch;
         kg_eval_request er = {.task = &task, .response = kernel, .response_len = strlen(kernel),
                               .candidate_name = "kernel_code"};
         rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
+    }
+    if (rc == KG_ERR_CANCELLED) { /* stopped for its cancel: the store already says so, nothing to count */
+        json_decref(req);
+        kg_task_free(&task);
+        return;
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (rc == KG_OK && text)

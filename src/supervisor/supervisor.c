@@ -240,6 +240,7 @@ typedef struct {
     double gpu_pending_since;
     kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
     char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
+    int cancelled;            /* the caller's stop_requested said so */
 } run_state;
 
 static void send_line(run_state *st, json_t *obj)
@@ -634,6 +635,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
             if (deadline < 0 || d < deadline)
                 deadline = d;
         }
+        if (!st.killed && lim->stop_requested && lim->stop_requested(lim->stop_ctx)) {
+            st.cancelled = 1;
+            kill_child(&st, KG_END_TIMEOUT); /* the end is not reported: the run returns KG_ERR_CANCELLED */
+        }
         /* Waiting for the GPU stops the child's clocks, but no wait may last for ever: one longer than the
          * whole evaluation's limit means the GPU is not being shared out (a bug, or an evaluation that holds
          * the device and never ends).  The child is stopped and kgym reports an error of its own, with the
@@ -802,6 +807,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     if (st.starved[0]) {
         kg_child_report_free(rep);
         return kg_error_set(err, KG_ERR_INTERNAL, "%s", st.starved);
+    }
+    if (st.cancelled) {
+        kg_child_report_free(rep);
+        return kg_error_set(err, KG_ERR_CANCELLED, "the evaluation was stopped: its job was cancelled");
     }
     return KG_OK;
 }

@@ -35,6 +35,7 @@ const char *kg_status_name(kg_status code)
     case KG_ERR_CHILD: return "child";
     case KG_ERR_NOT_FOUND: return "not_found";
     case KG_ERR_INTERNAL: return "internal";
+    case KG_ERR_CANCELLED: return "cancelled";
     }
     return "unknown";
 }

@@ -378,6 +378,48 @@ static void an_endless_gpu_wait_is_kgyms_error(void)
     free(dir);
 }
 
+/* A caller's stop (a job cancelled while it runs): the child is stopped at once, the run is
+ * KG_ERR_CANCELLED, no report; the hook was asked more than once before it said so. */
+static double stop_after_ms;
+static int stop_asked;
+static int stop_when_due(void *ctx)
+{
+    (void)ctx;
+    stop_asked++;
+    return kg_now_ms() >= stop_after_ms;
+}
+
+static void a_stop_request_ends_the_run(void)
+{
+    char *dir = NULL;
+    json_t *job = job_for("hang", &dir);
+    kg_child_limits l = limits();
+    l.stop_requested = stop_when_due;
+    stop_asked = 0;
+    stop_after_ms = kg_now_ms() + 1500;
+    kg_child_report rep;
+    kg_error err;
+    kg_error_clear(&err);
+    double t0 = kg_now_ms();
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_ERR_CANCELLED);
+    double took = kg_now_ms() - t0;
+    KG_CHECK(took >= 1400 && took < 10000); /* not before it was asked, and long before the 60 s limit */
+    KG_CHECK(stop_asked > 2 && strstr(err.message, "cancelled"));
+    KG_CHECK(rep.messages == NULL);
+    /* The next run is unaffected. */
+    char *dir2 = NULL;
+    json_t *ok = job_for("ok", &dir2);
+    kg_child_limits l2 = limits();
+    KG_CHECK(kg_supervisor_run(sup, ok, &l2, &rep, &err) == KG_OK && rep.end == KG_END_COMPLETED);
+    kg_child_report_free(&rep);
+    json_decref(ok);
+    json_decref(job);
+    kg_remove_tree(dir);
+    kg_remove_tree(dir2);
+    free(dir);
+    free(dir2);
+}
+
 /* The evaluation's device-memory reservation (arbiter.h): the judge says what the task's sizes need; while
  * another evaluation holds all but one byte of the device, the child waits (off its clocks), and goes on
  * once that one ends; its own reservation goes back when it ends.  Runs last: it sets the arbiter's
@@ -578,6 +620,7 @@ static const kg_test_case cases[] = {
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
     {"requests_go_to_the_hook", requests_go_to_the_hook},
     {"an_endless_gpu_wait_is_kgyms_error", an_endless_gpu_wait_is_kgyms_error},
+    {"a_stop_request_ends_the_run", a_stop_request_ends_the_run},
     {"reservations_wait_for_memory", reservations_wait_for_memory}, /* last: sets the capacity */
 };
 

@@ -254,6 +254,26 @@ def group_api():
     check("the hang ends as a timeout with its stage", s == 200 and d["result"]["verdict"] == "timeout"
           and d["kernelgym"]["error_code"] == "TIMEOUT_ERROR", d)
 
+    # Cancel a running job: its evaluation is stopped within about a second (the worker re-reads the job twice a
+    # second), so the worker is free for the next one long before the hang's own time limit.
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("hang"), "task_id": "r-hang",
+                                        "timeout": 60})
+    for _ in range(100):
+        s, j, _ = call("GET", "/v1/jobs/r-hang")
+        if j.get("status") == "running":
+            break
+        time.sleep(0.1)
+    time.sleep(1.0)
+    t0 = time.time()
+    s, d, _ = call("DELETE", "/v1/jobs/r-hang")
+    s2, j, _ = call("POST", "/evaluate", req("r-after", "ok"))
+    took = time.time() - t0
+    check("DELETE of a running job stops its evaluation: the next job runs at once",
+          s == 200 and d["was"] == "running" and s2 == 200 and j["correctness"] and took < 20, (d, j, took))
+    s, d, _ = call("GET", "/v1/jobs/r-hang")
+    check("the stopped job stays cancelled, with no result", s == 200 and d["status"] == "cancelled"
+          and d["result"] is None, d)
+
     s, d, _ = call("GET", "/workers/status")
     check("GET /workers/status", s == 200 and d["total_workers"] == 1 and d["worker_list"][0]["tasks_processed"] >= 5
           and d["worker_list"][0]["device"] == "cpu", d)
