@@ -5,8 +5,11 @@ Usage: chaos.py MODE KGYM DEVICE TMPDIR JOBS KILLS SEED
                and started again on the same database.
   MODE redis:  redis-server (appendfsync always), a stateless API server and two `kgym worker`s; KILLS times a
                random one of them is SIGKILLed and started again.
-Meanwhile a client submits JOBS jobs in batches of 5 with a batch_id (a retry after a lost answer queues nothing
-twice), retrying until each batch is acknowledged (202).  At the end every acknowledged job must have ended exactly
+Meanwhile a client submits JOBS jobs in batches of 10 with a batch_id (a retry after a lost answer queues nothing
+twice), retrying until each batch is acknowledged (202).  One job in 8 is a real candidate (correct, invalid syntax or
+wrong, evaluated in Python); the others are model replies with no code, which C answers without Python in
+milliseconds but which go through the store, the queue, the workers and the kills like any job: hundreds of jobs
+cost about what two dozen evaluations do.  At the end every acknowledged job must have ended exactly
 once: it exists, once, in a final state.  Prints "ok NAME" / "FAIL NAME" lines; the shell script counts them."""
 import json
 import os
@@ -25,6 +28,20 @@ JOBS, KILLS, SEED = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 rng = random.Random(SEED)
 REF = open("tests/fixtures/tasks/add_one.py").read()
 CANDS = {n: open(f"tests/fixtures/candidates/{n}.py").read() for n in ("ok", "syntax_error", "wrong_value")}
+BATCH = 10
+EXPECTED = {"ok": "correct", "syntax_error": "invalid", "wrong_value": "incorrect", "no_code": "invalid"}
+
+
+def kind(k):
+    """What job k is: one in 8 a real candidate (in turn ok, syntax_error, wrong_value), else a reply with no code."""
+    return ("ok", "syntax_error", "wrong_value")[(k // 8) % 3] if k % 8 == 0 else "no_code"
+
+
+def code_of(k):
+    name = kind(k)
+    text = CANDS[name] if name != "no_code" else "I would fuse the two loops and use a larger block size here.\n"
+    # Every other job is unique (evaluated); the rest repeat content (answered from the store).
+    return text + (f"\n# job {k}\n" if (k // 8 if name != "no_code" else k) % 2 else "")
 procs = {}  # name -> Popen
 lock = threading.Lock()
 port = None
@@ -119,17 +136,14 @@ done_submitting = threading.Event()
 
 def submitter():
     global submitted_batches
-    nb = (JOBS + 4) // 5
+    nb = (JOBS + BATCH - 1) // BATCH
     for b in range(nb):
         jobs = []
-        for i in range(5):
-            k = b * 5 + i
+        for i in range(BATCH):
+            k = b * BATCH + i
             if k >= JOBS:
                 break
-            name = ("ok", "syntax_error", "wrong_value")[k % 3]
-            # Every other job is unique (evaluated); the rest repeat content (answered from the store).
-            code = CANDS[name] + (f"\n# job {k}\n" if k % 2 else "")
-            jobs.append({"reference_code": REF, "kernel_code": code})
+            jobs.append({"reference_code": REF, "kernel_code": code_of(k)})
         body = {"batch_id": f"chaos-{SEED}-{b}", "jobs": jobs}
         while True:
             s, d = call("POST", "/v1/jobs", body)
@@ -195,11 +209,10 @@ def main():
         if d:
             verdicts[d["status"] + "/" + str(d["verdict"])] = verdicts.get(d["status"] + "/" + str(d["verdict"]), 0) + 1
     print(f"     outcomes: {verdicts}", flush=True)
-    expected = {"ok": "correct", "syntax_error": "invalid", "wrong_value": "incorrect"}
     wrong = []
     for jid, d in states.items():
-        k = int(jid.rsplit("-", 2)[-2]) * 5 + int(jid.rsplit("-", 1)[-1])
-        want = expected[("ok", "syntax_error", "wrong_value")[k % 3]]
+        k = int(jid.rsplit("-", 2)[-2]) * BATCH + int(jid.rsplit("-", 1)[-1])
+        want = EXPECTED[kind(k)]
         if d and not (d["status"] == "done" and d["verdict"] == want):
             wrong.append((jid, d["status"], d["verdict"], d.get("error")))
     check(f"{MODE}: every job's outcome is its candidate's verdict (none failed by the kills)", not wrong, wrong)
