@@ -77,6 +77,17 @@ static json_t *kgym_result(const kg_buf *resp)
     return out;
 }
 
+/* Whether an answer says the evaluation is still under way: KernelGYM's status pending or processing (kgym
+ * serve answers so, with 200, when a job outlives its --sync-timeout; older servers answered 202). */
+static int still_running(const kg_buf *resp)
+{
+    json_t *root = json_loadb(resp->data ? resp->data : "", resp->len, 0, NULL);
+    const char *st = json_string_value(json_object_get(root, "status"));
+    int running = st && (!strcmp(st, "pending") || !strcmp(st, "processing"));
+    json_decref(root);
+    return running;
+}
+
 int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size_t len, json_t **result,
                          kg_error *err)
 {
@@ -117,6 +128,8 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
         kg_buf resp = {0};
         long status = 0;
         rc = http_call(url.data, s->token, body, s->timeout_s, &status, &resp, err);
+        if (rc == KG_OK && status == 200 && still_running(&resp))
+            status = 202;
         /* 202: still running; poll the result (KernelGYM's GET /results/ID). */
         while (rc == KG_OK && status == 202 && (s->timeout_s <= 0 || kg_now_ms() - t0 < s->timeout_s * 1000)) {
             sleep(1);

@@ -30,7 +30,7 @@ static void usage(FILE *out)
             "  --max-code-bytes N  limit of kernel_code and reference_code (262144)\n"
             "  --max-body-bytes N  limit of a request body (33554432)\n"
             "  --max-attempts N    a job interrupted N times (its process died) is failed (3)\n"
-            "  --sync-timeout S    POST /evaluate waits at most S seconds, then answers 202 (1800)\n"
+            "  --sync-timeout S    POST /evaluate waits at most S seconds, then answers pending (1800)\n"
             "  --idle-timeout S    close a connection silent for S seconds (30)\n"
             "  --max-connections N          open connections in all (1000)\n"
             "  --max-client-connections N   open connections from one address (64)\n"

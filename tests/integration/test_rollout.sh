@@ -284,8 +284,9 @@ done
 if "$KGYM" serve --help >/dev/null 2>&1; then
     LOG=$TMP/log6b.jsonl; RUN=$TMP/run6b.jsonl
     start_server $R/fix_at_turn2.json "$LOG"
+    # --sync-timeout 0: every new evaluation is answered "pending" at once, and the rollout polls the result.
     "$KGYM" serve --port 0 --port-file "$TMP/sport" --db "$TMP/serve.db" --device "$DEVICE" --workers 2 \
-        --token tok --stage-timeout compile=20 --stage-timeout tiny_run=8 >"$TMP/serve.log" 2>&1 &
+        --token tok --stage-timeout compile=20 --stage-timeout tiny_run=8 --sync-timeout 0 >"$TMP/serve.log" 2>&1 &
     SVP=$!
     i=0; while [ ! -s "$TMP/sport" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
     rollout --task "$T" --samples 4 --turns 2 --server "http://127.0.0.1:$(cat "$TMP/sport")" --server-token tok \
