@@ -343,6 +343,8 @@ class Evaluation:
         # kgym's arbiter shares the GPU among evaluations: ask before every GPU phase (docs/protocol.md).
         self.arbiter = bool(job.get("gpu_arbiter"))
         self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
+        self.reserve_bytes = 0  # device memory held from the correctness stage on (for kgym's arbiter)
+        self._total_bytes = None  # the device's memory, once asked (_device_total)
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -514,33 +516,26 @@ class Evaluation:
         themselves).  Queued GPU work is finished before the phase is handed back.  ``purpose`` names what
         the phase is for (timing_round, clock_block, profile, out_of_memory_retry): kgym reports the time
         held per purpose, which is where an evaluation's exclusive GPU time goes."""
-        if not self.arbiter:
-            # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
-            self.gpu_mode = "exclusive"
-            try:
-                yield
-            finally:
-                self.gpu_mode = None
-                _give_back_device_memory(self.device)
-            return
-        self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None),
-                        "purpose": purpose or getattr(self, "current_stage", None),
-                        "reserve_bytes": getattr(self, "reserve_bytes", 0),
-                        "device_total_bytes": self._device_total()})
-        reply = self.chan.recv()
-        if reply.get("type") != "gpu_grant":
-            raise RuntimeError(f"kgym did not grant the GPU: {reply}")
-        self.gpu_mode = mode
+        if self.arbiter:
+            self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None),
+                            "purpose": purpose or getattr(self, "current_stage", None),
+                            "reserve_bytes": self.reserve_bytes, "device_total_bytes": self._device_total()})
+            reply = self.chan.recv()
+            if reply.get("type") != "gpu_grant":
+                raise RuntimeError(f"kgym did not grant the GPU: {reply}")
+        # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
+        self.gpu_mode = mode if self.arbiter else "exclusive"
         try:
             yield
         finally:
             self.gpu_mode = None
             _give_back_device_memory(self.device)
-            self.chan.send({"type": "gpu_release"})
+            if self.arbiter:
+                self.chan.send({"type": "gpu_release"})
 
     def _device_total(self):
         """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""
-        if getattr(self, "_total_bytes", None) is None:
+        if self._total_bytes is None:
             self._total_bytes = 0
             if self.device.startswith("cuda"):
                 try:

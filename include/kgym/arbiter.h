@@ -36,6 +36,7 @@
 #ifndef KGYM_ARBITER_H
 #define KGYM_ARBITER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kgym/error.h"
@@ -95,5 +96,9 @@ void kg_arbiter_release(kg_arbiter_request *r);
 void kg_arbiter_cancel(kg_arbiter_request *r);
 
 void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out);
+/* The arbiter's state now, in words, into buf (always terminated): who holds
+ * the GPU, what waits, how much memory is reserved.  For messages about a
+ * wait that lasts. */
+void kg_arbiter_describe(kg_arbiter *a, char *buf, size_t n);
 
 #endif

@@ -324,15 +324,10 @@ static void *watcher(void *arg)
             seen = run->done;
             since = kg_now_ms();
         } else if (!run->finished && kg_now_ms() - since >= KG_BENCH_QUIET_S * 1000.0) {
-            kg_arbiter_stats as;
-            kg_arbiter_get_stats(kg_supervisor_arbiter(run->sup), &as);
-            fprintf(stderr,
-                    "%s[bench] none finished in the last %d s (%zu of %zu done); GPU: %d shared and %d "
-                    "exclusive holders, %d exclusive and %d memory requests waiting, %.1f of %.1f GiB "
-                    "reserved\n",
-                    run->tty ? "\r\033[K" : "", KG_BENCH_QUIET_S, run->done, run->list->count,
-                    as.holders_shared, as.holder_exclusive, as.pending_exclusive, as.pending_memory,
-                    (double)as.reserved_bytes / (1 << 30), (double)as.capacity_bytes / (1 << 30));
+            char state[200];
+            kg_arbiter_describe(kg_supervisor_arbiter(run->sup), state, sizeof state);
+            fprintf(stderr, "%s[bench] none finished in the last %d s (%zu of %zu done); GPU: %s\n",
+                    run->tty ? "\r\033[K" : "", KG_BENCH_QUIET_S, run->done, run->list->count, state);
             since = kg_now_ms();
         }
     }
@@ -585,8 +580,7 @@ int kg_cli_bench(int argc, char **argv)
         rc = 2;
         goto fail;
     }
-    kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
-                                .device = f.device_resolved, .device_memory_bytes = f.device_memory};
+    kg_supervisor_options so = kg_cli_supervisor_options(&f);
     fprintf(stderr, "kgym bench: %zu pairs on %s; starting the Python zygote...\n", list.count,
             f.device_resolved);
     if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {

@@ -113,8 +113,7 @@ int kg_cli_eval(int argc, char **argv)
     memset(&probe, 0, sizeof probe);
     int usable = kg_extract_candidate(response, response_len, &probe, &perr) == KG_OK;
     kg_extract_result_free(&probe);
-    kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
-                                .device = f.device_resolved, .device_memory_bytes = f.device_memory};
+    kg_supervisor_options so = kg_cli_supervisor_options(&f);
     if (usable && kg_supervisor_open(&so, &sup, &err) != KG_OK) {
         rc = 1;
         goto fail;

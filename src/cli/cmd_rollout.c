@@ -656,8 +656,7 @@ int kg_cli_rollout(int argc, char **argv)
         rc.evaluate = kg_agent_eval_server;
         rc.eval_ctx = &remote;
     } else {
-        kg_supervisor_options so = {.python = f.python_resolved, .harness_dir = f.harness_resolved,
-                                    .device = f.device_resolved, .device_memory_bytes = f.device_memory};
+        kg_supervisor_options so = kg_cli_supervisor_options(&f);
         if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
             fprintf(stderr, "kgym rollout: %s\n", err.message);
             code = 1;

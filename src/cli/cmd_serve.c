@@ -254,8 +254,7 @@ single:;
     o.token = token;
     o.kernelbench = f.kernelbench ? f.kernelbench : getenv("KGYM_KERNELBENCH");
     o.eval = f.opts;
-    o.supervisor = (kg_supervisor_options){.python = f.python_resolved, .harness_dir = f.harness_resolved,
-                                           .device = f.device_resolved, .device_memory_bytes = f.device_memory};
+    o.supervisor = kg_cli_supervisor_options(&f);
     if (kg_service_run(&o, &err) != KG_OK) {
         fprintf(stderr, "kgym %s: %s\n", cmdname, err.message);
         rc = err.code == KG_ERR_INVALID ? 2 : 1;

@@ -387,6 +387,12 @@ static int gpu_visible(void)
     return n > 0;
 }
 
+kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
+{
+    return (kg_supervisor_options){.python = f->python_resolved, .harness_dir = f->harness_resolved,
+                                   .device = f->device_resolved, .device_memory_bytes = f->device_memory};
+}
+
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
 {
     const char *dev = f->device ? f->device : getenv("KGYM_DEVICE");

@@ -46,6 +46,8 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f);
 int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg);
 /* Resolves python, harness and device and fills f->opts for the device. */
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
+/* The supervisor options the flags ask for (after kg_cli_setup; the strings stay f's). */
+kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
 
 /* The readable report of one result. */
 void kg_cli_print_report(FILE *out, const json_t *result, int color);

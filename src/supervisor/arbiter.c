@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -319,4 +320,15 @@ void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out)
     out->reserved_bytes = a->reserved;
     out->pending_memory = a->memory.count;
     pthread_mutex_unlock(&a->lock);
+}
+
+void kg_arbiter_describe(kg_arbiter *a, char *buf, size_t n)
+{
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    snprintf(buf, n,
+             "%d shared and %d exclusive holders, %d exclusive and %d memory requests waiting, %.1f of %.1f GiB "
+             "reserved",
+             s.holders_shared, s.holder_exclusive, s.pending_exclusive, s.pending_memory,
+             (double)s.reserved_bytes / (1 << 30), (double)s.capacity_bytes / (1 << 30));
 }

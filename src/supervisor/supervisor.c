@@ -645,14 +645,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
          * arbiter's state: no verdict, the candidate did nothing wrong. */
         if (!st.killed && st.gpu_pending && lim->total_timeout_s > 0 &&
             now - st.gpu_pending_since > lim->total_timeout_s * 1000.0) {
-            kg_arbiter_stats as;
-            kg_arbiter_get_stats(st.sup->arbiter, &as);
-            snprintf(st.starved, sizeof st.starved,
-                     "no GPU grant in %.0f s (arbiter: %d shared holders, %d exclusive, %d exclusive and %d "
-                     "memory requests pending; %.1f of %.1f GiB reserved)",
-                     (now - st.gpu_pending_since) / 1000.0, as.holders_shared, as.holder_exclusive,
-                     as.pending_exclusive, as.pending_memory, (double)as.reserved_bytes / (1 << 30),
-                     (double)as.capacity_bytes / (1 << 30));
+            char state[200];
+            kg_arbiter_describe(st.sup->arbiter, state, sizeof state);
+            snprintf(st.starved, sizeof st.starved, "no GPU grant in %.0f s (arbiter: %s)",
+                     (now - st.gpu_pending_since) / 1000.0, state);
             kill_child(&st, KG_END_TIMEOUT);
         }
         if (!st.killed && deadline >= 0 && now >= deadline) {
