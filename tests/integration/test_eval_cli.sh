@@ -8,21 +8,41 @@ C=tests/fixtures/candidates
 # here they test how kgym survives a dying child, so their static findings are only warnings.
 RT=tests/fixtures/hacks/runtime_only.json
 
-# expect CANDIDATE VERDICT [PYTHON-CONDITION] [extra flags...]
-expect() {
-    cand=$1; want=$2; cond=${3:-True}; shift 3 2>/dev/null || shift $#
-    out="$TMP/$cand.json"
+# run CANDIDATE [extra flags...]: kgym eval of one fixture, its JSON, stderr and exit status in $TMP/CANDIDATE.*.
+# The evaluations are independent, so they run two at a time (the two hangs, which mostly sleep, beside them):
+# a third of this suite's time when they ran one after the other.
+run() {
+    cand=$1; shift
     "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/$cand.py" --json \
-        --stage-timeout compile=20 --stage-timeout tiny_run=8 "$@" >"$out" 2>"$TMP/err"
-    rc=$?
+        --stage-timeout compile=20 --stage-timeout tiny_run=8 "$@" >"$TMP/$cand.json" 2>"$TMP/$cand.err"
+    echo $? >"$TMP/$cand.rc"
+}
+# expect CANDIDATE VERDICT [PYTHON-CONDITION]: checks what run left.
+expect() {
+    cand=$1; want=$2; cond=${3:-True}; out="$TMP/$cand.json"
+    rc=$(cat "$TMP/$cand.rc" 2>/dev/null)
     got=$(jget "$out" 'r["verdict"]')
-    if [ $rc -eq 0 ] && [ "$got" = "$want" ] && [ "$(jget "$out" "$cond")" = "True" ]; then
+    if [ "$rc" = 0 ] && [ "$got" = "$want" ] && [ "$(jget "$out" "$cond")" = "True" ]; then
         ok "eval $cand -> $want"
     else
-        bad "eval $cand -> $want (got '$got', exit $rc, condition: $cond)" "$(cat "$TMP/err"; head -c 1500 "$out")"
+        bad "eval $cand -> $want (got '$got', exit $rc, condition: $cond)" "$(cat "$TMP/$cand.err"; head -c 1500 "$out")"
     fi
 }
-
+run hang & hangs=$!
+run hang_import & hangs="$hangs $!"
+pair() { # runs two fixtures at once: "name flags..." each
+    (set -- $1; run "$@") & a=$!
+    (set -- $2; run "$@") & b=$!
+    wait $a $b
+}
+pair ok chatty
+pair wrong_value wrong_tail
+pair wrong_shape syntax_error
+pair no_triton import_error
+pair raise_in_forward kernel_error
+pair "segfault --policy $RT" "exit_early --policy $RT"
+pair "flood --policy $RT" "protocol_garbage --policy $RT"
+wait $hangs
 expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5'
 expect chatty correct '"debug: forward called" in r["process"]["stdout"]'
 expect wrong_value incorrect 'r["reward"] == 0.7 and "elements differ" in r["feedback"]'
@@ -35,10 +55,10 @@ expect raise_in_forward runtime_error '"candidate.py line" in r["feedback"] and 
 # The interpreter meets the bad attribute while running the kernel; a GPU compiles it first.
 if [ "$DEVICE" = cpu ]; then want=runtime_error; else want=compile_error; fi
 expect kernel_error $want '"undefined_thing" in r["feedback"]'
-expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]' --policy "$RT"
-expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7' --policy "$RT"
-expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]' --policy "$RT"
-expect protocol_garbage hacked 'r["process"]["end"] == "protocol" and [h["type"] for h in r["hacks"]] == ["protocol_forgery"]' --policy "$RT"
+expect segfault runtime_error 'r["process"]["end"] == "signal" and r["process"]["signal"] == 11 and "SIGSEGV" in r["feedback"]'
+expect exit_early runtime_error 'r["process"]["end"] == "exit" and r["process"]["exit_code"] == 7'
+expect flood runtime_error 'r["process"]["end"] == "output_flood" and r["process"]["truncated"]'
+expect protocol_garbage hacked 'r["process"]["end"] == "protocol" and [h["type"] for h in r["hacks"]] == ["protocol_forgery"]'
 expect hang timeout 'r["process"]["stage"] == "tiny_run" and r["reward"] == 0.5 and r["wall_ms"] < 30000'
 expect hang_import timeout 'r["process"]["stage"] == "compile" and r["reward"] == 0.3'
 
