@@ -436,10 +436,12 @@ class _RulesetAttrV6(ctypes.Structure):
                 ("scoped", ctypes.c_uint64)]
 
 
-def landlock_runner(read, readwrite, active, warnings):
-    """Landlock for reads as well as writes: ``read`` paths (read, list, execute), ``readwrite`` paths (all
-    rights); nothing else can be opened.  From ABI 4 TCP bind/connect are handled too (never granted), from
-    ABI 6 signals and abstract unix sockets are scoped to the runner's own domain."""
+def landlock_runner(read, readwrite, active, warnings, execute=()):
+    """Landlock for reads as well as writes: ``read`` paths (read, list), ``readwrite`` paths (every right but
+    execute), ``execute`` paths (read, list, execute); nothing else can be opened, and nothing but the
+    ``execute`` programs can be executed (so nothing the runner wrote).  From ABI 4 TCP bind/connect are
+    handled too (never granted), from ABI 6 signals and abstract unix sockets are scoped to the runner's own
+    domain."""
     libc = _lib()
     abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
@@ -461,10 +463,11 @@ def landlock_runner(read, readwrite, active, warnings):
     if fd < 0:
         warnings.append(f"landlock not active ({_err()}): the runner can read and write wherever its uid can")
         return False
-    readable = _LL_EXECUTE | _LL_READ_FILE | _LL_READ_DIR | (_LL_IOCTL_DEV if abi >= 5 else 0)
+    readable = _LL_READ_FILE | _LL_READ_DIR | (_LL_IOCTL_DEV if abi >= 5 else 0)
     try:
-        granted = {"read": [], "read+write": []}
-        for kind, paths, rights in (("read", read, readable), ("read+write", readwrite, fs)):
+        granted = {"read": [], "read+write": [], "execute": []}
+        for kind, paths, rights in (("read", read, readable), ("read+write", readwrite, fs & ~_LL_EXECUTE),
+                                    ("execute", execute, readable | _LL_EXECUTE)):
             for path in paths:
                 try:
                     pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -486,6 +489,8 @@ def landlock_runner(read, readwrite, active, warnings):
             return False
         active.append(f"landlock (ABI {abi}): reads only beneath " + ", ".join(granted["read"]))
         active.append("landlock: reads and writes only beneath " + ", ".join(granted["read+write"]))
+        active.append("landlock: executes only " + (", ".join(granted["execute"]) if granted["execute"] else
+                                                    "nothing (no program can be started)"))
         if abi >= 4:
             active.append("landlock: no TCP bind or connect")
         if abi >= 6:
@@ -493,6 +498,40 @@ def landlock_runner(read, readwrite, active, warnings):
         return True
     finally:
         os.close(fd)
+
+
+# What a GPU runner may execute (Landlock's execute right; nowhere else): Triton's ptxas, the C compiler that
+# builds Triton's launcher stubs with gcc's own programs (cc1, collect2, lto-wrapper) and binutils (as, ld),
+# ldconfig (Triton finds libcuda with it), and the ELF interpreter every one of them needs.  No shell, no other
+# interpreter, nothing the runner wrote.  The interpreter can also load a readable program by hand
+# (``ld-linux.so /bin/sh``): what that program then does is held by the same uid, namespaces, Landlock and
+# seccomp as the runner's own Python, and it can start nothing else (docs/threat-model.md).
+_TOOL_NAMES = ("cc", "gcc", "as", "ld", "ld.bfd", "ld.gold", "ldconfig", "ldconfig.real")
+_TOOL_DIRS = ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin")
+_TOOL_TREES = ("/usr/lib/gcc", "/usr/libexec/gcc")
+_ELF_INTERPRETERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+                     "/lib/ld-linux-aarch64.so.1", "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1")
+
+
+def runner_programs(job):
+    """The programs (files, and trees of gcc's own programs) a runner may execute: none on the CPU, where the
+    interpreter compiles nothing (seccomp kills execve there as well), the compiler toolchain on a GPU."""
+    if str(job.get("device", "cpu")) == "cpu":
+        return []
+    import importlib.util
+
+    out = [os.path.join(d, n) for d in _TOOL_DIRS for n in _TOOL_NAMES] + list(_TOOL_TREES)
+    out += list(_ELF_INTERPRETERS)
+    spec = importlib.util.find_spec("triton")
+    for loc in (spec.submodule_search_locations or []) if spec else []:
+        out.append(os.path.join(loc, "backends", "nvidia", "bin"))
+    # An explicit tool Triton was told to use (TRITON_PTXAS_PATH ...), and the CUDA toolkit's own tools.
+    out += [v for k, v in os.environ.items() if k.startswith("TRITON_") and k.endswith("_PATH") and v]
+    try:
+        out += sorted("/usr/local/" + n + "/bin" for n in os.listdir("/usr/local") if n.startswith("cuda"))
+    except OSError:
+        pass
+    return [p for p in dict.fromkeys(os.path.realpath(q) for q in out) if os.path.exists(p)]
 
 
 def runner_paths(job):
@@ -616,7 +655,7 @@ def apply_runner(job, active, warnings):
     _rlimits(job, active, warnings, nproc=int(sb.get("processes", 512)))
     if sb.get("landlock", True):
         read, rw = runner_paths(job)
-        landlock_runner(read, rw, active, warnings)
+        landlock_runner(read, rw, active, warnings, execute=runner_programs(job))
     else:
         warnings.append("landlock disabled by the job: the runner can read and write wherever its uid can")
     if sb.get("seccomp", True):

@@ -498,8 +498,13 @@ def test_runner_is_locked_down_and_honest_work_still_runs(world):
 
 
 def test_cuda_runner_may_start_processes_and_programs(world):
-    """With device "cuda" (Triton's compilers run as subprocesses) fork, exec and threads stay allowed; nothing
-    of CUDA is used here."""
+    """With device "cuda" (Triton's compilers run as subprocesses) fork and threads stay allowed, and the
+    compiler toolchain can be executed, but no other program: not a shell, not a script the runner wrote;
+    nothing of CUDA is used here."""
+    import shutil
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+
     def runner(rep):
         _lockdown(world, rep, device="cuda")
         child = os.fork()
@@ -509,7 +514,22 @@ def test_cuda_runner_may_start_processes_and_programs(world):
         import subprocess
         import threading
 
-        rep["subprocess"] = subprocess.run(["/bin/sh", "-c", "echo ok"], capture_output=True, text=True).stdout
+        # What Triton does for each launcher stub: gcc (cc1, as, collect2, ld) builds a shared object.
+        src = os.path.join(world["workdir"], "stub.c")
+        with open(src, "w") as f:
+            f.write("int kgym_stub(void) { return 42; }\n")
+        so = os.path.join(world["workdir"], "stub.so")
+        built = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src], capture_output=True, text=True) \
+            if cc else None
+        rep["subprocess"] = "" if not cc else (str(ctypes.CDLL(so).kgym_stub()) if built.returncode == 0
+                                                else "failed: " + built.stderr[-500:])
+        rep["shell_errno"] = _errno_of(lambda: subprocess.run(["/bin/sh", "-c", "echo shell"]))
+        script = os.path.join(world["workdir"], "mine.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\necho mine\n")
+        os.chmod(script, 0o755)
+        rep["own_script_errno"] = _errno_of(lambda: subprocess.run([script]))
+        rep["system_status"] = os.system("echo KGATK shell ran")
         t = threading.Thread(target=lambda: rep.__setitem__("thread", "ran"))
         t.start()
         t.join()
@@ -520,7 +540,11 @@ def test_cuda_runner_may_start_processes_and_programs(world):
     assert not any("no new processes" in x for x in rep["active"]), rep["active"]
     assert any("kill the runner (SIGSYS" in x for x in rep["active"]), rep["active"]
     assert not _sandbox_warnings(rep["warnings"]), rep["warnings"]
-    assert rep["fork_status"] == 7 and rep["subprocess"] == "ok\n" and rep["thread"] == "ran"
+    assert rep["fork_status"] == 7 and rep["thread"] == "ran"
+    assert not cc or rep["subprocess"] == "42", rep["subprocess"]  # gcc built a stub, which loads and runs
+    assert any(x.startswith("landlock: executes only") and "/bin/sh" not in x for x in rep["active"])
+    assert rep["shell_errno"] == errno.EACCES and rep["own_script_errno"] == errno.EACCES
+    assert rep["system_status"] != 0  # system()'s shell could not be executed
     assert rep["secret_errno"] == errno.EACCES
 
 

@@ -96,6 +96,8 @@ typedef struct kg_child_report {
     int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
     json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */
     int stragglers;           /* processes of the runner's uid still alive after it ended, killed by us */
+    int left_running;         /* processes the runner started still running when the judge finished (its census) */
+    char left_running_names[128]; /* their names, comma-separated (truncated) */
     kg_child_end end;
     int exit_code;            /* valid when the child exited */
     int signal;               /* valid when it was killed by a signal */

@@ -342,6 +342,11 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         if (rep.runner_ended && rep.end == KG_END_SIGNAL && rep.signal == SIGSYS)
             json_array_append_new(rep.messages, json_pack("{s:s, s:s}", "type", "sandbox_violation", "stage",
                                                           rep.stage));
+        /* Processes the candidate started and left running (kgym's census of the runner's uid when the judge
+         * was done): a daemon or a setsid grandchild meant to outlive the evaluation. */
+        if (rep.left_running > 0)
+            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", "left_running", "count",
+                                                          rep.left_running, "names", rep.left_running_names));
         /* Lines on the judge's socket that are not the runner's answers: the candidate wrote on the
          * harness's channel (the judge stopped at once and said so). */
         if (rep.runner_ended && rep.end == KG_END_PROTOCOL)

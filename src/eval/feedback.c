@@ -87,6 +87,8 @@ static const char *hack_rule(const char *type)
         {"faster_than_physics", "timings below what the hardware can do"},
         {"low_coverage", "doing most of the work outside your own Triton kernels"},
         {"timer_discrepancy", "timings that disagree with the evaluator's own clock"},
+        {"stray_process", "leaving processes running after your forward returned (a daemon, a detached "
+                          "child): a solution starts none"},
         {"sandbox_violation", "reaching outside your own process (network, other processes, their memory, "
                               "signals to them, mounts): the evaluation ran in a sandbox that stopped it"},
     };

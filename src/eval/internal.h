@@ -31,7 +31,8 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
 json_t *kg_eval_profile_block(const json_t *messages);
 
 /* Whether the correctness variants reported so far (lines carrying `nonce`; any line when NULL) all passed
- * or were skipped, with at least one passed: the rule of the correctness stage, asked before timing so an
+ * or were skipped, with at least one passed, and the judge did not find the task degenerate on every variant
+ * (a zero or constant output would pass): the rule of the correctness stage, asked before timing so an
  * incorrect candidate costs no exclusive GPU time.  Fills `why` with the first failure otherwise. */
 int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
 

@@ -130,6 +130,26 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     return v;
 }
 
+/* Whether the judge found the task's reference zero, or the same whatever the inputs, on every correctness
+ * variant that ran (the "degeneracy" message): no variant repaired it, so a zero or constant output passes
+ * and a pass is worth nothing.  why says which. */
+static int degenerate_everywhere(const json_t *messages, char *why, size_t why_cap)
+{
+    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
+    size_t n = json_array_size(json_object_get(f, "checked"));
+    if (json_is_true(json_object_get(f, "zero_everywhere"))) {
+        snprintf(why, why_cap, "its reference output is zero on all %zu input variants kgym tried, so an all-zero "
+                 "output passes; no kernel can be judged on it", n);
+        return 1;
+    }
+    if (json_is_true(json_object_get(f, "constant_everywhere"))) {
+        snprintf(why, why_cap, "its reference output is the same on all %zu input variants kgym tried (other "
+                 "seeds, signs and magnitudes), so a constant output passes; no kernel can be judged on it", n);
+        return 1;
+    }
+    return 0;
+}
+
 int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap)
 {
     int passed = 0, failed = 0;
@@ -156,7 +176,16 @@ int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *
     }
     if (!failed && !passed && why_cap)
         snprintf(why, why_cap, "no correctness variant passed");
-    return passed > 0 && failed == 0;
+    if (passed > 0 && failed == 0) {
+        /* The stage's rule includes the task: on a degenerate one a pass says nothing (and timing a kernel
+         * that need not read its inputs only invites the speed-of-light check to call it a hack). */
+        char dwhy[512];
+        if (!degenerate_everywhere(messages, dwhy, sizeof dwhy))
+            return 1;
+        if (why_cap)
+            snprintf(why, why_cap, "the task is degenerate: %s", dwhy);
+    }
+    return 0;
 }
 
 /* The statistics of a JSON array of per-call milliseconds (src/stats); 0 when
@@ -359,6 +388,10 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                           "the candidate's process made a system call the sandbox forbids (a network socket, "
                           "ptrace, another process's memory, io_uring, a mount or namespace, or a signal to "
                           "another process) and was killed", "evidence", "signal", "SIGSYS");
+        } else if (t && !strcmp(t, "left_running")) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", "stray_process", "stage", "process", "message",
+                          "processes the candidate started were still running when the evaluation ended",
+                          "evidence", "count", json_object_get(m, "count"), "names", json_object_get(m, "names"));
         } else if (t && !strcmp(t, "timing")) {
             double bytes = num(json_object_get(m, "min_bytes"), 0);
             double flops = num(json_object_get(m, "flops"), 0);
@@ -455,26 +488,6 @@ static const char *ended_between_stages(const kg_child_report *rep, json_t *stag
         json_object_set_new(entry, "detail", json_string(detail));
     }
     return name;
-}
-
-/* Whether the judge found the task's reference zero, or the same whatever the inputs, on every correctness
- * variant that ran (the "degeneracy" message): no variant repaired it, so a zero or constant output passes
- * and a pass is worth nothing.  why says which. */
-static int degenerate_everywhere(const json_t *messages, char *why, size_t why_cap)
-{
-    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
-    size_t n = json_array_size(json_object_get(f, "checked"));
-    if (json_is_true(json_object_get(f, "zero_everywhere"))) {
-        snprintf(why, why_cap, "its reference output is zero on all %zu input variants kgym tried, so an all-zero "
-                 "output passes; no kernel can be judged on it", n);
-        return 1;
-    }
-    if (json_is_true(json_object_get(f, "constant_everywhere"))) {
-        snprintf(why, why_cap, "its reference output is the same on all %zu input variants kgym tried (other "
-                 "seeds, signs and magnitudes), so a constant output passes; no kernel can be judged on it", n);
-        return 1;
-    }
-    return 0;
 }
 
 /* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */

@@ -241,6 +241,8 @@ typedef struct {
     kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
     char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
     int cancelled;            /* the caller's stop_requested said so */
+    uid_t runner_uid;         /* 0: the runner has no uid of its own (no census) */
+    pid_t runner_pid;
 } run_state;
 
 static void send_line(run_state *st, json_t *obj)
@@ -302,6 +304,8 @@ static uint64_t byte_field(json_t *msg, const char *key)
 }
 
 /* The child's questions: GPU phases go to the arbiter, the rest to the caller's hook. */
+static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, size_t names_cap);
+
 static void handle_request(run_state *st, json_t *msg, const char *type)
 {
     if (!strcmp(type, "gpu_acquire")) {
@@ -327,6 +331,15 @@ static void handle_request(run_state *st, json_t *msg, const char *type)
         gpu_try_grant(st);
     } else if (!strcmp(type, "gpu_release")) {
         gpu_let_go(st);
+    } else if (!strcmp(type, "census")) {
+        /* The judge has finished with the runner and asks, before telling it to exit, whether anything the
+         * candidate started is still running (a daemon, a setsid grandchild): counted here, from /proc, by
+         * the runner's uid, which is this evaluation's alone.  The runner's own answer would be worthless. */
+        int n = st->runner_uid ? uid_processes(st->runner_uid, st->runner_pid, 0, st->rep->left_running_names,
+                                               sizeof st->rep->left_running_names)
+                               : 0;
+        st->rep->left_running = n;
+        send_line(st, json_pack("{s:s, s:i, s:b}", "type", "census", "processes", n, "counted", st->runner_uid != 0));
     } else if (json_is_true(json_object_get(msg, "reply"))) {
         json_t *reply = NULL;
         if (st->lim->on_request)
@@ -477,16 +490,21 @@ static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
     kg_buf_free(&dir);
 }
 
-/* Every process still running as the runner's uid is the runner's descendant (the uid is its slot's alone,
- * machine-wide, until the slot is given back): killed, and reaped where it was re-parented to us.  With a PID namespace
- * they are gone already (the runner was its first process); this is the fallback where the kernel refused
- * one.  Returns how many were killed. */
-static int kill_uid(uid_t uid)
+/* Every process running as the runner's uid is the runner's or its descendant's (the uid is its slot's alone,
+ * machine-wide, until the slot is given back).  uid_processes counts them, leaving out `except` (the runner
+ * itself) and zombies, and puts their names in `names` (comma-separated, truncated; may be NULL); with
+ * kill_them it also kills them and reaps those re-parented to us.  kgym uses it twice: the census the judge
+ * asks for before the runner exits (anything still running is the candidate's doing), and after both processes
+ * are gone, where a PID namespace has killed everything already and this is the fallback where the kernel
+ * refused one. */
+static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, size_t names_cap)
 {
+    if (names && names_cap)
+        names[0] = '\0';
     DIR *d = opendir("/proc");
     if (!d)
         return 0;
-    int killed = 0;
+    int count = 0;
     pid_t me = getpid();
     pid_t reap[256];
     int nreap = 0;
@@ -494,34 +512,46 @@ static int kill_uid(uid_t uid)
     while ((e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1)
+        if (*end || pid <= 1 || pid == (long)except)
             continue;
         char path[64];
         struct stat stt;
         snprintf(path, sizeof path, "/proc/%ld", pid);
         if (stat(path, &stt) != 0 || stt.st_uid != uid)
             continue;
-        if (kill((pid_t)pid, SIGKILL) == 0)
-            killed++;
-        /* Is it ours to reap (re-parented to this subreaper)? */
         char buf[512];
         snprintf(path, sizeof path, "/proc/%ld/stat", pid);
         FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f)
+            fclose(f);
         buf[n] = '\0';
-        char *rp = strrchr(buf, ')');
+        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
+        char state = 0;
         long ppid = 0;
-        if (rp && sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == me && nreap < 256)
-            reap[nreap++] = (pid_t)pid;
+        if (rp)
+            sscanf(rp + 1, " %c %ld", &state, &ppid);
+        if (kill_them) {
+            if (kill((pid_t)pid, SIGKILL) == 0)
+                count++;
+            /* Is it ours to reap (re-parented to this subreaper)? */
+            if (ppid == me && nreap < 256)
+                reap[nreap++] = (pid_t)pid;
+            continue;
+        }
+        if (state == 'Z' || !rp)
+            continue; /* ended, waiting to be reaped: nothing runs */
+        count++;
+        if (names && names_cap && lp && rp > lp) {
+            size_t used = strlen(names);
+            snprintf(names + used, names_cap - used, "%s%.*s", used ? ", " : "", (int)(rp - lp - 1), lp + 1);
+        }
     }
     closedir(d);
     for (int i = 0; i < nreap; i++)
         while (waitpid(reap[i], NULL, 0) < 0 && errno == EINTR) {
         }
-    return killed;
+    return count;
 }
 
 /* How a process of the pair ended, from its wait status. */
@@ -601,6 +631,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = proto[0], .t0 = kg_now_ms(),
                     .nonce = json_string_value(json_object_get(job, "nonce"))};
     st.outside_since = st.t0;
+    st.runner_pid = rpid;
+    json_t *census_uid = json_object_get(job, "runner_uid");
+    if (json_is_integer(census_uid) && json_integer_value(census_uid) > 0)
+        st.runner_uid = (uid_t)json_integer_value(census_uid);
     char *job_text = json_dumps(job, JSON_COMPACT);
     if (job_text) {
         kg_buf line = {0};
@@ -760,7 +794,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     }
     json_t *ruid = json_object_get(job, "runner_uid");
     if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
-        rep->stragglers = kill_uid((uid_t)json_integer_value(ruid));
+        rep->stragglers = uid_processes((uid_t)json_integer_value(ruid), 0, 1, NULL, 0);
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);

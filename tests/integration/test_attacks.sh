@@ -116,10 +116,17 @@ for line in open(manifest).read().splitlines()[1:]:
         #   hacked: recognised; sandbox: killed by the runner's seccomp filter (sandbox_violation);
         #   sandbox_cpu: so on the CPU (no processes or programs there), elsewhere at least refused;
         #   incorrect: the trick only breaks its own output; refused: no effect and no full reward;
-        #   open_cpu: on the CPU only the static layer sees it (docs/threat-model.md says why), elsewhere refused.
+        #   open_cpu: on the CPU only the static layer sees it (docs/threat-model.md says why), elsewhere refused
+        #             (the GPU pass runs with --coverage-floor: torch's kernels count against the candidate);
+        #   contained_gpu: so on the CPU; on a GPU, where the runner may start the compiler toolchain, the
+        #             action fails inside the sandbox (Landlock executes no shell; a private /dev/shm) and has
+        #             no effect, the verdict is free (the kernel itself is honest);
+        #   open: only the static layer sees it anywhere (host compute: the GPU profile shows only the kernels).
         want = want_runtime
         if want == "sandbox_cpu":
             want = "sandbox" if cpu else "refused"
+        if want == "contained_gpu":
+            want = "sandbox" if cpu else "open"
         if want == "open_cpu":
             want = "open" if cpu else "refused"
         refused = verdict is not None and verdict != "correct" and reward is not None and reward < 1
@@ -131,11 +138,12 @@ for line in open(manifest).read().splitlines()[1:]:
     print(("ok   " if good else "FAIL ") + f"{pass_}: {fixture}: verdict {verdict} reward {reward} hacks {kinds} "
           f"(expected {want})")
     if not good:
-        print("     " + str(r.get("feedback") or e.get("error"))[:300].replace("\n", " "))
+        print("     " + str(r.get("feedback") or e.get("error"))[:300].replace("\n", " ")
+              + f" (profile coverage {(r.get('profile') or {}).get('coverage')})")
     proc = r.get("process") or {}
     out = (proc.get("stdout") or "") + (proc.get("stderr") or "")
     seen = []
-    if f"KGATK-EFFECT {name}" in out:
+    if "stdout_marker" in effects and f"KGATK-EFFECT {name}" in out:
         seen.append("stdout_marker: " + out.split(f"KGATK-EFFECT {name}", 1)[1].split("\n", 1)[0][:200])
     if os.path.exists(os.path.join(markers, name)):
         seen.append(f"marker_file {markers}/{name}")
@@ -170,5 +178,7 @@ else bad "$P: new files left in /dev/shm: $(echo $new)"; rm -f /dev/shm/kgatk-*;
 }
 
 run_pass default
-[ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json
+# On a GPU the profile is the runtime account of who computed: a floor on the candidate's share of device time.
+floor=; [ "$DEVICE" != cpu ] && floor="--coverage-floor 0.5"
+[ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json $floor
 finish

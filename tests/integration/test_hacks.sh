@@ -88,7 +88,8 @@ else bad "summary.hacks_by_type" "$(jget "$TMP/default.json" 'r["summary"]')"; f
 if [ "$(jget "$TMP/net.json" 'r["verdict"] == "hacked" and [h["type"] for h in r["hacks"]] == ["sandbox_violation"] and any(a.startswith("seccomp") for a in r["sandbox"]["active"])')" = "True" ] &&
    [ "$(jget "$TMP/net2.json" 'r["verdict"]')" = "correct" ]; then
     ok "seccomp kills the runner that opens a network socket (hacked: sandbox_violation); --no-sandbox lifts it"
-else bad "sandbox network" "$(cat "$TMP/err"; jget "$TMP/net.json" 'r["sandbox"], r["feedback"]')"; fi
+else bad "sandbox network" "$(cat "$TMP/err"; jget "$TMP/net.json" 'r["sandbox"], r["feedback"]'
+    echo "--no-sandbox:"; jget "$TMP/net2.json" 'r["verdict"], r["feedback"], r.get("error")')"; fi
 
 # Penalty and an honest candidate's clean record.
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/decoy.py" --hack-penalty -1 --json >"$TMP/pen.json" 2>"$TMP/err"

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kg_test.h"
+#include "eval/internal.h"
 #include "kgym/eval.h"
 #include "util/util.h"
 
@@ -781,6 +782,11 @@ static void degenerate_everywhere_is_not_correct(void)
             json_array_append_new(json_object_get(facts, "input_dependent_on"), json_string("large_values"));
         }
         msg(&f, json_pack("{s:s, s:o}", "type", "degeneracy", "facts", facts));
+        /* Asked before timing: a degenerate task is not timed (GPU: a kernel that need not read its inputs
+         * would be beneath the speed-of-light floor and called a hack). */
+        char why[1024];
+        KG_CHECK(kg_eval_correctness_passed(f.rep.messages, NULL, why, sizeof why) == !kinds[k]);
+        KG_CHECK(!kinds[k] || strstr(why, "the task is degenerate") != NULL);
         msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
                           ""));
         msg(&f, json_pack("{s:s}", "type", "done"));
@@ -800,6 +806,28 @@ static void degenerate_everywhere_is_not_correct(void)
         }
         json_decref(r);
     }
+}
+
+/* kgym's census found processes the candidate left running when the judge was done: the hack stray_process,
+ * whatever else passed, with the names as evidence. */
+static void processes_left_running_are_a_hack(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda");
+    fake f;
+    fake_init(&f);
+    passed_correctness(&f);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    msg(&f, json_pack("{s:s, s:i, s:s}", "type", "left_running", "count", 1, "names", "kgatk-survivor"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    const json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "stray_process");
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(h, "evidence"), "names")), "kgatk-survivor");
+    KG_CHECK(strstr(feedback(r), "leaving processes running") != NULL);
+    KG_CHECK(reward(r) == 0.0);
+    json_decref(r);
 }
 
 /* The process killed outside every stage (stuck in the checks after correctness), or exiting there without
@@ -841,6 +869,7 @@ static void ended_between_stages_is_not_correct(void)
 
 static const kg_test_case cases[] = {
     {"degenerate_everywhere_is_not_correct", degenerate_everywhere_is_not_correct},
+    {"processes_left_running_are_a_hack", processes_left_running_are_a_hack},
     {"ended_between_stages_is_not_correct", ended_between_stages_is_not_correct},
     {"runner_end_facts_are_hacks", runner_end_facts_are_hacks},
     {"wrong_on_timed_inputs_is_incorrect", wrong_on_timed_inputs_is_incorrect},
