@@ -645,12 +645,31 @@ def _seccomp_signals(active, warnings):
 _CLONE_THREAD = 0x00010000
 
 
+def _pin_libcuda(warnings):
+    """Triton finds libcuda with ``/sbin/ldconfig -p`` the first time it builds a launcher, and on Ubuntu that
+    is a shell script, which a locked-down runner may not execute: the answer is found now, before Landlock,
+    and kept in TRITON_LIBCUDA_PATH (Triton's own override; clean_environment keeps TRITON_*)."""
+    if os.environ.get("TRITON_LIBCUDA_PATH"):
+        return
+    try:
+        from triton.backends.nvidia.driver import libcuda_dirs
+
+        dirs = libcuda_dirs()
+    except Exception as exc:  # noqa: BLE001 — no CUDA driver here: Triton will say so when it needs one
+        warnings.append(f"libcuda not located before the lockdown ({str(exc)[:200]}): Triton may fail to find it")
+        return
+    if dirs:
+        os.environ["TRITON_LIBCUDA_PATH"] = dirs[0]
+
+
 def apply_runner(job, active, warnings):
     """The runner's last lockdown, after the namespaces and the uid drop, before the candidate is read: a clean
     environment, rlimits (NPROC fixed: the uid is the job's own), Landlock on reads and writes, then seccomp
     (the runner filter plus the signal filter)."""
     sb = job.get("sandbox") or {}
     workdir = job.get("workdir")
+    if str(job.get("device", "cpu")) != "cpu" and sb.get("landlock", True):
+        _pin_libcuda(warnings)
     clean_environment(workdir, tuple(sb.get("env_keep", ())), active)
     _rlimits(job, active, warnings, nproc=int(sb.get("processes", 512)))
     if sb.get("landlock", True):

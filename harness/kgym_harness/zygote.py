@@ -61,7 +61,7 @@ def _serve(control, device):
         if not data:
             return  # the supervisor closed the socket: it is gone
         what = data.strip()
-        if not ((what == b"fork" and len(fds) == 4) or (what == b"runner" and len(fds) == 3)):
+        if not ((what == b"fork" and len(fds) == 4) or (what in (b"runner", b"runner-bare") and len(fds) == 3)):
             for fd in fds:
                 os.close(fd)
             control.sendall(b"error bad request\n")
@@ -73,6 +73,8 @@ def _serve(control, device):
                 os.close(pid_r)
                 notes = []
                 if what == b"runner":
+                    # runner-bare (the job's sandbox or its namespaces off): no PID namespace, since without
+                    # the runner's fresh /proc (a mount namespace) the CUDA driver fails (error 304).
                     from . import sandbox
 
                     sandbox.unshare_pid(notes)
@@ -80,7 +82,7 @@ def _serve(control, device):
                 if child_pid == 0:
                     os.close(pid_w)
                     control.close()
-                    if what == b"runner":
+                    if what in (b"runner", b"runner-bare"):
                         from . import runner
 
                         runner.run(fds[0], fds[1], fds[2], device)

@@ -31,8 +31,10 @@ void kg_zygote_stop(kg_supervisor *sup);
 int kg_zygote_alive(kg_supervisor *sup);
 /* Forks a judge (fds: proto, stdout, stderr, peer) and its runner (fds: peer,
  * stdout, stderr) from the zygote; `notes` receives the runner intermediate's
- * warnings (JSON array text). */
-int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], pid_t *judge,
-                        pid_t *runner, char *notes, size_t notes_cap, kg_error *err);
+ * warnings (JSON array text).  runner_pid_ns 0 ("runner-bare": the job turned
+ * the sandbox or its namespaces off) forks the runner in the zygote's own PID
+ * namespace: a new one without the runner's fresh /proc breaks CUDA (error 304). */
+int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], int runner_pid_ns,
+                        pid_t *judge, pid_t *runner, char *notes, size_t notes_cap, kg_error *err);
 
 #endif

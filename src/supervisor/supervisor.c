@@ -594,7 +594,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     int runner_fds[3] = {peer[1], rout[1], rerr[1]};
     pid_t pid = 0, rpid = 0;
     char notes[2048] = "";
-    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, &pid, &rpid, notes, sizeof notes, err);
+    json_t *sb = json_object_get(job, "sandbox");
+    int pid_ns = !(json_is_false(json_object_get(sb, "enabled")) || json_is_false(json_object_get(sb, "namespaces")));
+    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, pid_ns, &pid, &rpid, notes, sizeof notes, err);
     close(proto[1]);
     close(jout[1]);
     close(jerr[1]);

@@ -218,7 +218,7 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     return KG_OK;
 }
 
-/* One request ("fork" for a judge, "runner" for a runner) on a live zygote,
+/* One request ("fork" for a judge, "runner" or "runner-bare" for a runner) on a live zygote,
  * with `nfds` descriptors.  The answer is "forked <pid> <notes>": notes (a JSON
  * array of the intermediate's warnings, e.g. a refused PID namespace) are
  * copied to `notes` when given. */
@@ -266,8 +266,8 @@ static int request_once(kg_supervisor *sup, const char *what, const int *fds, in
     return 0;
 }
 
-int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], pid_t *judge,
-                        pid_t *runner, char *notes, size_t notes_cap, kg_error *err)
+int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int runner_fds[3], int runner_pid_ns,
+                        pid_t *judge, pid_t *runner, char *notes, size_t notes_cap, kg_error *err)
 {
     int rc = KG_OK;
     *judge = *runner = 0;
@@ -279,7 +279,8 @@ int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int ru
                 break;
         }
         if (request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0) {
-            if (request_once(sup, "runner", runner_fds, 3, runner, notes, notes_cap) == 0) {
+            if (request_once(sup, runner_pid_ns ? "runner" : "runner-bare", runner_fds, 3, runner, notes,
+                             notes_cap) == 0) {
                 rc = KG_OK;
                 break;
             }
