@@ -469,6 +469,16 @@ def report_throughput(args):
         figures.append(["exclusive GPU time per evaluation, by purpose (mean ms)",
                         ", ".join(f"{k} {fmt(num(v) / evaluated, ',.0f')}"
                                   for k, v in sorted(by_purpose.items(), key=lambda kv: -(num(kv[1]) or 0)))])
+    phases = [r.get("gpu_phases") for r in results if isinstance(r, dict) and isinstance(r.get("gpu_phases"), dict)]
+    if phases:
+        # Waiting is where concurrency loses: for the lock (others' exclusive windows; shared grants wait while
+        # an exclusive request is pending) or for device memory (the evaluation's reservation did not fit).
+        def mean_of(f):
+            return statistics.fmean(num(f(p)) or 0 for p in phases)
+        figures.append(["GPU waits per evaluation (mean ms): shared / exclusive / of which for memory",
+                        f"{fmt(mean_of(lambda p: (p.get('shared') or {}).get('waited_ms')), ',.0f')} / "
+                        f"{fmt(mean_of(lambda p: (p.get('exclusive') or {}).get('waited_ms')), ',.0f')} / "
+                        f"{fmt(mean_of(lambda p: p.get('memory_waited_ms')), ',.0f')}"])
     goal = verdict_line(None if per_gpu_hour is None else per_gpu_hour >= GOAL_EVAL_PER_HOUR,
                         f"evaluations per GPU-hour ≥ {GOAL_EVAL_PER_HOUR:,}: {fmt(per_gpu_hour, ',.0f')}")
     t1 = md_table(["figure", "value"], figures)

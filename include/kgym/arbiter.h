@@ -90,6 +90,10 @@ kg_arbiter_request *kg_arbiter_request_reserve(kg_arbiter *a, kg_gpu_mode mode, 
 int kg_arbiter_poll(kg_arbiter_request *r);
 /* Polls until granted or timeout_ms passes (< 0: forever); 1 granted, 0 timed out. */
 int kg_arbiter_wait(kg_arbiter_request *r, double timeout_ms);
+/* How long a granted request waited for its memory reservation (from the request until the memory was
+ * reserved; 0 when it reserved none or none had to wait): the part of its wait that memory, not the lock,
+ * explains. */
+double kg_arbiter_memory_wait_ms(const kg_arbiter_request *r);
 /* Ends a granted request and frees it. */
 void kg_arbiter_release(kg_arbiter_request *r);
 /* Withdraws a request, granted or not, and frees it. */

@@ -380,7 +380,7 @@ static void end_segment(double held[2], json_t *by_purpose, int exclusive, const
  * it).  A gpu_purpose line inside a phase starts a new purpose for the rest of it. */
 json_t *kg_eval_gpu_block(const json_t *messages)
 {
-    double held[2] = {0, 0}, waited[2] = {0, 0};
+    double held[2] = {0, 0}, waited[2] = {0, 0}, memory_waited = 0;
     json_int_t grants[2] = {0, 0};
     json_t *by_purpose = json_object();
     int open = 0, open_ex = 0;
@@ -411,6 +411,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             reserved = r > reserved ? r : reserved;
             grants[open_ex]++;
             waited[open_ex] += w;
+            memory_waited += json_number_value(json_object_get(m, "memory_waited_ms"));
             open = 1;
             open_purpose = json_string_value(json_object_get(m, "purpose"));
             open_at = last_t + w;
@@ -422,7 +423,10 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         json_decref(by_purpose);
         return json_null();
     }
-    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I}", "shared", "grants", grants[0],
+    /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
+     * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax. */
+    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I, s:f}", "shared", "grants", grants[0],
                      "held_ms", held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms",
-                     held[1], "waited_ms", waited[1], "by_purpose", by_purpose, "reserved_bytes", reserved);
+                     held[1], "waited_ms", waited[1], "by_purpose", by_purpose, "reserved_bytes", reserved,
+                     "memory_waited_ms", memory_waited);
 }

@@ -29,6 +29,7 @@ struct kg_arbiter_request {
     kg_gpu_mode mode;
     int state;
     double t_request, t_grant;
+    double t_reserved;        /* when its first reservation was made (0: none made) */
     kg_arbiter_request *next; /* in the pending-exclusive queue, or in the memory queue */
     kg_arbiter_account *account;
     uint64_t want;            /* the reservation a MEM_WAITING request makes */
@@ -206,6 +207,7 @@ static int try_reserve(kg_arbiter *a, kg_arbiter_request *r)
     unlink_from(&a->memory, r);
     uint64_t n = amount(a, r->want);
     r->account->reserved = n;
+    r->t_reserved = kg_now_ms();
     a->reserved += n;
     if (a->reserved > a->stats.peak_reserved_bytes)
         a->stats.peak_reserved_bytes = a->reserved;
@@ -274,6 +276,15 @@ int kg_arbiter_wait(kg_arbiter_request *r, double timeout_ms)
     }
     pthread_mutex_unlock(&a->lock);
     return granted;
+}
+
+double kg_arbiter_memory_wait_ms(const kg_arbiter_request *r)
+{
+    kg_arbiter *a = r->arbiter;
+    pthread_mutex_lock(&a->lock);
+    double ms = r->t_reserved > 0 ? r->t_reserved - r->t_request : 0;
+    pthread_mutex_unlock(&a->lock);
+    return ms;
 }
 
 static void end_request(kg_arbiter_request *r)

@@ -288,6 +288,9 @@ static void gpu_try_grant(run_state *st)
     const char *mode = "shared";
     if (st->gpu_pending_msg) {
         json_object_set_new(st->gpu_pending_msg, "waited_ms", json_real(waited));
+        double mem = kg_arbiter_memory_wait_ms(st->gpu_held);
+        if (mem > 0)
+            json_object_set_new(st->gpu_pending_msg, "memory_waited_ms", json_real(mem < waited ? mem : waited));
         const char *m = json_string_value(json_object_get(st->gpu_pending_msg, "mode"));
         if (m && !strcmp(m, "exclusive"))
             mode = "exclusive";

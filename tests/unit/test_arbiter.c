@@ -159,6 +159,7 @@ static void first_reservation_waits_until_it_fits(void)
     kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 60);
     KG_CHECK(kg_arbiter_poll(r1) == 1);
     KG_CHECK(kg_arbiter_account_reserved(e1) == 60);
+    KG_CHECK(kg_arbiter_memory_wait_ms(r1) < 50); /* reserved at once */
     kg_arbiter_request *r2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e2, 60);
     KG_CHECK(kg_arbiter_poll(r2) == 0);            /* 120 > 100 */
     kg_arbiter_request *plain = kg_arbiter_request_new(a, KG_GPU_SHARED);
@@ -169,9 +170,12 @@ static void first_reservation_waits_until_it_fits(void)
     kg_arbiter_stats s;
     kg_arbiter_get_stats(a, &s);
     KG_CHECK(s.capacity_bytes == 100 && s.reserved_bytes == 60 && s.pending_memory == 1 && s.memory_waits == 1);
+    struct timespec pause = {0, 120 * 1000 * 1000};
+    nanosleep(&pause, NULL);
     kg_arbiter_account_free(e1);                   /* the evaluation ended */
     KG_CHECK(kg_arbiter_poll(r2) == 1);
     KG_CHECK(kg_arbiter_account_reserved(e2) == 60);
+    KG_CHECK(kg_arbiter_memory_wait_ms(r2) >= 100); /* its wait was for memory */
     kg_arbiter_release(r2);
     kg_arbiter_account_free(e2);
     kg_arbiter_get_stats(a, &s);
