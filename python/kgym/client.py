@@ -187,15 +187,22 @@ class Client:
         return self._request(method, path, body, timeout, raw)[1]
 
     # -- KernelGYM-compatible, synchronous --
-    def evaluate(self, reference_code, kernel_code, task_id=None, force_refresh=False, **fields):
+    def evaluate(self, reference_code, kernel_code, task_id=None, force_refresh=False, deadline=None, **fields):
         """POST /evaluate: waits for the result (KernelGYM's EvaluationResponse with "kgym" added).
-        A job still running after the server's --sync-timeout is answered 202: then the job is
-        long-polled on /v1/jobs/{task_id} (re-POSTing would only wait again from the start)."""
+        A job still running after the server's --sync-timeout is answered pending (202 from older
+        servers): then the job is long-polled on /v1/jobs/{task_id} (re-POSTing would only wait again
+        from the start).  deadline: seconds for the whole call, polling included (default none: a job
+        may wait long in a busy server's queue); a job not finished by then raises KgymUnavailable
+        (the job itself goes on on the server: ask for it again with results(task_id))."""
+        end = None if deadline is None else time.monotonic() + float(deadline)
         body = dict(fields, task_id=task_id or "kgym_" + uuid.uuid4().hex[:16], reference_code=reference_code,
                     kernel_code=kernel_code, force_refresh=bool(force_refresh))
         status, r = self._request("POST", "/evaluate", body)
         if status == 202 or r.get("status") in ("pending", "processing"):
-            job = self.wait(body["task_id"])
+            try:
+                job = self.wait(body["task_id"], timeout=None if end is None else max(0.0, end - time.monotonic()))
+            except TimeoutError as e:
+                raise KgymUnavailable(None, f"{e} after the {deadline:g} s deadline") from None
             r = job.get("kernelgym") or {}
         return r
 
@@ -320,7 +327,7 @@ def _failure(failure_reward, error, verdict=""):
 
 def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *, url=None,
                   token=None, reward="drkernel", failure_reward=0.0, timeout=1900.0, request=None,
-                  on_unavailable="raise", **ignored):
+                  on_unavailable="raise", deadline=None, **ignored):
     """verl custom reward function: evaluates the model's reply (solution_str; kgym extracts the
     code) against the reference (ground_truth: the reference code, Dr. Kernel's
     reward_model.ground_truth) on the service at url ($KGYM_URL).
@@ -334,14 +341,16 @@ def compute_score(data_source=None, solution_str=None, ground_truth=None, extra_
     Returns a dict with exactly SCORE_KEYS whatever happens.  A service that stays unreachable
     after the retries raises KgymUnavailable (on_unavailable="raise", the default: a trainer
     must not learn from zeros that mean "the server was down"; verl's naive/dapo managers let
-    the step fail); on_unavailable="score" returns the failure dict instead.  A wrong token
-    (401/403) always raises."""
+    the step fail); on_unavailable="score" returns the failure dict instead.  deadline: seconds for
+    the whole evaluation, queueing and polling included (default none); past it the job counts as
+    unavailable.  A wrong token (401/403) always raises."""
     if not isinstance(solution_str, str) or not solution_str.strip():
         return _failure(failure_reward, "empty reply: no code to evaluate", "invalid")
     if not isinstance(ground_truth, str) or not ground_truth.strip():
         return _failure(failure_reward, "no reference code (reward_model.ground_truth is empty)")
     try:
-        r = _client(url, token, timeout).evaluate(ground_truth, solution_str, **dict(request or {}))
+        r = _client(url, token, timeout).evaluate(ground_truth, solution_str, deadline=deadline,
+                                                  **dict(request or {}))
     except KgymUnavailable as e:
         if on_unavailable == "raise":
             raise

@@ -145,6 +145,22 @@ def test_202_polls_the_job_instead_of_reposting(srv):
     assert sleeps == [1.0, 2.0, 4.0]
 
 
+def test_polling_ends_at_the_deadline(srv):
+    c, _ = client(srv.url, poll=30.0)
+    with pytest.raises(KgymUnavailable, match="still running after the 0 s deadline"):
+        c.evaluate(REF, cand("slow=50 verdict=correct"), deadline=0)
+    assert len(srv.requests("POST")) == 1  # never re-posted
+    # A job that did not finish in time is the service's failure, not the candidate's: compute_score raises
+    # it, or with on_unavailable="score" scores it as a failure and says why.
+    with pytest.raises(KgymUnavailable):
+        compute_score(solution_str=cand("slow=50 verdict=correct"), ground_truth=REF, url=srv.url, deadline=0)
+    r = compute_score(solution_str=cand("slow=50 verdict=correct"), ground_truth=REF, url=srv.url, deadline=0,
+                      on_unavailable="score")
+    assert r["score"] == 0.0 and "deadline" in r["error"]
+    # Without a deadline the same job is simply waited for.
+    assert c.evaluate(REF, cand("slow=3 verdict=correct"))["correctness"] is True
+
+
 def test_submit_makes_ids_so_a_retried_post_is_idempotent():
     with FakeKgym() as s:
         c, _ = client(s.url)
