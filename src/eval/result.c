@@ -417,7 +417,14 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
         else if (t && !strcmp(t, "profile") && opts->coverage_floor > 0) {
             double total = num(json_object_get(m, "total_device_us"), 0);
             double mine = num(json_object_get(m, "candidate_device_us"), 0);
-            if (total > 0 && mine / total < opts->coverage_floor) {
+            if (!(total > 0)) {
+                /* The forward ran on the GPU, so a profile with no kernel time is one the runner (whose process
+                 * the profiler lives in) suppressed or emptied: under a floor, unknown coverage fails closed. */
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f}}", "type", "low_coverage", "stage", "timing", "message",
+                              "the profile of your forward recorded no GPU kernel time, so the share in your own "
+                              "Triton kernels is unknown", "evidence", "total_device_us", total, "floor",
+                              opts->coverage_floor);
+            } else if (mine / total < opts->coverage_floor) {
                 char text[300];
                 snprintf(text, sizeof text,
                          "only %.1f%% of the forward's GPU time ran in your own Triton kernels (at least %.1f%% "

@@ -251,7 +251,8 @@ static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double
             json_t *c = clock_block(21.5, clock_per_call, 20);
             json_array_extend(msgs, c);
             json_decref(c);
-            json_array_append_new(msgs, profile_message(400, coverage_mine));
+            json_array_append_new(msgs, coverage_mine < 0 ? profile_message(0, 0) /* an emptied profile */
+                                                          : profile_message(400, coverage_mine));
             json_array_append_new(msgs, final_message(msgs));
         }
         t += 600;
@@ -292,8 +293,18 @@ static void result_carries_timing_profile_and_findings(void)
     KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
                  "low_coverage");
     json_decref(r);
+    /* A profile with no kernel time at all (suppressed in the runner, where the profiler lives): unknown coverage
+     * fails closed under a floor. */
+    r = gpu_result(&o, -1, 1.0);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                 "low_coverage");
+    json_decref(r);
     o.coverage_floor = 0;
     r = gpu_result(&o, 100, 1.0); /* no floor: the same profile is only reported */
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    json_decref(r);
+    r = gpu_result(&o, -1, 1.0);
     KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
     json_decref(r);
 
