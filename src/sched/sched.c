@@ -24,6 +24,8 @@ typedef struct worker {
     int started, running_job;
     char name[192];
     char current[160];
+    char key[KG_SHA256_STRLEN]; /* the content key of the current job ("" when none) */
+    unsigned long claim_no;     /* order of the current claim among this scheduler's (in-flight dedup) */
     long processed;
     double busy_ms, busy_since_ms, heartbeat;
 } worker;
@@ -34,6 +36,7 @@ struct kg_sched {
     pthread_cond_t work_cv, done_cv;
     int stopping;
     unsigned long generation; /* bumped on every submit */
+    unsigned long claims;     /* jobs claimed so far */
     worker *workers;
     /* counters since start */
     long verdicts[KG_VERDICTS];
@@ -222,6 +225,72 @@ static void run_job(worker *w, kg_job *job)
     kg_task_free(&task);
 }
 
+/* Whether a worker of this scheduler still runs job `id`.  Lock held. */
+static int runs(kg_sched *s, const char *id)
+{
+    for (int i = 0; i < s->o.workers; i++)
+        if (s->workers[i].running_job && !strcmp(s->workers[i].current, id))
+            return 1;
+    return 0;
+}
+
+/* In-flight dedup: a job with the very content another worker of this server claimed earlier and is still
+ * evaluating (a client's retry under a new id, the same sample submitted twice) waits for that evaluation and
+ * is finished with its result: one evaluation, not two.  Only an earlier claim is followed, so two workers never
+ * wait for each other.  Returns 1 when the job needs nothing more (finished so, cancelled meanwhile, or the
+ * scheduler stopping: the job then stays running for the next server to re-queue); 0 when it must be evaluated
+ * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Across the
+ * servers of a fleet identical jobs are still evaluated each: a worker sees only its own server's workers. */
+static int follow_identical(worker *w, const kg_job *job)
+{
+    kg_sched *s = w->sched;
+    json_t *req = job->request ? json_loads(job->request, 0, NULL) : NULL;
+    int fresh = json_is_true(json_object_get(req, "force_refresh"));
+    json_decref(req);
+    if (!job->key || !job->key[0] || fresh)
+        return 0;
+    char leader[160] = "";
+    unsigned long first = w->claim_no;
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->o.workers; i++) {
+        worker *o = &s->workers[i];
+        if (o != w && o->running_job && o->claim_no < first && !strcmp(o->key, job->key)) {
+            first = o->claim_no;
+            snprintf(leader, sizeof leader, "%s", o->current);
+        }
+    }
+    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+    while (leader[0] && runs(s, leader) && !s->stopping) {
+        struct timespec ts;
+        deadline_in(&ts, 0.5);
+        pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+        pthread_mutex_unlock(&s->lock);
+        int gone = job_no_longer_ours(&watch); /* cancelled while it waited */
+        pthread_mutex_lock(&s->lock);
+        if (gone) {
+            pthread_mutex_unlock(&s->lock);
+            return 1;
+        }
+    }
+    int stopping = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    if (!leader[0])
+        return 0;
+    if (stopping)
+        return 1;
+    kg_job done;
+    kg_error err;
+    int followed = 0;
+    if (kg_store_get(s->o.store, leader, &done, &err) == KG_OK) {
+        if (done.status && !strcmp(done.status, "done") && done.result) {
+            store_outcome(s, job->id, "done", done.result, NULL);
+            followed = 1;
+        }
+        kg_job_free(&done);
+    }
+    return followed;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -267,16 +336,20 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->lock);
         w->running_job = 1;
         w->busy_since_ms = kg_now_ms();
+        w->claim_no = ++s->claims;
         snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
+        snprintf(w->key, sizeof w->key, "%s", job.key ? job.key : "");
         pthread_mutex_unlock(&s->lock);
 
-        run_job(w, &job);
+        if (!follow_identical(w, &job))
+            run_job(w, &job);
 
         pthread_mutex_lock(&s->lock);
         w->running_job = 0;
         w->busy_ms += kg_now_ms() - w->busy_since_ms;
         w->processed++;
         w->current[0] = '\0';
+        w->key[0] = '\0';
         pthread_cond_broadcast(&s->done_cv);
         pthread_mutex_unlock(&s->lock);
         kg_job_free(&job);

@@ -314,6 +314,10 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             ret = send_store_error(c, rc, field, &err);
             goto out;
         }
+        /* Kept in the stored request (not in the key): the worker evaluates a fresh job even while an identical
+         * one is in flight (sched.c, follow_identical). */
+        if (fresh[i])
+            json_object_set_new(norm[i], "force_refresh", json_true());
         reqs[i] = json_dumps(norm[i], JSON_COMPACT);
         if (!reqs[i]) {
             ret = send_error(c, 500, "", "out of memory");

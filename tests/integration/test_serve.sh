@@ -71,7 +71,13 @@ if start_server crash1 --workers 1 --db "$TMP/crash.db" --max-attempts 2 --stage
     fi
 fi
 
-# 5. Usage errors.
+# 5. In-flight dedup: two workers, identical jobs at once.
+if start_server dedup --workers 2 --db "$TMP/dedup.db"; then
+    checks inflight
+    stop_server dedup
+fi
+
+# 6. Usage errors.
 "$KGYM" serve --port 99999 >/dev/null 2>"$TMP/u.err"; rc=$?
 [ $rc -eq 2 ] && ok "serve: bad --port is a usage error" || bad "serve --port 99999 (exit $rc)" "$(cat "$TMP/u.err")"
 "$KGYM" serve --device cpu --workers 0 --host not-an-ip --port 0 --db "$TMP/u.db" >/dev/null 2>"$TMP/u.err"; rc=$?

@@ -521,6 +521,30 @@ def group_workers():
           s == 200 and d["total_workers"] == int(sys.argv[3]), d)
 
 
+def group_inflight():
+    """inflight: identical jobs in flight at once (two workers) are evaluated once: the later one is finished
+    with the earlier one's result (the very same result, its wall time included), and both are done together
+    instead of one evaluation's time apart.  force_refresh asks for an evaluation of its own."""
+    body = {"reference_code": REF, "kernel_code": cand("hang"), "timeout": 10}
+    t0 = time.time()
+    s1, _, _ = call("POST", "/v1/jobs", dict(body, task_id="dup-a"))
+    time.sleep(0.3)
+    s2, _, _ = call("POST", "/v1/jobs", dict(body, task_id="dup-b"))
+    _, a, _ = call("GET", "/v1/jobs/dup-a?wait=90")
+    _, b, _ = call("GET", "/v1/jobs/dup-b?wait=90")
+    took = time.time() - t0
+    check("identical in-flight jobs: one evaluation, the same result for both",
+          s1 == 202 and s2 == 202 and a["status"] == b["status"] == "done" and a["result"]["verdict"] == "timeout"
+          and a["result"] == b["result"] and took < 18, (a.get("result"), b.get("result"), took))
+    body["kernel_code"] = cand("ok")
+    s3, _, _ = call("POST", "/v1/jobs", dict(body, task_id="dup-c", force_refresh=True))
+    s4, _, _ = call("POST", "/v1/jobs", dict(body, task_id="dup-d", force_refresh=True))
+    _, c, _ = call("GET", "/v1/jobs/dup-c?wait=90")
+    _, d, _ = call("GET", "/v1/jobs/dup-d?wait=90")
+    check("force_refresh: identical jobs in flight are evaluated each",
+          c["status"] == d["status"] == "done" and c["result"]["wall_ms"] != d["result"]["wall_ms"], (c, d))
+
+
 def group_submit():
     """submit ID CANDIDATE: queue one job."""
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand(sys.argv[4]), "task_id": sys.argv[3],
