@@ -36,6 +36,8 @@ typedef struct kg_service_options {
     int max_client_connections;/* open connections from one client address (64) */
     double idle_timeout_s;     /* a connection silent this long is closed (30); independent of
                                 * --sync-timeout: a handler waiting for a job is not idle */
+    double body_timeout_s;     /* a request body must arrive whole within this long of its headers (120):
+                                * a client dripping a byte now and then is otherwise never silent */
     const char *redis;         /* redis://HOST:PORT[/DB]: jobs live in Redis (a fleet), not db_path */
     double lease_s;            /* Redis: a claimed job whose worker stops renewing it is re-claimed after this */
     double result_ttl_s;       /* Redis: finished jobs expire after this */

@@ -31,7 +31,10 @@ static void usage(FILE *out)
             "  --max-body-bytes N  limit of a request body (33554432)\n"
             "  --max-attempts N    a job interrupted N times (its process died) is failed (3)\n"
             "  --sync-timeout S    POST /evaluate waits at most S seconds, then answers pending (1800)\n"
-            "  --idle-timeout S    close a connection silent for S seconds (30)\n"
+            "  --idle-timeout S    close a connection silent for S seconds (30), or still sending its\n"
+            "                      headers after S seconds\n"
+            "  --body-timeout S    close a connection whose request body is not whole S seconds after\n"
+            "                      its headers (120)\n"
             "  --max-connections N          open connections in all (1000)\n"
             "  --max-client-connections N   open connections from one address (64)\n"
             "  --token T           require \"Authorization: Bearer T\" (or $KGYM_TOKEN)\n"
@@ -45,7 +48,7 @@ static void usage(FILE *out)
 enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
-    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN
+    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -119,6 +122,7 @@ static int run(int argc, char **argv, int worker)
         {"redis", required_argument, NULL, OPT_REDIS}, {"lease", required_argument, NULL, OPT_LEASE},
         {"result-ttl", required_argument, NULL, OPT_TTL}, {"gpus", required_argument, NULL, OPT_GPUS},
         {"idle-timeout", required_argument, NULL, OPT_IDLE_TIMEOUT},
+        {"body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT},
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"max-client-connections", required_argument, NULL, OPT_MAX_CLIENT_CONN},
         {"help", no_argument, NULL, OPT_HELP}};
@@ -157,6 +161,7 @@ static int run(int argc, char **argv, int worker)
         case OPT_MAX_ATTEMPTS: NUM("max-attempts", 1, 1000) o.max_attempts = (int)v; break;
         case OPT_SYNC_TIMEOUT: NUM("sync-timeout", 0, 86400) o.sync_timeout_s = v; break;
         case OPT_IDLE_TIMEOUT: NUM("idle-timeout", 1, 3600) o.idle_timeout_s = v; break;
+        case OPT_BODY_TIMEOUT: NUM("body-timeout", 1, 86400) o.body_timeout_s = v; break;
         case OPT_MAX_CONN: NUM("max-connections", 1, 100000) o.max_connections = (int)v; break;
         case OPT_MAX_CLIENT_CONN: NUM("max-client-connections", 1, 100000) o.max_client_connections = (int)v; break;
         case OPT_TOKEN: token = optarg; break;

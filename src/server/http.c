@@ -41,14 +41,16 @@ typedef struct server {
 
 #define KG_BODY_BUDGET 4
 
-/* A connection, for the header deadline: its request line and headers must
- * arrive within --idle-timeout of its opening or of its previous answer.
- * MHD's own timeout counts silence only, and a client sending a byte now and
- * then (slowloris) would hold the connection for ever. */
+/* A connection, for the header and body deadlines: its request line and
+ * headers must arrive within --idle-timeout of its opening or of its previous
+ * answer, and its body within --body-timeout of its headers.  MHD's own
+ * timeout counts silence only, and a client sending a byte now and then
+ * (slowloris) would hold the connection for ever. */
+enum { CONN_BUSY = 0, CONN_HEADERS = 1, CONN_BODY = 2 };
 typedef struct conn_rec {
     struct conn_rec *prev, *next;
     int fd;
-    int waiting;  /* for a request's headers since `since` */
+    int waiting;  /* CONN_HEADERS or CONN_BODY since `since`; CONN_BUSY: being answered */
     double since; /* kg_now_ms() */
 } conn_rec;
 
@@ -85,6 +87,7 @@ void kg_service_options_default(kg_service_options *o)
     o->max_connections = 1000;
     o->max_client_connections = 64;
     o->idle_timeout_s = 30;
+    o->body_timeout_s = 120;
     o->lease_s = 60;
     o->result_ttl_s = 7 * 86400;
     kg_eval_options_default(&o->eval, "cpu");
@@ -830,7 +833,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         if (!r)
             return; /* no deadline for this one; MHD's idle timeout still holds */
         r->fd = fd->connect_fd;
-        r->waiting = 1;
+        r->waiting = CONN_HEADERS;
         r->since = kg_now_ms();
         pthread_mutex_lock(&conns_lock);
         r->next = conns;
@@ -867,17 +870,18 @@ static void conn_waiting(struct MHD_Connection *c, int waiting)
     pthread_mutex_unlock(&conns_lock);
 }
 
-/* Ends the connections whose headers are late: shutdown() makes their
- * thread's next read fail, and MHD closes them.  Returns how many. */
-static int end_late_headers(double deadline_s)
+/* Ends the connections whose headers or body are late: shutdown() makes
+ * their thread's next read fail, and MHD closes them.  Returns how many. */
+static int end_late_requests(double headers_s, double body_s)
 {
     int n = 0;
     double now = kg_now_ms();
     pthread_mutex_lock(&conns_lock);
     for (conn_rec *r = conns; r; r = r->next)
-        if (r->waiting && now - r->since > deadline_s * 1000) {
+        if (r->waiting != CONN_BUSY &&
+            now - r->since > (r->waiting == CONN_BODY ? body_s : headers_s) * 1000) {
             shutdown(r->fd, SHUT_RDWR);
-            r->waiting = 0;
+            r->waiting = CONN_BUSY;
             n++;
         }
     pthread_mutex_unlock(&conns_lock);
@@ -905,7 +909,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (!ctx->started) { /* headers only, no body read yet */
         ctx->started = 1;
-        conn_waiting(c, 0);
+        conn_waiting(c, CONN_BODY); /* the body (if any) from now on: --body-timeout */
         enum MHD_Result ret;
         if (refuse_early(s, c, url, method, ctx, &ret))
             return ret;
@@ -931,13 +935,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    conn_waiting(c, CONN_BUSY); /* the whole request is here: answering it has no deadline of ours */
     return route(s, c, url, method, ctx);
 }
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     request_ctx *ctx = *con_cls;
-    conn_waiting(c, 1);
+    conn_waiting(c, CONN_HEADERS);
     if (ctx) {
         body_release(cls, ctx);
         free(ctx);
@@ -1108,7 +1113,7 @@ serve:;
         if (poll(&p, 1, d || beats ? tick : -1) > 0)
             break;
         if (d)
-            end_late_headers(o->idle_timeout_s);
+            end_late_requests(o->idle_timeout_s, o->body_timeout_s);
         if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
             next_beat = kg_now_ms() + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);

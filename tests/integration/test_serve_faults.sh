@@ -38,9 +38,10 @@ fi
 # 2. Lock-out: idle connections are closed after --idle-timeout (not
 #    --sync-timeout + 120 s); one client address holding all the
 #    connections it may does not lock out another address; a client
-#    dripping its headers (slowloris) is cut off after --idle-timeout.
+#    dripping its headers (slowloris) is cut off after --idle-timeout, one
+#    dripping its body after --body-timeout.
 if start_server idle --workers 0 --db "$TMP/idle.db" --idle-timeout 2 --max-connections 20 \
-        --max-client-connections 5 --sync-timeout 1800; then
+        --max-client-connections 5 --sync-timeout 1800 --body-timeout 4; then
     py <<'EOF' && ok "idle and per-client limits hold (see above)" || bad "idle and per-client limits"
 import socket, sys, time, urllib.request
 port = int(sys.argv[1])
@@ -100,6 +101,27 @@ for b in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100:
         break
 print("slowloris: connection closed by the server: %s after %.1f s" % (closed, time.time() - t0))
 sys.exit(0 if closed else 1)
+EOF
+    py <<'EOF' && ok "a client dripping its body (a byte every 0.5 s, never silent 2 s) is cut off at --body-timeout 4" \
+        || bad "a slow body holds its connection"
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(0.5)
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n")
+t0, closed = time.time(), False
+for b in b"{" + b" " * 398:
+    try:
+        s.sendall(bytes([b]))
+        closed = s.recv(1) == b""
+    except socket.timeout:
+        pass
+    except OSError:
+        closed = True
+    if closed or time.time() - t0 > 30:
+        break
+took = time.time() - t0
+print("slow body: connection closed by the server: %s after %.1f s" % (closed, took))
+sys.exit(0 if closed and 3.5 < took < 12 else 1)
 EOF
     stop_server idle
 fi
