@@ -525,8 +525,10 @@ def runner_programs(job):
     spec = importlib.util.find_spec("triton")
     for loc in (spec.submodule_search_locations or []) if spec else []:
         out.append(os.path.join(loc, "backends", "nvidia", "bin"))
-    # An explicit tool Triton was told to use (TRITON_PTXAS_PATH ...), and the CUDA toolkit's own tools.
-    out += [v for k, v in os.environ.items() if k.startswith("TRITON_") and k.endswith("_PATH") and v]
+    # An explicit tool Triton was told to use (TRITON_PTXAS_PATH ...: files only, so not TRITON_LIBCUDA_PATH's
+    # library directory), and the CUDA toolkit's own tools.
+    out += [v for k, v in os.environ.items() if k.startswith("TRITON_") and k.endswith("_PATH") and v
+            and os.path.isfile(v)]
     try:
         out += sorted("/usr/local/" + n + "/bin" for n in os.listdir("/usr/local") if n.startswith("cuda"))
     except OSError:
