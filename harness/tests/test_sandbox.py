@@ -736,3 +736,20 @@ def test_workdir_and_cache_under_tmp_stay_reachable(world):
         assert not [x for x in rep["warnings"] if "landlock" in x or "seccomp" in x or "not" in x], rep["warnings"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_runner_programs_are_the_toolchain_only(tmp_path, monkeypatch):
+    """What a runner may execute: nothing on the CPU; on a GPU the compiler toolchain (gcc's real file, its own
+    programs' tree, the ELF interpreter), never a shell, never a directory named by TRITON_LIBCUDA_PATH."""
+    import shutil
+
+    assert sandbox.runner_programs({"device": "cpu"}) == []
+    monkeypatch.setenv("TRITON_LIBCUDA_PATH", str(tmp_path))
+    progs = sandbox.runner_programs({"device": "cuda"})
+    shells = {os.path.realpath(p) for p in ("/bin/sh", "/bin/bash", "/bin/dash") if os.path.exists(p)}
+    assert shells and not shells & set(progs), progs
+    assert str(tmp_path) not in progs
+    cc = shutil.which("gcc")
+    if cc:
+        assert os.path.realpath(cc) in progs
+    assert any("ld-linux" in p for p in progs), progs
