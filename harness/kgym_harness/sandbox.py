@@ -513,6 +513,15 @@ _ELF_INTERPRETERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/ld-li
                      "/lib/ld-linux-aarch64.so.1", "/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1")
 
 
+def _cuda_dirs():
+    """The CUDA toolkits under /usr/local (cuda, cuda-13.0 ...): the runner reads them and, on a GPU, executes
+    their tools."""
+    try:
+        return sorted("/usr/local/" + n for n in os.listdir("/usr/local") if n.startswith("cuda"))
+    except OSError:
+        return []
+
+
 def runner_programs(job):
     """The programs (files, and trees of gcc's own programs) a runner may execute: none on the CPU, where the
     interpreter compiles nothing (seccomp kills execve there as well), the compiler toolchain on a GPU."""
@@ -529,10 +538,7 @@ def runner_programs(job):
     # library directory), and the CUDA toolkit's own tools.
     out += [v for k, v in os.environ.items() if k.startswith("TRITON_") and k.endswith("_PATH") and v
             and os.path.isfile(v)]
-    try:
-        out += sorted("/usr/local/" + n + "/bin" for n in os.listdir("/usr/local") if n.startswith("cuda"))
-    except OSError:
-        pass
+    out += [d + "/bin" for d in _cuda_dirs()]
     return [p for p in dict.fromkeys(os.path.realpath(q) for q in out) if os.path.exists(p)]
 
 
@@ -547,10 +553,7 @@ def runner_paths(job):
         gpu = sorted("/dev/" + n for n in os.listdir("/dev") if n.startswith("nvidia"))
     except OSError:
         gpu = []
-    try:
-        read += sorted("/usr/local/" + n for n in os.listdir("/usr/local") if n.startswith("cuda"))
-    except OSError:
-        pass
+    read += _cuda_dirs()
     read += ["/usr/local/nvidia"] + list(sb.get("readable", []))
     read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
     # The runner's own /proc/<pid> (its pid namespace's view): the CUDA driver writes there while it initialises

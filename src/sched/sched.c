@@ -172,13 +172,13 @@ static int job_no_longer_ours(void *ctx)
 }
 
 /* One job: the reference goes to a file named by its hash, the candidate
- * through kg_eval_run; the outcome goes back to the store. */
-static void run_job(worker *w, kg_job *job)
+ * through kg_eval_run; the outcome goes back to the store.  req: the job's
+ * stored request, parsed (NULL when it would not parse); borrowed. */
+static void run_job(worker *w, kg_job *job, const json_t *req)
 {
     kg_sched *s = w->sched;
     kg_error err;
     kg_error_clear(&err);
-    json_t *req = json_loads(job->request, 0, NULL);
     json_t *result = NULL;
     int rc;
     kg_task task;
@@ -208,7 +208,6 @@ static void run_job(worker *w, kg_job *job)
         rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
     }
     if (rc == KG_ERR_CANCELLED) { /* stopped for its cancel: the store already says so, nothing to count */
-        json_decref(req);
         kg_task_free(&task);
         return;
     }
@@ -221,7 +220,6 @@ static void run_job(worker *w, kg_job *job)
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
     free(text);
     json_decref(result);
-    json_decref(req);
     kg_task_free(&task);
 }
 
@@ -241,13 +239,10 @@ static int runs(kg_sched *s, const char *id)
  * scheduler stopping: the job then stays running for the next server to re-queue); 0 when it must be evaluated
  * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Across the
  * servers of a fleet identical jobs are still evaluated each: a worker sees only its own server's workers. */
-static int follow_identical(worker *w, const kg_job *job)
+static int follow_identical(worker *w, const kg_job *job, const json_t *req)
 {
     kg_sched *s = w->sched;
-    json_t *req = job->request ? json_loads(job->request, 0, NULL) : NULL;
-    int fresh = json_is_true(json_object_get(req, "force_refresh"));
-    json_decref(req);
-    if (!job->key || !job->key[0] || fresh)
+    if (!job->key || !job->key[0] || json_is_true(json_object_get(req, "force_refresh")))
         return 0;
     char leader[160] = "";
     unsigned long first = w->claim_no;
@@ -341,8 +336,10 @@ static void *worker_main(void *arg)
         snprintf(w->key, sizeof w->key, "%s", job.key ? job.key : "");
         pthread_mutex_unlock(&s->lock);
 
-        if (!follow_identical(w, &job))
-            run_job(w, &job);
+        json_t *req = job.request ? json_loads(job.request, 0, NULL) : NULL; /* read once for both */
+        if (!follow_identical(w, &job, req))
+            run_job(w, &job, req);
+        json_decref(req);
 
         pthread_mutex_lock(&s->lock);
         w->running_job = 0;

@@ -241,7 +241,7 @@ typedef struct {
     kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
     char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
     int cancelled;            /* the caller's stop_requested said so */
-    uid_t runner_uid;         /* 0: the runner has no uid of its own (no census) */
+    uid_t runner_uid;         /* 0: the runner has no uid of its own (no census, no final sweep) */
     pid_t runner_pid;
 } run_state;
 
@@ -637,9 +637,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
                     .nonce = json_string_value(json_object_get(job, "nonce"))};
     st.outside_since = st.t0;
     st.runner_pid = rpid;
-    json_t *census_uid = json_object_get(job, "runner_uid");
-    if (json_is_integer(census_uid) && json_integer_value(census_uid) > 0)
-        st.runner_uid = (uid_t)json_integer_value(census_uid);
+    json_t *ruid = json_object_get(job, "runner_uid"); /* the census's and the final sweep's */
+    if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
+        st.runner_uid = (uid_t)json_integer_value(ruid);
     char *job_text = json_dumps(job, JSON_COMPACT);
     if (job_text) {
         kg_buf line = {0};
@@ -797,9 +797,8 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
     }
-    json_t *ruid = json_object_get(job, "runner_uid");
-    if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
-        rep->stragglers = uid_processes((uid_t)json_integer_value(ruid), 0, 1, NULL, 0);
+    if (st.runner_uid)
+        rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);
