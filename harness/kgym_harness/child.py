@@ -169,6 +169,10 @@ class RunnerLink:
         # a variant's name says how its inputs were made (×100, +100, another seed), which a candidate could
         # special-case.
         self.labels = {}
+        # Called with "begin" / "end" when the runner says Triton compiles inside a command, and "restore"
+        # when the command's answer came while a compile it announced never said it ended (Evaluation.
+        # compile_handback); None: such lines are answered and otherwise ignored.
+        self.on_compile = None
 
     def ask(self, obj, values=None, answer_bytes=0, spare=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
@@ -183,7 +187,17 @@ class RunnerLink:
         sent = None
         try:
             sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share)
-            reply, out = self.reader.recv(own_spare=spare)
+            while True:
+                reply, out = self.reader.recv(own_spare=spare)
+                if reply.get("type") != "compiling" or reply.get("seq") != self.seq:
+                    break
+                # Triton compiles in the runner mid-command (runner.py _install_compile_handback): "begin",
+                # and "end", after which the runner waits for "resume" before it touches the GPU again.
+                phase = reply.get("phase")
+                if self.on_compile is not None and phase in ("begin", "end"):
+                    self.on_compile(phase)
+                if phase == "end":
+                    self.tp.send(self.sock, {"cmd": "resume", "seq": self.seq})
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
@@ -191,6 +205,8 @@ class RunnerLink:
         finally:
             self.tp.release(spare)
             self.tp.release(sent)
+        if self.on_compile is not None:
+            self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
         if reply.get("seq") != self.seq:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         for f in reply.pop("findings", None) or []:
@@ -320,6 +336,11 @@ def _give_back_device_memory(device, collect=True):
         pass
 
 
+# Shared phases handed back for Triton compiles in one evaluation (Evaluation.compile_handback): enough for
+# autotune over many configs and dtypes; a runner that announces more compiles keeps its phase.
+_MAX_COMPILE_HANDBACKS = 256
+
+
 class Evaluation:
     def __init__(self, chan, job):
         from . import degeneracy, guards, policy
@@ -345,6 +366,8 @@ class Evaluation:
         self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
         self.reserve_bytes = 0  # device memory held from the correctness stage on (for kgym's arbiter)
         self._total_bytes = None  # the device's memory, once asked (_device_total)
+        self.released_for_compile = False  # a shared phase handed back while the runner compiles
+        self.compile_handbacks = 0
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -517,12 +540,7 @@ class Evaluation:
         the phase is for (timing_round, clock_block, profile, out_of_memory_retry): kgym reports the time
         held per purpose, which is where an evaluation's exclusive GPU time goes."""
         if self.arbiter:
-            self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": getattr(self, "current_stage", None),
-                            "purpose": purpose or getattr(self, "current_stage", None),
-                            "reserve_bytes": self.reserve_bytes, "device_total_bytes": self._device_total()})
-            reply = self.chan.recv()
-            if reply.get("type") != "gpu_grant":
-                raise RuntimeError(f"kgym did not grant the GPU: {reply}")
+            self._acquire(mode, purpose)
         # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
         self.gpu_mode = mode if self.arbiter else "exclusive"
         try:
@@ -530,8 +548,45 @@ class Evaluation:
         finally:
             self.gpu_mode = None
             _give_back_device_memory(self.device)
-            if self.arbiter:
+            if self.arbiter and not self.released_for_compile:
                 self.chan.send({"type": "gpu_release"})
+            self.released_for_compile = False
+
+    def _acquire(self, mode, purpose=None):
+        stage = getattr(self, "current_stage", None)
+        self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": stage, "purpose": purpose or stage,
+                        "reserve_bytes": self.reserve_bytes, "device_total_bytes": self._device_total()})
+        reply = self.chan.recv()
+        if reply.get("type") != "gpu_grant":
+            raise RuntimeError(f"kgym did not grant the GPU: {reply}")
+
+    def compile_handback(self, phase):
+        """A shared phase is handed back while Triton compiles in the runner (seconds of CPU work, no GPU):
+        otherwise an exclusive request (another evaluation's timing) waits for the compile to end, and every
+        new shared phase waits behind it.  The runner says when a compile begins (its queued GPU work
+        finished) and ends (then it waits for the judge's "resume"): the phase is asked for again before
+        that.  Exclusive phases are kept: a compile there is rare (a new specialisation while timing) and
+        giving one back would mean waiting for the GPU to empty again.  The runner is not trusted with
+        this: what it could gain by lying it can do anyway (launch work outside any phase from a thread of
+        its own), a phase it gave back and never asked for again is asked for here ("restore") before the
+        judge goes on, and hand-backs stop after _MAX_COMPILE_HANDBACKS (each is two lines kgym keeps)."""
+        if not self.arbiter:
+            return
+        if phase == "begin":
+            if self.gpu_mode != "shared" or self.released_for_compile:
+                return
+            if self.compile_handbacks >= _MAX_COMPILE_HANDBACKS:
+                return
+            self.compile_handbacks += 1
+            if self.device.startswith("cuda"):
+                import torch
+
+                torch.cuda.synchronize()  # the judge's own queued work ends inside the phase too
+            self.chan.send({"type": "gpu_release", "why": "triton_compile"})
+            self.released_for_compile = True
+        elif self.released_for_compile:  # "end", or "restore" after an answer
+            self.released_for_compile = False
+            self._acquire("shared")
 
     def _device_total(self):
         """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""
@@ -1238,6 +1293,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         # The runner locks itself down before the candidate's file is even read, and says what the kernel
         # granted.
         ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+        ev.runner.on_compile = ev.compile_handback
         chan.send(dict(setup.get("sandbox") or {}, type="sandbox", runner_pid=setup.get("pid"),
                        runner_uid=setup.get("uid")))
         try:

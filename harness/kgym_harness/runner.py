@@ -24,6 +24,11 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
   profile {model, set, calls}                  per-kernel device times (torch.profiler)
   share_probe                                  known numbers into the judge's device spare (GPU only)
   exit
+
+Inside a command, while Triton compiles one of the candidate's kernels, the runner says so (runner → judge,
+the command's seq): ``compiling {phase: begin}`` once its queued GPU work is finished, ``compiling {phase:
+end}`` after, and then it waits for the judge's ``resume`` before it goes on: the judge hands its shared GPU
+phase back for the compile (child.py Evaluation.compile_handback says why).
 """
 
 import os
@@ -47,6 +52,7 @@ class Runner:
         self.sent = 0
         self.cls = None
         self.seq = None
+        self.compiling = False  # a compile announced ("begin") whose "end" is not said yet
 
     def reply(self, obj, values=None):
         obj = dict(obj, seq=self.seq)
@@ -60,6 +66,41 @@ class Runner:
             tp.send(self.sock, obj, values, into=spare)
         finally:
             tp.release(spare)
+
+    # -- Triton compiles -------------------------------------------------------------------------------
+    def _install_compile_handback(self):
+        """Triton's hooks around a compile (called only on a cache miss) tell the judge (module docstring).
+        Installed before the candidate is imported; a candidate that replaces them only keeps its phase
+        through its own compiles."""
+        try:
+            from triton import knobs
+        except Exception:  # noqa: BLE001 — an older Triton: the phase simply stays held while compiling
+            return
+
+        def before_compile(**_kwargs):
+            if self.seq is None:
+                return None
+            if self.compiling:  # a compile that raised, caught by the candidate: its end is said first
+                after_compile()
+            import torch
+
+            torch.cuda.synchronize()  # nothing of ours may run on the GPU once the phase is handed back
+            tp.send(self.sock, {"type": "compiling", "phase": "begin", "seq": self.seq})
+            self.compiling = True
+            return None  # None: Triton compiles as usual
+
+        def after_compile(**_kwargs):
+            if not self.compiling:
+                return None
+            self.compiling = False
+            tp.send(self.sock, {"type": "compiling", "phase": "end", "seq": self.seq})
+            msg, _ = self.reader.recv()
+            if msg.get("cmd") != "resume" or msg.get("seq") != self.seq:
+                raise tp.ProtocolError(f"expected the judge's resume, got {str(msg)[:200]}")
+            return None
+
+        knobs.runtime.jit_cache_hook = before_compile
+        knobs.runtime.jit_post_compile_hook = after_compile
 
     # -- commands ---------------------------------------------------------------------------------------
     def setup(self, msg):
@@ -97,6 +138,8 @@ class Runner:
             _autotune_without_benchmark()
         self.guards = guards.Guards(job.get("policy") or {})
         self.job = job
+        if self.device.startswith("cuda"):
+            self._install_compile_handback()
         self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
                     "sandbox": {"active": active, "warnings": warnings}})
 
@@ -302,6 +345,7 @@ class Runner:
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)) and cmd is None:
                     raise
                 self.reply({"type": "error", "error": describe_exception(exc)})
+            self.compiling = False  # the judge asks for its phase again itself once the answer is in
             if cmd not in _TIMING_COMMANDS:
                 self.trim_cache()
 

@@ -1,0 +1,212 @@
+"""A shared GPU phase is handed back while Triton compiles in the runner (child.py Evaluation.compile_handback,
+runner.py _install_compile_handback): the judge tells kgym's arbiter, asks for the phase again before the runner
+goes on, keeps exclusive phases, and a runner that lies about its compiles leaves the judge holding what it
+held before the command."""
+
+import socket
+import threading
+
+import pytest
+
+from kgym_harness import child
+from kgym_harness import transport as tp
+
+
+class FakeChan:
+    """kgym's end of the protocol as the judge sees it: records what is sent, grants every request."""
+
+    def __init__(self):
+        self.sent = []
+
+    def send(self, obj):
+        self.sent.append(obj)
+
+    def recv(self):
+        return {"type": "gpu_grant", "mode": "shared", "waited_ms": 0.0}
+
+    def phases(self):
+        out = []
+        for m in self.sent:
+            if m["type"] == "gpu_acquire":
+                out.append("acquire " + m["mode"])
+            elif m["type"] == "gpu_release":
+                out.append("release" + (" for compile" if m.get("why") == "triton_compile" else ""))
+        return out
+
+
+def judge_with_link(arbiter=True):
+    chan = FakeChan()
+    ev = child.Evaluation(chan, {"device": "cpu", "gpu_arbiter": arbiter})
+    a, b = socket.socketpair()
+    link = child.RunnerLink(a, "cpu", ev.guards.findings)
+    link.on_compile = ev.compile_handback
+    ev.runner = link
+    return ev, chan, link, b
+
+
+def fake_runner(sock, script):
+    """Answers one command: the lines of ``script`` first ("begin", "end": a compile's lines, the runner then
+    waits for the judge's resume), then ok."""
+    reader = tp.Reader(sock)
+    resumes = []
+
+    def serve():
+        msg, _ = reader.recv()
+        seq = msg["seq"]
+        for phase in script:
+            tp.send(sock, {"type": "compiling", "phase": phase, "seq": seq})
+            if phase == "end":
+                got, _ = reader.recv()
+                resumes.append(got)
+        tp.send(sock, {"type": "ok", "seq": seq})
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t, resumes
+
+
+def test_a_compile_hands_the_shared_phase_back_and_asks_for_it_again():
+    ev, chan, link, b = judge_with_link()
+    t, resumes = fake_runner(b, ["begin", "end"])
+    with ev.gpu("shared"):
+        reply, _ = link.ask({"cmd": "call"})
+    t.join(5)
+    assert reply["type"] == "ok"
+    assert chan.phases() == ["acquire shared", "release for compile", "acquire shared", "release"]
+    assert [(m["cmd"], m["seq"]) for m in resumes] == [("resume", link.seq)]
+
+
+def test_autotune_compiles_each_hand_the_phase_back():
+    ev, chan, link, b = judge_with_link()
+    t, resumes = fake_runner(b, ["begin", "end"] * 3)
+    with ev.gpu("shared"):
+        link.ask({"cmd": "call"})
+    t.join(5)
+    assert chan.phases() == ["acquire shared"] + ["release for compile", "acquire shared"] * 3 + ["release"]
+    assert len(resumes) == 3
+
+
+def test_an_exclusive_phase_is_kept_through_a_compile():
+    ev, chan, link, b = judge_with_link()
+    t, resumes = fake_runner(b, ["begin", "end"])
+    with ev.gpu("exclusive", "timing_round"):
+        link.ask({"cmd": "timed"})
+    t.join(5)
+    assert chan.phases() == ["acquire exclusive", "release"]
+    assert len(resumes) == 1  # the runner is still told to go on
+
+
+@pytest.mark.parametrize("script", [["begin"], ["begin", "begin"], ["end", "begin"]])
+def test_a_compile_that_never_ends_leaves_the_phase_held_again(script):
+    """A compile that raised (or a runner that lies): the answer comes with the phase handed back; the judge
+    asks for it again before it goes on with the phase (its own comparison runs under it)."""
+    ev, chan, link, b = judge_with_link()
+    t, _ = fake_runner(b, script)
+    with ev.gpu("shared"):
+        link.ask({"cmd": "call"})
+        assert chan.phases()[-1] == "acquire shared"
+    t.join(5)
+    assert chan.phases() == ["acquire shared", "release for compile", "acquire shared", "release"]
+
+
+def test_an_end_without_a_begin_changes_nothing():
+    ev, chan, link, b = judge_with_link()
+    t, resumes = fake_runner(b, ["end", "end"])
+    with ev.gpu("shared"):
+        link.ask({"cmd": "call"})
+    t.join(5)
+    assert chan.phases() == ["acquire shared", "release"]
+    assert len(resumes) == 2
+
+
+def test_hand_backs_are_capped_per_evaluation():
+    """Each hand-back is two lines kgym keeps: a runner announcing endless compiles keeps its phase instead."""
+    ev, chan, link, b = judge_with_link()
+    n = child._MAX_COMPILE_HANDBACKS + 20
+    t, resumes = fake_runner(b, ["begin", "end"] * n)
+    with ev.gpu("shared"):
+        link.ask({"cmd": "call"})
+    t.join(20)
+    assert chan.phases().count("release for compile") == child._MAX_COMPILE_HANDBACKS
+    assert len(resumes) == n
+
+
+def test_a_compile_line_for_another_command_is_not_an_answer():
+    """A line with a stale seq is the runner's answer to nothing: the conversation is out of step."""
+    ev, chan, link, b = judge_with_link()
+
+    def serve():
+        msg, _ = tp.Reader(b).recv()
+        tp.send(b, {"type": "compiling", "phase": "begin", "seq": msg["seq"] - 1})
+
+    threading.Thread(target=serve, daemon=True).start()
+    with pytest.raises(child.RunnerLost):
+        with ev.gpu("shared"):
+            link.ask({"cmd": "call"})
+    assert chan.phases() == ["acquire shared", "release"]
+
+
+def test_without_the_arbiter_nothing_is_asked_of_kgym():
+    ev, chan, link, b = judge_with_link(arbiter=False)
+    t, resumes = fake_runner(b, ["begin", "end"])
+    with ev.gpu("shared"):
+        link.ask({"cmd": "call"})
+    t.join(5)
+    assert chan.phases() == [] and len(resumes) == 1
+
+
+def test_the_runner_announces_its_compiles_and_waits_for_resume(monkeypatch):
+    """The runner's Triton hooks: queued GPU work finished, "begin"; after the compile "end", then nothing until
+    the judge's resume (for this command's seq)."""
+    pytest.importorskip("triton")
+    import torch
+    from triton import knobs
+
+    from kgym_harness import runner as rn
+
+    synced = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: synced.append(1))
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", None)
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
+    a, b = socket.socketpair()
+    r = rn.Runner(b, "cuda")
+    r.seq = 7
+    r._install_compile_handback()
+    judge = tp.Reader(a)
+    assert knobs.runtime.jit_cache_hook() is None
+    msg, _ = judge.recv()
+    assert (msg["type"], msg["phase"], msg["seq"]) == ("compiling", "begin", 7) and synced == [1]
+    done = []
+    t = threading.Thread(target=lambda: done.append(knobs.runtime.jit_post_compile_hook()), daemon=True)
+    t.start()
+    msg, _ = judge.recv()
+    assert (msg["type"], msg["phase"], msg["seq"]) == ("compiling", "end", 7)
+    t.join(0.3)
+    assert t.is_alive() and not done  # waits for the judge
+    tp.send(a, {"cmd": "resume", "seq": 7})
+    t.join(5)
+    assert done == [None]
+    # A compile that raised and was caught (no "end"): the next one says its end first.
+    knobs.runtime.jit_cache_hook()
+    assert judge.recv()[0]["phase"] == "begin"
+    t = threading.Thread(target=knobs.runtime.jit_cache_hook, daemon=True)
+    t.start()
+    assert judge.recv()[0]["phase"] == "end"
+    tp.send(a, {"cmd": "resume", "seq": 7})
+    assert judge.recv()[0]["phase"] == "begin"
+    t.join(5)
+    # Anything but the resume for this command breaks the protocol.
+    t_err = []
+
+    def end():
+        try:
+            knobs.runtime.jit_post_compile_hook()
+        except tp.ProtocolError as exc:
+            t_err.append(exc)
+
+    t = threading.Thread(target=end, daemon=True)
+    t.start()
+    assert judge.recv()[0]["phase"] == "end"
+    tp.send(a, {"cmd": "resume", "seq": 6})
+    t.join(5)
+    assert len(t_err) == 1
