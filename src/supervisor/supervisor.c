@@ -471,29 +471,36 @@ static void slot_give(runner_slot *rs)
 }
 
 /* The runner's part of the job that only kgym can choose: its uid and (on a
- * GPU) a Triton cache of its slot's own, bound into its mount namespace. */
-static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
+ * GPU) a Triton cache of its slot's own, bound into its mount namespace.
+ * Returns the job this run sends (a new reference): the caller's job is left
+ * as it was, so a job run twice (kgym eval's re-run alone) runs as the uid of
+ * the slot it holds then, never as the one its first run gave back (another
+ * evaluation may hold that one by now: a census would count its runner, and a
+ * final sweep kill it).  NULL on allocation failure. */
+static json_t *runner_identity(kg_supervisor *sup, json_t *caller_job, int slot)
 {
-    json_t *sb = json_object_get(job, "sandbox");
+    json_t *sb = json_object_get(caller_job, "sandbox");
     if (sb && json_is_false(json_object_get(sb, "enabled")))
-        return;
-    if (slot < 0 || json_object_get(job, "runner_uid")) /* no slot: not root (nothing to drop to) or none free */
-        return;
+        return json_incref(caller_job);
+    /* no slot: not root (nothing to drop to) or none free; a uid the caller chose (tests) stands */
+    if (slot < 0 || json_object_get(caller_job, "runner_uid"))
+        return json_incref(caller_job);
+    json_t *job = json_copy(caller_job);
+    if (!job)
+        return NULL;
     json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
     if (strcmp(sup->device, "cpu") == 0)
-        return; /* the interpreter compiles nothing */
+        return job; /* the interpreter compiles nothing */
     const char *tmp = getenv("TMPDIR");
     kg_buf dir = {0};
     kg_buf_printf(&dir, "%s/kgym-triton-%d", tmp && *tmp ? tmp : "/tmp", KG_RUNNER_UID_BASE + slot);
     if (!dir.data || (mkdir(dir.data, 0700) != 0 && errno != EEXIST)) {
         kg_buf_free(&dir);
-        return;
+        return job;
     }
     json_object_set_new(job, "triton_cache", json_string(dir.data));
-    if (!sb) {
-        sb = json_object();
-        json_object_set_new(job, "sandbox", sb);
-    }
+    sb = sb ? json_deep_copy(sb) : json_object(); /* its own: the writable list grows */
+    json_object_set_new(job, "sandbox", sb);
     json_t *w = json_object_get(sb, "writable");
     if (!json_is_array(w)) {
         w = json_array();
@@ -501,6 +508,7 @@ static void runner_identity(kg_supervisor *sup, json_t *job, int slot)
     }
     json_array_append_new(w, json_string(dir.data));
     kg_buf_free(&dir);
+    return job;
 }
 
 /* Every process running as the runner's uid is the runner's or its descendant's (the uid is its slot's alone,
@@ -581,7 +589,7 @@ static void classify(int status, kg_child_end *end, int *code, int *sig, int don
 
 enum { FD_PROTO, FD_JOUT, FD_JERR, FD_ROUT, FD_RERR, FD_COUNT };
 
-int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *limits,
+int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_limits *limits,
                       kg_child_report *rep, kg_error *err)
 {
     memset(rep, 0, sizeof *rep);
@@ -602,7 +610,15 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
         return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
     }
     runner_slot slot = slot_take();
-    runner_identity(sup, job, slot.slot);
+    json_t *job = runner_identity(sup, caller_job, slot.slot);
+    if (!job) {
+        int *all[] = {proto, peer, jout, jerr, rout, rerr};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            for (int j = 0; j < 2; j++)
+                close(all[i][j]);
+        slot_give(&slot);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
     int runner_fds[3] = {peer[1], rout[1], rerr[1]};
     pid_t pid = 0, rpid = 0;
@@ -620,6 +636,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
     if (rc != KG_OK) {
         close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
         slot_give(&slot);
+        json_decref(job);
         return rc;
     }
     rep->pid = pid;
@@ -813,6 +830,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *li
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);
     slot_give(&slot);
+    json_decref(job); /* st.nonce pointed into it: no line is read after this */
     rep->wall_ms = kg_now_ms() - st.t0;
     rep->outside_stage = !st.in_stage && !st.done;
     if (!st.killed) {

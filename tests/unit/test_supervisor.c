@@ -656,6 +656,20 @@ static void runner_uid_slots_are_machine_wide(void)
     if (locked)
         KG_CHECK(uid != 61000);
     kg_child_report_free(&rep);
+    /* The same job run again (kgym eval's re-run alone) while another kgym holds the slot the first run gave
+     * back: it runs as the uid of the slot it holds now, never as the first run's. */
+    KG_CHECK(json_object_get(job, "runner_uid") == NULL); /* the caller's job is left as it was */
+    char other[64];
+    snprintf(other, sizeof other, "/tmp/kgym-runner-uids/%lld", (long long)uid);
+    int taken = open(other, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    KG_CHECK(taken >= 0 && flock(taken, LOCK_EX | LOCK_NB) == 0);
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    json_int_t again = json_integer_value(json_object_get(find(&rep, "sandbox"), "runner_uid"));
+    KG_CHECK(again >= 61000 && again != uid);
+    kg_child_report_free(&rep);
+    if (taken >= 0)
+        close(taken);
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
