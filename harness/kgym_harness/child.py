@@ -364,8 +364,7 @@ class Evaluation:
         # kgym's arbiter shares the GPU among evaluations: ask before every GPU phase (docs/protocol.md).
         self.arbiter = bool(job.get("gpu_arbiter"))
         self.gpu_mode = None  # the GPU phase held now ("shared", "exclusive") or None
-        self.reserve_bytes = 0  # device memory the next GPU phase will hold (for kgym's arbiter)
-        self.footprints = {}  # variant name -> its phase's device memory (correctness)
+        self.reserve_bytes = 0  # device memory held from the correctness stage on (for kgym's arbiter)
         self._total_bytes = None  # the device's memory, once asked (_device_total)
         self.released_for_compile = False  # a shared phase handed back while the runner compiles
         self.compile_handbacks = 0
@@ -462,20 +461,19 @@ class Evaluation:
             self.runner.construct(init, self.tiny.seed, None).drop()
         return "", {"tiny_sizes": sizes}
 
-    def shared_or_alone(self, fn, ran_out=None, keep_memory=False):
+    def shared_or_alone(self, fn, ran_out=None):
         """``fn()`` in a shared GPU phase.  Out of memory there (``fn`` raises it, or ``ran_out(result)`` says
         the result reports it) may be other evaluations' memory, not this one's appetite: ``fn()`` runs once
         more with the GPU to itself (and this process's cached blocks given back), where an out-of-memory
         error is this evaluation's own.  What the runtime checks found in the attempt that ran out is not
         evidence (a check that could not allocate, a comparison cut short) and is dropped.
-        ``keep_memory``: the phase's device-memory reservation outlives it (``gpu``).
         Returns (result, whether it was run alone)."""
         from . import compare
 
         can_retry = self.arbiter and self.device.startswith("cuda")
         findings = len(self.guards.findings)
         try:
-            with self.gpu("shared", keep_memory=keep_memory):
+            with self.gpu("shared"):
                 result = fn()
         except Exception as exc:  # noqa: BLE001 — only out of memory is retried
             if not (can_retry and compare.is_out_of_memory(exc)):
@@ -490,12 +488,11 @@ class Evaluation:
         del self.guards.findings[max(findings, self.sent_findings):]
         gc.collect()
         torch.cuda.empty_cache()
-        with self.gpu("exclusive", "out_of_memory_retry", keep_memory=keep_memory):
+        with self.gpu("exclusive", "out_of_memory_retry"):
             return fn(), True
 
     def shared_variant(self, v):
         """Runs one variant in a shared GPU phase, alone if it ran out of memory there (shared_or_alone)."""
-        self.reserve_bytes = self.footprints.get(v.name, 0)
         result, alone = self.shared_or_alone(lambda: self.run_variant(v), _out_of_memory)
         if alone:
             result["retried_alone"] = True
@@ -518,11 +515,10 @@ class Evaluation:
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
         self.variants = variants
-        # What each variant's phase will hold on the device (timing runs base): kgym's arbiter lets a phase
-        # go on only when that fits beside the others' (arbiter.h).  Memory is arbitrated where the judge
-        # reports the device's size (CUDA); elsewhere the figure is only noted.  The value variants run at
-        # capped sizes: most phases need a fraction of what base does.
-        self.footprints = {v.name: tasks.device_footprint(self.task, v.sizes) for v in variants}
+        # What this evaluation will hold on its device from now until it ends (the largest variant; timing
+        # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
+        # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
+        self.reserve_bytes = max((tasks.device_footprint(self.task, v.sizes) for v in variants), default=0)
         ran = 0
         for v in variants:
             result = self.shared_variant(v)
@@ -537,14 +533,12 @@ class Evaluation:
 
     # -- the GPU arbiter ---------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def gpu(self, mode, purpose=None, keep_memory=False):
+    def gpu(self, mode, purpose=None):
         """A GPU phase: kgym's arbiter grants it (``shared`` for compile, tiny run and correctness, which
         many evaluations run at once; ``exclusive`` for timing and profiling, which must have the GPU to
         themselves).  Queued GPU work is finished before the phase is handed back.  ``purpose`` names what
         the phase is for (timing_round, clock_block, profile, out_of_memory_retry): kgym reports the time
-        held per purpose, which is where an evaluation's exclusive GPU time goes.  The phase reserves
-        ``self.reserve_bytes`` of device memory until it ends; ``keep_memory``: until the next phase is asked
-        for (what it made stays on the device for that one: the timing setup's models and inputs)."""
+        held per purpose, which is where an evaluation's exclusive GPU time goes."""
         if self.arbiter:
             self._acquire(mode, purpose)
         # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
@@ -555,8 +549,7 @@ class Evaluation:
             self.gpu_mode = None
             _give_back_device_memory(self.device)
             if self.arbiter and not self.released_for_compile:
-                self.chan.send({"type": "gpu_release", "keep_memory": True} if keep_memory
-                               else {"type": "gpu_release"})
+                self.chan.send({"type": "gpu_release"})
             self.released_for_compile = False
 
     def _acquire(self, mode, purpose=None):
@@ -589,7 +582,7 @@ class Evaluation:
                 import torch
 
                 torch.cuda.synchronize()  # the judge's own queued work ends inside the phase too
-            self.chan.send({"type": "gpu_release", "why": "triton_compile", "keep_memory": True})
+            self.chan.send({"type": "gpu_release", "why": "triton_compile"})
             self.released_for_compile = True
         elif self.released_for_compile:  # "end", or "restore" after an answer
             self.released_for_compile = False
@@ -679,10 +672,7 @@ class Evaluation:
                 profile.warm_up()
             return ref, cand, timed_ref, min_bytes, flops
 
-        # Base's reservation, kept from the setup's phase through the exclusive window: the models and
-        # inputs made here stay on the device in between.
-        self.reserve_bytes = self.footprints.get(base.name, 0)
-        (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup, keep_memory=True)
+        (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup)
 
         def make_inputs(k):
             v = tasks.Variant(base.name, base.sizes, base.seed + 101 + k, base.transform, base.dtype,

@@ -30,9 +30,7 @@ class FakeChan:
             if m["type"] == "gpu_acquire":
                 out.append("acquire " + m["mode"])
             elif m["type"] == "gpu_release":
-                # A hand-back for a compile keeps the phase's device memory reserved (its tensors stay).
-                compiling = m.get("why") == "triton_compile" and m.get("keep_memory") is True
-                out.append("release" + (" for compile" if compiling else ""))
+                out.append("release" + (" for compile" if m.get("why") == "triton_compile" else ""))
         return out
 
 

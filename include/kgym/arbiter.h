@@ -12,17 +12,13 @@
  *     grant is made, so timing windows are never starved by a stream of
  *     correctness runs; exclusive requests are served in arrival order.
  * Device memory is arbitrated too, because the lock alone does not keep
- * evaluations from running each other out of it.  Each evaluation has an
- * account that reserves the estimated need of its phase (the judge computes
- * it from the phase's sizes) until the phase ends (kg_arbiter_account_return)
- * or the account is freed at the evaluation's end; a phase handed back only
- * for a Triton compile keeps it, its tensors staying on the GPU:
- *   - a request that makes an account's reservation waits until it fits
- *     beside the others (or nothing else is reserved: an evaluation alone
- *     always runs), in arrival order, except that one further back goes
- *     first when it fits and the ones that went first, with it, leave the
- *     largest need ahead of it room (the ones ahead wait only for what was
- *     reserved before them);
+ * evaluations from running each other out of it: an evaluation's processes
+ * keep their inputs and outputs on the GPU between phases.  Each evaluation
+ * has an account that reserves its estimated need (the judge computes it from
+ * the task's sizes) until the account is freed at the evaluation's end:
+ *   - a request that makes an account's first reservation waits, in arrival
+ *     order, until the reservation fits beside the others (or nothing else is
+ *     reserved: an evaluation alone always runs);
  *   - an account that already holds a reservation never waits for memory (a
  *     larger figure is taken as is), so a holder never waits on another
  *     holder and nothing deadlocks;
@@ -82,9 +78,6 @@ kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);
  * requests must have been released or cancelled first. */
 void kg_arbiter_account_free(kg_arbiter_account *acc);
 uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc);
-/* Gives the account's reservation back (its phase is over); the account's next request with a figure makes a
- * reservation again.  NULL is a no-op. */
-void kg_arbiter_account_return(kg_arbiter_account *acc);
 
 /* Registers a request (an exclusive one immediately holds back new shared
  * grants).  NULL on allocation failure. */

@@ -238,8 +238,7 @@ typedef struct {
     kg_arbiter_request *gpu_pending;
     json_t *gpu_pending_msg;  /* the gpu_acquire line waiting (owned by rep->messages) */
     double gpu_pending_since;
-    kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, for its phase */
-    int gpu_keep_memory;      /* the last phase's reservation stays for the next (its tensors stay) */
+    kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
     char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
     int cancelled;            /* the caller's stop_requested said so */
     uid_t runner_uid;         /* 0: the runner has no uid of its own (no census, no final sweep) */
@@ -315,15 +314,9 @@ static void handle_request(run_state *st, json_t *msg, const char *type)
     if (!strcmp(type, "gpu_acquire")) {
         const char *mode = json_string_value(json_object_get(msg, "mode"));
         gpu_let_go(st); /* one phase at a time: asking again ends the previous one */
-        /* Device memory (arbiter.h): the judge says how much the device has and what this phase will hold
-         * on it (from its sizes); kgym lets evaluations reserve KG_GPU_MEMORY_SHARE of the device, the rest
-         * being the processes' CUDA contexts and what no estimate foresees.  The reservation lasts for the
-         * phase, and into the next one when the judge released it with keep_memory (a hand-back for a
-         * Triton compile, the timing setup: what the phase made stays on the GPU): that phase keeps it and
-         * waits for no memory. */
-        if (!st->gpu_keep_memory)
-            kg_arbiter_account_return(st->gpu_account);
-        st->gpu_keep_memory = 0;
+        /* Device memory (arbiter.h): the judge says how much the device has and, once it knows the task's
+         * sizes, what this evaluation will hold on it; kgym lets evaluations reserve KG_GPU_MEMORY_SHARE of
+         * the device, the rest being the processes' CUDA contexts and what no estimate foresees. */
         uint64_t total = byte_field(msg, "device_total_bytes"), want = byte_field(msg, "reserve_bytes");
         if (total)
             kg_arbiter_set_capacity(st->sup->arbiter, (uint64_t)((double)total * KG_GPU_MEMORY_SHARE));
@@ -341,9 +334,6 @@ static void handle_request(run_state *st, json_t *msg, const char *type)
         gpu_try_grant(st);
     } else if (!strcmp(type, "gpu_release")) {
         gpu_let_go(st);
-        st->gpu_keep_memory = json_is_true(json_object_get(msg, "keep_memory"));
-        if (!st->gpu_keep_memory)
-            kg_arbiter_account_return(st->gpu_account);
     } else if (!strcmp(type, "census")) {
         /* The judge has finished with the runner and asks, before telling it to exit, whether anything the
          * candidate started is still running (a daemon, a setsid grandchild): counted here, from /proc, by

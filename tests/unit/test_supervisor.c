@@ -472,51 +472,6 @@ static void reservations_wait_for_memory(void)
     json_decref(t.job);
     kg_remove_tree(dir);
     free(dir);
-
-    /* A phase's reservation goes back when the phase ends, not when the evaluation does: another evaluation
-     * that needs all but one byte gets it between two of this one's correctness variants, and this one's
-     * next phase then waits for memory (under a reservation for the whole evaluation it never would). */
-    threaded_run t2 = {.job = job_for("ok", &dir), .lim = limits()};
-    json_object_set_new(t2.job, "gpu_arbiter", json_true());
-    pthread_create(&th, NULL, run_thread, &t2);
-    int took_it = 0;
-    for (int tries = 0; tries < 400 && !took_it; tries++) {
-        struct timespec step = {0, 10 * 1000 * 1000};
-        nanosleep(&step, NULL);
-        kg_arbiter_get_stats(arb, &st);
-        if (st.reserved_bytes == 0)
-            continue; /* not reserving yet (compile, tiny run) */
-        kg_arbiter_account *big = kg_arbiter_account_new(arb);
-        kg_arbiter_request *q = kg_arbiter_request_reserve(arb, KG_GPU_SHARED, big, 999);
-        took_it = kg_arbiter_wait(q, 30000);
-        struct timespec hold = {0, 300 * 1000 * 1000};
-        nanosleep(&hold, NULL);
-        if (took_it)
-            kg_arbiter_release(q);
-        else
-            kg_arbiter_cancel(q);
-        kg_arbiter_account_free(big);
-    }
-    pthread_join(th, NULL);
-    KG_CHECK(took_it);
-    KG_CHECK(t2.rc == KG_OK && t2.rep.end == KG_END_COMPLETED);
-    json_int_t phases_with_memory = 0, waited_again = 0;
-    json_array_foreach(t2.rep.messages, i, m) {
-        const char *type = json_string_value(json_object_get(m, "type"));
-        if (!type || strcmp(type, "gpu_acquire") || json_integer_value(json_object_get(m, "reserve_bytes")) <= 0)
-            continue;
-        phases_with_memory++;
-        if (json_number_value(json_object_get(m, "memory_waited_ms")) >= 200)
-            waited_again++;
-    }
-    KG_CHECK(phases_with_memory > 3);
-    KG_CHECK(waited_again == 1); /* the phase after ours took it, and only that one */
-    kg_arbiter_get_stats(arb, &st);
-    KG_CHECK(st.reserved_bytes == 0 && st.pending_memory == 0);
-    kg_child_report_free(&t2.rep);
-    json_decref(t2.job);
-    kg_remove_tree(dir);
-    free(dir);
 }
 
 static void echo(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
