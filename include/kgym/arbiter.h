@@ -16,9 +16,12 @@
  * keep their inputs and outputs on the GPU between phases.  Each evaluation
  * has an account that reserves its estimated need (the judge computes it from
  * the task's sizes) until the account is freed at the evaluation's end:
- *   - a request that makes an account's first reservation waits, in arrival
- *     order, until the reservation fits beside the others (or nothing else is
- *     reserved: an evaluation alone always runs);
+ *   - a request that makes an account's first reservation waits until the
+ *     reservation fits beside the others (or nothing else is reserved: an
+ *     evaluation alone always runs), in arrival order, except that one further
+ *     back goes first when it fits and the accounts that went first, with it,
+ *     leave the largest need ahead of it room (so the ones ahead wait only for
+ *     what was reserved before them);
  *   - an account that already holds a reservation never waits for memory (a
  *     larger figure is taken as is), so a holder never waits on another
  *     holder and nothing deadlocks;

@@ -286,6 +286,67 @@ static void all_memory_drains_the_others_first(void)
     kg_arbiter_destroy(a);
 }
 
+/* A small evaluation may go ahead of a large one that does not fit yet, but never into the room the large one
+ * needs once what was reserved before it is given back: the large one waits for nothing more than in a strict
+ * line. */
+static void small_evaluations_go_ahead_without_delaying_the_line(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e[5];
+    for (int i = 0; i < 5; i++)
+        e[i] = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e[0], 50);
+    KG_CHECK(kg_arbiter_poll(r1) == 1);
+    kg_arbiter_request *big = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e[1], 60);
+    KG_CHECK(kg_arbiter_poll(big) == 0);            /* 110 > 100 */
+    kg_arbiter_request *small = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e[2], 30);
+    KG_CHECK(kg_arbiter_poll(small) == 1);          /* fits, and 30 + the 60 ahead of it fit in 100 */
+    kg_arbiter_request *more = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e[3], 15);
+    KG_CHECK(kg_arbiter_poll(more) == 0);           /* fits now (95), but 30 + 15 + 60 would not */
+    kg_arbiter_request *solo = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e[4], KG_ARBITER_ALL_MEMORY);
+    KG_CHECK(kg_arbiter_poll(solo) == 0);
+    kg_arbiter_release(r1);
+    kg_arbiter_account_free(e[0]);
+    KG_CHECK(kg_arbiter_poll(big) == 1);            /* what was reserved before it is gone: it fits */
+    KG_CHECK(kg_arbiter_poll(more) == 0);           /* now first in line: 30 + 60 + 15 > 100, it waits */
+    kg_arbiter_release(small);
+    kg_arbiter_account_free(e[2]);
+    KG_CHECK(kg_arbiter_poll(more) == 1);
+    KG_CHECK(kg_arbiter_poll(solo) == 0);           /* the whole device: after everyone */
+    kg_arbiter_release(big);
+    kg_arbiter_account_free(e[1]);
+    kg_arbiter_release(more);
+    kg_arbiter_account_free(e[3]);
+    KG_CHECK(kg_arbiter_poll(solo) == 1);
+    kg_arbiter_release(solo);
+    kg_arbiter_account_free(e[4]);
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 0 && s.pending_memory == 0);
+    /* The room a jump took comes back with it: the same jump is allowed again. */
+    kg_arbiter_account *f[4];
+    for (int i = 0; i < 4; i++)
+        f[i] = kg_arbiter_account_new(a);
+    kg_arbiter_request *h = kg_arbiter_request_reserve(a, KG_GPU_SHARED, f[0], 50);
+    kg_arbiter_request *w = kg_arbiter_request_reserve(a, KG_GPU_SHARED, f[1], 60);
+    kg_arbiter_request *j = kg_arbiter_request_reserve(a, KG_GPU_SHARED, f[2], 40);
+    KG_CHECK(kg_arbiter_poll(h) == 1 && kg_arbiter_poll(w) == 0 && kg_arbiter_poll(j) == 1);
+    kg_arbiter_request *j2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, f[3], 5);
+    KG_CHECK(kg_arbiter_poll(j2) == 0);             /* fits (95), but 40 + 5 + 60 > 100 */
+    kg_arbiter_release(j);
+    kg_arbiter_account_free(f[2]);
+    KG_CHECK(kg_arbiter_poll(j2) == 1);             /* 5 + 60 <= 100 */
+    kg_arbiter_release(j2);
+    kg_arbiter_account_free(f[3]);
+    kg_arbiter_cancel(w);
+    kg_arbiter_release(h);
+    kg_arbiter_account_free(f[0]);
+    kg_arbiter_account_free(f[1]);
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 0 && s.pending_memory == 0);
+    kg_arbiter_destroy(a);
+}
+
 /* Six threads run evaluations the way the supervisor and kgym eval drive the arbiter: shared phases that
  * reserve nothing (compile, tiny run), a first reservation with the correctness variants, a retry alone now
  * and then, exclusive timing rounds, the account freed at the end, and now and then the whole evaluation
@@ -360,6 +421,7 @@ static const kg_test_case cases[] = {
     {"a_holder_never_waits_for_memory", a_holder_never_waits_for_memory},
     {"a_memory_waiter_holds_back_no_one", a_memory_waiter_holds_back_no_one},
     {"all_memory_drains_the_others_first", all_memory_drains_the_others_first},
+    {"small_evaluations_go_ahead_without_delaying_the_line", small_evaluations_go_ahead_without_delaying_the_line},
     {"evaluations_with_memory_never_deadlock", evaluations_with_memory_never_deadlock},
 };
 
