@@ -585,6 +585,13 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     memset(rep, 0, sizeof *rep);
     kg_child_limits none = {0};
     const kg_child_limits *lim = limits ? limits : &none;
+    /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
+    runner_slot slot = slot_take();
+    json_t *job = runner_identity(sup, caller_job, slot.slot);
+    if (!job) {
+        slot_give(&slot);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process. */
     int proto[2] = {-1, -1}, peer[2] = {-1, -1}, jout[2] = {-1, -1}, jerr[2] = {-1, -1}, rout[2] = {-1, -1},
         rerr[2] = {-1, -1};
@@ -597,17 +604,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             for (int j = 0; j < 2; j++)
                 if (all[i][j] >= 0)
                     close(all[i][j]);
-        return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
-    }
-    runner_slot slot = slot_take();
-    json_t *job = runner_identity(sup, caller_job, slot.slot);
-    if (!job) {
-        int *all[] = {proto, peer, jout, jerr, rout, rerr};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            for (int j = 0; j < 2; j++)
-                close(all[i][j]);
         slot_give(&slot);
-        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        json_decref(job);
+        return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
     }
     int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
     int runner_fds[3] = {peer[1], rout[1], rerr[1]};
