@@ -56,3 +56,21 @@ def test_large_outputs_are_fingerprinted_not_copied():
     b.view(-1)[t.positions[((tuple(a.shape), str(a.dtype)),)][0][0]] += 1.0  # a difference where it samples
     t.add("seed_1", b, [], 1e-4, 1e-4)
     assert t.facts()["input_dependent_on"] == ["seed_1"]
+
+
+def test_checks_read_large_outputs_chunk_by_chunk(monkeypatch):
+    """Multi-GB outputs are looked at CHUNK elements at a time (no whole float64 copies): a value beyond
+    atol, or a difference from an input, in the last chunk only is still seen."""
+    monkeypatch.setattr(degeneracy, "CHUNK", 7)
+    t = degeneracy.Tracker()
+    zero_but_last = torch.zeros(5, 9)
+    zero_but_last[-1, -1] = 1.0
+    x = torch.rand(5, 9)
+    almost_x = x.clone()
+    almost_x[-1, -1] += 1.0
+    t.add("base", zero_but_last, [torch.zeros(5, 9)], 1e-4, 1e-4)
+    t.add("seed_1", almost_x, [x], 1e-4, 1e-4)
+    t.add("seed_2", x.clone(), [x], 1e-4, 1e-4)
+    f = t.facts()
+    assert f["nonzero_on"] == ["base", "seed_1", "seed_2"]
+    assert f["not_an_input_on"] == ["base", "seed_1"]
