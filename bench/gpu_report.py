@@ -479,6 +479,15 @@ def report_throughput(args):
                         f"{fmt(mean_of(lambda p: (p.get('shared') or {}).get('waited_ms')), ',.0f')} / "
                         f"{fmt(mean_of(lambda p: (p.get('exclusive') or {}).get('waited_ms')), ',.0f')} / "
                         f"{fmt(mean_of(lambda p: p.get('memory_waited_ms')), ',.0f')}"])
+        # The footprint estimate against what the evaluations measured (gpu_phases.peak_bytes): a reservation
+        # far above the peak makes large evaluations wait for memory they never use; one below it risks
+        # running out of memory in a shared phase.
+        sized = [(num(p.get("peak_bytes")) or 0) / num(p.get("reserved_bytes")) for p in phases
+                 if (num(p.get("reserved_bytes")) or 0) > (1 << 30) and num(p.get("peak_bytes"))]
+        if sized:
+            figures.append(["measured peak / reserved memory, evaluations reserving > 1 GiB (median / max; over 1)",
+                            f"{statistics.median(sized):.2f} / {max(sized):.2f}; {sum(x > 1 for x in sized)} "
+                            f"of {len(sized)}"])
     goal = verdict_line(None if per_gpu_hour is None else per_gpu_hour >= GOAL_EVAL_PER_HOUR,
                         f"evaluations per GPU-hour ≥ {GOAL_EVAL_PER_HOUR:,}: {fmt(per_gpu_hour, ',.0f')}")
     t1 = md_table(["figure", "value"], figures)

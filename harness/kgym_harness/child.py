@@ -173,6 +173,11 @@ class RunnerLink:
         # when the command's answer came while a compile it announced never said it ended (Evaluation.
         # compile_handback); None: such lines are answered and otherwise ignored.
         self.on_compile = None
+        self.peak = 0  # the runner's allocator peak, as its answers report it (take_peak)
+
+    def take_peak(self):
+        peak, self.peak = self.peak, 0
+        return peak
 
     def ask(self, obj, values=None, answer_bytes=0, spare=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
@@ -209,6 +214,9 @@ class RunnerLink:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
         if reply.get("seq") != self.seq:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
+        peak = reply.pop("device_peak", 0)
+        if isinstance(peak, int) and 0 < peak < (1 << 50):
+            self.peak = max(self.peak, peak)
         for f in reply.pop("findings", None) or []:
             if isinstance(f, dict) and isinstance(f.get("type"), str):
                 f = dict(f, source="runner")
@@ -549,7 +557,7 @@ class Evaluation:
             self.gpu_mode = None
             _give_back_device_memory(self.device)
             if self.arbiter and not self.released_for_compile:
-                self.chan.send({"type": "gpu_release"})
+                self.chan.send({"type": "gpu_release", "peak_bytes": self._take_peak()})
             self.released_for_compile = False
 
     def _acquire(self, mode, purpose=None):
@@ -587,6 +595,26 @@ class Evaluation:
         elif self.released_for_compile:  # "end", or "restore" after an answer
             self.released_for_compile = False
             self._acquire("shared")
+
+    def _take_peak(self):
+        """The most device memory this evaluation held since the last call (kgym's ``gpu_phases.peak_bytes``,
+        set against the footprint it reserved): the judge's allocator peak and its shared blocks, plus the
+        runner's allocator peak as it reports it (evidence, used only for that figure).  The sum of the two
+        processes' peaks bounds their peak together from above."""
+        if not self.device.startswith("cuda"):
+            return 0
+        from . import cudashare
+
+        try:
+            import torch
+
+            own = int(torch.cuda.max_memory_reserved()) if torch.cuda.is_initialized() else 0
+            if own:
+                torch.cuda.reset_peak_memory_stats()
+        except Exception:  # noqa: BLE001 — a poisoned context shows in the stage itself
+            own = 0
+        runner = getattr(self, "runner", None)
+        return own + cudashare.take_peak() + (runner.take_peak() if runner is not None else 0)
 
     def _device_total(self):
         """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""

@@ -144,11 +144,27 @@ def _ready():
         return lib, _state["device"], _state["granularity"]
 
 
+# Device memory in blocks this process created and has not released yet, and its high-water mark since
+# take_peak (kgym compares an evaluation's measured peak with the footprint it reserved: gpu_phases.peak_bytes).
+# Blocks mapped from the peer are not counted: their memory is the creator's.
+_live = {"bytes": 0, "peak": 0}
+
+
+def take_peak() -> int:
+    """The most device memory this process held in its own blocks at once since the last call."""
+    peak, _live["peak"] = _live["peak"], _live["bytes"]
+    return peak
+
+
 class Block:
     """A range of device memory mapped in this process (see the module's docstring)."""
 
-    def __init__(self, handle, ptr, size):
+    def __init__(self, handle, ptr, size, owned=False):
         self.handle, self.ptr, self.size = handle, ptr, size
+        self.owned = owned
+        if owned:
+            _live["bytes"] += size
+            _live["peak"] = max(_live["peak"], _live["bytes"])
 
     @classmethod
     def create(cls, nbytes):
@@ -159,7 +175,7 @@ class Block:
         handle = _c_ull()
         p = _prop(dev)
         _check(lib.cuMemCreate(ctypes.byref(handle), size, ctypes.byref(p), 0), f"cuMemCreate({size} bytes)")
-        return cls._mapped(lib, dev, gran, handle.value, size)
+        return cls._mapped(lib, dev, gran, handle.value, size, owned=True)
 
     @classmethod
     def open(cls, fd, size):
@@ -175,7 +191,7 @@ class Block:
         return cls._mapped(lib, dev, gran, handle.value, size)
 
     @classmethod
-    def _mapped(cls, lib, dev, gran, handle, size):
+    def _mapped(cls, lib, dev, gran, handle, size, owned=False):
         ptr = _c_ull()
         mapped = False
         try:
@@ -194,7 +210,7 @@ class Block:
                 lib.cuMemAddressFree(ptr.value, size)
             lib.cuMemRelease(handle)
             raise
-        return cls(handle, ptr.value, size)
+        return cls(handle, ptr.value, size, owned)
 
     def export(self):
         """A new file descriptor for this allocation (the caller closes it once it is sent)."""
@@ -219,6 +235,8 @@ class Block:
         import torch
 
         lib, ptr, self.ptr = _state["lib"], self.ptr, None
+        if self.owned:
+            _live["bytes"] -= self.size
         try:
             torch.cuda.synchronize()
         finally:

@@ -61,6 +61,9 @@ class Runner:
             self.sent = len(self.guards.findings)
             if new:
                 obj = dict(obj, findings=[_plain(f) for f in new])
+        peak = _device_peak(self.device)
+        if peak:
+            obj = dict(obj, device_peak=peak)
         spare = self.reader.take_spare()
         try:
             tp.send(self.sock, obj, values, into=spare)
@@ -392,6 +395,23 @@ def _sendable(out):
     if out is None or isinstance(out, (bool, int, float)):
         return out
     return tp.Other(type(out).__name__)
+
+
+def _device_peak(device):
+    """The most device memory this process's allocator held since the last answer (0 off CUDA or before its
+    first use): the judge adds it to the evaluation's measured peak (gpu_phases.peak_bytes)."""
+    if not device.startswith("cuda"):
+        return 0
+    import torch
+
+    try:
+        if not torch.cuda.is_initialized():
+            return 0
+        peak = int(torch.cuda.max_memory_reserved())
+        torch.cuda.reset_peak_memory_stats()
+        return peak
+    except Exception:  # noqa: BLE001 — a poisoned context shows in the next command's answer
+        return 0
 
 
 def _poison(specs, device):

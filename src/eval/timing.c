@@ -388,6 +388,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     double open_at = 0, last_t = 0;
     int any = 0;
     json_int_t reserved = 0; /* the device memory the evaluation reserved (arbiter.h) */
+    json_int_t peak = 0;     /* the most it measured holding in a phase (the judge's gpu_release lines) */
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -398,6 +399,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         if (!acquire && !purpose && !is_type(m, "gpu_release"))
             continue;
         any = 1;
+        json_int_t p = json_integer_value(json_object_get(m, "peak_bytes"));
+        peak = p > peak ? p : peak;
         if (open) {
             end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t);
             open = purpose; /* a new purpose goes on in the same phase */
@@ -424,9 +427,10 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         return json_null();
     }
     /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
-     * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax. */
-    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I, s:f}", "shared", "grants", grants[0],
+     * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax.
+     * peak_bytes against reserved_bytes: whether the footprint estimate holds (a figure, never a verdict). */
+    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I, s:f, s:I}", "shared", "grants", grants[0],
                      "held_ms", held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms",
                      held[1], "waited_ms", waited[1], "by_purpose", by_purpose, "reserved_bytes", reserved,
-                     "memory_waited_ms", memory_waited);
+                     "memory_waited_ms", memory_waited, "peak_bytes", peak);
 }
