@@ -179,11 +179,12 @@ class RunnerLink:
         peak, self.peak = self.peak, 0
         return peak
 
-    def ask(self, obj, values=None, answer_bytes=0, spare=None):
+    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
         answer is expected to carry (the reference output's size): a memfd that large goes along for the
         runner to write them into (transport.pack says why).  ``spare``: one made by the caller instead
-        (released here all the same)."""
+        (released here all the same).  ``in_place``: a transport.InPlace holding ``values``' tensors, sent
+        without a copy (the caller checks them after the answer)."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
@@ -191,7 +192,8 @@ class RunnerLink:
             spare = self.tp.spare_for(answer_bytes, device=self.share)
         sent = None
         try:
-            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share)
+            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share,
+                                in_place=in_place)
             while True:
                 reply, out = self.reader.recv(own_spare=spare)
                 if reply.get("type") != "compiling" or reply.get("seq") != self.seq:
@@ -274,18 +276,19 @@ class RemoteModel:
         self.answer_bytes = 0  # the reference output's size: the runner's answers are written into a memfd that large
         self.stage = None
 
-    def _ok(self, obj, values=None, answer_bytes=0):
-        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes))
+    def _ok(self, obj, values=None, answer_bytes=0, in_place=None):
+        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place))
 
-    def call(self, args, stage, variant, poison=None):
-        """One forward on ``args`` (sent as copies); returns the output as this process's tensors."""
+    def call(self, args, stage, variant, poison=None, in_place=None):
+        """One forward on ``args`` (sent as copies, or in place: see RunnerLink.ask); returns the output as this
+        process's tensors."""
         import torch
 
         outs = [t for t in _tensor_list(poison) if torch.is_tensor(t)]
         specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in outs]
         self.answer_bytes = sum(t.numel() * t.element_size() for t in outs) or self.answer_bytes
         reply, out = self._ok({"cmd": "call", "stage": stage, "variant": self.link.label(variant),
-                               "poison": specs}, list(args), self.answer_bytes)
+                               "poison": specs}, list(args), self.answer_bytes, in_place)
         self.last_ms = reply.get("candidate_ms")
         return out
 
@@ -751,6 +754,12 @@ class Evaluation:
             # the largest tasks).  The runner keeps its copy on its device for every timed call.
             sets = [make_inputs(0)]
             self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True))}, sets)
+            if sum(x.numel() * x.element_size() for x in sets[0] if torch.is_tensor(x)) >= tasks.REBUILD_SET_BYTES:
+                # A large set is not kept here: each of the reference's calls builds it again from its seed
+                # (the same bytes; a generator writes them no slower than a copy reads and writes them), so
+                # the timing stage holds the inputs three times on the device (the runner's set, its
+                # call's copy, the reference's call's), not four.
+                return [lambda: make_inputs(0)]
             return sets
 
         sets, _alone = self.shared_or_alone(input_sets)
@@ -866,8 +875,19 @@ class Evaluation:
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
         init, inputs = tasks.build(self.task, v, self.device)
-        # The runner gets its own copy (shared memory): nothing it does to its inputs reaches these.
+        # On a GPU the inputs live in a device block the runner gets in place (transport.InPlace): one copy
+        # of multi-GB inputs on the device instead of two.  The judge fingerprints them before the call and
+        # checks them after it, and does not read them again for anything it decides (the runner may
+        # still write there): a later use builds them again (rebuild).  Elsewhere the runner gets its own
+        # copy (shared memory): nothing it does to its inputs reaches these.
+        in_place = None
+        if self.runner.share:
+            in_place, inputs = self.runner.tp.InPlace.make(inputs)
         cand_inputs = inputs
+
+        def rebuild():
+            return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
+
         try:
             ref = tasks.construct(self.task.Model, init, v.seed, self.device)
             if v.dtype:
@@ -898,16 +918,24 @@ class Evaluation:
         _give_back_device_memory(self.device, collect=False)
         try:
             cand = self.runner.construct(init, v.seed, v.dtype)
-            cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out)
+            if in_place is not None:
+                in_place.seal()
+            cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out, in_place=in_place)
             facts["candidate_ms"] = cand.last_ms
         except RemoteError as exc:  # everything the candidate raises is data
             facts["status"] = "candidate_raised"
             facts["error"] = describe_exception(exc)
             return facts
+        finally:
+            if in_place is not None:
+                self.check_in_place(in_place, v.name)
+                # From here on nothing reads the block (module comment above); it goes with its last view.
+                inputs = cand_inputs = in_place.tensors = None
         facts["atol"], facts["rtol"] = atol, rtol
         try:
             facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
             if _near_miss(facts["compare"], ref_out, cand_out):
+                inputs = rebuild()
                 try:
                     facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
                 except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
@@ -931,7 +959,8 @@ class Evaluation:
                 try:
                     small = self.repeat_check_variant(v)
                     if small is None:
-                        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
+                        inputs = rebuild()
+                        self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, atol, rtol)
                     else:
                         # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
                         # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
@@ -981,6 +1010,22 @@ class Evaluation:
             # running more of a cheating candidate only costs time.
             if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
                 return
+
+    def check_in_place(self, in_place, variant):
+        """The judge's own check that the forward left its inputs unchanged (inputs handed over in place):
+        the runner's snapshot of them is skipped, and what it reports is evidence only."""
+        try:
+            changed = in_place.changed()
+        except Exception as exc:  # noqa: BLE001 — out of memory for the check's temporaries: re-run alone
+            if self.gpu_mode != "exclusive":
+                raise
+            self.guards.add("guard_error", self.current_stage, variant,
+                            f"the judge's input check failed: {type(exc).__name__}: {exc}"[:500])
+            return
+        for j in changed:
+            shape = list(in_place.tensors[j].shape)
+            self.guards.add("input_mutation", self.current_stage, variant,
+                            f"input {j} was modified by forward", {"input": j, "shape": shape})
 
     def repeat_check_variant(self, base):
         """The variant the repeat checks (second_call) run on when base is larger than

@@ -262,11 +262,13 @@ class Guards:
                      "functions kgym relies on were replaced: " + ", ".join(swapped[:8]), {"replaced": swapped[:40]})
 
     # -- around one candidate call ------------------------------------------------------------------------
-    def call(self, model, args, stage, variant):
-        """Runs model(*args) under the launch and ATen recorders; returns its output.  Exceptions propagate."""
+    def call(self, model, args, stage, variant, inputs_checked=False):
+        """Runs model(*args) under the launch and ATen recorders; returns its output.  Exceptions propagate.
+        ``inputs_checked``: the inputs are the judge's own, handed over in place, and the judge checks them
+        itself (transport.InPlace): no snapshot of them here."""
         inputs = _tensors(list(args))
         params = list(model.parameters())
-        before_in = _snapshot(inputs)
+        before_in = None if inputs_checked else _snapshot(inputs)
         before_p = _snapshot(params)
         threads_before = threading.active_count()
         LOG.reset()
@@ -322,7 +324,7 @@ class Guards:
                         self.add("output_alias", stage, variant,
                                  f"output {i} shares memory with {kind} {j}: return a new tensor",
                                  {"output": i, kind: j})
-        for j, (t, b) in enumerate(zip(inputs, before_in)):
+        for j, (t, b) in enumerate(zip(inputs, before_in or [])):
             if not _same_bits(t, b):
                 self.add("input_mutation", stage, variant, f"input {j} was modified by forward",
                          {"input": j, "shape": list(t.shape)})

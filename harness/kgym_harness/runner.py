@@ -185,13 +185,22 @@ class Runner:
         import torch
 
         model = self.models[msg["model"]]
+        # Inputs handed over in place are the judge's own, which it checks itself after the answer
+        # (transport.InPlace): no snapshot of them here (gigabytes on the largest tasks).
+        judged = self.reader.last_in_place
         _poison(msg.get("poison") or [], self.device)
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = self.guards.call(model, list(args or []), msg.get("stage"), msg.get("variant"))
+            out = self.guards.call(model, list(args or []), msg.get("stage"), msg.get("variant"),
+                                   inputs_checked=judged)
         if self.device.startswith("cuda"):
             torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
+        if isinstance(args, list):
+            args.clear()  # the last views of the judge's block (the command loop holds this list): unmapped now
+        # The poison's spare block and the forward's intermediates go back before the answer: the judge
+        # copies the output out of its spare as soon as the answer arrives, and the two must not peak together.
+        self.trim_cache()
         self.reply({"type": "ok", "candidate_ms": ms}, _sendable(out))
 
     def check(self, msg):

@@ -285,6 +285,7 @@ class _Probe:
     empty: bool = False     # some tensor has no elements
     held_bytes: int = 0     # inputs, parameters, buffers and outputs
     out_bytes: int = 0      # outputs
+    in_bytes: int = 0       # inputs
     max_bytes: int = 0      # the largest tensor in bytes (intermediates included)
 
     def key(self):
@@ -320,7 +321,9 @@ def _probe(module, values: dict, forward: bool) -> _Probe:
     return _Probe(True, "", tuple(tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in tensors),
                   max(numels + [tracker.max_numel]), sum(numels) + tracker.total,
                   tracker.empty or 0 in numels, sum(nbytes),
-                  sum(t.numel() * t.element_size() for t in outputs), max(nbytes + [tracker.max_bytes]))
+                  sum(t.numel() * t.element_size() for t in outputs), sum(t.numel() * t.element_size()
+                                                                          for t in _tensors(inputs)),
+                  max(nbytes + [tracker.max_bytes]))
 
 
 @dataclasses.dataclass
@@ -399,25 +402,37 @@ def _analyse(module) -> _Analysis:
     return analysis
 
 
+# Timing input sets at least this large are built again for each of the reference's calls instead of being
+# kept by the judge (child.py Evaluation.timing): one copy fewer of the largest tasks' inputs on the device.
+REBUILD_SET_BYTES = 1 << 30
+
+
 def device_footprint(module, values: dict) -> int:
     """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
     together: an estimate for kgym's memory arbiter (include/kgym/arbiter.h), from the meta-device probe;
     0 when the task cannot be probed (kgym then reserves nothing and the retries alone remain).
 
-    The judge holds the inputs, parameters and reference output (``held``), the block it hands the runner
-    (a copy of the inputs), the spare the answer comes back in and its own clone of that answer (an output's
-    size each); the runner holds its parameters, two NaN-filled output-sized blocks its allocator hands the
-    output from (the poison: runner.py), and one large intermediate at a time.  That is about
-    2 x held + 3 x outputs + the largest tensor.  Where the forward could not run on the meta device, the
-    output is taken to be as large as the largest input."""
+    With I the inputs, O the outputs and P the parameters (each counted once in ``held``):
+    - a correctness variant: the judge holds the inputs (handed to the runner in place: transport.InPlace),
+      its parameters, the reference output and the spare the answer comes back in; the runner its parameters
+      and two NaN-filled output-sized blocks its allocator hands the output from (the poison: runner.py),
+      which it gives back before answering, when the judge clones the answer: I + 2P + 4O;
+    - the timing stage: the runner's input set and its call's copy, the reference's call's copy (a set of
+      REBUILD_SET_BYTES or more is not kept by the judge besides, a smaller one is), both outputs and both
+      models: 3I (4I) + 2O + 2P.
+    The larger of the two.  Intermediates beyond an output's size are not counted: an evaluation that
+    needs more runs out of memory in a shared phase and is retried alone.  Where the forward could not run
+    on the meta device, the output is taken to be as large as the largest input."""
     an = _analyse(module)
     p = an.probe(module, values)
     if not p.ok:
         return 0
-    held, out = p.held_bytes, p.out_bytes
+    held, out, inp = p.held_bytes, p.out_bytes, p.in_bytes
     if not an.forward:
         held, out = held + p.max_bytes, p.max_bytes
-    return 2 * held + 3 * out + p.max_bytes
+    params = max(0, held - inp - out)
+    sets = 3 if inp >= REBUILD_SET_BYTES else 4
+    return max(inp + 2 * params + 4 * out, sets * inp + 2 * out + 2 * params)
 
 
 def size_constants(module) -> dict:

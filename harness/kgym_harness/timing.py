@@ -249,7 +249,7 @@ class CrossTimer:
 
     The reference is timed here, the candidate in the runner, each with CUDA events in its own context, one
     call after the other (A B, then B A), each after an L2 flush of its own.  The runner holds ``sets`` input
-    sets (sent once); every call uses set ``call % len(sets)`` with its floating inputs multiplied by a
+    sets (sent once; here a set is its tensors, or a function that builds the same tensors again); every call uses set ``call % len(sets)`` with its floating inputs multiplied by a
     random factor in [0.5, 2) drawn here from the operating system's randomness, in both processes: no two
     calls see the same values, so nothing computed for an earlier call answers a later one.  Whether a
     call's output is checked is decided *after* the call (``on_pair(call, args, ref_out, remote)`` samples or
@@ -274,8 +274,11 @@ class CrossTimer:
         t0 = time.perf_counter()
         k = self.calls % len(self.sets)
         scale = 0.5 + 1.5 * self.random.random()
-        args = [x.clone().mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else
-                (x.clone() if torch.is_tensor(x) else x) for x in self.sets[k]]
+        if callable(self.sets[k]):  # a set built again for each call (tasks.REBUILD_SET_BYTES)
+            args = [x.mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else x for x in self.sets[k]()]
+        else:
+            args = [x.clone().mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else
+                    (x.clone() if torch.is_tensor(x) else x) for x in self.sets[k]]
         self.overhead["inputs_ms"] += (time.perf_counter() - t0) * 1e3
         return k, scale, args
 

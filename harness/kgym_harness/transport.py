@@ -15,7 +15,15 @@ descriptor, which crosses the PID namespace that legacy CUDA IPC cannot).  The j
 device block it made (``"_block": size`` and its fd); the runner reads those tensors in place.  The judge's
 spare for the answer is a device block too (``"_spare": {"device": size}``); the runner writes its outputs
 there and says so (``"_in_spare": true``, no fd), and the judge clones them out before anything else.  The
-judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).  Where device sharing is
+judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).
+
+A forward's inputs are handed over in place (``InPlace``): the judge makes them in a device block of its own,
+runs the reference on them, and sends that very block, so a multi-GB input exists once on the device, not
+twice (the judge's and the runner's copy).  The runner can write into it; so the judge checks it after the
+answer against a keyed fingerprint taken before the send (the key never leaves the judge, so no change
+keeps the fingerprint), and never reads those inputs again for anything it decides: whatever the block
+holds after the check is not used (a later use builds the inputs again).  The runner skips its own
+snapshot of inputs that came this way (``Reader.last_in_place``): the judge's check replaces it.  Where device sharing is
 refused (no driver support, the runner could not map the block: ``"_share_error"``), the same messages go
 through host memory, each side copying device ↔ host.
 
@@ -270,16 +278,21 @@ def spare_for(nbytes, device=False):
     return fd
 
 
-def send(sock, obj, values=None, spare=None, into=None, share=False):
+def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=None):
     """Sends one message.  ``spare``: a memfd or device block (see spare_for) passed along for the answer;
     ``into``: the spare the peer passed us (a memfd or a DeviceSpare), used for this message's tensors when they
     fit; ``share``: CUDA tensors go in a new device block (the judge's commands, once the runner showed it can
-    map one).  Returns that block, or None: the caller releases it once the peer has answered."""
+    map one); ``in_place``: an InPlace whose views are exactly this message's tensors: its block goes, no copy
+    (``"_in_place": true``).  Returns the new block, or None: the caller releases it once the peer has
+    answered."""
     msg = fd = block = None
     new = False
     tensors = []
     obj = dict(obj, values=_flatten(values, tensors))
-    if isinstance(into, DeviceSpare) or share:
+    if share and in_place is not None and in_place.matches(tensors):
+        msg = dict(obj, _tensors=in_place.layout, _block=in_place.block.size, _in_place=True)
+        fd, new = in_place.export(), True
+    elif isinstance(into, DeviceSpare) or share:
         try:
             packed = _pack_device(obj, tensors, into if isinstance(into, DeviceSpare) else None, share)
         except cudashare.ShareError as exc:
@@ -320,6 +333,101 @@ def send(sock, obj, values=None, spare=None, into=None, share=False):
     return block
 
 
+_FP_CHUNK = 1 << 24  # int32 words a fingerprint step reads (its int64 temporaries: 256 MiB)
+
+
+def _multipliers(n, seed, device):
+    """``n`` secret odd int64 multipliers, one per position in a chunk."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    r = torch.randint(-(1 << 62), 1 << 62, (n,), generator=gen, device=device, dtype=torch.int64)
+    return r.mul_(2).add_(1)
+
+
+def fingerprint(t, key) -> int:
+    """A keyed 64-bit fingerprint of a tensor's bytes: sum over its int32 words (the tail bytes as words of
+    their own) of word x a secret odd multiplier per position in a chunk, each chunk's sum times a secret
+    odd multiplier of its own, modulo 2^64.  Whoever does not know ``key`` cannot change the bytes and keep
+    the value (a change keeps it with probability about 2^-32 at worst); computed a chunk at a time on the
+    tensor's device, so a 6 GiB input costs tens of milliseconds and a few hundred MiB of temporaries."""
+    import random
+
+    rng = random.Random(repr(key))
+    flat = t.detach().reshape(-1)
+    if not flat.is_contiguous():
+        flat = flat.contiguous()
+    raw = flat.view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
+    words_n = raw.numel() // 4
+    parts = [raw[:words_n * 4].view(torch.int32), raw[words_n * 4:].to(torch.int32)]
+    table = _multipliers(min(_FP_CHUNK, max(1, words_n)), rng.getrandbits(63), t.device)
+    acc = torch.zeros((), dtype=torch.int64, device=t.device)
+    buf = None
+    for part in parts:
+        for start in range(0, part.numel(), _FP_CHUNK):
+            chunk = part[start:start + _FP_CHUNK]
+            n = chunk.numel()
+            if buf is None or buf.numel() < n:
+                buf = torch.empty(n, dtype=torch.int64, device=t.device)
+            out = buf[:n]
+            torch.mul(chunk, table[:n] if n <= table.numel() else _multipliers(n, rng.getrandbits(63), t.device),
+                      out=out)
+            m = rng.getrandbits(64) | 1
+            acc.add_(out.sum().mul_(m - (1 << 64) if m >= (1 << 63) else m))  # as a signed int64
+    return int(acc.item()) & ((1 << 64) - 1)
+
+
+class InPlace:
+    """Inputs the judge keeps in a device block of its own and hands the runner in place (module docstring).
+    ``tensors``: the judge's inputs, views into the block (the originals can go); ``seal()`` takes the
+    fingerprints (after the reference ran on them, right before the send); ``changed()`` says, after the
+    answer, which inputs no longer match; ``close()`` lets the block go (no view may be used after it)."""
+
+    def __init__(self, tensors):
+        self.layout, total = _layout(tensors)
+        self.block = cudashare.Block.create(total)
+        try:
+            _fill_block(self.block, tensors, self.layout)
+            self.tensors = _block_tensors(self.block, self.layout, clone=False)
+        except BaseException:
+            self.block.close()
+            raise
+        self.key = int.from_bytes(os.urandom(16), "little")
+        self.sums = None
+
+    @classmethod
+    def make(cls, values):
+        """An InPlace for the tensors of ``values`` (a list: the forward's arguments) with the non-tensors
+        kept, and the new argument list; (None, values) when there is no CUDA tensor, or no block to be had
+        (the arguments then go as copies, as before)."""
+        tensors = [v for v in values if torch.is_tensor(v)]
+        if not tensors or not all(t.is_cuda for t in tensors) or len(tensors) > MAX_TENSORS:
+            return None, values
+        try:
+            shared = cls(tensors)
+        except (cudashare.ShareError, ValueError):
+            return None, values
+        it = iter(shared.tensors)
+        return shared, [next(it) if torch.is_tensor(v) else v for v in values]
+
+    def seal(self):
+        self.sums = [fingerprint(t, (self.key, i)) for i, t in enumerate(self.tensors)]
+
+    def changed(self):
+        """Indices of the inputs whose bytes differ from when they were sealed."""
+        return [i for i, t in enumerate(self.tensors) if fingerprint(t, (self.key, i)) != self.sums[i]]
+
+    def matches(self, tensors):
+        """Whether ``tensors`` (a message's flattened tensors) are exactly this block's views, in order."""
+        return len(tensors) == len(self.tensors) and all(a is b for a, b in zip(tensors, self.tensors))
+
+    def export(self):
+        return self.block.export()
+
+    def close(self):
+        self.tensors = []
+        self.block.close()
+
+
 class Reader:
     """Reads messages (and their memfds or device blocks) from a socket, one line at a time.
     ``accept_blocks``: whether the peer may send device blocks to map (the runner's reader: the judge made
@@ -334,6 +442,7 @@ class Reader:
         self.spare = None  # the memfd or DeviceSpare the peer sent for our answer (take_spare)
         self.share_error = None  # the reason the last message's tensors did not come in device memory
         self.last_in_spare = False  # whether the last message's tensors were in our own device spare
+        self.last_in_place = False  # whether they were the judge's own inputs, handed over in place (InPlace)
 
     def _fill(self):
         data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
@@ -359,9 +468,11 @@ class Reader:
         layout = msg.pop("_tensors", None)
         in_spare = msg.pop("_in_spare", False)
         block_size = msg.pop("_block", None)
+        in_place = msg.pop("_in_place", False)
         err = msg.pop("_share_error", None)
         self.share_error = str(err)[:300] if err is not None else None
         self.last_in_spare = bool(in_spare and layout is not None)
+        self.last_in_place = bool(in_place is True and layout is not None and block_size is not None)
         tensors = []
         try:
             tensors = self._take(msg, layout, in_spare, block_size, device, own_spare)
@@ -395,7 +506,8 @@ class Reader:
                 raise ProtocolError(f"the device block could not be mapped: {exc}") from None
             finally:
                 os.close(fd)
-            # Read in place: the judge made the block for this message alone and keeps its own inputs.
+            # Read in place: a block the judge made for this message (a copy of its inputs), or its own inputs
+            # handed over in place (InPlace), which it checks itself after the answer.
             tensors = _block_tensors(block, layout, clone=False)
         elif layout is not None:
             if not self.fds:

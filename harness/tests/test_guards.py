@@ -203,3 +203,19 @@ def test_perturbed_host_allocator_hands_out_junk():
                          cwd=str(pathlib.Path(__file__).resolve().parents[1]))
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "True"], out.stdout
+
+
+def test_inputs_the_judge_checks_are_not_snapshotted_here(monkeypatch):
+    """Inputs handed over in place (transport.InPlace) are checked by the judge: the runner takes no copy of
+    them (gigabytes on the largest tasks) and reports no mutation of them; parameters are still checked."""
+    g = guards.Guards(policy.load_default())
+    g.install()
+    copied = []
+    real = guards._snapshot
+    monkeypatch.setattr(guards, "_snapshot", lambda ts: copied.append(len(ts)) or real(ts))
+    with torch.no_grad():
+        g.call(Alias(), [torch.rand(2, 8)], "correctness", "v1", inputs_checked=True)
+        g.call(MutateParam(), [torch.rand(2, 8)], "correctness", "v1", inputs_checked=True)
+    kinds = {f["type"] for f in g.findings}
+    assert "input_mutation" not in kinds and "parameter_mutation" in kinds
+    assert copied == [1, 1]  # the parameters' snapshots only (one parameter each), never the inputs'

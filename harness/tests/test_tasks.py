@@ -185,18 +185,26 @@ def test_plan_full_size_and_scale(load):
 
 
 def test_device_footprint_elementwise_and_matmul(load):
-    # ReLU: one float32 input and an output of the same size (the output is also the largest tensor):
-    # 2 x (input + output) + 3 x output + largest = 8 tensors' bytes.
+    # ReLU: one float32 input and an output of the same size, no parameters.  Correctness: I + 4O; timing
+    # with a set of 1 GiB or more (built again for each reference call): 3I + 2O; both 5 tensors' bytes.
     m = load("level1/19_ReLU.py")
     n = 4096 * 393216 * 4
-    assert tasks.device_footprint(m, dict(tasks.plan_sizes(m, None))) == 8 * n
-    # It follows the sizes it is given (the arbiter reserves for the largest variant).
-    assert tasks.device_footprint(m, {"batch_size": 16, "dim": 1024}) == 8 * 16 * 1024 * 4
-    # A GEMM: two inputs and an output of different shapes.
+    assert n >= tasks.REBUILD_SET_BYTES
+    assert tasks.device_footprint(m, dict(tasks.plan_sizes(m, None))) == 5 * n
+    # It follows the sizes it is given (the arbiter reserves for the largest variant); a small set is
+    # kept by the judge: timing 4I + 2O.
+    assert tasks.device_footprint(m, {"batch_size": 16, "dim": 1024}) == 6 * 16 * 1024 * 4
+    # A GEMM: two inputs (I = 2t) and an output (t): correctness 2t + 4t, timing 3 x 2t + 2t or 4 x 2t + 2t.
     g = load("level1/1_Square_matrix_multiplication_.py")
     size = tasks.size_constants(g)["N"]
     t = size * size * 4
-    assert tasks.device_footprint(g, {"N": size}) == 2 * 3 * t + 3 * t + t
+    sets = 3 if 2 * t >= tasks.REBUILD_SET_BYTES else 4
+    assert tasks.device_footprint(g, {"N": size}) == max(6 * t, sets * 2 * t + 2 * t)
+    # A reduction: the output is tiny, the timing stage's input copies are what counts.
+    r = load("level1/47_Sum_reduction_over_a_dimension.py")
+    vals = dict(tasks.plan_sizes(r, None))
+    inp = tasks._analyse(r).probe(r, vals).in_bytes
+    assert inp >= tasks.REBUILD_SET_BYTES and 3 * inp <= tasks.device_footprint(r, vals) < 3 * inp + (1 << 26)
 
 
 def test_device_footprint_unknown_is_zero(tmp_path):

@@ -235,3 +235,75 @@ def test_without_a_gpu_device_memory_falls_back_to_memfds():
         assert isinstance(spare, int) and os.fstat(spare).st_size >= 4096
     finally:
         tp.release(spare)
+
+
+def test_fingerprint_sees_any_change_and_depends_on_the_key(monkeypatch):
+    """The judge's keyed fingerprint of inputs it hands over in place: equal bytes give equal values, a change
+    of one bit anywhere (the tail bytes past the last whole int32 word included), or two elements swapped,
+    give another; another key gives another value.  Chunk boundaries change nothing."""
+    monkeypatch.setattr(tp, "_FP_CHUNK", 5)
+    for t in (torch.randn(7, 3), torch.arange(11, dtype=torch.uint8), torch.randn(6, dtype=torch.float16),
+              torch.tensor([True, False, True]), torch.randn(3, dtype=torch.complex64)):
+        v = tp.fingerprint(t, 1)
+        assert v == tp.fingerprint(t.clone(), 1) and 0 <= v < (1 << 64)
+        assert v != tp.fingerprint(t, 2)
+        raw = t.clone().reshape(-1).view(torch.uint8)
+        for pos in (0, raw.numel() // 2, raw.numel() - 1):
+            bumped = raw.clone()
+            bumped[pos] ^= 1
+            assert tp.fingerprint(bumped.view(t.dtype), 1) != tp.fingerprint(raw.view(t.dtype), 1), (t.dtype, pos)
+        swapped = raw.clone()
+        swapped[[0, -1]] = swapped[[-1, 0]]
+        if swapped[0] != swapped[-1]:
+            assert tp.fingerprint(swapped, 1) != tp.fingerprint(raw, 1)
+    nc = torch.randn(4, 6).t()  # not contiguous: fingerprinted as read row-major, like a copy
+    assert tp.fingerprint(nc, 3) == tp.fingerprint(nc.contiguous(), 3)
+
+
+def test_in_place_needs_device_tensors():
+    """Off the GPU (or without a device block) inputs are not handed over in place: the values come back as
+    they were, and send copies them as before."""
+    vals = [torch.randn(3), 4]
+    shared, out = tp.InPlace.make(vals)
+    assert shared is None and out is vals
+
+
+def test_in_place_inputs_go_as_the_block_itself_without_a_copy():
+    """send(in_place=...) with the block's own views: the message names the block (``_in_place``) and carries
+    its descriptor; nothing is copied.  Other tensors (not exactly the block's views) go the usual way."""
+    a, b = socket.socketpair()
+
+    class Fake:
+        layout = [{"dtype": "float32", "shape": [4], "offset": 0, "device": "cuda"}]
+
+        class block:
+            size = 2 << 20
+
+        def __init__(self):
+            self.tensors = [torch.zeros(4)]
+            self.exported = 0
+
+        def matches(self, tensors):
+            return tp.InPlace.matches(self, tensors)
+
+        def export(self):
+            self.exported += 1
+            return _sealed(4096)
+
+    f = Fake()
+    tp.send(a, {"cmd": "call", "seq": 1}, list(f.tensors), share=True, in_place=f)
+    data, fds, _flags, _addr = socket.recv_fds(b, 1 << 16, 4)
+    while not data.endswith(b"\n"):
+        data += b.recv(1 << 16)
+    msg = json.loads(data)
+    assert f.exported == 1 and len(fds) == 1
+    assert msg["_in_place"] is True and msg["_block"] == 2 << 20 and msg["_tensors"] == f.layout
+    for fd in fds:
+        os.close(fd)
+    # Without share (device sharing refused), or with other tensors, no in-place message.
+    r = tp.Reader(b)
+    for seq, values, share in ((2, list(f.tensors), False), (3, [torch.zeros(4)], True)):
+        tp.send(a, {"cmd": "call", "seq": seq}, values, share=share, in_place=f)  # one message in flight
+        msg, vals = r.recv()
+        assert msg["seq"] == seq and not r.last_in_place and torch.equal(vals[0], torch.zeros(4))
+    assert f.exported == 1
