@@ -262,9 +262,11 @@ class _Tracker(TorchDispatchMode):
         self.max_bytes = 0
         self.total = 0
         self.empty = False
+        self.new_bytes = []  # bytes of each tensor an op produced in new memory (not a view of its arguments)
 
     def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        given = [a for a in _pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
         for t in _pytree.tree_leaves(out):
             if isinstance(t, torch.Tensor):
                 n = t.numel()
@@ -272,7 +274,19 @@ class _Tracker(TorchDispatchMode):
                 self.max_bytes = max(self.max_bytes, n * t.element_size())
                 self.total += n
                 self.empty |= n == 0
+                if not any(torch._C._is_alias_of(t, a) for a in given):
+                    self.new_bytes.append(n * t.element_size())
         return out
+
+    def scratch_bytes(self, outputs) -> int:
+        """The largest tensor the forward made besides its outputs (an intermediate the reference holds while
+        it runs)."""
+        sizes = list(self.new_bytes)
+        for t in outputs:
+            b = t.numel() * t.element_size()
+            if b in sizes:
+                sizes.remove(b)
+        return max(sizes, default=0)
 
 
 @dataclasses.dataclass
@@ -286,6 +300,7 @@ class _Probe:
     held_bytes: int = 0     # inputs, parameters, buffers and outputs
     out_bytes: int = 0      # outputs
     in_bytes: int = 0       # inputs
+    scratch_bytes: int = 0  # the largest intermediate of the forward (not an output, not a view)
     max_bytes: int = 0      # the largest tensor in bytes (intermediates included)
 
     def key(self):
@@ -323,7 +338,7 @@ def _probe(module, values: dict, forward: bool) -> _Probe:
                   tracker.empty or 0 in numels, sum(nbytes),
                   sum(t.numel() * t.element_size() for t in outputs), sum(t.numel() * t.element_size()
                                                                           for t in _tensors(inputs)),
-                  max(nbytes + [tracker.max_bytes]))
+                  tracker.scratch_bytes(outputs), max(nbytes + [tracker.max_bytes]))
 
 
 @dataclasses.dataclass
@@ -420,9 +435,11 @@ def device_footprint(module, values: dict) -> int:
     - the timing stage: the runner's input set and its call's copy, the reference's call's copy (a set of
       REBUILD_SET_BYTES or more is not kept by the judge besides, a smaller one is), both outputs and both
       models: 3I (4I) + 2O + 2P.
-    The larger of the two.  Intermediates beyond an output's size are not counted: an evaluation that
-    needs more runs out of memory in a shared phase and is retried alone.  Where the forward could not run
-    on the meta device, the output is taken to be as large as the largest input."""
+    The larger of the two, with the reference's largest intermediate X (the judge's, while it runs: with
+    the runner's timing set, copy and output; in correctness, beside the inputs and its output alone).
+    The candidate's intermediates beyond an output's size are not counted: an evaluation that needs more
+    runs out of memory in a shared phase and is retried alone.  Where the forward could not run on the meta
+    device, the output is taken to be as large as the largest input."""
     an = _analyse(module)
     p = an.probe(module, values)
     if not p.ok:
@@ -432,7 +449,8 @@ def device_footprint(module, values: dict) -> int:
         held, out = held + p.max_bytes, p.max_bytes
     params = max(0, held - inp - out)
     sets = 3 if inp >= REBUILD_SET_BYTES else 4
-    return max(inp + 2 * params + 4 * out, sets * inp + 2 * out + 2 * params)
+    x = p.scratch_bytes
+    return max(inp + 2 * params + 4 * out, held + x, sets * inp + 2 * out + 2 * params + x)
 
 
 def size_constants(module) -> dict:

@@ -469,3 +469,34 @@ def test_exhaustive_plan(load, rel):
         largest, _ = _largest(m, v.sizes)
         assert time.perf_counter() - start < 2.0, v.name
         assert largest <= (2 * limit if v.name == "size_large" else limit), v.name
+
+
+def test_device_footprint_counts_the_references_largest_intermediate(tmp_path):
+    """The reference's intermediates (abs(x) of an L1 norm) are held by the judge while the runner holds its
+    timing set, copy and output: they count.  Views of the inputs (a reshape) are not new memory."""
+    norm = tasks.load_task(write_task(tmp_path, """
+        N = 64
+        D = 1024
+        class Model(nn.Module):
+            def forward(self, x):
+                return x / torch.sum(torch.abs(x), dim=1, keepdim=True)
+        def get_inputs():
+            return [torch.randn(N, D)]
+        def get_init_inputs():
+            return []
+    """, "norm.py"), "kgym_test_fp_norm")
+    t = 64 * 1024 * 4
+    # Timing with a small (kept) set: 4I + 2O + X = 7 tensors; correctness I + 4O = 5.
+    assert tasks.device_footprint(norm, {"N": 64, "D": 1024}) == 7 * t
+    view = tasks.load_task(write_task(tmp_path, """
+        N = 64
+        D = 1024
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.relu(x.reshape(D, N))
+        def get_inputs():
+            return [torch.randn(N, D)]
+        def get_init_inputs():
+            return []
+    """, "view.py"), "kgym_test_fp_view")
+    assert tasks.device_footprint(view, {"N": 64, "D": 1024}) == 6 * t
