@@ -608,16 +608,9 @@ class Evaluation:
             return 0
         from . import cudashare
 
-        try:
-            import torch
-
-            own = int(torch.cuda.max_memory_reserved()) if torch.cuda.is_initialized() else 0
-            if own:
-                torch.cuda.reset_peak_memory_stats()
-        except Exception:  # noqa: BLE001 — a poisoned context shows in the stage itself
-            own = 0
         runner = getattr(self, "runner", None)
-        return own + cudashare.take_peak() + (runner.take_peak() if runner is not None else 0)
+        return (cudashare.allocator_peak() + cudashare.take_peak()
+                + (runner.take_peak() if runner is not None else 0))
 
     def _device_total(self):
         """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""
@@ -930,7 +923,8 @@ class Evaluation:
             if in_place is not None:
                 self.check_in_place(in_place, v.name)
                 # From here on nothing reads the block (module comment above); it goes with its last view.
-                inputs = cand_inputs = in_place.tensors = None
+                inputs = cand_inputs = None
+                in_place.release()
         facts["atol"], facts["rtol"] = atol, rtol
         try:
             facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))

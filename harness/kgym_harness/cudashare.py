@@ -156,6 +156,21 @@ def take_peak() -> int:
     return peak
 
 
+def allocator_peak() -> int:
+    """The most device memory torch's allocator held in this process since the last call (0 before CUDA's
+    first use, or when the context is broken: that shows elsewhere)."""
+    import torch
+
+    try:
+        if not torch.cuda.is_initialized():
+            return 0
+        peak = int(torch.cuda.max_memory_reserved())
+        torch.cuda.reset_peak_memory_stats()
+        return peak
+    except Exception:  # noqa: BLE001
+        return 0
+
+
 class Block:
     """A range of device memory mapped in this process (see the module's docstring)."""
 

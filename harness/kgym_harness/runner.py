@@ -61,12 +61,7 @@ class Runner:
             self.sent = len(self.guards.findings)
             if new:
                 obj = dict(obj, findings=[_plain(f) for f in new])
-        peak = _device_peak(self.device)
-        if peak and self.sets:
-            # The timing set lives in a block the judge made and has let go of: this process keeps it mapped.
-            import torch
-
-            peak += sum(t.numel() * t.element_size() for s in self.sets for t in s if torch.is_tensor(t))
+        peak = self._device_peak()
         if peak:
             obj = dict(obj, device_peak=peak)
         spare = self.reader.take_spare()
@@ -74,6 +69,19 @@ class Runner:
             tp.send(self.sock, obj, values, into=spare)
         finally:
             tp.release(spare)
+
+    def _device_peak(self):
+        """The most device memory this process held since the last answer (0 off CUDA or before its first
+        use): its allocator's peak, plus the timing set it keeps mapped (a block the judge made and has let
+        go of).  The judge adds it to the evaluation's measured peak (gpu_phases.peak_bytes)."""
+        if not self.device.startswith("cuda"):
+            return 0
+        import torch
+
+        peak = tp.cudashare.allocator_peak()
+        if peak and self.sets:
+            peak += sum(t.numel() * t.element_size() for s in self.sets for t in s if torch.is_tensor(t))
+        return peak
 
     # -- Triton compiles -------------------------------------------------------------------------------
     def _install_compile_handback(self):
@@ -411,23 +419,6 @@ def _sendable(out):
     if out is None or isinstance(out, (bool, int, float)):
         return out
     return tp.Other(type(out).__name__)
-
-
-def _device_peak(device):
-    """The most device memory this process's allocator held since the last answer (0 off CUDA or before its
-    first use): the judge adds it to the evaluation's measured peak (gpu_phases.peak_bytes)."""
-    if not device.startswith("cuda"):
-        return 0
-    import torch
-
-    try:
-        if not torch.cuda.is_initialized():
-            return 0
-        peak = int(torch.cuda.max_memory_reserved())
-        torch.cuda.reset_peak_memory_stats()
-        return peak
-    except Exception:  # noqa: BLE001 — a poisoned context shows in the next command's answer
-        return 0
 
 
 def _poison(specs, device):

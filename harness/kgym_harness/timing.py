@@ -248,13 +248,14 @@ def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: 
 class CrossTimer:
     """PairTimer's protocol with the candidate in another process (the runner, runner.py).
 
-    The reference is timed here, the candidate in the runner, each with CUDA events in its own context, one
-    call after the other (A B, then B A), each after an L2 flush of its own.  The runner holds ``sets`` input
-    sets (sent once; here a set is its tensors, or a function that builds the same tensors again); every call uses set ``call % len(sets)`` with its floating inputs multiplied by a
-    random factor in [0.5, 2) drawn here from the operating system's randomness, in both processes: no two
-    calls see the same values, so nothing computed for an earlier call answers a later one.  Whether a
-    call's output is checked is decided *after* the call (``on_pair(call, args, ref_out, remote)`` samples or
-    fetches the output the runner kept), so the runner cannot know beforehand which calls count.
+    The reference is timed here, the candidate in the runner, each with CUDA events in its own context, one call
+    after the other (A B, then B A), each after an L2 flush of its own.  The runner holds ``sets`` input sets (sent
+    once; here a set is its tensors, or a function that builds the same tensors again); every call uses set ``call %
+    len(sets)`` with its floating inputs multiplied by a random factor in [0.5, 2) drawn here from the operating
+    system's randomness, in both processes: no two calls see the same values, so nothing computed for an earlier
+    call answers a later one.  Whether a call's output is checked is decided *after* the call (``on_pair(call, args,
+    ref_out, remote)`` samples or fetches the output the runner kept), so the runner cannot know beforehand which
+    calls count.
     """
 
     def __init__(self, ref, remote, sets, flush=True, check_every=0, on_pair=None, ref_untimed=None):

@@ -23,9 +23,10 @@ twice (the judge's and the runner's copy).  The runner can write into it; so the
 answer against a keyed fingerprint taken before the send (the key never leaves the judge, so no change
 keeps the fingerprint), and never reads those inputs again for anything it decides: whatever the block
 holds after the check is not used (a later use builds the inputs again).  The runner skips its own
-snapshot of inputs that came this way (``Reader.last_in_place``): the judge's check replaces it.  Where device sharing is
-refused (no driver support, the runner could not map the block: ``"_share_error"``), the same messages go
-through host memory, each side copying device ↔ host.
+snapshot of inputs that came this way (``Reader.last_in_place``): the judge's check replaces it.
+
+Where device sharing is refused (no driver support, the runner could not map the block: ``"_share_error"``),
+the same messages go through host memory, each side copying device ↔ host.
 
 Bounds (a hostile sender): a line is at most 1 MiB of JSON, a message carries at most 64 tensors and one fd,
 every (offset, size) must lie inside the memfd, dtypes come from a fixed list, and the memfd must be sealed
@@ -380,7 +381,8 @@ class InPlace:
     """Inputs the judge keeps in a device block of its own and hands the runner in place (module docstring).
     ``tensors``: the judge's inputs, views into the block (the originals can go); ``seal()`` takes the
     fingerprints (after the reference ran on them, right before the send); ``changed()`` says, after the
-    answer, which inputs no longer match; ``close()`` lets the block go (no view may be used after it)."""
+    answer, which inputs no longer match; ``release()`` drops this object's hold on the block, which is
+    unmapped with its last view (not before: a view still held somewhere never reads unmapped memory)."""
 
     def __init__(self, tensors):
         self.layout, total = _layout(tensors)
@@ -423,9 +425,8 @@ class InPlace:
     def export(self):
         return self.block.export()
 
-    def close(self):
-        self.tensors = []
-        self.block.close()
+    def release(self):
+        self.tensors, self.block = [], None
 
 
 class Reader:
