@@ -887,6 +887,10 @@ class Evaluation:
                 ref = ref.to(getattr(torch, v.dtype))
             with torch.no_grad():
                 ref_out = ref(*inputs)
+            if in_place is not None and any(in_place.holds(t) for t in _tensor_list(ref_out)):
+                # A reference that returns a view of its inputs (a reshape, the input itself) would leave
+                # its output in the block the runner can write, even after answering: the judge keeps its own.
+                ref_out = _clone_out(ref_out)
             ok, reason = compare.reference_ok(ref_out)
         except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
             if compare.is_out_of_memory(exc):

@@ -418,6 +418,13 @@ class InPlace:
         """Indices of the inputs whose bytes differ from when they were sealed."""
         return [i for i, t in enumerate(self.tensors) if fingerprint(t, (self.key, i)) != self.sums[i]]
 
+    def holds(self, t):
+        """Whether tensor ``t`` lies in this block (a view of the inputs, say), so the runner can write it."""
+        if self.block is None or not torch.is_tensor(t):
+            return False
+        ptr = t.untyped_storage().data_ptr()
+        return self.block.ptr <= ptr < self.block.ptr + self.block.size
+
     def matches(self, tensors):
         """Whether ``tensors`` (a message's flattened tensors) are exactly this block's views, in order."""
         return len(tensors) == len(self.tensors) and all(a is b for a, b in zip(tensors, self.tensors))

@@ -307,3 +307,21 @@ def test_in_place_inputs_go_as_the_block_itself_without_a_copy():
         msg, vals = r.recv()
         assert msg["seq"] == seq and not r.last_in_place and torch.equal(vals[0], torch.zeros(4))
     assert f.exported == 1
+
+
+def test_in_place_knows_which_tensors_lie_in_its_block():
+    """A reference output that is a view of the inputs lies in the block the runner can write: holds() says
+    so (the judge then keeps its own copy), for views at an offset too; other memory, or a released block, no."""
+    backing = torch.zeros(1024, dtype=torch.uint8)
+
+    class Block:
+        ptr = backing.untyped_storage().data_ptr()
+        size = backing.numel()
+
+    shared = tp.InPlace.__new__(tp.InPlace)
+    shared.block, shared.tensors = Block(), [backing.view(torch.float32)]
+    x = shared.tensors[0]
+    assert shared.holds(x) and shared.holds(x[100:].reshape(-1, 4)) and shared.holds(x.view(16, 16).t())
+    assert not shared.holds(x.clone()) and not shared.holds(torch.zeros(4)) and not shared.holds(3.0)
+    shared.release()
+    assert not shared.holds(x)
