@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import torch
 
+from . import compare
+
 SAMPLES = 4096
-CHUNK = 1 << 24
+CHUNK = compare.CHUNK  # elements a check reads at once, as compare's
 
 
 def _tensors(out):
