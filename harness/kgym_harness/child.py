@@ -1335,6 +1335,18 @@ def _no_dumping():
         pass
 
 
+def _enable_fused_compare():
+    """compare's fused kernel on this GPU, compiled once per machine into kgym's own cache directory
+    ($XDG_CACHE_HOME or ~/.cache, then kgym/judge-triton); the chunked pass where that directory is not safe."""
+    from . import compare
+
+    base = os.environ.get("XDG_CACHE_HOME") or (os.path.join(os.environ["HOME"], ".cache")
+                                                 if os.environ.get("HOME") else None)
+    why = compare.enable_fused(os.path.join(base, "kgym", "judge-triton")) if base else "no HOME"
+    if why:
+        print(f"kgym judge: outputs compared chunk by chunk, not fused ({why})", file=sys.stderr)
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     """Entry point in the freshly forked judge (called by the zygote)."""
     os.setsid()  # our own process group: the supervisor kills it whole
@@ -1352,6 +1364,8 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         import torch
 
         torch.set_num_threads(int(job.get("threads", 1)))
+        if device.startswith("cuda"):
+            _enable_fused_compare()
         chan.send({"type": "hello", "pid": os.getpid(), "device": device})
         if job.get("echo_request") is not None:
             # A self-test of the request/answer path (kgym's unit tests use it): ask, then report the answer.

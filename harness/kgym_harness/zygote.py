@@ -34,6 +34,16 @@ def _preload():
         layer = torch.nn.Linear(8, 8)
         layer(torch.rand(2, 8)).sum()
     (torch.rand(4, 4) @ torch.rand(4, 4)).sum().item()
+    # Triton's first launch in a process hashes Triton's own files (triton_key: 0.4 s on an H100 host) and
+    # imports the Gluon modules its argument specialiser checks against (0.1 s): neither needs CUDA, so both
+    # are paid here once instead of in every runner's first kernel and the judge's first comparison.
+    try:
+        from triton.runtime.cache import triton_key
+
+        triton_key()
+        import triton.experimental.gluon.nvidia.hopper  # noqa: F401
+    except (ImportError, OSError, AttributeError):
+        pass  # another Triton: its first launch pays as before
 
     info = {
         "python": platform.python_version(),

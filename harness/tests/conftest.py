@@ -6,6 +6,10 @@ import sys
 
 import pytest
 
+# These tests run on the CPU: Triton kernels (candidates', and the judge's own fused comparison) run in
+# Triton's interpreter, which is chosen when triton is first imported, so before any test module imports it.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 HARNESS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if HARNESS not in sys.path:
     sys.path.insert(0, HARNESS)

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -214,3 +215,99 @@ def test_range_tolerance_follows_the_output_scale_with_a_floor():
     atol = cmp.range_tolerance(1e-4, cmp.output_scale(ref))
     assert cmp.compare(ref, torch.zeros(1000), 1e-4, 1e-4)["mismatches"] == 0
     assert cmp.compare(ref, torch.zeros(1000), atol, 1e-4)["mismatches"] == 1000
+
+
+# -- the fused pass (one Triton kernel; used on the GPU): the same facts as the chunked pass ----------------
+
+def _awkward_pair(n, dtype=torch.float32):
+    g = torch.Generator().manual_seed(7)
+    r = torch.randn(n, generator=g, dtype=torch.float64)
+    c = r + torch.randn(n, generator=g, dtype=torch.float64) * 1.5e-4  # some within tolerance, some not
+    nan, inf = float("nan"), float("inf")
+    r[5], c[5] = nan, nan          # both NaN: a match
+    r[7], c[7] = inf, inf          # the same infinity: a match
+    r[9], c[9] = inf, 1.0          # infinite reference, finite candidate: a mismatch
+    c[11] = nan                    # NaN candidate: a mismatch
+    r[13], c[13] = -inf, inf
+    r[n - 3], c[n - 3] = 0.0, 1e-30
+    r[17] = c[17] = 0.0
+    return r.to(dtype), c.to(dtype)
+
+
+@pytest.mark.parametrize("case", ["float32", "2d", "half_vs_float", "bfloat16", "float64", "identical",
+                                  "exact", "border"])
+def test_fused_facts_equal_the_chunked_pass(case):
+    n = 20000 + 17  # two programs of the kernel, the second one partly past the end
+    atol = rtol = 1e-4
+    if case == "border":  # candidates exactly at atol + rtol * |r|, and one ulp beyond
+        r = torch.rand(n, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+        c = r + (atol + rtol * r.abs())
+        c[::2] = torch.nextafter(c[::2], torch.full_like(c[::2], 10.0))
+    else:
+        r, c = _awkward_pair(n)
+        if case == "2d":
+            r, c = r[:167 * 119].reshape(167, 119), c[:167 * 119].reshape(167, 119)
+        elif case == "half_vs_float":
+            r = r.half()
+        elif case in ("bfloat16", "float64"):
+            r, c = r.to(getattr(torch, case)), c.to(getattr(torch, case))
+        elif case == "identical":
+            c = r.clone()
+        elif case == "exact":
+            atol = rtol = 0.0
+    fused = cmp._fused_facts(r, c, atol, rtol)  # in Triton's interpreter (conftest), on the CPU
+    chunked = cmp._compare_tensors(r, c, atol, rtol)  # on the CPU: the chunked pass
+    assert fused == chunked
+    json.dumps(fused, allow_nan=False)
+    if case not in ("identical",):
+        assert fused["mismatches"] > 0 and fused["first_mismatch"] is not None
+
+
+def test_fused_pass_is_off_until_enabled_and_never_on_the_cpu(tmp_path, monkeypatch):
+    monkeypatch.setattr(cmp, "_fused_on", False)
+    x = torch.rand(cmp.FUSED_MIN)
+    assert not cmp._fusable(x, x.clone())
+    monkeypatch.setenv("TRITON_CACHE_DIR", "unchanged")
+    assert cmp.enable_fused(str(tmp_path / "cache")) is None
+    assert cmp._fused_on and os.environ["TRITON_CACHE_DIR"] == str((tmp_path / "cache").resolve())
+    assert (tmp_path / "cache").stat().st_mode & 0o777 == 0o700
+    assert not cmp._fusable(x, x.clone())  # CPU tensors: the chunked pass
+
+
+def test_fused_cache_refused_where_another_user_could_write(tmp_path, monkeypatch):
+    monkeypatch.setattr(cmp, "_fused_on", False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "unchanged")
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    open_dir.chmod(0o777)  # without the sticky bit: anyone could swap what lies below
+    why = cmp.enable_fused(str(open_dir / "cache"))
+    assert why is not None and "writable by other users" in why and str(open_dir) in why
+    leaf = tmp_path / "leaf"
+    leaf.mkdir()
+    leaf.chmod(0o775)
+    assert "writable by other users" in cmp.enable_fused(str(leaf))
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert "not a directory" in cmp.enable_fused(str(afile)) or "File exists" in cmp.enable_fused(str(afile))
+    if os.getuid() == 0:
+        theirs = tmp_path / "theirs"
+        theirs.mkdir(mode=0o700)
+        os.chown(theirs, 12345, 12345)
+        assert "belongs to uid 12345" in cmp.enable_fused(str(theirs))
+    assert not cmp._fused_on and os.environ["TRITON_CACHE_DIR"] == "unchanged"
+
+
+def test_a_failing_fused_kernel_falls_back_to_the_chunked_pass(monkeypatch, capsys):
+    """The judge's own kernel failing (no compiler on the machine, say) is not the candidate's doing: the
+    comparison is made the chunked way, not reported as an error against the output."""
+    r, c = _awkward_pair(300)
+    monkeypatch.setattr(cmp, "_fused_on", True)
+    monkeypatch.setattr(cmp, "_fusable", lambda a, b: cmp._fused_on)
+
+    def broken(*_a):
+        raise RuntimeError("ptxas not found")
+
+    monkeypatch.setattr(cmp, "_fused_facts", broken)
+    res = check(r, c)
+    assert res["error"] is None and res["mismatches"] == cmp._compare_tensors(r, c, 1e-4, 1e-4)["mismatches"] > 0
+    assert not cmp._fused_on and "ptxas not found" in capsys.readouterr().err
