@@ -179,12 +179,13 @@ class RunnerLink:
         peak, self.peak = self.peak, 0
         return peak
 
-    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None):
+    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
         answer is expected to carry (the reference output's size): a memfd that large goes along for the
         runner to write them into (transport.pack says why).  ``spare``: one made by the caller instead
         (released here all the same).  ``in_place``: a transport.InPlace holding ``values``' tensors, sent
-        without a copy (the caller checks them after the answer)."""
+        without a copy (the caller checks them after the answer).  ``meanwhile``: called once the command
+        is sent, before the answer is read (the judge's own work, done while the runner does its part)."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
@@ -194,6 +195,8 @@ class RunnerLink:
         try:
             sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share,
                                 in_place=in_place)
+            if meanwhile is not None:
+                meanwhile()
             while True:
                 reply, out = self.reader.recv(own_spare=spare)
                 if reply.get("type") != "compiling" or reply.get("seq") != self.seq:
@@ -1312,7 +1315,10 @@ def _start_runner(sock, job, device, findings):
     sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
     if sub.get("policy") is False:
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
-    reply, _ = link.ask({"cmd": "setup", "job": sub})
+    # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
+    # runner locks itself down and starts its, instead of one after the other.
+    reply, _ = link.ask({"cmd": "setup", "job": sub},
+                        meanwhile=(lambda: _start_cuda(device)) if device.startswith("cuda") else None)
     if reply.get("type") != "ok":
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
     if device.startswith("cuda"):
@@ -1323,6 +1329,16 @@ def _start_runner(sock, job, device, findings):
         else:
             sb.setdefault("warnings", []).append(f"tensors cross through host memory (slower): {why}"[:400])
     return link, reply
+
+
+def _start_cuda(device):
+    """Creates this process's CUDA context now (a failure shows where the device is first used)."""
+    try:
+        import torch
+
+        torch.cuda.mem_get_info(torch.device(device))
+    except Exception:  # noqa: BLE001
+        pass
 
 
 def _no_dumping():

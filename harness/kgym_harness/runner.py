@@ -156,6 +156,12 @@ class Runner:
         self.job = job
         if self.device.startswith("cuda"):
             self._install_compile_handback()
+            # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner);
+            # a failure shows where the device is first used (the share probe, the tiny run).
+            try:
+                torch.cuda.mem_get_info(torch.device(self.device))
+            except Exception:  # noqa: BLE001
+                pass
         self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
                     "sandbox": {"active": active, "warnings": warnings}})
 
