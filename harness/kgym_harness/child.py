@@ -1311,6 +1311,8 @@ _RUNNER_JOB_KEYS = ("workdir", "candidate", "device", "threads", "sandbox", "run
 
 def _start_runner(sock, job, device, findings):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
+    from . import cudashare
+
     link = RunnerLink(sock, device, findings)
     sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
     if sub.get("policy") is False:
@@ -1318,7 +1320,7 @@ def _start_runner(sock, job, device, findings):
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
     reply, _ = link.ask({"cmd": "setup", "job": sub},
-                        meanwhile=(lambda: _start_cuda(device)) if device.startswith("cuda") else None)
+                        meanwhile=(lambda: cudashare.start_context(device)) if device.startswith("cuda") else None)
     if reply.get("type") != "ok":
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
     if device.startswith("cuda"):
@@ -1329,16 +1331,6 @@ def _start_runner(sock, job, device, findings):
         else:
             sb.setdefault("warnings", []).append(f"tensors cross through host memory (slower): {why}"[:400])
     return link, reply
-
-
-def _start_cuda(device):
-    """Creates this process's CUDA context now (a failure shows where the device is first used)."""
-    try:
-        import torch
-
-        torch.cuda.mem_get_info(torch.device(device))
-    except Exception:  # noqa: BLE001
-        pass
 
 
 def _no_dumping():

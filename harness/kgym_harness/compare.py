@@ -212,9 +212,17 @@ def _fused_failed(exc):
 
 
 def _fusable(r: torch.Tensor, c: torch.Tensor) -> bool:
-    return (_fused_on and r.is_cuda and c.device == r.device and r.numel() >= FUSED_MIN and r.dtype in _FLOATS
+    """Whether r and c (on one device: _compare_tensors moved c) go through the fused pass."""
+    return (_fused_on and r.is_cuda and r.numel() >= FUSED_MIN and r.dtype in _FLOATS
             and c.dtype in _FLOATS and r.is_contiguous() and c.is_contiguous() and type(r) is torch.Tensor
             and type(c) is torch.Tensor)
+
+
+def _element_facts(elements: int) -> dict:
+    """The element facts of two same-shape tensors, none counted yet (both passes fill in the same record)."""
+    return {"elements": elements, "mismatches": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+            "first_mismatch": None, "first_mismatch_values": None,
+            "reference_nonfinite": 0, "candidate_nonfinite": 0}
 
 
 def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict:
@@ -232,9 +240,9 @@ def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> 
     total = torch.cat([counts.sum(0), first.min().reshape(1)]).tolist()
     max_abs, max_rel = maxes.max(0).values.tolist()
     bad, r_nonfinite, c_nonfinite, at = total
-    facts = {"elements": n, "mismatches": bad, "max_abs_error": _num(max_abs), "max_rel_error": _num(max_rel),
-             "first_mismatch": None, "first_mismatch_values": None,
-             "reference_nonfinite": r_nonfinite, "candidate_nonfinite": c_nonfinite}
+    facts = _element_facts(n)
+    facts.update(mismatches=bad, max_abs_error=_num(max_abs), max_rel_error=_num(max_rel),
+                 reference_nonfinite=r_nonfinite, candidate_nonfinite=c_nonfinite)
     if bad:
         facts["first_mismatch"] = [int(k) for k in torch.unravel_index(torch.tensor(at), r.shape)] \
             if r.dim() else []
@@ -257,9 +265,7 @@ def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float)
             _fused_failed(exc)
     rflat, cflat = r.reshape(-1), c.reshape(-1)  # views when contiguous
     tiny = torch.finfo(torch.float32).tiny
-    facts = {"elements": r.numel(), "mismatches": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
-             "first_mismatch": None, "first_mismatch_values": None,
-             "reference_nonfinite": 0, "candidate_nonfinite": 0}
+    facts = _element_facts(r.numel())
     for start in range(0, r.numel(), CHUNK):
         rc = rflat[start:start + CHUNK].double()
         cc = cflat[start:start + CHUNK].double()

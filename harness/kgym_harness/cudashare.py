@@ -171,6 +171,18 @@ def allocator_peak() -> int:
         return 0
 
 
+def start_context(device):
+    """Creates this process's CUDA context on ``device`` now, not at its first use (the judge and the runner
+    each start theirs while the other does its own set-up); a failure is left to show where the device is
+    first used."""
+    import torch
+
+    try:
+        torch.cuda.mem_get_info(torch.device(device))
+    except Exception:  # noqa: BLE001
+        pass
+
+
 class Block:
     """A range of device memory mapped in this process (see the module's docstring)."""
 

@@ -156,12 +156,8 @@ class Runner:
         self.job = job
         if self.device.startswith("cuda"):
             self._install_compile_handback()
-            # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner);
-            # a failure shows where the device is first used (the share probe, the tiny run).
-            try:
-                torch.cuda.mem_get_info(torch.device(self.device))
-            except Exception:  # noqa: BLE001
-                pass
+            # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
+            tp.cudashare.start_context(self.device)
         self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
                     "sandbox": {"active": active, "warnings": warnings}})
 
