@@ -37,6 +37,10 @@ typedef struct server {
      * max_body_bytes * KG_BODY_BUDGET, new uploads get 503 (a flood of large
      * bodies cannot take the server's memory). */
     atomic_size_t body_bytes;
+    /* Jobs answered at submission from the dedup cache since start: the
+     * scheduler's totals count only evaluations, and the dashboard's
+     * "finished" card shows both, each for what it is. */
+    atomic_long cached;
 } server;
 
 #define KG_BODY_BUDGET 4
@@ -349,6 +353,9 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         }
         if (queued)
             kg_sched_notify(s->sched);
+        for (size_t i = 0; i < n; i++)
+            if (cached[i])
+                atomic_fetch_add(&s->cached, 1);
     }
     json_t *out_ids = json_array();
     for (size_t i = 0; i < n; i++)
@@ -613,6 +620,7 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
                           wall_s() - s->started_at, "device", s->o->eval.device ? s->o->eval.device : "cpu",
                           "queue", "pending", pending, "processing", processing, "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
+    json_object_set_new(o, "jobs_cached", json_integer((json_int_t)atomic_load(&s->cached)));
     json_object_set_new(o, "store", json_pack("{s:b}", "ok", 1));
     return send_json(c, 200, health_fields(s, o, finished, failed, pending, processing));
 }
@@ -656,6 +664,9 @@ static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c)
 {
     kg_buf b = {0};
     kg_sched_metrics(s->sched, &b);
+    kg_buf_printf(&b, "# HELP kgym_jobs_cached_total Jobs answered at submission from the result of an identical one.\n"
+                      "# TYPE kgym_jobs_cached_total counter\nkgym_jobs_cached_total %ld\n",
+                  atomic_load(&s->cached));
     kg_buf_printf(&b, "# HELP kgym_uptime_seconds Seconds since the server started.\n"
                       "# TYPE kgym_uptime_seconds gauge\nkgym_uptime_seconds %.1f\n",
                   wall_s() - s->started_at);

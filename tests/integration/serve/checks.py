@@ -281,6 +281,11 @@ def group_api():
     check("GET /metrics (Prometheus text)", s == 200 and "kgym_queue_depth 0" in d
           and 'kgym_jobs_finished_total{verdict="correct"}' in d and 'kgym_stage_seconds_count{stage="compile"}' in d
           and "kgym_device_busy_seconds_total{" in d and "text/plain" in h["Content-Type"], d)
+    # Cached answers so far: e-ok-copy, e-ok-300, e-ok-eager and the first job of the /v1/jobs batch.
+    m = re.search(r"^kgym_jobs_cached_total (\d+)$", d, re.M)
+    s2, hl, _ = call("GET", "/health")
+    check("cached answers counted: /health jobs_cached and kgym_jobs_cached_total",
+          m and int(m.group(1)) >= 4 and s2 == 200 and hl["jobs_cached"] == int(m.group(1)), (m and m.group(0), hl))
 
 
 def group_bad():
