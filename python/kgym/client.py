@@ -308,7 +308,7 @@ one) and skips string-valued keys in its validation metrics."""
 
 _clients = {}
 _clients_lock = threading.Lock()
-_pool = None
+_pools = {}  # concurrency -> ThreadPoolExecutor (this process's)
 
 
 def _client(url, token, timeout):
@@ -378,19 +378,39 @@ def compute_score_scalar(data_source=None, solution_str=None, ground_truth=None,
     return compute_score(data_source, solution_str, ground_truth, extra_info, **kwargs)["score"]
 
 
-def _executor():
-    """One long-lived pool, so its threads' keep-alive connections outlive a batch."""
-    global _pool
+def _concurrency(concurrency=None):
+    n = int(os.environ.get("KGYM_CONCURRENCY", 32) if concurrency is None else concurrency)
+    if n < 1:
+        raise ValueError(f"concurrency must be at least 1, not {n}")
+    return n
+
+
+def _executor(concurrency=None):
+    """The long-lived pool of this size (concurrency, else $KGYM_CONCURRENCY, else 32), so its
+    threads' keep-alive connections outlive a batch.  A forked child starts with none: the
+    parent's pool has no threads there and would take work without ever doing it."""
+    n = _concurrency(concurrency)
     with _clients_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(int(os.environ.get("KGYM_CONCURRENCY", 32)),
-                                       thread_name_prefix="kgym-score")
-        return _pool
+        pool = _pools.get(n)
+        if pool is None:
+            pool = _pools[n] = ThreadPoolExecutor(n, thread_name_prefix=f"kgym-score-{n}")
+        return pool
 
 
-def compute_score_batch(data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, **kwargs):
+def _after_fork_in_child():
+    global _clients_lock
+    _clients_lock = threading.Lock()  # another thread may have held it at the fork
+    _pools.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def compute_score_batch(data_sources=None, solution_strs=None, ground_truths=None, extra_infos=None, *,
+                        concurrency=None, **kwargs):
     """verl's `batch` reward manager form: lists in, a list of compute_score dicts out (same
-    order), evaluated concurrently ($KGYM_CONCURRENCY threads, 32)."""
+    order), evaluated concurrently by `concurrency` threads ($KGYM_CONCURRENCY, 32).  The first
+    exception (KgymUnavailable, a wrong token) is raised, as compute_score raises it."""
     n = len(solution_strs)
     data_sources = list(data_sources) if data_sources is not None else [None] * n
     extra_infos = list(extra_infos) if extra_infos is not None else [None] * n
@@ -398,12 +418,17 @@ def compute_score_batch(data_sources=None, solution_strs=None, ground_truths=Non
     if not (len(data_sources) == len(ground_truths) == len(extra_infos) == n):
         raise ValueError("compute_score_batch: the lists differ in length")
     fn = functools.partial(compute_score, **kwargs)
-    return list(_executor().map(fn, data_sources, solution_strs, ground_truths, extra_infos))
+    return list(_executor(concurrency).map(fn, data_sources, solution_strs, ground_truths, extra_infos))
 
 
-async def compute_score_async(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs):
-    """compute_score as a coroutine (verl's reward-loop managers await a coroutine function):
-    the blocking HTTP call runs in the shared thread pool, the event loop stays free."""
+async def compute_score_async(data_source=None, solution_str=None, ground_truth=None, extra_info=None, *,
+                              concurrency=None, **kwargs):
+    """compute_score as a coroutine (verl's reward-loop managers await a coroutine function, one
+    per sample, all at once): the blocking HTTP call, retries and backoff included, runs in a
+    thread of a pool of `concurrency` threads ($KGYM_CONCURRENCY, 32), so the event loop stays
+    free and up to that many evaluations are in flight; more wait for a thread.  Returns and
+    raises what compute_score returns and raises.  A cancelled await does not stop its thread:
+    the evaluation finishes (bounded by timeout/deadline) and its result is dropped."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_executor(), functools.partial(
+    return await loop.run_in_executor(_executor(concurrency), functools.partial(
         compute_score, data_source, solution_str, ground_truth, extra_info, **kwargs))

@@ -12,12 +12,15 @@ batch can misbehave its own way:  "# fake: verdict=correct speedup=2 fail=500*2 
                    empty (a 200 with an empty body)
   slow=N           /evaluate answers 202 {status: processing}; GET /v1/jobs/{task_id} says
                    "running" N times, then "done" with the response
+  delay=S          /evaluate answers after S seconds (srv.max_in_flight: the most /evaluate
+                   requests the server was handling at once)
 With idle_close=True the server closes every connection right after answering (as a server's idle
 timeout does) while still announcing keep-alive.
 """
 import json
 import re
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -57,6 +60,8 @@ class FakeKgym:
         self.failures = {}       # kernel_code -> failures served
         self.polls = {}          # task_id -> GETs served
         self.jobs = {}           # task_id -> (directives, response)
+        self.in_flight = 0       # /evaluate requests being handled now
+        self.max_in_flight = 0
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -104,8 +109,20 @@ class FakeKgym:
                 self.record(body)
                 if self.path != "/evaluate":
                     return self.send(404, {"error": "unknown path", "field": None})
+                with fake.lock:
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    return self.evaluate(body)
+                finally:
+                    with fake.lock:
+                        fake.in_flight -= 1
+
+            def evaluate(self, body):
                 code, tid = body.get("kernel_code", ""), body.get("task_id")
                 d = directives(code)
+                if "delay" in d:
+                    time.sleep(float(d["delay"]))
                 if "fail" in d:
                     kind, count = d["fail"].split("*")
                     with fake.lock:
@@ -128,8 +145,11 @@ class FakeKgym:
                     return self.send(202, {"task_id": tid, "status": "processing"})
                 return self.send(200, resp)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # 5 by default: a burst of connections would wait for SYN retransmits
+            daemon_threads = True
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def __enter__(self):

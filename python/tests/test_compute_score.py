@@ -1,12 +1,16 @@
 """kgym.client's transport and verl functions against a scripted fake server
 (fake_kgym_server.py): retries and backoff, Retry-After, 4xx not retried, dead servers,
 202 then polling, keep-alive reuse, the same keys for every outcome, verl's extra keyword
-arguments kept out of the request, the batch and async forms.  No verl needed (that is
-test_verl_reward.py); delays are injected, nothing here sleeps for real."""
+arguments kept out of the request, the batch and async forms (concurrent, bounded, the
+event loop left free), a pool per forked process.  No verl needed
+(that is test_verl_reward.py); retry delays are injected: only the fake server's delay=S
+answers take real time (a few seconds in all)."""
 
 import asyncio
 import inspect
+import multiprocessing
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -182,13 +186,24 @@ OUTCOMES = {
 }
 
 
+def run_async(*args, **kwargs):
+    """compute_score_async awaited in an event loop of its own, as a reward-loop worker does."""
+    return asyncio.run(compute_score_async(*args, **kwargs))
+
+
+FORMS = {"sync": compute_score, "async": run_async}
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
 @pytest.mark.parametrize("name", sorted(OUTCOMES))
-def test_every_outcome_has_every_key(srv, name):
+def test_every_outcome_has_every_key(srv, name, form):
     directive, score, compiled, correct = OUTCOMES[name]
-    s = compute_score("kernelbench", cand(directive), REF, {"index": 3}, url=srv.url, failure_reward=-1.0)
+    s = FORMS[form]("kernelbench", cand(directive), REF, {"index": 3}, url=srv.url, failure_reward=-1.0)
     check_keys(s)
     assert (s["score"], s["compiled"], s["correctness"]) == (score, compiled, correct)
     assert (s["error"] == "") == (name in ("correct", "incorrect", "flaky", "slow"))
+    # Retries happen in the async form too: the flaky candidate is posted three times.
+    assert len(srv.requests("POST", "/evaluate")) == {"flaky": 3}.get(name, 1)
 
 
 @pytest.mark.parametrize("reply", ["", "   \n", None])
@@ -258,3 +273,95 @@ def test_async_form_is_a_coroutine_function(srv):
     assert [s["score"] for s in out] == [1.0, 1.5, 2.0]
     for s in out:
         check_keys(s)
+
+
+async def gather_with_ticker(calls):
+    """(results, longest gap between ticks of a coroutine that wakes every 10 ms meanwhile,
+    seconds): a blocked event loop shows up as a long gap."""
+    gaps, done = [0.0], False
+
+    async def ticker():
+        last = time.monotonic()
+        while not done:
+            await asyncio.sleep(0.01)
+            now = time.monotonic()
+            gaps.append(now - last)
+            last = now
+
+    t = asyncio.ensure_future(ticker())
+    t0 = time.monotonic()
+    try:
+        out = await asyncio.gather(*calls)
+    finally:
+        done = True
+        await t
+    return out, max(gaps), time.monotonic() - t0
+
+
+def test_async_calls_overlap_and_leave_the_loop_free(srv, monkeypatch):
+    """verl's reward loop awaits one compute_score_async per sample, all at once: 8 answers that
+    each take 0.5 s must overlap (8 in flight at the server, well under 8 x 0.5 s in all), and
+    the loop must keep running other coroutines meanwhile."""
+    monkeypatch.delenv("KGYM_CONCURRENCY", raising=False)
+    calls = [compute_score_async("kernelbench", cand(f"delay=0.5 verdict=correct speedup={k}"), REF, {},
+                                 url=srv.url) for k in range(8)]
+    out, gap, elapsed = asyncio.run(gather_with_ticker(calls))
+    assert [s["score"] for s in out] == [0.5 * (1 + min(k, 3)) for k in range(8)]  # in order
+    assert srv.max_in_flight == 8, (elapsed, len(srv.requests("POST")))
+    assert elapsed < 2.0, elapsed        # sequential: 4 s
+    assert gap < 0.25, gap               # a blocking call would stall the ticker for 0.5 s
+
+
+@pytest.mark.parametrize("how", ["keyword", "environment"])
+def test_async_pool_size_bounds_the_evaluations_in_flight(srv, monkeypatch, how):
+    kw = {}
+    if how == "keyword":
+        monkeypatch.setenv("KGYM_CONCURRENCY", "64")
+        kw["concurrency"] = 2
+    else:
+        monkeypatch.setenv("KGYM_CONCURRENCY", "2")
+    calls = [compute_score_async("kernelbench", cand(f"delay=0.2 verdict=correct speedup={k}"), REF, {},
+                                 url=srv.url, **kw) for k in range(6)]
+    out, gap, elapsed = asyncio.run(gather_with_ticker(calls))
+    assert [s["correctness"] for s in out] == [True] * 6
+    assert srv.max_in_flight == 2
+    assert elapsed >= 3 * 0.2, elapsed   # three rounds of two
+    assert gap < 0.15, gap               # callers waiting for a thread wait without blocking the loop
+
+
+def test_concurrency_must_be_positive(srv):
+    with pytest.raises(ValueError, match="at least 1"):
+        run_async("kernelbench", cand("verdict=correct"), REF, url=srv.url, concurrency=0)
+
+
+def test_async_raises_what_the_sync_form_raises(srv):
+    with pytest.raises(KgymUnavailable, match="failed 4 times"):
+        run_async("kernelbench", cand("verdict=correct"), REF, url=dead_url())
+    s = run_async("kernelbench", cand("verdict=correct"), REF, url=dead_url(), on_unavailable="score",
+                  failure_reward=-2.0)
+    assert s["score"] == -2.0 and "failed 4 times" in s["error"]
+    with pytest.raises(KgymError) as e:  # a wrong token is never scored
+        run_async("kernelbench", cand("reject=401"), REF, url=srv.url)
+    assert e.value.status == 401 and not isinstance(e.value, KgymUnavailable)
+
+
+def _batch_in_child(url, q):
+    out = compute_score_batch(["k"] * 3, [cand(f"verdict=correct speedup={k}") for k in (1, 2, 3)], [REF] * 3,
+                              url=url)
+    q.put([s["score"] for s in out])
+
+
+def test_a_forked_child_gets_its_own_pool(srv):
+    """A child forked after the pool has threads (a trainer forking data loaders or a process
+    pool) has none of them: with the parent's pool its first batch waited forever."""
+    assert [s["score"] for s in compute_score_batch(["k"], [cand("verdict=correct")], [REF], url=srv.url)] == [1.0]
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_batch_in_child, args=(srv.url, q))
+    p.start()
+    p.join(20)
+    if p.is_alive():
+        p.kill()
+        p.join()
+        pytest.fail("the forked child's batch never finished")
+    assert p.exitcode == 0 and q.get(timeout=5) == [1.0, 1.5, 2.0]
