@@ -47,6 +47,11 @@ class KgymError(Exception):
         self.error = error
         self.field = field
 
+    def __reduce__(self):
+        # Rebuilt from its fields, not from args (the message): an exception raised in a process
+        # pool's worker (verl's prime manager) or a Ray actor is pickled back to the caller.
+        return type(self), (self.status, self.error, self.field)
+
 
 class KgymUnavailable(KgymError):
     """The service could not be reached or kept failing (5xx, 429, dropped connections, bodies

@@ -2,15 +2,17 @@
 (fake_kgym_server.py): retries and backoff, Retry-After, 4xx not retried, dead servers,
 202 then polling, keep-alive reuse, the same keys for every outcome, verl's extra keyword
 arguments kept out of the request, the batch and async forms (concurrent, bounded, the
-event loop left free), a pool per forked process.  No verl needed
-(that is test_verl_reward.py); retry delays are injected: only the fake server's delay=S
-answers take real time (a few seconds in all)."""
+event loop left free), exceptions that survive pickling (a process pool), a pool per forked
+process.  No verl needed (that is test_verl_reward.py); retry delays are injected: only the
+fake server's delay=S answers take real time (a few seconds in all)."""
 
 import asyncio
 import inspect
 import multiprocessing
+import pickle
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -343,6 +345,32 @@ def test_async_raises_what_the_sync_form_raises(srv):
     with pytest.raises(KgymError) as e:  # a wrong token is never scored
         run_async("kernelbench", cand("reject=401"), REF, url=srv.url)
     assert e.value.status == 401 and not isinstance(e.value, KgymUnavailable)
+
+
+def test_errors_survive_pickling():
+    """An exception raised in a process pool's worker (verl's prime manager) or a Ray actor is
+    pickled back to the caller: unpicklable, it broke the whole pool."""
+    for e in (KgymError(400, "kernel_code refused", "kernel_code"), KgymUnavailable(None, "no answer")):
+        back = pickle.loads(pickle.dumps(e))
+        assert type(back) is type(e) and str(back) == str(e)
+        assert (back.status, back.error, back.field) == (e.status, e.error, e.field)
+
+
+def _scalar_in_child(url, code):
+    return compute_score_scalar("kernelbench", code, REF, None, url=url, failure_reward=-1.0)
+
+
+def test_a_process_pool_gets_scores_and_errors(srv):
+    """Run as verl's prime manager runs it: in a process pool, by reference."""
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("fork")) as pool:
+        ok = pool.submit(_scalar_in_child, srv.url, cand("verdict=correct speedup=3"))
+        dead = pool.submit(_scalar_in_child, dead_url(), cand("verdict=correct"))
+        refused = pool.submit(_scalar_in_child, srv.url, cand("reject=400"))
+        assert ok.result(timeout=30) == 2.0 and refused.result(timeout=30) == -1.0
+        with pytest.raises(KgymUnavailable, match="failed 4 times") as e:
+            dead.result(timeout=30)
+        assert e.value.status is None
+        assert pool.submit(_scalar_in_child, srv.url, cand("verdict=incorrect")).result(timeout=30) == 0.0
 
 
 def _batch_in_child(url, q):

@@ -6,7 +6,10 @@ polled, a body without fields and a refused request.
 verl code paths exercised unchanged (verl 0.9.1):
   verl/trainer/ppo/reward.py                        get_custom_reward_fn (pkg:// and file paths,
                                                     reward_kwargs merged), load_reward_manager
-  verl/workers/reward_manager/{naive,dapo,batch,prime}.py     the legacy managers' __call__
+  verl/workers/reward_manager/{naive,dapo,batch,prime}.py     the legacy managers' __call__ (prime: its
+                                                    process pool, forked and spawned workers, the
+                                                    function pickled by reference from pkg://kgym.client;
+                                                    from a file path it cannot be pickled)
   verl/experimental/reward_loop/reward_loop.py      RewardLoopWorker.compute_score_batch and
                                                     RewardLoopManager.compute_rm_score (its
                                                     per-key aggregation raised KeyError: 'compiled')
@@ -20,6 +23,8 @@ KGYM_VERL_PYTHON, else skipped with the reason.
     KGYM_VERL_PYTHON=/tmp/verlvenv/bin/python .venv/bin/python -m pytest -q python/tests/test_verl_reward.py
 """
 import asyncio
+import multiprocessing
+import pickle
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -148,13 +153,59 @@ else:
         check_extra_info(out["reward_extra_info"])
 
     def test_prime_manager(srv):
-        """prime scores in a process pool and takes float(result) or result[0] (a dict would zero the
-        whole batch), so it gets compute_score_scalar, imported by name (pkg://) to be picklable."""
+        """prime scores in a ProcessPoolExecutor and takes float(result) or result[0] (a dict would
+        zero the whole batch), so it gets compute_score_scalar, loaded by module name (pkg://): the
+        pool pickles the function by reference, and each worker process calls it."""
         fn = get_custom_reward_fn(config(srv.url, name="compute_score_scalar"))
+        blob = pickle.dumps(fn)
+        assert b"kgym.client" in blob and b"compute_score_scalar" in blob
         data = batch()
         out = PrimeRewardManager(tokenizer=Tokenizer(), num_examine=0, compute_score=fn)(data, return_dict=True)
         torch.testing.assert_close(out["reward_tensor"], expected_tensor())
         assert data.batch["acc"].tolist() == [s for _, s, _ in SAMPLES]
+        assert len(srv.requests("POST", "/evaluate")) == N - 1 + 2
+
+    @pytest.fixture
+    def spawn():
+        """New processes started fresh (spawn; Python 3.14's default, forkserver, is the same for
+        this): a worker has only what it imports by name."""
+        before = multiprocessing.get_start_method(allow_none=True)
+        multiprocessing.set_start_method("spawn", force=True)
+        yield
+        multiprocessing.set_start_method(before, force=True)
+
+    def test_prime_manager_with_fresh_worker_processes(srv, spawn):
+        """One sample (one worker: each imports verl afresh, seconds of CPU)."""
+        fn = get_custom_reward_fn(config(srv.url, name="compute_score_scalar"))
+        out = PrimeRewardManager(tokenizer=Tokenizer(), num_examine=0, compute_score=fn)(batch()[0:1],
+                                                                                          return_dict=True)
+        torch.testing.assert_close(out["reward_tensor"], expected_tensor()[0:1])
+        assert len(srv.requests("POST", "/evaluate")) == 1
+
+    def test_prime_manager_loses_only_the_unreachable_sample(srv, monkeypatch):
+        """prime turns a worker's exception into a 0 for that sample (it catches it: the step goes on).
+        KgymUnavailable must come back through the pool intact: an exception that cannot be
+        unpickled breaks the pool, and prime then zeros the whole batch."""
+        samples = list(SAMPLES)
+        samples[0] = (cand("delay=1 verdict=correct speedup=2"), 1.5, True)  # still running when 2 fails
+        samples[2] = (cand("fail=503*99"), 0.0, False)
+        monkeypatch.setattr(sys.modules[__name__], "SAMPLES", samples)
+        fn = get_custom_reward_fn(config(srv.url, name="compute_score_scalar"))
+        out = PrimeRewardManager(tokenizer=Tokenizer(), num_examine=0, compute_score=fn)(batch(), return_dict=True)
+        torch.testing.assert_close(out["reward_tensor"], expected_tensor())
+        assert out["reward_tensor"][0].sum() == 1.5
+        assert len([r for r in srv.requests("POST") if "503" in r["body"]["kernel_code"]]) == 4  # 3 retries
+
+    def test_prime_manager_cannot_use_a_file_path(srv):
+        """Why prime needs pkg://: a function loaded from a file lives in a module that is not
+        importable by name, so the pool cannot pickle it and prime scores every sample 0."""
+        fn = get_custom_reward_fn(config(srv.url, name="compute_score_scalar",
+                                         path=str(ROOT / "python" / "kgym" / "client.py")))
+        with pytest.raises(pickle.PicklingError):
+            pickle.dumps(fn)
+        out = PrimeRewardManager(tokenizer=Tokenizer(), num_examine=0, compute_score=fn)(batch(), return_dict=True)
+        assert not out["reward_tensor"].any()
+        assert srv.requests() == []
 
     # -- the reward loop (what verl 0.9.1's trainer runs) --
 
