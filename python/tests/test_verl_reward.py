@@ -238,6 +238,12 @@ else:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         yield
+        # A step that raised (verl's gather) leaves the other samples' tasks pending: end them here,
+        # not as "Task was destroyed but it is pending!" at exit.
+        pending = asyncio.all_tasks(loop)
+        for t in pending:
+            t.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         asyncio.set_event_loop(None)
         loop.close()
 
