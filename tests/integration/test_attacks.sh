@@ -22,6 +22,24 @@ PORT=47311
 TOKEN="kgatk-token-$$-$(date +%s)"
 export KGYM_TOKEN="$TOKEN"
 ALONE="p_kill_parent.py p_kill_all.py p_fork_bomb.py"
+# The judge's compiled-comparison cache, as kgym's own processes name it (child._enable_fused_compare), and
+# every home a fixture might guess: p_judge_cache plants files there and overwrites what it finds.
+JUDGE_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kgym/judge-triton"
+# cache_snapshot FILE: path and SHA-256 of every file under the judge's cache (empty when there is none yet).
+cache_snapshot() {
+    "$PY" - "$JUDGE_CACHE" >"$1" <<'PYEOF'
+import hashlib, json, os, sys
+snap = {}
+for root, _dirs, files in os.walk(sys.argv[1]):
+    for n in files:
+        p = os.path.join(root, n)
+        try:
+            snap[p] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+        except OSError as e:
+            snap[p] = f"unreadable: {e}"
+print(json.dumps(snap))
+PYEOF
+}
 
 # A TCP listener on 127.0.0.1:$PORT that records every connection (the network probes connect to it).
 "$PY" - "$PORT" "$TMP/tcp.log" >/dev/null 2>&1 <<'PYEOF' &
@@ -66,6 +84,7 @@ P=$1; shift
 rm -rf "$MARKERS"; mkdir -p "$MARKERS"; chmod 1777 "$MARKERS"
 rm -f /dev/shm/kgatk-*
 ls /dev/shm >"$TMP/shm.before" 2>/dev/null
+cache_snapshot "$TMP/$P.cache.before"
 
 : >"$TMP/tcp.log"
 # bench NAME: runs $TMP/NAME.jsonl; (c) kgym must exit 0 and answer for every fixture.
@@ -80,13 +99,21 @@ bench() {
 bench "$P-main" "$@"
 for f in $ALONE; do bench "$P-alone-${f%.py}" "$@"; done
 mv "$TMP/tcp.log" "$TMP/$P.tcp"
+cache_snapshot "$TMP/$P.cache.after"
 # The survivor writes its marker 5 s after it started: give it the time.
 sleep 7
 
 # (a), (b), (c) per fixture.
-"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" >"$TMP/checks" <<'PYEOF'
+"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" "$HOME" >"$TMP/checks" <<'PYEOF'
 import glob, json, os, sys
-manifest, tmp, pass_, markers, token, device = sys.argv[1:]
+manifest, tmp, pass_, markers, token, device, home = sys.argv[1:]
+cache_before = json.load(open(os.path.join(tmp, pass_ + ".cache.before")))
+cache_after = json.load(open(os.path.join(tmp, pass_ + ".cache.after")))
+# The judge may add compiled kernels to its cache during the pass; nothing it had may change, and nothing a
+# fixture names may appear in any home seen from outside the sandbox.
+cache_changed = sorted(p for p, h in cache_before.items() if cache_after.get(p, h) != h)
+planted = sorted({p for h in {home, "/root", *glob.glob("/home/*")} for sub in (".cache/kgym", "kgym")
+                  for p in glob.glob(os.path.join(h, sub, "**", "kgatk-*"), recursive=True)})
 cpu = device == "cpu"
 results = {}
 for path in glob.glob(os.path.join(tmp, pass_ + "-*.json")):
@@ -121,7 +148,9 @@ for line in open(manifest).read().splitlines()[1:]:
         #   contained_gpu: so on the CPU; on a GPU, where the runner may start the compiler toolchain, the
         #             action fails inside the sandbox (Landlock executes no shell; a private /dev/shm) and has
         #             no effect, the verdict is free (the kernel itself is honest);
-        #   open: only the static layer sees it anywhere (host compute: the GPU profile shows only the kernels).
+        #   open: only the static layer sees it anywhere (host compute: the GPU profile shows only the kernels);
+        #   contained: the action succeeds only inside the runner's own view (its private homes and workdir): the
+        #             verdict is free (the kernel itself is honest), the effect check outside decides.
         want = want_runtime
         if want == "sandbox_cpu":
             want = "sandbox" if cpu else "refused"
@@ -134,7 +163,8 @@ for line in open(manifest).read().splitlines()[1:]:
                 "sandbox": verdict == "hacked" and "sandbox_violation" in kinds and reward == 0,
                 "incorrect": verdict in ("incorrect", "hacked") and refused,
                 "refused": refused,
-                "open": verdict is not None}[want]
+                "open": verdict is not None,
+                "contained": verdict is not None}[want]
     print(("ok   " if good else "FAIL ") + f"{pass_}: {fixture}: verdict {verdict} reward {reward} hacks {kinds} "
           f"(expected {want})")
     if not good:
@@ -152,6 +182,8 @@ for line in open(manifest).read().splitlines()[1:]:
         seen.append(f"shm_file {shm}")
     if name in tcp:
         seen.append("tcp_connect to the listener")
+    if "judge_cache" in effects and (cache_changed or planted):
+        seen.append(f"judge_cache: changed {cache_changed[:3]} planted {planted[:3]}")
     if token in json.dumps(e):
         seen.append("token_leak: KGYM_TOKEN in the result")
     print(("ok   " if not seen else "FAIL ") + f"{pass_}: {fixture}: no must-not-happen effect ({effects})"
@@ -181,4 +213,17 @@ run_pass default
 # On a GPU the profile is the runtime account of who computed: a floor on the candidate's share of device time.
 floor=; [ "$DEVICE" != cpu ] && floor="--coverage-floor 0.5"
 [ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json $floor
+
+# On a GPU the judge compares outputs of 2^20 elements or more with its compiled kernel (from the cache
+# p_judge_cache went after): after the passes it must still tell a right answer from a wrong one.
+if [ "$DEVICE" != cpu ]; then
+    sed -e 's/^batch_size = .*/batch_size = 2048/' -e 's/^dim = .*/dim = 1024/' $T >"$TMP/add_one_big.py"
+    for c in ok:correct wrong_value:incorrect; do
+        "$KGYM" eval --device "$DEVICE" --task "$TMP/add_one_big.py" --kernel "tests/fixtures/candidates/${c%%:*}.py" \
+            --json >"$TMP/big-${c%%:*}.json" 2>"$TMP/big.err"
+        v=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' "$TMP/big-${c%%:*}.json" 2>&1)
+        [ "$v" = "${c#*:}" ] && ok "after the attacks, a 2M-element output of ${c%%:*}.py is still judged ${c#*:}" ||
+            bad "after the attacks, ${c%%:*}.py on a 2M-element output: $v (expected ${c#*:})" "$(tail -3 "$TMP/big.err")"
+    done
+fi
 finish
