@@ -8,8 +8,22 @@
 #   export KGYM_PYTHON=$(which python3) KGYM_DEVICE=cuda KGYM_BIN=build/kgym KGYM_KERNELBENCH=$PWD/.kb
 #   sh .gpu/build.sh && sh tests/integration/test_kernelbench.sh
 # The device build leaves out the service and the agent (their libraries are not there).
+#
+#   sh scripts/gpu-prepare.sh [--baseline COMMIT]
+#
+# --baseline COMMIT also puts that commit's sources in .gpu/base (src, include, harness, policy): on the GPU
+# machine `sh .gpu/build.sh .gpu/base` builds .gpu/base/build/kgym, with its own harness, for
+# bench/throughput_paired.sh.
 set -e
 cd "$(dirname "$0")/.."
+BASELINE=
+case ${1:-} in
+--baseline)
+    [ $# -ge 2 ] || { echo "gpu-prepare: --baseline needs a commit" >&2; exit 2; }
+    BASELINE=$2 ;;
+"") ;;
+*) echo "gpu-prepare: unknown argument $1 (usage: sh scripts/gpu-prepare.sh [--baseline COMMIT])" >&2; exit 2 ;;
+esac
 KB=${KGYM_KERNELBENCH:-../shared/kernelbench}
 mkdir -p .gpu/include .gpu/lib .kb .git/info
 cp /usr/include/jansson.h /usr/include/jansson_config.h .gpu/include/
@@ -21,14 +35,22 @@ cp scripts/gpu-stubs.c .gpu/stubs.c
 cp -r "$KB/level1" "$KB/level2" .kb/
 cat > .gpu/build.sh <<'EOS'
 #!/bin/sh
+# sh .gpu/build.sh [DIR]: builds DIR/build/kgym (DIR: this checkout, or a baseline's sources in .gpu/base).
 set -e
+G=$(pwd)/.gpu
+cd "${1:-.}"
 mkdir -p build
 R=$(pwd)
-gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Iinclude -Isrc -I.gpu/include \
+gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Iinclude -Isrc -I"$G/include" \
   -DKG_DEFAULT_HARNESS_DIR="\"$R/harness\"" -DKG_DEFAULT_PYTHON="\"$KGYM_PYTHON\"" -DKG_SOURCE_ROOT="\"$R\"" \
-  $(ls src/*/*.c | grep -vE 'src/(server|store|sched|agent)/|cmd_serve|cmd_rollout') .gpu/stubs.c \
-  .gpu/lib/libjansson.a .gpu/lib/libcrypto.a -lm -lpthread -ldl -o build/kgym
-echo built build/kgym
+  $(ls src/*/*.c | grep -vE 'src/(server|store|sched|agent)/|cmd_serve|cmd_rollout') "$G/stubs.c" \
+  "$G/lib/libjansson.a" "$G/lib/libcrypto.a" -lm -lpthread -ldl -o build/kgym
+echo "built $R/build/kgym"
 EOS
+if [ -n "$BASELINE" ]; then
+    rm -rf .gpu/base && mkdir -p .gpu/base
+    git archive "$BASELINE" src include harness policy | tar -x -C .gpu/base
+    echo "baseline $BASELINE in .gpu/base (build it there with: sh .gpu/build.sh .gpu/base)"
+fi
 for d in /.gpu/ /.kb/; do grep -qx "$d" .git/info/exclude 2>/dev/null || echo "$d" >> .git/info/exclude; done
 echo "ready: carry .gpu and .kb"

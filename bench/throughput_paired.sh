@@ -1,0 +1,81 @@
+#!/bin/sh
+# Throughput of this build against a baseline build, paired: both on the same machine in one command, the
+# same list in turns, so that run-to-run spread (±8% on a half of the mix) does not decide the comparison.
+#
+#   sh bench/throughput_paired.sh BASELINE_KGYM [JOBS] [--list FILE]... [--order base,head|head,base]
+#                                 [--kernelbench DIR] [--keep DIR] [-- extra flags for both builds]
+#
+# BASELINE_KGYM is another build's kgym binary with its own harness (on a GPU machine:
+# `sh scripts/gpu-prepare.sh --baseline COMMIT` here, carry .gpu, then `sh .gpu/build.sh .gpu/base` there
+# builds .gpu/base/build/kgym).  This build is KGYM_BIN (build/kgym).  For each list (default: the two halves,
+# bench/throughput_half.jsonl and bench/throughput_half2.jsonl), one `bench/throughput.sh JOBS --list FILE` per
+# build, in --order (default base,head; run a second time with head,base to cancel the order's effect).
+# Printed: run wall per list and build, evaluations per GPU-hour over all lists, and head / base.
+# Four half-mix runs take 8–10 minutes on an H100: one device command.
+set -u
+NAME=throughput_paired
+cd "$(dirname "$0")/.." || exit 1
+. bench/gpu_common.sh
+
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+case $1 in -h | --help) usage && exit 0 ;; esac
+BASE=$1 && shift
+[ -x "$BASE" ] || die "no baseline kgym binary at $BASE"
+JOBS=6
+case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
+case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
+LISTS=
+ORDER="base head"
+while [ $# -gt 0 ]; do
+    case $1 in
+    --list) need_value "$1" $# && LISTS="$LISTS $2" && shift 2 ;;
+    --order)
+        need_value "$1" $#
+        case $2 in base,head | head,base) ORDER=$(echo "$2" | tr , ' ') ;;
+        *) printf '%s: --order is base,head or head,base, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        shift 2
+        ;;
+    --kernelbench) need_value "$1" $# && KB=$2 && shift 2 ;;
+    --keep) need_value "$1" $# && KEEP=$2 && shift 2 ;;
+    -h | --help) usage && exit 0 ;;
+    --) shift && break ;;
+    *) printf '%s: unknown argument %s\n\n' "$NAME" "$1" >&2 && usage >&2 && exit 2 ;;
+    esac
+done
+[ -n "$LISTS" ] || LISTS="bench/throughput_half.jsonl bench/throughput_half2.jsonl"
+for l in $LISTS; do [ -f "$l" ] || die "no list $l"; done
+
+preflight
+HEAD_BIN=$KGYM
+: >"$WORK/walls"
+for l in $LISTS; do
+    for who in $ORDER; do
+        bin=$HEAD_BIN && [ "$who" = base ] && bin=$BASE
+        out="$WORK/$who-$(basename "$l" .jsonl)"
+        printf '%s: %s on %s\n' "$NAME" "$who" "$l" >&2
+        KGYM_BIN=$bin KGYM_KERNELBENCH=$KB sh bench/throughput.sh "$JOBS" --list "$l" -- --out "$out.jsonl" "$@" \
+            >"$out.txt" 2>"$out.err" || die "bench/throughput.sh failed for $who on $l (see $out.err)"
+        wall=$(sed -n 's/^| run wall *| \([0-9.]*\) s.*/\1/p' "$out.txt")
+        n=$(grep -c '"schema"' "$out.jsonl")
+        [ -n "$wall" ] || die "no run wall in $out.txt"
+        echo "$who $l $wall $n" >>"$WORK/walls"
+    done
+done
+"$PY" - "$WORK/walls" "$JOBS" "$ORDER" "$COMMIT" "$GPU_NAME" "$BASE" <<'PYEOF'
+import sys
+path, jobs, order, commit, gpu, base = sys.argv[1:]
+rows = [l.split() for l in open(path)]
+print(f"paired throughput, {gpu}, {jobs} jobs, order {order}: head kgym {commit}, base {base}\n")
+print("| list | base run wall | head run wall | throughput head / base |\n|---|---:|---:|---:|")
+tot = {"base": [0.0, 0], "head": [0.0, 0]}
+for l in dict.fromkeys(r[1] for r in rows):
+    w = {r[0]: float(r[2]) for r in rows if r[1] == l}
+    for r in rows:
+        if r[1] == l:
+            tot[r[0]][0] += float(r[2]); tot[r[0]][1] += int(r[3])
+    print(f"| {l} | {w['base']:.1f} s | {w['head']:.1f} s | {w['base'] / w['head']:.3f} |")
+rate = {k: 3600 * n / s for k, (s, n) in tot.items()}
+print(f"\nevaluations per GPU-hour: base {rate['base']:,.0f}, head {rate['head']:,.0f}: "
+      f"head is {100 * (rate['head'] / rate['base'] - 1):+.1f}% against base")
+PYEOF
+finish
