@@ -42,6 +42,8 @@ typedef struct kg_service_options {
     double lease_s;            /* Redis: a claimed job whose worker stops renewing it is re-claimed after this */
     double result_ttl_s;       /* Redis: finished jobs expire after this */
     int no_http;               /* `kgym worker`: evaluate only, no API */
+    const char *device_kind;   /* the device as the content key names it (the GPU model; --device-kind):
+                                * results are shared only between workers of one kind.  NULL: eval.device */
     kg_supervisor_options supervisor;
     kg_eval_options eval;      /* base options; eval.device is the device */
 } kg_service_options;

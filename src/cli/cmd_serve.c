@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "kgym/service.h"
+#include "util/util.h"
 
 static void usage(FILE *out)
 {
@@ -41,6 +42,9 @@ static void usage(FILE *out)
             "  --redis URL         keep jobs in Redis (redis://HOST[:PORT][/DB]) for a fleet of\n"
             "                      `kgym worker` nodes; with --workers 0 this server is stateless\n"
             "  --lease S  --result-ttl S   Redis: job lease (60) and result lifetime (604800)\n"
+            "  --device-kind NAME  the device as the dedup key names it (the GPU model when every GPU\n"
+            "                      here is one; cpu): results are shared only within one kind and one\n"
+            "                      set of evaluation flags (an API server of a fleet uses its workers')\n"
             "\n%s",
             kg_cli_eval_help);
 }
@@ -48,7 +52,7 @@ static void usage(FILE *out)
 enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
-    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT
+    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -77,6 +81,9 @@ static void worker_usage(FILE *out)
             "  --workers N         evaluation threads per device (1)\n"
             "  --lease S           seconds before a silent worker's job is taken over (60)\n"
             "  --max-attempts N    (3)   --result-ttl S  finished jobs expire after S (604800)\n"
+            "  --device-kind NAME  the device as the dedup key names it (default: the GPU model when\n"
+            "                      every GPU here is one; cpu): results are shared only between workers\n"
+            "                      of one kind and one set of evaluation flags\n"
             "\n%s",
             kg_cli_eval_help);
 }
@@ -125,6 +132,7 @@ static int run(int argc, char **argv, int worker)
         {"body-timeout", required_argument, NULL, OPT_BODY_TIMEOUT},
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"max-client-connections", required_argument, NULL, OPT_MAX_CLIENT_CONN},
+        {"device-kind", required_argument, NULL, OPT_DEVICE_KIND},
         {"help", no_argument, NULL, OPT_HELP}};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
@@ -135,7 +143,7 @@ static int run(int argc, char **argv, int worker)
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);
     const char *token = getenv("KGYM_TOKEN");
-    const char *gpus = NULL;
+    const char *gpus = NULL, *device_kind = NULL;
     char devbuf[32];
     (void)devbuf;
     int c, rc = 0;
@@ -175,6 +183,17 @@ static int run(int argc, char **argv, int worker)
         case OPT_LEASE: NUM("lease", 1, 86400) o.lease_s = v; break;
         case OPT_TTL: NUM("result-ttl", 1, 1e9) o.result_ttl_s = v; break;
         case OPT_GPUS: gpus = optarg; break;
+        case OPT_DEVICE_KIND: {
+            size_t len = strlen(optarg), i = 0;
+            while (i < len && optarg[i] >= ' ' && optarg[i] <= '~')
+                i++;
+            if (len == 0 || len > 200 || i < len) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error(cmdname, "--device-kind needs 1 to 200 printable ASCII characters");
+            }
+            device_kind = optarg;
+            break;
+        }
         case OPT_HELP:
         case 'h':
             if (worker)
@@ -260,10 +279,16 @@ single:;
     o.kernelbench = f.kernelbench ? f.kernelbench : getenv("KGYM_KERNELBENCH");
     o.eval = f.opts;
     o.supervisor = kg_cli_supervisor_options(&f);
-    if (kg_service_run(&o, &err) != KG_OK) {
+    char *kind = device_kind ? kg_strdup(device_kind) : kg_cli_device_kind(f.device_resolved);
+    o.device_kind = kind;
+    if (!kind) {
+        fprintf(stderr, "kgym %s: out of memory\n", cmdname);
+        rc = 1;
+    } else if (kg_service_run(&o, &err) != KG_OK) {
         fprintf(stderr, "kgym %s: %s\n", cmdname, err.message);
         rc = err.code == KG_ERR_INVALID ? 2 : 1;
     }
+    free(kind);
     kg_cli_eval_flags_free(&f);
     return rc;
 }

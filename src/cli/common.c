@@ -387,6 +387,73 @@ static int gpu_visible(void)
     return n > 0;
 }
 
+/* The GPU model of one /proc/driver/nvidia/gpus/<bus>/information file ("Model: \t NVIDIA H100 80GB HBM3"). */
+static int gpu_model(const char *bus, char *out, size_t cap)
+{
+    kg_buf path = {0};
+    kg_buf_printf(&path, "/proc/driver/nvidia/gpus/%s/information", bus);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = path.data ? kg_file_read(path.data, 1 << 16, &text, &len, NULL) : KG_ERR_NOMEM;
+    kg_buf_free(&path);
+    if (rc != KG_OK)
+        return -1;
+    int found = 0;
+    for (char *line = text; line && *line && !found; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, "Model:", 6))
+            continue;
+        char *v = line + 6;
+        v += strspn(v, " \t");
+        size_t n = strcspn(v, "\n");
+        while (n && (v[n - 1] == ' ' || v[n - 1] == '\t' || v[n - 1] == '\r'))
+            n--;
+        if (n && n < cap) {
+            memcpy(out, v, n);
+            out[n] = '\0';
+            found = 1;
+        }
+    }
+    free(text);
+    return found ? 0 : -1;
+}
+
+char *kg_cli_device_kind(const char *device)
+{
+    if (!device || !strcmp(device, "cpu"))
+        return kg_strdup("cpu");
+    /* Which listed GPU cuda:N is depends on CUDA's device order and CUDA_VISIBLE_DEVICES, which only CUDA
+     * knows (and the zygote must stay CUDA-free): the model is taken only when every GPU shares it. */
+    char model[256] = "", other[256];
+    int mixed = 0, n = 0;
+    DIR *d = opendir("/proc/driver/nvidia/gpus");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        if (gpu_model(e->d_name, n ? other : model, sizeof model) != 0)
+            mixed = 1; /* unreadable: unknown */
+        else if (n && strcmp(other, model))
+            mixed = 1;
+        n++;
+    }
+    if (d)
+        closedir(d);
+    kg_buf b = {0};
+    if (n && !mixed && model[0]) {
+        kg_buf_printf(&b, "cuda:%s", model);
+    } else {
+        /* Unknown model: a kind of this host's device alone, so that its results are never taken for another
+         * GPU's (--device-kind names a model and shares them). */
+        char host[128] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = '\0';
+        const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+        kg_buf_printf(&b, "%s@%s%s%s (GPU model unknown)", device, host, cvd ? " CUDA_VISIBLE_DEVICES=" : "",
+                      cvd ? cvd : "");
+    }
+    return kg_buf_release(&b);
+}
+
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
 {
     return (kg_supervisor_options){.python = f->python_resolved, .harness_dir = f->harness_resolved,

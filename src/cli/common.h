@@ -49,6 +49,12 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
 /* The supervisor options the flags ask for (after kg_cli_setup; the strings stay f's). */
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
 
+/* The device as the service's content key names it (malloc'd): "cpu", or
+ * "cuda:" + the GPU model when every GPU the NVIDIA driver lists is that
+ * model; otherwise a name of this host and device alone (results are then
+ * shared with no other GPU; --device-kind names the model). */
+char *kg_cli_device_kind(const char *device);
+
 /* The readable report of one result. */
 void kg_cli_print_report(FILE *out, const json_t *result, int color);
 

@@ -32,6 +32,7 @@ typedef struct worker {
 
 struct kg_sched {
     kg_sched_options o;
+    kg_sched_profile profile; /* its options and device kind: what its workers' keys are made with */
     pthread_mutex_t lock;
     pthread_cond_t work_cv, done_cv;
     int stopping;
@@ -95,6 +96,85 @@ static void count_result(kg_sched *s, const json_t *result, int failed, double q
     pthread_mutex_unlock(&s->lock);
 }
 
+int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sched_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!device_kind)
+        device_kind = e->device ? e->device : "cpu";
+    char ph[KG_SHA256_STRLEN];
+    const char *policy = e->policy_json ? e->policy_json : "";
+    if (kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
+        return KG_ERR_INTERNAL;
+    kg_buf k = {0};
+    kg_buf_printf(&k, "kgym.profile/1|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed, e->budget_elements,
+                  e->tiny_budget_elements);
+    kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol, e->rtol,
+                  e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1], e->credit[2],
+                  e->credit[3], e->credit[4]);
+    kg_buf_printf(&k, "timing=%d,%d,%d,%d,%.17g,%d,%.17g|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
+                  e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
+                  e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty, e->coverage_floor,
+                  e->sandbox);
+    kg_buf_puts(&k, "stages=");
+    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
+        kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
+    kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
+                  e->limits.capture_bytes, e->limits.output_limit_bytes, e->limits.address_space_bytes,
+                  e->limits.file_size_bytes, e->limits.cpu_seconds);
+    int rc = k.data ? kg_sha256_string(k.data, k.len, out->hash) : KG_ERR_NOMEM;
+    kg_buf_free(&k);
+    snprintf(out->reference_mode, sizeof out->reference_mode, "%s",
+             e->reference_mode ? e->reference_mode : "eager"); /* run_job's default */
+    out->timeout_s = e->limits.total_timeout_s;
+    return rc;
+}
+
+json_t *kg_sched_profile_json(const kg_sched_profile *p)
+{
+    return json_pack("{s:s, s:s, s:f}", "hash", p->hash, "reference_mode", p->reference_mode, "timeout_s",
+                     p->timeout_s);
+}
+
+int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *h = json_string_value(json_object_get(j, "hash"));
+    const char *m = json_string_value(json_object_get(j, "reference_mode"));
+    json_t *t = json_object_get(j, "timeout_s");
+    if (!h || strlen(h) >= sizeof out->hash || !m || strlen(m) >= sizeof out->reference_mode || !json_is_number(t))
+        return KG_ERR_INVALID;
+    snprintf(out->hash, sizeof out->hash, "%s", h);
+    snprintf(out->reference_mode, sizeof out->reference_mode, "%s", m);
+    out->timeout_s = json_number_value(t);
+    return KG_OK;
+}
+
+int kg_sched_content_key(const kg_sched_profile *p, const json_t *request, char key[KG_SHA256_STRLEN])
+{
+    const char *ref = json_string_value(json_object_get(request, "reference_code"));
+    const char *kernel = json_string_value(json_object_get(request, "kernel_code"));
+    if (!ref || !kernel)
+        return KG_ERR_INVALID;
+    /* What run_job evaluates with: the request's timeout and reference mode, else the profile's. */
+    double timeout = json_number_value(json_object_get(request, "timeout"));
+    if (timeout <= 0)
+        timeout = p->timeout_s;
+    const char *ref_mode = json_string_value(json_object_get(request, "reference_mode"));
+    if (!ref_mode)
+        ref_mode = p->reference_mode;
+    json_int_t perf_trials = json_integer_value(json_object_get(request, "num_perf_trials"));
+    char rh[KG_SHA256_STRLEN];
+    if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK)
+        return KG_ERR_INTERNAL;
+    kg_buf k = {0};
+    kg_buf_printf(&k, "kgym.key/3|%s|ref=%s|perf_trials=%lld|timeout=%.17g|reference=%s|", p->hash, rh,
+                  (long long)perf_trials, timeout, ref_mode);
+    kg_buf_puts(&k, kernel);
+    int rc = k.data ? kg_sha256_string(k.data, k.len, key) : KG_ERR_NOMEM;
+    kg_buf_free(&k);
+    return rc;
+}
+
 /* Sleeps up to pause_s unless the scheduler stops; returns 1 when it stops. */
 static int pause_unless_stopping(kg_sched *s, double pause_s)
 {
@@ -115,7 +195,8 @@ static int pause_unless_stopping(kg_sched *s, double pause_s)
  * queue, and so on until one of them is stored.  Only a stopping scheduler
  * gives up: the job stays running and the next server re-queues it.  A job
  * that is no longer running (cancelled meanwhile) needs nothing. */
-static void store_outcome(kg_sched *s, const char *id, const char *status, const char *result, const char *error)
+static void store_outcome(kg_sched *s, const char *id, const char *status, const char *result, const char *error,
+                          const char *key, const char *cached_from)
 {
     double pause = 0.5;
     char reason[1200] = "";
@@ -124,7 +205,8 @@ static void store_outcome(kg_sched *s, const char *id, const char *status, const
         kg_error_clear(&e);
         int rc;
         if (attempt < 3)
-            rc = kg_store_finish(s->o.store, id, status, result, error, &e);
+            rc = kg_store_finish_as(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
+                                    &e);
         else if (attempt % 2)
             rc = kg_store_finish(s->o.store, id, "failed", NULL, reason, &e);
         else
@@ -213,9 +295,10 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (rc == KG_OK && text)
-        store_outcome(s, job->id, "done", text, NULL);
+        store_outcome(s, job->id, "done", text, NULL, w->key, NULL);
     else
-        store_outcome(s, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result");
+        store_outcome(s, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result",
+                      w->key, NULL);
     count_result(s, result, !(rc == KG_OK && text),
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
     free(text);
@@ -242,14 +325,14 @@ static int runs(kg_sched *s, const char *id)
 static int follow_identical(worker *w, const kg_job *job, const json_t *req)
 {
     kg_sched *s = w->sched;
-    if (!job->key || !job->key[0] || json_is_true(json_object_get(req, "force_refresh")))
+    if (!w->key[0] || json_is_true(json_object_get(req, "force_refresh")))
         return 0;
     char leader[160] = "";
     unsigned long first = w->claim_no;
     pthread_mutex_lock(&s->lock);
     for (int i = 0; i < s->o.workers; i++) {
         worker *o = &s->workers[i];
-        if (o != w && o->running_job && o->claim_no < first && !strcmp(o->key, job->key)) {
+        if (o != w && o->running_job && o->claim_no < first && !strcmp(o->key, w->key)) {
             first = o->claim_no;
             snprintf(leader, sizeof leader, "%s", o->current);
         }
@@ -278,12 +361,31 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req)
     int followed = 0;
     if (kg_store_get(s->o.store, leader, &done, &err) == KG_OK) {
         if (done.status && !strcmp(done.status, "done") && done.result) {
-            store_outcome(s, job->id, "done", done.result, NULL);
+            store_outcome(s, job->id, "done", done.result, NULL, w->key, leader);
             followed = 1;
         }
         kg_job_free(&done);
     }
     return followed;
+}
+
+/* Dedup at claim: a job whose key (this worker's: its settings, its device kind) has a done result is finished
+ * with it, unevaluated.  The API server answered from the store at submit only under its own key, which differs
+ * from this worker's when their settings or devices differ (a fleet).  Returns 1 when it was so finished. */
+static int answer_from_store(worker *w, const kg_job *job, const json_t *req)
+{
+    kg_sched *s = w->sched;
+    if (!w->key[0] || json_is_true(json_object_get(req, "force_refresh")))
+        return 0;
+    kg_job done;
+    kg_error err;
+    if (kg_store_find_done(s->o.store, w->key, &done, &err) != KG_OK)
+        return 0;
+    int answered = done.result && done.id && strcmp(done.id, job->id) != 0;
+    if (answered)
+        store_outcome(s, job->id, "done", done.result, NULL, w->key, done.id);
+    kg_job_free(&done);
+    return answered;
 }
 
 static void *worker_main(void *arg)
@@ -328,16 +430,21 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             continue;
         }
+        json_t *req = job.request ? json_loads(job.request, 0, NULL) : NULL; /* read once for all */
+        /* This worker's key for the job, not the submitter's: a result is recorded, found and followed under
+         * the key of the settings and device that produce it.  "" (unreadable request): no dedup. */
+        char key[KG_SHA256_STRLEN] = "";
+        if (!req || kg_sched_content_key(&s->profile, req, key) != KG_OK)
+            key[0] = '\0';
         pthread_mutex_lock(&s->lock);
         w->running_job = 1;
         w->busy_since_ms = kg_now_ms();
         w->claim_no = ++s->claims;
         snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
-        snprintf(w->key, sizeof w->key, "%s", job.key ? job.key : "");
+        snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
 
-        json_t *req = job.request ? json_loads(job.request, 0, NULL) : NULL; /* read once for both */
-        if (!follow_identical(w, &job, req))
+        if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req))
             run_job(w, &job, req);
         json_decref(req);
 
@@ -363,6 +470,10 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     if (!s)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     s->o = *o;
+    if (kg_sched_profile_of(&o->eval, o->device_kind, &s->profile) != KG_OK) {
+        free(s);
+        return kg_error_set(err, KG_ERR_INTERNAL, "the scheduler's profile could not be computed");
+    }
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->work_cv, NULL);
     pthread_cond_init(&s->done_cv, NULL);
@@ -475,15 +586,20 @@ json_t *kg_sched_workers(kg_sched *s)
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:f}", "id", w->name, "device",
+            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
                            s->o.eval.device ? s->o.eval.device : "cpu", "status",
                            w->running_job ? "busy" : "idle", "online", "true", "current_job",
                            w->running_job ? json_string(w->current) : json_null(), "tasks_processed",
                            (json_int_t)w->processed, "busy_s", busy / 1000.0, "last_heartbeat",
-                           w->heartbeat));
+                           w->heartbeat, "profile", kg_sched_profile_json(&s->profile)));
     }
     pthread_mutex_unlock(&s->lock);
     return arr;
+}
+
+const kg_sched_profile *kg_sched_profile_get(kg_sched *s)
+{
+    return &s->profile;
 }
 
 void kg_sched_totals(kg_sched *s, long *finished, long *failed)

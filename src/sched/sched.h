@@ -35,7 +35,35 @@ typedef struct kg_sched_options {
     int workers;            /* evaluation threads (>= 0) */
     long max_queue;         /* queued jobs allowed (429 beyond) */
     const char *name_prefix; /* worker names: prefix + device + "#i" (unique across a fleet) */
+    const char *device_kind; /* what the content key names as the device (the GPU model, --device-kind);
+                              * NULL: eval.device */
 } kg_sched_options;
+
+/* What a worker's results depend on besides the request: its device kind and
+ * evaluation settings.  Workers publish it with their heartbeats; two
+ * workers of one profile produce answers to the same requests. */
+typedef struct kg_sched_profile {
+    char hash[KG_SHA256_STRLEN]; /* SHA-256 of the device kind and every evaluation setting */
+    char reference_mode[32];     /* how the reference of a request that names no mode is timed */
+    double timeout_s;            /* the limit of a request that sets no timeout */
+} kg_sched_profile;
+
+/* The profile of options e on a device of kind device_kind (NULL: e->device). */
+int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sched_profile *out);
+/* As JSON {"hash", "reference_mode", "timeout_s"} (new reference), and back (KG_ERR_INVALID if malformed). */
+json_t *kg_sched_profile_json(const kg_sched_profile *p);
+int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out);
+/* The content key of a normalised request evaluated under profile p: SHA-256
+ * over p, the reference, the candidate, and the request's timeout,
+ * num_perf_trials and reference mode (the profile's where it names none).
+ * The API server computes it at submit with the profile its fleet's workers
+ * share; each worker again with its own when it claims the job, and the
+ * result is recorded under the worker's key: two jobs share a key only when
+ * one's result answers the other.  KG_ERR_INVALID when the request lacks its
+ * code. */
+int kg_sched_content_key(const kg_sched_profile *p, const json_t *request, char key[KG_SHA256_STRLEN]);
+/* This scheduler's profile (its options and device kind; borrowed). */
+const kg_sched_profile *kg_sched_profile_get(kg_sched *s);
 
 int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err);
 /* Stops taking jobs and waits up to drain_s for running evaluations.
@@ -53,7 +81,7 @@ long kg_sched_room(kg_sched *s);
  * (0: no wait), and fills out with its current state. */
 int kg_sched_wait(kg_sched *s, const char *id, double timeout_s, kg_job *out, kg_error *err);
 /* Worker threads: {"id", "device", "status", "current_job", "tasks_processed",
- * "busy_s", "last_heartbeat"} each. */
+ * "busy_s", "last_heartbeat", "profile"} each. */
 json_t *kg_sched_workers(kg_sched *s);
 /* Appends the Prometheus text of the scheduler's counters. */
 void kg_sched_metrics(kg_sched *s, kg_buf *out);

@@ -41,7 +41,13 @@ typedef struct server {
      * scheduler's totals count only evaluations, and the dashboard's
      * "finished" card shows both, each for what it is. */
     atomic_long cached;
+    kg_sched_profile own;   /* this server's evaluation settings and device kind */
+    kg_sched_profile fleet; /* the profile every live worker of the fleet shares, when fleet_one */
+    int fleet_one;
+    double fleet_at_ms;     /* when the fleet's heartbeats were read (kept a second); under fleet_lock */
 } server;
+
+static pthread_mutex_t fleet_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define KG_BODY_BUDGET 4
 
@@ -245,6 +251,60 @@ static const char *given_id(const json_t *t, const char *batch_id, size_t i, cha
     return given;
 }
 
+static int same_profile(const kg_sched_profile *a, const kg_sched_profile *b)
+{
+    return !strcmp(a->hash, b->hash) && !strcmp(a->reference_mode, b->reference_mode) && a->timeout_s == b->timeout_s;
+}
+
+/* The profile a job submitted now is keyed with, and whether a done result under that key may answer it at once
+ * (1).  Embedded (SQLite): this server's own; its workers evaluate the job.  A fleet (Redis): the profile every
+ * live worker shares (from their heartbeats, read at most once a second; this server's own workers included), so
+ * an API server needs none of its workers' flags.  Workers of several profiles, or none alive: which one will
+ * evaluate the job is not known, so no result answers it here; it is queued, and the worker that claims it
+ * answers it from the store if a result exists under its own key (sched.c). */
+static int submit_profile(server *s, kg_sched_profile *out)
+{
+    *out = s->own;
+    if (!kg_store_is_shared(s->store))
+        return 1;
+    pthread_mutex_lock(&fleet_lock);
+    double now = kg_now_ms();
+    if (now - s->fleet_at_ms > 1000) {
+        s->fleet_at_ms = now;
+        s->fleet_one = 0;
+        kg_sched_profile first, p;
+        memset(&first, 0, sizeof first);
+        int n = 0, same = 1;
+        if (s->o->workers > 0) {
+            first = s->own;
+            n = 1;
+        }
+        json_t *ws = NULL;
+        size_t i;
+        json_t *w;
+        if (kg_store_workers(s->store, &ws, NULL) != KG_OK)
+            same = 0;
+        json_array_foreach(ws, i, w) {
+            if (kg_sched_profile_from_json(json_object_get(w, "profile"), &p) != KG_OK)
+                same = 0; /* a worker that does not say: its answers are unknown */
+            else if (n++ == 0)
+                first = p;
+            else if (!same_profile(&p, &first))
+                same = 0;
+        }
+        json_decref(ws);
+        if (n && same) {
+            s->fleet = first;
+            s->fleet_one = 1;
+        }
+    }
+    int one = s->fleet_one;
+    if (one)
+        *out = s->fleet;
+    pthread_mutex_unlock(&fleet_lock);
+    return one;
+}
+
 /* Validates and submits a list of requests: all validated, then all stored
  * in one transaction (or none: a crash or a store error leaves no partial
  * batch), and only then acknowledged.  An id that exists is answered as it
@@ -267,6 +327,8 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
     size_t nput = 0;
     int queued = 0;
     *ids_out = NULL;
+    kg_sched_profile profile;
+    int answer = submit_profile(s, &profile);
     if (!norm || !keys || !ids || !fresh || !cached || !replace || !reqs || !jobs || !done || !seen) {
         ret = send_error(c, 500, "", "out of memory");
         goto out;
@@ -275,7 +337,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         kg_bad_request b = {0};
         const json_t *t = json_array_get(tasks, i);
         char f[160];
-        if (kg_server_normalize(s->o, t, need_task_id, &norm[i], keys[i], &fresh[i], &b)) {
+        if (kg_server_normalize(s->o, &profile, t, need_task_id, &norm[i], keys[i], &fresh[i], &b)) {
             if (*field) /* a list: name the element ("tasks[3].kernel_code") */
                 snprintf(f, sizeof f, "%s[%zu]%s%s", field, i, b.field[0] ? "." : "", b.field);
             else
@@ -335,7 +397,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         j->key = keys[i];
         j->request = reqs[i];
         j->status = "queued";
-        if (!fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
+        if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
             j->status = "done";
             j->result = done[i].result;
             j->cached_from = done[i].id;
@@ -1009,6 +1071,8 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
 {
     int rc = KG_OK;
     server s = {.o = o, .started_at = wall_s()};
+    if (kg_sched_profile_of(&o->eval, o->device_kind, &s.own) != KG_OK)
+        return kg_error_set(err, KG_ERR_INTERNAL, "the server's evaluation profile could not be computed");
     kg_supervisor *sup = NULL;
     struct MHD_Daemon *d = NULL;
     char *task_dir = NULL;
@@ -1051,14 +1115,17 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
         snprintf(prefix, sizeof prefix, "%s:%ld:", host, (long)getpid());
     }
     kg_sched_options so = {.store = s.store, .sup = sup, .eval = o->eval, .task_dir = task_dir,
-                           .workers = o->workers, .max_queue = o->max_queue, .name_prefix = prefix};
+                           .workers = o->workers, .max_queue = o->max_queue, .name_prefix = prefix,
+                           .device_kind = o->device_kind};
     rc = kg_sched_start(&so, &s.sched, err);
     if (rc != KG_OK)
         goto out;
 
     if (o->no_http) {
-        fprintf(stderr, "kgym worker: %d worker(s) on %s, jobs from %s\n", o->workers,
-                o->eval.device ? o->eval.device : "cpu", o->redis ? o->redis : o->db_path);
+        fprintf(stderr, "kgym worker: %d worker(s) on %s (kind \"%s\"), jobs from %s\n", o->workers,
+                o->eval.device ? o->eval.device : "cpu",
+                o->device_kind ? o->device_kind : o->eval.device ? o->eval.device : "cpu",
+                o->redis ? o->redis : o->db_path);
         goto serve;
     }
     int lfd = -1;
@@ -1135,6 +1202,11 @@ serve:;
         }
     }
     fprintf(stderr, "kgym: stopping\n");
+    if (kg_store_is_shared(s.store) && o->workers > 0) { /* no longer one of the fleet's live workers */
+        json_t *w = kg_sched_workers(s.sched);
+        kg_store_heartbeat(s.store, w, 0, NULL);
+        json_decref(w);
+    }
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
 

@@ -12,6 +12,7 @@
 
 #include "kgym/service.h"
 #include "kgym/task.h"
+#include "sched/sched.h"
 #include "server/server.h"
 #include "util/util.h"
 
@@ -130,47 +131,9 @@ static int too_short(const char *code)
     return n < 10;
 }
 
-/* The content key: SHA-256 over the reference, the candidate and everything
- * that changes the result: the device, the request's timeout and
- * num_perf_trials and reference backend, and the server's evaluation settings (seed, budgets,
- * tolerances, variants, credit, timing, profiling, policy, penalties,
- * sandbox, stage timeouts, output and resource limits).  Two requests share
- * a key only when one's stored result answers the other. */
-static int content_key(const kg_service_options *o, const char *ref, const char *kernel, long perf_trials,
-                       long timeout, const char *ref_mode, char key[KG_SHA256_STRLEN])
-{
-    const kg_eval_options *e = &o->eval;
-    if (!ref_mode) /* the request did not choose: the server's */
-        ref_mode = e->reference_mode ? e->reference_mode : "";
-    char rh[KG_SHA256_STRLEN], ph[KG_SHA256_STRLEN];
-    const char *policy = e->policy_json ? e->policy_json : "";
-    if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK || kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
-        return KG_ERR_INTERNAL;
-    kg_buf k = {0};
-    kg_buf_printf(&k, "kgym.protocol/2|device=%s|ref=%s|seed=%u|budget=%ld,%ld|perf_trials=%ld|timeout=%ld|",
-                  e->device ? e->device : "cpu", rh, e->seed, e->budget_elements, e->tiny_budget_elements, perf_trials,
-                  timeout);
-    kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol, e->rtol,
-                  e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1], e->credit[2],
-                  e->credit[3], e->credit[4]);
-    kg_buf_printf(&k, "timing=%d,%d,%d,%d,%.17g,%d,%.17g,%s|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
-                  e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
-                  e->timing_max_rounds, e->timing_cv_threshold, ref_mode,
-                  e->profile, ph, e->hack_penalty, e->coverage_floor, e->sandbox);
-    kg_buf_puts(&k, "stages=");
-    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
-        kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
-    kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
-                  e->limits.capture_bytes, e->limits.output_limit_bytes, e->limits.address_space_bytes,
-                  e->limits.file_size_bytes, e->limits.cpu_seconds);
-    kg_buf_puts(&k, kernel);
-    int rc = k.data ? kg_sha256_string(k.data, k.len, key) : KG_ERR_NOMEM;
-    kg_buf_free(&k);
-    return rc;
-}
-
-int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_task_id,
-                        json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh, kg_bad_request *b)
+int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *profile, const json_t *in,
+                        int need_task_id, json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh,
+                        kg_bad_request *b)
 {
     *normalized = NULL;
     *force_refresh = 0;
@@ -278,15 +241,16 @@ int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_
     json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:s?, s:o}", "task", label, "reference_code", ref,
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
                           (json_int_t)perf_trials, "reference_mode", ref_mode, "client", client);
-    int krc = content_key(o, ref, kernel, perf_trials, timeout, ref_mode, key);
     free(ref_owned);
     kg_task_free(&t);
-    if (krc != KG_OK) {
+    if (!n)
+        return bad(b, 400, "", "a request field is not valid UTF-8");
+    /* The key under the profile the caller expects the job to be evaluated with; its worker keys it again with
+     * its own when it claims it (sched.c), and records the result under that. */
+    if (kg_sched_content_key(profile, n, key) != KG_OK) {
         json_decref(n);
         return bad(b, 500, "", "the request's content key could not be computed");
     }
-    if (!n)
-        return bad(b, 400, "", "a request field is not valid UTF-8");
     *normalized = n;
     *force_refresh = force;
     return 0;

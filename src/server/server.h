@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "kgym/service.h"
+#include "sched/sched.h"
 #include "store/store.h"
 #include "util/util.h"
 
@@ -23,10 +24,12 @@ typedef struct kg_bad_request {
 
 /* Validates one evaluation request (KernelGYM's EvaluationRequest, or kgym's
  * {"task": "level1/19", ...}) and builds the normalised request the store
- * keeps (see sched.h) plus its content key (SHA-256, see kernelgym.c).  need_task_id: KernelGYM's
- * endpoints require task_id.  Returns 0, or -1 with *bad filled. */
-int kg_server_normalize(const kg_service_options *o, const json_t *in, int need_task_id,
-                        json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh, kg_bad_request *bad);
+ * keeps (see sched.h) plus its content key under profile (SHA-256,
+ * kg_sched_content_key).  need_task_id: KernelGYM's endpoints require
+ * task_id.  Returns 0, or -1 with *bad filled. */
+int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *profile, const json_t *in,
+                        int need_task_id, json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh,
+                        kg_bad_request *bad);
 
 /* The job as JSON (kgym's native view): id, status, attempts, times, worker,
  * cached_from, error, result (parsed), and "kernelgym" when finished. */

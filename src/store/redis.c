@@ -590,7 +590,7 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
 }
 
 int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const char *result, const char *error,
-                     kg_error *err)
+                     const char *new_key, const char *cached_from, kg_error *err)
 {
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -637,14 +637,23 @@ int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const cha
             argv[n++] = "coverage";
             argv[n++] = coverage;
         }
+        if (new_key) { /* the evaluating worker's key: the result is found again under it */
+            argv[n++] = "key";
+            argv[n++] = new_key;
+        }
+        if (cached_from) {
+            argv[n++] = "cached_from";
+            argv[n++] = cached_from;
+        }
         redisReply *x = redisCommandArgv(c, n, argv, NULL);
         if (!x || x->type == REDIS_REPLY_ERROR)
             rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
         freeReplyObject(x);
         if (rc == KG_OK) {
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
-            if (!strcmp(status, "done") && vals[2])
-                cmd_ok(c, err, "SET " P "done:%s %s EX %lld", vals[2], id, (long long)r->ttl_s);
+            const char *done_key = new_key ? new_key : vals[2];
+            if (!strcmp(status, "done") && done_key && done_key[0])
+                cmd_ok(c, err, "SET " P "done:%s %s EX %lld", done_key, id, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
             if (vals[14])
                 cmd_ok(c, err, "XACK " P "stream workers %s", vals[14]);
@@ -823,6 +832,12 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
         char *text = json_dumps(w, JSON_COMPACT);
         if (!name || !text) {
             free(text);
+            continue;
+        }
+        if (ttl_s <= 0) { /* a worker that stops: listed no longer, its profile not counted at submit */
+            free(text);
+            cmd_ok(c, err, "SREM " P "workers %s", name);
+            cmd_ok(c, err, "DEL " P "worker:%s", name);
             continue;
         }
         cmd_ok(c, err, "SADD " P "workers %s", name);

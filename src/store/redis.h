@@ -35,7 +35,7 @@ int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err);
 int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *err);
 int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err);
 int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const char *result, const char *error,
-                     kg_error *err);
+                     const char *key, const char *cached_from, kg_error *err);
 int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err);
 long kg_rstore_count(kg_rstore *r, const char *status);
 int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg_error *err);

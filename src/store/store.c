@@ -438,8 +438,14 @@ out:
 int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result,
                     const char *error, kg_error *err)
 {
+    return kg_store_finish_as(s, id, status, result, error, NULL, NULL, err);
+}
+
+int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
+                       const char *key, const char *cached_from, kg_error *err)
+{
     if (s->redis)
-        return kg_rstore_finish(s->redis, id, status, result, error, err);
+        return kg_rstore_finish(s->redis, id, status, result, error, key, cached_from, err);
     if (!id || !status || (strcmp(status, "done") && strcmp(status, "failed")))
         return kg_error_set(err, KG_ERR_INVALID, "a job finishes as done or failed");
     char *verdict = NULL;
@@ -454,7 +460,8 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
         /* nothing written: the caller retries or requeues */
     } else if (sqlite3_prepare_v2(s->db,
                            "UPDATE jobs SET status = ?, result = ?, error = ?, verdict = ?, reward = ?,"
-                           " speedup = ?, finished_at = ?, coverage = ? WHERE id = ? AND status = 'running'",
+                           " speedup = ?, finished_at = ?, coverage = ?, key = COALESCE(?, key),"
+                           " cached_from = COALESCE(?, cached_from) WHERE id = ? AND status = 'running'",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_error(s, err, "finish");
     } else {
@@ -472,7 +479,9 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
             sqlite3_bind_double(st, 8, coverage);
         else
             sqlite3_bind_null(st, 8);
-        bind_text(st, 9, id);
+        bind_text(st, 9, key);
+        bind_text(st, 10, cached_from);
+        bind_text(st, 11, id);
         if (sqlite3_step(st) != SQLITE_DONE)
             rc = db_error(s, err, "finish");
         else if (sqlite3_changes(s->db) == 0)

@@ -62,6 +62,13 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
  * KG_ERR_NOT_FOUND when the job is no longer running (cancelled meanwhile). */
 int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result,
                     const char *error, kg_error *err);
+/* kg_store_finish, and: key (non-NULL) replaces the job's content key with the
+ * one its evaluating worker computed (a done result is found again under it:
+ * kg_store_find_done); cached_from (non-NULL) names the job whose result this
+ * is (answered from the store when claimed, or an identical job followed in
+ * flight). */
+int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
+                       const char *key, const char *cached_from, kg_error *err);
 /* Gives a running job back to the queue (its result could not be stored),
  * with reason kept in its error field until it finishes.  KG_ERR_NOT_FOUND
  * when it is not running. */
@@ -94,7 +101,8 @@ int kg_store_is_shared(const kg_store *s);
  * finished jobs.  No effect on SQLite (attempts are kg_store_recover's). */
 void kg_store_configure(kg_store *s, double lease_s, int max_attempts, double result_ttl_s);
 /* Redis only: publishes the workers (kg_sched_workers' objects) with a TTL
- * and renews the lease of each one's current job.  No-op on SQLite. */
+ * and renews the lease of each one's current job; ttl_s <= 0 removes them
+ * (a worker that stops).  No-op on SQLite. */
 int kg_store_heartbeat(kg_store *s, const json_t *workers, double ttl_s, kg_error *err);
 /* Redis only: the fleet's live workers (KG_ERR_NOT_FOUND on SQLite). */
 int kg_store_workers(kg_store *s, json_t **out, kg_error *err);

@@ -46,8 +46,50 @@ static void *finish_later(void *arg)
     return NULL;
 }
 
+/* Content keys: one per (profile, request); the profile is the device kind and every setting. */
+static void test_keys(void)
+{
+    kg_eval_options e;
+    kg_eval_options_default(&e, "cpu");
+    kg_sched_profile a, a2, b, c;
+    CHECK(kg_sched_profile_of(&e, "gpu-a", &a) == KG_OK && kg_sched_profile_of(&e, "gpu-a", &a2) == KG_OK,
+          "profile");
+    CHECK(!strcmp(a.hash, a2.hash), "one profile for one kind and one set of options");
+    CHECK(kg_sched_profile_of(&e, "gpu-b", &b) == KG_OK && strcmp(a.hash, b.hash), "another device kind");
+    kg_eval_options e2 = e;
+    e2.seed = e.seed + 1;
+    CHECK(kg_sched_profile_of(&e2, "gpu-a", &c) == KG_OK && strcmp(a.hash, c.hash), "another seed");
+    json_t *pj = kg_sched_profile_json(&a);
+    kg_sched_profile back;
+    CHECK(kg_sched_profile_from_json(pj, &back) == KG_OK && !strcmp(back.hash, a.hash) &&
+              !strcmp(back.reference_mode, "eager") && back.timeout_s == a.timeout_s,
+          "profile JSON round trip");
+    json_decref(pj);
+    CHECK(kg_sched_profile_from_json(NULL, &back) == KG_ERR_INVALID, "no profile: refused");
+
+    json_t *r1 = json_pack("{s:s, s:s, s:i, s:i}", "reference_code", "ref", "kernel_code", "k1", "timeout", 300,
+                           "num_perf_trials", 100);
+    json_t *r2 = json_deep_copy(r1);
+    char ka[KG_SHA256_STRLEN], kb[KG_SHA256_STRLEN], kc[KG_SHA256_STRLEN], k2[KG_SHA256_STRLEN];
+    CHECK(kg_sched_content_key(&a, r1, ka) == KG_OK && kg_sched_content_key(&b, r1, kb) == KG_OK &&
+              kg_sched_content_key(&c, r1, kc) == KG_OK && strcmp(ka, kb) && strcmp(ka, kc),
+          "one request, other profiles: other keys");
+    json_object_set_new(r2, "reference_mode", json_string("eager"));
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && !strcmp(ka, k2), "the profile's reference mode named: same key");
+    json_object_set_new(r2, "reference_mode", json_string("compile"));
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && strcmp(ka, k2), "another reference mode: another key");
+    json_object_set_new(r2, "reference_mode", json_string("eager"));
+    json_object_set_new(r2, "kernel_code", json_string("k2"));
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && strcmp(ka, k2), "another candidate: another key");
+    json_object_del(r2, "kernel_code");
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_ERR_INVALID, "no candidate: refused");
+    json_decref(r1);
+    json_decref(r2);
+}
+
 int main(void)
 {
+    test_keys();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {

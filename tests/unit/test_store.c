@@ -190,6 +190,21 @@ int main(void)
     CHECK(kg_store_find_done(s, "k2", &j, &err) == KG_ERR_NOT_FOUND, "queued job is no cache hit");
     kg_job_free(&j);
 
+    /* A worker records its result under its own key (its profile's), with the job it was copied from. */
+    CHECK(put(s, "rk", "submitter-key", NULL, NULL) == KG_OK, "put rk");
+    CHECK(kg_store_claim(s, "w0", &j, &err) == KG_OK && !strcmp(j.id, "b"), "b first");
+    kg_job_free(&j);
+    CHECK(kg_store_claim(s, "w0", &j, &err) == KG_OK && !strcmp(j.id, "rk"), "then rk");
+    kg_job_free(&j);
+    CHECK(kg_store_finish_as(s, "rk", "done", res, NULL, "worker-key", "a", &err) == KG_OK, "finish as");
+    CHECK(kg_store_requeue(s, "b", "not yet", &err) == KG_OK, "b back in the queue");
+    CHECK(kg_store_find_done(s, "submitter-key", &j, &err) == KG_ERR_NOT_FOUND, "not under the submitter's key");
+    kg_job_free(&j);
+    CHECK(kg_store_find_done(s, "worker-key", &j, &err) == KG_OK && !strcmp(j.id, "rk") && j.cached_from &&
+              !strcmp(j.cached_from, "a") && !strcmp(j.key, "worker-key"),
+          "found under the worker's key, copied from a");
+    kg_job_free(&j);
+
     /* Cancel: queued → cancelled, then never claimed; finished jobs stay. */
     char was[16];
     CHECK(kg_store_cancel(s, "b", was, &err) == KG_OK && !strcmp(was, "queued"), "cancel queued");

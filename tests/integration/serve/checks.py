@@ -526,6 +526,21 @@ def group_workers():
           s == 200 and d["total_workers"] == int(sys.argv[3]), d)
 
 
+def group_await_workers():
+    """await_workers PID...: waits (60 s at most) until the live workers in /workers/status are those of the
+    worker processes PID... (names are host:pid:device#i), no others."""
+    want = sorted(sys.argv[3:])
+    for _ in range(600):
+        s, d, _ = call("GET", "/workers/status")
+        pids = sorted(w["id"].split(":")[1] for w in d.get("worker_list", [])) if s == 200 else None
+        if pids == want:
+            print(f"ok   live workers: processes {' '.join(want)}")
+            return
+        time.sleep(0.1)
+    print(f"FAIL live workers never those of processes {' '.join(want)}")
+    print(str(d)[:1500])
+
+
 def group_inflight():
     """inflight: identical jobs in flight at once (two workers) are evaluated once: the later one is finished
     with the earlier one's result (the very same result, its wall time included), and both are done together
@@ -548,6 +563,18 @@ def group_inflight():
     _, d, _ = call("GET", "/v1/jobs/dup-d?wait=90")
     check("force_refresh: identical jobs in flight are evaluated each",
           c["status"] == d["status"] == "done" and c["result"]["wall_ms"] != d["result"]["wall_ms"], (c, d))
+
+
+def group_post():
+    """post ID CANDIDATE CACHED [TIMEOUT]: queue one job without force_refresh; CACHED 1: expects it answered from
+    the store at once, 0: queued."""
+    body = {"reference_code": REF, "kernel_code": cand(sys.argv[4]), "task_id": sys.argv[3]}
+    if len(sys.argv) > 6:
+        body["timeout"] = int(sys.argv[6])
+    s, d, _ = call("POST", "/v1/jobs", body)
+    want = sys.argv[5] == "1"
+    check(f"submitted {sys.argv[3]} ({'answered from the store' if want else 'queued'})",
+          s == 202 and d.get("cached") is want, d)
 
 
 def group_submit():
