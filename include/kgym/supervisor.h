@@ -129,6 +129,17 @@ pid_t kg_supervisor_zygote_pid(kg_supervisor *sup);
 int kg_supervisor_run(kg_supervisor *sup, json_t *job, const kg_child_limits *limits,
                       kg_child_report *report, kg_error *err);
 
+/* Reaps this process's zombie children that no supervisor waits for: processes
+ * re-parented to it (a child subreaper) when their parent ended, such as a
+ * candidate's double-forked grandchild without a PID namespace.  The zygotes,
+ * judges and runners are left to their supervisors, which collect their exact
+ * exit status by pid.  Returns how many were reaped.  kg_supervisor_run()
+ * calls it after every child; a long-lived caller (the service) also calls it
+ * now and then for orphans that end between evaluations.  So a process that
+ * runs a supervisor must not leave children of its own to a later waitpid:
+ * an ended one may have been reaped. */
+int kg_supervisor_reap_orphans(void);
+
 void kg_child_report_free(kg_child_report *report);
 const char *kg_child_end_name(kg_child_end end);
 

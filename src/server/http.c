@@ -1185,13 +1185,17 @@ serve:;
     double next_beat = kg_now_ms() + beat_s * 1000;
     for (;;) {
         struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
-        /* Once a second: late headers are ended (d), heartbeats when due. */
+        /* Once a second: late headers are ended (d), orphans reaped (sup), heartbeats when due. */
         int beats = kg_store_is_shared(s.store) && o->workers > 0;
         int tick = beats && beat_s < 1 ? (int)(beat_s * 1000) : 1000;
-        if (poll(&p, 1, d || beats ? tick : -1) > 0)
+        if (poll(&p, 1, d || beats || sup ? tick : -1) > 0)
             break;
         if (d)
             end_late_requests(o->idle_timeout_s, o->body_timeout_s);
+        /* This process is a child subreaper: what an evaluation orphaned comes to it, and one that ends
+         * between evaluations would stay a zombie (the supervisor reaps after each child too). */
+        if (sup)
+            kg_supervisor_reap_orphans();
         if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
             next_beat = kg_now_ms() + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);

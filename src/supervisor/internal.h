@@ -26,6 +26,15 @@ struct kg_supervisor {
 /* The share of a GPU's memory that evaluations may reserve between them (see handle_request). */
 #define KG_GPU_MEMORY_SHARE 0.9
 
+/* The reaper (reaper.c): children whose exit status a caller collects with its own waitpid (the zygote, each
+ * judge and runner) are tracked from before they can be reaped until that waitpid returned; the catch-all
+ * reaper (kg_supervisor_reap_orphans) leaves them alone.  A hold keeps the reaper still while a child may be
+ * ours without being tracked yet (a fork request in flight) or while the supervisor reaps by pid itself. */
+void kg_reaper_track(pid_t pid);
+void kg_reaper_untrack(pid_t pid);
+void kg_reaper_hold(void);
+void kg_reaper_release(void);
+
 int kg_zygote_start(kg_supervisor *sup, kg_error *err);
 void kg_zygote_stop(kg_supervisor *sup);
 int kg_zygote_alive(kg_supervisor *sup);

@@ -512,9 +512,16 @@ static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, si
 {
     if (names && names_cap)
         names[0] = '\0';
+    /* Killing and reaping by pid children of ours found in /proc: the catch-all reaper must not take one between
+     * the look and the waitpid (reaper.c). */
+    if (kill_them)
+        kg_reaper_hold();
     DIR *d = opendir("/proc");
-    if (!d)
+    if (!d) {
+        if (kill_them)
+            kg_reaper_release();
         return 0;
+    }
     int count = 0;
     pid_t me = getpid();
     pid_t reap[256];
@@ -562,6 +569,8 @@ static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, si
     for (int i = 0; i < nreap; i++)
         while (waitpid(reap[i], NULL, 0) < 0 && errno == EINTR) {
         }
+    if (kill_them)
+        kg_reaper_release();
     return count;
 }
 
@@ -813,8 +822,13 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
     }
+    kg_reaper_untrack(pid);
+    kg_reaper_untrack(rpid);
     if (st.runner_uid)
         rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
+    /* What the evaluation orphaned and has ended since (its own or an earlier one's) is reaped now, not left a
+     * zombie of this process. */
+    kg_supervisor_reap_orphans();
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);

@@ -108,7 +108,9 @@ void kg_zygote_stop(kg_supervisor *sup)
     }
     if (sup->zygote_pid > 0) {
         kill(sup->zygote_pid, SIGKILL);
-        waitpid(sup->zygote_pid, NULL, 0);
+        while (waitpid(sup->zygote_pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        kg_reaper_untrack(sup->zygote_pid);
         sup->zygote_pid = 0;
     }
 }
@@ -120,6 +122,7 @@ int kg_zygote_alive(kg_supervisor *sup)
     int status;
     pid_t r = waitpid(sup->zygote_pid, &status, WNOHANG);
     if (r == sup->zygote_pid) {
+        kg_reaper_untrack(sup->zygote_pid);
         sup->zygote_pid = 0;
         close(sup->control_fd);
         sup->control_fd = -1;
@@ -150,7 +153,13 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     if (old_path && *old_path)
         kg_buf_printf(&pythonpath, ":%s", old_path);
 
+    /* Ours to wait for from fork() on: tracked before the catch-all reaper may look (reaper.c). */
+    kg_reaper_hold();
     pid_t pid = fork();
+    if (pid > 0)
+        kg_reaper_track(pid);
+    if (pid != 0)
+        kg_reaper_release();
     if (pid < 0) {
         int e = errno;
         close(sv[0]);
@@ -278,9 +287,21 @@ int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int ru
             if (rc != KG_OK)
                 break;
         }
-        if (request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0) {
-            if (request_once(sup, runner_pid_ns ? "runner" : "runner-bare", runner_fds, 3, runner, notes,
-                             notes_cap) == 0) {
+        /* The judge and the runner are ours once their intermediate has exited, before the zygote answers:
+         * the reaper is held until they are tracked (reaper.c). */
+        kg_reaper_hold();
+        int forked = request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0;
+        if (forked)
+            kg_reaper_track(*judge);
+        kg_reaper_release();
+        if (forked) {
+            kg_reaper_hold();
+            int both = request_once(sup, runner_pid_ns ? "runner" : "runner-bare", runner_fds, 3, runner, notes,
+                                    notes_cap) == 0;
+            if (both)
+                kg_reaper_track(*runner);
+            kg_reaper_release();
+            if (both) {
                 rc = KG_OK;
                 break;
             }
@@ -288,6 +309,7 @@ int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int ru
             kill(*judge, SIGKILL);
             while (waitpid(*judge, NULL, 0) < 0 && errno == EINTR) {
             }
+            kg_reaper_untrack(*judge);
             *judge = 0;
         }
         /* A zygote that cannot answer a fork is broken: replace it. */

@@ -77,7 +77,46 @@ if start_server dedup --workers 2 --db "$TMP/dedup.db"; then
     stop_server dedup
 fi
 
-# 6. Usage errors.
+# 6. Orphans are reaped.  The server is a child subreaper: a process an evaluation orphans (here a candidate's
+#    double-forked grandchild, outside the runner's process group; --no-sandbox: no PID namespace ends it with
+#    the runner) is re-parented to it, outlives the evaluation and ends later.  It must not stay a zombie of the
+#    server, and the judge's and runner's own exit statuses must still be the supervisor's (a proper verdict).
+sed -e '1i import os\nimport time' -e "s|^    def forward(self, x):|&\\
+        if not getattr(ModelNew, \"forked\", False):\\
+            ModelNew.forked = True\\
+            pid = os.fork()\\
+            if pid == 0:\\
+                os.setsid()\\
+                if os.fork() == 0:\\
+                    open(\"$TMP/orphan.pid\", \"w\").write(str(os.getpid()))\\
+                    time.sleep(2)\\
+                os._exit(0)\\
+            os.waitpid(pid, 0)|" tests/fixtures/candidates/ok.py >"$TMP/orphan.py"
+zombies_of() { # PID: its zombie children
+    for f in /proc/[0-9]*/stat; do
+        st=$(sed 's/.*) //' "$f" 2>/dev/null) || continue
+        set -- $st
+        [ "$1" = Z ] && [ "$2" = "$SERVER_PID" ] && echo "${f#/proc/}" | cut -d/ -f1
+    done
+}
+if start_server orphans --workers 1 --db "$TMP/orphans.db" --no-sandbox --policy tests/fixtures/hacks/runtime_only.json; then
+    checks submit orphan-1 "$TMP/orphan.py"
+    checks wait orphan-1 done 'd["result"]["verdict"] in ("correct", "hacked") and d["result"]["process"]["end"] == "completed"'
+    i=0; while [ ! -s "$TMP/orphan.pid" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    gpid=$(cat "$TMP/orphan.pid" 2>/dev/null)
+    i=0; while [ -n "$gpid" ] && [ -e "/proc/$gpid" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
+    z=$(zombies_of "$SERVER_PID")
+    if [ -n "$gpid" ] && [ ! -e "/proc/$gpid" ] && [ -z "$z" ]; then
+        ok "an orphaned grandchild ($gpid) that ended after its evaluation was reaped: no zombie under the server"
+    else
+        bad "orphan reaped (grandchild '$gpid'; zombies of the server: '$z')" "$(ps -o pid,ppid,stat,comm --ppid "$SERVER_PID" 2>&1)"
+    fi
+    checks submit orphan-2 ok
+    checks wait orphan-2 done 'd["result"]["verdict"] == "correct"'
+    stop_server orphans
+fi
+
+# 7. Usage errors.
 "$KGYM" serve --port 99999 >/dev/null 2>"$TMP/u.err"; rc=$?
 [ $rc -eq 2 ] && ok "serve: bad --port is a usage error" || bad "serve --port 99999 (exit $rc)" "$(cat "$TMP/u.err")"
 "$KGYM" serve --device cpu --workers 0 --host not-an-ip --port 0 --db "$TMP/u.db" >/dev/null 2>"$TMP/u.err"; rc=$?
