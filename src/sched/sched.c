@@ -320,8 +320,8 @@ static int runs(kg_sched *s, const char *id)
  * is finished with its result: one evaluation, not two.  Only an earlier claim is followed, so two workers never
  * wait for each other.  Returns 1 when the job needs nothing more (finished so, cancelled meanwhile, or the
  * scheduler stopping: the job then stays running for the next server to re-queue); 0 when it must be evaluated
- * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Across the
- * servers of a fleet identical jobs are still evaluated each: a worker sees only its own server's workers. */
+ * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Embedded
+ * (SQLite) only: in a fleet the workers of other processes are followed too (follow_fleet). */
 static int follow_identical(worker *w, const kg_job *job, const json_t *req)
 {
     kg_sched *s = w->sched;
@@ -367,6 +367,78 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req)
         kg_job_free(&done);
     }
     return followed;
+}
+
+/* In-flight dedup across a fleet (Redis): the first job claimed with a key marks itself its leader
+ * (inflight:{key}, renewed by its worker's heartbeat, gone a lease after that worker dies); a job claimed with
+ * the same key meanwhile, anywhere in the fleet, follows it: it waits, re-reading the leader's job twice a second,
+ * and is finished with its result once it is done (cached_from names it).  The follower evaluates itself instead
+ * when the leader ends otherwise (failed, cancelled, queued again, expired), when its mark is gone (its worker
+ * died: the follower then leads), or past twice its own time limit plus a lease (a follower never waits for
+ * ever).  force_refresh asks for an evaluation of its own: such a job may lead, never follows.  Returns 1 when
+ * the job needs nothing more (followed, cancelled meanwhile, or the scheduler stopping: the job then stays
+ * running for the lease to hand over); 0 when it must be evaluated, *leading set when it holds the mark (the
+ * caller removes it after the evaluation). */
+static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *leading)
+{
+    kg_sched *s = w->sched;
+    *leading = 0;
+    if (!w->key[0] || !job->id)
+        return 0;
+    int fresh = json_is_true(json_object_get(req, "force_refresh"));
+    double timeout = json_number_value(json_object_get(req, "timeout"));
+    if (timeout <= 0)
+        timeout = s->profile.timeout_s > 0 ? s->profile.timeout_s : 3600;
+    double give_up = kg_now_ms() + (2 * timeout + s->o.lease_s + 60) * 1000.0;
+    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+    char stale[160] = "";
+    for (int rounds = 0; rounds < 1000; rounds++) { /* each round a new leader: bounded all the same */
+        char leader[160];
+        kg_error err;
+        if (kg_store_inflight_lead(s->o.store, w->key, job->id, stale, leader, &err) != KG_OK)
+            return 0; /* no dedup without Redis: evaluate */
+        if (!strcmp(leader, job->id)) {
+            *leading = 1;
+            return 0;
+        }
+        if (fresh)
+            return 0;
+        stale[0] = '\0';
+        for (;;) {
+            if (pause_unless_stopping(s, 0.5))
+                return 1;
+            if (job_no_longer_ours(&watch))
+                return 1; /* cancelled while it waited */
+            if (kg_now_ms() > give_up) {
+                fprintf(stderr, "kgym: job %s: gave up waiting for the identical job %s; evaluating it\n", job->id,
+                        leader);
+                return 0;
+            }
+            kg_job lj;
+            int grc = kg_store_get(s->o.store, leader, &lj, &err);
+            if (grc == KG_ERR_NOT_FOUND) {
+                snprintf(stale, sizeof stale, "%s", leader);
+                break;
+            }
+            if (grc != KG_OK)
+                continue; /* Redis away a moment: the deadline bounds the wait */
+            int running = lj.status && !strcmp(lj.status, "running");
+            int done = lj.status && !strcmp(lj.status, "done") && lj.result && lj.key && !strcmp(lj.key, w->key);
+            if (done)
+                store_outcome(s, job->id, "done", lj.result, NULL, w->key, leader);
+            kg_job_free(&lj);
+            if (done)
+                return 1;
+            if (!running) { /* failed, cancelled, queued again, or done under another key: over */
+                snprintf(stale, sizeof stale, "%s", leader);
+                break;
+            }
+            char now_leads[160];
+            if (kg_store_inflight_leader(s->o.store, w->key, now_leads, &err) == KG_OK && strcmp(now_leads, leader))
+                break; /* its mark expired (its worker died) or passed on: lead, or follow the next one */
+        }
+    }
+    return 0;
 }
 
 /* Dedup at claim: a job whose key (this worker's: its settings, its device kind) has a done result is finished
@@ -444,8 +516,16 @@ static void *worker_main(void *arg)
         snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
 
-        if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req))
+        if (kg_store_is_shared(s->o.store)) {
+            int leading = 0;
+            if (!answer_from_store(w, &job, req) && !follow_fleet(w, &job, req, &leading) &&
+                !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
+                run_job(w, &job, req);
+            if (leading)
+                kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
+        } else if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req)) {
             run_job(w, &job, req);
+        }
         json_decref(req);
 
         pthread_mutex_lock(&s->lock);
@@ -586,10 +666,11 @@ json_t *kg_sched_workers(kg_sched *s)
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
         json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
+            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
                            s->o.eval.device ? s->o.eval.device : "cpu", "status",
                            w->running_job ? "busy" : "idle", "online", "true", "current_job",
-                           w->running_job ? json_string(w->current) : json_null(), "tasks_processed",
+                           w->running_job ? json_string(w->current) : json_null(), "current_key",
+                           w->running_job && w->key[0] ? json_string(w->key) : json_null(), "tasks_processed",
                            (json_int_t)w->processed, "busy_s", busy / 1000.0, "last_heartbeat",
                            w->heartbeat, "profile", kg_sched_profile_json(&s->profile)));
     }

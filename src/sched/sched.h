@@ -37,6 +37,8 @@ typedef struct kg_sched_options {
     const char *name_prefix; /* worker names: prefix + device + "#i" (unique across a fleet) */
     const char *device_kind; /* what the content key names as the device (the GPU model, --device-kind);
                               * NULL: eval.device */
+    double lease_s;          /* Redis: the job lease (an in-flight follower waits this long beyond twice its
+                              * own time limit at most) */
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and

@@ -1116,7 +1116,7 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     }
     kg_sched_options so = {.store = s.store, .sup = sup, .eval = o->eval, .task_dir = task_dir,
                            .workers = o->workers, .max_queue = o->max_queue, .name_prefix = prefix,
-                           .device_kind = o->device_kind};
+                           .device_kind = o->device_kind, .lease_s = o->lease_s};
     rc = kg_sched_start(&so, &s.sched, err);
     if (rc != KG_OK)
         goto out;

@@ -819,6 +819,23 @@ int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg
     return KG_OK;
 }
 
+/* In-flight marks (store.h).  One script each, so that a mark is replaced or removed only while it still names
+ * the job the caller saw: two workers never both lead, and a leader never removes its successor's mark.
+ * KEYS[1]: inflight:{key}; ARGV: id, stale, ttl (ms). */
+static const char lead_script[] =
+    "local cur = redis.call('GET', KEYS[1])\n"
+    "if cur and ARGV[2] ~= '' and cur == ARGV[2] then redis.call('DEL', KEYS[1]); cur = false end\n"
+    "if not cur then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3]); return ARGV[1] end\n"
+    "if cur == ARGV[1] then redis.call('PEXPIRE', KEYS[1], ARGV[3]) end\n"
+    "return cur\n";
+static const char end_script[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n"
+    "return 0\n";
+/* The heartbeat's renewal: only the leader's own mark. */
+static const char renew_script[] =
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
+    "return 0\n";
+
 int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_error *err)
 {
     redisContext *c = conn_get(r, err);
@@ -849,6 +866,18 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
             if (x && x->type == REDIS_REPLY_STRING)
                 cmd_ok(c, NULL, "XCLAIM " P "stream workers %s 0 %s JUSTID", name, x->str);
             freeReplyObject(x);
+            /* And its in-flight mark, if it leads its content: followers wait while it lives. */
+            const char *key = json_string_value(json_object_get(w, "current_key"));
+            if (key && *key) {
+                kg_buf k = {0};
+                kg_buf_printf(&k, P "inflight:%s", key);
+                char ttl[32];
+                snprintf(ttl, sizeof ttl, "%lld", (long long)(r->lease_s * 1000));
+                const char *argv[] = {"EVAL", renew_script, "1", k.data ? k.data : "", job, ttl};
+                redisReply *y = k.data ? redisCommandArgv(c, 6, argv, NULL) : NULL;
+                freeReplyObject(y);
+                kg_buf_free(&k);
+            }
         }
     }
     conn_put(r, c);
@@ -881,4 +910,65 @@ int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err)
     conn_put(r, c);
     *out = arr;
     return KG_OK;
+}
+
+int kg_rstore_inflight_lead(kg_rstore *r, const char *key, const char *id, const char *stale, char leader[160],
+                            kg_error *err)
+{
+    leader[0] = '\0';
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    kg_buf k = {0};
+    kg_buf_printf(&k, P "inflight:%s", key);
+    char ttl[32];
+    snprintf(ttl, sizeof ttl, "%lld", (long long)(r->lease_s * 1000));
+    const char *argv[] = {"EVAL", lead_script, "1", k.data ? k.data : "", id, stale ? stale : "", ttl};
+    redisReply *x = redisCommandArgv(c, 7, argv, NULL);
+    int rc = KG_OK;
+    if (!k.data)
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    else if (!x || x->type == REDIS_REPLY_ERROR)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+    else if (x->type != REDIS_REPLY_STRING)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: an unexpected answer to the in-flight script");
+    else
+        snprintf(leader, 160, "%s", x->str);
+    freeReplyObject(x);
+    kg_buf_free(&k);
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_inflight_leader(kg_rstore *r, const char *key, char leader[160], kg_error *err)
+{
+    leader[0] = '\0';
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    redisReply *x = cmd(c, err, "GET " P "inflight:%s", key);
+    int rc = x ? KG_OK : KG_ERR_IO;
+    if (x && x->type == REDIS_REPLY_STRING)
+        snprintf(leader, 160, "%s", x->str);
+    freeReplyObject(x);
+    conn_put(r, c);
+    return rc;
+}
+
+int kg_rstore_inflight_end(kg_rstore *r, const char *key, const char *id, kg_error *err)
+{
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    kg_buf k = {0};
+    kg_buf_printf(&k, P "inflight:%s", key);
+    const char *argv[] = {"EVAL", end_script, "1", k.data ? k.data : "", id};
+    redisReply *x = redisCommandArgv(c, 5, argv, NULL);
+    int rc = KG_OK;
+    if (!x || x->type == REDIS_REPLY_ERROR)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+    freeReplyObject(x);
+    kg_buf_free(&k);
+    conn_put(r, c);
+    return rc;
 }

@@ -11,7 +11,9 @@
  * than the lease is taken over by another worker with XAUTOCLAIM), queued
  * (zset id → seq), recent (zset id → seq, capped), done:{key} (content key →
  * id, TTL), counts (hash status → n), workers (set) + worker:{name} (hash,
- * TTL: heartbeats), seq (counter); PUBLISH kgym:done {id} on every finish.
+ * TTL: heartbeats), seq (counter), inflight:{key} (content key → the job
+ * evaluating it now, expiring a lease after the leader's last heartbeat);
+ * PUBLISH kgym:done {id} on every finish.
  *
  * Threads: a small pool of connections behind a mutex.  Ownership as store.h.
  */
@@ -42,5 +44,9 @@ int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg
 long kg_rstore_queue_position(kg_rstore *r, const char *id);
 int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_error *err);
 int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err);
+int kg_rstore_inflight_lead(kg_rstore *r, const char *key, const char *id, const char *stale, char leader[160],
+                            kg_error *err);
+int kg_rstore_inflight_leader(kg_rstore *r, const char *key, char leader[160], kg_error *err);
+int kg_rstore_inflight_end(kg_rstore *r, const char *key, const char *id, kg_error *err);
 
 #endif

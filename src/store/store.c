@@ -738,3 +738,25 @@ int kg_store_workers(kg_store *s, json_t **out, kg_error *err)
     }
     return kg_rstore_workers(s->redis, out, err);
 }
+
+int kg_store_inflight_lead(kg_store *s, const char *key, const char *id, const char *stale, char leader[160],
+                           kg_error *err)
+{
+    leader[0] = '\0';
+    if (!s->redis)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "a local store has no fleet");
+    return kg_rstore_inflight_lead(s->redis, key, id, stale, leader, err);
+}
+
+int kg_store_inflight_leader(kg_store *s, const char *key, char leader[160], kg_error *err)
+{
+    leader[0] = '\0';
+    if (!s->redis)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "a local store has no fleet");
+    return kg_rstore_inflight_leader(s->redis, key, leader, err);
+}
+
+int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error *err)
+{
+    return s->redis ? kg_rstore_inflight_end(s->redis, key, id, err) : KG_OK;
+}

@@ -107,4 +107,21 @@ int kg_store_heartbeat(kg_store *s, const json_t *workers, double ttl_s, kg_erro
 /* Redis only: the fleet's live workers (KG_ERR_NOT_FOUND on SQLite). */
 int kg_store_workers(kg_store *s, json_t **out, kg_error *err);
 
+/* In-flight dedup across a fleet (Redis only; KG_ERR_NOT_FOUND on SQLite,
+ * where a server's workers see each other in memory).  The mark
+ * inflight:{key} names the job that evaluates that content now, and expires
+ * one lease after its last renewal (the leader's worker's heartbeat renews it:
+ * kg_store_heartbeat with a worker's "current_key"), so a leader whose worker
+ * died stops leading by itself.
+ * kg_store_inflight_lead makes job id the leader of key unless another mark
+ * lives: leader receives the leading job's id (id itself when it leads, the
+ * mark then renewed).  stale (may be NULL or ""): a leader known to be over
+ * (its job not running): its mark is replaced. */
+int kg_store_inflight_lead(kg_store *s, const char *key, const char *id, const char *stale, char leader[160],
+                           kg_error *err);
+/* The job that leads key now ("" when no mark lives). */
+int kg_store_inflight_leader(kg_store *s, const char *key, char leader[160], kg_error *err);
+/* Removes id's mark on key (nothing when another job leads).  No-op on SQLite. */
+int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error *err);
+
 #endif

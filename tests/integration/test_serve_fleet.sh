@@ -70,7 +70,44 @@ for k in k4 k5 k6; do
 "(':$WB:' in d['worker'] and d['result']['task']['id'] == 'k2')))"
 done
 
-stop_pids $WB $WA2 $API
+# 4. In flight across the fleet: two workers of one kind (separate processes), two identical slow jobs at once.
+#    The second follows the first: one evaluation, the very same result for both.
+stop_pids "$WA2"
+start_worker wb2 $FLAGS_B; WB2=$WPID
+checks await_workers $WB $WB2
+checks post i1 hang 0 10
+checks running i1
+checks post i2 hang 0 10
+checks running i2
+checks wait i1 done 'd["result"]["verdict"] == "timeout" and d["cached_from"] is None'
+checks wait i2 done 'd["cached_from"] == "i1" and d["attempts"] == 1'
+"$PY" - "$PORT" <<'PYEOF' >"$TMP/same.out"
+import json, sys, urllib.request
+get = lambda i: json.load(urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/v1/jobs/{i}"))
+a, b = get("i1"), get("i2")
+ok = a["result"] == b["result"] and a["worker"] != b["worker"]
+print(("ok   " if ok else "FAIL ") + "identical jobs on two worker processes: one evaluation, the same result")
+PYEOF
+cat "$TMP/same.out"; grep -q '^ok' "$TMP/same.out" && PASS=$((PASS + 1)) || FAIL=$((FAIL + 1))
+
+# 5. The leader's worker dies mid-evaluation: its mark expires a lease later, and the follower evaluates itself.
+worker_pid() { sed -n "s/.*$1 is running .* on worker [^:]*:\([0-9]*\):.*/\1/p" "$TMP/checks.out"; }
+descendants() { for c in $(ps -o pid= --ppid "$1" 2>/dev/null); do echo "$c"; descendants "$c"; done; }
+checks post i3 hang 0 11
+checks running i3
+LEADER=$(worker_pid i3)
+checks post i4 hang 0 11
+checks running i4
+case " $WB $WB2 " in *" $LEADER "*)
+    kids=$(descendants "$LEADER"); kill -9 "$LEADER"; wait "$LEADER" 2>/dev/null
+    for k in $kids; do kill -9 "$k" 2>/dev/null; done
+    ok "killed the leader's worker $LEADER mid-evaluation" ;;
+*) bad "i3 runs on one of our workers (pid '$LEADER')" ;; esac
+SURVIVOR=$WB; [ "$LEADER" = "$WB" ] && SURVIVOR=$WB2
+checks wait i4 done 'd["result"]["verdict"] == "timeout" and d["cached_from"] is None'
+checks wait i3 done 'd["attempts"] == 2 and d["cached_from"] == "i4"'
+
+stop_pids $SURVIVOR $API
 PIDS=""
 no_sanitizer_reports
 finish
