@@ -100,7 +100,7 @@ const char kg_server_dashboard_html[] =
     "function stats(s){return s?`${fmt(s.trimmed_mean,4)} ms (median ${fmt(s.median,4)}, cv ${fmt(s.cv,3)})`:'-'}\n"
     "function report(d){const r=d.result||{},v=d.verdict||d.status,c=r.correctness,t=r.timing,p=r.profile;\n"
     " let s=`<div class=\"big ${esc(v)}\">${esc(v)}${d.cached_from?'<span class=\"tag\">cached</span>':''}</div><table class=\"kv\">`+\n"
-    " row('job',esc(d.id))+row('task',esc(d.task))+row('status',esc(d.status))+row('reward',fmt(r.reward,2));\n"
+    " row('job',esc(d.id))+row('task',esc(d.task))+row('status',esc(d.status))+row('reward',fmt(r.reward,2)+(r.reward==null?'':' <span class=\"muted\" id=\"credit\">(staged credit'+(r.verdict==='correct'?'':r.verdict==='hacked'?': hacked earns the hack penalty':': partial, for the stages passed; 1.00 only when correct')+')</span>'));\n"
     " if(d.cached_from)s+=row('answered from the cache','the result of job '+link(d.cached_from)+' (identical request; not evaluated again)');\n"
     " s+=row('worker',esc(d.worker))+row('attempts',esc(d.attempts))+row('device',esc(r.device&&r.device.name))+\n"
     " row('submitted',when(d.submitted_at))+row('finished',when(d.finished_at))+row('queue wait',fmt(d.queue_wait_s,3)+' s')+\n"

@@ -87,8 +87,8 @@ if dom "$D" "'<img src=\"x\"' not in d and ' data-pwned=\"' not in d and d.count
 else bad "escaping" "$(grep -o '.\{80\}img src.\{80\}' "$D" | head -20)"; fi
 run_chrome "#job=dash-wrong" --dump-dom >"$TMP/report.html"
 D=$TMP/report.html
-if dom "$D" "'data-job=\"dash-wrong\"' in d and '<div class=\"big incorrect\">incorrect</div>' in d and '<th>reward</th><td>0.70</td>' in d"; then
-    ok "report at #job=dash-wrong: verdict and reward"
+if dom "$D" "'data-job=\"dash-wrong\"' in d and '<div class=\"big incorrect\">incorrect</div>' in d and '<th>reward</th><td>0.70 <span class=\"muted\" id=\"credit\">(staged credit: partial, for the stages passed; 1.00 only when correct)</span></td>' in d"; then
+    ok "report at #job=dash-wrong: verdict, and the reward named for what it is (staged credit)"
 else bad "report verdict" "$(why)"; fi
 if dom "$D" "'<td>correctness</td><td class=\"fail\">fail</td>' in d and '<td>timing</td><td class=\"skipped\">skipped</td>' in d and d.count('<td class=\"failed\">failed</td>') == 11"; then
     ok "report: stages with their status, 11 failed variants"
