@@ -21,36 +21,16 @@
 #include <unistd.h>
 
 #include "server/server.h"
+#include "util/util.h"
 
 #define OWNER_VAR "KGYM_SERVE_OWNER="
 
-/* A process's start time (clock ticks after boot, /proc/N/stat field 22):
- * with the pid it names one process, never a later one given the same pid.
- * 0 if it is gone. */
+/* A process's start time (clock ticks after boot): with the pid it names one
+ * process, never a later one given the same pid.  0 if it is gone. */
 static unsigned long long start_time(long pid)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    if (!p)
-        return 0;
-    /* After ')': field 3 (state) ... field 22 (starttime): skip 19 fields. */
-    p++;
-    for (int f = 3; f < 22 && *p; f++) {
-        while (*p == ' ')
-            p++;
-        while (*p && *p != ' ')
-            p++;
-    }
-    return strtoull(p, NULL, 10);
+    kg_proc_stat st;
+    return kg_proc_stat_read(pid, &st) ? st.start : 0;
 }
 
 static int owner_alive(long pid, unsigned long long start)

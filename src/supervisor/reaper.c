@@ -19,10 +19,10 @@
  * zombie is reaped by nobody but the reaper, under its lock.
  */
 #include "supervisor/internal.h"
+#include "util/util.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,23 +87,6 @@ void kg_reaper_release(void)
     pthread_mutex_unlock(&lock);
 }
 
-/* State and parent of a process from /proc/N/stat; 0 when it is gone. */
-static int proc_stat(long pid, char *state, long *ppid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
-    return rp && sscanf(rp + 1, " %c %ld", state, ppid) == 2;
-}
-
 static int is_tracked(pid_t pid)
 {
     for (int i = 0; i < n_tracked; i++)
@@ -139,9 +122,8 @@ int kg_supervisor_reap_orphans(void)
     while (d && (e = readdir(d))) {
         char *end;
         long pid = strtol(e->d_name, &end, 10);
-        char state = 0;
-        long ppid = 0;
-        if (*end || pid <= 1 || !proc_stat(pid, &state, &ppid) || ppid != me || state != 'Z' ||
+        kg_proc_stat st;
+        if (*end || pid <= 1 || !kg_proc_stat_read(pid, &st) || st.ppid != me || st.state != 'Z' ||
             is_tracked((pid_t)pid))
             continue;
         pid_t r;

@@ -537,32 +537,22 @@ static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, si
         snprintf(path, sizeof path, "/proc/%ld", pid);
         if (stat(path, &stt) != 0 || stt.st_uid != uid)
             continue;
-        char buf[512];
-        snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-        FILE *f = fopen(path, "r");
-        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-        if (f)
-            fclose(f);
-        buf[n] = '\0';
-        char *lp = strchr(buf, '('), *rp = strrchr(buf, ')');
-        char state = 0;
-        long ppid = 0;
-        if (rp)
-            sscanf(rp + 1, " %c %ld", &state, &ppid);
+        kg_proc_stat ps;
+        int known = kg_proc_stat_read(pid, &ps);
         if (kill_them) {
             if (kill((pid_t)pid, SIGKILL) == 0)
                 count++;
             /* Is it ours to reap (re-parented to this subreaper)? */
-            if (ppid == me && nreap < 256)
+            if (known && ps.ppid == me && nreap < 256)
                 reap[nreap++] = (pid_t)pid;
             continue;
         }
-        if (state == 'Z' || !rp)
-            continue; /* ended, waiting to be reaped: nothing runs */
+        if (!known || ps.state == 'Z')
+            continue; /* gone, or ended and waiting to be reaped: nothing runs */
         count++;
-        if (names && names_cap && lp && rp > lp) {
+        if (names && names_cap) {
             size_t used = strlen(names);
-            snprintf(names + used, names_cap - used, "%s%.*s", used ? ", " : "", (int)(rp - lp - 1), lp + 1);
+            snprintf(names + used, names_cap - used, "%s%s", used ? ", " : "", ps.comm);
         }
     }
     closedir(d);

@@ -67,4 +67,14 @@ void kg_utf8_sanitize(char *s);
 /* strdup (NULL in, NULL out). */
 char *kg_strdup(const char *s);
 
+/* A process as /proc/N/stat shows it.  kg_proc_stat_read() returns 1, or 0
+ * (and a zeroed record) when the process is gone or the file unreadable. */
+typedef struct kg_proc_stat {
+    char comm[64];            /* its command name (cut to 63 bytes) */
+    char state;               /* R, S, D, Z, ... */
+    long ppid;
+    unsigned long long start; /* clock ticks after boot: with the pid it names one process */
+} kg_proc_stat;
+int kg_proc_stat_read(long pid, kg_proc_stat *st);
+
 #endif
