@@ -3,7 +3,8 @@
  * Python: this process is made a child subreaper, as a supervisor makes it;
  * a grandchild orphaned to it is reaped once it ends, a tracked child is left
  * for its owner's waitpid (with its exit status), and nothing is reaped while
- * the reaper is held.
+ * the reaper is held.  Also the /proc/N/stat reader they share with the
+ * orphan guard (kg_proc_stat_read).
  */
 #include <errno.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include "kg_test.h"
 #include "kgym/supervisor.h"
 #include "supervisor/internal.h"
+#include "util/util.h"
 
 static void sleep_ms(long ms)
 {
@@ -52,16 +54,8 @@ static pid_t orphan_ending_in(long ms)
 /* A zombie of ours: /proc/N/stat says Z. */
 static int is_zombie(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && rp[2] == 'Z';
+    kg_proc_stat st;
+    return kg_proc_stat_read(pid, &st) && st.state == 'Z';
 }
 
 static int wait_zombie(pid_t pid)
@@ -106,7 +100,38 @@ static void nothing_is_reaped_while_held(void)
     KG_CHECK(kg_supervisor_reap_orphans() >= 1 && !is_zombie(g));
 }
 
+/* The reader: this process's own record, a name with spaces and parentheses, a process that is gone. */
+static void proc_stat_reads_a_process(void)
+{
+    kg_proc_stat me;
+    KG_CHECK(kg_proc_stat_read(getpid(), &me));
+    KG_CHECK(me.state == 'R' && me.ppid == (long)getppid() && me.start > 0);
+    int p[2];
+    KG_CHECK(pipe(p) == 0);
+    pid_t c = fork();
+    if (c == 0) {
+        prctl(PR_SET_NAME, "a) (b c) 1 2");
+        char x = 1;
+        if (write(p[1], &x, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char x;
+    KG_CHECK(read(p[0], &x, 1) == 1);
+    kg_proc_stat st;
+    KG_CHECK(kg_proc_stat_read(c, &st));
+    KG_CHECK(!strcmp(st.comm, "a) (b c) 1 2") && st.ppid == (long)getpid() && st.start >= me.start);
+    KG_CHECK(st.state == 'S' || st.state == 'R');
+    kill(c, SIGKILL);
+    KG_CHECK(waitpid(c, NULL, 0) == c);
+    KG_CHECK(!kg_proc_stat_read(c, &st) && st.state == 0 && st.start == 0); /* gone: 0 and a zeroed record */
+    close(p[0]);
+    close(p[1]);
+}
+
 static const kg_test_case cases[] = {
+    {"proc_stat_reads_a_process", proc_stat_reads_a_process},
     {"orphans_are_reaped", orphans_are_reaped},
     {"tracked_children_keep_their_status", tracked_children_keep_their_status},
     {"nothing_is_reaped_while_held", nothing_is_reaped_while_held},
