@@ -41,6 +41,8 @@ typedef struct kg_service_options {
     const char *redis;         /* redis://HOST:PORT[/DB]: jobs live in Redis (a fleet), not db_path */
     double lease_s;            /* Redis: a claimed job whose worker stops renewing it is re-claimed after this */
     double result_ttl_s;       /* Redis: finished jobs expire after this */
+    int redis_volatile;        /* Redis: use one that would lose jobs (appendonly no, eviction) all the same;
+                                * without it such a Redis is refused at start and while it runs */
     int no_http;               /* `kgym worker`: evaluate only, no API */
     const char *device_kind;   /* the device as the content key names it (the GPU model; --device-kind):
                                 * results are shared only between workers of one kind.  NULL: eval.device */

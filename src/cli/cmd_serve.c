@@ -42,6 +42,8 @@ static void usage(FILE *out)
             "  --redis URL         keep jobs in Redis (redis://HOST[:PORT][/DB]) for a fleet of\n"
             "                      `kgym worker` nodes; with --workers 0 this server is stateless\n"
             "  --lease S  --result-ttl S   Redis: job lease (60) and result lifetime (604800)\n"
+            "  --redis-volatile    use a Redis that would lose acknowledged jobs when it restarts\n"
+            "                      (appendonly no) or evicts keys; without it such a Redis is refused\n"
             "  --device-kind NAME  the device as the dedup key names it (the GPU model when every GPU\n"
             "                      here is one; cpu): results are shared only within one kind and one\n"
             "                      set of evaluation flags (an API server of a fleet uses its workers')\n"
@@ -52,7 +54,7 @@ static void usage(FILE *out)
 enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
-    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND
+    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND, OPT_REDIS_VOLATILE
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -80,6 +82,8 @@ static void worker_usage(FILE *out)
             "  --gpus LIST         one process per GPU (cuda:N); without it: --device (auto)\n"
             "  --workers N         evaluation threads per device (1)\n"
             "  --lease S           seconds before a silent worker's job is taken over (60)\n"
+            "  --redis-volatile    use a Redis that would lose acknowledged jobs when it restarts\n"
+            "                      (appendonly no) or evicts keys; without it such a Redis is refused\n"
             "  --max-attempts N    (3)   --result-ttl S  finished jobs expire after S (604800)\n"
             "  --device-kind NAME  the device as the dedup key names it (default: the GPU model when\n"
             "                      every GPU here is one; cpu): results are shared only between workers\n"
@@ -133,6 +137,7 @@ static int run(int argc, char **argv, int worker)
         {"max-connections", required_argument, NULL, OPT_MAX_CONN},
         {"max-client-connections", required_argument, NULL, OPT_MAX_CLIENT_CONN},
         {"device-kind", required_argument, NULL, OPT_DEVICE_KIND},
+        {"redis-volatile", no_argument, NULL, OPT_REDIS_VOLATILE},
         {"help", no_argument, NULL, OPT_HELP}};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
@@ -180,6 +185,7 @@ static int run(int argc, char **argv, int worker)
             }
             o.redis = optarg;
             break;
+        case OPT_REDIS_VOLATILE: o.redis_volatile = 1; break;
         case OPT_LEASE: NUM("lease", 1, 86400) o.lease_s = v; break;
         case OPT_TTL: NUM("result-ttl", 1, 1e9) o.result_ttl_s = v; break;
         case OPT_GPUS: gpus = optarg; break;

@@ -663,18 +663,40 @@ static json_t *health_fields(server *s, json_t *o, long finished, long failed, j
     return o;
 }
 
-/* Healthy means able to take jobs: the store answers and its database is
- * still the one opened; otherwise 503 "unhealthy" with the store's error (a
- * balancer takes the server out, an operator reads why). */
+/* The store's part of /health: {ok, error?, durable: true|false|"unknown", durability? (why not),
+ * appendfsync? (Redis), data_lost (times this process found Redis's data set lost), data_lost_at?}: an operator
+ * sees whether an acknowledged job would survive a restart of the store, and whether one was lost already. */
+static json_t *store_health(server *s, const kg_error *err)
+{
+    kg_store_durability d;
+    kg_store_durability_get(s->store, &d);
+    json_t *o = json_pack("{s:b}", "ok", err == NULL);
+    if (err)
+        json_object_set_new(o, "error", json_string(err->message));
+    json_object_set_new(o, "durable", d.durable < 0 ? json_string("unknown") : json_boolean(d.durable));
+    if (d.why[0])
+        json_object_set_new(o, "durability", json_string(d.why));
+    if (d.appendfsync[0])
+        json_object_set_new(o, "appendfsync", json_string(d.appendfsync));
+    json_object_set_new(o, "data_lost", json_integer((json_int_t)d.data_lost));
+    if (d.data_lost)
+        json_object_set_new(o, "data_lost_at", kg_service_iso_time(d.data_lost_at));
+    return o;
+}
+
+/* Healthy means able to take jobs: the store answers, its database is
+ * still the one opened and (Redis) it would not lose them; otherwise 503
+ * "unhealthy" with the store's error (a balancer takes the server out, an
+ * operator reads why). */
 static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
 {
     long finished, failed;
     kg_sched_totals(s->sched, &finished, &failed);
     kg_error err;
     if (kg_store_check(s->store, &err) != KG_OK)
-        return send_json(c, 503, health_fields(s, json_pack("{s:s, s:f, s:{s:b, s:s}}", "status", "unhealthy",
-                                                            "uptime_s", wall_s() - s->started_at, "store", "ok",
-                                                            0, "error", err.message),
+        return send_json(c, 503, health_fields(s, json_pack("{s:s, s:f, s:o}", "status", "unhealthy", "uptime_s",
+                                                            wall_s() - s->started_at, "store",
+                                                            store_health(s, &err)),
                                                 finished, failed, 0, 0));
     json_int_t pending = (json_int_t)kg_store_count(s->store, "queued");
     json_int_t processing = (json_int_t)kg_store_count(s->store, "running");
@@ -683,7 +705,7 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
                           "queue", "pending", pending, "processing", processing, "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
     json_object_set_new(o, "jobs_cached", json_integer((json_int_t)atomic_load(&s->cached)));
-    json_object_set_new(o, "store", json_pack("{s:b}", "ok", 1));
+    json_object_set_new(o, "store", store_health(s, NULL));
     return send_json(c, 200, health_fields(s, o, finished, failed, pending, processing));
 }
 
@@ -1091,6 +1113,22 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     if (rc != KG_OK)
         goto out;
     kg_store_configure(s.store, o->lease_s, o->max_attempts, o->result_ttl_s);
+    /* Fail closed: a Redis that would lose acknowledged jobs is refused unless --redis-volatile accepts that. */
+    rc = kg_store_require_durable(s.store, o->redis_volatile, err);
+    if (rc != KG_OK)
+        goto out;
+    if (o->redis) {
+        kg_store_durability du;
+        kg_store_durability_get(s.store, &du);
+        if (du.durable == 1)
+            fprintf(stderr, "kgym serve: %s persists jobs (appendonly yes, appendfsync %s)\n", o->redis,
+                    du.appendfsync[0] ? du.appendfsync : "unknown");
+        else if (du.durable == 0)
+            fprintf(stderr, "kgym serve: WARNING: %s has %s; --redis-volatile accepts that: its jobs are lost "
+                            "when it restarts\n", o->redis, du.why);
+        else
+            fprintf(stderr, "kgym serve: WARNING: %s: %s\n", o->redis, du.why);
+    }
     int requeued = 0, failed = 0;
     rc = kg_store_recover(s.store, o->max_attempts, &requeued, &failed, err);
     if (rc != KG_OK)
@@ -1196,6 +1234,10 @@ serve:;
          * between evaluations would stay a zombie (the supervisor reaps after each child too). */
         if (sup)
             kg_supervisor_reap_orphans();
+        /* Redis: its data set still the one known (a loss is said loudly at once, not at the next /health), and
+         * whether it persists jobs asked again after it was away. */
+        if (kg_store_is_shared(s.store))
+            kg_store_check(s.store, NULL);
         if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
             next_beat = kg_now_ms() + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include "util/util.h"
 
@@ -21,6 +22,18 @@ struct kg_rstore {
     int n_idle;
     double lease_s, ttl_s;
     int max_attempts;
+    /* Under lock.  Durability: what Redis said when last asked (probe). */
+    int accept_volatile; /* --redis-volatile: a Redis that would lose jobs is used all the same */
+    int durable;         /* 1, 0 (why says why), -1 (unknown: CONFIG and INFO refused) */
+    char why[512];
+    char appendfsync[16]; /* "" when unknown */
+    double probed_at;
+    /* The data set's marker (kg_rstore_check): its value as this process knows it; a Redis whose marker is gone
+     * or another has lost what it held. */
+    char epoch[96];
+    int away; /* the last check found Redis unreachable */
+    long lost;
+    double lost_at;
 };
 
 static double now_s(void)
@@ -59,14 +72,24 @@ static void conn_put(kg_rstore *r, redisContext *c)
 {
     if (!c)
         return;
+    redisContext *stale[POOL];
+    int n_stale = 0;
     pthread_mutex_lock(&r->lock);
     if (!c->err && r->n_idle < POOL) {
         r->idle[r->n_idle++] = c;
         c = NULL;
+    } else if (c->err == REDIS_ERR_EOF || c->err == REDIS_ERR_IO) {
+        /* A connection broken under us: Redis went away (a restart), and the idle ones are from before it and
+         * broken too.  Dropped now, or each would fail one more request after Redis is back. */
+        n_stale = r->n_idle;
+        memcpy(stale, r->idle, sizeof *stale * (size_t)n_stale);
+        r->n_idle = 0;
     }
     pthread_mutex_unlock(&r->lock);
     if (c) /* broken or surplus */
         redisFree(c);
+    for (int i = 0; i < n_stale; i++)
+        redisFree(stale[i]);
 }
 
 /* A command's reply; NULL (err filled) on a transport or Redis error. */
@@ -118,6 +141,168 @@ static int ensure_group(redisContext *c, kg_error *err)
     return rc;
 }
 
+/* ---- durability ---- */
+
+#define EPOCH P "epoch"
+#define PROBE_EVERY_S 30.0 /* Redis is asked again this often (and after every absence or loss) */
+
+/* A setting of Redis into val ("" when it will not say): CONFIG GET name, or where CONFIG is refused (managed
+ * services rename or forbid it) the field of INFO section (NULL: none).  refused receives CONFIG's error the
+ * first time.  KG_ERR_IO when Redis does not answer. */
+static int setting(redisContext *c, const char *name, const char *section, const char *field, char *val, size_t n,
+                   char refused[200], kg_error *err)
+{
+    val[0] = '\0';
+    redisReply *x = redisCommand(c, "CONFIG GET %s", name);
+    if (!x)
+        return kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr[0] ? c->errstr : "no reply");
+    if (x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && x->element[1]->type == REDIS_REPLY_STRING)
+        snprintf(val, n, "%s", x->element[1]->str);
+    else if (x->type == REDIS_REPLY_ERROR && !refused[0])
+        snprintf(refused, 200, "CONFIG GET %s: %.150s", name, x->str);
+    freeReplyObject(x);
+    if (val[0] || !section)
+        return KG_OK;
+    x = redisCommand(c, "INFO %s", section);
+    if (!x)
+        return kg_error_set(err, KG_ERR_IO, "Redis: %s", c->errstr[0] ? c->errstr : "no reply");
+    size_t fl = strlen(field);
+    if (x->type == REDIS_REPLY_STRING && x->str) { /* RESP2: a bulk string */
+        for (const char *l = x->str; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+            if (!strncmp(l, field, fl) && l[fl] == ':') {
+                snprintf(val, n, "%.*s", (int)strcspn(l + fl + 1, "\r\n"), l + fl + 1);
+                break;
+            }
+    }
+    freeReplyObject(x);
+    return KG_OK;
+}
+
+/* Asks Redis whether an acknowledged job survives its restart, and records the answer (r->durable, why,
+ * appendfsync).  Durable: appendonly yes, and no eviction (a maxmemory-policy other than noeviction, with a
+ * maxmemory, drops jobs and results when memory runs short: volatile-* ones the finished jobs, which carry a TTL).
+ * appendfsync is reported, not required: with everysec (Redis's default) or always a restart of Redis loses
+ * nothing (Redis writes the AOF before it answers), a crash of its host a second at most with everysec.  Unknown
+ * (-1) when Redis says neither by CONFIG nor by INFO.  Logs a change after the first answer.  KG_ERR_IO when
+ * Redis does not answer. */
+static int probe(kg_rstore *r, redisContext *c, kg_error *err)
+{
+    char aof[16], fsync[16], policy[64], maxmem[32], refused[200] = "";
+    if (setting(c, "appendonly", "persistence", "aof_enabled", aof, sizeof aof, refused, err) != KG_OK ||
+        setting(c, "appendfsync", NULL, NULL, fsync, sizeof fsync, refused, err) != KG_OK ||
+        setting(c, "maxmemory-policy", "memory", "maxmemory_policy", policy, sizeof policy, refused, err) != KG_OK ||
+        setting(c, "maxmemory", "memory", "maxmemory", maxmem, sizeof maxmem, refused, err) != KG_OK)
+        return KG_ERR_IO;
+    if (!strcmp(aof, "1")) /* INFO's spelling */
+        snprintf(aof, sizeof aof, "yes");
+    else if (!strcmp(aof, "0"))
+        snprintf(aof, sizeof aof, "no");
+    int durable = 1;
+    char why[512] = "";
+    if (!strcmp(aof, "no")) {
+        durable = 0;
+        snprintf(why, sizeof why,
+                 "appendonly no: a restart of Redis would lose every acknowledged job; start it with --appendonly yes "
+                 "(or CONFIG SET appendonly yes)");
+    } else if (policy[0] && strcmp(policy, "noeviction") && maxmem[0] && strcmp(maxmem, "0")) {
+        durable = 0;
+        snprintf(why, sizeof why,
+                 "maxmemory-policy %s with maxmemory %s: Redis would evict jobs and results when its memory is full; "
+                 "set maxmemory-policy noeviction",
+                 policy, maxmem);
+    } else if (strcmp(aof, "yes") || !policy[0]) {
+        durable = -1;
+        snprintf(why, sizeof why, "Redis does not say whether it persists jobs (%s): run it with appendonly yes and "
+                 "maxmemory-policy noeviction", refused[0] ? refused : "no appendonly or maxmemory-policy");
+    }
+    pthread_mutex_lock(&r->lock);
+    int changed = r->probed_at > 0 && (durable != r->durable || strcmp(why, r->why));
+    r->durable = durable;
+    snprintf(r->why, sizeof r->why, "%s", why);
+    snprintf(r->appendfsync, sizeof r->appendfsync, "%s", fsync);
+    r->probed_at = now_s();
+    int refuse = durable == 0 && !r->accept_volatile;
+    pthread_mutex_unlock(&r->lock);
+    if (changed && durable == 1)
+        fprintf(stderr, "kgym: redis at %s:%d persists jobs again (appendonly yes)\n", r->host, r->port);
+    else if (changed)
+        fprintf(stderr, "kgym: WARNING: redis at %s:%d now has %s%s\n", r->host, r->port, why,
+                refuse ? "; no job is accepted until it persists them (or restart kgym with --redis-volatile)" : "");
+    return KG_OK;
+}
+
+/* KG_ERR_IO, naming the fix, when Redis would lose jobs and --redis-volatile did not accept that: no job is
+ * acknowledged into it. */
+static int refusal(kg_rstore *r, kg_error *err)
+{
+    pthread_mutex_lock(&r->lock);
+    int refuse = r->durable == 0 && !r->accept_volatile;
+    char why[512];
+    snprintf(why, sizeof why, "%s", r->why);
+    pthread_mutex_unlock(&r->lock);
+    if (!refuse)
+        return KG_OK;
+    return kg_error_set(err, KG_ERR_IO, "redis at %s:%d has %s; no job is accepted until it does (or restart kgym "
+                        "with --redis-volatile to accept that)", r->host, r->port, why);
+}
+
+/* Marks the data set (SET NX: the first process makes the mark, every other one reads it) and learns the mark's
+ * value.  Nothing else writes it and it has no TTL: a mark gone or changed means the data set was lost. */
+static int epoch_learn(redisContext *c, char out[96], kg_error *err)
+{
+    char mine[96], host[64] = "host";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    snprintf(mine, sizeof mine, "%.6f %s:%ld", now_s(), host, (long)getpid());
+    if (cmd_ok(c, err, "SET " EPOCH " %s NX", mine) != KG_OK)
+        return KG_ERR_IO;
+    redisReply *x = cmd(c, err, "GET " EPOCH);
+    if (!x)
+        return KG_ERR_IO;
+    int rc = KG_OK;
+    if (x->type == REDIS_REPLY_STRING)
+        snprintf(out, 96, "%s", x->str);
+    else
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: the mark " EPOCH " could not be read back");
+    freeReplyObject(x);
+    return rc;
+}
+
+int kg_rstore_require_durable(kg_rstore *r, int accept_volatile, kg_error *err)
+{
+    pthread_mutex_lock(&r->lock);
+    r->accept_volatile = accept_volatile;
+    pthread_mutex_unlock(&r->lock);
+    redisContext *c = conn_get(r, err);
+    if (!c)
+        return KG_ERR_IO;
+    int rc = probe(r, c, err);
+    conn_put(r, c);
+    if (rc != KG_OK)
+        return rc;
+    pthread_mutex_lock(&r->lock);
+    int durable = r->durable;
+    char why[512];
+    snprintf(why, sizeof why, "%s", r->why);
+    pthread_mutex_unlock(&r->lock);
+    if (durable == 0 && !accept_volatile)
+        return kg_error_set(err, KG_ERR_IO, "redis at %s:%d has %s, or pass --redis-volatile to accept that",
+                            r->host, r->port, why);
+    return KG_OK;
+}
+
+void kg_rstore_durability(kg_rstore *r, kg_store_durability *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&r->lock);
+    out->durable = r->probed_at > 0 ? r->durable : -1;
+    snprintf(out->why, sizeof out->why, "%s", r->probed_at > 0 ? r->why : "not asked yet");
+    snprintf(out->appendfsync, sizeof out->appendfsync, "%s", r->appendfsync);
+    out->data_lost = r->lost;
+    out->data_lost_at = r->lost_at;
+    pthread_mutex_unlock(&r->lock);
+}
+
 int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
 {
     *out = NULL;
@@ -128,6 +313,7 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
     r->lease_s = 60;
     r->ttl_s = 7 * 86400;
     r->max_attempts = 3;
+    r->durable = -1; /* not asked yet: nothing refused before kg_rstore_require_durable */
     const char *p = url + strlen("redis://");
     size_t hl = strcspn(p, ":/");
     if (hl == 0 || hl >= sizeof r->host) {
@@ -151,6 +337,8 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
         return err ? err->code : KG_ERR_IO;
     }
     int rc = ensure_group(c, err);
+    if (rc == KG_OK)
+        rc = epoch_learn(c, r->epoch, err);
     conn_put(r, c);
     if (rc != KG_OK) {
         kg_rstore_close(r);
@@ -263,10 +451,13 @@ static void result_facts(const char *result, char **verdict, char reward[32], ch
 /* Job creation in one script: Redis runs it atomically, so a job is never
  * left half made (a hash without its stream entry stays "queued" forever),
  * and a batch is all or nothing.  Every job is checked before any is
- * written.  KEYS: the job hashes; ARGV per job: replace, status, id, ttl, the
- * number of field pairs, then the pairs. */
+ * written, and nothing is when the data set is not the one this process
+ * knows (its mark: a Redis that lost its data may not persist either; the
+ * caller checks it first).  KEYS: the job hashes; ARGV: the mark, then per
+ * job: replace, status, id, ttl, the number of field pairs, then the pairs. */
 static const char put_script[] =
-    "local pos = 1\n"
+    "if redis.call('GET', '" EPOCH "') ~= ARGV[1] then return {'epoch', ''} end\n"
+    "local pos = 2\n"
     "local jobs = {}\n"
     "for i = 1, #KEYS do\n"
     "  local j = {key = KEYS[i], replace = ARGV[pos], status = ARGV[pos + 1], id = ARGV[pos + 2],\n"
@@ -359,14 +550,16 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
 
 int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
 {
+    if (refusal(r, err) != KG_OK) /* acknowledged, it could be lost */
+        return KG_ERR_IO;
     enum { PER_JOB = 5 + 2 * 16 };
-    size_t cap = 3 + n + n * PER_JOB;
+    size_t cap = 4 + n + n * PER_JOB;
     const char **argv = calloc(cap, sizeof *argv);
     size_t *lens = calloc(cap, sizeof *lens);
     job_strs *js = calloc(n ? n : 1, sizeof *js);
     char **keys = calloc(n ? n : 1, sizeof *keys);
-    int rc = KG_OK, m = 0;
-    char nkeys[32];
+    int rc = KG_OK, m = 0, mark_at = 0;
+    char nkeys[32], mark[96];
     if (!argv || !lens || !js || !keys) {
         rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
         goto out;
@@ -389,31 +582,51 @@ int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *re
         argv[m] = keys[i];
         lens[m++] = strlen(keys[i]);
     }
+    mark_at = m++; /* filled below, before each try */
     double t = now_s();
     for (size_t i = 0; i < n && rc == KG_OK; i++)
         rc = job_args(r, &jobs[i], replace ? replace[i] : 0, t, &js[i], argv, lens, &m, err);
     if (rc != KG_OK)
         goto out;
-    redisContext *c = conn_get(r, err);
-    if (!c) {
-        rc = KG_ERR_IO;
-        goto out;
+    /* Twice at most: a data set found new (Redis lost its data since this process last looked) is checked (the
+     * loss said, whether Redis persists asked again) before a job is written into it. */
+    for (int tries = 0; tries < 2; tries++) {
+        pthread_mutex_lock(&r->lock);
+        snprintf(mark, sizeof mark, "%s", r->epoch);
+        pthread_mutex_unlock(&r->lock);
+        argv[mark_at] = mark;
+        lens[mark_at] = strlen(mark);
+        redisContext *c = conn_get(r, err);
+        if (!c) {
+            rc = KG_ERR_IO;
+            goto out;
+        }
+        redisReply *x = redisCommandArgv(c, m, argv, lens);
+        int new_set = 0;
+        rc = KG_OK;
+        if (!x || x->type == REDIS_REPLY_ERROR) {
+            rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+        } else if (x->type == REDIS_REPLY_ARRAY && x->elements == 2 && x->element[0]->type == REDIS_REPLY_STRING &&
+                   x->element[1]->type == REDIS_REPLY_STRING) {
+            const char *why = x->element[0]->str, *id = x->element[1]->str;
+            if (!strcmp(why, "epoch"))
+                new_set = 1;
+            else if (!strcmp(why, "running"))
+                rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", id);
+            else
+                rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", id);
+        } else if (x->type != REDIS_REPLY_ARRAY || x->elements != 1) {
+            rc = kg_error_set(err, KG_ERR_IO, "Redis: an unexpected answer to the job script");
+        }
+        freeReplyObject(x);
+        conn_put(r, c);
+        if (!new_set)
+            break;
+        rc = kg_rstore_check(r, err); /* learns the new mark; KG_ERR_IO if Redis would lose the job */
+        if (rc != KG_OK)
+            break;
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: its data set changed while the job was written; try again");
     }
-    redisReply *x = redisCommandArgv(c, m, argv, lens);
-    if (!x || x->type == REDIS_REPLY_ERROR) {
-        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
-    } else if (x->type == REDIS_REPLY_ARRAY && x->elements == 2 && x->element[0]->type == REDIS_REPLY_STRING &&
-               x->element[1]->type == REDIS_REPLY_STRING) {
-        const char *why = x->element[0]->str, *id = x->element[1]->str;
-        if (!strcmp(why, "running"))
-            rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is running; it cannot be replaced", id);
-        else
-            rc = kg_error_set(err, KG_ERR_INVALID, "a job with id \"%s\" exists already", id);
-    } else if (x->type != REDIS_REPLY_ARRAY || x->elements != 1) {
-        rc = kg_error_set(err, KG_ERR_IO, "Redis: an unexpected answer to the job script");
-    }
-    freeReplyObject(x);
-    conn_put(r, c);
 out:
     for (size_t i = 0; i < n && js && keys; i++) {
         free(js[i].verdict);
@@ -699,14 +912,62 @@ int kg_rstore_requeue(kg_rstore *r, const char *id, const char *reason, kg_error
     return rc;
 }
 
+/* Redis answers, its data set is the one this process knew (its mark), and it would not lose jobs (unless
+ * --redis-volatile).  A mark gone or replaced means Redis lost every job it held (a restart without persistence,
+ * a FLUSHALL, a failover to an empty replica): said loudly once, counted for /health, and the new data set marked.
+ * Durability is asked again after a loss, after Redis was unreachable, and every PROBE_EVERY_S. */
 int kg_rstore_check(kg_rstore *r, kg_error *err)
 {
     redisContext *c = conn_get(r, err);
-    if (!c)
+    redisReply *x = c ? cmd(c, err, "GET " EPOCH) : NULL;
+    if (!x && c && c->err == REDIS_ERR_EOF) {
+        /* An idle connection from before a restart of Redis (conn_put drops the others with it): not a reason
+         * to call the store unhealthy.  Once more on a new one. */
+        conn_put(r, c);
+        c = conn_get(r, err);
+        x = c ? cmd(c, err, "GET " EPOCH) : NULL;
+    }
+    if (!x) {
+        pthread_mutex_lock(&r->lock);
+        r->away = 1;
+        pthread_mutex_unlock(&r->lock);
+        conn_put(r, c);
         return KG_ERR_IO;
-    int rc = cmd_ok(c, err, "PING");
+    }
+    char seen[96] = "", known[96];
+    if (x->type == REDIS_REPLY_STRING)
+        snprintf(seen, sizeof seen, "%s", x->str);
+    freeReplyObject(x);
+    pthread_mutex_lock(&r->lock);
+    snprintf(known, sizeof known, "%s", r->epoch);
+    int was_away = r->away, due = now_s() - r->probed_at >= PROBE_EVERY_S;
+    r->away = 0;
+    pthread_mutex_unlock(&r->lock);
+    int lost = strcmp(seen, known) != 0, rc = KG_OK;
+    if (lost) {
+        char fresh[96];
+        rc = epoch_learn(c, fresh, err);
+        int first = 0;
+        pthread_mutex_lock(&r->lock);
+        if (rc == KG_OK && !strcmp(r->epoch, known)) { /* not noticed by another thread meanwhile */
+            snprintf(r->epoch, sizeof r->epoch, "%s", fresh);
+            r->lost++;
+            r->lost_at = now_s();
+            first = 1;
+        }
+        pthread_mutex_unlock(&r->lock);
+        if (first)
+            fprintf(stderr,
+                    "kgym: ALERT: redis at %s:%d LOST ITS DATA: the mark " EPOCH " (\"%s\") is %s. Redis restarted "
+                    "without persistence, was flushed, or failed over to a replica without the data: every job it "
+                    "held (queued, running and finished) and every result is gone; clients waiting for them get "
+                    "404 and must submit them again.\n",
+                    r->host, r->port, known, seen[0] ? "replaced" : "gone");
+    }
+    if (rc == KG_OK && (lost || was_away || due))
+        rc = probe(r, c, err);
     conn_put(r, c);
-    return rc;
+    return rc == KG_OK ? refusal(r, err) : rc;
 }
 
 int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)

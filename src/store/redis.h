@@ -13,7 +13,8 @@
  * id, TTL), counts (hash status → n), workers (set) + worker:{name} (hash,
  * TTL: heartbeats), seq (counter), inflight:{key} (content key → the job
  * evaluating it now, expiring a lease after the leader's last heartbeat);
- * PUBLISH kgym:done {id} on every finish.
+ * epoch (the data set's mark: written once, never expiring; gone or changed
+ * means Redis lost what it held); PUBLISH kgym:done {id} on every finish.
  *
  * Threads: a small pool of connections behind a mutex.  Ownership as store.h.
  */
@@ -33,6 +34,8 @@ void kg_rstore_configure(kg_rstore *r, double lease_s, int max_attempts, double 
 int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *replace, kg_error *err);
 int kg_rstore_requeue(kg_rstore *r, const char *id, const char *reason, kg_error *err);
 int kg_rstore_check(kg_rstore *r, kg_error *err);
+int kg_rstore_require_durable(kg_rstore *r, int accept_volatile, kg_error *err);
+void kg_rstore_durability(kg_rstore *r, kg_store_durability *out);
 int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err);
 int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *err);
 int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err);

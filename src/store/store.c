@@ -531,6 +531,23 @@ int kg_store_check(kg_store *s, kg_error *err)
     return rc;
 }
 
+int kg_store_require_durable(kg_store *s, int accept_volatile, kg_error *err)
+{
+    return s->redis ? kg_rstore_require_durable(s->redis, accept_volatile, err) : KG_OK;
+}
+
+void kg_store_durability_get(kg_store *s, kg_store_durability *out)
+{
+    if (s->redis) {
+        kg_rstore_durability(s->redis, out);
+        return;
+    }
+    /* WAL with synchronous=NORMAL: every acknowledged job survives a crash of the process (an OS crash can lose
+     * the last commits). */
+    memset(out, 0, sizeof *out);
+    out->durable = 1;
+}
+
 int kg_store_cancel(kg_store *s, const char *id, char was[16], kg_error *err)
 {
     if (s->redis)

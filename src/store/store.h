@@ -74,8 +74,28 @@ int kg_store_finish_as(kg_store *s, const char *id, const char *status, const ch
  * when it is not running. */
 int kg_store_requeue(kg_store *s, const char *id, const char *reason, kg_error *err);
 /* Is the store usable?  SQLite: the database file is still the one opened
- * (not deleted or replaced); Redis: it answers.  KG_ERR_IO with the reason. */
+ * (not deleted or replaced).  Redis: it answers, and would not lose jobs
+ * (kg_store_require_durable); and its data set is the one this process knew:
+ * one found lost (its mark gone: a restart without persistence, a flush) is
+ * logged and counted (kg_store_durability_get).  KG_ERR_IO with the reason. */
 int kg_store_check(kg_store *s, kg_error *err);
+
+/* Whether an acknowledged job survives a restart of the store. */
+typedef struct kg_store_durability {
+    int durable;          /* 1: yes (SQLite; Redis with appendonly yes and no eviction); 0: no (why says why);
+                           * -1: unknown (Redis refused CONFIG and INFO) */
+    char why[512];        /* "" when durable */
+    char appendfsync[16]; /* Redis's fsync policy ("" when unknown, or SQLite) */
+    long data_lost;       /* times this process found Redis's data set lost (kg_store_check) */
+    double data_lost_at;  /* the last time (Unix s), 0 if never */
+} kg_store_durability;
+/* Redis: asks it whether it persists jobs, and fails (KG_ERR_IO, naming the
+ * fix) when it does not, unless accept_volatile; the answer is asked again
+ * by kg_store_check (after Redis was away, after a loss, and every 30 s),
+ * and while it is "no" without accept_volatile no job is accepted
+ * (kg_store_put_many: KG_ERR_IO).  Unknown is accepted.  SQLite: KG_OK. */
+int kg_store_require_durable(kg_store *s, int accept_volatile, kg_error *err);
+void kg_store_durability_get(kg_store *s, kg_store_durability *out);
 /* Cancels a queued or running job; *was receives its former status (at least
  * 16 bytes).  KG_ERR_NOT_FOUND if no such job; finished jobs stay as they are
  * (KG_ERR_INVALID). */

@@ -24,7 +24,7 @@ cleanup() {
 }
 trap cleanup EXIT
 RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no >"$TMP/redis.log" 2>&1 &
+redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly yes --dir "$TMP" >"$TMP/redis.log" 2>&1 &
 REDIS_PID=$!
 i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
 URL="redis://127.0.0.1:$RPORT"
