@@ -26,6 +26,8 @@ typedef struct worker {
     char current[160];
     char key[KG_SHA256_STRLEN]; /* the content key of the current job ("" when none) */
     unsigned long claim_no;     /* order of the current claim among this scheduler's (in-flight dedup) */
+    double lease_ms;            /* Redis: kg_now_ms() when the current job's lease was last known held (its claim,
+                                 * or a heartbeat that renewed it: kg_sched_leases_renewed) */
     long processed;
     double busy_ms, busy_since_ms, heartbeat;
 } worker;
@@ -189,22 +191,30 @@ static int pause_unless_stopping(kg_sched *s, double pause_s)
     return stop;
 }
 
-/* Writes a job's outcome.  A write that fails (a full disk, a lost database,
- * Redis away) is retried with a growing pause; after three tries the job is
- * failed with the reason instead (a smaller write), or else given back to the
- * queue, and so on until one of them is stored.  Only a stopping scheduler
- * gives up: the job stays running and the next server re-queues it.  A job
- * that is no longer running (cancelled meanwhile) needs nothing. */
-static void store_outcome(kg_sched *s, const char *id, const char *status, const char *result, const char *error,
+/* Writes a job's outcome.  A write that fails (a full disk, a lost database, Redis away) is retried with a
+ * growing pause.  A job that is no longer running (cancelled meanwhile) needs nothing.  Only a stopping scheduler
+ * gives up at once: the job stays running, and the next server re-queues it (SQLite) or its lease runs out
+ * (Redis).
+ * SQLite: after three tries the job is failed with the reason instead (a smaller write: the disk may be full), or
+ * else given back to the queue, and so on until one of them is stored.
+ * Redis: a finished evaluation is not thrown away because Redis is away a while (a restart): its result is tried
+ * again for as long as this worker surely holds the job's lease, that is until one lease after the later of its
+ * claim and the last heartbeat that renewed it (none does while Redis is away), and at most one lease after the
+ * first failure (a Redis that answers heartbeats but refuses this write must not hold the worker for ever).  Then
+ * the job is given back to the queue, or, Redis still away, left to lease recovery: another worker takes it over
+ * and evaluates it again (at-least-once).  Never failed for Redis's absence: that would lose a job that was fine. */
+static void store_outcome(worker *w, const char *id, const char *status, const char *result, const char *error,
                           const char *key, const char *cached_from)
 {
-    double pause = 0.5;
+    kg_sched *s = w->sched;
+    int fleet = kg_store_is_shared(s->o.store);
+    double pause = 0.5, first_fail_ms = 0;
     char reason[1200] = "";
     for (int attempt = 0;; attempt++) {
         kg_error e;
         kg_error_clear(&e);
         int rc;
-        if (attempt < 3)
+        if (attempt < 3 || fleet)
             rc = kg_store_finish_as(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
                                     &e);
         else if (attempt % 2)
@@ -214,16 +224,40 @@ static void store_outcome(kg_sched *s, const char *id, const char *status, const
         if (rc == KG_OK || rc == KG_ERR_NOT_FOUND || rc == KG_ERR_INVALID) {
             if (attempt)
                 fprintf(stderr, "kgym: job %s: outcome stored after %d retries (%s)\n", id, attempt,
-                        attempt < 3 ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
+                        attempt < 3 || fleet ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
             return;
         }
+        double now = kg_now_ms();
+        if (!attempt)
+            first_fail_ms = now;
         if (attempt == 2 || !reason[0])
             snprintf(reason, sizeof reason, "the evaluation ended but its outcome could not be stored: %.1000s",
                      e.message);
+        if (fleet) {
+            pthread_mutex_lock(&s->lock);
+            double held = w->lease_ms;
+            pthread_mutex_unlock(&s->lock);
+            double lease_s = s->o.lease_s > 0 ? s->o.lease_s : 60; /* the store's default */
+            double left_s = ((held < first_fail_ms ? held : first_fail_ms) + lease_s * 1000 - now) / 1000;
+            if (left_s <= 0) {
+                kg_error qe;
+                int qrc = kg_store_requeue(s->o.store, id, reason, &qe);
+                fprintf(stderr, "kgym: job %s: its result could not be stored while this worker held its lease (%s); "
+                        "%s\n", id, e.message, qrc == KG_OK ? "queued again: it is evaluated again"
+                        : qrc == KG_ERR_NOT_FOUND ? "it is no longer running here"
+                        : "left to lease recovery: another worker takes it over and evaluates it again");
+                return;
+            }
+            if (pause > left_s)
+                pause = left_s;
+        }
         fprintf(stderr, "kgym: job %s: cannot store its outcome (%s); retrying in %.1f s\n", id, e.message, pause);
         if (pause_unless_stopping(s, pause))
             return;
-        pause = pause * 2 < 5 ? pause * 2 : 5;
+        /* Redis: at most 2 s, so that a result in hand is stored soon after Redis is back (the worker waits
+         * meanwhile, and a refused connection costs nothing). */
+        double cap = fleet ? 2 : 5;
+        pause = pause * 2 < cap ? pause * 2 : cap;
     }
 }
 
@@ -295,9 +329,9 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (rc == KG_OK && text)
-        store_outcome(s, job->id, "done", text, NULL, w->key, NULL);
+        store_outcome(w, job->id, "done", text, NULL, w->key, NULL);
     else
-        store_outcome(s, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result",
+        store_outcome(w, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result",
                       w->key, NULL);
     count_result(s, result, !(rc == KG_OK && text),
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
@@ -361,7 +395,7 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req)
     int followed = 0;
     if (kg_store_get(s->o.store, leader, &done, &err) == KG_OK) {
         if (done.status && !strcmp(done.status, "done") && done.result) {
-            store_outcome(s, job->id, "done", done.result, NULL, w->key, leader);
+            store_outcome(w, job->id, "done", done.result, NULL, w->key, leader);
             followed = 1;
         }
         kg_job_free(&done);
@@ -425,7 +459,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
             int running = lj.status && !strcmp(lj.status, "running");
             int done = lj.status && !strcmp(lj.status, "done") && lj.result && lj.key && !strcmp(lj.key, w->key);
             if (done)
-                store_outcome(s, job->id, "done", lj.result, NULL, w->key, leader);
+                store_outcome(w, job->id, "done", lj.result, NULL, w->key, leader);
             kg_job_free(&lj);
             if (done)
                 return 1;
@@ -455,7 +489,7 @@ static int answer_from_store(worker *w, const kg_job *job, const json_t *req)
         return 0;
     int answered = done.result && done.id && strcmp(done.id, job->id) != 0;
     if (answered)
-        store_outcome(s, job->id, "done", done.result, NULL, w->key, done.id);
+        store_outcome(w, job->id, "done", done.result, NULL, w->key, done.id);
     kg_job_free(&done);
     return answered;
 }
@@ -475,6 +509,7 @@ static void *worker_main(void *arg)
             break;
         kg_job job;
         kg_error err;
+        double asked_ms = kg_now_ms(); /* a lease given now runs at least one lease from here */
         int crc = kg_store_claim(s->o.store, w->name, &job, &err);
         if (crc != KG_OK && crc != KG_ERR_NOT_FOUND) {
             /* The store failed (Redis down, database lost): back off, up
@@ -512,6 +547,7 @@ static void *worker_main(void *arg)
         w->running_job = 1;
         w->busy_since_ms = kg_now_ms();
         w->claim_no = ++s->claims;
+        w->lease_ms = asked_ms;
         snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
         snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
@@ -676,6 +712,23 @@ json_t *kg_sched_workers(kg_sched *s)
     }
     pthread_mutex_unlock(&s->lock);
     return arr;
+}
+
+void kg_sched_leases_renewed(kg_sched *s, const json_t *workers, double at_ms)
+{
+    size_t k;
+    json_t *o;
+    pthread_mutex_lock(&s->lock);
+    json_array_foreach(workers, k, o) {
+        const char *name = json_string_value(json_object_get(o, "id"));
+        const char *job = json_string_value(json_object_get(o, "current_job"));
+        for (int i = 0; name && job && i < s->o.workers; i++) {
+            worker *w = &s->workers[i];
+            if (w->running_job && !strcmp(w->name, name) && !strcmp(w->current, job) && w->lease_ms < at_ms)
+                w->lease_ms = at_ms;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
 }
 
 const kg_sched_profile *kg_sched_profile_get(kg_sched *s)

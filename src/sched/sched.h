@@ -87,6 +87,10 @@ int kg_sched_wait(kg_sched *s, const char *id, double timeout_s, kg_job *out, kg
 json_t *kg_sched_workers(kg_sched *s);
 /* Appends the Prometheus text of the scheduler's counters. */
 void kg_sched_metrics(kg_sched *s, kg_buf *out);
+/* Redis: a heartbeat that began at at_ms (kg_now_ms) renewed the leases of workers' current jobs (workers:
+ * kg_sched_workers' objects as sent).  A worker that cannot store a finished job's result retries for as long as
+ * it surely holds the lease (store_outcome). */
+void kg_sched_leases_renewed(kg_sched *s, const json_t *workers, double at_ms);
 /* Jobs finished since start, and their evaluation seconds (for /health). */
 void kg_sched_totals(kg_sched *s, long *finished, long *failed);
 

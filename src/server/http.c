@@ -1239,11 +1239,14 @@ serve:;
         if (kg_store_is_shared(s.store))
             kg_store_check(s.store, NULL);
         if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
-            next_beat = kg_now_ms() + beat_s * 1000;
+            double at = kg_now_ms();
+            next_beat = at + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);
             kg_error herr;
             if (kg_store_heartbeat(s.store, w, o->lease_s * 2, &herr) != KG_OK)
                 fprintf(stderr, "kgym: heartbeat failed: %s\n", herr.message);
+            else /* the leases it renewed run one lease from before it was sent */
+                kg_sched_leases_renewed(s.sched, w, at);
             json_decref(w);
         }
     }

@@ -863,6 +863,8 @@ int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const cha
             rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
         freeReplyObject(x);
         if (rc == KG_OK) {
+            if (!error) /* a reason it was queued again is not its outcome (SQLite's finish clears it too) */
+                cmd_ok(c, err, "HDEL %s error", key.data);
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
             const char *done_key = new_key ? new_key : vals[2];
             if (!strcmp(status, "done") && done_key && done_key[0])
@@ -1102,6 +1104,14 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
+    /* KG_OK only when every write and renewal went through: the scheduler counts a lease renewed only then
+     * (kg_sched_leases_renewed). */
+    int rc = KG_OK;
+#define TRACK(e)                                                                                                   \
+    do {                                                                                                           \
+        if ((e) != KG_OK)                                                                                          \
+            rc = KG_ERR_IO;                                                                                        \
+    } while (0)
     size_t i;
     json_t *w;
     json_array_foreach(workers, i, w) {
@@ -1114,18 +1124,20 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
         }
         if (ttl_s <= 0) { /* a worker that stops: listed no longer, its profile not counted at submit */
             free(text);
-            cmd_ok(c, err, "SREM " P "workers %s", name);
-            cmd_ok(c, err, "DEL " P "worker:%s", name);
+            TRACK(cmd_ok(c, err, "SREM " P "workers %s", name));
+            TRACK(cmd_ok(c, err, "DEL " P "worker:%s", name));
             continue;
         }
-        cmd_ok(c, err, "SADD " P "workers %s", name);
-        cmd_ok(c, err, "SET " P "worker:%s %s EX %lld", name, text, (long long)(ttl_s > 1 ? ttl_s : 1));
+        TRACK(cmd_ok(c, err, "SADD " P "workers %s", name));
+        TRACK(cmd_ok(c, err, "SET " P "worker:%s %s EX %lld", name, text, (long long)(ttl_s > 1 ? ttl_s : 1)));
         free(text);
         if (job) {
             /* Renew the lease: XCLAIM by the owner resets the entry's idle time. */
-            redisReply *x = cmd(c, NULL, "HGET " P "job:%s entry", job);
-            if (x && x->type == REDIS_REPLY_STRING)
-                cmd_ok(c, NULL, "XCLAIM " P "stream workers %s 0 %s JUSTID", name, x->str);
+            redisReply *x = cmd(c, err, "HGET " P "job:%s entry", job);
+            if (!x)
+                rc = KG_ERR_IO;
+            else if (x->type == REDIS_REPLY_STRING)
+                TRACK(cmd_ok(c, err, "XCLAIM " P "stream workers %s 0 %s JUSTID", name, x->str));
             freeReplyObject(x);
             /* And its in-flight mark, if it leads its content: followers wait while it lives. */
             const char *key = json_string_value(json_object_get(w, "current_key"));
@@ -1136,13 +1148,16 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
                 snprintf(ttl, sizeof ttl, "%lld", (long long)(r->lease_s * 1000));
                 const char *argv[] = {"EVAL", renew_script, "1", k.data ? k.data : "", job, ttl};
                 redisReply *y = k.data ? redisCommandArgv(c, 6, argv, NULL) : NULL;
+                if (k.data && (!y || y->type == REDIS_REPLY_ERROR))
+                    rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", y ? y->str : c->errstr);
                 freeReplyObject(y);
                 kg_buf_free(&k);
             }
         }
     }
+#undef TRACK
     conn_put(r, c);
-    return KG_OK;
+    return rc;
 }
 
 int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err)

@@ -9,7 +9,11 @@
 #    loss is detected (said loudly, /health data_lost), the worker re-creates
 #    the consumer group and a new job runs.
 # 2. Redis with persistence (appendonly yes): kgym starts without the flag
-#    (/health durable: true).
+#    (/health durable: true).  Redis is killed while a job is evaluated and
+#    stays away well past the three retries a result once had (0.5 + 1 + 2 s):
+#    the worker keeps the result while it holds the job's lease and stores it
+#    once Redis is back: done, evaluated once; no loss reported.  A worker
+#    stopped while it retries stops at once.
 # 3. Redis comes back without persistence under a running API server: it
 #    takes no job (503, /health unhealthy, naming appendonly).
 . "$(dirname "$0")/lib.sh"
@@ -41,10 +45,12 @@ for cmd in serve worker; do
     else bad "kgym $cmd refuses a Redis without persistence (exit $rc)" "$(cat "$TMP/refused-$cmd.out")"; fi
 done
 
+# The worker: a lease longer than Redis is away in part 2 (a result is kept while the lease is surely held);
+# the `hang` candidate ends at its tiny_run limit: an evaluation a few seconds long.
 "$KGYM" serve --redis "$URL" --redis-volatile --workers 0 --port 0 --port-file "$TMP/port" >"$TMP/api.log" 2>&1 &
 API=$!; PIDS="$API"
-"$KGYM" worker --redis "$URL" --redis-volatile --device "$DEVICE" --lease 3 --stage-timeout compile=30 \
-    >"$TMP/w.log" 2>&1 &
+"$KGYM" worker --redis "$URL" --redis-volatile --device "$DEVICE" --lease 20 --stage-timeout compile=30 \
+    --stage-timeout tiny_run=3 >"$TMP/w.log" 2>&1 &
 W=$!; PIDS="$PIDS $W"
 i=0; while [ ! -s "$TMP/port" ] && [ $i -lt 600 ]; do sleep 0.2; i=$((i + 1)); done
 PORT=$(cat "$TMP/port")
@@ -87,19 +93,36 @@ i=0; while [ ! -s "$TMP/port2" ] && [ $i -lt 600 ] && kill -0 $API 2>/dev/null; 
 PORT=$(cat "$TMP/port2")
 checks health 200 'h["store"]["durable"] is True and h["store"]["appendfsync"] == "everysec" and "durability" not in h["store"] and h["store"]["data_lost"] == 0'
 
-# Redis restarted with persistence: the data set is the same, no loss is said.
+# Redis killed mid-evaluation and away > 3.5 s after its end: the result is kept and stored, not failed.
+checks post slow hang 0
+checks running slow
 kill_redis
+i=0; until grep -q "job slow: cannot store its outcome" "$TMP/w.log" || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+sleep 4
 start_redis yes
+checks wait slow done 'd["attempts"] == 1 and d["result"]["verdict"] == "timeout"'
+grep -q "job slow: outcome stored after [0-9]* retries (its result)" "$TMP/w.log" \
+    && ok "the worker kept the result until Redis was back" || bad "the worker kept the result" "$(grep slow "$TMP/w.log")"
 checks health 200 'h["store"]["data_lost"] == 0'
 grep -q "LOST ITS DATA" "$TMP/api2.log" && bad "no loss said after a restart with persistence" "$(cat "$TMP/api2.log")" \
     || ok "no loss said after a restart with persistence"
 
-# 3. Redis back without persistence under a server that did not accept that: no job is taken.
+# A worker stopped while it retries a result stops at once (the job stays running; its lease hands it over).
+checks submit slow2 hang  # force_refresh: not answered from slow's result
+checks running slow2
 kill_redis
+i=0; until grep -q "job slow2: cannot store its outcome" "$TMP/w.log" || [ $i -ge 300 ]; do sleep 0.1; i=$((i + 1)); done
+t0=$(date +%s%N); kill -TERM "$W"; wait "$W"; rc=$?; t1=$(date +%s%N); PIDS="$API"
+ms=$(( (t1 - t0) / 1000000 ))
+if [ $rc -eq 0 ] && [ $ms -lt 4000 ] && ! grep -q "still running" "$TMP/w.log"
+then ok "a worker stopped while it retries a result stops at once ($ms ms, exit 0)"
+else bad "a worker stopped while it retries a result stops at once ($ms ms, exit $rc)" "$(tail -5 "$TMP/w.log")"; fi
+
+# 3. Redis back without persistence under a server that did not accept that: no job is taken.
 start_redis no
 checks store_down "appendonly no"
 
-stop_pids $API $W
+stop_pids $API
 PIDS=""
 no_sanitizer_reports
 finish
