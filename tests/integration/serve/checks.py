@@ -113,7 +113,8 @@ def bad(name, status, doc, want_status, want_field):
 def group_api():
     s, d, _ = call("GET", "/health")
     # kgym's fields, and KernelGYM's SystemHealthResponse (its types: timestamp a string, the rest objects/numbers).
-    check("GET /health", s == 200 and d["status"] == "healthy" and "queue" in d and iso(d["timestamp"])
+    check("GET /health (the SQLite store durable)", s == 200 and d["status"] == "healthy" and "queue" in d
+          and iso(d["timestamp"]) and d["store"] == {"ok": True, "durable": True, "data_lost": 0}
           and all(isinstance(d[k], dict) for k in ("gpu_status", "queue_status", "memory_usage"))
           and isinstance(d["active_tasks"], int) and isinstance(d["total_processed"], int)
           and isinstance(d["uptime"], float), d)
