@@ -6,27 +6,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/serve/lib.sh"
 if ! command -v redis-server >/dev/null; then echo "skip: no redis-server"; finish; exit 0; fi
-export TMPDIR="$TMP"
-PIDS=""
-reap_orphans() { # evaluation children of killed workers carry TMPDIR=$TMP
-    for e in /proc/[0-9]*/environ; do
-        p=${e#/proc/}; p=${p%/environ}
-        [ "$p" = "$$" ] && continue
-        case " $PIDS $REDIS_PID " in *" $p "*) continue ;; esac
-        { tr '\0' '\n' <"$e" | grep -qx "TMPDIR=$TMP" && kill -9 "$p"; } 2>/dev/null
-    done
-}
-cleanup() {
-    for p in $PIDS $REDIS_PID; do kill -9 "$p" 2>/dev/null; done; reap_orphans
-    [ -n "$KGYM_KEEP_LOGS" ] && cp "$TMP"/*.log "$KGYM_KEEP_LOGS"/ 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
-redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly yes --dir "$TMP" >"$TMP/redis.log" 2>&1 &
-REDIS_PID=$!
-i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
-URL="redis://127.0.0.1:$RPORT"
+fleet_setup
 FLAGS_A=${KGYM_FLEET_A:---device-kind gpu-model-a}
 FLAGS_B=${KGYM_FLEET_B:---device-kind gpu-model-b}
 

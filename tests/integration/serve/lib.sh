@@ -35,3 +35,31 @@ no_sanitizer_reports() { # after every process stopped: no ASan/UBSan report in 
     if grep -l "Sanitizer" "$TMP"/*.log; then bad "no sanitizer reports" "$(grep -h -A5 Sanitizer "$TMP"/*.log | head -30)"
     else ok "no sanitizer reports in any log"; fi
 }
+
+# fleet_setup: what a Redis fleet test needs before its servers start: a durable redis-server (appendonly) on a
+# free loopback port (URL, RPORT, REDIS_PID), PIDS for the test's own processes, and an EXIT trap that kills
+# them, Redis and every evaluation child of a killed worker (they carry TMPDIR=$TMP), then keeps logs if
+# KGYM_KEEP_LOGS names a folder.
+fleet_setup() {
+    export TMPDIR="$TMP"
+    PIDS=""
+    RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly yes --dir "$TMP" >"$TMP/redis.log" 2>&1 &
+    REDIS_PID=$!
+    trap fleet_cleanup EXIT
+    i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+    URL="redis://127.0.0.1:$RPORT"
+}
+reap_orphans() { # evaluation children of killed workers carry TMPDIR=$TMP
+    for e in /proc/[0-9]*/environ; do
+        p=${e#/proc/}; p=${p%/environ}
+        [ "$p" = "$$" ] && continue
+        case " $PIDS $REDIS_PID " in *" $p "*) continue ;; esac
+        { tr '\0' '\n' <"$e" | grep -qx "TMPDIR=$TMP" && kill -9 "$p"; } 2>/dev/null
+    done
+}
+fleet_cleanup() {
+    for p in $PIDS $REDIS_PID; do kill -9 "$p" 2>/dev/null; done; reap_orphans
+    [ -n "$KGYM_KEEP_LOGS" ] && cp "$TMP"/*.log "$KGYM_KEEP_LOGS"/ 2>/dev/null
+    rm -rf "$TMP"
+}
