@@ -231,9 +231,11 @@ static int probe(kg_rstore *r, redisContext *c, kg_error *err)
     return KG_OK;
 }
 
-/* KG_ERR_IO, naming the fix, when Redis would lose jobs and --redis-volatile did not accept that: no job is
- * acknowledged into it. */
-static int refusal(kg_rstore *r, kg_error *err)
+/* KG_ERR_IO, naming the fix (why) and then advice, when Redis would lose jobs and --redis-volatile did not accept
+ * that: no job is acknowledged into it (REFUSE_RUNNING), nor does kgym start on it (REFUSE_AT_START). */
+#define REFUSE_RUNNING "; no job is accepted until it does (or restart kgym with --redis-volatile to accept that)"
+#define REFUSE_AT_START ", or pass --redis-volatile to accept that"
+static int refusal(kg_rstore *r, const char *advice, kg_error *err)
 {
     pthread_mutex_lock(&r->lock);
     int refuse = r->durable == 0 && !r->accept_volatile;
@@ -242,8 +244,7 @@ static int refusal(kg_rstore *r, kg_error *err)
     pthread_mutex_unlock(&r->lock);
     if (!refuse)
         return KG_OK;
-    return kg_error_set(err, KG_ERR_IO, "redis at %s:%d has %s; no job is accepted until it does (or restart kgym "
-                        "with --redis-volatile to accept that)", r->host, r->port, why);
+    return kg_error_set(err, KG_ERR_IO, "redis at %s:%d has %s%s", r->host, r->port, why, advice);
 }
 
 /* Marks the data set (SET NX: the first process makes the mark, every other one reads it) and learns the mark's
@@ -278,17 +279,7 @@ int kg_rstore_require_durable(kg_rstore *r, int accept_volatile, kg_error *err)
         return KG_ERR_IO;
     int rc = probe(r, c, err);
     conn_put(r, c);
-    if (rc != KG_OK)
-        return rc;
-    pthread_mutex_lock(&r->lock);
-    int durable = r->durable;
-    char why[512];
-    snprintf(why, sizeof why, "%s", r->why);
-    pthread_mutex_unlock(&r->lock);
-    if (durable == 0 && !accept_volatile)
-        return kg_error_set(err, KG_ERR_IO, "redis at %s:%d has %s, or pass --redis-volatile to accept that",
-                            r->host, r->port, why);
-    return KG_OK;
+    return rc == KG_OK ? refusal(r, REFUSE_AT_START, err) : rc;
 }
 
 void kg_rstore_durability(kg_rstore *r, kg_store_durability *out)
@@ -550,7 +541,7 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
 
 int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
 {
-    if (refusal(r, err) != KG_OK) /* acknowledged, it could be lost */
+    if (refusal(r, REFUSE_RUNNING, err) != KG_OK) /* acknowledged, it could be lost */
         return KG_ERR_IO;
     enum { PER_JOB = 5 + 2 * 16 };
     size_t cap = 4 + n + n * PER_JOB;
@@ -969,7 +960,7 @@ int kg_rstore_check(kg_rstore *r, kg_error *err)
     if (rc == KG_OK && (lost || was_away || due))
         rc = probe(r, c, err);
     conn_put(r, c);
-    return rc == KG_OK ? refusal(r, err) : rc;
+    return rc == KG_OK ? refusal(r, REFUSE_RUNNING, err) : rc;
 }
 
 int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)
