@@ -41,7 +41,6 @@ typedef struct server {
      * scheduler's totals count only evaluations, and the dashboard's
      * "finished" card shows both, each for what it is. */
     atomic_long cached;
-    kg_sched_profile own;   /* this server's evaluation settings and device kind */
     kg_sched_profile fleet; /* the profile every live worker of the fleet shares, when fleet_one */
     int fleet_one;
     double fleet_at_ms;     /* when the fleet's heartbeats were read (kept a second); under fleet_lock */
@@ -264,7 +263,7 @@ static int same_profile(const kg_sched_profile *a, const kg_sched_profile *b)
  * answers it from the store if a result exists under its own key (sched.c). */
 static int submit_profile(server *s, kg_sched_profile *out)
 {
-    *out = s->own;
+    *out = *kg_sched_profile_get(s->sched); /* this server's own settings and device kind */
     if (!kg_store_is_shared(s->store))
         return 1;
     pthread_mutex_lock(&fleet_lock);
@@ -276,7 +275,7 @@ static int submit_profile(server *s, kg_sched_profile *out)
         memset(&first, 0, sizeof first);
         int n = 0, same = 1;
         if (s->o->workers > 0) {
-            first = s->own;
+            first = *kg_sched_profile_get(s->sched);
             n = 1;
         }
         json_t *ws = NULL;
@@ -1093,8 +1092,6 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
 {
     int rc = KG_OK;
     server s = {.o = o, .started_at = wall_s()};
-    if (kg_sched_profile_of(&o->eval, o->device_kind, &s.own) != KG_OK)
-        return kg_error_set(err, KG_ERR_INTERNAL, "the server's evaluation profile could not be computed");
     kg_supervisor *sup = NULL;
     struct MHD_Daemon *d = NULL;
     char *task_dir = NULL;
