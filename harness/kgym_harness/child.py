@@ -566,6 +566,26 @@ class Evaluation:
                 self.chan.send({"type": "gpu_release", "peak_bytes": self._take_peak()})
             self.released_for_compile = False
 
+    @contextlib.contextmanager
+    def gpu_if_device(self, mode, purpose):
+        """gpu(mode, purpose) on a CUDA device with kgym's arbiter; elsewhere nothing."""
+        if self.arbiter and self.device.startswith("cuda"):
+            with self.gpu(mode, purpose):
+                yield
+        else:
+            yield
+
+    def hold_until_exit(self):
+        """A shared phase asked for and never given back: kgym lets it go once the judge and the runner have
+        exited (their CUDA contexts torn down)."""
+        if self.arbiter and self.device.startswith("cuda") and self.gpu_mode is None:
+            try:
+                self.current_stage = None
+                self._acquire("shared", "exit")
+                self.gpu_mode = "shared"
+            except Exception:  # noqa: BLE001 — kgym gone: nothing to hold
+                pass
+
     def _acquire(self, mode, purpose=None):
         stage = getattr(self, "current_stage", None)
         self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": stage, "purpose": purpose or stage,
@@ -1309,6 +1329,39 @@ def _hide_fd(fd):
 _RUNNER_JOB_KEYS = ("workdir", "candidate", "device", "threads", "sandbox", "runner_uid", "policy")
 
 
+def _runner_part(job):
+    """What of a job reaches the runner at its setup (the candidate's file by its name alone)."""
+    part = {k: job.get(k) for k in _RUNNER_JOB_KEYS if k != "candidate"}
+    part["candidate"] = os.path.basename(str(job.get("candidate") or ""))
+    part["triton_cache"] = job.get("triton_cache")
+    return part
+
+
+class _Early:
+    """The warm start's outcome, taken once the job has come: the runner's link and setup report, or what
+    went wrong, raised where a cold start would have raised it."""
+
+    def __init__(self, value=None, exc=None):
+        self.value, self.exc = value, exc
+
+    def result(self):
+        if self.exc is not None:
+            raise self.exc
+        return self.value
+
+
+def _warm_start(peer_fd, prelude, device):
+    """The runner's set-up and both CUDA contexts, from the prelude, before the job exists."""
+    import socket as _socket
+
+    try:
+        if device.startswith("cuda"):
+            _enable_fused_compare()
+        return _Early(_start_runner(_socket.socket(fileno=peer_fd), prelude, device, []))
+    except (Exception, RunnerLost) as exc:  # noqa: BLE001 — raised where a cold start would raise it
+        return _Early(exc=exc)
+
+
 def _start_runner(sock, job, device, findings):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
     from . import cudashare
@@ -1367,12 +1420,22 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     chan = Channel(proto_fd)
     try:
         job = chan.recv()
+        early = None
+        if job.get("type") == "prelude":
+            # A warm pair (kgym's pair.c): the runner's part of the next job comes first, and the runner enters
+            # its sandbox and both processes make their CUDA contexts before that job exists.
+            prelude = job
+            early = _warm_start(peer_fd, prelude, device)
+            chan.send({"type": "warm"})  # kgym's warmer gives back the GPU phase it held for this set-up
+            job = chan.recv()
+            if _runner_part(job) != _runner_part(prelude):
+                raise RuntimeError("the job does not match the prelude its warm runner was started with")
         chan.seal(job.get("nonce"))
         os.chdir(job["workdir"])
         import torch
 
         torch.set_num_threads(int(job.get("threads", 1)))
-        if device.startswith("cuda"):
+        if device.startswith("cuda") and early is None:
             _enable_fused_compare()
         chan.send({"type": "hello", "pid": os.getpid(), "device": device})
         if job.get("echo_request") is not None:
@@ -1385,13 +1448,24 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
 
         # The runner locks itself down before the candidate's file is even read, and says what the kernel
         # granted.
-        ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+        if early is None:
+            # In a shared GPU phase: making a CUDA context (two here) and mapping device memory disturb the
+            # kernels of another evaluation's exclusive timing window.
+            with ev.gpu_if_device("shared", "setup"):
+                ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+        else:
+            ev.runner, setup = early.result()
+            ev.guards.findings.extend(ev.runner.findings)
+            ev.runner.findings = ev.guards.findings
         ev.runner.on_compile = ev.compile_handback
         chan.send(dict(setup.get("sandbox") or {}, type="sandbox", runner_pid=setup.get("pid"),
                        runner_uid=setup.get("uid")))
         try:
             ev.run()
         finally:
+            # The wind-down in a shared GPU phase kgym ends only once both processes are gone: tearing down two
+            # CUDA contexts must not fall into another evaluation's exclusive timing window either.
+            ev.hold_until_exit()
             if job.get("runner_uid"):
                 # kgym counts, from outside, what the candidate left running before the runner exits (its
                 # PID namespace then takes everything with it, so afterwards nothing would show).

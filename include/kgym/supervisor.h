@@ -47,6 +47,11 @@ typedef struct kg_supervisor_options {
     double start_timeout_s;  /* how long the zygote may take to import; 0 = 300 */
     unsigned long long device_memory_bytes; /* memory evaluations may reserve between them (arbiter.h); 0 =
                                              * KG_GPU_MEMORY_SHARE of what the device reports */
+    int warm_pairs;          /* judge/runner pairs started ahead of their job (at most 8; 0 = none): each run
+                              * starts one for a job like its own, and a later job like it takes it with its
+                              * sandbox entered and its CUDA contexts made (the pair's own workdir, uid and
+                              * Triton cache replace the job's).  Each waiting pair holds two processes, a
+                              * runner slot and, on a GPU, two CUDA contexts (~0.5 GiB each). */
 } kg_supervisor_options;
 
 typedef struct kg_child_limits {
@@ -94,6 +99,7 @@ typedef struct kg_child_report {
     pid_t pid;                /* the judge */
     pid_t runner_pid;         /* the runner: the candidate's process */
     int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
+    int warm;                 /* 1 when the pair was started ahead of the job (kg_supervisor_options.warm_pairs) */
     json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */
     int stragglers;           /* processes of the runner's uid still alive after it ended, killed by us */
     int left_running;         /* processes the runner started still running when the judge finished (its census) */
@@ -118,10 +124,14 @@ const json_t *kg_supervisor_info(kg_supervisor *sup);
 kg_arbiter *kg_supervisor_arbiter(kg_supervisor *sup);
 /* How many times the zygote has been (re)started. */
 int kg_supervisor_starts(kg_supervisor *sup);
+/* Warm pairs waiting for a job now (started ahead; see warm_pairs). */
+int kg_supervisor_warm_waiting(kg_supervisor *sup);
 /* The zygote's pid (0 if none is running); for tests that kill it. */
 pid_t kg_supervisor_zygote_pid(kg_supervisor *sup);
 
-/* Forks a child, sends it `job` (a JSON object; "workdir" must name a folder
+/* Forks a child (or takes a warm pair started for a job like this one: then the
+ * pair's own workdir replaces "workdir", which the judge reads only for its
+ * candidate), sends it `job` (a JSON object; "workdir" must name a folder
  * the caller owns), supervises it to the end and fills `report`.  Returns
  * KG_OK whenever the child ran, whatever became of it; an error when no
  * child could be started, or when the GPU was not granted to it in time (then

@@ -114,6 +114,8 @@ int kg_cli_eval(int argc, char **argv)
     int usable = kg_extract_candidate(response, response_len, &probe, &perr) == KG_OK;
     kg_extract_result_free(&probe);
     kg_supervisor_options so = kg_cli_supervisor_options(&f);
+    if (f.warm < 0)
+        so.warm_pairs = 0; /* one evaluation (and its re-run alone): a pair started ahead would go unused */
     if (usable && kg_supervisor_open(&so, &sup, &err) != KG_OK) {
         rc = 1;
         goto fail;

@@ -25,7 +25,7 @@ enum {
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
-    OPT_DEVICE_MEMORY
+    OPT_DEVICE_MEMORY, OPT_WARM
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -49,6 +49,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"timing-iters", required_argument, NULL, OPT_TIMING_ITERS},
     {"memory-limit", required_argument, NULL, OPT_MEMORY},
     {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
+    {"warm", required_argument, NULL, OPT_WARM},
     {"policy", required_argument, NULL, OPT_POLICY},
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
@@ -84,6 +85,9 @@ const char kg_cli_eval_help[] =
     "  --memory-limit B    CPU: address-space limit of the evaluation process (16 GiB)\n"
     "  --device-memory B   memory concurrent evaluations may reserve between them, from their task's\n"
     "                      sizes (default 90% of the GPU's; on a CPU, none: not arbitrated)\n"
+    "  --warm N            judge/runner pairs started ahead of their evaluation, sandbox entered and CUDA\n"
+    "                      contexts made (0-8; default 2, kgym eval 0): each holds two processes and on\n"
+    "                      a GPU two contexts (~0.5 GiB each)\n"
     "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
     "                      (0,0.3,0.5,0.7,1)\n"
     "  --no-timing         GPU: skip timing\n"
@@ -118,6 +122,7 @@ int kg_cli_usage_error(const char *command, const char *fmt, ...)
 void kg_cli_eval_flags_init(kg_cli_eval_flags *f)
 {
     memset(f, 0, sizeof *f);
+    f->warm = -1;
     kg_eval_options_default(&f->opts, "cpu");
     f->stage_timeouts = json_object();
 }
@@ -268,6 +273,11 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         if (parse_bytes(arg, &b) || b < 1024)
             return BAD("--output-limit needs bytes >= 1024 (e.g. 8M), not \"%s\"", arg);
         o->limits.output_limit_bytes = (size_t)b;
+        return 1;
+    case OPT_WARM:
+        if (parse_long(arg, &l) || l < 0 || l > 8)
+            return BAD("--warm needs a number of pairs from 0 to 8, not \"%s\"", arg);
+        f->warm = (int)l;
         return 1;
     case OPT_DEVICE_MEMORY:
         if (parse_bytes(arg, &b) || b < 1)
@@ -457,7 +467,8 @@ char *kg_cli_device_kind(const char *device)
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
 {
     return (kg_supervisor_options){.python = f->python_resolved, .harness_dir = f->harness_resolved,
-                                   .device = f->device_resolved, .device_memory_bytes = f->device_memory};
+                                   .device = f->device_resolved, .device_memory_bytes = f->device_memory,
+                                   .warm_pairs = f->warm < 0 ? KG_CLI_WARM_DEFAULT : f->warm};
 }
 
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)

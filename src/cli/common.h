@@ -31,6 +31,7 @@ typedef struct kg_cli_eval_flags {
     char *policy_text;       /* its content, owned; opts.policy_json points here */
     const char *reference_cache; /* --reference-cache DIR */
     unsigned long long device_memory; /* --device-memory B: for the supervisor (0: the device's own) */
+    int warm;                /* --warm N: pairs started ahead (-1: the command's default) */
 } kg_cli_eval_flags;
 
 /* The long options every evaluation command takes (terminated by a zero entry);
@@ -46,7 +47,9 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f);
 int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg);
 /* Resolves python, harness and device and fills f->opts for the device. */
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
-/* The supervisor options the flags ask for (after kg_cli_setup; the strings stay f's). */
+/* The supervisor options the flags ask for (after kg_cli_setup; the strings stay f's); warm pairs
+ * KG_CLI_WARM_DEFAULT unless --warm says otherwise (kgym eval, one evaluation, sets its own 0). */
+#define KG_CLI_WARM_DEFAULT 2
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
 
 /* The device as the service's content key names it (malloc'd): "cpu", or

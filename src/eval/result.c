@@ -557,6 +557,15 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
         last = json_number_value(t);
     }
     json_object_set_new(p, "first_line_ms", first >= 0 ? json_real(first) : json_null());
+    /* The runner's set-up as the judge saw it: from its hello to its sandbox report (the runner entering its
+     * sandbox, both CUDA contexts, the device-memory probe).  A warm pair did that before its job: ~0. */
+    const json_t *hello = find_message(rep->messages, "hello", NULL, NULL);
+    const json_t *sb = find_message(rep->messages, "sandbox", NULL, NULL);
+    const json_t *th = hello ? json_object_get(hello, "t_ms") : NULL, *ts = sb ? json_object_get(sb, "t_ms") : NULL;
+    json_object_set_new(p, "setup_ms", json_is_number(th) && json_is_number(ts)
+                                           ? json_real(fmax(0.0, json_number_value(ts) - json_number_value(th)))
+                                           : json_null());
+    json_object_set_new(p, "warm", json_boolean(rep->warm));
     json_object_set_new(p, "after_last_line_ms", last >= 0 ? json_real(fmax(0.0, rep->wall_ms - last)) : json_null());
     return p;
 }

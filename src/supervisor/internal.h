@@ -1,11 +1,28 @@
-/* internal.h — the supervisor's private state, shared by zygote.c and child.c. */
+/* internal.h — the supervisor's private state, shared by supervisor.c, zygote.c, pair.c and reaper.c. */
 #ifndef KG_SUPERVISOR_INTERNAL_H
 #define KG_SUPERVISOR_INTERNAL_H
 
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "kgym/arbiter.h"
 #include "kgym/supervisor.h"
+
+/* Warm pairs waiting at most (kg_supervisor_options.warm_pairs is clamped to it). */
+#define KG_WARM_MAX 8
+
+/* A judge and its runner (pair.c). */
+enum { KG_PAIR_PROTO, KG_PAIR_JOUT, KG_PAIR_JERR, KG_PAIR_ROUT, KG_PAIR_RERR, KG_PAIR_FDS };
+typedef struct kg_pair {
+    pid_t judge, runner;
+    int fds[KG_PAIR_FDS]; /* our ends: the judge's protocol socket, then stdout and stderr of each */
+    int slot, slot_fd;    /* the runner's uid slot and its lock (-1: none) */
+    char *workdir;        /* a warm pair's own workdir (removed by kg_pair_end), else NULL */
+    json_t *key;          /* a warm pair: the runner part of the job it was started for */
+    json_t *job;          /* the job to send (the runner's identity applied) */
+    int warm;             /* 1: started ahead of its job */
+    char notes[2048];     /* the runner intermediate's notes (JSON array text) */
+} kg_pair;
 
 struct kg_supervisor {
     char *python;
@@ -19,7 +36,30 @@ struct kg_supervisor {
     int starts;
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
+    int warm_max;         /* warm pairs kept waiting (0: none) */
+    pthread_mutex_t warm_lock; /* guards the five below */
+    pthread_cond_t warm_cond;  /* a pair was taken, a template came, or the supervisor closes */
+    kg_pair *warm[KG_WARM_MAX];
+    int nwarm;
+    json_t *warm_template; /* the last job run: warm pairs are started for jobs like it */
+    int warm_closing;
+    pthread_t warm_thread;     /* the warmer (pair.c), when warm_running */
+    int warm_running;
 };
+
+/* The pair for `job`: a waiting warm one started for a job like it, else one forked now.  p->job is the job
+ * to send; the caller waits for both processes, then calls kg_pair_end. */
+int kg_pair_for_job(kg_supervisor *sup, json_t *job, kg_pair *p, kg_error *err);
+/* Closes what is left of p's descriptors, gives its slot back, removes a warm pair's workdir, frees its JSON. */
+void kg_pair_end(kg_pair *p);
+/* Starts the warmer thread, which keeps warm_max pairs waiting (0, or -1: then none are kept). */
+int kg_pair_warmer_start(kg_supervisor *sup);
+/* Tells the warmer that jobs like `job` come: it starts pairs for them while fewer than warm_max wait. */
+void kg_pair_fill(kg_supervisor *sup, json_t *job);
+/* Stops the warmer, then kills and reaps every waiting warm pair (kg_supervisor_close). */
+void kg_pair_drain(kg_supervisor *sup);
+/* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's. */
+int kg_send_json_line(int fd, const json_t *obj);
 
 /* The judge's exit status when its runner died or broke the socket (child.py). */
 #define KG_JUDGE_RUNNER_LOST 5

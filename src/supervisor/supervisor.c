@@ -53,6 +53,9 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     sup->start_timeout_s = opts->start_timeout_s > 0 ? opts->start_timeout_s : 300.0;
     sup->control_fd = -1;
     pthread_mutex_init(&sup->lock, NULL);
+    pthread_mutex_init(&sup->warm_lock, NULL);
+    pthread_cond_init(&sup->warm_cond, NULL);
+    sup->warm_max = opts->warm_pairs < 0 ? 0 : opts->warm_pairs > KG_WARM_MAX ? KG_WARM_MAX : opts->warm_pairs;
     char *dir = NULL;
     if (!sup->python || !sup->harness_dir || !sup->device ||
         kg_arbiter_create(&sup->arbiter, err) != KG_OK || kg_temp_dir("kgym-zygote", &dir, err) != KG_OK) {
@@ -76,6 +79,7 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
         kg_supervisor_close(sup);
         return rc;
     }
+    kg_pair_warmer_start(sup);
     *out = sup;
     return KG_OK;
 }
@@ -84,6 +88,7 @@ void kg_supervisor_close(kg_supervisor *sup)
 {
     if (!sup)
         return;
+    kg_pair_drain(sup);
     kg_zygote_stop(sup);
     if (sup->log_path) {
         char *slash = strrchr(sup->log_path, '/');
@@ -94,6 +99,8 @@ void kg_supervisor_close(kg_supervisor *sup)
         }
     }
     pthread_mutex_destroy(&sup->lock);
+    pthread_mutex_destroy(&sup->warm_lock);
+    pthread_cond_destroy(&sup->warm_cond);
     kg_arbiter_destroy(sup->arbiter);
     json_decref(sup->info);
     free(sup->python);
@@ -216,6 +223,20 @@ static int send_all(int fd, const char *data, size_t len)
         len -= (size_t)n;
     }
     return 0;
+}
+
+int kg_send_json_line(int fd, const json_t *obj)
+{
+    char *text = json_dumps(obj, JSON_COMPACT);
+    if (!text)
+        return -1;
+    kg_buf line = {0};
+    kg_buf_puts(&line, text);
+    kg_buf_puts(&line, "\n");
+    int rc = line.data ? send_all(fd, line.data, line.len) : -1;
+    kg_buf_free(&line);
+    free(text);
+    return rc;
 }
 
 typedef struct {
@@ -415,92 +436,6 @@ static void kill_child(run_state *st, kg_child_end why)
     kill_pair(st->rep->pid, st->rep->runner_pid);
 }
 
-/* Each runner runs as a uid of its own (KG_RUNNER_UID_BASE + slot) while kgym is root: concurrent runners
- * cannot read each other's files, signal each other or share RLIMIT_NPROC.  A slot is held with an exclusive
- * flock on a file of its own, machine-wide: every kgym process on the machine (one worker per GPU, a bench
- * next to a server) draws from the same slots, and a lock dies with its holder, so a crashed kgym frees its
- * slots.  flock belongs to the open file, so two threads of one kgym exclude each other too. */
-#define KG_RUNNER_UID_BASE 61000
-#define KG_RUNNER_SLOTS 1024
-#define KG_RUNNER_SLOT_DIR "/tmp/kgym-runner-uids"
-
-typedef struct {
-    int slot; /* -1: none (not root, or every slot busy) */
-    int fd;   /* the lock */
-} runner_slot;
-
-static runner_slot slot_take(void)
-{
-    runner_slot rs = {-1, -1};
-    if (geteuid() != 0)
-        return rs;
-    if (mkdir(KG_RUNNER_SLOT_DIR, 0700) != 0 && errno != EEXIST)
-        return rs;
-    for (int i = 0; i < KG_RUNNER_SLOTS; i++) {
-        char path[128];
-        snprintf(path, sizeof path, "%s/%d", KG_RUNNER_SLOT_DIR, KG_RUNNER_UID_BASE + i);
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-            continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            rs.slot = i;
-            rs.fd = fd;
-            return rs;
-        }
-        close(fd);
-    }
-    return rs;
-}
-
-static void slot_give(runner_slot *rs)
-{
-    if (rs->fd >= 0)
-        close(rs->fd); /* releases the flock */
-    rs->fd = -1;
-    rs->slot = -1;
-}
-
-/* The runner's part of the job that only kgym can choose: its uid and (on a
- * GPU) a Triton cache of its slot's own, bound into its mount namespace.
- * Returns the job this run sends (a new reference): the caller's job is left
- * as it was, so a job run twice (kgym eval's re-run alone) runs as the uid of
- * the slot it holds then, never as the one its first run gave back (another
- * evaluation may hold that one by now: a census would count its runner, and a
- * final sweep kill it).  NULL on allocation failure. */
-static json_t *runner_identity(kg_supervisor *sup, json_t *caller_job, int slot)
-{
-    json_t *sb = json_object_get(caller_job, "sandbox");
-    if (sb && json_is_false(json_object_get(sb, "enabled")))
-        return json_incref(caller_job);
-    /* no slot: not root (nothing to drop to) or none free; a uid the caller chose (tests) stands */
-    if (slot < 0 || json_object_get(caller_job, "runner_uid"))
-        return json_incref(caller_job);
-    json_t *job = json_copy(caller_job);
-    if (!job)
-        return NULL;
-    json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
-    if (strcmp(sup->device, "cpu") == 0)
-        return job; /* the interpreter compiles nothing */
-    const char *tmp = getenv("TMPDIR");
-    kg_buf dir = {0};
-    kg_buf_printf(&dir, "%s/kgym-triton-%d", tmp && *tmp ? tmp : "/tmp", KG_RUNNER_UID_BASE + slot);
-    if (!dir.data || (mkdir(dir.data, 0700) != 0 && errno != EEXIST)) {
-        kg_buf_free(&dir);
-        return job;
-    }
-    json_object_set_new(job, "triton_cache", json_string(dir.data));
-    sb = sb ? json_deep_copy(sb) : json_object(); /* its own: the writable list grows */
-    json_object_set_new(job, "sandbox", sb);
-    json_t *w = json_object_get(sb, "writable");
-    if (!json_is_array(w)) {
-        w = json_array();
-        json_object_set_new(sb, "writable", w);
-    }
-    json_array_append_new(w, json_string(dir.data));
-    kg_buf_free(&dir);
-    return job;
-}
-
 /* Every process running as the runner's uid is the runner's or its descendant's (the uid is its slot's alone,
  * machine-wide, until the slot is given back).  uid_processes counts them, leaving out `except` (the runner
  * itself) and zombies, and puts their names in `names` (comma-separated, truncated; may be NULL); with
@@ -576,7 +511,8 @@ static void classify(int status, kg_child_end *end, int *code, int *sig, int don
     }
 }
 
-enum { FD_PROTO, FD_JOUT, FD_JERR, FD_ROUT, FD_RERR, FD_COUNT };
+enum { FD_PROTO = KG_PAIR_PROTO, FD_JOUT = KG_PAIR_JOUT, FD_JERR = KG_PAIR_JERR, FD_ROUT = KG_PAIR_ROUT,
+       FD_RERR = KG_PAIR_RERR, FD_COUNT = KG_PAIR_FDS };
 
 int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_limits *limits,
                       kg_child_report *rep, kg_error *err)
@@ -584,57 +520,22 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     memset(rep, 0, sizeof *rep);
     kg_child_limits none = {0};
     const kg_child_limits *lim = limits ? limits : &none;
-    /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
-    runner_slot slot = slot_take();
-    json_t *job = runner_identity(sup, caller_job, slot.slot);
-    if (!job) {
-        slot_give(&slot);
-        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-    }
-    /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process. */
-    int proto[2] = {-1, -1}, peer[2] = {-1, -1}, jout[2] = {-1, -1}, jerr[2] = {-1, -1}, rout[2] = {-1, -1},
-        rerr[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0 || pipe2(jout, O_CLOEXEC) != 0 ||
-        pipe2(jerr, O_CLOEXEC) != 0 || pipe2(rout, O_CLOEXEC) != 0 || pipe2(rerr, O_CLOEXEC) != 0) {
-        int e = errno;
-        int *all[] = {proto, peer, jout, jerr, rout, rerr};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-            for (int j = 0; j < 2; j++)
-                if (all[i][j] >= 0)
-                    close(all[i][j]);
-        slot_give(&slot);
-        json_decref(job);
-        return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
-    }
-    int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
-    int runner_fds[3] = {peer[1], rout[1], rerr[1]};
-    pid_t pid = 0, rpid = 0;
-    char notes[2048] = "";
-    json_t *sb = json_object_get(job, "sandbox");
-    int pid_ns = !(json_is_false(json_object_get(sb, "enabled")) || json_is_false(json_object_get(sb, "namespaces")));
-    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, pid_ns, &pid, &rpid, notes, sizeof notes, err);
-    close(proto[1]);
-    close(jout[1]);
-    close(jerr[1]);
-    close(peer[0]);
-    close(peer[1]);
-    close(rout[1]);
-    close(rerr[1]);
-    if (rc != KG_OK) {
-        close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
-        slot_give(&slot);
-        json_decref(job);
+    kg_pair pair;
+    int rc = kg_pair_for_job(sup, caller_job, &pair, err);
+    if (rc != KG_OK)
         return rc;
-    }
+    json_t *job = pair.job; /* the pair's; freed by kg_pair_end */
+    pid_t pid = pair.judge, rpid = pair.runner;
     rep->pid = pid;
     rep->runner_pid = rpid;
     rep->messages = json_array();
     json_error_t jerr_parse;
-    rep->runner_notes = json_loads(notes, 0, &jerr_parse);
+    rep->runner_notes = json_loads(pair.notes, 0, &jerr_parse);
+    rep->warm = pair.warm;
 
     /* Limits go on from outside, before the processes have their job: no
-     * candidate code has run yet, and none can lift a hard limit we set. */
+     * candidate code has run yet (a warm pair has only entered its sandbox and
+     * started its CUDA contexts), and none can lift a hard limit we set. */
     pid_t both[2] = {pid, rpid};
     for (int i = 0; i < 2; i++) {
         if (lim->address_space_bytes)
@@ -648,26 +549,20 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         set_limit(both[i], RLIMIT_CORE, 0);
     }
 
-    run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = proto[0], .t0 = kg_now_ms(),
+    run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = pair.fds[KG_PAIR_PROTO], .t0 = kg_now_ms(),
                     .nonce = json_string_value(json_object_get(job, "nonce"))};
     st.outside_since = st.t0;
     st.runner_pid = rpid;
     json_t *ruid = json_object_get(job, "runner_uid"); /* the census's and the final sweep's */
     if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
         st.runner_uid = (uid_t)json_integer_value(ruid);
-    char *job_text = json_dumps(job, JSON_COMPACT);
-    if (job_text) {
-        kg_buf line = {0};
-        kg_buf_puts(&line, job_text);
-        kg_buf_puts(&line, "\n");
-        send_all(proto[0], line.data, line.len); /* a dead child shows up below */
-        kg_buf_free(&line);
-        free(job_text);
-    }
+    kg_send_json_line(pair.fds[KG_PAIR_PROTO], job); /* a dead child shows up below */
+    /* The next evaluation's pair is started ahead while this one runs (pair.c's warmer). */
+    kg_pair_fill(sup, caller_job);
 
     capture cap_out = {.cap = lim->capture_bytes}, cap_err = {.cap = lim->capture_bytes};
     kg_buf linebuf = {0};
-    int fds[FD_COUNT] = {proto[0], jout[0], jerr[0], rout[0], rerr[0]};
+    int *fds = pair.fds; /* closed here as they end; kg_pair_end closes the rest */
     int exited = 0, status = 0, runner_exited = 0, runner_status = 0, runner_first = 0;
     char chunk[65536];
     for (;;) {
@@ -805,8 +700,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     }
     gpu_let_go(&st);
     for (int i = 0; i < FD_COUNT; i++)
-        if (fds[i] >= 0)
+        if (fds[i] >= 0) {
             close(fds[i]);
+            fds[i] = -1;
+        }
     kill_pair(pid, rpid);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -822,8 +719,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);
-    slot_give(&slot);
-    json_decref(job); /* st.nonce pointed into it: no line is read after this */
+    kg_pair_end(&pair); /* the slot, a warm pair's workdir, the job: st.nonce pointed into it, no line is read after this */
     rep->wall_ms = kg_now_ms() - st.t0;
     rep->outside_stage = !st.in_stage && !st.done;
     if (!st.killed) {

@@ -1,0 +1,486 @@
+/*
+ * pair.c — a judge and its runner: forked for a job, or forked ahead of one (a warm pair).
+ *
+ * Starting a pair costs far more than its two forks.  Each process creates a CUDA context (0.3 s alone on an
+ * H100 host, 0.6–1 s while several start at once: the driver creates contexts one at a time), and the runner
+ * enters its sandbox and proves that it maps the judge's device memory.  A warm pair has done all of that
+ * before its job exists.  The supervisor starts one with the runner's part of a job like the one it was just
+ * given (its "prelude": the device, threads, sandbox options and policy, with the uid, workdir and Triton
+ * cache kgym chose for the pair), and hands it the next job whose runner part is the same; any other job gets
+ * a pair of its own, as before.  Nothing of a candidate is in a warm pair: the candidate's bytes come with the
+ * job, which the judge checks against its prelude (child.py) before its runner loads anything.
+ *
+ * Ownership: a kg_pair owns its descriptors (ours ends), its runner slot, its workdir (a warm pair's, removed
+ * by kg_pair_end) and its JSON; its processes are the caller's to wait for (kg_pair_end does not).  The warm
+ * pairs waiting belong to the supervisor (sup->warm, under sup->warm_lock).
+ */
+#include "supervisor/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <time.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "util/util.h"
+
+/* Each runner runs as a uid of its own (KG_RUNNER_UID_BASE + slot) while kgym is root: concurrent runners
+ * cannot read each other's files, signal each other or share RLIMIT_NPROC.  A slot is held with an exclusive
+ * flock on a file of its own, machine-wide: every kgym process on the machine (one worker per GPU, a bench
+ * next to a server) draws from the same slots, and a lock dies with its holder, so a crashed kgym frees its
+ * slots.  flock belongs to the open file, so two threads of one kgym exclude each other too.  A warm pair
+ * holds its slot from its start. */
+#define KG_RUNNER_UID_BASE 61000
+#define KG_RUNNER_SLOTS 1024
+#define KG_RUNNER_SLOT_DIR "/tmp/kgym-runner-uids"
+
+static void slot_take(kg_pair *p)
+{
+    p->slot = -1;
+    p->slot_fd = -1;
+    if (geteuid() != 0)
+        return;
+    if (mkdir(KG_RUNNER_SLOT_DIR, 0700) != 0 && errno != EEXIST)
+        return;
+    for (int i = 0; i < KG_RUNNER_SLOTS; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/%d", KG_RUNNER_SLOT_DIR, KG_RUNNER_UID_BASE + i);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            p->slot = i;
+            p->slot_fd = fd;
+            return;
+        }
+        close(fd);
+    }
+}
+
+static void slot_give(kg_pair *p)
+{
+    if (p->slot_fd >= 0)
+        close(p->slot_fd); /* releases the flock */
+    p->slot_fd = -1;
+    p->slot = -1;
+}
+
+/* The runner's part of the job that only kgym can choose: its uid and (on a
+ * GPU) a Triton cache of its slot's own, bound into its mount namespace.
+ * Returns the job this run sends (a new reference): the caller's job is left
+ * as it was, so a job run twice (kgym eval's re-run alone) runs as the uid of
+ * the slot it holds then, never as the one its first run gave back (another
+ * evaluation may hold that one by now: a census would count its runner, and a
+ * final sweep kill it).  NULL on allocation failure. */
+static json_t *runner_identity(kg_supervisor *sup, json_t *caller_job, int slot)
+{
+    json_t *sb = json_object_get(caller_job, "sandbox");
+    if (sb && json_is_false(json_object_get(sb, "enabled")))
+        return json_incref(caller_job);
+    /* no slot: not root (nothing to drop to) or none free; a uid the caller chose (tests) stands */
+    if (slot < 0 || json_object_get(caller_job, "runner_uid"))
+        return json_incref(caller_job);
+    json_t *job = json_copy(caller_job);
+    if (!job)
+        return NULL;
+    json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
+    if (strcmp(sup->device, "cpu") == 0)
+        return job; /* the interpreter compiles nothing */
+    const char *tmp = getenv("TMPDIR");
+    kg_buf dir = {0};
+    kg_buf_printf(&dir, "%s/kgym-triton-%d", tmp && *tmp ? tmp : "/tmp", KG_RUNNER_UID_BASE + slot);
+    if (!dir.data || (mkdir(dir.data, 0700) != 0 && errno != EEXIST)) {
+        kg_buf_free(&dir);
+        return job;
+    }
+    json_object_set_new(job, "triton_cache", json_string(dir.data));
+    sb = sb ? json_deep_copy(sb) : json_object(); /* its own: the writable list grows */
+    json_object_set_new(job, "sandbox", sb);
+    json_t *w = json_object_get(sb, "writable");
+    if (!json_is_array(w)) {
+        w = json_array();
+        json_object_set_new(sb, "writable", w);
+    }
+    json_array_append_new(w, json_string(dir.data));
+    kg_buf_free(&dir);
+    return job;
+}
+
+/* What a warm pair must share with a job to take it: the caller's choices that reach the runner before the
+ * job does (runner.py setup), and the candidate's file name (the runner writes the source under it).  The
+ * workdir, uid and Triton cache are the pair's own.  NULL on allocation failure. */
+static json_t *runner_key(const json_t *job)
+{
+    static const char *const keys[] = {"device", "threads", "sandbox", "policy", "runner_uid"};
+    json_t *key = json_object();
+    if (!key)
+        return NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *v = json_object_get(job, keys[i]);
+        if (v && json_object_set(key, keys[i], v) != 0) {
+            json_decref(key);
+            return NULL;
+        }
+    }
+    const char *cand = json_string_value(json_object_get(job, "candidate"));
+    const char *base = cand ? strrchr(cand, '/') : NULL;
+    if (cand && json_object_set_new(key, "candidate_name", json_string(base ? base + 1 : cand)) != 0) {
+        json_decref(key);
+        return NULL;
+    }
+    return key;
+}
+
+/* Forks the pair for `job` (the caller's; the runner's identity is applied to a copy, p->job). */
+static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+{
+    for (int i = 0; i < KG_PAIR_FDS; i++)
+        p->fds[i] = -1;
+    /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
+    slot_take(p);
+    p->job = runner_identity(sup, caller_job, p->slot);
+    if (!p->job) {
+        slot_give(p);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process. */
+    int proto[2] = {-1, -1}, peer[2] = {-1, -1}, jout[2] = {-1, -1}, jerr[2] = {-1, -1}, rout[2] = {-1, -1},
+        rerr[2] = {-1, -1};
+    int *all[] = {proto, peer, jout, jerr, rout, rerr};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0 || pipe2(jout, O_CLOEXEC) != 0 ||
+        pipe2(jerr, O_CLOEXEC) != 0 || pipe2(rout, O_CLOEXEC) != 0 || pipe2(rerr, O_CLOEXEC) != 0) {
+        int e = errno;
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+            for (int j = 0; j < 2; j++)
+                if (all[i][j] >= 0)
+                    close(all[i][j]);
+        slot_give(p);
+        json_decref(p->job);
+        p->job = NULL;
+        return kg_error_set(err, KG_ERR_IO, "socketpair/pipe: %s", strerror(e));
+    }
+    int judge_fds[4] = {proto[1], jout[1], jerr[1], peer[0]};
+    int runner_fds[3] = {peer[1], rout[1], rerr[1]};
+    json_t *sb = json_object_get(p->job, "sandbox");
+    int pid_ns = !(json_is_false(json_object_get(sb, "enabled")) || json_is_false(json_object_get(sb, "namespaces")));
+    p->notes[0] = '\0';
+    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, pid_ns, &p->judge, &p->runner, p->notes,
+                                 sizeof p->notes, err);
+    close(proto[1]);
+    close(jout[1]);
+    close(jerr[1]);
+    close(peer[0]);
+    close(peer[1]);
+    close(rout[1]);
+    close(rerr[1]);
+    if (rc != KG_OK) {
+        close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
+        slot_give(p);
+        json_decref(p->job);
+        p->job = NULL;
+        return rc;
+    }
+    p->fds[KG_PAIR_PROTO] = proto[0];
+    p->fds[KG_PAIR_JOUT] = jout[0];
+    p->fds[KG_PAIR_JERR] = jerr[0];
+    p->fds[KG_PAIR_ROUT] = rout[0];
+    p->fds[KG_PAIR_RERR] = rerr[0];
+    return KG_OK;
+}
+
+void kg_pair_end(kg_pair *p)
+{
+    for (int i = 0; i < KG_PAIR_FDS; i++)
+        if (p->fds[i] >= 0) {
+            close(p->fds[i]);
+            p->fds[i] = -1;
+        }
+    slot_give(p);
+    if (p->workdir) {
+        kg_remove_tree(p->workdir);
+        free(p->workdir);
+        p->workdir = NULL;
+    }
+    json_decref(p->job);
+    json_decref(p->key);
+    p->job = p->key = NULL;
+}
+
+/* A warm pair that will not be used (it died while waiting, or the supervisor closes): its processes go. */
+static void discard(kg_pair *p)
+{
+    pid_t both[2] = {p->judge, p->runner};
+    for (int i = 0; i < 2; i++) {
+        kill(-both[i], SIGKILL);
+        kill(both[i], SIGKILL);
+    }
+    for (int i = 0; i < 2; i++) {
+        while (waitpid(both[i], NULL, 0) < 0 && errno == EINTR) {
+        }
+        kg_reaper_untrack(both[i]);
+    }
+    kg_pair_end(p);
+}
+
+static int exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
+/* A waiting warm pair started for `key`, taken out of the pool; 0 when none is. */
+static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
+{
+    for (;;) {
+        kg_pair *found = NULL;
+        pthread_mutex_lock(&sup->warm_lock);
+        for (int i = 0; i < sup->nwarm; i++)
+            if (json_equal(sup->warm[i]->key, key)) {
+                found = sup->warm[i];
+                sup->warm[i] = sup->warm[--sup->nwarm];
+                break;
+            }
+        pthread_mutex_unlock(&sup->warm_lock);
+        if (!found)
+            return 0;
+        *out = *found;
+        free(found);
+        if (!exited(out->judge) && !exited(out->runner))
+            return 1;
+        discard(out); /* it failed while waiting (its CUDA context, its sandbox): a fresh one will say why */
+    }
+}
+
+int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+{
+    memset(p, 0, sizeof *p);
+    p->slot = p->slot_fd = -1;
+    if (sup->warm_max > 0) {
+        json_t *key = runner_key(caller_job);
+        int got = key && take_warm(sup, key, p);
+        json_decref(key);
+        if (got) {
+            /* The job as the pair's runner already knows it: its workdir, uid, Triton cache and sandbox
+             * (the caller's, with the Triton cache made writable) are the prelude's. */
+            json_t *job = json_copy(caller_job);
+            static const char *const own[] = {"workdir", "runner_uid", "triton_cache", "sandbox"};
+            for (size_t i = 0; job && i < sizeof own / sizeof own[0]; i++) {
+                json_t *v = json_object_get(p->job, own[i]);
+                if (v)
+                    json_object_set(job, own[i], v);
+                else
+                    json_object_del(job, own[i]);
+            }
+            if (!job) {
+                discard(p);
+                return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+            }
+            json_decref(p->job);
+            p->job = job;
+            p->warm = 1;
+            return KG_OK;
+        }
+    }
+    return pair_fork(sup, caller_job, p, err);
+}
+
+/* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is
+ * taken from the socket; 0, or -1 on EOF, error or timeout. */
+static int read_line(int fd, char *buf, size_t cap, double timeout_ms)
+{
+    size_t n = 0;
+    double deadline = kg_now_ms() + timeout_ms;
+    while (n + 1 < cap) {
+        double left = deadline - kg_now_ms();
+        if (left <= 0)
+            return -1;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int pr = poll(&pf, 1, (int)(left + 1));
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            continue;
+        char c;
+        ssize_t r = read(fd, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        if (c == '\n') {
+            buf[n] = '\0';
+            return 0;
+        }
+        buf[n++] = c;
+    }
+    return -1;
+}
+
+/* How long a warm-up may take (the GPU grant, then the judge's "warm" line) before the pair is given up. */
+#define KG_WARM_TIMEOUT_MS 60000.0
+
+/* Starts one warm pair for jobs like `caller_job` and waits until it is warm.  On a GPU that happens in a
+ * shared phase the warmer holds: making CUDA contexts and mapping device memory disturb the kernels of an
+ * exclusive timing window (measured on an H100: the median per-round CV of the speedup 0.012 with set-up
+ * outside any phase, 0.0045 inside one).  Returns the pair, or NULL. */
+static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
+{
+    kg_arbiter_request *phase = NULL;
+    if (strcmp(sup->device, "cpu") != 0) {
+        phase = kg_arbiter_request_new(sup->arbiter, KG_GPU_SHARED);
+        if (!phase)
+            return NULL;
+        if (!kg_arbiter_wait(phase, KG_WARM_TIMEOUT_MS)) {
+            kg_arbiter_cancel(phase);
+            return NULL;
+        }
+    }
+    kg_pair *p = calloc(1, sizeof *p);
+    json_t *key = runner_key(caller_job);
+    json_t *tmpl = json_copy(caller_job);
+    char *dir = NULL;
+    kg_error err = {0};
+    int ok = p && key && tmpl && kg_temp_dir("kgym-eval", &dir, &err) == KG_OK;
+    if (ok) {
+        /* The template is the caller's job with the pair's own workdir; the previous job's secret stays out. */
+        json_object_set_new(tmpl, "workdir", json_string(dir));
+        json_object_del(tmpl, "nonce");
+        ok = pair_fork(sup, tmpl, p, &err) == KG_OK;
+        if (ok) {
+            p->workdir = dir;
+            p->key = key;
+            key = NULL;
+            dir = NULL;
+        }
+    }
+    if (dir) {
+        kg_remove_tree(dir);
+        free(dir);
+    }
+    if (ok) {
+        /* The runner's part of the job and nothing else (child.py _RUNNER_JOB_KEYS, with its Triton cache). */
+        static const char *const part[] = {"workdir", "candidate", "device",  "threads",
+                                           "sandbox", "runner_uid", "policy", "triton_cache"};
+        json_t *prelude = json_pack("{s:s}", "type", "prelude");
+        for (size_t i = 0; prelude && i < sizeof part / sizeof part[0]; i++) {
+            json_t *v = json_object_get(p->job, part[i]);
+            if (v && json_object_set(prelude, part[i], v) != 0) {
+                json_decref(prelude);
+                prelude = NULL;
+            }
+        }
+        ok = prelude && kg_send_json_line(p->fds[KG_PAIR_PROTO], prelude) == 0;
+        json_decref(prelude);
+        /* The judge says "warm" once its runner is set up and both contexts are made (or that failed: then
+         * the job hears why, where a cold start would have said it). */
+        char line[256];
+        ok = ok && read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) == 0 &&
+             strstr(line, "\"warm\"") != NULL;
+        if (!ok)
+            discard(p);
+    }
+    if (phase)
+        kg_arbiter_release(phase);
+    json_decref(key);
+    json_decref(tmpl);
+    if (!ok) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+/* The warmer: one thread per supervisor that keeps warm_max pairs waiting, for jobs like the last one. */
+static void *warmer(void *arg)
+{
+    kg_supervisor *sup = arg;
+    pthread_mutex_lock(&sup->warm_lock);
+    for (;;) {
+        while (!sup->warm_closing && (!sup->warm_template || sup->nwarm >= sup->warm_max))
+            pthread_cond_wait(&sup->warm_cond, &sup->warm_lock);
+        if (sup->warm_closing)
+            break;
+        json_t *tmpl = json_incref(sup->warm_template);
+        pthread_mutex_unlock(&sup->warm_lock);
+        kg_pair *p = warm_one(sup, tmpl);
+        json_decref(tmpl);
+        if (!p) { /* a failure is not retried at once: a broken set-up would spin */
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&sup->warm_lock);
+        if (p && sup->warm_closing) {
+            pthread_mutex_unlock(&sup->warm_lock);
+            discard(p);
+            free(p);
+            pthread_mutex_lock(&sup->warm_lock);
+        } else if (p) {
+            sup->warm[sup->nwarm++] = p;
+        }
+    }
+    pthread_mutex_unlock(&sup->warm_lock);
+    return NULL;
+}
+
+int kg_pair_warmer_start(kg_supervisor *sup)
+{
+    if (sup->warm_max <= 0)
+        return 0;
+    if (pthread_create(&sup->warm_thread, NULL, warmer, sup) != 0) {
+        sup->warm_max = 0; /* every job gets a pair of its own, as without warm pairs */
+        return -1;
+    }
+    sup->warm_running = 1;
+    return 0;
+}
+
+void kg_pair_fill(kg_supervisor *sup, json_t *caller_job)
+{
+    if (sup->warm_max <= 0)
+        return;
+    pthread_mutex_lock(&sup->warm_lock);
+    json_decref(sup->warm_template);
+    sup->warm_template = json_incref(caller_job);
+    pthread_cond_signal(&sup->warm_cond);
+    pthread_mutex_unlock(&sup->warm_lock);
+}
+
+void kg_pair_drain(kg_supervisor *sup)
+{
+    pthread_mutex_lock(&sup->warm_lock);
+    sup->warm_closing = 1;
+    pthread_cond_broadcast(&sup->warm_cond);
+    pthread_mutex_unlock(&sup->warm_lock);
+    if (sup->warm_running)
+        pthread_join(sup->warm_thread, NULL);
+    sup->warm_running = 0;
+    pthread_mutex_lock(&sup->warm_lock);
+    json_decref(sup->warm_template);
+    sup->warm_template = NULL;
+    int n = sup->nwarm;
+    kg_pair *list[KG_WARM_MAX];
+    memcpy(list, sup->warm, (size_t)n * sizeof list[0]);
+    sup->nwarm = 0;
+    pthread_mutex_unlock(&sup->warm_lock);
+    for (int i = 0; i < n; i++) {
+        discard(list[i]);
+        free(list[i]);
+    }
+}
+
+int kg_supervisor_warm_waiting(kg_supervisor *sup)
+{
+    pthread_mutex_lock(&sup->warm_lock);
+    int n = sup->nwarm;
+    pthread_mutex_unlock(&sup->warm_lock);
+    return n;
+}
