@@ -250,7 +250,18 @@ static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
                 sup->warm[i] = sup->warm[--sup->nwarm];
                 break;
             }
+        kg_pair *stale = NULL;
+        if (!found && sup->nwarm >= sup->warm_max) {
+            /* Every waiting pair is for jobs of another kind and none will be started for this kind: the
+             * oldest goes, so that the warmer starts one for the jobs that come now. */
+            stale = sup->warm[0];
+            sup->warm[0] = sup->warm[--sup->nwarm];
+        }
         pthread_mutex_unlock(&sup->warm_lock);
+        if (stale) {
+            discard(stale);
+            free(stale);
+        }
         if (!found)
             return 0;
         *out = *found;

@@ -239,6 +239,74 @@ static void next_run_unaffected(void)
     kg_child_report_free(&rep);
 }
 
+static int wait_for_warm(kg_supervisor *s, int n)
+{
+    for (int i = 0; i < 600 && kg_supervisor_warm_waiting(s) < n; i++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return kg_supervisor_warm_waiting(s) >= n;
+}
+
+/* Warm pairs (pair.c): a pair started ahead serves the next job like the one it was started for, and only
+ * such a job; it runs that job to the end like a fresh pair; closing the supervisor ends the ones waiting. */
+static void warm_pairs_serve_only_like_jobs(void)
+{
+    const char *python = getenv("KGYM_PYTHON");
+    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
+                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = 1};
+    kg_supervisor *w = NULL;
+    kg_error err;
+    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
+    if (!w)
+        return;
+    KG_CHECK(kg_supervisor_warm_waiting(w) == 0); /* nothing is started before a first job says what jobs look like */
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm);
+    kg_child_report_free(&rep);
+    KG_CHECK(wait_for_warm(w, 1));
+    /* Another thread count reaches the runner's set-up: not the waiting pair's job.  That pair goes (a pool
+     * full of another kind would never serve), and one for this kind is started. */
+    json_object_set_new(job, "threads", json_integer(2));
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm);
+    kg_child_report_free(&rep);
+    KG_CHECK(wait_for_warm(w, 1));
+    /* The same kind again: it takes the pair, which evaluates it as a fresh one would. */
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm);
+    KG_CHECK(has_message(&rep, "sandbox") && has_message(&rep, "done"));
+    KG_CHECK(group_gone(rep.pid) && group_gone(rep.runner_pid));
+    kg_child_report_free(&rep);
+    /* A failing candidate in a warm pair ends as in a fresh one. */
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    job = job_for("raise_in_forward", &dir);
+    /* Another file name (the runner writes the source under it): the waiting pair is not this job's, and
+     * goes, so that one for this kind of job is started. */
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(!rep.warm && rep.end == KG_END_COMPLETED);
+    kg_child_report_free(&rep);
+    KG_CHECK(wait_for_warm(w, 1));
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.warm && rep.end == KG_END_COMPLETED && has_message(&rep, "done"));
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    KG_CHECK(wait_for_warm(w, 1));
+    kg_supervisor_close(w); /* kills and reaps the waiting pair: a leak here shows as a zombie below */
+    int zombies = 0;
+    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
+        zombies++;
+    KG_CHECK(zombies == 0);
+}
+
 static void bad_options(void)
 {
     kg_supervisor *s = NULL;
@@ -646,6 +714,7 @@ static const kg_test_case cases[] = {
     {"protocol_garbage_is_killed", protocol_garbage_is_killed},
     {"dead_zygote_is_restarted", dead_zygote_is_restarted},
     {"next_run_unaffected", next_run_unaffected},
+    {"warm_pairs_serve_only_like_jobs", warm_pairs_serve_only_like_jobs},
     {"bad_options", bad_options},
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
