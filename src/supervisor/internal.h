@@ -58,6 +58,9 @@ int kg_pair_warmer_start(kg_supervisor *sup);
 void kg_pair_fill(kg_supervisor *sup, json_t *job);
 /* Stops the warmer, then kills and reaps every waiting warm pair (kg_supervisor_close). */
 void kg_pair_drain(kg_supervisor *sup);
+/* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is taken
+ * (zygote.c); returns its length, -1 on EOF or error, -2 on timeout. */
+int kg_read_line(int fd, char *buf, size_t cap, double timeout_ms);
 /* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's. */
 int kg_send_json_line(int fd, const json_t *obj);
 

@@ -18,7 +18,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <time.h>
 #include <stdio.h>
@@ -305,37 +304,6 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
     return pair_fork(sup, caller_job, p, err);
 }
 
-/* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is
- * taken from the socket; 0, or -1 on EOF, error or timeout. */
-static int read_line(int fd, char *buf, size_t cap, double timeout_ms)
-{
-    size_t n = 0;
-    double deadline = kg_now_ms() + timeout_ms;
-    while (n + 1 < cap) {
-        double left = deadline - kg_now_ms();
-        if (left <= 0)
-            return -1;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int pr = poll(&pf, 1, (int)(left + 1));
-        if (pr < 0 && errno == EINTR)
-            continue;
-        if (pr <= 0)
-            continue;
-        char c;
-        ssize_t r = read(fd, &c, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        if (c == '\n') {
-            buf[n] = '\0';
-            return 0;
-        }
-        buf[n++] = c;
-    }
-    return -1;
-}
-
 /* How long a warm-up may take (the GPU grant, then the judge's "warm" line) before the pair is given up. */
 #define KG_WARM_TIMEOUT_MS 60000.0
 
@@ -394,7 +362,7 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         /* The judge says "warm" once its runner is set up and both contexts are made (or that failed: then
          * the job hears why, where a cold start would have said it). */
         char line[256];
-        ok = ok && read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) == 0 &&
+        ok = ok && kg_read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) >= 0 &&
              strstr(line, "\"warm\"") != NULL;
         if (!ok)
             discard(p);

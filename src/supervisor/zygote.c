@@ -24,9 +24,7 @@
 
 #include "util/util.h"
 
-/* Reads one line (without '\n') from fd within timeout_ms; returns length,
- * -1 on EOF/error, -2 on timeout. */
-static int read_line(int fd, char *buf, size_t cap, double timeout_ms)
+int kg_read_line(int fd, char *buf, size_t cap, double timeout_ms)
 {
     size_t n = 0;
     double deadline = kg_now_ms() + timeout_ms;
@@ -204,7 +202,7 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     sup->starts++;
 
     char line[8192];
-    int n = read_line(sup->control_fd, line, sizeof line, sup->start_timeout_s * 1000.0);
+    int n = kg_read_line(sup->control_fd, line, sizeof line, sup->start_timeout_s * 1000.0);
     if (n < 0 || strncmp(line, "ready ", 6) != 0) {
         char tail[2048];
         kg_zygote_stop(sup);
@@ -256,7 +254,7 @@ static int request_once(kg_supervisor *sup, const char *what, const int *fds, in
     if (s != (ssize_t)len)
         return -1;
     char line[4096];
-    if (read_line(sup->control_fd, line, sizeof line, 30000.0) < 0)
+    if (kg_read_line(sup->control_fd, line, sizeof line, 30000.0) < 0)
         return -1;
     long pid = 0;
     int used = 0;
