@@ -100,6 +100,8 @@ typedef struct kg_child_report {
     pid_t runner_pid;         /* the runner: the candidate's process */
     int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
     int warm;                 /* 1 when the pair was started ahead of the job (kg_supervisor_options.warm_pairs) */
+    char *workdir;            /* the workdir the pair ran in: the job's, or a warm pair's own (its files the
+                               * candidate's tracebacks name) */
     json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */
     int stragglers;           /* processes of the runner's uid still alive after it ended, killed by us */
     int left_running;         /* processes the runner started still running when the judge finished (its census) */

@@ -356,7 +356,13 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
             json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", "reference_cache_samples",
                                                           "reference_ms", talk.cached_reference_ms));
-        rc = kg_eval_build_result(opts, req, &rep, path.data, stage, result, err);
+        /* The candidate's file as the runner wrote it (a warm pair's workdir is its own): its tracebacks
+         * name that path. */
+        kg_buf ran = {0};
+        if (rep.workdir && *rep.workdir && strcmp(rep.workdir, dir) != 0)
+            kg_buf_printf(&ran, "%s/candidate.py", rep.workdir);
+        rc = kg_eval_build_result(opts, req, &rep, ran.data ? ran.data : path.data, stage, result, err);
+        kg_buf_free(&ran);
         /* Only a clean run's reference times are kept: a candidate caught cheating may have slowed the
          * reference down (work left running, a patched function) to inflate its own speedup next time. */
         if (rc == KG_OK && !strcmp(json_string_value(json_object_get(*result, "verdict")) ?: "", "correct"))

@@ -532,6 +532,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     json_error_t jerr_parse;
     rep->runner_notes = json_loads(pair.notes, 0, &jerr_parse);
     rep->warm = pair.warm;
+    rep->workdir = kg_strdup(json_string_value(json_object_get(job, "workdir")) ?: "");
 
     /* Limits go on from outside, before the processes have their job: no
      * candidate code has run yet (a warm pair has only entered its sandbox and
@@ -772,6 +773,7 @@ void kg_child_report_free(kg_child_report *rep)
         return;
     json_decref(rep->messages);
     json_decref(rep->runner_notes);
+    free(rep->workdir);
     free(rep->out.head);
     free(rep->out.tail);
     free(rep->err.head);
