@@ -61,6 +61,12 @@ void kg_pair_drain(kg_supervisor *sup);
 /* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is taken
  * (zygote.c); returns its length, -1 on EOF or error, -2 on timeout. */
 int kg_read_line(int fd, char *buf, size_t cap, double timeout_ms);
+/* SIGKILL to the judge and the runner, each process and its group (the runner's group is its whole PID
+ * namespace; the judge's whatever it started); a pid <= 0 is skipped (supervisor.c). */
+void kg_pair_kill(pid_t judge, pid_t runner);
+/* Whether our child `pid` has ended, leaving it a zombie (WNOWAIT): its pid and group cannot be reused before
+ * the caller's waitpid (supervisor.c). */
+int kg_proc_exited(pid_t pid);
 /* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's. */
 int kg_send_json_line(int fd, const json_t *obj);
 

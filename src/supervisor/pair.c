@@ -218,23 +218,13 @@ void kg_pair_end(kg_pair *p)
 static void discard(kg_pair *p)
 {
     pid_t both[2] = {p->judge, p->runner};
-    for (int i = 0; i < 2; i++) {
-        kill(-both[i], SIGKILL);
-        kill(both[i], SIGKILL);
-    }
+    kg_pair_kill(p->judge, p->runner);
     for (int i = 0; i < 2; i++) {
         while (waitpid(both[i], NULL, 0) < 0 && errno == EINTR) {
         }
         kg_reaper_untrack(both[i]);
     }
     kg_pair_end(p);
-}
-
-static int exited(pid_t pid)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof si);
-    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
 }
 
 /* A waiting warm pair started for `key`, taken out of the pool; 0 when none is. */
@@ -265,7 +255,7 @@ static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
             return 0;
         *out = *found;
         free(found);
-        if (!exited(out->judge) && !exited(out->runner))
+        if (!kg_proc_exited(out->judge) && !kg_proc_exited(out->runner))
             return 1;
         discard(out); /* it failed while waiting (its CUDA context, its sandbox): a fresh one will say why */
     }

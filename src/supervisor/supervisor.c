@@ -225,6 +225,13 @@ static int send_all(int fd, const char *data, size_t len)
     return 0;
 }
 
+int kg_proc_exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof si);
+    return waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+}
+
 int kg_send_json_line(int fd, const json_t *obj)
 {
     char *text = json_dumps(obj, JSON_COMPACT);
@@ -268,15 +275,7 @@ typedef struct {
 
 static void send_line(run_state *st, json_t *obj)
 {
-    char *text = json_dumps(obj, JSON_COMPACT);
-    if (text) {
-        kg_buf line = {0};
-        kg_buf_puts(&line, text);
-        kg_buf_puts(&line, "\n");
-        send_all(st->proto_fd, line.data, line.len); /* a dead child shows up in the main loop */
-        kg_buf_free(&line);
-        free(text);
-    }
+    kg_send_json_line(st->proto_fd, obj); /* a dead child shows up in the main loop */
     json_decref(obj);
 }
 
@@ -415,9 +414,7 @@ static int handle_message(run_state *st, const char *line, size_t len)
     return 0;
 }
 
-/* SIGKILL to the judge and the runner, each process and its group (the runner's group is its whole PID
- * namespace; the judge's whatever it started). */
-static void kill_pair(pid_t judge, pid_t runner)
+void kg_pair_kill(pid_t judge, pid_t runner)
 {
     pid_t both[2] = {judge, runner};
     for (int i = 0; i < 2; i++)
@@ -433,7 +430,7 @@ static void kill_child(run_state *st, kg_child_end why)
         return;
     st->killed = 1;
     st->rep->end = why;
-    kill_pair(st->rep->pid, st->rep->runner_pid);
+    kg_pair_kill(st->rep->pid, st->rep->runner_pid);
 }
 
 /* Every process running as the runner's uid is the runner's or its descendant's (the uid is its slot's alone,
@@ -613,19 +610,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
         /* Has either process ended?  WNOWAIT keeps the zombie, so its pid (and
          * process group id) cannot be reused while we clean up. */
-        siginfo_t si;
-        if (!runner_exited) {
-            memset(&si, 0, sizeof si);
-            if (waitid(P_PID, (id_t)rpid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == rpid) {
-                runner_exited = 1;
-                runner_first = !exited; /* it ended on its own, before the judge (checked first) */
-            }
+        if (!runner_exited && kg_proc_exited(rpid)) {
+            runner_exited = 1;
+            runner_first = !exited; /* it ended on its own, before the judge (checked first) */
         }
-        if (!exited) {
-            memset(&si, 0, sizeof si);
-            if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-                exited = 1;
-        }
+        if (!exited && kg_proc_exited(pid))
+            exited = 1;
         int open_count = 0;
         struct pollfd p[FD_COUNT];
         for (int i = 0; i < FD_COUNT; i++) {
@@ -637,7 +627,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
         if (exited) {
             /* The judge is done: whatever is left of the pair goes too; then drain. */
-            kill_pair(pid, rpid);
+            kg_pair_kill(pid, rpid);
         }
         if (open_count == 0 && exited && runner_exited)
             break;
@@ -705,7 +695,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             close(fds[i]);
             fds[i] = -1;
         }
-    kill_pair(pid, rpid);
+    kg_pair_kill(pid, rpid);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
