@@ -411,12 +411,16 @@ class Evaluation:
     def parse(self):
         with open(self.job["candidate"], "rb") as f:
             self.source = f.read()
+        # The file every traceback names: where the runner writes these bytes and imports them from (its
+        # workdir, a warm pair's own; runner.py load), so that kgym keeps the judge's frames and the runner's
+        # alike as the candidate's.
+        named = os.path.join(self.job["workdir"], os.path.basename(self.job["candidate"]) or "candidate.py")
         try:
-            self.tree = ast.parse(self.source, filename=self.job["candidate"])
+            self.tree = ast.parse(self.source, filename=named)
         except SyntaxError as exc:
             raise StageFailed(f"SyntaxError: {exc.msg} (line {exc.lineno})", {
                 "type": "SyntaxError", "module": "builtins", "message": exc.msg,
-                "frames": [{"file": self.job["candidate"], "line": exc.lineno or 0,
+                "frames": [{"file": named, "line": exc.lineno or 0,
                             "function": "<module>", "code": (exc.text or "").rstrip()[:300]}],
                 "triton_compile": False})
         return "", {"lines": self.source.count(b"\n") + 1}

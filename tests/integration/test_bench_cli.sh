@@ -44,6 +44,23 @@ else bad "--device-memory 0 (exit $rc)" "$(cat "$TMP/err")"; fi
 printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n' "$T" "$C" >"$TMP/fail.jsonl"
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/fail.jsonl" --check >/dev/null 2>&1; rc=$?
 if [ $rc -eq 3 ]; then ok "--check exits 3 on an unmet expectation"; else bad "--check exit $rc"; fi
+# Warm pairs (--warm 1, one job): an error candidate that follows two honest evaluations takes the pair warmed
+# meanwhile.  Its traceback frames, the judge's (a syntax error) and the runner's (an exception in forward), name
+# its file in the pair's own workdir and must still be kept as the candidate's.
+for c in ok ok syntax_error ok ok raise_in_forward; do
+    printf '{"task": "%s", "candidate": "%s/%s.py"}\n' "$T" "$C" "$c"; done >"$TMP/warm.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/warm.jsonl" --jobs 1 --warm 1 --out "$TMP/warm.out" >/dev/null 2>&1
+if "$PY" - "$TMP/warm.out" <<'PYEND2'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+errs = [r for r in rows if r["verdict"] != "correct"]
+assert [r["verdict"] for r in errs] == ["invalid", "runtime_error"], [r["verdict"] for r in rows]
+for r in errs:
+    assert r["process"]["warm"], r["process"]
+    assert r["error"]["frames"] and r["error"]["frames"][0]["file"] == "candidate.py", r["error"]
+PYEND2
+then ok "warm pairs: the judge's and the runner's traceback frames are kept as the candidate's"
+else bad "warm pairs lose traceback frames" "$(head -c 3000 "$TMP/warm.out")"; fi
 printf '{"task": "%s"}\n' "$T" >"$TMP/badline.jsonl"
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/badline.jsonl" >/dev/null 2>"$TMP/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "line 1" "$TMP/err"; then ok "a bad JSONL line is named"; else bad "bad JSONL (exit $rc)" "$(cat "$TMP/err")"; fi
