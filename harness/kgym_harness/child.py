@@ -1337,7 +1337,6 @@ def _runner_part(job):
     """What of a job reaches the runner at its setup (the candidate's file by its name alone)."""
     part = {k: job.get(k) for k in _RUNNER_JOB_KEYS if k != "candidate"}
     part["candidate"] = os.path.basename(str(job.get("candidate") or ""))
-    part["triton_cache"] = job.get("triton_cache")
     return part
 
 

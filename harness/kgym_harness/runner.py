@@ -142,10 +142,9 @@ class Runner:
         if workdir:
             os.chdir(workdir)
             # Triton's default home (~/.triton: dumps, overrides, the cache) was fixed when the zygote imported it,
-            # as root's home, which the runner can neither see nor write: the workdir is this runner's home.
+            # as root's home, which the runner can neither see nor write: the workdir is this runner's home, and
+            # its compile cache goes with the evaluation (nothing a candidate writes reaches the next one).
             os.environ["TRITON_HOME"] = workdir
-        if job.get("triton_cache"):
-            os.environ["TRITON_CACHE_DIR"] = job["triton_cache"]
         import torch
 
         torch.set_num_threads(int(job.get("threads", 1)))

@@ -72,14 +72,17 @@ static void slot_give(kg_pair *p)
     p->slot = -1;
 }
 
-/* The runner's part of the job that only kgym can choose: its uid and (on a
- * GPU) a Triton cache of its slot's own, bound into its mount namespace.
+/* The runner's part of the job that only kgym can choose: its uid.  Nothing
+ * of a slot outlives an evaluation: the runner compiles into its own workdir
+ * (runner.py sets TRITON_HOME there), which goes with the evaluation; a
+ * directory kept per slot and writable by its runners would carry whatever one
+ * candidate leaves there to the next in that slot.
  * Returns the job this run sends (a new reference): the caller's job is left
  * as it was, so a job run twice (kgym eval's re-run alone) runs as the uid of
  * the slot it holds then, never as the one its first run gave back (another
  * evaluation may hold that one by now: a census would count its runner, and a
  * final sweep kill it).  NULL on allocation failure. */
-static json_t *runner_identity(kg_supervisor *sup, json_t *caller_job, int slot)
+static json_t *runner_identity(json_t *caller_job, int slot)
 {
     json_t *sb = json_object_get(caller_job, "sandbox");
     if (sb && json_is_false(json_object_get(sb, "enabled")))
@@ -91,25 +94,6 @@ static json_t *runner_identity(kg_supervisor *sup, json_t *caller_job, int slot)
     if (!job)
         return NULL;
     json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
-    if (strcmp(sup->device, "cpu") == 0)
-        return job; /* the interpreter compiles nothing */
-    const char *tmp = getenv("TMPDIR");
-    kg_buf dir = {0};
-    kg_buf_printf(&dir, "%s/kgym-triton-%d", tmp && *tmp ? tmp : "/tmp", KG_RUNNER_UID_BASE + slot);
-    if (!dir.data || (mkdir(dir.data, 0700) != 0 && errno != EEXIST)) {
-        kg_buf_free(&dir);
-        return job;
-    }
-    json_object_set_new(job, "triton_cache", json_string(dir.data));
-    sb = sb ? json_deep_copy(sb) : json_object(); /* its own: the writable list grows */
-    json_object_set_new(job, "sandbox", sb);
-    json_t *w = json_object_get(sb, "writable");
-    if (!json_is_array(w)) {
-        w = json_array();
-        json_object_set_new(sb, "writable", w);
-    }
-    json_array_append_new(w, json_string(dir.data));
-    kg_buf_free(&dir);
     return job;
 }
 
@@ -145,7 +129,7 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_erro
         p->fds[i] = -1;
     /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
     slot_take(p);
-    p->job = runner_identity(sup, caller_job, p->slot);
+    p->job = runner_identity(caller_job, p->slot);
     if (!p->job) {
         slot_give(p);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
@@ -270,10 +254,9 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
         int got = key && take_warm(sup, key, p);
         json_decref(key);
         if (got) {
-            /* The job as the pair's runner already knows it: its workdir, uid, Triton cache and sandbox
-             * (the caller's, with the Triton cache made writable) are the prelude's. */
+            /* The job as the pair's runner already knows it: its workdir and uid are the prelude's. */
             json_t *job = json_copy(caller_job);
-            static const char *const own[] = {"workdir", "runner_uid", "triton_cache", "sandbox"};
+            static const char *const own[] = {"workdir", "runner_uid"};
             for (size_t i = 0; job && i < sizeof own / sizeof own[0]; i++) {
                 json_t *v = json_object_get(p->job, own[i]);
                 if (v)
@@ -336,9 +319,9 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         free(dir);
     }
     if (ok) {
-        /* The runner's part of the job and nothing else (child.py _RUNNER_JOB_KEYS, with its Triton cache). */
-        static const char *const part[] = {"workdir", "candidate", "device",  "threads",
-                                           "sandbox", "runner_uid", "policy", "triton_cache"};
+        /* The runner's part of the job and nothing else (child.py _RUNNER_JOB_KEYS). */
+        static const char *const part[] = {"workdir", "candidate", "device", "threads",
+                                           "sandbox", "runner_uid", "policy"};
         json_t *prelude = json_pack("{s:s}", "type", "prelude");
         for (size_t i = 0; prelude && i < sizeof part / sizeof part[0]; i++) {
             json_t *v = json_object_get(p->job, part[i]);

@@ -82,7 +82,8 @@ run_pass() {
 P=$1; shift
 # Start clean: markers and /dev/shm files of an earlier run would read as this run's effects.
 rm -rf "$MARKERS"; mkdir -p "$MARKERS"; chmod 1777 "$MARKERS"
-rm -f /dev/shm/kgatk-*
+rm -f /dev/shm/kgatk-* /tmp/kgatk-*
+find /tmp -maxdepth 4 -path '/tmp/kgym-*' -name 'kgatk-*' -exec rm -rf {} + 2>/dev/null
 ls /dev/shm >"$TMP/shm.before" 2>/dev/null
 cache_snapshot "$TMP/$P.cache.before"
 
@@ -182,6 +183,11 @@ for line in open(manifest).read().splitlines()[1:]:
         seen.append(f"shm_file {shm}")
     if name in tcp:
         seen.append("tcp_connect to the listener")
+    # Files planted for later evaluations: every evaluation's workdir is gone after it, so a kgatk-* file under
+    # /tmp/kgym-* (or /tmp) seen from outside lay in a directory that outlives evaluations.
+    left = glob.glob(f"/tmp/kgym-*/**/kgatk-*{name}*", recursive=True) + glob.glob(f"/tmp/kgatk-*{name}*")
+    if "slot_plant" in effects and left:
+        seen.append(f"slot_plant: {left[:3]}")
     if "judge_cache" in effects and (cache_changed or planted):
         seen.append(f"judge_cache: changed {cache_changed[:3]} planted {planted[:3]}")
     if token in json.dumps(e):
