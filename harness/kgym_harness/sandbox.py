@@ -2,7 +2,7 @@
 
 In order: ``unshare_pid`` in the intermediate that forks the runner (it becomes PID 1 of a new namespace); then
 in the runner ``enter_runner_namespaces`` (mount, network, IPC, UTS; fresh /proc; private /tmp, /dev/shm, /root,
-/home with the workdir and the Triton cache bound back) -> ``prepare_dir_for`` -> ``drop_privileges`` (its own uid)
+/home with the workdir and any other ``writable`` path of the job bound back) -> ``prepare_dir_for`` -> ``drop_privileges`` (its own uid)
 -> ``apply_runner``: a clean environment, rlimits, Landlock on reads and writes, then seccomp last (hostile calls
 kill the runner with SIGSYS, which kgym reports as ``sandbox_violation``; on the CPU new processes and programs
 too).  ``judge_lockdown`` makes the judge non-dumpable.

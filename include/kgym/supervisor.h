@@ -49,8 +49,8 @@ typedef struct kg_supervisor_options {
                                              * KG_GPU_MEMORY_SHARE of what the device reports */
     int warm_pairs;          /* judge/runner pairs started ahead of their job (at most 8; 0 = none): each run
                               * starts one for a job like its own, and a later job like it takes it with its
-                              * sandbox entered and its CUDA contexts made (the pair's own workdir, uid and
-                              * Triton cache replace the job's).  Each waiting pair holds two processes, a
+                              * sandbox entered and its CUDA contexts made (the pair's own workdir and uid
+                              * replace the job's).  Each waiting pair holds two processes, a
                               * runner slot and, on a GPU, two CUDA contexts (~0.5 GiB each). */
 } kg_supervisor_options;
 
