@@ -1329,7 +1329,7 @@ def _hide_fd(fd):
 
 
 # What the runner is told of the job: where the candidate is and how to lock itself down.  Not the task, the
-# nonce, the tolerances or the variants.
+# nonce, the tolerances or the variants.  kgym's pair.c lists the same keys (runner_part) for a warm pair's prelude.
 _RUNNER_JOB_KEYS = ("workdir", "candidate", "device", "threads", "sandbox", "runner_uid", "policy")
 
 

@@ -5,8 +5,8 @@
  * H100 host, 0.6–1 s while several start at once: the driver creates contexts one at a time), and the runner
  * enters its sandbox and proves that it maps the judge's device memory.  A warm pair has done all of that
  * before its job exists.  The supervisor starts one with the runner's part of a job like the one it was just
- * given (its "prelude": the device, threads, sandbox options and policy, with the uid, workdir and Triton
- * cache kgym chose for the pair), and hands it the next job whose runner part is the same; any other job gets
+ * given (its "prelude": the device, threads, sandbox options and policy, with the uid and workdir kgym chose
+ * for the pair), and hands it the next job whose runner part is the same; any other job gets
  * a pair of its own, as before.  Nothing of a candidate is in a warm pair: the candidate's bytes come with the
  * job, which the judge checks against its prelude (child.py) before its runner loads anything.
  *
@@ -97,18 +97,23 @@ static json_t *runner_identity(json_t *caller_job, int slot)
     return job;
 }
 
-/* What a warm pair must share with a job to take it: the caller's choices that reach the runner before the
- * job does (runner.py setup), and the candidate's file name (the runner writes the source under it).  The
- * workdir, uid and Triton cache are the pair's own.  NULL on allocation failure. */
+/* The runner's part of a job and nothing else (child.py _RUNNER_JOB_KEYS): a warm pair's prelude. */
+static const char *const runner_part[] = {"workdir", "candidate", "device", "threads",
+                                          "sandbox", "runner_uid", "policy"};
+
+/* What a warm pair must share with a job to take it: the runner's part as the caller chose it (runner.py
+ * setup), the candidate by its file name (the runner writes the source under it).  The workdir is the pair's
+ * own, and so is the uid unless the caller chose one.  NULL on allocation failure. */
 static json_t *runner_key(const json_t *job)
 {
-    static const char *const keys[] = {"device", "threads", "sandbox", "policy", "runner_uid"};
     json_t *key = json_object();
     if (!key)
         return NULL;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        json_t *v = json_object_get(job, keys[i]);
-        if (v && json_object_set(key, keys[i], v) != 0) {
+    for (size_t i = 0; i < sizeof runner_part / sizeof runner_part[0]; i++) {
+        if (!strcmp(runner_part[i], "workdir") || !strcmp(runner_part[i], "candidate"))
+            continue;
+        json_t *v = json_object_get(job, runner_part[i]);
+        if (v && json_object_set(key, runner_part[i], v) != 0) {
             json_decref(key);
             return NULL;
         }
@@ -319,13 +324,10 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         free(dir);
     }
     if (ok) {
-        /* The runner's part of the job and nothing else (child.py _RUNNER_JOB_KEYS). */
-        static const char *const part[] = {"workdir", "candidate", "device", "threads",
-                                           "sandbox", "runner_uid", "policy"};
         json_t *prelude = json_pack("{s:s}", "type", "prelude");
-        for (size_t i = 0; prelude && i < sizeof part / sizeof part[0]; i++) {
-            json_t *v = json_object_get(p->job, part[i]);
-            if (v && json_object_set(prelude, part[i], v) != 0) {
+        for (size_t i = 0; prelude && i < sizeof runner_part / sizeof runner_part[0]; i++) {
+            json_t *v = json_object_get(p->job, runner_part[i]);
+            if (v && json_object_set(prelude, runner_part[i], v) != 0) {
                 json_decref(prelude);
                 prelude = NULL;
             }
