@@ -540,6 +540,10 @@ class Evaluation:
         ran = 0
         for v in variants:
             result = self.shared_variant(v)
+            plain = tasks.plain_fallback(v, variants) if result["status"] == "reference_failed" else None
+            if plain is not None:
+                # The reference cannot take small_odd's signed inputs: its odd sizes are tested on the task's own.
+                result = self.shared_variant(plain)
             self.chan.send(dict(result, type="variant"))
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])

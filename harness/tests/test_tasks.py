@@ -315,7 +315,7 @@ def _variants(m, **kw):
 def test_variant_set(load):
     vs = _variants(load("level1/19_ReLU.py"), half_precision=["fp16", "bf16"])
     assert list(vs) == ["base", "scaled_x2", "seed_1", "signed", "size_small", "size_odd", "size_large",
-                        "size_long", "small_values", "tiny_values", "large_values", "mixed_large", "offset",
+                        "small_odd", "size_long", "small_values", "tiny_values", "large_values", "mixed_large", "offset",
                         "fp16", "bf16"]
     assert vs["seed_1"].seed != vs["base"].seed
     assert vs["fp16"].dtype == "float16" and vs["bf16"].dtype == "bfloat16"
@@ -326,6 +326,32 @@ def test_variant_set(load):
     long = vs["size_long"]
     assert long.sizes["dim"] > base["dim"] and long.sizes["batch_size"] < base["batch_size"]
     assert long.sizes["batch_size"] * long.sizes["dim"] <= BUDGET and long.transform == "signed"
+
+
+def test_small_odd_is_signed_and_falls_back(load):
+    """small_odd: odd sizes within the CPU budget with signed inputs, on CPU and GPU; where the reference cannot
+    take signed inputs the judge runs it on rand inputs (plain_fallback) unless that repeats a planned variant."""
+    m = load("level1/19_ReLU.py")
+    for budget, device in ((BUDGET, "cpu"), (None, "cuda")):
+        planned = tasks.make_variants(m, device, budget)
+        vs = {v.name: v for v in planned}
+        odd = vs["small_odd"]
+        assert odd.transform == "signed" and odd.seed == vs["base"].seed and "signed inputs" in odd.description
+        assert odd.sizes["batch_size"] * odd.sizes["dim"] <= tasks.DEFAULT_CPU_BUDGET
+        assert all(v % 16 for v in odd.sizes.values() if v >= 8)
+        plain = tasks.plain_fallback(odd, planned)
+        if budget is None:
+            assert plain.transform == "none" and plain.sizes == odd.sizes and plain.name == "small_odd"
+            assert "NaN/Inf on signed" in plain.description
+        else:
+            assert plain is None  # the CPU's size_odd has these very sizes, seed and (rand) inputs
+    assert tasks.plain_fallback(vs["signed"], planned) is None and tasks.plain_fallback(vs["base"], planned) is None
+    # A larger CPU budget: size_odd is larger, so the fallback adds the small odd sizes.
+    planned = tasks.make_variants(m, "cpu", 4 * BUDGET)
+    odd = next(v for v in planned if v.name == "small_odd")
+    assert tasks.plain_fallback(odd, planned) is not None
+    built = tasks.build(m, odd, "cpu")[1][0]
+    assert (built < 0).any() and (built > 0).any()
 
 
 def test_gpu_variants(load):
@@ -362,6 +388,8 @@ def test_size_variant_identical_to_base_is_dropped(load):
     vs = _variants(load("level1/50_conv_standard_2D__square_input__square_kernel.py"))
     # batch_size is the only size constant and is already at its floor of 2.
     assert "size_small" not in vs and "size_odd" not in vs and "size_large" not in vs
+    # small_odd at base's sizes with signed inputs would repeat signed.
+    assert "small_odd" not in vs and "signed" in vs
 
 
 def test_variants_deterministic(load):

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Correctness coverage (value ranges, degenerate tasks, time bounds).
 #   (a) Honest-but-wrong kernels (tests/fixtures/ranges/, MANIFEST.tsv) that are exact for KernelBench's
-#       [0, 1) inputs: each is `incorrect`, fails the value-range variant of its bug class, passes base, and the
-#       feedback names that variant; honest kernels of the same tasks stay `correct`.
+#       [0, 1) inputs: each is `incorrect`, fails the variant of its bug class (a value range, or small_odd's
+#       signed odd sizes), passes base, and the feedback names that variant; honest kernels of the same tasks
+#       stay `correct`; small_odd falls back to the task's own inputs where its reference is NaN on signed ones.
 #   (b) Degenerate tasks: level2/9 (a ReLU of values that are all negative on its own inputs) is repaired by
 #       the value-range variants, so an all-zero kernel fails; level2/80 is zero by algebra, so no kernel
 #       passes it and the feedback blames the task.
@@ -16,7 +17,7 @@ tail -n +2 "$M" | while IFS="$(printf '\t')" read -r f t v m; do
     printf '{"task": "%s", "candidate": "%s/%s", "expect": "%s"}\n' "$t" "$R" "$f" "$v"
 done >"$TMP/pairs.jsonl"
 for h in h16_logsumexp_max_shift:row_logsumexp h17_standardize_two_pass:row_standardize \
-         h18_l2_normalize_clamped:row_l2_normalize; do
+         h18_l2_normalize_clamped:row_l2_normalize h19_linear_window_max:linear_window_max; do
     printf '{"task": "tests/fixtures/tasks/%s.py", "candidate": "tests/fixtures/honest/%s.py", "expect": "correct"}\n' \
         "${h#*:}" "${h%%:*}"
 done >>"$TMP/pairs.jsonl"
@@ -49,6 +50,17 @@ PYEOF
 while read -r verdict text; do
     if [ "$verdict" = ok ]; then ok "$text"; else bad "$text"; fi
 done <"$TMP/checks"
+# small_odd's signed inputs where the reference cannot take them (a square root): the variant runs on the
+# task's own inputs at its odd sizes instead of being skipped, and says so; signed and mixed_large are skipped.
+# (--budget 131072: at the default budget size_odd has small_odd's sizes, and the fallback would repeat it.)
+"$KGYM" eval --device "$DEVICE" --task tests/fixtures/tasks/row_sqrt_sum.py --kernel tests/fixtures/honest/h20_row_sqrt_sum.py \
+    --budget 131072 --json >"$TMP/sqrt.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/sqrt.json" 'r["verdict"] == "correct" and
+        {v["name"]: v["status"] for v in r["correctness"]["variants"]}["signed"] == "skipped" and
+        [(v["status"], "reference gives NaN/Inf on signed" in v["description"], v["sizes"]["dim"] % 16 != 0)
+         for v in r["correctness"]["variants"] if v["name"] == "small_odd"] == [("passed", True, True)]')" = "True" ]
+then ok "small_odd falls back to the task's own inputs where the reference is NaN on signed ones"
+else bad "small_odd fallback" "$(cat "$TMP/err"; jget "$TMP/sqrt.json" '[(v["name"], v["status"], v["description"]) for v in r["correctness"]["variants"]]')"; fi
 if [ -d "$KB/level2" ]; then
     "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py \
         --json >"$TMP/z9.json" 2>"$TMP/err"
