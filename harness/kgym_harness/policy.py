@@ -56,6 +56,9 @@ _MUTATING_METHODS = {"append", "extend", "insert", "update", "setdefault", "add"
 _READ_METHODS = {"get", "keys", "values", "items", "copy", "index", "count"}
 _CACHE_DECORATORS = {"functools.cache", "functools.lru_cache", "functools.cached_property"}
 _JIT_DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
+_AUTOGRAD_FUNCTION = "torch.autograd.Function"
+# What a custom autograd Function's forward may call on its ctx.
+_CTX_METHODS = {"save_for_backward", "mark_non_differentiable", "set_materialize_grads", "mark_dirty"}
 # Calls whose function arguments Triton runs during a launch (see Checker.visit_Call).
 _LAUNCH_HOOK_CALLS = {"triton.heuristics", "triton.autotune", "triton.Config"}
 # Plain builtins such a hook may call (everything else it calls must be an allowlisted dotted name).
@@ -266,6 +269,31 @@ class _Checker(ast.NodeVisitor):
                     for t in n.targets:
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                             self.nn_attrs[t.attr] = cname
+        # torch.autograd.Function subclasses (Liger-Kernel, Unsloth): used only as a class base, called through
+        # .apply; their staticmethod forward is walked as forward code, with its ctx parameter allowed to carry
+        # attributes and save_for_backward; backward is never run by an evaluation (nothing may call
+        # .backward() or torch.autograd) and is not walked.
+        self.autograd_classes = set()
+        self.ctx_params = {}       # staticmethod forward/backward/setup_context -> its ctx parameter's name
+        self.autograd_backward = set()
+        for n in ast.walk(tree):
+            if isinstance(n, ast.ClassDef) and any(self.canonical(b) == _AUTOGRAD_FUNCTION for b in n.bases):
+                self.autograd_classes.add(n.name)
+                for b in n.body:
+                    if isinstance(b, ast.FunctionDef) and b.name in ("forward", "backward", "setup_context") and \
+                            any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in b.decorator_list) \
+                            and b.args.args:
+                        self.ctx_params[b] = b.args.args[0].arg
+                        if b.name == "backward":
+                            self.autograd_backward.add(b)
+        # __name__ rebound anywhere (an assignment, a loop or with target, an import alias, a walrus, global):
+        # the `if __name__ == "__main__":` exemption (visit_If) then does not apply.
+        self.name_rebound = []
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Name) and n.id == "__name__" and isinstance(n.ctx, (ast.Store, ast.Del)) or \
+                    isinstance(n, ast.alias) and n.asname == "__name__" or \
+                    isinstance(n, (ast.Global, ast.Nonlocal)) and "__name__" in n.names:
+                self.name_rebound.append(n)
         self.module_vars, self.mutable_vars = self._module_vars()
         self.clean_vars = set()
         self.clean_vars = self._clean_module_vars()
@@ -398,6 +426,13 @@ class _Checker(ast.NodeVisitor):
             if isinstance(n, ast.Attribute) and n.attr in self.defs and not callee:
                 escaped.add(n.attr)
         init = {f for f in self.defs.get("__init__", [])}
+        # The task's input builders copied into the candidate (generated solutions often repeat the whole task
+        # file): module-level get_inputs/get_init_inputs that nothing in the module calls or refers to build
+        # inputs as __init__ builds parameters, and are walked as init code (torch.rand allowed).
+        for d in self.tree.body:
+            if isinstance(d, ast.FunctionDef) and d.name in ("get_inputs", "get_init_inputs") \
+                    and d.name not in escaped and d.name not in sites and not d.decorator_list:
+                init.add(d)
         changed = True
         while changed:
             changed = False
@@ -589,6 +624,8 @@ class _Checker(ast.NodeVisitor):
             return
         for a in node.names:
             full = f"{mod}.{a.name}"
+            if full == _AUTOGRAD_FUNCTION and self._only_class_base(a.asname or a.name):
+                continue
             if a.name == "*":
                 self.add("forbidden_import", node, full, f"`from {mod} import *` is not allowed: import names "
                          "explicitly so that each one can be checked against the allowlist")
@@ -599,11 +636,22 @@ class _Checker(ast.NodeVisitor):
                     self.any_names.is_prefix(full):
                 self.add("forbidden_import", node, full, self._import_msg(full))
 
+    def _only_class_base(self, local):
+        """Whether every use of the imported name ``local`` is as a base of a class statement."""
+        for n in ast.walk(self.tree):
+            if isinstance(n, ast.Name) and n.id == local:
+                p = self.parents.get(n)
+                if not (isinstance(p, ast.ClassDef) and n in p.bases):
+                    return False
+        return True
+
     # -- scopes --------------------------------------------------------------------------------------------------
     def _visit_signature(self, node):
         for d in node.decorator_list:
             target = d.func if isinstance(d, ast.Call) else d
             name = self.canonical(target) or ""
+            if name == "functools.wraps" and self._wraps_own_parameter(d):
+                continue
             if name in _CACHE_DECORATORS:
                 self.add("state_cache", d, name, f"@{name} caches results across calls: no results may be kept "
                          "between calls (a dict of configurations written by hand is fine)")
@@ -617,8 +665,20 @@ class _Checker(ast.NodeVisitor):
         if node.returns is not None:
             self.visit(node.returns)
 
+    def _wraps_own_parameter(self, dec):
+        """``@functools.wraps(fn)`` on the wrapper a decorator factory returns, ``fn`` being the factory's own
+        parameter (Liger's ensure_contiguous): copies a function's name and docstring onto its wrapper.  Anything
+        else (wraps of a module, wraps called as a value) stays refused: it copies the wrapped object's namespace."""
+        if not (isinstance(dec, ast.Call) and len(dec.args) == 1 and not dec.keywords
+                and isinstance(dec.args[0], ast.Name)) or self.fn is None or isinstance(self.fn, ast.Lambda):
+            return False
+        a = self.fn.args
+        return dec.args[0].id in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+
     def visit_FunctionDef(self, node):
         self._visit_signature(node)
+        if node in self.autograd_backward:
+            return  # see __init__: never run by an evaluation
         saved = self.ctx, self.fn
         if node in self.jit:
             self.ctx = "kernel"
@@ -675,6 +735,8 @@ class _Checker(ast.NodeVisitor):
             self.add("forbidden_attribute", node, k.arg or "**", f"class {node.name}: class keywords (metaclass=...)"
                      " are not allowed")
         for d in node.decorator_list + node.bases:
+            if d in node.bases and self.canonical(d) == _AUTOGRAD_FUNCTION:
+                continue  # the one use of torch.autograd.Function allowed (see __init__)
             self.visit(d)
         saved = self.ctx
         self.ctx = "forward" if self.ctx != "kernel" else "kernel"
@@ -685,6 +747,20 @@ class _Checker(ast.NodeVisitor):
         self.ctx = saved
 
     # -- statements ----------------------------------------------------------------------------------------------
+    def visit_If(self, node):
+        """``if __name__ == "__main__":`` at module level (a self-test, a benchmark, the task's inputs printed):
+        the runner imports the candidate under another name, so that body never runs and is not walked.  Only
+        the exact test, and only when nothing in the module rebinds ``__name__`` (reported as forbidden)."""
+        t = node.test
+        main_test = (not self.scopes and isinstance(t, ast.Compare) and len(t.ops) == 1
+                     and isinstance(t.ops[0], ast.Eq) and isinstance(t.left, ast.Name) and t.left.id == "__name__"
+                     and isinstance(t.comparators[0], ast.Constant) and t.comparators[0].value == "__main__")
+        if main_test and not self.name_rebound:
+            for stmt in node.orelse:
+                self.visit(stmt)
+            return
+        self.generic_visit(node)
+
     def visit_Global(self, node):
         fn = self.fn
         for name in node.names:
@@ -764,7 +840,8 @@ class _Checker(ast.NodeVisitor):
                      f"stores a value derived from tensors on {root.id} (a function or class of the module): no "
                      "tensors or results may be kept across calls")
         elif isinstance(target, ast.Attribute) and root.id not in ("self", "cls") and not self._owned(
-                root.id, self.fn if local else None) and target.attr != "requires_grad":
+                root.id, self.fn if local else None) and target.attr != "requires_grad" and not (
+                target.value is root and self.ctx_params.get(self.fn) == root.id):
             # An attribute set on an object the module did not create (T = torch.Tensor; T.add = f) patches it.
             self.add("monkey_patch", node, ast.unparse(target),
                      f"assigning {ast.unparse(target)} sets an attribute of an object the module does not own: only "
@@ -876,8 +953,13 @@ class _Checker(ast.NodeVisitor):
             return
         if self.ctx != "forward" or self.fn is None:
             return
-        # torch.finfo(dtype).max, device properties: attributes of configuration objects, not tensor methods.
-        config = isinstance(receiver, ast.Call) and (self.canonical(receiver.func) or "") in self.clean_calls
+        # torch.finfo(dtype).max, device properties: attributes of configuration objects, not tensor methods,
+        # inline or held in a local (info = torch.finfo(x.dtype); info.min).  `.type` read without a call is a
+        # device's (device.type == "cuda"); were it Tensor.type, calling it later only casts, like .to(dtype).
+        # x.device.index likewise.
+        config = isinstance(receiver, ast.Call) and (self.canonical(receiver.func) or "") in self.clean_calls or \
+            self._config_local(receiver) or not called and (attr == "type" or attr == "index" and isinstance(
+                receiver, ast.Attribute) and receiver.attr == "device")
         if attr in self.compute_methods and not (recv_self and attr in self.self_attrs and not called) and not (
                 config and not called):
             self.add("torch_call", node, "." + attr, f"`.{attr}` computes in PyTorch (or on the host) inside "
@@ -906,6 +988,10 @@ class _Checker(ast.NodeVisitor):
         if attr == "forward":
             self.add("torch_call", node, ast.unparse(node), f"{ast.unparse(node)} calls another module's forward")
             return
+        if isinstance(receiver, ast.Name) and (
+                attr == "apply" and receiver.id in self.autograd_classes and self.resolve(receiver.id) == "module"
+                or attr in _CTX_METHODS and self.ctx_params.get(self.fn) == receiver.id):
+            return  # MyFunction.apply(x): its forward is walked as forward code; ctx.save_for_backward(x)
         # The module's own method names unlock calls on its own objects, never a torch.Tensor method of that name.
         own = attr in self.user_methods and tensor_methods is not None and attr not in tensor_methods
         if attr not in self.forward_methods and not own:
@@ -913,6 +999,24 @@ class _Checker(ast.NodeVisitor):
                      f"`.{attr}()` is not allowed in forward: the methods forward may call on tensors and "
                      f"containers are {_short(sorted(self.forward_methods), 40)} (and your own methods); "
                      "compute in a @triton.jit kernel instead")
+
+    def _config_local(self, receiver):
+        """A local name every assignment of which, in the current function, is a call on ``clean_calls``
+        (torch.finfo, torch.iinfo, triton.Config ...): a configuration object."""
+        if not isinstance(receiver, ast.Name) or self.fn is None or isinstance(self.fn, ast.Lambda):
+            return False
+        a = self.fn.args
+        if receiver.id in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y]}:
+            return False  # a parameter, whatever is assigned to the name later
+        values = []
+        for n in ast.walk(self.fn):
+            if isinstance(n, ast.Name) and n.id == receiver.id and isinstance(n.ctx, (ast.Store, ast.Del)):
+                p = self.parents.get(n)
+                if not (isinstance(p, ast.Assign) and n in p.targets):
+                    return False  # a loop target, a with, a tuple unpacking, a walrus: not judged
+                values.append(p.value)
+        return bool(values) and all(isinstance(v, ast.Call) and (self.canonical(v.func) or "") in self.clean_calls
+                                    for v in values)
 
     def visit_Attribute(self, node):
         parent = self.parents.get(node)
@@ -1015,6 +1119,19 @@ class _Checker(ast.NodeVisitor):
         else:
             self.check_attr(parent, attr, args[0], False)
 
+    def _called_now(self, name, hook_call):
+        """Whether ``name`` is called while the decorator expression is evaluated (configs=get_configs(), the
+        matmul tutorial's idiom), outside any lambda: its result is handed to Triton, not the function, and its
+        body is walked like any other module function."""
+        p = self.parents.get(name)
+        if not (isinstance(p, ast.Call) and p.func is name):
+            return False
+        while p is not None and p is not hook_call:
+            if isinstance(p, ast.Lambda):
+                return False
+            p = self.parents.get(p)
+        return p is hook_call
+
     def visit_Call(self, node):
         f = node.func
         hook = self.canonical(f) if isinstance(f, (ast.Attribute, ast.Name)) else None
@@ -1031,7 +1148,7 @@ class _Checker(ast.NodeVisitor):
             own = {d.name for d in self.tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
             for arg in ast.walk(node):
                 if isinstance(arg, ast.Name) and isinstance(arg.ctx, ast.Load) and arg.id in own \
-                        and arg is not f and self.resolve(arg.id) != "local":
+                        and arg is not f and self.resolve(arg.id) != "local" and not self._called_now(arg, node):
                     self.add("forbidden_call", arg, arg.id,
                              f"{arg.id} is handed to {hook}: functions that Triton runs during a launch must be "
                              "lambdas written in place that compute launch configuration only")
@@ -1090,6 +1207,9 @@ def _does_not_exist(name):
 def check(tree, policy):
     """Findings of the static policy on a parsed module (a list, possibly empty)."""
     c = _Checker(policy or {}, tree)
+    for n in c.name_rebound:
+        c.add("forbidden_attribute", n, "__name__", "rebinding `__name__` is not allowed: the module's name is "
+              "what decides whether its `if __name__ == \"__main__\":` block runs")
     for stmt in tree.body:
         c.visit(stmt)
     c.findings.sort(key=lambda f: (f["line"], f["type"]))

@@ -352,7 +352,119 @@ HONEST_IDIOMS = {
                 self._launch(x, out)
                 return out
         """,
+    # Idioms of third-party code that the policy used to refuse (an honest-idiom probe, 2026-11-24).
+    "main block with a self-test, copied get_inputs": """\
+        batch_size, dim = 16, 300
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                k[(1,)](out, out.numel(), BLOCK=64)
+                return out
+        def get_inputs():
+            return [torch.rand(batch_size, dim)]
+        def get_init_inputs():
+            return []
+        if __name__ == "__main__":
+            torch.manual_seed(0)
+            x = torch.randn(4, 8, device="cuda")
+            assert torch.allclose(ModelNew()(x), x + 1)
+            print(triton.testing.do_bench(lambda: ModelNew()(x)))
+        """,
+    "autotune configs from a function, wraps, module-level partial": """\
+        import functools
+        def get_autotune_config():
+            return [triton.Config({"BLOCK": b}, num_warps=4) for b in (64, 128)]
+        @triton.autotune(configs=get_autotune_config(), key=["n"])
+        @triton.jit
+        def k2(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+        def ensure_contiguous(fn):
+            @functools.wraps(fn)
+            def wrapper(*args, **kwargs):
+                return fn(*[a.contiguous() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+            return wrapper
+        def _launch(x, block, num_warps):
+            k[(triton.cdiv(x.numel(), block),)](x, x.numel(), BLOCK=block, num_warps=num_warps)
+            return x
+        _launch_default = functools.partial(_launch, block=1024, num_warps=4)
+        class ModelNew(nn.Module):
+            @ensure_contiguous
+            def forward(self, x):
+                return _launch_default(x.clone())
+        """,
+    "custom autograd Function (Liger-Kernel style)": """\
+        from torch.autograd import Function
+        class AddOne(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, scale):
+                out = torch.empty_like(x)
+                k[(1,)](out, out.numel(), BLOCK=64)
+                ctx.scale = scale
+                ctx.save_for_backward(x)
+                return out
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return grad.sum(0) * ctx.scale, None
+        class Other(Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.view(-1)
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return Other.apply(AddOne.apply(x, 2.0))
+        """,
+    "device type and a finfo held in a local": """\
+        class ModelNew(nn.Module):
+            @staticmethod
+            def _block_for(device):
+                return 1024 if device.type == "cuda" else 64
+            def forward(self, x):
+                info = torch.finfo(x.dtype)
+                lowest = info.min
+                block = self._block_for(x.device) if x.device.type == "cuda" else 64
+                out = torch.empty_like(x)
+                k[(1,)](out, out.numel(), BLOCK=block)
+                return out
+        """,
 }
+
+
+@pytest.mark.parametrize("body,expected", [
+    # __name__ rebound: the block is walked (torch.rand in it is forward code) and the rebinding is refused.
+    ('__name__ = "__main__"\nif __name__ == "__main__":\n    y = torch.rand(3).sum()\n',
+     {("forbidden_attribute", 1), ("torch_call", 3)}),
+    # Only the exact test exempts its body.
+    ('if __name__ == "__main__" or True:\n    y = torch.rand(3)\n', {("torch_call", 2)}),
+    # The else branch runs on import: walked.
+    ('if __name__ == "__main__":\n    pass\nelse:\n    y = torch.rand(3)\n', {("torch_call", 4)}),
+    # get_inputs that forward calls is forward code.
+    ("def get_inputs():\n    return [torch.rand(4)]\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        return get_inputs()[0]\n", {("torch_call", 2)}),
+    # A function of the module called from inside a hook lambda still runs during the launch.
+    ("def helper(a):\n    return a['n'] % 64 == 0\n@triton.heuristics({'EVEN': lambda args: helper(args)})\n"
+     "@triton.jit\ndef k3(x_ptr, n, EVEN: tl.constexpr):\n    pass\n", {("forbidden_call", 3)}),
+    # A partial does not launder a refused name.
+    ("import functools\nmm = functools.partial(torch.matmul)\n", {("torch_call", 2)}),
+    # torch.autograd.Function anywhere but as a class base; the import used as a value.
+    ("f = torch.autograd.Function\n", {("forbidden_attribute", 1)}),
+    ("from torch.autograd import Function\nF = Function\n", {("forbidden_import", 1)}),
+    # A Function's backward called by hand, ctx-style stores outside a Function's forward.
+    ("class A(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return x\n"
+     "    @staticmethod\n    def backward(ctx, g):\n        return g.sum()\n"
+     "class ModelNew(nn.Module):\n    def forward(self, x):\n        return A.backward(None, x)\n", {("torch_call", 10)}),
+    ("class B:\n    @staticmethod\n    def forward(ctx, x):\n        ctx.y = x\n        return x\n",
+     {("monkey_patch", 4)}),
+    # wraps of anything but the factory's own parameter copies that object's namespace.
+    ("import functools\ndef deco(fn):\n    @functools.wraps(torch)\n    def w(*a):\n        return fn(*a)\n"
+     "    return w\n", {("forbidden_attribute", 3)}),
+    # A parameter named like a configuration object is not one.
+    ("class ModelNew(nn.Module):\n    def forward(self, info):\n        return info.min\n", {("torch_call", 3)}),
+])
+def test_idiom_exemptions_stay_narrow(body, expected):
+    got = kinds_at(body)
+    assert expected <= got, got
 
 
 @pytest.mark.parametrize("name", sorted(HONEST_IDIOMS))
