@@ -182,6 +182,28 @@ def _bound_names(node):
     return bound - declared, declared
 
 
+def _names_bound_by(n):
+    """The names a node binds, by any syntax: assignment targets, imports, def/class, except-as, match
+    captures, global/nonlocal (these rebind by declaration), parameters."""
+    if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+        return {n.id}
+    if isinstance(n, ast.alias):
+        return {n.asname or n.name.split(".")[0]}
+    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {n.name}
+    if isinstance(n, ast.ExceptHandler) and n.name:
+        return {n.name}
+    if isinstance(n, (ast.MatchAs, ast.MatchStar)) and n.name:
+        return {n.name}
+    if isinstance(n, ast.MatchMapping) and n.rest:
+        return {n.rest}
+    if isinstance(n, (ast.Global, ast.Nonlocal)):
+        return set(n.names)
+    if isinstance(n, ast.arg):
+        return {n.arg}
+    return set()
+
+
 def _chain(node):
     """(root expression, [attr, ...]) of an Attribute chain."""
     parts = []
@@ -270,12 +292,11 @@ class _Checker(ast.NodeVisitor):
                         if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                             self.nn_attrs[t.attr] = cname
         # torch.autograd.Function subclasses (Liger-Kernel, Unsloth): used only as a class base, called through
-        # .apply; their staticmethod forward is walked as forward code, with its ctx parameter allowed to carry
-        # attributes and save_for_backward; backward is never run by an evaluation (nothing may call
-        # .backward() or torch.autograd) and is not walked.
+        # .apply; their staticmethods forward, backward and setup_context are walked as forward code (a class
+        # body can rebind one to another: forward = backward), with the ctx parameter allowed to carry
+        # attributes and save_for_backward.
         self.autograd_classes = set()
         self.ctx_params = {}       # staticmethod forward/backward/setup_context -> its ctx parameter's name
-        self.autograd_backward = set()
         for n in ast.walk(tree):
             if isinstance(n, ast.ClassDef) and any(self.canonical(b) == _AUTOGRAD_FUNCTION for b in n.bases):
                 self.autograd_classes.add(n.name)
@@ -284,16 +305,9 @@ class _Checker(ast.NodeVisitor):
                             any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in b.decorator_list) \
                             and b.args.args:
                         self.ctx_params[b] = b.args.args[0].arg
-                        if b.name == "backward":
-                            self.autograd_backward.add(b)
         # __name__ rebound anywhere (an assignment, a loop or with target, an import alias, a walrus, global):
         # the `if __name__ == "__main__":` exemption (visit_If) then does not apply.
-        self.name_rebound = []
-        for n in ast.walk(tree):
-            if isinstance(n, ast.Name) and n.id == "__name__" and isinstance(n.ctx, (ast.Store, ast.Del)) or \
-                    isinstance(n, ast.alias) and n.asname == "__name__" or \
-                    isinstance(n, (ast.Global, ast.Nonlocal)) and "__name__" in n.names:
-                self.name_rebound.append(n)
+        self.name_rebound = [n for n in ast.walk(tree) if "__name__" in _names_bound_by(n)]
         self.module_vars, self.mutable_vars = self._module_vars()
         self.clean_vars = set()
         self.clean_vars = self._clean_module_vars()
@@ -426,13 +440,6 @@ class _Checker(ast.NodeVisitor):
             if isinstance(n, ast.Attribute) and n.attr in self.defs and not callee:
                 escaped.add(n.attr)
         init = {f for f in self.defs.get("__init__", [])}
-        # The task's input builders copied into the candidate (generated solutions often repeat the whole task
-        # file): module-level get_inputs/get_init_inputs that nothing in the module calls or refers to build
-        # inputs as __init__ builds parameters, and are walked as init code (torch.rand allowed).
-        for d in self.tree.body:
-            if isinstance(d, ast.FunctionDef) and d.name in ("get_inputs", "get_init_inputs") \
-                    and d.name not in escaped and d.name not in sites and not d.decorator_list:
-                init.add(d)
         changed = True
         while changed:
             changed = False
@@ -444,6 +451,15 @@ class _Checker(ast.NodeVisitor):
                         if f not in init and f not in self.jit:
                             init.add(f)
                             changed = True
+        # The task's input builders copied into the candidate (generated solutions often repeat the whole task
+        # file): module-level get_inputs/get_init_inputs that nothing in the module calls or refers to build
+        # inputs as __init__ builds parameters, and are walked as init code (torch.rand allowed).  Added after
+        # the propagation above: what they call does not become init code through them.
+        for d in self.tree.body:
+            if isinstance(d, ast.FunctionDef) and d.name in ("get_inputs", "get_init_inputs") \
+                    and d.name not in escaped and d.name not in sites and not d.decorator_list \
+                    and len(self.defs.get(d.name, [])) == 1:
+                init.add(d)
         return init
 
     def _enclosing(self, node):
@@ -677,8 +693,6 @@ class _Checker(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node):
         self._visit_signature(node)
-        if node in self.autograd_backward:
-            return  # see __init__: never run by an evaluation
         saved = self.ctx, self.fn
         if node in self.jit:
             self.ctx = "kernel"
@@ -957,9 +971,8 @@ class _Checker(ast.NodeVisitor):
         # inline or held in a local (info = torch.finfo(x.dtype); info.min).  `.type` read without a call is a
         # device's (device.type == "cuda"); were it Tensor.type, calling it later only casts, like .to(dtype).
         # x.device.index likewise.
-        config = isinstance(receiver, ast.Call) and (self.canonical(receiver.func) or "") in self.clean_calls or \
-            self._config_local(receiver) or not called and (attr == "type" or attr == "index" and isinstance(
-                receiver, ast.Attribute) and receiver.attr == "device")
+        config = self._config_call(receiver) or self._config_local(receiver) or not called and (
+            attr == "type" or attr == "index" and isinstance(receiver, ast.Attribute) and receiver.attr == "device")
         if attr in self.compute_methods and not (recv_self and attr in self.self_attrs and not called) and not (
                 config and not called):
             self.add("torch_call", node, "." + attr, f"`.{attr}` computes in PyTorch (or on the host) inside "
@@ -1015,8 +1028,13 @@ class _Checker(ast.NodeVisitor):
                 if not (isinstance(p, ast.Assign) and n in p.targets):
                     return False  # a loop target, a with, a tuple unpacking, a walrus: not judged
                 values.append(p.value)
-        return bool(values) and all(isinstance(v, ast.Call) and (self.canonical(v.func) or "") in self.clean_calls
-                                    for v in values)
+        return bool(values) and all(self._config_call(v) for v in values)
+
+    def _config_call(self, node):
+        """A call on ``clean_calls`` with clean arguments (torch.finfo(x.dtype)): its result is configuration.
+        Not functools.reduce(lambda a, b: b, [0, x]), which hands back the tensor."""
+        return isinstance(node, ast.Call) and (self.canonical(node.func) or "") in self.clean_calls and all(
+            self.clean(a, self.fn) for a in list(node.args) + [k.value for k in node.keywords])
 
     def visit_Attribute(self, node):
         parent = self.parents.get(node)
@@ -1077,8 +1095,21 @@ class _Checker(ast.NodeVisitor):
         if node.id not in self.mutable_vars or self.fn is None or self.ctx == "kernel":
             return
         gp = self.parents.get(parent)
+        # A mutating call at the end of an attribute chain (PART.keywords.update(out=out)) writes into it too.
+        top = parent
+        while isinstance(top, ast.Attribute) and isinstance(self.parents.get(top), ast.Attribute):
+            top = self.parents.get(top)
+        call = self.parents.get(top)
+        if top is not parent and isinstance(top, ast.Attribute) and isinstance(call, ast.Call) and call.func is top \
+                and top.attr in _MUTATING_METHODS and not all(
+                    self.clean(a, self.fn) for a in list(call.args) + [k.value for k in call.keywords]):
+            self.add("state_cache", call, node.id,
+                     f"{ast.unparse(call.func)[:80]}() stores a value derived from tensors inside module-level "
+                     f"{node.id} (defined line {self.module_vars[node.id]}): no tensors or results may be kept "
+                     "across calls")
         ok = (isinstance(parent, ast.Subscript) and parent.value is node) or \
              (isinstance(parent, ast.Attribute) and parent.value is node) or \
+             (isinstance(parent, ast.Call) and parent.func is node) or \
              isinstance(parent, ast.Compare) or \
              (isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node) or \
              (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
@@ -1119,6 +1150,30 @@ class _Checker(ast.NodeVisitor):
         else:
             self.check_attr(parent, attr, args[0], False)
 
+    @staticmethod
+    def _hook_slots(node, hook):
+        """The argument expressions of a triton.Config/autotune/heuristics call that Triton calls as functions:
+        [(expression, its name)].  A prune_configs_by or heuristics table that is not a dict written in place is
+        returned whole (its functions cannot be seen)."""
+        pos = {"triton.Config": {5: "pre_hook"},
+               "triton.autotune": {2: "prune_configs_by", 5: "pre_hook", 6: "post_hook", 10: "do_bench"},
+               "triton.heuristics": {0: "values"}}[hook]
+        named = [(a, pos[i]) for i, a in enumerate(node.args) if i in pos]
+        named += [(k.value, k.arg) for k in node.keywords if k.arg in pos.values()]
+        out = []
+        for expr, what in named:
+            if what in ("prune_configs_by", "values"):
+                if not isinstance(expr, ast.Dict) or None in expr.keys:
+                    out.append((expr, what))
+                    continue
+                for k, v in zip(expr.keys, expr.values):
+                    key = k.value if isinstance(k, ast.Constant) else None
+                    if what == "values" or key in ("perf_model", "early_config_prune") or not isinstance(key, str):
+                        out.append((v, f"{what}[{key!r}]"))
+            else:
+                out.append((expr, what))
+        return out
+
     def _called_now(self, name, hook_call):
         """Whether ``name`` is called while the decorator expression is evaluated (configs=get_configs(), the
         matmul tutorial's idiom), outside any lambda: its result is handed to Triton, not the function, and its
@@ -1145,6 +1200,13 @@ class _Checker(ast.NodeVisitor):
                 self.hook_depth -= 1
             # A function of the module's own handed over by name (pre_hook=fn) would run there unchecked by
             # this rule: only lambdas written in place are allowed.
+            # Every slot that takes a function must hold a lambda written here (walked just above with the
+            # hook rules), or None: a name could hold any function, a closure of a config factory included.
+            for slot, what in self._hook_slots(node, hook):
+                if not (isinstance(slot, ast.Lambda) or isinstance(slot, ast.Constant) and slot.value is None):
+                    self.add("forbidden_call", slot, what,
+                             f"{what} of {hook} must be a lambda written in place (it runs during the launch, "
+                             "where it may only compute launch configuration from its arguments)")
             own = {d.name for d in self.tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
             for arg in ast.walk(node):
                 if isinstance(arg, ast.Name) and isinstance(arg.ctx, ast.Load) and arg.id in own \

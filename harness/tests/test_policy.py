@@ -406,7 +406,9 @@ HONEST_IDIOMS = {
             @staticmethod
             def backward(ctx, grad):
                 (x,) = ctx.saved_tensors
-                return grad.sum(0) * ctx.scale, None
+                gx = torch.empty_like(grad)
+                k[(1,)](gx, gx.numel(), BLOCK=64)
+                return gx, None
         class Other(Function):
             @staticmethod
             def forward(ctx, x):
@@ -459,6 +461,29 @@ HONEST_IDIOMS = {
     # wraps of anything but the factory's own parameter copies that object's namespace.
     ("import functools\ndef deco(fn):\n    @functools.wraps(torch)\n    def w(*a):\n        return fn(*a)\n"
      "    return w\n", {("forbidden_attribute", 3)}),
+    # Red-team findings on the first version of these exemptions (all refused now):
+    # backward is walked, so a class-level alias forward = backward hides nothing;
+    ("class F(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, x):\n        return x * 2 + x.sum()\n"
+     "    forward = backward\n", {("torch_call", 4)}),
+    # a match capture rebinds __name__;
+    ('match "__main__":\n    case __name__:\n        pass\nif __name__ == "__main__":\n    y = torch.rand(3)\n',
+     {("forbidden_attribute", 2), ("torch_call", 5)}),
+    # a closure of a config factory handed over as a pre_hook; a hook table in a variable;
+    ("def get_configs():\n    def hook(nargs):\n        nargs['out'].copy_(nargs['x'] + 1.0)\n"
+     "    return [triton.Config({'BLOCK': 16}, pre_hook=hook)]\n", {("forbidden_call", 4)}),
+    ("H = {'EVEN': lambda args: True}\n@triton.heuristics(H)\n@triton.jit\ndef k3(x_ptr, EVEN: tl.constexpr):\n"
+     "    pass\n", {("forbidden_call", 2)}),
+    # functools.reduce handing back a tensor is not a configuration object;
+    ("import functools\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        t = functools.reduce(lambda a, b: b, [0, x])\n        m = t.mul\n        return m(2)\n",
+     {("torch_call", 5)}),
+    # what an unreferenced get_inputs calls does not become init code through it;
+    ("class ModelNew(nn.Module):\n    def compute(self, x):\n        return torch.randn(3)\n"
+     "    def forward(self, x):\n        return x\ndef get_inputs():\n    return [ModelNew().compute(1)]\n",
+     {("torch_call", 3)}),
+    # a module-level object's attributes reached to store results (partial.keywords).
+    ("import functools\nSTORE = functools.partial(int)\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        STORE.keywords.update(out=x)\n        return x\n", {("state_cache", 5)}),
     # A parameter named like a configuration object is not one.
     ("class ModelNew(nn.Module):\n    def forward(self, info):\n        return info.min\n", {("torch_call", 3)}),
 ])
