@@ -1160,6 +1160,9 @@ class _Checker(ast.NodeVisitor):
                "triton.heuristics": {0: "values"}}[hook]
         named = [(a, pos[i]) for i, a in enumerate(node.args) if i in pos]
         named += [(k.value, k.arg) for k in node.keywords if k.arg in pos.values()]
+        # *args / **kwargs could fill any slot unseen: refused whole.
+        named += [(a, "*" + ast.unparse(a.value)[:40]) for a in node.args if isinstance(a, ast.Starred)]
+        named += [(k.value, "**" + ast.unparse(k.value)[:40]) for k in node.keywords if k.arg is None]
         out = []
         for expr, what in named:
             if what in ("prune_configs_by", "values"):

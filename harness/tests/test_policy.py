@@ -473,6 +473,9 @@ HONEST_IDIOMS = {
      "    return [triton.Config({'BLOCK': 16}, pre_hook=hook)]\n", {("forbidden_call", 4)}),
     ("H = {'EVEN': lambda args: True}\n@triton.heuristics(H)\n@triton.jit\ndef k3(x_ptr, EVEN: tl.constexpr):\n"
      "    pass\n", {("forbidden_call", 2)}),
+    # slots filled by unpacking cannot be seen;
+    ("def get_configs():\n    def hook(nargs):\n        nargs['out'].copy_(nargs['x'] + 1.0)\n"
+     "    return [triton.Config({'BLOCK': 16}, **{'pre_hook': hook})]\n", {("forbidden_call", 4)}),
     # functools.reduce handing back a tensor is not a configuration object;
     ("import functools\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
      "        t = functools.reduce(lambda a, b: b, [0, x])\n        m = t.mul\n        return m(2)\n",
