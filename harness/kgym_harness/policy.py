@@ -473,6 +473,10 @@ class _Checker(ast.NodeVisitor):
         a = fn.args
         return [x.arg for x in a.posonlyargs + a.args], [x.arg for x in a.kwonlyargs]
 
+    def _param_names(self, fn):
+        """Every parameter name of fn, *args and **kwargs included."""
+        return set(sum(self._params(fn), [])) | {x.arg for x in (fn.args.vararg, fn.args.kwarg) if x}
+
     def _taint(self):
         fns = [f for fs in self.defs.values() for f in fs if f not in self.jit]
         escaped = set()
@@ -530,13 +534,12 @@ class _Checker(ast.NodeVisitor):
     def bound(self, fn):
         if fn not in self._bound_cache:
             b, _ = _bound_names(fn)
-            self._bound_cache[fn] = b | set(sum(self._params(fn), [])) | {
-                x.arg for x in (fn.args.vararg, fn.args.kwarg) if x}
+            self._bound_cache[fn] = b | self._param_names(fn)
         return self._bound_cache[fn]
 
     def _clean_locals(self, fn):
         bound, _ = _bound_names(fn)
-        params = set(sum(self._params(fn), [])) | {x.arg for x in (fn.args.vararg, fn.args.kwarg) if x}
+        params = self._param_names(fn)
         clean = (bound - params) | (self.clean_params.get(fn, set()) & params)
         assigns = []
         for n in ast.walk(fn):
@@ -688,8 +691,7 @@ class _Checker(ast.NodeVisitor):
         if not (isinstance(dec, ast.Call) and len(dec.args) == 1 and not dec.keywords
                 and isinstance(dec.args[0], ast.Name)) or self.fn is None or isinstance(self.fn, ast.Lambda):
             return False
-        a = self.fn.args
-        return dec.args[0].id in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+        return dec.args[0].id in set(sum(self._params(self.fn), []))
 
     def visit_FunctionDef(self, node):
         self._visit_signature(node)
@@ -1018,8 +1020,7 @@ class _Checker(ast.NodeVisitor):
         (torch.finfo, torch.iinfo, triton.Config ...): a configuration object."""
         if not isinstance(receiver, ast.Name) or self.fn is None or isinstance(self.fn, ast.Lambda):
             return False
-        a = self.fn.args
-        if receiver.id in {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y]}:
+        if receiver.id in self._param_names(self.fn):
             return False  # a parameter, whatever is assigned to the name later
         values = []
         for n in ast.walk(self.fn):
@@ -1201,8 +1202,6 @@ class _Checker(ast.NodeVisitor):
                 self.generic_visit(node)
             finally:
                 self.hook_depth -= 1
-            # A function of the module's own handed over by name (pre_hook=fn) would run there unchecked by
-            # this rule: only lambdas written in place are allowed.
             # Every slot that takes a function must hold a lambda written here (walked just above with the
             # hook rules), or None: a name could hold any function, a closure of a config factory included.
             for slot, what in self._hook_slots(node, hook):
@@ -1210,6 +1209,8 @@ class _Checker(ast.NodeVisitor):
                     self.add("forbidden_call", slot, what,
                              f"{what} of {hook} must be a lambda written in place (it runs during the launch, "
                              "where it may only compute launch configuration from its arguments)")
+            # And a function of the module's own named anywhere in the call (unless called right here, like
+            # configs=get_configs()) would run during the launch unchecked by the hook rules.
             own = {d.name for d in self.tree.body if isinstance(d, (ast.FunctionDef, ast.AsyncFunctionDef))}
             for arg in ast.walk(node):
                 if isinstance(arg, ast.Name) and isinstance(arg.ctx, ast.Load) and arg.id in own \

@@ -694,7 +694,7 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     cap = DEFAULT_CPU_BUDGET if budget is None else min(budget, DEFAULT_CPU_BUDGET)
     small = plan_sizes(module, cap, odd=True)
     odd = Variant("small_odd", dict(small), base_seed, "signed", None,
-                  f"small sizes (<= {cap} elements per tensor), not multiples of 16, signed inputs (randn): "
+                  f"small sizes (<= {cap} elements per tensor), not multiples of 16, {_SMALL_ODD_SIGNED}: "
                   f"{_changed(small, base) or 'the sizes of base'}")
     if not any(_same_inputs(odd, v) for v in out):
         out.append(odd)
@@ -745,6 +745,11 @@ def _same_inputs(a: Variant, b: Variant) -> bool:
     return (dict(a.sizes), a.seed, a.transform, a.dtype) == (dict(b.sizes), b.seed, b.transform, b.dtype)
 
 
+# The inputs small_odd's description names, and what plain_fallback names instead.
+_SMALL_ODD_SIGNED = "signed inputs (randn)"
+_SMALL_ODD_PLAIN = "the task's own inputs (its reference gives NaN/Inf on signed ones)"
+
+
 def plain_fallback(variant: Variant, planned) -> Variant | None:
     """The rand-input form of small_odd, for when the reference cannot take its signed inputs (NaN/Inf: a log
     or sqrt of the inputs): the variant's odd sizes are still worth testing.  None for any other variant, or
@@ -752,9 +757,7 @@ def plain_fallback(variant: Variant, planned) -> Variant | None:
     if variant.name != "small_odd" or variant.transform != "signed":
         return None
     plain = dataclasses.replace(variant, transform="none",
-                                description=variant.description.replace(
-                                    "signed inputs (randn)", "the task's own inputs (its reference gives NaN/Inf "
-                                    "on signed ones)"))
+                                description=variant.description.replace(_SMALL_ODD_SIGNED, _SMALL_ODD_PLAIN))
     return None if any(_same_inputs(plain, v) for v in planned) else plain
 
 
