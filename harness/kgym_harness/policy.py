@@ -163,17 +163,10 @@ def _bound_names(node):
             return
         if isinstance(n, (ast.Lambda,) + _COMPREHENSIONS):
             return
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            bound.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            for a in n.names:
-                bound.add(a.asname or a.name.split(".")[0])
-        elif isinstance(n, ast.ExceptHandler) and n.name:
-            bound.add(n.name)
-        elif isinstance(n, (ast.Global, ast.Nonlocal)):
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
             declared.update(n.names)
-        elif isinstance(n, ast.NamedExpr):
-            bound.add(n.target.id)
+        else:
+            bound.update(_names_bound_by(n))  # match captures and except-as included
         for c in ast.iter_child_nodes(n):
             scan(c)
 
@@ -556,6 +549,10 @@ class _Checker(ast.NodeVisitor):
                 assigns += [(i.optional_vars, i.context_expr) for i in n.items if i.optional_vars]
             elif isinstance(n, ast.ExceptHandler) and n.name:
                 clean.discard(n.name)
+            elif isinstance(n, ast.Match):
+                # A capture takes (a part of) the subject: as clean as the subject.
+                assigns += [(ast.Name(id=x, ctx=ast.Store()), n.subject)
+                            for c in n.cases for p in ast.walk(c.pattern) for x in _names_bound_by(p)]
         self.clean_locals[fn] = clean
         for _ in range(len(assigns) + 1):
             changed = False
@@ -870,26 +867,34 @@ class _Checker(ast.NodeVisitor):
 
     def _owned(self, name, fn):
         """Every assignment of name (in fn, or at module level when fn is None) creates an instance of one of the
-        module's own classes."""
+        module's own classes, and nothing else binds it (a loop, with, unpacking, match capture, parameter...)."""
         body = fn.body if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) else \
             [fn.body] if fn is not None else self.tree.body
         values, seen = [], False
-        nodes = [n for stmt in body for n in ast.walk(stmt)] if fn is not None else list(body)
-        for n in nodes:
+        for n in self._scope_nodes(body, nested=fn is not None):
+            p = self.parents.get(n)
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None:
                 ts = n.targets if isinstance(n, ast.Assign) else [n.target]
                 if any(isinstance(t, ast.Name) and t.id == name for t in ts):
                     values.append(n.value)
-            elif isinstance(n, (ast.For, ast.With, ast.AugAssign, ast.NamedExpr)) or (
-                    fn is not None and isinstance(n, ast.arguments)):
-                targets = [n.target] if isinstance(n, (ast.For, ast.AugAssign, ast.NamedExpr)) else \
-                    [i.optional_vars for i in n.items if i.optional_vars] if isinstance(n, ast.With) else []
-                if any(isinstance(x, ast.Name) and x.id == name for t in targets for x in ast.walk(t)):
-                    seen = True
+            elif name in _names_bound_by(n) and not (
+                    isinstance(p, ast.Assign) and n in p.targets or isinstance(p, ast.AnnAssign) and n is p.target):
+                seen = True
         if fn is not None and name in {a.arg for a in ast.walk(fn) if isinstance(a, ast.arg)}:
             seen = True
         return bool(values) and not seen and all(
             isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in self.classes for v in values)
+
+    @staticmethod
+    def _scope_nodes(stmts, nested):
+        """Every node of ``stmts``; with ``nested`` False, not those inside the functions, lambdas and classes
+        they define (whose names they bind all the same)."""
+        todo = list(stmts)
+        while todo:
+            n = todo.pop()
+            yield n
+            if nested or not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                todo.extend(ast.iter_child_nodes(n))
 
     def visit_Try(self, node):
         if node.handlers and self.ctx == "forward" and self.fn is not None:

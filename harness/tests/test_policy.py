@@ -487,6 +487,14 @@ HONEST_IDIOMS = {
     # a module-level object's attributes reached to store results (partial.keywords).
     ("import functools\nSTORE = functools.partial(int)\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
      "        STORE.keywords.update(out=x)\n        return x\n", {("state_cache", 5)}),
+    # Names bound by a match capture or an unpacking (found reviewing the above): a capture is as tainted as its
+    # subject, so a tensor captured under a module-level name's spelling is no clean configuration...
+    ("_CACHE = {}\nCFG = 1\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        match x:\n"
+     "            case CFG:\n                _CACHE[0] = CFG\n        return x\n", {("state_cache", 7)}),
+    # ...and a name also bound by a capture or an unpacking is no longer an instance of the module's own class.
+    ("class Mine:\n    pass\nclass ModelNew(nn.Module):\n    def forward(self, t):\n        x = Mine()\n"
+     "        match self.weight:\n            case x:\n                pass\n        x.cached = t\n        y = Mine()\n"
+     "        y, = [self.weight]\n        y.cached = t\n        return t\n", {("monkey_patch", 9), ("monkey_patch", 12)}),
     # A parameter named like a configuration object is not one.
     ("class ModelNew(nn.Module):\n    def forward(self, info):\n        return info.min\n", {("torch_call", 3)}),
 ])
