@@ -3,7 +3,7 @@
 # to build and test kgym's evaluator, in folders git ignores:
 #   .gpu/  jansson and libcrypto (SHA-256 in src/util/files.c) headers + static libraries, the stubs, the
 #          build script
-#   .kb/   KernelBench level1/level2 problem files (../shared does not travel)
+#   .kb/   KernelBench level1/level2/level3 problem files (../shared does not travel)
 # Then, with the device tool: carry [".gpu", ".kb"] and run
 #   export KGYM_PYTHON=$(which python3) KGYM_DEVICE=cuda KGYM_BIN=build/kgym KGYM_KERNELBENCH=$PWD/.kb
 #   sh .gpu/build.sh && sh tests/integration/test_kernelbench.sh
@@ -32,7 +32,7 @@ cp -r /usr/include/openssl .gpu/include/
 for d in /usr/include/*-linux-gnu/openssl; do [ -d "$d" ] && cp "$d"/*.h .gpu/include/openssl/; done
 cp "$(pkg-config --variable=libdir libcrypto)/libcrypto.a" .gpu/lib/
 cp scripts/gpu-stubs.c .gpu/stubs.c
-cp -r "$KB/level1" "$KB/level2" .kb/
+cp -r "$KB/level1" "$KB/level2" "$KB/level3" .kb/
 cat > .gpu/build.sh <<'EOS'
 #!/bin/sh
 # sh .gpu/build.sh [DIR]: builds DIR/build/kgym (DIR: this checkout, or a baseline's sources in .gpu/base).

@@ -72,6 +72,19 @@ _CLEAN_BUILTINS = {"int", "float", "bool", "str", "tuple", "list", "dict", "set"
                    "round", "sorted", "range", "enumerate", "zip", "divmod", "pow", "repr", "format", "reversed",
                    "any", "all", "slice", "sum", "chr", "ord", "map", "filter", "iter", "next"}
 _ALWAYS_CLEAN_BUILTINS = {"len", "isinstance", "issubclass"}
+# nn.Module's own private state and machinery: never reachable by a name the candidate also gives its own.
+_MODULE_INTERNALS = frozenset((
+    "_parameters", "_buffers", "_modules", "_non_persistent_buffers_set", "_backward_hooks", "_backward_pre_hooks",
+    "_forward_hooks", "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs", "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks", "_is_full_backward_hook", "_call_impl", "_wrapped_call_impl", "_apply",
+    "_get_name", "_named_members", "_save_to_state_dict", "_load_from_state_dict", "_slow_forward",
+    "_compiled_call_impl", "_version", "_base", "_cdata", "_grad", "_grad_fn", "_backward_hooks"))
+# Clean calls that only query the device or a number format (their results' properties are numbers or strings).
+_QUERY_PREFIXES = ("torch.cuda.", "torch.finfo", "torch.iinfo", "triton.runtime.driver.active.")
+# Builtins whose result, from immutable arguments, is immutable too (a module-level ``NW = max(4, 8)``).
+_IMMUTABLE_BUILTINS = {"int", "float", "bool", "str", "min", "max", "abs", "round", "len", "tuple", "frozenset",
+                       "divmod", "pow", "ord", "chr", "repr", "format", "isinstance", "issubclass"}
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
@@ -278,6 +291,11 @@ class _Checker(ast.NodeVisitor):
                 self.self_attrs.add(n.attr)
             if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
                 cname = self.canonical(n.value.func) or ""
+                if cname == "torch.nn.Sequential" and self._holds_torch_layer(n.value):
+                    cname = "torch.nn.Sequential of PyTorch layers"
+                    for t in n.targets:
+                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                            self.nn_attrs[t.attr] = cname
                 if cname.startswith("torch.nn.") and cname.split(".")[-1][:1].isupper() and cname.split(".")[-1] \
                         not in ("Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList",
                                 "ModuleDict"):
@@ -364,8 +382,11 @@ class _Checker(ast.NodeVisitor):
 
     # -- module-level state ---------------------------------------------------------------------------------------
     def _module_vars(self):
-        """Module-level variables (not functions, classes or imports), and those that may hold mutable state."""
-        names, mutable = {}, set()
+        """Module-level variables (not functions, classes or imports), and those that may hold mutable state.
+        A variable is immutable when every value bound to it is (_immutable), another immutable module variable
+        included: ``NUM_WARPS = 8 if FAST else 4`` is as constant as ``4``.  Found as a fixed point: a variable
+        is mutable once one of its values reads a mutable one."""
+        names, bindings = {}, []
         for stmt in self.tree.body:
             targets, value = [], None
             if isinstance(stmt, ast.Assign):
@@ -379,8 +400,53 @@ class _Checker(ast.NodeVisitor):
                 for n in ast.walk(t):
                     if isinstance(n, ast.Name):
                         names.setdefault(n.id, stmt.lineno)
-                        if value is None or not self._immutable(value):
-                            mutable.add(n.id)
+                        # Unpacking (A, B = f()) binds parts of a value: each is as mutable as the whole.
+                        bindings.append((n.id, value if t is n or isinstance(t, ast.Tuple) else None))
+        # A function that declares a name global and assigns it binds a module variable too (`global _C;
+        # _C = []` then `_C.append(out)` keeps results across calls through a name set to None at module level).
+        # Its value is judged like a module-level one, but it may also read a property of a clean query
+        # (`_NUM_SMS = torch.cuda.get_device_properties(d).multi_processor_count`, a lazily filled constant).
+        rebinds = []
+        for fn in ast.walk(self.tree):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            declared = {x for g in ast.walk(fn) if isinstance(g, ast.Global) for x in g.names}
+            seen = set()  # the Name nodes of assignment targets, judged with their assignment's value
+            for n in ast.walk(fn) if declared else ():
+                if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    ts = n.targets if isinstance(n, ast.Assign) else [n.target]
+                    for t in ts:
+                        for x in ast.walk(t):
+                            if isinstance(x, ast.Name):
+                                seen.add(x)
+                            if isinstance(x, ast.Name) and x.id in declared:
+                                names.setdefault(x.id, n.lineno)
+                                rebinds.append((x.id, n.value if t is x or isinstance(t, ast.Tuple) else None))
+            for n in ast.walk(fn) if declared else ():
+                # Any other binding (a loop or with target, a walrus, an import, except-as, a match capture).
+                if n not in seen and not isinstance(n, (ast.Global, ast.Nonlocal)):
+                    for x in _names_bound_by(n) & declared:
+                        names.setdefault(x, getattr(n, "lineno", 0))
+                        rebinds.append((x, None))
+        # Names bound at module level other than by these assignments (a def, a class, an import, a global
+        # statement, a walrus, a match capture) are not constants whatever their assignments say.
+        others = {k for k in self.module_bound if k not in names}
+        mutable = set()
+        self._var_state = (names, mutable, others)
+        try:
+            changed = True
+            while changed:
+                changed = False
+                for name, value in bindings + rebinds:
+                    if name in mutable:
+                        continue
+                    scalar = value is not None and (self._immutable(value) or (
+                        (name, value) in rebinds and self._clean_query_property(value)))
+                    if not scalar:
+                        mutable.add(name)
+                        changed = True
+        finally:
+            self._var_state = None
         return names, mutable
 
     def _clean_module_vars(self):
@@ -401,22 +467,80 @@ class _Checker(ast.NodeVisitor):
             clean -= bad
         return clean
 
+    def _clean_query_property(self, node):
+        """``q(...).attr`` (subscripts and attributes on the result of a clean call such as
+        torch.cuda.get_device_properties): a property of what a query returned, a number or a string."""
+        if not isinstance(node, (ast.Attribute, ast.Subscript)):
+            return False
+        base = node
+        while isinstance(base, (ast.Attribute, ast.Subscript)):
+            base = base.value
+        name = isinstance(base, ast.Call) and self.canonical(base.func)
+        # Queries of the device and of number formats only: functools.reduce is a clean call too, and can hand
+        # back a tensor from arguments that hold one.
+        return bool(name) and name in self.clean_calls and name.startswith(_QUERY_PREFIXES)
+
     def _immutable(self, node):
+        """Whether ``node``, evaluated once at module level, can only give a value nothing can be stored in:
+        constants, tuples of them, arithmetic, comparisons, ``a if c else b``, ``a and b`` (each operand is a
+        possible value), dtypes and devices, builtins like max/int/str of such values, another immutable
+        module variable (while _module_vars computes them).  Lists, dicts, sets and instances are mutable."""
         if isinstance(node, ast.Constant):
             return True
         if isinstance(node, ast.Tuple):
             return all(self._immutable(e) for e in node.elts)
         if isinstance(node, (ast.UnaryOp, ast.BinOp)):
             return all(self._immutable(c) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr))
+        if isinstance(node, ast.Compare):  # operands of immutable types compare to a bool (a tensor's would not)
+            return all(self._immutable(c) for c in [node.left] + node.comparators)
+        if isinstance(node, ast.BoolOp):
+            return all(self._immutable(v) for v in node.values)
+        if isinstance(node, ast.IfExp):  # the test is only evaluated, never stored
+            return self._immutable(node.body) and self._immutable(node.orelse)
         if isinstance(node, ast.Attribute):  # torch.float32, tl.float16, math.pi
             return self.canonical(node) is not None
+        if isinstance(node, ast.Subscript):  # torch.cuda.get_device_capability()[0]: an element of a constant
+            return self._immutable(node.value) and self._immutable(node.slice)
         if isinstance(node, ast.Name):  # another constant, a function
-            return node.id in self.defs or node.id in self.classes or node.id in self.aliases
-        if isinstance(node, ast.Call):  # torch.device("cuda"), triton.Config(...)
-            name = self.canonical(node.func)
-            return name is not None and name in self.clean_calls and all(
-                self._immutable(a) for a in list(node.args) + [k.value for k in node.keywords])
+            if node.id in self.defs or node.id in self.classes or node.id in self.aliases:
+                return True
+            state = getattr(self, "_var_state", None)
+            return state is not None and node.id in state[0] and node.id not in state[1] and node.id not in state[2]
+        if isinstance(node, ast.Call):  # torch.device("cuda"), triton.Config(...), max(4, 8)
+            args = list(node.args) + [k.value for k in node.keywords]
+            f = node.func
+            if isinstance(f, ast.Name) and f.id in _IMMUTABLE_BUILTINS and f.id not in self.module_bound:
+                return all(self._immutable(a) for a in args)
+            if isinstance(f, ast.Name) and f.id in self._frozen_classes():
+                return all(self._immutable(a) for a in args)
+            name = self.canonical(f)
+            return name is not None and name in self.clean_calls and all(self._immutable(a) for a in args)
         return False
+
+    def _frozen_classes(self):
+        """The module's own classes whose instances cannot be changed: @dataclass(frozen=True) ones and
+        typing.NamedTuple subclasses (a module-level ``DEFAULT = Cfg(block=1024)`` is then a constant)."""
+        if getattr(self, "_frozen", None) is None:
+            self._frozen = set()
+            for n in self.tree.body:
+                if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \
+                        isinstance(n.value, ast.Call) and \
+                        self.canonical(n.value.func) in ("collections.namedtuple", "typing.NamedTuple") and \
+                        sum(n.targets[0].id in _names_bound_by(m) for m in ast.walk(self.tree)) == 1:
+                    self._frozen.add(n.targets[0].id)  # Cfg = collections.namedtuple("Cfg", "block warps")
+                if not isinstance(n, ast.ClassDef):
+                    continue
+                frozen = any(self.canonical(b) == "typing.NamedTuple" for b in n.bases) or any(
+                    isinstance(d, ast.Call) and self.canonical(d.func) == "dataclasses.dataclass" and any(
+                        k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in d.keywords) for d in n.decorator_list)
+                # Its name bound once, by the class statement: `Cfg = dict` later would make Cfg(...) mutable.
+                # No operator methods of its own: `__add__` could return a list, so `DEFAULT + 1` would be one.
+                own_dunders = {b.name for b in n.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               and b.name.startswith("__") and b.name not in ("__post_init__", "__repr__", "__str__")}
+                if frozen and not own_dunders and sum(n.name in _names_bound_by(m) for m in ast.walk(self.tree)) == 1:
+                    self._frozen.add(n.name)
+        return self._frozen
 
     def _init_only(self):
         """Functions that run only while the module is built: __init__ and what only __init__ calls."""
@@ -428,6 +552,14 @@ class _Checker(ast.NodeVisitor):
         for n in ast.walk(self.tree):
             p = self.parents.get(n)
             callee = isinstance(p, ast.Call) and p.func is n
+            # self.apply(self._init_weights): nn.Module.apply calls it at once, on each submodule, where the
+            # apply is written (the GPT idiom in __init__): a call site there, not an escape.
+            if isinstance(p, ast.Call) and p.args == [n] and not p.keywords and isinstance(p.func, ast.Attribute) \
+                    and p.func.attr == "apply" and isinstance(p.func.value, ast.Name) and p.func.value.id == "self" \
+                    and isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                    and n.attr in self.defs:
+                sites.setdefault(n.attr, []).append(self._enclosing(p))
+                continue
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.defs and not callee:
                 escaped.add(n.id)
             if isinstance(n, ast.Attribute) and n.attr in self.defs and not callee:
@@ -935,6 +1067,8 @@ class _Checker(ast.NodeVisitor):
             return
         if name in allowed:
             return
+        if name in self.init_names and self._class_test(node):
+            return  # isinstance(m, nn.Linear): a type test on a layer __init__ built, nothing runs
         if _does_not_exist(name):
             # A misspelt name of an allowed library (tl.undefined_thing) reaches nothing: it fails when the
             # kernel compiles or the module runs, and that error is the feedback a model needs, not "hack".
@@ -956,6 +1090,25 @@ class _Checker(ast.NodeVisitor):
                      "cdiv/next_power_of_2, triton.language, math, torch allocation/views/dtypes, and in __init__ "
                      "nn.Parameter, nn.init.* and nn layers as weight holders")
 
+    def _holds_torch_layer(self, call):
+        """An nn.Sequential(...) call whose arguments are (or may be: a *list built elsewhere) PyTorch layers:
+        calling it runs them.  A Sequential of the candidate's own modules only is theirs to call."""
+        for a in call.args:
+            if isinstance(a, ast.Starred):
+                return True  # nn.Sequential(*layers): what the list holds is not known here
+            if not (isinstance(a, ast.Call) and isinstance(a.func, ast.Name) and a.func.id in self.classes):
+                return True
+        return False
+
+    def _class_test(self, node):
+        """node is the class argument of isinstance/issubclass (alone or in a tuple of classes)."""
+        p = self.parents.get(node)
+        if isinstance(p, ast.Tuple):
+            node, p = p, self.parents.get(p)
+        return isinstance(p, ast.Call) and len(p.args) == 2 and p.args[1] is node and \
+            isinstance(p.func, ast.Name) and p.func.id in ("isinstance", "issubclass") and \
+            p.func.id not in self.module_bound
+
     def check_attr(self, node, attr, receiver, called):
         """One attribute of a value that is not a module (a tensor, self, a dict...)."""
         recv_self = isinstance(receiver, ast.Name) and receiver.id in ("self", "cls")
@@ -968,7 +1121,15 @@ class _Checker(ast.NodeVisitor):
             self.add("forbidden_attribute", node, attr, f"the attribute `{attr}` is not allowed (reflection, "
                      "hooks or tensor internals)")
             return
-        if attr.startswith("_") and not (recv_self and (attr in self.self_attrs or attr in self.user_methods)):
+        own = attr in self.self_attrs or attr in self.user_methods
+        # Also the module's own private names reached through its own class (ModelNew._launch, a staticmethod)
+        # or a chain from self (self.inner._scale, a submodule of its own class): never nn.Module's internals,
+        # which a class of the candidate's could name too (self._parameters = ...) to unlock them elsewhere.
+        root, _parts = _chain(receiver) if isinstance(receiver, ast.Attribute) else (receiver, [])
+        via_own = own and attr not in _MODULE_INTERNALS and (
+            (isinstance(receiver, ast.Name) and receiver.id in self.classes) or
+            (isinstance(root, ast.Name) and root.id == "self" and receiver is not root))
+        if attr.startswith("_") and not ((recv_self and own) or via_own):
             self.add("forbidden_attribute", node, attr, f"the private attribute `{attr}` is not allowed: only "
                      "your own self._name attributes and methods")
             return
@@ -1119,7 +1280,10 @@ class _Checker(ast.NodeVisitor):
              isinstance(parent, ast.Compare) or \
              (isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node) or \
              (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
-              and parent.func.id in _READING_BUILTINS and node in parent.args)
+              and parent.func.id in _READING_BUILTINS and node in parent.args) or \
+             (isinstance(parent, ast.keyword) and parent.arg is None) or \
+             (isinstance(parent, ast.Starred) and isinstance(gp, ast.Call) and parent in gp.args)
+        # f(**D) and f(*L) pass copies of the items, never the container itself: reads, like D["k"].
         if isinstance(parent, ast.Attribute) and isinstance(gp, ast.Call) and gp.func is parent:
             meth = parent.attr
             args = list(gp.args) + [k.value for k in gp.keywords]
@@ -1131,7 +1295,8 @@ class _Checker(ast.NodeVisitor):
         if not ok:
             self.add("state_cache", node, node.id,
                      f"module-level {node.id} (defined line {self.module_vars[node.id]}) is passed around as a "
-                     "value: aliasing it hides what is stored in it; read and write it only by subscript")
+                     "value: aliasing it hides what is stored in it; read and write it only by subscript (a "
+                     "module-level constant, a tuple of them or a frozen dataclass instance may be passed freely)")
 
     def _dynamic(self, node, parent):
         if not (isinstance(parent, ast.Call) and parent.func is node):
@@ -1224,7 +1389,10 @@ class _Checker(ast.NodeVisitor):
                              f"{arg.id} is handed to {hook}: functions that Triton runs during a launch must be "
                              "lambdas written in place that compute launch configuration only")
             return
-        if self.hook_depth and self.fn is not None and (
+        # A shape or layout query on an argument (args["x_ptr"].element_size()) reads configuration: allowed.
+        if self.hook_depth and self.fn is not None and not (
+                isinstance(f, ast.Attribute) and f.attr in self.safe_methods
+                and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords) and (
                 isinstance(f, ast.Attribute) and self.canonical(f) is None
                 or isinstance(f, ast.Name) and self.resolve(f.id) != "local" and f.id not in _HOOK_BUILTINS
                 and f.id not in self.aliases):

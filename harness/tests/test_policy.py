@@ -430,6 +430,111 @@ HONEST_IDIOMS = {
                 k[(1,)](out, out.numel(), BLOCK=block)
                 return out
         """,
+    # Found by a second idiom probe (54 honest candidates were refused; these are the common ones).
+    "module constants from expressions": """\
+        import dataclasses
+        from typing import NamedTuple
+        DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        FAST = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+        NUM_WARPS = 8 if FAST else 4
+        NW2 = max(NUM_WARPS, 2) * 2
+        IS_HIP = torch.version.hip is not None
+        LAUNCH = {"BLOCK": 64, "num_warps": 4}
+        @dataclasses.dataclass(frozen=True)
+        class Cfg:
+            block: int = 64
+        class Pair(NamedTuple):
+            a: int
+            b: int
+        DEFAULT = Cfg(block=64)
+        PAIR = Pair(1, 2)
+        def launch(out, cfg, warps, dev):
+            k[(1,)](out, out.numel(), BLOCK=cfg.block, num_warps=warps)
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x, device=DEVICE)
+                cfg = DEFAULT
+                launch(out, cfg, NUM_WARPS if not IS_HIP else NW2, DEVICE)
+                k[(1,)](out, out.numel(), **LAUNCH)
+                p = PAIR
+                return out
+        """,
+    "driver queries from the tutorials": """\
+        DEVICE = triton.runtime.driver.active.get_active_torch_device()
+        def is_hip():
+            return triton.runtime.driver.active.get_current_target().backend == "hip"
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x, device=DEVICE)
+                k[(1,)](out, out.numel(), BLOCK=32 if is_hip() else 64)
+                return out
+        """,
+    "reference __init__ copied: Sequential, activations, dropout, masks, apply": """\
+        import math
+        class ModelNew(nn.Module):
+            def __init__(self, d):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(d, d), nn.ReLU(), nn.Dropout(0.0))
+                self.register_buffer("mask", torch.tril(torch.ones(8, 8)))
+                self.apply(self._init_weights)
+            def _init_weights(self, m):
+                if isinstance(m, nn.Linear) and m.bias is None:
+                    nn.init.kaiming_uniform_(m.weight, a=math.sqrt(5))
+            def forward(self, x):
+                out = torch.empty_like(x)
+                for m in self.net:
+                    if isinstance(m, (nn.Linear, nn.Conv2d)):
+                        k[(1,)](out, m.weight.numel(), BLOCK=64)
+                return out
+        """,
+    "own private names through the class and submodules": """\
+        class Inner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self._scale = 2.0
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+            @staticmethod
+            def _launch(out, s):
+                k[(1,)](out, out.numel(), BLOCK=64)
+            def forward(self, x):
+                out = torch.empty_like(x)
+                ModelNew._launch(out, self.inner._scale)
+                return out
+        """,
+    "small library helpers": """\
+        import enum
+        import warnings
+        import contextlib
+        import collections
+        from typing import TYPE_CHECKING, cast
+        if TYPE_CHECKING:
+            from torch import Tensor
+        Mode = collections.namedtuple("Mode", "block warps")
+        MODE = Mode(64, 4)
+        class Act(enum.IntEnum):
+            NONE = 0
+            RELU = 1
+        @triton.heuristics({"EVEN": lambda args: args["n"] % (16 // args["x_ptr"].element_size()) == 0})
+        @triton.jit
+        def k4(x_ptr, n, EVEN: tl.constexpr):
+            pass
+        class ModelNew(nn.Module):
+            @torch.compiler.disable
+            def forward(self, x):
+                if x.is_complex():
+                    warnings.warn("complex input")
+                y = cast(torch.Tensor, x).ravel()
+                a, b = torch.broadcast_tensors(y, y)
+                with contextlib.nullcontext(), torch.cuda.device_of(x):
+                    out = torch.empty_like(a).type(torch.float32)
+                    s = out.new_tensor([1.0])
+                    k4[(1,)](out, torch.numel(out))
+                    k[(1,)](out, out.numel(), BLOCK=MODE.block, num_warps=MODE.warps)
+                return out if callable(k4) and torch.is_grad_enabled() is not None else out
+        """,
 }
 
 
@@ -497,6 +602,39 @@ HONEST_IDIOMS = {
      "        y, = [self.weight]\n        y.cached = t\n        return t\n", {("monkey_patch", 9), ("monkey_patch", 12)}),
     # A parameter named like a configuration object is not one.
     ("class ModelNew(nn.Module):\n    def forward(self, info):\n        return info.min\n", {("torch_call", 3)}),
+    # Module constants (second idiom probe): a global rebound to a list is a cache, whatever the module-level
+    # value was, and passing containers or instances with their own operators around is still refused.
+    ("_C = None\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        global _C\n        _C = []\n"
+     "        _C.append(x)\n        return _C[0]\n", {("state_cache", 6)}),
+    ("L = [1] if True else ()\ndef f(v):\n    return v\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        return f(L)\n", {("state_cache", 6)}),
+    ("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass C:\n    a: int = 1\n"
+     "    def __add__(self, o):\n        return []\nD = C() + 1\nclass ModelNew(nn.Module):\n"
+     "    def forward(self, x):\n        d = D\n        return x\n", {("state_cache", 10)}),
+    ("import dataclasses\n@dataclasses.dataclass\nclass C:\n    a: int = 1\nD = C()\nclass ModelNew(nn.Module):\n"
+     "    def forward(self, x):\n        d = D\n        return x\n", {("state_cache", 8)}),
+    ("import functools\n_T = None\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        global _T\n"
+     "        _T = functools.reduce(lambda a, b: b, [0, x]).data\n        t = _T\n        return t\n",
+     {("state_cache", 7)}),
+    # Private names: only the candidate's own, and never nn.Module's machinery through a name it also uses.
+    ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._parameters2 = 1\n"
+     "        self._modules = {}\n    def forward(self, x):\n        return self.lin._modules, x._version\n",
+     {("forbidden_attribute", 7)}),
+    ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self._C = 1\n"
+     "    def forward(self, x):\n        return torch._C\n", {("forbidden_attribute", 6)}),
+    # Layers __init__ may now build are still not for forward to call (a Sequential of PyTorch layers included),
+    # and torch.tril is a init-only name.
+    ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.net = nn.Sequential(nn.Linear(2, 2), nn.ReLU())\n        self.act = nn.GELU()\n"
+     "    def forward(self, x):\n        return self.act(self.net(x)) + torch.tril(x)\n",
+     {("torch_call", 7)}),
+    # self.apply(fn) from forward makes fn forward code; an isinstance class test does not unlock a call.
+    ("class ModelNew(nn.Module):\n    def _w(self, m):\n        torch.nn.init.zeros_(m.weight)\n"
+     "    def forward(self, x):\n        self.apply(self._w)\n        y = nn.Linear(2, 2)\n"
+     "        return isinstance(y, nn.Linear)\n", {("torch_call", 3), ("torch_call", 6)}),
+    # Hook lambdas may query an argument's layout, not compute with it.
+    ("@triton.heuristics({'E': lambda a: a['x'].sum(), 'F': lambda a: a['x'].stride(a['n'])})\n@triton.jit\n"
+     "def k5(x, n, E: tl.constexpr, F: tl.constexpr):\n    pass\n", {("forbidden_call", 1)}),
 ])
 def test_idiom_exemptions_stay_narrow(body, expected):
     got = kinds_at(body)
