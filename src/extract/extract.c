@@ -494,12 +494,19 @@ static int is_marker(const char *s, size_t n)
     return is_blank(s + i, n - i);
 }
 
-/* Does the line start like Python source (the RAW rule)? */
-static int python_start(const char *s, size_t n)
+/* Does the line start like Python source (the RAW rule)?  With `flush` only an unindented line counts, and a
+ * module's own first lines count too: a docstring opening (three double or single quotes, r-prefixed or not)
+ * and `try:` (an import guarded for an older Triton).  Without a flush start the first indented one is taken
+ * (a reply whose whole module is indented: make_code removes the common indentation).  Why both: a module that
+ * opens with a docstring holding a line such as "from the reference: ..." or with `try:` over an indented
+ * import was cut at that inner line and no longer parsed. */
+static int python_start(const char *s, size_t n, int flush)
 {
     size_t i = 0;
     while (i < n && is_hspace(s[i]))
         i++;
+    if (flush && i > 0)
+        return 0;
     s += i;
     n -= i;
     if (n >= 1 && (s[0] == '@' || s[0] == '#'))
@@ -510,7 +517,12 @@ static int python_start(const char *s, size_t n)
         if (n > kl && memcmp(s, kw[k], kl) == 0 && is_hspace(s[kl]))
             return 1;
     }
-    return 0;
+    if (!flush)
+        return 0;
+    size_t q = n >= 1 && (s[0] == 'r' || s[0] == 'R') ? 1 : 0;
+    if (n >= q + 3 && (memcmp(s + q, "\"\"\"", 3) == 0 || memcmp(s + q, "'''", 3) == 0))
+        return 1;
+    return n >= 4 && memcmp(s, "try:", 4) == 0 && is_blank(s + 4, n - 4);
 }
 
 typedef struct {
@@ -620,16 +632,19 @@ static void scan_view(const char *p, size_t n, scan *s)
     }
     if (s->found || s->blocks || s->markers)
         return;
-    /* No fence, no marker: the whole text, from its first Python-looking line. */
-    for (pos = 0; pos < n;) {
-        size_t e = line_end(p, n, pos);
-        if (python_start(p + pos, e - pos)) {
-            s->looks_python = 1;
-            break;
+    /* No fence, no marker: the whole text, from its first Python-looking line (an unindented one if any). */
+    for (int flush = 1; flush >= 0 && !s->looks_python; flush--) {
+        s->prose = 0;
+        for (pos = 0; pos < n;) {
+            size_t e = line_end(p, n, pos);
+            if (python_start(p + pos, e - pos, flush)) {
+                s->looks_python = 1;
+                break;
+            }
+            if (!is_blank(p + pos, e - pos))
+                s->prose++;
+            pos = e < n ? e + 1 : n;
         }
-        if (!is_blank(p + pos, e - pos))
-            s->prose++;
-        pos = e < n ? e + 1 : n;
     }
     if (s->looks_python && defines_modelnew(p, pos, n)) {
         s->found = 1;

@@ -282,6 +282,20 @@ static void test_raw_no_fence(void)
     KG_CHECK(has(R.detail, "2 leading prose lines dropped"));
     KG_CHECK(ex("import torch\nx = torch.ones(3)\n") == KG_ERR_INVALID);
     KG_CHECK(has(E.message, "looks like Python, but does not define `class ModelNew`"));
+    /* A module that opens with its docstring (one line of which reads like an import) or with `try:` over an
+     * indented import is taken whole, not from that inner line. */
+    KG_CHECK(ex("\"\"\"ReLU in Triton.\nfrom the reference: y = max(x, 0)\n\"\"\"\n" MODEL) == KG_OK);
+    KG_CHECK_STR(R.code, "\"\"\"ReLU in Triton.\nfrom the reference: y = max(x, 0)\n\"\"\"\n" MODEL);
+    KG_CHECK(ex("r'''Doc.'''\n" MODEL) == KG_OK);
+    KG_CHECK_STR(R.code, "r'''Doc.'''\n" MODEL);
+    KG_CHECK(ex("try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n    pass\n" MODEL) ==
+             KG_OK);
+    KG_CHECK_STR(R.code, "try:\n    from triton.language.extra.cuda import libdevice\nexcept ImportError:\n    pass\n" MODEL);
+    /* Prose first is still dropped, and a reply whose whole module is indented still comes out dedented. */
+    KG_CHECK(ex("Here you go:\ntry: this\n" MODEL) == KG_OK);
+    KG_CHECK_STR(R.code, MODEL);
+    KG_CHECK(ex("Code:\n    import torch\n    class ModelNew:\n        pass\n") == KG_OK);
+    KG_CHECK_STR(R.code, "import torch\nclass ModelNew:\n    pass\n");
 }
 
 static void test_empty_input(void)
