@@ -1415,6 +1415,29 @@ def _enable_fused_compare():
         print(f"kgym judge: outputs compared chunk by chunk, not fused ({why})", file=sys.stderr)
 
 
+def _learn_launchers(link):
+    """After the stages: the signatures Triton made launchers for in the runner (its ``launchers`` answer, the
+    runner's word: data, validated word by word) are built into the machine's trusted modules directory, so later
+    runners load them instead of running gcc (tritoncache.learn).  Whatever happens here (a runner gone, a
+    malformed answer, no compiler) is printed to stderr and ignored: it decides nothing about this evaluation."""
+    from . import tritoncache
+
+    findings = len(link.findings)
+    try:
+        reply, _ = link.ask({"cmd": "launchers"})
+        if reply.get("type") != "ok":
+            raise ValueError(f"the runner answered {str(reply)[:200]}")
+        facts = tritoncache.learn(reply.get("signatures"))
+        if facts["refused"] or facts["failed"]:
+            print(f"kgym judge: Triton launchers for later runners: {json.dumps(facts)[:1000]}", file=sys.stderr)
+    except (Exception, RunnerLost) as exc:  # noqa: BLE001
+        print(f"kgym judge: Triton launchers not learned: {type(exc).__name__}: {exc}"[:500], file=sys.stderr)
+    finally:
+        # Findings are reported per stage, and the stages are over: whatever this answer carried is dropped, so
+        # that it could not count even if something reported findings later.
+        del link.findings[findings:]
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     """Entry point in the freshly forked judge (called by the zygote)."""
     os.setsid()  # our own process group: the supervisor kills it whole
@@ -1469,6 +1492,9 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
                        runner_uid=setup.get("uid")))
         try:
             ev.run()
+            if device.startswith("cuda"):
+                # Outside any GPU phase (hold_until_exit asks for one next), while the runner still answers.
+                _learn_launchers(ev.runner)
         finally:
             # The wind-down in a shared GPU phase kgym ends only once both processes are gone: tearing down two
             # CUDA contexts must not fall into another evaluation's exclusive timing window either.

@@ -171,32 +171,17 @@ _fused_on = False
 def enable_fused(cache_dir: str):
     """Lets compare use the fused kernel on GPU outputs, its compiled code kept in ``cache_dir`` (made, mode
     0700, when missing).  Refused, and compare stays on the chunked pass, unless that directory is one only
-    this uid (or root) can write, through every directory above it (a sticky one like /tmp aside): the runner
-    runs as another uid and under Landlock, so it cannot plant code there.  Returns None, or why not."""
+    this uid (or root) can write, through every directory above it (a sticky one like /tmp aside:
+    tritoncache.safe_dir, the check the runners' shared Triton modules pass too): the runner runs as another
+    uid and under Landlock, so it cannot plant code there.  Returns None, or why not."""
     global _fused_on
     import os
-    import stat
 
-    try:
-        os.makedirs(cache_dir, mode=0o700, exist_ok=True)
-        path = os.path.realpath(cache_dir)
-        me = os.getuid()
-        leaf = path
-        while True:
-            st = os.lstat(path)
-            if not stat.S_ISDIR(st.st_mode):
-                return f"{path} is not a directory"
-            if st.st_uid not in (0, me):
-                return f"{path} belongs to uid {st.st_uid}"
-            open_to_others = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-            if open_to_others and (path == leaf or not st.st_mode & stat.S_ISVTX):
-                return f"{path} is writable by other users"
-            parent = os.path.dirname(path)
-            if parent == path:
-                break
-            path = parent
-    except OSError as exc:
-        return f"{cache_dir}: {exc.strerror or exc}"
+    from .tritoncache import safe_dir
+
+    leaf, why = safe_dir(cache_dir, 0o700)
+    if leaf is None:
+        return why
     os.environ["TRITON_CACHE_DIR"] = leaf
     _fused_on = True
     return None

@@ -23,6 +23,7 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
   clock_block {model, calls}                   calls back to back on it, each timed
   profile {model, set, calls}                  per-kernel device times (torch.profiler)
   share_probe                                  known numbers into the judge's device spare (GPU only)
+  launchers                                    the signatures Triton made launchers for (tritoncache.py)
   exit
 
 Inside a command, while Triton compiles one of the candidate's kernels, the runner says so (runner → judge,
@@ -53,6 +54,7 @@ class Runner:
         self.cls = None
         self.seq = None
         self.compiling = False  # a compile announced ("begin") whose "end" is not said yet
+        self.signatures = []  # signatures Triton made launchers for (tritoncache.install_reader; GPU only)
 
     def reply(self, obj, values=None):
         obj = dict(obj, seq=self.seq)
@@ -126,10 +128,19 @@ class Runner:
         active, warnings = [], []
         sb = job.get("sandbox") or {}
         workdir = job.get("workdir")
+        shared = None
+        if self.device.startswith("cuda"):
+            from . import tritoncache
+
+            # The machine's trusted Triton modules (read-only for this process: sandbox.runner_paths), found now,
+            # as kgym's uid with kgym's environment (usually the zygote found it already): after the uid drop and
+            # the clean environment, "home" is the workdir.
+            shared, _why = tritoncache.modules_dir()
         if sb.get("enabled", True) is not False:
             keep = [p for p in sb.get("writable", []) if p]
             if sb.get("namespaces", True):
-                sandbox.enter_runner_namespaces(workdir, keep, active, warnings)
+                # Bound back (if a hidden directory covers it) but never chowned like the writable paths.
+                sandbox.enter_runner_namespaces(workdir, keep + ([shared] if shared else []), active, warnings)
             uid = job.get("runner_uid")
             if uid and os.geteuid() == 0:
                 sandbox.prepare_dir_for(workdir, uid, uid)
@@ -145,6 +156,9 @@ class Runner:
             # as root's home, which the runner can neither see nor write: the workdir is this runner's home, and
             # its compile cache goes with the evaluation (nothing a candidate writes reaches the next one).
             os.environ["TRITON_HOME"] = workdir
+            # TRITON_CACHE_DIR outranks TRITON_HOME, and TRITON_* variables pass the clean environment: one set
+            # for kgym (or a benchmark's empty cache for each run) would give every runner the same cache.
+            os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, ".triton", "cache")
         import torch
 
         torch.set_num_threads(int(job.get("threads", 1)))
@@ -154,6 +168,15 @@ class Runner:
         self.guards = guards.Guards(job.get("policy") or {})
         self.job = job
         if self.device.startswith("cuda"):
+            # Triton's C modules (its CUDA utilities, each signature's launcher stub: gcc, 0.2-0.4 s each) come
+            # from the trusted directory where kgym built them; what this runner compiles itself stays in its
+            # workdir.  The signatures it makes launchers for are what the judge asks for afterwards.
+            from . import tritoncache
+
+            try:
+                tritoncache.install_reader(self.signatures)
+            except Exception as exc:  # noqa: BLE001 — another Triton: every module is compiled here, as before
+                warnings.append(f"Triton's shared C modules not used: {type(exc).__name__}: {exc}"[:300])
             self._install_compile_handback()
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
@@ -311,6 +334,11 @@ class Runner:
             guards.LOG.active = False
         self.reply(dict(_plain(prof), type="ok"))
 
+    def launchers(self, msg):
+        """The signatures Triton made a launcher for in this runner (tritoncache.install_reader recorded them;
+        none on the CPU): the judge builds the launchers the machine lacks, for later evaluations."""
+        self.reply({"type": "ok", "signatures": list(self.signatures)})
+
     def share_probe(self, msg):
         """Answers known numbers into the judge's device spare: whether this process (sandboxed by now) can map
         the judge's device memory (transport.py; the judge checks the numbers)."""
@@ -362,6 +390,8 @@ class Runner:
                     self.profile(msg)
                 elif cmd == "share_probe":
                     self.share_probe(msg)
+                elif cmd == "launchers":
+                    self.launchers(msg)
                 elif cmd == "exit":
                     self.reply({"type": "ok"})
                     return

@@ -555,6 +555,13 @@ def runner_paths(job):
         gpu = []
     read += _cuda_dirs()
     read += ["/usr/local/nvidia"] + list(sb.get("readable", []))
+    if str(job.get("device", "cpu")) != "cpu":
+        # The machine's Triton C modules that kgym's trusted processes built (tritoncache.py): read, never written.
+        from . import tritoncache
+
+        shared = tritoncache.known_dir()
+        if shared:
+            read.append(shared)
     read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
     # The runner's own /proc/<pid> (its pid namespace's view): the CUDA driver writes there while it initialises
     # (cudaErrorOperatingSystem without it, measured on an H200); nothing outside this process is reachable.

@@ -19,13 +19,13 @@ import socket
 import sys
 
 
-def _preload():
+def _preload(device="cpu"):
     """Imports everything a child needs, so that forking makes it free."""
     import numpy  # noqa: F401
     import torch
     import triton
 
-    from . import child, compare, runner, sandbox, tasks, transport  # noqa: F401
+    from . import child, compare, runner, sandbox, tasks, transport, tritoncache  # noqa: F401
 
     # Warm what every child would otherwise pay for on first use (the first
     # meta-device dispatch costs ~0.7 s): children inherit it through fork.
@@ -44,6 +44,11 @@ def _preload():
         import triton.experimental.gluon.nvidia.hopper  # noqa: F401
     except (ImportError, OSError, AttributeError):
         pass  # another Triton: its first launch pays as before
+    if device.startswith("cuda"):
+        # Triton's CUDA utilities module is C that gcc compiles (0.3-0.4 s) wherever the cache is empty, which a
+        # runner's always is: built once per machine into the trusted modules directory, which runners read
+        # (tritoncache.py).  No CUDA context is made; a failure is printed and the runners compile as before.
+        tritoncache.warm_utilities()
 
     info = {
         "python": platform.python_version(),
@@ -134,7 +139,7 @@ def main(argv=None):
     cwd = os.getcwd()
     sys.path[:] = [p for p in sys.path if p and (os.path.abspath(p) != cwd or os.path.abspath(p) == here)]
     try:
-        info = _preload()
+        info = _preload(args.device)
     except Exception as exc:  # reported to the supervisor through our stderr
         print(f"kgym zygote: import failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -587,6 +587,80 @@ def test_landlock_and_allowed_signals_without_namespaces(world, landlock):
         assert rep["clone_newuser_errno"] == errno.EPERM
 
 
+@pytest.mark.parametrize("device,drop", [("cuda", True), ("cuda", False), ("cpu", True)])
+def test_trusted_triton_modules_are_read_only_for_the_runner(world, device, drop):
+    """The machine's Triton C modules (tritoncache.py), root's, 0644 in 0755 directories: a GPU runner (its own uid,
+    or still root with Landlock alone) reads and loads them, and can neither add, replace, rename nor change one;
+    a CPU runner, which needs none, cannot even read them."""
+    import shutil
+    import subprocess
+
+    from kgym_harness import tritoncache
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if not cc:
+        pytest.skip("no C compiler to build a module with")
+    base = tempfile.mkdtemp(prefix="kgym-modules-", dir="/var/tmp")
+    os.chmod(base, 0o755)
+    mods, why = tritoncache.safe_dir(os.path.join(base, "triton-modules"), 0o755)
+    assert why is None
+    key = os.path.join(mods, "KEY")
+    os.mkdir(key, 0o755)
+    so = os.path.join(key, "__triton_launcher" + tritoncache.SUFFIX)
+    src = os.path.join(base, "m.c")
+    with open(src, "w") as f:
+        f.write("int kgym_trusted(void) { return 7; }\n")
+    subprocess.run([cc, "-shared", "-fPIC", "-o", so, src], check=True)
+    os.chmod(so, 0o644)
+    with open(so, "rb") as f:
+        before = f.read()
+
+    def runner(rep):
+        tritoncache._resolved = mods  # as the zygote (or the runner before its sandbox) found it
+        if drop:
+            _lockdown(world, rep, device=device)
+        else:
+            active, warnings = [], []
+            sandbox.apply_runner({"workdir": world["workdir"], "device": device}, active, warnings)
+            rep["active"], rep["warnings"] = active, warnings
+        rep["uid"] = os.getuid()
+        rep["read_errno"] = _errno_of(lambda: open(so, "rb").read())
+        if rep["read_errno"] == 0:
+            rep["loaded"] = ctypes.CDLL(so).kgym_trusted()
+            # What the runner's Triton asks, in its sandbox: the directory still judged safe, the module served.
+            rep["modules_dir"] = tritoncache.modules_dir()
+            os.environ["TRITON_CACHE_DIR"] = os.path.join(world["workdir"], "triton-cache")
+            reader = tritoncache.reader_class(mods)("KEY")
+            rep["served"] = reader.get_file(os.path.basename(so))
+        rep["overwrite_errno"] = _errno_of(lambda: open(so, "r+b").write(b"x"))
+        rep["truncate_errno"] = _errno_of(lambda: os.truncate(so, 0))
+        rep["plant_errno"] = _errno_of(lambda: open(os.path.join(key, "planted" + tritoncache.SUFFIX), "wb"))
+        rep["mkdir_errno"] = _errno_of(lambda: os.mkdir(os.path.join(mods, "NEWKEY")))
+        rep["rename_errno"] = _errno_of(lambda: os.rename(so, so + ".old"))
+        rep["unlink_errno"] = _errno_of(lambda: os.unlink(so))
+        rep["chmod_errno"] = _errno_of(lambda: os.chmod(so, 0o666))
+
+    try:
+        rep = _collect(lambda rep: _in_new_pid_ns(runner, rep) if drop else runner(rep))
+        assert not _sandbox_warnings(rep["warnings"]), rep["warnings"]
+        assert rep["uid"] == (RUNNER_UID if drop else 0)
+        landlock_reads = next(x for x in rep["active"] if x.startswith("landlock (ABI"))
+        if device == "cuda":
+            assert mods in landlock_reads, landlock_reads
+            assert rep["read_errno"] == 0 and rep["loaded"] == 7
+            assert rep["modules_dir"] == [mods, None] and rep["served"] == so
+        else:
+            assert mods not in landlock_reads and rep["read_errno"] == errno.EACCES
+        for what in ("overwrite", "truncate", "plant", "mkdir", "rename", "unlink"):
+            assert rep[f"{what}_errno"] in (errno.EACCES, errno.EPERM), (what, rep)
+        assert rep["chmod_errno"] in (errno.EACCES, errno.EPERM) or not drop  # Landlock does not cover chmod
+        with open(so, "rb") as f:
+            assert f.read() == before
+        assert sorted(os.listdir(mods)) == ["KEY"] and os.listdir(key) == [os.path.basename(so)]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def test_refused_steps_degrade_to_warnings(world):
     """Every step repeated where the kernel refuses it says so in a warning and raises nothing.  The repeats run
     after the uid drop but before seccomp is loaded (once loaded, unshare and mount kill the runner): the

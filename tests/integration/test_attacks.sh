@@ -22,15 +22,18 @@ PORT=47311
 TOKEN="kgatk-token-$$-$(date +%s)"
 export KGYM_TOKEN="$TOKEN"
 ALONE="p_kill_parent.py p_kill_all.py p_fork_bomb.py"
-# The judge's compiled-comparison cache, as kgym's own processes name it (child._enable_fused_compare), and
-# every home a fixture might guess: p_judge_cache plants files there and overwrites what it finds.
+# The judge's compiled-comparison cache, as kgym's own processes name it (child._enable_fused_compare), the
+# machine's shared Triton C modules (tritoncache._location), and every home a fixture might guess: p_judge_cache
+# plants files in both and overwrites what it finds.
 JUDGE_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kgym/judge-triton"
-# cache_snapshot FILE: path and SHA-256 of every file under the judge's cache (empty when there is none yet).
+if [ "$(id -u)" = 0 ]; then MODULES_CACHE=/var/cache/kgym/triton-modules
+else MODULES_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kgym/triton-modules"; fi
+# cache_snapshot FILE: path and SHA-256 of every file under both caches (empty when there is none yet).
 cache_snapshot() {
-    "$PY" - "$JUDGE_CACHE" >"$1" <<'PYEOF'
+    "$PY" - "$JUDGE_CACHE" "$MODULES_CACHE" >"$1" <<'PYEOF'
 import hashlib, json, os, sys
 snap = {}
-for root, _dirs, files in os.walk(sys.argv[1]):
+for root, _dirs, files in (w for top in sys.argv[1:] for w in os.walk(top)):
     for n in files:
         p = os.path.join(root, n)
         try:
@@ -110,11 +113,12 @@ import glob, json, os, sys
 manifest, tmp, pass_, markers, token, device, home = sys.argv[1:]
 cache_before = json.load(open(os.path.join(tmp, pass_ + ".cache.before")))
 cache_after = json.load(open(os.path.join(tmp, pass_ + ".cache.after")))
-# The judge may add compiled kernels to its cache during the pass; nothing it had may change, and nothing a
-# fixture names may appear in any home seen from outside the sandbox.
+# The judge may add compiled kernels to its cache (and launchers to the shared modules) during the pass; nothing
+# they had may change, and nothing a fixture names may appear in any home seen from outside the sandbox.
 cache_changed = sorted(p for p, h in cache_before.items() if cache_after.get(p, h) != h)
 planted = sorted({p for h in {home, "/root", *glob.glob("/home/*")} for sub in (".cache/kgym", "kgym")
-                  for p in glob.glob(os.path.join(h, sub, "**", "kgatk-*"), recursive=True)})
+                  for p in glob.glob(os.path.join(h, sub, "**", "kgatk-*"), recursive=True)}
+                 | set(glob.glob("/var/cache/kgym/**/kgatk-*", recursive=True)))
 cpu = device == "cpu"
 results = {}
 for path in glob.glob(os.path.join(tmp, pass_ + "-*.json")):
