@@ -53,8 +53,16 @@ for l in $LISTS; do
         bin=$HEAD_BIN && [ "$who" = base ] && bin=$BASE
         out="$WORK/$who-$(basename "$l" .jsonl)"
         printf '%s: %s on %s\n' "$NAME" "$who" "$l" >&2
-        KGYM_BIN=$bin KGYM_KERNELBENCH=$KB sh bench/throughput.sh "$JOBS" --list "$l" -- --out "$out.jsonl" "$@" \
+        # Each run starts from an empty Triton cache, as on a fresh machine.  Builds that share one cache
+        # across their evaluations (c5d44a4 compiled into ~/.triton) otherwise meet the kernels of the runs
+        # before them already compiled: measured on an H100, c5d44a4 took 83.9 s on a list it had just run and
+        # 106.9 s with an empty cache (docs/PERFORMANCE.md).  kgym's runners each compile into their own
+        # workdir whatever this says.
+        tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-paired-triton.XXXXXX") || die "no temporary directory"
+        TRITON_CACHE_DIR=$tcache KGYM_BIN=$bin KGYM_KERNELBENCH=$KB \
+            sh bench/throughput.sh "$JOBS" --list "$l" -- --out "$out.jsonl" "$@" \
             >"$out.txt" 2>"$out.err" || die "bench/throughput.sh failed for $who on $l (see $out.err)"
+        rm -rf "$tcache"
         wall=$(sed -n 's/^| run wall *| \([0-9.]*\) s.*/\1/p' "$out.txt")
         n=$(grep -c '"schema"' "$out.jsonl")
         [ -n "$wall" ] || die "no run wall in $out.txt"
