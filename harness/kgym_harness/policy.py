@@ -289,7 +289,9 @@ class _Checker(ast.NodeVisitor):
             elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
                     and isinstance(n.ctx, ast.Store):
                 self.self_attrs.add(n.attr)
-            if isinstance(n, ast.Assign) and isinstance(n.value, ast.Call):
+            if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
+                if isinstance(n, ast.AnnAssign):
+                    n = ast.Assign(targets=[n.target], value=n.value)  # self.act: nn.Module = nn.Softmax(1)
                 cname = self.canonical(n.value.func) or ""
                 if cname == "torch.nn.Sequential" and self._holds_torch_layer(n.value):
                     cname = "torch.nn.Sequential of PyTorch layers"
@@ -518,29 +520,63 @@ class _Checker(ast.NodeVisitor):
         return False
 
     def _frozen_classes(self):
-        """The module's own classes whose instances cannot be changed: @dataclass(frozen=True) ones and
-        typing.NamedTuple subclasses (a module-level ``DEFAULT = Cfg(block=1024)`` is then a constant)."""
+        """The module's own classes whose instances hold only constants: a @dataclass(frozen=True) class or a
+        typing.NamedTuple subclass whose body is annotated fields with constant defaults and nothing else (no
+        methods: __post_init__ or an operator would run the candidate's code; no field(default_factory=list):
+        "frozen" says nothing about what a field holds), and collections.namedtuple/typing.NamedTuple calls with
+        constant arguments only.  A module-level ``DEFAULT = Cfg(block=1024)`` of one is then a constant."""
         if getattr(self, "_frozen", None) is None:
             self._frozen = set()
             for n in self.tree.body:
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and \
                         isinstance(n.value, ast.Call) and \
                         self.canonical(n.value.func) in ("collections.namedtuple", "typing.NamedTuple") and \
-                        sum(n.targets[0].id in _names_bound_by(m) for m in ast.walk(self.tree)) == 1:
+                        all(isinstance(a, ast.Constant) or isinstance(a, (ast.List, ast.Tuple)) and all(
+                            isinstance(e, ast.Constant) for e in a.elts) for a in n.value.args) and \
+                        not n.value.keywords and self._bound_once(n.targets[0].id):
                     self._frozen.add(n.targets[0].id)  # Cfg = collections.namedtuple("Cfg", "block warps")
                 if not isinstance(n, ast.ClassDef):
                     continue
-                frozen = any(self.canonical(b) == "typing.NamedTuple" for b in n.bases) or any(
-                    isinstance(d, ast.Call) and self.canonical(d.func) == "dataclasses.dataclass" and any(
-                        k.arg == "frozen" and isinstance(k.value, ast.Constant) and k.value.value is True
-                        for k in d.keywords) for d in n.decorator_list)
-                # Its name bound once, by the class statement: `Cfg = dict` later would make Cfg(...) mutable.
-                # No operator methods of its own: `__add__` could return a list, so `DEFAULT + 1` would be one.
-                own_dunders = {b.name for b in n.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef))
-                               and b.name.startswith("__") and b.name not in ("__post_init__", "__repr__", "__str__")}
-                if frozen and not own_dunders and sum(n.name in _names_bound_by(m) for m in ast.walk(self.tree)) == 1:
+                tuple_base = [self.canonical(b) for b in n.bases] == ["typing.NamedTuple"]
+                frozen_dc = not n.bases and not n.keywords and len(n.decorator_list) == 1 and any(
+                    isinstance(d, ast.Call) and self.canonical(d.func) == "dataclasses.dataclass" and not d.args and
+                    all(isinstance(k.value, ast.Constant) for k in d.keywords) and any(
+                        k.arg == "frozen" and k.value.value is True for k in d.keywords) for d in n.decorator_list)
+                body_ok = all(
+                    isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name) and
+                    (b.value is None or isinstance(b.value, ast.Constant)) or
+                    isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) or isinstance(b, ast.Pass)
+                    for b in n.body)
+                if (tuple_base and not n.decorator_list or frozen_dc) and body_ok and self._bound_once(n.name):
                     self._frozen.add(n.name)
         return self._frozen
+
+    def _bound_once(self, name):
+        """``name`` is bound exactly once in the whole module, by any syntax."""
+        return sum(name in _names_bound_by(m) for m in ast.walk(self.tree)) == 1
+
+    def _frozen_literal(self, name):
+        """A module-level container (`LAUNCH = {"BLOCK": 64}`) bound once to a display of constants and never
+        changed anywhere (no subscript store or delete, no method called on it but reads, no global rebinding):
+        unpacking it into a call (**LAUNCH, *SIZES) hands out only constants."""
+        values = [st.value for st in self.tree.body if isinstance(st, ast.Assign)
+                  and any(isinstance(t, ast.Name) and t.id == name for t in st.targets)]
+        if len(values) != 1 or not self._bound_once(name):
+            return False
+        v = values[0]
+        items = (v.keys + v.values) if isinstance(v, ast.Dict) else v.elts if isinstance(
+            v, (ast.List, ast.Tuple, ast.Set)) else None
+        if items is None or not all(x is not None and self._immutable(x) for x in items):
+            return False
+        for n in ast.walk(self.tree):
+            if not (isinstance(n, ast.Name) and n.id == name):
+                continue
+            p = self.parents.get(n)
+            if isinstance(p, ast.Subscript) and p.value is n and not isinstance(p.ctx, ast.Load):
+                return False
+            if isinstance(p, ast.Attribute) and p.value is n and p.attr not in _READ_METHODS:
+                return False
+        return True
 
     def _init_only(self):
         """Functions that run only while the module is built: __init__ and what only __init__ calls."""
@@ -557,7 +593,7 @@ class _Checker(ast.NodeVisitor):
             if isinstance(p, ast.Call) and p.args == [n] and not p.keywords and isinstance(p.func, ast.Attribute) \
                     and p.func.attr == "apply" and isinstance(p.func.value, ast.Name) and p.func.value.id == "self" \
                     and isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
-                    and n.attr in self.defs:
+                    and self._apply_target(n.attr, p):
                 sites.setdefault(n.attr, []).append(self._enclosing(p))
                 continue
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.defs and not callee:
@@ -586,6 +622,21 @@ class _Checker(ast.NodeVisitor):
                     and len(self.defs.get(d.name, [])) == 1:
                 init.add(d)
         return init
+
+    def _apply_target(self, name, call):
+        """``self.apply(self.<name>)`` is a call site of that method (not an escape) only for the GPT idiom
+        exactly: a method defined once in the module, in the class whose method holds the apply, neither forward
+        nor a dunder, and named nowhere else but in that apply (a name is matched across classes: BOX.numel()
+        elsewhere would be made init code too)."""
+        fns = self.defs.get(name, [])
+        if len(fns) != 1 or name == "forward" or name.startswith("__"):
+            return False
+        cls = self.parents.get(self._enclosing(call))
+        if not (isinstance(cls, ast.ClassDef) and fns[0] in cls.body):
+            return False
+        uses = [m for m in ast.walk(self.tree) if isinstance(m, ast.Attribute) and m.attr == name
+                or isinstance(m, ast.Name) and m.id == name]
+        return len(uses) == 1
 
     def _enclosing(self, node):
         p = self.parents.get(node)
@@ -1090,6 +1141,44 @@ class _Checker(ast.NodeVisitor):
                      "cdiv/next_power_of_2, triton.language, math, torch allocation/views/dtypes, and in __init__ "
                      "nn.Parameter, nn.init.* and nn layers as weight holders")
 
+    def _class_members(self, name):
+        """Names one of the module's own classes defines: its methods, names its body assigns, and the self.<x>
+        its methods assign."""
+        out = set()
+        for c in self.classes.get(name, []) if isinstance(self.classes, dict) else [
+                n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef) and n.name == name]:
+            for b in c.body:
+                if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.add(b.name)
+                elif isinstance(b, (ast.Assign, ast.AnnAssign)):
+                    for t in (b.targets if isinstance(b, ast.Assign) else [b.target]):
+                        if isinstance(t, ast.Name):
+                            out.add(t.id)
+            for n in ast.walk(c):
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self" \
+                        and isinstance(n.ctx, ast.Store):
+                    out.add(n.attr)
+        return out
+
+    def _held_own_class(self, attr):
+        """The module's own class every assignment to self.<attr> anywhere instantiates, else None."""
+        classes = set()
+        for n in ast.walk(self.tree):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                n, (ast.AnnAssign, ast.AugAssign)) else []
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Attribute) and x.attr == attr and isinstance(x.ctx, ast.Store):
+                        v = n.value
+                        ok = t is x and isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and \
+                            v.func.id in self.classes and self._bound_once(v.func.id)
+                        classes.add(v.func.id if ok else None)
+            if isinstance(n, (ast.Delete, ast.For, ast.With, ast.NamedExpr)) and any(
+                    isinstance(x, ast.Attribute) and x.attr == attr for x in ast.walk(n)
+                    if isinstance(x, ast.Attribute) and isinstance(x.ctx, (ast.Store, ast.Del))):
+                classes.add(None)
+        return classes.pop() if len(classes) == 1 and None not in classes else None
+
     def _holds_torch_layer(self, call):
         """An nn.Sequential(...) call whose arguments are (or may be: a *list built elsewhere) PyTorch layers:
         calling it runs them.  A Sequential of the candidate's own modules only is theirs to call."""
@@ -1107,7 +1196,7 @@ class _Checker(ast.NodeVisitor):
             node, p = p, self.parents.get(p)
         return isinstance(p, ast.Call) and len(p.args) == 2 and p.args[1] is node and \
             isinstance(p.func, ast.Name) and p.func.id in ("isinstance", "issubclass") and \
-            p.func.id not in self.module_bound
+            self.resolve(p.func.id) == "builtin"
 
     def check_attr(self, node, attr, receiver, called):
         """One attribute of a value that is not a module (a tensor, self, a dict...)."""
@@ -1122,13 +1211,18 @@ class _Checker(ast.NodeVisitor):
                      "hooks or tensor internals)")
             return
         own = attr in self.self_attrs or attr in self.user_methods
-        # Also the module's own private names reached through its own class (ModelNew._launch, a staticmethod)
-        # or a chain from self (self.inner._scale, a submodule of its own class): never nn.Module's internals,
-        # which a class of the candidate's could name too (self._parameters = ...) to unlock them elsewhere.
-        root, _parts = _chain(receiver) if isinstance(receiver, ast.Attribute) else (receiver, [])
-        via_own = own and attr not in _MODULE_INTERNALS and (
-            (isinstance(receiver, ast.Name) and receiver.id in self.classes) or
-            (isinstance(root, ast.Name) and root.id == "self" and receiver is not root))
+        # Also a private name of one of the module's own classes reached through that class (ModelNew._launch, a
+        # staticmethod) or through self.<sub> where every value self.<sub> is given is an instance of that class
+        # (self.inner._scale): the name must be that class's own, never nn.Module's internals.  A name matched
+        # only by spelling would unlock torch's privates (self.conv._conv_forward) and Triton's (kernel._repr).
+        via_own = False
+        if attr not in _MODULE_INTERNALS:
+            if isinstance(receiver, ast.Name) and receiver.id in self.classes and self.resolve(receiver.id) == "module":
+                via_own = attr in self._class_members(receiver.id)
+            elif isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name) and \
+                    receiver.value.id == "self":
+                held = self._held_own_class(receiver.attr)
+                via_own = held is not None and attr in self._class_members(held)
         if attr.startswith("_") and not ((recv_self and own) or via_own):
             self.add("forbidden_attribute", node, attr, f"the private attribute `{attr}` is not allowed: only "
                      "your own self._name attributes and methods")
@@ -1259,6 +1353,14 @@ class _Checker(ast.NodeVisitor):
 
     def _module_var_use(self, node, parent):
         """A module-level variable read in a function: a mutable one may only be read, not passed around."""
+        if self.ctx == "kernel" and self.fn is not None and (
+                node.id in self.mutable_vars or node.id in self.classes) and self.resolve(node.id) == "module":
+            # Compiled on a GPU, a kernel may read module-level constants only (Triton refuses anything else); the
+            # CPU interpreter runs its body as Python, where a list or a class's attribute would carry tensors in.
+            self.add("forbidden_attribute", node, node.id,
+                     f"module-level {node.id} is read inside a @triton.jit kernel: kernels may use only constants "
+                     "(numbers, tl.constexpr) from module level; pass everything else as an argument")
+            return
         if node.id not in self.mutable_vars or self.fn is None or self.ctx == "kernel":
             return
         gp = self.parents.get(parent)
@@ -1281,9 +1383,11 @@ class _Checker(ast.NodeVisitor):
              (isinstance(parent, (ast.For, ast.comprehension)) and parent.iter is node) or \
              (isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name)
               and parent.func.id in _READING_BUILTINS and node in parent.args) or \
-             (isinstance(parent, ast.keyword) and parent.arg is None) or \
-             (isinstance(parent, ast.Starred) and isinstance(gp, ast.Call) and parent in gp.args)
-        # f(**D) and f(*L) pass copies of the items, never the container itself: reads, like D["k"].
+             ((isinstance(parent, ast.keyword) and parent.arg is None or
+               isinstance(parent, ast.Starred) and isinstance(gp, ast.Call) and parent in gp.args)
+              and self._frozen_literal(node.id))
+        # f(**D) and f(*L) pass D's items, not D: reads, like D["k"], where those items are constants that
+        # nothing changes (an inner list handed out could be filled by the callee).
         if isinstance(parent, ast.Attribute) and isinstance(gp, ast.Call) and gp.func is parent:
             meth = parent.attr
             args = list(gp.args) + [k.value for k in gp.keywords]
@@ -1389,13 +1493,20 @@ class _Checker(ast.NodeVisitor):
                              f"{arg.id} is handed to {hook}: functions that Triton runs during a launch must be "
                              "lambdas written in place that compute launch configuration only")
             return
-        # A shape or layout query on an argument (args["x_ptr"].element_size()) reads configuration: allowed.
-        if self.hook_depth and self.fn is not None and not (
-                isinstance(f, ast.Attribute) and f.attr in self.safe_methods
-                and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords) and (
+        # A shape or layout query on one of the hook's own arguments (args["x_ptr"].element_size()) reads
+        # configuration.  Only there: on anything else (self.numel(), BOX.numel()) the name could be a method of
+        # the candidate's own running any code during the launch.  A bare name called in a hook must be a builtin
+        # of _HOOK_BUILTINS or an imported function (triton.next_power_of_2 ...), never a local: a def nested in
+        # forward runs unchecked by the hook rules.
+        query = isinstance(f, ast.Attribute) and f.attr in self.safe_methods and isinstance(f.value, ast.Subscript) \
+            and isinstance(f.value.value, ast.Name) and isinstance(self.fn, ast.Lambda) \
+            and f.value.value.id in self._param_names(self.fn) and all(isinstance(a, ast.Constant) for a in node.args) \
+            and not node.keywords
+        if self.hook_depth and self.fn is not None and not query and (
                 isinstance(f, ast.Attribute) and self.canonical(f) is None
-                or isinstance(f, ast.Name) and self.resolve(f.id) != "local" and f.id not in _HOOK_BUILTINS
-                and f.id not in self.aliases):
+                or isinstance(f, ast.Name) and not (
+                    f.id in _HOOK_BUILTINS and self.resolve(f.id) == "builtin"
+                    or f.id in self.aliases and self.resolve(f.id) == "module")):
             self.add("forbidden_call", node, ast.unparse(f)[:80],
                      f"{ast.unparse(f)[:80]}() inside a function given to triton.heuristics/autotune/Config: "
                      "such hooks run during the launch and may only compute launch configuration from the "

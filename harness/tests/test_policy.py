@@ -635,6 +635,43 @@ HONEST_IDIOMS = {
     # Hook lambdas may query an argument's layout, not compute with it.
     ("@triton.heuristics({'E': lambda a: a['x'].sum(), 'F': lambda a: a['x'].stride(a['n'])})\n@triton.jit\n"
      "def k5(x, n, E: tl.constexpr, F: tl.constexpr):\n    pass\n", {("forbidden_call", 1)}),
+    # Red team on the second idiom exemptions (each was a full bypass: `correct` with PyTorch computing):
+    # a shape query in a hook only on the hook's own argument (self.numel() could be any method of the module's);
+    ("class ModelNew(nn.Module):\n    def numel(self):\n        return self.x.relu()\n    def forward(self, x):\n"
+     "        kk = triton.heuristics({'B': lambda a: self.numel()})(k)\n        return x\n", {("forbidden_call", 5)}),
+    # a def nested in forward, called from a hook lambda, runs unchecked during the launch;
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        def g(a):\n            return 64\n"
+     "        kk = triton.heuristics({'B': lambda a: g(a)})(k)\n        return x\n", {("forbidden_call", 5)}),
+    # "frozen" says nothing about what a field holds, and dataclasses.replace runs __post_init__;
+    ("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass Box:\n"
+     "    items: list = dataclasses.field(default_factory=list)\nBOX = Box()\nclass ModelNew(nn.Module):\n"
+     "    def forward(self, x):\n        b = BOX\n        return x\n", {("state_cache", 8)}),
+    ("import dataclasses\n@dataclasses.dataclass(frozen=True)\nclass P:\n    a: int = 1\n    def __post_init__(self):\n"
+     "        pass\nD = P()\nE = dataclasses.replace(D, a=2)\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        d = D\n        return x\n", {("forbidden_attribute", 8), ("state_cache", 11)}),
+    # unpacking hands out the items: only a never-changed display of constants may be unpacked;
+    ("S = {'box': []}\ndef remember(box):\n    return box\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+     "        remember(**S)\n        return x\n", {("state_cache", 6)}),
+    ("L = [64, 4]\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        L[0] = 32\n        k[(1,)](x, *L)\n"
+     "        return x\n", {("state_cache", 5)}),
+    # self.apply(self.X) makes X init code only when X is that class's own, defined once and named nowhere else;
+    ("class Box:\n    def numel(self):\n        return torch.rand(3).relu()\nclass ModelNew(nn.Module):\n"
+     "    def __init__(self):\n        super().__init__()\n        self.apply(self.numel)\n    def numel(self, m=None):\n"
+     "        return 1\n    def forward(self, x):\n        return Box().numel()\n", {("torch_call", 3)}),
+    # a private name of the module's own is not torch's or Triton's (matched by spelling it would be);
+    ("class Mine(nn.Module):\n    def _conv_forward(self, x):\n        return x\nclass ModelNew(nn.Module):\n"
+     "    def __init__(self):\n        super().__init__()\n        self.conv = nn.Conv1d(2, 2, 3)\n"
+     "    def forward(self, x):\n        return self.conv._conv_forward(x, self.conv.weight, None)\n",
+     {("forbidden_attribute", 9)}),
+    ("class Mine:\n    def __init__(self):\n        self._repr = 1\nclass ModelNew(nn.Module):\n"
+     "    def __init__(self):\n        super().__init__()\n        self.k = k\n    def forward(self, x):\n"
+     "        self.k._repr = None\n        return x\n", {("forbidden_attribute", 9)}),
+    # a kernel body reads module-level constants only (the CPU interpreter runs it as Python);
+    ("STASH = []\nclass Holder:\n    items = []\n@triton.jit\ndef k6(x_ptr):\n    STASH.append(x_ptr)\n"
+     "    Holder.items.append(x_ptr)\n", {("forbidden_attribute", 6), ("forbidden_attribute", 7)}),
+    # and isinstance is the builtin only where it is not rebound.
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        isinstance = lambda a, c: c()(a)\n"
+     "        return isinstance(x, nn.ReLU)\n", {("torch_call", 4)}),
 ])
 def test_idiom_exemptions_stay_narrow(body, expected):
     got = kinds_at(body)
