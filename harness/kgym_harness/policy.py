@@ -80,6 +80,31 @@ _MODULE_INTERNALS = frozenset((
     "_load_state_dict_post_hooks", "_is_full_backward_hook", "_call_impl", "_wrapped_call_impl", "_apply",
     "_get_name", "_named_members", "_save_to_state_dict", "_load_from_state_dict", "_slow_forward",
     "_compiled_call_impl", "_version", "_base", "_cdata", "_grad", "_grad_fn", "_backward_hooks"))
+_TRITON_METHODS = None
+
+
+def _triton_methods():
+    """The public method names of triton.language's tensor, dtype, pointer, descriptor, tuple and constexpr
+    classes (what a kernel body may call on a value), read from the installed Triton."""
+    global _TRITON_METHODS
+    if _TRITON_METHODS is None:
+        names = {"to", "reshape", "view", "trans", "permute", "broadcast_to", "expand_dims", "split", "sum", "max",
+                 "min", "argmax", "argmin", "reduce", "cumsum", "cumprod", "sort", "flip", "ravel", "load", "store",
+                 "advance", "item", "cast", "with_element_ty", "is_floating", "is_int", "is_ptr"}
+        try:
+            import triton.language.core as core
+
+            for cname in ("tensor", "dtype", "pointer_type", "block_type", "constexpr", "tuple", "tensor_descriptor",
+                          "tensor_descriptor_base"):
+                cls = getattr(core, cname, None)
+                if cls is not None:
+                    names |= {n for n in dir(cls) if not n.startswith("_")}
+        except Exception:  # noqa: BLE001 — no Triton here: the list above
+            pass
+        _TRITON_METHODS = frozenset(names)
+    return _TRITON_METHODS
+
+
 # Clean calls that only query the device or a number format (their results' properties are numbers or strings).
 _QUERY_PREFIXES = ("torch.cuda.", "torch.finfo", "torch.iinfo", "triton.runtime.driver.active.")
 # Builtins whose result, from immutable arguments, is immutable too (a module-level ``NW = max(4, 8)``).
@@ -600,7 +625,11 @@ class _Checker(ast.NodeVisitor):
                 escaped.add(n.id)
             if isinstance(n, ast.Attribute) and n.attr in self.defs and not callee:
                 escaped.add(n.attr)
-        init = {f for f in self.defs.get("__init__", [])}
+        # Only an nn.Module's __init__ builds parameters: a plain class's __init__ runs wherever it is
+        # instantiated (Worker(x, out) in forward, in a grid lambda, in a hook), so it is walked as forward code.
+        mods = self._module_classes()
+        init = {f for f in self.defs.get("__init__", [])
+                if isinstance(self.parents.get(f), ast.ClassDef) and self.parents.get(f).name in mods}
         changed = True
         while changed:
             changed = False
@@ -622,6 +651,37 @@ class _Checker(ast.NodeVisitor):
                     and len(self.defs.get(d.name, [])) == 1:
                 init.add(d)
         return init
+
+    def _plain_function(self, name):
+        """A module function that is not a @triton.jit one (a kernel may call only those)."""
+        fns = [f for f in self.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name]
+        return bool(fns) and not any(f in self.jit for f in fns)
+
+    def _aliases_code(self, name):
+        """A module variable bound to a class or a plain function of the module's (ST = Stash)."""
+        for st in self.tree.body:
+            if isinstance(st, (ast.Assign, ast.AnnAssign)) and st.value is not None and any(
+                    isinstance(x, ast.Name) and x.id == name
+                    for t in (st.targets if isinstance(st, ast.Assign) else [st.target]) for x in ast.walk(t)):
+                if any(isinstance(x, ast.Name) and (x.id in self.classes or self._plain_function(x.id))
+                       for x in ast.walk(st.value)):
+                    return True
+        return False
+
+    def _module_classes(self):
+        """Names of the module's classes that are nn.Module subclasses (a torch.nn base, or one of these)."""
+        out, changed = set(), True
+        classes = [n for n in self.tree.body if isinstance(n, ast.ClassDef)]
+        while changed:
+            changed = False
+            for c in classes:
+                if c.name in out:
+                    continue
+                if any((self.canonical(b) or "").startswith("torch.nn.") or
+                       isinstance(b, ast.Name) and b.id in out for b in c.bases):
+                    out.add(c.name)
+                    changed = True
+        return out
 
     def _apply_target(self, name, call):
         """``self.apply(self.<name>)`` is a call site of that method (not an escape) only for the GPT idiom
@@ -896,12 +956,14 @@ class _Checker(ast.NodeVisitor):
     def visit_Lambda(self, node):
         for x in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             self.visit(x)
-        saved = self.fn
+        saved, saved_ctx = self.fn, self.ctx
         self.fn = node
+        if self.ctx == "init":
+            self.ctx = "forward"  # a lambda written in __init__ runs whenever it is called: forward code
         self.scopes.append((node, _bound_names(node)[0], False))
         self.visit(node.body)
         self.scopes.pop()
-        self.fn = saved
+        self.fn, self.ctx = saved, saved_ctx
 
     def _visit_comprehension(self, node):
         # The first iterable is evaluated in the enclosing scope; the rest inside.
@@ -1353,8 +1415,9 @@ class _Checker(ast.NodeVisitor):
 
     def _module_var_use(self, node, parent):
         """A module-level variable read in a function: a mutable one may only be read, not passed around."""
-        if self.ctx == "kernel" and self.fn is not None and (
-                node.id in self.mutable_vars or node.id in self.classes) and self.resolve(node.id) == "module":
+        if self.ctx == "kernel" and self.fn is not None and self.resolve(node.id) == "module" and (
+                node.id in self.mutable_vars or node.id in self.classes or self._plain_function(node.id)
+                or self._aliases_code(node.id)):
             # Compiled on a GPU, a kernel may read module-level constants only (Triton refuses anything else); the
             # CPU interpreter runs its body as Python, where a list or a class's attribute would carry tensors in.
             self.add("forbidden_attribute", node, node.id,
@@ -1424,6 +1487,14 @@ class _Checker(ast.NodeVisitor):
             self.check_dotted(parent, name)
         else:
             self.check_attr(parent, attr, args[0], False)
+        # getattr(self, "act") for a held PyTorch layer hands out something only calling could use (its weights
+        # are reached as self.act.weight): refused like self.act(...), since the call may come where no recorder
+        # looks (a grid function runs inside the launch).
+        if isinstance(args[0], ast.Name) and args[0].id == "self" and attr in self.nn_attrs and \
+                self.ctx == "forward" and self.fn is not None:
+            self.add("torch_call", parent, "self." + attr,
+                     f"getattr(self, {attr!r}) hands out {self.nn_attrs[attr]}: calling it runs PyTorch's "
+                     f"implementation; use only its parameters (self.{attr}.weight) and compute with Triton")
 
     @staticmethod
     def _hook_slots(node, hook):
@@ -1493,12 +1564,20 @@ class _Checker(ast.NodeVisitor):
                              f"{arg.id} is handed to {hook}: functions that Triton runs during a launch must be "
                              "lambdas written in place that compute launch configuration only")
             return
+        # In a kernel body, methods are Triton's (tensor, dtype, pointer, descriptor, constexpr): on a GPU nothing
+        # else compiles, and the CPU interpreter would run any Python method there, unseen by the recorder.
+        if self.ctx == "kernel" and isinstance(f, ast.Attribute) and self.canonical(f) is None \
+                and f.attr not in _triton_methods():
+            self.add("forbidden_attribute", node, f.attr,
+                     f".{f.attr}() inside a @triton.jit kernel: only Triton's tensor, dtype and descriptor methods "
+                     "(x.to, x.sum, desc.load ...) and tl.* functions may be called there")
         # A shape or layout query on one of the hook's own arguments (args["x_ptr"].element_size()) reads
         # configuration.  Only there: on anything else (self.numel(), BOX.numel()) the name could be a method of
         # the candidate's own running any code during the launch.  A bare name called in a hook must be a builtin
         # of _HOOK_BUILTINS or an imported function (triton.next_power_of_2 ...), never a local: a def nested in
         # forward runs unchecked by the hook rules.
-        query = isinstance(f, ast.Attribute) and f.attr in self.safe_methods and isinstance(f.value, ast.Subscript) \
+        query = isinstance(f, ast.Attribute) and f.attr in self.safe_methods and f.attr not in self.user_methods \
+            and isinstance(f.value, ast.Subscript) \
             and isinstance(f.value.value, ast.Name) and isinstance(self.fn, ast.Lambda) \
             and f.value.value.id in self._param_names(self.fn) and all(isinstance(a, ast.Constant) for a in node.args) \
             and not node.keywords

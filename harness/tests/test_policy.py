@@ -672,6 +672,25 @@ HONEST_IDIOMS = {
     # and isinstance is the builtin only where it is not rebound.
     ("class ModelNew(nn.Module):\n    def forward(self, x):\n        isinstance = lambda a, c: c()(a)\n"
      "        return isinstance(x, nn.ReLU)\n", {("torch_call", 4)}),
+    # Second red team (each a full bypass on the CPU: PyTorch computing while a launch ran, where the recorder
+    # does not look): a plain class's __init__ is forward code wherever it is instantiated (a grid lambda);
+    ("class Worker:\n    def __init__(self, x, out):\n        out.copy_(x.relu())\nclass ModelNew(nn.Module):\n"
+     "    def forward(self, x):\n        k[lambda m: (Worker(x, x) and 1,)](x, x.numel(), BLOCK=16)\n        return x\n",
+     {("torch_call", 3)}),
+    # a lambda written in __init__ runs later: forward code;
+    ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+     "        self.work = lambda x, o: o.copy_(x.relu())\n", {("torch_call", 4)}),
+    # a hook's shape query is no query when the module defines a method of that name;
+    ("class Box:\n    def numel(self):\n        return 1\n@triton.heuristics({'B': lambda a: a['box'].numel()})\n"
+     "@triton.jit\ndef k7(x_ptr, box, B: tl.constexpr):\n    pass\n", {("forbidden_call", 4)}),
+    # in a kernel body only Triton's methods, no plain function, no alias of a class;
+    ("class Stash:\n    items = []\nST = Stash\ndef peek(i):\n    return i\n@triton.jit\ndef k8(x_ptr, O: tl.constexpr):\n"
+     "    O.copy_(x_ptr)\n    y = ST.items\n    z = peek(1)\n", {("forbidden_attribute", 8), ("forbidden_attribute", 9),
+                                                                 ("forbidden_attribute", 10)}),
+    # and getattr(self, "act") of a held layer is refused like calling it.
+    ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.act = nn.ReLU()\n"
+     "    def forward(self, x):\n        k[lambda m: (getattr(self, 'act')(x) is None and 1,)](x, 1, BLOCK=16)\n"
+     "        return x\n", {("torch_call", 6)}),
 ])
 def test_idiom_exemptions_stay_narrow(body, expected):
     got = kinds_at(body)
