@@ -279,6 +279,7 @@ class _Checker(ast.NodeVisitor):
         self.scopes = []         # [(node, bound names, is_class)]
         self.fn = None           # innermost function/lambda node
         self.hook_depth = 0      # > 0 inside the arguments of triton.heuristics/autotune/Config
+        self.grid_depth = 0      # > 0 inside a grid lambda (also counted in hook_depth)
         self._bound_cache = {}
         self.parents = {}
         for n in ast.walk(tree):
@@ -652,6 +653,24 @@ class _Checker(ast.NodeVisitor):
                 init.add(d)
         return init
 
+    def _grid_lambda(self, node):
+        """``kernel[lambda meta: ...]``, or ``grid = lambda meta: ...`` with ``kernel[grid]`` in the same function,
+        where kernel is one of the module's @triton.jit functions."""
+        kernels = {f.name for f in self.jit}
+
+        def kernel_sub(sub):
+            return isinstance(sub, ast.Subscript) and isinstance(sub.value, ast.Name) and sub.value.id in kernels
+
+        p = self.parents.get(node)
+        if kernel_sub(p) and p.slice is node:
+            return 1
+        if isinstance(p, ast.Assign) and len(p.targets) == 1 and isinstance(p.targets[0], ast.Name):
+            name = p.targets[0].id
+            scope = self._enclosing(node) or self.tree
+            return int(any(kernel_sub(x) and isinstance(x.slice, ast.Name) and x.slice.id == name
+                           for x in ast.walk(scope)))
+        return 0
+
     def _plain_function(self, name):
         """A module function that is not a @triton.jit one (a kernel may call only those)."""
         fns = [f for f in self.tree.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name]
@@ -960,10 +979,17 @@ class _Checker(ast.NodeVisitor):
         self.fn = node
         if self.ctx == "init":
             self.ctx = "forward"  # a lambda written in __init__ runs whenever it is called: forward code
+        # A grid lambda (kernel[lambda meta: ...], or a local lambda used so) runs inside the launch, where the
+        # CPU's recorder does not look: it is held to the hook rules (launch configuration only; shape queries).
+        grid = self._grid_lambda(node)
+        self.hook_depth += grid
+        self.grid_depth += grid
         self.scopes.append((node, _bound_names(node)[0], False))
         self.visit(node.body)
         self.scopes.pop()
         self.fn, self.ctx = saved, saved_ctx
+        self.hook_depth -= grid
+        self.grid_depth -= grid
 
     def _visit_comprehension(self, node):
         # The first iterable is evaluated in the enclosing scope; the rest inside.
@@ -1577,10 +1603,9 @@ class _Checker(ast.NodeVisitor):
         # of _HOOK_BUILTINS or an imported function (triton.next_power_of_2 ...), never a local: a def nested in
         # forward runs unchecked by the hook rules.
         query = isinstance(f, ast.Attribute) and f.attr in self.safe_methods and f.attr not in self.user_methods \
-            and isinstance(f.value, ast.Subscript) \
-            and isinstance(f.value.value, ast.Name) and isinstance(self.fn, ast.Lambda) \
-            and f.value.value.id in self._param_names(self.fn) and all(isinstance(a, ast.Constant) for a in node.args) \
-            and not node.keywords
+            and (self.grid_depth or isinstance(f.value, ast.Subscript) and isinstance(f.value.value, ast.Name)
+                 and isinstance(self.fn, ast.Lambda) and f.value.value.id in self._param_names(self.fn)) \
+            and all(isinstance(a, ast.Constant) for a in node.args) and not node.keywords
         if self.hook_depth and self.fn is not None and not query and (
                 isinstance(f, ast.Attribute) and self.canonical(f) is None
                 or isinstance(f, ast.Name) and not (

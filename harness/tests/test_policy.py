@@ -459,6 +459,15 @@ HONEST_IDIOMS = {
                 p = PAIR
                 return out
         """,
+    "grid lambdas with shape queries": """\
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                n = x.numel()
+                grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]), max(1, x.shape[0] // 2))
+                k[grid](x, n, BLOCK=64)
+                k[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n, BLOCK=64)
+                return x
+        """,
     "driver queries from the tutorials": """\
         DEVICE = triton.runtime.driver.active.get_active_torch_device()
         def is_hip():
@@ -691,6 +700,10 @@ HONEST_IDIOMS = {
     ("class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.act = nn.ReLU()\n"
      "    def forward(self, x):\n        k[lambda m: (getattr(self, 'act')(x) is None and 1,)](x, 1, BLOCK=16)\n"
      "        return x\n", {("torch_call", 6)}),
+    # A grid lambda runs inside the launch: launch configuration only (shape queries allowed), in place or local.
+    ("class ModelNew(nn.Module):\n    def forward(self, x):\n        out = torch.empty_like(x)\n"
+     "        k[lambda m: (out.copy_(x * (x > 0)) and 1,)](x, 1, BLOCK=16)\n        grid = lambda m: (out.copy_(x),)\n"
+     "        k[grid](x, 1, BLOCK=16)\n        return out\n", {("forbidden_call", 4), ("forbidden_call", 5)}),
 ])
 def test_idiom_exemptions_stay_narrow(body, expected):
     got = kinds_at(body)
