@@ -15,6 +15,7 @@ import sysconfig
 import threading
 
 import pytest
+import torch
 
 from kgym_harness import child, tritoncache
 from kgym_harness import transport as tp
@@ -578,3 +579,29 @@ def test_the_judge_hands_the_runners_signatures_to_learn(monkeypatch):
     child._learn_launchers(link)
     t.join(5)
     assert seen == [[["*fp32", ["i32", "i64"]]]]
+
+
+def test_the_runner_keeps_its_triton_cache_in_its_workdir(monkeypatch, tmp_path):
+    """TRITON_CACHE_DIR outranks TRITON_HOME and TRITON_* variables pass the runner's clean environment: one set
+    for kgym (a benchmark's empty cache per run) reached every runner, where Landlock refused writes, and every GPU
+    evaluation failed with PermissionError (measured on an H100).  The runner's cache is its workdir's."""
+    from kgym_harness import runner
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/kgym/was/told")
+    monkeypatch.setenv("TRITON_HOME", "/elsewhere")
+    monkeypatch.chdir(tmp_path)  # setup chdirs into the workdir: undone with the test
+    threads = torch.get_num_threads()
+    a, b = socket.socketpair()
+    r = runner.Runner(b, "cpu")
+    t = threading.Thread(target=r.serve, daemon=True)
+    t.start()
+    link = child.RunnerLink(a, "cpu", [])
+    try:
+        reply, _ = link.ask({"cmd": "setup", "job": {"workdir": str(tmp_path), "sandbox": {"enabled": False}}})
+        assert reply["type"] == "ok", reply
+        assert os.environ["TRITON_HOME"] == str(tmp_path)
+        assert os.environ["TRITON_CACHE_DIR"] == os.path.join(str(tmp_path), ".triton", "cache")
+        link.ask({"cmd": "exit"})
+        t.join(5)
+    finally:
+        torch.set_num_threads(threads)
