@@ -316,20 +316,19 @@ class _Checker(ast.NodeVisitor):
                     and isinstance(n.ctx, ast.Store):
                 self.self_attrs.add(n.attr)
             if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, ast.Call):
-                if isinstance(n, ast.AnnAssign):
-                    n = ast.Assign(targets=[n.target], value=n.value)  # self.act: nn.Module = nn.Softmax(1)
                 cname = self.canonical(n.value.func) or ""
+                last = cname.split(".")[-1]
                 if cname == "torch.nn.Sequential" and self._holds_torch_layer(n.value):
                     cname = "torch.nn.Sequential of PyTorch layers"
-                    for t in n.targets:
-                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            self.nn_attrs[t.attr] = cname
-                if cname.startswith("torch.nn.") and cname.split(".")[-1][:1].isupper() and cname.split(".")[-1] \
-                        not in ("Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList",
-                                "ModuleDict"):
-                    for t in n.targets:
-                        if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                            self.nn_attrs[t.attr] = cname
+                elif not (cname.startswith("torch.nn.") and last[:1].isupper() and last not in (
+                        "Parameter", "ParameterList", "ParameterDict", "Buffer", "Sequential", "ModuleList",
+                        "ModuleDict")):
+                    cname = None
+                # self.act = nn.ReLU(), or annotated: self.act: nn.Module = nn.Softmax(1)
+                for t in n.targets if isinstance(n, ast.Assign) else [n.target]:
+                    if cname and isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and \
+                            t.value.id == "self":
+                        self.nn_attrs[t.attr] = cname
         # torch.autograd.Function subclasses (Liger-Kernel, Unsloth): used only as a class base, called through
         # .apply; their staticmethods forward, backward and setup_context are walked as forward code (a class
         # body can rebind one to another: forward = backward), with the ctx parameter allowed to carry
@@ -429,7 +428,7 @@ class _Checker(ast.NodeVisitor):
                     if isinstance(n, ast.Name):
                         names.setdefault(n.id, stmt.lineno)
                         # Unpacking (A, B = f()) binds parts of a value: each is as mutable as the whole.
-                        bindings.append((n.id, value if t is n or isinstance(t, ast.Tuple) else None))
+                        bindings.append((n.id, value if t is n or isinstance(t, ast.Tuple) else None, False))
         # A function that declares a name global and assigns it binds a module variable too (`global _C;
         # _C = []` then `_C.append(out)` keeps results across calls through a name set to None at module level).
         # Its value is judged like a module-level one, but it may also read a property of a clean query
@@ -449,13 +448,13 @@ class _Checker(ast.NodeVisitor):
                                 seen.add(x)
                             if isinstance(x, ast.Name) and x.id in declared:
                                 names.setdefault(x.id, n.lineno)
-                                rebinds.append((x.id, n.value if t is x or isinstance(t, ast.Tuple) else None))
+                                rebinds.append((x.id, n.value if t is x or isinstance(t, ast.Tuple) else None, True))
             for n in ast.walk(fn) if declared else ():
                 # Any other binding (a loop or with target, a walrus, an import, except-as, a match capture).
                 if n not in seen and not isinstance(n, (ast.Global, ast.Nonlocal)):
                     for x in _names_bound_by(n) & declared:
                         names.setdefault(x, getattr(n, "lineno", 0))
-                        rebinds.append((x, None))
+                        rebinds.append((x, None, True))
         # Names bound at module level other than by these assignments (a def, a class, an import, a global
         # statement, a walrus, a match capture) are not constants whatever their assignments say.
         others = {k for k in self.module_bound if k not in names}
@@ -465,11 +464,11 @@ class _Checker(ast.NodeVisitor):
             changed = True
             while changed:
                 changed = False
-                for name, value in bindings + rebinds:
+                for name, value, through_global in bindings + rebinds:
                     if name in mutable:
                         continue
                     scalar = value is not None and (self._immutable(value) or (
-                        (name, value) in rebinds and self._clean_query_property(value)))
+                        through_global and self._clean_query_property(value)))
                     if not scalar:
                         mutable.add(name)
                         changed = True
@@ -605,7 +604,7 @@ class _Checker(ast.NodeVisitor):
         return True
 
     def _init_only(self):
-        """Functions that run only while the module is built: __init__ and what only __init__ calls."""
+        """Functions that run only while the module is built: an nn.Module's __init__ and what only those call."""
         sites = {}       # function name -> [enclosing FunctionDef or None (module level)]
         escaped = set()  # names used other than as the callee of a direct call
         for n, enclosing in self._calls():
@@ -1233,8 +1232,7 @@ class _Checker(ast.NodeVisitor):
         """Names one of the module's own classes defines: its methods, names its body assigns, and the self.<x>
         its methods assign."""
         out = set()
-        for c in self.classes.get(name, []) if isinstance(self.classes, dict) else [
-                n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef) and n.name == name]:
+        for c in (n for n in ast.walk(self.tree) if isinstance(n, ast.ClassDef) and n.name == name):
             for b in c.body:
                 if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     out.add(b.name)
