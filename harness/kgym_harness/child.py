@@ -414,7 +414,7 @@ class Evaluation:
         # The file every traceback names: where the runner writes these bytes and imports them from (its
         # workdir, a warm pair's own; runner.py load), so that kgym keeps the judge's frames and the runner's
         # alike as the candidate's.
-        named = os.path.join(self.job["workdir"], os.path.basename(self.job["candidate"]) or "candidate.py")
+        named = os.path.join(self.job["workdir"], _file_name(self.job))
         try:
             self.tree = ast.parse(self.source, filename=named)
         except SyntaxError as exc:
@@ -464,7 +464,8 @@ class Evaluation:
         from . import tasks
 
         # The candidate is imported in the runner, never here.
-        reply, _ = self.runner.ask({"cmd": "load", "source": self.source.decode("utf-8", "surrogateescape")})
+        reply, _ = self.runner.ask({"cmd": "load", "source": self.source.decode("utf-8", "surrogateescape"),
+                                    "name": _file_name(self.job)})
         if reply.get("type") != "ok":
             if reply.get("error"):
                 raise RemoteError(reply["error"])
@@ -1334,14 +1335,20 @@ def _hide_fd(fd):
 
 # What the runner is told of the job: where the candidate is and how to lock itself down.  Not the task, the
 # nonce, the tolerances or the variants.  kgym's pair.c lists the same keys (runner_part) for a warm pair's prelude.
-_RUNNER_JOB_KEYS = ("workdir", "candidate", "device", "threads", "sandbox", "runner_uid", "policy")
+_RUNNER_JOB_KEYS = ("workdir", "device", "threads", "sandbox", "runner_uid", "policy")
+
+
+def _file_name(job):
+    """The name the candidate's source is written and imported under in the runner's workdir (runner.py load
+    applies the same rule to what it is sent)."""
+    name = os.path.basename(str(job.get("candidate") or ""))
+    return name if name not in ("", ".", "..") else "candidate.py"
 
 
 def _runner_part(job):
-    """What of a job reaches the runner at its setup (the candidate's file by its name alone)."""
-    part = {k: job.get(k) for k in _RUNNER_JOB_KEYS if k != "candidate"}
-    part["candidate"] = os.path.basename(str(job.get("candidate") or ""))
-    return part
+    """What of a job reaches the runner at its setup (nothing of the candidate: its source and file name come
+    with ``load``, so a warm runner serves a job whatever its candidate is called)."""
+    return {k: job.get(k) for k in _RUNNER_JOB_KEYS}
 
 
 class _Early:

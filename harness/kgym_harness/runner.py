@@ -9,8 +9,8 @@ findings, a profile) is evidence the judge and kgym cross-check; correctness is 
 in the judge, against a reference the runner cannot reach.
 
 Commands (judge → runner), one JSON line each, answered with one line (``ok`` or ``error``):
-  setup {workdir, candidate, device, threads, sandbox, uid, gid, keep, policy}   first, before anything else
-  load                                         import the candidate, find ModelNew
+  setup {workdir, device, threads, sandbox, uid, gid, keep, policy}   first, before anything else
+  load {source, name}                          write the source under its file name, import it, find ModelNew
   construct {id, seed, dtype, values: init}    ModelNew(*init) seeded like the reference
   call {model, stage, variant, poison, values: args}   one forward under the runtime guards
   check {stage}                                the guards' process checks (threads, global state, tampering)
@@ -193,7 +193,10 @@ class Runner:
         # The judge sends the very bytes its static check read: they are written into this runner's own
         # workdir and imported from there (Triton reads kernel sources back from the file), so nothing
         # can change between the check and the import, and no file outside the workdir needs to be readable.
-        path = os.path.join(self.job["workdir"], os.path.basename(self.job["candidate"]) or "candidate.py")
+        # The file name comes with the source, not with the set-up: a warm runner was set up before its job,
+        # for any candidate (kgym's pair.c).
+        name = os.path.basename(str(msg.get("name") or ""))
+        path = os.path.join(self.job["workdir"], name if name not in ("", ".", "..") else "candidate.py")
         source = msg.get("source")
         if isinstance(source, str):
             with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:

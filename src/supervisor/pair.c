@@ -97,32 +97,26 @@ static json_t *runner_identity(json_t *caller_job, int slot)
     return job;
 }
 
-/* The runner's part of a job and nothing else (child.py _RUNNER_JOB_KEYS): a warm pair's prelude. */
-static const char *const runner_part[] = {"workdir", "candidate", "device", "threads",
-                                          "sandbox", "runner_uid", "policy"};
+/* The runner's part of a job and nothing else (child.py _RUNNER_JOB_KEYS): a warm pair's prelude.  Nothing
+ * of the candidate is in it: its source and file name reach the runner with the job ("load"). */
+static const char *const runner_part[] = {"workdir", "device", "threads", "sandbox", "runner_uid", "policy"};
 
 /* What a warm pair must share with a job to take it: the runner's part as the caller chose it (runner.py
- * setup), the candidate by its file name (the runner writes the source under it).  The workdir is the pair's
- * own, and so is the uid unless the caller chose one.  NULL on allocation failure. */
+ * setup).  The workdir is the pair's own, and so is the uid unless the caller chose one.  NULL on allocation
+ * failure. */
 static json_t *runner_key(const json_t *job)
 {
     json_t *key = json_object();
     if (!key)
         return NULL;
     for (size_t i = 0; i < sizeof runner_part / sizeof runner_part[0]; i++) {
-        if (!strcmp(runner_part[i], "workdir") || !strcmp(runner_part[i], "candidate"))
+        if (!strcmp(runner_part[i], "workdir"))
             continue;
         json_t *v = json_object_get(job, runner_part[i]);
         if (v && json_object_set(key, runner_part[i], v) != 0) {
             json_decref(key);
             return NULL;
         }
-    }
-    const char *cand = json_string_value(json_object_get(job, "candidate"));
-    const char *base = cand ? strrchr(cand, '/') : NULL;
-    if (cand && json_object_set_new(key, "candidate_name", json_string(base ? base + 1 : cand)) != 0) {
-        json_decref(key);
-        return NULL;
     }
     return key;
 }
@@ -353,17 +347,22 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
     return p;
 }
 
-/* The warmer: one thread per supervisor that keeps warm_max pairs waiting, for jobs like the last one. */
+/* A warmer: warm_max threads per supervisor, each starting one pair at a time, keep warm_max pairs waiting
+ * (those waiting and those being started count), for jobs like the last one.  One thread was too few: a pair
+ * takes 1-5.5 s to start on a loaded H100 (its shared phase waits behind timing windows, the driver makes
+ * contexts one at a time), and with 8 jobs a third of the evaluations found none waiting. */
 static void *warmer(void *arg)
 {
     kg_supervisor *sup = arg;
     pthread_mutex_lock(&sup->warm_lock);
     for (;;) {
-        while (!sup->warm_closing && (!sup->warm_template || sup->nwarm >= sup->warm_max))
+        while (!sup->warm_closing &&
+               (!sup->warm_template || sup->nwarm + sup->warm_starting >= sup->warm_max))
             pthread_cond_wait(&sup->warm_cond, &sup->warm_lock);
         if (sup->warm_closing)
             break;
         json_t *tmpl = json_incref(sup->warm_template);
+        sup->warm_starting++;
         pthread_mutex_unlock(&sup->warm_lock);
         kg_pair *p = warm_one(sup, tmpl);
         json_decref(tmpl);
@@ -372,7 +371,10 @@ static void *warmer(void *arg)
             nanosleep(&ts, NULL);
         }
         pthread_mutex_lock(&sup->warm_lock);
-        if (p && sup->warm_closing) {
+        sup->warm_starting--;
+        /* The count above keeps the pool within warm_max; the bound is checked here all the same, since
+         * the pool is an array of that size. */
+        if (p && (sup->warm_closing || sup->nwarm >= sup->warm_max)) {
             pthread_mutex_unlock(&sup->warm_lock);
             discard(p);
             free(p);
@@ -387,13 +389,14 @@ static void *warmer(void *arg)
 
 int kg_pair_warmer_start(kg_supervisor *sup)
 {
-    if (sup->warm_max <= 0)
-        return 0;
-    if (pthread_create(&sup->warm_thread, NULL, warmer, sup) != 0) {
-        sup->warm_max = 0; /* every job gets a pair of its own, as without warm pairs */
-        return -1;
+    for (int i = 0; i < sup->warm_max; i++) {
+        if (pthread_create(&sup->warm_threads[i], NULL, warmer, sup) != 0) {
+            if (i == 0)
+                sup->warm_max = 0; /* every job gets a pair of its own, as without warm pairs */
+            return -1;             /* otherwise the warmers started keep warm_max waiting, fewer at a time */
+        }
+        sup->warm_running = i + 1;
     }
-    sup->warm_running = 1;
     return 0;
 }
 
@@ -404,7 +407,7 @@ void kg_pair_fill(kg_supervisor *sup, json_t *caller_job)
     pthread_mutex_lock(&sup->warm_lock);
     json_decref(sup->warm_template);
     sup->warm_template = json_incref(caller_job);
-    pthread_cond_signal(&sup->warm_cond);
+    pthread_cond_broadcast(&sup->warm_cond);
     pthread_mutex_unlock(&sup->warm_lock);
 }
 
@@ -414,8 +417,8 @@ void kg_pair_drain(kg_supervisor *sup)
     sup->warm_closing = 1;
     pthread_cond_broadcast(&sup->warm_cond);
     pthread_mutex_unlock(&sup->warm_lock);
-    if (sup->warm_running)
-        pthread_join(sup->warm_thread, NULL);
+    for (int i = 0; i < sup->warm_running; i++)
+        pthread_join(sup->warm_threads[i], NULL);
     sup->warm_running = 0;
     pthread_mutex_lock(&sup->warm_lock);
     json_decref(sup->warm_template);

@@ -282,25 +282,74 @@ static void warm_pairs_serve_only_like_jobs(void)
     KG_CHECK(has_message(&rep, "sandbox") && has_message(&rep, "done"));
     KG_CHECK(group_gone(rep.pid) && group_gone(rep.runner_pid));
     kg_child_report_free(&rep);
-    /* A failing candidate in a warm pair ends as in a fresh one. */
+    /* A failing candidate in a warm pair ends as in a fresh one.  Its file has another name: the name comes
+     * with the source, not with the set-up, so the waiting pair takes it, and the runner writes and imports
+     * the source under the job's own name (the traceback the candidate's error carries names that file). */
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
     job = job_for("raise_in_forward", &dir);
-    /* Another file name (the runner writes the source under it): the waiting pair is not this job's, and
-     * goes, so that one for this kind of job is started. */
-    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
-    KG_CHECK(!rep.warm && rep.end == KG_END_COMPLETED);
-    kg_child_report_free(&rep);
+    json_object_set_new(job, "threads", json_integer(2));
     KG_CHECK(wait_for_warm(w, 1));
     KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
     KG_CHECK(rep.warm && rep.end == KG_END_COMPLETED && has_message(&rep, "done"));
+    {
+        json_t *stage = NULL, *m;
+        size_t i;
+        json_array_foreach(rep.messages, i, m) if (json_is_string(json_object_get(m, "status")) &&
+                                                   !strcmp(json_string_value(json_object_get(m, "status")), "fail"))
+            stage = m;
+        char *text = stage ? json_dumps(stage, 0) : NULL;
+        KG_CHECK(text && strstr(text, "raise_in_forward.py") != NULL);
+        free(text);
+    }
     kg_child_report_free(&rep);
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
     KG_CHECK(wait_for_warm(w, 1));
     kg_supervisor_close(w); /* kills and reaps the waiting pair: a leak here shows as a zombie below */
+    int zombies = 0;
+    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
+        zombies++;
+    KG_CHECK(zombies == 0);
+}
+
+/* Several warmers (pair.c): with warm_pairs 3 the pool fills to three, started at once, and never beyond
+ * (pairs waiting and pairs being started both count against the bound); each serves a job. */
+static void warm_pairs_fill_to_their_bound(void)
+{
+    const char *python = getenv("KGYM_PYTHON");
+    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
+                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = 3};
+    kg_supervisor *w = NULL;
+    kg_error err;
+    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
+    if (!w)
+        return;
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm);
+    kg_child_report_free(&rep);
+    KG_CHECK(wait_for_warm(w, 3));
+    struct timespec settle = {1, 0};
+    nanosleep(&settle, NULL);
+    KG_CHECK(kg_supervisor_warm_waiting(w) == 3);
+    for (int i = 0; i < 3; i++) {
+        KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+        KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm);
+        kg_child_report_free(&rep);
+    }
+    KG_CHECK(wait_for_warm(w, 3));
+    nanosleep(&settle, NULL);
+    KG_CHECK(kg_supervisor_warm_waiting(w) == 3);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    kg_supervisor_close(w);
     int zombies = 0;
     for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
         zombies++;
@@ -715,6 +764,7 @@ static const kg_test_case cases[] = {
     {"dead_zygote_is_restarted", dead_zygote_is_restarted},
     {"next_run_unaffected", next_run_unaffected},
     {"warm_pairs_serve_only_like_jobs", warm_pairs_serve_only_like_jobs},
+    {"warm_pairs_fill_to_their_bound", warm_pairs_fill_to_their_bound},
     {"bad_options", bad_options},
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
