@@ -7,11 +7,12 @@
 # COMMIT).  Builds before the trusted judge (c5d44a4) compiled every evaluation into one Triton cache, so an
 # evaluation of a candidate seen earlier in a run compiled nothing: a cache kgym refuses by design (what one
 # candidate's process writes must not reach another evaluation; docs/threat-model.md).  This copies BASE_DIR's
-# harness into OUT_DIR, points TRITON_CACHE_DIR at the evaluation's own workdir right where the child enters it,
-# and writes OUT_DIR/kgym, which runs BASE_DIR's binary with that harness.  Pass OUT_DIR/kgym to
+# harness (and its policy, read beside it) into OUT_DIR, points TRITON_CACHE_DIR at the evaluation's own
+# workdir right where the child enters it, and writes OUT_DIR/kgym, which runs BASE_DIR's binary with that
+# harness.  Pass OUT_DIR/kgym to
 # bench/throughput_paired.sh as the baseline to compare kgym with the baseline's speed under kgym's isolation.
 set -eu
-[ $# -eq 2 ] || { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n '2,/^set -eu/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 BASE=$(cd "$1" && pwd)
 OUT=$2
 [ -x "$BASE/build/kgym" ] || { echo "own_cache_baseline: no $BASE/build/kgym (build it with sh .gpu/build.sh $1)" >&2; exit 1; }
@@ -22,6 +23,7 @@ n=$(grep -cxF "$ANCHOR" "$BASE/$CHILD" || true)
 rm -rf "$OUT" && mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 cp -R "$BASE/harness" "$OUT/harness"
+cp -R "$BASE/policy" "$OUT/policy" # the build reads its policy beside its harness
 "${PYTHON:-python3}" - "$OUT/$CHILD" "$ANCHOR" <<'PY'
 import sys
 path, anchor = sys.argv[1], sys.argv[2]
