@@ -37,11 +37,12 @@ struct kg_supervisor {
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
     int warm_max;         /* warm pairs kept waiting (0: none) */
-    pthread_mutex_t warm_lock; /* guards the six below */
-    pthread_cond_t warm_cond;  /* a pair was taken, a template came, or the supervisor closes */
+    pthread_mutex_t warm_lock; /* guards the seven below */
+    pthread_cond_t warm_cond;  /* a pair was taken or became warm, a template came, or the supervisor closes */
     kg_pair *warm[KG_WARM_MAX];
     int nwarm;
     int warm_starting;         /* pairs the warmers are starting now */
+    json_t *warm_starting_keys[KG_WARM_MAX]; /* their keys (NULL: a free entry) */
     json_t *warm_template; /* the last job run: warm pairs are started for jobs like it */
     int warm_closing;
     pthread_t warm_threads[KG_WARM_MAX]; /* the warmers (pair.c), warm_running of them */
