@@ -37,15 +37,13 @@ struct kg_supervisor {
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
     int warm_max;         /* warm pairs kept waiting (0: none) */
-    pthread_mutex_t warm_lock; /* guards the seven below */
-    pthread_cond_t warm_cond;  /* a pair was taken or became warm, a template came, or the supervisor closes */
+    pthread_mutex_t warm_lock; /* guards the five below */
+    pthread_cond_t warm_cond;  /* a pair was taken, a template came, or the supervisor closes */
     kg_pair *warm[KG_WARM_MAX];
     int nwarm;
-    int warm_starting;         /* pairs the warmers are starting now */
-    json_t *warm_starting_keys[KG_WARM_MAX]; /* their keys (NULL: a free entry) */
     json_t *warm_template; /* the last job run: warm pairs are started for jobs like it */
     int warm_closing;
-    pthread_t warm_threads[KG_WARM_MAX]; /* the warmers (pair.c), warm_running of them */
+    pthread_t warm_thread;     /* the warmer (pair.c), when warm_running */
     int warm_running;
 };
 
@@ -54,11 +52,11 @@ struct kg_supervisor {
 int kg_pair_for_job(kg_supervisor *sup, json_t *job, kg_pair *p, kg_error *err);
 /* Closes what is left of p's descriptors, gives its slot back, removes a warm pair's workdir, frees its JSON. */
 void kg_pair_end(kg_pair *p);
-/* Starts the warmers, which keep warm_max pairs waiting (0, or -1: then none are kept, or fewer warmers run). */
+/* Starts the warmer thread, which keeps warm_max pairs waiting (0, or -1: then none are kept). */
 int kg_pair_warmer_start(kg_supervisor *sup);
 /* Tells the warmer that jobs like `job` come: it starts pairs for them while fewer than warm_max wait. */
 void kg_pair_fill(kg_supervisor *sup, json_t *job);
-/* Stops the warmers, then kills and reaps every waiting warm pair (kg_supervisor_close). */
+/* Stops the warmer, then kills and reaps every waiting warm pair (kg_supervisor_close). */
 void kg_pair_drain(kg_supervisor *sup);
 /* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is taken
  * (zygote.c); returns its length, -1 on EOF or error, -2 on timeout. */

@@ -210,41 +210,18 @@ static void discard(kg_pair *p)
     kg_pair_end(p);
 }
 
-/* How long a job waits for a pair being started for jobs like it, before it forks one of its own.  A pair in
- * its set-up is nearer to warm than a fresh fork, which would also compete with it for the driver (contexts
- * are made one at a time): measured on an H100 with 6 jobs, a job that found none waiting set up in 1.2-2.9 s. */
-#define KG_WARM_WAIT_MS 10000
-
-/* Whether a warmer is starting a pair with `key` now (under warm_lock). */
-static int starting_like(kg_supervisor *sup, const json_t *key)
-{
-    for (int i = 0; i < KG_WARM_MAX; i++)
-        if (sup->warm_starting_keys[i] && json_equal(sup->warm_starting_keys[i], key))
-            return 1;
-    return 0;
-}
-
-/* A waiting warm pair started for `key`, taken out of the pool (or one being started for it, once it is
- * warm, waited for up to KG_WARM_WAIT_MS); 0 when none is. */
+/* A waiting warm pair started for `key`, taken out of the pool; 0 when none is. */
 static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
 {
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    deadline.tv_sec += KG_WARM_WAIT_MS / 1000;
     for (;;) {
         kg_pair *found = NULL;
         pthread_mutex_lock(&sup->warm_lock);
-        for (;;) {
-            for (int i = 0; i < sup->nwarm; i++)
-                if (json_equal(sup->warm[i]->key, key)) {
-                    found = sup->warm[i];
-                    sup->warm[i] = sup->warm[--sup->nwarm];
-                    break;
-                }
-            if (found || sup->warm_closing || !starting_like(sup, key) ||
-                pthread_cond_timedwait(&sup->warm_cond, &sup->warm_lock, &deadline) != 0)
+        for (int i = 0; i < sup->nwarm; i++)
+            if (json_equal(sup->warm[i]->key, key)) {
+                found = sup->warm[i];
+                sup->warm[i] = sup->warm[--sup->nwarm];
                 break;
-        }
+            }
         kg_pair *stale = NULL;
         if (!found && sup->nwarm >= sup->warm_max) {
             /* Every waiting pair is for jobs of another kind and none will be started for this kind: the
@@ -370,43 +347,31 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
     return p;
 }
 
-/* A warmer: warm_max threads per supervisor, each starting one pair at a time, keep warm_max pairs waiting
- * (those waiting and those being started count), for jobs like the last one.  One thread was too few: a pair
- * takes 1-5.5 s to start on a loaded H100 (its shared phase waits behind timing windows, the driver makes
- * contexts one at a time), and with 8 jobs a third of the evaluations found none waiting. */
+/* The warmer: one thread per supervisor that keeps warm_max pairs waiting, for jobs like the last one.  One
+ * pair at a time on purpose.  Tried on an H100 (6 jobs, the non-level-1 mix, paired with this): two warmers
+ * starting pairs side by side (each start makes two CUDA contexts, which the driver makes one at a time, beside
+ * every running evaluation's device-memory calls) saved no set-up time and the evaluations' own stages took 5%
+ * and 12% longer in two commands; a job waiting for a pair being started instead of forking its own waited 30 s
+ * in all for 19 s of set-up saved (docs/PERFORMANCE.md, fourteenth session). */
 static void *warmer(void *arg)
 {
     kg_supervisor *sup = arg;
     pthread_mutex_lock(&sup->warm_lock);
     for (;;) {
-        while (!sup->warm_closing &&
-               (!sup->warm_template || sup->nwarm + sup->warm_starting >= sup->warm_max))
+        while (!sup->warm_closing && (!sup->warm_template || sup->nwarm >= sup->warm_max))
             pthread_cond_wait(&sup->warm_cond, &sup->warm_lock);
         if (sup->warm_closing)
             break;
         json_t *tmpl = json_incref(sup->warm_template);
-        int mine = 0;
-        while (mine < KG_WARM_MAX - 1 && sup->warm_starting_keys[mine]) /* fewer than warm_max start at once */
-            mine++;
-        sup->warm_starting_keys[mine] = runner_key(tmpl); /* NULL on allocation failure: no job waits for it */
-        sup->warm_starting++;
         pthread_mutex_unlock(&sup->warm_lock);
         kg_pair *p = warm_one(sup, tmpl);
         json_decref(tmpl);
-        pthread_mutex_lock(&sup->warm_lock);
-        json_decref(sup->warm_starting_keys[mine]);
-        sup->warm_starting_keys[mine] = NULL;
-        sup->warm_starting--;
-        pthread_cond_broadcast(&sup->warm_cond); /* jobs waiting for it take it, or stop waiting */
         if (!p) { /* a failure is not retried at once: a broken set-up would spin */
-            pthread_mutex_unlock(&sup->warm_lock);
             struct timespec ts = {1, 0};
             nanosleep(&ts, NULL);
-            pthread_mutex_lock(&sup->warm_lock);
         }
-        /* The count above keeps the pool within warm_max; the bound is checked here all the same, since
-         * the pool is an array of that size. */
-        if (p && (sup->warm_closing || sup->nwarm >= sup->warm_max)) {
+        pthread_mutex_lock(&sup->warm_lock);
+        if (p && sup->warm_closing) {
             pthread_mutex_unlock(&sup->warm_lock);
             discard(p);
             free(p);
@@ -421,14 +386,13 @@ static void *warmer(void *arg)
 
 int kg_pair_warmer_start(kg_supervisor *sup)
 {
-    for (int i = 0; i < sup->warm_max; i++) {
-        if (pthread_create(&sup->warm_threads[i], NULL, warmer, sup) != 0) {
-            if (i == 0)
-                sup->warm_max = 0; /* every job gets a pair of its own, as without warm pairs */
-            return -1;             /* otherwise the warmers started keep warm_max waiting, fewer at a time */
-        }
-        sup->warm_running = i + 1;
+    if (sup->warm_max <= 0)
+        return 0;
+    if (pthread_create(&sup->warm_thread, NULL, warmer, sup) != 0) {
+        sup->warm_max = 0; /* every job gets a pair of its own, as without warm pairs */
+        return -1;
     }
+    sup->warm_running = 1;
     return 0;
 }
 
@@ -439,7 +403,7 @@ void kg_pair_fill(kg_supervisor *sup, json_t *caller_job)
     pthread_mutex_lock(&sup->warm_lock);
     json_decref(sup->warm_template);
     sup->warm_template = json_incref(caller_job);
-    pthread_cond_broadcast(&sup->warm_cond);
+    pthread_cond_signal(&sup->warm_cond);
     pthread_mutex_unlock(&sup->warm_lock);
 }
 
@@ -449,8 +413,8 @@ void kg_pair_drain(kg_supervisor *sup)
     sup->warm_closing = 1;
     pthread_cond_broadcast(&sup->warm_cond);
     pthread_mutex_unlock(&sup->warm_lock);
-    for (int i = 0; i < sup->warm_running; i++)
-        pthread_join(sup->warm_threads[i], NULL);
+    if (sup->warm_running)
+        pthread_join(sup->warm_thread, NULL);
     sup->warm_running = 0;
     pthread_mutex_lock(&sup->warm_lock);
     json_decref(sup->warm_template);

@@ -315,8 +315,7 @@ static void warm_pairs_serve_only_like_jobs(void)
     KG_CHECK(zombies == 0);
 }
 
-/* Several warmers (pair.c): with warm_pairs 3 the pool fills to three, started at once, and never beyond
- * (pairs waiting and pairs being started both count against the bound); each serves a job. */
+/* With warm_pairs 3 the pool fills to three and never beyond, and each waiting pair serves a job. */
 static void warm_pairs_fill_to_their_bound(void)
 {
     const char *python = getenv("KGYM_PYTHON");
@@ -346,41 +345,6 @@ static void warm_pairs_fill_to_their_bound(void)
     KG_CHECK(wait_for_warm(w, 3));
     nanosleep(&settle, NULL);
     KG_CHECK(kg_supervisor_warm_waiting(w) == 3);
-    json_decref(job);
-    kg_remove_tree(dir);
-    free(dir);
-    kg_supervisor_close(w);
-    int zombies = 0;
-    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
-        zombies++;
-    KG_CHECK(zombies == 0);
-}
-
-/* A job that comes while its pair is still being started waits for that pair (pair.c take_warm) instead of
- * forking one of its own: an evaluation that ends in its parse stage is over before the pair its start
- * asked for is set up, and the next job still gets that pair. */
-static void a_job_waits_for_the_pair_being_started(void)
-{
-    const char *python = getenv("KGYM_PYTHON");
-    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
-                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = 1};
-    kg_supervisor *w = NULL;
-    kg_error err;
-    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
-    if (!w)
-        return;
-    kg_child_limits l = limits();
-    kg_child_report rep;
-    char *dir = NULL;
-    json_t *job = job_for("syntax_error", &dir);
-    int warm = 0;
-    for (int i = 0; i < 4; i++) {
-        KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
-        KG_CHECK(rep.end == KG_END_COMPLETED);
-        warm += rep.warm;
-        kg_child_report_free(&rep);
-    }
-    KG_CHECK(warm == 3); /* every job but the first */
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
@@ -800,7 +764,6 @@ static const kg_test_case cases[] = {
     {"next_run_unaffected", next_run_unaffected},
     {"warm_pairs_serve_only_like_jobs", warm_pairs_serve_only_like_jobs},
     {"warm_pairs_fill_to_their_bound", warm_pairs_fill_to_their_bound},
-    {"a_job_waits_for_the_pair_being_started", a_job_waits_for_the_pair_being_started},
     {"bad_options", bad_options},
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},
