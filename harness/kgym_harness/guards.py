@@ -50,12 +50,47 @@ LOG = LaunchLog()
 _INSTALLED = []
 
 
+def _outside(fn):
+    """``fn`` (a launch's grid function or a heuristic, the candidate's code that Triton calls inside the launch)
+    run as if outside every launch: the ATen operators it runs are recorded like those of forward itself.  Work
+    in a launch is Triton's (the interpreter's kernel bodies, the autotuner's benchmarking) and is not recorded;
+    a grid function that computes the answer with tensor operators would otherwise hide there (on a GPU the
+    profile sees its kernels; on the CPU nothing else would)."""
+    if getattr(fn, "__kgym_outside__", False) or not callable(fn):
+        return fn
+
+    def outside(*args, **kwargs):
+        depth = LOG.depth
+        LOG.depth = 0
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            LOG.depth = depth
+
+    outside.__kgym_outside__ = True
+    return outside
+
+
+def _candidate_callables(self, kwargs):
+    """Wraps, for this launch, what Triton will call of the candidate's inside it (_outside)."""
+    if callable(kwargs.get("grid")):
+        kwargs["grid"] = _outside(kwargs["grid"])
+    if callable(getattr(self, "grid", None)) and type(self).__name__ == "GridExecutor":
+        self.grid = _outside(self.grid)
+    values = getattr(self, "values", None)
+    if isinstance(values, dict) and type(self).__name__ == "Heuristics":
+        for k, f in list(values.items()):
+            values[k] = _outside(f)
+
+
 def _wrap(cls, attr, name_of, skip=None):
     original = cls.__dict__[attr]
 
     def launch(self, *args, **kwargs):
         if skip is not None and skip(kwargs):
             return original(self, *args, **kwargs)
+        if LOG.active:
+            _candidate_callables(self, kwargs)
         if LOG.active and LOG.depth == 0:
             try:
                 LOG.kernels.append(name_of(self))

@@ -113,6 +113,67 @@ def test_check_fires(cls, kind):
     assert kind in kinds, g.findings
 
 
+@triton.jit
+def noop(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+@triton.heuristics({"BLOCK": lambda a: (a["out_ptr"].copy_(a["x_ptr"] * 3.0 + 1.0), 256)[1]})
+@triton.jit
+def noop_heuristic(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+class GridComputes(Honest):
+    """The answer computed with tensor operators in a grid function, which Triton calls inside the launch."""
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+
+        def grid(meta):
+            out.copy_(x * 3.0 + 1.0)
+            return (1,)
+
+        noop[grid](x, out, x.numel(), BLOCK=256)
+        return out
+
+
+class HeuristicComputes(Honest):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        noop_heuristic[(1,)](x, out, x.numel())
+        return out
+
+
+class HonestGrid(Honest):
+    """Grid functions and heuristics that compute launch geometry only (shape queries, meta-parameters)."""
+
+    def forward(self, x):
+        x = x.contiguous().view(-1)
+        out = torch.empty_like(x)
+
+        def grid(meta):
+            return (triton.cdiv(x.numel(), meta["BLOCK"]),)
+
+        affine[grid](x, out, x.numel(), BLOCK=256)
+        affine[lambda meta: (triton.cdiv(out.shape[0], meta["BLOCK"]),)](out, out, out.numel(), BLOCK=128)
+        return out.reshape(2, -1)
+
+
+@pytest.mark.parametrize("cls", [GridComputes, HeuristicComputes])
+def test_compute_in_a_grid_function_or_heuristic_is_recorded(cls):
+    # Triton calls them inside the launch, where the recorder leaves Triton's own work alone; they are the
+    # candidate's code and recorded like forward's (guards._outside).  Without that: no finding, and the
+    # output is right.
+    g, kinds = run(cls)
+    assert "torch_compute" in kinds, g.findings
+
+
+def test_honest_grid_functions_have_no_findings():
+    g, kinds = run(HonestGrid)
+    assert kinds == set(), g.findings
+
+
 def test_launches_are_recorded_by_name():
     guards.install_launch_hooks()
     guards.LOG.reset()
