@@ -248,18 +248,36 @@ static int wait_for_warm(kg_supervisor *s, int n)
     return kg_supervisor_warm_waiting(s) >= n;
 }
 
+/* A CPU supervisor keeping `pairs` warm pairs (NULL, with a failed check, if it cannot start). */
+static kg_supervisor *warm_supervisor(int pairs)
+{
+    const char *python = getenv("KGYM_PYTHON");
+    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
+                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = pairs};
+    kg_supervisor *w = NULL;
+    kg_error err;
+    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
+    return w;
+}
+
+/* Closes a supervisor with warm pairs: the waiting ones are killed and reaped (a leak shows as a zombie). */
+static void close_warm_supervisor(kg_supervisor *w)
+{
+    kg_supervisor_close(w);
+    int zombies = 0;
+    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
+        zombies++;
+    KG_CHECK(zombies == 0);
+}
+
 /* Warm pairs (pair.c): a pair started ahead serves the next job like the one it was started for, and only
  * such a job; it runs that job to the end like a fresh pair; closing the supervisor ends the ones waiting. */
 static void warm_pairs_serve_only_like_jobs(void)
 {
-    const char *python = getenv("KGYM_PYTHON");
-    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
-                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = 1};
-    kg_supervisor *w = NULL;
-    kg_error err;
-    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
+    kg_supervisor *w = warm_supervisor(1);
     if (!w)
         return;
+    kg_error err;
     KG_CHECK(kg_supervisor_warm_waiting(w) == 0); /* nothing is started before a first job says what jobs look like */
     kg_child_limits l = limits();
     kg_child_report rep;
@@ -308,24 +326,16 @@ static void warm_pairs_serve_only_like_jobs(void)
     kg_remove_tree(dir);
     free(dir);
     KG_CHECK(wait_for_warm(w, 1));
-    kg_supervisor_close(w); /* kills and reaps the waiting pair: a leak here shows as a zombie below */
-    int zombies = 0;
-    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
-        zombies++;
-    KG_CHECK(zombies == 0);
+    close_warm_supervisor(w);
 }
 
 /* With warm_pairs 3 the pool fills to three and never beyond, and each waiting pair serves a job. */
 static void warm_pairs_fill_to_their_bound(void)
 {
-    const char *python = getenv("KGYM_PYTHON");
-    kg_supervisor_options o = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
-                               .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu", .warm_pairs = 3};
-    kg_supervisor *w = NULL;
-    kg_error err;
-    KG_CHECK(kg_supervisor_open(&o, &w, &err) == KG_OK);
+    kg_supervisor *w = warm_supervisor(3);
     if (!w)
         return;
+    kg_error err;
     kg_child_limits l = limits();
     kg_child_report rep;
     char *dir = NULL;
@@ -348,11 +358,7 @@ static void warm_pairs_fill_to_their_bound(void)
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
-    kg_supervisor_close(w);
-    int zombies = 0;
-    for (pid_t p; (p = waitpid(-1, NULL, WNOHANG)) > 0;)
-        zombies++;
-    KG_CHECK(zombies == 0);
+    close_warm_supervisor(w);
 }
 
 static void bad_options(void)
