@@ -1339,10 +1339,11 @@ _RUNNER_JOB_KEYS = ("workdir", "device", "threads", "sandbox", "runner_uid", "po
 
 
 def _file_name(job):
-    """The name the candidate's source is written and imported under in the runner's workdir (runner.py load
-    applies the same rule to what it is sent)."""
-    name = os.path.basename(str(job.get("candidate") or ""))
-    return name if name not in ("", ".", "..") else "candidate.py"
+    """The name the candidate's source is written and imported under in the runner's workdir (the rule is
+    transport.source_file_name's, which the runner applies to what ``load`` sends it)."""
+    from . import transport
+
+    return transport.source_file_name(job.get("candidate"))
 
 
 def _runner_part(job):

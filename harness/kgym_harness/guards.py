@@ -71,26 +71,34 @@ def _outside(fn):
     return outside
 
 
-def _candidate_callables(self, kwargs):
-    """Wraps, for this launch, what Triton will call of the candidate's inside it (_outside)."""
+def _grid_argument(_self, kwargs):
+    """A launch through ``run(..., grid=...)`` (JITFunction, Autotuner): its grid function (_outside)."""
     if callable(kwargs.get("grid")):
         kwargs["grid"] = _outside(kwargs["grid"])
-    if callable(getattr(self, "grid", None)) and type(self).__name__ == "GridExecutor":
-        self.grid = _outside(self.grid)
-    values = getattr(self, "values", None)
-    if isinstance(values, dict) and type(self).__name__ == "Heuristics":
-        for k, f in list(values.items()):
-            values[k] = _outside(f)
 
 
-def _wrap(cls, attr, name_of, skip=None):
+def _heuristics_and_grid(self, kwargs):
+    """Heuristics.run: its values, which it calls before the launch it wraps, and the grid it passes on."""
+    for k, f in list(self.values.items()):
+        self.values[k] = _outside(f)
+    _grid_argument(self, kwargs)
+
+
+def _executor_grid(self, _kwargs):
+    """The interpreter's GridExecutor holds the grid it will call."""
+    self.grid = _outside(self.grid)
+
+
+def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument):
+    """Wraps cls.attr, a launch: counted while LOG is active, and ``prepare(self, kwargs)`` hands what Triton will
+    call of the candidate's inside it to _outside."""
     original = cls.__dict__[attr]
 
     def launch(self, *args, **kwargs):
         if skip is not None and skip(kwargs):
             return original(self, *args, **kwargs)
         if LOG.active:
-            _candidate_callables(self, kwargs)
+            prepare(self, kwargs)
         if LOG.active and LOG.depth == 0:
             try:
                 LOG.kernels.append(name_of(self))
@@ -121,15 +129,16 @@ def install_launch_hooks():
     try:
         from triton.runtime import autotuner
 
-        for cls in (autotuner.Autotuner, autotuner.Heuristics):
+        for cls, prepare in ((autotuner.Autotuner, _grid_argument), (autotuner.Heuristics, _heuristics_and_grid)):
             if "run" in cls.__dict__:
-                _wrap(cls, "run", lambda self: getattr(getattr(self, "fn", None), "__name__", "?"))
+                _wrap(cls, "run", lambda self: getattr(getattr(self, "fn", None), "__name__", "?"), prepare=prepare)
     except Exception:  # noqa: BLE001 — an older Triton without these classes
         pass
     try:
         from triton.runtime import interpreter
 
-        _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"))
+        _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"),
+              prepare=_executor_grid)
     except Exception:  # noqa: BLE001 — no interpreter in this Triton build
         pass
 

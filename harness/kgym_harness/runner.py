@@ -195,8 +195,7 @@ class Runner:
         # can change between the check and the import, and no file outside the workdir needs to be readable.
         # The file name comes with the source, not with the set-up: a warm runner was set up before its job,
         # for any candidate (kgym's pair.c).
-        name = os.path.basename(str(msg.get("name") or ""))
-        path = os.path.join(self.job["workdir"], name if name not in ("", ".", "..") else "candidate.py")
+        path = os.path.join(self.job["workdir"], tp.source_file_name(msg.get("name")))
         source = msg.get("source")
         if isinstance(source, str):
             with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:

@@ -53,6 +53,14 @@ _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
 
 
+def source_file_name(name):
+    """The name a candidate's source is written and imported under in the runner's workdir (the ``load``
+    command): the base name of ``name``, or ``candidate.py`` where that is empty, ``.`` or ``..``.  The judge
+    names its tracebacks by the same rule."""
+    base = os.path.basename(str(name or ""))
+    return base if base not in ("", ".", "..") else "candidate.py"
+
+
 class ProtocolError(Exception):
     """The peer sent something that is not this protocol (or went away)."""
 
