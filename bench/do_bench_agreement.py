@@ -68,13 +68,14 @@ def measure(task_path: str, cand_path: str, device: str, rep: int, warmup: int, 
     import torch
     import triton.testing
 
-    from kgym_harness import tasks
+    from kgym_harness.judge import tasks
+    from kgym_harness.shared import models
 
     task = tasks.load_task(task_path)
     base = tasks.make_variants(task, device, None, base_seed=seed)[0]  # budget None: the task's full sizes
     init, inputs = tasks.build(task, base, device)
     cand_cls = import_candidate(cand_path).ModelNew
-    model = tasks.construct(cand_cls, init, base.seed, device)
+    model = models.construct(cand_cls, init, base.seed, device)
     try:
         # kgym times under no_grad too; without it the candidate's parameters would make autograd record.
         with torch.no_grad():

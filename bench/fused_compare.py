@@ -12,7 +12,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
-from kgym_harness import compare  # noqa: E402
+from kgym_harness.judge import compare  # noqa: E402
 
 
 def chunked(r, c, atol, rtol):

@@ -16,7 +16,9 @@ set -eu
 BASE=$(cd "$1" && pwd)
 OUT=$2
 [ -x "$BASE/build/kgym" ] || { echo "own_cache_baseline: no $BASE/build/kgym (build it with sh .gpu/build.sh $1)" >&2; exit 1; }
+# The judge's module: kgym_harness/child.py before the judge/runner/shared split, kgym_harness/judge/child.py after.
 CHILD=harness/kgym_harness/child.py
+[ -f "$BASE/$CHILD" ] || CHILD=harness/kgym_harness/judge/child.py
 ANCHOR='        os.chdir(job["workdir"])'
 n=$(grep -cxF "$ANCHOR" "$BASE/$CHILD" || true)
 [ "$n" = 1 ] || { echo "own_cache_baseline: $BASE/$CHILD has $n lines '$ANCHOR' (1 expected): not a tree this script knows" >&2; exit 1; }

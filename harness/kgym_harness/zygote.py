@@ -25,7 +25,9 @@ def _preload(device="cpu"):
     import torch
     import triton
 
-    from . import child, compare, runner, sandbox, tasks, transport, tritoncache  # noqa: F401
+    from .judge import child, compare, tasks  # noqa: F401
+    from .runner import runner, sandbox  # noqa: F401
+    from .shared import transport, tritoncache  # noqa: F401
 
     # Warm what every child would otherwise pay for on first use (the first
     # meta-device dispatch costs ~0.7 s): children inherit it through fork.
@@ -90,7 +92,7 @@ def _serve(control, device):
                 if what == b"runner":
                     # runner-bare (the job's sandbox or its namespaces off): no PID namespace, since without
                     # the runner's fresh /proc (a mount namespace) the CUDA driver fails (error 304).
-                    from . import sandbox
+                    from .runner import sandbox
 
                     sandbox.unshare_pid(notes)
                 child_pid = os.fork()
@@ -98,11 +100,11 @@ def _serve(control, device):
                     os.close(pid_w)
                     control.close()
                     if what in (b"runner", b"runner-bare"):
-                        from . import runner
+                        from .runner import runner
 
                         runner.run(fds[0], fds[1], fds[2], device)
                     else:
-                        from . import child
+                        from .judge import child
 
                         child.run(fds[0], fds[1], fds[2], device, fds[3])
                     os._exit(0)

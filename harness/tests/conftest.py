@@ -23,7 +23,7 @@ _names = itertools.count()
 @pytest.fixture
 def load():
     """load("level1/19_ReLU.py") -> the task module (a fresh module per call); skips without KernelBench."""
-    from kgym_harness import tasks
+    from kgym_harness.judge import tasks
 
     def _load(rel):
         path = os.path.join(KERNELBENCH, rel)

@@ -1,4 +1,4 @@
-"""Tests of kgym_harness.compare on hand-made outputs."""
+"""Tests of kgym_harness.judge.compare on hand-made outputs."""
 
 import json
 import math
@@ -7,7 +7,8 @@ import os
 import pytest
 import torch
 
-from kgym_harness import compare as cmp
+from kgym_harness.judge import compare as cmp
+from kgym_harness.shared import report
 
 
 def check(ref, cand, atol=1e-4, rtol=1e-4):
@@ -155,8 +156,8 @@ def test_out_of_memory_is_not_a_mismatch(monkeypatch):
     x = torch.rand(8)
     with pytest.raises(torch.OutOfMemoryError):
         cmp.compare(x, x.clone(), 1e-4, 1e-4)
-    assert cmp.is_out_of_memory(RuntimeError("CUDA error: out of memory"))
-    assert not cmp.is_out_of_memory(RuntimeError("shape mismatch"))
+    assert report.is_out_of_memory(RuntimeError("CUDA error: out of memory"))
+    assert not report.is_out_of_memory(RuntimeError("shape mismatch"))
 
 
 def test_other_comparison_failures_are_reported(monkeypatch):

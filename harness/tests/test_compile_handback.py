@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from kgym_harness import child
-from kgym_harness import transport as tp
+from kgym_harness.judge import child
+from kgym_harness.shared import transport as tp
 
 
 class FakeChan:
@@ -162,7 +162,7 @@ def test_the_runner_announces_its_compiles_and_waits_for_resume(monkeypatch):
     import torch
     from triton import knobs
 
-    from kgym_harness import runner as rn
+    from kgym_harness.runner import runner as rn
 
     synced = []
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: synced.append(1))

@@ -1,10 +1,10 @@
-"""Tests of kgym_harness.degeneracy: which variants showed the reference non-zero, input-dependent, not an input."""
+"""Tests of kgym_harness.judge.degeneracy: which variants showed the reference non-zero, input-dependent, not an input."""
 
 import json
 
 import torch
 
-from kgym_harness import degeneracy
+from kgym_harness.judge import degeneracy
 
 
 def test_zero_by_algebra_stays_degenerate():

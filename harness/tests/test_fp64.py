@@ -1,7 +1,7 @@
 """The float64 adjudication of near misses (child._near_miss, child._fp64_facts)."""
 import torch
 
-from kgym_harness import child, compare
+from kgym_harness.judge import child, compare
 
 
 class RowSum(torch.nn.Module):

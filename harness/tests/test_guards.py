@@ -1,4 +1,4 @@
-"""Runtime checks (kgym_harness.guards) on CPU, in the Triton interpreter: each check fires on the exploit it is
+"""Runtime checks (kgym_harness.runner.guards) on CPU, in the Triton interpreter: each check fires on the exploit it is
 for, and an honest call (allocation, views, one or more launches) yields no finding."""
 
 import os
@@ -11,7 +11,8 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from kgym_harness import guards, policy  # noqa: E402
+from kgym_harness.judge import policy  # noqa: E402
+from kgym_harness.runner import guards  # noqa: E402
 
 
 @triton.jit
@@ -205,7 +206,7 @@ def test_global_state_and_threads():
 
 
 def test_harness_tampering():
-    from kgym_harness import compare
+    from kgym_harness.judge import compare
 
     g = guards.Guards(policy.load_default())
     g.install()
@@ -220,7 +221,7 @@ def test_harness_tampering():
         compare.compare = saved_fn
         compare.tolerances.__code__ = saved_code
     text = " ".join(f["message"] for f in g.findings)
-    assert "kgym_harness.compare.compare" in text and "kgym_harness.compare.tolerances" in text
+    assert "kgym_harness.judge.compare.compare" in text and "kgym_harness.judge.compare.tolerances" in text
     g2 = guards.Guards(policy.load_default())
     g2.install()
     g2.check_process("correctness")
@@ -251,7 +252,7 @@ def test_perturbed_host_allocator_hands_out_junk():
 
     code = (
         "import torch\n"
-        "from kgym_harness import runner\n"
+        "from kgym_harness.runner import runner\n"
         "runner._perturb_host_allocator()\n"
         "right = torch.arange(4000, dtype=torch.float32) * 0.5\n"
         "del right\n"

@@ -1,4 +1,4 @@
-"""The static reward-hack policy (kgym_harness.policy) on small modules: every rule fires on the line that breaks
+"""The static reward-hack policy (kgym_harness.judge.policy) on small modules: every rule fires on the line that breaks
 it, aliases are resolved, and honest code (allocation, views, nn.Parameter / nn.Linear weights, several kernels)
 has no findings."""
 
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from kgym_harness import policy
+from kgym_harness.judge import policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 POLICY = policy.load_default()

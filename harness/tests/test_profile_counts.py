@@ -1,7 +1,7 @@
-"""The judge's re-judged profile (kgym_harness.child._own_kernels): the candidate's kernel count is counted
+"""The judge's re-judged profile (kgym_harness.judge.child._own_kernels): the candidate's kernel count is counted
 by the judge from the rows it trusts, never taken from the runner."""
 
-from kgym_harness import child
+from kgym_harness.judge import child
 
 
 def test_candidate_kernel_count_is_the_judges():

@@ -1,4 +1,4 @@
-"""The runner/judge sandbox (kgym_harness.sandbox): each test forks, locks the child down as the zygote's runner
+"""The runner/judge sandbox (kgym_harness.runner.sandbox): each test forks, locks the child down as the zygote's runner
 will be, tries hostile actions and the honest path inside, and reports over a pipe.  Needs root (as on CI and on
 the GPU machines); skipped otherwise."""
 
@@ -15,7 +15,7 @@ import traceback
 
 import pytest
 
-from kgym_harness import sandbox
+from kgym_harness.runner import sandbox
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the runner sandbox is set up by root (the zygote)")
 
@@ -595,7 +595,7 @@ def test_trusted_triton_modules_are_read_only_for_the_runner(world, device, drop
     import shutil
     import subprocess
 
-    from kgym_harness import tritoncache
+    from kgym_harness.shared import tritoncache
 
     cc = shutil.which("gcc") or shutil.which("cc")
     if not cc:

@@ -1,4 +1,4 @@
-"""Tests of kgym_harness.tasks against real KernelBench files (and a few tiny hand-written tasks).
+"""Tests of kgym_harness.judge.tasks against real KernelBench files (and a few tiny hand-written tasks).
 
 The exhaustive test over every level1/level2 task (~15 s) can be skipped with KGYM_SKIP_EXHAUSTIVE=1.
 """
@@ -11,7 +11,8 @@ import time
 import pytest
 import torch
 
-from kgym_harness import tasks
+from kgym_harness.judge import tasks
+from kgym_harness.shared import models
 
 KERNELBENCH = os.environ.get("KGYM_KERNELBENCH", "/work/shared/kernelbench")  # as in conftest.py
 
@@ -150,7 +151,7 @@ def test_structural_dim_excluded(tmp_path):
 def _largest(module, plan):
     variant = tasks.Variant("t", dict(plan), 0, "none", None, "")
     init, inputs = tasks.build(module, variant, "cpu")
-    model = tasks.construct(module.Model, init, 0, "cpu")
+    model = models.construct(module.Model, init, 0, "cpu")
     with torch.no_grad():
         out = model(*inputs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -399,9 +400,9 @@ def test_variants_deterministic(load):
     init2, in2 = tasks.build(m, vs["base"], "cpu")
     _, other = tasks.build(m, vs["seed_1"], "cpu")
     assert init1 == init2 and torch.equal(in1[0], in2[0]) and not torch.equal(in1[0], other[0])
-    a = tasks.construct(m.Model, init1, 42, "cpu")
-    b = tasks.construct(m.Model, init1, 42, "cpu")
-    c = tasks.construct(m.Model, init1, 43, "cpu")
+    a = models.construct(m.Model, init1, 42, "cpu")
+    b = models.construct(m.Model, init1, 42, "cpu")
+    c = models.construct(m.Model, init1, 43, "cpu")
     for pa, pb, pc in zip(a.parameters(), b.parameters(), c.parameters()):
         assert torch.equal(pa, pb)
     assert any(not torch.equal(pa, pc) for pa, pc in zip(a.parameters(), c.parameters()) if pa.numel() > 1)
@@ -463,7 +464,7 @@ def test_build_uses_sizes_and_restores(load):
 def test_construct_dtype_and_copy(load):
     m = load("level2/76_Gemm_Add_ReLU.py")
     init = [8, 4, (4,)]
-    model = tasks.construct(m.Model, init, 0, "cpu", dtype="float16")
+    model = models.construct(m.Model, init, 0, "cpu", dtype="float16")
     assert all(p.dtype == torch.float16 for p in model.parameters()) and init == [8, 4, (4,)]
 
 

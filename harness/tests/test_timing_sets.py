@@ -1,10 +1,10 @@
-"""The judge's side of the timing protocol (kgym_harness.timing.CrossTimer): the reference's arguments for a
+"""The judge's side of the timing protocol (kgym_harness.shared.timing.CrossTimer): the reference's arguments for a
 call come from the input set the runner holds, scaled by the call's factor, whether the judge keeps that set
 or builds it again for every call (sets of tasks.REBUILD_SET_BYTES and more)."""
 
 import torch
 
-from kgym_harness import timing
+from kgym_harness.shared import timing
 
 
 def test_a_set_built_again_gives_the_same_arguments_as_a_kept_one():

@@ -1,4 +1,4 @@
-"""The judge/runner message layer (kgym_harness.transport): values round-trip exactly, and a hostile sender's
+"""The judge/runner message layer (kgym_harness.shared.transport): values round-trip exactly, and a hostile sender's
 malformed messages are refused with ProtocolError instead of reading outside the shared memory or running code."""
 
 import json
@@ -9,7 +9,7 @@ import socket
 import pytest
 import torch
 
-from kgym_harness import transport as tp
+from kgym_harness.shared import transport as tp
 
 
 def pair():
@@ -173,7 +173,7 @@ def test_garbage_and_a_closed_peer_are_protocol_errors():
 def test_runner_findings_stay_json_whatever_their_text():
     """Finding evidence crosses to the judge as JSON: non-finite floats and non-JSON objects become text, and
     text that happens to say NaN or Infinity is left alone."""
-    from kgym_harness import runner
+    from kgym_harness.runner import runner
 
     got = runner._plain({"message": "output has NaN and Infinity values", "x": float("nan"),
                          "y": [float("-inf"), 1.5], "dtype": torch.float16})

@@ -1,4 +1,4 @@
-"""The machine's trusted cache of Triton's C modules (kgym_harness.tritoncache): signatures from a runner are refused
+"""The machine's trusted cache of Triton's C modules (kgym_harness.shared.tritoncache): signatures from a runner are refused
 unless every word is a Triton type name, the runner's cache manager serves only C modules from the trusted directory,
 the directory is refused where another user could write it, the judge's learning never raises, and what the judge
 builds lies exactly where a runner's Triton looks for it (with a stub libcuda, Triton's real launcher and CUDA
@@ -17,8 +17,9 @@ import threading
 import pytest
 import torch
 
-from kgym_harness import child, tritoncache
-from kgym_harness import transport as tp
+from kgym_harness.judge import child
+from kgym_harness.shared import tritoncache
+from kgym_harness.shared import transport as tp
 
 SUFFIX = sysconfig.get_config_var("EXT_SUFFIX")
 
@@ -257,7 +258,7 @@ def test_safe_dir_refuses_what_another_user_could_write(tmp_path):
 
 def test_the_judges_comparison_cache_uses_the_same_check(tmp_path, monkeypatch):
     """compare.enable_fused has no check of its own: it asks safe_dir."""
-    from kgym_harness import compare
+    from kgym_harness.judge import compare
 
     seen = []
     monkeypatch.setattr(compare, "_fused_on", False)
@@ -508,7 +509,7 @@ def test_warm_utilities_never_raises(tmp_path, monkeypatch, capsys):
 # -- the protocol: the runner's launchers command and the judge's use of it ---------------------------------------
 
 def test_the_runner_answers_launchers(monkeypatch):
-    from kgym_harness import runner
+    from kgym_harness.runner import runner
 
     a, b = socket.socketpair()
     r = runner.Runner(b, "cpu")
@@ -585,7 +586,7 @@ def test_the_runner_keeps_its_triton_cache_in_its_workdir(monkeypatch, tmp_path)
     """TRITON_CACHE_DIR outranks TRITON_HOME and TRITON_* variables pass the runner's clean environment: one set
     for kgym (a benchmark's empty cache per run) reached every runner, where Landlock refused writes, and every GPU
     evaluation failed with PermissionError (measured on an H100).  The runner's cache is its workdir's."""
-    from kgym_harness import runner
+    from kgym_harness.runner import runner
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/kgym/was/told")
     monkeypatch.setenv("TRITON_HOME", "/elsewhere")

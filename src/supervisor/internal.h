@@ -70,7 +70,7 @@ int kg_proc_exited(pid_t pid);
 /* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's. */
 int kg_send_json_line(int fd, const json_t *obj);
 
-/* The judge's exit status when its runner died or broke the socket (child.py). */
+/* The judge's exit status when its runner died or broke the socket (judge/child.py). */
 #define KG_JUDGE_RUNNER_LOST 5
 /* The share of a GPU's memory that evaluations may reserve between them (see handle_request). */
 #define KG_GPU_MEMORY_SHARE 0.9

@@ -8,7 +8,7 @@
  * given (its "prelude": the device, threads, sandbox options and policy, with the uid and workdir kgym chose
  * for the pair), and hands it the next job whose runner part is the same; any other job gets
  * a pair of its own, as before.  Nothing of a candidate is in a warm pair: the candidate's bytes come with the
- * job, which the judge checks against its prelude (child.py) before its runner loads anything.
+ * job, which the judge checks against its prelude (judge/child.py) before its runner loads anything.
  *
  * Ownership: a kg_pair owns its descriptors (ours ends), its runner slot, its workdir (a warm pair's, removed
  * by kg_pair_end) and its JSON; its processes are the caller's to wait for (kg_pair_end does not).  The warm
@@ -74,7 +74,7 @@ static void slot_give(kg_pair *p)
 
 /* The runner's part of the job that only kgym can choose: its uid.  Nothing
  * of a slot outlives an evaluation: the runner compiles into its own workdir
- * (runner.py sets TRITON_HOME there), which goes with the evaluation; a
+ * (runner/runner.py sets TRITON_HOME there), which goes with the evaluation; a
  * directory kept per slot and writable by its runners would carry whatever one
  * candidate leaves there to the next in that slot.
  * Returns the job this run sends (a new reference): the caller's job is left
@@ -97,11 +97,11 @@ static json_t *runner_identity(json_t *caller_job, int slot)
     return job;
 }
 
-/* The runner's part of a job and nothing else (child.py _RUNNER_JOB_KEYS): a warm pair's prelude.  Nothing
+/* The runner's part of a job and nothing else (judge/child.py _RUNNER_JOB_KEYS): a warm pair's prelude.  Nothing
  * of the candidate is in it: its source and file name reach the runner with the job ("load"). */
 static const char *const runner_part[] = {"workdir", "device", "threads", "sandbox", "runner_uid", "policy"};
 
-/* What a warm pair must share with a job to take it: the runner's part as the caller chose it (runner.py
+/* What a warm pair must share with a job to take it: the runner's part as the caller chose it (runner/runner.py
  * setup).  The workdir is the pair's own, and so is the uid unless the caller chose one.  NULL on allocation
  * failure. */
 static json_t *runner_key(const json_t *job)

@@ -1,4 +1,4 @@
-"""GPU check of kgym_harness.timing and kgym_harness.profile (run by tests/integration/test_gpu_timing.sh
+"""GPU check of kgym_harness.shared.timing and kgym_harness.shared.profile (run by tests/integration/test_gpu_timing.sh
 when KGYM_DEVICE=cuda).  Prints facts and ends with "N passed, N failed"."""
 import json
 import sys
@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kgym_harness import profile, timing
+from kgym_harness.shared import profile, timing
 
 
 @triton.jit

@@ -220,7 +220,7 @@ static void frames_outside_candidate_are_dropped(void)
     msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}, {s:s, s:i, s:s, s:s}]}}", "type",
                       "stage", "stage", "compile", "status", "fail", "detail", "NameError", "error", "type",
                       "NameError", "message", "name 'tl2' is not defined", "frames", "file",
-                      "/harness/kgym_harness/child.py", "line", 200, "function", "compile", "code", "secret",
+                      "/harness/kgym_harness/judge/child.py", "line", 200, "function", "compile", "code", "secret",
                       "file", CAND, "line", 3, "function", "<module>", "code", "import tl2"));
     msg(&f, json_pack("{s:s}", "type", "done"));
     json_t *r = build(&f, &o);

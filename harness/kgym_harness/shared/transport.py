@@ -68,7 +68,7 @@ class ProtocolError(Exception):
 class ReceiveError(Exception):
     """A well-formed message whose tensors could not be taken in (out of device memory, say): ``msg`` is the
     message (its ``seq`` included), so the receiver can answer it with the error instead of dying.  The text
-    keeps the cause's type and message (compare.is_out_of_memory reads it)."""
+    keeps the cause's type and message (report.is_out_of_memory reads it)."""
 
     def __init__(self, msg, error):
         super().__init__(f"{type(error).__name__}: {error}")

@@ -100,7 +100,7 @@ def _check(res, what):
         name = ctypes.c_char_p()
         _state["lib"].cuGetErrorName(res, ctypes.byref(name))
         text = (name.value or b"").decode() or f"error {res}"
-        # "out of memory" in the message: the judge's retry-alone path (compare.is_out_of_memory) applies.
+        # "out of memory" in the message: the judge's retry-alone path (report.is_out_of_memory) applies.
         raise ShareError(f"{what} failed: {text}" + (" (out of memory)" if res == _OUT_OF_MEMORY else ""))
 
 

@@ -20,7 +20,9 @@ import os
 import socket
 import sys
 import time
-import traceback
+
+from ..shared.models import construct
+from ..shared.report import RemoteError, _finite, describe_exception, is_out_of_memory, says_out_of_memory
 
 
 class Channel:
@@ -69,25 +71,6 @@ def _json_default(value):
         return str(value)
 
 
-def _finite(x):
-    """JSON has no NaN/Infinity: report them as strings."""
-    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
-        return str(x)
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
-
-
-class RemoteError(Exception):
-    """The candidate raised in the runner: ``facts`` is the runner's description of it."""
-
-    def __init__(self, facts):
-        self.facts = facts if isinstance(facts, dict) else {"type": "Error", "message": str(facts)}
-        super().__init__(f"{self.facts.get('type')}: {self.facts.get('message')}")
-
-
 class RunnerLost(BaseException):
     """The runner died, hung up or broke the protocol: the candidate ended its own process.  A
     BaseException, so no ``except Exception`` on the way mistakes it for a fact about one call: the
@@ -97,45 +80,6 @@ class RunnerLost(BaseException):
     def __init__(self, message, why="closed"):
         super().__init__(message)
         self.why = why
-
-
-def describe_exception(exc):
-    """The exception as facts: type, message and every frame of the chain."""
-    if isinstance(exc, RemoteError):
-        return exc.facts
-    frames = []
-    seen = set()
-    cur = exc
-    chain = []
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        chain.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    # Innermost cause last: the candidate's own line is usually deepest.
-    for item in reversed(chain):
-        for fs in traceback.extract_tb(item.__traceback__):
-            frames.append({"file": fs.filename, "line": fs.lineno, "function": fs.name,
-                           "code": (fs.line or "")[:300]})
-    compile_error = False
-    try:
-        from triton.compiler.errors import CompilationError
-
-        compile_error = any(isinstance(e, CompilationError) for e in chain)
-    except Exception:
-        pass
-    message = str(exc)
-    if len(message) > 4000:
-        message = message[:2000] + "\n...\n" + message[-1500:]
-    root = chain[-1] if chain else exc
-    return {
-        "type": type(exc).__name__,
-        "module": type(exc).__module__,
-        "message": message,
-        "cause_type": type(root).__name__ if root is not exc else None,
-        "cause_message": str(root)[:2000] if root is not exc else None,
-        "frames": frames[-40:],
-        "triton_compile": compile_error,
-    }
 
 
 class StageFailed(Exception):
@@ -155,7 +99,7 @@ class RunnerLink:
     runner's evidence."""
 
     def __init__(self, sock, device, findings):
-        from . import transport
+        from ..shared import transport
 
         self.tp = transport
         self.sock = sock
@@ -357,7 +301,8 @@ _MAX_COMPILE_HANDBACKS = 256
 
 class Evaluation:
     def __init__(self, chan, job):
-        from . import degeneracy, guards, policy
+        from ..runner import guards
+        from . import degeneracy, policy
 
         self.chan = chan
         self.job = job
@@ -495,7 +440,7 @@ class Evaluation:
             with self.gpu("shared"):
                 result = fn()
         except Exception as exc:  # noqa: BLE001 — only out of memory is retried
-            if not (can_retry and compare.is_out_of_memory(exc)):
+            if not (can_retry and is_out_of_memory(exc)):
                 raise
         else:
             if not (can_retry and ran_out is not None and ran_out(result)):
@@ -638,7 +583,7 @@ class Evaluation:
         processes' peaks bounds their peak together from above."""
         if not self.device.startswith("cuda"):
             return 0
-        from . import cudashare
+        from ..shared import cudashare
 
         runner = getattr(self, "runner", None)
         return (cudashare.allocator_peak() + cudashare.take_peak()
@@ -672,8 +617,9 @@ class Evaluation:
         whether the figures are stable enough or more rounds are needed (``timing_check``)."""
         import torch
 
-        from . import compare, profile, tasks
-        from . import timing as tm
+        from ..shared import profile
+        from ..shared import timing as tm
+        from . import compare, tasks
 
         # kgym decides whether the candidate passed; an incorrect one is not worth exclusive GPU time.  (No
         # answer, e.g. an older kgym: time it anyway, kgym ignores the figures of a failed evaluation.)
@@ -698,7 +644,7 @@ class Evaluation:
 
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
-            ref = tasks.construct(self.task.Model, init, base.seed, self.device)
+            ref = construct(self.task.Model, init, base.seed, self.device)
             cand = self.runner.construct(init, base.seed, None)
             with torch.no_grad():
                 ref_out = ref(*_clone_args(inputs))
@@ -715,7 +661,7 @@ class Evaluation:
                     ref(*_clone_args(inputs))
                 flops = int(counter.get_total_flops())
             except Exception as exc:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
-                if compare.is_out_of_memory(exc):
+                if is_out_of_memory(exc):
                     raise
             timed_ref = ref
             if ref_mode == "compile" and time_reference:
@@ -914,7 +860,7 @@ class Evaluation:
             return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
 
         try:
-            ref = tasks.construct(self.task.Model, init, v.seed, self.device)
+            ref = construct(self.task.Model, init, v.seed, self.device)
             if v.dtype:
                 ref = ref.to(getattr(torch, v.dtype))
             with torch.no_grad():
@@ -925,7 +871,7 @@ class Evaluation:
                 ref_out = _clone_out(ref_out)
             ok, reason = compare.reference_ok(ref_out)
         except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
-            if compare.is_out_of_memory(exc):
+            if is_out_of_memory(exc):
                 # Not "the task cannot run these inputs": a variant skipped for want of memory would let a
                 # candidate pass on the small variants alone.  Retried alone, or the stage fails.
                 raise
@@ -975,7 +921,7 @@ class Evaluation:
                     # slower but with the same verdict whatever the GPU's load, instead of failing the
                     # candidate's stage with the judge's own allocation (measured: 6 jobs on an H100 turned
                     # honest level-1 kernels into runtime_error).
-                    if not compare.is_out_of_memory(exc):
+                    if not is_out_of_memory(exc):
                         facts["fp64"] = _error_fact(exc)
                     elif self.gpu_mode != "exclusive":
                         raise
@@ -997,11 +943,11 @@ class Evaluation:
                         del inputs, cand_inputs, ref_out, cand_out
                         self.repeat_checks_apart(small)
                 except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
-                    if compare.is_out_of_memory(exc):
+                    if is_out_of_memory(exc):
                         raise
                     facts["second_call_error"] = describe_exception(exc)
         except Exception as exc:  # noqa: BLE001 — out of memory while checking (only that is re-raised above)
-            if not compare.is_out_of_memory(exc):
+            if not is_out_of_memory(exc):
                 raise
             # Out of memory after the candidate's call: in a shared phase the variant is re-run alone; alone,
             # the memory this evaluation holds (the candidate's included) did not leave room to check it.
@@ -1080,7 +1026,7 @@ class Evaluation:
 
         init, inputs = tasks.build(self.task, v, self.device)
         cand_inputs = inputs
-        ref = tasks.construct(self.task.Model, init, v.seed, self.device)
+        ref = construct(self.task.Model, init, v.seed, self.device)
         cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
@@ -1189,8 +1135,8 @@ def _out_of_memory(result):
     from . import compare
 
     err = result.get("error") or {}
-    return compare.says_out_of_memory(" ".join(str(x) for x in (err.get("type"), err.get("message"),
-                                                                err.get("cause_type"), result.get("reason")) if x))
+    return says_out_of_memory(" ".join(str(x) for x in (err.get("type"), err.get("message"),
+                                                        err.get("cause_type"), result.get("reason")) if x))
 
 
 def _range_tolerance(ref_out, atol):
@@ -1341,7 +1287,7 @@ _RUNNER_JOB_KEYS = ("workdir", "device", "threads", "sandbox", "runner_uid", "po
 def _file_name(job):
     """The name the candidate's source is written and imported under in the runner's workdir (the rule is
     transport.source_file_name's, which the runner applies to what ``load`` sends it)."""
-    from . import transport
+    from ..shared import transport
 
     return transport.source_file_name(job.get("candidate"))
 
@@ -1379,7 +1325,7 @@ def _warm_start(peer_fd, prelude, device):
 
 def _start_runner(sock, job, device, findings):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
-    from . import cudashare
+    from ..shared import cudashare
 
     link = RunnerLink(sock, device, findings)
     sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
@@ -1428,7 +1374,7 @@ def _learn_launchers(link):
     runner's word: data, validated word by word) are built into the machine's trusted modules directory, so later
     runners load them instead of running gcc (tritoncache.learn).  Whatever happens here (a runner gone, a
     malformed answer, no compiler) is printed to stderr and ignored: it decides nothing about this evaluation."""
-    from . import tritoncache
+    from ..shared import tritoncache
 
     findings = len(link.findings)
     try:

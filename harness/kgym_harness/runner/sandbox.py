@@ -557,7 +557,7 @@ def runner_paths(job):
     read += ["/usr/local/nvidia"] + list(sb.get("readable", []))
     if str(job.get("device", "cpu")) != "cpu":
         # The machine's Triton C modules that kgym's trusted processes built (tritoncache.py): read, never written.
-        from . import tritoncache
+        from ..shared import tritoncache
 
         shared = tritoncache.known_dir()
         if shared:

@@ -24,7 +24,7 @@ import threading
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import compare
+from ..shared import report
 
 # Captured at import of this module (in the zygote, long before any candidate exists).
 _is = id
@@ -32,6 +32,7 @@ _type = type
 _isinstance = isinstance
 _Tensor = torch.Tensor
 _equal = torch.equal
+_PACKAGE = __name__.split(".")[0]  # kgym_harness
 
 
 class LaunchLog:
@@ -226,7 +227,7 @@ def _functions_to_guard():
     import socket
     import time
 
-    from . import child, tasks
+    from ..shared import models
 
     objs = {
         "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
@@ -247,7 +248,12 @@ def _functions_to_guard():
         "socket.socket.sendall": socket.socket.sendall, "os._exit": os._exit,
         "builtins.isinstance": isinstance, "builtins.type": type, "builtins.float": float, "builtins.len": len,
     }
-    for mod in (compare, tasks, child, sys.modules[__name__]):
+    # The judge's modules are not imported here (the runner imports nothing of the judge: tests/test_boundary.py):
+    # they are in this process because the zygote imported them before it forked the runner, and replacing their
+    # functions is tampering all the same, so they are found by name.
+    judge = [sys.modules[f"{_PACKAGE}.judge.{name}"] for name in ("compare", "tasks", "child")
+             if f"{_PACKAGE}.judge.{name}" in sys.modules]
+    for mod in (report, models, *judge, sys.modules[__name__]):
         for key, value in vars(mod).items():
             if callable(value) and getattr(value, "__module__", None) == mod.__name__:
                 objs[f"{mod.__name__}.{key}"] = value
@@ -336,7 +342,7 @@ class Guards:
             self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
                             rec.ops if rec else None, stage, variant)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
-            if compare.is_out_of_memory(exc):
+            if report.is_out_of_memory(exc):
                 raise  # no memory for the check (other evaluations share the GPU): the variant is re-run alone
             self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
         return out

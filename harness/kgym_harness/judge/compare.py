@@ -16,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ..shared.report import is_out_of_memory
+
 # Elements per chunk: 16M float64 temporaries are 128 MiB each.
 CHUNK = 1 << 24
 
@@ -177,7 +179,7 @@ def enable_fused(cache_dir: str):
     global _fused_on
     import os
 
-    from .tritoncache import safe_dir
+    from ..shared.tritoncache import safe_dir
 
     leaf, why = safe_dir(cache_dir, 0o700)
     if leaf is None:
@@ -312,16 +314,6 @@ def _compare_one(r, c, atol, rtol) -> dict:
             raise  # kgym could not check, the outputs are not wrong: the caller retries with the GPU alone
         res["error"] = f"cannot compare the outputs: {type(e).__name__}: {e}"
     return res
-
-
-def says_out_of_memory(text: str) -> bool:
-    """Whether an error's type or message names running out of memory: torch.OutOfMemoryError from the
-    allocator, or "CUDA error: out of memory" from a library or Triton's launcher."""
-    return "OutOfMemoryError" in text or "out of memory" in text
-
-
-def is_out_of_memory(exc) -> bool:
-    return says_out_of_memory(f"{type(exc).__name__} {exc}")
 
 
 def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, samples: int = 1 << 16, seed: int = 0):

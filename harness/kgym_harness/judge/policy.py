@@ -134,7 +134,7 @@ _TENSOR_METHODS = []  # filled on first use: [set or None]
 
 
 def default_policy_path():
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
                         "policy", "default.json")
 
 

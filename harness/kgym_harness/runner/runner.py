@@ -36,7 +36,7 @@ import os
 import sys
 import time
 
-from . import transport as tp
+from ..shared import transport as tp
 
 
 class Runner:
@@ -130,7 +130,7 @@ class Runner:
         workdir = job.get("workdir")
         shared = None
         if self.device.startswith("cuda"):
-            from . import tritoncache
+            from ..shared import tritoncache
 
             # The machine's trusted Triton modules (read-only for this process: sandbox.runner_paths), found now,
             # as kgym's uid with kgym's environment (usually the zygote found it already): after the uid drop and
@@ -171,7 +171,7 @@ class Runner:
             # Triton's C modules (its CUDA utilities, each signature's launcher stub: gcc, 0.2-0.4 s each) come
             # from the trusted directory where kgym built them; what this runner compiles itself stays in its
             # workdir.  The signatures it makes launchers for are what the judge asks for afterwards.
-            from . import tritoncache
+            from ..shared import tritoncache
 
             try:
                 tritoncache.install_reader(self.signatures)
@@ -211,13 +211,13 @@ class Runner:
         self.reply({"type": "ok"})
 
     def construct(self, msg, init):
-        from . import tasks
+        from ..shared.models import construct
 
         if msg.get("drop_others"):
             self.models.clear()
             self.last = None
-        self.models[msg["id"]] = tasks.construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
-                                                 msg.get("dtype"))
+        self.models[msg["id"]] = construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
+                                          msg.get("dtype"))
         self.reply({"type": "ok"})
 
     def call(self, msg, args):
@@ -247,7 +247,7 @@ class Runner:
         self.reply({"type": "ok"})
 
     def timing_inputs(self, msg, sets):
-        from . import timing as tm
+        from ..shared import timing as tm
 
         self.sets = [list(s) for s in sets]
         self.flusher = tm.L2Flusher() if msg.get("flush", True) else None
@@ -270,7 +270,7 @@ class Runner:
     def timed(self, msg):
         import torch
 
-        from . import timing as tm
+        from ..shared import timing as tm
 
         model = self.models[msg["model"]]
         args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
@@ -302,7 +302,7 @@ class Runner:
     def clock_block(self, msg):
         import torch
 
-        from . import timing as tm
+        from ..shared import timing as tm
 
         model = self.models[msg["model"]]
         args, self.prepared = self.prepared, None
@@ -323,7 +323,8 @@ class Runner:
         self.reply({"type": "ok"})
 
     def profile(self, msg):
-        from . import guards, profile
+        from ..shared import profile
+        from . import guards
 
         model = self.models[msg["model"]]
         args = self._args(msg.get("set", 0), float(msg.get("scale", 1.0)))
@@ -349,7 +350,7 @@ class Runner:
         self.reply({"type": "ok"}, [torch.arange(64, dtype=torch.int64, device=self.device) * 7 + 3])
 
     def serve(self):
-        from .child import describe_exception
+        from ..shared.report import describe_exception
 
         while True:
             try:
@@ -434,7 +435,7 @@ def _plain(obj):
     that is not JSON (finding evidence may hold a dtype or a tensor) by its text."""
     import json
 
-    from .child import _finite
+    from ..shared.report import _finite
 
     return json.loads(json.dumps(_finite(obj), default=str))
 

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import ast
 import contextlib
-import copy
 import dataclasses
 import importlib.util
 import sys
@@ -806,16 +805,3 @@ def build(module, variant: Variant, device: str):
         torch.manual_seed(input_seed(variant.seed))
         inputs = _pytree.tree_map(lambda t: _transform(t, variant, device), list(module.get_inputs()))
     return init_inputs, inputs
-
-
-def construct(module_cls, init_inputs, seed: int, device: str, dtype: str | None = None):
-    """``module_cls(*init_inputs)`` with parameters created on ``device`` right after torch.manual_seed(seed),
-    so the reference and a candidate that creates its parameters in the same order get identical weights.
-    ``dtype`` (e.g. "float16") casts the model afterwards.  init_inputs is copied: a model that mutates a
-    list it is given must not change what the other model receives."""
-    torch.manual_seed(seed)
-    with torch.device(device):
-        model = module_cls(*copy.deepcopy(list(init_inputs)))
-    if dtype is not None:
-        model = model.to(getattr(torch, dtype))
-    return model
