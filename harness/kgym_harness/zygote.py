@@ -25,9 +25,15 @@ def _preload(device="cpu"):
     import torch
     import triton
 
-    from .judge import child, compare, tasks  # noqa: F401
+    from .judge import child, compare, language, tasks  # noqa: F401
     from .runner import runner, sandbox  # noqa: F401
     from .shared import transport, tritoncache  # noqa: F401
+
+    # The candidate language's data (policy/language.json): parsed once here, inherited by every judge.
+    try:
+        language.load()
+    except (OSError, ValueError):
+        pass  # the judge reports it: a missing language refuses every candidate (judge/child.py, static)
 
     # Warm what every child would otherwise pay for on first use (the first
     # meta-device dispatch costs ~0.7 s): children inherit it through fork.

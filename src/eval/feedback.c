@@ -68,6 +68,10 @@ static const char *hack_rule(const char *type)
         {"monkey_patch", "replacing functions or attributes of torch, triton or any other module"},
         {"torch_call", "calling PyTorch compute functions or nn modules in forward: torch may only allocate, "
                        "view/reshape/permute, hold parameters and move dtypes or devices there"},
+        {"host_compute", "turning tensor values into Python values in forward (float(t), .item(), iteration, "
+                         "if t, printing): host code may only compute launch configuration from shapes and numbers"},
+        {"outside_language", "code outside the candidate language (docs/candidate-language.md): the message says "
+                             "which construct and what to write instead"},
         {"torch_compute", "letting PyTorch compute the result: torch may only allocate, view/reshape/permute, hold "
                           "parameters and move dtypes or devices inside forward"},
         {"try_except", "try/except in forward: a failing kernel may not fall back to other code"},

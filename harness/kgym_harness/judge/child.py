@@ -371,9 +371,14 @@ class Evaluation:
         return "", {"lines": self.source.count(b"\n") + 1}
 
     def static(self):
-        from . import policy
+        from . import language, tasks
 
-        findings = policy.check(self.tree, self.policy)
+        # The candidate language (docs/candidate-language.md): the job's policy may carry its own (tests), else the
+        # repository's policy/language.json, loaded once by the zygote.  The task's own input kinds type
+        # ModelNew.__init__ and forward.
+        data = self.policy.get("language")
+        lang = language.Language(data) if isinstance(data, dict) else language.load()
+        findings = language.check(self.tree, lang, signature=tasks.signature(self.task))
         for f in findings:
             self.guards.findings.append(dict(f, stage="static", variant=None))
         model_new = None

@@ -104,6 +104,41 @@ def load_task(path: str, module_name: str = "kgym_reference") -> types.ModuleTyp
     return module
 
 
+def _kind(value) -> str:
+    """What a task input is, in the candidate language's terms (language.py: signature kinds)."""
+    if isinstance(value, torch.Tensor):
+        return "tensor"
+    if value is None:
+        return "none"
+    if isinstance(value, (bool, int, float, complex, str, torch.dtype, torch.device, torch.Size)):
+        return "static"
+    if isinstance(value, (list, tuple)):
+        kinds = {_kind(v) for v in value}
+        if kinds <= {"static", "none"}:
+            return "static"
+        if kinds == {"tensor"}:
+            return "tensors"
+    return "unknown"
+
+
+def signature(module) -> dict:
+    """The kinds of the task's get_init_inputs() and get_inputs() values ({"init": [...], "forward": [...]}),
+    which the candidate language types ModelNew.__init__ and forward with.  Inputs are made on the meta device
+    (no memory, no time); a task whose inputs cannot be made there gets "unknown" kinds for them, which the
+    language treats as possibly a tensor (the safe side)."""
+    out = {}
+    for key, fn in (("init", "get_init_inputs"), ("forward", "get_inputs")):
+        try:
+            with warnings.catch_warnings(), torch.device("meta"):
+                warnings.simplefilter("ignore")
+                torch.manual_seed(0)
+                values = list(getattr(module, fn)())
+            out[key] = [_kind(v) for v in values]
+        except Exception:  # noqa: BLE001 — the check must not fail on a task the meta device cannot build
+            out[key] = "unknown"
+    return out
+
+
 # ------------------------------------------------------------------------------- top-level assignments
 
 @dataclasses.dataclass

@@ -1,0 +1,941 @@
+"""The candidate language (kgym_harness.language, policy/language.json, docs/candidate-language.md).
+
+Three kinds of tests:
+* the soundness matrix: every construct that computes with PyTorch, turns tensor data into Python values or
+  reaches outside the computation, tried in every place code can run (forward, helpers, methods, submodules,
+  autograd, grid functions, heuristics and hooks, comprehensions, nested defs, module level) — refused in each;
+  in __init__ compute and conversions are allowed (the inputs do not exist yet), escapes are not;
+* narrowness: the honest idioms the language keeps (each a small module that must have no finding), and the
+  honest corpora of the repository (examples, fixtures, KernelBench candidates) clean;
+* one test per rule of docs/candidate-language.md, on the line that breaks it.
+"""
+
+import ast
+import glob
+import os
+import textwrap
+
+import pytest
+
+from kgym_harness.judge import language, policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LANG = language.load()
+HACK = {k for k, v in policy.load_default()["findings"].items() if v == "hack"}
+
+HEADER = '''\
+import math
+import functools
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+'''
+
+
+def check(body, signature=None):
+    return language.check(ast.parse(HEADER + textwrap.dedent(body)), LANG, signature=signature)
+
+
+def hacks(body, signature=None):
+    return [f for f in check(body, signature) if f["type"] in HACK]
+
+
+def lines(body, signature=None):
+    """{(type, line)} with lines counted from the body's first line (after its leading newline)."""
+    base = HEADER.count("\n") + 1
+    return {(f["type"], f["line"] - base) for f in hacks(body, signature)}
+
+
+def assert_clean(body, signature=None):
+    found = hacks(body, signature)
+    assert not found, "\n".join(f"{f['line'] - HEADER.count(chr(10))}: {f['type']}: {f['message']}" for f in found)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The soundness matrix.
+COMPUTE = ["x * 2", "x.sum()", "torch.exp(x)", "F.relu(x)", "x @ x", "-x", "x.softmax(-1)", "torch.matmul(x, x)",
+           "x.add(1)", "x.cumsum(0)", "x.max()", "torch.where(x > 0, x, x)", "x.clamp(0)", "x.exp_()"]
+HOST = ["float(x)", "x.item()", "x.tolist()", "list(x)", "[v for v in x]", "bool(x)", "int(x)", "math.fsum(x)",
+        "sum(x)", "str(x)", "f'{x}'", "max(x)", "x[x > 0]", "range(x)", "math.sqrt(x)", "(1 if x else 0)",
+        "tuple(x)", "abs(x)", "round(x)", "x.cpu()"]
+ESCAPE = ["open('/tmp/kgym-lang', 'w')", "x.numpy()", "__import__('os')", "getattr(x, 'su' + 'm')", "'{0.__class__}'.format(x)",
+          "x.__class__", "torch.save(x, 'f')", "type(x)", "eval('1')", "exec('1')", "globals()", "vars(x)",
+          "torch.ops.aten.add(x, x)", "x.untyped_storage()", "'{0.shape.__class__}'.format(x)", "compile('1', 'f', 'e')",
+          "x.register_hook(None)", "x.as_subclass(torch.Tensor)", "torch.cuda.synchronize()",
+          "torch.backends.cuda.matmul", "torch.library.Library('aten', 'IMPL')", "x.data_ptr.__self__",
+          "'{}'.format_map(x)", "x.apply_(None)", "setattr(x, 'y', 1)", "dir(x)", "id(x)"]
+
+# Each context: a module body where {E} stands for the construct (with a tensor named x in reach), and whether
+# __init__ relaxations apply.
+CONTEXTS = {
+    "forward": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = {E}
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "helper": ("""
+        def helper(x):
+            return {E}
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = helper(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "method": ("""
+        class ModelNew(nn.Module):
+            def prep(self, x):
+                return {E}
+
+            def forward(self, x):
+                y = self.prep(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "submodule_forward": ("""
+        class Inner(nn.Module):
+            def forward(self, x):
+                return {E}
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+
+            def forward(self, x):
+                y = self.inner(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "autograd": ("""
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = {E}
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return Fn.apply(x)
+        """, False),
+    "autograd_backward": ("""
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                ctx.save_for_backward(x)
+                return out
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return {E}
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return Fn.apply(x)
+        """, False),
+    "grid_lambda": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[lambda meta: ({E}, 1)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "grid_local_lambda": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                grid = lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]) + 0 * len([{E}]),)
+                kernel[grid](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "grid_def": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+
+                def grid(meta):
+                    y = {E}
+                    return (triton.cdiv(x.numel(), meta["BLOCK"]),)
+
+                kernel[grid](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "grid_meta_arg": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+
+                def grid(meta):
+                    x = meta["x_ptr"]
+                    y = {E}
+                    return (1,)
+
+                kernel[grid](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "heuristics_args": ("""
+        @triton.heuristics({{"EXTRA": lambda args: ({E2}, 1)[1]}})
+        @triton.jit
+        def hkernel(x_ptr, out_ptr, n, EXTRA: tl.constexpr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs) + EXTRA)
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                hkernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "pre_hook": ("""
+        @triton.autotune(configs=[triton.Config({{"BLOCK": 256}}, pre_hook=lambda nargs: ({E3}, 1))], key=["n"])
+        @triton.jit
+        def akernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                akernel[(1,)](x, out, x.numel())
+                return out
+        """, False),
+    "nested_def": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                def inner(t):
+                    return {E_t}
+
+                y = inner(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "comprehension": ("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                ys = [{E} for _ in range(2)]
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "init_and_forward": ("""
+        def helper(x):
+            return {E}
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(torch.randn(4))
+                helper(self.w)
+
+            def forward(self, x):
+                helper(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "module_built_in_forward": ("""
+        class Inner(nn.Module):
+            def __init__(self, x):
+                super().__init__()
+                self.y = {E}
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                Inner(x)
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "module_level": ("""
+        x = torch.ones(3)
+        y = {E}
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "module_level_function": ("""
+        def build():
+            x = torch.ones(3)
+            return {E}
+
+        CONFIG = build()
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, False),
+    "init": ("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                x = torch.randn(4)
+                self.y = {E}
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, True),
+    "submodule_init": ("""
+        class Inner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                x = torch.randn(4)
+                self.y = {E}
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """, True),
+}
+
+
+def _place(template, construct):
+    import re
+
+    def sub(name):
+        return re.sub(r"\bx\b", name, construct)
+
+    return textwrap.dedent(template).format(E=construct, E_t=sub("t"), E2=sub('args["x_ptr"]'),
+                                            E3=sub('nargs["x_ptr"]'))
+
+
+MATRIX = [(ctx, kind, c) for ctx in CONTEXTS for kind, cs in (("compute", COMPUTE), ("host", HOST),
+                                                              ("escape", ESCAPE)) for c in cs]
+
+
+@pytest.mark.parametrize("ctx,kind,construct", MATRIX, ids=[f"{a}-{b}-{c}" for a, b, c in MATRIX])
+def test_soundness_matrix(ctx, kind, construct):
+    template, init = CONTEXTS[ctx]
+    src = _place(template, construct)
+    found = [f for f in language.check(ast.parse(HEADER + src), LANG) if f["type"] in HACK]
+    if init and kind in ("compute", "host"):
+        # __init__ may compute with PyTorch and turn tensors into numbers: no finding on the construct's line
+        # (lines of the construct only: the rest of the module is honest).
+        line = HEADER.count("\n") + next(i for i, ln in enumerate(src.splitlines(), 1) if "self.y =" in ln)
+        assert not [f for f in found if f["line"] == line], found
+    else:
+        assert found, f"{ctx}: `{construct}` passed the language:\n{src}"
+
+
+def test_matrix_contexts_are_honest_without_the_construct():
+    """Each context's template is itself clean with a harmless construct in place, so the matrix's refusals come
+    from the constructs, not from the templates."""
+    for ctx, (template, _init) in CONTEXTS.items():
+        src = _place(template, "x.shape[0]" if ctx not in ("module_level", "module_level_function") else "3")
+        if ctx in ("module_level",):
+            src = src.replace("x = torch.ones(3)\n", "")
+        if ctx == "module_level_function":
+            src = src.replace("x = torch.ones(3)\n", "")
+        if ctx == "module_built_in_forward":
+            continue  # building a module in forward is itself refused (test_module_built_in_forward)
+        found = [f for f in language.check(ast.parse(HEADER + src), LANG) if f["type"] in HACK]
+        assert not found, (ctx, found)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The attack classes of the "Sound by construction" issue, one test each (our own fixtures).
+def test_format_field_reaches_the_file_name():
+    assert ("forbidden_attribute", 4) in lines("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.path = "{0.fn.__code__.co_filename}".format(kernel)
+        """)
+
+
+def test_format_field_through_index_and_f_string_attribute():
+    assert lines("""
+        P = "{k[0]}".format(k=[kernel])
+        """)
+    assert lines("""
+        P = f"{kernel.fn}"
+        """)
+
+
+def test_module_level_module_instance_runs_init_at_import():
+    assert ("outside_language", 6) in lines("""
+        class Writer(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.randn(3)
+
+        W = Writer()
+        """)
+
+
+def test_tensor_as_constexpr():
+    assert ("outside_language", 4) in lines("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=x)
+                return out
+        """)
+
+
+def test_plain_function_as_constexpr_callable():
+    found = lines("""
+        @triton.jit
+        def k2(x_ptr, n, ACT: tl.constexpr):
+            tl.store(x_ptr, ACT(tl.load(x_ptr)))
+
+        def act(v):
+            return v * 2
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                k2[(1,)](x, x.numel(), ACT=act)
+                return x
+        """)
+    assert ("outside_language", 10) in found
+
+
+def test_jit_function_as_constexpr_callable_is_honest():
+    assert_clean("""
+        @triton.jit
+        def relu(v):
+            return tl.maximum(v, 0.0)
+
+        @triton.jit
+        def k2(x_ptr, out_ptr, n, ACT: tl.constexpr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, ACT(tl.load(x_ptr + offs)))
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                k2[(1,)](x, out, x.numel(), ACT=relu, BLOCK=1024)
+                return out
+        """)
+
+
+def test_dunder_methods_and_implicit_calls():
+    found = lines("""
+        class Grid(nn.Module):
+            def __len__(self):
+                return 1
+
+            def __mul__(self, other):
+                return other
+        """)
+    assert ("outside_language", 2) in found and ("outside_language", 5) in found
+
+
+def test_plain_class_with_data_ptr_property():
+    found = lines("""
+        class Fake:
+            @property
+            def data_ptr(self):
+                return 0
+        """)
+    assert ("outside_language", 1) in found
+
+
+def test_object_as_kernel_argument():
+    found = lines("""
+        class Holder(nn.Module):
+            def forward(self, x):
+                return x
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.h = Holder()
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](self.h, out, x.numel(), BLOCK=1024)
+                return out
+        """)
+    assert ("outside_language", 12) in found
+
+
+def test_host_epilogue_through_scalars():
+    found = lines("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                for i in range(out.shape[0]):
+                    out[i] = float(out[i]) * 2.0
+                return out
+        """)
+    assert ("host_compute", 6) in found
+
+
+def test_module_constructed_in_forward():
+    assert ("outside_language", 10) in lines("""
+        class Helper(nn.Module):
+            def __init__(self, x):
+                super().__init__()
+                self.v = x.sum()
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                Helper(out)
+                return out
+        """)
+
+
+def test_kernel_body_constexpr_tensor_methods_and_slice_store():
+    found = lines("""
+        @triton.jit
+        def k3(x_ptr, T: tl.constexpr):
+            T[0] = 1
+            T += 1
+            tl.store(x_ptr, T.softmax(0))
+        """)
+    assert ("outside_language", 3) in found
+
+
+def test_kernel_body_calls_only_triton_and_own_kernels():
+    found = lines("""
+        def plain(v):
+            return v
+
+        @triton.jit
+        def k3(x_ptr, n):
+            tl.store(x_ptr, plain(tl.load(x_ptr)))
+            torch.exp(x_ptr)
+        """)
+    assert ("outside_language", 6) in found and ("outside_language", 7) in found
+
+
+def test_kernel_reads_only_constant_globals():
+    found = lines("""
+        TABLE = [1, 2, 3]
+        BLOCK0 = tl.constexpr(128)
+        SCALE = 2.0
+
+        @triton.jit
+        def k3(x_ptr):
+            tl.store(x_ptr, TABLE[0] + BLOCK0 + SCALE)
+        """)
+    assert ("outside_language", 7) in found
+    assert len([f for f in hacks("""
+        BLOCK0 = tl.constexpr(128)
+        SCALE = 2.0
+
+        @triton.jit
+        def k3(x_ptr):
+            tl.store(x_ptr, BLOCK0 + SCALE)
+        """)]) == 0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Narrowness: honest idioms stay clean.
+def test_honest_idioms():
+    assert_clean("""
+        CONFIGS = [triton.Config({"BLOCK": b}, num_warps=w) for b, w in ((256, 2), (1024, 4))]
+        _CACHE = {}
+
+        @triton.autotune(configs=CONFIGS, key=["n"])
+        @triton.jit
+        def akernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m), mask=m)
+
+        @triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+        @triton.jit
+        def hkernel(x_ptr, out_ptr, n, EVEN: tl.constexpr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+        def num_warps(n):
+            if n not in _CACHE:
+                _CACHE[n] = 8 if n >= 4096 else 4
+            return _CACHE[n]
+
+        class ModelNew(nn.Module):
+            def __init__(self, dim, eps=1e-5):
+                super().__init__()
+                self.eps = float(eps)
+                self.lin = nn.Linear(dim, dim)
+                self.w = nn.Parameter(self.lin.weight.detach().t().contiguous())
+                self.register_buffer("scale", torch.full((1,), 0.5))
+                nn.init.kaiming_uniform_(self.w, a=math.sqrt(5))
+
+            def forward(self, x):
+                x = x.contiguous()
+                if x.dim() != 2 or x.dtype not in (torch.float32, torch.float16):
+                    raise ValueError(f"unsupported input {tuple(x.shape)} {x.dtype}")
+                M, N = x.shape
+                out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+                grid = lambda meta: (triton.cdiv(M * N, meta["BLOCK"]),)
+                akernel[grid](x, out, M * N)
+                hkernel[(1,)](out, out, M * N, BLOCK=triton.next_power_of_2(N))
+                kernel[(triton.cdiv(M * N, 1024),)](x, out, M * N, BLOCK=1024, num_warps=num_warps(M * N))
+                parts = []
+                for chunk in out.split(max(1, M // 2)):
+                    parts.append(chunk)
+                y = torch.cat(parts, dim=0).view(M, N)
+                return y.reshape(M, N)
+        """, signature={"init": ["static"], "forward": ["tensor"]})
+
+
+def test_honest_autograd_partial_records_and_grid_def():
+    assert_clean("""
+        from dataclasses import dataclass
+
+        @dataclass(frozen=True)
+        class Cfg:
+            block: int = 1024
+            warps: int = 4
+
+        DEFAULT = Cfg(block=512)
+
+        def launch(x, out, block, warps):
+            def grid(meta):
+                return (triton.cdiv(x.numel(), meta["BLOCK"]),)
+            kernel[grid](x, out, x.numel(), BLOCK=block, num_warps=warps)
+            return out
+
+        run = functools.partial(launch, block=DEFAULT.block, warps=DEFAULT.warps)
+
+        class Fn(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                out = run(x, torch.empty_like(x))
+                ctx.save_for_backward(x)
+                ctx.n = x.numel()
+                return out
+
+            @staticmethod
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return torch.empty_like(g)
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return Fn.apply(x)
+        """)
+
+
+def test_honest_pre_hook_zeroes_an_output():
+    assert_clean("""
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}, pre_hook=lambda nargs: nargs["out_ptr"].zero_())],
+                         key=["n"])
+        @triton.jit
+        def akernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.atomic_add(out_ptr + offs, tl.load(x_ptr + offs))
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                akernel[(1,)](x, out, x.numel())
+                return out
+        """)
+
+
+def test_pre_hook_may_not_compute():
+    assert lines("""
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}, pre_hook=lambda nargs: nargs["out_ptr"].copy_(
+            nargs["x_ptr"] * 2 + 1))], key=["n"])
+        @triton.jit
+        def akernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                akernel[(1,)](x, out, x.numel())
+                return out
+        """)
+
+
+def test_forward_scalar_argument_from_the_task_signature():
+    body = """
+        class ModelNew(nn.Module):
+            def forward(self, x, s):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel() * s, BLOCK=1024)
+                return out
+        """
+    # level1/5 passes a Python float: arithmetic on it is launch arithmetic.
+    assert_clean(body, signature={"init": [], "forward": ["tensor", "static"]})
+    # Without the task's word for it, a forward argument may be a tensor: the same code computes with PyTorch.
+    assert ("torch_call", 4) in lines(body, signature={"init": [], "forward": ["tensor", "tensor"]})
+    assert ("torch_call", 4) in lines(body, signature={"init": [], "forward": "unknown"})
+
+
+def test_init_values_unknown_are_not_static_in_forward():
+    body = """
+        class ModelNew(nn.Module):
+            def __init__(self, scale):
+                super().__init__()
+                self.scale = scale
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out * 0 + float(self.scale)
+        """
+    assert ("host_compute", 9) in lines(body, signature={"init": "unknown", "forward": ["tensor"]})
+
+
+def test_forward_keeps_no_tensor_state_but_may_keep_configuration():
+    assert ("state_cache", 4) in lines("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                self.last = out
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """)
+    assert ("state_cache", 6) in lines("""
+        _SEEN = []
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                _SEEN.append(out)
+                return out
+        """)
+    assert ("state_cache", 7) in lines("""
+        _SEEN = {}
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                c = _SEEN
+                c["k"] = out
+                return out
+        """)
+    assert_clean("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                self.n = x.numel()
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, self.n, BLOCK=1024)
+                return out
+        """)
+
+
+def test_local_lists_of_tensors_are_fine():
+    assert_clean("""
+        def gather(xs):
+            return torch.cat(xs, dim=0)
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                outs = []
+                for i in range(2):
+                    outs.append(torch.empty_like(x))
+                outs.extend([torch.empty_like(x)])
+                return gather(outs)
+        """)
+
+
+def test_layers_are_weight_holders():
+    assert ("torch_call", 7) in lines("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.lin(x)
+        """)
+    assert_clean("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+
+            def forward(self, x):
+                w0 = self.net[0].weight
+                b0 = self.net[0].bias
+                out = torch.empty((x.shape[0], w0.shape[0]), device=x.device, dtype=x.dtype)
+                kernel[(1,)](x, out, out.numel(), BLOCK=1024)
+                return out
+        """)
+
+
+def test_methods_overriding_nn_module_are_refused():
+    assert ("outside_language", 2) in lines("""
+        class ModelNew(nn.Module):
+            def to(self, *args):
+                return self
+        """)
+
+
+def test_subclass_of_a_torch_layer_is_refused():
+    assert ("outside_language", 1) in lines("""
+        class MyLinear(nn.Linear):
+            def reset_parameters(self):
+                pass
+        """)
+
+
+def test_lambda_outside_a_launch_is_refused():
+    assert ("outside_language", 4) in lines("""
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.f = [lambda t: t * 2]
+        """)
+
+
+def test_own_decorator_is_refused_with_a_rewrite():
+    found = hacks("""
+        def twice(fn):
+            return fn
+
+        @twice
+        def helper(x):
+            return x
+        """)
+    assert found and "call the helper explicitly" in found[0]["message"]
+
+
+def test_try_is_refused():
+    assert ("try_except", 3) in lines("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                try:
+                    return x
+                except Exception:
+                    return x
+        """)
+
+
+def test_imports():
+    for src in ("import os\n", "import numpy\n", "from numpy import ctypeslib\n", "import ctypes\n",
+                "from torch import ops\n", "from . import x\n", "from torch import *\n", "import importlib\n",
+                "import builtins\n", "import gc\n", "import sys\n", "import inspect\n", "import string\n"):
+        assert {f["type"] for f in hacks(src)} & {"forbidden_import", "forbidden_call", "forbidden_attribute",
+                                                  "torch_call"}, src
+    assert_clean("from torch import nn\nfrom triton import language\nfrom math import sqrt\n"
+                 "import triton.language.extra.libdevice as ld\n")
+
+
+def test_getattr_with_a_literal_is_an_attribute():
+    assert_clean("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                n = getattr(x, "shape")[0]
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, n, BLOCK=1024)
+                return out
+        """)
+    assert ("torch_call", 3) in lines("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return getattr(x, "sum")()
+        """)
+
+
+def test_main_block_is_not_the_candidate():
+    assert_clean("""
+        if __name__ == "__main__":
+            import os
+            print(open("/etc/passwd").read())
+        """)
+    # ... but only the exact test.
+    assert hacks("""
+        if __name__ != "__main__":
+            x = 1
+        """)
+
+
+def test_dead_code_is_held_to_the_grammar():
+    """A function nothing calls never runs: only the grammar judges it (imports, names, escapes)."""
+    assert_clean("""
+        def get_inputs():
+            return [torch.randn(4, 4)]
+        """)
+    assert hacks("""
+        def unused():
+            return eval("1")
+        """)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The repository's honest corpora.
+def _honest_files():
+    out = sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/honest/*.py")))
+    out += sorted(glob.glob(os.path.join(ROOT, "examples/*/correct*.py")))
+    out += sorted(glob.glob(os.path.join(ROOT, "tests/kernelbench/*/*/honest.py")))
+    out += [os.path.join(ROOT, "tests/fixtures/candidates/ok.py")]
+    return out
+
+
+# Honest idioms outside the language, refused with a rewrite (docs/candidate-language.md, "Refused idioms").
+REFUSED_IDIOMS = {"h25_ensure_contiguous_wraps.py"}
+
+
+@pytest.mark.parametrize("path", _honest_files(), ids=lambda p: os.path.relpath(p, ROOT))
+def test_honest_corpus_is_clean(path):
+    found = [f for f in language.check(ast.parse(open(path).read()), LANG) if f["type"] in HACK]
+    if os.path.basename(path) in REFUSED_IDIOMS:
+        assert found
+        return
+    assert not found, [(f["line"], f["type"], f["message"]) for f in found]
+
+
+def test_data_is_consistent():
+    """Every signature parses, and every dotted name of the language exists in the installed torch/triton
+    (a name that no longer exists after an upgrade is a stale entry)."""
+    import importlib
+
+    missing = []
+    for name in list(LANG.functions):
+        if ".driver.active." in name:
+            continue  # Triton's active driver is made on first use (a GPU query): not an attribute chain here
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except Exception:  # noqa: BLE001
+                continue
+            try:
+                for p in parts[i:]:
+                    obj = getattr(obj, p)
+            except AttributeError:
+                missing.append(name)
+            break
+    assert not missing, missing
