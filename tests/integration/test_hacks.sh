@@ -51,13 +51,13 @@ PYEOF
 }
 
 # Default policy: the cheapest layer that sees each exploit.
-manifest default "decoy:hacked:no_triton_launch torch_operators:hacked:torch_compute torch_static:hacked:torch_call
+manifest default "decoy:hacked:torch_call torch_operators:hacked:torch_call torch_static:hacked:torch_call
 try_fallback:hacked:try_except patch_allclose:hacked:monkey_patch thread_deferred:hacked:forbidden_import
-output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subclass:hacked:forbidden_attribute
-global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_attribute
+output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subclass:hacked:outside_language
+global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_import
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
-warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:correct:-"
+warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache"
 run_manifest default
 
 # Static layer off (warnings only): the runtime checks must catch what they can see.

@@ -1550,8 +1550,8 @@ class Checker:
             return ("lib", d)
         if _does_not_exist(d):
             return BOT  # an AttributeError when it runs: nothing is reached
-        self.add(TORCH if d.startswith(("torch.", "triton.")) and not d.split(".")[-1].startswith("_") else ATTR, e, d,
-                 f"`{d}` is not part of the language: {self._why_not(d)}", "library")
+        self.add(TORCH if _compute_name(d) else ATTR, e, d, f"`{d}` is not part of the language: {self._why_not(d)}",
+                 "library")
         return unk(d)
 
     def _why_not(self, d):
@@ -2769,6 +2769,22 @@ class Checker:
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
+def _compute_name(d):
+    """A PyTorch function that computes (torch.exp, F.relu, torch.linalg.norm...): refused as torch_call; other
+    names outside the language (torch.backends, torch.cuda.Stream, os.system) are forbidden_attribute."""
+    parent, _, last = d.rpartition(".")
+    if last.startswith("_") or parent not in ("torch", "torch.nn.functional", "torch.special", "torch.linalg",
+                                              "torch.fft", "torch.Tensor"):
+        return False
+    try:
+        import importlib
+
+        return callable(getattr(importlib.import_module(parent if parent != "torch.Tensor" else "torch"),
+                                last if parent != "torch.Tensor" else "Tensor"))
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def _no_such_module(name):
     """No installed module has this name's top-level package: importing it fails (an ordinary compile error) and
     reaches nothing.  Only the top level is looked up (finding a dotted name would import its parent)."""
