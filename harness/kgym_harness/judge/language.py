@@ -297,13 +297,6 @@ def is_static(t):
     return True
 
 
-def unknown_in(t):
-    for m in members(t):
-        if m[0] == "unk":
-            return m[1]
-    return None
-
-
 def describe(t):
     ms = members(t)
     if len(ms) > 1:
@@ -345,10 +338,6 @@ class _Scope:
         self.comprehension = False  # a comprehension's own scope: its targets are its locals
 
 
-class _Stop(Exception):
-    pass
-
-
 CTX_RANK = {"module": 0, "forward": 1, "init": 2}
 SIG_CTX = {"static": 0, "forward": 1, "init": 2}
 
@@ -369,7 +358,6 @@ class Checker:
         self.classes = {}       # module-level class name -> ClassDef
         self.kernels = set()    # FunctionDef nodes decorated with triton.jit (directly or under autotune...)
         self.module_vars = {}   # module-level variable -> [value nodes]
-        self.referenced = set()
         self._collect()
         # Type state, grown to a fixed point over rounds.
         self.attr_types = {}    # (ClassDef, attr) -> type  (instance attributes of own classes)
@@ -380,7 +368,6 @@ class Checker:
         self.changed = False
         self.memo = {}
         self.active = set()
-        self.checked_fns = set()
 
     # -- findings ---------------------------------------------------------------------------------------------
     def add(self, kind, node, name, message, rule, **evidence):
@@ -426,13 +413,7 @@ class Checker:
         for n in ast.walk(self.tree):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and self._is_jit(n):
                 self.kernels.add(n)
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                self.referenced.add(n.id)
-            elif isinstance(n, ast.Attribute):
-                self.referenced.add(n.attr)
-            elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("getattr", "hasattr") \
-                    and len(n.args) > 1 and isinstance(n.args[1], ast.Constant):
-                self.referenced.add(str(n.args[1].value))
+
 
     def dotted(self, node):
         """The canonical dotted name of a Name/Attribute chain rooted at an import, or None."""
@@ -460,14 +441,6 @@ class Checker:
         while p is not None and not isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             p = self.parents.get(p)
         return p
-
-    def _in_kernel(self, node):
-        p = node
-        while p is not None:
-            if p in self.kernels:
-                return True
-            p = self.parents.get(p)
-        return False
 
     # ==========================================================================================================
     # Grammar: every line of the module.
@@ -1094,7 +1067,6 @@ class Checker:
     def call_function(self, fn, ctx, args, kwargs, bound=None, node=None, scope=None, open_args=False,
                       tensor_default=False):
         """Check fn's body under ctx with these argument types; its return type."""
-        self.checked_fns.add(fn)
         if fn in self.kernels:
             self._outside(node or fn, "launch", f"{fn.name} is a @triton.jit function: launch it with "
                           f"{fn.name}[grid](...) (it cannot be called from Python code)", name=fn.name)
@@ -1918,7 +1890,7 @@ class Checker:
                              "(a gather computed by PyTorch): index inside a kernel", "forward")
                 return T
             if not all(x[0] in ("S", "N", "tup", "bot") for x in members(idx)):
-                self._outside(e, "expressions", f"a tensor index must be numbers, slices, None or ...",
+                self._outside(e, "expressions", "a tensor index must be numbers, slices, None or ...",
                               name="index")
             return T
         if k == "S":
@@ -2863,18 +2835,6 @@ def _is_staticmethod(fn):
     return any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
 
 
-def _as_load(t):
-    t2 = ast.parse(ast.unparse(t), mode="eval").body if not isinstance(t, ast.Name) else ast.Name(id=t.id,
-                                                                                                   ctx=ast.Load())
-    ast.copy_location(t2, t)
-    for n in ast.walk(t2):
-        if hasattr(n, "lineno"):
-            n.lineno = t.lineno
-    # Keep the original nodes' identity for parents lookups where it matters: a fresh tree is judged like the
-    # target (same names, same attributes).
-    return t if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Load) else _reload(t)
-
-
 def _reload(t):
     """The target expression as a Load (same node objects where possible)."""
     if isinstance(t, ast.Name):
@@ -2886,7 +2846,7 @@ def _reload(t):
     return t
 
 
-_as_load = _reload  # noqa: F811 — the simple form is enough: only Name/Attribute/Subscript targets reach it
+_as_load = _reload  # an augmented assignment's target read as a value
 
 
 def _stmt_name(st):
