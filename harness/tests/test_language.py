@@ -939,3 +939,41 @@ def test_data_is_consistent():
                 missing.append(name)
             break
     assert not missing, missing
+
+
+def test_second_probe_idioms_decided():
+    """honest-idioms.md, second probe: int.bit_length() in launch arithmetic is plain integer work (allowed);
+    .item() of a constant or 0-d parameter in forward turns a tensor into a Python value (refused, and the
+    message names the rewrite); the same in __init__ is allowed."""
+    assert_clean("""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                n = x.shape[-1]
+                block = 1 << (n.bit_length() - 1)
+                out = torch.empty_like(x)
+                kernel[(triton.cdiv(x.numel(), block),)](x, out, x.numel(), BLOCK=block)
+                return out
+        """)
+    found = hacks("""
+        class ModelNew(nn.Module):
+            def __init__(self, alpha):
+                super().__init__()
+                self.alpha = nn.Parameter(torch.tensor(alpha))
+
+            def forward(self, x):
+                a = float(self.alpha.item())
+                return x
+        """)
+    assert found and found[0]["type"] == "host_compute" and "__init__" in found[0]["message"]
+    assert_clean("""
+        class ModelNew(nn.Module):
+            def __init__(self, alpha):
+                super().__init__()
+                self.alpha = float(torch.tensor(alpha).item())
+                self.n = int(torch.prod(torch.tensor([2, 3])).item())
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel() * self.n, BLOCK=1024)
+                return out
+        """)

@@ -279,6 +279,11 @@ def has_tensor(t, deep=False):
     return False
 
 
+def has_unk(t):
+    """t holds a value already refused where it was made: no second finding about it."""
+    return any(m[0] == "unk" for m in members(t))
+
+
 def is_static(t):
     """Every possible value is static data: numbers, strings, None, containers of those."""
     for m in members(t):
@@ -1440,7 +1445,7 @@ class Checker:
         if has_tensor(t, deep=True) and sc.ctx != "init":
             self.add(HOST, node, ast.unparse(node)[:80], "formatting a tensor turns its data into text on the host: "
                      "print shapes and dtypes, not values", "host")
-        elif not is_static(t) and not any(m[0] in ("T",) for m in members(t)):
+        elif not is_static(t) and not has_unk(t) and not any(m[0] in ("T",) for m in members(t)):
             self._outside(node, "format", f"formatting {describe(t)} is not part of the language (format numbers, "
                           "strings and shapes)", name="format")
 
@@ -1746,7 +1751,7 @@ class Checker:
             return T
         out = BOT
         for m in members(a) + members(b):
-            if m[0] in ("S", "N", "bot", "record", "info", "props"):
+            if m[0] in ("S", "N", "bot", "record", "info", "props", "unk"):
                 continue
             if m[0] in ("tup", "lst"):
                 continue
@@ -1781,7 +1786,7 @@ class Checker:
 
     def _static_operand(self, e, t):
         for m in members(t):
-            if m[0] not in ("S", "N", "bot"):
+            if m[0] not in ("S", "N", "bot", "unk"):
                 self._outside(e, "expressions", f"operators on {describe(m)} are not part of the language",
                               name="operator")
                 return unk("op")
@@ -1807,7 +1812,7 @@ class Checker:
                              "numbers only, or compare in a kernel", "forward")
                 continue
             for m in members(a) + members(b):
-                if m[0] not in ("S", "N", "bot", "tup", "lst", "dct", "record", "config", "info", "props") and \
+                if m[0] not in ("S", "N", "bot", "tup", "lst", "dct", "record", "config", "info", "props", "unk") and \
                         not (m[0] in ("class", "lib", "alias", "builtin", "layer", "own", "kernel") and
                              isinstance(op, (ast.Eq, ast.NotEq))):
                     self._outside(e, "expressions", f"comparing {describe(m)} is not part of the language",
@@ -2154,11 +2159,11 @@ class Checker:
             return True  # a module as a constructor argument (nn.Sequential(*layers)); never a kernel argument
         return False
 
-    def _ctx_ok(self, e, sig_ctx, sc, what, init_hint=None):
+    def _ctx_ok(self, e, sig_ctx, sc, what, init_hint=None, kind=TORCH):
         if CTX_RANK[sc.ctx] >= SIG_CTX.get(sig_ctx, 0):
             return True
         if sig_ctx == "init":
-            self.add(TORCH, e, what, f"`{what}` may be used only in __init__ (building parameters), not in "
+            self.add(kind, e, what, f"`{what}` may be used only in __init__ (building parameters), not in "
                      f"{'forward' if sc.ctx == 'forward' else 'module-level code'}"
                      + (f": {init_hint}" if init_hint else ": compute in a @triton.jit kernel"), "forward")
         else:
@@ -2305,7 +2310,7 @@ class Checker:
                                  "host: no tensor value becomes a Python value in forward (keep constants as Python "
                                  "numbers in __init__; pass one-element tensors to the kernel and tl.load them)",
                                  "host")
-                elif not is_static(t):
+                elif not is_static(t) and not has_unk(t):
                     self._outside(e, "calls", f"{name}() of {describe(t)}", name=name)
             return S
         sig = self.L.builtins.get(name)
@@ -2382,7 +2387,9 @@ class Checker:
                 return T
             if not self._ctx_ok(e, sig.ctx, sc, f".{name}()", init_hint=(
                     "tensor values never become Python values in forward (keep constants as Python numbers in "
-                    "__init__)" if name in ("item", "tolist") else None)):
+                    "__init__; pass one-element tensors to the kernel and tl.load them)"
+                    if name in ("item", "tolist", "cpu") else None),
+                    kind=HOST if name in ("item", "tolist", "cpu") else TORCH):
                 return T if sig.ret == "T" else unk(name)
             self._check_kinds(e, sig, args, kwargs, sc, f".{name}()",
                               kw_kinds={"dtype": "S", "device": "S", "memory_format": "S", "non_blocking": "S"})
