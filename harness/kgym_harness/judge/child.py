@@ -376,11 +376,6 @@ class Evaluation:
         # The candidate language (docs/candidate-language.md): the job's policy may carry its own (tests), else the
         # repository's policy/language.json, loaded once by the zygote.  The task's own input kinds type
         # ModelNew.__init__ and forward.
-        data = self.policy.get("language")
-        lang = language.Language(data) if isinstance(data, dict) else language.load()
-        findings = language.check(self.tree, lang, signature=tasks.signature(self.task))
-        for f in findings:
-            self.guards.findings.append(dict(f, stage="static", variant=None))
         model_new = None
         kernels = []
         for node in ast.walk(self.tree):
@@ -399,6 +394,13 @@ class Evaluation:
             raise StageFailed("the module defines no top-level `class ModelNew`", None)
         if not kernels:
             raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton", None)
+        # A module without ModelNew or a kernel is not a candidate at all (verdict invalid, above); every other one
+        # is checked against the language.
+        data = self.policy.get("language")
+        lang = language.Language(data) if isinstance(data, dict) else language.load()
+        findings = language.check(self.tree, lang, signature=tasks.signature(self.task))
+        for f in findings:
+            self.guards.findings.append(dict(f, stage="static", variant=None))
         names = ", ".join(k["name"] for k in kernels)
         facts["findings"] = len(findings)
         # The judge's own list of the candidate's kernels (from the source, not from the runner): a profiled
