@@ -977,3 +977,21 @@ def test_second_probe_idioms_decided():
                 kernel[(1,)](x, out, x.numel() * self.n, BLOCK=1024)
                 return out
         """)
+
+
+# Fixtures whose cheat happens in the kernel itself or in what it writes (judged by the runtime checks and the
+# judge, not by the language): they are written in the language.
+DYNAMIC_HACKS = {"input_mutation.py", "output_alias.py", "stale_memory.py", "warmup_only.py"}
+
+
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/attacks/*.py")) +
+                                        glob.glob(os.path.join(ROOT, "tests/fixtures/hacks/*.py"))),
+                         ids=lambda p: os.path.relpath(p, ROOT))
+def test_every_attack_fixture_is_outside_the_language(path):
+    """Every attack on the harness, sandbox probe and red-team bypass is refused by the language alone (the
+    runtime layer and the sandbox are the second line: tests/integration/test_attacks.sh runs both)."""
+    found = [f for f in language.check(ast.parse(open(path).read()), LANG) if f["type"] in HACK]
+    if os.path.basename(path) in DYNAMIC_HACKS:
+        assert not found, found  # its cheat is in what the kernel does: the judge and runtime checks decide
+        return
+    assert found, f"{os.path.relpath(path, ROOT)} is written in the language"

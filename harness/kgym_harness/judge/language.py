@@ -101,7 +101,7 @@ class Sig:
             return self.args[i][0]
         if self.args and self.args[-1][1]:
             return self.args[-1][0]
-        return None
+        return "S"  # more arguments than the signature lists: Python values only (or a TypeError)
 
 
 class Language:
@@ -220,6 +220,21 @@ def _join_all(ts):
     for t in ts:
         out = join(out, t)
     return out
+
+
+MAX_DEPTH = 4  # containers nested deeper than this are outside the language (and types stay small)
+
+
+def depth(t):
+    d = 0
+    for m in members(t):
+        if m[0] == "tup":
+            d = max(d, 1 + max((depth(e) for e in m[1]), default=0))
+        elif m[0] == "lst":
+            d = max(d, 1 + depth(m[1]))
+        elif m[0] == "dct":
+            d = max(d, 1 + max(depth(m[1]), depth(m[2])))
+    return d
 
 
 def tup(ts):
@@ -341,6 +356,7 @@ class _Scope:
         self.returns = BOT
         self.self_type = self_type
         self.comprehension = False  # a comprehension's own scope: its targets are its locals
+        self.strict = False         # the last pass: a name or attribute with no type yet is refused
 
 
 CTX_RANK = {"module": 0, "forward": 1, "init": 2}
@@ -373,9 +389,16 @@ class Checker:
         self.changed = False
         self.memo = {}
         self.active = set()
+        # Findings of the type layer are recorded only once the types have converged (the final round) and only in
+        # each function's last pass over its body (its locals converged): a value still unknown then (BOT) was
+        # never given one by code that runs, and is refused instead of being taken as harmless.
+        self.final = True     # the grammar's findings are always recorded
+        self.quiet = 0
 
     # -- findings ---------------------------------------------------------------------------------------------
     def add(self, kind, node, name, message, rule, **evidence):
+        if self.quiet or not self.final:
+            return
         line = getattr(node, "lineno", 0)
         key = (kind, line, message)
         if key in self.findings:
@@ -400,7 +423,29 @@ class Checker:
         return out
 
     def _collect(self):
+        self.bindings = {}      # module-level name -> [binding nodes] (main blocks excluded: they never run)
         for st in self.tree.body:
+            if isinstance(st, ast.If) and self._is_main_test(st.test):
+                continue
+            for n in ast.walk(st) if isinstance(st, ast.If) else [st]:
+                if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n is not st and \
+                        not isinstance(st, ast.If):
+                    continue
+                if isinstance(n, (ast.Import, ast.ImportFrom)):
+                    for name in self.canonical_import(n) or {a.asname or a.name.split(".")[0]: 1 for a in n.names}:
+                        self.bindings.setdefault(name, []).append(n)
+                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self.bindings.setdefault(n.name, []).append(n)
+                elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.With)):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if not isinstance(
+                        n, ast.With) else [i.optional_vars for i in n.items if i.optional_vars]
+                    for t in targets:
+                        for x in ast.walk(t):
+                            if isinstance(x, ast.Name):
+                                self.bindings.setdefault(x.id, []).append(n)
+        for st in self.tree.body:
+            if isinstance(st, ast.If) and self._is_main_test(st.test):
+                continue
             if isinstance(st, (ast.Import, ast.ImportFrom)):
                 self.aliases.update(self.canonical_import(st))
             elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)):
@@ -421,14 +466,32 @@ class Checker:
 
 
     def dotted(self, node):
-        """The canonical dotted name of a Name/Attribute chain rooted at an import, or None."""
+        """The canonical dotted name of a Name/Attribute chain rooted at an import, or None — also when a local of
+        an enclosing function (a parameter named like the import, say) shadows the import's name there."""
         parts = []
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
         if not isinstance(node, ast.Name) or node.id not in self.aliases:
             return None
+        fn = self._enclosing_fn(node)
+        while fn is not None:
+            if node.id in _bound_in(fn):
+                return None
+            fn = self._enclosing_fn(fn)
+        if self._comprehension_binds(node):
+            return None
         return ".".join([self.aliases[node.id]] + parts[::-1])
+
+    def _comprehension_binds(self, node):
+        p = self.parents.get(node)
+        while p is not None and not isinstance(p, (ast.FunctionDef, ast.Lambda, ast.Module)):
+            if isinstance(p, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                for g in p.generators:
+                    if any(isinstance(x, ast.Name) and x.id == node.id for x in ast.walk(g.target)):
+                        return True
+            p = self.parents.get(p)
+        return False
 
     def _is_jit(self, fn):
         for d in fn.decorator_list:
@@ -452,6 +515,7 @@ class Checker:
     # ==========================================================================================================
     def grammar(self):
         self._main_blocks = set()
+        self._bindings_rule()
         for st in self.tree.body:
             self._module_statement(st)
         for n in ast.walk(self.tree):
@@ -502,6 +566,32 @@ class Checker:
         else:
             self._outside(st, "module_statement", f"`{_stmt_name(st)}` at module level: a candidate module holds "
                           "imports, constants, functions and classes only (put the code in a function)")
+
+    def _bindings_rule(self):
+        """Every module-level name means one thing: no builtin or import name rebound, no name bound by a def, a
+        class or an import and by anything else too (Python would run the last binding, a reader the first), no
+        annotation without a value (it binds nothing: the name would still be the builtin)."""
+        for name, nodes in self.bindings.items():
+            first = nodes[0]
+            if hasattr(_builtins, name) or name in self.L.builtins:
+                self._outside(first, "names", f"`{name}` is a builtin: a module-level name may not rebind it",
+                              name=name)
+                continue
+            defs = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+                                                       ast.Import, ast.ImportFrom))]
+            imports = {self.canonical_import(n).get(name) for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))}
+            if len(defs) == len(nodes) and all(isinstance(n, (ast.Import, ast.ImportFrom)) for n in nodes) and \
+                    len(imports) == 1:
+                continue  # `import torch.nn as nn` and `from torch import nn`: the same module, twice
+            if defs and len(nodes) > 1:
+                self._outside(nodes[1], "names", f"`{name}` is bound more than once at module level (a def, a class "
+                              "or an import, and another binding): each module-level function, class and import has "
+                              "one name of its own (delete the earlier definition)", name=name)
+        for st in ast.walk(self.tree):
+            if isinstance(st, ast.AnnAssign) and st.value is None and self._enclosing_fn(st) is None and \
+                    not isinstance(self.parents.get(st), ast.ClassDef) and not self._inside_main(st):
+                self._outside(st, "names", "an annotation without a value binds nothing: give the variable a value",
+                              name=ast.unparse(st.target)[:40])
 
     def _is_main_test(self, t):
         return (isinstance(t, ast.Compare) and len(t.ops) == 1 and isinstance(t.ops[0], ast.Eq)
@@ -655,6 +745,7 @@ class Checker:
         if cls.keywords:
             self._outside(cls, "classes", f"class {cls.name}: class keywords (metaclass=...) are not allowed",
                           name=cls.name)
+        self._class_names_rule(cls, kind)
         for d in cls.decorator_list:
             if not (kind == "record" and self._frozen_dataclass(d)):
                 self._outside(d, "classes", f"class {cls.name}: class decorators are not allowed (except "
@@ -713,6 +804,44 @@ class Checker:
             return "record"
         return None
 
+    def _class_names_rule(self, cls, kind):
+        """A class's names each mean one thing: no two methods of one name (Python keeps the last, a reader reads
+        the first), no constant named like a method or like nn.Module's own attributes, and no instance attribute
+        (self.x = ...) named like a method of the class, its own bases or nn.Module — the instance's value would
+        replace the method the checker typed."""
+        seen = {}
+        for st in cls.body:
+            names = [st.name] if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) else [
+                x.id for t in (st.targets if isinstance(st, ast.Assign) else [st.target] if isinstance(
+                    st, ast.AnnAssign) else []) for x in ast.walk(t) if isinstance(x, ast.Name)]
+            for name in names:
+                if name in seen:
+                    self._outside(st, "classes", f"class {cls.name} defines `{name}` twice: each name of a class "
+                                  "means one thing", name=name)
+                seen[name] = st
+                if kind == "module" and not isinstance(st, ast.FunctionDef) and name in self.L.module_methods:
+                    self._outside(st, "classes", f"class {cls.name}: `{name}` is an attribute of nn.Module",
+                                  name=name)
+        if kind != "module":
+            return
+        methods = set()
+        c, guard = cls, set()
+        while c is not None and c not in guard:
+            guard.add(c)
+            methods |= {b.name for b in c.body if isinstance(b, ast.FunctionDef)}
+            base = c.bases[0] if c.bases else None
+            c = self.classes.get(base.id) if isinstance(base, ast.Name) else None
+        for fn in cls.body:
+            if not isinstance(fn, ast.FunctionDef):
+                continue
+            for n in ast.walk(fn):
+                if isinstance(n, ast.Attribute) and isinstance(n.ctx, (ast.Store, ast.Del)) and \
+                        isinstance(n.value, ast.Name) and n.value.id == "self" and \
+                        (n.attr in methods or n.attr in self.L.module_methods or n.attr == "training"):
+                    self._outside(n, "classes", f"`self.{n.attr} = ...` replaces "
+                                  f"{'the method' if n.attr in methods else 'nn.Module.'}{n.attr}: "
+                                  "an instance attribute may not share a method's name", name=n.attr)
+
     def _method_grammar(self, cls, fn, kind):
         if _DUNDER.match(fn.name) and fn.name != "__init__":
             self._outside(fn, "classes", f"{cls.name}.{fn.name}: dunder methods other than __init__ are not part "
@@ -769,8 +898,6 @@ class Checker:
         elif isinstance(n, ast.NamedExpr):
             self._outside(n, "statements", "the walrus operator is not part of the language: assign on a line of "
                           "its own")
-        elif isinstance(n, ast.Starred) and isinstance(n.ctx, ast.Store):
-            self._outside(n, "statements", "starred assignment targets are not part of the language")
 
     def _builtin_use(self, n):
         """A Load of a name that resolves to a builtin (not bound anywhere in the module or its functions)."""
@@ -1014,11 +1141,15 @@ class Checker:
     # ==========================================================================================================
     def types(self):
         model = self.classes.get("ModelNew")
-        for _round in range(6):
+        self.final = False
+        for _round in range(12):
+            if _round == 11 or (_round and not self.changed):
+                self.final = True  # the types converged: one more round, recording findings
             self.changed = False
             self.memo = {}
             self.hooks = []
             mod = _Scope("module")
+            mod.strict = self.final
             self.module_scope = mod
             for st in self.tree.body:
                 self.stmt(st, mod)
@@ -1036,7 +1167,7 @@ class Checker:
                                        node=fwd, open_args=args is None, tensor_default=True)
             for kind, node, kernel, scope in list(self.hooks):
                 self.check_hook(kind, node, kernel, scope)
-            if not self.changed:
+            if self.final:
                 break
 
     def _signature_types(self, which):
@@ -1076,7 +1207,8 @@ class Checker:
             self._outside(node or fn, "launch", f"{fn.name} is a @triton.jit function: launch it with "
                           f"{fn.name}[grid](...) (it cannot be called from Python code)", name=fn.name)
             return unk("kernel called")
-        key = (fn, ctx, tuple(args), tuple(sorted(kwargs.items())), id(scope) if scope else None, open_args)
+        key = (fn, ctx, tuple(args), tuple(sorted(kwargs.items())), id(scope) if scope else None, open_args,
+               self.quiet > 0)
         if key in self.memo:
             return self.memo[key]
         if key in self.active:
@@ -1088,19 +1220,30 @@ class Checker:
             sc = _Scope(ctx, fn=fn, cls=self._class_of(fn), parent=scope, self_type=bound)
             self._bind_params(fn, sc, args, kwargs, node, open_args, tensor_default)
             if isinstance(fn, ast.Lambda):
+                sc.strict = True
                 ret = self.expr(fn.body, sc)
             else:
                 sc.locals = _bound_in(fn)
                 sc.globals = {x for g in ast.walk(fn) if isinstance(g, ast.Global) for x in g.names
                               if self._enclosing_fn(g) is fn}
+                # Passes over the body until its locals' types stop growing (quiet), then one strict pass that
+                # records findings.
                 snapshot = None
-                for _ in range(8):
-                    for st in fn.body:
-                        self.stmt(st, sc)
-                    now = dict(sc.env)
-                    if now == snapshot:
-                        break
-                    snapshot = now
+                self.quiet += 1
+                try:
+                    for _ in range(8):
+                        for st in fn.body:
+                            self.stmt(st, sc)
+                        now = dict(sc.env)
+                        if now == snapshot:
+                            break
+                        snapshot = now
+                finally:
+                    self.quiet -= 1
+                sc.strict = True
+                sc.returns = BOT
+                for st in fn.body:
+                    self.stmt(st, sc)
                 ret = sc.returns if sc.returns != BOT else N
                 if not _always_returns(fn.body):
                     ret = join(ret, N)
@@ -1224,9 +1367,7 @@ class Checker:
             self.formatted(self.expr(st.msg, sc), st.msg, sc)
 
     def s_Delete(self, st, sc):
-        for t in st.targets:
-            if isinstance(t, ast.Name):
-                sc.env.pop(t.id, None)
+        pass  # types are flow-insensitive: a deleted local keeps the types it ever had
 
     def s_Global(self, st, sc):
         for name in st.names:
@@ -1269,6 +1410,13 @@ class Checker:
         if isinstance(target, ast.Name):
             self._assign_name(target.id, t, sc, st)
         elif isinstance(target, (ast.Tuple, ast.List)):
+            if any(isinstance(x, ast.Starred) for x in target.elts):
+                # *batch, n = x.shape: every name gets an element, the starred one a list of them.
+                elt = self.iterate(t, st, sc)
+                for x in target.elts:
+                    self.assign(x.value if isinstance(x, ast.Starred) else x,
+                                ("lst", elt, "local") if isinstance(x, ast.Starred) else elt, sc, st)
+                return
             parts = self.unpack(t, len(target.elts), st, sc)
             for e, pt in zip(target.elts, parts):
                 self.assign(e, pt, sc, st)
@@ -1450,6 +1598,20 @@ class Checker:
                           "strings and shapes)", name="format")
 
     def e_Name(self, e, sc):
+        t = self._name(e, sc)
+        if t == BOT and self._strict(sc):
+            self._outside(e, "names", f"`{e.id}` has no value kgym can see where this code runs (never assigned, "
+                          "deleted, or assigned only by code that does not run)", name=e.id)
+            return unk(e.id)
+        return t
+
+    def _strict(self, sc):
+        s = sc
+        while s is not None and s.comprehension:
+            s = s.parent
+        return bool(s is not None and s.strict)
+
+    def _name(self, e, sc):
         name = e.id
         s = sc
         while s is not None:
@@ -1612,6 +1774,8 @@ class Checker:
             return unk(attr)
         if k == "class":
             return self._class_attribute(e, m[1], attr)
+        if k == "record" and m[1] is None:  # a collections.namedtuple instance: static fields only
+            return S
         if k == "record":
             for b in m[1].body:
                 if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name) and b.target.id == attr:
@@ -1640,7 +1804,12 @@ class Checker:
             t = self.L.attributes.get("ctx", {}).get(attr)
             if t is not None:
                 return self._parse_type(t)
-            return self.ctx_attrs.get(m[1], {}).get(attr, BOT)
+            t = self.ctx_attrs.get(m[1], {}).get(attr, BOT)
+            if t == BOT and self._strict(sc):
+                self._outside(e, "autograd", f"ctx.{attr} is never assigned by this Function's code: only the "
+                              "attributes it sets itself and saved_tensors may be read", name=attr)
+                return unk(attr)
+            return t
         if k == "super":
             if attr == "__init__":
                 return ("method", m, attr)
@@ -1677,7 +1846,7 @@ class Checker:
         while c is not None and c not in seen:
             seen.add(c)
             t = self.attr_types.get((c, attr))
-            if t is not None:
+            if t is not None and not (t == BOT and self._strict(sc)):
                 return shared(t)
             for b in c.body:  # class-level constants
                 if isinstance(b, (ast.Assign, ast.AnnAssign)) and any(
@@ -1693,7 +1862,7 @@ class Checker:
         if attr in self.L.module_methods:
             self.add(ATTR, e, attr, f"self.{attr} (nn.Module's) is not part of the language", "classes")
             return unk(attr)
-        if self._assigned_somewhere(cls, attr):
+        if self._assigned_somewhere(cls, attr) and not self._strict(sc):
             return BOT  # assigned in a method not checked yet (the next round knows its type)
         self.add(ATTR, e, attr, f"`{ast.unparse(e)[:60]}` is never assigned: {cls.name} has no attribute `{attr}`",
                  "classes")
@@ -1742,6 +1911,13 @@ class Checker:
         return self.binop(e, self.expr(e.left, sc), self.expr(e.right, sc), sc, e.op)
 
     def binop(self, e, a, b, sc, op):
+        if isinstance(op, ast.Mod) and (has_tensor(a, deep=True) or has_tensor(b, deep=True)) and \
+                not (has_tensor(a) or has_tensor(b)):
+            # "%s" % (t,): formatting tensors into text on the host.
+            if sc.ctx != "init":
+                self.add(HOST, e, "%", f"`{ast.unparse(e)[:80]}` formats a tensor into text on the host: no tensor "
+                         "value becomes a Python value in forward", "host")
+            return S
         if has_tensor(a) or has_tensor(b):
             if sc.ctx != "init":
                 what = "@" if isinstance(op, ast.MatMult) else _op_symbol(op)
@@ -1835,7 +2011,17 @@ class Checker:
                      "dtypes; decide on values inside a kernel)", "host")
 
     # -- containers -------------------------------------------------------------------------------------------
+    def _nested(self, e, t):
+        if depth(t) > MAX_DEPTH:
+            self._outside(e, "expressions", f"containers nested more than {MAX_DEPTH} deep are not part of the "
+                          "language", name="nesting")
+            return unk("nesting")
+        return t
+
     def e_Tuple(self, e, sc):
+        return self._nested(e, self._tuple(e, sc))
+
+    def _tuple(self, e, sc):
         ts = []
         for x in e.elts:
             if isinstance(x, ast.Starred):
@@ -1849,6 +2035,9 @@ class Checker:
         return ("lst", _join_all(ts), "local")
 
     def e_List(self, e, sc):
+        return self._nested(e, self._list(e, sc))
+
+    def _list(self, e, sc):
         ts = []
         for x in e.elts:
             if isinstance(x, ast.Starred):
@@ -1860,6 +2049,9 @@ class Checker:
     e_Set = e_List
 
     def e_Dict(self, e, sc):
+        return self._nested(e, self._dict(e, sc))
+
+    def _dict(self, e, sc):
         ks, vs = BOT, BOT
         for k, v in zip(e.keys, e.values):
             if k is None:
@@ -2095,6 +2287,10 @@ class Checker:
                          "forward: layers are held for their weights only; compute in a kernel", "layers")
             return T
         if k == "recordclass":
+            for t in args + list(kwargs.values()):
+                if not is_static(t):
+                    self._outside(e, "classes", f"a namedtuple holds static values only, not {describe(t)}",
+                                  name="namedtuple")
             return ("record", None)
         self._outside(e, "calls", f"{describe(m)} cannot be called", name=ast.unparse(e.func)[:60])
         return unk("call")
@@ -2131,8 +2327,6 @@ class Checker:
                     self._outside(e, "calls", f"{what} takes Python values, not {describe(m)}", name=what)
             elif kind in ("T", "T?"):
                 if k not in ("T",):
-                    if is_static(m) and k in ("S",):
-                        continue  # a Python value where a tensor is expected: a TypeError or a plain constant
                     self._outside(e, "calls", f"{what} takes a tensor, not {describe(m)}", name=what)
             elif kind == "[T]":
                 if k not in ("tup", "lst", "T"):
@@ -2179,9 +2373,8 @@ class Checker:
             if self._type_name(d) or d.startswith("typing."):
                 if d == "dataclasses.field":
                     return S
-                if d == "torch.nn.Module":
-                    return N
-                self._outside(e, "calls", f"`{d}` is a type, not a function of the language", name=d)
+                self._outside(e, "calls", f"`{d}(...)` is not part of the language: modules are instances of the "
+                              "candidate's own nn.Module subclasses, built in __init__", name=d)
                 return unk(d)
             self.add(TORCH if d.startswith("torch") else CALL, e, d, f"`{d}(...)` is not part of the language: "
                      f"{self._why_not(d)}", "library")
@@ -2393,9 +2586,11 @@ class Checker:
                 return T if sig.ret == "T" else unk(name)
             self._check_kinds(e, sig, args, kwargs, sc, f".{name}()",
                               kw_kinds={"dtype": "S", "device": "S", "memory_format": "S", "non_blocking": "S"})
+            if name == "type" and (args or kwargs):
+                return T  # x.type(dtype) converts; only x.type() answers a string
             return self._ret(sig.ret, e, name, args) if sig.ret != "K" else T
-        if k == "S" or (k in ("tup", "lst", "dct") and name in self.L.methods.get("static", {}) and
-                        name not in self.L.methods.get("list", {})):
+        if k == "S" or (k in ("tup", "lst", "dct") and is_static(recv) and name in self.L.methods.get("static", {})
+                        and name not in self.L.methods.get("list", {})):
             if name == "format":
                 # Only "...".format(...) on a literal reaches here unrefused (the grammar checked its fields).
                 for t in args + list(kwargs.values()):
@@ -2497,6 +2692,11 @@ class Checker:
 
     def _container_method(self, e, recv, name, args, kwargs, sc):
         k = recv[0]
+        if name in ("index", "count", "remove", "sort") and sc.ctx != "init" and (
+                any(has_tensor(t, deep=True) for t in args + list(kwargs.values()))
+                or name == "sort" and has_tensor(elements(recv) or BOT, deep=True)):
+            self.add(HOST, e, name, f"`.{name}()` compares tensors by value on the host (==, <): compare shapes and "
+                     "numbers only", "host")
         mutating = name in ("append", "extend", "insert", "setdefault", "update", "add")
         if mutating:
             vals = list(args[1:]) if name in ("insert", "setdefault") else list(args)
@@ -2539,7 +2739,13 @@ class Checker:
             self._outside(e, "autograd", f"{cls.name} has no forward", name=cls.name)
             return unk("apply")
         ctx = ("ctx", cls)
-        ret = self.call_function(fwd, sc.ctx, [ctx] + list(args), kwargs, node=e)
+        setup = self._method(cls, "setup_context")
+        if setup is not None:
+            # With setup_context, PyTorch calls forward without ctx and then setup_context(ctx, inputs, output).
+            ret = self.call_function(fwd, sc.ctx, list(args), kwargs, node=e)
+            self.call_function(setup, "forward", [ctx, ("tup", tuple(args)) if args else S, ret], {}, node=e)
+        else:
+            ret = self.call_function(fwd, sc.ctx, [ctx] + list(args), kwargs, node=e)
         bwd = self._method(cls, "backward")
         if bwd is not None:
             nouts = len(members(ret)[0][1]) if members(ret)[0][0] == "tup" else 1
@@ -2585,8 +2791,12 @@ class Checker:
                                                    and a.annotation.value == "constexpr")}
         bound = {}
         if star:
-            for t in args + list(kwargs.values()):
-                self._launch_arg(e, kernel, "*", t, False, sc)
+            # *list or **dict: which parameter each value lands in is unknown (a tensor could land in a
+            # tl.constexpr, and hooks would not know the arguments' types).  A tuple of known values is unpacked
+            # by _arguments and is fine.
+            self._outside(e, "launch", f"{kernel.name}: launch arguments unpacked from a list or a dict (*args, "
+                          "**kwargs) are not part of the language: pass them explicitly, or unpack a tuple",
+                          name=kernel.name)
             items = ()
         else:
             for i, t in enumerate(args):
@@ -2726,6 +2936,9 @@ class Checker:
                             self._outside(kw.value, "launch", "prune_configs_by takes a dict literal", name="prune")
                             continue
                         for kk, v in zip(kw.value.keys, kw.value.values):
+                            if kk is None:
+                                self._outside(v, "launch", "prune_configs_by takes literal keys, not **", name="prune")
+                                continue
                             r = self.L.prune.get(kk.value if isinstance(kk, ast.Constant) else None)
                             vt = self.expr(v, sc)
                             if r in ("prune_hook", "perf_hook"):
@@ -2880,17 +3093,26 @@ def check(tree, lang=None, signature=None):
     """Findings of the candidate language on a parsed module, sorted by line.
 
     signature: {"init": [kind, ...], "forward": [kind, ...]} with kinds "tensor", "static", "none", "tensors" or
-    "unknown" — the task's get_init_inputs/get_inputs, as the judge knows them.  Without it, forward's parameters
-    are tensors and __init__'s may be anything."""
+    "unknown" — the task's get_init_inputs/get_inputs, as the judge knows them.  Without it (tests), forward's
+    parameters are tensors and __init__'s are static values.
+
+    Fails closed: a module the checker cannot judge (too deeply nested, or one that makes the checker itself
+    fail) gets a finding, never a pass."""
     lang = lang or load()
     if signature is None:
         signature = {"init": "static", "forward": "tensor"}
     c = Checker(lang, tree, signature)
+    where = tree.body[0] if tree.body else tree
     try:
         c.grammar()
         c.types()
     except RecursionError:
-        c.add(OUTSIDE, tree.body[0] if tree.body else tree, "module", "the module nests too deeply to be checked",
-              "module")
+        c.quiet, c.final = 0, True
+        c.add(OUTSIDE, where, "module", "the module nests too deeply to be checked", "module")
+    except Exception as exc:  # noqa: BLE001 — fail closed, with a message
+        c.quiet, c.final = 0, True
+        c.add(OUTSIDE, where, "module", "kgym's language checker could not judge this module "
+              f"({type(exc).__name__}: {str(exc)[:200]}), so it is refused; if the module is written in the "
+              "language (docs/candidate-language.md), this is a bug in kgym", "module")
     out = sorted(c.findings.values(), key=lambda f: (f["line"], f["type"], f["message"]))
     return out
