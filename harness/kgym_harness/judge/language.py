@@ -359,6 +359,14 @@ class _Scope:
         self.strict = False         # the last pass: a name or attribute with no type yet is refused
 
 
+class _TooComplex(Exception):
+    """The module makes the checker type more function bodies than WORK_BUDGET: refused (fail closed)."""
+
+
+# Function bodies typed per check, at most: honest candidates need a few hundred; a module built to blow the checker
+# up is refused instead of costing the judge its stage timeout.
+WORK_BUDGET = 20000
+
 CTX_RANK = {"module": 0, "forward": 1, "init": 2}
 SIG_CTX = {"static": 0, "forward": 1, "init": 2}
 
@@ -369,6 +377,7 @@ class Checker:
         self.tree = tree
         self.sig = signature or {}
         self.findings = {}
+        self._bound_cache = {}
         self.parents = {}
         for n in ast.walk(tree):
             for c in ast.iter_child_nodes(n):
@@ -394,6 +403,15 @@ class Checker:
         # never given one by code that runs, and is refused instead of being taken as harmless.
         self.final = True     # the grammar's findings are always recorded
         self.quiet = 0
+        self.finding_lines = set()
+        self.work = 0         # function bodies evaluated: a budget (a module too complex to type is refused)
+
+    def _bound(self, fn):
+        """Names bound in a function (cached: asked for at every name the checker resolves)."""
+        out = self._bound_cache.get(fn)
+        if out is None:
+            out = self._bound_cache[fn] = _bound_in(fn)
+        return out
 
     # -- findings ---------------------------------------------------------------------------------------------
     def add(self, kind, node, name, message, rule, **evidence):
@@ -407,6 +425,7 @@ class Checker:
             code = ast.unparse(node)[:160]
         except Exception:  # noqa: BLE001 — evidence only
             code = ""
+        self.finding_lines.add(line)
         self.findings[key] = {"type": kind, "line": line, "name": str(name)[:120], "message": message,
                               "evidence": dict(evidence, rule=rule, code=code)}
 
@@ -476,7 +495,7 @@ class Checker:
             return None
         fn = self._enclosing_fn(node)
         while fn is not None:
-            if node.id in _bound_in(fn):
+            if node.id in self._bound(fn):
                 return None
             fn = self._enclosing_fn(fn)
         if self._comprehension_binds(node):
@@ -907,7 +926,7 @@ class Checker:
             return False
         fn = self._enclosing_fn(n)
         while fn is not None:
-            if n.id in _bound_in(fn):
+            if n.id in self._bound(fn):
                 return False
             fn = self._enclosing_fn(fn)
         return True
@@ -1163,12 +1182,26 @@ class Checker:
                 fwd = self._method(model, "forward")
                 if fwd is not None:
                     args = self._signature_types("forward")
-                    self.call_function(fwd, "forward", [inst] + (args if args is not None else []), {}, bound=inst,
-                                       node=fwd, open_args=args is None, tensor_default=True)
+                    ret = self.call_function(fwd, "forward", [inst] + (args if args is not None else []), {},
+                                             bound=inst, node=fwd, open_args=args is None, tensor_default=True)
+                    if self.final and not self._tensors_only(ret):
+                        self._outside(fwd, "forward", f"forward returns {describe(ret)}: it returns a tensor or a "
+                                      "tuple of tensors", name="forward")
             for kind, node, kernel, scope in list(self.hooks):
                 self.check_hook(kind, node, kernel, scope)
             if self.final:
                 break
+
+    def _tensors_only(self, t):
+        for m in members(t):
+            if m[0] in ("T", "unk", "N"):
+                continue  # (None: an optional output the task does not ask for, or a failure at run time)
+            if m[0] == "tup" and all(self._tensors_only(x) for x in m[1]):
+                continue
+            if m[0] == "lst" and self._tensors_only(m[1]):
+                continue
+            return False
+        return True
 
     def _signature_types(self, which):
         """The argument types of __init__/forward: a list (the task's own), or None with the kind every
@@ -1207,7 +1240,9 @@ class Checker:
             self._outside(node or fn, "launch", f"{fn.name} is a @triton.jit function: launch it with "
                           f"{fn.name}[grid](...) (it cannot be called from Python code)", name=fn.name)
             return unk("kernel called")
-        key = (fn, ctx, tuple(args), tuple(sorted(kwargs.items())), id(scope) if scope else None, open_args,
+        # A nested function is keyed by the call of its enclosing function that made it (not by the scope object):
+        # calls of one function with the same argument types give the same closure types.
+        key = (fn, ctx, tuple(args), tuple(sorted(kwargs.items())), getattr(scope, "key", None), open_args,
                self.quiet > 0)
         if key in self.memo:
             return self.memo[key]
@@ -1216,14 +1251,18 @@ class Checker:
                           "part of the language", name=getattr(fn, "name", "lambda"))
             return unk("recursion")
         self.active.add(key)
+        self.work += 1
+        if self.work > WORK_BUDGET:
+            raise _TooComplex()
         try:
             sc = _Scope(ctx, fn=fn, cls=self._class_of(fn), parent=scope, self_type=bound)
+            sc.key = key
             self._bind_params(fn, sc, args, kwargs, node, open_args, tensor_default)
             if isinstance(fn, ast.Lambda):
                 sc.strict = True
                 ret = self.expr(fn.body, sc)
             else:
-                sc.locals = _bound_in(fn)
+                sc.locals = self._bound(fn)
                 sc.globals = {x for g in ast.walk(fn) if isinstance(g, ast.Global) for x in g.names
                               if self._enclosing_fn(g) is fn}
                 # Passes over the body until its locals' types stop growing (quiet), then one strict pass that
@@ -1262,7 +1301,7 @@ class Checker:
             elif p.arg in kwargs:
                 t = kwargs[p.arg]
             elif defaults[i] is not None:
-                t = self._default_type(defaults[i])
+                t = self._default_type(defaults[i], sc.parent)
                 if open_args:
                     t = join(t, self._open_type(tensor_default))
             elif open_args:
@@ -1271,7 +1310,7 @@ class Checker:
                 t = N  # missing argument: a TypeError at run time
             sc.env[p.arg] = shared(t)
         for p, d in zip(a.kwonlyargs, a.kw_defaults):
-            sc.env[p.arg] = shared(kwargs.get(p.arg, self._default_type(d) if d is not None else N))
+            sc.env[p.arg] = shared(kwargs.get(p.arg, self._default_type(d, sc.parent) if d is not None else N))
         if a.vararg:
             rest = list(args[len(pos):])
             sc.env[a.vararg.arg] = ("tup", tuple(rest)) if not open_args else ("lst", join(T, S), "shared")
@@ -1285,9 +1324,10 @@ class Checker:
             return kinds.get("forward", T)
         return kinds.get("init", join(T, S))
 
-    def _default_type(self, d):
-        t = self.expr(d, self.module_scope)
-        return t
+    def _default_type(self, d, scope=None):
+        """A default value is evaluated where the def statement ran: the enclosing function for a nested def or a
+        lambda, else the module."""
+        return self.expr(d, scope or self.module_scope)
 
     # -- statements -------------------------------------------------------------------------------------------
     def stmt(self, st, sc):
@@ -1534,12 +1574,9 @@ class Checker:
                 elif shared and not is_static(t) and self._module_rooted(target.value, sc):
                     self.add(STATE, st, ast.unparse(target)[:80], f"a module-level container holds static values "
                              f"only, not {describe(t)}", "state")
-                if k != "S" and isinstance(target.value, ast.Name) and target.value.id in sc.env:
-                    cur = sc.env[target.value.id]
-                    if m[0] == "lst":
-                        sc.env[target.value.id] = join(cur, ("lst", t, m[2]))
-                    else:
-                        sc.env[target.value.id] = join(cur, ("dct", self.expr(target.slice, sc), t, m[3]))
+                if k != "S":
+                    grown = ("lst", t, m[2]) if m[0] == "lst" else ("dct", self.expr(target.slice, sc), t, m[3])
+                    self._grow_container(target.value, grown, t, st, sc)
             elif k in ("bot", "N"):
                 continue
             elif k == "tup":
@@ -1547,6 +1584,42 @@ class Checker:
             else:
                 self.add(PATCH, st, ast.unparse(target)[:80], f"`{ast.unparse(target)[:80]} = ...` writes into "
                          f"{describe(m)}", "state")
+
+    def _grow_container(self, node, grown, value, st, sc):
+        """A container changed in place takes the new element types into the type of what holds it: a local, a
+        module-level variable or an attribute of the module.  One reached any other way (box[0].append(x)) cannot
+        be followed: a value that would change its element types is refused there."""
+        if isinstance(node, ast.Name):
+            s = sc
+            while s is not None and s.comprehension:
+                s = s.parent
+            if s is not None and s.fn is not None and node.id in s.env and node.id not in s.globals:
+                s.env[node.id] = join(s.env[node.id], grown)
+                return
+            if node.id in self.module_vars and (s is None or s.fn is None or node.id not in self._bound(s.fn)
+                                                 or node.id in s.globals):
+                old = self.global_types.get(node.id, BOT)
+                new = join(old, grown)
+                if new != old:
+                    self.global_types[node.id] = new
+                    self.changed = True
+                if s is not None and s.fn is None:
+                    s.env[node.id] = new
+                return
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self" and \
+                sc.self_type is not None and sc.self_type[0] == "own":
+            key = (sc.self_type[1], node.attr)
+            if key in self.attr_types:
+                old = self.attr_types[key]
+                new = join(old, grown)
+                if new != old:
+                    self.attr_types[key] = new
+                    self.changed = True
+                return
+        cur = self.expr(node, sc)
+        if join(cur, grown) != cur:
+            self._outside(st, "statements", f"`{_code(node)}` is changed in place with {describe(value)}, which it "
+                          "did not hold: change containers through the name that holds them", name=_code(node))
 
     def _module_rooted(self, node, sc):
         while isinstance(node, (ast.Attribute, ast.Subscript)):
@@ -1572,7 +1645,16 @@ class Checker:
             self._outside(e, "expressions", f"`{type(e).__name__}` expressions are not part of the language",
                           name=type(e).__name__)
             return unk(type(e).__name__)
-        return m(e, sc)
+        t = m(e, sc)
+        if (t == BOT or has_unk(t)) and self._strict(sc):
+            # Nothing untyped passes: a value kgym could not type (or that no code which runs ever gave) is
+            # refused where it is used, unless a finding on this line already says why.
+            if getattr(e, "lineno", 0) not in self.finding_lines:
+                self._outside(e, "types", f"kgym cannot tell what `{_code(e)}` is here (no value it can type "
+                              "reaches it): write it with the types docs/candidate-language.md lists", name=_code(e))
+            if t == BOT:
+                t = unk("untyped")
+        return t
 
     def e_Constant(self, e, sc):
         return N if e.value is None else S
@@ -1618,7 +1700,7 @@ class Checker:
             if name in s.env and not (s is sc and name in sc.globals):
                 return s.env[name]
             if not s.comprehension and s.fn is not None and isinstance(s.fn, (ast.FunctionDef, ast.Lambda)) \
-                    and name in _bound_in(s.fn) and name not in s.globals:
+                    and name in self._bound(s.fn) and name not in s.globals:
                 return BOT  # a local not assigned yet in this pass
             s = s.parent
         if name in self.global_types:
@@ -1775,6 +1857,10 @@ class Checker:
         if k == "class":
             return self._class_attribute(e, m[1], attr)
         if k == "record" and m[1] is None:  # a collections.namedtuple instance: static fields only
+            if attr.startswith("_"):
+                self.add(ATTR, e, attr, f"`.{attr}` of a namedtuple is not part of the language (read its fields)",
+                         "classes")
+                return unk(attr)
             return S
         if k == "record":
             for b in m[1].body:
@@ -2323,7 +2409,7 @@ class Checker:
                                  "launch arithmetic in forward (keep constants as Python numbers in __init__)",
                                  "host")
                     continue
-                if not is_static(m) and k not in ("class", "lib", "alias", "builtin"):
+                if not is_static(m):
                     self._outside(e, "calls", f"{what} takes Python values, not {describe(m)}", name=what)
             elif kind in ("T", "T?"):
                 if k not in ("T",):
@@ -2366,6 +2452,8 @@ class Checker:
         return False
 
     def call_lib(self, e, d, args, kwargs, sc):
+        if d == "typing.cast":
+            return args[1] if len(args) > 1 else BOT  # cast(T, v) is v
         sig = self.L.functions.get(d)
         if sig is None:
             if d == "typing.cast":
@@ -2397,12 +2485,37 @@ class Checker:
                 return unk("partial")
             return ("partial", args[0], tuple(args[1:]), tuple(sorted(kwargs.items())))
         if d == "functools.reduce":
-            self._check_kinds(e, sig, args, kwargs, sc, d)
-            if args:
-                for fm in members(args[0]):
-                    if fm[0] == "func":
-                        self.call(e, fm, [S, S], {}, False, sc)
-            return S
+            # reduce(f, items[, initial]): f is an own function (typed with the accumulator it really gets: the
+            # initial value, then whatever f returned) or one of operator's arithmetic functions; nothing else
+            # (getattr, partial, builtins) — those would call what the checker never sees.
+            if kwargs or not 2 <= len(args) <= 3:
+                self._outside(e, "calls", "functools.reduce(f, items[, initial]) with positional arguments only",
+                              name=d)
+                return unk(d)
+            items = self.iterate(args[1], e, sc)
+            acc = args[2] if len(args) > 2 else items
+            for fm in members(args[0]):
+                if fm[0] == "func":
+                    for _ in range(4):
+                        ret = self.call(e, fm, [acc, items], {}, False, sc)
+                        new = join(acc, ret)
+                        if new == acc:
+                            break
+                        acc = new
+                elif fm[0] == "lib" and fm[1].startswith("operator."):
+                    for t in (acc, items):
+                        if not is_static(t):
+                            self._outside(e, "calls", f"{fm[1]} in functools.reduce takes numbers, not "
+                                          f"{describe(t)}", name=d)
+                else:
+                    self._outside(e, "calls", f"functools.reduce takes an own function or operator.add/mul/..., "
+                                  f"not {describe(fm)}", name=d)
+                    return unk(d)
+            return acc
+        if d == "itertools.accumulate" and (len(args) > 1 or kwargs.get("func") is not None):
+            self._outside(e, "calls", "itertools.accumulate takes no function in the language (a running sum of "
+                          "numbers)", name=d)
+            return unk(d)
         self._check_kinds(e, sig, args, plain_kwargs, sc, d, kw_kinds=kw_kinds)
         ret = sig.ret
         if d == "triton.Config":
@@ -2710,13 +2823,15 @@ class Checker:
             elif shared and any(not is_static(t) for t in vals) and self._module_rooted(e.func.value, sc):
                 self.add(STATE, e, name, "a module-level container holds static values only", "state")
             node = e.func.value
-            if isinstance(node, ast.Name) and node.id in sc.env:
-                if k == "lst":
-                    sc.env[node.id] = join(sc.env[node.id], ("lst", _join_all(vals), recv[2]))
-                elif k == "dct" and name == "setdefault" and args:
-                    sc.env[node.id] = join(sc.env[node.id], ("dct", args[0], _join_all(vals), recv[3]))
-                elif k == "dct" and name == "update":
-                    sc.env[node.id] = join(sc.env[node.id], ("dct", S, _join_all(vals), recv[3]))
+            grown = None
+            if k == "lst":
+                grown = ("lst", _join_all(vals), recv[2])
+            elif k == "dct" and name == "setdefault" and args:
+                grown = ("dct", args[0], _join_all(vals), recv[3])
+            elif k == "dct" and name == "update":
+                grown = ("dct", S, _join_all(vals), recv[3])
+            if grown is not None:
+                self._grow_container(node, grown, _join_all(vals), e, sc)
             return N
         if name in ("get", "pop", "setdefault"):
             base = recv[2] if k == "dct" else (elements(recv) or BOT)
@@ -3069,6 +3184,13 @@ def _reload(t):
 _as_load = _reload  # an augmented assignment's target read as a value
 
 
+def _code(node, n=60):
+    try:
+        return ast.unparse(node)[:n]
+    except Exception:  # noqa: BLE001
+        return type(node).__name__
+
+
 def _stmt_name(st):
     return {"Try": "try", "With": "with", "While": "while", "For": "for", "If": "if", "Import": "import",
             "ImportFrom": "from ... import", "Expr": "an expression", "Assign": "an assignment",
@@ -3109,6 +3231,10 @@ def check(tree, lang=None, signature=None):
     except RecursionError:
         c.quiet, c.final = 0, True
         c.add(OUTSIDE, where, "module", "the module nests too deeply to be checked", "module")
+    except _TooComplex:
+        c.quiet, c.final = 0, True
+        c.add(OUTSIDE, where, "module", f"the module needs more than {WORK_BUDGET} function bodies typed to be "
+              "checked (deeply nested functions called with many kinds of values): simplify it", "module")
     except Exception as exc:  # noqa: BLE001 — fail closed, with a message
         c.quiet, c.final = 0, True
         c.add(OUTSIDE, where, "module", "kgym's language checker could not judge this module "
