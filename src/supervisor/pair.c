@@ -24,8 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,10 +38,54 @@
  * flock on a file of its own, machine-wide: every kgym process on the machine (one worker per GPU, a bench
  * next to a server) draws from the same slots, and a lock dies with its holder, so a crashed kgym frees its
  * slots.  flock belongs to the open file, so two threads of one kgym exclude each other too.  A warm pair
- * holds its slot from its start. */
+ * holds its slot from its start.
+ *
+ * A lock that dies with its holder outlives nothing, but the holder's runners may outlive it: a kgym killed with
+ * SIGKILL frees its slots at once, while its runners (candidates' code) live on until its guardian ends them, a
+ * second or two.  A runner given such a uid meanwhile would share it with a hostile candidate that is still
+ * running: signals, ptrace, /proc/<pid>/mem, its files (the once-seen honest example judged "hacked" right
+ * after a server was killed).  So a slot is used only when no process of its uid lives (slot_clear). */
 #define KG_RUNNER_UID_BASE 61000
 #define KG_RUNNER_SLOTS 1024
 #define KG_RUNNER_SLOT_DIR "/tmp/kgym-runner-uids"
+
+/* Is no process of uid left?  Every one is killed first, from a child that becomes uid and sends kill(-1,
+ * SIGKILL): that reaches exactly the processes uid may signal, all at once (the kernel signals them under its
+ * task-list lock, so a fork in flight either finishes first and its child is signalled too, or fails), wherever
+ * they hide.  kill(-1) cannot say whether there were any (it answers 0 whenever any process exists), so the
+ * child then counts them as the kernel does: with RLIMIT_NPROC at 2 (itself and one more), a fork succeeds only
+ * when no other process of uid exists, none still exiting, no zombie (the kernel counts a process until it is
+ * reaped; none can start another after the kill, so the count is exact).  0: none left; 1: some (killed, still
+ * exiting); -1: it could not look. */
+static int slot_clear(uid_t uid)
+{
+    /* The catch-all reaper must not take this child's exit status (reaper.c). */
+    kg_reaper_hold();
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* A fork of a threaded process: raw system calls only (no atfork handlers, no locks). */
+        struct rlimit two = {2, 2};
+        if (syscall(SYS_setresuid, uid, uid, uid) != 0)
+            syscall(SYS_exit_group, 3);
+        syscall(SYS_kill, -1, SIGKILL);
+        if (syscall(SYS_setrlimit, RLIMIT_NPROC, &two) != 0)
+            syscall(SYS_exit_group, 3);
+        long probe = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+        if (probe == 0)
+            syscall(SYS_exit_group, 0);
+        if (probe < 0)
+            syscall(SYS_exit_group, errno == EAGAIN ? 1 : 3);
+        syscall(SYS_wait4, probe, 0, 0, 0);
+        syscall(SYS_exit_group, 0);
+    }
+    int st = 0, r = pid < 0 ? -1 : 0;
+    while (pid > 0 && (r = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
+    }
+    kg_reaper_release();
+    if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) > 1)
+        return -1;
+    return WEXITSTATUS(st);
+}
 
 static void slot_take(kg_pair *p)
 {
@@ -55,7 +101,10 @@ static void slot_take(kg_pair *p)
         int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (fd < 0)
             continue;
-        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        /* Free, and none of its uid's processes lives: those of a killed kgym are killed now and the next
+         * slot is taken (they may still be exiting, counted in the uid's RLIMIT_NPROC).  When it cannot be
+         * looked at (no fork), the slot is used as the lock says: no worse than before the look existed. */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && slot_clear((uid_t)(KG_RUNNER_UID_BASE + i)) != 1) {
             p->slot = i;
             p->slot_fd = fd;
             return;

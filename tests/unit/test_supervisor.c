@@ -754,10 +754,96 @@ static void runner_uid_slots_are_machine_wide(void)
         close(held);
 }
 
+/* A kgym killed with SIGKILL frees its slot locks at once while its runners live on until its guardian ends them
+ * (a second or two): a runner started meanwhile must never share its uid with one of them.  Here the lowest free
+ * slots each get such a leftover (a process of the slot's uid, no lock held); the runner must not run as the uid
+ * of one still alive, and the leftover of the first slot it looked at must have been killed. */
+static void runner_uid_never_shared_with_a_dead_kgyms_runner(void)
+{
+    if (geteuid() != 0) {
+        printf("  (skipped: needs root)\n");
+        return;
+    }
+    mkdir("/tmp/kgym-runner-uids", 0700);
+    enum { N = 3 };
+    pid_t stale[N];
+    uid_t uids[N];
+    int n = 0;
+    for (int i = 0; i < 1024 && n < N; i++) {
+        char path[64];
+        snprintf(path, sizeof path, "/tmp/kgym-runner-uids/%d", 61000 + i);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            if (fd >= 0)
+                close(fd);
+            continue; /* another kgym holds it */
+        }
+        int ready[2];
+        KG_CHECK(pipe(ready) == 0);
+        pid_t pid = fork();
+        if (pid == 0) { /* the leftover: the slot's uid, no lock */
+            close(fd);
+            close(ready[0]);
+            if (setresuid(61000 + i, 61000 + i, 61000 + i) != 0)
+                _exit(1);
+            (void)!write(ready[1], "x", 1);
+            close(ready[1]);
+            for (;;)
+                pause();
+        }
+        close(ready[1]);
+        char b;
+        KG_CHECK(pid > 0 && read(ready[0], &b, 1) == 1);
+        close(ready[0]);
+        close(fd); /* the dead kgym's lock is gone: the slot looks free */
+        stale[n] = pid;
+        uids[n++] = (uid_t)(61000 + i);
+    }
+    KG_CHECK(n == N);
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_del(job, "policy");
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED);
+    json_int_t uid = json_integer_value(json_object_get(find(&rep, "sandbox"), "runner_uid"));
+    KG_CHECK(uid >= 61000 && uid < 61000 + 1024);
+    /* Nothing else ran as the runner's uid: the census (before the runner ended) and the final sweep found no
+     * other process of it.  (A leftover sharing the uid is counted there, as the honest example's "hacked" was,
+     * and then killed by the sweep: afterwards it looks dead either way.) */
+    if (rep.left_running || rep.stragglers)
+        printf("  uid %lld: %d process(es) besides the runner (%s), %d killed by the final sweep\n",
+               (long long)uid, rep.left_running, rep.left_running_names, rep.stragglers);
+    KG_CHECK(rep.left_running == 0 && rep.stragglers == 0);
+    for (int k = 0; k < n; k++) {
+        kg_proc_stat ps;
+        int alive = kg_proc_stat_read(stale[k], &ps) && ps.state != 'Z';
+        if (alive && (json_int_t)uids[k] == uid)
+            printf("  the runner ran as uid %lld, the uid of a leftover still alive (pid %d)\n", (long long)uid,
+                   (int)stale[k]);
+        KG_CHECK(!(alive && (json_int_t)uids[k] == uid));
+        /* The lowest free slot was looked at first: its leftover was killed (a zombie of this process now: the
+         * slot may then be used, nothing of the uid runs). */
+        if (k == 0)
+            KG_CHECK(!alive);
+    }
+    kg_child_report_free(&rep);
+    for (int k = 0; k < n; k++) {
+        kill(stale[k], SIGKILL);
+        waitpid(stale[k], NULL, 0); /* ECHILD when the supervisor's reaper took it: as good */
+    }
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 static const kg_test_case cases[] = {
     {"outside_stages_limit", outside_stages_limit},
     {"runner_uid_stragglers_are_killed", runner_uid_stragglers_are_killed},
     {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
+    {"runner_uid_never_shared_with_a_dead_kgyms_runner", runner_uid_never_shared_with_a_dead_kgyms_runner},
     {"completes_and_timestamps", completes_and_timestamps},
     {"stage_timeout_kills_the_group", stage_timeout_kills_the_group},
     {"total_timeout", total_timeout},
