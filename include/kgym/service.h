@@ -19,12 +19,19 @@
 #include "kgym/eval.h"
 #include "kgym/supervisor.h"
 
+/* SIGTERM to exit, at most: waiting requests answered (2 s), running evaluations given up to 5 s to finish,
+ * then the process exits and leaves them to the next server. */
+#define KG_SERVICE_STOP_S 10
+
 typedef struct kg_service_options {
     const char *host;          /* "127.0.0.1" */
     int port;                  /* 10907; 0 = any free port */
     const char *port_file;     /* written with the bound port once listening (may be NULL) */
     const char *db_path;       /* SQLite database */
-    const char *token;         /* bearer token; NULL/"" = no auth */
+    const char *token;         /* bearer token; NULL = no auth (then only requests whose Host names this server:
+                                * allow_hosts); an empty or blank one is refused (kg_service_check_token) */
+    const char *const *allow_hosts; /* host names a token-less server also answers to (--allow-host) */
+    int n_allow_hosts;
     const char *kernelbench;   /* KernelBench checkout for "task": "level1/19" (may be NULL) */
     int workers;               /* evaluation threads */
     long max_queue;            /* queued jobs allowed before 429 */
@@ -52,7 +59,13 @@ typedef struct kg_service_options {
 
 void kg_service_options_default(kg_service_options *o);
 
-/* Runs the service until SIGINT or SIGTERM.  KG_OK on a clean stop. */
+/* A bearer token must be printable ASCII without spaces (what can travel in an Authorization header intact):
+ * an empty or blank one (an unset $VAR on a command line) would otherwise turn auth off without a word.
+ * source names where it came from ("--token", "KGYM_TOKEN") for the message.  KG_ERR_INVALID. */
+int kg_service_check_token(const char *token, const char *source, kg_error *err);
+
+/* Runs the service until SIGINT or SIGTERM.  KG_OK on a clean stop.  SIGTERM: every waiting request is answered
+ * (503 unless its job ended) and the process exits within KG_SERVICE_STOP_S seconds (docs/service.md). */
 int kg_service_run(const kg_service_options *o, kg_error *err);
 
 /* KernelGYM's EvaluationResponse for a job: job is {"id", "status",

@@ -38,7 +38,10 @@ static void usage(FILE *out)
             "                      its headers (120)\n"
             "  --max-connections N          open connections in all (1000)\n"
             "  --max-client-connections N   open connections from one address (64)\n"
-            "  --token T           require \"Authorization: Bearer T\" (or $KGYM_TOKEN)\n"
+            "  --token T           require \"Authorization: Bearer T\" (or $KGYM_TOKEN); an empty or blank\n"
+            "                      one is refused.  Without a token, only requests whose Host header\n"
+            "                      names this server are answered (localhost, 127.0.0.1, [::1], its address)\n"
+            "  --allow-host NAME   another Host name a server without a token answers to (repeatable)\n"
             "  --redis URL         keep jobs in Redis (redis://HOST[:PORT][/DB]) for a fleet of\n"
             "                      `kgym worker` nodes; with --workers 0 this server is stateless\n"
             "  --lease S  --result-ttl S   Redis: job lease (60) and result lifetime (604800)\n"
@@ -54,7 +57,8 @@ static void usage(FILE *out)
 enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
-    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND, OPT_REDIS_VOLATILE
+    OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND, OPT_REDIS_VOLATILE,
+    OPT_ALLOW_HOST
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -138,6 +142,7 @@ static int run(int argc, char **argv, int worker)
         {"max-client-connections", required_argument, NULL, OPT_MAX_CLIENT_CONN},
         {"device-kind", required_argument, NULL, OPT_DEVICE_KIND},
         {"redis-volatile", no_argument, NULL, OPT_REDIS_VOLATILE},
+        {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
         {"help", no_argument, NULL, OPT_HELP}};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
@@ -148,6 +153,9 @@ static int run(int argc, char **argv, int worker)
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);
     const char *token = getenv("KGYM_TOKEN");
+    const char *token_from = "KGYM_TOKEN";
+    const char *allow_hosts[64];
+    int n_allow = 0;
     const char *gpus = NULL, *device_kind = NULL;
     char devbuf[32];
     (void)devbuf;
@@ -177,7 +185,14 @@ static int run(int argc, char **argv, int worker)
         case OPT_BODY_TIMEOUT: NUM("body-timeout", 1, 86400) o.body_timeout_s = v; break;
         case OPT_MAX_CONN: NUM("max-connections", 1, 100000) o.max_connections = (int)v; break;
         case OPT_MAX_CLIENT_CONN: NUM("max-client-connections", 1, 100000) o.max_client_connections = (int)v; break;
-        case OPT_TOKEN: token = optarg; break;
+        case OPT_TOKEN: token = optarg; token_from = "--token"; break;
+        case OPT_ALLOW_HOST:
+            if (n_allow == (int)(sizeof allow_hosts / sizeof *allow_hosts)) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error(cmdname, "--allow-host may be given at most %d times", n_allow);
+            }
+            allow_hosts[n_allow++] = optarg;
+            break;
         case OPT_REDIS:
             if (strncmp(optarg, "redis://", 8)) {
                 kg_cli_eval_flags_free(&f);
@@ -232,6 +247,17 @@ static int run(int argc, char **argv, int worker)
     }
     if (worker)
         o.no_http = 1;
+    /* Before anything starts: an empty token (--token "$UNSET", KGYM_TOKEN="") would have served without auth
+     * and without a word.  A worker serves no HTTP: its KGYM_TOKEN is not ours to judge. */
+    if (!worker) {
+        kg_error terr;
+        if (kg_service_check_token(token, token_from, &terr) != KG_OK) {
+            kg_cli_eval_flags_free(&f);
+            return kg_cli_usage_error(cmdname, "%s", terr.message);
+        }
+    }
+    o.allow_hosts = allow_hosts;
+    o.n_allow_hosts = n_allow;
     if (gpus) {
         /* Validate the whole list first, then one process per GPU. */
         char *copy = strdup(gpus), *save = NULL;

@@ -572,6 +572,8 @@ static void *worker_main(void *arg)
         w->key[0] = '\0';
         pthread_cond_broadcast(&s->done_cv);
         pthread_mutex_unlock(&s->lock);
+        if (s->o.on_job_end)
+            s->o.on_job_end(s->o.on_job_end_arg);
         kg_job_free(&job);
     }
     return NULL;

@@ -39,6 +39,9 @@ typedef struct kg_sched_options {
                               * NULL: eval.device */
     double lease_s;          /* Redis: the job lease (an in-flight follower waits this long beyond twice its
                               * own time limit at most) */
+    void (*on_job_end)(void *arg); /* called (from a worker thread) after a worker ended a job: the server's
+                                    * waiting requests look at their jobs then (may be NULL) */
+    void *on_job_end_arg;
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and

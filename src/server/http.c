@@ -1,8 +1,7 @@
 /*
- * http.c — `kgym serve`'s HTTP side (libmicrohttpd, one thread per
- * connection so a synchronous /evaluate or a long poll blocks only its own
- * connection): routing, auth, limits, JSON in and out; and kg_service_run(),
- * which wires store, supervisor, scheduler and server together.
+ * http.c — `kgym serve`'s HTTP side (libmicrohttpd: a pool of threads over epoll; a request that waits for its
+ * job holds no thread, see waits.c): routing, auth, limits, JSON in and out; and kg_service_run(), which wires
+ * store, supervisor, scheduler and server together.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -17,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -32,11 +33,15 @@ typedef struct server {
     const kg_service_options *o;
     kg_store *store;
     kg_sched *sched;
+    kg_waits *waits;
     double started_at;
     /* Request bodies held in memory by all connections together: past
      * max_body_bytes * KG_BODY_BUDGET, new uploads get 503 (a flood of large
      * bodies cannot take the server's memory). */
     atomic_size_t body_bytes;
+    /* Requests that were suspended to wait and have not completed yet: a stopping server lets their answers go
+     * out before it closes the connections. */
+    atomic_int waits_open;
     /* Jobs answered at submission from the dedup cache since start: the
      * scheduler's totals count only evaluations, and the dashboard's
      * "finished" card shows both, each for what it is. */
@@ -49,22 +54,45 @@ typedef struct server {
 static pthread_mutex_t fleet_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define KG_BODY_BUDGET 4
+/* Threads that run the handlers (MHD's pool): twice the CPUs, 8 to 64.  No request holds one while it waits for
+ * a job, so they bound only the work done at once (parsing, validation, store calls). */
+#define KG_HTTP_THREADS_MIN 8
+#define KG_HTTP_THREADS_MAX 64
 
 /* A connection, for the header and body deadlines: its request line and
  * headers must arrive within --idle-timeout of its opening or of its previous
  * answer, and its body within --body-timeout of its headers.  MHD's own
  * timeout counts silence only, and a client sending a byte now and then
- * (slowloris) would hold the connection for ever. */
+ * (slowloris) would hold the connection for ever.  And for the connection
+ * limits: how many each client address holds. */
 enum { CONN_BUSY = 0, CONN_HEADERS = 1, CONN_BODY = 2 };
+typedef struct addr_rec {
+    struct addr_rec *next;
+    unsigned char a[16]; /* IPv4 in the first 4 bytes, the rest 0; or IPv6 */
+    int family;
+    int n;               /* its open connections */
+} addr_rec;
 typedef struct conn_rec {
     struct conn_rec *prev, *next;
     int fd;
     int waiting;  /* CONN_HEADERS or CONN_BODY since `since`; CONN_BUSY: being answered */
     double since; /* kg_now_ms() */
+    addr_rec *addr;
+    /* Over the limits when it opened (REFUSE_*): its first request is answered 503 with Retry-After, and it is
+     * closed.  MHD's own limits close a connection without a word; ours are below theirs so that a client
+     * learns why and when to come back. */
+    int refused;
+    int held_by_addr, held_in_all; /* the counts it was refused with */
 } conn_rec;
+enum { REFUSE_NONE = 0, REFUSE_ADDRESS = 1, REFUSE_SHARE = 2 };
 
 static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
 static conn_rec *conns;
+static addr_rec *addrs;
+static int n_conns, n_addrs; /* under conns_lock */
+
+/* What a request waits for (waits.c), and how it is answered when its connection is resumed. */
+enum { WAIT_NONE = 0, WAIT_EVALUATE, WAIT_BATCH, WAIT_JOB };
 
 typedef struct request_ctx {
     kg_buf body;
@@ -72,6 +100,13 @@ typedef struct request_ctx {
     int started;   /* the headers were seen (on_request's first call) */
     int bad_url;   /* the raw URL had %00: the decoded one is cut short there */
     size_t counted; /* bytes of body counted in server.body_bytes */
+    int wait;       /* WAIT_*: suspended; the handler is called again when resumed */
+    int waited;     /* was suspended (counted in server.waits_open until it completes) */
+    int outcome;    /* KG_WAIT_*: written by the waiter before the resume */
+    int view;       /* WAIT_JOB: 0 kgym's job, 1 /status, 2 /results */
+    json_t *ids;    /* the jobs waited for: [{id, cached}] (submit_many's) or [id] */
+    char *batch_id; /* WAIT_BATCH: the client's, or NULL */
+    double submitted; /* WAIT_BATCH: wall_s() at submission */
 } request_ctx;
 
 static double wall_s(void)
@@ -115,8 +150,9 @@ static const char *error_code_for(int status)
     return "SYSTEM_ERROR";
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type, char *text,
-                                 size_t len, const char *retry_after)
+/* close_after: "Connection: close", the connection ends once the answer is sent (a refused one). */
+static enum MHD_Result send_text_as(struct MHD_Connection *c, int status, const char *type, char *text,
+                                    size_t len, const char *retry_after, int close_after, const char *allow)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (!r) {
@@ -127,6 +163,10 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
     MHD_add_response_header(r, "Cache-Control", "no-store");
     if (retry_after)
         MHD_add_response_header(r, "Retry-After", retry_after);
+    if (close_after)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (allow)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
     if (status == 401)
         MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
     if (status >= 400) /* as KernelGYM's server sends it with every error */
@@ -134,6 +174,12 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, const char *type, char *text,
+                                 size_t len, const char *retry_after)
+{
+    return send_text_as(c, status, type, text, len, retry_after, 0, NULL);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *body)
@@ -149,9 +195,10 @@ static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *b
     return send_text(c, status, "application/json", text, strlen(text), NULL);
 }
 
-/* An error; retry_after (seconds, may be NULL) tells clients when to retry. */
-static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *field, const char *msg,
-                                        const char *retry_after)
+/* An error (the text of every refusal); retry_after (seconds, may be NULL) tells clients when to retry,
+ * close_after ends the connection after it, allow (405) lists the methods the path takes. */
+static enum MHD_Result send_error_as(struct MHD_Connection *c, int status, const char *field, const char *msg,
+                                     const char *retry_after, int close_after, const char *allow)
 {
     /* kgym's {error, field}, with KernelGYM's ErrorResponse fields beside them (message, error_code,
      * timestamp): its clients read those. */
@@ -168,7 +215,14 @@ static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, co
         text = kg_strdup("{\"error\":\"the response could not be encoded\",\"field\":null}");
         status = 500;
     }
-    return text ? send_text(c, status, "application/json", text, strlen(text), retry_after) : MHD_NO;
+    return text ? send_text_as(c, status, "application/json", text, strlen(text), retry_after, close_after, allow)
+                : MHD_NO;
+}
+
+static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *field, const char *msg,
+                                        const char *retry_after)
+{
+    return send_error_as(c, status, field, msg, retry_after, 0, NULL);
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, int status, const char *field, const char *msg)
@@ -369,49 +423,67 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         goto out;
     }
     kg_error err;
-    for (size_t i = 0; i < n; i++) {
-        kg_job old;
-        int rc = kg_store_get(s->store, ids[i], &old, &err);
-        if (rc == KG_OK) {
-            int busy = !strcmp(old.status, "queued") || !strcmp(old.status, "running");
-            kg_job_free(&old);
-            if (!fresh[i] || busy)
-                continue; /* answered as it stands */
-            replace[nput] = 1;
-        } else if (rc != KG_ERR_NOT_FOUND) {
-            ret = send_store_error(c, rc, field, &err);
-            goto out;
+    int rc = KG_OK;
+    /* Two requests with one new id at once both find no job, and the later insert meets the earlier one's job.
+     * It looks again and finds that job: answered as it stands (KernelGYM's idempotency), as if it had come a
+     * moment later, not 409.  A conflict that stays (replacing a job that runs) is the client's: 409. */
+    for (int attempt = 0; attempt < 3; attempt++) {
+        nput = 0;
+        queued = 0;
+        for (size_t i = 0; i < n; i++) {
+            cached[i] = replace[i] = 0;
+            free(reqs[i]);
+            reqs[i] = NULL;
+            kg_job_free(&done[i]);
+            memset(&done[i], 0, sizeof done[i]);
         }
-        /* Kept in the stored request (not in the key): the worker evaluates a fresh job even while an identical
-         * one is in flight (sched.c, follow_identical). */
-        if (fresh[i])
-            json_object_set_new(norm[i], "force_refresh", json_true());
-        reqs[i] = json_dumps(norm[i], JSON_COMPACT);
-        if (!reqs[i]) {
-            ret = send_error(c, 500, "", "out of memory");
-            goto out;
+        for (size_t i = 0; i < n; i++) {
+            kg_job old;
+            rc = kg_store_get(s->store, ids[i], &old, &err);
+            if (rc == KG_OK) {
+                int busy = !strcmp(old.status, "queued") || !strcmp(old.status, "running");
+                kg_job_free(&old);
+                if (!fresh[i] || busy)
+                    continue; /* answered as it stands */
+                replace[nput] = 1;
+            } else if (rc != KG_ERR_NOT_FOUND) {
+                ret = send_store_error(c, rc, field, &err);
+                goto out;
+            }
+            /* Kept in the stored request (not in the key): the worker evaluates a fresh job even while an
+             * identical one is in flight (sched.c, follow_identical). */
+            if (fresh[i])
+                json_object_set_new(norm[i], "force_refresh", json_true());
+            reqs[i] = json_dumps(norm[i], JSON_COMPACT);
+            if (!reqs[i]) {
+                ret = send_error(c, 500, "", "out of memory");
+                goto out;
+            }
+            kg_job *j = &jobs[nput];
+            memset(j, 0, sizeof *j);
+            j->id = ids[i];
+            j->key = keys[i];
+            j->request = reqs[i];
+            j->status = "queued";
+            if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
+                j->status = "done";
+                j->result = done[i].result;
+                j->cached_from = done[i].id;
+                cached[i] = 1;
+            } else {
+                queued = 1;
+            }
+            nput++;
         }
-        kg_job *j = &jobs[nput];
-        j->id = ids[i];
-        j->key = keys[i];
-        j->request = reqs[i];
-        j->status = "queued";
-        if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
-            j->status = "done";
-            j->result = done[i].result;
-            j->cached_from = done[i].id;
-            cached[i] = 1;
-        } else {
-            queued = 1;
-        }
-        nput++;
+        rc = nput ? kg_store_put_many(s->store, jobs, nput, replace, &err) : KG_OK;
+        if (rc != KG_ERR_INVALID)
+            break;
+    }
+    if (rc != KG_OK) {
+        ret = send_store_error(c, rc, field, &err);
+        goto out;
     }
     if (nput) {
-        int rc = kg_store_put_many(s->store, jobs, nput, replace, &err);
-        if (rc != KG_OK) {
-            ret = send_store_error(c, rc, field, &err);
-            goto out;
-        }
         if (queued)
             kg_sched_notify(s->sched);
         for (size_t i = 0; i < n; i++)
@@ -444,25 +516,44 @@ out:
     return ret;
 }
 
-/* POST /evaluate: KernelGYM's synchronous evaluation. */
-static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, json_t *body)
+/* ---- waiting ---- */
+
+/* A request that waits for jobs: its connection is suspended (no thread held) until they end, deadline_ms
+ * passes, its client hangs up or the server stops; MHD then calls the handler again (answer_waited).  ids:
+ * taken.  A stopping server takes no new wait: 503 now. */
+static enum MHD_Result begin_wait(server *s, struct MHD_Connection *c, request_ctx *ctx, int kind, json_t *ids,
+                                  double deadline_ms)
 {
-    json_t *one = json_array(), *ids = NULL;
-    json_array_append(one, body);
-    enum MHD_Result ret = submit_many(s, c, one, 1, "", NULL, &ids);
-    json_decref(one);
-    if (!ids)
-        return ret;
-    char id[160];
-    snprintf(id, sizeof id, "%s", json_string_value(json_object_get(json_array_get(ids, 0), "id")));
-    json_decref(ids);
-    double timeout = json_number_value(json_object_get(body, "timeout"));
-    double wait = s->o->sync_timeout_s;
-    if (timeout > 0 && timeout * 2 + 60 < wait)
-        wait = timeout * 2 + 60;
+    size_t n = json_array_size(ids);
+    const char **list = calloc(n ? n : 1, sizeof *list);
+    int rc = list ? KG_OK : KG_ERR_NOMEM;
+    for (size_t i = 0; list && i < n; i++) {
+        json_t *e = json_array_get(ids, i);
+        list[i] = json_string_value(json_is_object(e) ? json_object_get(e, "id") : e);
+    }
+    ctx->ids = ids;
+    ctx->wait = kind;
+    if (rc == KG_OK)
+        rc = kg_waits_add(s->waits, c, list, n, deadline_ms, &ctx->outcome);
+    free(list);
+    if (rc == KG_OK) {
+        ctx->waited = 1;
+        atomic_fetch_add(&s->waits_open, 1);
+        return MHD_YES;
+    }
+    ctx->wait = WAIT_NONE;
+    if (rc == KG_ERR_INVALID)
+        return send_error_retry(c, 503, "", "the server is stopping; the job is kept and runs when a server is "
+                                            "back: ask for it again", "5");
+    return send_error(c, 500, "", "out of memory");
+}
+
+/* The answer of POST /evaluate: the job's EvaluationResponse, 200 whether it ended or not. */
+static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, const char *id)
+{
     kg_job j;
     kg_error err;
-    int rc = kg_sched_wait(s->sched, id, wait, &j, &err);
+    int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
     if (rc != KG_OK)
         return send_store_error(c, rc, "", &err);
     json_t *full = kg_server_job_json(&j, 1);
@@ -476,49 +567,18 @@ static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, json_t *b
     return send_json(c, 200, resp);
 }
 
-/* A client's batch id: ids of requests without one derive from it. */
-static int batch_id_of(struct MHD_Connection *c, const json_t *body, const char **out, enum MHD_Result *ret)
+/* The answer of POST /evaluate/batch: each task's EvaluationResponse as it stands. */
+static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t *ids, const char *bid,
+                                   double submitted)
 {
-    json_t *bid = json_object_get(body, "batch_id");
-    *out = json_string_value(bid);
-    if (!bid || json_is_null(bid) || (*out && strlen(*out) >= 1 && strlen(*out) <= 100 &&
-                                       strspn(*out, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                                    "0123456789_-.:") == strlen(*out)))
-        return 0;
-    *ret = send_error(c, 400, "batch_id", "batch_id must be 1 to 100 characters of A-Z a-z 0-9 _ - . :");
-    return -1;
-}
-
-/* POST /evaluate/batch: {batch_id, tasks: [EvaluationRequest] (1..100)}, synchronous. */
-static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body)
-{
-    if (!json_is_object(body))
-        return send_error(c, 400, "", "the request must be a JSON object");
-    json_t *tasks = json_object_get(body, "tasks");
-    if (!json_is_array(tasks))
-        return send_error(c, 400, "tasks", "tasks must be a list of evaluation requests");
-    if (json_array_size(tasks) < 1 || json_array_size(tasks) > 100)
-        return send_error(c, 400, "tasks", "tasks must hold 1 to 100 requests");
-    const char *bid;
-    enum MHD_Result ret;
-    if (batch_id_of(c, body, &bid, &ret))
-        return ret;
-    double submitted = wall_s();
-    json_t *ids = NULL;
-    ret = submit_many(s, c, tasks, 1, "tasks", bid, &ids);
-    if (!ids)
-        return ret;
     json_t *results = json_array();
     int completed = 0, failed = 0;
-    double end = kg_now_ms() + s->o->sync_timeout_s * 1000;
     size_t i;
     json_t *e;
     json_array_foreach(ids, i, e) {
         kg_job j;
         kg_error err;
-        double left = (end - kg_now_ms()) / 1000;
-        if (kg_sched_wait(s->sched, json_string_value(json_object_get(e, "id")), left > 0 ? left : 0, &j, &err) !=
-            KG_OK)
+        if (kg_sched_wait(s->sched, json_string_value(json_object_get(e, "id")), 0, &j, &err) != KG_OK)
             continue;
         json_t *full = kg_server_job_json(&j, 1);
         json_t *kr = json_object_get(full, "kernelgym");
@@ -541,12 +601,159 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, json_t *body
                         json_string(completed + failed == (int)json_array_size(ids) ? "completed" : "processing"));
     json_object_set_new(out, "submitted_at", kg_service_iso_time(submitted)); /* BatchEvaluationResponse: strings */
     json_object_set_new(out, "completed_at", kg_service_iso_time(wall_s()));
-    json_decref(ids);
     return send_json(c, 200, out);
 }
 
+/* The answer of GET /v1/jobs/{id}, /status/{id}, /results/{id} (view 0, 1, 2). */
+static enum MHD_Result answer_job(server *s, struct MHD_Connection *c, const char *id, int view)
+{
+    kg_job j;
+    kg_error err;
+    int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
+    if (rc == KG_ERR_NOT_FOUND) /* KernelGYM's endpoints call the id task_id */
+        return send_error(c, 404, view ? "task_id" : "id", err.message);
+    if (rc != KG_OK)
+        return send_store_error(c, rc, "", &err);
+    json_t *out;
+    if (view == 1) { /* /status/{id} */
+        out = kg_server_status_json(&j, kg_store_queue_position(s->store, id));
+    } else if (view == 2) { /* /results/{id} */
+        if (!is_terminal(j.status)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "job %.160s is %s; no result yet", id, j.status);
+            kg_job_free(&j);
+            return send_error(c, 404, "task_id", msg);
+        }
+        json_t *full = kg_server_job_json(&j, 1);
+        out = json_incref(json_object_get(full, "kernelgym"));
+        json_decref(full);
+    } else {
+        out = kg_server_job_json(&j, 0);
+    }
+    kg_job_free(&j);
+    return send_json(c, 200, out);
+}
+
+/* Have all these jobs ended (or gone)?  -1: the store did not answer. */
+static int all_ended(server *s, json_t *ids)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach(ids, i, e) {
+        kg_job j;
+        kg_error err;
+        int rc = kg_store_get(s->store, json_string_value(json_is_object(e) ? json_object_get(e, "id") : e), &j,
+                              &err);
+        if (rc == KG_ERR_NOT_FOUND)
+            continue;
+        if (rc != KG_OK)
+            return -1;
+        int over = is_terminal(j.status);
+        kg_job_free(&j);
+        if (!over)
+            return 0;
+    }
+    return 1;
+}
+
+/* The handler again, once the waiter resumed the connection. */
+static enum MHD_Result answer_waited(server *s, struct MHD_Connection *c, request_ctx *ctx)
+{
+    int kind = ctx->wait;
+    ctx->wait = WAIT_NONE;
+    /* The client hung up (or shut its sending side).  An answer and a close, not MHD_NO: MHD would log every
+     * abandoned request as an application error; a client that only half-closed still reads why. */
+    if (ctx->outcome == KG_WAIT_GONE)
+        return send_error_as(c, 400, "", "the client closed its side of the connection while the "
+                             "request waited; the job is kept: ask for it again", NULL, 1, NULL);
+    /* A stopping server answers what has ended; the rest get 503, which clients retry (the job is kept: the
+     * next server runs it, and the same id finds it). */
+    if (ctx->outcome == KG_WAIT_STOPPING && all_ended(s, ctx->ids) != 1)
+        return send_error_retry(c, 503, "", "the server is stopping; the job is kept and runs when a server is "
+                                            "back: ask for it again", "5");
+    json_t *first = json_array_get(ctx->ids, 0);
+    const char *id = json_string_value(json_is_object(first) ? json_object_get(first, "id") : first);
+    if (kind == WAIT_EVALUATE)
+        return answer_evaluate(s, c, id);
+    if (kind == WAIT_BATCH)
+        return answer_batch(s, c, ctx->ids, ctx->batch_id, ctx->submitted);
+    return answer_job(s, c, id, ctx->view);
+}
+
+/* Answers at once when every job ended or there is no time to wait; else waits (begin_wait). */
+static enum MHD_Result answer_or_wait(server *s, struct MHD_Connection *c, request_ctx *ctx, int kind,
+                                      json_t *ids, double wait_s)
+{
+    if (wait_s > 0 && all_ended(s, ids) == 0)
+        return begin_wait(s, c, ctx, kind, ids, kg_now_ms() + wait_s * 1000.0);
+    ctx->ids = ids;
+    ctx->wait = kind;
+    ctx->outcome = KG_WAIT_DONE;
+    return answer_waited(s, c, ctx);
+}
+
+/* ---- handlers ---- */
+
+/* POST /evaluate: KernelGYM's synchronous evaluation. */
+static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *path_id,
+                                  json_t *body)
+{
+    json_t *one = json_array(), *ids = NULL;
+    json_array_append(one, body);
+    enum MHD_Result ret = submit_many(s, c, one, 1, "", NULL, &ids);
+    json_decref(one);
+    if (!ids)
+        return ret;
+    double timeout = json_number_value(json_object_get(body, "timeout"));
+    double wait = s->o->sync_timeout_s;
+    if (timeout > 0 && timeout * 2 + 60 < wait)
+        wait = timeout * 2 + 60;
+    return answer_or_wait(s, c, ctx, WAIT_EVALUATE, ids, wait);
+}
+
+/* A client's batch id: ids of requests without one derive from it. */
+static int batch_id_of(struct MHD_Connection *c, const json_t *body, const char **out, enum MHD_Result *ret)
+{
+    json_t *bid = json_object_get(body, "batch_id");
+    *out = json_string_value(bid);
+    if (!bid || json_is_null(bid) || (*out && strlen(*out) >= 1 && strlen(*out) <= 100 &&
+                                       strspn(*out, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                    "0123456789_-.:") == strlen(*out)))
+        return 0;
+    *ret = send_error(c, 400, "batch_id", "batch_id must be 1 to 100 characters of A-Z a-z 0-9 _ - . :");
+    return -1;
+}
+
+/* POST /evaluate/batch: {batch_id, tasks: [EvaluationRequest] (1..100)}, synchronous. */
+static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *path_id,
+                               json_t *body)
+{
+    if (!json_is_object(body))
+        return send_error(c, 400, "", "the request must be a JSON object");
+    json_t *tasks = json_object_get(body, "tasks");
+    if (!json_is_array(tasks))
+        return send_error(c, 400, "tasks", "tasks must be a list of evaluation requests");
+    if (json_array_size(tasks) < 1 || json_array_size(tasks) > 100)
+        return send_error(c, 400, "tasks", "tasks must hold 1 to 100 requests");
+    const char *bid;
+    enum MHD_Result ret;
+    if (batch_id_of(c, body, &bid, &ret))
+        return ret;
+    ctx->submitted = wall_s();
+    json_t *ids = NULL;
+    ret = submit_many(s, c, tasks, 1, "tasks", bid, &ids);
+    if (!ids)
+        return ret;
+    if (bid && !(ctx->batch_id = kg_strdup(bid))) {
+        json_decref(ids);
+        return send_error(c, 500, "", "out of memory");
+    }
+    return answer_or_wait(s, c, ctx, WAIT_BATCH, ids, s->o->sync_timeout_s);
+}
+
 /* POST /v1/jobs: one request, or {"jobs": [...], "batch_id"?}; answers at once (202). */
-static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, json_t *body)
+static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *path_id,
+                                   json_t *body)
 {
     if (!json_is_object(body))
         return send_error(c, 400, "", "the request must be a JSON object");
@@ -576,41 +783,36 @@ static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, json_t *
     return send_json(c, 202, first);
 }
 
-static enum MHD_Result h_job_get(server *s, struct MHD_Connection *c, const char *id, int kernelgym_view)
+/* GET /v1/jobs/{id}, /status/{id}, /results/{id}: ?wait=S long-polls until the job ends. */
+static enum MHD_Result job_get(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id, int view)
 {
     int ok = 1;
     double wait = query_double(c, "wait", 0, 0, 600, &ok);
     if (!ok)
         return send_error(c, 400, "wait", "wait must be seconds from 0 to 600");
-    kg_job j;
-    kg_error err;
-    int rc = kg_sched_wait(s->sched, id, wait, &j, &err);
-    if (rc == KG_ERR_NOT_FOUND) /* KernelGYM's endpoints call the id task_id */
-        return send_error(c, 404, kernelgym_view ? "task_id" : "id", err.message);
-    if (rc != KG_OK)
-        return send_store_error(c, rc, "", &err);
-    json_t *out;
-    int http = 200;
-    if (kernelgym_view == 1) { /* /status/{id} */
-        out = kg_server_status_json(&j, kg_store_queue_position(s->store, id));
-    } else if (kernelgym_view == 2) { /* /results/{id} */
-        if (!is_terminal(j.status)) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "job %.160s is %s; no result yet", id, j.status);
-            kg_job_free(&j);
-            return send_error(c, 404, "task_id", msg);
-        }
-        json_t *full = kg_server_job_json(&j, 1);
-        out = json_incref(json_object_get(full, "kernelgym"));
-        json_decref(full);
-    } else {
-        out = kg_server_job_json(&j, 0);
-    }
-    kg_job_free(&j);
-    return send_json(c, http, out);
+    ctx->view = view;
+    return answer_or_wait(s, c, ctx, WAIT_JOB, json_pack("[s]", id), wait);
 }
 
-static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, const char *id)
+static enum MHD_Result h_job(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id, json_t *body)
+{
+    return job_get(s, c, ctx, id, 0);
+}
+
+static enum MHD_Result h_status(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                json_t *body)
+{
+    return job_get(s, c, ctx, id, 1);
+}
+
+static enum MHD_Result h_results(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                 json_t *body)
+{
+    return job_get(s, c, ctx, id, 2);
+}
+
+static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                    json_t *body)
 {
     char was[16] = "";
     kg_error err;
@@ -622,7 +824,8 @@ static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, const c
     return send_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "status", "cancelled", "was", was));
 }
 
-static enum MHD_Result h_jobs_list(server *s, struct MHD_Connection *c)
+static enum MHD_Result h_jobs_list(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                   json_t *body)
 {
     const char *status = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "status");
     static const char *const ok_status[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -687,7 +890,8 @@ static json_t *store_health(server *s, const kg_error *err)
  * still the one opened and (Redis) it would not lose them; otherwise 503
  * "unhealthy" with the store's error (a balancer takes the server out, an
  * operator reads why). */
-static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
+static enum MHD_Result h_health(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                json_t *body)
 {
     long finished, failed;
     kg_sched_totals(s->sched, &finished, &failed);
@@ -710,7 +914,8 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c)
 
 /* GET /queue/status, as KernelGYM answers it: {pending, pending_by_prefix, worker_queues}; kgym has one queue
  * (no prefixes, no per-worker queues: workers claim from it) and adds what is running. */
-static enum MHD_Result h_queue_status(server *s, struct MHD_Connection *c)
+static enum MHD_Result h_queue_status(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                      json_t *body)
 {
     json_int_t pending = (json_int_t)kg_store_count(s->store, "queued");
     return send_json(c, 200, json_pack("{s:I, s:{s:I}, s:{}, s:I}", "pending", pending, "pending_by_prefix", "kgym",
@@ -718,7 +923,8 @@ static enum MHD_Result h_queue_status(server *s, struct MHD_Connection *c)
                                        (json_int_t)kg_store_count(s->store, "running")));
 }
 
-static enum MHD_Result h_workers(server *s, struct MHD_Connection *c)
+static enum MHD_Result h_workers(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                 json_t *body)
 {
     json_t *list = NULL;
     kg_error err;
@@ -743,13 +949,17 @@ static enum MHD_Result h_workers(server *s, struct MHD_Connection *c)
                                        (int)json_array_size(list), "active_workers", active, "worker_list", list));
 }
 
-static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c)
+static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                 json_t *body)
 {
     kg_buf b = {0};
     kg_sched_metrics(s->sched, &b);
     kg_buf_printf(&b, "# HELP kgym_jobs_cached_total Jobs answered at submission from the result of an identical one.\n"
                       "# TYPE kgym_jobs_cached_total counter\nkgym_jobs_cached_total %ld\n",
                   atomic_load(&s->cached));
+    kg_buf_printf(&b, "# HELP kgym_requests_waiting Requests waiting for their jobs (no thread held by any).\n"
+                      "# TYPE kgym_requests_waiting gauge\nkgym_requests_waiting %zu\n",
+                  s->waits ? kg_waits_count(s->waits) : (size_t)0);
     kg_buf_printf(&b, "# HELP kgym_uptime_seconds Seconds since the server started.\n"
                       "# TYPE kgym_uptime_seconds gauge\nkgym_uptime_seconds %.1f\n",
                   wall_s() - s->started_at);
@@ -760,12 +970,111 @@ static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c)
     return send_text(c, 200, "text/plain; version=0.0.4", text, len, NULL);
 }
 
+static enum MHD_Result h_dashboard(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                   json_t *body)
+{
+    char *page = kg_strdup(kg_server_dashboard_html);
+    return page ? send_text(c, 200, "text/html; charset=utf-8", page, strlen(page), NULL) : MHD_NO;
+}
+
 /* ---- routing ---- */
+
+/* Every endpoint, once: the early checks (404, 405 and which are open, from the headers alone) and the dispatch
+ * after the body read the same table.  A path ending in '/' takes an id: the rest of the URL. */
+enum { M_GET = 1, M_POST = 2, M_DELETE = 4 };
+typedef enum MHD_Result (*handler_fn)(server *s, struct MHD_Connection *c, request_ctx *ctx, const char *id,
+                                      json_t *body);
+typedef struct route_def {
+    const char *path;
+    unsigned methods;
+    int open; /* no token needed: /health and the dashboard */
+    handler_fn fn;
+} route_def;
+
+static const route_def routes[] = {
+    {"/health", M_GET, 1, h_health},
+    {"/", M_GET, 1, h_dashboard},
+    {"/dashboard", M_GET, 1, h_dashboard},
+    {"/evaluate", M_POST, 0, h_evaluate},
+    {"/evaluate/batch", M_POST, 0, h_batch},
+    {"/v1/jobs", M_POST, 0, h_jobs_post},
+    {"/v1/jobs", M_GET, 0, h_jobs_list},
+    {"/v1/jobs/", M_GET, 0, h_job},
+    {"/v1/jobs/", M_DELETE, 0, h_job_delete},
+    {"/status/", M_GET, 0, h_status},
+    {"/results/", M_GET, 0, h_results},
+    {"/tasks/", M_DELETE, 0, h_job_delete},
+    {"/workers/status", M_GET, 0, h_workers},
+    {"/queue/status", M_GET, 0, h_queue_status},
+    {"/metrics", M_GET, 0, h_metrics},
+};
+
+static unsigned method_bit(const char *method)
+{
+    if (!strcmp(method, "GET") || !strcmp(method, "HEAD"))
+        return M_GET;
+    if (!strcmp(method, "POST"))
+        return M_POST;
+    if (!strcmp(method, "DELETE"))
+        return M_DELETE;
+    return 0;
+}
+
+/* The route of url and method; NULL with *status 404 (no such path) or 405 (*allow: the methods it takes),
+ * or with 404 and *bad_id for an id no job can have (a '/' in it, even sent as %2F, named a path that does not
+ * exist: it used to read as a wrong method).  *id: the URL's id part, for a path that takes one. */
+static const route_def *find_route(const char *url, const char *method, const char **id, int *status,
+                                   char allow[32], int *bad_id)
+{
+    unsigned m = method_bit(method), allowed = 0;
+    *id = NULL;
+    *bad_id = 0;
+    allow[0] = '\0';
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        const route_def *r = &routes[i];
+        size_t n = strlen(r->path);
+        int with_id = r->path[n - 1] == '/' && n > 1;
+        if (with_id ? strncmp(url, r->path, n) || !url[n] : strcmp(url, r->path))
+            continue;
+        allowed |= r->methods;
+        if (r->methods & m) {
+            *id = with_id ? url + n : NULL;
+            if (*id && !kg_server_id_ok(*id)) {
+                *bad_id = 1;
+                *status = 404;
+                return NULL;
+            }
+            return r;
+        }
+    }
+    *status = allowed ? 405 : 404;
+    snprintf(allow, 32, "%s%s%s", allowed & M_GET ? "GET, HEAD" : "",
+             (allowed & M_GET) && (allowed & (M_POST | M_DELETE)) ? ", " : "",
+             allowed & M_POST ? "POST" : allowed & M_DELETE ? "DELETE" : "");
+    return NULL;
+}
+
+static enum MHD_Result send_no_route(struct MHD_Connection *c, const char *id, int status, const char *allow,
+                                     int bad_id)
+{
+    if (bad_id) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "no job \"%.200s\": job ids are 1 to 128 characters of A-Z a-z 0-9 _ - . : (a '/' "
+                                  "in an id, even sent as %%2F, names no job)", id);
+        return send_error(c, 404, "id", msg);
+    }
+    if (status == 405) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "method not allowed on this path (it takes %s)", allow);
+        return send_error_as(c, 405, "", msg, NULL, 0, allow);
+    }
+    return send_error(c, 404, "", "no such endpoint");
+}
 
 static int auth_ok(server *s, struct MHD_Connection *c)
 {
     const char *tok = s->o->token;
-    if (!tok || !*tok)
+    if (!tok)
         return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     /* The scheme is case-insensitive (RFC 9110 11.1): "bearer" is "Bearer". */
@@ -782,11 +1091,58 @@ static int auth_ok(server *s, struct MHD_Connection *c)
     return diff == 0;
 }
 
-/* The endpoints without auth: /health and the dashboard page. */
-static int is_open(const char *url, const char *method)
+/* Does the Host header name this server?  Only asked of a server without a token: a web page on a name its
+ * attacker controls (evil.example) can make that name resolve to 127.0.0.1 after it loaded (DNS rebinding) and
+ * then talk to the server as if it were its own origin, reading answers (GET /v1/jobs) and queueing code; its
+ * requests still carry its own name in Host, which a browser never lets a page set.  Allowed: localhost,
+ * 127.0.0.1, [::1], the address the server was bound to, the address this connection reached (a server on
+ * 0.0.0.0 reached at 10.0.0.5) and every --allow-host name, with any port or none (an ssh tunnel or a proxy
+ * may forward from another port; the name is what a rebinding page cannot fake).  No Host at all is not a
+ * browser's request: allowed. */
+static int host_ok(server *s, struct MHD_Connection *c, const char *host)
 {
-    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    return get && (!strcmp(url, "/health") || !strcmp(url, "/") || !strcmp(url, "/dashboard"));
+    if (s->o->token || !host)
+        return 1;
+    size_t len;
+    if (host[0] == '[') { /* an IPv6 literal: up to its ']' */
+        const char *close = strchr(host, ']');
+        if (!close)
+            return 0;
+        len = (size_t)(close - host) + 1;
+    } else {
+        len = strcspn(host, ":");
+    }
+    const char *port = host + len;
+    if (*port && (*port != ':' || !port[1] || strspn(port + 1, "0123456789") != strlen(port + 1)))
+        return 0;
+    if (len == 0 || len > 255)
+        return 0;
+    char name[256];
+    memcpy(name, host, len);
+    name[len] = '\0';
+    static const char *const own[] = {"localhost", "127.0.0.1", "[::1]"};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        if (!strcasecmp(name, own[i]))
+            return 1;
+    if (strcmp(s->o->host, "0.0.0.0") && !strcasecmp(name, s->o->host))
+        return 1;
+    for (int i = 0; i < s->o->n_allow_hosts; i++)
+        if (!strcasecmp(name, s->o->allow_hosts[i]))
+            return 1;
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    struct sockaddr_storage local;
+    socklen_t sl = sizeof local;
+    char addr[INET6_ADDRSTRLEN + 2] = "";
+    if (fd && getsockname(fd->connect_fd, (struct sockaddr *)&local, &sl) == 0) {
+        if (local.ss_family == AF_INET)
+            inet_ntop(AF_INET, &((struct sockaddr_in *)&local)->sin_addr, addr, sizeof addr);
+        else if (local.ss_family == AF_INET6 &&
+                 inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&local)->sin6_addr, addr + 1, sizeof addr - 2)) {
+            addr[0] = '[';
+            strcat(addr, "]");
+        }
+    }
+    return addr[0] && !strcasecmp(name, addr);
 }
 
 /* Is the Content-Type application/json (parameters such as charset allowed)? */
@@ -800,6 +1156,12 @@ static int is_json_type(const char *ct)
     return !strncasecmp(ct, "application/json", n) && (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
+static conn_rec *conn_of(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return i ? i->socket_context : NULL;
+}
+
 /* Everything that can be decided from the request line and the headers,
  * before a byte of the body is read: a client that may not upload is
  * refused before it uploads (unauthenticated bodies are never buffered).
@@ -811,7 +1173,40 @@ static int refuse_early(server *s, struct MHD_Connection *c, const char *url, co
         *ret = send_error(c, 400, "", "the URL contains %00 (a NUL byte), which no id or parameter may hold");
         return 1;
     }
-    if (is_open(url, method))
+    conn_rec *cr = conn_of(c);
+    if (cr && cr->refused) {
+        char msg[300];
+        if (cr->refused == REFUSE_ADDRESS)
+            snprintf(msg, sizeof msg, "your address holds %d connections to this server, more than the %d each "
+                                      "address may (--max-client-connections); close some or retry later",
+                     cr->held_by_addr, s->o->max_client_connections);
+        else
+            snprintf(msg, sizeof msg, "the server holds %d connections, more than --max-connections %d, and your "
+                                      "address holds %d, more than its share; retry later",
+                     cr->held_in_all, s->o->max_connections, cr->held_by_addr);
+        *ret = send_error_as(c, 503, "", msg, "5", 1, NULL);
+        return 1;
+    }
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    if (!host_ok(s, c, host)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "the Host header \"%.200s\" does not name this server: a server without a token "
+                                  "answers only requests addressed to localhost, 127.0.0.1, [::1] or its own "
+                                  "address (a web page on another name could have pointed that name here: DNS "
+                                  "rebinding); --allow-host NAME admits another name, --token any",
+                 host);
+        *ret = send_error(c, 403, "Host", msg);
+        return 1;
+    }
+    const char *id;
+    int status, bad_id;
+    char allow[32];
+    const route_def *r = find_route(url, method, &id, &status, allow, &bad_id);
+    if (!r) {
+        *ret = send_no_route(c, id, status, allow, bad_id);
+        return 1;
+    }
+    if (r->open)
         return 0;
     if (!auth_ok(s, c)) {
         *ret = send_error(c, 401, "Authorization", "a valid bearer token is required");
@@ -851,17 +1246,14 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
         snprintf(msg, sizeof msg, "the request body is larger than %zu bytes", s->o->max_body_bytes);
         return send_error(c, 413, "", msg);
     }
-    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
-    int post = !strcmp(method, "POST");
-    int del = !strcmp(method, "DELETE");
-    if (is_open(url, method) && !strcmp(url, "/health"))
-        return h_health(s, c);
-    if (is_open(url, method)) {
-        char *page = kg_strdup(kg_server_dashboard_html);
-        return page ? send_text(c, 200, "text/html; charset=utf-8", page, strlen(page), NULL) : MHD_NO;
-    }
+    const char *id;
+    int status, bad_id;
+    char allow[32];
+    const route_def *r = find_route(url, method, &id, &status, allow, &bad_id);
+    if (!r) /* refuse_early answered it already; kept for safety */
+        return send_no_route(c, id, status, allow, bad_id);
     json_t *body = NULL;
-    if (post) {
+    if (!strcmp(method, "POST")) {
         json_error_t je;
         body = json_loadb(ctx->body.data ? ctx->body.data : "", ctx->body.len, JSON_REJECT_DUPLICATES, &je);
         if (!body) {
@@ -870,39 +1262,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *c, const char *ur
             return send_error(c, 400, "", msg);
         }
     }
-    enum MHD_Result ret;
-    if (post && !strcmp(url, "/evaluate"))
-        ret = h_evaluate(s, c, body);
-    else if (post && !strcmp(url, "/evaluate/batch"))
-        ret = h_batch(s, c, body);
-    else if (post && !strcmp(url, "/v1/jobs"))
-        ret = h_jobs_post(s, c, body);
-    else if (get && !strcmp(url, "/v1/jobs"))
-        ret = h_jobs_list(s, c);
-    else if ((get || del) && !strncmp(url, "/v1/jobs/", 9) && url[9] && !strchr(url + 9, '/'))
-        ret = del ? h_job_delete(s, c, url + 9) : h_job_get(s, c, url + 9, 0);
-    else if (get && !strncmp(url, "/status/", 8) && url[8] && !strchr(url + 8, '/'))
-        ret = h_job_get(s, c, url + 8, 1);
-    else if (get && !strncmp(url, "/results/", 9) && url[9] && !strchr(url + 9, '/'))
-        ret = h_job_get(s, c, url + 9, 2);
-    else if (del && !strncmp(url, "/tasks/", 7) && url[7] && !strchr(url + 7, '/'))
-        ret = h_job_delete(s, c, url + 7);
-    else if (get && !strcmp(url, "/workers/status"))
-        ret = h_workers(s, c);
-    else if (get && !strcmp(url, "/queue/status"))
-        ret = h_queue_status(s, c);
-    else if (get && !strcmp(url, "/metrics"))
-        ret = h_metrics(s, c);
-    else {
-        static const char *const known[] = {"/evaluate", "/evaluate/batch", "/v1/jobs", "/workers/status",
-                                            "/queue/status", "/metrics"};
-        int path_known = !strncmp(url, "/v1/jobs/", 9) || !strncmp(url, "/status/", 8) ||
-                         !strncmp(url, "/results/", 9) || !strncmp(url, "/tasks/", 7);
-        for (size_t i = 0; i < sizeof known / sizeof *known; i++)
-            path_known |= !strcmp(url, known[i]);
-        ret = path_known ? send_error(c, 405, "", "method not allowed on this path")
-                         : send_error(c, 404, "", "no such endpoint");
-    }
+    enum MHD_Result ret = r->fn(s, c, ctx, id, body);
     json_decref(body);
     return ret;
 }
@@ -918,18 +1278,67 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
     return ctx;
 }
 
+/* The client's address as a key (IPv4 in the first 4 bytes). */
+static int addr_key(struct MHD_Connection *c, unsigned char a[16], int *family)
+{
+    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    memset(a, 0, 16);
+    if (!i || !i->client_addr)
+        return -1;
+    *family = i->client_addr->sa_family;
+    if (*family == AF_INET)
+        memcpy(a, &((const struct sockaddr_in *)i->client_addr)->sin_addr, 4);
+    else if (*family == AF_INET6)
+        memcpy(a, &((const struct sockaddr_in6 *)i->client_addr)->sin6_addr, 16);
+    else
+        return -1;
+    return 0;
+}
+
+/* Opened connections are counted per client address.  One over --max-client-connections for its address, or
+ * one that makes the total pass --max-connections from an address that holds more than its share (the limit
+ * divided among the addresses connected), is refused: 503 with Retry-After to its first request, then closed.
+ * An address under its share is still admitted past --max-connections (into MHD's hard limit above it), so
+ * that many addresses holding their connections do not lock out a new one. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
+    server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         conn_rec *r = fd ? calloc(1, sizeof *r) : NULL;
         if (!r)
-            return; /* no deadline for this one; MHD's idle timeout still holds */
+            return; /* no deadline for this one; MHD's idle timeout and limits still hold */
         r->fd = fd->connect_fd;
         r->waiting = CONN_HEADERS;
         r->since = kg_now_ms();
+        unsigned char key[16];
+        int family = 0;
+        int keyed = addr_key(c, key, &family) == 0;
         pthread_mutex_lock(&conns_lock);
+        addr_rec *a = NULL;
+        for (a = addrs; keyed && a; a = a->next)
+            if (a->family == family && !memcmp(a->a, key, 16))
+                break;
+        if (keyed && !a && (a = calloc(1, sizeof *a))) {
+            memcpy(a->a, key, 16);
+            a->family = family;
+            a->next = addrs;
+            addrs = a;
+            n_addrs++;
+        }
+        r->addr = a;
+        if (a)
+            a->n++;
+        n_conns++;
+        int share = s->o->max_connections / (n_addrs > 0 ? n_addrs : 1);
+        int mine = a ? a->n : 1;
+        if (mine > s->o->max_client_connections)
+            r->refused = REFUSE_ADDRESS;
+        else if (n_conns > s->o->max_connections && mine > (share > 1 ? share : 1))
+            r->refused = REFUSE_SHARE;
+        r->held_by_addr = mine;
+        r->held_in_all = n_conns;
         r->next = conns;
         if (conns)
             conns->prev = r;
@@ -945,6 +1354,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
             conns = r->next;
         if (r->next)
             r->next->prev = r->prev;
+        n_conns--;
+        if (r->addr && --r->addr->n == 0) {
+            for (addr_rec **p = &addrs; *p; p = &(*p)->next)
+                if (*p == r->addr) {
+                    *p = r->addr->next;
+                    break;
+                }
+            free(r->addr);
+            n_addrs--;
+        }
         pthread_mutex_unlock(&conns_lock);
         free(r);
         *socket_context = NULL;
@@ -954,8 +1373,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 /* The connection's headers arrived (waiting 0) or its answer went (1). */
 static void conn_waiting(struct MHD_Connection *c, int waiting)
 {
-    const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    conn_rec *r = i ? i->socket_context : NULL;
+    conn_rec *r = conn_of(c);
     if (!r)
         return;
     pthread_mutex_lock(&conns_lock);
@@ -965,19 +1383,22 @@ static void conn_waiting(struct MHD_Connection *c, int waiting)
 }
 
 /* Ends the connections whose headers or body are late: shutdown() makes
- * their thread's next read fail, and MHD closes them.  Returns how many. */
+ * MHD's next read of them fail, and MHD closes them.  A refused connection's
+ * headers have a second (it holds a place above the limits).  Returns how
+ * many. */
 static int end_late_requests(double headers_s, double body_s)
 {
     int n = 0;
     double now = kg_now_ms();
     pthread_mutex_lock(&conns_lock);
-    for (conn_rec *r = conns; r; r = r->next)
-        if (r->waiting != CONN_BUSY &&
-            now - r->since > (r->waiting == CONN_BODY ? body_s : headers_s) * 1000) {
+    for (conn_rec *r = conns; r; r = r->next) {
+        double limit = r->waiting == CONN_BODY ? body_s : r->refused && headers_s > 1 ? 1 : headers_s;
+        if (r->waiting != CONN_BUSY && now - r->since > limit * 1000) {
             shutdown(r->fd, SHUT_RDWR);
             r->waiting = CONN_BUSY;
             n++;
         }
+    }
     pthread_mutex_unlock(&conns_lock);
     return n;
 }
@@ -1001,6 +1422,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return MHD_NO;
         *con_cls = ctx;
     }
+    if (ctx->wait) /* resumed by the waiter */
+        return answer_waited(s, c, ctx);
     if (!ctx->started) { /* headers only, no body read yet */
         ctx->started = 1;
         conn_waiting(c, CONN_BODY); /* the body (if any) from now on: --body-timeout */
@@ -1035,10 +1458,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
+    server *s = cls;
     request_ctx *ctx = *con_cls;
     conn_waiting(c, CONN_HEADERS);
     if (ctx) {
-        body_release(cls, ctx);
+        body_release(s, ctx);
+        if (ctx->waited)
+            atomic_fetch_sub(&s->waits_open, 1);
+        json_decref(ctx->ids);
+        free(ctx->batch_id);
         free(ctx);
         *con_cls = NULL;
     }
@@ -1088,6 +1516,67 @@ static void on_signal(int sig)
     (void)r;
 }
 
+int kg_service_check_token(const char *token, const char *source, kg_error *err)
+{
+    if (!token)
+        return KG_OK;
+    size_t n = strlen(token), blank = 0, bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)token[i];
+        blank += ch == ' ' || (ch >= '\t' && ch <= '\r');
+        bad += ch <= ' ' || ch >= 0x7f;
+    }
+    if (n == blank)
+        return kg_error_set(err, KG_ERR_INVALID,
+                            "%s is %s: a server started so would have no auth at all; give a token, or leave %s "
+                            "out (unset) to run without one", source, n ? "only whitespace" : "empty", source);
+    if (bad)
+        return kg_error_set(err, KG_ERR_INVALID,
+                            "%s holds a space, a control or a non-ASCII character: a client could not send it "
+                            "intact in an Authorization header; use printable ASCII", source);
+    return KG_OK;
+}
+
+/* --allow-host: a host name or address as a Host header names it, without a port. */
+static int check_allow_hosts(const kg_service_options *o, kg_error *err)
+{
+    for (int i = 0; i < o->n_allow_hosts; i++) {
+        const char *h = o->allow_hosts[i];
+        size_t n = strlen(h);
+        int v6 = n > 2 && h[0] == '[' && h[n - 1] == ']' &&
+                 strspn(h + 1, "0123456789abcdefABCDEF:.") == n - 2;
+        int name = n > 0 && strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") == n;
+        if (n > 253 || !(v6 || name))
+            return kg_error_set(err, KG_ERR_INVALID,
+                                "--allow-host needs a host name or address as a Host header names it, without a "
+                                "port (kgym.example, 10.0.0.5, [fd00::5]), not \"%.200s\"", h);
+    }
+    return KG_OK;
+}
+
+/* Every connection is a descriptor: the soft limit is raised to the hard one (often 1,024 against 500,000),
+ * and a hard limit too low for the connection limits is said at start rather than met as failed accepts. */
+static void raise_fd_limit(unsigned need)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+        fprintf(stderr, "kgym serve: WARNING: %llu open files allowed (ulimit -n), fewer than the %u the connection "
+                        "limits need: raise it or lower --max-connections\n",
+                (unsigned long long)rl.rlim_cur, need);
+}
+
+static void wake_waits(void *arg)
+{
+    kg_waits_wake(arg);
+}
+
 int kg_service_run(const kg_service_options *o, kg_error *err)
 {
     int rc = KG_OK;
@@ -1097,6 +1586,13 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     char *task_dir = NULL;
     int stopped = 1;
 
+    if (!o->no_http) {
+        rc = kg_service_check_token(o->token, "the token", err);
+        if (rc == KG_OK)
+            rc = check_allow_hosts(o, err);
+        if (rc != KG_OK)
+            return rc;
+    }
     /* Before any thread: the guardian is forked. */
     int orphans = kg_server_kill_orphans();
     if (orphans)
@@ -1149,9 +1645,15 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
         host[sizeof host - 1] = '\0';
         snprintf(prefix, sizeof prefix, "%s:%ld:", host, (long)getpid());
     }
+    if (!o->no_http) {
+        rc = kg_waits_start(s.store, &s.waits, err);
+        if (rc != KG_OK)
+            goto out;
+    }
     kg_sched_options so = {.store = s.store, .sup = sup, .eval = o->eval, .task_dir = task_dir,
                            .workers = o->workers, .max_queue = o->max_queue, .name_prefix = prefix,
-                           .device_kind = o->device_kind, .lease_s = o->lease_s};
+                           .device_kind = o->device_kind, .lease_s = o->lease_s,
+                           .on_job_end = s.waits ? wake_waits : NULL, .on_job_end_arg = s.waits};
     rc = kg_sched_start(&so, &s.sched, err);
     if (rc != KG_OK)
         goto out;
@@ -1167,16 +1669,28 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     rc = listen_socket(o, &lfd, err);
     if (rc != KG_OK)
         goto out;
-    /* Lock-out limits: connections per client address, and an idle timeout
-     * of its own (a connection silent this long is closed; a handler that
-     * waits for a job is not idle, so --sync-timeout needs no longer one). */
-    d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+    /* Threads: a pool runs the handlers over epoll; a request that waits for its job is suspended and holds
+     * none (waits.c), so connections cost a descriptor each, not a thread.  Limits: ours (--max-connections,
+     * --max-client-connections: on_connection) answer 503 with Retry-After; MHD's, set above ours, close a
+     * connection without a word and are met only by a client opening connections faster than they are
+     * refused (a refused one is given a second for its request: end_late_requests).  An idle timeout of its own
+     * (a connection silent this long is closed; a request waiting for a job is not idle: MHD does not time out a
+     * suspended connection). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    unsigned threads = cpus > 0 ? (unsigned)cpus * 2 : KG_HTTP_THREADS_MIN;
+    threads = threads < KG_HTTP_THREADS_MIN ? KG_HTTP_THREADS_MIN
+              : threads > KG_HTTP_THREADS_MAX ? KG_HTTP_THREADS_MAX : threads;
+    unsigned hard_all = (unsigned)o->max_connections + (unsigned)o->max_connections / 4 + 64;
+    unsigned hard_ip = (unsigned)o->max_client_connections + 16;
+    raise_fd_limit(hard_all + 64);
+    d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
                              MHD_USE_ERROR_LOG,
                          0, NULL, NULL, on_request, &s, MHD_OPTION_LISTEN_SOCKET, lfd,
+                         MHD_OPTION_THREAD_POOL_SIZE, threads,
                          MHD_OPTION_NOTIFY_COMPLETED, on_done, &s, MHD_OPTION_URI_LOG_CALLBACK, on_uri, &s,
                          MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
-                         MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_client_connections,
+                         MHD_OPTION_CONNECTION_LIMIT, hard_all,
+                         MHD_OPTION_PER_IP_CONNECTION_LIMIT, hard_ip,
                          MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)(o->idle_timeout_s > 1 ? o->idle_timeout_s : 1),
                          MHD_OPTION_END);
     if (!d) {
@@ -1257,8 +1771,18 @@ serve:;
     signal(SIGTERM, SIG_DFL);
 
 out:
-    if (d)
+    /* Every waiting request is answered (its result if its job ended, else 503: the job is kept for the next
+     * server) and given up to 2 s to go out before MHD closes the connections; running evaluations then get 5 s
+     * (kg_sched_stop).  KG_SERVICE_STOP_S bounds the whole. */
+    kg_waits_stop(s.waits);
+    if (d) {
+        double until = kg_now_ms() + 2000;
+        while (atomic_load(&s.waits_open) > 0 && kg_now_ms() < until)
+            poll(NULL, 0, 10);
         MHD_stop_daemon(d);
+    }
+    kg_waits_free(s.waits);
+    s.waits = NULL;
     if (s.sched) {
         stopped = kg_sched_stop(s.sched, 5.0);
         if (!stopped) {

@@ -31,6 +31,9 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
                         int need_task_id, json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh,
                         kg_bad_request *bad);
 
+/* Is s a job id: 1 to 128 of A-Z a-z 0-9 _ - . : (task_id, id, the ids in URLs)? */
+int kg_server_id_ok(const char *s);
+
 /* The job as JSON (kgym's native view): id, status, attempts, times, worker,
  * cached_from, error, result (parsed), and "kernelgym" when finished. */
 json_t *kg_server_job_json(const kg_job *job, int with_request);
@@ -45,6 +48,29 @@ int kg_server_kill_orphans(void);
  * forks a guardian that kills them when this process ends, however it ends.
  * Call before any thread is started. */
 int kg_server_guard(kg_error *err);
+
+/* Waiting requests (waits.c): POST /evaluate, /evaluate/batch and long polls wait for their jobs with their
+ * connection suspended, holding no thread; one waiter thread resumes each when its jobs end, its time is up,
+ * its client hangs up or the server stops, and MHD calls the handler again, which reads the outcome. */
+struct MHD_Connection;
+typedef struct kg_waits kg_waits;
+enum { KG_WAIT_PENDING = 0, KG_WAIT_DONE, KG_WAIT_TIMEOUT, KG_WAIT_GONE, KG_WAIT_STOPPING };
+int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err);
+/* Suspends c (call it from the access handler, which then returns MHD_YES) until every job of ids[0..n) has
+ * ended or deadline_ms (kg_now_ms) passed, its client hung up, or kg_waits_stop; *outcome (the request's, alive
+ * until the request completes) receives a KG_WAIT_* before c is resumed.  KG_ERR_INVALID once stopping and
+ * KG_ERR_NOMEM: not suspended, answer now. */
+int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, size_t n, double deadline_ms,
+                 int *outcome);
+/* A job of this process ended: waits read their jobs now rather than at the next half second. */
+void kg_waits_wake(kg_waits *w);
+/* Requests waiting now. */
+size_t kg_waits_count(kg_waits *w);
+/* Resumes every waiting connection with KG_WAIT_STOPPING and refuses new waits; returns once all are resumed
+ * (their answers are being written).  Call before MHD_stop_daemon: MHD must not be stopped with a connection
+ * suspended. */
+void kg_waits_stop(kg_waits *w);
+void kg_waits_free(kg_waits *w);
 
 /* The dashboard page (HTML + JS, no build step). */
 extern const char kg_server_dashboard_html[];

@@ -38,6 +38,12 @@ if start_server auth --workers 0 --db "$TMP/auth.db" --token s3cret-token; then
     stop_server auth
 fi
 
+# 2b. Without a token: only Host names of this server, and --allow-host's (DNS rebinding).
+if start_server hosts --workers 0 --db "$TMP/hosts.db" --allow-host kgym.test; then
+    checks hosts kgym.test
+    stop_server hosts
+fi
+
 # 3. A full queue, then a server killed with jobs queued: a new server on the
 #    same database runs them all.
 if start_server full --workers 0 --db "$TMP/full.db" --max-queue 3 --sync-timeout 1; then
@@ -123,4 +129,19 @@ fi
 [ $rc -eq 2 ] && grep -q "IPv4" "$TMP/u.err" && ok "serve: bad --host" || bad "serve --host not-an-ip (exit $rc)" "$(cat "$TMP/u.err")"
 "$KGYM" serve --device cpu --workers 0 --port 0 --db /nonexistent/dir/x.db >/dev/null 2>"$TMP/u.err"; rc=$?
 [ $rc -eq 1 ] && grep -q "x.db" "$TMP/u.err" && ok "serve: unusable --db" || bad "serve --db /nonexistent (exit $rc)" "$(cat "$TMP/u.err")"
+# An empty or blank token (an unset $VAR on a command line, an empty KGYM_TOKEN) used to start a server without
+# auth and without a word: refused, naming where it came from.  (timeout: a server that starts is a failure.)
+refused() { # WHAT NEEDLE CMD...: the command exits 2 at once, its error naming NEEDLE
+    what=$1; needle=$2; shift 2
+    timeout 30 "$@" >/dev/null 2>"$TMP/u.err"; rc=$?
+    [ $rc -eq 2 ] && grep -q -- "$needle" "$TMP/u.err" && ok "serve: $what refused (exit 2: $(head -1 "$TMP/u.err" | cut -c1-80)...)" \
+        || bad "serve: $what refused (exit $rc)" "$(cat "$TMP/u.err")"
+}
+U="$KGYM serve --device cpu --workers 0 --port 0 --db $TMP/u.db"
+refused "--token ''" "--token is empty" $U --token ''
+refused "--token ' '" "--token is only whitespace" $U --token ' '
+refused "--token with a space inside" "--token holds a space" $U --token 'ab cd'
+refused "KGYM_TOKEN=''" "KGYM_TOKEN is empty" env KGYM_TOKEN= $U
+refused "KGYM_TOKEN of whitespace" "KGYM_TOKEN is only whitespace" env "KGYM_TOKEN=	 " $U
+refused "--allow-host with a port" "--allow-host needs a host name" $U --allow-host kgym.test:80
 finish

@@ -1,8 +1,10 @@
 #!/bin/sh
-# kgym serve (ASan build) under the faults of issue 13: a second server on a
+# kgym serve (ASan build) under the faults of issues 13 and 34: a second server on a
 # port in use, idle connections and one client holding every connection it
-# may, the hardening checks (cross-site POST, NaN, %00, duplicate ids, batch
-# retries, unknown fields), no evaluation outliving a SIGKILLed server, and as root a database on a full tmpfs (every 202
+# may (503 + Retry-After, not a silent close), the hardening checks (cross-site POST, NaN, %00, duplicate ids,
+# batch retries, unknown fields, foreign Host names), no evaluation outliving a SIGKILLed server, 1,100
+# abandoned waiting requests (a fresh client still served), concurrent submissions of one new task_id,
+# SIGTERM with requests waiting (exits within its bound), and as root a database on a full tmpfs (every 202
 # is stored, the rest get 503), a result that cannot be written while the
 # disk is full (retried, never left running), and a deleted database file
 # (503, /health unhealthy).  Root-only parts skip with a message otherwise.
@@ -32,6 +34,7 @@ if start_server one --workers 0 --db "$TMP/one.db"; then
             || bad "second server: exit $rc, a clear error" "$(cat "$TMP/two.log")"
     fi
     checks hardening
+    checks hosts
     stop_server one
 fi
 
@@ -42,7 +45,7 @@ fi
 #    dripping its body after --body-timeout.
 if start_server idle --workers 0 --db "$TMP/idle.db" --idle-timeout 2 --max-connections 20 \
         --max-client-connections 5 --sync-timeout 1800 --body-timeout 4; then
-    py <<'EOF' && ok "idle and per-client limits hold (see above)" || bad "idle and per-client limits"
+    py <<'EOF' && ok "idle and per-client limits hold, the connection over the limit answered 503 + Retry-After (see above)" || bad "idle and per-client limits"
 import socket, sys, time, urllib.request
 port = int(sys.argv[1])
 def health(src=None, timeout=5):
@@ -51,7 +54,7 @@ def health(src=None, timeout=5):
     if src:
         s.bind((src, 0))
     s.connect(("127.0.0.1", port))
-    s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    s.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
     data = b""
     try:
         while True:
@@ -62,7 +65,10 @@ def health(src=None, timeout=5):
     except OSError:
         pass
     s.close()
-    return data.split(b" ", 2)[1].decode() if data.startswith(b"HTTP/1.") else "no answer"
+    if not data.startswith(b"HTTP/1."):
+        return "no answer"
+    code = data.split(b" ", 2)[1].decode()
+    return code + (" Retry-After" if b"\r\nRetry-After: " in data else "")
 held = []
 for _ in range(5):
     s = socket.create_connection(("127.0.0.1", port))
@@ -71,6 +77,7 @@ time.sleep(0.3)
 first = health()
 other = health("127.0.0.2")
 print("with 5 idle connections from 127.0.0.1: another from 127.0.0.1 ->", first, "; from 127.0.0.2 ->", other)
+# The one over the limit is told why and when to come back (it used to be closed without a word), and closed.
 time.sleep(3)  # past --idle-timeout 2
 closed = 0
 for s in held:
@@ -81,7 +88,7 @@ for s in held:
         closed += 1
 after = health()
 print(f"after the idle timeout: {closed}/5 idle connections closed by the server; a new request -> {after}")
-sys.exit(0 if first == "no answer" and other == "200" and closed == 5 and after == "200" else 1)
+sys.exit(0 if first == "503 Retry-After" and other == "200" and closed == 5 and after == "200" else 1)
 EOF
     py <<'EOF' && ok "a slowloris client (a header byte every 0.5 s) is cut off at the header deadline" \
         || bad "a slowloris client holds its connection"
@@ -89,7 +96,7 @@ import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.settimeout(0.5)
 t0, closed = time.time(), False
-for b in b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 100:
+for b in b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: " + b"a" * 100:
     try:
         s.sendall(bytes([b]))
         closed = s.recv(1) == b""
@@ -107,7 +114,7 @@ EOF
 import socket, sys, time
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.settimeout(0.5)
-s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n")
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 400\r\n\r\n")
 t0, closed = time.time(), False
 for b in b"{" + b" " * 398:
     try:
@@ -172,14 +179,41 @@ for round in guardian restart; do
     fi
 done
 
-# 4. (root) The database on a 2 MiB tmpfs: a full disk.
+# 4. Waiting requests (issue 34).  1,100 POST /evaluate on a server whose queue never moves (no workers, as a busy
+#    fleet's), from 20 addresses, kept open then abandoned: no thread held by any, a fresh address served
+#    meanwhile and after, none reset without an answer.  Two different bodies with one new task_id at once: the
+#    idempotent answer, never 409.
+if start_server abandon --workers 0 --db "$TMP/abandon.db"; then
+    checks abandon "$SERVER_PID"
+    checks race 100
+    stop_server abandon
+fi
+#    SIGTERM with requests waiting and a job running (a hanging candidate): the server exits within
+#    KG_SERVICE_STOP_S (10 s), every waiting request answered 503 with Retry-After; the jobs are kept (the next
+#    server has them, the running one queued again).
+if start_server stopw --workers 1 --db "$TMP/stopw.db" --stage-timeout tiny_run=600; then
+    checks submit stop-hang hang
+    checks running stop-hang
+    checks stop_waits "$SERVER_PID" 10
+    case "$(ps -o stat= -p "$SERVER_PID" 2>/dev/null)" in ""|Z*) ;; *) kill -9 "$SERVER_PID" ;; esac  # it hung
+    wait "$SERVER_PID"; rc=$?; SERVER_PID=""
+    [ $rc -eq 0 ] && ok "...and exits 0" || bad "the stopped server exits 0 (exit $rc)" "$(tail -5 "$TMP/stopw.log")"
+    if start_server stopw2 --workers 0 --db "$TMP/stopw.db"; then
+        grep -q "1 queued again" "$TMP/stopw2.log" && ok "the next server queues the interrupted job again" \
+            || bad "the interrupted job is queued again" "$(cat "$TMP/stopw2.log")"
+        checks health 200 'h["queue"]["pending"] == 34'
+        stop_server stopw2
+    fi
+fi
+
+# 5. (root) The database on a 2 MiB tmpfs: a full disk.
 if [ "$(id -u)" -ne 0 ]; then
     echo "skip: the full-disk and deleted-database checks need root (a tmpfs mount)"
 elif ! { mkdir -p "$TMP/mnt" && mount -t tmpfs -o size=2m tmpfs "$TMP/mnt"; } 2>"$TMP/mount.err"; then
     echo "skip: cannot mount a tmpfs: $(cat "$TMP/mount.err")"
 else
     MNT="$TMP/mnt"
-    # 3a. 60 requests of ~50 kB on a workerless server: every 202 is stored
+    # 5a. 60 requests of ~50 kB on a workerless server: every 202 is stored
     #     (the rest are 503 with Retry-After), across a restart.
     if start_server full --workers 0 --db "$MNT/jobs.db"; then
         py "$TMP/acked" <<'EOF'
@@ -221,7 +255,7 @@ EOF
             kill -9 $SERVER_PID; wait $SERVER_PID 2>/dev/null; SERVER_PID=""
         fi
     fi
-    # 3b. A result that cannot be written (the disk fills while the job
+    # 5b. A result that cannot be written (the disk fills while the job
     #     runs) is retried; once there is room the job ends (it used to
     #     stay "running" until a restart).
     rm -f "$MNT"/*
@@ -236,7 +270,7 @@ EOF
         checks wait slow done 'd["result"]["verdict"] == "timeout"'
         stop_server result
     fi
-    # 3c. The database file deleted under a running server.
+    # 5c. The database file deleted under a running server.
     rm -f "$MNT"/*
     if start_server gone --workers 0 --db "$MNT/gone.db"; then
         rm -f "$MNT/gone.db"

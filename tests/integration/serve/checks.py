@@ -46,7 +46,7 @@ def call(method, path, body=None, raw=None, headers=None, timeout=120):
 def raw_headers(method, path, headers, body=b""):
     """Sends the request line and headers (and body, if any) on a raw socket, then reads the answer: a server
     that answers without waiting for the announced body refused it before reading it.  (status, JSON or text)."""
-    h = {"Host": "x", "Content-Type": "application/json"}
+    h = {"Host": f"127.0.0.1:{PORT}", "Content-Type": "application/json"}
     if TOKEN:
         h["Authorization"] = "Bearer " + TOKEN
     h.update(headers)
@@ -345,11 +345,21 @@ def group_bad():
     bad("empty job list", s, d, 400, "jobs")
     s, d, _ = call("GET", "/nowhere")
     bad("unknown endpoint", s, d, 404, None)
-    s, d, _ = call("PUT", "/evaluate", {})
+    s, d, h = call("PUT", "/evaluate", {})
     bad("wrong method", s, d, 405, None)
+    check("...with Allow naming the path's methods", h.get("Allow") == "POST", dict(h))
+    for method in ("POST", "DELETE"):
+        s, d, h = call(method, "/health", {})
+        bad(f"{method} /health (the docs promise 405, it was 404)", s, d, 405, None)
+        check(f"...Allow: GET, HEAD", h.get("Allow") == "GET, HEAD", dict(h))
+    for path in ("/v1/jobs/a%2Fb", "/status/a%2Fb", "/results/x%2F..%2Fy", "/v1/jobs/a/b"):
+        s, d, _ = call("GET", path)
+        bad(f"GET {path}: a '/' in a job id names no job (it read as a wrong method)", s, d, 404, "id")
+    s, d, _ = call("DELETE", "/tasks/a%2Fb")
+    bad("DELETE /tasks/a%2Fb", s, d, 404, "id")
     # Raw garbage on the socket, then a half request: the server survives.
-    for junk in [b"\x00\xff garbage\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n",
-                 b"POST /evaluate HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{\"a\""]:
+    for junk in [b"\x00\xff garbage\r\n\r\n", b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999999999999999\r\n\r\n",
+                 b"POST /evaluate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 10\r\n\r\n{\"a\""]:
         with socket.create_connection(("127.0.0.1", PORT), timeout=5) as sock:
             sock.sendall(junk)
             try:
@@ -384,8 +394,43 @@ def group_auth():
     TOKEN = sys.argv[3]
     s, d, _ = call("GET", "/v1/jobs")
     check("auth: right token -> 200", s == 200, d)
+    s, d, _ = call("GET", "/v1/jobs", headers={"Host": f"kgym.example:{PORT}"})
+    check("auth: with a token any Host is answered (a proxy's name) -> 200", s == 200, d)
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok")})
     check("auth: submit with token", s == 202, d)
+
+
+def group_hosts():
+    """hosts [ALLOWED]: a server without a token answers only requests whose Host names it (DNS rebinding: a page
+    on evil.example that resolves to 127.0.0.1 used to get 202 for a job and 200 for GET /v1/jobs); ALLOWED
+    (--allow-host) is answered too."""
+    body = json.dumps({"task_id": "rebind", "reference_code": REF, "kernel_code": cand("ok")}).encode()
+    for host in [f"evil.example:{PORT}", "evil.example", f"localhost.evil.example:{PORT}", f"127.0.0.1.nip.io:{PORT}",
+                 f"localhost:{PORT}x", "[::1", f"127.0.0.1:{PORT}:1"]:
+        s, d = raw_headers("GET", "/v1/jobs", {"Host": host})
+        bad(f"GET /v1/jobs with Host {host!r}", s, d, 403, "Host")
+        s, d = raw_headers("POST", "/v1/jobs", {"Host": host, "Content-Length": str(len(body))}, body)
+        bad(f"POST /v1/jobs with Host {host!r}", s, d, 403, "Host")
+    s, d = raw_headers("GET", "/health", {"Host": f"evil.example:{PORT}"})
+    bad("GET /health with a foreign Host", s, d, 403, "Host")
+    s, d, _ = call("GET", "/v1/jobs/rebind")
+    check("...and nothing was queued", s == 404, (s, d))
+    # The server's own names with any port or none (an ssh tunnel forwards from another port).
+    for host in [f"127.0.0.1:{PORT}", "127.0.0.1", f"localhost:{PORT}", f"LocalHost:{PORT}", "localhost:8080",
+                 f"[::1]:{PORT}"] + ([sys.argv[3], f"{sys.argv[3].upper()}:{PORT}"] if len(sys.argv) > 3 else []):
+        s, d = raw_headers("GET", "/v1/jobs", {"Host": host})
+        check(f"GET /v1/jobs with Host {host!r} -> 200", s == 200 and "jobs" in d, (s, d))
+    # No Host at all (HTTP/1.0): not a browser's request, so not a rebinding.
+    with socket.create_connection(("127.0.0.1", PORT), timeout=10) as sock:
+        sock.sendall(b"GET /v1/jobs HTTP/1.0\r\n\r\n")
+        data = b""
+        while True:
+            c = sock.recv(65536)
+            if not c:
+                break
+            data += c
+    check("GET /v1/jobs over HTTP/1.0 without Host -> 200", data.startswith(b"HTTP/1.") and data.split()[1] == b"200",
+          data[:300])
 
 
 def group_hardening():
@@ -593,6 +638,250 @@ def group_submit():
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand(sys.argv[4]), "task_id": sys.argv[3],
                                         "force_refresh": True})
     check(f"submitted {sys.argv[3]}", s == 202, d)
+
+
+def http_on(sock, method, path, body=b"", headers=None):
+    """Sends one request on an open socket (Host names the server as a client does)."""
+    h = {"Host": f"127.0.0.1:{PORT}", "Content-Type": "application/json", "Content-Length": str(len(body))}
+    h.update(headers or {})
+    sock.sendall(f"{method} {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in h.items()).encode()
+                 + b"\r\n" + body)
+
+
+def read_answer(sock, timeout):
+    """(status or 0 for none, 'reset'/'closed'/'waiting'/'answered', the answer's text) of what the socket holds
+    now: an answer is read whole (its Content-Length)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while b"\r\n\r\n" not in data:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return 0, "closed" if not data else "answered", data.decode("latin-1")
+            data += chunk
+        head, body = data.split(b"\r\n\r\n", 1)
+        m = re.search(rb"\r\ncontent-length: *(\d+)", head, re.I)
+        while m and len(body) < int(m.group(1)):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            body += chunk
+        data = head + b"\r\n\r\n" + body
+    except socket.timeout:
+        if not data:
+            return 0, "waiting", ""
+    except OSError:
+        return 0, "reset", data.decode("latin-1")
+    text = data.decode("latin-1")
+    return int(text.split(" ", 2)[1]) if text.startswith("HTTP/1.") else 0, "answered", text
+
+
+def health_from(src, timeout=5):
+    """GET /health from source address src: its status, or 0 when nothing came back."""
+    try:
+        with socket.socket() as s:
+            s.bind((src, 0))
+            s.settimeout(timeout)
+            s.connect(("127.0.0.1", PORT))
+            http_on(s, "GET", "/health", headers={"Connection": "close"})
+            return read_answer(s, timeout)[0]
+    except OSError:
+        return 0
+
+
+def metric(name, src="127.0.0.200"):
+    try:
+        with socket.socket() as s:
+            s.bind((src, 0))
+            s.settimeout(5)
+            s.connect(("127.0.0.1", PORT))
+            http_on(s, "GET", "/metrics", headers={"Connection": "close"})
+            data = b""
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                data += c
+        m = re.search(rb"^" + name.encode() + rb" ([0-9.]+)$", data, re.M)
+        return float(m.group(1)) if m else None
+    except OSError:
+        return None
+
+
+def threads_of(pid):
+    return int(re.search(r"^Threads:\s+(\d+)", open(f"/proc/{pid}/status").read(), re.M).group(1))
+
+
+def fds_of(pid):
+    import os
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def group_abandon():
+    """abandon PID: on a server without workers (the queue never moves, as in a busy fleet) and the default
+    limits (1,000 connections, 64 per address), 20 addresses send 55 POST /evaluate each (1,100: more than
+    --max-connections) and keep them open: every one waits or is refused with 503 + Retry-After, none is reset
+    without a word; a fresh address is served meanwhile, and the server's threads stay few (no thread per
+    waiting request).  Then every client hangs up: their waits end at once (the server sees the closed sockets),
+    and fresh clients are served.  A client that shuts only its sending side gets an answer saying so."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    pid = int(sys.argv[3])
+    n_addr, per = 20, 55
+    socks, refused_connect = [], 0
+    for a in range(n_addr):
+        for k in range(per):
+            s = socket.socket()
+            s.bind((f"127.0.0.{a + 1}", 0))
+            s.settimeout(10)
+            try:
+                s.connect(("127.0.0.1", PORT))
+                http_on(s, "POST", "/evaluate", json.dumps(req(f"ab-{a}-{k}", "ok")).encode())
+            except OSError:
+                refused_connect += 1
+            socks.append(s)
+    # Until the server has taken every request (it waits or has refused it), at most 60 s.
+    for _ in range(120):
+        if (metric("kgym_requests_waiting") or 0) >= 1000:
+            break
+        time.sleep(0.5)
+    outcomes, statuses, retry = {}, {}, True
+    for s in socks:
+        st, what, head = read_answer(s, 0.05)
+        outcomes[what] = outcomes.get(what, 0) + 1
+        if what == "answered":
+            statuses[st] = statuses.get(st, 0) + 1
+            retry = retry and st == 503 and "\r\nretry-after: " in head.lower()
+    waiting = metric("kgym_requests_waiting")
+    check(f"1,100 waiting requests from 20 addresses: each waits or is refused with 503 + Retry-After, none reset "
+          f"(outcomes {outcomes}, statuses {statuses}, {refused_connect} connects refused, {waiting} waiting)",
+          refused_connect == 0 and set(outcomes) <= {"waiting", "answered"} and retry
+          and outcomes.get("waiting", 0) >= 1000 and waiting == outcomes.get("waiting"), (outcomes, statuses))
+    fresh = [health_from("127.0.0.99") for _ in range(3)]
+    check(f"...meanwhile a fresh address is served (/health: {fresh})", fresh == [200, 200, 200], fresh)
+    t = threads_of(pid)
+    check(f"...and the server runs {t} threads (none per waiting request)", t < 100, t)
+    fds_before = fds_of(pid)
+    # A client that only shuts its sending side is told why its wait ended.
+    half = socket.socket()
+    try:
+        half.bind(("127.0.0.98", 0))
+        half.connect(("127.0.0.1", PORT))
+        http_on(half, "POST", "/evaluate", json.dumps(req("ab-half", "ok")).encode())
+        time.sleep(1)
+        half.shutdown(socket.SHUT_WR)
+        st, what, head = read_answer(half, 10)
+    except OSError as e:
+        st, head = 0, str(e)
+    half.close()
+    check(f"a client that shuts its sending side while waiting gets an answer saying so ({st})",
+          st == 400 and "closed its side" in head, head)
+    t0 = time.time()
+    for s in socks:
+        s.close()
+    for _ in range(100):
+        if metric("kgym_requests_waiting") == 0:
+            break
+        time.sleep(0.1)
+    took = time.time() - t0
+    left = metric("kgym_requests_waiting")
+    check(f"every client hung up: their waits ended within {took:.1f} s ({left} left)", left == 0 and took < 10,
+          left)
+    fresh = [health_from(f"127.0.0.{100 + i}") for i in range(3)] + [health_from("127.0.0.1") for _ in range(3)]
+    time.sleep(0.5)
+    fds_after = fds_of(pid)
+    check(f"...fresh clients (new addresses and the old ones) are served: {fresh}; the server's descriptors "
+          f"{fds_before} -> {fds_after}", fresh == [200] * 6 and fds_after < 100, (fresh, fds_after))
+
+
+def group_stop_waits():
+    """stop_waits PID BOUND: with a job running (a hanging candidate) and 40 requests waiting (/evaluate, a batch,
+    long polls), SIGTERM: the server exits within BOUND seconds and every waiting request is answered 503 with
+    Retry-After (its job is kept), none left hanging or reset."""
+    import os
+    import signal
+    import threading
+    pid, bound = int(sys.argv[3]), float(sys.argv[4])
+    answers = []
+    lock = threading.Lock()
+
+    def one(method, path, body):
+        s = socket.socket()
+        s.settimeout(60)
+        s.connect(("127.0.0.1", PORT))
+        http_on(s, method, path, json.dumps(body).encode() if body is not None else b"")
+        st, what, head = read_answer(s, 60)
+        s.close()
+        with lock:
+            answers.append((path, st, what, "\r\nretry-after: " in head.lower()))
+
+    work = [("POST", "/evaluate", req(f"sw-{i}", "hang", timeout=300)) for i in range(30)]
+    work += [("POST", "/evaluate/batch", {"tasks": [req(f"swb-{i}", "chatty") for i in range(3)]})]
+    work += [("GET", "/v1/jobs/stop-hang?wait=600", None) for _ in range(5)]
+    work += [("GET", "/status/stop-hang?wait=600", None) for _ in range(4)]
+    threads = [threading.Thread(target=one, args=w) for w in work]
+    for t in threads:
+        t.start()
+    for _ in range(100):
+        if (metric("kgym_requests_waiting", "127.0.0.1") or 0) >= len(work):
+            break
+        time.sleep(0.2)
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    gone = None
+    while time.time() - t0 < bound + 10:
+        try:
+            if open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX":
+                gone = time.time() - t0
+                break
+        except (OSError, IndexError):
+            gone = time.time() - t0
+            break
+        time.sleep(0.05)
+    for t in threads:
+        t.join(max(0.1, t0 + bound + 15 - time.time()))
+    ok503 = [a for a in answers if a[1] == 503 and a[3]]
+    check(f"SIGTERM with {len(work)} requests waiting and a job running: the server exits in "
+          f"{gone if gone is None else round(gone, 1)} s (bound {bound} s)", gone is not None and gone <= bound, gone)
+    check(f"...every waiting request is answered 503 with Retry-After ({len(ok503)} of {len(work)})",
+          len(ok503) == len(work), answers)
+
+
+def group_race():
+    """race N: N pairs of requests, each pair two different bodies with one new task_id sent at once: both get the
+    job that id names (202, KernelGYM's idempotency), never 409."""
+    import threading
+    n = int(sys.argv[3])
+    conflicts, bad = 0, []
+    for i in range(n):
+        res = [None, None]
+        gate = threading.Barrier(2)
+
+        def post(k, i=i, res=res, gate=gate):
+            body = json.dumps(req(f"race-{i}", "ok" if k == 0 else "chatty")).encode()
+            s = socket.create_connection(("127.0.0.1", PORT), timeout=30)
+            gate.wait()
+            http_on(s, "POST", "/v1/jobs", body, {"Connection": "close"})
+            data = b""
+            while True:
+                c = s.recv(65536)
+                if not c:
+                    break
+                data += c
+            s.close()
+            res[k] = int(data.split(b" ", 2)[1]), json.loads(data.split(b"\r\n\r\n", 1)[1])
+        ts = [threading.Thread(target=post, args=(k,)) for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        conflicts += sum(1 for r in res if r[0] == 409)
+        if not all(r[0] == 202 and r[1].get("id") == f"race-{i}" for r in res):
+            bad.append(res)
+    check(f"{n} pairs of different bodies with one new task_id at once: each answered 202 with that job "
+          f"({conflicts} answers 409)", not bad, bad[:3])
 
 
 if __name__ == "__main__":

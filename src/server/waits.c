@@ -1,0 +1,295 @@
+/*
+ * waits.c — requests that wait for jobs (POST /evaluate, /evaluate/batch, GET /v1/jobs/{id}?wait=S) hold no
+ * thread while they wait.  The handler suspends its connection (MHD_suspend_connection) and hands it here; one
+ * waiter thread watches every waiting connection's socket and its jobs, and resumes the connection when its jobs
+ * have ended, its time is up, its client has hung up, or the server stops.  The handler, called again by MHD,
+ * then answers (or, for a client that left, closes the connection).
+ *
+ * Why: a waiting request used to hold a connection thread until its job ended (up to --sync-timeout), also after
+ * its client had gone; a trainer whose HTTP timeout was shorter than the queue wait, retrying, filled every
+ * connection slot with requests nobody would read.  MHD does not look at a suspended connection's socket, so the
+ * waiter does: poll() for POLLRDHUP ends the wait the moment the client closes its end (a client that only
+ * half-closes after sending its request counts as gone, as nginx counts it).
+ *
+ * Jobs are read from the store: at once for a new wait, after every job this process's workers end
+ * (kg_waits_wake), and twice a second (another process of a fleet, or a cancellation, ends jobs without telling).
+ *
+ * Threads: kg_waits_add from MHD's handlers, kg_waits_wake from the scheduler's workers, kg_waits_stop and
+ * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.
+ */
+#include <errno.h>
+#include <microhttpd.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "server/server.h"
+
+#define KG_WAIT_CHECK_MS 500.0 /* jobs ended by another process are seen within this */
+
+typedef struct wait_entry {
+    struct wait_entry *next;
+    struct MHD_Connection *c;
+    int fd;             /* the connection's socket: POLLRDHUP when the client hangs up */
+    char **ids;         /* the jobs waited for (owned) */
+    size_t n, done;     /* ids[0..done) have ended */
+    double deadline_ms; /* kg_now_ms() */
+    int fresh;          /* not read from the store yet since it was added */
+    int *outcome;       /* the handler's (its request context), written before the resume */
+} wait_entry;
+
+struct kg_waits {
+    kg_store *store;
+    pthread_t thread;
+    int started;
+    int wake_fd; /* eventfd: a new wait, a job ended, stop */
+    pthread_mutex_t lock;
+    wait_entry *incoming;   /* added, not yet taken by the thread (under lock) */
+    size_t waiting;         /* entries added and not yet resumed (under lock) */
+    int jobs_ended;         /* kg_waits_wake since the thread last looked (under lock) */
+    int stopping;           /* under lock */
+};
+
+static void wake(kg_waits *w)
+{
+    uint64_t one = 1;
+    ssize_t r = write(w->wake_fd, &one, sizeof one); /* only fails when the counter is full: awake anyway */
+    (void)r;
+}
+
+static void entry_free(wait_entry *e)
+{
+    for (size_t i = 0; i < e->n; i++)
+        free(e->ids[i]);
+    free(e->ids);
+    free(e);
+}
+
+static void resume(kg_waits *w, wait_entry *e, int outcome)
+{
+    *e->outcome = outcome;
+    MHD_resume_connection(e->c);
+    entry_free(e);
+    pthread_mutex_lock(&w->lock);
+    w->waiting--;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Have all of e's jobs ended?  A job the store no longer has (cancelled and expired, Redis lost its data) is
+ * over too: the handler says what it finds.  A store that does not answer leaves the wait as it is. */
+static int jobs_ended(kg_waits *w, wait_entry *e)
+{
+    while (e->done < e->n) {
+        kg_job j;
+        kg_error err;
+        int rc = kg_store_get(w->store, e->ids[e->done], &j, &err);
+        if (rc == KG_OK) {
+            int over = strcmp(j.status, "queued") && strcmp(j.status, "running");
+            kg_job_free(&j);
+            if (!over)
+                return 0;
+        } else if (rc != KG_ERR_NOT_FOUND) {
+            return 0;
+        }
+        e->done++;
+    }
+    return 1;
+}
+
+static void *waiter_main(void *arg)
+{
+    kg_waits *w = arg;
+    wait_entry *mine = NULL; /* this thread's alone */
+    size_t cap = 0;
+    struct pollfd *pfd = NULL;
+    double last_check = 0;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        while (w->incoming) { /* splice: the newest first does not matter, each has its own deadline */
+            wait_entry *e = w->incoming;
+            w->incoming = e->next;
+            e->next = mine;
+            mine = e;
+        }
+        int stop = w->stopping, ended = w->jobs_ended;
+        w->jobs_ended = 0;
+        pthread_mutex_unlock(&w->lock);
+        if (stop) {
+            while (mine) {
+                wait_entry *e = mine;
+                mine = e->next;
+                resume(w, e, KG_WAIT_STOPPING);
+            }
+            break;
+        }
+        double now = kg_now_ms();
+        int check = ended || now - last_check >= KG_WAIT_CHECK_MS;
+        if (check)
+            last_check = now;
+        /* The jobs, then the clock. */
+        for (wait_entry **p = &mine; *p;) {
+            wait_entry *e = *p;
+            int outcome = KG_WAIT_PENDING;
+            if ((check || e->fresh) && jobs_ended(w, e))
+                outcome = KG_WAIT_DONE;
+            else if (kg_now_ms() >= e->deadline_ms)
+                outcome = KG_WAIT_TIMEOUT;
+            e->fresh = 0;
+            if (outcome != KG_WAIT_PENDING) {
+                *p = e->next;
+                resume(w, e, outcome);
+            } else {
+                p = &e->next;
+            }
+        }
+        /* The sockets: poll until a client hangs up, a wake, the next deadline or the next check. */
+        size_t n = 0;
+        for (wait_entry *e = mine; e; e = e->next)
+            n++;
+        if (n + 1 > cap) {
+            struct pollfd *bigger = realloc(pfd, (n + 1) * 2 * sizeof *pfd);
+            if (bigger) {
+                pfd = bigger;
+                cap = (n + 1) * 2;
+            }
+        }
+        size_t np = 0;
+        if (cap) {
+            pfd[np++] = (struct pollfd){.fd = w->wake_fd, .events = POLLIN};
+            for (wait_entry *e = mine; e && np < cap; e = e->next)
+                pfd[np++] = (struct pollfd){.fd = e->fd, .events = POLLRDHUP};
+        }
+        double next = last_check + KG_WAIT_CHECK_MS;
+        for (wait_entry *e = mine; e; e = e->next)
+            if (e->deadline_ms < next)
+                next = e->deadline_ms;
+        double left = next - kg_now_ms();
+        int timeout = left <= 0 ? 0 : (int)left + 1;
+        int r = np ? poll(pfd, np, timeout) : poll(NULL, 0, timeout > 100 ? 100 : timeout); /* no memory: retry soon */
+        if (r < 0 && errno != EINTR)
+            r = 0;
+        if (r > 0 && np) {
+            if (pfd[0].revents & POLLIN) {
+                uint64_t v;
+                ssize_t got = read(w->wake_fd, &v, sizeof v);
+                (void)got;
+            }
+            /* Clients that hung up (or whose socket failed): their wait ends now, the connection is closed. */
+            size_t k = 1;
+            for (wait_entry **p = &mine; *p && k < np; k++) {
+                wait_entry *e = *p;
+                if (pfd[k].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) {
+                    *p = e->next;
+                    resume(w, e, KG_WAIT_GONE);
+                } else {
+                    p = &e->next;
+                }
+            }
+        }
+    }
+    free(pfd);
+    return NULL;
+}
+
+int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
+{
+    *out = NULL;
+    kg_waits *w = calloc(1, sizeof *w);
+    if (!w)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    w->store = store;
+    w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->wake_fd < 0) {
+        int e = errno;
+        free(w);
+        return kg_error_set(err, KG_ERR_IO, "eventfd: %s", strerror(e));
+    }
+    pthread_mutex_init(&w->lock, NULL);
+    if (pthread_create(&w->thread, NULL, waiter_main, w) != 0) {
+        kg_waits_free(w);
+        return kg_error_set(err, KG_ERR_IO, "cannot start the waiter thread");
+    }
+    w->started = 1;
+    *out = w;
+    return KG_OK;
+}
+
+int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, size_t n, double deadline_ms,
+                 int *outcome)
+{
+    const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    wait_entry *e = calloc(1, sizeof *e);
+    if (!fd || !e || !(e->ids = calloc(n ? n : 1, sizeof *e->ids))) {
+        free(e);
+        return KG_ERR_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!(e->ids[e->n++] = kg_strdup(ids[i]))) {
+            entry_free(e);
+            return KG_ERR_NOMEM;
+        }
+    e->c = c;
+    e->fd = fd->connect_fd;
+    e->deadline_ms = deadline_ms;
+    e->fresh = 1;
+    e->outcome = outcome;
+    *outcome = KG_WAIT_PENDING;
+    pthread_mutex_lock(&w->lock);
+    if (w->stopping) {
+        pthread_mutex_unlock(&w->lock);
+        entry_free(e);
+        return KG_ERR_INVALID;
+    }
+    /* Suspended before the thread can see it: it is never resumed before it was suspended. */
+    MHD_suspend_connection(c);
+    e->next = w->incoming;
+    w->incoming = e;
+    w->waiting++;
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+    return KG_OK;
+}
+
+void kg_waits_wake(kg_waits *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->jobs_ended = 1;
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+}
+
+size_t kg_waits_count(kg_waits *w)
+{
+    pthread_mutex_lock(&w->lock);
+    size_t n = w->waiting;
+    pthread_mutex_unlock(&w->lock);
+    return n;
+}
+
+void kg_waits_stop(kg_waits *w)
+{
+    if (!w || !w->started)
+        return;
+    pthread_mutex_lock(&w->lock);
+    w->stopping = 1;
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+    pthread_join(w->thread, NULL); /* it resumes every waiting connection, then ends */
+    w->started = 0;
+}
+
+void kg_waits_free(kg_waits *w)
+{
+    if (!w)
+        return;
+    kg_waits_stop(w);
+    close(w->wake_fd);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
