@@ -1021,8 +1021,9 @@ static unsigned method_bit(const char *method)
 }
 
 /* The route of url and method; NULL with *status 404 (no such path) or 405 (*allow: the methods it takes),
- * or with 404 and *bad_id for an id no job can have (a '/' in it, even sent as %2F, named a path that does not
- * exist: it used to read as a wrong method).  *id: the URL's id part, for a path that takes one. */
+ * or with 404 and *bad_id for an id with a '/' (sent as %2F, or a path one segment too long), which no job has:
+ * it used to read as a wrong method.  *id: the URL's id part, for a path that takes one (any other id is looked
+ * up: a job the API could not have made still answers 404 from the store, or is shown when a store holds it). */
 static const route_def *find_route(const char *url, const char *method, const char **id, int *status,
                                    char allow[32], int *bad_id)
 {
@@ -1039,7 +1040,7 @@ static const route_def *find_route(const char *url, const char *method, const ch
         allowed |= r->methods;
         if (r->methods & m) {
             *id = with_id ? url + n : NULL;
-            if (*id && !kg_server_id_ok(*id)) {
+            if (*id && strchr(*id, '/')) {
                 *bad_id = 1;
                 *status = 404;
                 return NULL;
@@ -1059,8 +1060,8 @@ static enum MHD_Result send_no_route(struct MHD_Connection *c, const char *id, i
 {
     if (bad_id) {
         char msg[400];
-        snprintf(msg, sizeof msg, "no job \"%.200s\": job ids are 1 to 128 characters of A-Z a-z 0-9 _ - . : (a '/' "
-                                  "in an id, even sent as %%2F, names no job)", id);
+        snprintf(msg, sizeof msg, "no job \"%.200s\": a job id never holds '/' (sent as %%2F or not); ids are 1 to "
+                                  "128 characters of A-Z a-z 0-9 _ - . :", id);
         return send_error(c, 404, "id", msg);
     }
     if (status == 405) {

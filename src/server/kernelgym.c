@@ -70,7 +70,7 @@ static int opt_string(const json_t *in, const char *name, const char **out, kg_b
     return 0;
 }
 
-int kg_server_id_ok(const char *s)
+static int id_ok(const char *s)
 {
     size_t n = strlen(s);
     if (n < 1 || n > 128)
@@ -148,12 +148,12 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
         return -1;
     if (need_task_id && !task_id)
         return bad(b, 400, "task_id", "task_id is required");
-    if (task_id && !kg_server_id_ok(task_id))
+    if (task_id && !id_ok(task_id))
         return bad(b, 400, "task_id", "task_id must be 1 to 128 characters of A-Z a-z 0-9 _ - . :");
     const char *native_id = NULL; /* /v1/jobs may name its job "id" */
     if (opt_string(in, "id", &native_id, b))
         return -1;
-    if (native_id && !kg_server_id_ok(native_id))
+    if (native_id && !id_ok(native_id))
         return bad(b, 400, "id", "id must be 1 to 128 characters of A-Z a-z 0-9 _ - . :");
     if (!kernel)
         return bad(b, 400, "kernel_code", "kernel_code is required");

@@ -31,9 +31,6 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
                         int need_task_id, json_t **normalized, char key[KG_SHA256_STRLEN], int *force_refresh,
                         kg_bad_request *bad);
 
-/* Is s a job id: 1 to 128 of A-Z a-z 0-9 _ - . : (task_id, id, the ids in URLs)? */
-int kg_server_id_ok(const char *s);
-
 /* The job as JSON (kgym's native view): id, status, attempts, times, worker,
  * cached_from, error, result (parsed), and "kernelgym" when finished. */
 json_t *kg_server_job_json(const kg_job *job, int with_request);
