@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <time.h>
 #include <stdio.h>
@@ -53,35 +54,61 @@
  * SIGKILL): that reaches exactly the processes uid may signal, all at once (the kernel signals them under its
  * task-list lock, so a fork in flight either finishes first and its child is signalled too, or fails), wherever
  * they hide.  kill(-1) cannot say whether there were any (it answers 0 whenever any process exists), so the
- * child then counts them as the kernel does: with RLIMIT_NPROC at 2 (itself and one more), a fork succeeds only
+ * child then counts them as the kernel does: with RLIMIT_NPROC at 2 (itself and one more), a clone succeeds only
  * when no other process of uid exists, none still exiting, no zombie (the kernel counts a process until it is
- * reaped; none can start another after the kill, so the count is exact).  0: none left; 1: some (killed, still
- * exiting); -1: it could not look. */
+ * reaped; none can start another after the kill, so the count is exact).
+ *
+ * The children share this process's memory (CLONE_VM) on stacks of their own, this thread waiting until they end
+ * (CLONE_VFORK), as posix_spawn does: a fork would copy the page tables of a server holding hundreds of MB (120 ms
+ * for 200 MB on the test machine, against 0.8 ms).  They make raw system calls only, uninstrumented (ASan knows
+ * nothing of their stacks), and change nothing of the memory they share. */
+#define KG_CLEAR_STACK (64 * 1024)
+typedef struct clear_args {
+    uid_t uid;
+    char *probe_stack; /* its top */
+} clear_args;
+
+__attribute__((no_sanitize("address", "undefined"))) static int clear_probe(void *arg)
+{
+    (void)arg;
+    syscall(SYS_exit_group, 0);
+    return 0;
+}
+
+__attribute__((no_sanitize("address", "undefined"))) static int clear_main(void *arg)
+{
+    const clear_args *a = arg;
+    struct rlimit two = {2, 2};
+    if (syscall(SYS_setresuid, a->uid, a->uid, a->uid) != 0)
+        syscall(SYS_exit_group, 3);
+    syscall(SYS_kill, -1, SIGKILL);
+    if (syscall(SYS_setrlimit, RLIMIT_NPROC, &two) != 0)
+        syscall(SYS_exit_group, 3);
+    int probe = clone(clear_probe, a->probe_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+    if (probe < 0)
+        syscall(SYS_exit_group, errno == EAGAIN ? 1 : 3);
+    syscall(SYS_wait4, probe, 0, 0, 0);
+    syscall(SYS_exit_group, 0);
+    return 0;
+}
+
+/* 0: none left; 1: some (killed, still exiting); -1: it could not look. */
 static int slot_clear(uid_t uid)
 {
-    /* The catch-all reaper must not take this child's exit status (reaper.c). */
+    char *stack = malloc(2 * KG_CLEAR_STACK);
+    if (!stack)
+        return -1;
+    clear_args a = {uid, stack + 2 * KG_CLEAR_STACK};
+    /* The catch-all reaper must not take the child's exit status (reaper.c). */
     kg_reaper_hold();
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* A fork of a threaded process: raw system calls only (no atfork handlers, no locks). */
-        struct rlimit two = {2, 2};
-        if (syscall(SYS_setresuid, uid, uid, uid) != 0)
-            syscall(SYS_exit_group, 3);
-        syscall(SYS_kill, -1, SIGKILL);
-        if (syscall(SYS_setrlimit, RLIMIT_NPROC, &two) != 0)
-            syscall(SYS_exit_group, 3);
-        long probe = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
-        if (probe == 0)
-            syscall(SYS_exit_group, 0);
-        if (probe < 0)
-            syscall(SYS_exit_group, errno == EAGAIN ? 1 : 3);
-        syscall(SYS_wait4, probe, 0, 0, 0);
-        syscall(SYS_exit_group, 0);
-    }
+    int errno_before = errno; /* the child's failed calls write this thread's errno (shared memory) */
+    pid_t pid = clone(clear_main, stack + KG_CLEAR_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
     int st = 0, r = pid < 0 ? -1 : 0;
     while (pid > 0 && (r = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {
     }
     kg_reaper_release();
+    errno = errno_before;
+    free(stack);
     if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) > 1)
         return -1;
     return WEXITSTATUS(st);
