@@ -105,7 +105,7 @@ def test_errors_name_the_field(client):
 
 
 def test_wait_timeout(client):
-    jid = client.submit(cand("hang_import"), reference_code=REF, timeout=10)
+    jid = client.submit(cand("hang"), reference_code=REF, timeout=10)
     with pytest.raises(TimeoutError):
         client.wait(jid, timeout=0.5)
     assert client.cancel(jid)["status"] == "cancelled"
