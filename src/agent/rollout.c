@@ -591,7 +591,7 @@ static int rewrite_annotated(run *r, kg_error *err)
         return rc;
     kg_buf tmp = {0};
     kg_buf_printf(&tmp, "%s.tmp", cfg->out_path);
-    int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         rc = kg_error_set(err, KG_ERR_IO, "%s: %s", tmp.data, strerror(errno));
         kg_buf_free(&tmp);
@@ -664,8 +664,8 @@ int kg_rollout_run(const kg_rollout_config *cfg, kg_rollout_stats *stats, kg_err
         if (dropped && cfg->progress)
             fprintf(stderr, "kgym rollout: dropped an incomplete last line of %s\n", cfg->out_path);
     }
-    r.out_fd = open(cfg->out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    r.cache_fd = open(cache_path.data, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    r.out_fd = open(cfg->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    r.cache_fd = open(cache_path.data, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (r.out_fd < 0 || r.cache_fd < 0) {
         rc = kg_error_set(err, KG_ERR_IO, "%s: %s", cfg->out_path, strerror(errno));
         goto done;

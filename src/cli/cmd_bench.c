@@ -575,7 +575,7 @@ int kg_cli_bench(int argc, char **argv)
         rc = 2;
         goto fail;
     }
-    if (out_path && !(out_file = fopen(out_path, "w"))) {
+    if (out_path && !(out_file = fopen(out_path, "we"))) {
         kg_error_set(&err, KG_ERR_IO, "cannot write %s", out_path);
         rc = 2;
         goto fail;

@@ -164,7 +164,7 @@ static int read_rows(const char *cmd, const char *path, kg_rl_rows *rows)
     FILE *in = stdin;
     const char *source = "stdin";
     if (path && strcmp(path, "-") != 0) {
-        in = fopen(path, "r");
+        in = fopen(path, "re");
         if (!in) {
             fprintf(stderr, "kgym %s: cannot open %s: %s\n", cmd, path, strerror(errno));
             return 1;
@@ -490,7 +490,7 @@ static int parse_thresholds(const char *list, double *out, size_t *n)
 
 static int write_file(const char *cmd, const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "we");
     if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
         fprintf(stderr, "kgym %s: cannot write %s: %s\n", cmd, path, strerror(errno));
         return 1;
@@ -905,7 +905,7 @@ static int curriculum_wants_value(const char *name)
 
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f)
         return NULL;
     char *text = NULL;

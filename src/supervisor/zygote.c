@@ -98,6 +98,75 @@ static void visible_device(const char *device, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Whether the caller's variable `entry` ("NAME=value") stays out of the zygote's environment: a secret
+ * (kgym's service token, API keys: the same words as sandbox.py's _ENV_SECRET) or a kgym variable the
+ * harness does not read, and the variables set below.  The zygote's initial environment is the runner's too
+ * (it is forked from it, and /proc/self/environ shows that block whatever os.environ becomes), so what is
+ * dropped here is nowhere in a candidate's process. */
+static int env_dropped(const char *entry)
+{
+    static const char *const secret[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"};
+    static const char *const kept_kgym[] = {"KGYM_SERVE_OWNER=", "KGYM_TENSORS="};
+    static const char *const ours[] = {"PYTHONPATH=", "PYTHONDONTWRITEBYTECODE=", "PYTHONNOUSERSITE=",
+                                       "TRITON_INTERPRET=", "CUDA_VISIBLE_DEVICES=",
+                                       "PYTORCH_NVML_BASED_CUDA_CHECK="};
+    size_t name_len = strcspn(entry, "=");
+    char name[256];
+    if (name_len >= sizeof name)
+        return 1; /* no honest variable has a 256-byte name */
+    for (size_t i = 0; i < name_len; i++)
+        name[i] = (char)(entry[i] >= 'a' && entry[i] <= 'z' ? entry[i] - 32 : entry[i]);
+    name[name_len] = '\0';
+    for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+        if (!strncmp(entry, ours[i], strlen(ours[i])))
+            return 1;
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++)
+        if (strstr(name, secret[i]))
+            return 1;
+    if (!strncmp(name, "KGYM_", 5)) {
+        for (size_t i = 0; i < sizeof kept_kgym / sizeof kept_kgym[0]; i++)
+            if (!strncmp(entry, kept_kgym[i], strlen(kept_kgym[i])))
+                return 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* The zygote's environment: the caller's without env_dropped's, plus `extra` (NULL-terminated "NAME=value"
+ * strings).  Made before fork (it allocates); NULL on allocation failure.  Free with free_env. */
+static char **zygote_env(char *const *extra)
+{
+    extern char **environ;
+    size_t n = 0, m = 0;
+    for (char **e = environ; e && *e; e++)
+        n++;
+    for (char *const *e = extra; *e; e++)
+        m++;
+    char **env = calloc(n + m + 1, sizeof *env);
+    if (!env)
+        return NULL;
+    size_t k = 0;
+    for (char **e = environ; e && *e; e++)
+        if (!env_dropped(*e) && !(env[k++] = kg_strdup(*e)))
+            goto fail;
+    for (char *const *e = extra; *e; e++)
+        if (!(env[k++] = kg_strdup(*e)))
+            goto fail;
+    return env;
+fail:
+    for (size_t i = 0; i < k; i++)
+        free(env[i]);
+    free(env);
+    return NULL;
+}
+
+static void free_env(char **env)
+{
+    for (char **e = env; e && *e; e++)
+        free(*e);
+    free(env);
+}
+
 void kg_zygote_stop(kg_supervisor *sup)
 {
     if (sup->control_fd >= 0) {
@@ -146,10 +215,24 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     if (!is_cpu)
         visible_device(sup->device, visible, sizeof visible);
     const char *old_path = getenv("PYTHONPATH");
-    kg_buf pythonpath = {0};
-    kg_buf_puts(&pythonpath, sup->harness_dir);
+    kg_buf pythonpath = {0}, visible_var = {0};
+    kg_buf_printf(&pythonpath, "PYTHONPATH=%s", sup->harness_dir);
     if (old_path && *old_path)
         kg_buf_printf(&pythonpath, ":%s", old_path);
+    kg_buf_printf(&visible_var, "CUDA_VISIBLE_DEVICES=%s", is_cpu ? "" : visible);
+    /* The CPU runs kernels in Triton's interpreter; a GPU zygote asks NVML, not the driver, whether CUDA is
+     * there: it must stay CUDA-free so that its forked children can initialise it. */
+    char *extra[] = {pythonpath.data, "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", visible_var.data,
+                     is_cpu ? "TRITON_INTERPRET=1" : "PYTORCH_NVML_BASED_CUDA_CHECK=1", NULL};
+    char **env = pythonpath.data && visible_var.data ? zygote_env(extra) : NULL;
+    kg_buf_free(&visible_var);
+    if (!env) {
+        close(sv[0]);
+        close(sv[1]);
+        close(log_fd);
+        kg_buf_free(&pythonpath);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
 
     /* Ours to wait for from fork() on: tracked before the catch-all reaper may look (reaper.c). */
     kg_reaper_hold();
@@ -164,39 +247,34 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
         close(sv[1]);
         close(log_fd);
         kg_buf_free(&pythonpath);
+        free_env(env);
         return kg_error_set(err, KG_ERR_CHILD, "fork: %s", strerror(e));
     }
     if (pid == 0) {
-        /* The zygote.  Only async-signal-safe-ish work from here to exec. */
-        int devnull = open("/dev/null", O_RDWR);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(log_fd, 2);
-        dup2(sv[1], 3); /* dup2 clears close-on-exec */
+        /* The zygote.  Only async-signal-safe work from here to exec (kgym has threads).  Each descriptor it
+         * keeps is first moved above the standard numbers (whichever numbers the caller left free, none is then
+         * overwritten before it is copied), then copied to 0-3, which clears close-on-exec; every other
+         * descriptor is closed: nothing kgym or its caller holds open (kgym bench's results file, a caller's
+         * fd 3) reaches the zygote, the judge or the runner. */
+        int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+        int in_fd = fcntl(null_fd, F_DUPFD_CLOEXEC, 10), log_hi = fcntl(log_fd, F_DUPFD_CLOEXEC, 10),
+            control = fcntl(sv[1], F_DUPFD_CLOEXEC, 10);
+        if (null_fd < 0 || in_fd < 0 || log_hi < 0 || control < 0 || dup2(in_fd, 0) != 0 || dup2(in_fd, 1) != 1 ||
+            dup2(log_hi, 2) != 2 || dup2(control, 3) != 3)
+            _exit(127);
+        kg_close_from(4);
         /* Die with us: an orphaned zygote would hold GPU memory forever. */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
-        setenv("PYTHONPATH", pythonpath.data, 1);
-        setenv("PYTHONDONTWRITEBYTECODE", "1", 1);
-        setenv("PYTHONNOUSERSITE", "1", 1);
-        if (is_cpu) {
-            setenv("TRITON_INTERPRET", "1", 1);
-            setenv("CUDA_VISIBLE_DEVICES", "", 1);
-        } else {
-            unsetenv("TRITON_INTERPRET");
-            setenv("CUDA_VISIBLE_DEVICES", visible, 1);
-            /* Ask NVML, not the driver, whether CUDA is there: the zygote must
-             * stay CUDA-free so that its forked children can initialise it. */
-            setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1", 1);
-        }
         char *argv[] = {(char *)sup->python, "-m", "kgym_harness.zygote", "--control-fd", "3",
                         "--device", (char *)sup->device, NULL};
-        execv(sup->python, argv);
+        execve(sup->python, argv, env);
         dprintf(2, "kgym: cannot execute %s: %s\n", sup->python, strerror(errno));
         _exit(127);
     }
     close(sv[1]);
     close(log_fd);
     kg_buf_free(&pythonpath);
+    free_env(env);
     sup->zygote_pid = pid;
     sup->control_fd = sv[0];
     sup->starts++;

@@ -2,12 +2,16 @@
  * proc.c — one reader of /proc/N/stat for the places that look at other
  * processes: the service's orphan guard (start time: with the pid it names one
  * process, never a later one given the same pid), the supervisor's census of
- * a runner's uid (name, state) and the catch-all reaper (state, parent).
+ * a runner's uid (name, state) and the catch-all reaper (state, parent); and
+ * the closing of inherited descriptors before an exec.
  */
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -42,4 +46,49 @@ int kg_proc_stat_read(long pid, kg_proc_stat *st)
     }
     st->start = strtoull(p, NULL, 10);
     return 1;
+}
+
+/* getdents64's record (the kernel's struct linux_dirent64, which no libc header declares). */
+struct kg_dirent64 {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[];
+};
+
+void kg_close_from(int first)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
+        return;
+#endif
+    /* Before Linux 5.9: the descriptors /proc/self/fd lists, read with the raw system call into a buffer on
+     * the stack (opendir allocates, which a child of a threaded process must not do before exec). */
+    int dir = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        char buf[4096] __attribute__((aligned(8)));
+        long n;
+        while ((n = syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0) {
+            for (long off = 0; off < n;) {
+                const struct kg_dirent64 *d = (const struct kg_dirent64 *)(buf + off);
+                int fd = 0, digits = 0;
+                for (const char *c = d->name; *c >= '0' && *c <= '9' && digits < 9; c++, digits++)
+                    fd = fd * 10 + (*c - '0');
+                if (digits > 0 && d->name[digits] == '\0' && fd >= first && fd != dir)
+                    close(fd);
+                off += d->reclen;
+            }
+        }
+        close(dir);
+        if (n == 0)
+            return;
+    }
+    /* No /proc either: every number up to the descriptor limit. */
+    struct rlimit rl;
+    long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < 65536
+                   ? (long)rl.rlim_cur
+                   : 65536;
+    for (long fd = first; fd < top; fd++)
+        close((int)fd);
 }

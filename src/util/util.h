@@ -77,4 +77,9 @@ typedef struct kg_proc_stat {
 } kg_proc_stat;
 int kg_proc_stat_read(long pid, kg_proc_stat *st);
 
+/* Closes every descriptor numbered `first` or more (close_range(2), else each one /proc/self/fd lists, else
+ * every number below RLIMIT_NOFILE): for a child between fork and exec, so that nothing kgym or its caller
+ * holds open (a results file, a terminal, a database) reaches the program it starts.  Async-signal-safe. */
+void kg_close_from(int first);
+
 #endif

@@ -9,7 +9,9 @@
 #       /tmp/kgym-attack-markers, kgatk-* files in /dev/shm, a TCP connection to our listener, KGYM_TOKEN in
 #       the result, a killed kgym;
 #   (c) kgym survives: every bench exits 0 and every fixture has a result;
-#   (d) no process a fixture started is alive afterwards (their names/command lines carry "kgatk-").
+#   (d) no process a fixture started is alive afterwards (their names/command lines carry "kgatk-");
+#   (e) no descriptor reaches a runner: every bench runs with --out and with files of its caller's open on fds 3
+#       and 7 (p_fd_forge appends a forged result line to every descriptor it holds): both stay intact.
 # Fixtures that kill kgym's process tree or fork hundreds of processes run in benches of their own.
 # Two passes: the default policy, then (where tests/fixtures/hacks/runtime_only.json exists) static findings
 # demoted to warnings, so the runtime checks and the sandbox must stop each attack by themselves.
@@ -91,11 +93,13 @@ ls /dev/shm >"$TMP/shm.before" 2>/dev/null
 cache_snapshot "$TMP/$P.cache.before"
 
 : >"$TMP/tcp.log"
-# bench NAME: runs $TMP/NAME.jsonl; (c) kgym must exit 0 and answer for every fixture.
+# bench NAME: runs $TMP/NAME.jsonl; (c) kgym must exit 0 and answer for every fixture; (e) with its results also
+# written to $TMP/NAME.out and a file of ours open on its fds 3 and 7.
+echo "caller line" >"$TMP/$P.caller"
 bench() {
     n=$1; shift
-    "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/${n#*-}.jsonl" --jobs 2 --json --stage-timeout tiny_run=60 "$@" \
-        >"$TMP/$n.json" 2>"$TMP/$n.err"
+    "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/${n#*-}.jsonl" --jobs 2 --json --stage-timeout tiny_run=60 \
+        --out "$TMP/$n.out" "$@" >"$TMP/$n.json" 2>"$TMP/$n.err" 3>>"$TMP/$P.caller" 7>>"$TMP/$P.caller"
     rc=$?
     if [ $rc -eq 0 ]; then ok "kgym bench survived $n (exit 0)"
     else bad "kgym bench did not survive $n (exit $rc)" "$(tail -5 "$TMP/$n.err")"; fi
@@ -111,6 +115,16 @@ sleep 7
 "$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" "$HOME" >"$TMP/checks" <<'PYEOF'
 import glob, json, os, sys
 manifest, tmp, pass_, markers, token, device, home = sys.argv[1:]
+# (e) the files of kgym's and of its caller's that were open while the runners ran.
+out_lines = [l for n in glob.glob(os.path.join(tmp, pass_ + "-*.out")) for l in open(n).read().splitlines()]
+def forged(line):
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return True
+    return doc.get("task") == "kgatk-p_fd_forge" or not (doc.get("schema") == "kgym.result/1" or "error" in doc)
+forged_out = [l[:120] for l in out_lines if forged(l)]
+caller = open(os.path.join(tmp, pass_ + ".caller")).read()
 cache_before = json.load(open(os.path.join(tmp, pass_ + ".cache.before")))
 cache_after = json.load(open(os.path.join(tmp, pass_ + ".cache.after")))
 # The judge may add compiled kernels to its cache (and launchers to the shared modules) during the pass; nothing
@@ -196,6 +210,8 @@ for line in open(manifest).read().splitlines()[1:]:
         seen.append(f"judge_cache: changed {cache_changed[:3]} planted {planted[:3]}")
     if token in json.dumps(e):
         seen.append("token_leak: KGYM_TOKEN in the result")
+    if "fd_forge" in effects and (forged_out or caller != "caller line\n"):
+        seen.append(f"fd_forge: forged lines in --out {forged_out[:2]}, caller's file now {caller[:200]!r}")
     print(("ok   " if not seen else "FAIL ") + f"{pass_}: {fixture}: no must-not-happen effect ({effects})"
           + ("" if not seen else ": " + "; ".join(seen)))
 PYEOF

@@ -314,7 +314,26 @@ assert run[0]["result"]["verdict"] != "correct"   # an add_one kernel is not a R
 print("ok")'
 fi
 
-# ---- 8. usage errors
+# ---- 8. descriptors: the model's candidate appends a forged result line to every descriptor its process holds
+# (tests/fixtures/attacks/p_fd_forge.py, runtime layer only so that it runs): rollout's output and reply cache,
+# and the files its caller left open on fds 3 and 7, must not take it.
+LOG=$TMP/log8.jsonl; RUN=$TMP/run8.jsonl
+start_server $R/fd_forge.json "$LOG"
+echo "caller line" >"$TMP/fd3.txt"
+rollout --task "$T" --samples 2 --turns 1 --policy tests/fixtures/hacks/runtime_only.json --out "$RUN" \
+    3>>"$TMP/fd3.txt" 7>>"$TMP/fd3.txt" >"$TMP/out8" 2>"$TMP/err8"
+rc=$?
+check "a candidate writing to every descriptor reaches neither the output, the reply cache nor the caller's (exit $rc)" '
+import os
+cache = [json.loads(l) for l in open(sys.argv[1] + ".replies.jsonl")]
+assert len(run) == 2 and all(r["schema"] == "kgym.turn/1" and r["task"] == "add_one" for r in run), run
+assert all(r["result"]["verdict"] != "correct" for r in run)
+assert "p_fd_forge: held" in run[0]["result"]["process"]["stdout"]  # the attack ran
+assert len(cache) == 2 and not any(c.get("task") == "kgatk-p_fd_forge" for c in cache), cache
+assert open(os.path.join(os.path.dirname(sys.argv[1]), "fd3.txt")).read() == "caller line\n"
+print("ok")'
+
+# ---- 9. usage errors
 usage() {
     name=$1; shift
     "$KGYM" rollout "$@" >"$TMP/u.out" 2>"$TMP/u.err"; rc=$?

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -835,11 +836,92 @@ static void runner_uid_never_shared_with_a_dead_kgyms_runner(void)
         waitpid(stale[k], NULL, 0); /* ECHILD when the supervisor's reaper took it: as good */
     }
     json_decref(job);
+/* What kgym holds and its caller left open stays with them (the zygote is started with only its control socket
+ * and standard streams: kg_close_from), and so do secrets in kgym's environment (the zygote's initial
+ * environment is every runner's): a runner that appends a forged line to every descriptor it holds
+ * (tests/fixtures/attacks/p_fd_forge.py) reaches neither a file kgym opened without close-on-exec nor one a
+ * caller passed on fd 3.  Fails without either fix: the runner lists the file among what it holds and writes to
+ * it, and the zygote's /proc/N/environ shows the token. */
+static void descriptors_and_secrets_stay_with_kgym(void)
+{
+    char *dir = NULL;
+    KG_CHECK(kg_temp_dir("kgym-fdtest", &dir, NULL) == KG_OK);
+    kg_buf caller = {0}, ours = {0};
+    kg_buf_printf(&caller, "%s/caller.txt", dir);
+    kg_buf_printf(&ours, "%s/ours.txt", dir);
+    /* Neither has close-on-exec: the caller's as a shell's 7>> (a number of its choosing: this process's low
+     * ones are the test supervisor's), ours as a careless open. */
+    int c = open(caller.data, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    int fdc = c >= 0 ? fcntl(c, F_DUPFD, 100) : -1;
+    int o = open(ours.data, O_WRONLY | O_CREAT | O_APPEND, 0600);
+    KG_CHECK(fdc >= 100 && o > 2 && write(fdc, "caller line\n", 12) == 12 && write(o, "ours\n", 5) == 5);
+    setenv("KGYM_TOKEN", "kgtest-secret-token-4711", 1);
+    setenv("MY_API_KEY", "kgtest-secret-key-4711", 1);
+    setenv("KGYM_SERVE_OWNER", "1:2", 1);
+    kg_supervisor *s = warm_supervisor(0);
+    unsetenv("KGYM_TOKEN");
+    unsetenv("MY_API_KEY");
+    unsetenv("KGYM_SERVE_OWNER");
+    if (s) {
+        /* The zygote: its descriptors and its environment, from outside. */
+        long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%ld/environ", zpid);
+        char *env = NULL;
+        size_t len = 0;
+        KG_CHECK(zpid > 0 && kg_file_read(path, 0, &env, &len, NULL) == KG_OK);
+        for (size_t i = 0; env && i + 1 < len; i++)
+            if (env[i] == '\0')
+                env[i] = '\n';
+        KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, "KGYM_SERVE_OWNER=1:2"));
+        free(env);
+        snprintf(path, sizeof path, "/proc/%ld/fd", zpid);
+        DIR *d = opendir(path);
+        int extra = 0;
+        for (struct dirent *e; d && (e = readdir(d));)
+            if (e->d_name[0] != '.' && atoi(e->d_name) > 3)
+                extra++;
+        if (d)
+            closedir(d);
+        KG_CHECK(d && extra == 0);
+        /* A runner writing to every descriptor it holds. */
+        char *work = NULL;
+        json_t *job = job_for("ok", &work);
+        kg_buf cand = {0};
+        kg_buf_printf(&cand, "%s/tests/fixtures/attacks/p_fd_forge.py", KG_SOURCE_ROOT);
+        json_object_set_new(job, "candidate", json_string(cand.data));
+        kg_child_limits l = limits();
+        kg_child_report rep;
+        kg_error err;
+        KG_CHECK(kg_supervisor_run(s, job, &l, &rep, &err) == KG_OK);
+        KG_CHECK(rep.out.head && strstr(rep.out.head, "p_fd_forge: held") && strstr(rep.out.head, "landed []"));
+        kg_child_report_free(&rep);
+        json_decref(job);
+        kg_buf_free(&cand);
+        kg_remove_tree(work);
+        free(work);
+        close_warm_supervisor(s);
+    }
+    char *got = NULL;
+    KG_CHECK(kg_file_read(caller.data, 0, &got, NULL, NULL) == KG_OK && got && !strcmp(got, "caller line\n"));
+    free(got);
+    got = NULL;
+    KG_CHECK(kg_file_read(ours.data, 0, &got, NULL, NULL) == KG_OK && got && !strcmp(got, "ours\n"));
+    free(got);
+    if (fdc >= 0)
+        close(fdc);
+    if (c >= 0)
+        close(c);
+    if (o >= 0)
+        close(o);
+    kg_buf_free(&caller);
+    kg_buf_free(&ours);
     kg_remove_tree(dir);
     free(dir);
 }
 
 static const kg_test_case cases[] = {
+    {"descriptors_and_secrets_stay_with_kgym", descriptors_and_secrets_stay_with_kgym},
     {"outside_stages_limit", outside_stages_limit},
     {"runner_uid_stragglers_are_killed", runner_uid_stragglers_are_killed},
     {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
