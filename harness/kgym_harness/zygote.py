@@ -93,7 +93,12 @@ def _serve(control, device):
         intermediate = os.fork()
         if intermediate == 0:
             try:
-                os.close(pid_r)
+                # The child gets the request's descriptors and nothing else of ours: not the control socket,
+                # not whatever this process may hold (docs/threat-model.md, descriptors).
+                from .runner import sandbox
+
+                control.detach()  # its descriptor goes below; the object must never close another one later
+                sandbox.close_descriptors([pid_w, *fds, *sandbox.LIBRARY_FDS])
                 notes = []
                 if what == b"runner":
                     # runner-bare (the job's sandbox or its namespaces off): no PID namespace, since without
@@ -104,7 +109,6 @@ def _serve(control, device):
                 child_pid = os.fork()
                 if child_pid == 0:
                     os.close(pid_w)
-                    control.close()
                     if what in (b"runner", b"runner-bare"):
                         from .runner import runner
 
@@ -139,6 +143,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     # A terminal's Ctrl-C belongs to the supervisor, which stops us.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # Only the control socket and the standard streams: kgym closes the rest before it executes us
+    # (src/supervisor/zygote.c); this holds whoever started the zygote.
+    from .runner import sandbox
+
+    sandbox.close_descriptors([args.control_fd])
     control = socket.socket(fileno=args.control_fd)
     # `python -m` puts the working directory (often a repository root) first on sys.path, and every
     # sys.path entry is readable for the runner (sandbox.apply_runner): only the interpreter's own paths and
@@ -152,6 +161,7 @@ def main(argv=None):
         print(f"kgym zygote: import failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     info["device"] = args.device
+    info["library_fds"] = sorted(sandbox.note_library_descriptors(args.control_fd))
     control.sendall(("ready " + json.dumps(info) + "\n").encode())
     _serve(control, args.device)
     return 0

@@ -110,7 +110,14 @@ def _io_uring_setup():
 def world(monkeypatch):
     """What lies outside the runner: a secret file beside (not in) the workdir, a listening TCP socket, a token
     in the environment, a repository file not on sys.path."""
+    from kgym_harness.judge import child
+
     workdir = tempfile.mkdtemp(prefix="kgym-runner-", dir="/var/tmp")
+    # Laid out as the judge does it (transport.py): src/ holds the checked source, run/ is the runner's own.
+    job = {"workdir": workdir, "runner_uid": RUNNER_UID, "candidate": "candidate.py"}
+    child._prepare_workdir(job)
+    source_bytes = b"import torch\n\n\nclass ModelNew(torch.nn.Module):\n    pass\n"
+    source = child._write_source(job, source_bytes)
     outside = tempfile.mkdtemp(prefix="kgym-outside-", dir="/var/tmp")
     os.chmod(outside, 0o755)
     secret = os.path.join(outside, "secret.txt")
@@ -130,8 +137,9 @@ def world(monkeypatch):
     monkeypatch.setenv("TRITON_DEBUG_TOKEN", "abc")
     probe = f"kgym_probe_{os.getpid()}"
     lst.setblocking(False)  # accept() raises BlockingIOError while nobody has connected
-    yield dict(workdir=workdir, secret=secret, repo_file=repo_file, port=lst.getsockname()[1], parent=os.getpid(),
-               probe=probe, listener=lst)
+    yield dict(workdir=workdir, run=os.path.join(workdir, "run"), src=os.path.dirname(source), source=source,
+               source_bytes=source_bytes, secret=secret, repo_file=repo_file, port=lst.getsockname()[1],
+               parent=os.getpid(), probe=probe, listener=lst)
     lst.close()
     shutil.rmtree(workdir, ignore_errors=True)
     shutil.rmtree(outside, ignore_errors=True)
@@ -164,6 +172,8 @@ def _lockdown(world, rep, device="cpu", seccomp=True):
     job = {"workdir": world["workdir"], "device": device, "sandbox": {} if seccomp else {"seccomp": False}}
     rep["tmp_kept"] = _kept_in_tmp()
     rep["ns"] = sandbox.enter_runner_namespaces(world["workdir"], [], active, warnings)
+    if rep["ns"]:
+        sandbox.mount_workdir(world["workdir"], RUNNER_UID, job, active, warnings)
     rep["pid_in_ns"] = os.getpid()
     rep["ppid_in_ns"] = os.getppid()
     rep["tmp_listing"] = os.listdir("/tmp")
@@ -175,7 +185,7 @@ def _lockdown(world, rep, device="cpu", seccomp=True):
     s.settimeout(5)
     rep["netns_connect_errno"] = _errno_of(lambda: s.connect(("127.0.0.1", world["port"])))
     s.close()
-    sandbox.prepare_dir_for(world["workdir"], RUNNER_UID, RUNNER_UID, warnings)
+    sandbox.prepare_dir_for(world["run"], RUNNER_UID, RUNNER_UID, warnings)
     rep["dropped"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
     sandbox.apply_runner(job, active, warnings)
     rep["active"], rep["warnings"] = active, warnings
@@ -465,7 +475,7 @@ def test_runner_is_locked_down_and_honest_work_still_runs(world):
             t.join()
         rep["threads"] = sorted(seen)
         rep["pthread_kill_errno"] = _errno_of(lambda: signal.pthread_kill(threading.get_ident(), 0))
-        path = os.path.join(world["workdir"], "scratch.txt")
+        path = os.path.join(world["run"], "scratch.txt")
         with open(path, "w") as f:
             f.write("hello")
         rep["workdir_rw"] = open(path).read()
@@ -499,16 +509,21 @@ def test_runner_is_locked_down_and_honest_work_still_runs(world):
     assert w["parent"] not in rep["proc_pids"] and rep["proc_pids"] == [1], rep["proc_pids"]
     assert rep["ppid_in_ns"] == 0
     assert "KGYM_TOKEN" not in rep["env"] and "MY_API_KEY" not in rep["env"] and "TRITON_DEBUG_TOKEN" not in rep["env"]
-    assert rep["env"]["HOME"] == w["workdir"] and rep["env"]["TMPDIR"] == os.path.join(w["workdir"], "tmp")
+    assert rep["env"]["HOME"] == w["run"] and rep["env"]["TMPDIR"] == os.path.join(w["run"], "tmp")
     assert rep["env"].get("TRITON_INTERPRET") == "1"
     assert rep["uid"] == [RUNNER_UID, RUNNER_UID, RUNNER_UID, []]
     # The honest path.
     assert rep["triton_ok"] is True
     assert rep["threads"] == [0, 1, 4, 9] and rep["pthread_kill_errno"] == 0
-    assert rep["workdir_rw"] == "hello" and rep["tempfile"].startswith(w["workdir"])
+    assert rep["workdir_rw"] == "hello" and rep["tempfile"].startswith(w["run"])
     assert rep["kill_self_errno"] == 0 and rep["kill_group_errno"] == 0
-    assert os.stat(w["workdir"]).st_uid == RUNNER_UID
+    assert os.stat(w["run"]).st_uid == RUNNER_UID
     assert not _sandbox_warnings(rep["warnings"]), rep["warnings"]
+    # What the runner wrote lay in its own tmpfs: the host's folder under it stays empty.
+    assert os.listdir(w["run"]) == []
+    for name in ("source_readonly", "import_path", "workdir_limit"):
+        assert any(x.startswith(name + ":") for x in rep["active"]), (name, rep["active"])
+        assert not any(x.startswith(name + ":") for x in rep["warnings"]), (name, rep["warnings"])
 
 
 def test_cuda_runner_may_start_processes_and_programs(world):
@@ -529,16 +544,16 @@ def test_cuda_runner_may_start_processes_and_programs(world):
         import threading
 
         # What Triton does for each launcher stub: gcc (cc1, as, collect2, ld) builds a shared object.
-        src = os.path.join(world["workdir"], "stub.c")
+        src = os.path.join(world["run"], "stub.c")
         with open(src, "w") as f:
             f.write("int kgym_stub(void) { return 42; }\n")
-        so = os.path.join(world["workdir"], "stub.so")
+        so = os.path.join(world["run"], "stub.so")
         built = subprocess.run([cc, "-shared", "-fPIC", "-O1", "-o", so, src], capture_output=True, text=True) \
             if cc else None
         rep["subprocess"] = "" if not cc else (str(ctypes.CDLL(so).kgym_stub()) if built.returncode == 0
                                                 else "failed: " + built.stderr[-500:])
         rep["shell_errno"] = _errno_of(lambda: subprocess.run(["/bin/sh", "-c", "echo shell"]))
-        script = os.path.join(world["workdir"], "mine.sh")
+        script = os.path.join(world["run"], "mine.sh")
         with open(script, "w") as f:
             f.write("#!/bin/sh\necho mine\n")
         os.chmod(script, 0o755)
@@ -643,7 +658,7 @@ def test_trusted_triton_modules_are_read_only_for_the_runner(world, device, drop
             rep["loaded"] = ctypes.CDLL(so).kgym_trusted()
             # What the runner's Triton asks, in its sandbox: the directory still judged safe, the module served.
             rep["modules_dir"] = tritoncache.modules_dir()
-            os.environ["TRITON_CACHE_DIR"] = os.path.join(world["workdir"], "triton-cache")
+            os.environ["TRITON_CACHE_DIR"] = os.path.join(world["run"], "triton-cache")
             reader = tritoncache.reader_class(mods)("KEY")
             rep["served"] = reader.get_file(os.path.basename(so))
         rep["overwrite_errno"] = _errno_of(lambda: open(so, "r+b").write(b"x"))
@@ -784,10 +799,14 @@ def test_environment_allowlist():
 def test_workdir_and_cache_under_tmp_stay_reachable(world):
     """A workdir and a shared (Triton) cache under /tmp are bound back at the same paths after /tmp is covered;
     the rest of the host's /tmp is gone; the cache listed in sandbox.writable can be written."""
+    from kgym_harness.judge import child
+
     base = tempfile.mkdtemp(prefix="kgym-tmpcase-", dir="/tmp")
     os.chmod(base, 0o755)
     workdir, cache = os.path.join(base, "work"), os.path.join(base, "triton-cache")
     os.mkdir(workdir)
+    child._prepare_workdir({"workdir": workdir, "runner_uid": RUNNER_UID})
+    run = os.path.join(workdir, "run")
     os.mkdir(cache, 0o1777)
     os.chmod(cache, 0o1777)
     with open(os.path.join(cache, "entry"), "w") as f:
@@ -804,13 +823,13 @@ def test_workdir_and_cache_under_tmp_stay_reachable(world):
         rep["base_listing"] = sorted(os.listdir(base))
         rep["other_exists"] = os.path.exists(other)
         rep["tmp_listing"] = os.listdir("/tmp")
-        sandbox.prepare_dir_for(workdir, RUNNER_UID, RUNNER_UID, warnings)
+        sandbox.prepare_dir_for(run, RUNNER_UID, RUNNER_UID, warnings)
         sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
         sandbox.apply_runner({"workdir": workdir, "sandbox": {"writable": [cache]}}, active, warnings)
         rep["cache_read"] = open(os.path.join(cache, "entry")).read()
         with open(os.path.join(cache, "new"), "w") as f:
             f.write("x")
-        with open(os.path.join(workdir, "w.txt"), "w") as f:
+        with open(os.path.join(run, "w.txt"), "w") as f:
             f.write("y")
         rep["warnings"] = warnings
 
@@ -821,7 +840,7 @@ def test_workdir_and_cache_under_tmp_stay_reachable(world):
         assert rep["base_listing"] == ["triton-cache", "work"] and rep["other_exists"] is False
         assert sorted(rep["tmp_listing"]) == sorted({os.path.basename(base), *rep["tmp_kept"]})
         assert rep["cache_read"] == "cached"
-        assert os.path.exists(os.path.join(cache, "new")) and os.path.exists(os.path.join(workdir, "w.txt"))
+        assert os.path.exists(os.path.join(cache, "new")) and os.path.exists(os.path.join(run, "w.txt"))
         assert not [x for x in rep["warnings"] if "landlock" in x or "seccomp" in x or "not" in x], rep["warnings"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -842,3 +861,277 @@ def test_runner_programs_are_the_toolchain_only(tmp_path, monkeypatch):
     if cc:
         assert os.path.realpath(cc) in progs
     assert any("ld-linux" in p for p in progs), progs
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Checked bytes = executed bytes: the source folder the judge writes (transport.source_path) cannot be changed by
+# the runner, whichever guard stands (sandbox._write_guards); the runner's folder is a limited tmpfs; nothing it
+# can write is on its import path; only the descriptors it was meant to get are open.
+# ---------------------------------------------------------------------------------------------------------------
+
+def _rewrite_routes(path, scratch):
+    """Every way a process can change what ``path`` holds or names: (name, action) pairs; each raises OSError
+    when refused."""
+    import mmap
+
+    folder = os.path.dirname(path)
+    payload = b"REWRITTEN = 1\n"
+
+    def spare():
+        p = os.path.join(scratch, "spare.py")
+        with open(p, "wb") as f:
+            f.write(payload)
+        return p
+
+    def write():
+        with open(path, "wb") as f:
+            f.write(payload)
+
+    def rplus():
+        with open(path, "r+b") as f:
+            f.write(payload)
+
+    def append():
+        with open(path, "ab") as f:
+            f.write(payload)
+
+    def os_write():
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, payload)
+        finally:
+            os.close(fd)
+
+    def truncate():
+        os.truncate(path, 1)
+
+    def chmod_write():
+        os.chmod(path, 0o666)
+        rplus()
+
+    def chmod_folder_create():
+        os.chmod(folder, 0o777)
+        create()
+
+    def proc_reopen():
+        with open(path, "rb") as ro:
+            with open(f"/proc/self/fd/{ro.fileno()}", "r+b") as f:
+                f.write(payload)
+
+    def mmap_shared():
+        fd = os.open(path, os.O_RDWR)
+        try:
+            with mmap.mmap(fd, 1, mmap.MAP_SHARED, mmap.PROT_WRITE) as m:
+                m[:1] = b"#"
+        finally:
+            os.close(fd)
+
+    def unlink():
+        os.unlink(path)
+
+    def replace():
+        os.replace(spare(), path)
+
+    def symlink():
+        os.symlink(spare(), path + ".link")
+        os.replace(path + ".link", path)
+
+    def hardlink_out():
+        link = os.path.join(scratch, "hl.py")
+        os.link(path, link)
+        with open(link, "r+b") as f:
+            f.write(payload)
+
+    def create():
+        with open(os.path.join(folder, "planted.py"), "wb") as f:
+            f.write(payload)
+
+    def pycache():
+        os.mkdir(os.path.join(folder, "__pycache__"))
+
+    def rename_folder():
+        os.rename(folder, folder + ".old")
+
+    def rename_workdir():
+        parent = os.path.dirname(folder)
+        os.rename(parent, parent + ".old")
+
+    return [(f.__name__, f) for f in (write, rplus, append, os_write, truncate, chmod_write, chmod_folder_create,
+                                      proc_reopen, mmap_shared, unlink, replace, symlink, hardlink_out, create,
+                                      pycache, rename_folder, rename_workdir)]
+
+
+# Which guards each configuration leaves standing: the full runner sequence has all three; each other one
+# keeps one alone (the others switched off); "none" keeps none, and there the routes must work (the test could
+# fail) and the runner must say so.
+_GUARD_MODES = {
+    "runner": ("Landlock", "read-only mount", "uid"),
+    "landlock": ("Landlock",),
+    "uid": ("uid",),
+    "mount": ("read-only mount",),
+    "none": (),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(_GUARD_MODES))
+def test_checked_source_cannot_be_changed_by_the_runner(mode):
+    from kgym_harness.judge import child
+
+    # Under /tmp, as kgym's workdirs are: the runner's view binds the workdir back there (a mount point), which
+    # is what lets a read-only mount stand alone even for a process left as root.
+    workdir = base = tempfile.mkdtemp(prefix="kgym-srccase-", dir="/tmp")
+    job = {"workdir": workdir, "runner_uid": RUNNER_UID, "candidate": "candidate.py",
+           "sandbox": {"landlock": mode in ("runner", "landlock")}}
+    child._prepare_workdir(job)
+    original = b"import torch\n\nCHECKED = True\n"
+    path = child._write_source(job, original)
+    run = os.path.join(workdir, "run")
+
+    def runner(rep):
+        import sys
+
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
+        active, warnings = [], []
+        if mode in ("runner", "mount", "uid"):
+            # (the uid alone still needs the namespace: the interpreter under /root is reachable only there)
+            rep["ns"] = sandbox.enter_runner_namespaces(workdir, [], active, warnings)
+        if mode in ("runner", "mount"):
+            sandbox.mount_workdir(workdir, RUNNER_UID if mode == "runner" else None, job, active, warnings)
+        if mode in ("runner", "uid"):
+            sandbox.prepare_dir_for(run, RUNNER_UID, RUNNER_UID, warnings)
+            rep["dropped"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+        sandbox.apply_runner(job, active, warnings)
+        rep["active"], rep["warnings"] = active, warnings
+        scratch = os.environ["TMPDIR"]
+        rep["routes"] = {}
+        for name, action in _rewrite_routes(path, scratch):
+            try:
+                action()
+                rep["routes"][name] = "landed"
+            except OSError as exc:
+                rep["routes"][name] = errno.errorcode.get(exc.errno, str(exc.errno))
+
+    try:
+        rep = _collect(lambda rep: _in_new_pid_ns(runner, rep) if mode in ("runner", "mount", "uid") else runner(rep))
+        said = next((x for x in rep["active"] if x.startswith("source_readonly:")), "")
+        warned = [x for x in rep["warnings"] if x.startswith("source_readonly:")]
+        if mode == "none":
+            # Nothing guards the folder: the runner says so, and the routes do land (so the assertions of the
+            # other modes can fail).
+            assert warned and not said, rep
+            assert "landed" in rep["routes"].values(), rep["routes"]
+            return
+        assert said and not warned, rep["warnings"]
+        for guard in ("Landlock", "read-only mount", "uid"):
+            assert (guard in said) == (guard in _GUARD_MODES[mode]), (guard, said)
+        assert "landed" not in rep["routes"].values(), rep["routes"]
+        # From outside: the bytes, the folder's entries and modes are the judge's.
+        with open(path, "rb") as f:
+            assert f.read() == original
+        assert os.listdir(os.path.dirname(path)) == ["candidate.py"] and sorted(os.listdir(base)) == ["run", "src"]
+        if mode != "landlock":  # Landlock does not cover chmod (a runner left as root may change modes, not bytes)
+            assert os.stat(path).st_mode & 0o777 == 0o440 and os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o550
+    finally:
+        for root, dirs, _files in os.walk(base):
+            for d in dirs:
+                os.chmod(os.path.join(root, d), 0o700)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_runner_folder_is_a_limited_tmpfs(world):
+    """run/ and /dev/shm are private tmpfs of the job's size and file count: a runner that fills either meets
+    ENOSPC, and nothing of it reaches the host's disk."""
+    limits = {"workdir_bytes": 4 << 20, "workdir_files": 64}
+
+    def runner(rep):
+        active, warnings = [], []
+        job = {"workdir": world["workdir"], "sandbox": dict(limits)}
+        rep["ns"] = sandbox.enter_runner_namespaces(world["workdir"], [], active, warnings,
+                                                    limits=sandbox.workdir_limits(job))
+        sandbox.mount_workdir(world["workdir"], RUNNER_UID, job, active, warnings)
+        sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
+        sandbox.apply_runner(job, active, warnings)
+        rep["active"], rep["warnings"] = active, warnings
+        for where in (world["run"], "/dev/shm"):
+            written, err = 0, None
+            try:
+                with open(os.path.join(where, "big"), "wb") as f:
+                    while written < (16 << 20):
+                        f.write(b"x" * (1 << 20))
+                        f.flush()
+                        written += 1 << 20
+            except OSError as exc:
+                err = exc.errno
+            made, err_files = 0, None
+            try:
+                while made < 1000:
+                    open(os.path.join(where, f"f{made}"), "wb").close()
+                    made += 1
+            except OSError as exc:
+                err_files = exc.errno
+            rep[where] = {"written": written, "errno": err, "files": made, "files_errno": err_files}
+
+    rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
+    assert rep["ns"], rep["warnings"]
+    said = next(x for x in rep["active"] if x.startswith("workdir_limit:"))
+    assert "4 MiB and 64 files" in said, said
+    for where in (world["run"], "/dev/shm"):
+        r = rep[where]
+        assert r["errno"] == errno.ENOSPC and r["written"] <= (4 << 20), (where, r)
+        assert r["files_errno"] == errno.ENOSPC and r["files"] <= 64, (where, r)
+    assert os.listdir(world["run"]) == []
+
+
+def test_import_path_holds_nothing_the_runner_can_write(world):
+    """sys.path entries beneath the runner's writable folders, '' and relative entries are taken off; with
+    nothing guarding the rest (root, no Landlock) the runner says the import path is open."""
+    def child_proc(rep, landlock):
+        import sys
+
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
+        sys.path[:0] = ["", "relative/dir", world["run"], os.path.join(world["run"], "tmp")]
+        active, warnings = [], []
+        sandbox.apply_runner({"workdir": world["workdir"], "sandbox": {"landlock": landlock}}, active, warnings)
+        rep["path"], rep["active"], rep["warnings"] = list(sys.path), active, warnings
+        rep["dont_write_bytecode"] = sys.dont_write_bytecode
+
+    rep = _collect(lambda rep: child_proc(rep, True))
+    assert not any(p in ("", "relative/dir") or p.startswith(world["run"]) for p in rep["path"]), rep["path"]
+    said = next(x for x in rep["active"] if x.startswith("import_path:"))
+    assert "taken off it" in said and repr(world["run"]) in said, said
+    assert rep["dont_write_bytecode"] is True
+    rep = _collect(lambda rep: child_proc(rep, False))
+    assert any(x.startswith("import_path: not active") for x in rep["warnings"]), rep["warnings"]
+
+
+def test_close_descriptors_keeps_only_what_is_named():
+    """What the runner (and the zygote's intermediate) do first: every descriptor but the named ones and 0-2 is
+    closed, whatever its number."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            extra = os.open("/dev/null", os.O_RDONLY)
+            high = os.dup2(extra, 200, inheritable=True)
+            closed = sandbox.close_descriptors([w])
+
+            def is_open(fd):
+                try:
+                    os.fstat(fd)
+                    return True
+                except OSError:
+                    return False
+
+            os.write(w, json.dumps({"closed": closed, "open": [fd for fd in (r, extra, high, 0, 1, 2) if is_open(fd)],
+                                    "w": is_open(w), "r": r, "extra": extra, "high": high}).encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 4096):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    rep = json.loads(data)
+    assert rep["w"] and rep["open"] == [0, 1, 2], rep
+    assert rep["closed"] >= 3, rep

@@ -55,6 +55,11 @@ typedef struct kg_eval_options {
     double coverage_floor;     /* GPU profiling: least share of device time in the candidate's own kernels
                                 * (0 = not checked; profiling is the GPU-measurement issue's work) */
     int sandbox;               /* seccomp + rlimits in the child (default 1) */
+    /* The runner's writable folder (and its /dev/shm): a private tmpfs of this many bytes and files each
+     * (1 GiB, 10,000; docs/threat-model.md).  Where the runner gets no mount namespace the limit cannot be
+     * applied, and the result's sandbox.warnings says so ("workdir_limit"). */
+    unsigned long long workdir_bytes;
+    long workdir_files;
 } kg_eval_options;
 
 /* The child's stages in order: "parse", "static", "compile", "tiny_run",

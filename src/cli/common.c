@@ -25,6 +25,7 @@ enum {
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
+    OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
     OPT_DEVICE_MEMORY, OPT_WARM
 };
 
@@ -62,6 +63,8 @@ const struct option kg_cli_eval_longopts[] = {
     {"no-profile", no_argument, NULL, OPT_NO_PROFILE},
     {"reference-cache", required_argument, NULL, OPT_REFERENCE_CACHE},
     {"timing-round-ms", required_argument, NULL, OPT_TIMING_ROUND_MS},
+    {"workdir-size", required_argument, NULL, OPT_WORKDIR_SIZE},
+    {"workdir-files", required_argument, NULL, OPT_WORKDIR_FILES},
 };
 const size_t kg_cli_eval_longopt_count = sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0];
 
@@ -96,6 +99,8 @@ const char kg_cli_eval_help[] =
     "  --hack-penalty X    reward of verdict hacked (0; e.g. -1 to punish cheating)\n"
     "  --coverage-floor X  GPU: least share (0..1) of device time in the candidate's own kernels (off)\n"
     "  --no-sandbox        no seccomp/rlimits in the evaluation process (debugging only)\n"
+    "  --workdir-size B    the candidate's writable folder (and its /dev/shm): a tmpfs of B bytes (1G)\n"
+    "  --workdir-files N   ... holding at most N files and folders (10000)\n"
     "  --timing-warmup N   GPU: untimed calls of each model before timing (10) when --timing-round-ms\n"
     "                      is 0; otherwise the first round warms up for 250 ms (at least 2 calls)\n"
     "  --timing-rounds N   GPU: rounds of timed calls, each in an exclusive GPU window (3)\n"
@@ -320,6 +325,16 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         o->coverage_floor = d;
         return 1;
     case OPT_NO_SANDBOX: o->sandbox = 0; return 1;
+    case OPT_WORKDIR_SIZE:
+        if (parse_bytes(arg, &b) || b < (1ull << 20) || b > (1ull << 40))
+            return BAD("--workdir-size needs bytes from 1M to 1T (e.g. 1G), not \"%s\"", arg);
+        o->workdir_bytes = b;
+        return 1;
+    case OPT_WORKDIR_FILES:
+        if (parse_long(arg, &l) || l < 64 || l > 100000000L)
+            return BAD("--workdir-files needs a count from 64 to 100000000, not \"%s\"", arg);
+        o->workdir_files = l;
+        return 1;
     case OPT_TIMING_ITERS:
         if (parse_long(arg, &l) || l < 1 || l > 100000)
             return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
@@ -536,6 +551,8 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.hack_penalty = given.hack_penalty;
     f->opts.coverage_floor = given.coverage_floor;
     f->opts.sandbox = given.sandbox;
+    f->opts.workdir_bytes = given.workdir_bytes;
+    f->opts.workdir_files = given.workdir_files;
     f->opts.timing_iters = given.timing_iters;
     f->opts.timing_warmup = given.timing_warmup;
     f->opts.timing_round_ms = given.timing_round_ms;

@@ -69,6 +69,8 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->hack_penalty = 0.0;
     o->coverage_floor = 0.0;
     o->sandbox = 1;
+    o->workdir_bytes = 1ull << 30;
+    o->workdir_files = 10000;
 }
 
 int kg_eval_make_nonce(char out[33], kg_error *err)
@@ -294,8 +296,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                             opts->coverage_floor > 0 ? json_real(opts->coverage_floor) : json_null());
         /* The runner's sandbox (docs/threat-model.md): namespaces, uid, seccomp and Landlock on reads and
          * writes, on every device; --no-sandbox turns all of it off (debugging only). */
-        json_object_set_new(job, "sandbox", json_pack("{s:b, s:b, s:b}", "enabled", opts->sandbox != 0, "seccomp",
-                                                      opts->sandbox != 0, "landlock", opts->sandbox != 0));
+        json_object_set_new(job, "sandbox", json_pack("{s:b, s:b, s:b, s:I, s:I}", "enabled", opts->sandbox != 0,
+                                                      "seccomp", opts->sandbox != 0, "landlock", opts->sandbox != 0,
+                                                      "workdir_bytes", (json_int_t)opts->workdir_bytes,
+                                                      "workdir_files", (json_int_t)opts->workdir_files));
         timeouts = json_object();
         for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
             json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));
@@ -356,11 +360,11 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
             json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", "reference_cache_samples",
                                                           "reference_ms", talk.cached_reference_ms));
-        /* The candidate's file as the runner wrote it (a warm pair's workdir is its own): its tracebacks
-         * name that path. */
+        /* The candidate's file as the judge wrote it for the runner, in the workdir the pair ran in (a warm
+         * pair's is its own): <workdir>/src/<name> (harness transport.source_path), the name its tracebacks
+         * carry. */
         kg_buf ran = {0};
-        if (rep.workdir && *rep.workdir && strcmp(rep.workdir, dir) != 0)
-            kg_buf_printf(&ran, "%s/candidate.py", rep.workdir);
+        kg_buf_printf(&ran, "%s/src/candidate.py", rep.workdir && *rep.workdir ? rep.workdir : dir);
         rc = kg_eval_build_result(opts, req, &rep, ran.data ? ran.data : path.data, stage, result, err);
         kg_buf_free(&ran);
         /* Only a clean run's reference times are kept: a candidate caught cheating may have slowed the

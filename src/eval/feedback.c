@@ -16,7 +16,7 @@ static const char *str(const json_t *o, const char *key)
     return s ? s : "";
 }
 
-static void add_error(kg_buf *b, const json_t *error)
+static void add_error(kg_buf *b, const json_t *error, const kg_eval_options *opts)
 {
     if (!json_is_object(error))
         return;
@@ -24,6 +24,13 @@ static void add_error(kg_buf *b, const json_t *error)
     kg_buf_printf(b, "\n%s: %.*s", str(error, "type"), (int)(strlen(msg) > 1200 ? 1200 : strlen(msg)), msg);
     if (*str(error, "cause_type") && strcmp(str(error, "cause_type"), str(error, "type")))
         kg_buf_printf(b, "\ncaused by %s: %.600s", str(error, "cause_type"), str(error, "cause_message"));
+    /* ENOSPC in the runner is its own folder's limit (a tmpfs: harness sandbox.mount_workdir), never the host's
+     * disk: said, with the limit, so that the model writes less (a kernel needs no files at all). */
+    if (opts && (strstr(msg, "No space left on device") || strstr(str(error, "cause_message"),
+                                                                  "No space left on device")))
+        kg_buf_printf(b, "\nThe evaluation's writable folder is limited to %.4g MiB and %ld files (and so is "
+                         "its /dev/shm): your code filled it. A Triton kernel module needs to write no files.",
+                      (double)opts->workdir_bytes / (1024.0 * 1024.0), opts->workdir_files);
     size_t i;
     json_t *f;
     const json_t *frames = json_object_get(error, "frames");
@@ -128,7 +135,6 @@ static void add_hacks(kg_buf *b, const json_t *hacks)
 
 char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
 {
-    (void)opts;
     kg_buf b = {0};
     const char *verdict = str(result, "verdict");
     const json_t *stage = failed_stage(result);
@@ -167,7 +173,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         else
             kg_buf_printf(&b, "Your code is not acceptable: %s.", detail);
         if (!strcmp(sname, "parse"))
-            add_error(&b, error);
+            add_error(&b, error, opts);
     } else if (!strcmp(verdict, "timeout")) {
         kg_buf_printf(&b, "Stage %s did not finish within %g s and was killed. Look for an infinite "
                           "loop, a kernel launched with an enormous grid, or a loop bound that never "
@@ -175,7 +181,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else if (!strcmp(verdict, "compile_error")) {
         kg_buf_printf(&b, "Your module failed to %s.",
                       !strcmp(sname, "compile") ? "import or construct ModelNew" : "compile a Triton kernel");
-        add_error(&b, error);
+        add_error(&b, error, opts);
         if (!json_is_object(error) && *detail)
             kg_buf_printf(&b, "\n%s", detail);
     } else if (!strcmp(verdict, "runtime_error")) {
@@ -212,7 +218,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         }
         else
             kg_buf_printf(&b, "The evaluation process ended during stage %s: %s.", sname, detail);
-        add_error(&b, error);
+        add_error(&b, error, opts);
         if (!json_is_object(error))
             add_output_tail(&b, process);
     } else if (!strcmp(verdict, "incorrect")) {

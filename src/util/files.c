@@ -130,10 +130,23 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return 0;
 }
 
+static int open_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)ftw;
+    if (flag == FTW_D || flag == FTW_DNR)
+        chmod(path, (st->st_mode & 07777) | S_IRWXU);
+    return 0;
+}
+
 int kg_remove_tree(const char *path)
 {
     if (!path || !*path || strcmp(path, "/") == 0)
         return KG_ERR_INVALID;
+    /* First every folder opened to its owner, parents before children: an evaluation's source folder is
+     * read-only on purpose (the runner must not change the checked source; when kgym is not root the runner
+     * runs as our uid and could leave a 0000 folder), and a file in a read-only folder cannot be removed.
+     * Only our own folders change (chmod needs ownership or root); symlinks are never followed. */
+    nftw(path, open_entry, 16, FTW_PHYS);
     /* FTW_DEPTH: children before parents; FTW_PHYS: never follow a symlink a
      * candidate may have planted pointing outside its folder. */
     return nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) == 0 ? KG_OK : KG_ERR_IO;

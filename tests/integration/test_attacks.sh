@@ -30,6 +30,9 @@ ALONE="p_kill_parent.py p_kill_all.py p_fork_bomb.py"
 JUDGE_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kgym/judge-triton"
 if [ "$(id -u)" = 0 ]; then MODULES_CACHE=/var/cache/kgym/triton-modules
 else MODULES_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/kgym/triton-modules"; fi
+# Every directory the harness's Python imports from, as it starts (the s_rewrite_* fixtures try to plant modules,
+# .pth files and bytecode there): nothing named kgatk* may appear in one.
+IMPORT_DIRS=$("$PY" -c 'import sys; print("\n".join(p for p in sys.path if p))'; echo "$(pwd)/harness")
 # cache_snapshot FILE: path and SHA-256 of every file under both caches (empty when there is none yet).
 cache_snapshot() {
     "$PY" - "$JUDGE_CACHE" "$MODULES_CACHE" >"$1" <<'PYEOF'
@@ -112,9 +115,12 @@ cache_snapshot "$TMP/$P.cache.after"
 sleep 7
 
 # (a), (b), (c) per fixture.
-"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" "$HOME" >"$TMP/checks" <<'PYEOF'
+"$PY" - "$M" "$TMP" "$P" "$MARKERS" "$TOKEN" "$DEVICE" "$HOME" "$IMPORT_DIRS" >"$TMP/checks" <<'PYEOF'
 import glob, json, os, sys
-manifest, tmp, pass_, markers, token, device, home = sys.argv[1:]
+manifest, tmp, pass_, markers, token, device, home, import_dirs = sys.argv[1:]
+# Modules, .pth files or bytecode planted where Python imports from (outlive the evaluation: the next zygote).
+import_planted = sorted(p for d in import_dirs.splitlines() if d
+                        for p in glob.glob(os.path.join(d, "kgatk*")) + glob.glob(os.path.join(d, "__pycache__", "kgatk*")))
 # (e) the files of kgym's and of its caller's that were open while the runners ran.
 out_lines = [l for n in glob.glob(os.path.join(tmp, pass_ + "-*.out")) for l in open(n).read().splitlines()]
 def forged(line):
@@ -210,8 +216,17 @@ for line in open(manifest).read().splitlines()[1:]:
         seen.append(f"judge_cache: changed {cache_changed[:3]} planted {planted[:3]}")
     if token in json.dumps(e):
         seen.append("token_leak: KGYM_TOKEN in the result")
+    if "import_path" in effects and [p for p in import_planted if name in p]:
+        seen.append(f"import_path: {[p for p in import_planted if name in p][:3]}")
     if "fd_forge" in effects and (forged_out or caller != "caller line\n"):
         seen.append(f"fd_forge: forged lines in --out {forged_out[:2]}, caller's file now {caller[:200]!r}")
+    # A candidate that fills its folder: the folder is limited (its KGATK-EFFECT line otherwise) and, where the
+    # limit was in force and the fixture ran, the feedback says so.
+    limited = any(a.startswith("workdir_limit:") for a in (r.get("sandbox") or {}).get("active") or [])
+    if "workdir_feedback" in effects and limited and "p_fill_workdir:" in out and \
+            "writable folder is limited" not in (r.get("feedback") or ""):
+        seen.append("workdir_feedback: the feedback does not name the folder's limit: "
+                    + str(r.get("feedback"))[:200])
     print(("ok   " if not seen else "FAIL ") + f"{pass_}: {fixture}: no must-not-happen effect ({effects})"
           + ("" if not seen else ": " + "; ".join(seen)))
 PYEOF

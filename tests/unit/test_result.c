@@ -234,6 +234,42 @@ static void frames_outside_candidate_are_dropped(void)
     json_decref(r);
 }
 
+/* A candidate that fills the runner's folder (a size-limited tmpfs: harness sandbox.mount_workdir) gets its
+ * error and a line naming the limit (kgym's options), never a claim about the host's disk. */
+static void full_workdir_feedback_names_the_limit(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    o.workdir_bytes = 64ull << 20;
+    o.workdir_files = 500;
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "compile", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}}", "type", "stage", "stage",
+                      "compile", "status", "fail", "detail", "OSError", "error", "type", "OSError", "message",
+                      "[Errno 28] No space left on device: 'big'", "frames", "file", CAND, "line", 9, "function",
+                      "__init__", "code", "f.write(data)"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "compile_error");
+    KG_CHECK(strstr(feedback(r), "No space left on device") != NULL);
+    KG_CHECK(strstr(feedback(r), "writable folder is limited to 64 MiB and 500 files") != NULL);
+    json_decref(r);
+    /* Any other error says nothing of the folder. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "compile", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[]}}", "type", "stage", "stage", "compile", "status",
+                      "fail", "detail", "OSError", "error", "type", "OSError", "message", "[Errno 13] Permission denied"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    r = build(&f, &o);
+    KG_CHECK(strstr(feedback(r), "writable folder") == NULL);
+    json_decref(r);
+}
+
 static void triton_compile_error_in_tiny_run(void)
 {
     kg_eval_options o;
@@ -884,6 +920,7 @@ static const kg_test_case cases[] = {
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},
     {"candidate_raise_in_variant_is_runtime_error", candidate_raise_in_variant_is_runtime_error},
+    {"full_workdir_feedback_names_the_limit", full_workdir_feedback_names_the_limit},
     {"frames_outside_candidate_are_dropped", frames_outside_candidate_are_dropped},
     {"triton_compile_error_in_tiny_run", triton_compile_error_in_tiny_run},
     {"wrong_shape_in_tiny_run", wrong_shape_in_tiny_run},

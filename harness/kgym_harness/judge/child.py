@@ -356,10 +356,10 @@ class Evaluation:
     def parse(self):
         with open(self.job["candidate"], "rb") as f:
             self.source = f.read()
-        # The file every traceback names: where the runner writes these bytes and imports them from (its
-        # workdir, a warm pair's own; runner.py load), so that kgym keeps the judge's frames and the runner's
-        # alike as the candidate's.
-        named = os.path.join(self.job["workdir"], _file_name(self.job))
+        # The file every traceback names: where this process writes these bytes for the runner, which compiles
+        # them under that name (transport.source_path; runner.py load), so that kgym keeps the judge's frames
+        # and the runner's alike as the candidate's.
+        named = _source_path(self.job)
         try:
             self.tree = ast.parse(self.source, filename=named)
         except SyntaxError as exc:
@@ -415,7 +415,10 @@ class Evaluation:
     def compile(self):
         from . import tasks
 
-        # The candidate is imported in the runner, never here.
+        # The candidate is imported in the runner, never here: the bytes checked above go to the source folder,
+        # which the runner cannot change, and in ``load``, which the runner compiles (checked bytes = executed
+        # bytes, docs/threat-model.md).
+        self.source_file = _write_source(self.job, self.source)
         reply, _ = self.runner.ask({"cmd": "load", "source": self.source.decode("utf-8", "surrogateescape"),
                                     "name": _file_name(self.job)})
         if reply.get("type") != "ok":
@@ -985,6 +988,7 @@ class Evaluation:
             if name not in ("parse", "static"):
                 # The runner's own process checks (threads left running, global state, tampering): evidence.
                 self.runner.ask({"cmd": "check", "stage": name})
+                self.check_source(name)
             new = self.guards.findings[self.sent_findings:]
             self.sent_findings = len(self.guards.findings)
             for f in new:
@@ -993,6 +997,27 @@ class Evaluation:
             # running more of a cheating candidate only costs time.
             if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
                 return
+
+    def check_source(self, stage):
+        """The judge's own look, after each stage, at the source folder the runner cannot change
+        (transport.source_path): the checked bytes still there, and nothing else.  A tripwire behind the
+        sandbox's guards (sandbox._checked_bytes): it fires only where none of them stood, and then the runner's
+        Triton may have compiled kernel source no check read."""
+        path = getattr(self, "source_file", None)
+        if not path:
+            return
+        try:
+            with open(path, "rb") as f:
+                same = f.read() == self.source
+            others = sorted(set(os.listdir(os.path.dirname(path))) - {os.path.basename(path)})
+        except OSError as exc:
+            same, others = False, [f"({exc.strerror or exc})"]
+        if not same or others:
+            self.guards.add("harness_tampering", stage, None,
+                            "the checked source file was changed during the evaluation"
+                            + (f" (and {', '.join(others[:4])} put beside it)" if others else ""),
+                            {"file": path})
+            self.source_file = None  # said once
 
     def check_in_place(self, in_place, variant):
         """The judge's own check that the forward left its inputs unchanged (inputs handed over in place):
@@ -1292,11 +1317,71 @@ _RUNNER_JOB_KEYS = ("workdir", "device", "threads", "sandbox", "runner_uid", "po
 
 
 def _file_name(job):
-    """The name the candidate's source is written and imported under in the runner's workdir (the rule is
+    """The name of the candidate's source file in the evaluation's source folder (the rule is
     transport.source_file_name's, which the runner applies to what ``load`` sends it)."""
     from ..shared import transport
 
     return transport.source_file_name(job.get("candidate"))
+
+
+def _source_path(job):
+    from ..shared import transport
+
+    return transport.source_path(job["workdir"], _file_name(job))
+
+
+def _runner_owner(job):
+    """The runner's uid when this process can give it files (root), else None (the runner runs as ours)."""
+    uid = job.get("runner_uid")
+    return int(uid) if uid and os.geteuid() == 0 else None
+
+
+def _prepare_workdir(job):
+    """The evaluation's folder laid out for the runner (transport.py), before its set-up binds it into the
+    runner's view: the workdir stays ours, 0711 (the runner passes through it, lists and changes nothing);
+    src/ is ours, the runner's group may read it (0750; the file comes at ``load``); run/ is the runner's (0700).
+    A re-run of the same job (kgym's solo re-run after running out of memory) starts both again empty."""
+    import shutil
+
+    from ..shared import transport
+
+    workdir = job.get("workdir")
+    if not workdir:
+        return
+    owner = _runner_owner(job)
+    os.chmod(workdir, 0o711)
+    src = os.path.dirname(transport.source_path(workdir, None))
+    run = transport.run_dir(workdir)
+    for d in (src, run):
+        if os.path.lexists(d):
+            shutil.rmtree(d) if os.path.isdir(d) and not os.path.islink(d) else os.unlink(d)
+    os.mkdir(src, 0o700)
+    os.mkdir(run, 0o700)
+    if owner is not None:
+        os.chown(src, 0, owner)
+        os.chmod(src, 0o750)
+        os.chown(run, owner, owner)
+
+
+def _write_source(job, data):
+    """The checked bytes into the source folder, as a new file (never through anything that was there) the runner
+    may only read: root's 0440 with the runner's group, in a folder then 0550 (when kgym is not root, the
+    runner runs as our uid, so the file modes are no barrier to it: Landlock is; sandbox._checked_bytes says
+    which guards stand).  Returns the path."""
+    path = _source_path(job)
+    owner = _runner_owner(job)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o400)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if owner is not None:
+            os.fchown(fd, 0, owner)
+            os.fchmod(fd, 0o440)
+    finally:
+        os.close(fd)
+    os.chmod(os.path.dirname(path), 0o550 if owner is not None else 0o500)
+    return path
 
 
 def _runner_part(job):
@@ -1335,6 +1420,7 @@ def _start_runner(sock, job, device, findings):
     from ..shared import cudashare
 
     link = RunnerLink(sock, device, findings)
+    _prepare_workdir(job)
     sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
     if sub.get("policy") is False:
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}

@@ -35,8 +35,12 @@ phase back for the compile (child.py Evaluation.compile_handback says why).
 import os
 import sys
 import time
+import types
 
 from ..shared import transport as tp
+
+# How many inherited descriptors run() closed before the set-up (None: not started through run()).
+_inherited = None
 
 
 class Runner:
@@ -136,29 +140,47 @@ class Runner:
             # as kgym's uid with kgym's environment (usually the zygote found it already): after the uid drop and
             # the clean environment, "home" is the workdir.
             shared, _why = tritoncache.modules_dir()
+        # This process's own folder in the evaluation's (transport.py): the only place there it writes.
+        run = tp.run_dir(workdir) if workdir else None
+        if _inherited is not None:
+            kept = sorted(sandbox.LIBRARY_FDS)
+            active.append(f"descriptors: only the runner's socket and standard streams are open"
+                          + (f", and the zygote's library descriptors {kept}" if kept else "")
+                          + f" ({_inherited} inherited descriptors closed before the set-up)")
         if sb.get("enabled", True) is not False:
             keep = [p for p in sb.get("writable", []) if p]
+            uid = job.get("runner_uid") if os.geteuid() == 0 else None
+            mounted = False
             if sb.get("namespaces", True):
                 # Bound back (if a hidden directory covers it) but never chowned like the writable paths.
-                sandbox.enter_runner_namespaces(workdir, keep + ([shared] if shared else []), active, warnings)
-            uid = job.get("runner_uid")
-            if uid and os.geteuid() == 0:
-                sandbox.prepare_dir_for(workdir, uid, uid)
+                mounted = sandbox.enter_runner_namespaces(workdir, keep + ([shared] if shared else []), active,
+                                                          warnings, limits=sandbox.workdir_limits(job))
+            if mounted and workdir:
+                sandbox.mount_workdir(workdir, uid, job, active, warnings)
+            else:
+                sandbox.workdir_limit_unavailable("no mount namespace" if sb.get("namespaces", True)
+                                                  else "the job turned namespaces off", warnings)
+            if uid:
+                if run:
+                    sandbox.prepare_dir_for(run, uid, uid)
                 for p in keep:
                     sandbox.prepare_dir_for(p, uid, uid)
                 sandbox.drop_privileges(uid, uid, warnings, active)
             sandbox.apply_runner(job, active, warnings)
         else:
             warnings.append("sandbox disabled by the job")
-        if workdir:
-            os.chdir(workdir)
+            warnings.extend(f"{name}: not active: the sandbox is disabled" for name in
+                            ("source_readonly", "import_path", "workdir_limit"))
+        if run:
+            os.chdir(run)
             # Triton's default home (~/.triton: dumps, overrides, the cache) was fixed when the zygote imported it,
-            # as root's home, which the runner can neither see nor write: the workdir is this runner's home, and
-            # its compile cache goes with the evaluation (nothing a candidate writes reaches the next one).
-            os.environ["TRITON_HOME"] = workdir
+            # as root's home, which the runner can neither see nor write: its own folder is this runner's home,
+            # and its compile cache goes with the evaluation (nothing a candidate writes reaches the next one).
+            os.environ["TRITON_HOME"] = run
             # TRITON_CACHE_DIR outranks TRITON_HOME, and TRITON_* variables pass the clean environment: one set
             # for kgym (or a benchmark's empty cache for each run) would give every runner the same cache.
-            os.environ["TRITON_CACHE_DIR"] = os.path.join(workdir, ".triton", "cache")
+            os.environ["TRITON_CACHE_DIR"] = os.path.join(run, ".triton", "cache")
+        _triton_reads_no_overrides(active)
         import torch
 
         torch.set_num_threads(int(job.get("threads", 1)))
@@ -184,26 +206,32 @@ class Runner:
                     "sandbox": {"active": active, "warnings": warnings}})
 
     def load(self, msg):
-        import importlib.util
-
         import torch
 
         # Everything the guards compare against is captured before the candidate's first line runs.
         self.guards.install()
-        # The judge sends the very bytes its static check read: they are written into this runner's own
-        # workdir and imported from there (Triton reads kernel sources back from the file), so nothing
-        # can change between the check and the import, and no file outside the workdir needs to be readable.
-        # The file name comes with the source, not with the set-up: a warm runner was set up before its job,
-        # for any candidate (kgym's pair.c).
-        path = os.path.join(self.job["workdir"], tp.source_file_name(msg.get("name")))
+        # Checked bytes = executed bytes (docs/threat-model.md).  The judge sends the very bytes its static check
+        # read, and has written them to the evaluation's source folder, which this process cannot change
+        # (sandbox._checked_bytes says by what).  Those bytes are compiled here, under that file's name, into a
+        # fresh module: no import machinery, no .pyc read or written.  Every later reader of the code's file —
+        # tracebacks, inspect, Triton reading a kernel's source at its decoration (GPU) or first launch (the
+        # interpreter) — finds the same bytes: in linecache, seeded now and never invalidated (no modification
+        # time), and on disk.  The file name comes with the source, not with the set-up: a warm runner was set up
+        # before its job, for any candidate (kgym's pair.c).
+        path = tp.source_path(self.job["workdir"], msg.get("name"))
         source = msg.get("source")
-        if isinstance(source, str):
-            with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
-                f.write(source)
-        spec = importlib.util.spec_from_file_location("kgym_candidate", path)
-        module = importlib.util.module_from_spec(spec)
+        data = source.encode("utf-8", "surrogateescape") if isinstance(source, str) else b""
+        with open(path, "rb") as f:
+            on_disk = f.read()
+        if on_disk != data:
+            return self.reply({"type": "error", "message": f"the source file {path} does not hold the bytes the "
+                                                           "judge checked (kgym error, not the candidate's)"})
+        _seed_linecache(path, data)
+        code = compile(data, path, "exec", dont_inherit=True)
+        module = types.ModuleType("kgym_candidate")
+        module.__file__ = path
         sys.modules["kgym_candidate"] = module
-        spec.loader.exec_module(module)
+        exec(code, module.__dict__)
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             return self.reply({"type": "error", "message": "ModelNew is not a subclass of torch.nn.Module"})
@@ -472,6 +500,54 @@ def _poison(specs, device):
     del junk
 
 
+def _seed_linecache(path, data):
+    """The checked source's lines in linecache under its file name, as linecache would read them (tokenize's
+    encoding rules) but with no modification time: linecache.checkcache never drops such an entry, so inspect
+    (and Triton through it) never reads the file again."""
+    import io
+    import linecache
+    import tokenize
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        lines = io.TextIOWrapper(io.BytesIO(data), encoding, line_buffering=True).readlines()
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return  # compile() says what is wrong with these bytes; the file, unchanged, is read as before
+    linecache.cache[path] = (len(data), None, lines, path)
+
+
+def _triton_reads_no_overrides(active):
+    """Triton can replace a compiled kernel with IR from its override folder (TRITON_KERNEL_OVERRIDE) and write
+    dumps; the folders default to TRITON_HOME, which is this runner's own and writable, and TRITON_* variables of
+    kgym's environment reach the runner.  Both are forced off: the environment for any process it starts, the
+    knobs (an explicit value outranks the environment) for this one.  Nothing else Triton reads code from is
+    writable here but its compile cache (docs/threat-model.md says what that depends on)."""
+    for name in ("TRITON_KERNEL_OVERRIDE", "TRITON_KERNEL_DUMP", "TRITON_DUMP_DIR", "TRITON_OVERRIDE_DIR",
+                 "TRITON_REPRODUCER_PATH", "TRITON_CACHE_MANAGER", "TRITON_REMOTE_CACHE_BACKEND",
+                 "MLIR_ENABLE_DUMP", "LLVM_IR_ENABLE_DUMP", "TRITON_INTERPRET_DUMP"):
+        os.environ.pop(name, None)
+    os.environ["TRITON_KERNEL_OVERRIDE"] = "0"
+    os.environ["TRITON_KERNEL_DUMP"] = "0"
+    try:
+        from triton import knobs
+    except ImportError:  # an older Triton: the environment above is all it reads
+        active.append("triton: kernel overrides and dumps off (environment)")
+        return
+    forced = []
+    # always_compile: a compiled kernel is never found in the cache, always compiled (Triton then stores it and reads
+    # back the files it has just written): a file planted in the runner's cache under a kernel's key is never
+    # used.  The runner's cache starts empty, so an honest kernel compiles once per specialisation either way
+    # (Triton keeps it in memory).
+    holder = getattr(knobs, "compilation", None)
+    for name, value in (("override", False), ("dump_ir", False), ("always_compile", True)):
+        # (hasattr on the class would call the knob's descriptor without an instance, which raises)
+        if holder is not None and name in vars(type(holder)):
+            setattr(holder, name, value)
+            forced.append(f"{name}={value}")
+    active.append("triton: no kernel overrides or dumps, compiled kernels never loaded from the cache ("
+                  + ", ".join(forced or ["environment"]) + ")")
+
+
 def _autotune_without_benchmark():
     """The Triton interpreter has no driver to benchmark ``@triton.autotune`` configs with ("0 active
     drivers"): on the CPU every config gets the same time, so the first one (for its key) is used.  The
@@ -499,11 +575,19 @@ def run(peer_fd, out_fd, err_fd, device):
     """Entry point in the freshly forked runner (called by the zygote)."""
     import socket
 
+    global _inherited
+
     os.setsid()
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
+    # Nothing but the judge's socket and the standard streams reaches the candidate: a descriptor of kgym's or
+    # of its caller (a results file, a terminal) would let it write there.  The zygote already passes only these;
+    # this holds whoever forked the runner.
+    from . import sandbox
+
+    _inherited = sandbox.close_descriptors([peer_fd, *sandbox.LIBRARY_FDS])
     sock = socket.socket(fileno=peer_fd)
     try:
         Runner(sock, device).serve()

@@ -1,20 +1,26 @@
 """The runner's sandbox (the candidate's process; docs/threat-model.md), and the judge's one protection.
 
-In order: ``unshare_pid`` in the intermediate that forks the runner (it becomes PID 1 of a new namespace); then
-in the runner ``enter_runner_namespaces`` (mount, network, IPC, UTS; fresh /proc; private /tmp, /dev/shm, /root,
-/home with the workdir and any other ``writable`` path of the job bound back) -> ``prepare_dir_for`` -> ``drop_privileges`` (its own uid)
--> ``apply_runner``: a clean environment, rlimits, Landlock on reads and writes, then seccomp last (hostile calls
+In order: ``close_descriptors`` and ``unshare_pid`` in the intermediate that forks the runner (it becomes PID 1
+of a new namespace); then in the runner ``close_descriptors`` again, ``enter_runner_namespaces`` (mount, network,
+IPC, UTS; fresh /proc; private /tmp, /dev/shm (size-limited), /root, /home with the workdir and any other
+``writable`` path of the job bound back) -> ``mount_workdir`` (its own folder, the workdir's run/, a size-limited
+tmpfs; the checked source's folder src/ read-only) -> ``prepare_dir_for`` -> ``drop_privileges`` (its own uid) ->
+``apply_runner``: a clean environment, rlimits, no bytecode, Landlock on reads and writes, seccomp (hostile calls
 kill the runner with SIGSYS, which kgym reports as ``sandbox_violation``; on the CPU new processes and programs
-too).  ``judge_lockdown`` makes the judge non-dumpable.
+too), then ``_checked_bytes``: what guards the checked source and the import path, judged on the process as it now
+is.  ``judge_lockdown`` makes the judge non-dumpable.
 
 Every step appends a sentence to ``active`` or, when the kernel refuses it (old kernels, containers), a clear
-warning to ``warnings``; it never raises.  kgym puts both in the result's ``sandbox``.
+warning to ``warnings``; it never raises.  kgym puts both in the result's ``sandbox``.  The protections C may
+require start with a fixed name in either list: ``source_readonly``, ``import_path``, ``workdir_limit``,
+``descriptors`` (docs/threat-model.md, *Protection names*).
 """
 
 import ctypes
 import ctypes.util
 import errno
 import os
+import re
 import resource
 import socket
 import sys
@@ -42,13 +48,14 @@ def _seccomp(active, warnings, no_processes=False):
     """The runner's filter (apply_runner): calls only an attack makes kill it (SIGSYS); io_uring, pidfd_*, the new
     mount API, clone() with namespace flags, clone3 (ENOSYS: glibc falls back to clone, whose flags can be
     checked) and the host-level calls (ioperm, reboot, clocks, open_by_handle_at ...) are refused;
-    ``no_processes`` (the CPU): new processes and programs kill it too."""
+    ``no_processes`` (the CPU): new processes and programs kill it too.  Returns True when the filter is loaded
+    and every call that changes mounts is among those it kills."""
     name = ctypes.util.find_library("seccomp") or "libseccomp.so.2"
     try:
         lib = ctypes.CDLL(name, use_errno=True)
     except OSError as exc:
         warnings.append(f"seccomp not active: libseccomp cannot be loaded ({exc}); network and ptrace are open")
-        return
+        return False
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
@@ -59,7 +66,7 @@ def _seccomp(active, warnings, no_processes=False):
     ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
     if not ctx:
         warnings.append("seccomp not active: seccomp_init failed")
-        return
+        return False
     try:
         def rule(syscall, action, cmp=None):
             nr = lib.seccomp_syscall_resolve_name(syscall.encode())
@@ -104,12 +111,15 @@ def _seccomp(active, warnings, no_processes=False):
         if rc != 0:
             warnings.append(f"seccomp not active: the kernel refused the filter ({os.strerror(-rc)}); network "
                             "and ptrace are open")
-            return
+            return False
         active.append("seccomp: no network sockets (AF_UNIX only), no ptrace or cross-process memory access")
         active.append("seccomp denies: " + ", ".join(denied))
         active.append("seccomp: a network socket, ptrace, another process's memory, io_uring, pidfds, bpf, "
                       "mounts, namespaces, modules or a signal to another process kill the runner (SIGSYS: "
                       "the hack sandbox_violation)")
+        # Whether a runner left as root could still undo a read-only mount: not with these refused.
+        return all(sc in denied for sc in ("mount", "umount2", "fsmount", "move_mount", "open_tree",
+                                           "mount_setattr"))
     finally:
         lib.seccomp_release(ctx)
 
@@ -171,7 +181,15 @@ def _rlimits(job, active, warnings, nproc):
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWPID, _CLONE_NEWNET = 0x20000000, 0x40000000
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+# The runner's writable folder (its workdir's run/) and its private /dev/shm are each a tmpfs of this size and this
+# many files (inodes) unless the job says otherwise (sandbox.workdir_bytes, sandbox.workdir_files: kgym's
+# --workdir-size, --workdir-files): one candidate cannot fill the host's disk or memory.  The covers of /tmp, /root
+# and /home hold only the directories bound back into them, which root makes: a small fixed size.
+WORKDIR_BYTES = 1 << 30
+WORKDIR_FILES = 10000
+_COVER_OPTIONS = "size=16m,nr_inodes=4096"
 _PR_SET_DUMPABLE, _PR_GET_DUMPABLE, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 4, 3, 22, 2
 # Directories a runner never needs but that may hold the zygote's interpreter (pyenv under /root, mode 0700):
 # covered by an empty tmpfs in the runner's mount namespace, with only the Python paths bound back.
@@ -237,13 +255,29 @@ def unshare_pid(warnings):
     return True
 
 
-def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_DIRS):
+def workdir_limits(job):
+    """(bytes, files) of the runner's writable folder and of its /dev/shm: the job's sandbox.workdir_bytes and
+    sandbox.workdir_files, else WORKDIR_BYTES and WORKDIR_FILES."""
+    sb = job.get("sandbox") or {}
+
+    def positive(key, default):
+        try:
+            v = int(sb.get(key) or default)
+        except (TypeError, ValueError):
+            return default
+        return v if v > 0 else default
+
+    return positive("workdir_bytes", WORKDIR_BYTES), positive("workdir_files", WORKDIR_FILES)
+
+
+def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_DIRS, limits=None):
     """In the runner (still root): new mount, network, IPC and UTS namespaces (each asked for separately), / made
     recursively private, a fresh /proc when this process is PID 1 of a new pid namespace, and private tmpfs on
-    /tmp, /dev/shm and each existing ``hide`` directory.  ``workdir``, every ``keep_paths`` entry and the Python
-    paths stay reachable at the same absolute paths (bind-mounted back from O_PATH descriptors opened before
-    they were covered).  Ends with the current directory in ``workdir``.  Returns True when the mount namespace
-    (and so the private /tmp) is in place."""
+    /tmp, /dev/shm and each existing ``hide`` directory (/dev/shm, which the runner may write, of ``limits``:
+    (bytes, files), default workdir_limits({}); the others small).  ``workdir``, every ``keep_paths`` entry and
+    the Python paths stay reachable at the same absolute paths (bind-mounted back from O_PATH descriptors opened
+    before they were covered).  Ends with the current directory in ``workdir``.  Returns True when the mount
+    namespace (and so the private /tmp) is in place."""
     names = [(_CLONE_NEWNET, "network", "the runner keeps the host's network (seccomp still refuses sockets)"),
              (_CLONE_NEWIPC, "IPC", "System V IPC and POSIX queues are shared with the host"),
              (_CLONE_NEWUTS, "UTS", "hostname changes would be seen by the host (seccomp refuses them)")]
@@ -291,10 +325,12 @@ def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_D
             warnings.append("/proc not remounted: the runner is not PID 1 of a new pid namespace, so other "
                             "processes stay visible in /proc")
         done = []
+        size, files = limits or workdir_limits({})
         for c in covered:
+            options = (f"mode=1777,size={size},nr_inodes={files}" if c == "/dev/shm" else
+                       f"mode=1777,{_COVER_OPTIONS}" if c == "/tmp" else f"mode=0755,{_COVER_OPTIONS}")
             try:
-                _mount("tmpfs", c, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=1777" if c in ("/tmp", "/dev/shm")
-                       else "mode=0755")
+                _mount("tmpfs", c, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
                 done.append(c)
             except OSError as exc:
                 warnings.append(f"{c} not covered by a private tmpfs ({exc}); its host content stays visible")
@@ -321,6 +357,104 @@ def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_D
             os.close(fd)
     _chdir(workdir, warnings)
     return True
+
+
+def _gib(n):
+    return f"{n / (1 << 30):g} GiB" if n >= (1 << 30) else f"{n / (1 << 20):g} MiB"
+
+
+def mount_workdir(workdir, uid, job, active, warnings):
+    """In the runner's mount namespace (still root), the evaluation's folder as transport.py lays it out: run/ (the
+    runner's only writable folder there) becomes a private tmpfs of workdir_limits(job), owned by ``uid`` (None:
+    this process's), so that a candidate that fills it meets ENOSPC and the host keeps its disk; src/ (the checked
+    source, which the judge writes) is bound onto itself read-only, so that not even a runner left as root can
+    change it (seccomp kills mount and umount).  Each refusal is a warning; never raises.  Called only where
+    enter_runner_namespaces made the mount namespace: on the host's mounts these would be everyone's."""
+    from ..shared import transport
+
+    run = transport.run_dir(workdir)
+    src = os.path.dirname(transport.source_path(workdir, None))
+    size, files = workdir_limits(job)
+    cpu = str(job.get("device", "cpu")) == "cpu"
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    # No programs or libraries from the folder on the CPU (the interpreter compiles nothing); on a GPU Triton
+    # loads the launchers it builds there.
+    flags = _MS_NOSUID | _MS_NODEV | (_MS_NOEXEC if cpu else 0)
+    try:
+        os.makedirs(run, mode=0o700, exist_ok=True)
+        _mount("tmpfs", run, "tmpfs", flags, f"size={size},nr_inodes={files},mode=0700{owner}")
+        active.append(f"workdir_limit: the runner's folder {run} and its /dev/shm are private tmpfs of "
+                      f"{_gib(size)} and {files} files each (ENOSPC beyond; the host's disk is not used)")
+    except OSError as exc:
+        warnings.append(f"workdir_limit: not active ({exc}): the runner's folder {run} is on the host's file "
+                        "system, where only RLIMIT_FSIZE bounds each file; a candidate can fill that disk")
+    try:
+        _mount(src, src, None, _MS_BIND)
+        _mount(None, src, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+        active.append(f"source folder {src} mounted read-only in the runner's view")
+    except OSError as exc:
+        warnings.append(f"source folder {src} not mounted read-only ({exc}); its other protections stand")
+
+
+def workdir_limit_unavailable(why, warnings):
+    """The warning for a runner without a mount namespace (no root, a container, the job's namespaces off)."""
+    warnings.append(f"workdir_limit: not active ({why}): the runner's folder is on the host's file system, where "
+                    "only RLIMIT_FSIZE bounds each file; a candidate can fill that disk")
+
+
+# The zygote's own descriptors after its imports (a library's handle, e.g. NVML's device node, opened before the
+# fork and shared by every child, as it always was): kept open by the processes it forks, which close everything
+# else.  Empty on the CPU.  Set by the zygote (note_library_descriptors).
+LIBRARY_FDS = frozenset()
+
+
+def note_library_descriptors(control_fd):
+    """In the zygote, after its imports: the descriptors it holds besides the standard streams and its control
+    socket are its libraries' own (it started with none else: close_descriptors ran first); returns them."""
+    global LIBRARY_FDS
+    try:
+        held = {int(n) for n in os.listdir("/proc/self/fd")}
+    except OSError:
+        held = set()
+    LIBRARY_FDS = frozenset(fd for fd in held - {0, 1, 2, int(control_fd)} if _is_open(fd))
+    return LIBRARY_FDS
+
+
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def close_descriptors(keep):
+    """Closes every descriptor of this process but ``keep`` (and 0, 1, 2): what a process kgym did not mean to
+    pass (a caller's open file, kgym's results file) must not reach the runner.  Returns how many were closed."""
+    keep = sorted({0, 1, 2, *(int(k) for k in keep if k is not None and int(k) >= 0)})
+    try:
+        open_now = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        open_now = None
+    closed = 0
+    if open_now is not None:
+        for fd in open_now:
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                    closed += 1
+                except OSError:
+                    pass  # the directory's own descriptor, already gone
+        return closed
+    # No /proc (yet): every number up to the descriptor limit, between the kept ones.
+    top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    top = 65536 if top == resource.RLIM_INFINITY or top > 65536 else top
+    lo = 0
+    for k in keep + [top]:
+        if k > lo:
+            os.closerange(lo, k)
+        lo = k + 1
+    return -1
 
 
 def _chdir(workdir, warnings):
@@ -441,7 +575,7 @@ def landlock_runner(read, readwrite, active, warnings, execute=()):
     execute), ``execute`` paths (read, list, execute); nothing else can be opened, and nothing but the
     ``execute`` programs can be executed (so nothing the runner wrote).  From ABI 4 TCP bind/connect are
     handled too (never granted), from ABI 6 signals and abstract unix sockets are scoped to the runner's own
-    domain."""
+    domain.  Returns the ABI in force (a true value), or False where Landlock was refused."""
     libc = _lib()
     abi = libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     if abi < 1:
@@ -495,7 +629,7 @@ def landlock_runner(read, readwrite, active, warnings, execute=()):
             active.append("landlock: no TCP bind or connect")
         if abi >= 6:
             active.append("landlock: signals and abstract unix sockets scoped to the runner")
-        return True
+        return abi
     finally:
         os.close(fd)
 
@@ -543,11 +677,16 @@ def runner_programs(job):
 
 
 def runner_paths(job):
-    """(read, readwrite) for landlock_runner."""
+    """(read, readwrite) for landlock_runner.  Of the evaluation's folder (transport.py) the runner reads src/, the
+    checked source, and writes run/ alone: never the source, its folder or the workdir that holds both."""
+    from ..shared import transport
+
     sb = job.get("sandbox") or {}
     workdir = job.get("workdir")
     read = python_paths() + ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
                              "/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/full"]
+    if workdir:
+        read.append(os.path.dirname(transport.source_path(workdir, None)))
     try:
         # The GPU: CUDA opens /dev/nvidiactl, /dev/nvidia0, /dev/nvidia-uvm ... read-write and ioctls them.
         gpu = sorted("/dev/" + n for n in os.listdir("/dev") if n.startswith("nvidia"))
@@ -566,7 +705,8 @@ def runner_paths(job):
     # The runner's own /proc/<pid> (its pid namespace's view): the CUDA driver writes there while it initialises
     # (cudaErrorOperatingSystem without it, measured on an H200); nothing outside this process is reachable.
     own_proc = os.path.realpath("/proc/self")
-    rw = [workdir, os.environ.get("TMPDIR"), "/dev/shm", *gpu, own_proc, *sb.get("writable", [])]
+    rw = [transport.run_dir(workdir) if workdir else None, os.environ.get("TMPDIR"), "/dev/shm", *gpu, own_proc,
+          *sb.get("writable", [])]
     rw = [p for p in dict.fromkeys(rw) if p and os.path.exists(p)]
     # /dev/null and /dev/zero are written to as well (files: only file rights are granted on them).
     rw += [p for p in ("/dev/null", "/dev/zero") if os.path.exists(p)]
@@ -678,23 +818,155 @@ def apply_runner(job, active, warnings):
     """The runner's last lockdown, after the namespaces and the uid drop, before the candidate is read: a clean
     environment, rlimits (NPROC fixed: the uid is the job's own), Landlock on reads and writes, then seccomp
     (the runner filter plus the signal filter)."""
+    from ..shared import transport
+
     sb = job.get("sandbox") or {}
     workdir = job.get("workdir")
     if str(job.get("device", "cpu")) != "cpu" and sb.get("landlock", True):
         _pin_libcuda(warnings)
-    clean_environment(workdir, tuple(sb.get("env_keep", ())), active)
+    clean_environment(transport.run_dir(workdir) if workdir else None, tuple(sb.get("env_keep", ())), active)
     _rlimits(job, active, warnings, nproc=int(sb.get("processes", 512)))
+    # No bytecode is written from here on (Python would write __pycache__ beside a module it compiles), and none
+    # of the candidate's is read: runner.load compiles the checked bytes themselves.
+    sys.dont_write_bytecode = True
+    read, rw = runner_paths(job)
+    abi = 0
     if sb.get("landlock", True):
-        read, rw = runner_paths(job)
-        landlock_runner(read, rw, active, warnings, execute=runner_programs(job))
+        abi = landlock_runner(read, rw, active, warnings, execute=runner_programs(job)) or 0
     else:
         warnings.append("landlock disabled by the job: the runner can read and write wherever its uid can")
+    mounts_fatal = False
     if sb.get("seccomp", True):
         _seccomp_signals(active, warnings)
-        _seccomp(active, warnings, no_processes=str(job.get("device", "cpu")) == "cpu")
+        mounts_fatal = _seccomp(active, warnings, no_processes=str(job.get("device", "cpu")) == "cpu")
     else:
         warnings.append("seccomp disabled by the policy")
+    _checked_bytes(job, rw, abi, mounts_fatal, active, warnings)
     return {"active": active, "warnings": warnings}
+
+
+def _write_guards(path, rw, abi, mounts_fatal):
+    """The protections that each, alone, keep this (now locked-down) process from changing ``path`` or what
+    lies beneath it — writing, truncating, creating, removing or renaming an entry, or renaming ``path`` or a
+    directory above it away to put another in its place: a list of short phrases, empty when nothing does.
+
+    Landlock counts from ABI 3 (truncation is handled from there) when ``path`` is beneath no read-write rule;
+    a read-only mount when this process cannot remount it (not root, or seccomp kills every mount call); the uid
+    when this process is not root, owns neither ``path`` nor any directory above it, and may write none of them
+    (a sticky directory aside, where it can rename only what it owns)."""
+    guards = []
+    real = os.path.realpath(path)
+    # Renaming a directory above ``path`` needs write rights in that directory's parent, which is above ``path``
+    # too: beneath no read-write rule, ``path`` is safe from both.
+    if abi >= 3 and not any(_beneath(real, os.path.realpath(p)) for p in rw):
+        guards.append(f"Landlock (ABI {abi}) grants no write there")
+    if _read_only(real) and (os.geteuid() != 0 or mounts_fatal) and _path_pinned(real):
+        guards.append("a read-only mount")
+    if os.geteuid() != 0 and not _uid_can_change(real):
+        guards.append(f"uid {os.geteuid()} owns none of it and may write none of it")
+    return guards
+
+
+def _read_only(path):
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _mount_points():
+    """The mount points of this process's namespace (/proc/self/mountinfo, field 5, octal escapes undone)."""
+    points = set()
+    try:
+        with open("/proc/self/mountinfo") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) > 4:
+                    points.add(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4]))
+    except OSError:
+        pass
+    return points
+
+
+def _path_pinned(real):
+    """Whether no directory on the way to ``real`` (itself included) can be renamed away by this process, so that
+    its name keeps naming what is mounted there: each is a mount point (EBUSY), lies in a read-only mount, or
+    (not root) sits in a parent this uid may not write."""
+    points = _mount_points()
+    p = real
+    while p != "/":
+        parent = os.path.dirname(p)
+        if not (p in points or _read_only(parent) or (os.geteuid() != 0 and not _uid_can_change(parent))):
+            return False
+        p = parent
+    return True
+
+
+def _uid_can_change(real):
+    """Whether this (non-root) process's uid could change ``real`` or swap it: it owns it or a directory above it
+    (it could chmod them), or it may write it or a non-sticky directory above it."""
+    import stat as st_
+
+    uid, groups = os.geteuid(), {os.getegid(), *os.getgroups()}
+    p = real
+    while True:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            return True  # unknown: not a guarantee
+        if st.st_uid == uid:
+            return True
+        writable = (st.st_mode & st_.S_IWOTH) or (st.st_gid in groups and st.st_mode & st_.S_IWGRP)
+        if writable and (p == real or not st.st_mode & st_.S_ISVTX):
+            return True
+        parent = os.path.dirname(p)
+        if parent == p:
+            return False
+        p = parent
+
+
+def _checked_bytes(job, rw, abi, mounts_fatal, active, warnings):
+    """What 'the bytes the judge checked are the bytes that run' needs of the sandbox, checked once the lockdown
+    is in force (docs/threat-model.md): the source folder (src/, where the judge writes the checked source and
+    Triton reads kernel source back) is guarded against this process by at least one of _write_guards, and so is
+    every directory Python imports from (an entry beneath the runner's own writable paths is taken off sys.path,
+    as are '' and relative entries, which name the current directory).  Each is an ``active`` line, or a
+    ``warnings`` line naming what the runner could change; both start with the protection's name."""
+    from ..shared import transport
+
+    workdir = job.get("workdir")
+    if workdir:
+        src = os.path.dirname(transport.source_path(workdir, None))
+        guards = _write_guards(src, rw, abi, mounts_fatal)
+        probe = os.path.join(src, f".kgym-probe-{os.getpid()}")
+        try:
+            os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            os.unlink(probe)
+            guards = []  # the runner could create a file there, whatever the analysis said
+            why = "a probe file could be created there"
+        except OSError:
+            why = "no Landlock ABI 3+, no read-only mount it cannot undo, and its uid can change the folder"
+        if guards:
+            active.append(f"source_readonly: the checked source folder {src} cannot be changed by the runner: "
+                          + "; ".join(guards))
+        else:
+            warnings.append(f"source_readonly: not active ({why}): the runner can rewrite the checked source "
+                            f"in {src}, which Triton reads kernel source back from")
+    own = [os.path.realpath(p) for p in rw]
+    taken = [p for p in sys.path if not p or not os.path.isabs(p)
+             or any(_beneath(os.path.realpath(p), w) for w in own)]
+    sys.path[:] = [p for p in sys.path if p not in taken]
+    for p in taken:
+        sys.path_importer_cache.pop(p, None)
+    open_paths = [p for p in dict.fromkeys(sys.path) if os.path.exists(p)
+                  and not _write_guards(p, rw, abi, mounts_fatal)]
+    if open_paths:
+        warnings.append("import_path: not active: the runner can write where Python imports from: "
+                        + ", ".join(open_paths[:4]))
+    else:
+        active.append(f"import_path: nothing on sys.path ({len(sys.path)} entries) can be changed by the runner"
+                      + (f"; taken off it: {', '.join(repr(p) for p in taken[:4])}" if taken else "")
+                      + "; no bytecode is written")
 
 
 def judge_lockdown(active, warnings):

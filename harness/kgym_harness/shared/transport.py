@@ -54,11 +54,35 @@ _DTYPES = {str(d).replace("torch.", ""): d for d in (
 
 
 def source_file_name(name):
-    """The name a candidate's source is written and imported under in the runner's workdir (the ``load``
+    """The name of a candidate's source file in the evaluation's source folder (``source_path``; the ``load``
     command): the base name of ``name``, or ``candidate.py`` where that is empty, ``.`` or ``..``.  The judge
     names its tracebacks by the same rule."""
     base = os.path.basename(str(name or ""))
     return base if base not in ("", ".", "..") else "candidate.py"
+
+
+# The evaluation's folder (the job's "workdir", which kgym makes) as the judge and the runner lay it out
+# (docs/threat-model.md, "Checked bytes = executed bytes"):
+#   <workdir>/src/<name>  the candidate's source: the judge writes the bytes it checked there before ``load``; the
+#                         runner can read it and nothing else (Landlock read-only, another uid's 0440 file in a
+#                         0550 folder, a read-only bind mount: each alone keeps it unchanged).  Tracebacks and
+#                         Triton (which reads kernel source back by the code's file name) see these bytes.
+#   <workdir>/run/        the runner's own folder: its current directory, HOME, TMPDIR and Triton cache; a
+#                         size-limited tmpfs in its mount namespace.  The only place under the workdir it writes.
+# The workdir itself belongs to kgym (0711): the runner can neither rename src/ nor put another one in its place.
+# kgym names the candidate's frames by the same path (src/eval/eval.c).
+SOURCE_DIR = "src"
+RUN_DIR = "run"
+
+
+def source_path(workdir, name):
+    """Where the candidate's source lies in the evaluation's folder (see above)."""
+    return os.path.join(workdir, SOURCE_DIR, source_file_name(name))
+
+
+def run_dir(workdir):
+    """The runner's own folder inside the evaluation's folder (see above)."""
+    return os.path.join(workdir, RUN_DIR)
 
 
 class ProtocolError(Exception):
