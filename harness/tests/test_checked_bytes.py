@@ -187,3 +187,23 @@ def test_the_judge_notices_a_changed_source_file(evaluation):
     ev.check_source("correctness")
     assert [(f["type"], f["stage"]) for f in ev.guards.findings] == [("harness_tampering", "tiny_run")]
     assert "planted.py" in ev.guards.findings[0]["message"]
+
+
+def test_the_judges_look_is_not_blocked_by_what_lies_there(evaluation):
+    """Where no guard stood, the runner chose what lies at the source's name: a FIFO (a plain open would block the
+    judge) or a link are reported, not followed."""
+    job, path = evaluation
+    ev = child.Evaluation(chan=None, job=dict(job, policy=None))
+    ev.source, ev.source_file = CANDIDATE, path
+    os.chmod(os.path.dirname(path), 0o700)
+    os.unlink(path)
+    os.mkfifo(path)
+    ev.check_source("compile")
+    assert [f["type"] for f in ev.guards.findings] == ["harness_tampering"]
+    assert "no longer a regular file" in ev.guards.findings[0]["message"]
+    os.unlink(path)
+    os.symlink("/etc/hostname", path)
+    ev.source_file = path
+    ev.check_source("tiny_run")
+    assert [f["stage"] for f in ev.guards.findings] == ["compile", "tiny_run"]
+    assert "cannot be opened" in ev.guards.findings[1]["message"]

@@ -1006,16 +1006,31 @@ class Evaluation:
         path = getattr(self, "source_file", None)
         if not path:
             return
+        import stat
+
+        changes = []
         try:
-            with open(path, "rb") as f:
-                same = f.read() == self.source
+            # Never through a link, never blocking on a FIFO, never more than the checked length plus one byte:
+            # where no guard stood, the runner chose what lies there.
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    changes.append("it is no longer a regular file")
+                elif os.read(fd, len(self.source) + 1) != self.source:
+                    changes.append("it holds other bytes")
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            changes.append(f"it cannot be opened ({exc.strerror or exc})")
+        try:
             others = sorted(set(os.listdir(os.path.dirname(path))) - {os.path.basename(path)})
         except OSError as exc:
-            same, others = False, [f"({exc.strerror or exc})"]
-        if not same or others:
+            others = [f"(its folder cannot be listed: {exc.strerror or exc})"]
+        if others:
+            changes.append(f"{', '.join(others[:4])} put beside it")
+        if changes:
             self.guards.add("harness_tampering", stage, None,
-                            "the checked source file was changed during the evaluation"
-                            + (f" (and {', '.join(others[:4])} put beside it)" if others else ""),
+                            "the checked source file was changed during the evaluation: " + "; ".join(changes),
                             {"file": path})
             self.source_file = None  # said once
 
