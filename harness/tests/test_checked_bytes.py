@@ -79,7 +79,8 @@ def _runner(job):
 
 def test_layout_and_file_modes(evaluation):
     job, path = evaluation
-    assert path == os.path.join(job["workdir"], "src", "candidate.py") == tp.source_path(job["workdir"], "x/candidate.py")
+    assert path == os.path.join(job["workdir"], "src", "candidate.py")
+    assert path == tp.source_path(job["workdir"], "x/candidate.py")
     with open(path, "rb") as f:
         assert f.read() == CANDIDATE
     assert sorted(os.listdir(job["workdir"])) == ["run", "src"]

@@ -585,12 +585,21 @@ def test_the_judge_hands_the_runners_signatures_to_learn(monkeypatch):
 def test_the_runner_keeps_its_triton_cache_in_its_workdir(monkeypatch, tmp_path):
     """TRITON_CACHE_DIR outranks TRITON_HOME and TRITON_* variables pass the runner's clean environment: one set
     for kgym (a benchmark's empty cache per run) reached every runner, where Landlock refused writes, and every GPU
-    evaluation failed with PermissionError (measured on an H100).  The runner's cache is its workdir's."""
+    evaluation failed with PermissionError (measured on an H100).  The runner's cache is its own folder's (the
+    workdir's run/, laid out by the judge)."""
+    from triton import knobs
+
     from kgym_harness.runner import runner
 
     monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/kgym/was/told")
     monkeypatch.setenv("TRITON_HOME", "/elsewhere")
-    monkeypatch.chdir(tmp_path)  # setup chdirs into the workdir: undone with the test
+    # The set-up forces Triton's overrides and dumps off: restored with the test.
+    monkeypatch.setenv("TRITON_KERNEL_OVERRIDE", "0")
+    monkeypatch.setenv("TRITON_KERNEL_DUMP", "0")
+    monkeypatch.chdir(tmp_path)  # setup chdirs into its folder: undone with the test
+    job = {"workdir": str(tmp_path), "sandbox": {"enabled": False}}
+    child._prepare_workdir(job)
+    run = os.path.join(str(tmp_path), "run")
     threads = torch.get_num_threads()
     a, b = socket.socketpair()
     r = runner.Runner(b, "cpu")
@@ -598,11 +607,12 @@ def test_the_runner_keeps_its_triton_cache_in_its_workdir(monkeypatch, tmp_path)
     t.start()
     link = child.RunnerLink(a, "cpu", [])
     try:
-        reply, _ = link.ask({"cmd": "setup", "job": {"workdir": str(tmp_path), "sandbox": {"enabled": False}}})
-        assert reply["type"] == "ok", reply
-        assert os.environ["TRITON_HOME"] == str(tmp_path)
-        assert os.environ["TRITON_CACHE_DIR"] == os.path.join(str(tmp_path), ".triton", "cache")
-        link.ask({"cmd": "exit"})
-        t.join(5)
+        with knobs.compilation.scope():
+            reply, _ = link.ask({"cmd": "setup", "job": job})
+            assert reply["type"] == "ok", reply
+            assert os.environ["TRITON_HOME"] == run
+            assert os.environ["TRITON_CACHE_DIR"] == os.path.join(run, ".triton", "cache")
+            link.ask({"cmd": "exit"})
+            t.join(5)
     finally:
         torch.set_num_threads(threads)

@@ -904,7 +904,11 @@ static void descriptors_and_secrets_stay_with_kgym(void)
         kg_child_report rep;
         kg_error err;
         KG_CHECK(kg_supervisor_run(s, job, &l, &rep, &err) == KG_OK);
-        KG_CHECK(rep.out.head && strstr(rep.out.head, "p_fd_forge: held") && strstr(rep.out.head, "landed []"));
+        int clean = rep.out.head && strstr(rep.out.head, "p_fd_forge: held") && strstr(rep.out.head, "landed []");
+        if (!clean)
+            fprintf(stderr, "  the runner said: %.1500s\n  %.1500s\n", rep.out.head ? rep.out.head : "(nothing)",
+                    rep.err.head ? rep.err.head : "");
+        KG_CHECK(clean);
         kg_child_report_free(&rep);
         json_decref(job);
         kg_buf_free(&cand);

@@ -544,7 +544,7 @@ def _triton_reads_no_overrides(active):
         if holder is not None and name in vars(type(holder)):
             setattr(holder, name, value)
             forced.append(f"{name}={value}")
-    active.append("triton: no kernel overrides or dumps, compiled kernels never loaded from the cache ("
+    active.append("triton: no kernel overrides or dumps, compiled kernels never looked up in the cache ("
                   + ", ".join(forced or ["environment"]) + ")")
 
 

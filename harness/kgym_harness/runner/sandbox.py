@@ -845,7 +845,7 @@ def apply_runner(job, active, warnings):
     return {"active": active, "warnings": warnings}
 
 
-def _write_guards(path, rw, abi, mounts_fatal):
+def _write_guards(path, rw, abi, mounts_fatal, points=None):
     """The protections that each, alone, keep this (now locked-down) process from changing ``path`` or what
     lies beneath it — writing, truncating, creating, removing or renaming an entry, or renaming ``path`` or a
     directory above it away to put another in its place: a list of short phrases, empty when nothing does.
@@ -860,7 +860,7 @@ def _write_guards(path, rw, abi, mounts_fatal):
     # too: beneath no read-write rule, ``path`` is safe from both.
     if abi >= 3 and not any(_beneath(real, os.path.realpath(p)) for p in rw):
         guards.append(f"Landlock (ABI {abi}) grants no write there")
-    if _read_only(real) and (os.geteuid() != 0 or mounts_fatal) and _path_pinned(real):
+    if _read_only(real) and (os.geteuid() != 0 or mounts_fatal) and _path_pinned(real, points):
         guards.append("a read-only mount")
     if os.geteuid() != 0 and not _uid_can_change(real):
         guards.append(f"uid {os.geteuid()} owns none of it and may write none of it")
@@ -888,11 +888,11 @@ def _mount_points():
     return points
 
 
-def _path_pinned(real):
+def _path_pinned(real, points=None):
     """Whether no directory on the way to ``real`` (itself included) can be renamed away by this process, so that
-    its name keeps naming what is mounted there: each is a mount point (EBUSY), lies in a read-only mount, or
-    (not root) sits in a parent this uid may not write."""
-    points = _mount_points()
+    its name keeps naming what is mounted there: each is a mount point (EBUSY; ``points``: _mount_points()),
+    lies in a read-only mount, or (not root) sits in a parent this uid may not write."""
+    points = _mount_points() if points is None else points
     p = real
     while p != "/":
         parent = os.path.dirname(p)
@@ -935,9 +935,10 @@ def _checked_bytes(job, rw, abi, mounts_fatal, active, warnings):
     from ..shared import transport
 
     workdir = job.get("workdir")
+    points = _mount_points()
     if workdir:
         src = os.path.dirname(transport.source_path(workdir, None))
-        guards = _write_guards(src, rw, abi, mounts_fatal)
+        guards = _write_guards(src, rw, abi, mounts_fatal, points)
         probe = os.path.join(src, f".kgym-probe-{os.getpid()}")
         try:
             os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
@@ -959,7 +960,7 @@ def _checked_bytes(job, rw, abi, mounts_fatal, active, warnings):
     for p in taken:
         sys.path_importer_cache.pop(p, None)
     open_paths = [p for p in dict.fromkeys(sys.path) if os.path.exists(p)
-                  and not _write_guards(p, rw, abi, mounts_fatal)]
+                  and not _write_guards(p, rw, abi, mounts_fatal, points)]
     if open_paths:
         warnings.append("import_path: not active: the runner can write where Python imports from: "
                         + ", ".join(open_paths[:4]))
