@@ -265,6 +265,9 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                                                : json_null());
         json_object_set_new(job, "atol", opts->atol >= 0 ? json_real(opts->atol) : json_null());
         json_object_set_new(job, "rtol", opts->rtol >= 0 ? json_real(opts->rtol) : json_null());
+        /* How outputs are judged (compare.variant_tolerance): the share C's rule allows below the floor, so that
+         * the judge gathers the float64 facts exactly when this file's rule needs them. */
+        json_object_set_new(job, "tolerance", json_pack("{s:f}", "below_floor_share", KG_BELOW_FLOOR_SHARE));
         json_t *half = json_array();
         if (opts->half && strstr(opts->half, "fp16"))
             json_array_append_new(half, json_string("fp16"));

@@ -19,6 +19,12 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
 #define KG_SIDE_STREAM_SLACK_MS 0.02
 #define KG_SIDE_STREAM_HOST_GAP_MS 0.05
 
+/* Comparisons below the floor (docs/evaluation-protocol.md, "Tolerances"): when the reference output's scale is
+ * below the absolute floor, more than this share of its elements missing their relative tolerance fails the
+ * variant (unless the float64 adjudication clears it).  Sent to the judge in the job, which gathers the float64
+ * facts only when this share is exceeded. */
+#define KG_BELOW_FLOOR_SHARE 0.01
+
 /* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
  * opts->timing_cv_threshold) and opts->timing_max_rounds allows another; else 0.  Only messages carrying
  * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */

@@ -45,6 +45,20 @@ static double num(const json_t *v, double fallback)
     return json_is_number(v) ? json_number_value(v) : fallback;
 }
 
+/* Whether a comparison below the floor failed its relative check (compare.variant_tolerance): the judge held
+ * the output to a relative tolerance (tolerance.relative_atol is a number) and more than KG_BELOW_FLOOR_SHARE
+ * of the elements missed it.  Fails closed: a relative check announced without its count is a miss. */
+static int relative_failed(const json_t *msg, const json_t *cmp)
+{
+    if (!json_is_number(json_object_get(json_object_get(msg, "tolerance"), "relative_atol")))
+        return 0;
+    const json_t *missed = json_object_get(cmp, "relative_mismatches");
+    if (!json_is_number(missed))
+        return 1;
+    double elements = num(json_object_get(cmp, "elements"), 0);
+    return json_number_value(missed) > KG_BELOW_FLOOR_SHARE * (elements > 1 ? elements : 1);
+}
+
 /* A variant's verdict from the comparison facts the child reported. */
 static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
 {
@@ -86,17 +100,18 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
             snprintf(why, why_cap, "output dtype %s, expected %s",
                      json_string_value(json_object_get(cmp, "candidate_dtype")) ?: "?",
                      json_string_value(json_object_get(cmp, "reference_dtype")) ?: "?");
-        } else if (num(json_object_get(cmp, "mismatches"), 1) > 0 &&
+        } else if ((num(json_object_get(cmp, "mismatches"), 1) > 0 || relative_failed(msg, cmp)) &&
                    json_is_number(json_object_get(json_object_get(msg, "fp64"), "mismatches")) &&
                    num(json_object_get(json_object_get(msg, "fp64"), "mismatches"), 1) == 0) {
-            /* A near miss of the float32 reference, but the candidate is as close to the exact
-             * (float64) result as the reference itself: both differ only in rounding. */
+            /* A near miss of the float32 reference (or, below the floor, a relative miss), but the candidate is
+             * as close to the exact (float64) result as the reference itself: both differ only in rounding. */
             const json_t *f = json_object_get(msg, "fp64");
             snprintf(why, why_cap,
                      "passed against a float64 reference: candidate error %.3g, the float32 reference's own "
                      "error %.3g (%.0f elements differed from the float32 reference)",
                      num(json_object_get(f, "candidate_error"), NAN), num(json_object_get(f, "reference_error"), NAN),
-                     num(json_object_get(cmp, "mismatches"), 0));
+                     fmax(num(json_object_get(cmp, "mismatches"), 0),
+                          num(json_object_get(cmp, "relative_mismatches"), 0)));
             json_object_set_new(v, "adjudicated", json_string("fp64"));
         } else if (num(json_object_get(cmp, "mismatches"), 1) > 0) {
             verdict = "failed";
@@ -111,12 +126,26 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(cmp, "max_rel_error"), NAN), idx ? idx : "?",
                      num(json_array_get(vals, 0), NAN), num(json_array_get(vals, 1), NAN));
             free(idx);
+        } else if (relative_failed(msg, cmp)) {
+            verdict = "failed";
+            const json_t *tol = json_object_get(msg, "tolerance");
+            double elements = num(json_object_get(cmp, "elements"), 0),
+                   missed = num(json_object_get(cmp, "relative_mismatches"), elements);
+            snprintf(why, why_cap,
+                     "%.0f of %.0f elements (%.1f%%) miss the reference by more than rtol=%g of their own value "
+                     "(max rel error %.4g): the reference output is below the absolute floor (its RMS %.3g, "
+                     "atol %g), where atol alone would accept them, so at most %.0f%% may; an approximation "
+                     "(a sampled or truncated reduction, a cheaper formula) fails at any output scale",
+                     missed, elements, elements > 0 ? 100.0 * missed / elements : 100.0,
+                     num(json_object_get(msg, "rtol"), 0), num(json_object_get(cmp, "max_rel_error"), NAN),
+                     num(json_object_get(tol, "scale"), NAN), num(json_object_get(msg, "atol"), NAN),
+                     100.0 * KG_BELOW_FLOOR_SHARE);
         }
     }
     json_object_set_new(v, "status", json_string(verdict));
     if (json_is_object(cmp)) {
         const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
-                              "first_mismatch", "first_mismatch_values"};
+                              "first_mismatch", "first_mismatch_values", "relative_mismatches"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
             json_t *x = json_object_get(cmp, keys[k]);
             json_object_set(v, keys[k], x ? x : json_null());
@@ -126,6 +155,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set(v, "rtol", json_object_get(msg, "rtol") ?: json_null());
     json_object_set(v, "candidate_ms", json_object_get(msg, "candidate_ms") ?: json_null());
     json_object_set(v, "fp64", json_object_get(msg, "fp64") ?: json_null());
+    /* How the output was judged: the profile, its scale and whether it lay below the absolute floor. */
+    json_object_set(v, "tolerance", json_object_get(msg, "tolerance") ?: json_null());
     json_object_set_new(v, "reason", json_string(why));
     return v;
 }

@@ -471,6 +471,62 @@ static void fp64_adjudication(void)
     json_decref(r);
 }
 
+/* A variant whose reference output is below the absolute floor (compare.variant_tolerance), reported with its
+ * relative check: no element beyond atol, but more than KG_BELOW_FLOOR_SHARE of them beyond rtol of their own
+ * value.  */
+static json_t *below_floor_variant(const char *name, int relative_mismatches, int with_count, int relative_checked)
+{
+    json_t *cmp = cmp_facts(0, 1);
+    if (with_count)
+        json_object_set_new(cmp, "relative_mismatches", json_integer(relative_mismatches));
+    json_object_set_new(cmp, "max_rel_error", json_real(4.5e-3));
+    json_t *tol = json_pack("{s:s, s:f, s:f, s:b, s:f, s:f}", "profile", "strict", "base_atol", 1e-4, "scale", 2.5e-6,
+                            "below_floor", 1, "floor", 1e-6, "share", KG_BELOW_FLOOR_SHARE);
+    json_object_set_new(tol, "relative_atol", relative_checked ? json_real(2.5e-10) : json_null());
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:o}", "type", "variant", "name", name,
+                     "description", "d", "status", "ran", "sizes", "n", 10, "atol", 1e-6, "rtol", 1e-4, "compare", cmp,
+                     "tolerance", tol);
+}
+
+static void below_floor_relative_rule(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    msg(&f, below_floor_variant("base", 1, 1, 1));             /* 1 of 100: within the share */
+    msg(&f, below_floor_variant("seed_1", 40, 1, 1));          /* 40 of 100: an approximation */
+    msg(&f, below_floor_variant("signed", 0, 0, 1));           /* announced, never counted: fails closed */
+    msg(&f, below_floor_variant("small_values", 90, 1, 0));    /* a value-range variant: no relative check */
+    json_t *noise = below_floor_variant("size_odd", 95, 1, 1); /* rounding noise the float64 result clears */
+    json_object_set_new(noise, "fp64", json_pack("{s:f, s:f, s:f, s:i}", "reference_error", 3e-6, "candidate_error",
+                                                 2e-6, "slack", 6e-6, "mismatches", 0));
+    msg(&f, noise);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    const json_t *vs = json_object_get(json_object_get(r, "correctness"), "variants");
+    const char *want[] = {"passed", "failed", "failed", "passed", "passed"};
+    for (size_t i = 0; i < 5; i++)
+        KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, i), "status")), want[i]);
+    const char *why = json_string_value(json_object_get(json_array_get(vs, 1), "reason"));
+    KG_CHECK(strstr(why, "40 of 100 elements (40.0%)") != NULL && strstr(why, "below the absolute floor") != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 4), "adjudicated")), "fp64");
+    /* The result says how each output was judged. */
+    const json_t *tol = json_object_get(json_array_get(vs, 1), "tolerance");
+    KG_CHECK(json_is_true(json_object_get(tol, "below_floor")));
+    KG_CHECK_NEAR(json_number_value(json_object_get(tol, "scale")), 2.5e-6, 1e-18);
+    KG_CHECK(json_integer_value(json_object_get(json_array_get(vs, 1), "relative_mismatches")) == 40);
+    KG_CHECK(strstr(feedback(r), "below the absolute floor") != NULL);
+    json_decref(r);
+}
+
 /* A passing run plus one runtime finding: the verdict is hacked, the reward the penalty, the evidence kept. */
 static void runtime_finding_is_hacked(void)
 {
@@ -881,6 +937,7 @@ static const kg_test_case cases[] = {
     {"faster_than_physics", faster_than_physics},
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},
     {"fp64_adjudication", fp64_adjudication},
+    {"below_floor_relative_rule", below_floor_relative_rule},
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},
     {"candidate_raise_in_variant_is_runtime_error", candidate_raise_in_variant_is_runtime_error},
