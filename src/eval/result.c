@@ -70,7 +70,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set(v, "sizes", json_object_get(msg, "sizes"));
     why[0] = '\0';
     const char *verdict = "passed";
-    if (status && strcmp(status, "reference_failed") == 0) {
+    if (status && (!strcmp(status, "reference_failed") || !strcmp(status, "skipped"))) {
+        /* The reference cannot run these inputs, or the variant cannot keep the task's input structure. */
         verdict = "skipped";
         snprintf(why, why_cap, "%s", json_string_value(json_object_get(msg, "reason"))
                                          ? json_string_value(json_object_get(msg, "reason"))
@@ -810,6 +811,12 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
+    /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
+     * (tasks.input_structure): null when the judge did not report it. */
+    const json_t *structure = messages ? json_object_get(find_message(messages, "input_structure", NULL, NULL),
+                                                         "inputs")
+                                       : NULL;
+    json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
                                   failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",

@@ -486,6 +486,9 @@ class Evaluation:
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
         self.variants = variants
+        # The structure of the task's inputs every variant keeps (tasks.input_structure), for the result.
+        self.chan.send({"type": "input_structure",
+                        "inputs": [st.facts() for st in tasks.input_structure(self.task) if st.kinds]})
         # What this evaluation will hold on its device from now until it ends (the largest variant; timing
         # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
         # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
@@ -893,7 +896,14 @@ class Evaluation:
 
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
-        init, inputs = tasks.build(self.task, v, self.device)
+        try:
+            init, inputs = tasks.build(self.task, v, self.device)
+        except tasks.StructureNotKept as exc:
+            # Dense or shifted inputs where the task states a structure would fail honest kernels that rely on
+            # it: the variant is not run, and the result says why.
+            facts["status"] = "skipped"
+            facts["reason"] = str(exc)
+            return facts
         # On a GPU the inputs live in a device block the runner gets in place (transport.InPlace): one copy
         # of multi-GB inputs on the device instead of two.  The judge fingerprints them before the call and
         # checks them after it, and does not read them again for anything it decides (the runner may
