@@ -364,3 +364,48 @@ def test_relative_mismatches_in_sequences():
     a, b = torch.full((10,), 1e-6), torch.full((10,), 2e-6)
     res = cmp.compare((a, b), (a * 1.01, b.clone()), 1e-6, 1e-4, 1e-10)
     assert res["mismatches"] == 0 and res["relative_mismatches"] == 10
+
+
+# -- tolerance profiles and the reference's precision (issue 37) -------------------------------------------
+
+def test_profiles():
+    assert cmp.tolerances(torch.float32, "kernelbench") == (1e-2, 1e-2)
+    assert cmp.tolerances(torch.float16, "kernelbench") == (1e-2, 1e-2)
+    assert cmp.tolerances(torch.int64, "kernelbench") == (0.0, 0.0)
+    with pytest.raises(ValueError, match="unknown tolerance profile"):
+        cmp.tolerances(torch.float32, "loose")
+    # kernelbench: KernelBench's allclose up to unit scale, relative above it; below unit scale the relative
+    # check at 1e-2 keeps it from being vacuous
+    big = cmp.variant_tolerance(torch.full((10,), 64.0), 1e-2, 1e-2, profile="kernelbench")
+    assert big.atol == pytest.approx(0.64) and not big.below_floor and big.relative_atol is None
+    unit = cmp.variant_tolerance(torch.full((10,), 0.5), 1e-2, 1e-2, profile="kernelbench")
+    assert unit.atol == pytest.approx(1e-2) and unit.below_floor and unit.relative_atol == pytest.approx(5e-3)
+    tiny = cmp.variant_tolerance(torch.full((10,), 2.5e-6), 1e-2, 1e-2, profile="kernelbench")
+    assert tiny.atol == pytest.approx(1e-2) and tiny.relative_atol == pytest.approx(2.5e-8)
+    assert tiny.facts()["profile"] == "kernelbench" and tiny.facts()["floor"] == pytest.approx(1e-2)
+    ranged = cmp.variant_tolerance(torch.full((10,), 0.5), 1e-2, 1e-2, value_range=True, profile="kernelbench")
+    assert ranged.atol == pytest.approx(5e-3) and ranged.relative_atol is None
+    # A TF32-level error (1e-3 of the output) passes kernelbench and fails strict.
+    ref = torch.randn(256, 256) * 16
+    tf32 = ref * (1 + 1e-3 * torch.randn_like(ref).sign())
+    kb = cmp.variant_tolerance(ref, *cmp.tolerances(ref.dtype, "kernelbench"), profile="kernelbench")
+    st = cmp.variant_tolerance(ref, *cmp.tolerances(ref.dtype))
+    assert cmp.compare(ref, tf32, kb.atol, kb.rtol, kb.relative_atol)["mismatches"] == 0
+    assert cmp.compare(ref, tf32, st.atol, st.rtol, st.relative_atol)["mismatches"] > 0
+
+
+def test_reference_precision_is_the_profiles():
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+        assert cmp.apply_reference_precision("strict") == {"matmul_tf32": False, "cudnn_tf32": False,
+                                                           "float32_matmul_precision": "highest"}
+        assert not torch.backends.cudnn.allow_tf32 and torch.get_float32_matmul_precision() == "highest"
+        assert cmp.apply_reference_precision("kernelbench") == cmp.REFERENCE_PRECISION["kernelbench"]
+        assert torch.backends.cudnn.allow_tf32  # PyTorch's default, as KernelBench runs its reference
+        assert set(cmp.REFERENCE_PRECISION) == set(cmp.PROFILES)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])

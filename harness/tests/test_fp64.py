@@ -105,3 +105,26 @@ def test_below_the_floor_an_approximation_fails_and_rounding_noise_passes():
     facts = compare.compare(r, cand, tol.atol, tol.rtol, tol.relative_atol)
     assert child._relative_miss(facts, tol)
     assert child.Evaluation.output_passes(None, tol, noise, [y], r, cand)
+
+
+def test_precision_ops_read_from_the_source():
+    """What the precision feedback points at (result.c's candidate_precision): TF32 dots, full-precision dots,
+    fp16/bf16 references."""
+    import ast
+
+    src = '''
+import triton.language as tl
+import torch
+@triton.jit
+def k(a, b, c):
+    x = tl.dot(a, b)                                # the default: TF32 for float32 inputs
+    y = tl.dot(a, b, input_precision="tf32")
+    z = tl.dot(a, b, input_precision="ieee")
+    w = tl.dot(a, b, allow_tf32=False)
+    v = tl.dot(a, b, input_precision="tf32x3")
+    h = a.to(tl.float16) + tl.load(c).to(tl.bfloat16)
+def f(x):
+    return x.half()
+'''
+    assert child._precision_ops(ast.parse(src)) == {"dot_reduced": 2, "dot_full": 3, "half_precision": 3}
+    assert child._precision_ops(ast.parse("x = 1")) == {"dot_reduced": 0, "dot_full": 0, "half_precision": 0}

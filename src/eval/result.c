@@ -146,7 +146,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set_new(v, "status", json_string(verdict));
     if (json_is_object(cmp)) {
         const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
-                              "first_mismatch", "first_mismatch_values", "relative_mismatches"};
+                              "first_mismatch", "first_mismatch_values", "relative_mismatches",
+                              "candidate_nonfinite", "reference_nonfinite"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
             json_t *x = json_object_get(cmp, keys[k]);
             json_object_set(v, keys[k], x ? x : json_null());
@@ -529,6 +530,31 @@ static const char *ended_between_stages(const kg_child_report *rep, json_t *stag
     return name;
 }
 
+/* The result's "tolerance" object: the profile, and the reference's float32 precision as the judge set and read
+ * it back ("reported_by": "judge"), or, where no judge reported it (the evaluation ended before), the profile's
+ * (compare.REFERENCE_PRECISION; "reported_by": "profile").  In every result. */
+static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messages)
+{
+    const char *name = kg_eval_tolerance_name(opts);
+    const json_t *m = messages ? find_message(messages, "reference_precision", NULL, NULL) : NULL;
+    const json_t *mm = json_object_get(m, "matmul_tf32"), *cd = json_object_get(m, "cudnn_tf32"),
+                 *fp = json_object_get(m, "float32_matmul_precision");
+    json_t *prec;
+    if (json_is_boolean(mm) && json_is_boolean(cd) && json_is_string(fp))
+        prec = json_pack("{s:b, s:b, s:s, s:s, s:s}", "matmul_tf32", json_is_true(mm), "cudnn_tf32", json_is_true(cd),
+                         "float32_matmul_precision", json_string_value(fp), "device",
+                         json_string_value(json_object_get(m, "device")) ?: "?", "reported_by", "judge");
+    else
+        prec = json_pack("{s:b, s:b, s:s, s:n, s:s}", "matmul_tf32", 0, "cudnn_tf32", !strcmp(name, "kernelbench"),
+                         "float32_matmul_precision", "highest", "device", "reported_by", "profile");
+    /* The candidate's side, from its source (the judge's static stage): tl.dot calls that round float32 inputs to
+     * TF32, those that do not, references to fp16/bf16.  What the precision feedback (feedback.c) points at. */
+    const json_t *st = messages ? find_message(messages, "stage", "static", "ok") : NULL;
+    const json_t *cp = json_object_get(json_object_get(st, "data"), "precision");
+    return json_pack("{s:s, s:o, s:O?}", "profile", name, "reference_precision", prec, "candidate_precision",
+                     json_is_object(cp) ? cp : NULL);
+}
+
 /* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */
 static json_t *degeneracy_block(const json_t *messages)
 {
@@ -811,6 +837,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
+    json_object_set_new(r, "tolerance", tolerance_block(opts, messages));
     /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
      * (tasks.input_structure): null when the judge did not report it. */
     const json_t *structure = messages ? json_object_get(find_message(messages, "input_structure", NULL, NULL),

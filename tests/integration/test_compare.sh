@@ -6,6 +6,11 @@
 #       the floor.  An honest softmax passes with no relative mismatch.
 #   (b) Structure kept: level1/14's honest kernel skips the zero triangle and is correct; the result lists the
 #       structure and the signed variant's description says it was kept.
+#   (c) Tolerance profiles (issue 37), on level1/1: an IEEE GEMM is correct under strict and kernelbench; a
+#       TF32 GEMM (emulated on the CPU: the interpreter computes tl.dot in float32 whatever input_precision says;
+#       on a GPU also tl.dot's real default) is incorrect under strict with feedback naming TF32 and the fix,
+#       correct under kernelbench; an fp16 downcast is still caught under strict; the profile and the
+#       reference's precision are in every result.
 . "$(dirname "$0")/lib.sh"
 T=tests/fixtures/tasks/long_row_softmax.py
 for k in honest wrong_sampled_denominator; do
@@ -32,6 +37,26 @@ if [ -d "$KB/level1" ]; then
                 for v in r["correctness"]["variants"] if v["name"] in ("signed", "mixed_large", "offset", "small_odd"))')" = "True" ]
     then ok "level1/14: a kernel that skips the zero triangle is correct; every variant kept the triangles"
     else bad "level1/14 structure" "$(cat "$TMP/err"; jget "$TMP/triu.json" 'r["verdict"], r.get("input_structure"), [(v["name"], v["status"]) for v in r["correctness"]["variants"]]')"; fi
+    P=tests/fixtures/precision
+    tf32="gemm_tf32_emulated"
+    [ "$DEVICE" != cpu ] && tf32="$tf32 gemm_tf32_default"
+    for k in gemm_ieee $tf32 gemm_fp16_downcast; do
+        for p in strict kernelbench; do
+            "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/1 --kernel $P/$k.py \
+                --tolerance-profile $p --json >"$TMP/$k-$p.json" 2>"$TMP/err"
+            case "$k-$p" in
+                gemm_ieee-*|*tf32*-kernelbench|gemm_fp16_downcast-kernelbench) want=correct ;;
+                *) want=incorrect ;;
+            esac
+            if [ "$(jget "$TMP/$k-$p.json" 'r["verdict"] == "'$want'" and r["tolerance"]["profile"] == "'$p'" and
+                    r["tolerance"]["reference_precision"]["reported_by"] == "judge" and
+                    r["tolerance"]["reference_precision"]["cudnn_tf32"] == ("'$p'" == "kernelbench") and
+                    all(v["tolerance"]["profile"] == "'$p'" for v in r["correctness"]["variants"] if v["tolerance"]) and
+                    (r["verdict"] == "correct" or ("TF32" in r["feedback"] and "input_precision=\"ieee\"" in r["feedback"]))')" = "True" ]
+            then ok "$k under $p: $want (the profile and the reference's precision in the result)"
+            else bad "$k under $p: expected $want" "$(cat "$TMP/err"; jget "$TMP/$k-$p.json" 'r["verdict"], r.get("tolerance"), r["feedback"][:600]')"; fi
+        done
+    done
 else
     bad "no KernelBench checkout at $KB (set KGYM_KERNELBENCH)"
 fi

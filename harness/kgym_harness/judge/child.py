@@ -389,7 +389,8 @@ class Evaluation:
                         kernels.append({"name": node.name, "line": node.lineno})
                         break
         facts = {"model_new": model_new is not None, "kernels": kernels,
-                 "model_new_line": model_new.lineno if model_new else None}
+                 "model_new_line": model_new.lineno if model_new else None,
+                 "precision": _precision_ops(self.tree)}
         if model_new is None:
             raise StageFailed("the module defines no top-level `class ModelNew`", None)
         if not kernels:
@@ -1018,13 +1019,22 @@ class Evaluation:
         return facts
 
     def run(self):
-        from . import tasks
+        from . import compare, tasks
 
         try:
             self.task = tasks.load_task(self.job["task"])
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
             self.chan.send({"type": "task_error", "error": describe_exception(exc)})
             return
+        # The reference's precision is the tolerance profile's (after the task's import, so that the profile
+        # decides), reported as read back: every result states it.
+        profile = (self.job.get("tolerance") or {}).get("profile") or compare.DEFAULT_PROFILE
+        if profile not in compare.PROFILES:
+            self.chan.send({"type": "task_error", "error": {"type": "ValueError", "message":
+                            f"unknown tolerance profile {profile!r}", "frames": []}})
+            return
+        self.chan.send(dict(compare.apply_reference_precision(profile), type="reference_precision",
+                            profile=profile, device="cuda" if self.device.startswith("cuda") else "cpu"))
         stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
@@ -1139,6 +1149,34 @@ class Evaluation:
                 torch.is_tensor(x) and x.shape == r.shape and x.is_floating_point() and
                 bool(((x.float() - r).abs() <= atol + rtol * r.abs()).all()) for x in inputs)
         self.chan.send({"type": "task_facts", "facts": facts})
+
+
+# tl.dot's input_precision values that compute float32 products to float32 accuracy ("tf32x3" splits each input
+# into three TF32 parts); anything else, or none (the default, TF32 for float32 inputs), rounds to 10 bits.
+_FULL_DOT_PRECISION = ("ieee", "tf32x3")
+_HALF_NAMES = ("float16", "bfloat16", "half")
+
+
+def _precision_ops(tree) -> dict:
+    """What the candidate's source asks of precision, for the feedback (result.c's tolerance block): tl.dot
+    calls that round float32 inputs to TF32 (no input_precision="ieee" or "tf32x3", no allow_tf32=False), those
+    that do not, and references to fp16/bf16 (tl.float16, torch.bfloat16, .half(), ...).  Facts about the text
+    only: a dot of inputs that are not float32 rounds nothing more."""
+    reduced = full = half = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot" \
+                and ast.unparse(node.func.value) in ("tl", "triton.language", "language"):
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            prec = kw.get("input_precision")
+            tf32 = kw.get("allow_tf32")
+            if (isinstance(prec, ast.Constant) and prec.value in _FULL_DOT_PRECISION) or \
+                    (isinstance(tf32, ast.Constant) and tf32.value is False):
+                full += 1
+            else:
+                reduced += 1
+        elif isinstance(node, ast.Attribute) and node.attr in _HALF_NAMES:
+            half += 1
+    return {"dot_reduced": reduced, "dot_full": full, "half_precision": half}
 
 
 def _sample_agrees(remote, ref_out, tol, seed, samples=1 << 16):
