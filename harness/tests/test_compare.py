@@ -258,7 +258,11 @@ def test_fused_facts_equal_the_chunked_pass(case):
             atol = rtol = 0.0
     fused = cmp._fused_facts(r, c, atol, rtol)  # in Triton's interpreter (conftest), on the CPU
     chunked = cmp._compare_tensors(r, c, atol, rtol)  # on the CPU: the chunked pass
-    assert fused == chunked
+    assert fused == chunked and "relative_mismatches" not in fused
+    # The relative count (outputs below the floor) agrees too, and never counts fewer than the mismatches.
+    fused_rel = cmp._fused_facts(r, c, atol, rtol, atol * 1e-3)
+    assert fused_rel == cmp._compare_tensors(r, c, atol, rtol, atol * 1e-3)
+    assert fused_rel["relative_mismatches"] >= fused_rel["mismatches"]
     json.dumps(fused, allow_nan=False)
     if case not in ("identical",):
         assert fused["mismatches"] > 0 and fused["first_mismatch"] is not None
@@ -312,3 +316,96 @@ def test_a_failing_fused_kernel_falls_back_to_the_chunked_pass(monkeypatch, caps
     res = check(r, c)
     assert res["error"] is None and res["mismatches"] == cmp._compare_tensors(r, c, 1e-4, 1e-4)["mismatches"] > 0
     assert not cmp._fused_on and "ptxas not found" in capsys.readouterr().err
+
+
+# -- tolerances relative to the output (docs/evaluation-protocol.md, "Tolerances") ---------------------------
+
+def test_variant_tolerance_scales_atol_to_the_output_on_every_variant():
+    big = torch.full((100,), 1000.0)
+    tol = cmp.variant_tolerance(big, 1e-4, 1e-4)
+    assert tol.atol == pytest.approx(0.1) and tol.scale == pytest.approx(1000.0) and not tol.below_floor
+    assert tol.relative_atol is None and tol.facts()["below_floor"] is False
+    # outputs near 2.5e-6 (level1/23's softmax at its task size): the floor decides atol, and the relative
+    # check holds each element to 1e-4 of the output's own scale
+    tiny = torch.full((1000,), 2.5e-6)
+    tol = cmp.variant_tolerance(tiny, 1e-4, 1e-4)
+    assert tol.atol == pytest.approx(1e-6) and tol.below_floor
+    assert tol.relative_atol == pytest.approx(2.5e-10) and tol.share == cmp.BELOW_FLOOR_SHARE
+    # the value-range variants keep the floor alone; an all-zero reference has nothing to be relative to
+    assert cmp.variant_tolerance(tiny, 1e-4, 1e-4, value_range=True).relative_atol is None
+    zero = cmp.variant_tolerance(torch.zeros(10), 1e-4, 1e-4)
+    assert zero.atol == pytest.approx(1e-6) and zero.below_floor and zero.relative_atol is None
+    # integer outputs stay exact
+    assert cmp.variant_tolerance(torch.arange(5), 0.0, 0.0).atol == 0.0
+
+
+def test_an_approximation_below_the_floor_is_counted_not_hidden():
+    """A softmax whose denominator is off by 0.5% (sampled): within the absolute floor at outputs of 2.5e-6,
+    beyond rtol of its own value on every element."""
+    torch.manual_seed(0)
+    x = torch.rand(4, 400000)
+    ref = torch.softmax(x, dim=1)
+    approx = ref * 1.005
+    tol = cmp.variant_tolerance(ref, 1e-4, 1e-4)
+    res = cmp.compare(ref, approx, tol.atol, tol.rtol, tol.relative_atol)
+    assert res["mismatches"] == 0 and res["relative_mismatches"] == ref.numel()
+    # the old absolute rule saw nothing
+    assert cmp.compare(ref, approx, 1e-4, 1e-4)["mismatches"] == 0
+    # an honest recomputation (float64, rounded) misses nowhere
+    honest = torch.softmax(x.double(), dim=1).float()
+    assert cmp.compare(ref, honest, tol.atol, tol.rtol, tol.relative_atol)["relative_mismatches"] == 0
+    # the sampled check of timed outputs sees it as well
+    assert cmp.sample_agrees(ref, approx, tol.atol, tol.rtol, samples=4096) is True  # the floor alone
+    assert cmp.sample_agrees(ref, approx, tol.atol, tol.rtol, samples=4096, relative_atol=tol.relative_atol) is False
+    assert cmp.sample_agrees(ref, honest, tol.atol, tol.rtol, samples=4096, relative_atol=tol.relative_atol) is True
+
+
+def test_relative_mismatches_in_sequences():
+    a, b = torch.full((10,), 1e-6), torch.full((10,), 2e-6)
+    res = cmp.compare((a, b), (a * 1.01, b.clone()), 1e-6, 1e-4, 1e-10)
+    assert res["mismatches"] == 0 and res["relative_mismatches"] == 10
+
+
+# -- tolerance profiles and the reference's precision (issue 37) -------------------------------------------
+
+def test_profiles():
+    assert cmp.tolerances(torch.float32, "kernelbench") == (1e-2, 1e-2)
+    assert cmp.tolerances(torch.float16, "kernelbench") == (1e-2, 1e-2)
+    assert cmp.tolerances(torch.int64, "kernelbench") == (0.0, 0.0)
+    with pytest.raises(ValueError, match="unknown tolerance profile"):
+        cmp.tolerances(torch.float32, "loose")
+    # kernelbench: KernelBench's allclose up to unit scale, relative above it; below unit scale the relative
+    # check at 1e-2 keeps it from being vacuous
+    big = cmp.variant_tolerance(torch.full((10,), 64.0), 1e-2, 1e-2, profile="kernelbench")
+    assert big.atol == pytest.approx(0.64) and not big.below_floor and big.relative_atol is None
+    unit = cmp.variant_tolerance(torch.full((10,), 0.5), 1e-2, 1e-2, profile="kernelbench")
+    assert unit.atol == pytest.approx(1e-2) and unit.below_floor and unit.relative_atol == pytest.approx(5e-3)
+    tiny = cmp.variant_tolerance(torch.full((10,), 2.5e-6), 1e-2, 1e-2, profile="kernelbench")
+    assert tiny.atol == pytest.approx(1e-2) and tiny.relative_atol == pytest.approx(2.5e-8)
+    assert tiny.facts()["profile"] == "kernelbench" and tiny.facts()["floor"] == pytest.approx(1e-2)
+    ranged = cmp.variant_tolerance(torch.full((10,), 0.5), 1e-2, 1e-2, value_range=True, profile="kernelbench")
+    assert ranged.atol == pytest.approx(5e-3) and ranged.relative_atol is None
+    # A TF32-level error (1e-3 of the output) passes kernelbench and fails strict.
+    ref = torch.randn(256, 256) * 16
+    tf32 = ref * (1 + 1e-3 * torch.randn_like(ref).sign())
+    kb = cmp.variant_tolerance(ref, *cmp.tolerances(ref.dtype, "kernelbench"), profile="kernelbench")
+    st = cmp.variant_tolerance(ref, *cmp.tolerances(ref.dtype))
+    assert cmp.compare(ref, tf32, kb.atol, kb.rtol, kb.relative_atol)["mismatches"] == 0
+    assert cmp.compare(ref, tf32, st.atol, st.rtol, st.relative_atol)["mismatches"] > 0
+
+
+def test_reference_precision_is_the_profiles():
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
+             torch.get_float32_matmul_precision())
+    try:
+        torch.backends.cudnn.allow_tf32 = True
+        torch.set_float32_matmul_precision("high")
+        assert cmp.apply_reference_precision("strict") == {"matmul_tf32": False, "cudnn_tf32": False,
+                                                           "float32_matmul_precision": "highest"}
+        assert not torch.backends.cudnn.allow_tf32 and torch.get_float32_matmul_precision() == "highest"
+        assert cmp.apply_reference_precision("kernelbench") == cmp.REFERENCE_PRECISION["kernelbench"]
+        assert torch.backends.cudnn.allow_tf32  # PyTorch's default, as KernelBench runs its reference
+        assert set(cmp.REFERENCE_PRECISION) == set(cmp.PROFILES)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
+        torch.set_float32_matmul_precision(saved[2])

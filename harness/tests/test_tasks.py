@@ -498,6 +498,11 @@ def test_exhaustive_plan(load, rel):
         largest, _ = _largest(m, v.sizes)
         assert time.perf_counter() - start < 2.0, v.name
         assert largest <= (2 * limit if v.name == "size_large" else limit), v.name
+    # Input structure: found exactly where get_inputs() builds it (no property seen by chance), quickly.
+    start = time.perf_counter()
+    kinds = [s.kinds for s in tasks.input_structure(m)]
+    assert time.perf_counter() - start < 2.0
+    assert kinds == STRUCTURED.get(rel, [()] * len(kinds)), kinds
 
 
 def test_device_footprint_counts_the_references_largest_intermediate(tmp_path):
@@ -529,3 +534,114 @@ def test_device_footprint_counts_the_references_largest_intermediate(tmp_path):
             return []
     """, "view.py"), "kgym_test_fp_view")
     assert tasks.device_footprint(view, {"N": 64, "D": 1024}) == 6 * t
+
+
+# -------------------------------------------------------------------------- input structure
+
+# Every level1/level2 task whose get_inputs() states a structure (the rest draw plain rand/randn): kept by
+# every variant.  The exhaustive test below checks that detection finds exactly these.
+STRUCTURED = {
+    "level1/13_Matmul_for_symmetric_matrices.py": [("symmetric",), ("symmetric",)],
+    "level1/14_Matmul_for_upper_triangular_matrices.py": [("zero_lower",), ("zero_lower",)],
+    "level1/15_Matmul_for_lower_triangular_matrices.py": [("zero_upper",), ("zero_upper",)],
+    "level1/93_masked_cumsum.py": [(), ("integer",)],
+    "level1/95_CrossEntropyLoss.py": [(), ("integer",)],
+    "level1/98_KLDivLoss.py": [("rows_sum_to_one",), ("rows_sum_to_one",)],
+    "level1/100_HingeLoss.py": [(), ("integer_valued",)],
+}
+
+_SYNTHETIC = """
+    n = 16
+    class Model(nn.Module):
+        def forward(self, p, s, q, d, a, r, y):
+            return p.sum() + s.sum() + q.sum() + d.sum() + a.sum() + r.sum() + y.sum()
+    def get_inputs():
+        x = torch.rand(n, n)
+        p = x @ x.T + n * torch.eye(n)                   # symmetric positive definite
+        s = torch.sort(torch.rand(4, n), dim=-1).values  # sorted rows
+        q = torch.softmax(torch.rand(4, n), dim=0)        # columns summing to one
+        d = torch.diag(torch.rand(n))                      # diagonal
+        a = torch.randn(4, n).abs()                        # non-negative because of abs
+        r = torch.rand(4, n)                               # torch.rand's [0, 1): no structure
+        y = (torch.rand(4, n) > 0.5).float()               # a 0/1 mask as floats
+        return [p, s, q, d, a, r, y]
+    def get_init_inputs():
+        return []
+"""
+
+
+def _all_variants(m):
+    return tasks.make_variants(m, "cpu", BUDGET, half_precision=["fp16"])
+
+
+def test_structure_detected_in_kernelbench_tasks(load):
+    for rel, kinds in STRUCTURED.items():
+        found = tasks.input_structure(load(rel))
+        assert [s.kinds for s in found] == kinds, rel
+    hinge = tasks.input_structure(load("level1/100_HingeLoss.py"))[1]
+    assert hinge.frozen and (hinge.low, hinge.high) == (-1.0, 1.0)
+    targets = tasks.input_structure(load("level1/95_CrossEntropyLoss.py"))[1]
+    assert targets.frozen and targets.low >= 0 and targets.high < 4096  # the index bounds seen
+    assert all(not s.kinds for s in tasks.input_structure(load("level1/19_ReLU.py")))
+
+
+@pytest.mark.parametrize("rel", sorted(STRUCTURED))
+def test_every_variant_keeps_the_structure(load, rel):
+    """Signed, offset, value ranges, sizes: each variant's inputs have the structure the task states, and a
+    transformed variant's description says so."""
+    m = load(rel)
+    structures = tasks.input_structure(m)
+    base = None
+    for v in _all_variants(m):
+        _init, inputs = tasks.build(m, v, "cpu")
+        tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+        for st in structures:
+            assert st.holds(tensors[st.index]), (v.name, st.index)
+        if v.name == "base":
+            base = tensors
+        elif v.transform != "none" and any(s.kinds for s in structures):
+            assert "structure kept: " + tasks.describe_structure(structures) in v.description, v.name
+        if v.name == "signed":
+            for st in structures:
+                t = tensors[st.index]
+                if st.frozen:  # labels and indices never change
+                    assert torch.equal(t, base[st.index])
+                elif st.kinds != ("rows_sum_to_one",):  # dense matrices would have replaced these
+                    assert t.min() < 0
+
+
+def test_synthetic_structures_are_detected_and_kept(tmp_path):
+    m = tasks.load_task(write_task(tmp_path, _SYNTHETIC, "synthetic.py"), "kgym_test_structure_synth")
+    found = tasks.input_structure(m)
+    assert [s.kinds for s in found] == [("symmetric", "positive_definite"), ("sorted",), ("rows_sum_to_one",),
+                                        ("diagonal",), ("non_negative",), (), ("integer_valued",)]
+    assert found[2].dim == -2 and found[6].frozen and not found[5].kinds
+    for v in _all_variants(m):
+        _init, inputs = tasks.build(m, v, "cpu")
+        for st in found:
+            assert st.holds(inputs[st.index]), (v.name, st.index, st.kinds)
+        if v.transform in ("signed", "signed_scale:100"):
+            p = inputs[0].double()
+            assert (p < 0).any() and bool((torch.linalg.eigvalsh(p) > 0).all())  # signed, still definite
+            assert inputs[5].min() < 0  # rand's non-negativity is not kept: that is what signed tests
+            assert inputs[4].min() >= 0 and inputs[1].min() < 0
+    # the descriptor the timing code reuses: a perturbed input projected back onto its structure
+    _init, inputs = tasks.build(m, tasks.Variant("base", {}, 42, "none", None, ""), "cpu")
+    for st, t in zip(found, inputs):
+        if st.frozen:
+            with pytest.raises(ValueError):
+                st.impose(t)
+            continue
+        noisy = t * (1 + 0.3 * torch.randn(t.shape))
+        assert st.holds(st.impose(noisy)), st.kinds
+        assert st.scale_safe == (st.kinds != ("rows_sum_to_one",))
+
+
+def test_a_structure_that_cannot_be_kept_skips_the_variant(load, monkeypatch):
+    m = load("level1/14_Matmul_for_upper_triangular_matrices.py")
+    vs = {v.name: v for v in _all_variants(m)}
+    monkeypatch.setattr(tasks.InputStructure, "impose", lambda self, x: x)  # a transform that keeps nothing
+    with pytest.raises(tasks.StructureNotKept, match="upper triangular"):
+        tasks.build(m, vs["signed"], "cpu")
+    tasks.build(m, vs["base"], "cpu")  # the task's own inputs are never second-guessed
+    tasks.build(m, vs["size_odd"], "cpu")

@@ -24,7 +24,11 @@ typedef struct kg_eval_options {
     const char *device;        /* "cpu" or "cuda:N"; must match the supervisor */
     long budget_elements;      /* CPU: size budget per tensor (default 65536); GPU: ignored */
     long tiny_budget_elements; /* the tiny run's budget (default 4096) */
-    double atol, rtol;         /* < 0: by dtype (fp32 1e-4, fp16/bf16 1e-2) */
+    double atol, rtol;         /* < 0: by dtype and profile (strict: fp32 1e-4, fp16/bf16 1e-2) */
+    /* Named tolerance profile (docs/evaluation-protocol.md, "Tolerance profiles"): "strict" (the default:
+     * tolerances relative to the output, TF32 off for the reference) or "kernelbench" (atol = rtol = 1e-2,
+     * the reference at PyTorch's default precision, as KernelBench evaluates).  Borrowed; NULL = "strict". */
+    const char *tolerance_profile;
     const char *half;          /* "fp16", "bf16", "fp16,bf16" or NULL: extra variants */
     const char *variants;      /* comma list of variant names to run, NULL = all */
     unsigned seed;             /* base seed (default 42) */
@@ -67,6 +71,11 @@ typedef struct kg_eval_options {
 extern const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT];
 /* Index of a stage name, -1 if unknown. */
 int kg_eval_stage_index(const char *name);
+
+/* The tolerance profiles kgym knows, NULL-terminated ("strict" first: the default). */
+extern const char *const kg_eval_tolerance_profiles[];
+/* 1 when name is one of kg_eval_tolerance_profiles, else 0 (NULL: 0). */
+int kg_eval_tolerance_profile_known(const char *name);
 
 /* Fills the defaults for a device (docs/evaluation-protocol.md lists them). */
 void kg_eval_options_default(kg_eval_options *o, const char *device);

@@ -26,7 +26,7 @@ enum {
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
-    OPT_DEVICE_MEMORY, OPT_WARM
+    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -39,6 +39,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"tiny-budget", required_argument, NULL, OPT_TINY_BUDGET},
     {"atol", required_argument, NULL, OPT_ATOL},
     {"rtol", required_argument, NULL, OPT_RTOL},
+    {"tolerance-profile", required_argument, NULL, OPT_TOLERANCE_PROFILE},
     {"half", required_argument, NULL, OPT_HALF},
     {"variants", required_argument, NULL, OPT_VARIANTS},
     {"seed", required_argument, NULL, OPT_SEED},
@@ -74,7 +75,10 @@ const char kg_cli_eval_help[] =
     "  --kernelbench DIR   KernelBench checkout for task ids like level1/19 (or $KGYM_KERNELBENCH)\n"
     "  --budget N          CPU: shrink size constants so each tensor holds <= N elements (65536)\n"
     "  --tiny-budget N     elements per tensor in the tiny run (4096)\n"
-    "  --atol X --rtol X   tolerances (default by dtype: fp32 1e-4, fp16/bf16 1e-2)\n"
+    "  --atol X --rtol X   tolerances (default by dtype and profile: fp32 1e-4, fp16/bf16 1e-2)\n"
+    "  --tolerance-profile P  strict (default: atol relative to the output, the reference without\n"
+    "                      TF32) or kernelbench (atol = rtol = 1e-2 as KernelBench checks, the\n"
+    "                      reference at PyTorch's default precision)\n"
     "  --half LIST         add half-precision variants: fp16, bf16 or fp16,bf16 (GPU)\n"
     "  --variants LIST     run only these variants: base,scaled_x2,seed_1,signed,size_small,\n"
     "                      size_odd,size_large,size_long (CPU only),small_odd (small odd sizes,\n"
@@ -218,6 +222,11 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
             o->atol = d;
         else
             o->rtol = d;
+        return 1;
+    case OPT_TOLERANCE_PROFILE:
+        if (!kg_eval_tolerance_profile_known(arg))
+            return BAD("--tolerance-profile takes strict or kernelbench, not \"%s\"", arg);
+        o->tolerance_profile = arg;
         return 1;
     case OPT_HALF: {
         char *copy = kg_strdup(arg), *save = NULL;
@@ -543,6 +552,7 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.tiny_budget_elements = given.tiny_budget_elements;
     f->opts.atol = given.atol;
     f->opts.rtol = given.rtol;
+    f->opts.tolerance_profile = given.tolerance_profile;
     f->opts.half = given.half;
     f->opts.variants = given.variants;
     f->opts.seed = given.seed;

@@ -29,6 +29,21 @@ int kg_eval_stage_index(const char *name)
     return -1;
 }
 
+const char *const kg_eval_tolerance_profiles[] = {"strict", "kernelbench", NULL};
+
+int kg_eval_tolerance_profile_known(const char *name)
+{
+    for (size_t i = 0; name && kg_eval_tolerance_profiles[i]; i++)
+        if (!strcmp(name, kg_eval_tolerance_profiles[i]))
+            return 1;
+    return 0;
+}
+
+const char *kg_eval_tolerance_name(const kg_eval_options *o)
+{
+    return o && o->tolerance_profile ? o->tolerance_profile : kg_eval_tolerance_profiles[0];
+}
+
 void kg_eval_options_default(kg_eval_options *o, const char *device)
 {
     memset(o, 0, sizeof *o);
@@ -47,6 +62,7 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->timing_max_rounds = 6;
     o->timing_cv_threshold = 0.02;
     o->reference_mode = "eager";
+    o->tolerance_profile = "strict";
     o->profile = 1;
     /* parse, static, compile, tiny_run, correctness, timing.  Generous: the
      * interpreter is slow and a GPU compile of several kernels takes seconds;
@@ -111,10 +127,11 @@ typedef struct {
  * reference's per-call times, so that a cached time is only reused under the same protocol. */
 static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
 {
-    /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise). */
-    kg_buf_printf(out, "v2;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;seed=%u;torch=%s;triton=%s",
-                  o->timing_warmup, o->timing_iters, o->timing_round_ms,
-                  o->reference_mode ? o->reference_mode : "eager", o->seed,
+    /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: the
+     * reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v2 left on). */
+    kg_buf_printf(out, "v3;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
+                  "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
+                  o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
                   json_string_value(json_object_get(msg, "triton")) ?: "?");
 }
@@ -267,6 +284,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                                                : json_null());
         json_object_set_new(job, "atol", opts->atol >= 0 ? json_real(opts->atol) : json_null());
         json_object_set_new(job, "rtol", opts->rtol >= 0 ? json_real(opts->rtol) : json_null());
+        /* How outputs are judged (compare.variant_tolerance): the share C's rule allows below the floor, so that
+         * the judge gathers the float64 facts exactly when this file's rule needs them. */
+        json_object_set_new(job, "tolerance", json_pack("{s:s, s:f}", "profile", kg_eval_tolerance_name(opts),
+                                                        "below_floor_share", KG_BELOW_FLOOR_SHARE));
         json_t *half = json_array();
         if (opts->half && strstr(opts->half, "fp16"))
             json_array_append_new(half, json_string("fp16"));

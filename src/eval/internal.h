@@ -19,6 +19,22 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
 #define KG_SIDE_STREAM_SLACK_MS 0.02
 #define KG_SIDE_STREAM_HOST_GAP_MS 0.05
 
+/* Feedback that recognises precision (feedback.c): the largest error of every failed variant, over the RMS of
+ * its reference output, lies in this band (the rounding of 10-bit mantissas, TF32 or fp16, up to bf16's 7), and
+ * the largest of them is at most PRECISION_SPREAD times the smallest: the same error whatever the inputs. */
+#define KG_PRECISION_ERR_LO 1.5e-4
+#define KG_PRECISION_ERR_HI 3e-2
+#define KG_PRECISION_SPREAD 10.0
+
+/* Comparisons below the floor (docs/evaluation-protocol.md, "Tolerances"): when the reference output's scale is
+ * below the absolute floor, more than this share of its elements missing their relative tolerance fails the
+ * variant (unless the float64 adjudication clears it).  Sent to the judge in the job, which gathers the float64
+ * facts only when this share is exceeded. */
+#define KG_BELOW_FLOOR_SHARE 0.01
+
+/* The options' tolerance profile ("strict" when none was set). */
+const char *kg_eval_tolerance_name(const kg_eval_options *o);
+
 /* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
  * opts->timing_cv_threshold) and opts->timing_max_rounds allows another; else 0.  Only messages carrying
  * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */

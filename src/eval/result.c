@@ -45,6 +45,20 @@ static double num(const json_t *v, double fallback)
     return json_is_number(v) ? json_number_value(v) : fallback;
 }
 
+/* Whether a comparison below the floor failed its relative check (compare.variant_tolerance): the judge held
+ * the output to a relative tolerance (tolerance.relative_atol is a number) and more than KG_BELOW_FLOOR_SHARE
+ * of the elements missed it.  Fails closed: a relative check announced without its count is a miss. */
+static int relative_failed(const json_t *msg, const json_t *cmp)
+{
+    if (!json_is_number(json_object_get(json_object_get(msg, "tolerance"), "relative_atol")))
+        return 0;
+    const json_t *missed = json_object_get(cmp, "relative_mismatches");
+    if (!json_is_number(missed))
+        return 1;
+    double elements = num(json_object_get(cmp, "elements"), 0);
+    return json_number_value(missed) > KG_BELOW_FLOOR_SHARE * (elements > 1 ? elements : 1);
+}
+
 /* A variant's verdict from the comparison facts the child reported. */
 static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
 {
@@ -56,7 +70,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set(v, "sizes", json_object_get(msg, "sizes"));
     why[0] = '\0';
     const char *verdict = "passed";
-    if (status && strcmp(status, "reference_failed") == 0) {
+    if (status && (!strcmp(status, "reference_failed") || !strcmp(status, "skipped"))) {
+        /* The reference cannot run these inputs, or the variant cannot keep the task's input structure. */
         verdict = "skipped";
         snprintf(why, why_cap, "%s", json_string_value(json_object_get(msg, "reason"))
                                          ? json_string_value(json_object_get(msg, "reason"))
@@ -86,17 +101,18 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
             snprintf(why, why_cap, "output dtype %s, expected %s",
                      json_string_value(json_object_get(cmp, "candidate_dtype")) ?: "?",
                      json_string_value(json_object_get(cmp, "reference_dtype")) ?: "?");
-        } else if (num(json_object_get(cmp, "mismatches"), 1) > 0 &&
+        } else if ((num(json_object_get(cmp, "mismatches"), 1) > 0 || relative_failed(msg, cmp)) &&
                    json_is_number(json_object_get(json_object_get(msg, "fp64"), "mismatches")) &&
                    num(json_object_get(json_object_get(msg, "fp64"), "mismatches"), 1) == 0) {
-            /* A near miss of the float32 reference, but the candidate is as close to the exact
-             * (float64) result as the reference itself: both differ only in rounding. */
+            /* A near miss of the float32 reference (or, below the floor, a relative miss), but the candidate is
+             * as close to the exact (float64) result as the reference itself: both differ only in rounding. */
             const json_t *f = json_object_get(msg, "fp64");
             snprintf(why, why_cap,
                      "passed against a float64 reference: candidate error %.3g, the float32 reference's own "
                      "error %.3g (%.0f elements differed from the float32 reference)",
                      num(json_object_get(f, "candidate_error"), NAN), num(json_object_get(f, "reference_error"), NAN),
-                     num(json_object_get(cmp, "mismatches"), 0));
+                     fmax(num(json_object_get(cmp, "mismatches"), 0),
+                          num(json_object_get(cmp, "relative_mismatches"), 0)));
             json_object_set_new(v, "adjudicated", json_string("fp64"));
         } else if (num(json_object_get(cmp, "mismatches"), 1) > 0) {
             verdict = "failed";
@@ -111,12 +127,27 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(cmp, "max_rel_error"), NAN), idx ? idx : "?",
                      num(json_array_get(vals, 0), NAN), num(json_array_get(vals, 1), NAN));
             free(idx);
+        } else if (relative_failed(msg, cmp)) {
+            verdict = "failed";
+            const json_t *tol = json_object_get(msg, "tolerance");
+            double elements = num(json_object_get(cmp, "elements"), 0),
+                   missed = num(json_object_get(cmp, "relative_mismatches"), elements);
+            snprintf(why, why_cap,
+                     "%.0f of %.0f elements (%.1f%%) miss the reference by more than rtol=%g of their own value "
+                     "(max rel error %.4g): the reference output is below the absolute floor (its RMS %.3g, "
+                     "atol %g), where atol alone would accept them, so at most %.0f%% may; an approximation "
+                     "(a sampled or truncated reduction, a cheaper formula) fails at any output scale",
+                     missed, elements, elements > 0 ? 100.0 * missed / elements : 100.0,
+                     num(json_object_get(msg, "rtol"), 0), num(json_object_get(cmp, "max_rel_error"), NAN),
+                     num(json_object_get(tol, "scale"), NAN), num(json_object_get(msg, "atol"), NAN),
+                     100.0 * KG_BELOW_FLOOR_SHARE);
         }
     }
     json_object_set_new(v, "status", json_string(verdict));
     if (json_is_object(cmp)) {
         const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
-                              "first_mismatch", "first_mismatch_values"};
+                              "first_mismatch", "first_mismatch_values", "relative_mismatches",
+                              "candidate_nonfinite", "reference_nonfinite"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
             json_t *x = json_object_get(cmp, keys[k]);
             json_object_set(v, keys[k], x ? x : json_null());
@@ -126,6 +157,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     json_object_set(v, "rtol", json_object_get(msg, "rtol") ?: json_null());
     json_object_set(v, "candidate_ms", json_object_get(msg, "candidate_ms") ?: json_null());
     json_object_set(v, "fp64", json_object_get(msg, "fp64") ?: json_null());
+    /* How the output was judged: the profile, its scale and whether it lay below the absolute floor. */
+    json_object_set(v, "tolerance", json_object_get(msg, "tolerance") ?: json_null());
     json_object_set_new(v, "reason", json_string(why));
     return v;
 }
@@ -497,6 +530,31 @@ static const char *ended_between_stages(const kg_child_report *rep, json_t *stag
     return name;
 }
 
+/* The result's "tolerance" object: the profile, and the reference's float32 precision as the judge set and read
+ * it back ("reported_by": "judge"), or, where no judge reported it (the evaluation ended before), the profile's
+ * (compare.REFERENCE_PRECISION; "reported_by": "profile").  In every result. */
+static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messages)
+{
+    const char *name = kg_eval_tolerance_name(opts);
+    const json_t *m = messages ? find_message(messages, "reference_precision", NULL, NULL) : NULL;
+    const json_t *mm = json_object_get(m, "matmul_tf32"), *cd = json_object_get(m, "cudnn_tf32"),
+                 *fp = json_object_get(m, "float32_matmul_precision");
+    json_t *prec;
+    if (json_is_boolean(mm) && json_is_boolean(cd) && json_is_string(fp))
+        prec = json_pack("{s:b, s:b, s:s, s:s, s:s}", "matmul_tf32", json_is_true(mm), "cudnn_tf32", json_is_true(cd),
+                         "float32_matmul_precision", json_string_value(fp), "device",
+                         json_string_value(json_object_get(m, "device")) ?: "?", "reported_by", "judge");
+    else
+        prec = json_pack("{s:b, s:b, s:s, s:n, s:s}", "matmul_tf32", 0, "cudnn_tf32", !strcmp(name, "kernelbench"),
+                         "float32_matmul_precision", "highest", "device", "reported_by", "profile");
+    /* The candidate's side, from its source (the judge's static stage): tl.dot calls that round float32 inputs to
+     * TF32, those that do not, references to fp16/bf16.  What the precision feedback (feedback.c) points at. */
+    const json_t *st = messages ? find_message(messages, "stage", "static", "ok") : NULL;
+    const json_t *cp = json_object_get(json_object_get(st, "data"), "precision");
+    return json_pack("{s:s, s:o, s:O?}", "profile", name, "reference_precision", prec, "candidate_precision",
+                     json_is_object(cp) ? cp : NULL);
+}
+
 /* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */
 static json_t *degeneracy_block(const json_t *messages)
 {
@@ -779,6 +837,13 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     }
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
+    json_object_set_new(r, "tolerance", tolerance_block(opts, messages));
+    /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
+     * (tasks.input_structure): null when the judge did not report it. */
+    const json_t *structure = messages ? json_object_get(find_message(messages, "input_structure", NULL, NULL),
+                                                         "inputs")
+                                       : NULL;
+    json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
                                   failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",

@@ -110,6 +110,8 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     kg_buf k = {0};
     kg_buf_printf(&k, "kgym.profile/1|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed, e->budget_elements,
                   e->tiny_budget_elements);
+    kg_buf_printf(&k, "tolerance=%s|", kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile
+                                                                                           : "strict");
     kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol, e->rtol,
                   e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1], e->credit[2],
                   e->credit[3], e->credit[4]);
@@ -127,14 +129,16 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     kg_buf_free(&k);
     snprintf(out->reference_mode, sizeof out->reference_mode, "%s",
              e->reference_mode ? e->reference_mode : "eager"); /* run_job's default */
+    snprintf(out->tolerance_profile, sizeof out->tolerance_profile, "%s",
+             kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile : "strict");
     out->timeout_s = e->limits.total_timeout_s;
     return rc;
 }
 
 json_t *kg_sched_profile_json(const kg_sched_profile *p)
 {
-    return json_pack("{s:s, s:s, s:f}", "hash", p->hash, "reference_mode", p->reference_mode, "timeout_s",
-                     p->timeout_s);
+    return json_pack("{s:s, s:s, s:s, s:f}", "hash", p->hash, "reference_mode", p->reference_mode,
+                     "tolerance_profile", p->tolerance_profile, "timeout_s", p->timeout_s);
 }
 
 int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out)
@@ -147,6 +151,10 @@ int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out)
         return KG_ERR_INVALID;
     snprintf(out->hash, sizeof out->hash, "%s", h);
     snprintf(out->reference_mode, sizeof out->reference_mode, "%s", m);
+    const char *tp = json_string_value(json_object_get(j, "tolerance_profile"));
+    if (tp && !kg_eval_tolerance_profile_known(tp))
+        return KG_ERR_INVALID;
+    snprintf(out->tolerance_profile, sizeof out->tolerance_profile, "%s", tp ? tp : "strict");
     out->timeout_s = json_number_value(t);
     return KG_OK;
 }
@@ -164,13 +172,16 @@ int kg_sched_content_key(const kg_sched_profile *p, const json_t *request, char 
     const char *ref_mode = json_string_value(json_object_get(request, "reference_mode"));
     if (!ref_mode)
         ref_mode = p->reference_mode;
+    const char *tolerance = json_string_value(json_object_get(request, "tolerance_profile"));
+    if (!tolerance)
+        tolerance = p->tolerance_profile[0] ? p->tolerance_profile : "strict";
     json_int_t perf_trials = json_integer_value(json_object_get(request, "num_perf_trials"));
     char rh[KG_SHA256_STRLEN];
     if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK)
         return KG_ERR_INTERNAL;
     kg_buf k = {0};
-    kg_buf_printf(&k, "kgym.key/3|%s|ref=%s|perf_trials=%lld|timeout=%.17g|reference=%s|", p->hash, rh,
-                  (long long)perf_trials, timeout, ref_mode);
+    kg_buf_printf(&k, "kgym.key/4|%s|ref=%s|perf_trials=%lld|timeout=%.17g|reference=%s|tolerance=%s|", p->hash, rh,
+                  (long long)perf_trials, timeout, ref_mode, tolerance);
     kg_buf_puts(&k, kernel);
     int rc = k.data ? kg_sha256_string(k.data, k.len, key) : KG_ERR_NOMEM;
     kg_buf_free(&k);
@@ -316,12 +327,20 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
         const char *ref_mode = json_string_value(json_object_get(req, "reference_mode"));
         if (ref_mode)
             opts.reference_mode = ref_mode;
+        /* The request's tolerance_profile (kernelgym.c checked it at submit), else the server's. */
+        const char *tolerance = json_string_value(json_object_get(req, "tolerance_profile"));
+        if (tolerance && !kg_eval_tolerance_profile_known(tolerance))
+            rc = kg_error_set(&err, KG_ERR_INVALID, "the stored request names an unknown tolerance profile \"%.40s\"",
+                              tolerance);
+        else if (tolerance)
+            opts.tolerance_profile = tolerance;
         job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
         opts.limits.stop_requested = job_no_longer_ours;
         opts.limits.stop_ctx = &watch;
         kg_eval_request er = {.task = &task, .response = kernel, .response_len = strlen(kernel),
                               .candidate_name = "kernel_code"};
-        rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
+        if (rc == KG_OK)
+            rc = kg_eval_run(s->o.sup, &opts, &er, &result, &err);
     }
     if (rc == KG_ERR_CANCELLED) { /* stopped for its cancel: the store already says so, nothing to count */
         kg_task_free(&task);

@@ -50,17 +50,20 @@ typedef struct kg_sched_options {
 typedef struct kg_sched_profile {
     char hash[KG_SHA256_STRLEN]; /* SHA-256 of the device kind and every evaluation setting */
     char reference_mode[32];     /* how the reference of a request that names no mode is timed */
+    char tolerance_profile[32];  /* the tolerance profile of a request that names none ("strict", "kernelbench") */
     double timeout_s;            /* the limit of a request that sets no timeout */
 } kg_sched_profile;
 
 /* The profile of options e on a device of kind device_kind (NULL: e->device). */
 int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sched_profile *out);
-/* As JSON {"hash", "reference_mode", "timeout_s"} (new reference), and back (KG_ERR_INVALID if malformed). */
+/* As JSON {"hash", "reference_mode", "tolerance_profile", "timeout_s"} (new reference), and back
+ * (KG_ERR_INVALID if malformed; a profile without "tolerance_profile", from an older worker, is "strict"). */
 json_t *kg_sched_profile_json(const kg_sched_profile *p);
 int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out);
 /* The content key of a normalised request evaluated under profile p: SHA-256
  * over p, the reference, the candidate, and the request's timeout,
- * num_perf_trials and reference mode (the profile's where it names none).
+ * num_perf_trials, reference mode and tolerance profile (the profile's where
+ * it names none).
  * The API server computes it at submit with the profile its fleet's workers
  * share; each worker again with its own when it claims the job, and the
  * result is recorded under the worker's key: two jobs share a key only when

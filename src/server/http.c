@@ -306,7 +306,8 @@ static const char *given_id(const json_t *t, const char *batch_id, size_t i, cha
 
 static int same_profile(const kg_sched_profile *a, const kg_sched_profile *b)
 {
-    return !strcmp(a->hash, b->hash) && !strcmp(a->reference_mode, b->reference_mode) && a->timeout_s == b->timeout_s;
+    return !strcmp(a->hash, b->hash) && !strcmp(a->reference_mode, b->reference_mode) &&
+           !strcmp(a->tolerance_profile, b->tolerance_profile) && a->timeout_s == b->timeout_s;
 }
 
 /* The profile a job submitted now is keyed with, and whether a done result under that key may answer it at once

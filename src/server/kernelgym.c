@@ -93,7 +93,8 @@ static int unknown_fields_too_big(const json_t *in, const char *const *bools, si
 {
     static const char *const known[] = {"task_id", "reference_code", "kernel_code", "backend", "entry_point",
                                         "priority", "task", "id", "num_correct_trials", "num_perf_trials",
-                                        "num_warmup", "timeout", "force_refresh", "reference_backend"};
+                                        "num_warmup", "timeout", "force_refresh", "reference_backend",
+                                        "tolerance_profile"};
     size_t total = 0;
     const char *key, *biggest = NULL;
     size_t biggest_n = 0;
@@ -206,6 +207,15 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
                        "reference_backend must be pytorch (eager) or torch_compile, not \"%.60s\"", backend_in);
     }
 
+    /* kgym's own field: the tolerance profile (strict, kernelbench); absent → the server's --tolerance-profile.
+     * Part of the content key: a result judged under one profile never answers a request for the other. */
+    const char *tolerance = NULL;
+    if (opt_string(in, "tolerance_profile", &tolerance, b))
+        return -1;
+    if (tolerance && !kg_eval_tolerance_profile_known(tolerance))
+        return bad(b, 400, "tolerance_profile", "tolerance_profile must be strict or kernelbench, not \"%.60s\"",
+                   tolerance);
+
     /* The reference: code given, or a KernelBench id on this server. */
     kg_task t;
     memset(&t, 0, sizeof t);
@@ -238,9 +248,10 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
     json_t *client = json_deep_copy(in);
     json_object_del(client, "reference_code");
     json_object_del(client, "kernel_code");
-    json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:s?, s:o}", "task", label, "reference_code", ref,
+    json_t *n = json_pack("{s:s?, s:s, s:s, s:I, s:I, s:s?, s:s?, s:o}", "task", label, "reference_code", ref,
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
-                          (json_int_t)perf_trials, "reference_mode", ref_mode, "client", client);
+                          (json_int_t)perf_trials, "reference_mode", ref_mode, "tolerance_profile", tolerance,
+                          "client", client);
     free(ref_owned);
     kg_task_free(&t);
     if (!n)
@@ -386,6 +397,12 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     json_t *rb = json_object_get(client, "reference_backend");
     if (json_is_string(rb)) /* as KernelGYM notes it */
         json_object_set(meta, "reference_backend", rb);
+    /* How the outputs were judged (kgym's tolerance profile and the reference's precision), from the result. */
+    json_t *tol = json_object_get(r, "tolerance");
+    if (json_is_string(json_object_get(tol, "profile")))
+        json_object_set(meta, "tolerance_profile", json_object_get(tol, "profile"));
+    if (json_is_object(json_object_get(tol, "reference_precision")))
+        json_object_set(meta, "reference_precision", json_object_get(tol, "reference_precision"));
     json_t *nc = json_object_get(client, "num_correct_trials");
     json_t *np = json_object_get(client, "num_perf_trials");
     json_object_set_new(meta, "num_correct_trials", json_is_integer(nc) ? json_copy(nc) : json_integer(5));

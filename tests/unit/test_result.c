@@ -507,6 +507,172 @@ static void fp64_adjudication(void)
     json_decref(r);
 }
 
+/* A variant whose reference output is below the absolute floor (compare.variant_tolerance), reported with its
+ * relative check: no element beyond atol, but more than KG_BELOW_FLOOR_SHARE of them beyond rtol of their own
+ * value.  */
+static json_t *below_floor_variant(const char *name, int relative_mismatches, int with_count, int relative_checked)
+{
+    json_t *cmp = cmp_facts(0, 1);
+    if (with_count)
+        json_object_set_new(cmp, "relative_mismatches", json_integer(relative_mismatches));
+    json_object_set_new(cmp, "max_rel_error", json_real(4.5e-3));
+    json_t *tol = json_pack("{s:s, s:f, s:f, s:b, s:f, s:f}", "profile", "strict", "base_atol", 1e-4, "scale", 2.5e-6,
+                            "below_floor", 1, "floor", 1e-6, "share", KG_BELOW_FLOOR_SHARE);
+    json_object_set_new(tol, "relative_atol", relative_checked ? json_real(2.5e-10) : json_null());
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:o}", "type", "variant", "name", name,
+                     "description", "d", "status", "ran", "sizes", "n", 10, "atol", 1e-6, "rtol", 1e-4, "compare", cmp,
+                     "tolerance", tol);
+}
+
+static void below_floor_relative_rule(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    msg(&f, below_floor_variant("base", 1, 1, 1));             /* 1 of 100: within the share */
+    msg(&f, below_floor_variant("seed_1", 40, 1, 1));          /* 40 of 100: an approximation */
+    msg(&f, below_floor_variant("signed", 0, 0, 1));           /* announced, never counted: fails closed */
+    msg(&f, below_floor_variant("small_values", 90, 1, 0));    /* a value-range variant: no relative check */
+    json_t *noise = below_floor_variant("size_odd", 95, 1, 1); /* rounding noise the float64 result clears */
+    json_object_set_new(noise, "fp64", json_pack("{s:f, s:f, s:f, s:i}", "reference_error", 3e-6, "candidate_error",
+                                                 2e-6, "slack", 6e-6, "mismatches", 0));
+    msg(&f, noise);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    const json_t *vs = json_object_get(json_object_get(r, "correctness"), "variants");
+    const char *want[] = {"passed", "failed", "failed", "passed", "passed"};
+    for (size_t i = 0; i < 5; i++)
+        KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, i), "status")), want[i]);
+    const char *why = json_string_value(json_object_get(json_array_get(vs, 1), "reason"));
+    KG_CHECK(strstr(why, "40 of 100 elements (40.0%)") != NULL && strstr(why, "below the absolute floor") != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 4), "adjudicated")), "fp64");
+    /* The result says how each output was judged. */
+    const json_t *tol = json_object_get(json_array_get(vs, 1), "tolerance");
+    KG_CHECK(json_is_true(json_object_get(tol, "below_floor")));
+    KG_CHECK_NEAR(json_number_value(json_object_get(tol, "scale")), 2.5e-6, 1e-18);
+    KG_CHECK(json_integer_value(json_object_get(json_array_get(vs, 1), "relative_mismatches")) == 40);
+    KG_CHECK(strstr(feedback(r), "below the absolute floor") != NULL);
+    json_decref(r);
+}
+
+/* A variant that failed by a relative error e of its output's RMS (scale 64: a GEMM), everywhere. */
+static json_t *scaled_miss(const char *name, double e, int nonfinite)
+{
+    json_t *cmp = cmp_facts(50, 1);
+    json_object_set_new(cmp, "max_abs_error", json_real(e * 64.0));
+    json_object_set_new(cmp, "candidate_nonfinite", json_integer(nonfinite));
+    json_object_set_new(cmp, "reference_nonfinite", json_integer(0));
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:{s:s, s:f, s:b}}", "type", "variant", "name",
+                     name, "description", "d", "status", "ran", "sizes", "n", 10, "atol", 6.4e-3, "rtol", 1e-4,
+                     "compare", cmp, "tolerance", "profile", "strict", "scale", 64.0, "below_floor", 0);
+}
+
+/* dots: tl.dot calls without input_precision="ieee" in the candidate's source (the static stage's facts). */
+static json_t *precision_run(kg_eval_options *o, const double *errs, const int *nonfinite, size_t n, int with_judge,
+                             int dots)
+{
+    fake f;
+    fake_init(&f);
+    if (with_judge)
+        msg(&f, json_pack("{s:s, s:b, s:b, s:s, s:s, s:s}", "type", "reference_precision", "matmul_tf32", 0,
+                          "cudnn_tf32", 0, "float32_matmul_precision", "highest", "profile", "strict", "device",
+                          "cuda"));
+    stage_ok(&f, "parse");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "static", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:f, s:s, s:{s:{s:i, s:i, s:i}}}", "type", "stage", "stage", "static", "status",
+                      "ok", "ms", 1.0, "detail", "", "data", "precision", "dot_reduced", dots, "dot_full", 1 - (dots > 0),
+                      "half_precision", 0));
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    const char *names[] = {"base", "seed_1", "signed", "size_odd", "large_values"};
+    for (size_t i = 0; i < n; i++) {
+        if (errs[i] > 0)
+            msg(&f, scaled_miss(names[i], errs[i], nonfinite ? nonfinite[i] : 0));
+        else
+            variant(&f, names[i], "ran", 0);
+    }
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    return build(&f, o);
+}
+
+/* Issue 37: the same small relative error on every failing variant is reduced precision (TF32's 10-bit
+ * mantissa), and the feedback says so and names the fix; a logic bug's errors, a lone failure, NaN outputs or
+ * errors that differ widely are not. */
+static void precision_feedback(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    o.timing = 0;
+    const double tf32[] = {8e-4, 8e-4, 3.2e-3, 9e-4, 1e-3};
+    json_t *r = precision_run(&o, tf32, NULL, 5, 1, 1);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK(strstr(feedback(r), "input_precision=\"ieee\"") != NULL && strstr(feedback(r), "TF32") != NULL);
+    KG_CHECK(strstr(feedback(r), "1 tl.dot call in your code does not") != NULL);
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(json_object_get(r, "tolerance"),
+                                                                "candidate_precision"), "dot_reduced")) == 1);
+    KG_CHECK(strstr(feedback(r), "kernelbench profile") != NULL);
+    /* The reference's precision, as the judge reported it. */
+    const json_t *tol = json_object_get(r, "tolerance");
+    KG_CHECK_STR(json_string_value(json_object_get(tol, "profile")), "strict");
+    const json_t *prec = json_object_get(tol, "reference_precision");
+    KG_CHECK(json_is_false(json_object_get(prec, "matmul_tf32")) && json_is_false(json_object_get(prec, "cudnn_tf32")));
+    KG_CHECK_STR(json_string_value(json_object_get(prec, "reported_by")), "judge");
+    json_decref(r);
+    /* Under kernelbench the note still names the fix, without pointing at the profile it is already under. */
+    o.tolerance_profile = "kernelbench";
+    r = precision_run(&o, tf32, NULL, 5, 0, 2);
+    KG_CHECK(strstr(feedback(r), "input_precision=\"ieee\"") != NULL && strstr(feedback(r), "kernelbench profile") == NULL);
+    tol = json_object_get(r, "tolerance");
+    KG_CHECK_STR(json_string_value(json_object_get(tol, "profile")), "kernelbench");
+    prec = json_object_get(tol, "reference_precision");
+    KG_CHECK(json_is_true(json_object_get(prec, "cudnn_tf32"))); /* no judge report: the profile's own setting */
+    KG_CHECK_STR(json_string_value(json_object_get(prec, "reported_by")), "profile");
+    json_decref(r);
+    o.tolerance_profile = "strict";
+    const double bug[] = {0.4, 0.5, 0.6, 0.0, 0.0};          /* a logic bug: errors of the output's size */
+    const double lone[] = {1e-3, 0.0, 0.0, 0.0, 0.0};        /* one variant alone */
+    const double spread[] = {2e-4, 1e-2, 3e-3, 0.0, 0.0};    /* not the same error whatever the inputs */
+    const int nan_out[] = {0, 7, 0, 0, 0};
+    /* The same errors from code with no reduced-precision construct (a GELU's tanh approximation misses by
+     * 1e-4 to 1e-3 everywhere): no note either. */
+    const double *cases[] = {bug, lone, spread, tf32, tf32};
+    for (size_t i = 0; i < 5; i++) {
+        r = precision_run(&o, cases[i], i == 3 ? nan_out : NULL, 5, 1, i == 4 ? 0 : 1);
+        KG_CHECK_STR(verdict(r), "incorrect");
+        KG_CHECK(strstr(feedback(r), "input_precision") == NULL);
+        json_decref(r);
+    }
+}
+
+/* Every result states the tolerance profile and the reference's precision, an invalid reply's too. */
+static void tolerance_in_every_result(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    o.tolerance_profile = "kernelbench";
+    kg_eval_request req = {.task = &task, .response = "no code", .response_len = 7, .candidate_name = "k.py"};
+    json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "fail", "ms", 0.1, "detail", "none");
+    json_t *r = NULL;
+    kg_error err;
+    KG_CHECK(kg_eval_build_result(&o, &req, NULL, NULL, ex, &r, &err) == KG_OK);
+    json_decref(ex);
+    KG_CHECK_STR(verdict(r), "invalid");
+    const json_t *tol = json_object_get(r, "tolerance");
+    KG_CHECK_STR(json_string_value(json_object_get(tol, "profile")), "kernelbench");
+    KG_CHECK(json_is_object(json_object_get(tol, "reference_precision")));
+    json_decref(r);
+}
+
 /* A passing run plus one runtime finding: the verdict is hacked, the reward the penalty, the evidence kept. */
 static void runtime_finding_is_hacked(void)
 {
@@ -917,6 +1083,9 @@ static const kg_test_case cases[] = {
     {"faster_than_physics", faster_than_physics},
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},
     {"fp64_adjudication", fp64_adjudication},
+    {"below_floor_relative_rule", below_floor_relative_rule},
+    {"precision_feedback", precision_feedback},
+    {"tolerance_in_every_result", tolerance_in_every_result},
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},
     {"candidate_raise_in_variant_is_runtime_error", candidate_raise_in_variant_is_runtime_error},

@@ -59,11 +59,23 @@ static void test_keys(void)
     kg_eval_options e2 = e;
     e2.seed = e.seed + 1;
     CHECK(kg_sched_profile_of(&e2, "gpu-a", &c) == KG_OK && strcmp(a.hash, c.hash), "another seed");
-    json_t *pj = kg_sched_profile_json(&a);
+    kg_eval_options e3 = e;
+    e3.tolerance_profile = "kernelbench";
+    kg_sched_profile k;
+    CHECK(kg_sched_profile_of(&e3, "gpu-a", &k) == KG_OK && strcmp(a.hash, k.hash) &&
+              !strcmp(k.tolerance_profile, "kernelbench") && !strcmp(a.tolerance_profile, "strict"),
+          "another tolerance profile: another profile");
+    json_t *pj = kg_sched_profile_json(&k);
     kg_sched_profile back;
-    CHECK(kg_sched_profile_from_json(pj, &back) == KG_OK && !strcmp(back.hash, a.hash) &&
-              !strcmp(back.reference_mode, "eager") && back.timeout_s == a.timeout_s,
+    CHECK(kg_sched_profile_from_json(pj, &back) == KG_OK && !strcmp(back.hash, k.hash) &&
+              !strcmp(back.reference_mode, "eager") && !strcmp(back.tolerance_profile, "kernelbench") &&
+              back.timeout_s == k.timeout_s,
           "profile JSON round trip");
+    json_object_del(pj, "tolerance_profile"); /* an older worker's heartbeat */
+    CHECK(kg_sched_profile_from_json(pj, &back) == KG_OK && !strcmp(back.tolerance_profile, "strict"),
+          "a profile without a tolerance profile is strict");
+    json_object_set_new(pj, "tolerance_profile", json_string("loose"));
+    CHECK(kg_sched_profile_from_json(pj, &back) == KG_ERR_INVALID, "an unknown tolerance profile: refused");
     json_decref(pj);
     CHECK(kg_sched_profile_from_json(NULL, &back) == KG_ERR_INVALID, "no profile: refused");
 
@@ -79,6 +91,11 @@ static void test_keys(void)
     json_object_set_new(r2, "reference_mode", json_string("compile"));
     CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && strcmp(ka, k2), "another reference mode: another key");
     json_object_set_new(r2, "reference_mode", json_string("eager"));
+    json_object_set_new(r2, "tolerance_profile", json_string("strict"));
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && !strcmp(ka, k2), "the profile's tolerance named: same key");
+    json_object_set_new(r2, "tolerance_profile", json_string("kernelbench"));
+    CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && strcmp(ka, k2), "another tolerance profile: another key");
+    json_object_del(r2, "tolerance_profile");
     json_object_set_new(r2, "kernel_code", json_string("k2"));
     CHECK(kg_sched_content_key(&a, r2, k2) == KG_OK && strcmp(ka, k2), "another candidate: another key");
     json_object_del(r2, "kernel_code");

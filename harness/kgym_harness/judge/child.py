@@ -389,7 +389,8 @@ class Evaluation:
                         kernels.append({"name": node.name, "line": node.lineno})
                         break
         facts = {"model_new": model_new is not None, "kernels": kernels,
-                 "model_new_line": model_new.lineno if model_new else None}
+                 "model_new_line": model_new.lineno if model_new else None,
+                 "precision": _precision_ops(self.tree)}
         if model_new is None:
             raise StageFailed("the module defines no top-level `class ModelNew`", None)
         if not kernels:
@@ -489,6 +490,9 @@ class Evaluation:
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
         self.variants = variants
+        # The structure of the task's inputs every variant keeps (tasks.input_structure), for the result.
+        self.chan.send({"type": "input_structure",
+                        "inputs": [st.facts() for st in tasks.input_structure(self.task) if st.kinds]})
         # What this evaluation will hold on its device from now until it ends (the largest variant; timing
         # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
         # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
@@ -693,15 +697,16 @@ class Evaluation:
 
         def on_pair(call, ref_args, ref_out, remote):
             checked[0] += 1
-            atol, rtol = self.tolerances(ref_out)
+            tol = self.tolerances(ref_out, base)
+            atol, rtol = tol.atol, tol.rtol
             # A random sample of positions first (cheap: only those values cross from the runner, and the
             # positions are drawn after the call, so the runner could not know them while it computed); the
             # full output only when the sample disagrees or cannot be taken, so a wrong output is judged
-            # exactly as in correctness.
-            if _sample_agrees(remote, ref_out, atol, rtol, timer.random.getrandbits(63)):
+            # exactly as in correctness (below the floor: the relative check too, adjudicated in float64).
+            if _sample_agrees(remote, ref_out, tol, timer.random.getrandbits(63)):
                 return
             cand_out = remote.fetch()
-            if _passes(compare.compare(ref_out, cand_out, atol, rtol)):
+            if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
                 return
             mismatched.append(call)
             if len(rerun_wrong) or len(mismatched) > 1:
@@ -711,8 +716,8 @@ class Evaluation:
             # there too means a plain bug, reported as a failed correctness variant, not a hack.
             again = cand(*_clone_args(ref_args))
             torch.cuda.synchronize()
-            facts = _finite(compare.compare(ref_out, again, atol, rtol))
-            if not _passes(facts):
+            facts = _finite(compare.compare(ref_out, again, atol, rtol, tol.relative_atol))
+            if not self.output_passes(tol, ref, ref_args, ref_out, again, facts):
                 # Wrong again.  A bug gives other wrong outputs for other inputs; a candidate that stopped
                 # computing and hands back an old result gives the same output whatever the inputs.  One more
                 # call on other inputs tells them apart (unless the task's own output ignores its inputs).
@@ -727,7 +732,8 @@ class Evaluation:
                     return
                 rerun_wrong.append({"type": "variant", "name": "timed_inputs", "sizes": base.sizes, "dtype": None,
                                     "description": "the inputs of a timed call (another seed), re-run untimed",
-                                    "status": "ran", "compare": facts, "atol": atol, "rtol": rtol, "error": None})
+                                    "status": "ran", "compare": facts, "atol": atol, "rtol": rtol,
+                                    "tolerance": _finite(tol.facts()), "error": None})
 
         def input_sets():
             # One set: every timed call multiplies its floating inputs by a fresh random factor (CrossTimer),
@@ -836,16 +842,55 @@ class Evaluation:
                         "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done})
         return f"{done} round(s) of {iters} calls each", {}
 
-    def tolerances(self, ref_out):
-        """(atol, rtol): the job's, where it gives them, else the default for the output's dtype."""
+    def output_passes(self, tol, ref, inputs, ref_out, cand_out, facts=None):
+        """Whether ``cand_out`` passes against ``ref_out`` by the rule C applies to a correctness variant
+        (result.c, variant_result): no element beyond tol's atol, and below the floor no more than tol's share
+        beyond its relative tolerance, unless the float64 adjudication finds the candidate as close to the exact
+        result as the reference.  ``facts``: compare's facts for this pair when already at hand."""
         from . import compare
 
-        atol, rtol = compare.tolerances(_first_dtype(ref_out))
-        if self.job.get("atol") is not None:
-            atol = self.job["atol"]
-        if self.job.get("rtol") is not None:
-            rtol = self.job["rtol"]
-        return atol, rtol
+        if facts is None:
+            facts = compare.compare(ref_out, cand_out, tol.atol, tol.rtol, tol.relative_atol)
+        if _passes(facts, tol):
+            return True
+        if not (_near_miss(facts, ref_out, cand_out) or _relative_miss(facts, tol)):
+            return False
+        exact_atol = tol.relative_atol if tol.relative_atol is not None else tol.atol
+        try:
+            exact = _fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, tol.rtol)
+        except Exception as exc:  # noqa: BLE001 — no float64 kernel for an op: no adjudication, not a pass
+            if is_out_of_memory(exc):
+                raise
+            return False
+        return exact["mismatches"] == 0
+
+    def tolerances(self, ref_out, variant=None):
+        """The compare.Tolerance for outputs like ``ref_out`` on ``variant`` (None: the task's own inputs):
+        the profile's atol and rtol for the output's dtype (a half-precision variant's: its dtype's), or the
+        job's own numbers where it gives them (not for a half-precision variant), scaled to ``ref_out``'s magnitude by compare.variant_tolerance.
+        The profile and the share come from the job (kgym's options); without them, the defaults."""
+        import torch
+
+        from . import compare, tasks
+
+        cfg = self.job.get("tolerance") or {}
+        profile = cfg.get("profile") or compare.DEFAULT_PROFILE
+        share = cfg.get("below_floor_share")
+        share = compare.BELOW_FLOOR_SHARE if share is None else float(share)
+        half = variant is not None and variant.dtype
+        atol, rtol = compare.tolerances(getattr(torch, variant.dtype) if half else _first_dtype(ref_out), profile)
+        if not half:  # --atol/--rtol are float32's numbers; a half-precision variant keeps its dtype's
+            if self.job.get("atol") is not None:
+                atol = self.job["atol"]
+            if self.job.get("rtol") is not None:
+                rtol = self.job["rtol"]
+        value_range = variant is not None and tasks.is_value_range(variant.transform)
+        tol = compare.variant_tolerance(ref_out, atol, rtol, value_range=value_range, profile=profile, share=share)
+        if tol.relative_atol is not None and _first_dtype(ref_out) != torch.float32:
+            # The relative check is adjudicated against float64 (_fp64_facts), which only float32 outputs get;
+            # half-precision outputs near their subnormal range hold no relative accuracy anyway.
+            tol.relative_atol = None
+        return tol
 
     # -- one variant: reference, then candidate, then facts -------------------
     def run_variant(self, v):
@@ -855,7 +900,14 @@ class Evaluation:
 
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
-        init, inputs = tasks.build(self.task, v, self.device)
+        try:
+            init, inputs = tasks.build(self.task, v, self.device)
+        except tasks.StructureNotKept as exc:
+            # Dense or shifted inputs where the task states a structure would fail honest kernels that rely on
+            # it: the variant is not run, and the result says why.
+            facts["status"] = "skipped"
+            facts["reason"] = str(exc)
+            return facts
         # On a GPU the inputs live in a device block the runner gets in place (transport.InPlace): one copy
         # of multi-GB inputs on the device instead of two.  The judge fingerprints them before the call and
         # checks them after it, and does not read them again for anything it decides (the runner may
@@ -887,16 +939,15 @@ class Evaluation:
                 raise
             ok, reason = False, f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
         if ok:
-            if v.dtype:
-                atol, rtol = compare.tolerances(getattr(torch, v.dtype))
-            else:
-                atol, rtol = self.tolerances(ref_out)
-            if tasks.is_value_range(v.transform):
-                ok, reason, atol = _range_tolerance(ref_out, atol)
+            tol = self.tolerances(ref_out, v)
+            if tasks.is_value_range(v.transform) and tol.scale == 0.0:
+                # A tiny input whose every product underflowed: nothing left to compare at this range.
+                ok, reason = False, "the reference output is all zero at these input magnitudes: nothing to compare"
         if not ok:
             facts["status"] = "reference_failed"
             facts["reason"] = reason
             return facts
+        atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
         # The reference's intermediates are garbage now, but cached: the runner needs that memory.
@@ -918,12 +969,16 @@ class Evaluation:
                 inputs = cand_inputs = None
                 in_place.release()
         facts["atol"], facts["rtol"] = atol, rtol
+        facts["tolerance"] = _finite(tol.facts())
+        # The float64 adjudication holds the candidate to the tolerance relative to the output (below the
+        # floor, the relative check's), plus the float32 reference's own error.
+        exact_atol = tol.relative_atol if tol.relative_atol is not None else atol
         try:
-            facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol))
-            if _near_miss(facts["compare"], ref_out, cand_out):
+            facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol, tol.relative_atol))
+            if _near_miss(facts["compare"], ref_out, cand_out) or _relative_miss(facts["compare"], tol):
                 inputs = rebuild()
                 try:
-                    facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol))
+                    facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, rtol))
                 except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
                     # Out of memory in a shared phase: re-run alone (shared_or_alone).  Alone, the float64
                     # copies (twice the inputs' size: 12 GiB for level1/24) may still not fit beside what the
@@ -937,8 +992,8 @@ class Evaluation:
                         raise
                     else:
                         try:
-                            facts["fp64"] = dict(_finite(_fp64_facts(ref, inputs, ref_out, cand_out, atol, rtol,
-                                                                     on_cpu=True)), device="cpu")
+                            facts["fp64"] = dict(_finite(_fp64_facts(ref, inputs, ref_out, cand_out, exact_atol,
+                                                                     rtol, on_cpu=True)), device="cpu")
                         except Exception as exc2:  # noqa: BLE001
                             facts["fp64"] = _error_fact(exc2)
             if v.name == "base":
@@ -946,7 +1001,7 @@ class Evaluation:
                     small = self.repeat_check_variant(v)
                     if small is None:
                         inputs = rebuild()
-                        self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, atol, rtol)
+                        self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, tol)
                     else:
                         # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
                         # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
@@ -967,13 +1022,22 @@ class Evaluation:
         return facts
 
     def run(self):
-        from . import tasks
+        from . import compare, tasks
 
         try:
             self.task = tasks.load_task(self.job["task"])
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
             self.chan.send({"type": "task_error", "error": describe_exception(exc)})
             return
+        # The reference's precision is the tolerance profile's (after the task's import, so that the profile
+        # decides), reported as read back: every result states it.
+        profile = (self.job.get("tolerance") or {}).get("profile") or compare.DEFAULT_PROFILE
+        if profile not in compare.PROFILES:
+            self.chan.send({"type": "task_error", "error": {"type": "ValueError", "message":
+                            f"unknown tolerance profile {profile!r}", "frames": []}})
+            return
+        self.chan.send(dict(compare.apply_reference_precision(profile), type="reference_precision",
+                            profile=profile, device="cuda" if self.device.startswith("cuda") else "cpu"))
         stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
@@ -1078,18 +1142,20 @@ class Evaluation:
         with torch.no_grad():
             ref_out = ref(*inputs)
         cand_out = cand.call(cand_inputs, self.current_stage, "base_checks", poison=ref_out)
-        atol, rtol = self.tolerances(ref_out)
-        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
+        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v))
 
-    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol):
+    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that
         caches results (by shape, data_ptr, call count) returns the first call's output.  The facts also say
         whether the task itself is degenerate (the reference output does not depend on the inputs, is zero,
-        constant, or equal to an input), so its rewards can be ignored."""
+        constant, or equal to an input), so its rewards can be ignored.  Outputs are held to ``tol``'s
+        per-element rule (the first call's scale): these checks compare calls with each other, and an honest
+        output must never look cached or nondeterministic for want of a float64 adjudication."""
         import torch
 
         from . import compare, tasks
 
+        atol, rtol = tol.atol, tol.rtol
         again = tasks.Variant(name=v.name, sizes=v.sizes, seed=v.seed + 7919, transform=v.transform,
                               dtype=v.dtype, description=v.description)
         _init, inputs2 = tasks.build(self.task, again, self.device)
@@ -1125,7 +1191,35 @@ class Evaluation:
         self.chan.send({"type": "task_facts", "facts": facts})
 
 
-def _sample_agrees(remote, ref_out, atol, rtol, seed, samples=1 << 16):
+# tl.dot's input_precision values that compute float32 products to float32 accuracy ("tf32x3" splits each input
+# into three TF32 parts); anything else, or none (the default, TF32 for float32 inputs), rounds to 10 bits.
+_FULL_DOT_PRECISION = ("ieee", "tf32x3")
+_HALF_NAMES = ("float16", "bfloat16", "half")
+
+
+def _precision_ops(tree) -> dict:
+    """What the candidate's source asks of precision, for the feedback (result.c's tolerance block): tl.dot
+    calls that round float32 inputs to TF32 (no input_precision="ieee" or "tf32x3", no allow_tf32=False), those
+    that do not, and references to fp16/bf16 (tl.float16, torch.bfloat16, .half(), ...).  Facts about the text
+    only: a dot of inputs that are not float32 rounds nothing more."""
+    reduced = full = half = 0
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot" \
+                and ast.unparse(node.func.value) in ("tl", "triton.language", "language"):
+            kw = {k.arg: k.value for k in node.keywords if k.arg}
+            prec = kw.get("input_precision")
+            tf32 = kw.get("allow_tf32")
+            if (isinstance(prec, ast.Constant) and prec.value in _FULL_DOT_PRECISION) or \
+                    (isinstance(tf32, ast.Constant) and tf32.value is False):
+                full += 1
+            else:
+                reduced += 1
+        elif isinstance(node, ast.Attribute) and node.attr in _HALF_NAMES:
+            half += 1
+    return {"dot_reduced": reduced, "dot_full": full, "half_precision": half}
+
+
+def _sample_agrees(remote, ref_out, tol, seed, samples=1 << 16):
     """compare.sample_agrees with the candidate's output still in the runner: positions drawn here, only the
     values there fetched.  None (compare in full) when the outputs' structure does not allow it."""
     import torch
@@ -1151,7 +1245,8 @@ def _sample_agrees(remote, ref_out, atol, rtol, seed, samples=1 << 16):
             return None
         picked_ref.append(rf)
         picked.append(c)
-    return compare.sample_agrees(picked_ref, picked, atol, rtol, samples=samples, seed=seed)
+    return compare.sample_agrees(picked_ref, picked, tol.atol, tol.rtol, samples=samples, seed=seed,
+                                 relative_atol=tol.relative_atol, share=tol.share)
 
 
 def _own_kernels(prof, names):
@@ -1186,21 +1281,16 @@ def _out_of_memory(result):
                                                         err.get("cause_type"), result.get("reason")) if x))
 
 
-def _range_tolerance(ref_out, atol):
-    """(ok, reason, atol) for a value-range variant: the absolute tolerance scaled to the reference output's
-    own magnitude (compare.range_tolerance); not ok when the reference output is all zero at this range, where
-    there is nothing left to compare (a tiny input whose every product underflowed).  Outputs with no floating
-    values (indices, counts) keep their exact tolerance."""
-    from . import compare
-
-    floats = [x for x in (ref_out if isinstance(ref_out, (tuple, list)) else [ref_out])
-              if (hasattr(x, "is_floating_point") and x.is_floating_point()) or isinstance(x, float)]
-    if not floats:
-        return True, "", atol
-    scale = compare.output_scale(floats)
-    if scale == 0.0:
-        return False, "the reference output is all zero at these input magnitudes: nothing to compare", atol
-    return True, "", compare.range_tolerance(atol, scale)
+def _relative_miss(cmp, tol):
+    """Whether an output below the floor missed its relative tolerance on more than tol's share of its
+    elements (compare.variant_tolerance): C fails it unless the float64 adjudication clears it, so the judge
+    gathers that fact.  Outputs that are wrong in other ways (shape, dtype, NaN) are not rounding questions."""
+    if tol is None or tol.relative_atol is None:
+        return False
+    if cmp.get("error") or not cmp.get("shape_ok") or cmp.get("candidate_nonfinite") != cmp.get("reference_nonfinite"):
+        return False
+    missed = cmp.get("relative_mismatches")
+    return isinstance(missed, int) and missed > tol.share * max(int(cmp.get("elements") or 0), 1)
 
 
 def _near_miss(cmp, ref_out, cand_out):
@@ -1298,8 +1388,15 @@ def _clone_out(out):
     return out
 
 
-def _passes(cmp):
-    return not cmp.get("error") and cmp.get("shape_ok") and cmp.get("dtype_ok", True) and not cmp.get("mismatches")
+def _passes(cmp, tol=None):
+    """Whether compare's facts are a pass without adjudication: no error, shape and dtype right, no mismatch;
+    with ``tol`` below the floor, also no more than its share of relative mismatches (result.c's rule)."""
+    if cmp.get("error") or not cmp.get("shape_ok") or not cmp.get("dtype_ok", True) or cmp.get("mismatches"):
+        return False
+    if tol is not None and tol.relative_atol is not None:
+        missed = cmp.get("relative_mismatches")
+        return isinstance(missed, int) and missed <= tol.share * max(int(cmp.get("elements") or 0), 1)
+    return True
 
 
 def _first_dtype(out):

@@ -6,10 +6,16 @@ chunk, so multi-GB GPU outputs are neither copied to the CPU nor doubled in size
 the result is JSON-safe: max errors are taken over pairs where both values are finite (non-finite pairs show
 up in "mismatches" and the *_nonfinite counts), and a non-finite value in first_mismatch_values is written as
 the string "nan", "inf" or "-inf".
+
+Which atol and rtol a variant uses is ``variant_tolerance``'s rule (docs/evaluation-protocol.md, "Tolerances"):
+atol is relative to the reference output's own magnitude on every variant, never below a floor, and where the
+output is below that floor the comparison also counts the elements that miss by more than rtol
+(``relative_mismatches``), so that it is never vacuous.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -21,21 +27,57 @@ from ..shared.report import is_out_of_memory
 # Elements per chunk: 16M float64 temporaries are 128 MiB each.
 CHUNK = 1 << 24
 
+# Named tolerance profiles (docs/evaluation-protocol.md, "Tolerance profiles"): ``strict`` (the default) holds
+# float32 outputs to 1e-4 of their own magnitude; ``kernelbench`` is KernelBench's own check (allclose with
+# atol = rtol = 1e-2 for every floating dtype, as its eval_kernel_against_ref did in v0/v0.1 and KernelGYM
+# does), which admits TF32 and fp16 arithmetic.
+PROFILES = ("strict", "kernelbench")
+DEFAULT_PROFILE = "strict"
 
-def tolerances(dtype) -> tuple:
-    """Default (atol, rtol) for an output dtype (torch.dtype or its name): fp32/fp64 1e-4, fp16/bf16 1e-2,
-    anything else (integers, bool) exact."""
+
+# The reference's own float32 precision under each profile (the judge sets it before the reference runs and
+# reports it; C records it in every result).  strict: TF32 off in cuBLAS and cuDNN, so the reference is a full
+# float32 result and the tolerance relative to it means what it says (PyTorch's default lets cuDNN convolutions
+# round their inputs to TF32: a reference off by 1e-3).  kernelbench: PyTorch's defaults, as KernelBench's
+# eval runs its reference (it sets no precision flags).  The float64 adjudication is unaffected: it runs in float64.
+REFERENCE_PRECISION = {
+    "strict": {"matmul_tf32": False, "cudnn_tf32": False, "float32_matmul_precision": "highest"},
+    "kernelbench": {"matmul_tf32": False, "cudnn_tf32": True, "float32_matmul_precision": "highest"},
+}
+
+
+def apply_reference_precision(profile: str) -> dict:
+    """Sets this process's matmul and convolution precision to ``profile``'s (REFERENCE_PRECISION) and returns
+    what the settings read back: the judge's own process only (the candidate runs elsewhere, and its kernels'
+    precision is its own)."""
+    want = REFERENCE_PRECISION[profile]
+    torch.set_float32_matmul_precision(want["float32_matmul_precision"])
+    torch.backends.cuda.matmul.allow_tf32 = want["matmul_tf32"]
+    torch.backends.cudnn.allow_tf32 = want["cudnn_tf32"]
+    return {"matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "float32_matmul_precision": torch.get_float32_matmul_precision()}
+
+
+def tolerances(dtype, profile: str = DEFAULT_PROFILE) -> tuple:
+    """Default (atol, rtol) for an output dtype (torch.dtype or its name) under a profile.  strict: fp32/fp64
+    1e-4, fp16/bf16 1e-2; kernelbench: 1e-2 for every floating dtype; anything else (integers, bool) exact."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown tolerance profile {profile!r} (known: {', '.join(PROFILES)})")
     name = str(dtype).replace("torch.", "")
     if name in ("float32", "float", "float64", "double", "fp32", "fp64"):
-        return 1e-4, 1e-4
+        return (1e-2, 1e-2) if profile == "kernelbench" else (1e-4, 1e-4)
     if name in ("float16", "half", "bfloat16", "fp16", "bf16"):
         return 1e-2, 1e-2
     return 0.0, 0.0
 
 
-# The least output scale range_tolerance uses: the absolute tolerance of a value-range variant is never below
-# 1% of the dtype's default (1e-6 for float32).
+# The least output scale atol is multiplied by: the absolute tolerance is never below 1% of the dtype's
+# default (1e-6 for float32 under strict).  An output whose scale is below it is "below the floor".
 MIN_SCALE = 1e-2
+# The share of elements that may miss by more than rtol of their own value when the output is below the floor
+# (the judge's default; kgym sends its own in the job, and C decides with that number).
+BELOW_FLOOR_SHARE = 0.01
 
 
 def output_scale(out) -> float:
@@ -48,7 +90,15 @@ def output_scale(out) -> float:
             if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
                 flat = x.detach().reshape(-1)
                 for start in range(0, flat.numel(), CHUNK):
-                    c = flat[start:start + CHUNK].double()
+                    c = flat[start:start + CHUNK]
+                    # One reduction when every value is finite (the usual case: variants whose reference
+                    # holds NaN/Inf are skipped before anything is compared); else the finite ones alone.
+                    sq = float(torch.linalg.vector_norm(c, dtype=torch.float64).item()) ** 2
+                    if math.isfinite(sq):
+                        total += sq
+                        count += c.numel()
+                        continue
+                    c = c.double()
                     c = c[torch.isfinite(c)]
                     total += float((c * c).sum().item())
                     count += c.numel()
@@ -59,8 +109,8 @@ def output_scale(out) -> float:
 
 
 def range_tolerance(atol: float, scale: float) -> float:
-    """The absolute tolerance of a variant whose inputs were moved to another magnitude (tasks.VALUE_RANGES):
-    ``atol`` scaled by the reference output's own scale (its RMS), never by less than MIN_SCALE.
+    """The absolute tolerance of a variant whose reference output has RMS ``scale``: ``atol`` scaled by it,
+    never by less than MIN_SCALE (variant_tolerance uses it on every variant).
 
     Why scaled: an absolute 1e-4 means nothing at other magnitudes.  Outputs of 1e6 (a GEMM of inputs ×100)
     carry rounding errors of 1e-2 in their small elements, as honest as the reference's own; outputs of 4e-5
@@ -69,6 +119,69 @@ def range_tolerance(atol: float, scale: float) -> float:
     by 1e-7 for any tiny x, 100% of tanh(1e-25)); what tiny inputs must not do is blow up (inf, NaN, or values
     far from the reference).  rtol (per element) is unchanged."""
     return atol * max(scale, MIN_SCALE)
+
+
+@dataclasses.dataclass
+class Tolerance:
+    """What one comparison holds a candidate's output to (variant_tolerance), and the facts about it that the
+    result reports."""
+    atol: float                   # every element: |c - r| <= atol + rtol * |r|
+    rtol: float
+    profile: str = DEFAULT_PROFILE
+    base_atol: float | None = None  # the profile's (or the job's) atol before scaling
+    scale: float | None = None     # RMS of the reference output's floating values (None: none)
+    below_floor: bool = False      # atol is the floor (an absolute number), not relative to the output
+    floor: float | None = None     # the absolute tolerance below which the output lies when below_floor
+    # Below the floor on the task's own magnitudes: the absolute term of the relative check (base_atol *
+    # scale), counted as relative_mismatches; None where that check does not apply.
+    relative_atol: float | None = None
+    share: float = BELOW_FLOOR_SHARE  # relative_mismatches above share * elements fail (C decides)
+
+    def facts(self) -> dict:
+        return {"profile": self.profile, "base_atol": self.base_atol, "scale": self.scale,
+                "below_floor": self.below_floor, "floor": self.floor, "relative_atol": self.relative_atol,
+                "share": self.share if self.relative_atol is not None else None}
+
+
+def variant_tolerance(ref_out, atol: float, rtol: float, value_range: bool = False, profile: str = DEFAULT_PROFILE,
+                      share: float = BELOW_FLOOR_SHARE) -> Tolerance:
+    """The tolerance for one comparison against ``ref_out``: ``atol``/``rtol`` are the profile's numbers for the
+    output's dtype (tolerances) or the job's own.
+
+    atol is scaled by the reference output's RMS s, never by less than MIN_SCALE (range_tolerance), on every
+    variant: an absolute 1e-4 judges outputs of 2.5e-6 (level1/23's softmax over 393,216 columns) by nothing,
+    and a one-pass softmax whose denominator was estimated from 4,096 samples passed there.  Where s is below
+    MIN_SCALE the floor decides atol, and an element may still miss by a large part of its own value; there the
+    comparison also counts the elements that miss by more than ``relative_atol + rtol * |r|`` with
+    relative_atol = atol * s (never zero while s is not: an all-zero reference has nothing to be relative to),
+    and C fails a candidate that misses so on more than ``share`` of them unless the float64 adjudication finds
+    it as close to the exact result as the float32 reference (an output that is the rounding noise of a
+    cancellation, level2/94 at CPU sizes, holds no relative accuracy for anyone).  The value-range variants
+    (inputs moved to magnitudes the task never uses: ×1e-3, ×1e-25, ...) keep the floor alone: there the
+    rounding of intermediates near 1 is honest (range_tolerance), and what they test is that nothing blows up.
+    Outputs without floating values keep the exact tolerance.
+
+    Under the ``kernelbench`` profile the task's own magnitudes are compared as KernelBench does, by
+    allclose(atol, rtol) with atol = 1e-2 as it is, for outputs up to unit scale, and relative to the output
+    above it (atol * s: KernelBench's own inputs are rand, and a signed GEMM's outputs of RMS 16 carry TF32
+    errors of 0.05 near zero, which an absolute 1e-2 would fail on the signed variants KernelBench does not
+    have); never stricter than KernelBench's check.  Below unit scale the output is below that floor, and the
+    same relative check (at rtol = 1e-2) keeps the comparison from being vacuous there; the value ranges scale
+    as under strict."""
+    floats = [x for x in (ref_out if isinstance(ref_out, (tuple, list)) else [ref_out])
+              if (isinstance(x, torch.Tensor) and x.is_floating_point()) or isinstance(x, float)]
+    if not floats or atol == 0.0:
+        return Tolerance(atol=atol, rtol=rtol, profile=profile, base_atol=atol)
+    scale = output_scale(floats)
+    if profile == "kernelbench" and not value_range:
+        applied, floor = atol * max(scale, 1.0), atol  # KernelBench's allclose up to unit scale
+        below = scale < 1.0
+    else:
+        applied, floor = range_tolerance(atol, scale), atol * MIN_SCALE
+        below = scale < MIN_SCALE
+    relative = atol * scale if below and scale > 0 and not value_range else None
+    return Tolerance(atol=applied, rtol=rtol, profile=profile, base_atol=atol, scale=scale, below_floor=below,
+                     floor=floor, relative_atol=relative, share=share)
 
 
 def _type_name(x) -> str:
@@ -132,7 +245,9 @@ def _facts_kernel(r_ptr, c_ptr, n, params_ptr, counts_ptr, maxes_ptr, first_ptr,
     atol = tl.load(params_ptr)
     rtol = tl.load(params_ptr + 1)
     tiny = tl.load(params_ptr + 2)
+    rel_atol = tl.load(params_ptr + 3)
     bad = tl.zeros([BLOCK], dtype=tl.int64)
+    rel_bad = tl.zeros([BLOCK], dtype=tl.int64)
     r_nonfinite = tl.zeros([BLOCK], dtype=tl.int64)
     c_nonfinite = tl.zeros([BLOCK], dtype=tl.int64)
     max_abs = tl.zeros([BLOCK], dtype=tl.float64)
@@ -147,9 +262,11 @@ def _facts_kernel(r_ptr, c_ptr, n, params_ptr, counts_ptr, maxes_ptr, first_ptr,
         c_fin = tl.abs(c) < float("inf")
         both = r_fin & c_fin
         diff = tl.abs(c - r)
-        ok = (both & (diff <= atol + rtol * tl.abs(r))) | (r == c) | ((r != r) & (c != c))
+        same = (r == c) | ((r != r) & (c != c))
+        ok = (both & (diff <= atol + rtol * tl.abs(r))) | same
         wrong = inside & (ok == 0)
         bad += wrong.to(tl.int64)
+        rel_bad += (inside & (((both & (diff <= rel_atol + rtol * tl.abs(r))) | same) == 0)).to(tl.int64)
         r_nonfinite += (inside & (r_fin == 0)).to(tl.int64)
         c_nonfinite += (inside & (c_fin == 0)).to(tl.int64)
         diff = tl.where(both & inside, diff, 0.0)
@@ -157,9 +274,10 @@ def _facts_kernel(r_ptr, c_ptr, n, params_ptr, counts_ptr, maxes_ptr, first_ptr,
         max_abs = tl.maximum(max_abs, diff)
         max_rel = tl.maximum(max_rel, rel)
         first = tl.minimum(first, tl.where(wrong, offs, n))
-    tl.store(counts_ptr + pid * 3, tl.sum(bad, axis=0))
-    tl.store(counts_ptr + pid * 3 + 1, tl.sum(r_nonfinite, axis=0))
-    tl.store(counts_ptr + pid * 3 + 2, tl.sum(c_nonfinite, axis=0))
+    tl.store(counts_ptr + pid * 4, tl.sum(bad, axis=0))
+    tl.store(counts_ptr + pid * 4 + 1, tl.sum(r_nonfinite, axis=0))
+    tl.store(counts_ptr + pid * 4 + 2, tl.sum(c_nonfinite, axis=0))
+    tl.store(counts_ptr + pid * 4 + 3, tl.sum(rel_bad, axis=0))
     tl.store(maxes_ptr + pid * 2, tl.max(max_abs, axis=0))
     tl.store(maxes_ptr + pid * 2 + 1, tl.max(max_rel, axis=0))
     tl.store(first_ptr + pid, tl.min(first, axis=0))
@@ -205,31 +323,38 @@ def _fusable(r: torch.Tensor, c: torch.Tensor) -> bool:
             and type(c) is torch.Tensor)
 
 
-def _element_facts(elements: int) -> dict:
-    """The element facts of two same-shape tensors, none counted yet (both passes fill in the same record)."""
-    return {"elements": elements, "mismatches": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
-            "first_mismatch": None, "first_mismatch_values": None,
-            "reference_nonfinite": 0, "candidate_nonfinite": 0}
+def _element_facts(elements: int, relative: bool) -> dict:
+    """The element facts of two same-shape tensors, none counted yet (both passes fill in the same record);
+    ``relative``: whether relative_mismatches are counted."""
+    facts = {"elements": elements, "mismatches": 0, "max_abs_error": 0.0, "max_rel_error": 0.0,
+             "first_mismatch": None, "first_mismatch_values": None,
+             "reference_nonfinite": 0, "candidate_nonfinite": 0}
+    if relative:
+        facts["relative_mismatches"] = 0
+    return facts
 
 
-def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict:
+def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, relative_atol=None) -> dict:
     """_compare_tensors' facts from one kernel over contiguous r and c (same shape, floating, one device)."""
     n = r.numel()
     per_program = _FUSED_BLOCK * _FUSED_ITERS
     programs = (n + per_program - 1) // per_program
     dev = r.device
-    params = torch.tensor([atol, rtol, torch.finfo(torch.float32).tiny], dtype=torch.float64, device=dev)
-    counts = torch.empty((programs, 3), dtype=torch.int64, device=dev)
+    params = torch.tensor([atol, rtol, torch.finfo(torch.float32).tiny,
+                           atol if relative_atol is None else relative_atol], dtype=torch.float64, device=dev)
+    counts = torch.empty((programs, 4), dtype=torch.int64, device=dev)
     maxes = torch.empty((programs, 2), dtype=torch.float64, device=dev)
     first = torch.empty(programs, dtype=torch.int64, device=dev)
     _facts_kernel[(programs,)](r, c, n, params, counts, maxes, first, BLOCK=_FUSED_BLOCK, ITERS=_FUSED_ITERS,
                                enable_fp_fusion=False)
     total = torch.cat([counts.sum(0), first.min().reshape(1)]).tolist()
     max_abs, max_rel = maxes.max(0).values.tolist()
-    bad, r_nonfinite, c_nonfinite, at = total
-    facts = _element_facts(n)
+    bad, r_nonfinite, c_nonfinite, rel_bad, at = total
+    facts = _element_facts(n, relative_atol is not None)
     facts.update(mismatches=bad, max_abs_error=_num(max_abs), max_rel_error=_num(max_rel),
                  reference_nonfinite=r_nonfinite, candidate_nonfinite=c_nonfinite)
+    if relative_atol is not None:
+        facts["relative_mismatches"] = rel_bad
     if bad:
         facts["first_mismatch"] = [int(k) for k in torch.unravel_index(torch.tensor(at), r.shape)] \
             if r.dim() else []
@@ -238,21 +363,23 @@ def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> 
     return facts
 
 
-def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float) -> dict:
-    """Element facts for two tensors of the same shape (r on its device; c is moved there if needed)."""
+def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, relative_atol=None) -> dict:
+    """Element facts for two tensors of the same shape (r on its device; c is moved there if needed).
+    ``relative_atol``: also count the elements that miss |c - r| <= relative_atol + rtol * |r|
+    (relative_mismatches)."""
     r, c = r.detach(), c.detach()
     if c.device != r.device:
         c = c.to(r.device)
     if _fusable(r, c):
         try:
-            return _fused_facts(r, c, atol, rtol)
+            return _fused_facts(r, c, atol, rtol, relative_atol)
         except Exception as exc:  # noqa: BLE001 — the judge's own kernel failed (no compiler, say): not the
             if is_out_of_memory(exc):  # candidate's doing, so the chunked pass decides, from now on
                 raise
             _fused_failed(exc)
     rflat, cflat = r.reshape(-1), c.reshape(-1)  # views when contiguous
     tiny = torch.finfo(torch.float32).tiny
-    facts = _element_facts(r.numel())
+    facts = _element_facts(r.numel(), relative_atol is not None)
     for start in range(0, r.numel(), CHUNK):
         rc = rflat[start:start + CHUNK].double()
         cc = cflat[start:start + CHUNK].double()
@@ -261,7 +388,11 @@ def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float)
         both = rfin & cfin
         # close (finite pairs only: with r = inf the tolerance itself is inf), or equal (same infinity), or
         # both NaN
-        ok = (both & (diff <= atol + rtol * rc.abs())) | (rc == cc) | (torch.isnan(rc) & torch.isnan(cc))
+        same = (rc == cc) | (torch.isnan(rc) & torch.isnan(cc))
+        ok = (both & (diff <= atol + rtol * rc.abs())) | same
+        if relative_atol is not None:
+            facts["relative_mismatches"] += int((~((both & (diff <= relative_atol + rtol * rc.abs())) | same))
+                                                .sum().item())
         diff = torch.where(both, diff, 0.0)
         rel = torch.where(both, diff / rc.abs().clamp_min(tiny), 0.0)  # NaN in r would poison the max
         bad = int((~ok).sum().item())
@@ -282,7 +413,7 @@ def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float)
     return facts
 
 
-def _compare_one(r, c, atol, rtol) -> dict:
+def _compare_one(r, c, atol, rtol, relative_atol=None) -> dict:
     """Facts for one output item (tensor or Python scalar)."""
     res = {"shape_ok": False, "reference_shape": None, "candidate_shape": None,
            "dtype_ok": False, "reference_dtype": _dtype_name(r), "candidate_dtype": _dtype_name(c),
@@ -308,7 +439,7 @@ def _compare_one(r, c, atol, rtol) -> dict:
         return res
     res["shape_ok"] = True
     try:
-        res.update(_compare_tensors(r, c, atol, rtol))
+        res.update(_compare_tensors(r, c, atol, rtol, relative_atol))
     except Exception as e:  # e.g. a candidate tensor on the meta device or of an odd subclass
         if is_out_of_memory(e):
             raise  # kgym could not check, the outputs are not wrong: the caller retries with the GPU alone
@@ -316,10 +447,13 @@ def _compare_one(r, c, atol, rtol) -> dict:
     return res
 
 
-def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, samples: int = 1 << 16, seed: int = 0):
+def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, samples: int = 1 << 16, seed: int = 0,
+                  relative_atol=None, share: float = BELOW_FLOOR_SHARE):
     """Whether ``candidate_out`` is within tolerance of ``reference_out`` at ``samples`` random positions of
     each output tensor (every position of a smaller one): True or False, or None when no sample can be taken
     (not tensors, shapes, dtypes or devices differ, not contiguous), and the caller compares in full.
+    With ``relative_atol`` (an output below the floor: variant_tolerance) more than ``share`` of a tensor's
+    sampled positions missing relative_atol + rtol * |r| is a disagreement too.
 
     The check of timed outputs: an output that was not computed for these inputs (skipped, cached, reused)
     is wrong almost everywhere, and a sample finds it at a cost of a few kernels instead of a full
@@ -346,18 +480,25 @@ def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, sample
                 idx = torch.randint(r.numel(), (samples,), device=r.device, generator=gen)
                 rf, cf = rf[idx], cf[idx]
             rf, cf = rf.double(), cf.double()
-            ok = ((cf - rf).abs() <= atol + rtol * rf.abs()) | (rf == cf) | (torch.isnan(rf) & torch.isnan(cf))
-            if not bool(ok.all()):
+            diff, same = (cf - rf).abs(), (rf == cf) | (torch.isnan(rf) & torch.isnan(cf))
+            if not bool(((diff <= atol + rtol * rf.abs()) | same).all()):
                 return False
+            if relative_atol is not None:
+                missed = int((~((diff <= relative_atol + rtol * rf.abs()) | same)).sum().item())
+                if missed > share * rf.numel():
+                    return False
     return True
 
 
-def compare(reference_out, candidate_out, atol: float, rtol: float) -> dict:
-    """Raw facts about how candidate_out matches reference_out (tensor, tuple/list of tensors, or scalar)."""
+def compare(reference_out, candidate_out, atol: float, rtol: float, relative_atol=None) -> dict:
+    """Raw facts about how candidate_out matches reference_out (tensor, tuple/list of tensors, or scalar).
+    With ``relative_atol`` (a Tolerance's, where the output is below the floor) the facts also count
+    ``relative_mismatches``: elements beyond relative_atol + rtol * |r| (never fewer than mismatches when
+    relative_atol <= atol)."""
     with torch.no_grad():
         if isinstance(reference_out, (tuple, list)):
-            return _compare_sequence(reference_out, candidate_out, atol, rtol)
-        res = _compare_one(reference_out, candidate_out, atol, rtol)
+            return _compare_sequence(reference_out, candidate_out, atol, rtol, relative_atol)
+        res = _compare_one(reference_out, candidate_out, atol, rtol, relative_atol)
         res["kind"] = "scalar" if _is_scalar(reference_out) else "tensor"
         res["candidate_type"] = _type_name(candidate_out)
         if isinstance(candidate_out, (tuple, list)) and res["error"] is not None:
@@ -366,7 +507,7 @@ def compare(reference_out, candidate_out, atol: float, rtol: float) -> dict:
         return res
 
 
-def _compare_sequence(ref, cand, atol, rtol) -> dict:
+def _compare_sequence(ref, cand, atol, rtol, relative_atol=None) -> dict:
     """Item-by-item facts folded into one record; first_mismatch is prefixed with the item's index."""
     res = {"kind": "sequence", "shape_ok": False, "dtype_ok": False,
            "reference_shape": [list(x.shape) if isinstance(x, torch.Tensor) else [] for x in ref],
@@ -383,7 +524,7 @@ def _compare_sequence(ref, cand, atol, rtol) -> dict:
     if len(cand) != len(ref):
         res["error"] = f"the candidate returned {len(cand)} outputs, the reference {len(ref)}"
         return res
-    items = [_compare_one(r, c, atol, rtol) for r, c in zip(ref, cand)]
+    items = [_compare_one(r, c, atol, rtol, relative_atol) for r, c in zip(ref, cand)]
     res["shape_ok"] = all(x["shape_ok"] for x in items)
     res["dtype_ok"] = all(x["dtype_ok"] for x in items)
     res["elements"] = sum(x["elements"] for x in items)
@@ -392,6 +533,8 @@ def _compare_sequence(ref, cand, atol, rtol) -> dict:
     measured = [x for x in items if x["mismatches"] is not None]
     if measured:
         res["mismatches"] = sum(x["mismatches"] for x in measured)
+        if relative_atol is not None:
+            res["relative_mismatches"] = sum(x.get("relative_mismatches", x["mismatches"]) for x in measured)
         res["max_abs_error"] = max((x["max_abs_error"] for x in measured), key=_order)
         res["max_rel_error"] = max((x["max_rel_error"] for x in measured), key=_order)
     for k, x in enumerate(items):

@@ -1,7 +1,8 @@
 """Whether a task's reference is degenerate on every input the correctness stage tried (judge side).
 
 KernelBench has tasks whose reference output is zero, or the same whatever the inputs, on its own inputs: a
-softmax over 393,216 columns (every output below the 1e-4 tolerance), a mean of group-normalised values, a
+softmax over 393,216 columns (every output below an absolute 1e-4; the tolerance relative to the output,
+compare.variant_tolerance, judges it), a mean of group-normalised values, a
 ReLU of values that are all negative.  A candidate that returns zeros or a constant passes such a task.  The
 correctness variants change the inputs (other seeds, signs, magnitudes: tasks.VALUE_RANGES), which repairs
 most of them: a reference that becomes non-zero or input-dependent on some variant makes the constant fail

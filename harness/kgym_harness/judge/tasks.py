@@ -53,6 +53,20 @@ If the task's forward does not run on the meta device at all (an op without a me
 op such as .item()), or takes over SLOW_META_FORWARD seconds there (level3's LSTMs), validation falls back to
 inputs/parameters only and the plan's notes say so.
 
+Input structure (``input_structure``)
+    What the task's own ``get_inputs()`` guarantees about each input tensor, detected once per task on the CPU
+    at small sizes, from two seeds (a property both draws show, at sizes where chance cannot produce it):
+    integer dtypes and integer-valued floats (class targets, ±1 labels, masks: their range is kept as index
+    bounds), a zero triangle (``torch.triu``/``tril``), diagonal-only, symmetry, positive-definiteness
+    (symmetric and a Cholesky factorisation succeeds), rows summing to one (probabilities), sorted rows, and
+    non-negativity where an operation of ``get_inputs`` makes it (abs, exp, softmax, ...: not ``torch.rand``'s,
+    which the signed variants deliberately break).  Every variant keeps it: integers are never transformed,
+    a transform is applied to probabilities' logits and renormalised, positive-definite matrices are made
+    signed by a congruence D·A·D with a random ±1 diagonal D, and anything else is transformed and then
+    projected back (``InputStructure.impose``: masked, symmetrised, sorted).  A variant whose inputs still lack a
+    structure after that is skipped with the reason (``StructureNotKept``).  Size variants call the task's own
+    ``get_inputs()``, so they have its structure by construction.
+
 Everything is deterministic; the module's original constant values are always restored.
 """
 
@@ -751,6 +765,13 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
         dt = _HALF[h]
         short = "fp16" if dt == "float16" else "bf16"
         out.append(Variant(short, dict(base), base_seed, "none", dt, f"inputs and weights in {dt}"))
+    # Say what a transformed variant kept of the task's input structure (input_structure): the model reads the
+    # description in its feedback, and a structure-exploiting kernel must know its inputs stay structured.
+    kept = describe_structure(input_structure(module))
+    if kept:
+        for v in out:
+            if v.transform != "none":
+                v.description += f"; structure kept: {kept}"
     return out
 
 
@@ -800,25 +821,38 @@ def is_value_range(transform: str) -> bool:
     return transform.split(":", 1)[0] in ("scale", "signed_scale", "offset")
 
 
-def _transform(t, variant: Variant, device):
+def _plain(t, transform: str):
+    """``transform`` applied to a floating tensor with no structure to keep (VALUE_RANGES, "scale2", ...)."""
+    kind, _, arg = transform.partition(":")
+    if transform == "none":
+        return t
+    if transform == "scale2":
+        return t * 2
+    if transform == "signed":
+        return torch.randn(t.shape, dtype=t.dtype, device=t.device)
+    if kind == "scale":
+        return t * float(arg)
+    if kind == "signed_scale":
+        return torch.randn(t.shape, dtype=t.dtype, device=t.device) * float(arg)
+    if kind == "offset":
+        return t + float(arg)
+    raise ValueError(f"unknown transform {transform!r}")
+
+
+def _transform(t, variant: Variant, device, structure=None):
+    """One input of ``variant``: ``t`` (from the task's get_inputs()) moved to ``device``, transformed, cast,
+    with ``structure`` (an InputStructure, or None) kept."""
     if not isinstance(t, torch.Tensor):
         return t
     t = t.to(device)  # a get_inputs() that built a CPU tensor some other way still lands on the device
     if not t.is_floating_point():
         return t  # class targets, masks, indices: transforms would change their meaning
-    kind, _, arg = variant.transform.partition(":")
-    if variant.transform == "scale2":
-        t = t * 2
-    elif variant.transform == "signed":
-        t = torch.randn(t.shape, dtype=t.dtype, device=t.device)
-    elif kind == "scale":
-        t = t * float(arg)
-    elif kind == "signed_scale":
-        t = torch.randn(t.shape, dtype=t.dtype, device=t.device) * float(arg)
-    elif kind == "offset":
-        t = t + float(arg)
-    elif variant.transform != "none":
-        raise ValueError(f"unknown transform {variant.transform!r}")
+    if structure is not None and structure.frozen:
+        pass  # integer-valued floats (±1 labels, 0/1 masks): like integers
+    elif structure is not None and structure.kinds and variant.transform != "none":
+        t = structure.apply(t, variant.transform)
+    else:
+        t = _plain(t, variant.transform)
     if variant.dtype is not None:
         t = t.to(getattr(torch, variant.dtype))
     return t
@@ -830,7 +864,10 @@ def input_seed(seed: int) -> int:
 
 
 def build(module, variant: Variant, device: str):
-    """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``."""
+    """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``, the
+    task's input structure kept (input_structure).  Raises StructureNotKept when a transformed input does not
+    have its structure (the variant cannot be run faithfully: skipped, with the reason)."""
+    structures = input_structure(module) if variant.transform != "none" else ()
     with sizes(module, variant.sizes), torch.device(device):
         torch.manual_seed(variant.seed)
         init_inputs = list(module.get_init_inputs())
@@ -838,5 +875,281 @@ def build(module, variant: Variant, device: str):
         # x and W of a GEMM would be the same random numbers (x @ W.T then has a large diagonal), a
         # correlation KernelBench does not have and that hides or reveals bugs by accident.
         torch.manual_seed(input_seed(variant.seed))
-        inputs = _pytree.tree_map(lambda t: _transform(t, variant, device), list(module.get_inputs()))
+        leaves, spec = _pytree.tree_flatten(list(module.get_inputs()))
+        out, k = [], 0
+        for leaf in leaves:
+            st = None
+            if isinstance(leaf, torch.Tensor):
+                st = structures[k] if k < len(structures) else None
+                k += 1
+            out.append(_transform(leaf, variant, device, st))
+        inputs = _pytree.tree_unflatten(out, spec)
+    for st in structures:
+        if st.kinds and not st.frozen and st.index < len(out):
+            t = [x for x in out if isinstance(x, torch.Tensor)][st.index]
+            if not st.holds(t):
+                raise StructureNotKept(f"input {st.index} is {st.describe()} in the task, and this variant's "
+                                       f"inputs ({variant.transform}) cannot keep it")
     return init_inputs, inputs
+
+
+# ----------------------------------------------------------------------------------- input structure
+
+class StructureNotKept(Exception):
+    """A variant's transform could not keep an input's structure: the variant is skipped with this reason."""
+
+
+# The kinds of structure input_structure detects, and what each promises about an input (a tensor's last two
+# dimensions for the matrix kinds; "dim" for the row kinds).
+STRUCTURE_KINDS = {
+    "integer": "an integer tensor (class targets, indices, masks): never transformed",
+    "integer_valued": "a floating tensor of whole numbers (±1 labels, 0/1 masks): never transformed",
+    "zero_upper": "lower triangular (zero above the diagonal)",
+    "zero_lower": "upper triangular (zero below the diagonal)",
+    "diagonal": "diagonal (zero off the diagonal)",
+    "symmetric": "symmetric",
+    "positive_definite": "symmetric positive definite",
+    "rows_sum_to_one": "non-negative rows summing to one (probabilities)",
+    "sorted": "sorted along its last dimension",
+    "non_negative": "non-negative (made so by get_inputs, not just drawn by torch.rand)",
+}
+# Detection: at most this many elements a tensor (128 x 128 matrices), from these seeds (a property both
+# draws show); a zero triangle needs matrices of at least 3 x 3, a sorted row at least 8 elements.
+DETECT_BUDGET = 16384
+DETECT_SEEDS = (42, 43)
+# Operations that make their result non-negative: an input built through one of them (and non-negative in
+# both draws) is non-negative by the task's statement; torch.rand's [0, 1) alone is not.
+_NON_NEGATIVE_OPS = {"abs", "exp", "exp2", "_softmax", "softmax", "sigmoid", "relu", "clamp", "clamp_min",
+                     "sqrt", "rsqrt", "pow", "square", "softplus", "exponential", "log_normal", "cosh",
+                     "special_expit"}
+_STRUCTURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class InputStructure:
+    """What the task's get_inputs() guarantees about one input tensor, and how to keep it (input_structure).
+
+    The descriptor the timing code reuses for its per-call inputs: a ``frozen`` input must be passed on
+    unchanged (its values are labels or indices); ``scale_safe`` says whether multiplying by a positive
+    factor (a scalar or per element) keeps the structure; ``impose`` projects any same-shape floating tensor
+    back onto it (mask, symmetrise, sort, renormalise); ``holds`` checks a tensor."""
+    index: int                    # position among the tensors of get_inputs(), in pytree order
+    dtype: str
+    shape: tuple = ()             # at detection sizes (informational: sizes change)
+    kinds: tuple = ()             # keys of STRUCTURE_KINDS
+    dim: int | None = None        # rows_sum_to_one: the dimension that sums to one (negative index)
+    low: float | None = None      # integer, integer_valued: the smallest and largest value seen (index bounds)
+    high: float | None = None
+    descending: bool = False      # sorted: descending rather than ascending
+
+    @property
+    def frozen(self) -> bool:
+        return "integer" in self.kinds or "integer_valued" in self.kinds
+
+    @property
+    def scale_safe(self) -> bool:
+        """Whether x * f (f > 0, a scalar or per element) keeps the structure of x: true for triangles,
+        diagonals, non-negativity, and for symmetry and sortedness only with a scalar f (per-element
+        factors need ``impose`` afterwards); rows summing to one and frozen inputs are never scaled."""
+        return not self.frozen and "rows_sum_to_one" not in self.kinds
+
+    def describe(self) -> str:
+        kinds = [k for k in self.kinds if not (k == "symmetric" and "positive_definite" in self.kinds)]
+        text = ", ".join(STRUCTURE_KINDS[k].split(" (")[0] if k not in ("integer", "integer_valued")
+                         else ("integer" if k == "integer" else "whole-number floating") for k in kinds)
+        if self.frozen and self.low is not None:
+            text += f" in [{_fmt(self.low)}, {_fmt(self.high)}]"
+        if "rows_sum_to_one" in self.kinds:
+            text += f" (dim {self.dim})"
+        if "sorted" in self.kinds and self.descending:
+            text += " (descending)"
+        return text or "no structure"
+
+    def facts(self) -> dict:
+        return {"input": self.index, "dtype": self.dtype, "kinds": list(self.kinds), "dim": self.dim,
+                "low": self.low, "high": self.high, "description": self.describe()}
+
+    def apply(self, t, transform: str):
+        """``transform`` (a Variant's) applied to ``t`` with the structure kept."""
+        kind = transform.partition(":")[0]
+        if "rows_sum_to_one" in self.kinds:
+            # probabilities: transform the logits, then normalise again (softmax(log p) = p)
+            return torch.softmax(_plain(t.log(), transform), dim=self.dim)
+        if "positive_definite" in self.kinds and kind in ("signed", "signed_scale"):
+            # signed entries, still positive definite: D·A·D with a random ±1 diagonal D (a congruence)
+            d = torch.randint(0, 2, t.shape[:-1], device=t.device).to(t.dtype) * 2 - 1
+            out = t * d.unsqueeze(-1) * d.unsqueeze(-2)
+            return out * float(transform.partition(":")[2]) if kind == "signed_scale" else out
+        return self.impose(_plain(t, transform))
+
+    def impose(self, x):
+        """``x`` (floating, this input's shape) projected onto the structure; frozen inputs have none to
+        impose (pass the task's own values instead)."""
+        if self.frozen:
+            raise ValueError(f"input {self.index} is {self.describe()}: its values must not change")
+        if "non_negative" in self.kinds:
+            x = x.abs()
+        if "sorted" in self.kinds:
+            x = x.sort(dim=-1, descending=self.descending).values
+        if "symmetric" in self.kinds or "positive_definite" in self.kinds:
+            x = (x + x.mT) / 2
+        if "diagonal" in self.kinds:
+            x = x * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+        elif "zero_upper" in self.kinds:
+            x = torch.tril(x)
+        elif "zero_lower" in self.kinds:
+            x = torch.triu(x)
+        if "rows_sum_to_one" in self.kinds:
+            x = x.abs()
+            x = x / x.sum(dim=self.dim, keepdim=True).clamp_min(torch.finfo(x.dtype).tiny)
+        if "positive_definite" in self.kinds and not self.holds(x):
+            # diagonally dominant (Gershgorin): every eigenvalue above the smallest margin
+            off = x.abs().sum(-1) - x.diagonal(dim1=-2, dim2=-1).abs()
+            shift = (off - x.diagonal(dim1=-2, dim2=-1)).amax(-1).clamp_min(0) + 1
+            x = x + shift[..., None, None] * torch.eye(x.shape[-1], dtype=x.dtype, device=x.device)
+        return x
+
+    def holds(self, x) -> bool:
+        """Whether the tensor ``x`` has this structure (frozen inputs: whether it is whole numbers within
+        the range seen is not asked; any integer tensor holds)."""
+        if not isinstance(x, torch.Tensor):
+            return False
+        if self.frozen or not x.numel():
+            return True
+        with torch.no_grad():
+            ok = True
+            if "non_negative" in self.kinds or "rows_sum_to_one" in self.kinds:
+                ok &= bool((x >= 0).all())
+            if "sorted" in self.kinds:
+                d = x.diff(dim=-1)
+                ok &= bool((d <= 0).all() if self.descending else (d >= 0).all())
+            if "symmetric" in self.kinds or "positive_definite" in self.kinds:
+                ok &= bool((x == x.mT).all())
+            if "diagonal" in self.kinds:
+                ok &= bool((torch.triu(x, 1) == 0).all() and (torch.tril(x, -1) == 0).all())
+            if "zero_upper" in self.kinds:
+                ok &= bool((torch.triu(x, 1) == 0).all())
+            if "zero_lower" in self.kinds:
+                ok &= bool((torch.tril(x, -1) == 0).all())
+            if "rows_sum_to_one" in self.kinds:
+                slack = 1e-2 if x.element_size() < 4 else 1e-3
+                ok &= bool(((x.sum(dim=self.dim, dtype=torch.float64) - 1).abs() <= slack).all())
+            if "positive_definite" in self.kinds and ok:
+                ok &= bool((torch.linalg.cholesky_ex(x.double()).info == 0).all())
+            return ok
+
+
+def _fmt(v) -> str:
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+class _Lineage(TorchDispatchMode):
+    """Records, for every tensor an op produces while get_inputs() runs, the names of the ops it came from."""
+
+    def __init__(self):
+        super().__init__()
+        from torch.utils.weak import WeakTensorKeyDictionary
+
+        self.ops = WeakTensorKeyDictionary()
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        seen = {func.overloadpacket.__name__.rstrip("_")}
+        for a in _pytree.tree_leaves((args, kwargs)):
+            if isinstance(a, torch.Tensor):
+                seen |= self.ops.get(a, frozenset())
+        for t in _pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.ops[t] = frozenset(seen)
+        return out
+
+
+def _detect(t, ops) -> dict:
+    """The structure one input tensor shows (one draw): {"kinds": [...], "dim", "low", "high", "descending"}."""
+    found = {"kinds": [], "dim": None, "low": None, "high": None, "descending": False}
+    if not t.numel():
+        return found
+    if not (t.is_floating_point() or t.is_complex()):
+        found.update(kinds=["integer"], low=float(t.min()), high=float(t.max()))
+        return found
+    if t.is_complex():
+        return found
+    x = t.detach().double()
+    if not bool(torch.isfinite(x).all()):
+        return found
+    if bool((x == x.round()).all()):
+        found.update(kinds=["integer_valued"], low=float(x.min()), high=float(x.max()))
+        return found
+    kinds = found["kinds"]
+    if x.dim() >= 2 and x.shape[-1] == x.shape[-2] and x.shape[-1] >= 2:
+        upper_zero = bool((torch.triu(x, 1) == 0).all())
+        lower_zero = bool((torch.tril(x, -1) == 0).all())
+        if x.shape[-1] >= 3 and upper_zero and lower_zero:
+            kinds.append("diagonal")
+        elif x.shape[-1] >= 3 and upper_zero:
+            kinds.append("zero_upper")
+        elif x.shape[-1] >= 3 and lower_zero:
+            kinds.append("zero_lower")
+        elif bool((x == x.mT).all()):
+            kinds.append("symmetric")
+            if bool((torch.linalg.cholesky_ex(x).info == 0).all()):
+                kinds.append("positive_definite")
+    non_negative = bool((x >= 0).all())
+    if non_negative:
+        for dim in range(-1, -x.dim() - 1, -1):
+            if x.shape[dim] >= 2 and bool(((x.sum(dim) - 1).abs() <= 1e-4).all()):
+                kinds.append("rows_sum_to_one")
+                found["dim"] = dim
+                break
+    if x.dim() >= 1 and x.shape[-1] >= 8 and not kinds:
+        d = x.diff(dim=-1)
+        if bool((d >= 0).all()) or bool((d <= 0).all()):
+            kinds.append("sorted")
+            found["descending"] = not bool((d >= 0).all())
+    if non_negative and "rows_sum_to_one" not in kinds and ops & _NON_NEGATIVE_OPS:
+        kinds.append("non_negative")
+    return found
+
+
+def input_structure(module) -> tuple:
+    """One InputStructure per tensor of the task's get_inputs() (pytree order), detected on the CPU at
+    DETECT_BUDGET sizes from each of DETECT_SEEDS; a kind counts when every draw shows it.  Cached per module.
+    A task whose inputs cannot be built that way has no detected structure (an empty tuple)."""
+    if module in _STRUCTURES:
+        return _STRUCTURES[module]
+    draws = []
+    try:
+        plan = plan_sizes(module, DETECT_BUDGET)
+        for seed in DETECT_SEEDS:
+            lineage = _Lineage()
+            with warnings.catch_warnings(), sizes(module, plan), torch.device("cpu"), torch.no_grad():
+                warnings.simplefilter("ignore")
+                torch.manual_seed(input_seed(seed))
+                with lineage:
+                    tensors = _tensors(list(module.get_inputs()))
+                draws.append([(t, _detect(t, lineage.ops.get(t, frozenset()))) for t in tensors])
+    except Exception:  # noqa: BLE001 — no structure known: variants transform as before
+        draws = []
+    out = []
+    if draws and all(len(d) == len(draws[0]) for d in draws):
+        for i, (t, first) in enumerate(draws[0]):
+            kinds = [k for k in first["kinds"] if all(k in d[i][1]["kinds"] for d in draws[1:])]
+            same = all(d[i][1]["dim"] == first["dim"] and d[i][1]["descending"] == first["descending"]
+                       for d in draws[1:])
+            if not same:
+                kinds = [k for k in kinds if k not in ("rows_sum_to_one", "sorted")]
+            low = min((d[i][1]["low"] for d in draws if d[i][1]["low"] is not None), default=None)
+            high = max((d[i][1]["high"] for d in draws if d[i][1]["high"] is not None), default=None)
+            out.append(InputStructure(index=i, dtype=str(t.dtype).replace("torch.", ""), shape=tuple(t.shape),
+                                      kinds=tuple(kinds), dim=first["dim"] if "rows_sum_to_one" in kinds else None,
+                                      low=low if kinds[:1] in (["integer"], ["integer_valued"]) else None,
+                                      high=high if kinds[:1] in (["integer"], ["integer_valued"]) else None,
+                                      descending=first["descending"] and "sorted" in kinds))
+    result = tuple(out)
+    _STRUCTURES[module] = result
+    return result
+
+
+def describe_structure(structures) -> str:
+    """'input 0 upper triangular, input 1 upper triangular' for the inputs that have structure; '' if none."""
+    return ", ".join(f"input {s.index} {s.describe()}" for s in structures if s.kinds)

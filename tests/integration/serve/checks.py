@@ -193,6 +193,29 @@ def group_api():
           and j["cached_from"] is None and j["attempts"] == 1, j)
     s, d, _ = call("POST", "/evaluate", req("e-ok-cuda", "ok", reference_backend="cuda"))
     bad("an unknown reference_backend", s, d, 400, "reference_backend")
+    # kgym's tolerance_profile: strict is the server's default (the same content), kernelbench other content,
+    # judged under it and recorded in the result and in KernelGYM's metadata; a name kgym does not know is refused.
+    s, d, _ = call("POST", "/evaluate", req("e-ok-strict", "ok", tolerance_profile="strict"))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-strict")
+    check("tolerance_profile strict: the server's default, answered from the store",
+          s == 200 and j["attempts"] == 0 and j["cached_from"] is not None
+          and d["metadata"]["tolerance_profile"] == "strict", (d.get("metadata"), j))
+    s, d, _ = call("POST", "/evaluate", req("e-ok-kb", "ok", tolerance_profile="kernelbench"))
+    s2, j, _ = call("GET", "/v1/jobs/e-ok-kb")
+    check("tolerance_profile kernelbench is other content: evaluated under it, recorded",
+          s == 200 and d["correctness"] and j["cached_from"] is None and j["attempts"] == 1
+          and j["result"]["tolerance"]["profile"] == "kernelbench"
+          and d["metadata"]["tolerance_profile"] == "kernelbench"
+          and d["metadata"]["reference_precision"]["cudnn_tf32"] is True, (d.get("metadata"), j))
+    s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("ok"),
+                                        "tolerance_profile": "kernelbench"})
+    s2, j, _ = call("GET", f"/v1/jobs/{d.get('id')}?wait=60") if isinstance(d, dict) else (0, {}, None)
+    check("the native API takes tolerance_profile too (the kernelbench result answers it)",
+          s == 202 and j.get("cached_from") == "e-ok-kb" and j["result"]["tolerance"]["profile"] == "kernelbench", j)
+    s, d, _ = call("POST", "/evaluate", req("e-ok-tol", "ok", tolerance_profile="loose"))
+    bad("an unknown tolerance_profile", s, d, 400, "tolerance_profile")
+    s, d, _ = call("POST", "/evaluate", req("e-ok-tol2", "ok", tolerance_profile=1))
+    bad("a tolerance_profile that is not a string", s, d, 400, "tolerance_profile")
     s, d, _ = call("POST", "/evaluate", req("e-ok-fresh", "ok", force_refresh=True))
     s2, j, _ = call("GET", "/v1/jobs/e-ok-fresh")
     check("force_refresh evaluates again", s == 200 and d["correctness"] and j["cached_from"] is None
