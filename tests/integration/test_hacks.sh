@@ -57,7 +57,8 @@ output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subcl
 global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_import
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
-warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache"
+warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
+oob_write:hacked:out_of_bounds_write"
 run_manifest default
 
 # Static layer off (warnings only): the runtime checks must catch what they can see.
@@ -69,6 +70,8 @@ getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network
 warmup_only:hacked:nondeterministic"
 # GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised).
 [ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:-"
+# A write past the input the judge handed over in place (its canaries; CPU and GPU).
+runtime="$runtime oob_write:hacked:out_of_bounds_write"
 # The runner's Landlock rules let it write only in its workdir (CPU and GPU).
 runtime="$runtime file_write:compile_error:-"
 manifest runtime "$runtime"

@@ -659,6 +659,34 @@ static void faster_than_physics(void)
     }
 }
 
+/* A write outside the candidate's tensors (the judge's canaries, transport.InPlace) is a hack whose
+ * evidence keeps the byte offset, and the feedback says what to do instead. */
+static void out_of_bounds_write_is_hacked(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:[{s:i, s:i, s:i, s:i}]}}}", "type", "finding", "finding",
+                      "type", "out_of_bounds_write", "stage", "tiny_run", "variant", "tiny", "message",
+                      "the forward wrote outside input 0 (12 byte(s) changed, the first at byte 64 from its start, "
+                      "past its end)", "evidence", "writes", "input", 0, "offset", 64, "bytes", 12, "block_offset",
+                      4160));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    const json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "out_of_bounds_write");
+    KG_CHECK(json_integer_value(json_object_get(json_array_get(json_object_get(json_object_get(h, "evidence"),
+                                                                               "writes"), 0), "offset")) == 64);
+    KG_CHECK(strstr(feedback(r), "writing outside your tensors") != NULL);
+    KG_CHECK(strstr(feedback(r), "mask every store") != NULL);
+    json_decref(r);
+}
+
 /* The sandbox report and the task's degeneracy facts are carried into the result. */
 static void sandbox_and_degenerate_facts(void)
 {
@@ -868,6 +896,7 @@ static void ended_between_stages_is_not_correct(void)
 }
 
 static const kg_test_case cases[] = {
+    {"out_of_bounds_write_is_hacked", out_of_bounds_write_is_hacked},
     {"degenerate_everywhere_is_not_correct", degenerate_everywhere_is_not_correct},
     {"processes_left_running_are_a_hack", processes_left_running_are_a_hack},
     {"ended_between_stages_is_not_correct", ended_between_stages_is_not_correct},

@@ -853,14 +853,13 @@ class Evaluation:
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
         init, inputs = tasks.build(self.task, v, self.device)
-        # On a GPU the inputs live in a device block the runner gets in place (transport.InPlace): one copy
-        # of multi-GB inputs on the device instead of two.  The judge fingerprints them before the call and
-        # checks them after it, and does not read them again for anything it decides (the runner may
-        # still write there): a later use builds them again (rebuild).  Elsewhere the runner gets its own
-        # copy (shared memory): nothing it does to its inputs reaches these.
-        in_place = None
-        if self.runner.share:
-            in_place, inputs = self.runner.tp.InPlace.make(inputs)
+        # The inputs live in a block the runner gets in place (transport.InPlace): on a GPU a device block,
+        # one copy of multi-GB inputs on the device instead of two; on the CPU a shared memfd.  The judge
+        # fingerprints them before the call and checks them after it, with the canaries around them, and does
+        # not read them again for anything it decides (the runner may still write there): a later use builds
+        # them again (rebuild).  Where no block can be had (device memory not shared), the runner gets its own
+        # copy: nothing it does to its inputs reaches these.
+        in_place, inputs = self.runner.tp.InPlace.make(inputs, share=self.runner.share)
         cand_inputs = inputs
 
         def rebuild():
@@ -995,8 +994,9 @@ class Evaluation:
                 return
 
     def check_in_place(self, in_place, variant):
-        """The judge's own check that the forward left its inputs unchanged (inputs handed over in place):
-        the runner's snapshot of them is skipped, and what it reports is evidence only."""
+        """The judge's own check that the forward left its inputs unchanged and wrote nothing around them
+        (inputs handed over in place, with canaries: transport.InPlace): the runner's snapshot of them is
+        skipped, and what it reports is evidence only."""
         try:
             changed = in_place.changed()
         except Exception as exc:  # noqa: BLE001 — out of memory for the check's temporaries: re-run alone
@@ -1009,6 +1009,17 @@ class Evaluation:
             shape = list(in_place.tensors[j].shape)
             self.guards.add("input_mutation", self.current_stage, variant,
                             f"input {j} was modified by forward", {"input": j, "shape": shape})
+        try:
+            hits = in_place.overwritten()
+        except Exception as exc:  # noqa: BLE001 — as above
+            if self.gpu_mode != "exclusive":
+                raise
+            self.guards.add("guard_error", self.current_stage, variant,
+                            f"the judge's canary check failed: {type(exc).__name__}: {exc}"[:500])
+            return
+        if hits:
+            self.guards.add("out_of_bounds_write", self.current_stage, variant,
+                            _overwrite_message(hits[0], "the"), {"writes": hits[:8]})
 
     def repeat_check_variant(self, base):
         """The variant the repeat checks (second_call) run on when base is larger than
@@ -1112,6 +1123,14 @@ def _sample_agrees(remote, ref_out, atol, rtol, seed, samples=1 << 16):
         picked_ref.append(rf)
         picked.append(c)
     return compare.sample_agrees(picked_ref, picked, atol, rtol, samples=samples, seed=seed)
+
+
+def _overwrite_message(hit, whose):
+    """The finding's text for a changed canary (transport._Canaries.check)."""
+    off = hit["offset"]
+    where = (f"{-off} byte(s) before its start" if off < 0 else f"at byte {off} from its start, past its end")
+    return (f"{whose} forward wrote outside input {hit['input']} ({hit['bytes']} byte(s) changed, the first "
+            f"{where}): kernels must store only inside their tensors (mask every store)")
 
 
 def _own_kernels(prof, names):
