@@ -451,11 +451,6 @@ def _analyse(module) -> _Analysis:
     return analysis
 
 
-# Timing input sets at least this large are built again for each of the reference's calls instead of being
-# kept by the judge (child.py Evaluation.timing): one copy fewer of the largest tasks' inputs on the device.
-REBUILD_SET_BYTES = 1 << 30
-
-
 def device_footprint(module, values: dict) -> int:
     """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
     together: an estimate for kgym's memory arbiter (include/kgym/arbiter.h), from the meta-device probe;
@@ -466,11 +461,11 @@ def device_footprint(module, values: dict) -> int:
       its parameters, the reference output and the spare the answer comes back in; the runner its parameters
       and two NaN-filled output-sized blocks its allocator hands the output from (the poison: runner.py),
       which it gives back before answering, when the judge clones the answer: I + 2P + 4O;
-    - the timing stage: the runner's input set and its call's copy, the reference's call's copy (a set of
-      REBUILD_SET_BYTES or more is not kept by the judge besides, a smaller one is), both outputs and both
-      models: 3I (4I) + 2O + 2P.
+    - the timing stage: the judge's call block (which the runner maps, holding no set of its own), the set
+      drawn for the call, the task's get_inputs temporaries while the next set is drawn (at most a set's
+      size: the previous set goes first), both outputs and both models: 3I + 2O + 2P.
     The larger of the two, with the reference's largest intermediate X (the judge's, while it runs: with
-    the runner's timing set, copy and output; in correctness, beside the inputs and its output alone).
+    the call block, the call's set and the outputs; in correctness, beside the inputs and its output alone).
     The candidate's intermediates beyond an output's size are not counted: an evaluation that needs more
     runs out of memory in a shared phase and is retried alone.  Where the forward could not run on the meta
     device, the output is taken to be as large as the largest input."""
@@ -482,9 +477,8 @@ def device_footprint(module, values: dict) -> int:
     if not an.forward:
         held, out = held + p.max_bytes, p.max_bytes
     params = max(0, held - inp - out)
-    sets = 3 if inp >= REBUILD_SET_BYTES else 4
     x = p.scratch_bytes
-    return max(inp + 2 * params + 4 * out, held + x, sets * inp + 2 * out + 2 * params + x)
+    return max(inp + 2 * params + 4 * out, held + x, 3 * inp + 2 * out + 2 * params + x)
 
 
 def size_constants(module) -> dict:
