@@ -87,8 +87,9 @@ def test_canaries_are_random_bytes_of_the_judge():
 def test_load_refills_the_views_only_with_the_same_layout():
     shared, args = tp.InPlace.make([torch.zeros(2, 3), 5])
     assert shared.load([torch.ones(2, 3), 5]) and torch.equal(args[0], torch.ones(2, 3))
-    assert not shared.load([torch.full((3, 2), 7.0)]) and torch.equal(args[0], torch.ones(2, 3))
-    assert not shared.load([torch.ones(2, 3, dtype=torch.float64)])
+    assert not shared.load([torch.full((3, 2), 7.0), 5]) and torch.equal(args[0], torch.ones(2, 3))
+    assert not shared.load([torch.ones(2, 3, dtype=torch.float64), 5])
+    assert not shared.load([torch.zeros(2, 3), 6]) and torch.equal(args[0], torch.ones(2, 3))  # another int
     assert shared.overwritten() == []
 
 

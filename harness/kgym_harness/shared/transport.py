@@ -580,6 +580,7 @@ class InPlace:
             shared = cls(tensors, device)
         except (cudashare.ShareError, ValueError, OSError):
             return None, values
+        shared.others = [v for v in values if not torch.is_tensor(v)]
         it = iter(shared.tensors)
         return shared, [next(it) if torch.is_tensor(v) else v for v in values]
 
@@ -595,11 +596,14 @@ class InPlace:
         return self.canaries.check()
 
     def load(self, values):
-        """Copies the tensors of ``values`` into this block's views (and waits for the copies); False, with
-        nothing copied, when they do not have the views' shapes and dtypes."""
+        """Copies the tensors of ``values`` (an argument list like the one ``make`` was given) into this block's
+        views (and waits for the copies); False, with nothing copied, when they do not have the views' shapes and
+        dtypes, or the other arguments differ from ``make``'s (the peer holds those as they were sent)."""
         tensors = [v for v in values if torch.is_tensor(v)]
         if len(tensors) != len(self.tensors) or any(
                 a.shape != b.shape or a.dtype != b.dtype for a, b in zip(tensors, self.tensors)):
+            return False
+        if [v for v in values if not torch.is_tensor(v)] != getattr(self, "others", []):
             return False
         for src, dst in zip(tensors, self.tensors):
             dst.copy_(src)
