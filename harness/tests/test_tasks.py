@@ -527,3 +527,17 @@ def test_device_footprint_counts_the_references_largest_intermediate(tmp_path):
             return []
     """, "view.py"), "kgym_test_fp_view")
     assert tasks.device_footprint(view, {"N": 64, "D": 1024}) == 5 * t
+
+
+def test_build_draws_what_torch_manual_seed_would(load):
+    """build seeds only the generators get_inputs draws from here (torch.manual_seed also formats a stack trace for
+    every device type not started, about 1 ms: the timing draws a set per call), and the inputs are the same."""
+    import torch
+
+    m = load("level1/95_CrossEntropyLoss.py")  # floats and class indices
+    v = tasks.Variant("base", dict(tasks.plan_sizes(m, 4096)), 7, "none", None, "")
+    _init, got = tasks.build(m, v, "cpu")
+    with tasks.sizes(m, v.sizes):
+        torch.manual_seed(tasks.input_seed(7))
+        want = m.get_inputs()
+    assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, want))

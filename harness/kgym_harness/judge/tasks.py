@@ -823,14 +823,24 @@ def input_seed(seed: int) -> int:
     return (seed * 1000003 + 7919) % (2**31 - 1)
 
 
+def _seed(seed: int, device: str):
+    """torch.manual_seed(seed) for the generators get_inputs can draw from here: the CPU's and ``device``'s (the
+    same numbers follow).  torch.manual_seed also queues seeds for every device type not started in this process
+    (XPU on a CUDA machine) and formats a stack trace for each, about 1 ms a call: the timing stage draws a new
+    input set for every timed call."""
+    torch.default_generator.manual_seed(seed)
+    if str(device).startswith("cuda"):
+        torch.cuda.manual_seed(seed)
+
+
 def build(module, variant: Variant, device: str):
     """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``."""
     with sizes(module, variant.sizes), torch.device(device):
-        torch.manual_seed(variant.seed)
+        _seed(variant.seed, device)
         init_inputs = list(module.get_init_inputs())
         # Inputs come from their own stream: drawn right after the seed that also makes the weights,
         # x and W of a GEMM would be the same random numbers (x @ W.T then has a large diagonal), a
         # correlation KernelBench does not have and that hides or reveals bugs by accident.
-        torch.manual_seed(input_seed(variant.seed))
+        _seed(input_seed(variant.seed), device)
         inputs = _pytree.tree_map(lambda t: _transform(t, variant, device), list(module.get_inputs()))
     return init_inputs, inputs
