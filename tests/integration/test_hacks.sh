@@ -58,7 +58,7 @@ global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_pro
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
 warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
-oob_write:hacked:out_of_bounds_write"
+oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
 # GPU only (statically clean, caught in the timing stage): a replay of earlier outputs scaled by the inputs'
 # fingerprinted ratio (wrong on a new set drawn for every call), a timed output that is its input, a write past
 # the input of a timed call (the call block's canaries).
@@ -78,8 +78,9 @@ warmup_only:hacked:nondeterministic"
 # GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised);
 # the timed-call fixtures above.
 [ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu"
-# A write past the input the judge handed over in place (its canaries; CPU and GPU).
-runtime="$runtime oob_write:hacked:out_of_bounds_write"
+# A write past the input the judge handed over in place (its canaries; CPU and GPU): in every call, or only in
+# the base variant's repeat calls.
+runtime="$runtime oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
 # The runner's Landlock rules let it write only in its workdir (CPU and GPU).
 runtime="$runtime file_write:compile_error:-"
 manifest runtime "$runtime"

@@ -1057,6 +1057,22 @@ class Evaluation:
             self.guards.add("out_of_bounds_write", self.current_stage, variant,
                             _overwrite_message(hits[0], "the"), {"writes": hits[:8]})
 
+    def call_in_place(self, cand, inputs, variant, poison):
+        """``cand.call`` on a copy of ``inputs`` in a block of the judge's handed over in place, checked after the
+        answer like a variant's inputs (fingerprints, canaries: check_in_place); ``inputs`` stay the judge's own
+        (the block holds a copy), so the caller may read them afterwards.  Where no block can be had, the usual
+        copy."""
+        in_place, args = self.runner.tp.InPlace.make(list(inputs), share=self.runner.share)
+        if in_place is None:
+            return cand.call(inputs, self.current_stage, variant, poison=poison)
+        try:
+            in_place.seal()
+            return cand.call(args, self.current_stage, variant, poison=poison, in_place=in_place)
+        finally:
+            self.check_in_place(in_place, variant)
+            args = None
+            in_place.release()
+
     def repeat_check_variant(self, base):
         """The variant the repeat checks (second_call) run on when base is larger than
         tasks.VALUE_VARIANT_BUDGET elements a tensor (full sizes on a GPU); None to run them on base itself."""
@@ -1084,7 +1100,7 @@ class Evaluation:
         cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
-        cand_out = cand.call(cand_inputs, self.current_stage, "base_checks", poison=ref_out)
+        cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
         atol, rtol = self.tolerances(ref_out)
         self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
 
@@ -1106,12 +1122,12 @@ class Evaluation:
         first = _clone_out(cand_out)
         with torch.no_grad():
             ref_out2 = ref(*inputs2)
-        cand_out2 = cand.call(cand_inputs2, self.current_stage, "base_again", poison=ref_out2)
+        cand_out2 = self.call_in_place(cand, cand_inputs2, "base_again", ref_out2)
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
         # The first inputs once more: an output that passed once and now does not depends on something
         # other than the inputs (uninitialised or stale memory, a race).
-        cand_out3 = cand.call(cand_inputs, self.current_stage, "base_repeat", poison=ref_out)
+        cand_out3 = self.call_in_place(cand, cand_inputs, "base_repeat", ref_out)
         if first_ok and not _passes(compare.compare(ref_out, cand_out3, atol, rtol)):
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
