@@ -362,9 +362,9 @@ static double peak_bandwidth(const char *gpu, double *peak_flops)
  * to 0 and persisting lines back to normal) was not done although the device can set L2 aside: a `guard_error`
  * finding, a warning under the default policy.  Why not worse: lines become persisting only when the runner's
  * context sets a non-zero set-aside, which only the driver API can do (ctypes and torch.cuda internals: both
- * refused by the static allowlist), so without the reset the flush still stands against every candidate that
+ * outside the candidate language), so without the reset the flush still stands against every candidate that
  * keeps to the language; a policy that wants it fail-closed makes guard_error a hack.  Why not nothing: past
- * the allowlist, a set-aside would keep the candidate's data in L2 across the flush and fake a speedup.
+ * the language, a set-aside would keep the candidate's data in L2 across the flush and fake a speedup.
  * Nothing when the device cannot set L2 aside (before sm_80, MIG) or the facts are absent (no flush asked). */
 static json_t *l2_reset_finding(const json_t *timing)
 {

@@ -59,12 +59,13 @@ exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute re
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
 warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
 oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
-# GPU only (statically clean, caught in the timing stage): a replay of earlier outputs scaled by the inputs'
-# fingerprinted ratio (wrong on a new set drawn for every call), a timed output that is its input, a write past
-# the input of a timed call (the call block's canaries).
+# GPU only, caught in the timing stage: a timed output that is its input, a write past the input of a timed call
+# (the call block's canaries); both in the language.  The replay of earlier outputs scaled by the inputs'
+# fingerprinted ratio keeps tensors on the module, which the language refuses (state_cache): its timing is
+# checked under the runtime-only policy below (wrong on a new set drawn for every call).
 timed_gpu=
-[ "$DEVICE" != cpu ] && timed_gpu="timed_replay:incorrect:- timed_alias:hacked:output_alias timed_oob:hacked:out_of_bounds_write"
-[ "$DEVICE" != cpu ] && default="$default $timed_gpu"
+[ "$DEVICE" != cpu ] && timed_gpu="timed_alias:hacked:output_alias timed_oob:hacked:out_of_bounds_write"
+[ "$DEVICE" != cpu ] && default="$default $timed_gpu timed_replay:hacked:state_cache"
 manifest default "$default"
 run_manifest default
 
@@ -77,7 +78,8 @@ getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network
 warmup_only:hacked:nondeterministic"
 # GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised);
 # the timed-call fixtures above.
-[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu"
+[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu
+timed_replay:incorrect:-"
 # A write past the input the judge handed over in place (its canaries; CPU and GPU): in every call, or only in
 # the base variant's repeat calls.
 runtime="$runtime oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"

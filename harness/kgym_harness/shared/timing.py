@@ -49,7 +49,7 @@ class PersistingL2:
     acting through the calling context only ("resets all persisting lines in cache to normal status", with no
     word on other contexts): a reset in the judge's context is not known to clear lines the runner's context
     marked, so it cannot be relied on (bench/l2_persist_probe.py measures it on a GPU).  The runner's harness
-    is trusted as far as the candidate cannot reach it (the static allowlist refuses ctypes and torch.cuda's
+    is trusted as far as the candidate cannot reach it (the candidate language refuses ctypes and torch.cuda's
     internals, the only roads to the driver); the judge cannot check it was done.
 
     No-op off CUDA.  A driver without the API, or a reset that fails, is a fact (``facts()``), never an
