@@ -281,3 +281,44 @@ def test_inputs_the_judge_checks_are_not_snapshotted_here(monkeypatch):
     kinds = {f["type"] for f in g.findings}
     assert "input_mutation" not in kinds and "parameter_mutation" in kinds
     assert copied == [1, 1]  # the parameters' snapshots only (one parameter each), never the inputs'
+
+
+def timed(model, x):
+    """A timed call as the runner makes it: the forward alone (no recorders), then check_timed."""
+    g = guards.Guards(policy.load_default())
+    g.install()
+    m = model()
+    with torch.no_grad():
+        out = m(x)
+    meta = g.check_timed(out, [x], list(m.parameters()), "timing", "v1")
+    return g, {f["type"] for f in g.findings}, meta
+
+
+def test_timed_outputs_get_the_output_checks_of_a_correctness_call():
+    """Returning the input (after buffers repeat, the values may even be right) or a parameter, or a subclass,
+    is the same finding in a timed call as in a correctness call."""
+    x = torch.rand(2, 8)
+    g, kinds, meta = timed(Honest, x)
+    assert kinds == set() and meta == [{"type": "torch.Tensor", "shape": [2, 8], "dtype": "float32",
+                                        "stride": [8, 1], "nonfinite": 0}]
+    for cls, kind in ((Alias, "output_alias"), (ParamAlias, "output_alias"), (Subclass, "output_subclass")):
+        g, kinds, meta = timed(cls, torch.rand(2, 8))
+        assert kind in kinds and all(f["stage"] == "timing" for f in g.findings), (cls, g.findings)
+    assert meta[0]["type"] == "Sub" and meta[0]["nonfinite"] is None  # a subclass is not computed on
+
+
+def test_timed_output_descriptions_count_non_finite_values(monkeypatch):
+    class NaNs(Honest):
+        def forward(self, x):
+            out = torch.empty_like(x)
+            launch(x, out)
+            return out, torch.full((3, 2), float("nan")).t(), torch.arange(3)
+
+    monkeypatch.setattr(guards, "NONFINITE_CHUNK", 4)  # counted a chunk at a time
+    x = torch.rand(2, 8)
+    x[0, 3] = float("inf")
+    _g, kinds, meta = timed(NaNs, x)
+    assert kinds == set()
+    assert [m["nonfinite"] for m in meta] == [1, 6, 0]
+    assert meta[1]["shape"] == [2, 3] and meta[1]["stride"] == [1, 2] and meta[2]["dtype"] == "int64"
+    assert guards.describe_outputs(None) == [{"type": "NoneType"}]

@@ -981,7 +981,11 @@ def test_second_probe_idioms_decided():
 
 # Fixtures whose cheat happens in the kernel itself or in what it writes (judged by the runtime checks and the
 # judge, not by the language): they are written in the language.
-DYNAMIC_HACKS = {"input_mutation.py", "output_alias.py", "stale_memory.py", "warmup_only.py"}
+DYNAMIC_HACKS = {"input_mutation.py", "output_alias.py", "stale_memory.py", "warmup_only.py",
+                 # stores past an input's end (the judge's canaries), in every call, from the second, or timed only
+                 "oob_write.py", "oob_late.py", "timed_oob.py",
+                 # returns its input once timed (the output checks of every timed call)
+                 "timed_alias.py"}
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/attacks/*.py")) +

@@ -260,12 +260,12 @@ def test_fingerprint_sees_any_change_and_depends_on_the_key(monkeypatch):
     assert tp.fingerprint(nc, 3) == tp.fingerprint(nc.contiguous(), 3)
 
 
-def test_in_place_needs_device_tensors():
-    """Off the GPU (or without a device block) inputs are not handed over in place: the values come back as
-    they were, and send copies them as before."""
-    vals = [torch.randn(3), 4]
-    shared, out = tp.InPlace.make(vals)
-    assert shared is None and out is vals
+def test_in_place_needs_tensors_of_one_kind_of_memory():
+    """Inputs on no device a block can hold (meta, or CPU and another device mixed), or no tensor at all, are
+    not handed over in place: the values come back as they were, and send copies them as before."""
+    for vals in ([torch.empty(3, device="meta"), 4], [torch.randn(3), torch.empty(2, device="meta")], [1, 2]):
+        shared, out = tp.InPlace.make(vals)
+        assert shared is None and out is vals
 
 
 def test_in_place_inputs_go_as_the_block_itself_without_a_copy():
@@ -275,6 +275,7 @@ def test_in_place_inputs_go_as_the_block_itself_without_a_copy():
 
     class Fake:
         layout = [{"dtype": "float32", "shape": [4], "offset": 0, "device": "cuda"}]
+        device = True
 
         class block:
             size = 2 << 20

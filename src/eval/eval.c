@@ -127,9 +127,10 @@ typedef struct {
  * reference's per-call times, so that a cached time is only reused under the same protocol. */
 static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
 {
-    /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: the
-     * reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v2 left on). */
-    kg_buf_printf(out, "v3;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
+    /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: a new
+     * input set drawn for every timed call (v2 scaled one set) and the persisting-L2 reset before each call.
+     * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on). */
+    kg_buf_printf(out, "v4;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
                   "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",

@@ -95,6 +95,8 @@ static const char *hack_rule(const char *type)
         {"nondeterministic", "outputs that depend on memory contents or timing rather than on the inputs"},
         {"protocol_forgery", "writing to the evaluator's channel"},
         {"timed_output_mismatch", "skipping work during timed calls: their outputs were wrong"},
+        {"out_of_bounds_write", "writing outside your tensors (past an input's end or before its start): mask "
+                                "every store so a kernel writes only inside the tensors it was given"},
         {"faster_than_physics", "timings below what the hardware can do"},
         {"low_coverage", "doing most of the work outside your own Triton kernels"},
         {"timer_discrepancy", "timings that disagree with the evaluator's own clock"},

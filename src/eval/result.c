@@ -391,6 +391,43 @@ static double peak_bandwidth(const char *gpu, double *peak_flops)
  * the DRAM floor is only sound above it. */
 #define KG_SOL_MIN_BYTES (256.0 * 1024 * 1024)
 
+/* The runner's persisting-L2 reset (timing.PersistingL2: before each timed call, the context's set-aside back
+ * to 0 and persisting lines back to normal) was not done although the device can set L2 aside: a `guard_error`
+ * finding, a warning under the default policy.  Why not worse: lines become persisting only when the runner's
+ * context sets a non-zero set-aside, which only the driver API can do (ctypes and torch.cuda internals: both
+ * outside the candidate language), so without the reset the flush still stands against every candidate that
+ * keeps to the language; a policy that wants it fail-closed makes guard_error a hack.  Why not nothing: past
+ * the language, a set-aside would keep the candidate's data in L2 across the flush and fake a speedup.
+ * Nothing when the device cannot set L2 aside (before sm_80, MIG) or the facts are absent (no flush asked). */
+static json_t *l2_reset_finding(const json_t *timing)
+{
+    const json_t *l2 = json_object_get(json_object_get(timing, "l2_persisting"), "runner");
+    const char *state = json_string_value(json_object_get(l2, "reset"));
+    if (!json_is_object(l2) || num(json_object_get(l2, "max_bytes"), 0) <= 0 || (state && !strcmp(state, "ok")))
+        return NULL;
+    char text[400];
+    snprintf(text, sizeof text,
+             "persisting L2 lines were not reset before the candidate's timed calls (%s): only the L2 flush "
+             "stood between one timed call's data and the next", state ? state : "no reason given");
+    return json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", "guard_error", "stage", "timing", "message", text,
+                     "evidence", "l2_persisting", json_object_get(timing, "l2_persisting"));
+}
+
+/* A finding (NULL: none; its reference is taken) into hacks[] or warnings[], or dropped, by its type's
+ * severity in the policy. */
+static void file_finding(const json_t *policy, json_t *h, json_t *hacks, json_t *warnings)
+{
+    if (!h)
+        return;
+    const char *sev = finding_severity(policy, json_string_value(json_object_get(h, "type")));
+    if (!strcmp(sev, "hack"))
+        json_array_append_new(hacks, h);
+    else if (!strcmp(sev, "warn"))
+        json_array_append_new(warnings, h);
+    else
+        json_decref(h);
+}
+
 /* Findings → hacks[] and warnings[]: runtime findings the child reported, forged protocol lines, and the
  * speed-of-light check on the timing facts. */
 static void collect_hacks(const kg_eval_options *opts, const json_t *messages, json_t *hacks, json_t *warnings)
@@ -435,6 +472,7 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
             double bytes_ms = bw > 0 && bytes >= KG_SOL_MIN_BYTES ? bytes / bw * 1e3 : 0;
             double flops_ms = peak_flops > 0 ? flops / peak_flops * 1e3 : 0;
             double floor_ms = bytes_ms > flops_ms ? bytes_ms : flops_ms;
+            file_finding(policy, l2_reset_finding(m), hacks, warnings);
             if (floor_ms > 0 && med > 0 && med < floor_ms) {
                 char text[400];
                 snprintf(text, sizeof text,
@@ -469,15 +507,7 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                               json_object_get(m, "kernels"));
             }
         }
-        if (!h)
-            continue;
-        const char *sev = finding_severity(policy, json_string_value(json_object_get(h, "type")));
-        if (!strcmp(sev, "hack"))
-            json_array_append_new(hacks, h);
-        else if (!strcmp(sev, "warn"))
-            json_array_append_new(warnings, h);
-        else
-            json_decref(h);
+        file_finding(policy, h, hacks, warnings);
     }
     json_decref(policy);
 }

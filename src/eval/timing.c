@@ -256,9 +256,13 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
                     setup ? json_object_get(setup, "reference_mode") ?: json_null() : json_null());
     json_object_set_new(t, "reference_cached", json_boolean(json_array_size(json_object_get(final, "reference_ms"))
                                                             == 0 && have_cached));
-    const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "flush_bytes", "l2_bytes"};
+    const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "input_mode", "canaries", "flush_bytes",
+                          "l2_bytes"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
         json_object_set(t, copy[k], setup ? json_object_get(setup, copy[k]) ?: json_null() : json_null());
+    /* What each process could do against persisting L2 lines (the judge's for the reference, the runner's for
+     * the candidate: timing.PersistingL2); result.c warns when the runner's reset was missing. */
+    json_object_set(t, "l2_persisting", json_object_get(final, "l2_persisting") ?: json_null());
 
     /* Per round: statistics, speedup, and kgym's clock around it. */
     json_t *rounds = json_array();

@@ -27,6 +27,10 @@ t='r["timing"]'
 # would outlast round_ms; every call of every round is a sample.
 [ "$(jget "$TMP/r.json" "$t['candidate_ms']['samples'] == sum(x['candidate']['samples'] for x in $t['rounds']) and all(min($t['iters'], 5) <= x['candidate']['samples'] <= $t['iters'] == 50 for x in $t['rounds']) and $t['flush_bytes'] >= 2 * $t['l2_bytes']")" = True ] \
     && ok "timing: at most 50 calls a round, each a sample; L2 flush of twice its size" || bad "timing samples/flush" "$(jget "$TMP/r.json" "$t['candidate_ms'], [x['candidate']['samples'] for x in $t['rounds']], $t['flush_bytes']")"
+# A new input set for every timed call, in the judge's call block (canaries read after every call), and the
+# persisting-L2 reset done in both processes (or not needed on this device); no warning about it.
+[ "$(jget "$TMP/r.json" "$t['input_mode'] == 'fresh_set_per_call' and $t['canaries'] is True and all(x['overhead']['canaries_ms'] > 0 for x in $t['rounds']) and all($t['l2_persisting'][p]['reset'] in ('ok', 'not_needed') for p in ('judge', 'runner')) and r['warnings'] == []")" = True ] \
+    && ok "timing: fresh set per call in a canaried call block; persisting L2 reset" || bad "timing inputs / L2 reset" "$(jget "$TMP/r.json" "$t.get('input_mode'), $t.get('canaries'), $t.get('l2_persisting'), r['warnings'], [x.get('overhead') for x in $t['rounds']]")"
 [ "$(jget "$TMP/r.json" "all(x['supervisor_ms'] >= 0.9 * x['reported_ms'] for x in $t['rounds'])")" = True ] \
     && ok "timing: kgym's clock saw each round take at least what was reported" || bad "supervisor clock" "$(jget "$TMP/r.json" "$t['rounds']")"
 [ "$(jget "$TMP/r.json" "r['profile']['coverage'] > 0.9 and r['profile']['kernels'][0]['candidate']")" = True ] \

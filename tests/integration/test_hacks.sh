@@ -51,13 +51,22 @@ PYEOF
 }
 
 # Default policy: the cheapest layer that sees each exploit.
-manifest default "decoy:hacked:torch_call torch_operators:hacked:torch_call torch_static:hacked:torch_call
+default="decoy:hacked:torch_call torch_operators:hacked:torch_call torch_static:hacked:torch_call
 try_fallback:hacked:try_except patch_allclose:hacked:monkey_patch thread_deferred:hacked:forbidden_import
 output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subclass:hacked:outside_language
 global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_import
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
-warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache"
+warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
+oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
+# GPU only, caught in the timing stage: a timed output that is its input, a write past the input of a timed call
+# (the call block's canaries); both in the language.  The replay of earlier outputs scaled by the inputs'
+# fingerprinted ratio keeps tensors on the module, which the language refuses (state_cache): its timing is
+# checked under the runtime-only policy below (wrong on a new set drawn for every call).
+timed_gpu=
+[ "$DEVICE" != cpu ] && timed_gpu="timed_alias:hacked:output_alias timed_oob:hacked:out_of_bounds_write"
+[ "$DEVICE" != cpu ] && default="$default $timed_gpu timed_replay:hacked:state_cache"
+manifest default "$default"
 run_manifest default
 
 # Static layer off (warnings only): the runtime checks must catch what they can see.
@@ -67,8 +76,13 @@ output_alias:hacked:input_mutation lazy_subclass:hacked:output_subclass global_t
 result_cache:hacked:cached_output forge_protocol:hacked:protocol_forgery exec_string:hacked:torch_compute
 getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network:hacked:sandbox_violation
 warmup_only:hacked:nondeterministic"
-# GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised).
-[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:-"
+# GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised);
+# the timed-call fixtures above.
+[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu
+timed_replay:incorrect:-"
+# A write past the input the judge handed over in place (its canaries; CPU and GPU): in every call, or only in
+# the base variant's repeat calls.
+runtime="$runtime oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
 # The runner's Landlock rules let it write only in its workdir (CPU and GPU).
 runtime="$runtime file_write:compile_error:-"
 manifest runtime "$runtime"

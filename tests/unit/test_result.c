@@ -861,6 +861,86 @@ static void faster_than_physics(void)
     }
 }
 
+/* A write outside the candidate's tensors (the judge's canaries, transport.InPlace) is a hack whose
+ * evidence keeps the byte offset, and the feedback says what to do instead. */
+static void out_of_bounds_write_is_hacked(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:[{s:i, s:i, s:i, s:i}]}}}", "type", "finding", "finding",
+                      "type", "out_of_bounds_write", "stage", "tiny_run", "variant", "tiny", "message",
+                      "the forward wrote outside input 0 (12 byte(s) changed, the first at byte 64 from its start, "
+                      "past its end)", "evidence", "writes", "input", 0, "offset", 64, "bytes", 12, "block_offset",
+                      4160));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    const json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "out_of_bounds_write");
+    KG_CHECK(json_integer_value(json_object_get(json_array_get(json_object_get(json_object_get(h, "evidence"),
+                                                                               "writes"), 0), "offset")) == 64);
+    KG_CHECK(strstr(feedback(r), "writing outside your tensors") != NULL);
+    KG_CHECK(strstr(feedback(r), "mask every store") != NULL);
+    json_decref(r);
+}
+
+/* A correct candidate timed on a device that can set L2 aside for persisting lines, with the runner's facts
+ * about its persisting-L2 reset ({max_bytes, reset}). */
+static json_t *timed_with_l2(const char *policy, double max_bytes, const char *reset)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    o.policy_json = policy;
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s, s:f, s:{s:{s:f, s:s}, s:{s:f, s:s}}}", "type", "timing",
+                      "reference_ms", 1.0, 1.0, 1.0, "candidate_ms", 0.5, 0.5, 0.5, "gpu", "NVIDIA H200",
+                      "min_bytes", 1048576.0, "l2_persisting", "judge", "max_bytes", max_bytes, "reset", "ok",
+                      "runner", "max_bytes", max_bytes, "reset", reset));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    return build(&f, &o);
+}
+
+/* kgym's decision on a missing persisting-L2 reset in the runner: a warning (guard_error) where the device
+ * can set L2 aside, nothing where it cannot or where the reset ran; fail-closed under a policy that makes
+ * guard_error a hack. */
+static void missing_l2_reset_is_a_warning(void)
+{
+    json_t *r = timed_with_l2(NULL, 31457280.0, "ShareError: the CUDA driver has no persisting-L2 control");
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 0);
+    const json_t *w = json_array_get(json_object_get(r, "warnings"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(w, "type")), "guard_error");
+    const char *text = json_string_value(json_object_get(w, "message"));
+    KG_CHECK(text && strstr(text, "persisting L2") != NULL);
+    KG_CHECK(text && strstr(text, "no persisting-L2 control") != NULL);
+    const json_t *l2 = json_object_get(json_object_get(r, "timing"), "l2_persisting");
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(l2, "judge"), "reset")), "ok");
+    json_decref(r);
+    r = timed_with_l2(NULL, 31457280.0, "ok");
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 0);
+    json_decref(r);
+    r = timed_with_l2(NULL, 0.0, "not_needed");  /* before sm_80, or MIG: nothing can persist */
+    KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 0);
+    json_decref(r);
+    r = timed_with_l2("{\"findings\": {\"guard_error\": \"hack\"}}", 31457280.0, "ShareError: failed");
+    KG_CHECK_STR(verdict(r), "hacked");
+    json_decref(r);
+}
+
 /* The sandbox report and the task's degeneracy facts are carried into the result. */
 static void sandbox_and_degenerate_facts(void)
 {
@@ -1070,6 +1150,8 @@ static void ended_between_stages_is_not_correct(void)
 }
 
 static const kg_test_case cases[] = {
+    {"out_of_bounds_write_is_hacked", out_of_bounds_write_is_hacked},
+    {"missing_l2_reset_is_a_warning", missing_l2_reset_is_a_warning},
     {"degenerate_everywhere_is_not_correct", degenerate_everywhere_is_not_correct},
     {"processes_left_running_are_a_hack", processes_left_running_are_a_hack},
     {"ended_between_stages_is_not_correct", ended_between_stages_is_not_correct},

@@ -115,6 +115,12 @@ static void timing_block_has_rounds_speedup_and_interval(void)
     add_round(msgs, 2, 400, 100, 1.0, 0.5, 50);
     add_round(msgs, 3, 600, 100, 1.0, 0.5, 50);
     json_array_append_new(msgs, final_message(msgs));
+    json_t *setup = json_array_get(msgs, 0), *final = json_array_get(msgs, json_array_size(msgs) - 1);
+    json_object_set_new(setup, "input_mode", json_string("fresh_set_per_call"));
+    json_object_set_new(setup, "canaries", json_true());
+    json_object_set_new(final, "l2_persisting", json_pack("{s:{s:i, s:s}, s:{s:i, s:s}}", "judge", "max_bytes",
+                                                          31457280, "reset", "ok", "runner", "max_bytes", 31457280,
+                                                          "reset", "ok"));
     json_t *t = kg_eval_timing_block(&o, msgs, NULL);
     KG_CHECK(json_is_object(t));
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
@@ -136,6 +142,11 @@ static void timing_block_has_rounds_speedup_and_interval(void)
     KG_CHECK(json_is_false(json_object_get(t, "reference_cached")));
     KG_CHECK_STR(json_string_value(json_object_get(t, "reference_mode")), "eager");
     KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "clock"), "supervisor_ms")), 430, 1e-9);
+    /* How the timed inputs were made and what the processes did about persisting L2 lines are carried. */
+    KG_CHECK_STR(json_string_value(json_object_get(t, "input_mode")), "fresh_set_per_call");
+    KG_CHECK(json_is_true(json_object_get(t, "canaries")));
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(t, "l2_persisting"), "runner"),
+                                                   "reset")), "ok");
     json_decref(t);
     json_decref(msgs);
 }

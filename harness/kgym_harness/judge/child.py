@@ -222,6 +222,7 @@ class RemoteModel:
         self.last_ms = None
         self.answer_bytes = 0  # the reference output's size: the runner's answers are written into a memfd that large
         self.stage = None
+        self.l2 = None  # the runner's persisting-L2 facts (timing.PersistingL2.facts), from its timing answers
 
     def _ok(self, obj, values=None, answer_bytes=0, in_place=None):
         return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place))
@@ -242,9 +243,12 @@ class RemoteModel:
     def __call__(self, *args):
         return self.call(args, self.stage or "timing", "timed_inputs")
 
-    def timed(self, k, scale, flush=True):
-        reply, _ = self._ok({"cmd": "timed", "set": k, "scale": scale, "flush": flush})
-        return float(reply["ms"]), float(reply["device_ms"])
+    def timed(self, values=None, flush=True):
+        """One timed call on the call block the judge filled (or on ``values``, sent along): (stream ms,
+        device ms, the runner's description of the output: guards.describe_outputs)."""
+        reply, _ = self._ok({"cmd": "timed", "flush": flush}, values)
+        self.l2 = reply.get("l2", self.l2)
+        return float(reply["ms"]), float(reply["device_ms"]), reply.get("outputs")
 
     def fetch(self):
         return self._ok({"cmd": "fetch"}, answer_bytes=self.answer_bytes)[1]
@@ -255,14 +259,16 @@ class RemoteModel:
         return self._ok({"cmd": "sample"}, list(idx), answer_bytes=sum(8 * (i.numel() if i is not None else 0)
                                                                         for i in idx) or self.answer_bytes)[1]
 
-    def clock_prepare(self, k, scale):
-        self._ok({"cmd": "clock_prepare", "set": k, "scale": scale})
+    def clock_prepare(self, values=None):
+        self._ok({"cmd": "clock_prepare"}, values)
 
     def clock_block(self, calls):
-        return [float(x) for x in self._ok({"cmd": "clock_block", "calls": int(calls)})[0]["candidate_ms"]]
+        """(the block's call times, the runner's description of its last output)."""
+        reply, _ = self._ok({"cmd": "clock_block", "calls": int(calls)})
+        return [float(x) for x in reply["candidate_ms"]], reply.get("outputs")
 
-    def profile(self, k, scale, calls):
-        reply, _ = self._ok({"cmd": "profile", "set": k, "scale": scale, "calls": int(calls)})
+    def profile(self, calls, values=None):
+        reply, _ = self._ok({"cmd": "profile", "calls": int(calls)}, values)
         reply.pop("type", None)
         return reply
 
@@ -623,11 +629,13 @@ class Evaluation:
 
     def timing(self):
         """The timing protocol of docs/evaluation-protocol.md (see timing.py), hardened against the timing
-        exploits of docs/threat-model.md: fresh input values on every timed call; a device-wide synchronize
-        before the end event (side streams are counted); a sample of timed outputs compared with the
-        reference on the same inputs (work skipped while timed is caught); a candidate-only block whose real
-        duration kgym bounds with its own clock; the bytes and FLOPs the task must move for kgym's
-        speed-of-light floor.  Rounds run in exclusive GPU windows; kgym decides after the planned rounds
+        exploits of docs/threat-model.md: a new input set drawn from the task for every timed call (nothing to
+        replay), in a block of the judge's with canaries read back after every call; a persisting-L2 reset and
+        an L2 flush before every call; a device-wide synchronize before the end event (side streams are
+        counted); every timed output described by the runner (shape, dtype, non-finite values, aliasing) and a
+        sample of them compared with the reference on the same inputs (work skipped while timed is caught); a
+        candidate-only block whose real duration kgym bounds with its own clock; the bytes and FLOPs the task
+        must move for kgym's speed-of-light floor.  Rounds run in exclusive GPU windows; kgym decides after the planned rounds
         whether the figures are stable enough or more rounds are needed (``timing_check``)."""
         import torch
 
@@ -654,7 +662,7 @@ class Evaluation:
                                         "dtype": base.dtype or "float32",
                                         "torch": torch.__version__, "triton": triton.__version__})
             time_reference = not (answer.get("type") == "reference_cache" and answer.get("hit"))
-        mismatched, rerun_wrong, stale, checked = [], [], [], [0]
+        mismatched, rerun_wrong, stale, checked, overwritten = [], [], [], [0], []
 
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
@@ -665,6 +673,7 @@ class Evaluation:
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
             cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
             min_bytes += cand.answer_bytes
+            expect[:] = [(list(t.shape), str(t.dtype).replace("torch.", "")) for t in _tensor_list(ref_out)]
             del ref_out
             flops = 0
             try:
@@ -688,22 +697,29 @@ class Evaluation:
                 profile.warm_up()
             return ref, cand, timed_ref, min_bytes, flops
 
+        expect = []  # the reference output's (shape, dtype) per tensor, which every timed output must have
         (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup)
 
-        def make_inputs(k):
-            v = tasks.Variant(base.name, base.sizes, base.seed + 101 + k, base.transform, base.dtype,
-                              base.description)
+        def make_inputs(seed):
+            """A whole input set of the task's own from ``seed`` (the timer draws one per call)."""
+            v = tasks.Variant(base.name, base.sizes, seed, base.transform, base.dtype, base.description)
             return tasks.build(self.task, v, self.device)[1]
 
-        def on_pair(call, ref_args, ref_out, remote):
+        def must_check(meta):
+            return _output_problem(meta, expect)
+
+        def on_pair(call, ref_args, ref_out, remote, meta=None):
             checked[0] += 1
             tol = self.tolerances(ref_out, base)
             atol, rtol = tol.atol, tol.rtol
             # A random sample of positions first (cheap: only those values cross from the runner, and the
             # positions are drawn after the call, so the runner could not know them while it computed); the
-            # full output only when the sample disagrees or cannot be taken, so a wrong output is judged
-            # exactly as in correctness (below the floor: the relative check too, adjudicated in float64).
-            if _sample_agrees(remote, ref_out, tol, timer.random.getrandbits(63)):
+            # full output when the sample disagrees or cannot be taken, or when the runner's description of
+            # the output differs from the reference's (shape, dtype) or holds non-finite values a sample may
+            # miss, so a wrong output is judged exactly as in correctness (below the floor: the relative check
+            # too, adjudicated in float64).
+            if (_output_problem(meta, expect) is None and
+                    _sample_agrees(remote, ref_out, tol, timer.random.getrandbits(63))):
                 return
             cand_out = remote.fetch()
             if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
@@ -735,29 +751,46 @@ class Evaluation:
                                     "status": "ran", "compare": facts, "atol": atol, "rtol": rtol,
                                     "tolerance": _finite(tol.facts()), "error": None})
 
-        def input_sets():
-            # One set: every timed call multiplies its floating inputs by a fresh random factor (CrossTimer),
-            # so values never repeat; a second set would only double what crosses to the runner (gigabytes on
-            # the largest tasks).  The runner keeps its copy on its device for every timed call.
-            sets = [make_inputs(0)]
-            self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True))}, sets)
-            if sum(x.numel() * x.element_size() for x in sets[0] if torch.is_tensor(x)) >= tasks.REBUILD_SET_BYTES:
-                # A large set is not kept here: each of the reference's calls builds it again from its seed
-                # (the same bytes; a generator writes them no slower than a copy reads and writes them), so
-                # the timing stage holds the inputs three times on the device (the runner's set, its
-                # call's copy, the reference's call's), not four.
-                return [lambda: make_inputs(0)]
-            return sets
+        def on_overwrite(call, hits):
+            if not overwritten:
+                overwritten.append(call)
+                self.guards.add("out_of_bounds_write", "timing", base.name,
+                                _overwrite_message(hits[0], "a timed call's"),
+                                {"call": call, "writes": hits[:8]})
 
-        sets, _alone = self.shared_or_alone(input_sets)
+        def call_block():
+            # The runner holds no input set: the judge draws a new set for every timed call (CrossTimer) and
+            # copies it into this block of its own, mapped by the runner, before the call; the canaries around
+            # the set's tensors are read back after every call.  Where device blocks cannot be shared, each
+            # call's values go with it through host memory, with no canaries.
+            first = make_inputs(timer_seed())
+            block = None
+            if self.runner.share:
+                block, views = self.runner.tp.InPlace.make(first, share=True)
+            label = self.runner.label(base.name)
+            reply, _ = self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True)),
+                                        "variant": label}, views if block is not None else None,
+                                       in_place=block)
+            if reply.get("type") != "ok":
+                raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
+            cand.l2 = reply.get("l2")
+            return block
+
+        def timer_seed():
+            return int.from_bytes(os.urandom(8), "little") >> 2
+
+        block, _alone = self.shared_or_alone(call_block)
         cand.stage = "timing"
-        timer = tm.CrossTimer(timed_ref if time_reference else None, cand, sets, flush=cfg.get("flush", True),
-                              check_every=int(cfg.get("check_every", 5)), on_pair=on_pair, ref_untimed=ref)
+        timer = tm.CrossTimer(timed_ref if time_reference else None, cand, make_inputs, block=block,
+                              flush=cfg.get("flush", True), check_every=int(cfg.get("check_every", 5)),
+                              on_pair=on_pair, ref_untimed=ref, on_overwrite=on_overwrite, must_check=must_check)
         self.chan.send({"type": "timing_setup", "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
                         "min_bytes": min_bytes, "flops": flops, "warmup": warmup, "iters": iters,
                         "planned_rounds": rounds, "reference_mode": ref_mode,
                         "time_reference": bool(time_reference), "fresh_inputs": timer.fresh,
-                        "input_sets": timer.input_sets, "flush_bytes": timer.flusher.nbytes if timer.flusher else 0,
+                        "input_sets": timer.input_sets, "input_mode": "fresh_set_per_call",
+                        "canaries": block is not None,
+                        "flush_bytes": timer.flusher.nbytes if timer.flusher else 0,
                         "l2_bytes": tm.l2_bytes()})
         all_ref, all_cand, all_ref_dev, all_cand_dev = [], [], [], []
         done = 0
@@ -799,9 +832,9 @@ class Evaluation:
         with self.gpu("exclusive", "timing_round"):
             for r in range(rounds):
                 one_round(warmup if r == 0 else min(2, warmup))
-                if rerun_wrong or len(mismatched) > 1:
+                if rerun_wrong or len(mismatched) > 1 or overwritten:
                     break
-            while not (rerun_wrong or mismatched):
+            while not (rerun_wrong or mismatched or overwritten):
                 # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
                 answer = self.chan.request({"type": "timing_check", "rounds": done})
                 more = int(answer.get("rounds", 0)) if answer.get("type") == "timing_more" else 0
@@ -809,23 +842,23 @@ class Evaluation:
                     break
                 for _ in range(more):
                     one_round(min(2, warmup))
-            if not (rerun_wrong or mismatched):
+            if not (rerun_wrong or mismatched or overwritten):
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
                 calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
                 timer.clock_block_prepare()
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
-                times, block_args = timer.clock_block(calls)
+                times, block_args, block_meta = timer.clock_block(calls)
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
                 # The block's last output must be right too: a runner that reports times for calls that
                 # computed nothing is caught here, not only by kgym's clock.
                 with torch.no_grad():
                     block_ref = ref(*block_args)
-                on_pair("clock_block", block_args, block_ref, cand)
+                on_pair("clock_block", block_args, block_ref, cand, block_meta)
                 del block_args, block_ref
-                if cfg.get("profile", True) and not (rerun_wrong or mismatched):
+                if cfg.get("profile", True) and not (rerun_wrong or mismatched or overwritten):
                     self.gpu_purpose("profile")
-                    prof = _own_kernels(cand.profile(0, 1.0, int(cfg.get("profile_calls", 3))),
+                    prof = _own_kernels(timer.profile(int(cfg.get("profile_calls", 3))),
                                         getattr(self, "kernel_names", set()))
                     self.chan.send(dict(_finite(prof), type="profile"))
         for v in rerun_wrong:
@@ -836,10 +869,14 @@ class Evaluation:
                             "was skipped or results were reused while being timed"
                             + (" (re-run on other inputs, it returned the very same output)" if stale else ""),
                             {"calls": mismatched[:20], "checked": checked[0], "same_output_for_other_inputs": bool(stale)})
+        if block is not None:
+            block.release()  # the runner keeps its mapping until it goes; nothing here reads the block again
         self.chan.send({"type": "timing", "reference_ms": all_ref, "candidate_ms": all_cand,
                         "reference_device_ms": all_ref_dev, "candidate_device_ms": all_cand_dev,
                         "gpu": torch.cuda.get_device_name(), "sizes": base.sizes, "min_bytes": min_bytes,
-                        "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done})
+                        "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done,
+                        "l2_persisting": {"judge": timer.l2.facts() if timer.l2 is not None else None,
+                                          "runner": cand.l2}})
         return f"{done} round(s) of {iters} calls each", {}
 
     def output_passes(self, tol, ref, inputs, ref_out, cand_out, facts=None):
@@ -908,14 +945,13 @@ class Evaluation:
             facts["status"] = "skipped"
             facts["reason"] = str(exc)
             return facts
-        # On a GPU the inputs live in a device block the runner gets in place (transport.InPlace): one copy
-        # of multi-GB inputs on the device instead of two.  The judge fingerprints them before the call and
-        # checks them after it, and does not read them again for anything it decides (the runner may
-        # still write there): a later use builds them again (rebuild).  Elsewhere the runner gets its own
-        # copy (shared memory): nothing it does to its inputs reaches these.
-        in_place = None
-        if self.runner.share:
-            in_place, inputs = self.runner.tp.InPlace.make(inputs)
+        # The inputs live in a block the runner gets in place (transport.InPlace): on a GPU a device block,
+        # one copy of multi-GB inputs on the device instead of two; on the CPU a shared memfd.  The judge
+        # fingerprints them before the call and checks them after it, with the canaries around them, and does
+        # not read them again for anything it decides (the runner may still write there): a later use builds
+        # them again (rebuild).  Where no block can be had (device memory not shared), the runner gets its own
+        # copy: nothing it does to its inputs reaches these.
+        in_place, inputs = self.runner.tp.InPlace.make(inputs, share=self.runner.share)
         cand_inputs = inputs
 
         def rebuild():
@@ -1099,8 +1135,9 @@ class Evaluation:
             self.source_file = None  # said once
 
     def check_in_place(self, in_place, variant):
-        """The judge's own check that the forward left its inputs unchanged (inputs handed over in place):
-        the runner's snapshot of them is skipped, and what it reports is evidence only."""
+        """The judge's own check that the forward left its inputs unchanged and wrote nothing around them
+        (inputs handed over in place, with canaries: transport.InPlace): the runner's snapshot of them is
+        skipped, and what it reports is evidence only."""
         try:
             changed = in_place.changed()
         except Exception as exc:  # noqa: BLE001 — out of memory for the check's temporaries: re-run alone
@@ -1113,6 +1150,33 @@ class Evaluation:
             shape = list(in_place.tensors[j].shape)
             self.guards.add("input_mutation", self.current_stage, variant,
                             f"input {j} was modified by forward", {"input": j, "shape": shape})
+        try:
+            hits = in_place.overwritten()
+        except Exception as exc:  # noqa: BLE001 — as above
+            if self.gpu_mode != "exclusive":
+                raise
+            self.guards.add("guard_error", self.current_stage, variant,
+                            f"the judge's canary check failed: {type(exc).__name__}: {exc}"[:500])
+            return
+        if hits:
+            self.guards.add("out_of_bounds_write", self.current_stage, variant,
+                            _overwrite_message(hits[0], "the"), {"writes": hits[:8]})
+
+    def call_in_place(self, cand, inputs, variant, poison):
+        """``cand.call`` on a copy of ``inputs`` in a block of the judge's handed over in place, checked after the
+        answer like a variant's inputs (fingerprints, canaries: check_in_place); ``inputs`` stay the judge's own
+        (the block holds a copy), so the caller may read them afterwards.  Where no block can be had, the usual
+        copy."""
+        in_place, args = self.runner.tp.InPlace.make(list(inputs), share=self.runner.share)
+        if in_place is None:
+            return cand.call(inputs, self.current_stage, variant, poison=poison)
+        try:
+            in_place.seal()
+            return cand.call(args, self.current_stage, variant, poison=poison, in_place=in_place)
+        finally:
+            self.check_in_place(in_place, variant)
+            args = None
+            in_place.release()
 
     def repeat_check_variant(self, base):
         """The variant the repeat checks (second_call) run on when base is larger than
@@ -1141,7 +1205,7 @@ class Evaluation:
         cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
-        cand_out = cand.call(cand_inputs, self.current_stage, "base_checks", poison=ref_out)
+        cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
         self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v))
 
     def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol):
@@ -1165,12 +1229,12 @@ class Evaluation:
         first = _clone_out(cand_out)
         with torch.no_grad():
             ref_out2 = ref(*inputs2)
-        cand_out2 = cand.call(cand_inputs2, self.current_stage, "base_again", poison=ref_out2)
+        cand_out2 = self.call_in_place(cand, cand_inputs2, "base_again", ref_out2)
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
         # The first inputs once more: an output that passed once and now does not depends on something
         # other than the inputs (uninitialised or stale memory, a race).
-        cand_out3 = cand.call(cand_inputs, self.current_stage, "base_repeat", poison=ref_out)
+        cand_out3 = self.call_in_place(cand, cand_inputs, "base_repeat", ref_out)
         if first_ok and not _passes(compare.compare(ref_out, cand_out3, atol, rtol)):
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
@@ -1247,6 +1311,31 @@ def _sample_agrees(remote, ref_out, tol, seed, samples=1 << 16):
         picked.append(c)
     return compare.sample_agrees(picked_ref, picked, tol.atol, tol.rtol, samples=samples, seed=seed,
                                  relative_atol=tol.relative_atol, share=tol.share)
+
+
+def _output_problem(meta, expect):
+    """Why a timed output, as the runner describes it (guards.describe_outputs), must be compared in full:
+    another number of tensors, type, shape or dtype than the reference output's ``expect`` ([(shape, dtype)]),
+    or non-finite values (a sample may miss them); None when nothing in the description says so (the
+    description is the runner's word: it can only add checks)."""
+    if not isinstance(meta, list) or len(meta) != len(expect):
+        return "the output's description does not match the reference's number of tensors"
+    for i, (m, (shape, dtype)) in enumerate(zip(meta, expect)):
+        if not isinstance(m, dict) or m.get("type") != "torch.Tensor":
+            return f"output {i} is not a plain tensor"
+        if m.get("shape") != shape or m.get("dtype") != dtype:
+            return f"output {i} is {m.get('dtype')} {m.get('shape')}, the reference's {dtype} {shape}"
+        if m.get("nonfinite") != 0:
+            return f"output {i} holds non-finite values"
+    return None
+
+
+def _overwrite_message(hit, whose):
+    """The finding's text for a changed canary (transport._Canaries.check)."""
+    off = hit["offset"]
+    where = (f"{-off} byte(s) before its start" if off < 0 else f"at byte {off} from its start, past its end")
+    return (f"{whose} forward wrote outside input {hit['input']} ({hit['bytes']} byte(s) changed, the first "
+            f"{where}): kernels must store only inside their tensors (mask every store)")
 
 
 def _own_kernels(prof, names):

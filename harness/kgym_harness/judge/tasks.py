@@ -465,11 +465,6 @@ def _analyse(module) -> _Analysis:
     return analysis
 
 
-# Timing input sets at least this large are built again for each of the reference's calls instead of being
-# kept by the judge (child.py Evaluation.timing): one copy fewer of the largest tasks' inputs on the device.
-REBUILD_SET_BYTES = 1 << 30
-
-
 def device_footprint(module, values: dict) -> int:
     """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
     together: an estimate for kgym's memory arbiter (include/kgym/arbiter.h), from the meta-device probe;
@@ -480,11 +475,11 @@ def device_footprint(module, values: dict) -> int:
       its parameters, the reference output and the spare the answer comes back in; the runner its parameters
       and two NaN-filled output-sized blocks its allocator hands the output from (the poison: runner.py),
       which it gives back before answering, when the judge clones the answer: I + 2P + 4O;
-    - the timing stage: the runner's input set and its call's copy, the reference's call's copy (a set of
-      REBUILD_SET_BYTES or more is not kept by the judge besides, a smaller one is), both outputs and both
-      models: 3I (4I) + 2O + 2P.
+    - the timing stage: the judge's call block (which the runner maps, holding no set of its own), the set
+      drawn for the call, the task's get_inputs temporaries while the next set is drawn (at most a set's
+      size: the previous set goes first), both outputs and both models: 3I + 2O + 2P.
     The larger of the two, with the reference's largest intermediate X (the judge's, while it runs: with
-    the runner's timing set, copy and output; in correctness, beside the inputs and its output alone).
+    the call block, the call's set and the outputs; in correctness, beside the inputs and its output alone).
     The candidate's intermediates beyond an output's size are not counted: an evaluation that needs more
     runs out of memory in a shared phase and is retried alone.  Where the forward could not run on the meta
     device, the output is taken to be as large as the largest input."""
@@ -496,9 +491,8 @@ def device_footprint(module, values: dict) -> int:
     if not an.forward:
         held, out = held + p.max_bytes, p.max_bytes
     params = max(0, held - inp - out)
-    sets = 3 if inp >= REBUILD_SET_BYTES else 4
     x = p.scratch_bytes
-    return max(inp + 2 * params + 4 * out, held + x, sets * inp + 2 * out + 2 * params + x)
+    return max(inp + 2 * params + 4 * out, held + x, 3 * inp + 2 * out + 2 * params + x)
 
 
 def size_constants(module) -> dict:
@@ -863,18 +857,28 @@ def input_seed(seed: int) -> int:
     return (seed * 1000003 + 7919) % (2**31 - 1)
 
 
+def _seed(seed: int, device: str):
+    """torch.manual_seed(seed) for the generators get_inputs can draw from here: the CPU's and ``device``'s (the
+    same numbers follow).  torch.manual_seed also queues seeds for every device type not started in this process
+    (XPU on a CUDA machine) and formats a stack trace for each, about 1 ms a call: the timing stage draws a new
+    input set for every timed call."""
+    torch.default_generator.manual_seed(seed)
+    if str(device).startswith("cuda"):
+        torch.cuda.manual_seed(seed)
+
+
 def build(module, variant: Variant, device: str):
     """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``, the
     task's input structure kept (input_structure).  Raises StructureNotKept when a transformed input does not
     have its structure (the variant cannot be run faithfully: skipped, with the reason)."""
     structures = input_structure(module) if variant.transform != "none" else ()
     with sizes(module, variant.sizes), torch.device(device):
-        torch.manual_seed(variant.seed)
+        _seed(variant.seed, device)
         init_inputs = list(module.get_init_inputs())
         # Inputs come from their own stream: drawn right after the seed that also makes the weights,
         # x and W of a GEMM would be the same random numbers (x @ W.T then has a large diagonal), a
         # correlation KernelBench does not have and that hides or reveals bugs by accident.
-        torch.manual_seed(input_seed(variant.seed))
+        _seed(input_seed(variant.seed), device)
         leaves, spec = _pytree.tree_flatten(list(module.get_inputs()))
         out, k = [], 0
         for leaf in leaves:

@@ -113,18 +113,35 @@ def _prop(device):
     return p
 
 
+def _device(lib):
+    """The CUdevice of torch's current device (initialises torch's CUDA state, if it was not)."""
+    if "cudevice" not in _state:
+        import torch
+
+        ordinal = torch.cuda.current_device()
+        _check(lib.cuInit(0), "cuInit")
+        dev = _c_int()
+        _check(lib.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+        _state["cudevice"] = dev.value
+    return _state["cudevice"]
+
+
+def _make_current(lib, dev):
+    """The device's primary context current on this thread (the one torch uses), if none is."""
+    ctx = ctypes.c_void_p()
+    _check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
+    if not ctx.value:
+        _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain")
+        _check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+
+
 def _ready():
     """(driver, CUdevice, granularity), with the device's primary context current on this thread (the one
     torch uses: memory mapped here is usable by torch's kernels)."""
     with _lock:
         lib = _driver()
         if "device" not in _state:
-            import torch
-
-            ordinal = torch.cuda.current_device()  # initialises torch's CUDA state, if it was not
-            _check(lib.cuInit(0), "cuInit")
-            dev = _c_int()
-            _check(lib.cuDeviceGet(ctypes.byref(dev), ordinal), "cuDeviceGet")
+            dev = _c_int(_device(lib))
             for attr, what in ((_ATTR_VMM, "virtual memory management"),
                                (_ATTR_POSIX_FD, "exporting memory as a file descriptor")):
                 v = _c_int()
@@ -136,12 +153,69 @@ def _ready():
             _check(lib.cuMemGetAllocationGranularity(ctypes.byref(gran), ctypes.byref(p), 0),
                    "cuMemGetAllocationGranularity")
             _state["device"], _state["granularity"] = dev.value, gran.value
-        ctx = ctypes.c_void_p()
-        _check(lib.cuCtxGetCurrent(ctypes.byref(ctx)), "cuCtxGetCurrent")
-        if not ctx.value:
-            _check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), _state["device"]), "cuDevicePrimaryCtxRetain")
-            _check(lib.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        _make_current(lib, _state["device"])
         return lib, _state["device"], _state["granularity"]
+
+
+# -- Persisting L2 lines ---------------------------------------------------------------------------------
+# Since compute capability 8.0 part of L2 can be set aside for "persisting" accesses (an access-policy window on
+# a stream or a launch, or PTX eviction hints): lines marked so are evicted only after every normal line, so the
+# timing's flush (writing twice the L2 size with normal stores) does not evict them, and a candidate's data
+# marked persisting in one timed call could still be in L2 in the next.  The set-aside is a limit of the
+# CUDA context (cuCtxSetLimit, 0 by default) and the reset (cuCtxResetPersistingL2Cache) acts through the
+# calling context; both are called in the process whose calls are timed, before each timed call
+# (timing.PersistingL2 says why there).  Loaded apart from the memory functions above: a driver without them
+# must not cost the device blocks.
+
+_CU_LIMIT_PERSISTING_L2_CACHE_SIZE = 0x06
+_ATTR_MAX_PERSISTING_L2 = 108  # CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE
+_L2_SIGNATURES = {
+    "cuCtxResetPersistingL2Cache": [],
+    "cuCtxGetLimit": [_P(_c_size), _c_int],
+    "cuCtxSetLimit": [_c_int, _c_size],
+}
+
+
+def _l2_driver():
+    """(driver, its persisting-L2 functions), with torch's context current on this thread; ShareError
+    naming what is missing."""
+    with _lock:
+        lib = _driver()
+        fns = _state.get("l2")
+        if fns is None:
+            try:
+                fns = {name: getattr(lib, name) for name in _L2_SIGNATURES}
+            except AttributeError as exc:
+                raise ShareError(f"the CUDA driver has no persisting-L2 control: {exc}") from None
+            for name, args in _L2_SIGNATURES.items():
+                fns[name].argtypes, fns[name].restype = args, _c_int
+            _state["l2"] = fns
+        _make_current(lib, _device(lib))
+        return lib, fns
+
+
+def persisting_l2_max() -> int:
+    """Bytes of L2 the device can set aside for persisting accesses (0: none can persist: before compute
+    capability 8.0, or under MIG).  Raises ShareError when the driver cannot say."""
+    lib, _fns = _l2_driver()
+    v = _c_int()
+    _check(lib.cuDeviceGetAttribute(ctypes.byref(v), _ATTR_MAX_PERSISTING_L2, _state["cudevice"]),
+           "cuDeviceGetAttribute(MAX_PERSISTING_L2_CACHE_SIZE)")
+    return int(v.value)
+
+
+def reset_persisting_l2() -> int:
+    """This context's persisting set-aside back to 0 (only when it is not: setting a limit may wait for the
+    device) and every persisting line in L2 back to normal.  Returns the set-aside found (non-zero: something
+    in this process had set one).  Raises ShareError."""
+    _lib, fns = _l2_driver()
+    size = _c_size()
+    _check(fns["cuCtxGetLimit"](ctypes.byref(size), _CU_LIMIT_PERSISTING_L2_CACHE_SIZE),
+           "cuCtxGetLimit(PERSISTING_L2_CACHE_SIZE)")
+    if size.value:
+        _check(fns["cuCtxSetLimit"](_CU_LIMIT_PERSISTING_L2_CACHE_SIZE, 0), "cuCtxSetLimit(PERSISTING_L2_CACHE_SIZE, 0)")
+    _check(fns["cuCtxResetPersistingL2Cache"](), "cuCtxResetPersistingL2Cache")
+    return int(size.value)
 
 
 # Device memory in blocks this process created and has not released yet, and its high-water mark since

@@ -6,9 +6,11 @@ The protocol (docs/evaluation-protocol.md, "Timing"):
   - ``warmup`` calls of each first (compilation, caches, allocator), then rounds of ``iters`` timed calls of
     each; the child runs each round inside an exclusive GPU window granted by kgym's arbiter;
   - before every timed call the L2 cache is flushed by writing a buffer at least twice its size
-    (not timed), so no call profits from the previous call's data in L2;
+    (not timed), so no call profits from the previous call's data in L2, and lines a persisting-L2 set-aside
+    would keep through that flush are reset first (PersistingL2);
   - every call gets fresh input values (``fresh``: generated on the GPU for that call, untimed), or rotates
-    among several pre-generated sets; either way no call sees the inputs of the previous one;
+    among several pre-generated sets; either way no call sees the inputs of the previous one (CrossTimer,
+    the judge's timer of a candidate in the runner, draws a whole new set from the task for every call);
   - each call is bracketed by CUDA events: the stream time (start to an end event recorded right after the
     call) and the device-wide time (to an event recorded after a device-wide synchronize), so work the
     candidate left on side streams can be counted (kgym decides which one applies).
@@ -35,14 +37,78 @@ def l2_bytes(device=None) -> int:
 LAUNCH_COVER_CYCLES = 600_000
 
 
-def event_timed(model, args, flusher=None):
-    """One call of ``model(*args)``: (stream ms, device ms, output).  A GPU sleep and then the flush are queued,
+class PersistingL2:
+    """Resets, before each timed call of this process, what the L2 flush cannot evict: lines marked persisting
+    (cudashare.reset_persisting_l2: the context's persisting set-aside back to 0, every persisting line back to
+    normal).  Without it a candidate that sets an access-policy window on its stream (or marks loads with
+    eviction hints) keeps its data in a set-aside part of L2 that the flush's normal stores do not use, and
+    its next timed call reads it from L2.
+
+    Where it runs: in the process whose calls are timed, the runner for the candidate (the judge for the
+    reference).  The set-aside is a limit of the CUDA context that set it, and the reset is documented as
+    acting through the calling context only ("resets all persisting lines in cache to normal status", with no
+    word on other contexts): a reset in the judge's context is not known to clear lines the runner's context
+    marked, so it cannot be relied on (bench/l2_persist_probe.py measures it on a GPU).  The runner's harness
+    is trusted as far as the candidate cannot reach it (the candidate language refuses ctypes and torch.cuda's
+    internals, the only roads to the driver); the judge cannot check it was done.
+
+    No-op off CUDA.  A driver without the API, or a reset that fails, is a fact (``facts()``), never an
+    exception: kgym (C) decides what a missing reset means (result.c: a warning where the device can set L2
+    aside, nothing where it cannot)."""
+
+    def __init__(self, device="cuda"):
+        self.max_bytes = 0
+        self.error = None  # why resets are not done (the first failure), None while they are
+        self.active = False
+        self.resets = 0
+        self.found = 0  # resets that found a non-zero set-aside: something in this process had set one
+        if not str(device).startswith("cuda"):
+            self.error = "not a CUDA device"
+            return
+        from . import cudashare
+
+        try:
+            self.max_bytes = cudashare.persisting_l2_max()
+        except Exception as exc:  # noqa: BLE001 — no driver API: a fact for kgym
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+            return
+        self.active = self.max_bytes > 0
+
+    def __call__(self):
+        if not self.active:
+            return
+        from . import cudashare
+
+        try:
+            if cudashare.reset_persisting_l2():
+                self.found += 1
+            self.resets += 1
+        except Exception as exc:  # noqa: BLE001 — reported, and no more attempts (each would fail alike)
+            self.error = f"{type(exc).__name__}: {exc}"[:300]
+            self.active = False
+
+    def facts(self) -> dict:
+        """{"max_bytes": the device's largest set-aside (0: nothing can persist), "reset": "ok" | "not_needed"
+        | why not, "resets": how many were done, "set_aside_found": how many found a set-aside}."""
+        if self.error is not None:
+            state = self.error
+        else:
+            state = "ok" if self.max_bytes > 0 else "not_needed"
+        return {"max_bytes": self.max_bytes, "reset": state, "resets": self.resets, "set_aside_found": self.found}
+
+
+def event_timed(model, args, flusher=None, l2=None):
+    """One call of ``model(*args)``: (stream ms, device ms, output).  ``l2`` (a PersistingL2) resets persisting
+    L2 lines first, on the host before anything is queued (a driver call that waited for the device must not
+    eat the launch cover).  A GPU sleep and then the flush are queued,
     not waited for, so the model's launches are queued behind them (LAUNCH_COVER_CYCLES) instead of leaving the
     GPU idle behind the start event.  ``end`` is recorded on the current stream right after the call returns;
     then a device-wide synchronize and ``after``: work the call left on other streams shows as a gap between the
     two, which kgym compares with the reference's own gap (a reference never leaves work behind) and counts
     when it is larger.  Host work a call does beyond the cover is still timed, and kgym's own clock bounds a
     block of calls (clock_block) besides."""
+    if l2 is not None:
+        l2()
     sleep = getattr(torch.cuda, "_sleep", None)
     if sleep is not None:
         sleep(LAUNCH_COVER_CYCLES)
@@ -106,6 +172,7 @@ class PairTimer:
         self.ref_untimed = ref_untimed or ref
         self.fresh = fresh
         self.flusher = L2Flusher() if flush else None
+        self.l2 = PersistingL2() if flush else None
         self.check_every, self.on_pair = check_every, on_pair
         self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.calls = 0
@@ -137,7 +204,7 @@ class PairTimer:
         return args, _clone(args)
 
     def _timed(self, model, args):
-        return event_timed(model, args, self.flusher)
+        return event_timed(model, args, self.flusher, self.l2)
 
     def warm(self, calls, warm_ms=0.0, at_least=2):
         """Untimed pairs.  Without ``warm_ms``: ``calls`` of them.  With it: for ``warm_ms`` of wall time,
@@ -249,43 +316,73 @@ class CrossTimer:
     """PairTimer's protocol with the candidate in another process (the runner, runner.py).
 
     The reference is timed here, the candidate in the runner, each with CUDA events in its own context, one call
-    after the other (A B, then B A), each after an L2 flush of its own.  The runner holds ``sets`` input sets (sent
-    once; here a set is its tensors, or a function that builds the same tensors again); every call uses set ``call %
-    len(sets)`` with its floating inputs multiplied by a random factor in [0.5, 2) drawn here from the operating
-    system's randomness, in both processes: no two calls see the same values, so nothing computed for an earlier
-    call answers a later one.  Whether a call's output is checked is decided *after* the call (``on_pair(call, args,
-    ref_out, remote)`` samples or fetches the output the runner kept), so the runner cannot know beforehand which
-    calls count.
+    after the other (A B, then B A), each after an L2 flush and a persisting-L2 reset of its own.
+
+    Inputs: every call draws a whole new input set from the task, ``make_inputs(seed)`` with a seed from the
+    operating system's randomness, made here, untimed.  A call's inputs share nothing with any other call's but
+    their distribution and the structure the task's ``get_inputs`` gives them (triangular, symmetric, indices,
+    masks, probabilities: all kept, since the task itself draws them): there is no ratio, offset or permutation
+    of earlier inputs for a candidate to fingerprint and undo on a result it computed before (docs/threat-model.md,
+    "Replaying timed calls").  The runner holds no input set.  ``block`` (a transport.InPlace the judge made,
+    which the runner maps since ``timing_inputs``) is filled here with each call's values before the call, and
+    its canaries are read back after every call (``on_overwrite(call, hits)`` when some changed); without a block
+    the values go with each command through host memory.  The reference runs on this process's own tensors of
+    the same values (the runner can write the block at any time).
+
+    Outputs: the runner describes every timed output (``meta``: type, shape, dtype, strides, non-finite count,
+    guards.describe_outputs) and reports aliasing with the inputs or parameters as findings.  Whether a call's
+    output is checked is decided *after* the call: about one in ``check_every`` drawn from the operating system's
+    randomness, and every call whose ``meta`` ``must_check`` objects to (another shape or dtype than the
+    reference's, non-finite values); ``on_pair(call, args, ref_out, remote, meta)`` samples or fetches the output
+    the runner kept.  The runner cannot know beforehand which calls count.
     """
 
-    def __init__(self, ref, remote, sets, flush=True, check_every=0, on_pair=None, ref_untimed=None):
+    def __init__(self, ref, remote, make_inputs, block=None, flush=True, check_every=0, on_pair=None,
+                 ref_untimed=None, on_overwrite=None, must_check=None):
         self.ref, self.remote = ref, remote
         self.ref_untimed = ref_untimed or ref
-        self.sets = sets
-        self.input_sets = len(sets)
+        self.make_inputs = make_inputs
+        self.block = block
+        self.input_sets = 1  # one set for each call: none is reused (the result's timing.input_sets)
         self.fresh = True
         self.flusher = L2Flusher() if flush else None
+        self.l2 = PersistingL2() if flush else None
         self.check_every, self.on_pair = check_every, on_pair
+        self.on_overwrite, self.must_check = on_overwrite, must_check
         self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.calls = 0
-        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0}
+        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0, "canaries_ms": 0.0}
+        self.meta = None  # the runner's description of the last timed output
         self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
     def _next(self):
-        """(set index, scale, the reference's arguments for this call)."""
+        """(the reference's arguments for the next call, the values to send with the call or None): a new set
+        from a seed nobody else knows, loaded into the runner's block when there is one."""
         t0 = time.perf_counter()
-        k = self.calls % len(self.sets)
-        scale = 0.5 + 1.5 * self.random.random()
-        if callable(self.sets[k]):  # a set built again for each call (tasks.REBUILD_SET_BYTES)
-            args = [x.mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else x for x in self.sets[k]()]
-        else:
-            args = [x.clone().mul_(scale) if torch.is_tensor(x) and x.is_floating_point() else
-                    (x.clone() if torch.is_tensor(x) else x) for x in self.sets[k]]
+        args = self.make_inputs(self.random.getrandbits(62))
+        send = args
+        if self.block is not None and self.block.load(args):
+            send = None
         self.overhead["inputs_ms"] += (time.perf_counter() - t0) * 1e3
-        return k, scale, args
+        return args, send
+
+    def _after(self, call):
+        """After the runner answered: its block's canaries read back (every call, timed or not)."""
+        if self.block is None:
+            return
+        t0 = time.perf_counter()
+        hits = self.block.overwritten()
+        self.overhead["canaries_ms"] += (time.perf_counter() - t0) * 1e3
+        if hits and self.on_overwrite is not None:
+            self.on_overwrite(call, hits)
+
+    def _remote_timed(self, send, call):
+        t, d, self.meta = self.remote.timed(send)
+        self._after(call)
+        return t, d
 
     def _ref_timed(self, args):
-        return event_timed(self.ref, args, self.flusher)
+        return event_timed(self.ref, args, self.flusher, self.l2)
 
     def warm(self, calls, warm_ms=0.0, at_least=2):
         t0 = time.perf_counter()
@@ -296,13 +393,14 @@ class CrossTimer:
                     break
                 if warm_ms > 0 and ran >= at_least and (time.perf_counter() - t0) * 1e3 >= warm_ms:
                     break
-                k, scale, args = self._next()
+                args, send = self._next()
+                call = self.calls
                 self.calls += 1
                 if self.ref is not None:
                     self._ref_timed(args)
-                self.remote.timed(k, scale)
+                self._remote_timed(send, call)
                 ran += 1
-                del args  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
+                del args, send  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
         return ran, (time.perf_counter() - t0) * 1e3
 
     def round(self, iters):
@@ -310,7 +408,7 @@ class CrossTimer:
         checked = 0
         with torch.no_grad():
             for i in range(iters):
-                k, scale, args = self._next()
+                args, send = self._next()
                 call = self.calls
                 self.calls += 1
                 ref_out = None
@@ -318,38 +416,50 @@ class CrossTimer:
                     t, d, ref_out = self._ref_timed(args)
                     ref_ms.append(t)
                     ref_dev.append(d)
-                t, d = self.remote.timed(k, scale)
+                t, d = self._remote_timed(send, call)
                 cand_ms.append(t)
                 cand_dev.append(d)
                 if self.ref is not None and call % 2 == 1:
                     t, d, ref_out = self._ref_timed(args)
                     ref_ms.append(t)
                     ref_dev.append(d)
-                check = self.on_pair and self.check_every and (
-                    self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))
+                check = self.on_pair and (
+                    (self.must_check is not None and self.must_check(self.meta)) or (self.check_every and (
+                        self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))))
                 if check:
                     checked += 1
                     t0 = time.perf_counter()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*args)
-                    self.on_pair(call, args, ref_out, self.remote)
+                    self.on_pair(call, args, ref_out, self.remote, self.meta)
                     self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
-                del ref_out, args
+                del ref_out, args, send
         return ref_ms, cand_ms, ref_dev, cand_dev
 
     def clock_block_prepare(self):
         """The next input set made ready on both sides for clock_block: called before kgym's clock starts, so
         the block's window holds the candidate's calls and not copies of gigabytes of inputs (a copy inside
         it made an honest kernel on 8.6 GB inputs look like a tampered timer, measured on an H100)."""
-        k, scale, args = self._next()
+        args, send = self._next()
         self.calls += 1
-        self.remote.clock_prepare(k, scale)
+        self.remote.clock_prepare(send)
         torch.cuda.synchronize()
         self._block_args = args
 
     def clock_block(self, calls):
         """``calls`` candidate calls back to back in the runner on the input set clock_block_prepare made ready
-        (timing.clock_block there); returns (times, the arguments), so the caller can check the output the
-        runner kept."""
+        (timing.clock_block there); returns (times, the arguments, the runner's description of the last
+        output), so the caller can check the output the runner kept."""
         args, self._block_args = self._block_args, None
-        return self.remote.clock_block(calls), args
+        times, self.meta = self.remote.clock_block(calls)
+        self._after("clock_block")
+        return times, args, self.meta
+
+    def profile(self, calls):
+        """The runner's profile of ``calls`` candidate calls on a new input set (profile.profile_forward)."""
+        args, send = self._next()
+        self.calls += 1
+        prof = self.remote.profile(calls, send)
+        self._after("profile")
+        del args
+        return prof

@@ -25,6 +25,18 @@ keeps the fingerprint), and never reads those inputs again for anything it decid
 holds after the check is not used (a later use builds the inputs again).  The runner skips its own
 snapshot of inputs that came this way (``Reader.last_in_place``): the judge's check replaces it.
 
+On the CPU a forward's inputs are handed over in place too, in a memfd the judge made and maps shared
+(``HostBlock``): the runner maps it shared as well and the candidate's kernels read and write those very
+pages, which the judge checks after the answer as it checks a device block.
+
+Every block handed over in place has **canaries**: each tensor lies ``GUARD`` bytes after the previous one's
+end (or the block's start), and every byte that belongs to no tensor — the guards, the alignment padding, the
+tail up to the block's size (the allocation granularity: 2 MiB on a GPU, a page on the host) — holds random
+bytes the judge drew.  After the answer the judge reads them back (``InPlace.overwritten``): a candidate whose
+kernel wrote outside its tensors changed some, and the first changed byte's offset from the nearest tensor is
+the evidence (``out_of_bounds_write``).  The runner can read the canaries too, so a candidate that writes out
+of bounds on purpose can restore them; what it wrote there the judge never reads.
+
 Where device sharing is refused (no driver support, the runner could not map the block: ``"_share_error"``),
 the same messages go through host memory, each side copying device ↔ host.
 
@@ -48,6 +60,9 @@ from . import cudashare
 MAX_LINE = 1 << 20
 MAX_TENSORS = 64
 _ALIGN = 64
+# Canary bytes before every tensor of a block handed over in place (and at least as many after the last):
+# a page, more than an unmasked store of a 1024-wide fp32 block writes past a tensor's end.
+GUARD = 4096
 _DTYPES = {str(d).replace("torch.", ""): d for d in (
     torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.uint8, torch.int16,
     torch.int32, torch.int64, torch.bool, torch.complex64, torch.complex128)}
@@ -194,8 +209,9 @@ def _pack_host(obj, tensors, into):
     return obj, fd, new
 
 
-def _layout(tensors):
-    """(descriptions, total bytes): the tensors one after the other, each 64-byte aligned."""
+def _layout(tensors, guard=0):
+    """(descriptions, total bytes): the tensors one after the other, each 64-byte aligned; with ``guard``
+    (a multiple of 64), that many bytes before each tensor and after the last one (canaries: InPlace)."""
     if len(tensors) > MAX_TENSORS:
         raise ValueError(f"more than {MAX_TENSORS} tensors in one message")
     layout, offset = [], 0
@@ -203,22 +219,29 @@ def _layout(tensors):
         if str(t.dtype).replace("torch.", "") not in _DTYPES:
             raise ValueError(f"tensors of dtype {t.dtype} cannot be sent")
         n = t.numel() * t.element_size()
+        offset += guard
         layout.append({"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape), "offset": offset,
                        "device": t.device.type})
         offset += (n + _ALIGN - 1) // _ALIGN * _ALIGN
-    return layout, offset
+    return layout, offset + (guard if tensors else 0)
+
+
+def _sync(base):
+    """Waits for the copies into or out of a block: on a GPU the peer reads it as soon as the message arrives
+    (and a block is let go of after them); host copies are done on return."""
+    if base.is_cuda:
+        torch.cuda.synchronize()
 
 
 def _fill_block(block, tensors, layout):
-    """Copies the tensors into a device block at their offsets and waits for the copies: the peer reads the
-    block as soon as the message arrives."""
+    """Copies the tensors into a block (device or host) at their offsets and waits for the copies."""
     base = block.bytes()
     for t, spec in zip(tensors, layout):
         n = t.numel() * t.element_size()
         if n:
             base[spec["offset"]:spec["offset"] + n].view(t.dtype).copy_(t.detach().reshape(-1))
+    _sync(base)
     del base
-    torch.cuda.synchronize()
 
 
 class DeviceSpare:
@@ -322,8 +345,10 @@ def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=No
     new = False
     tensors = []
     obj = dict(obj, values=_flatten(values, tensors))
-    if share and in_place is not None and in_place.matches(tensors):
-        msg = dict(obj, _tensors=in_place.layout, _block=in_place.block.size, _in_place=True)
+    if in_place is not None and in_place.matches(tensors) and (share or not in_place.device):
+        msg = dict(obj, _tensors=in_place.layout, _in_place=True)
+        if in_place.device:
+            msg["_block"] = in_place.block.size
         fd, new = in_place.export(), True
     elif isinstance(into, DeviceSpare) or share:
         try:
@@ -409,18 +434,150 @@ def fingerprint(t, key) -> int:
     return int(acc.item()) & ((1 << 64) - 1)
 
 
-class InPlace:
-    """Inputs the judge keeps in a device block of its own and hands the runner in place (module docstring).
-    ``tensors``: the judge's inputs, views into the block (the originals can go); ``seal()`` takes the
-    fingerprints (after the reference ran on them, right before the send); ``changed()`` says, after the
-    answer, which inputs no longer match; ``release()`` drops this object's hold on the block, which is
-    unmapped with its last view (not before: a view still held somewhere never reads unmapped memory)."""
+class HostBlock:
+    """A memfd mapped shared, sealed against shrinking and growing: the host twin of cudashare.Block for inputs
+    handed over in place on the CPU.  The judge ``create``s it (and keeps it mapped), the runner ``open``s the
+    descriptor it was sent.  ``bytes()`` is the whole mapping as a uint8 tensor; it and every view of it keep the
+    mapping alive (close)."""
 
-    def __init__(self, tensors):
-        self.layout, total = _layout(tensors)
-        self.block = cudashare.Block.create(total)
+    def __init__(self, fd, size):
+        self.fd, self.size = fd, size
+        self.map = mmap.mmap(fd, size)  # MAP_SHARED, read and write
+        self._base = torch.frombuffer(self.map, dtype=torch.uint8)
+        self.ptr = self._base.data_ptr()
+
+    @classmethod
+    def create(cls, nbytes):
+        size = max(mmap.PAGESIZE, (int(nbytes) + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE)
+        fd = _memfd()
+        try:
+            os.ftruncate(fd, size)
+            _seal(fd)
+            return cls(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @classmethod
+    def open(cls, fd):
+        """Maps the memfd behind ``fd`` (a duplicate is kept; the caller still closes ``fd``), after checking it
+        is one whose size cannot change under the mapping."""
+        st = os.fstat(fd)
+        try:
+            seals = fcntl.fcntl(fd, fcntl.F_GET_SEALS)
+        except OSError:
+            seals = 0
+        if not stat.S_ISREG(st.st_mode) or (seals & _SIZE_SEALS) != _SIZE_SEALS or st.st_size <= 0:
+            raise ProtocolError("inputs in place must come in a memfd sealed against shrinking and growing")
+        own = os.dup(fd)
+        try:
+            return cls(own, st.st_size)
+        except BaseException:
+            os.close(own)
+            raise
+
+    def bytes(self):
+        return self._base
+
+    def export(self):
+        return os.dup(self.fd)
+
+    def close(self):
+        """Closes the descriptor and drops this object's hold on the mapping.  Never ``mmap.close()``: torch's
+        views keep a reference to the mmap object but no buffer export, so closing it would unmap pages a view
+        still reads; the mapping goes when its last holder does."""
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        os.close(fd)
+        self._base = self.map = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 — interpreter shutdown
+            pass
+
+
+class _Canaries:
+    """Random bytes in every byte of a block that belongs to none of its tensors (module docstring), and the
+    check that they are still there."""
+
+    def __init__(self, block, layout):
+        spans = []
+        for i, spec in enumerate(layout):
+            dtype, _shape, offset, _n, nbytes = _check_spec(spec, block.size)
+            spans.append((offset, offset + nbytes, i))
+        spans.sort()
+        self.spans = spans
+        # (start, end, index of the tensor ending at start or None, index of the tensor starting at end or None)
+        self.regions = []
+        at, before = 0, None
+        for start, end, i in spans:
+            if start > at:
+                self.regions.append((at, start, before, i))
+            at, before = max(at, end), i
+        if block.size > at:
+            self.regions.append((at, block.size, before, None))
+        total = sum(b - a for a, b, _x, _y in self.regions)
+        base = block.bytes()
+        gen = torch.Generator()
+        gen.manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        self.expected = torch.randint(0, 256, (total,), dtype=torch.uint8, generator=gen).to(base.device)
+        k = 0
+        for a, b, _x, _y in self.regions:
+            base[a:b].copy_(self.expected[k:k + b - a])
+            k += b - a
+        _sync(base)
+        self.block = block
+
+    def check(self):
+        """Where the canaries changed: one {"input", "offset", "bytes", "block_offset"} per changed region, the
+        offset of its first changed byte from the nearest tensor's first byte (negative: before it), in bytes."""
+        if not self.regions:
+            return []
+        base = self.block.bytes()
+        got = torch.cat([base[a:b] for a, b, _x, _y in self.regions])
+        diff = got != self.expected
+        if not bool(diff.any()):
+            return []
+        diff = diff.cpu()
+        starts = {i: a for a, _b, i in self.spans}
+        ends = {i: b for _a, b, i in self.spans}
+        hits, k = [], 0
+        for a, b, before, after in self.regions:
+            part = diff[k:k + b - a]
+            k += b - a
+            changed = int(part.sum())
+            if not changed:
+                continue
+            p = a + int(torch.argmax(part.to(torch.uint8)))
+            # the nearer neighbour: past the end of the one before, or before the start of the one after
+            if before is not None and (after is None or p - ends[before] < starts[after] - p):
+                j = before
+            else:
+                j = after if after is not None else before
+            hits.append({"input": j, "offset": p - starts[j] if j is not None else p, "bytes": changed,
+                         "block_offset": p})
+        return hits
+
+
+class InPlace:
+    """Inputs the judge keeps in a block of its own and hands the runner in place (module docstring): a device
+    block on a GPU, a shared memfd (HostBlock) on the CPU.  ``tensors``: the judge's inputs, views into the
+    block (the originals can go); ``seal()`` takes the fingerprints (after the reference ran on them, right
+    before the send); ``changed()`` says, after the answer, which inputs no longer match, and ``overwritten()``
+    which canaries around them changed; ``load(values)`` copies new values into the views (the timing's call
+    block, refilled for every call); ``release()`` drops this object's hold on the block, which is unmapped
+    with its last view (not before: a view still held somewhere never reads unmapped memory)."""
+
+    def __init__(self, tensors, device=True):
+        self.layout, total = _layout(tensors, guard=GUARD)
+        self.device = device
+        self.block = cudashare.Block.create(total) if device else HostBlock.create(total)
         try:
             _fill_block(self.block, tensors, self.layout)
+            self.canaries = _Canaries(self.block, self.layout)
             self.tensors = _block_tensors(self.block, self.layout, clone=False)
         except BaseException:
             self.block.close()
@@ -429,17 +586,25 @@ class InPlace:
         self.sums = None
 
     @classmethod
-    def make(cls, values):
+    def make(cls, values, share=True):
         """An InPlace for the tensors of ``values`` (a list: the forward's arguments) with the non-tensors
-        kept, and the new argument list; (None, values) when there is no CUDA tensor, or no block to be had
+        kept, and the new argument list: CUDA tensors in a device block when ``share`` (the runner maps them),
+        CPU tensors in a shared memfd.  (None, values) when the tensors are neither, or no block is to be had
         (the arguments then go as copies, as before)."""
         tensors = [v for v in values if torch.is_tensor(v)]
-        if not tensors or not all(t.is_cuda for t in tensors) or len(tensors) > MAX_TENSORS:
+        if not tensors or len(tensors) > MAX_TENSORS:
+            return None, values
+        if all(t.is_cuda for t in tensors) and share:
+            device = True
+        elif all(t.device.type == "cpu" for t in tensors):
+            device = False
+        else:
             return None, values
         try:
-            shared = cls(tensors)
-        except (cudashare.ShareError, ValueError):
+            shared = cls(tensors, device)
+        except (cudashare.ShareError, ValueError, OSError):
             return None, values
+        shared.others = [v for v in values if not torch.is_tensor(v)]
         it = iter(shared.tensors)
         return shared, [next(it) if torch.is_tensor(v) else v for v in values]
 
@@ -449,6 +614,26 @@ class InPlace:
     def changed(self):
         """Indices of the inputs whose bytes differ from when they were sealed."""
         return [i for i, t in enumerate(self.tensors) if fingerprint(t, (self.key, i)) != self.sums[i]]
+
+    def overwritten(self):
+        """The canaries that changed since the block was made (_Canaries.check): writes outside every tensor."""
+        return self.canaries.check()
+
+    def load(self, values):
+        """Copies the tensors of ``values`` (an argument list like the one ``make`` was given) into this block's
+        views (and waits for the copies); False, with nothing copied, when they do not have the views' shapes and
+        dtypes, or the other arguments differ from ``make``'s (the peer holds those as they were sent)."""
+        tensors = [v for v in values if torch.is_tensor(v)]
+        if len(tensors) != len(self.tensors) or any(
+                a.shape != b.shape or a.dtype != b.dtype for a, b in zip(tensors, self.tensors)):
+            return False
+        if [v for v in values if not torch.is_tensor(v)] != getattr(self, "others", []):
+            return False
+        for src, dst in zip(tensors, self.tensors):
+            dst.copy_(src)
+        if self.device:
+            torch.cuda.synchronize()
+        return True
 
     def holds(self, t):
         """Whether tensor ``t`` lies in this block (a view of the inputs, say), so the runner can write it."""
@@ -465,7 +650,7 @@ class InPlace:
         return self.block.export()
 
     def release(self):
-        self.tensors, self.block = [], None
+        self.tensors, self.block, self.canaries = [], None, None
 
 
 class Reader:
@@ -512,10 +697,10 @@ class Reader:
         err = msg.pop("_share_error", None)
         self.share_error = str(err)[:300] if err is not None else None
         self.last_in_spare = bool(in_spare and layout is not None)
-        self.last_in_place = bool(in_place is True and layout is not None and block_size is not None)
+        self.last_in_place = bool(in_place is True and layout is not None)
         tensors = []
         try:
-            tensors = self._take(msg, layout, in_spare, block_size, device, own_spare)
+            tensors = self._take(msg, layout, in_spare, block_size, device, own_spare, in_place is True)
         except (ProtocolError, ReceiveError):
             raise
         except Exception as exc:  # noqa: BLE001 — e.g. no device memory for the copy
@@ -526,10 +711,26 @@ class Reader:
             self.fds = []
         return msg, _unflatten(msg.get("values"), tensors)
 
-    def _take(self, msg, layout, in_spare, block_size, device, own_spare):
+    def _take(self, msg, layout, in_spare, block_size, device, own_spare, in_place=False):
         """The message's tensors (and its spare, kept for take_spare); the fds it used are closed."""
         tensors = []
-        if layout is not None and in_spare:
+        if layout is not None and in_place and block_size is None:
+            # The judge's CPU inputs, handed over in place in a shared memfd: read and written where they are.
+            if not self.accept_blocks:
+                raise ProtocolError("inputs in place are only accepted from the judge")
+            if (device or self.device) != "cpu":
+                raise ProtocolError("inputs in place in host memory are for a CPU runner")
+            if not self.fds:
+                raise ProtocolError("inputs in place announced but no memfd came with them")
+            fd = self.fds.pop(0)
+            try:
+                block = HostBlock.open(fd)
+            except (OSError, ValueError) as exc:
+                raise ProtocolError(f"the inputs' memfd could not be mapped: {exc}") from None
+            finally:
+                os.close(fd)
+            tensors = _block_tensors(block, layout, clone=False)
+        elif layout is not None and in_spare:
             if not isinstance(own_spare, cudashare.Block):
                 raise ProtocolError("an answer in a device block, but none was given for it")
             # Cloned at once, as from a memfd: the peer still has the block mapped and may write on.
@@ -611,7 +812,7 @@ def _block_tensors(block, layout, clone):
         t = base[offset:offset + nbytes].view(dtype).reshape(shape)
         out.append(t.clone() if clone else t)
     if clone:
-        torch.cuda.synchronize()  # the copies are done before the block can be let go
+        _sync(base)  # the copies are done before the block can be let go
     return out
 
 

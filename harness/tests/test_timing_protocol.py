@@ -1,0 +1,115 @@
+"""The timing stage's judge ↔ runner wiring, end to end on the CPU: a real Runner (runner.py) serving the judge's
+RunnerLink over a socket, the judge's CrossTimer drawing a new set for every call into the call block the runner
+maps (here a shared memfd: on a GPU it is a device block), the runner's description of every timed output and its
+output checks, and the canaries read back after every call.  Only what needs a GPU is replaced: CUDA events
+(timing.event_timed, timing.clock_block) and synchronize."""
+
+import socket
+import threading
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kgym_harness.judge import child, policy
+from kgym_harness.runner import guards, runner
+from kgym_harness.shared import timing, transport
+
+
+@triton.jit
+def _affine(x_ptr, out_ptr, n, spill, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(out_ptr + offs, x * 3.0 + 1.0, mask=offs < n)
+    tl.store(x_ptr + n + offs, x, mask=offs < spill)  # `spill` values past the input's end
+
+
+class Model(torch.nn.Module):
+    """y = 3x + 1 in a Triton kernel; from call ``alias_from`` on it computes into its input and returns it, from
+    call ``spill_from`` on it also writes past the input's end."""
+
+    def __init__(self, alias_from=10**9, spill_from=10**9):
+        super().__init__()
+        self.calls, self.alias_from, self.spill_from = 0, alias_from, spill_from
+
+    def forward(self, x):
+        self.calls += 1
+        out = x if self.calls >= self.alias_from else torch.empty_like(x)
+        _affine[(1,)](x, out, x.numel(), 4 if self.calls >= self.spill_from else 0, BLOCK=64)
+        return out
+
+
+@pytest.fixture
+def link(monkeypatch):
+    """(the judge's RunnerLink, a RemoteModel factory, the runner): the runner serves in a thread."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(timing, "event_timed", lambda model, args, flusher=None, l2=None: (1.0, 1.5, model(*args)))
+    monkeypatch.setattr(timing, "clock_block", lambda model, args, calls: ([1.0] * calls, model(*args)))
+    a, b = socket.socketpair()
+    r = runner.Runner(b, "cpu")
+    r.guards = guards.Guards(policy.load_default())
+    r.guards.install()
+    t = threading.Thread(target=r.serve, daemon=True)
+    t.start()
+    findings = []
+    ln = child.RunnerLink(a, "cpu", findings)
+
+    def remote(model):
+        r.models[len(r.models) + 1] = model
+        return child.RemoteModel(ln, len(r.models))
+
+    yield ln, remote, findings
+    ln.ask({"cmd": "exit"})
+    t.join(5)
+
+
+def make_inputs(seed):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.rand(48, generator=g)]
+
+
+def start(ln, cand, block_on=True, **kw):
+    """The judge's side of timing_inputs (child.Evaluation.timing's call_block) and its CrossTimer."""
+    block, views = transport.InPlace.make(make_inputs(1)) if block_on else (None, None)
+    reply, _ = ln.ask({"cmd": "timing_inputs", "flush": False, "variant": ln.label("base")}, views, in_place=block)
+    assert reply["type"] == "ok" and reply["l2"] is None
+    return timing.CrossTimer(None, cand, make_inputs, block=block, flush=False,
+                             ref_untimed=lambda x: x * 3.0 + 1.0, **kw)
+
+
+@pytest.mark.parametrize("block_on", [True, False])
+def test_every_timed_call_runs_on_the_set_the_judge_drew(link, block_on):
+    ln, remote, findings = link
+    cand = remote(Model())
+    seen = []
+
+    def on_pair(call, args, ref_out, rem, meta):
+        seen.append((torch.equal(rem.fetch(), ref_out), meta))
+
+    timer = start(ln, cand, block_on, check_every=1, on_pair=on_pair)
+    timer.warm(2)
+    timer.round(4)
+    assert len(seen) == 4 and all(ok for ok, _m in seen), seen
+    assert seen[0][1] == [{"type": "torch.Tensor", "shape": [48], "dtype": "float32", "stride": [1], "nonfinite": 0}]
+    times, args, meta = (timer.clock_block_prepare(), timer.clock_block(3))[1]
+    assert times == [1.0] * 3 and torch.equal(cand.fetch(), args[0] * 3.0 + 1.0) and meta == seen[0][1]
+    assert findings == []
+
+
+def test_a_timed_output_that_is_its_input_is_output_alias(link):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model(alias_from=3)))
+    timer.warm(4)
+    hits = [f for f in findings if f["type"] == "output_alias"]
+    assert hits and hits[0]["stage"] == "timing" and hits[0]["variant"] == "base" and hits[0]["source"] == "runner"
+
+
+def test_a_timed_call_that_writes_past_its_input_is_seen_in_the_call_block(link):
+    ln, remote, findings = link
+    seen = []
+    timer = start(ln, remote(Model(spill_from=3)), on_overwrite=lambda call, hits: seen.append((call, hits)))
+    timer.warm(2)
+    assert seen == []
+    timer.warm(1)
+    assert seen and seen[0][0] == 2 and seen[0][1][0]["input"] == 0 and seen[0][1][0]["offset"] == 48 * 4
