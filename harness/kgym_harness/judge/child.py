@@ -1354,14 +1354,30 @@ def _start_runner(sock, job, device, findings):
     return link, reply
 
 
-def _no_dumping():
-    """The judge cannot be ptraced or have its memory read through /proc, even by its own uid."""
-    import ctypes
+def _sandbox_report(setup, judge_active, judge_warnings):
+    """The "sandbox" message: the runner's report of its set-up (made before the candidate's first byte was
+    read) and the judge's own lockdown.  ``protections`` holds the codes kgym checks against its required list
+    (src/eval/result.c); only strings pass."""
+    sb = setup.get("sandbox") if isinstance(setup.get("sandbox"), dict) else {}
+    codes = [c for c in (sb.get("protections") or []) if isinstance(c, str)]
+    return dict(sb, type="sandbox", runner_pid=setup.get("pid"), runner_uid=setup.get("uid"),
+                active=[a for a in (sb.get("active") or []) if isinstance(a, str)] + list(judge_active),
+                warnings=[w for w in (sb.get("warnings") or []) if isinstance(w, str)] + list(judge_warnings),
+                protections=codes + [c for c in judge_active.codes if c not in codes])
 
+
+def _no_dumping():
+    """The judge cannot be ptraced or have its memory read through /proc, even by its own uid.  Returns
+    (active, warnings) for the sandbox report: where the kernel refuses, kgym's required protections miss
+    ``judge_not_dumpable`` (never a silent pass)."""
+    from . import sandbox
+
+    active, warnings = sandbox.Granted(), []
     try:
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:  # noqa: BLE001
-        pass
+        sandbox.judge_lockdown(active, warnings)
+    except Exception as exc:  # noqa: BLE001 — said in the report, and the protection's code is missing
+        warnings.append(f"judge stays dumpable: {type(exc).__name__}: {exc}"[:300])
+    return active, warnings
 
 
 def _enable_fused_compare():
@@ -1406,7 +1422,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    _no_dumping()
+    judge_active, judge_warnings = _no_dumping()
     proto_fd = _hide_fd(proto_fd)
     chan = Channel(proto_fd)
     try:
@@ -1449,8 +1465,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
             ev.guards.findings.extend(ev.runner.findings)
             ev.runner.findings = ev.guards.findings
         ev.runner.on_compile = ev.compile_handback
-        chan.send(dict(setup.get("sandbox") or {}, type="sandbox", runner_pid=setup.get("pid"),
-                       runner_uid=setup.get("uid")))
+        chan.send(_sandbox_report(setup, judge_active, judge_warnings))
         try:
             ev.run()
             if device.startswith("cuda"):

@@ -125,7 +125,7 @@ class Runner:
         from . import guards, sandbox
 
         job = msg.get("job") or {}
-        active, warnings = [], []
+        active, warnings = sandbox.Granted(), []
         sb = job.get("sandbox") or {}
         workdir = job.get("workdir")
         shared = None
@@ -137,6 +137,11 @@ class Runner:
             # the clean environment, "home" is the workdir.
             shared, _why = tritoncache.modules_dir()
         if sb.get("enabled", True) is not False:
+            if os.getpid() == 1:
+                # The intermediate that forked this process unshared a PID namespace (zygote.py); where the kernel
+                # refused, kgym has its warning and this process is not PID 1.
+                sandbox.grant(active, "pid_namespace", "PID namespace: the runner is its PID 1; nothing outside it "
+                                                       "can be seen or signalled, and what it starts ends with it")
             keep = [p for p in sb.get("writable", []) if p]
             if sb.get("namespaces", True):
                 # Bound back (if a hidden directory covers it) but never chowned like the writable paths.
@@ -181,7 +186,7 @@ class Runner:
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
         self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
-                    "sandbox": {"active": active, "warnings": warnings}})
+                    "sandbox": {"active": list(active), "warnings": warnings, "protections": active.codes}})
 
     def load(self, msg):
         import importlib.util
