@@ -327,6 +327,7 @@ class Evaluation:
         self._total_bytes = None  # the device's memory, once asked (_device_total)
         self.released_for_compile = False  # a shared phase handed back while the runner compiles
         self.compile_handbacks = 0
+        self.randomness = {"handling": "none"}  # check_randomness's finding about the reference's forward
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -490,17 +491,36 @@ class Evaluation:
         # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
         # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
         self.reserve_bytes = max((tasks.device_footprint(self.task, v.sizes) for v in variants), default=0)
+        # What kgym must see reported before it can pass the candidate (src/eval/result.c): a message for every
+        # variant named here.  ``shrunk``: the base variant's sizes are below the task's own (the CPU budget).
+        own = tasks.size_constants(self.task)
+        self.chan.send({"type": "variant_plan", "variants": [v.name for v in variants],
+                        "shrunk": bool(variants) and any(variants[0].sizes.get(k, n) < n for k, n in own.items()),
+                        "task_sizes": own})
         ran = 0
+        repeat, compared = None, None
         for v in variants:
             result = self.shared_variant(v)
             plain = tasks.plain_fallback(v, variants) if result["status"] == "reference_failed" else None
             if plain is not None:
                 # The reference cannot take small_odd's signed inputs: its odd sizes are tested on the task's own.
                 result = self.shared_variant(plain)
+                v = plain
+            if result.get("repeat_checks") is not None:
+                repeat = result.pop("repeat_checks")
+            if compared is None and result["status"] == "ran" and v.dtype is None:
+                compared = v
             self.chan.send(dict(result, type="variant"))
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
             ran += 1
+        if repeat is None and compared is not None:
+            # The base variant's reference failed, so its repeat checks never ran: they run on the first variant
+            # that was compared instead (kgym requires them for a pass).
+            repeat, _alone = self.shared_or_alone(
+                lambda: self.repeat_checks(compared, lambda checks: self.repeat_checks_apart(compared, checks)))
+        if repeat is not None:
+            self.chan.send(dict(repeat, type="repeat_checks"))
         # Whether some variant repaired a task that is degenerate on its own inputs (C refuses a pass where
         # none did: a constant or zero output must not pass).
         self.chan.send({"type": "degeneracy", "facts": self.degeneracy.facts()})
@@ -645,13 +665,16 @@ class Evaluation:
 
             answer = self.chan.request({"type": "reference_cache_lookup", "gpu": torch.cuda.get_device_name(),
                                         "dtype": base.dtype or "float32",
-                                        "torch": torch.__version__, "triton": triton.__version__})
+                                        "torch": torch.__version__, "triton": triton.__version__,
+                                        # a reference judged with its dropout off runs another forward
+                                        "task_mode": self.randomness.get("handling", "none")})
             time_reference = not (answer.get("type") == "reference_cache" and answer.get("hit"))
         mismatched, rerun_wrong, stale, checked = [], [], [], [0]
+        flops_error = [None]  # why the FLOP count (the speed-of-light floor's second half) is missing
 
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
-            ref = construct(self.task.Model, init, base.seed, self.device)
+            ref = self.reference(init, base.seed)
             cand = self.runner.construct(init, base.seed, None)
             with torch.no_grad():
                 ref_out = ref(*_clone_args(inputs))
@@ -670,6 +693,7 @@ class Evaluation:
             except Exception as exc:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
                 if is_out_of_memory(exc):
                     raise
+                flops_error[0] = f"{type(exc).__name__}: {exc}"[:300]
             timed_ref = ref
             if ref_mode == "compile" and time_reference:
                 timed_ref = torch.compile(ref)
@@ -830,7 +854,8 @@ class Evaluation:
         self.chan.send({"type": "timing", "reference_ms": all_ref, "candidate_ms": all_cand,
                         "reference_device_ms": all_ref_dev, "candidate_device_ms": all_cand_dev,
                         "gpu": torch.cuda.get_device_name(), "sizes": base.sizes, "min_bytes": min_bytes,
-                        "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done})
+                        "flops": flops, "flops_error": flops_error[0], "fresh_inputs": timer.fresh,
+                        "outputs_checked": checked[0], "rounds": done})
         return f"{done} round(s) of {iters} calls each", {}
 
     def tolerances(self, ref_out):
@@ -867,7 +892,7 @@ class Evaluation:
             return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
 
         try:
-            ref = construct(self.task.Model, init, v.seed, self.device)
+            ref = self.reference(init, v.seed)
             if v.dtype:
                 ref = ref.to(getattr(torch, v.dtype))
             with torch.no_grad():
@@ -939,20 +964,18 @@ class Evaluation:
                         except Exception as exc2:  # noqa: BLE001
                             facts["fp64"] = _error_fact(exc2)
             if v.name == "base":
-                try:
-                    small = self.repeat_check_variant(v)
-                    if small is None:
-                        inputs = rebuild()
-                        self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, atol, rtol)
-                    else:
-                        # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
-                        # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
-                        del inputs, cand_inputs, ref_out, cand_out
-                        self.repeat_checks_apart(small)
-                except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
-                    if is_out_of_memory(exc):
-                        raise
-                    facts["second_call_error"] = describe_exception(exc)
+                small = self.repeat_check_variant(v)
+                if small is None:
+                    inputs = rebuild()
+                    facts["repeat_checks"] = self.repeat_checks(
+                        v, lambda checks: self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, atol,
+                                                           rtol, checks))
+                else:
+                    # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
+                    # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
+                    del inputs, cand_inputs, ref_out, cand_out
+                    facts["repeat_checks"] = self.repeat_checks(
+                        small, lambda checks: self.repeat_checks_apart(small, checks))
         except Exception as exc:  # noqa: BLE001 — out of memory while checking (only that is re-raised above)
             if not is_out_of_memory(exc):
                 raise
@@ -971,6 +994,8 @@ class Evaluation:
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
             self.chan.send({"type": "task_error", "error": describe_exception(exc)})
             return
+        if not self.check_randomness():
+            return
         stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
@@ -983,8 +1008,14 @@ class Evaluation:
             except StageFailed:
                 failed = True
             if name not in ("parse", "static"):
-                # The runner's own process checks (threads left running, global state, tampering): evidence.
-                self.runner.ask({"cmd": "check", "stage": name})
+                # The runner's own process checks (threads left running, global state, tampering): evidence.  A
+                # check that did not complete is never a pass: guard_error, which kgym reads as unjudged.
+                reply, _ = self.runner.ask({"cmd": "check", "stage": name})
+                if reply.get("type") != "ok":
+                    err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+                    self.guards.add("guard_error", name, None,
+                                    f"the runner's process checks after stage {name} did not complete: "
+                                    f"{err.get('type', '?')}: {str(err.get('message', reply))[:300]}")
             new = self.guards.findings[self.sent_findings:]
             self.sent_findings = len(self.guards.findings)
             for f in new:
@@ -993,6 +1024,45 @@ class Evaluation:
             # running more of a cheating candidate only costs time.
             if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
                 return
+
+    def check_randomness(self):
+        """Whether the task can be judged at all: a reference that draws random numbers in forward is judged
+        with its dropout modules in eval mode, or refused (tasks.forward_randomness; docs/evaluation-protocol.md,
+        "Random references").  Sends ``task_mode`` (what kgym puts in the result's ``task.randomness``), or
+        ``task_error`` for a refused task; False when the evaluation stops here."""
+        from . import tasks
+
+        try:
+            with self.gpu_if_device("shared", "task_check"):
+                # Last, the sizes the variants run at (the CPU budget, or the task's own on a GPU): a reference
+                # that cannot run small is still checked before it is judged.
+                self.randomness = tasks.forward_randomness(self.task, self.device,
+                                                           budget=int(self.job.get("tiny_budget") or 4096),
+                                                           seed=int(self.job.get("seed", 42)),
+                                                           last_budget=self.job.get("budget"))
+        except Exception as exc:  # noqa: BLE001 — unknown randomness is never taken for none (result.c)
+            if is_out_of_memory(exc):
+                raise
+            self.randomness = {"handling": "unknown", "ops": {}, "differs": None, "modules": [],
+                               "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
+                                         f"{str(exc)[:300]}"}
+        if self.randomness["handling"] == "refused":
+            self.chan.send({"type": "task_error", "error": {
+                "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
+                "message": "the reference is random: " + self.randomness["reason"]}})
+            return False
+        self.chan.send(dict(_finite(self.randomness), type="task_mode"))
+        return True
+
+    def reference(self, init, seed):
+        """The task's reference model as every comparison and timing uses it: seeded like the candidate's, with
+        its dropout modules in eval mode where check_randomness chose that."""
+        from . import tasks
+
+        ref = construct(self.task.Model, init, seed, self.device)
+        if self.randomness.get("handling") == "dropout_as_identity":
+            tasks.dropout_off(ref)
+        return ref
 
     def check_in_place(self, in_place, variant):
         """The judge's own check that the forward left its inputs unchanged (inputs handed over in place):
@@ -1025,7 +1095,24 @@ class Evaluation:
         return tasks.Variant(name="base", sizes=dict(capped), seed=base.seed, transform=base.transform,
                              dtype=base.dtype, description=base.description)
 
-    def repeat_checks_apart(self, v):
+    def repeat_checks(self, v, run):
+        """The repeat checks (second_call) as facts kgym requires for a pass (src/eval/result.c): each check's
+        status ("ran" once its decision was made, else "not_run") and, when one raised, the exception and who
+        raised it ("candidate": an answer of the runner's that was an error; "judge": the judge's own work).  An
+        exception here is never a pass: kgym reads a check that did not run as a verdict it cannot give.  Out
+        of memory is raised on (shared_or_alone re-runs the variant alone)."""
+        checks = {"cached_output": "not_run", "nondeterministic": "not_run"}
+        out = {"variant": v.name, "sizes": v.sizes, "checks": checks, "error": None, "raised_by": None}
+        try:
+            run(checks)
+        except Exception as exc:  # noqa: BLE001 — reported as facts; kgym fails the evaluation closed
+            if is_out_of_memory(exc):
+                raise
+            out["error"] = describe_exception(exc)
+            out["raised_by"] = "candidate" if isinstance(exc, RemoteError) else "judge"
+        return out
+
+    def repeat_checks_apart(self, v, checks):
         """second_call's checks on their own (smaller) variant: models, inputs and first outputs of their own."""
         import torch
 
@@ -1033,19 +1120,20 @@ class Evaluation:
 
         init, inputs = tasks.build(self.task, v, self.device)
         cand_inputs = inputs
-        ref = construct(self.task.Model, init, v.seed, self.device)
+        ref = self.reference(init, v.seed)
         cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
         cand_out = cand.call(cand_inputs, self.current_stage, "base_checks", poison=ref_out)
         atol, rtol = self.tolerances(ref_out)
-        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol)
+        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol, checks)
 
-    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol):
+    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, atol, rtol, checks):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that
         caches results (by shape, data_ptr, call count) returns the first call's output.  The facts also say
         whether the task itself is degenerate (the reference output does not depend on the inputs, is zero,
-        constant, or equal to an input), so its rewards can be ignored."""
+        constant, or equal to an input), so its rewards can be ignored.  ``checks[name]`` becomes "ran" as
+        each check's decision is made (repeat_checks)."""
         import torch
 
         from . import compare, tasks
@@ -1062,6 +1150,12 @@ class Evaluation:
         cand_out2 = cand.call(cand_inputs2, self.current_stage, "base_again", poison=ref_out2)
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
+        input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
+        if first_ok and not second_ok and not input_independent and same_as_first:
+            self.guards.add("cached_output", self.current_stage, "base_again",
+                            "a second call with new input values returned the first call's output: results may "
+                            "not be cached across calls", {"variant": v.name})
+        checks["cached_output"] = "ran"
         # The first inputs once more: an output that passed once and now does not depends on something
         # other than the inputs (uninitialised or stale memory, a race).
         cand_out3 = cand.call(cand_inputs, self.current_stage, "base_repeat", poison=ref_out)
@@ -1069,11 +1163,7 @@ class Evaluation:
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
                             "contents or timing, not only on the inputs", {"variant": v.name})
-        input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
-        if first_ok and not second_ok and not input_independent and same_as_first:
-            self.guards.add("cached_output", self.current_stage, "base_again",
-                            "a second call with new input values returned the first call's output: results may "
-                            "not be cached across calls", {"variant": v.name})
+        checks["nondeterministic"] = "ran"
         facts = {"input_independent": input_independent}
         if torch.is_tensor(ref_out) and ref_out.numel() and ref_out.is_floating_point():
             r = ref_out.detach().float()
@@ -1370,7 +1460,7 @@ def _no_dumping():
     """The judge cannot be ptraced or have its memory read through /proc, even by its own uid.  Returns
     (active, warnings) for the sandbox report: where the kernel refuses, kgym's required protections miss
     ``judge_not_dumpable`` (never a silent pass)."""
-    from . import sandbox
+    from ..runner import sandbox  # the lockdown code lives with the runner's; this runs in the judge
 
     active, warnings = sandbox.Granted(), []
     try:
