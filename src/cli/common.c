@@ -25,7 +25,7 @@ enum {
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
-    OPT_DEVICE_MEMORY, OPT_WARM
+    OPT_DEVICE_MEMORY, OPT_WARM, OPT_ALLOW_UNPROTECTED
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -54,6 +54,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
     {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
+    {"allow-unprotected", required_argument, NULL, OPT_ALLOW_UNPROTECTED},
     {"timing-warmup", required_argument, NULL, OPT_TIMING_WARMUP},
     {"timing-rounds", required_argument, NULL, OPT_TIMING_ROUNDS},
     {"timing-max-rounds", required_argument, NULL, OPT_TIMING_MAX_ROUNDS},
@@ -94,8 +95,15 @@ const char kg_cli_eval_help[] =
     "  --no-timing         GPU: skip timing\n"
     "  --policy FILE       reward-hack policy (JSON; default policy/default.json, see docs/threat-model.md)\n"
     "  --hack-penalty X    reward of verdict hacked (0; e.g. -1 to punish cheating)\n"
-    "  --coverage-floor X  GPU: least share (0..1) of device time in the candidate's own kernels (off)\n"
-    "  --no-sandbox        no seccomp/rlimits in the evaluation process (debugging only)\n"
+    "  --coverage-floor X  GPU: least share (0..1) of the forward's device time in the candidate's own\n"
+    "                      Triton kernels (0.5; 0 = not checked)\n"
+    "  --no-sandbox        no sandbox for the candidate's process (debugging only): every protection\n"
+    "                      may be missing\n"
+    "  --allow-unprotected LIST  protections the candidate's process may lack (a kernel or container\n"
+    "                      that refuses them) and still be judged correct: all, or codes among\n"
+    "                      pid_namespace, mount_namespace, network_namespace, ipc_namespace,\n"
+    "                      uts_namespace, fresh_proc, private_tmp, own_uid, clean_environment, rlimits,\n"
+    "                      landlock, seccomp, seccomp_signals, no_processes, judge_not_dumpable (none)\n"
     "  --timing-warmup N   GPU: untimed calls of each model before timing (10) when --timing-round-ms\n"
     "                      is 0; otherwise the first round warms up for 250 ms (at least 2 calls)\n"
     "  --timing-rounds N   GPU: rounds of timed calls, each in an exclusive GPU window (3)\n"
@@ -125,6 +133,7 @@ void kg_cli_eval_flags_init(kg_cli_eval_flags *f)
     memset(f, 0, sizeof *f);
     f->warm = -1;
     kg_eval_options_default(&f->opts, "cpu");
+    f->opts.coverage_floor = -1; /* not given: the device's default (kg_cli_setup) */
     f->stage_timeouts = json_object();
 }
 
@@ -320,6 +329,13 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         o->coverage_floor = d;
         return 1;
     case OPT_NO_SANDBOX: o->sandbox = 0; return 1;
+    case OPT_ALLOW_UNPROTECTED: {
+        kg_error e;
+        if (kg_eval_check_protection_list(arg, &e) != KG_OK)
+            return BAD("--allow-unprotected: %s", e.message);
+        o->allow_unprotected = arg;
+        return 1;
+    }
     case OPT_TIMING_ITERS:
         if (parse_long(arg, &l) || l < 1 || l > 100000)
             return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
@@ -534,8 +550,10 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     memcpy(f->opts.credit, given.credit, sizeof given.credit);
     f->opts.timing = given.timing;
     f->opts.hack_penalty = given.hack_penalty;
-    f->opts.coverage_floor = given.coverage_floor;
+    if (given.coverage_floor >= 0)
+        f->opts.coverage_floor = given.coverage_floor;
     f->opts.sandbox = given.sandbox;
+    f->opts.allow_unprotected = given.allow_unprotected;
     f->opts.timing_iters = given.timing_iters;
     f->opts.timing_warmup = given.timing_warmup;
     f->opts.timing_round_ms = given.timing_round_ms;

@@ -126,6 +126,16 @@ static void add_hacks(kg_buf *b, const json_t *hacks)
                    "parameters (nn.Parameter or nn.Linear weights) and move dtypes or devices.");
 }
 
+/* A task judged otherwise than its source reads (tasks.forward_randomness): the model must know, or it
+ * implements a dropout that the judge turned off. */
+static void add_task_note(kg_buf *b, const json_t *result)
+{
+    const json_t *rnd = json_object_get(json_object_get(result, "task"), "randomness");
+    if (!strcmp(str(rnd, "handling"), "dropout_as_identity"))
+        kg_buf_puts(b, "\nNote: this task is judged with its dropout layers in eval mode, where dropout is the "
+                       "identity: drop nothing.");
+}
+
 char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
 {
     (void)opts;
@@ -147,6 +157,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
                           json_number_value(json_object_get(json_object_get(t, "reference_ms"), "median")));
         else
             kg_buf_puts(&b, " Speed was not measured (CPU).");
+        add_task_note(&b, result);
         return kg_buf_release(&b);
     }
     const char *sname = stage ? str(stage, "name") : "";
@@ -181,7 +192,17 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else if (!strcmp(verdict, "runtime_error")) {
         const char *cause = str(process, "cause");
         const char *end = str(process, "end");
-        if (!strcmp(end, "signal"))
+        const json_t *unjudged = json_array_get(json_object_get(result, "unjudged"), 0);
+        if (unjudged && json_is_object(error)) {
+            /* A pass that a repeat call of the candidate's own model broke (result.c kg_eval_unjudged). */
+            kg_buf_printf(&b, "Your output was right on every input variant, but ModelNew raised when the same model "
+                              "was called again (%s). A model must work on every call, not only the first.",
+                          str(unjudged, "reason"));
+        } else if (unjudged) {
+            kg_buf_printf(&b, "Your output was right on every input variant, but the evaluation could not check "
+                              "everything a correct verdict needs, so it is not counted as correct: %s.",
+                          str(unjudged, "reason"));
+        } else if (!strcmp(end, "signal"))
             kg_buf_printf(&b, "The process crashed during stage %s: %s. This usually means an "
                               "out-of-bounds memory access in a kernel (check masks and pointer arithmetic).",
                           sname, detail);
@@ -213,7 +234,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         else
             kg_buf_printf(&b, "The evaluation process ended during stage %s: %s.", sname, detail);
         add_error(&b, error);
-        if (!json_is_object(error))
+        if (!json_is_object(error) && !unjudged)
             add_output_tail(&b, process);
     } else if (!strcmp(verdict, "incorrect")) {
         if (!strcmp(sname, "tiny_run")) {
@@ -259,6 +280,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else {
         kg_buf_printf(&b, "Verdict %s at stage %s: %s", verdict, sname, detail);
     }
+    add_task_note(&b, result);
     char *text = kg_buf_release(&b);
     if (text)
         kg_utf8_sanitize(text);
