@@ -1449,7 +1449,8 @@ def _sandbox_report(setup, judge_active, judge_warnings):
     read) and the judge's own lockdown.  ``protections`` holds the codes kgym checks against its required list
     (src/eval/result.c); only strings pass."""
     sb = setup.get("sandbox") if isinstance(setup.get("sandbox"), dict) else {}
-    codes = [c for c in (sb.get("protections") or []) if isinstance(c, str)]
+    # The judge's own protection is the judge's word alone.
+    codes = [c for c in (sb.get("protections") or []) if isinstance(c, str) and c != "judge_not_dumpable"]
     return dict(sb, type="sandbox", runner_pid=setup.get("pid"), runner_uid=setup.get("uid"),
                 active=[a for a in (sb.get("active") or []) if isinstance(a, str)] + list(judge_active),
                 warnings=[w for w in (sb.get("warnings") or []) if isinstance(w, str)] + list(judge_warnings),
