@@ -916,10 +916,10 @@ def _rng_states(device: str) -> list:
 def forward_randomness(module, device: str, budget: int = 4096, seed: int = 42, last_budget=_MISSING) -> dict:
     """Whether the reference's forward draws random numbers, and what kgym does about it.  At tiny sizes
     (``budget`` elements a tensor; 16 and 256 times that where the reference cannot run so small, then
-    ``last_budget``, None for the task's own sizes, when given), on the task's
-    own inputs and on signed ones (what a draw depends on may depend on the values: RReLU draws only for negative
-    inputs), the reference runs twice on the same inputs and weights with different random states.  It draws when a default generator
-    advanced during the forward, or when its output changed between the two runs (a generator of its own, state
+    ``last_budget``, None for the task's own sizes, when given) the reference runs with the same weights from
+    different random states: twice on the task's own inputs, whose outputs are compared, and once on signed ones
+    (whether a draw happens may depend on the values: RReLU draws only for negative inputs).  It draws when a
+    default generator advanced during a forward, or when the two outputs differ (a generator of its own, state
     kept across calls); the operators that draw (tag ``nondeterministic_seeded``: _RandomOps) name the draws.
     An operator that may draw and did not (attention with dropout_p=0) is no draw.  Returns ``{"handling": h,
     "ops": {...}, "drew": bool, "differs": bool, "modules": [...], "reason": str}`` with h one of
@@ -969,14 +969,15 @@ def forward_randomness(module, device: str, budget: int = 4096, seed: int = 42, 
 
 
 def _draws(module, model, probes, device) -> dict:
-    """For each probe's inputs, two forwards of ``model`` on copies of them from different random states:
+    """Forwards of ``model`` on copies of each probe's inputs, from different random states: two on the first
+    probe's, whose outputs are compared, one on each other's (a draw shows in the generator alone):
     {"ops": operators that may draw, "drew": a default generator advanced, "differs": two outputs disagreed}."""
     ops, drew, differs = {}, False, False
     for i, probe in enumerate(probes):
         _init, inputs = build(module, probe, device)
         outs = []
         try:
-            for rng in (1234567, 7654321):
+            for rng in (1234567, 7654321)[:1 if i else 2]:
                 torch.manual_seed(rng)
                 before = _rng_states(device)
                 rec = _RandomOps()
@@ -989,5 +990,6 @@ def _draws(module, model, probes, device) -> dict:
             if i == 0:
                 raise
             continue
-        differs |= not _same_outputs(outs[0], outs[1])
+        if len(outs) == 2:
+            differs |= not _same_outputs(outs[0], outs[1])
     return {"ops": ops, "drew": drew, "differs": differs}
