@@ -168,7 +168,7 @@ def _lockdown(world, rep, device="cpu", seccomp=True):
     import sys
 
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != REPO]
-    active, warnings = [], []
+    active, warnings = sandbox.Granted(), []
     job = {"workdir": world["workdir"], "device": device, "sandbox": {} if seccomp else {"seccomp": False}}
     rep["tmp_kept"] = _kept_in_tmp()
     rep["ns"] = sandbox.enter_runner_namespaces(world["workdir"], [], active, warnings)
@@ -188,7 +188,7 @@ def _lockdown(world, rep, device="cpu", seccomp=True):
     sandbox.prepare_dir_for(world["run"], RUNNER_UID, RUNNER_UID, warnings)
     rep["dropped"] = sandbox.drop_privileges(RUNNER_UID, RUNNER_UID, warnings, active)
     sandbox.apply_runner(job, active, warnings)
-    rep["active"], rep["warnings"] = active, warnings
+    rep["active"], rep["warnings"], rep["codes"] = list(active), warnings, active.codes
     return job, active, warnings
 
 
@@ -412,6 +412,11 @@ def test_hostile_call_kills_the_runner_by_sigsys(world, action, mode, device):
     if mode == _RUNNER:
         assert locked["ns"] and locked["dropped"] and locked["pid_in_ns"] == 1, locked
         assert not _sandbox_warnings(locked["warnings"]), locked["warnings"]
+        # Each step that took hold says so by its code (what kgym requires: src/eval/result.c); the PID namespace
+        # and the judge's lockdown are granted by the runner's set-up and the judge, not by these steps.
+        want = set(sandbox.PROTECTIONS) - {"pid_namespace", "judge_not_dumpable"} - (
+            set() if device == "cpu" else {"no_processes"})
+        assert set(locked["codes"]) == want, locked["codes"]
     # The hostile call killed the runner (SIGSYS from seccomp), it did not merely fail.
     assert survived is None, f"the runner survived the hostile call: {survived}"
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS, \
@@ -697,14 +702,14 @@ def test_refused_steps_degrade_to_warnings(world):
     def runner(rep):
         job, active, warnings = _lockdown(world, rep, seccomp=False)
         rep["first_warnings"] = warnings
-        later_active, later = [], []
+        later_active, later = sandbox.Granted(), []
         rep["unshare_pid_again"] = sandbox.unshare_pid(later)
         rep["ns_again"] = sandbox.enter_runner_namespaces(world["workdir"], ["/nonexistent"], later_active, later)
         rep["drop_again"] = sandbox.drop_privileges(RUNNER_UID + 1, RUNNER_UID + 1, later, later_active)
         job["sandbox"] = {}
         sandbox.apply_runner(job, later_active, later)
         rep["judge"] = sandbox.judge_lockdown(later_active, later)
-        rep["later"], rep["later_active"] = later, later_active
+        rep["later"], rep["later_active"], rep["later_codes"] = later, list(later_active), later_active.codes
         rep["uid_after"] = os.getuid()
 
     rep = _collect(lambda rep: _in_new_pid_ns(runner, rep))
@@ -718,6 +723,13 @@ def test_refused_steps_degrade_to_warnings(world):
     assert any("kill the runner (SIGSYS" in x for x in rep["later_active"]), rep["later_active"]
     assert not [x for x in later if x.startswith("seccomp")], later
     assert rep["judge"] is True  # PR_SET_DUMPABLE stays allowed
+    # A refused step grants no code (kgym requires codes: a protection is never assumed); seccomp, off in the first
+    # lockdown, is granted only by the second, which loaded it.
+    assert "seccomp" not in rep["codes"] and "no_processes" not in rep["codes"], rep["codes"]
+    codes = set(rep["later_codes"])
+    assert not codes & {"mount_namespace", "network_namespace", "ipc_namespace", "uts_namespace", "own_uid",
+                        "fresh_proc", "private_tmp"}, codes
+    assert {"seccomp", "seccomp_signals", "judge_not_dumpable", "clean_environment", "rlimits"} <= codes, codes
 
 
 def test_drop_privileges_refuses_when_the_interpreter_would_be_unreachable(monkeypatch):

@@ -657,3 +657,74 @@ def test_build_draws_what_torch_manual_seed_would(load):
         torch.manual_seed(tasks.input_seed(7))
         want = m.get_inputs()
     assert len(got) == 2 and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+# ------------------------------------------------------------------------------- randomness in forward
+
+_RANDOM_FORWARDS = {
+    # forward body -> expected handling
+    "return self.bn(x) * 2": "none",
+    "return self.drop(self.bn(x))": "dropout_as_identity",
+    "return self.drop2(x[:, :, None, None])[:, :, 0, 0] + self.bn(x)": "dropout_as_identity",
+    "return nn.functional.dropout(x, 0.3, training=True)": "refused",
+    "return x + 0.01 * torch.randn_like(x)": "refused",
+    "return torch.bernoulli(torch.sigmoid(x))": "refused",
+    "return self.rrelu(x)": "refused",
+    "return self.drop(x) + torch.rand(1)": "refused",
+    "return nn.functional.dropout(x, 0.0, training=True)": "none",
+    # an operator that may draw (dropout_p) and does not: no draw
+    "return nn.functional.scaled_dot_product_attention(x[None], x[None], x[None])[0]": "none",
+    # output that changes between calls without a random operator (state kept across calls)
+    "self.bn.bias.data += 1\n                return self.bn(x)": "refused",
+}
+
+
+@pytest.mark.parametrize("body", list(_RANDOM_FORWARDS))
+def test_forward_randomness(tmp_path, body):
+    """Random draws in the reference's forward are found by the operators that draw (tag nondeterministic_seeded)
+    and by two runs on different random states; dropout modules alone are judged in eval mode (the identity),
+    anything else refuses the task.  BatchNorm keeps its training mode (batch statistics) either way."""
+    path = write_task(tmp_path, f"""
+        class Model(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn = nn.BatchNorm1d(dim)
+                self.drop = nn.Dropout(0.5)
+                self.drop2 = nn.Dropout2d(0.5)
+                self.rrelu = nn.RReLU()
+            def forward(self, x):
+                {body}
+        batch = 64
+        dim = 32
+        def get_inputs():
+            return [torch.rand(batch, dim)]
+        def get_init_inputs():
+            return []
+        """)
+    m = tasks.load_task(path, "kgym_test_random")
+    found = tasks.forward_randomness(m, "cpu", budget=4096)
+    assert found["handling"] == _RANDOM_FORWARDS[body], found
+    if found["handling"] == "refused":
+        assert "random" in found["reason"] and (found["ops"] or found["differs"]), found
+    if found["handling"] == "dropout_as_identity":
+        assert found["modules"] and found["ops"], found
+        model = models.construct(m.Model, [], 42, "cpu")
+        assert tasks.dropout_off(model) == ["drop", "drop2"]
+        assert not model.drop.training and model.bn.training  # only dropout changes mode
+        x = torch.rand(64, 32)
+        with torch.no_grad():
+            torch.manual_seed(1)
+            a = model(x)
+            torch.manual_seed(2)
+            b = model(x)
+        assert torch.equal(a, b)
+
+
+def test_forward_randomness_of_the_fixture_tasks():
+    """The fixture tasks kgym's integration tests evaluate (tests/fixtures/tasks): add_one draws nothing,
+    add_one_dropout is judged with its dropout off, add_one_noise is refused."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "tasks")
+    want = {"add_one": "none", "add_one_dropout": "dropout_as_identity", "add_one_noise": "refused"}
+    for name, handling in want.items():
+        m = tasks.load_task(os.path.join(root, name + ".py"), "kgym_test_fixture_" + name)
+        assert tasks.forward_randomness(m, "cpu")["handling"] == handling, name

@@ -20,6 +20,37 @@
 #define KG_RESULT_SCHEMA "kgym.result/1"
 #define KG_EVAL_STAGE_COUNT 6
 
+/* The protections of the candidate's process a `correct` verdict requires by default, by the codes the harness
+ * reports once the kernel accepted each (harness/kgym_harness/sandbox.py PROTECTIONS; docs/threat-model.md).
+ * X(code, cpu, gpu, what): cpu/gpu say whether the device requires it by default; an operator allows one to be
+ * missing with --allow-unprotected (kg_eval_options.allow_unprotected), and the result says which were. */
+#define KG_PROTECTIONS(X)                                                                                       \
+    X(pid_namespace, 1, 1, "its own PID namespace (it sees and signals nothing outside)")                     \
+    X(mount_namespace, 1, 1, "its own mount namespace")                                                       \
+    X(network_namespace, 1, 1, "its own network namespace (no interfaces)")                                   \
+    X(ipc_namespace, 1, 1, "its own IPC namespace")                                                           \
+    X(uts_namespace, 1, 1, "its own UTS namespace")                                                           \
+    X(fresh_proc, 1, 1, "a fresh /proc showing only its own processes")                                       \
+    X(private_tmp, 1, 1, "private /tmp and /dev/shm")                                                         \
+    X(own_uid, 1, 1, "an unprivileged uid of its own")                                                        \
+    X(clean_environment, 1, 1, "a clean environment (no tokens or kgym variables)")                            \
+    X(rlimits, 1, 1, "rlimits on processes, open files and core dumps")                                       \
+    X(landlock, 1, 1, "Landlock: reads, writes and execution only where granted")                             \
+    X(seccomp, 1, 1, "seccomp: no network, ptrace, other processes' memory, io_uring, mounts or namespaces")   \
+    X(seccomp_signals, 1, 1, "seccomp: signals only to itself")                                               \
+    X(no_processes, 1, 0, "seccomp: no new processes or programs (CPU only: a GPU runner runs compilers)")     \
+    X(judge_not_dumpable, 1, 1, "the judge not dumpable (no ptrace or /proc/<pid>/mem of it)")               \
+    X(source_readonly, 1, 1, "the checked source unchangeable by it (checked bytes = executed bytes)")         \
+    X(import_path, 1, 1, "nothing it can write on its Python import path")                                    \
+    X(workdir_limit, 1, 1, "its writable folder a private tmpfs of bounded size and files")                  \
+    X(descriptors, 1, 1, "no descriptor of kgym's or its caller's besides its socket")
+
+/* Whether `code` names a protection of KG_PROTECTIONS. */
+int kg_eval_protection_known(const char *code);
+/* Checks an --allow-unprotected list: "all", or comma-separated codes of KG_PROTECTIONS.  KG_OK, or
+ * KG_ERR_INVALID with the unknown code and the known ones in err. */
+int kg_eval_check_protection_list(const char *list, kg_error *err);
+
 typedef struct kg_eval_options {
     const char *device;        /* "cpu" or "cuda:N"; must match the supervisor */
     long budget_elements;      /* CPU: size budget per tensor (default 65536); GPU: ignored */
@@ -56,12 +87,15 @@ typedef struct kg_eval_options {
      * `hacked` ("hack"), are only listed in warnings[] ("warn") or are not checked ("off"). */
     const char *policy_json;
     double hack_penalty;       /* the reward of verdict `hacked` (default 0) */
-    double coverage_floor;     /* GPU profiling: least share of device time in the candidate's own kernels
-                                * (0 = not checked; profiling is the GPU-measurement issue's work) */
-    int sandbox;               /* seccomp + rlimits in the child (default 1) */
+    double coverage_floor;     /* GPU: least share of the forward's device time in the candidate's own Triton
+                                * kernels (default 0.5 on a GPU, docs/threat-model.md "Coverage floor"; 0 = not
+                                * checked; the CPU has no profile).  Under a floor the profile is required. */
+    int sandbox;               /* the runner's sandbox (default 1); 0 allows every protection to be missing */
+    const char *allow_unprotected; /* protections (KG_PROTECTIONS codes, comma-separated, or "all") the operator
+                                    * allows to be missing without losing `correct`; NULL = none.  Borrowed. */
     /* The runner's writable folder (and its /dev/shm): a private tmpfs of this many bytes and files each
      * (1 GiB, 10,000; docs/threat-model.md).  Where the runner gets no mount namespace the limit cannot be
-     * applied, and the result's sandbox.warnings says so ("workdir_limit"). */
+     * applied: the protection workdir_limit is missing. */
     unsigned long long workdir_bytes;
     long workdir_files;
 } kg_eval_options;

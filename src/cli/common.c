@@ -26,7 +26,7 @@ enum {
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
-    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE
+    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -56,6 +56,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
     {"no-sandbox", no_argument, NULL, OPT_NO_SANDBOX},
+    {"allow-unprotected", required_argument, NULL, OPT_ALLOW_UNPROTECTED},
     {"timing-warmup", required_argument, NULL, OPT_TIMING_WARMUP},
     {"timing-rounds", required_argument, NULL, OPT_TIMING_ROUNDS},
     {"timing-max-rounds", required_argument, NULL, OPT_TIMING_MAX_ROUNDS},
@@ -101,8 +102,16 @@ const char kg_cli_eval_help[] =
     "  --no-timing         GPU: skip timing\n"
     "  --policy FILE       reward-hack policy (JSON; default policy/default.json, see docs/threat-model.md)\n"
     "  --hack-penalty X    reward of verdict hacked (0; e.g. -1 to punish cheating)\n"
-    "  --coverage-floor X  GPU: least share (0..1) of device time in the candidate's own kernels (off)\n"
-    "  --no-sandbox        no seccomp/rlimits in the evaluation process (debugging only)\n"
+    "  --coverage-floor X  GPU: least share (0..1) of the forward's device time in the candidate's own\n"
+    "                      Triton kernels (0.5; 0 = not checked)\n"
+    "  --no-sandbox        no sandbox for the candidate's process (debugging only): every protection\n"
+    "                      may be missing\n"
+    "  --allow-unprotected LIST  protections the candidate's process may lack (a kernel or container\n"
+    "                      that refuses them) and still be judged correct: all, or codes among\n"
+    "                      pid_namespace, mount_namespace, network_namespace, ipc_namespace,\n"
+    "                      uts_namespace, fresh_proc, private_tmp, own_uid, clean_environment, rlimits,\n"
+    "                      landlock, seccomp, seccomp_signals, no_processes, judge_not_dumpable,\n"
+    "                      source_readonly, import_path, workdir_limit, descriptors (none)\n"
     "  --workdir-size B    the candidate's writable folder (and its /dev/shm): a tmpfs of B bytes (1G)\n"
     "  --workdir-files N   ... holding at most N files and folders (10000)\n"
     "  --timing-warmup N   GPU: untimed calls of each model before timing (10) when --timing-round-ms\n"
@@ -134,6 +143,7 @@ void kg_cli_eval_flags_init(kg_cli_eval_flags *f)
     memset(f, 0, sizeof *f);
     f->warm = -1;
     kg_eval_options_default(&f->opts, "cpu");
+    f->opts.coverage_floor = -1; /* not given: the device's default (kg_cli_setup) */
     f->stage_timeouts = json_object();
 }
 
@@ -344,6 +354,13 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
             return BAD("--workdir-files needs a count from 64 to 100000000, not \"%s\"", arg);
         o->workdir_files = l;
         return 1;
+    case OPT_ALLOW_UNPROTECTED: {
+        kg_error e;
+        if (kg_eval_check_protection_list(arg, &e) != KG_OK)
+            return BAD("--allow-unprotected: %s", e.message);
+        o->allow_unprotected = arg;
+        return 1;
+    }
     case OPT_TIMING_ITERS:
         if (parse_long(arg, &l) || l < 1 || l > 100000)
             return BAD("--timing-iters needs a count from 1 to 100000, not \"%s\"", arg);
@@ -559,10 +576,12 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     memcpy(f->opts.credit, given.credit, sizeof given.credit);
     f->opts.timing = given.timing;
     f->opts.hack_penalty = given.hack_penalty;
-    f->opts.coverage_floor = given.coverage_floor;
+    if (given.coverage_floor >= 0)
+        f->opts.coverage_floor = given.coverage_floor;
     f->opts.sandbox = given.sandbox;
     f->opts.workdir_bytes = given.workdir_bytes;
     f->opts.workdir_files = given.workdir_files;
+    f->opts.allow_unprotected = given.allow_unprotected;
     f->opts.timing_iters = given.timing_iters;
     f->opts.timing_warmup = given.timing_warmup;
     f->opts.timing_round_ms = given.timing_round_ms;

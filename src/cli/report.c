@@ -99,6 +99,24 @@ void kg_cli_print_report(FILE *out, const json_t *r, int color)
     } else {
         fprintf(out, "timing     not measured%s\n", !strcmp(s(json_object_get(r, "device"), "kind"), "cpu") ? " (CPU)" : "");
     }
+    /* What kept a passing run from `correct`, and what the verdict cannot see here (docs/result-schema.md). */
+    const json_t *u;
+    json_array_foreach(json_object_get(r, "unjudged"), i, u) {
+        fprintf(out, "%-11s%s: ", i ? "" : "not judged", s(u, "fact"));
+        print_wrapped(out, s(u, "reason"), 11, 100);
+        fputc('\n', out);
+    }
+    const json_t *task_random = json_object_get(task, "randomness");
+    if (*s(task_random, "handling") && strcmp(s(task_random, "handling"), "none")) {
+        fprintf(out, "task       %s: ", s(task_random, "handling"));
+        print_wrapped(out, s(task_random, "reason"), 11, 100);
+        fputc('\n', out);
+    }
+    json_array_foreach(json_object_get(r, "limits"), i, u) {
+        fprintf(out, "%-11s%s: ", i ? "" : "limits", s(u, "code"));
+        print_wrapped(out, s(u, "text"), 11, 100);
+        fputc('\n', out);
+    }
     const json_t *p = json_object_get(r, "process");
     if (json_is_object(p) && strcmp(s(p, "end"), "completed"))
         fprintf(out, "process    ended: %s (exit %lld, signal %lld) in stage %s\n", s(p, "end"),

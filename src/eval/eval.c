@@ -83,10 +83,13 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
         o->limits.address_space_bytes = 16ull << 30;
     o->policy_json = NULL;
     o->hack_penalty = 0.0;
-    o->coverage_floor = 0.0;
+    /* On a GPU a correct candidate must spend at least half of its forward's device time in its own Triton
+     * kernels (docs/threat-model.md, "Coverage floor"); the CPU has no device profile. */
+    o->coverage_floor = device && strcmp(device, "cpu") != 0 ? 0.5 : 0.0;
     o->sandbox = 1;
     o->workdir_bytes = 1ull << 30;
     o->workdir_files = 10000;
+    o->allow_unprotected = NULL;
 }
 
 int kg_eval_make_nonce(char out[33], kg_error *err)
@@ -135,6 +138,11 @@ static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf 
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
                   json_string_value(json_object_get(msg, "triton")) ?: "?");
+    /* A reference judged with its dropout in eval mode runs another forward than the task's own
+     * (docs/evaluation-protocol.md, "Random references"). */
+    const char *mode = json_string_value(json_object_get(msg, "task_mode"));
+    if (mode && strcmp(mode, "none"))
+        kg_buf_printf(out, ";task=%s", mode);
 }
 
 static void answer_child(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
@@ -147,7 +155,7 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
     } else if (type && !strcmp(type, "timing_go")) {
         /* Timing an incorrect candidate would only spend exclusive GPU time on a figure nobody uses. */
         char why[512];
-        int go = kg_eval_correctness_passed(messages, talk->nonce, why, sizeof why);
+        int go = kg_eval_correctness_passed(talk->opts, messages, talk->nonce, why, sizeof why);
         *reply = json_pack("{s:s, s:b, s:s}", "type", "timing_go", "go", go, "why", go ? "" : why);
     } else if (type && !strcmp(type, "reference_cache_lookup")) {
         int hit = 0;

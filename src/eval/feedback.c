@@ -170,6 +170,16 @@ static int precision_like(const json_t *corr, double *lo, double *hi)
     return failed >= 2 && *lo >= KG_PRECISION_ERR_LO && *hi <= KG_PRECISION_ERR_HI && *hi <= KG_PRECISION_SPREAD * *lo;
 }
 
+/* A task judged otherwise than its source reads (tasks.forward_randomness): the model must know, or it
+ * implements a dropout that the judge turned off. */
+static void add_task_note(kg_buf *b, const json_t *result)
+{
+    const json_t *rnd = json_object_get(json_object_get(result, "task"), "randomness");
+    if (!strcmp(str(rnd, "handling"), "dropout_as_identity"))
+        kg_buf_puts(b, "\nNote: this task is judged with its dropout layers in eval mode, where dropout is the "
+                       "identity: drop nothing.");
+}
+
 char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
 {
     kg_buf b = {0};
@@ -190,6 +200,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
                           json_number_value(json_object_get(json_object_get(t, "reference_ms"), "median")));
         else
             kg_buf_puts(&b, " Speed was not measured (CPU).");
+        add_task_note(&b, result);
         return kg_buf_release(&b);
     }
     const char *sname = stage ? str(stage, "name") : "";
@@ -224,7 +235,17 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else if (!strcmp(verdict, "runtime_error")) {
         const char *cause = str(process, "cause");
         const char *end = str(process, "end");
-        if (!strcmp(end, "signal"))
+        const json_t *unjudged = json_array_get(json_object_get(result, "unjudged"), 0);
+        if (unjudged && json_is_object(error)) {
+            /* A pass that a repeat call of the candidate's own model broke (result.c kg_eval_unjudged). */
+            kg_buf_printf(&b, "Your output was right on every input variant, but ModelNew raised when the same model "
+                              "was called again (%s). A model must work on every call, not only the first.",
+                          str(unjudged, "reason"));
+        } else if (unjudged) {
+            kg_buf_printf(&b, "Your output was right on every input variant, but the evaluation could not check "
+                              "everything a correct verdict needs, so it is not counted as correct: %s.",
+                          str(unjudged, "reason"));
+        } else if (!strcmp(end, "signal"))
             kg_buf_printf(&b, "The process crashed during stage %s: %s. This usually means an "
                               "out-of-bounds memory access in a kernel (check masks and pointer arithmetic).",
                           sname, detail);
@@ -256,7 +277,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         else
             kg_buf_printf(&b, "The evaluation process ended during stage %s: %s.", sname, detail);
         add_error(&b, error, opts);
-        if (!json_is_object(error))
+        if (!json_is_object(error) && !unjudged)
             add_output_tail(&b, process);
     } else if (!strcmp(verdict, "incorrect")) {
         if (!strcmp(sname, "tiny_run")) {
@@ -323,6 +344,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
     } else {
         kg_buf_printf(&b, "Verdict %s at stage %s: %s", verdict, sname, detail);
     }
+    add_task_note(&b, result);
     char *text = kg_buf_release(&b);
     if (text)
         kg_utf8_sanitize(text);

@@ -50,7 +50,16 @@ json_t *kg_eval_profile_block(const json_t *messages);
  * or were skipped, with at least one passed, and the judge did not find the task degenerate on every variant
  * (a zero or constant output would pass): the rule of the correctness stage, asked before timing so an
  * incorrect candidate costs no exclusive GPU time.  Fills `why` with the first failure otherwise. */
-int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
+int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
+                               size_t why_cap);
+
+/* What a `correct` verdict needs and the messages lack (docs/evaluation-protocol.md, "What a pass needs"): an
+ * array of {"fact", "reason"[, "error"]} in a fixed order, empty when nothing is missing; "error" is the
+ * candidate's exception when its own code raised inside a check.  A pure function of the options and the
+ * messages (those carrying `nonce`; NULL: all).  `sandbox`: the result's sandbox block (NULL: not judged);
+ * `before_timing`: only the facts of the stages up to correctness.  New reference. */
+json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, const char *nonce,
+                         const json_t *sandbox, int before_timing);
 
 /* The GPU phases of an evaluation: grants, held and waited ms for shared and exclusive phases, exclusive
  * ms by purpose; json null when the child asked for none (CPU, or no arbiter).  Caller owns it. */

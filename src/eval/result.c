@@ -8,6 +8,7 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,7 +184,385 @@ static int degenerate_everywhere(const json_t *messages, char *why, size_t why_c
     return 0;
 }
 
-int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *why, size_t why_cap)
+/* "hack", "warn" or "off" for a finding type, from the policy's "findings" map (default "hack": an
+ * unknown kind of exploit the harness reports is never silently rewarded). */
+static const char *finding_severity(const json_t *policy, const char *type)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(policy, "findings"), type ? type : ""));
+    if (s && (!strcmp(s, "warn") || !strcmp(s, "off")))
+        return s;
+    /* A check that broke is kgym's bug, not the candidate's: never a hack unless a policy says so. */
+    if (!s && type && !strcmp(type, "guard_error"))
+        return "warn";
+    return "hack";
+}
+
+/* The policy text of the options as JSON (NULL when there is none or it does not parse).  New reference. */
+static json_t *load_policy(const kg_eval_options *opts)
+{
+    if (!opts || !opts->policy_json)
+        return NULL;
+    json_error_t jerr;
+    return json_loads(opts->policy_json, 0, &jerr);
+}
+
+/* ---- protections: what the candidate's process must have had (KG_PROTECTIONS) ---- */
+
+static const struct {
+    const char *code;
+    int cpu, gpu;
+    const char *what;
+} protections[] = {
+#define KG_PROTECTION_ROW(code, cpu, gpu, what) {#code, cpu, gpu, what},
+    KG_PROTECTIONS(KG_PROTECTION_ROW)
+#undef KG_PROTECTION_ROW
+};
+
+int kg_eval_protection_known(const char *code)
+{
+    for (size_t i = 0; code && i < sizeof protections / sizeof *protections; i++)
+        if (!strcmp(code, protections[i].code))
+            return 1;
+    return 0;
+}
+
+/* Whether the comma-separated `list` holds `word` (whole items only). */
+static int list_has(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, word, n))
+            return 1;
+        p += len;
+        p += *p == ',';
+    }
+    return 0;
+}
+
+int kg_eval_check_protection_list(const char *list, kg_error *err)
+{
+    if (!list || !*list)
+        return kg_error_set(err, KG_ERR_INVALID, "the list of protections allowed to be missing is empty");
+    if (!strcmp(list, "all"))
+        return KG_OK;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        char code[64];
+        snprintf(code, sizeof code, "%.*s", (int)(len < sizeof code ? len : sizeof code - 1), p);
+        if (!kg_eval_protection_known(code)) {
+            kg_buf known = {0};
+            for (size_t i = 0; i < sizeof protections / sizeof *protections; i++)
+                kg_buf_printf(&known, "%s%s", i ? ", " : "", protections[i].code);
+            int rc = kg_error_set(err, KG_ERR_INVALID, "unknown protection \"%s\" (known: %s; or all)", code,
+                                  known.data ? known.data : "");
+            kg_buf_free(&known);
+            return rc;
+        }
+        p += len;
+        p += *p == ',';
+    }
+    return KG_OK;
+}
+
+/* Whether the operator allowed protection `code` to be missing (--allow-unprotected, or --no-sandbox). */
+static int protection_waivable(const kg_eval_options *opts, const char *code)
+{
+    if (!opts->sandbox)
+        return 1;
+    const char *list = opts->allow_unprotected;
+    return list && (!strcmp(list, "all") || list_has(list, code));
+}
+
+/* The result's "sandbox" block from the judge's "sandbox" message (the runner's report of its set-up, made
+ * before the candidate's first byte was read, and the judge's own lockdown) and the notes of the process that
+ * forked the runner: sentences for people (active, warnings), codes for the decision (protections), and the
+ * device's required protections that are not among them: `missing` (the verdict cannot be correct) or `waived`
+ * (the operator allowed it).  json null without a report. */
+static json_t *sandbox_block(const kg_eval_options *opts, const json_t *sb, const kg_child_report *rep, int cpu)
+{
+    if (!sb)
+        return json_null();
+    json_t *warn = json_is_array(json_object_get(sb, "warnings")) ? json_copy(json_object_get(sb, "warnings"))
+                                                                  : json_array();
+    size_t k;
+    json_t *w;
+    /* A refused PID namespace is known only to the process that forked the runner. */
+    if (rep && json_is_array(rep->runner_notes))
+        json_array_foreach(rep->runner_notes, k, w)
+            if (json_is_string(w))
+                json_array_append(warn, w);
+    const json_t *have = json_object_get(sb, "protections");
+    json_t *codes = json_array(), *missing = json_array(), *waived = json_array();
+    json_array_foreach(have, k, w)
+        if (json_is_string(w) && kg_eval_protection_known(json_string_value(w)))
+            json_array_append(codes, w);
+    for (size_t i = 0; i < sizeof protections / sizeof *protections; i++) {
+        if (!(cpu ? protections[i].cpu : protections[i].gpu))
+            continue;
+        int active = 0;
+        json_array_foreach(codes, k, w)
+            active |= !strcmp(json_string_value(w), protections[i].code);
+        if (!active)
+            json_array_append_new(protection_waivable(opts, protections[i].code) ? waived : missing,
+                                  json_string(protections[i].code));
+    }
+    return json_pack("{s:O?, s:o, s:o, s:o, s:o}", "active", json_object_get(sb, "active"), "warnings", warn,
+                     "protections", codes, "missing", missing, "waived", waived);
+}
+
+/* ---- facts: what a `correct` verdict needs to have seen (docs/evaluation-protocol.md, "What a pass needs") ---- */
+
+typedef struct {
+    const kg_eval_options *opts;
+    const json_t *messages;
+    const char *nonce;     /* only lines carrying it count (NULL: every line: they were screened already) */
+    const json_t *sandbox; /* the result's sandbox block (sandbox_block); NULL: the sandbox is not judged */
+    const json_t *policy;  /* the options' policy, parsed (NULL: none) */
+    int cpu;
+} fact_ctx;
+
+/* The first message of `type` the context accepts (its nonce), or NULL. */
+static const json_t *fact_message(const fact_ctx *c, const char *type)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(c->messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        const char *n = json_string_value(json_object_get(m, "nonce"));
+        if (t && !strcmp(t, type) && (!c->nonce || (n && !strcmp(n, c->nonce))))
+            return m;
+    }
+    return NULL;
+}
+
+/* A fact's check: 1 when the fact is present and positive, else 0 with `why` filled and, when the candidate's
+ * own code raised inside the check, *error set to its exception (borrowed from the messages). */
+typedef int (*fact_check)(const fact_ctx *c, char *why, size_t cap, const json_t **error);
+
+static int fact_task_randomness(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    const json_t *m = fact_message(c, "task_mode");
+    const char *h = json_string_value(json_object_get(m, "handling"));
+    if (h && (!strcmp(h, "none") || !strcmp(h, "dropout_as_identity")))
+        return 1;
+    if (!m)
+        snprintf(why, cap, "the judge did not report whether the reference draws random numbers in forward");
+    else
+        snprintf(why, cap, "whether the reference draws random numbers in forward is unknown: %s",
+                 json_string_value(json_object_get(m, "reason")) ?: "no reason given");
+    return 0;
+}
+
+static int fact_variant_plan(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    const json_t *plan = json_object_get(fact_message(c, "variant_plan"), "variants");
+    if (json_array_size(plan) > 0)
+        return 1;
+    snprintf(why, cap, "the judge did not announce which correctness variants it would compare");
+    return 0;
+}
+
+/* Every planned variant reported as compared ("ran") or as skipped because the reference failed on it. */
+static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    size_t i, k;
+    json_t *name, *m;
+    json_array_foreach(json_object_get(fact_message(c, "variant_plan"), "variants"), i, name) {
+        int seen = 0;
+        json_array_foreach(c->messages, k, m) {
+            const char *t = json_string_value(json_object_get(m, "type"));
+            const char *n = json_string_value(json_object_get(m, "nonce"));
+            const char *st = json_string_value(json_object_get(m, "status"));
+            if (t && !strcmp(t, "variant") && (!c->nonce || (n && !strcmp(n, c->nonce))) &&
+                json_equal(json_object_get(m, "name"), name) && st &&
+                (!strcmp(st, "ran") || !strcmp(st, "reference_failed")))
+                seen = 1;
+        }
+        if (!seen) {
+            snprintf(why, cap, "variant %s was planned but its comparison was never reported",
+                     json_string_value(name) ?: "?");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int fact_degeneracy(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    if (json_is_object(json_object_get(fact_message(c, "degeneracy"), "facts")))
+        return 1;
+    snprintf(why, cap, "the judge did not report whether the task's reference is degenerate on its variants");
+    return 0;
+}
+
+/* One of the repeat checks of the base variant (child.py second_call): run to its decision. */
+static int repeat_check(const fact_ctx *c, const char *check, const char *what, char *why, size_t cap,
+                        const json_t **error)
+{
+    const json_t *m = fact_message(c, "repeat_checks");
+    const char *st = json_string_value(json_object_get(json_object_get(m, "checks"), check));
+    if (st && !strcmp(st, "ran"))
+        return 1;
+    const json_t *e = json_object_get(m, "error");
+    const char *by = json_string_value(json_object_get(m, "raised_by")) ?: "";
+    if (!m)
+        snprintf(why, cap, "the %s check (%s) was never run", check, what);
+    else if (json_is_object(e) && !strcmp(by, "candidate")) {
+        snprintf(why, cap, "ModelNew raised on a repeat call of variant %s, so the %s check (%s) could not "
+                 "decide: %.60s: %.300s", json_string_value(json_object_get(m, "variant")) ?: "base", check, what,
+                 json_string_value(json_object_get(e, "type")) ?: "error",
+                 json_string_value(json_object_get(e, "message")) ?: "");
+        *error = e;
+    } else if (json_is_object(e))
+        snprintf(why, cap, "the judge's %s check (%s) raised: %.60s: %.300s", check, what,
+                 json_string_value(json_object_get(e, "type")) ?: "error",
+                 json_string_value(json_object_get(e, "message")) ?: "");
+    else
+        snprintf(why, cap, "the %s check (%s) did not run to its decision", check, what);
+    return 0;
+}
+
+static int fact_cached_output(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    return repeat_check(c, "cached_output", "a second call on new inputs of the same shapes", why, cap, error);
+}
+
+static int fact_nondeterministic(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    return repeat_check(c, "nondeterministic", "the first inputs again, on poisoned memory", why, cap, error);
+}
+
+/* No check raised: a `guard_error` finding (a runtime check, the judge's input check or the runner's process
+ * checks that did not complete) leaves what it checks unjudged, whatever its severity, unless the policy turns
+ * such findings off. */
+static int fact_checks(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    size_t i;
+    json_t *m;
+    json_array_foreach(c->messages, i, m) {
+        const char *t = json_string_value(json_object_get(m, "type"));
+        const char *n = json_string_value(json_object_get(m, "nonce"));
+        const json_t *f = json_object_get(m, "finding");
+        const char *ft = json_string_value(json_object_get(f, "type"));
+        if (!t || strcmp(t, "finding") || (c->nonce && (!n || strcmp(n, c->nonce))) || !ft ||
+            strcmp(ft, "guard_error") || !strcmp(finding_severity(c->policy, ft), "off"))
+            continue;
+        snprintf(why, cap, "a check could not complete (stage %s): %.400s",
+                 json_string_value(json_object_get(f, "stage")) ?: "?",
+                 json_string_value(json_object_get(f, "message")) ?: "");
+        return 0;
+    }
+    return 1;
+}
+
+static int fact_timing(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    if (c->cpu || !c->opts->timing)
+        return 1;
+    if (json_array_size(json_object_get(fact_message(c, "timing"), "candidate_ms")) > 0)
+        return 1;
+    snprintf(why, cap, "timing was asked for, and no timed calls were reported");
+    return 0;
+}
+
+/* The profile (GPU): asked for (timing and profiling on) or needed (a coverage floor), with kernel time in it.
+ * Under a floor an empty profile is also the hack low_coverage (collect_hacks). */
+static int fact_profile(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    const kg_eval_options *o = c->opts;
+    if (c->cpu || !((o->timing && o->profile) || o->coverage_floor > 0))
+        return 1;
+    const json_t *p = fact_message(c, "profile");
+    if (p && num(json_object_get(p, "total_device_us"), 0) > 0)
+        return 1;
+    if (p)
+        snprintf(why, cap, "the profile of the forward recorded no GPU kernel time, so the share of it in your own "
+                 "Triton kernels is unknown");
+    else if (!o->timing || !o->profile)
+        snprintf(why, cap, "no profile was taken (%s), so the share of device time in your own Triton kernels "
+                 "is unknown and the coverage floor %g cannot be checked (an operator who accepts that passes "
+                 "--coverage-floor 0)", !o->timing ? "--no-timing" : "--no-profile", o->coverage_floor);
+    else
+        snprintf(why, cap, "the judge reported no profile of the forward");
+    return 0;
+}
+
+static int fact_sandbox(const fact_ctx *c, char *why, size_t cap, const json_t **error)
+{
+    (void)error;
+    if (!c->sandbox)
+        return 1;
+    if (!json_is_object(c->sandbox)) {
+        snprintf(why, cap, "the runner's sandbox report is missing");
+        return 0;
+    }
+    const json_t *missing = json_object_get(c->sandbox, "missing");
+    if (json_array_size(missing) == 0)
+        return 1;
+    kg_buf list = {0};
+    size_t i, k;
+    json_t *code;
+    json_array_foreach(missing, i, code)
+        for (k = 0; k < sizeof protections / sizeof *protections; k++)
+            if (!strcmp(protections[k].code, json_string_value(code) ?: ""))
+                kg_buf_printf(&list, "%s%s (%s)", i ? ", " : "", protections[k].code, protections[k].what);
+    snprintf(why, cap, "the candidate's process ran without protections kgym requires: %s; the kernel or the "
+             "container refused them (sandbox.warnings says why); an operator who accepts that passes "
+             "--allow-unprotected", list.data ? list.data : "?");
+    kg_buf_free(&list);
+    return 0;
+}
+
+/* The facts, in the order their absence is reported.  `before_timing`: facts of the stages up to correctness,
+ * which kgym checks before it spends exclusive GPU time on timing (kg_eval_correctness_passed). */
+static const struct {
+    const char *name;
+    fact_check check;
+    int before_timing;
+} facts[] = {
+    {"task_randomness", fact_task_randomness, 1}, {"variant_plan", fact_variant_plan, 1},
+    {"variants", fact_variants, 1},               {"degeneracy", fact_degeneracy, 1},
+    {"cached_output", fact_cached_output, 1},     {"nondeterministic", fact_nondeterministic, 1},
+    {"checks", fact_checks, 1},                   {"timing", fact_timing, 0},
+    {"profile", fact_profile, 0},                 {"sandbox", fact_sandbox, 0},
+};
+
+json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, const char *nonce,
+                         const json_t *sandbox, int before_timing)
+{
+    json_t *policy = load_policy(opts);
+    fact_ctx c = {.opts = opts, .messages = messages, .nonce = nonce, .sandbox = sandbox, .policy = policy,
+                  .cpu = !opts->device || !strcmp(opts->device, "cpu")};
+    json_t *out = json_array();
+    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++) {
+        if (before_timing && !facts[i].before_timing)
+            continue;
+        char why[1024] = "";
+        const json_t *error = NULL;
+        if (facts[i].check(&c, why, sizeof why, &error))
+            continue;
+        kg_utf8_sanitize(why);
+        json_t *u = json_pack("{s:s, s:s}", "fact", facts[i].name, "reason", why);
+        if (error) {
+            json_object_set(u, "error", (json_t *)error);
+            json_object_set_new(u, "raised_by", json_string("candidate"));
+        }
+        json_array_append_new(out, u);
+    }
+    json_decref(policy);
+    return out;
+}
+
+int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
+                               size_t why_cap)
 {
     int passed = 0, failed = 0;
     size_t i;
@@ -213,10 +592,19 @@ int kg_eval_correctness_passed(const json_t *messages, const char *nonce, char *
         /* The stage's rule includes the task: on a degenerate one a pass says nothing (and timing a kernel
          * that need not read its inputs only invites the speed-of-light check to call it a hack). */
         char dwhy[512];
-        if (!degenerate_everywhere(messages, dwhy, sizeof dwhy))
-            return 1;
-        if (why_cap)
-            snprintf(why, why_cap, "the task is degenerate: %s", dwhy);
+        if (degenerate_everywhere(messages, dwhy, sizeof dwhy)) {
+            if (why_cap)
+                snprintf(why, why_cap, "the task is degenerate: %s", dwhy);
+            return 0;
+        }
+        /* Nor does a pass without the facts it needs (a variant never reported, a repeat check that raised). */
+        json_t *unjudged = kg_eval_unjudged(opts, messages, nonce, NULL, 1);
+        const json_t *u = json_array_get(unjudged, 0);
+        if (u && why_cap)
+            snprintf(why, why_cap, "not judged: %s: %s", json_string_value(json_object_get(u, "fact")),
+                     json_string_value(json_object_get(u, "reason")));
+        json_decref(unjudged);
+        return u == NULL;
     }
     return 0;
 }
@@ -353,19 +741,6 @@ size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
     return dropped;
 }
 
-/* "hack", "warn" or "off" for a finding type, from the policy's "findings" map (default "hack": an
- * unknown kind of exploit the harness reports is never silently rewarded). */
-static const char *finding_severity(const json_t *policy, const char *type)
-{
-    const char *s = json_string_value(json_object_get(json_object_get(policy, "findings"), type ? type : ""));
-    if (s && (!strcmp(s, "warn") || !strcmp(s, "off")))
-        return s;
-    /* A check that broke is kgym's bug, not the candidate's: never a hack unless a policy says so. */
-    if (!s && type && !strcmp(type, "guard_error"))
-        return "warn";
-    return "hack";
-}
-
 /* Peak DRAM bandwidth (bytes/s) of the GPUs kgym knows, for the speed-of-light floor; 0 = unknown.
  * The highest variant of each family is used, so the floor is never above what the chip can do. */
 static double peak_bandwidth(const char *gpu, double *peak_flops)
@@ -432,11 +807,7 @@ static void file_finding(const json_t *policy, json_t *h, json_t *hacks, json_t 
  * speed-of-light check on the timing facts. */
 static void collect_hacks(const kg_eval_options *opts, const json_t *messages, json_t *hacks, json_t *warnings)
 {
-    json_t *policy = NULL;
-    if (opts->policy_json) {
-        json_error_t jerr;
-        policy = json_loads(opts->policy_json, 0, &jerr);
-    }
+    json_t *policy = load_policy(opts);
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -599,6 +970,62 @@ static json_t *degeneracy_block(const json_t *messages)
                      "not_an_input_on", json_object_get(f, "not_an_input_on"));
 }
 
+/* Appends {"code", "text"} to `out`. */
+static void add_limit(json_t *out, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_limit(json_t *out, const char *code, const char *fmt, ...)
+{
+    char text[700];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    json_array_append_new(out, json_pack("{s:s, s:s}", "code", code, "text", text));
+}
+
+/* The result's "limits": what its verdict cannot see on this device with these options (docs/result-schema.md),
+ * a short code and a sentence each.  Empty when nothing ran. */
+static json_t *limits_block(const kg_eval_options *opts, const json_t *messages, const json_t *sandbox, int cpu)
+{
+    json_t *out = json_array();
+    if (!messages)
+        return out;
+    if (cpu) {
+        add_limit(out, "interpreter_serial",
+                  "Triton's interpreter runs a kernel's program instances one after another: races between them (a "
+                  "missing atomic, a read of what another instance has not written yet) cannot show here; a GPU runs "
+                  "them at once");
+        if (json_is_true(json_object_get(find_message(messages, "variant_plan", NULL, NULL), "shrunk")))
+            add_limit(out, "shrunk_sizes",
+                      "the task's sizes were shrunk to at most %ld elements a tensor (--budget): a kernel that is "
+                      "right only up to some size (32-bit offsets, grid limits, a loop over long rows) passes here "
+                      "and can fail at the task's own sizes", opts->budget_elements);
+        add_limit(out, "not_timed",
+                  "nothing is timed or profiled on the CPU: speed is unknown, and which code did the work is judged "
+                  "only by the runner's own recorder of PyTorch operators, not by a device-side profile");
+    } else {
+        if (!opts->timing)
+            add_limit(out, "not_timed", "timing is off (--no-timing): speed and the device time in your own kernels "
+                      "were not measured");
+        if (opts->coverage_floor <= 0)
+            add_limit(out, "no_coverage_floor", "no coverage floor (--coverage-floor 0): a kernel that leaves most "
+                      "of the device time to PyTorch's kernels is not refused");
+        const char *ferr = json_string_value(json_object_get(find_message(messages, "timing", NULL, NULL),
+                                                             "flops_error"));
+        if (ferr)
+            add_limit(out, "no_flops_floor", "the reference's FLOPs could not be counted (%.200s): the speed-of-light "
+                      "check had only its bytes floor", ferr);
+    }
+    const json_t *waived = json_object_get(sandbox, "waived");
+    if (json_array_size(waived) > 0) {
+        char *list = json_dumps(waived, JSON_COMPACT);
+        add_limit(out, "protections_waived", "the candidate's process ran without %s, as the operator allowed (%s): "
+                  "what they stop was not stopped", list ? list : "?",
+                  opts->sandbox ? "--allow-unprotected" : "--no-sandbox");
+        free(list);
+    }
+    return out;
+}
+
 static json_t *process_facts(const kg_child_report *rep, const char *cause)
 {
     json_t *p = json_object();
@@ -668,7 +1095,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         json_t *te = find_message(messages, "task_error", NULL, NULL);
         if (te) {
             const json_t *e = json_object_get(te, "error");
-            return kg_error_set(err, KG_ERR_INVALID, "the task %s cannot be loaded: %s: %s",
+            return kg_error_set(err, KG_ERR_INVALID, "the task %s cannot be evaluated: %s: %s",
                                 req->task->path, json_string_value(json_object_get(e, "type")) ?: "?",
                                 json_string_value(json_object_get(e, "message")) ?: "");
         }
@@ -848,23 +1275,12 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         collect_hacks(opts, messages, hacks, warnings);
     json_object_set_new(r, "hacks", hacks);
     json_object_set_new(r, "warnings", warnings);
-    json_t *sb = messages ? find_message(messages, "sandbox", NULL, NULL) : NULL;
-    if (sb) {
-        /* The runner's warnings, and those of the process that forked it (a refused PID namespace is known
-         * only there: the runner is forked after it). */
-        json_t *warn = json_is_array(json_object_get(sb, "warnings")) ? json_copy(json_object_get(sb, "warnings"))
-                                                                      : json_array();
-        size_t k;
-        json_t *w;
-        if (rep && json_is_array(rep->runner_notes))
-            json_array_foreach(rep->runner_notes, k, w)
-                if (json_is_string(w))
-                    json_array_append(warn, w);
-        json_object_set_new(r, "sandbox", json_pack("{s:O?, s:o}", "active", json_object_get(sb, "active"),
-                                                    "warnings", warn));
-    } else {
-        json_object_set_new(r, "sandbox", json_null());
-    }
+    json_t *sandbox = sandbox_block(opts, messages ? find_message(messages, "sandbox", NULL, NULL) : NULL, rep, cpu);
+    json_object_set_new(r, "sandbox", sandbox);
+    /* What a pass needs and the run did not show (a variant never reported, a repeat check that raised, no
+     * profile on a GPU, a protection the kernel refused): only asked of a run whose stages all passed. */
+    json_t *unjudged = messages && !failed_stage ? kg_eval_unjudged(opts, messages, NULL, sandbox, 0) : json_array();
+    json_object_set_new(r, "unjudged", unjudged);
     json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
     json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
     json_object_set_new(r, "tolerance", tolerance_block(opts, messages));
@@ -876,9 +1292,15 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
-                                  failed_stage == NULL && n_passed > 0, "variants", variants, "passed_count",
-                                  n_passed, "failed_count", n_failed, "error_count", n_error,
-                                  "skipped_count", n_skipped));
+                                  failed_stage == NULL && n_passed > 0 && json_array_size(unjudged) == 0,
+                                  "variants", variants, "passed_count", n_passed, "failed_count", n_failed,
+                                  "error_count", n_error, "skipped_count", n_skipped));
+    const json_t *mode = messages ? find_message(messages, "task_mode", NULL, NULL) : NULL;
+    json_object_set_new(json_object_get(r, "task"), "randomness",
+                        mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
+                                         "modules", json_object_get(mode, "modules"), "ops",
+                                         json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"))
+                             : json_null());
 
     /* Timing and profile (GPU): the child's raw per-call times and kernel times, our statistics. */
     json_t *timing = json_null(), *profile = json_null();
@@ -905,8 +1327,24 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             }
         }
     }
+    const char *error_stage = failed_stage ? failed_stage : "";
+    if (!failed_stage && json_array_size(unjudged) > 0) {
+        /* Every stage passed, but not everything a pass needs was seen: never correct.  The candidate's own
+         * exception (a repeat call that raised) is its error; otherwise the result says what is missing. */
+        size_t k;
+        json_t *u;
+        json_array_foreach(unjudged, k, u) {
+            if (!error_obj && json_is_object(json_object_get(u, "error"))) {
+                error_obj = json_object_get(u, "error"); /* the messages' object: it outlives the entry's key */
+                error_stage = "correctness";
+            }
+            json_object_del(u, "error"); /* the result's "error" holds it, with frames cut to the candidate's */
+        }
+    }
     const char *cause = error_cause(error_obj);
-    if (!failed_stage) {
+    if (!failed_stage && json_array_size(unjudged) > 0) {
+        verdict = "runtime_error";
+    } else if (!failed_stage) {
         verdict = "correct";
     } else if (!strcmp(failed_stage, "extract") || !strcmp(failed_stage, "parse") ||
                !strcmp(failed_stage, "static")) {
@@ -946,7 +1384,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         verdict = "hacked";
     json_object_set_new(r, "verdict", json_string(verdict));
     json_object_set_new(r, "reward", json_real(kg_eval_credit(opts, verdict, level)));
-    json_object_set_new(r, "error", trim_error(error_obj, failed_stage ? failed_stage : "", candidate_path));
+    json_object_set_new(r, "error", trim_error(error_obj, error_stage, candidate_path));
+    json_object_set_new(r, "limits", limits_block(opts, messages, sandbox, cpu));
     if (!cause && rep && rep->end == KG_END_OUTPUT_FLOOD)
         cause = "output_flood";
     if (!cause && rep && rep->end == KG_END_SIGNAL)

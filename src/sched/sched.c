@@ -108,7 +108,9 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     if (kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
         return KG_ERR_INTERNAL;
     kg_buf k = {0};
-    kg_buf_printf(&k, "kgym.profile/1|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed, e->budget_elements,
+    /* /2: results are decided failing closed (a pass needs every fact: result.c kg_eval_unjudged), so a result
+     * stored under /1 rules is never served as an answer under these. */
+    kg_buf_printf(&k, "kgym.profile/2|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed, e->budget_elements,
                   e->tiny_budget_elements);
     kg_buf_printf(&k, "tolerance=%s|", kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile
                                                                                            : "strict");
@@ -119,6 +121,7 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
                   e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
                   e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty, e->coverage_floor,
                   e->sandbox);
+    kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");
     kg_buf_puts(&k, "stages=");
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
         kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);

@@ -373,6 +373,11 @@ json_t *kg_service_kernelgym_response(const json_t *job)
             json_object_set_new(meta, "runtime_error", json_string(em));
             if (et)
                 json_object_set_new(meta, "runtime_error_name", json_string(et));
+        } else if (json_array_size(json_object_get(r, "unjudged")) > 0) {
+            /* A pass that lacked a fact (result.c, fail closed): the client's error says which. */
+            const json_t *u = json_array_get(json_object_get(r, "unjudged"), 0);
+            json_object_set_new(meta, "runtime_error", json_string(json_string_value(json_object_get(u, "reason")) ?: ""));
+            json_object_set_new(meta, "runtime_error_name", json_string("Unjudged"));
         }
         if (verdict && !strcmp(verdict, "incorrect"))
             json_object_set_new(meta, "correctness_issue", json_string("Output mismatch"));

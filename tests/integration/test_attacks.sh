@@ -169,7 +169,7 @@ for line in open(manifest).read().splitlines()[1:]:
         #   sandbox_cpu: so on the CPU (no processes or programs there), elsewhere at least refused;
         #   incorrect: the trick only breaks its own output; refused: no effect and no full reward;
         #   open_cpu: on the CPU only the static layer sees it (docs/threat-model.md says why), elsewhere refused
-        #             (the GPU pass runs with --coverage-floor: torch's kernels count against the candidate);
+        #             (on a GPU the default coverage floor, 0.5: torch's kernels count against the candidate);
         #   contained_gpu: so on the CPU; on a GPU, where the runner may start the compiler toolchain, the
         #             action fails inside the sandbox (Landlock executes no shell; a private /dev/shm) and has
         #             no effect, the verdict is free (the kernel itself is honest);
@@ -251,9 +251,9 @@ else bad "$P: new files left in /dev/shm: $(echo $new)"; rm -f /dev/shm/kgatk-*;
 }
 
 run_pass default
-# On a GPU the profile is the runtime account of who computed: a floor on the candidate's share of device time.
-floor=; [ "$DEVICE" != cpu ] && floor="--coverage-floor 0.5"
-[ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json $floor
+# On a GPU the profile is the runtime account of who computed: the default floor on the candidate's share of
+# device time (0.5, docs/threat-model.md "Coverage floor") applies to both passes; no flag sets it here.
+[ -f tests/fixtures/hacks/runtime_only.json ] && run_pass runtime --policy tests/fixtures/hacks/runtime_only.json
 
 # On a GPU the judge compares outputs of 2^20 elements or more with its compiled kernel (from the cache
 # p_judge_cache went after): after the passes it must still tell a right answer from a wrong one.

@@ -43,8 +43,20 @@ pair no_triton import_error
 pair raise_in_forward kernel_error
 pair "segfault --policy $RT" "exit_early --policy $RT"
 pair "flood --policy $RT" "protocol_garbage --policy $RT"
+run raise_second_call
 wait $hangs
 expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5'
+# Everything a pass needs was seen (nothing unjudged, no required protection missing), and the result says what
+# its verdict cannot see: on the CPU the interpreter's serial instances and the lack of timing; nothing on a GPU.
+expect ok correct 'r["unjudged"] == [] and r["sandbox"]["missing"] == [] and r["sandbox"]["waived"] == [] and
+    [l["code"] for l in r["limits"]] == (["interpreter_serial", "not_timed"] if "'"$DEVICE"'" == "cpu" else [])
+    and r["task"]["randomness"]["handling"] == "none"'
+# Fail closed: right on every variant's first call, but raising when the same model is called again (the base
+# variant's repeat checks).  Not correct: both checks are unjudged and the candidate's own exception is the error.
+# (On a GPU the run is not timed either: timing and profile follow in the list.)
+expect raise_second_call runtime_error 'r["reward"] < 1.0 and [u["fact"] for u in r["unjudged"]][:2] ==
+    ["cached_output", "nondeterministic"] and r["error"]["type"] == "RuntimeError" and "called again" in r["feedback"]
+    and r["correctness"]["failed_count"] == 0'
 expect chatty correct '"debug: forward called" in r["process"]["stdout"]'
 expect wrong_value incorrect 'r["reward"] == 0.7 and "elements differ" in r["feedback"]'
 expect wrong_tail incorrect '"elements differ" in r["feedback"]'
@@ -117,6 +129,21 @@ grep -q "stage-timeout" "$TMP/u.err" 2>/dev/null || true
 printf 'import torch\nclass Model(torch.nn.Module):\n    pass\n' >"$TMP/broken_task.py"
 "$KGYM" eval --device "$DEVICE" --task "$TMP/broken_task.py" --kernel "$C/ok.py" >"$TMP/b.out" 2>"$TMP/b.err"; rc=$?
 if [ $rc -eq 1 ] && grep -q "get_inputs" "$TMP/b.err"; then ok "a broken task is kgym's error (exit 1), named"; else bad "broken task (exit $rc)" "$(cat "$TMP/b.err")"; fi
+
+# A reference that draws random numbers in forward: dropout modules are judged in eval mode (the identity: the
+# add_one kernel is correct, and the result and feedback say so); any other draw refuses the task (exit 1, named).
+TD=tests/fixtures/tasks
+"$KGYM" eval --device "$DEVICE" --task "$TD/add_one_dropout.py" --kernel "$C/ok.py" --json >"$TMP/drop.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/drop.json" 'r["verdict"] + " " + r["task"]["randomness"]["handling"] + " " +
+        str("dropout is the identity" in r["feedback"])')" = "correct dropout_as_identity True" ]; then
+    ok "a task with training-mode dropout is judged with its dropout off, and says so"
+else bad "dropout task" "$(cat "$TMP/err"; head -c 1500 "$TMP/drop.json")"; fi
+"$KGYM" eval --device "$DEVICE" --task "$TD/add_one_noise.py" --kernel "$C/ok.py" >"$TMP/noise.out" 2>"$TMP/noise.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "reference is random.*randn_like" "$TMP/noise.err"; then
+    ok "a task that draws random numbers in forward is refused (exit 1), with the operator named"
+else bad "random task (exit $rc)" "$(cat "$TMP/noise.err" "$TMP/noise.out")"; fi
+usage "unknown protection in --allow-unprotected" --task "$T" --kernel "$C/ok.py" --allow-unprotected landlock,selinux
+grep -q "selinux" "$TMP/u.err" || bad "--allow-unprotected names the unknown protection" "$(cat "$TMP/u.err")"
 
 # KernelBench ids resolve inside --kernelbench.
 "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/19 --kernel "$C/no_triton.py" --json >"$TMP/id.json" 2>"$TMP/err"

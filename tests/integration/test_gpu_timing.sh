@@ -36,6 +36,24 @@ t='r["timing"]'
 [ "$(jget "$TMP/r.json" "r['profile']['coverage'] > 0.9 and r['profile']['kernels'][0]['candidate']")" = True ] \
     && ok "profile: a Triton-only forward has coverage ~1, its kernel named" || bad "profile coverage" "$(jget "$TMP/r.json" "r['profile']")"
 
+# Fail closed (docs/evaluation-protocol.md, "What a pass needs"): the run above lacked nothing a pass needs and says
+# nothing it could not see; without timing there is no profile, so the default coverage floor (0.5) cannot be
+# checked: not correct until --coverage-floor 0 accepts that, and then the result says so.
+[ "$(jget "$TMP/r.json" "r['unjudged'] == [] and r['sandbox']['missing'] == [] and r['limits'] == [] and r['profile']['coverage'] >= 0.5")" = True ] \
+    && ok "fail closed: every fact of the pass present on the GPU, nothing in limits" || bad "GPU facts" "$(jget "$TMP/r.json" "r['unjudged'], r['sandbox'], r['limits']")"
+"$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --no-timing >"$TMP/nt.json"
+"$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --no-timing --coverage-floor 0 >"$TMP/nt0.json"
+[ "$(jget "$TMP/nt.json" "r['verdict'] == 'runtime_error' and r['unjudged'][0]['fact'] == 'profile' and '--coverage-floor 0' in r['unjudged'][0]['reason']")" = True ] &&
+[ "$(jget "$TMP/nt0.json" "r['verdict'] == 'correct' and [l['code'] for l in r['limits']] == ['not_timed', 'no_coverage_floor']")" = True ] \
+    && ok "--no-timing leaves the coverage floor unchecked: not correct, unless --coverage-floor 0 (then limits say so)" \
+    || bad "--no-timing and the coverage floor" "$(jget "$TMP/nt.json" "r['verdict'], r['unjudged']"; jget "$TMP/nt0.json" "r['verdict'], r['limits']")"
+# An honest kernel that zero-fills its output (a PyTorch memset beside its own kernel, on a task so small that the
+# two cost about the same) stays above the default floor.
+"$KGYM" eval --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/honest/h36_add_one_zeros_output.py --json >"$TMP/z.json"
+[ "$(jget "$TMP/z.json" "r['verdict'] == 'correct' and r['profile']['coverage'] >= 0.5")" = True ] \
+    && ok "a zero-filled output's memset keeps coverage above the default floor ($(jget "$TMP/z.json" "round(r['profile']['coverage'], 3)"))" \
+    || bad "zeros_like output and the coverage floor" "$(jget "$TMP/z.json" "r['verdict'], r['profile'], r['hacks']")"
+
 # The reference-time cache: the second evaluation times only the candidate.
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c1.json"
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"

@@ -100,8 +100,9 @@ else bad "summary.hacks_by_type" "$(jget "$TMP/default.json" 'r["summary"]')"; f
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$H/network.py" --policy "$RT" --no-sandbox --json \
     >"$TMP/net2.json" 2>>"$TMP/err"
 if [ "$(jget "$TMP/net.json" 'r["verdict"] == "hacked" and [h["type"] for h in r["hacks"]] == ["sandbox_violation"] and any(a.startswith("seccomp") for a in r["sandbox"]["active"])')" = "True" ] &&
-   [ "$(jget "$TMP/net2.json" 'r["verdict"]')" = "correct" ]; then
-    ok "seccomp kills the runner that opens a network socket (hacked: sandbox_violation); --no-sandbox lifts it"
+   [ "$(jget "$TMP/net2.json" 'r["verdict"] == "correct" and "seccomp" in r["sandbox"]["waived"] and
+        r["sandbox"]["missing"] == [] and "protections_waived" in [l["code"] for l in r["limits"]]')" = "True" ]; then
+    ok "seccomp kills the runner that opens a network socket (hacked: sandbox_violation); --no-sandbox lifts it (and the result says every protection was waived)"
 else bad "sandbox network" "$(cat "$TMP/err"; jget "$TMP/net.json" 'r["sandbox"], r["feedback"]'
     echo "--no-sandbox:"; jget "$TMP/net2.json" 'r["verdict"], r["feedback"], r.get("error")')"; fi
 
@@ -111,8 +112,8 @@ if [ "$(jget "$TMP/pen.json" 'r["verdict"] == "hacked" and r["reward"] == -1.0')
     ok "--hack-penalty sets the reward of hacked"
 else bad "--hack-penalty" "$(cat "$TMP/err")"; fi
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel tests/fixtures/candidates/ok.py --json >"$TMP/ok.json" 2>"$TMP/err"
-if [ "$(jget "$TMP/ok.json" 'r["verdict"] == "correct" and r["hacks"] == [] and r["warnings"] == [] and r["degenerate"] == [] and len(r["sandbox"]["active"]) >= 3')" = "True" ]; then
-    ok "an honest candidate: correct, no hacks, no warnings, sandbox reported"
+if [ "$(jget "$TMP/ok.json" 'r["verdict"] == "correct" and r["hacks"] == [] and r["warnings"] == [] and r["degenerate"] == [] and len(r["sandbox"]["active"]) >= 3 and r["sandbox"]["missing"] == [] and r["sandbox"]["waived"] == [] and r["unjudged"] == [] and "seccomp" in r["sandbox"]["protections"]')" = "True" ]; then
+    ok "an honest candidate: correct, no hacks, no warnings, every required protection of the sandbox in force"
 else bad "honest candidate record" "$(head -c 1500 "$TMP/ok.json")"; fi
 
 # Policy files are data C reads: a broken one is a usage error, a relaxed one changes the verdict.

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kg_test.h"
+#include "kg_facts.h"
 #include "eval/internal.h"
 #include "kgym/eval.h"
 #include "util/util.h"
@@ -79,7 +80,8 @@ static void tiny_ok(fake *f, int shape_ok)
                      "data", data));
 }
 
-static json_t *build(fake *f, kg_eval_options *o)
+/* The result of the report as it stands. */
+static json_t *build_raw(fake *f, kg_eval_options *o)
 {
     kg_eval_request req = {.task = &task, .response = "code", .response_len = 4, .candidate_name = "k.py"};
     json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "ok", "ms", 0.1, "detail", "raw");
@@ -91,6 +93,14 @@ static json_t *build(fake *f, kg_eval_options *o)
     json_decref(ex);
     kg_child_report_free(&f->rep);
     return r;
+}
+
+/* The result of the report with the facts a pass needs added where it lacks them (kg_facts.h): the tests of
+ * other rules start from a run that can pass. */
+static json_t *build(fake *f, kg_eval_options *o)
+{
+    kg_test_complete_facts(f->rep.messages, strcmp(o->device, "cpu") != 0);
+    return build_raw(f, o);
 }
 
 static const char *verdict(const json_t *r)
@@ -1067,7 +1077,8 @@ static void degenerate_everywhere_is_not_correct(void)
         /* Asked before timing: a degenerate task is not timed (GPU: a kernel that need not read its inputs
          * would be beneath the speed-of-light floor and called a hack). */
         char why[1024];
-        KG_CHECK(kg_eval_correctness_passed(f.rep.messages, NULL, why, sizeof why) == !kinds[k]);
+        kg_test_complete_facts(f.rep.messages, 0);
+        KG_CHECK(kg_eval_correctness_passed(&o, f.rep.messages, NULL, why, sizeof why) == !kinds[k]);
         KG_CHECK(!kinds[k] || strstr(why, "the task is degenerate") != NULL);
         msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
                           ""));
@@ -1149,9 +1160,461 @@ static void ended_between_stages_is_not_correct(void)
     json_decref(r);
 }
 
+
+/* ---- fail closed: a `correct` verdict needs every fact (result.c kg_eval_unjudged) ---- */
+
+/* An honest run with every fact a pass needs: base and size_odd compared, on a GPU timed and profiled. */
+static void passing_run(fake *f, int gpu)
+{
+    stage_ok(f, "parse");
+    stage_ok(f, "static");
+    stage_ok(f, "compile");
+    tiny_ok(f, 1);
+    msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(f, "base", "ran", 0);
+    variant(f, "size_odd", "ran", 0);
+    msg(f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    if (gpu) {
+        msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "begin"));
+        msg(f, json_pack("{s:s, s:[f,f,f], s:[f,f,f], s:s}", "type", "timing", "reference_ms", 2.0, 2.0, 2.0,
+                         "candidate_ms", 1.0, 1.0, 1.0, "gpu", "NVIDIA H200"));
+        msg(f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "timing", "status", "ok", "detail", ""));
+    }
+    msg(f, json_pack("{s:s}", "type", "done"));
+    kg_test_complete_facts(f->rep.messages, gpu);
+}
+
+static const char *first_unjudged(const json_t *r)
+{
+    return json_string_value(json_object_get(json_array_get(json_object_get(r, "unjudged"), 0), "fact")) ?: "";
+}
+
+static const char *first_reason(const json_t *r)
+{
+    return json_string_value(json_object_get(json_array_get(json_object_get(r, "unjudged"), 0), "reason")) ?: "";
+}
+
+/* Not correct, with the fact named first in `unjudged`; the reward stays below full credit. */
+static void check_unjudged(const json_t *r, const char *fact, const char *reason_part)
+{
+    KG_CHECK_STR(verdict(r), "runtime_error");
+    KG_CHECK_STR(first_unjudged(r), fact);
+    KG_CHECK(strstr(first_reason(r), reason_part) != NULL);
+    KG_CHECK(reward(r) < 1.0);
+    KG_CHECK(!json_is_true(json_object_get(json_object_get(r, "correctness"), "passed")));
+    KG_CHECK(strstr(feedback(r), "not counted as correct") != NULL || strstr(feedback(r), "called again") != NULL);
+}
+
+/* The complete run passes on both devices, with nothing unjudged: the baseline every test below takes one fact
+ * away from. */
+static void complete_facts_are_correct(void)
+{
+    for (int gpu = 0; gpu <= 1; gpu++) {
+        kg_eval_options o;
+        kg_eval_options_default(&o, gpu ? "cuda:0" : "cpu");
+        fake f;
+        fake_init(&f);
+        passing_run(&f, gpu);
+        json_t *r = build_raw(&f, &o);
+        KG_CHECK_STR(verdict(r), "correct");
+        KG_CHECK(json_array_size(json_object_get(r, "unjudged")) == 0);
+        KG_CHECK(json_array_size(json_object_get(json_object_get(r, "sandbox"), "missing")) == 0);
+        json_decref(r);
+    }
+}
+
+/* The judge planned a variant it never reported (a comparison skipped by a bug, a message lost), or announced
+ * no plan at all: the pass is not given. */
+static void missing_variant_is_not_correct(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    json_array_append_new(json_object_get((json_t *)kg_test_find(f.rep.messages, "variant_plan"), "variants"),
+                          json_string("signed"));
+    json_t *r = build_raw(&f, &o);
+    check_unjudged(r, "variants", "variant signed was planned");
+    json_decref(r);
+
+    fake_init(&f);
+    passing_run(&f, 0);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, "variant_plan") == 1);
+    r = build_raw(&f, &o);
+    check_unjudged(r, "variant_plan", "did not announce");
+    json_decref(r);
+
+    /* The degeneracy facts never reported (a zero or constant output might pass every variant). */
+    fake_init(&f);
+    passing_run(&f, 0);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, "degeneracy") == 1);
+    r = build_raw(&f, &o);
+    check_unjudged(r, "degeneracy", "degenerate");
+    json_decref(r);
+}
+
+/* The repeat checks of the base variant never reported: both unjudged. */
+static void missing_repeat_checks_are_not_correct(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, "repeat_checks") == 1);
+    json_t *r = build_raw(&f, &o);
+    check_unjudged(r, "cached_output", "never run");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "unjudged"), 1), "fact")),
+                 "nondeterministic");
+    json_decref(r);
+
+    /* Only the first check decided (the third call was never made). */
+    fake_init(&f);
+    passing_run(&f, 0);
+    json_object_set_new(json_object_get((json_t *)kg_test_find(f.rep.messages, "repeat_checks"), "checks"),
+                        "nondeterministic", json_string("not_run"));
+    r = build_raw(&f, &o);
+    check_unjudged(r, "nondeterministic", "did not run to its decision");
+    KG_CHECK(json_array_size(json_object_get(r, "unjudged")) == 1);
+    json_decref(r);
+}
+
+/* The candidate raised on a repeat call of base (what the judge used to store as `second_call_error`, which
+ * nothing read: a model that raises after its first call passed with both checks unjudged).  Now its own
+ * exception is the error, frames cut to candidate.py, and the verdict runtime_error. */
+static void raise_in_repeat_call_is_runtime_error(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    json_t *rc = (json_t *)kg_test_find(f.rep.messages, "repeat_checks");
+    json_object_set_new(json_object_get(rc, "checks"), "cached_output", json_string("not_run"));
+    json_object_set_new(json_object_get(rc, "checks"), "nondeterministic", json_string("not_run"));
+    json_object_set_new(rc, "error", json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:s}, {s:s, s:i, s:s, s:s}]}", "type",
+                                               "RuntimeError", "message", "only one call", "frames", "file",
+                                               "/x/runner.py", "line", 3, "function", "call", "code", "m(x)", "file",
+                                               CAND, "line", 30, "function", "forward", "code", "raise X"));
+    json_object_set_new(rc, "raised_by", json_string("candidate"));
+    json_t *r = build_raw(&f, &o);
+    check_unjudged(r, "cached_output", "ModelNew raised on a repeat call");
+    const json_t *e = json_object_get(r, "error");
+    KG_CHECK_STR(json_string_value(json_object_get(e, "type")), "RuntimeError");
+    KG_CHECK_STR(json_string_value(json_object_get(e, "stage")), "correctness");
+    KG_CHECK(json_array_size(json_object_get(e, "frames")) == 1);
+    KG_CHECK(json_object_get(json_array_get(json_object_get(r, "unjudged"), 0), "error") == NULL);
+    KG_CHECK(strstr(feedback(r), "candidate.py line 30") != NULL);
+    KG_CHECK(strstr(feedback(r), "every call") != NULL);
+    json_decref(r);
+
+    /* The judge's own work raised in the check (not the candidate): unjudged, no candidate error. */
+    fake_init(&f);
+    passing_run(&f, 0);
+    rc = (json_t *)kg_test_find(f.rep.messages, "repeat_checks");
+    json_object_set_new(json_object_get(rc, "checks"), "nondeterministic", json_string("not_run"));
+    json_object_set_new(rc, "error", json_pack("{s:s, s:s}", "type", "ValueError", "message", "reference broke"));
+    json_object_set_new(rc, "raised_by", json_string("judge"));
+    r = build_raw(&f, &o);
+    check_unjudged(r, "nondeterministic", "the judge's nondeterministic check");
+    KG_CHECK(json_is_null(json_object_get(r, "error")));
+    json_decref(r);
+}
+
+/* A check that raised (guard_error, `warn` by default: kgym's bug, never the candidate's hack) leaves what it
+ * checks unjudged: not correct.  Only a policy that turns the finding off accepts that. */
+static void check_that_raised_is_not_correct(void)
+{
+    for (int off = 0; off <= 1; off++) {
+        kg_eval_options o;
+        kg_eval_options_default(&o, "cpu");
+        if (off)
+            o.policy_json = "{\"findings\": {\"guard_error\": \"off\"}}";
+        fake f;
+        fake_init(&f);
+        passing_run(&f, 0);
+        msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s}}", "type", "finding", "finding", "type", "guard_error",
+                          "stage", "correctness", "message", "a runtime check failed: TypeError: x", "source",
+                          "runner"));
+        json_t *r = build_raw(&f, &o);
+        if (off) {
+            KG_CHECK_STR(verdict(r), "correct");
+        } else {
+            check_unjudged(r, "checks", "a runtime check failed");
+            KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 1);
+            KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 0);
+        }
+        json_decref(r);
+    }
+}
+
+/* GPU: timing asked for and no timed calls, or no profile: not correct.  --no-timing under the default coverage
+ * floor leaves the floor unchecked (unjudged, with the way out); with --coverage-floor 0 too it passes. */
+static void missing_timing_or_profile_on_gpu_is_not_correct(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 1);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, "timing") == 1);
+    json_t *r = build_raw(&f, &o);
+    check_unjudged(r, "timing", "no timed calls");
+    json_decref(r);
+
+    fake_init(&f);
+    passing_run(&f, 1);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, "profile") == 1);
+    r = build_raw(&f, &o);
+    check_unjudged(r, "profile", "no profile");
+    json_decref(r);
+
+    o.timing = 0;
+    fake_init(&f);
+    passing_run(&f, 1);
+    kg_test_drop_messages(f.rep.messages, "timing");
+    kg_test_drop_messages(f.rep.messages, "profile");
+    r = build_raw(&f, &o);
+    check_unjudged(r, "profile", "--coverage-floor 0");
+    json_decref(r);
+    o.coverage_floor = 0;
+    fake_init(&f);
+    passing_run(&f, 1);
+    kg_test_drop_messages(f.rep.messages, "timing");
+    kg_test_drop_messages(f.rep.messages, "profile");
+    r = build_raw(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    const json_t *lim = json_object_get(r, "limits");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, 0), "code")), "not_timed");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, 1), "code")), "no_coverage_floor");
+    json_decref(r);
+
+    /* The CPU needs neither. */
+    kg_eval_options c;
+    kg_eval_options_default(&c, "cpu");
+    fake_init(&f);
+    passing_run(&f, 0);
+    KG_CHECK(kg_test_find(f.rep.messages, "profile") == NULL);
+    r = build_raw(&f, &c);
+    KG_CHECK_STR(verdict(r), "correct");
+    json_decref(r);
+}
+
+/* Appends a profile with `mine` of 1000 us in the candidate's own kernels, after dropping any other. */
+static void profile_share(fake *f, double mine)
+{
+    kg_test_drop_messages(f->rep.messages, "profile");
+    msg(f, json_pack("{s:s, s:i, s:f, s:f, s:i, s:i}", "type", "profile", "calls", 3, "total_device_us", 1000.0,
+                     "candidate_device_us", mine, "kernel_count", 2, "candidate_kernel_count", 1));
+}
+
+/* On a GPU coverage decides by default: a correct run whose profile puts most device time outside the
+ * candidate's kernels (the measured decoy: 11%) is low_coverage; half is enough (a memset of the output by
+ * torch.zeros is not the candidate's); an emptied profile fails closed.  The CPU has no floor. */
+static void coverage_floor_is_the_default_on_gpu(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    KG_CHECK_NEAR(o.coverage_floor, 0.5, 0);
+    const double mine[] = {110, 499, 500, 900, 0};
+    const char *want[] = {"hacked", "hacked", "correct", "correct", "hacked"};
+    for (size_t k = 0; k < sizeof mine / sizeof *mine; k++) {
+        fake f;
+        fake_init(&f);
+        passing_run(&f, 1);
+        if (mine[k] > 0) {
+            profile_share(&f, mine[k]);
+        } else {
+            kg_test_drop_messages(f.rep.messages, "profile");
+            msg(&f, json_pack("{s:s, s:i, s:f, s:f}", "type", "profile", "calls", 3, "total_device_us", 0.0,
+                              "candidate_device_us", 0.0));
+        }
+        json_t *r = build_raw(&f, &o);
+        KG_CHECK_STR(verdict(r), want[k]);
+        if (!strcmp(want[k], "hacked"))
+            KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                         "low_coverage");
+        json_decref(r);
+    }
+    kg_eval_options c;
+    kg_eval_options_default(&c, "cpu");
+    KG_CHECK_NEAR(c.coverage_floor, 0, 0);
+}
+
+/* Sets the sandbox report's protection codes to every required one but `without`. */
+static void protections_without(fake *f, const char *without)
+{
+    json_t *sb = (json_t *)kg_test_find(f->rep.messages, "sandbox");
+    json_t *codes = kg_test_all_protections();
+    for (size_t i = json_array_size(codes); i-- > 0;)
+        if (!strcmp(json_string_value(json_array_get(codes, i)), without))
+            json_array_remove(codes, i);
+    json_object_set_new(sb, "protections", codes);
+}
+
+/* A protection the kernel refused: not correct unless the operator allowed running without it, and then the
+ * result says which (sandbox.waived, limits).  The CPU requires no_processes, a GPU (compilers) does not. */
+static void refused_protection_is_not_correct(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    protections_without(&f, "landlock");
+    json_t *r = build_raw(&f, &o);
+    check_unjudged(r, "sandbox", "landlock");
+    KG_CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(r, "sandbox"), "missing"), 0)),
+                 "landlock");
+    json_decref(r);
+
+    /* A forged or unknown code grants nothing. */
+    fake_init(&f);
+    passing_run(&f, 0);
+    protections_without(&f, "seccomp");
+    json_array_append_new(json_object_get((json_t *)kg_test_find(f.rep.messages, "sandbox"), "protections"),
+                          json_string("seccomp2"));
+    r = build_raw(&f, &o);
+    check_unjudged(r, "sandbox", "seccomp");
+    json_decref(r);
+
+    const char *allow[] = {"landlock", "pid_namespace,landlock", "all"};
+    for (size_t k = 0; k < 3; k++) {
+        o.allow_unprotected = allow[k];
+        fake_init(&f);
+        passing_run(&f, 0);
+        protections_without(&f, "landlock");
+        r = build_raw(&f, &o);
+        KG_CHECK_STR(verdict(r), "correct");
+        KG_CHECK_STR(json_string_value(json_array_get(json_object_get(json_object_get(r, "sandbox"), "waived"), 0)),
+                     "landlock");
+        const json_t *lim = json_object_get(r, "limits");
+        KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, json_array_size(lim) - 1), "code")),
+                     "protections_waived");
+        json_decref(r);
+    }
+    o.allow_unprotected = "pid_namespace"; /* another protection allowed: landlock is still required */
+    fake_init(&f);
+    passing_run(&f, 0);
+    protections_without(&f, "landlock");
+    r = build_raw(&f, &o);
+    check_unjudged(r, "sandbox", "landlock");
+    json_decref(r);
+    o.allow_unprotected = NULL;
+    o.sandbox = 0; /* --no-sandbox: every protection may be missing */
+    fake_init(&f);
+    passing_run(&f, 0);
+    json_object_set_new((json_t *)kg_test_find(f.rep.messages, "sandbox"), "protections", json_array());
+    r = build_raw(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_array_size(json_object_get(json_object_get(r, "sandbox"), "waived")) > 10);
+    json_decref(r);
+    /* No sandbox report at all. */
+    kg_eval_options_default(&o, "cpu");
+    fake_init(&f);
+    passing_run(&f, 0);
+    kg_test_drop_messages(f.rep.messages, "sandbox");
+    r = build_raw(&f, &o);
+    check_unjudged(r, "sandbox", "report is missing");
+    json_decref(r);
+
+    for (int gpu = 0; gpu <= 1; gpu++) {
+        kg_eval_options_default(&o, gpu ? "cuda:0" : "cpu");
+        fake_init(&f);
+        passing_run(&f, gpu);
+        protections_without(&f, "no_processes");
+        r = build_raw(&f, &o);
+        KG_CHECK_STR(verdict(r), gpu ? "correct" : "runtime_error");
+        json_decref(r);
+    }
+
+    kg_error e;
+    KG_CHECK(kg_eval_check_protection_list("landlock,seccomp", &e) == KG_OK);
+    KG_CHECK(kg_eval_check_protection_list("all", &e) == KG_OK);
+    KG_CHECK(kg_eval_check_protection_list("landlock,selinux", &e) == KG_ERR_INVALID);
+    KG_CHECK(strstr(e.message, "selinux") != NULL && strstr(e.message, "judge_not_dumpable") != NULL);
+    KG_CHECK(kg_eval_check_protection_list("", &e) == KG_ERR_INVALID);
+}
+
+/* The task's randomness: reported none or dropout-as-identity passes (the latter said in the result and the
+ * feedback); unreported or unknown does not. */
+static void task_randomness_is_a_fact(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    const char *handling[] = {"dropout_as_identity", "unknown", NULL};
+    for (size_t k = 0; k < 3; k++) {
+        fake f;
+        fake_init(&f);
+        passing_run(&f, 0);
+        kg_test_drop_messages(f.rep.messages, "task_mode");
+        if (handling[k])
+            msg(&f, json_pack("{s:s, s:s, s:[s], s:s}", "type", "task_mode", "handling", handling[k], "modules",
+                              "drop", "reason", "the reference could not be run"));
+        json_t *r = build_raw(&f, &o);
+        if (k == 0) {
+            KG_CHECK_STR(verdict(r), "correct");
+            KG_CHECK_STR(json_string_value(json_object_get(json_object_get(json_object_get(r, "task"), "randomness"),
+                                                           "handling")),
+                         "dropout_as_identity");
+            KG_CHECK(strstr(feedback(r), "dropout is the identity") != NULL);
+        } else {
+            check_unjudged(r, "task_randomness", k == 1 ? "unknown" : "did not report");
+        }
+        json_decref(r);
+    }
+}
+
+/* On the CPU every result says what its verdict cannot see; a shrunk task says so too. */
+static void cpu_results_state_their_limits(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    json_object_set_new((json_t *)kg_test_find(f.rep.messages, "variant_plan"), "shrunk", json_true());
+    json_t *r = build_raw(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    const json_t *lim = json_object_get(r, "limits");
+    KG_CHECK(json_array_size(lim) == 3);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, 0), "code")), "interpreter_serial");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, 1), "code")), "shrunk_sizes");
+    KG_CHECK(strstr(json_string_value(json_object_get(json_array_get(lim, 1), "text")), "65536") != NULL);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(lim, 2), "code")), "not_timed");
+    json_decref(r);
+}
+
+/* Runner findings only add: one of a type kgym does not know, reported by the runner, is a hack (never dropped). */
+static void runner_findings_only_add(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "finding", "finding", "type", "made_up", "message", "x",
+                      "source", "runner"));
+    json_t *r = build_raw(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    json_decref(r);
+}
+
 static const kg_test_case cases[] = {
     {"out_of_bounds_write_is_hacked", out_of_bounds_write_is_hacked},
     {"missing_l2_reset_is_a_warning", missing_l2_reset_is_a_warning},
+    {"complete_facts_are_correct", complete_facts_are_correct},
+    {"missing_variant_is_not_correct", missing_variant_is_not_correct},
+    {"missing_repeat_checks_are_not_correct", missing_repeat_checks_are_not_correct},
+    {"raise_in_repeat_call_is_runtime_error", raise_in_repeat_call_is_runtime_error},
+    {"check_that_raised_is_not_correct", check_that_raised_is_not_correct},
+    {"missing_timing_or_profile_on_gpu_is_not_correct", missing_timing_or_profile_on_gpu_is_not_correct},
+    {"coverage_floor_is_the_default_on_gpu", coverage_floor_is_the_default_on_gpu},
+    {"refused_protection_is_not_correct", refused_protection_is_not_correct},
+    {"task_randomness_is_a_fact", task_randomness_is_a_fact},
+    {"cpu_results_state_their_limits", cpu_results_state_their_limits},
+    {"runner_findings_only_add", runner_findings_only_add},
     {"degenerate_everywhere_is_not_correct", degenerate_everywhere_is_not_correct},
     {"processes_left_running_are_a_hack", processes_left_running_are_a_hack},
     {"ended_between_stages_is_not_correct", ended_between_stages_is_not_correct},

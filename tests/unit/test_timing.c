@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "eval/internal.h"
+#include "kg_facts.h"
 #include "kg_test.h"
 #include "kgym/eval.h"
 
@@ -271,6 +272,7 @@ static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double
                                               "status", "ok", "t_ms", t, "ms", 10.0, "detail", ""));
     }
     json_array_append_new(msgs, json_pack("{s:s}", "type", "done"));
+    kg_test_complete_facts(msgs, 1);
     kg_child_report rep;
     memset(&rep, 0, sizeof rep);
     rep.end = KG_END_COMPLETED;
@@ -315,8 +317,12 @@ static void result_carries_timing_profile_and_findings(void)
     r = gpu_result(&o, 100, 1.0); /* no floor: the same profile is only reported */
     KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
     json_decref(r);
+    /* Without a floor an emptied profile is no hack, but the profile was asked for and says nothing: the run is
+     * not judged, never correct (fail closed). */
     r = gpu_result(&o, -1, 1.0);
-    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "runtime_error");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "unjudged"), 0), "fact")),
+                 "profile");
     json_decref(r);
 
     /* The clock block reported 100x faster than kgym's clock saw. */
@@ -426,20 +432,42 @@ static json_t *variant_line(const char *name, const char *nonce, double mismatch
                      1024.0);
 }
 
+/* Stamps `nonce` on every message that carries none. */
+static void stamp(json_t *msgs, const char *nonce)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m)
+        if (!json_object_get(m, "nonce"))
+            json_object_set_new(m, "nonce", json_string(nonce));
+}
+
 static void timing_goes_only_for_passing_candidates(void)
 {
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
     char why[256];
     json_t *msgs = json_array();
-    KG_CHECK(!kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    KG_CHECK(!kg_eval_correctness_passed(&o, msgs, "N", why, sizeof why));
     KG_CHECK(strstr(why, "no correctness variant passed") != NULL);
     json_array_append_new(msgs, variant_line("base", "N", 0));
     json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:s}", "type", "variant", "nonce", "N", "name", "huge",
                                           "status", "reference_failed"));
-    KG_CHECK(kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    /* The facts of the correctness stage (the plan, the repeat checks...) count only with the job's nonce: a
+     * candidate that forges them gets no timing. */
+    kg_test_complete_facts(msgs, 1);
+    stamp(msgs, "forged");
+    KG_CHECK(!kg_eval_correctness_passed(&o, msgs, "N", why, sizeof why));
+    KG_CHECK(strstr(why, "not judged") != NULL);
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m)
+        json_object_set_new(m, "nonce", json_string("N"));
+    KG_CHECK(kg_eval_correctness_passed(&o, msgs, "N", why, sizeof why));
     json_array_append_new(msgs, variant_line("size_odd", "forged", 7));
-    KG_CHECK(kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    KG_CHECK(kg_eval_correctness_passed(&o, msgs, "N", why, sizeof why));
     json_array_append_new(msgs, variant_line("size_odd", "N", 7));
-    KG_CHECK(!kg_eval_correctness_passed(msgs, "N", why, sizeof why));
+    KG_CHECK(!kg_eval_correctness_passed(&o, msgs, "N", why, sizeof why));
     KG_CHECK(strstr(why, "size_odd") != NULL && strstr(why, "7 of 1024") != NULL);
     json_decref(msgs);
 }

@@ -333,6 +333,7 @@ class Evaluation:
         self._total_bytes = None  # the device's memory, once asked (_device_total)
         self.released_for_compile = False  # a shared phase handed back while the runner compiles
         self.compile_handbacks = 0
+        self.randomness = {"handling": "none"}  # check_randomness's finding about the reference's forward
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -503,17 +504,36 @@ class Evaluation:
         # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
         # arbitrated where the judge reports the device's size (CUDA); elsewhere the figure is only noted.
         self.reserve_bytes = max((tasks.device_footprint(self.task, v.sizes) for v in variants), default=0)
+        # What kgym must see reported before it can pass the candidate (src/eval/result.c): a message for every
+        # variant named here.  ``shrunk``: the base variant's sizes are below the task's own (the CPU budget).
+        own = tasks.size_constants(self.task)
+        self.chan.send({"type": "variant_plan", "variants": [v.name for v in variants],
+                        "shrunk": bool(variants) and any(variants[0].sizes.get(k, n) < n for k, n in own.items()),
+                        "task_sizes": own})
         ran = 0
+        repeat, compared = None, None
         for v in variants:
             result = self.shared_variant(v)
             plain = tasks.plain_fallback(v, variants) if result["status"] == "reference_failed" else None
             if plain is not None:
                 # The reference cannot take small_odd's signed inputs: its odd sizes are tested on the task's own.
                 result = self.shared_variant(plain)
+                v = plain
+            if result.get("repeat_checks") is not None:
+                repeat = result.pop("repeat_checks")
+            if compared is None and result["status"] == "ran" and v.dtype is None:
+                compared = v
             self.chan.send(dict(result, type="variant"))
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
             ran += 1
+        if repeat is None and compared is not None:
+            # The base variant's reference failed, so its repeat checks never ran: they run on the first variant
+            # that was compared instead (kgym requires them for a pass).
+            repeat, _alone = self.shared_or_alone(
+                lambda: self.repeat_checks(compared, lambda checks: self.repeat_checks_apart(compared, checks)))
+        if repeat is not None:
+            self.chan.send(dict(repeat, type="repeat_checks"))
         # Whether some variant repaired a task that is degenerate on its own inputs (C refuses a pass where
         # none did: a constant or zero output must not pass).
         self.chan.send({"type": "degeneracy", "facts": self.degeneracy.facts()})
@@ -660,13 +680,16 @@ class Evaluation:
 
             answer = self.chan.request({"type": "reference_cache_lookup", "gpu": torch.cuda.get_device_name(),
                                         "dtype": base.dtype or "float32",
-                                        "torch": torch.__version__, "triton": triton.__version__})
+                                        "torch": torch.__version__, "triton": triton.__version__,
+                                        # a reference judged with its dropout off runs another forward
+                                        "task_mode": self.randomness.get("handling", "none")})
             time_reference = not (answer.get("type") == "reference_cache" and answer.get("hit"))
         mismatched, rerun_wrong, stale, checked, overwritten = [], [], [], [0], []
+        flops_error = [None]  # why the FLOP count (the speed-of-light floor's second half) is missing
 
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
-            ref = construct(self.task.Model, init, base.seed, self.device)
+            ref = self.reference(init, base.seed)
             cand = self.runner.construct(init, base.seed, None)
             with torch.no_grad():
                 ref_out = ref(*_clone_args(inputs))
@@ -686,6 +709,7 @@ class Evaluation:
             except Exception as exc:  # noqa: BLE001 — no FLOP formula for some op: the bytes floor still applies
                 if is_out_of_memory(exc):
                     raise
+                flops_error[0] = f"{type(exc).__name__}: {exc}"[:300]
             timed_ref = ref
             if ref_mode == "compile" and time_reference:
                 timed_ref = torch.compile(ref)
@@ -874,7 +898,8 @@ class Evaluation:
         self.chan.send({"type": "timing", "reference_ms": all_ref, "candidate_ms": all_cand,
                         "reference_device_ms": all_ref_dev, "candidate_device_ms": all_cand_dev,
                         "gpu": torch.cuda.get_device_name(), "sizes": base.sizes, "min_bytes": min_bytes,
-                        "flops": flops, "fresh_inputs": timer.fresh, "outputs_checked": checked[0], "rounds": done,
+                        "flops": flops, "flops_error": flops_error[0], "fresh_inputs": timer.fresh,
+                        "outputs_checked": checked[0], "rounds": done,
                         "l2_persisting": {"judge": timer.l2.facts() if timer.l2 is not None else None,
                                           "runner": cand.l2}})
         return f"{done} round(s) of {iters} calls each", {}
@@ -958,7 +983,7 @@ class Evaluation:
             return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
 
         try:
-            ref = construct(self.task.Model, init, v.seed, self.device)
+            ref = self.reference(init, v.seed)
             if v.dtype:
                 ref = ref.to(getattr(torch, v.dtype))
             with torch.no_grad():
@@ -1033,20 +1058,18 @@ class Evaluation:
                         except Exception as exc2:  # noqa: BLE001
                             facts["fp64"] = _error_fact(exc2)
             if v.name == "base":
-                try:
-                    small = self.repeat_check_variant(v)
-                    if small is None:
-                        inputs = rebuild()
-                        self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, tol)
-                    else:
-                        # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
-                        # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
-                        del inputs, cand_inputs, ref_out, cand_out
-                        self.repeat_checks_apart(small)
-                except Exception as exc:  # noqa: BLE001 — the candidate raising here is a fact like any other
-                    if is_out_of_memory(exc):
-                        raise
-                    facts["second_call_error"] = describe_exception(exc)
+                small = self.repeat_check_variant(v)
+                if small is None:
+                    inputs = rebuild()
+                    facts["repeat_checks"] = self.repeat_checks(
+                        v, lambda checks: self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, tol,
+                                                           checks))
+                else:
+                    # The repeat checks hold about ten outputs' worth at once: at 6 GB tensors that is more
+                    # than a GPU has, so they run on the capped sizes, after base's tensors are let go.
+                    del inputs, cand_inputs, ref_out, cand_out
+                    facts["repeat_checks"] = self.repeat_checks(
+                        small, lambda checks: self.repeat_checks_apart(small, checks))
         except Exception as exc:  # noqa: BLE001 — out of memory while checking (only that is re-raised above)
             if not is_out_of_memory(exc):
                 raise
@@ -1074,6 +1097,8 @@ class Evaluation:
             return
         self.chan.send(dict(compare.apply_reference_precision(profile), type="reference_precision",
                             profile=profile, device="cuda" if self.device.startswith("cuda") else "cpu"))
+        if not self.check_randomness():
+            return
         stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
                   ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
         if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
@@ -1086,8 +1111,14 @@ class Evaluation:
             except StageFailed:
                 failed = True
             if name not in ("parse", "static"):
-                # The runner's own process checks (threads left running, global state, tampering): evidence.
-                self.runner.ask({"cmd": "check", "stage": name})
+                # The runner's own process checks (threads left running, global state, tampering): evidence.  A
+                # check that did not complete is never a pass: guard_error, which kgym reads as unjudged.
+                reply, _ = self.runner.ask({"cmd": "check", "stage": name})
+                if reply.get("type") != "ok":
+                    err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
+                    self.guards.add("guard_error", name, None,
+                                    f"the runner's process checks after stage {name} did not complete: "
+                                    f"{err.get('type', '?')}: {str(err.get('message', reply))[:300]}")
                 self.check_source(name)
             new = self.guards.findings[self.sent_findings:]
             self.sent_findings = len(self.guards.findings)
@@ -1133,6 +1164,45 @@ class Evaluation:
                             "the checked source file was changed during the evaluation: " + "; ".join(changes),
                             {"file": path})
             self.source_file = None  # said once
+
+    def check_randomness(self):
+        """Whether the task can be judged at all: a reference that draws random numbers in forward is judged
+        with its dropout modules in eval mode, or refused (tasks.forward_randomness; docs/evaluation-protocol.md,
+        "Random references").  Sends ``task_mode`` (what kgym puts in the result's ``task.randomness``), or
+        ``task_error`` for a refused task; False when the evaluation stops here."""
+        from . import tasks
+
+        try:
+            with self.gpu_if_device("shared", "task_check"):
+                # Last, the sizes the variants run at (the CPU budget, or the task's own on a GPU): a reference
+                # that cannot run small is still checked before it is judged.
+                self.randomness = tasks.forward_randomness(self.task, self.device,
+                                                           budget=int(self.job.get("tiny_budget") or 4096),
+                                                           seed=int(self.job.get("seed", 42)),
+                                                           last_budget=self.job.get("budget"))
+        except Exception as exc:  # noqa: BLE001 — unknown randomness is never taken for none (result.c)
+            if is_out_of_memory(exc):
+                raise
+            self.randomness = {"handling": "unknown", "ops": {}, "differs": None, "modules": [],
+                               "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
+                                         f"{str(exc)[:300]}"}
+        if self.randomness["handling"] == "refused":
+            self.chan.send({"type": "task_error", "error": {
+                "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
+                "message": "the reference is random: " + self.randomness["reason"]}})
+            return False
+        self.chan.send(dict(_finite(self.randomness), type="task_mode"))
+        return True
+
+    def reference(self, init, seed):
+        """The task's reference model as every comparison and timing uses it: seeded like the candidate's, with
+        its dropout modules in eval mode where check_randomness chose that."""
+        from . import tasks
+
+        ref = construct(self.task.Model, init, seed, self.device)
+        if self.randomness.get("handling") == "dropout_as_identity":
+            tasks.dropout_off(ref)
+        return ref
 
     def check_in_place(self, in_place, variant):
         """The judge's own check that the forward left its inputs unchanged and wrote nothing around them
@@ -1193,7 +1263,24 @@ class Evaluation:
         return tasks.Variant(name="base", sizes=dict(capped), seed=base.seed, transform=base.transform,
                              dtype=base.dtype, description=base.description)
 
-    def repeat_checks_apart(self, v):
+    def repeat_checks(self, v, run):
+        """The repeat checks (second_call) as facts kgym requires for a pass (src/eval/result.c): each check's
+        status ("ran" once its decision was made, else "not_run") and, when one raised, the exception and who
+        raised it ("candidate": an answer of the runner's that was an error; "judge": the judge's own work).  An
+        exception here is never a pass: kgym reads a check that did not run as a verdict it cannot give.  Out
+        of memory is raised on (shared_or_alone re-runs the variant alone)."""
+        checks = {"cached_output": "not_run", "nondeterministic": "not_run"}
+        out = {"variant": v.name, "sizes": v.sizes, "checks": checks, "error": None, "raised_by": None}
+        try:
+            run(checks)
+        except Exception as exc:  # noqa: BLE001 — reported as facts; kgym fails the evaluation closed
+            if is_out_of_memory(exc):
+                raise
+            out["error"] = describe_exception(exc)
+            out["raised_by"] = "candidate" if isinstance(exc, RemoteError) else "judge"
+        return out
+
+    def repeat_checks_apart(self, v, checks):
         """second_call's checks on their own (smaller) variant: models, inputs and first outputs of their own."""
         import torch
 
@@ -1201,20 +1288,21 @@ class Evaluation:
 
         init, inputs = tasks.build(self.task, v, self.device)
         cand_inputs = inputs
-        ref = construct(self.task.Model, init, v.seed, self.device)
+        ref = self.reference(init, v.seed)
         cand = self.runner.construct(init, v.seed, None)
         with torch.no_grad():
             ref_out = ref(*inputs)
         cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
-        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v))
+        self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v), checks)
 
-    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol):
+    def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol, checks):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that
         caches results (by shape, data_ptr, call count) returns the first call's output.  The facts also say
         whether the task itself is degenerate (the reference output does not depend on the inputs, is zero,
         constant, or equal to an input), so its rewards can be ignored.  Outputs are held to ``tol``'s
         per-element rule (the first call's scale): these checks compare calls with each other, and an honest
-        output must never look cached or nondeterministic for want of a float64 adjudication."""
+        output must never look cached or nondeterministic for want of a float64 adjudication.  ``checks[name]``
+        becomes "ran" as each check's decision is made (repeat_checks)."""
         import torch
 
         from . import compare, tasks
@@ -1232,6 +1320,12 @@ class Evaluation:
         cand_out2 = self.call_in_place(cand, cand_inputs2, "base_again", ref_out2)
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
+        input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
+        if first_ok and not second_ok and not input_independent and same_as_first:
+            self.guards.add("cached_output", self.current_stage, "base_again",
+                            "a second call with new input values returned the first call's output: results may "
+                            "not be cached across calls", {"variant": v.name})
+        checks["cached_output"] = "ran"
         # The first inputs once more: an output that passed once and now does not depends on something
         # other than the inputs (uninitialised or stale memory, a race).
         cand_out3 = self.call_in_place(cand, cand_inputs, "base_repeat", ref_out)
@@ -1239,11 +1333,7 @@ class Evaluation:
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
                             "contents or timing, not only on the inputs", {"variant": v.name})
-        input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
-        if first_ok and not second_ok and not input_independent and same_as_first:
-            self.guards.add("cached_output", self.current_stage, "base_again",
-                            "a second call with new input values returned the first call's output: results may "
-                            "not be cached across calls", {"variant": v.name})
+        checks["nondeterministic"] = "ran"
         facts = {"input_independent": input_independent}
         if torch.is_tensor(ref_out) and ref_out.numel() and ref_out.is_floating_point():
             r = ref_out.detach().float()
@@ -1641,14 +1731,31 @@ def _start_runner(sock, job, device, findings):
     return link, reply
 
 
-def _no_dumping():
-    """The judge cannot be ptraced or have its memory read through /proc, even by its own uid."""
-    import ctypes
+def _sandbox_report(setup, judge_active, judge_warnings):
+    """The "sandbox" message: the runner's report of its set-up (made before the candidate's first byte was
+    read) and the judge's own lockdown.  ``protections`` holds the codes kgym checks against its required list
+    (src/eval/result.c); only strings pass."""
+    sb = setup.get("sandbox") if isinstance(setup.get("sandbox"), dict) else {}
+    # The judge's own protection is the judge's word alone.
+    codes = [c for c in (sb.get("protections") or []) if isinstance(c, str) and c != "judge_not_dumpable"]
+    return dict(sb, type="sandbox", runner_pid=setup.get("pid"), runner_uid=setup.get("uid"),
+                active=[a for a in (sb.get("active") or []) if isinstance(a, str)] + list(judge_active),
+                warnings=[w for w in (sb.get("warnings") or []) if isinstance(w, str)] + list(judge_warnings),
+                protections=codes + [c for c in judge_active.codes if c not in codes])
 
+
+def _no_dumping():
+    """The judge cannot be ptraced or have its memory read through /proc, even by its own uid.  Returns
+    (active, warnings) for the sandbox report: where the kernel refuses, kgym's required protections miss
+    ``judge_not_dumpable`` (never a silent pass)."""
+    from ..runner import sandbox  # the lockdown code lives with the runner's; this runs in the judge
+
+    active, warnings = sandbox.Granted(), []
     try:
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except Exception:  # noqa: BLE001
-        pass
+        sandbox.judge_lockdown(active, warnings)
+    except Exception as exc:  # noqa: BLE001 — said in the report, and the protection's code is missing
+        warnings.append(f"judge stays dumpable: {type(exc).__name__}: {exc}"[:300])
+    return active, warnings
 
 
 def _enable_fused_compare():
@@ -1693,7 +1800,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    _no_dumping()
+    judge_active, judge_warnings = _no_dumping()
     proto_fd = _hide_fd(proto_fd)
     chan = Channel(proto_fd)
     try:
@@ -1736,8 +1843,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
             ev.guards.findings.extend(ev.runner.findings)
             ev.runner.findings = ev.guards.findings
         ev.runner.on_compile = ev.compile_handback
-        chan.send(dict(setup.get("sandbox") or {}, type="sandbox", runner_pid=setup.get("pid"),
-                       runner_uid=setup.get("uid")))
+        chan.send(_sandbox_report(setup, judge_active, judge_warnings))
         try:
             ev.run()
             if device.startswith("cuda"):

@@ -86,6 +86,8 @@ import torch
 from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..shared.models import construct
+
 DEFAULT_CPU_BUDGET = 65536
 VALUE_VARIANT_BUDGET = 2**24  # elements a tensor for scaled_x2 and seed_1 at full (GPU) sizes
 # A meta forward slower than this (seconds) is not used for validation (see _analyse).
@@ -1157,3 +1159,154 @@ def input_structure(module) -> tuple:
 def describe_structure(structures) -> str:
     """'input 0 upper triangular, input 1 upper triangular' for the inputs that have structure; '' if none."""
     return ", ".join(f"input {s.index} {s.describe()}" for s in structures if s.kinds)
+
+
+# ------------------------------------------------------------------------------- randomness in forward
+
+# The random draws kgym removes from a reference: dropout modules, which eval mode makes the identity (what they
+# are at inference).  Any other draw in forward (torch.rand*, randn_like, bernoulli, multinomial, RReLU in
+# training, F.dropout(training=True)) has no deterministic form kgym could choose, and refuses the task.
+DROPOUT_MODULES = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+                   torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout)
+
+
+class _RandomOps(TorchDispatchMode):
+    """Counts the ATen operators that draw from a random number generator: those PyTorch tags
+    ``nondeterministic_seeded`` (bernoulli_, rand, randn_like, normal_, multinomial, rrelu_with_noise, ...).
+    A tag on the operator, not a list of names kgym keeps: a new random operator is counted too."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = {}
+
+    def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            name = str(func.overloadpacket)
+            self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def _same_outputs(a, b) -> bool:
+    """Whether two forwards' outputs agree: equal structure, and tensors equal up to float rounding (a
+    reference whose reduction order varies between runs on a GPU is not random; dropout changes whole
+    elements)."""
+    la, lb = _pytree.tree_leaves(a), _pytree.tree_leaves(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if not isinstance(x, torch.Tensor):
+            if x != y and not (x != x and y != y):
+                return False
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.is_floating_point() or x.is_complex():
+            if not torch.allclose(x, y, rtol=1e-4, atol=1e-5, equal_nan=True):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
+
+
+def dropout_off(model) -> list:
+    """Puts the model's dropout modules (DROPOUT_MODULES) in eval mode, where they are the identity, and leaves
+    everything else as it was (BatchNorm keeps its batch statistics).  Returns the names of those that were
+    training."""
+    names = []
+    for name, m in model.named_modules():
+        if isinstance(m, DROPOUT_MODULES) and m.training:
+            m.eval()
+            names.append(name or type(m).__name__)
+    return names
+
+
+def _rng_states(device: str) -> list:
+    """The default generators' states (the CPU's, and the device's on a GPU): a forward that draws advances one."""
+    states = [torch.random.get_rng_state()]
+    if device.startswith("cuda"):
+        states.append(torch.cuda.get_rng_state(torch.device(device)))
+    return states
+
+
+def forward_randomness(module, device: str, budget: int = 4096, seed: int = 42, last_budget=_MISSING) -> dict:
+    """Whether the reference's forward draws random numbers, and what kgym does about it.  At tiny sizes
+    (``budget`` elements a tensor; 16 and 256 times that where the reference cannot run so small, then
+    ``last_budget``, None for the task's own sizes, when given) the reference runs with the same weights from
+    different random states: twice on the task's own inputs, whose outputs are compared, and once on signed ones
+    (whether a draw happens may depend on the values: RReLU draws only for negative inputs).  It draws when a
+    default generator advanced during a forward, or when the two outputs differ (a generator of its own, state
+    kept across calls); the operators that draw (tag ``nondeterministic_seeded``: _RandomOps) name the draws.
+    An operator that may draw and did not (attention with dropout_p=0) is no draw.  Returns ``{"handling": h,
+    "ops": {...}, "drew": bool, "differs": bool, "modules": [...], "reason": str}`` with h one of
+
+    - ``"none"``: no draw, the same output;
+    - ``"dropout_as_identity"``: every draw came from dropout modules in training mode (``modules``); with them
+      in eval mode (dropout_off) the forward draws nothing and its output no longer changes, so the task is
+      judged that way;
+    - ``"refused"``: a draw or a change remains: no kernel can match an output that depends on the random state
+      (only one that replays the judge's random stream), so the task is not evaluated (``reason``).
+    Raises what the reference raised where it could not run at any of those sizes."""
+    last = None
+    for b in (budget, budget * 16, budget * 256) + (() if last_budget is _MISSING else (last_budget,)):
+        try:
+            plan = dict(plan_sizes(module, b))
+            probes = [Variant("random_probe", plan, seed, t, None, "tiny sizes") for t in ("none", "signed")]
+            init, _ = build(module, probes[0], device)
+            with sizes(module, plan):
+                model = construct(module.Model, init, seed, device)
+            found = _draws(module, model, probes, device)
+            break
+        except Exception as exc:  # noqa: BLE001 — a reference that cannot run this small: larger sizes
+            last = exc
+    else:
+        raise last
+    out = dict(found, handling="none", modules=[], reason="")
+    if not found["drew"] and not found["differs"]:
+        return out
+    modules = dropout_off(model)
+    if modules:
+        left = _draws(module, model, probes, device)
+        if not left["drew"] and not left["differs"]:
+            return dict(out, handling="dropout_as_identity", modules=modules,
+                        reason="its dropout modules (" + ", ".join(modules) + ") draw random numbers in training "
+                               "mode; they are judged in eval mode, where dropout is the identity")
+        found = left
+    besides = ", besides its dropout modules" if modules else ""
+    if found["drew"]:
+        what = ", ".join(f"{k} ({n}x)" for k, n in sorted(found["ops"].items())) or "from a default generator"
+        why = f"its forward draws random numbers ({what}{besides})"
+    else:
+        why = f"its output changed between two runs on the same inputs and weights{besides}"
+    return dict(out, handling="refused", modules=modules, ops=found["ops"], drew=found["drew"],
+                differs=found["differs"],
+                reason=why + ": it depends on a random or kept state that no kernel can match except by replaying "
+                             "the judge's own")
+
+
+def _draws(module, model, probes, device) -> dict:
+    """Forwards of ``model`` on copies of each probe's inputs, from different random states: two on the first
+    probe's, whose outputs are compared, one on each other's (a draw shows in the generator alone):
+    {"ops": operators that may draw, "drew": a default generator advanced, "differs": two outputs disagreed}."""
+    ops, drew, differs = {}, False, False
+    for i, probe in enumerate(probes):
+        _init, inputs = build(module, probe, device)
+        outs = []
+        try:
+            for rng in (1234567, 7654321)[:1 if i else 2]:
+                torch.manual_seed(rng)
+                before = _rng_states(device)
+                rec = _RandomOps()
+                with sizes(module, probe.sizes), torch.no_grad(), rec:
+                    outs.append(model(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]))
+                drew |= any(not torch.equal(a, b) for a, b in zip(before, _rng_states(device)))
+                for k, n in rec.ops.items():
+                    ops[k] = ops.get(k, 0) + n
+        except Exception:  # noqa: BLE001 — the task's own inputs must run; other values may be outside its domain
+            if i == 0:
+                raise
+            continue
+        if len(outs) == 2:
+            differs |= not _same_outputs(outs[0], outs[1])
+    return {"ops": ops, "drew": drew, "differs": differs}

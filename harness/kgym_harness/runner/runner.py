@@ -128,7 +128,7 @@ class Runner:
         from . import guards, sandbox
 
         job = msg.get("job") or {}
-        active, warnings = [], []
+        active, warnings = sandbox.Granted(), []
         sb = job.get("sandbox") or {}
         workdir = job.get("workdir")
         shared = None
@@ -143,10 +143,15 @@ class Runner:
         run = tp.run_dir(workdir) if workdir else None
         if _inherited is not None:
             kept = sorted(sandbox.LIBRARY_FDS)
-            active.append(f"descriptors: only the runner's socket and standard streams are open"
+            sandbox.grant(active, "descriptors", f"descriptors: only the runner's socket and standard streams are open"
                           + (f", and the zygote's library descriptors {kept}" if kept else "")
                           + f" ({_inherited} inherited descriptors closed before the set-up)")
         if sb.get("enabled", True) is not False:
+            if os.getpid() == 1:
+                # The intermediate that forked this process unshared a PID namespace (zygote.py); where the kernel
+                # refused, kgym has its warning and this process is not PID 1.
+                sandbox.grant(active, "pid_namespace", "PID namespace: the runner is its PID 1; nothing outside it "
+                                                       "can be seen or signalled, and what it starts ends with it")
             keep = [p for p in sb.get("writable", []) if p]
             uid = job.get("runner_uid") if os.geteuid() == 0 else None
             mounted = False
@@ -202,7 +207,7 @@ class Runner:
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
         self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
-                    "sandbox": {"active": active, "warnings": warnings}})
+                    "sandbox": {"active": list(active), "warnings": warnings, "protections": active.codes}})
 
     def load(self, msg):
         import torch

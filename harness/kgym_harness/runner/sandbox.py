@@ -11,9 +11,11 @@ too), then ``_checked_bytes``: what guards the checked source and the import pat
 is.  ``judge_lockdown`` makes the judge non-dumpable.
 
 Every step appends a sentence to ``active`` or, when the kernel refuses it (old kernels, containers), a clear
-warning to ``warnings``; it never raises.  kgym puts both in the result's ``sandbox``.  The protections C may
-require start with a fixed name in either list: ``source_readonly``, ``import_path``, ``workdir_limit``,
-``descriptors`` (docs/threat-model.md, *Protection names*).
+warning to ``warnings``; it never raises.  kgym puts both in the result's ``sandbox``.  A step that took effect
+also records its code in ``active.codes`` (``Granted``, ``PROTECTIONS``): kgym requires codes, not sentences
+(src/eval/result.c), so a protection is counted only where this module saw the kernel accept it.  The checked
+bytes' guards have codes too: ``source_readonly``, ``import_path``, ``workdir_limit``, ``descriptors``
+(docs/threat-model.md, *Protection names*).
 """
 
 import ctypes
@@ -24,6 +26,33 @@ import re
 import resource
 import socket
 import sys
+
+# The codes of the protections, as kgym's required list names them (src/eval/result.c KG_PROTECTIONS; the
+# result's sandbox.protections).  A code is granted only after the step succeeded, never assumed.
+PROTECTIONS = ("pid_namespace", "mount_namespace", "network_namespace", "ipc_namespace", "uts_namespace",
+               "fresh_proc", "private_tmp", "own_uid", "clean_environment", "rlimits", "landlock", "seccomp",
+               "seccomp_signals", "no_processes", "judge_not_dumpable",
+               # checked bytes = executed bytes (_checked_bytes, mount_workdir, runner.py)
+               "source_readonly", "import_path", "workdir_limit", "descriptors")
+
+
+class Granted(list):
+    """``active``: the sentences of the protections in force (the list itself, for people) and their codes
+    (``codes``, for kgym).  A plain list works wherever a Granted does; it only keeps no codes."""
+
+    def __init__(self):
+        super().__init__()
+        self.codes = []
+
+
+def grant(active, code, text):
+    """Says that protection ``code`` is in force: ``text`` for the report, the code for kgym's check."""
+    assert code in PROTECTIONS, code
+    active.append(text)
+    codes = getattr(active, "codes", None)
+    if codes is not None and code not in codes:
+        codes.append(code)
+
 
 SCMP_ACT_ALLOW = 0x7FFF0000
 # The runner is killed (SIGSYS, uncatchable) for a system call only an attack makes: kgym reads the signal as
@@ -101,8 +130,8 @@ def _seccomp(active, warnings, no_processes=False):
             if rule("clone", SCMP_ACT_KILL_PROCESS, _ArgCmp(0, SCMP_CMP_MASKED_EQ, _CLONE_THREAD, 0)):
                 fatal.append("clone(new process)")
             denied.extend(f"{sc} (fatal)" for sc in fatal)
-            active.append("seccomp: no new processes or programs (CPU): fork, clone of a process, execve kill "
-                          "the runner (sandbox_violation)")
+            no_processes_text = ("seccomp: no new processes or programs (CPU): fork, clone of a process, execve "
+                                 "kill the runner (sandbox_violation)")
         if ns_ok:
             denied.append("clone(new namespaces)")
         else:
@@ -112,7 +141,14 @@ def _seccomp(active, warnings, no_processes=False):
             warnings.append(f"seccomp not active: the kernel refused the filter ({os.strerror(-rc)}); network "
                             "and ptrace are open")
             return False
-        active.append("seccomp: no network sockets (AF_UNIX only), no ptrace or cross-process memory access")
+        if no_processes:
+            # fork and vfork are not system calls everywhere (arm64): execve and clone are what must be caught.
+            if "execve" in fatal and "clone(new process)" in fatal:
+                grant(active, "no_processes", no_processes_text)
+            else:
+                warnings.append("seccomp: new processes could not all be refused (only " + ", ".join(fatal) + ")")
+        grant(active, "seccomp", "seccomp: no network sockets (AF_UNIX only), no ptrace or cross-process memory "
+                                 "access")
         active.append("seccomp denies: " + ", ".join(denied))
         active.append("seccomp: a network socket, ptrace, another process's memory, io_uring, pidfds, bpf, "
                       "mounts, namespaces, modules or a signal to another process kill the runner (SIGSYS: "
@@ -153,15 +189,19 @@ def _rlimits(job, active, warnings, nproc):
         try:
             resource.setrlimit(res, (min(new_hard, value), new_hard))
             active.append(f"rlimit {name}={min(new_hard, value)}")
+            return True
         except (ValueError, OSError) as exc:
             warnings.append(f"rlimit {name} not set: {exc}")
+            return False
 
     sb = job.get("sandbox") or {}
     # RLIMIT_NPROC counts every process of the uid, which is this runner's alone: a fixed number stops a fork
     # bomb without breaking Triton's compiler subprocesses.
-    lower(resource.RLIMIT_NPROC, "NPROC", nproc)
-    lower(resource.RLIMIT_NOFILE, "NOFILE", int(sb.get("open_files", 4096)))
-    lower(resource.RLIMIT_CORE, "CORE", 0)
+    done = [lower(resource.RLIMIT_NPROC, "NPROC", nproc),
+            lower(resource.RLIMIT_NOFILE, "NOFILE", int(sb.get("open_files", 4096))),
+            lower(resource.RLIMIT_CORE, "CORE", 0)]
+    if all(done):
+        grant(active, "rlimits", "rlimits NPROC, NOFILE and CORE lowered")
 
 
 
@@ -284,14 +324,14 @@ def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_D
     err = _unshare(_CLONE_NEWNS)
     mnt = err is None
     if mnt:
-        active.append("mount namespace: private mounts")
+        grant(active, "mount_namespace", "mount namespace: private mounts")
     else:
         warnings.append(f"mount namespace not created ({err}): /proc, /tmp and /dev/shm are the host's")
     for flag, name, consequence in names:
         e = _unshare(flag)
         if e is None:
-            active.append(f"{name} namespace" + (": no network interfaces but a down loopback"
-                                                 if flag == _CLONE_NEWNET else ""))
+            grant(active, f"{name.lower()}_namespace", f"{name} namespace" + (
+                ": no network interfaces but a down loopback" if flag == _CLONE_NEWNET else ""))
         else:
             warnings.append(f"{name} namespace not created ({e}): {consequence}")
     if mnt:
@@ -318,7 +358,7 @@ def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_D
         if os.getpid() == 1:
             try:
                 _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
-                active.append("fresh /proc: only the runner's pid namespace is visible")
+                grant(active, "fresh_proc", "fresh /proc: only the runner's pid namespace is visible")
             except OSError as exc:
                 warnings.append(f"/proc not remounted ({exc}): other processes stay visible in /proc")
         else:
@@ -336,6 +376,8 @@ def enter_runner_namespaces(workdir, keep_paths, active, warnings, hide=HIDDEN_D
                 warnings.append(f"{c} not covered by a private tmpfs ({exc}); its host content stays visible")
         if done:
             active.append("private empty tmpfs on " + ", ".join(done))
+        if "/tmp" in done and "/dev/shm" in done:
+            grant(active, "private_tmp", "private /tmp and /dev/shm: nothing of the host's or other jobs' there")
         kept = []
         for p, fd in keep:
             if not any(_beneath(p, c) for c in done):
@@ -383,7 +425,7 @@ def mount_workdir(workdir, uid, job, active, warnings):
     try:
         os.makedirs(run, mode=0o700, exist_ok=True)
         _mount("tmpfs", run, "tmpfs", flags, f"size={size},nr_inodes={files},mode=0700{owner}")
-        active.append(f"workdir_limit: the runner's folder {run} and its /dev/shm are private tmpfs of "
+        grant(active, "workdir_limit", f"workdir_limit: the runner's folder {run} and its /dev/shm are private tmpfs of "
                       f"{_gib(size)} and {files} files each (ENOSPC beyond; the host's disk is not used)")
     except OSError as exc:
         warnings.append(f"workdir_limit: not active ({exc}): the runner's folder {run} is on the host's file "
@@ -508,7 +550,8 @@ def drop_privileges(uid, gid, warnings, active):
     (e.g. a Python under /root while /root is not covered by enter_runner_namespaces), since the evaluation would
     then fail for every candidate."""
     if os.getuid() == uid and os.geteuid() == uid:
-        active.append(f"unprivileged uid {uid}")
+        if uid != 0:
+            grant(active, "own_uid", f"unprivileged uid {uid}")
         return True
     blocked = [p for p in python_paths() if not _reachable(p, uid, gid)]
     if blocked:
@@ -522,7 +565,7 @@ def drop_privileges(uid, gid, warnings, active):
     except OSError as exc:
         warnings.append(f"privileges not dropped ({exc}): the runner runs as uid {os.getuid()}")
         return False
-    active.append(f"unprivileged uid {uid}, gid {gid}, no supplementary groups, no capabilities")
+    grant(active, "own_uid", f"unprivileged uid {uid}, gid {gid}, no supplementary groups, no capabilities")
     return True
 
 
@@ -556,7 +599,8 @@ def clean_environment(workdir, extra=(), active=None):
 
         tempfile.tempdir = tmp
     if active is not None:
-        active.append(f"clean environment ({len(removed)} variables removed; HOME and TMPDIR in the workdir)")
+        grant(active, "clean_environment",
+              f"clean environment ({len(removed)} variables removed; HOME and TMPDIR in the workdir)")
     return removed
 
 
@@ -621,7 +665,7 @@ def landlock_runner(read, readwrite, active, warnings, execute=()):
                 _SYS_LANDLOCK_RESTRICT_SELF, fd, ctypes.c_uint32(0)) != 0:
             warnings.append(f"landlock not active ({_err()}): the runner can read and write wherever its uid can")
             return False
-        active.append(f"landlock (ABI {abi}): reads only beneath " + ", ".join(granted["read"]))
+        grant(active, "landlock", f"landlock (ABI {abi}): reads only beneath " + ", ".join(granted["read"]))
         active.append("landlock: reads and writes only beneath " + ", ".join(granted["read+write"]))
         active.append("landlock: executes only " + (", ".join(granted["execute"]) if granted["execute"] else
                                                     "nothing (no program can be started)"))
@@ -790,7 +834,7 @@ def _seccomp_signals(active, warnings):
         warnings.append(f"seccomp signal filter not active ({_err()}): kill() is not restricted")
         return False
     who = f"pid {pid}" + (f" or its process group {pgrp}" if pgrp > 0 else "") + " (and kill(0, ...))"
-    active.append(f"seccomp: signals only to the runner itself: {who}")
+    grant(active, "seccomp_signals", f"seccomp: signals only to the runner itself: {who}")
     return True
 
 
@@ -948,7 +992,7 @@ def _checked_bytes(job, rw, abi, mounts_fatal, active, warnings):
         except OSError:
             why = "no Landlock ABI 3+, no read-only mount it cannot undo, and its uid can change the folder"
         if guards:
-            active.append(f"source_readonly: the checked source folder {src} cannot be changed by the runner: "
+            grant(active, "source_readonly", f"source_readonly: the checked source folder {src} cannot be changed by the runner: "
                           + "; ".join(guards))
         else:
             warnings.append(f"source_readonly: not active ({why}): the runner can rewrite the checked source "
@@ -965,7 +1009,7 @@ def _checked_bytes(job, rw, abi, mounts_fatal, active, warnings):
         warnings.append("import_path: not active: the runner can write where Python imports from: "
                         + ", ".join(open_paths[:4]))
     else:
-        active.append(f"import_path: nothing on sys.path ({len(sys.path)} entries) can be changed by the runner"
+        grant(active, "import_path", f"import_path: nothing on sys.path ({len(sys.path)} entries) can be changed by the runner"
                       + (f"; taken off it: {', '.join(repr(p) for p in taken[:4])}" if taken else "")
                       + "; no bytecode is written")
 
@@ -977,5 +1021,5 @@ def judge_lockdown(active, warnings):
     if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         warnings.append(f"judge stays dumpable ({_err()}): same-uid processes could ptrace it")
         return False
-    active.append("judge not dumpable: no ptrace or /proc/<pid>/mem from the same uid")
+    grant(active, "judge_not_dumpable", "judge not dumpable: no ptrace or /proc/<pid>/mem from the same uid")
     return True
