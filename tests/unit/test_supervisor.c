@@ -844,6 +844,10 @@ static void runner_uid_never_shared_with_a_dead_kgyms_runner(void)
         waitpid(stale[k], NULL, 0); /* ECHILD when the supervisor's reaper took it: as good */
     }
     json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 /* What kgym holds and its caller left open stays with them (the zygote is started with only its control socket
  * and standard streams: kg_close_from), and so do secrets in kgym's environment (the zygote's initial
  * environment is every runner's): a runner that appends a forged line to every descriptor it holds
