@@ -57,7 +57,8 @@ output_alias:hacked:output_alias input_mutation:hacked:input_mutation lazy_subcl
 global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_protocol:hacked:forbidden_import
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
-warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache"
+warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
+host_tolist:hacked:host_compute autotune_hook:hacked:torch_call"
 run_manifest default
 
 # Static layer off (warnings only): the runtime checks must catch what they can see.
@@ -66,7 +67,7 @@ patch_allclose:hacked:harness_tampering thread_deferred:hacked:thread_spawned ou
 output_alias:hacked:input_mutation lazy_subclass:hacked:output_subclass global_tf32:hacked:global_state
 result_cache:hacked:cached_output forge_protocol:hacked:protocol_forgery exec_string:hacked:torch_compute
 getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network:hacked:sandbox_violation
-warmup_only:hacked:nondeterministic"
+warmup_only:hacked:nondeterministic host_tolist:hacked:host_values autotune_hook:hacked:torch_compute"
 # GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised).
 [ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:-"
 # The runner's Landlock rules let it write only in its workdir (CPU and GPU).
