@@ -175,6 +175,207 @@ def test_honest_grid_functions_have_no_findings():
     assert kinds == set(), g.findings
 
 
+# -- host values: tensor data turned into Python values in forward --------------------------------------------
+# .tolist(), str(t), t.numpy() run no ATen operator: computing the answer on the host from them and handing it back
+# through torch.tensor (the allowed lift_fresh) left no trace before HostValueRecorder.
+
+def _host_answer(rows):
+    return torch.tensor([[v * 3.0 + 1.0 for v in r] for r in rows])
+
+
+CONVERSIONS = {
+    "tolist": lambda x: _host_answer(x.tolist()),
+    "str": lambda x: (str(x), torch.empty_like(x))[1],
+    "repr": lambda x: (repr(x), torch.empty_like(x))[1],
+    "format": lambda x: (f"{x}", torch.empty_like(x))[1],
+    "percent": lambda x: ("%s" % (x,), torch.empty_like(x))[1],
+    "item": lambda x: torch.full_like(x, x[0, 0].item()),
+    "float": lambda x: torch.full_like(x, float(x[0, 0])),
+    "int": lambda x: torch.full_like(x, int(x[0, 0])),
+    "bool": lambda x: torch.full_like(x, 1.0 if x[0, 0] else 0.0),
+    "index": lambda x: torch.full_like(x, [0.0, 1.0][x[0, 0].to(torch.int64)]),
+    "complex": lambda x: torch.full_like(x, complex(x[0, 0]).real),
+    "numpy": lambda x: _host_answer(x.numpy()),
+    "array": lambda x: _host_answer(__import__("numpy").asarray(x)),
+    "contains": lambda x: torch.full_like(x, 0.5 in x.view(-1)[:1]),
+    "storage": lambda x: torch.full_like(x, x.untyped_storage()[0]),
+    "apply_": lambda x: x.clone().apply_(lambda v: v * 3.0 + 1.0),
+}
+
+
+@pytest.mark.parametrize("how", sorted(CONVERSIONS))
+def test_host_values_in_forward_are_recorded(how):
+    convert = CONVERSIONS[how]
+
+    class HostCompute(Honest):
+        def forward(self, x):
+            launch(x, torch.empty_like(x))
+            return convert(x)
+
+    g, kinds = run(HostCompute)
+    assert "host_values" in kinds, g.findings
+    f = [f for f in g.findings if f["type"] == "host_values"][0]
+    assert f["stage"] == "tiny_run" and f["evidence"]["conversions"] and f["evidence"]["kernels"] == ["affine"]
+
+
+def test_tolist_host_compute_is_right_and_only_host_values_sees_it():
+    # The red team's exploit: a right answer, no ATen operator but the allowed lift_fresh; host_values alone.
+    class ToList(Honest):
+        def forward(self, x):
+            launch(x, torch.empty_like(x))
+            return _host_answer(x.tolist())
+
+    x = torch.rand(2, 8)
+    g = guards.Guards(policy.load_default())
+    g.install()
+    with torch.no_grad():
+        out = g.call(ToList(), [x], "correctness", "base")
+    assert torch.allclose(out, x * 3.0 + 1.0)
+    assert [f["type"] for f in g.findings] == ["host_values"], g.findings
+    assert g.findings[0]["evidence"]["conversions"] == {"tolist": 1}
+
+
+class ShapeQueries(Honest):
+    """Everything an honest forward asks of a tensor that is not its data: shapes, strides, sizes, types, devices,
+    pointers, contiguity, lengths; and Python containers of tensors iterated."""
+
+    def forward(self, x):
+        n = len(x) * x.size(1) + x.numel() - x.numel()
+        assert x.dim() == 2 and x.shape[0] == n // x.size(1) and x.stride(1) == 1 and x.is_contiguous()
+        assert x.dtype == torch.float32 and x.device.type == "cpu" and x.data_ptr() % 4 == 0
+        assert x.element_size() == 4 and x.ndim == 2 and not x.is_cuda and x.requires_grad is False
+        a, b = x.shape
+        outs = []
+        for t in (x.contiguous().view(-1), x.reshape(-1)):
+            out = torch.empty_like(t)
+            launch(t, out)
+            outs.append(out)
+        print("launched", len(outs), "kernels for", tuple(x.shape), x.dtype)
+        return outs[0].view(a, b)
+
+
+def test_shape_queries_and_printing_shapes_are_not_host_values():
+    g, kinds = run(ShapeQueries)
+    assert kinds == set(), g.findings
+
+
+def test_host_values_off_in_the_policy_records_nothing():
+    p = policy.load_default()
+    p.setdefault("findings", {})["host_values"] = "off"
+    g = guards.Guards(p)
+    g.install()
+
+    class ToList(Honest):
+        def forward(self, x):
+            launch(x, torch.empty_like(x))
+            return _host_answer(x.tolist())
+
+    with torch.no_grad():
+        g.call(ToList(), [torch.rand(2, 8)], "tiny_run", "tiny")
+    assert g.findings == []
+
+
+def test_conversions_inside_a_launch_are_triton_s_and_not_recorded():
+    # The interpreter turns the launch's tensors into NumPy arrays; that is Triton's work, not forward's.
+    g, kinds = run(Honest)
+    assert "host_values" not in kinds
+    assert guards._HOST_VALUES  # the list is not empty in this torch
+
+
+# -- autotune hooks: the candidate's code Triton runs inside Autotuner.run --------------------------------------
+
+@pytest.fixture
+def cpu_autotune(monkeypatch):
+    """The runner's CPU autotune (runner._autotune_without_benchmark), for this test only: the interpreter has
+    no driver to benchmark with."""
+    from triton.runtime import autotuner
+
+    monkeypatch.setattr(autotuner.Autotuner, "do_bench",
+                        property(lambda self: (lambda fn, quantiles=None: [1.0, 1.0, 1.0])))
+
+
+def _computes(a):
+    a["out_ptr"].copy_(a["x_ptr"] * 3.0 + 1.0)
+
+
+def _host(a):
+    a["out_ptr"].copy_(_host_answer(a["x_ptr"].tolist()))
+
+
+def _autotuned(**kw):
+    configs = kw.pop("configs", None) or [triton.Config({"BLOCK": 256})]
+
+    @triton.autotune(configs=configs, key=["n"], **kw)
+    @triton.jit
+    def tuned_noop(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        pass
+
+    class Tuned(Honest):
+        def forward(self, x):
+            out = torch.empty_like(x)
+            tuned_noop[(1,)](x, out, x.numel())
+            return out
+
+    return Tuned
+
+
+def _prune(compute):
+    def early_config_prune(configs, nargs, **kwargs):
+        compute(nargs)
+        return configs
+    return early_config_prune
+
+
+def _perf(compute):
+    def perf_model(**kwargs):
+        compute(kwargs)
+        return 1.0
+    return perf_model
+
+
+TWO = [triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 128})]
+HOOKS = {
+    "config_pre_hook": lambda f: dict(configs=[triton.Config({"BLOCK": 256}, pre_hook=f)]),
+    "autotune_pre_hook": lambda f: dict(configs=TWO, pre_hook=lambda a, reset_only=False: f(a)),
+    "early_config_prune": lambda f: dict(configs=TWO, prune_configs_by={"early_config_prune": _prune(f)}),
+    "perf_model": lambda f: dict(configs=TWO, prune_configs_by={"perf_model": _perf(f), "top_k": 1}),
+}
+
+
+@pytest.mark.parametrize("hook", sorted(HOOKS))
+@pytest.mark.parametrize("compute,kind", [(_computes, "torch_compute"), (_host, "host_values")])
+def test_compute_in_autotune_hooks_is_recorded(cpu_autotune, hook, compute, kind):
+    # Each hook gets the answer right; without guards._outside on it, nothing saw how.
+    model = _autotuned(**HOOKS[hook](compute))
+    x = torch.rand(2, 8)
+    g = guards.Guards(policy.load_default())
+    g.install()
+    with torch.no_grad():
+        out = g.call(model(), [x], "tiny_run", "tiny")
+    assert torch.allclose(out, x * 3.0 + 1.0)
+    assert kind in {f["type"] for f in g.findings}, g.findings
+
+
+def _honest_hook(a, reset_only=False):
+    a["out_ptr"].zero_()
+
+
+def _honest_prune(configs, nargs, **kwargs):
+    return [c for c in configs if c.kwargs["BLOCK"] <= nargs["n"] * 64]
+
+
+@pytest.mark.parametrize("kw", [
+    dict(configs=[triton.Config({"BLOCK": 256}, pre_hook=_honest_hook)]),
+    dict(configs=TWO, pre_hook=_honest_hook, post_hook=lambda a, exception: None),
+    dict(configs=TWO, prune_configs_by={"early_config_prune": _honest_prune,
+                                        "perf_model": lambda **k: k["BLOCK"] / k["n"], "top_k": 1}),
+    dict(configs=TWO, reset_to_zero=["out_ptr"]),
+], ids=["config_pre_hook", "autotune_hooks", "prune_and_perf", "reset_to_zero"])
+def test_honest_autotune_hooks_have_no_findings(cpu_autotune, kw):
+    g, kinds = run(_autotuned(**kw))
+    assert kinds == set(), g.findings
+
+
 def test_launches_are_recorded_by_name():
     guards.install_launch_hooks()
     guards.LOG.reset()

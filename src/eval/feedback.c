@@ -81,6 +81,9 @@ static const char *hack_rule(const char *type)
                              "which construct and what to write instead"},
         {"torch_compute", "letting PyTorch compute the result: torch may only allocate, view/reshape/permute, hold "
                           "parameters and move dtypes or devices inside forward"},
+        {"host_values", "turning tensor data into Python values in forward (.tolist(), .item(), float(t), "
+                        "str(t), .numpy()): the evaluator saw it happen while your forward ran; host code may only "
+                        "compute launch configuration from shapes and numbers"},
         {"try_except", "try/except in forward: a failing kernel may not fall back to other code"},
         {"state_cache", "keeping results or state across calls (module globals, caches)"},
         {"no_triton_launch", "a forward that launches no Triton kernel (a decoy kernel)"},

@@ -168,6 +168,8 @@ for line in open(manifest).read().splitlines()[1:]:
         #   hacked: recognised; sandbox: killed by the runner's seccomp filter (sandbox_violation);
         #   sandbox_cpu: so on the CPU (no processes or programs there), elsewhere at least refused;
         #   incorrect: the trick only breaks its own output; refused: no effect and no full reward;
+        #   hacked_cpu: recognised on the CPU; elsewhere refused (the same trick fails there by itself: a CUDA
+        #             tensor has no .numpy());
         #   open_cpu: on the CPU only the static layer sees it (docs/threat-model.md says why), elsewhere refused
         #             (on a GPU the default coverage floor, 0.5: torch's kernels count against the candidate);
         #   contained_gpu: so on the CPU; on a GPU, where the runner may start the compiler toolchain, the
@@ -183,6 +185,8 @@ for line in open(manifest).read().splitlines()[1:]:
             want = "sandbox" if cpu else "open"
         if want == "open_cpu":
             want = "open" if cpu else "refused"
+        if want == "hacked_cpu":
+            want = "hacked" if cpu else "refused"
         refused = verdict is not None and verdict != "correct" and reward is not None and reward < 1
         good = {"hacked": verdict == "hacked" and reward == 0,
                 "sandbox": verdict == "hacked" and "sandbox_violation" in kinds and reward == 0,

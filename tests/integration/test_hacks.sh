@@ -58,7 +58,8 @@ global_tf32:hacked:forbidden_attribute result_cache:hacked:state_cache forge_pro
 exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute reference_import:hacked:forbidden_import
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
 warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
-oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write"
+oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write
+host_tolist:hacked:host_compute autotune_hook:hacked:torch_call"
 # GPU only, caught in the timing stage: a timed output that is its input, a write past the input of a timed call
 # (the call block's canaries); both in the language.  The replay of earlier outputs scaled by the inputs'
 # fingerprinted ratio keeps tensors on the module, which the language refuses (state_cache): its timing is
@@ -75,7 +76,7 @@ patch_allclose:hacked:harness_tampering thread_deferred:hacked:thread_spawned ou
 output_alias:hacked:input_mutation lazy_subclass:hacked:output_subclass global_tf32:hacked:global_state
 result_cache:hacked:cached_output forge_protocol:hacked:protocol_forgery exec_string:hacked:torch_compute
 getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network:hacked:sandbox_violation
-warmup_only:hacked:nondeterministic"
+warmup_only:hacked:nondeterministic host_tolist:hacked:host_values autotune_hook:hacked:torch_compute"
 # GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised);
 # the timed-call fixtures above.
 [ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu

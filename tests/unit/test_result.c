@@ -788,6 +788,36 @@ static void policy_severity_warn_and_off(void)
     json_decref(r);
 }
 
+/* The runtime witness of host compute has a type of its own (host_values), so a policy that demotes the static
+ * layer's host_compute to a warning (tests/fixtures/hacks/runtime_only.json) still makes the runtime's a hack, and
+ * the feedback says what it means rather than the generic line. */
+static void host_values_has_its_own_severity_and_rule(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    o.policy_json = "{\"findings\": {\"host_compute\": \"warn\", \"host_values\": \"hack\"}}";
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "host_compute", "line", 12,
+                      "message", "x.tolist() turns a tensor into Python values"));
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:{s:i}}}}", "type", "finding", "finding", "type",
+                      "host_values", "stage", "tiny_run", "variant", "tiny", "message",
+                      "tensor data became Python values inside forward (tolist)", "evidence", "conversions",
+                      "tolist", 1));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "hacked");
+    KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 1);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(r, "hacks"), 0), "type")),
+                 "host_values");
+    KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 1);
+    KG_CHECK(strstr(feedback(r), "turning tensor data into Python values") != NULL);
+    json_decref(r);
+}
+
 /* Lines without the job's nonce are dropped and reported; the genuine ones lose the nonce. */
 static void forged_messages_are_dropped(void)
 {
@@ -1624,6 +1654,7 @@ static const kg_test_case cases[] = {
     {"nondeterministic_is_a_hack_only_when_otherwise_correct", nondeterministic_is_a_hack_only_when_otherwise_correct},
     {"static_finding_names_the_line", static_finding_names_the_line},
     {"policy_severity_warn_and_off", policy_severity_warn_and_off},
+    {"host_values_has_its_own_severity_and_rule", host_values_has_its_own_severity_and_rule},
     {"forged_messages_are_dropped", forged_messages_are_dropped},
     {"faster_than_physics", faster_than_physics},
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},

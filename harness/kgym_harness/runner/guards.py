@@ -7,6 +7,11 @@ Installed before the candidate is imported (``Guards.install``), so the candidat
 - ATen operators the forward runs *outside* its Triton launches are recorded with a TorchDispatchMode; one that
   is not on the policy's ``runtime.aten_allowed`` list (allocation, views, copies) means PyTorch did part of the
   work (``torch_compute``).  Launches are excluded because the interpreter itself copies tensors.
+- Tensor data turned into Python values (or handed to another library) outside the launches is recorded with a
+  TorchFunctionMode (``host_values``): ``.tolist()``, ``str(t)`` and ``t.numpy()`` run no ATen operator at all,
+  so the host could compute the answer from them unseen by the ATen recorder.
+- What Triton calls of the candidate's inside a launch (grid functions, heuristics, autotune and Config hooks,
+  prune functions and performance models) is recorded like forward itself (``_outside``).
 - Outputs must be plain ``torch.Tensor``s that share no storage with an input or a parameter.
 - Inputs and parameters are compared bit for bit before and after each call.
 - Global state (TF32 and determinism flags, default dtype, thread counts, live threads) is snapshotted before the
@@ -18,10 +23,12 @@ Each problem becomes a finding ``{"type", "stage", "variant", "message", "eviden
 the policy, which findings make the verdict ``hacked``.
 """
 
+import contextlib
 import sys
 import threading
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..shared import report
@@ -52,11 +59,12 @@ _INSTALLED = []
 
 
 def _outside(fn):
-    """``fn`` (a launch's grid function or a heuristic, the candidate's code that Triton calls inside the launch)
-    run as if outside every launch: the ATen operators it runs are recorded like those of forward itself.  Work
-    in a launch is Triton's (the interpreter's kernel bodies, the autotuner's benchmarking) and is not recorded;
-    a grid function that computes the answer with tensor operators would otherwise hide there (on a GPU the
-    profile sees its kernels; on the CPU nothing else would)."""
+    """``fn`` (the candidate's code that Triton calls inside a launch: a grid function, a heuristic, an autotune or
+    Config hook, a prune function or performance model) run as if outside every launch: the ATen operators and the
+    host values it runs are recorded like those of forward itself.  Work in a launch is Triton's (the
+    interpreter's kernel bodies, the autotuner's benchmarking) and is not recorded; a hook that computes the answer
+    with tensor operators would otherwise hide there (on a GPU the profile sees its kernels; on the CPU nothing
+    else would)."""
     if getattr(fn, "__kgym_outside__", False) or not callable(fn):
         return fn
 
@@ -76,6 +84,24 @@ def _grid_argument(_self, kwargs):
     """A launch through ``run(..., grid=...)`` (JITFunction, Autotuner): its grid function (_outside)."""
     if callable(kwargs.get("grid")):
         kwargs["grid"] = _outside(kwargs["grid"])
+
+
+def _autotune_hooks_and_grid(self, kwargs):
+    """Autotuner.run calls, besides the grid it passes on: each config's pre_hook (before the launch of the chosen
+    config, and around every benchmarked one), its own pre_hook and post_hook (around benchmarked launches, and the
+    pre_hook after them with ``reset_only``), and prune_configs_by's early_config_prune and perf_model.  Its own
+    default hooks (reset_to_zero, restore_value: Triton's work, allocation and copies) are left alone."""
+    for config in getattr(self, "configs", None) or []:
+        for hook in ("pre_hook", "post_hook"):
+            if callable(getattr(config, hook, None)):
+                setattr(config, hook, _outside(getattr(config, hook)))
+    for hook in ("pre_hook", "post_hook"):
+        if getattr(self, f"user_defined_{hook}", True) and callable(getattr(self, hook, None)):
+            setattr(self, hook, _outside(getattr(self, hook)))
+    for attr in ("early_config_prune", "perf_model"):
+        if callable(getattr(self, attr, None)):
+            setattr(self, attr, _outside(getattr(self, attr)))
+    _grid_argument(self, kwargs)
 
 
 def _heuristics_and_grid(self, kwargs):
@@ -130,7 +156,8 @@ def install_launch_hooks():
     try:
         from triton.runtime import autotuner
 
-        for cls, prepare in ((autotuner.Autotuner, _grid_argument), (autotuner.Heuristics, _heuristics_and_grid)):
+        for cls, prepare in ((autotuner.Autotuner, _autotune_hooks_and_grid),
+                             (autotuner.Heuristics, _heuristics_and_grid)):
             if "run" in cls.__dict__:
                 _wrap(cls, "run", lambda self: getattr(getattr(self, "fn", None), "__name__", "?"), prepare=prepare)
     except Exception:  # noqa: BLE001 — an older Triton without these classes
@@ -159,6 +186,54 @@ class AtenRecorder(TorchDispatchMode):
         if LOG.depth == 0:
             name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
             self.ops[name] = self.ops.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
+def _host_value_functions():
+    """The torch functions through which a tensor's data becomes a Python value, or memory another library can
+    read: Python's conversion protocols (truth, int, float, index, complex, repr/str/format), PyTorch's exports
+    (tolist, item, numpy, NumPy's __array__, DLPack, CUDA's array interface, the raw storage) and the methods that
+    hand every element to a Python function (apply_, map_, map2_).  Shape queries (len, size, stride, numel,
+    dim, dtype, device, data_ptr) hand over no data and are not here.  Iteration is not either: it unbinds the
+    tensor into tensors (an ATen view, no data), and a Python value made of one of them passes through this list."""
+    T = torch.Tensor
+    names = ["tolist", "item", "numpy", "__array__", "__dlpack__", "__bool__", "__int__", "__float__", "__index__",
+             "__complex__", "__repr__", "__str__", "__format__", "__contains__", "untyped_storage", "storage",
+             "_typed_storage", "apply_", "map_", "map2_"]
+    out = {}
+    for name in names:
+        f = getattr(T, name, None)
+        if f is not None and f is not object.__dict__.get(name):
+            out[f] = name
+    cai = T.__dict__.get("__cuda_array_interface__")
+    if isinstance(cai, property):
+        # A property reaches __torch_function__ as its getter's method-wrapper (equal, not identical, each time).
+        out[cai.__get__] = "__cuda_array_interface__"
+    return out
+
+
+_HOST_VALUES = _host_value_functions()
+
+
+class HostValueRecorder(TorchFunctionMode):
+    """Names (and counts) of the functions in _HOST_VALUES run outside Triton launches: tensor data that became
+    Python values, which ``.tolist()``, ``str(t)`` and friends do without any ATen operator the AtenRecorder could
+    see.  Every torch function and Tensor method passes through here while the mode is on; a lookup is all it
+    costs (forward runs a few dozen of them; a launch's own, on the CPU the interpreter's copies, are not
+    recorded, like the AtenRecorder's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if LOG.depth == 0:
+            try:
+                name = _HOST_VALUES.get(func)
+            except TypeError:  # an unhashable callable: none of ours
+                name = None
+            if name is not None:
+                self.calls[name] = self.calls.get(name, 0) + 1
         return func(*args, **(kwargs or {}))
 
 
@@ -273,6 +348,7 @@ class Guards:
         self.aten_allowed = set(rt.get("aten_allowed") or [])
         self.check_aten = bool(rt.get("check_aten", True)) and bool(self.aten_allowed)
         self.launch_required = bool(rt.get("launch_required", True))
+        self.check_host = (self.policy.get("findings") or {}).get("host_values") != "off"
         self.findings = []
         self._seen = set()
 
@@ -324,11 +400,12 @@ class Guards:
         LOG.reset()
         LOG.active = True
         rec = AtenRecorder() if self.check_aten else None
+        host = HostValueRecorder() if self.check_host else None
         try:
-            if rec is not None:
-                with rec:
-                    out = model(*args)
-            else:
+            with contextlib.ExitStack() as stack:
+                for mode in (rec, host):
+                    if mode is not None:
+                        stack.enter_context(mode)
                 out = model(*args)
         finally:
             LOG.active = False
@@ -340,14 +417,14 @@ class Guards:
                      {"before": threads_before, "after": threads_after})
         try:
             self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
-                            rec.ops if rec else None, stage, variant)
+                            rec.ops if rec else None, stage, variant, host.calls if host else None)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
             if report.is_out_of_memory(exc):
                 raise  # no memory for the check (other evaluations share the GPU): the variant is re-run alone
             self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
         return out
 
-    def check_call(self, out, inputs, params, before_in, before_p, kernels, ops, stage, variant):
+    def check_call(self, out, inputs, params, before_in, before_p, kernels, ops, stage, variant, host=None):
         if self.launch_required and not kernels:
             self.add("no_triton_launch", stage, variant,
                      "ModelNew.forward launched no Triton kernel: the result was not computed by your kernels")
@@ -357,6 +434,11 @@ class Guards:
                 self.add("torch_compute", stage, variant,
                          "PyTorch operators ran inside forward outside any Triton launch: " + ", ".join(sorted(bad)),
                          {"aten_ops": bad, "kernels": sorted(set(kernels))})
+        if host:
+            self.add("host_values", stage, variant,
+                     "tensor data became Python values inside forward outside any Triton launch ("
+                     + ", ".join(sorted(host)) + "): the host computed with it",
+                     {"conversions": dict(host), "kernels": sorted(set(kernels))})
         self._check_outputs(_tensors(out), inputs, params, stage, variant)
         for j, (t, b) in enumerate(zip(inputs, before_in or [])):
             if not _same_bits(t, b):
