@@ -412,9 +412,10 @@ def test_hostile_call_kills_the_runner_by_sigsys(world, action, mode, device):
     if mode == _RUNNER:
         assert locked["ns"] and locked["dropped"] and locked["pid_in_ns"] == 1, locked
         assert not _sandbox_warnings(locked["warnings"]), locked["warnings"]
-        # Each step that took hold says so by its code (what kgym requires: src/eval/result.c); the PID namespace
-        # and the judge's lockdown are granted by the runner's set-up and the judge, not by these steps.
-        want = set(sandbox.PROTECTIONS) - {"pid_namespace", "judge_not_dumpable"} - (
+        # Each step that took hold says so by its code (what kgym requires: src/eval/result.c); the PID namespace,
+        # the closed descriptors and the judge's lockdown are granted by the runner's set-up and the judge, not by
+        # these steps.
+        want = set(sandbox.PROTECTIONS) - {"pid_namespace", "descriptors", "judge_not_dumpable"} - (
             set() if device == "cpu" else {"no_processes"})
         assert set(locked["codes"]) == want, locked["codes"]
     # The hostile call killed the runner (SIGSYS from seccomp), it did not merely fail.
