@@ -116,14 +116,62 @@ def _executor_grid(self, _kwargs):
     self.grid = _outside(self.grid)
 
 
-def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument):
+class ConstexprValueError(TypeError):
+    """A tl.constexpr argument that is not a compile-time constant (the interpreter's launch, _interpreter_constexprs)."""
+
+
+def _constexpr_value_ok(v, depth=0):
+    """Whether ``v`` is what a compiled kernel can take as a tl.constexpr: a number, a boolean, a string, None, a
+    dtype, a @triton.jit function, or a tuple of those.  Anything else (a tensor, a module, a bound method, a
+    builtin) reaches the interpreter's kernel body as the object itself, where Python runs it inside the launch,
+    out of the recorders' sight; the GPU compiler refuses it."""
+    import triton.language as tl
+    from triton.runtime.jit import JITFunction
+
+    if isinstance(v, tl.constexpr):
+        v = v.value
+    if v is None or isinstance(v, (bool, int, float, str, torch.dtype, tl.dtype)):
+        return True
+    if isinstance(v, JITFunction) or type(v).__name__ == "InterpretedFunction":
+        return True
+    if isinstance(v, tuple) and depth < 4:
+        return all(_constexpr_value_ok(x, depth + 1) for x in v)
+    return False
+
+
+def _interpreter_constexprs(self, args, kwargs):
+    """The interpreter's GridExecutor.__call__: every tl.constexpr argument a compile-time constant
+    (_constexpr_value_ok), or the launch raises ConstexprValueError before the kernel body runs, as the GPU
+    compiler would refuse it.  The candidate language refuses such launches statically; this is the runtime's
+    own witness, which does not depend on the checker typing every value right."""
+    import inspect
+
+    names = set(getattr(self, "constexprs", ()) or ())
+    if not names:
+        return
+    try:
+        bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+    except TypeError:
+        return  # the interpreter reports the bad call itself
+    for name in sorted(names & set(bound)):
+        if not _constexpr_value_ok(bound[name]):
+            raise ConstexprValueError(
+                f"{getattr(self.fn, '__name__', '?')}: the tl.constexpr parameter {name} was given "
+                f"{type(bound[name]).__module__}.{type(bound[name]).__qualname__}: constexpr values are numbers, "
+                "strings, booleans, None, dtypes or @triton.jit functions (the GPU compiler refuses anything else)")
+
+
+def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
     """Wraps cls.attr, a launch: counted while LOG is active, and ``prepare(self, kwargs)`` hands what Triton will
-    call of the candidate's inside it to _outside."""
+    call of the candidate's inside it to _outside; ``check(self, args, kwargs)``, when given, may refuse the
+    launch (an exception) before it runs."""
     original = cls.__dict__[attr]
 
     def launch(self, *args, **kwargs):
         if skip is not None and skip(kwargs):
             return original(self, *args, **kwargs)
+        if check is not None:
+            check(self, args, kwargs)
         if LOG.active:
             prepare(self, kwargs)
         if LOG.active and LOG.depth == 0:
@@ -166,7 +214,7 @@ def install_launch_hooks():
         from triton.runtime import interpreter
 
         _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"),
-              prepare=_executor_grid)
+              prepare=_executor_grid, check=_interpreter_constexprs)
     except Exception:  # noqa: BLE001 — no interpreter in this Triton build
         pass
 
