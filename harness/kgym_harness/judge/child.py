@@ -263,9 +263,14 @@ class RemoteModel:
         self._ok({"cmd": "clock_prepare"}, values)
 
     def clock_block(self, calls):
-        """(the block's call times, the runner's description of its last output)."""
+        """The block's call times."""
         reply, _ = self._ok({"cmd": "clock_block", "calls": int(calls)})
-        return [float(x) for x in reply["candidate_ms"]], reply.get("outputs")
+        return [float(x) for x in reply["candidate_ms"]]
+
+    def clock_describe(self):
+        """The runner's description of the block's last output (asked after kgym's clock stopped)."""
+        reply, _ = self._ok({"cmd": "clock_describe"})
+        return reply.get("outputs")
 
     def profile(self, calls, values=None):
         reply, _ = self._ok({"cmd": "profile", "calls": int(calls)}, values)
@@ -872,8 +877,10 @@ class Evaluation:
                 self.gpu_purpose("clock_block")
                 timer.clock_block_prepare()
                 self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
-                times, block_args, block_meta = timer.clock_block(calls)
+                times = timer.clock_block(calls)
                 self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
+                # Outside kgym's clock: the canaries read back and the output described.
+                block_args, block_meta = timer.clock_block_finish()
                 # The block's last output must be right too: a runner that reports times for calls that
                 # computed nothing is caught here, not only by kgym's clock.
                 with torch.no_grad():

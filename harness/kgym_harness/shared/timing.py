@@ -448,12 +448,17 @@ class CrossTimer:
 
     def clock_block(self, calls):
         """``calls`` candidate calls back to back in the runner on the input set clock_block_prepare made ready
-        (timing.clock_block there); returns (times, the arguments, the runner's description of the last
-        output), so the caller can check the output the runner kept."""
+        (timing.clock_block there); returns their times.  Nothing else happens inside kgym's clock around it:
+        clock_block_finish reads the canaries back and asks for the output's description."""
+        return self.remote.clock_block(calls)
+
+    def clock_block_finish(self):
+        """After the block (and kgym's clock): the canaries read back, and (the block's arguments, the runner's
+        description of its last output), so the caller can check the output the runner kept."""
         args, self._block_args = self._block_args, None
-        times, self.meta = self.remote.clock_block(calls)
         self._after("clock_block")
-        return times, args, self.meta
+        self.meta = self.remote.clock_describe()
+        return args, self.meta
 
     def profile(self, calls):
         """The runner's profile of ``calls`` candidate calls on a new input set (profile.profile_forward)."""
