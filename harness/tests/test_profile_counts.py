@@ -23,3 +23,30 @@ def test_kernel_count_is_never_below_the_rows_sent():
                         {"name": "aten_add", "device_us": 2.0, "candidate": False}]}
     out = child._own_kernels(prof, {"mine"})
     assert out["kernel_count"] == 3 and out["candidate_kernel_count"] == 1
+
+
+FILL = ("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, 1ul> >"
+        "(int, at::native::FillFunctor<float>, std::array<char*, 1ul>)")
+
+
+def test_constant_fills_count_on_neither_side():
+    """torch.zeros_like's memset (the H200 profile of fixture h36 on add_one: 2.82 us of fill, 2.69 us of the
+    candidate's kernel) is allocation: out of the total, so coverage is the kernel's share of computing time."""
+    prof = {"calls": 3, "kernel_count": 2, "total_device_us": 5.504,
+            "kernels": [{"name": FILL, "device_us": 2.816, "candidate": False},
+                        {"name": "affine_kernel", "device_us": 2.688, "candidate": True}]}
+    out = child._own_kernels(prof, {"affine_kernel"})
+    assert abs(out["fill_device_us"] - 2.816) < 1e-9 and abs(out["total_device_us"] - 2.688) < 1e-9
+    assert abs(out["candidate_device_us"] - out["total_device_us"]) < 1e-9  # coverage 1.0, not 0.49
+
+
+def test_library_compute_still_counts_against_coverage():
+    """Only ATen's constant fill is set aside: a copy, an add or a GEMM of PyTorch's stays library compute, and a
+    candidate that claims a fill's name for its own kernel gains nothing (its kernel is the candidate's)."""
+    copy = "void at::native::elementwise_kernel<128, 2, at::native::direct_copy_kernel_cuda>"
+    prof = {"calls": 1, "kernel_count": 3, "total_device_us": 9.0,
+            "kernels": [{"name": copy, "device_us": 4.0, "candidate": False},
+                        {"name": "ampere_sgemm_128x64_nn", "device_us": 4.0, "candidate": False},
+                        {"name": "mine", "device_us": 1.0, "candidate": True}]}
+    out = child._own_kernels(prof, {"mine"})
+    assert out["fill_device_us"] == 0 and out["total_device_us"] == 9.0 and out["candidate_device_us"] == 1.0

@@ -353,8 +353,8 @@ json_t *kg_eval_profile_block(const json_t *messages)
     json_object_set_new(out, "kernel_coverage", json_is_number(kc) && json_is_number(cc) && kernels > 0
                                                     ? json_real(fmin(1.0, fmax(0.0, mine_k / kernels)))
                                                     : json_null());
-    const char *copy[] = {"calls",        "total_device_us", "candidate_device_us", "kernel_count",
-                          "candidate_kernel_count", "kernels", "launched"};
+    const char *copy[] = {"calls",           "total_device_us",        "candidate_device_us", "fill_device_us",
+                          "kernel_count", "candidate_kernel_count", "kernels",             "launched"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
         json_object_set(out, copy[k], json_object_get(p, copy[k]) ?: json_null());
     json_object_set_new(out, "method", json_string("torch.profiler device kernels; candidate = exact names launched "

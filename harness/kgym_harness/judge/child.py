@@ -1435,6 +1435,10 @@ def _overwrite_message(hit, whose):
             f"{where}): kernels must store only inside their tensors (mask every store)")
 
 
+# The name ATen's constant-fill kernels carry (at::native::FillFunctor<T>, in every dtype): _own_kernels.
+_FILL_KERNEL = "at::native::FillFunctor<"
+
+
 def _own_kernels(prof, names):
     """The runner's profile, re-judged here: a kernel is the candidate's only when the runner says it
     launched it AND its name is one of the @triton.jit functions the judge read in the candidate's source;
@@ -1444,12 +1448,21 @@ def _own_kernels(prof, names):
     for k in rows:
         k["candidate"] = bool(k.get("candidate")) and str(k.get("name")) in names
         k["device_us"] = float(k.get("device_us") or 0.0)
+        # A constant fill (ATen's FillFunctor: torch.zeros/ones/full/empty().fill_) is allocation, not
+        # computation: it writes one value decided before the launch and reads no input, so it is neither the
+        # candidate's work nor library compute, and counts in neither side of coverage.  On a task as small as
+        # add_one an honest torch.zeros_like output costs as much device time as the kernel (coverage 0.49 on an
+        # H200, fixture h36) though it computes nothing.
+        k["fill"] = not k["candidate"] and _FILL_KERNEL in str(k.get("name"))
+    fill_us = sum(k["device_us"] for k in rows if k["fill"])
     # kernel_count is the runner's claim: never fewer than the distinct rows it sent (a smaller count would
     # raise kernel_coverage)
     out = {"calls": int(prof.get("calls") or 0), "kernels": rows,
            "kernel_count": max(int(prof.get("kernel_count") or 0), len({str(k.get("name")) for k in rows})),
            # The runner's total may cover kernels beyond the rows it sent; a larger total only lowers coverage.
-           "total_device_us": max(sum(k["device_us"] for k in rows), float(prof.get("total_device_us") or 0.0)),
+           "total_device_us": max(sum(k["device_us"] for k in rows), float(prof.get("total_device_us") or 0.0))
+           - fill_us,
+           "fill_device_us": fill_us,
            "candidate_device_us": sum(k["device_us"] for k in rows if k["candidate"]),
            # counted here, among the rows the runner sent (the top 20 by time): a lower bound when
            # kernel_count is larger, never the runner's own claim
