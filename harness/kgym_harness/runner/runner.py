@@ -56,6 +56,7 @@ class Runner:
         self.call_args = None  # the judge's call block (timing_inputs): the timed calls' arguments, in place
         self.timed_variant = None  # the opaque label timed calls' findings carry
         self.prepared = None  # clock_prepare's inputs for the next clock_block
+        self.block_args = None  # the last clock_block's inputs, for clock_describe
         self.flusher = None
         self.l2 = None  # timing.PersistingL2, from timing_inputs on
         self.last = None
@@ -360,7 +361,7 @@ class Runner:
 
     def clock_describe(self, msg):
         """The last clock_block's output, described for the judge with the checks of a timed call."""
-        args, self.block_args = getattr(self, "block_args", None), None
+        args, self.block_args = self.block_args, None
         if args is None:
             return self.reply({"type": "error", "message": "clock_describe without clock_block"})
         self.reply({"type": "ok", "outputs": self._described(self.last, args, self.models[msg["model"]])})
