@@ -1235,6 +1235,20 @@ static void check_unjudged(const json_t *r, const char *fact, const char *reason
     KG_CHECK(strstr(feedback(r), "not counted as correct") != NULL || strstr(feedback(r), "called again") != NULL);
 }
 
+/* A passing run (on a GPU when `gpu`) whose every `type` message is dropped: not correct, `fact` unjudged with a
+ * reason naming `reason_part`. */
+static void check_unjudged_without(kg_eval_options *o, int gpu, const char *type, const char *fact,
+                                   const char *reason_part)
+{
+    fake f;
+    fake_init(&f);
+    passing_run(&f, gpu);
+    KG_CHECK(kg_test_drop_messages(f.rep.messages, type) == 1);
+    json_t *r = build_raw(&f, o);
+    check_unjudged(r, fact, reason_part);
+    json_decref(r);
+}
+
 /* The complete run passes on both devices, with nothing unjudged: the baseline every test below takes one fact
  * away from. */
 static void complete_facts_are_correct(void)
@@ -1268,20 +1282,10 @@ static void missing_variant_is_not_correct(void)
     check_unjudged(r, "variants", "variant signed was planned");
     json_decref(r);
 
-    fake_init(&f);
-    passing_run(&f, 0);
-    KG_CHECK(kg_test_drop_messages(f.rep.messages, "variant_plan") == 1);
-    r = build_raw(&f, &o);
-    check_unjudged(r, "variant_plan", "did not announce");
-    json_decref(r);
+    check_unjudged_without(&o, 0, "variant_plan", "variant_plan", "did not announce");
 
     /* The degeneracy facts never reported (a zero or constant output might pass every variant). */
-    fake_init(&f);
-    passing_run(&f, 0);
-    KG_CHECK(kg_test_drop_messages(f.rep.messages, "degeneracy") == 1);
-    r = build_raw(&f, &o);
-    check_unjudged(r, "degeneracy", "degenerate");
-    json_decref(r);
+    check_unjudged_without(&o, 0, "degeneracy", "degeneracy", "degenerate");
 }
 
 /* The repeat checks of the base variant never reported: both unjudged. */
@@ -1386,26 +1390,15 @@ static void missing_timing_or_profile_on_gpu_is_not_correct(void)
     kg_eval_options o;
     kg_eval_options_default(&o, "cuda:0");
     fake f;
-    fake_init(&f);
-    passing_run(&f, 1);
-    KG_CHECK(kg_test_drop_messages(f.rep.messages, "timing") == 1);
-    json_t *r = build_raw(&f, &o);
-    check_unjudged(r, "timing", "no timed calls");
-    json_decref(r);
-
-    fake_init(&f);
-    passing_run(&f, 1);
-    KG_CHECK(kg_test_drop_messages(f.rep.messages, "profile") == 1);
-    r = build_raw(&f, &o);
-    check_unjudged(r, "profile", "no profile");
-    json_decref(r);
+    check_unjudged_without(&o, 1, "timing", "timing", "no timed calls");
+    check_unjudged_without(&o, 1, "profile", "profile", "no profile");
 
     o.timing = 0;
     fake_init(&f);
     passing_run(&f, 1);
     kg_test_drop_messages(f.rep.messages, "timing");
     kg_test_drop_messages(f.rep.messages, "profile");
-    r = build_raw(&f, &o);
+    json_t *r = build_raw(&f, &o);
     check_unjudged(r, "profile", "--coverage-floor 0");
     json_decref(r);
     o.coverage_floor = 0;
