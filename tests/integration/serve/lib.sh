@@ -15,7 +15,12 @@ start_server() { # NAME ARGS...: starts a server on a free port, sets PORT and S
 stop_server() { # NAME: SIGTERM, expects exit 0 and no sanitizer report
     kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=""
     if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$1.log"; then ok "server $1 stops cleanly (exit 0, no sanitizer report)"
-    else bad "server $1 stops cleanly (exit $rc)" "$(tail -30 "$TMP/$1.log")"; fi
+    else
+        # A sanitizer report's first lines name the fault and its stacks; its tail is shadow bytes.
+        rep=$(grep -A60 -m1 "ERROR: .*Sanitizer\|runtime error:" "$TMP/$1.log")
+        bad "server $1 stops cleanly (exit $rc)" "${rep:-$(tail -30 "$TMP/$1.log")}"
+        if [ -n "$KGYM_KEEP_LOGS" ]; then cp "$TMP/$1.log" "$KGYM_KEEP_LOGS/" 2>/dev/null; fi
+    fi
 }
 checks() { # GROUP ARGS...: runs checks.py against $PORT and counts its lines
     g=$1; shift
