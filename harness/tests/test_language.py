@@ -489,6 +489,63 @@ def test_object_as_kernel_argument():
     assert ("outside_language", 12) in found
 
 
+@pytest.mark.parametrize("expr", [
+    "min([], default=[x, out])",  # a builtin's default is what it returns on an empty iterable
+    "max([], default=[x, out])",
+    "next(iter([]), [x, out])",
+    "sum([], [x, out])",
+    "sum([], start=[x, out])",
+    "{}.setdefault(0, [x, out])",  # the value under the key: the default just put there
+])
+def test_builtin_defaults_and_starts_keep_their_type(expr):
+    # Typed by the elements alone, each was "static", and a list of tensors reached a kernel argument, where the
+    # interpreter runs the body on it as Python (red team 4: correct, reward 1.0, on level1/1 and level2/1).
+    found = lines(f"""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                L = {expr}
+                kernel[(1,)](L, out, x.numel(), BLOCK=1024)
+                return out
+        """)
+    assert ("outside_language", 5) in found, found  # the list as a kernel argument
+
+
+@pytest.mark.parametrize("expr, ok", [
+    ("min(3, 4)", True), ("max([1, 2], default=0)", True), ("sum([1, 2], 5)", True), ("sorted([2, 1], reverse=True)", True),
+    ("enumerate([1], start=1)", True), ("min([1], default=0, key=abs)", False), ("sorted([1], cmp=None)", False),
+    ("iter(list, 0)", False), ("enumerate([1], start=x)", False), ("min(1, 2, default=0)", False),
+])
+def test_iterating_builtins_take_their_signatures_keywords_only(expr, ok):
+    found = hacks(f"""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                n = {expr}
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        """)
+    assert (found == []) == ok, found
+
+
+def test_long_attribute_chains_are_refused_before_they_are_resolved():
+    chain = "tl" + ".a" * (language.MAX_CHAIN + 10)
+    found = check(f"""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                y = {chain}
+                return x
+        """)
+    assert [f["type"] for f in found] == ["outside_language"] and "attribute chain" in found[0]["message"]
+    deep = "x" + ".a" * 2400  # deeper than Python's recursion limit: refused, not a crash of the checker
+    found = check(f"""
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return {deep}
+        """)
+    assert [f["type"] for f in found] == ["outside_language"]
+
+
 def test_host_epilogue_through_scalars():
     found = lines("""
         class ModelNew(nn.Module):

@@ -391,7 +391,8 @@ class Checker:
         self.classes = {}       # module-level class name -> ClassDef
         self.kernels = set()    # FunctionDef nodes decorated with triton.jit (directly or under autotune...)
         self.module_vars = {}   # module-level variable -> [value nodes]
-        self._collect()
+        # _collect() walks the module (recursively, in places): check() calls it inside its fail-closed try, so a
+        # module that makes it fail is refused with a finding instead of crashing the static stage.
         # Type state, grown to a fixed point over rounds.
         self.attr_types = {}    # (ClassDef, attr) -> type  (instance attributes of own classes)
         self.global_types = {}  # module variable -> type
@@ -2649,23 +2650,52 @@ class Checker:
         self.add(CALL, e, name, f"the builtin `{name}` is not part of the language", "names")
         return unk(name)
 
+    # The iterating builtins by their whole signatures: (most positional arguments, keywords they take).  A
+    # call's type is the join of everything the builtin can return, its defaults and start values included
+    # (``min([], default=v)`` is v, ``next(iter(()), v)`` is v): nothing it hands back escapes its type.
+    _ITERATING = {"list": (1, ()), "tuple": (1, ()), "set": (1, ()), "frozenset": (1, ()), "reversed": (1, ()),
+                  "iter": (1, ()), "sorted": (1, ("reverse",)), "enumerate": (2, ("start",)),
+                  "zip": (None, ("strict",)), "sum": (2, ("start",)), "min": (None, ("default",)),
+                  "max": (None, ("default",)), "any": (1, ()), "all": (1, ()), "dict": (1, None), "next": (2, ())}
+
     def _iterating_builtin(self, e, name, args, kwargs, sc):
+        most, keywords = self._ITERATING[name]
         if kwargs.get("key") is not None:
             self._outside(e, "calls", f"{name}(key=...) is not part of the language", name=name)
+            return unk(name)
+        extra = [k for k in kwargs if keywords is not None and k not in keywords]
+        if extra or (most is not None and len(args) > most):
+            what = f"keyword {extra[0]}=" if extra else f"{len(args)} arguments"
+            self._outside(e, "calls", f"{name}() with {what} is not part of the language", name=name)
+            return unk(name)
+        for k in ("reverse", "start", "strict"):
+            if k in kwargs and not is_static(kwargs[k]) and not (k == "start" and name == "sum"):
+                self._outside(e, "calls", f"{name}({k}=...) takes a number or a bool", name=name)
+                return unk(name)
+        if name == "enumerate" and len(args) > 1 and not is_static(args[1]):
+            self._outside(e, "calls", "enumerate's start is a number", name=name)
+            return unk(name)
         if name in ("min", "max", "sum") and len(args) > 1 or name in ("min", "max") and len(args) == 1:
-            vals = args if len(args) > 1 else [self.iterate(args[0], e, sc)] if args else []
+            if name in ("min", "max"):
+                vals = args if len(args) > 1 else [self.iterate(args[0], e, sc)] if args else []
+                if "default" in kwargs:
+                    if len(args) != 1:
+                        self._outside(e, "calls", f"{name}(default=...) takes one iterable", name=name)
+                        return unk(name)
+                    vals = vals + [kwargs["default"]]
+            else:  # sum(iterable, start)
+                vals = [self.iterate(args[0], e, sc), args[1]]
             for t in vals:
                 if has_tensor(t, deep=True) and sc.ctx != "init":
                     self.add(HOST, e, name, f"`{ast.unparse(e)[:80]}` compares or adds tensors on the host: use "
                              "numbers (shapes) here, or reduce inside a kernel", "host")
-            if name == "sum" and len(args) >= 1:
-                self.iterate(args[0], e, sc)
-            return S if all(is_static(t) for t in vals) else join(T, S)
+            return S if all(is_static(t) for t in vals) else _join_all(list(vals) + [S])
         if name == "sum":
             elt = self.iterate(args[0], e, sc) if args else S
-            if has_tensor(elt) and sc.ctx != "init":
+            start = kwargs.get("start", S)
+            if (has_tensor(elt) or has_tensor(start, deep=True)) and sc.ctx != "init":
                 self.add(TORCH, e, name, f"`{ast.unparse(e)[:80]}` adds tensors with PyTorch in forward", "forward")
-            return S if is_static(elt) else T
+            return S if is_static(elt) and is_static(start) else join(join(elt, start), S)
         if name in ("any", "all"):
             elt = self.iterate(args[0], e, sc) if args else S
             self._truth_of(e, elt, sc)
@@ -2683,7 +2713,8 @@ class Checker:
                 return ("dct", parts[0], join(parts[1], _join_all(list(kwargs.values())) if kwargs else BOT), "local")
             return ("dct", S if kwargs else BOT, _join_all(list(kwargs.values())) if kwargs else BOT, "local")
         if name == "next":
-            return self.iterate(args[0], e, sc) if args else BOT
+            elt = self.iterate(args[0], e, sc) if args else BOT
+            return join(elt, args[1]) if len(args) > 1 else elt
         elt = self.iterate(args[0], e, sc) if args else BOT
         if name in ("set", "frozenset", "sorted"):
             if has_tensor(elt, deep=True) and sc.ctx != "init":
@@ -2851,6 +2882,8 @@ class Checker:
                 grown = ("dct", S, _join_all(vals), recv[3])
             if grown is not None:
                 self._grow_container(node, grown, _join_all(vals), e, sc)
+            if name == "setdefault":  # the value under the key: the one there, or the default just put there
+                return join(recv[2] if k == "dct" else (elements(recv) or BOT), args[1] if len(args) > 1 else N)
             return N
         if name in ("get", "pop", "setdefault"):
             base = recv[2] if k == "dct" else (elements(recv) or BOT)
@@ -3239,6 +3272,23 @@ def _short(names, n=24):
     return ", ".join(names[:n]) + (f", ... ({len(names)} in all)" if len(names) > n else "")
 
 
+# Names in one attribute chain (``a.b.c`` is 3), at most: honest modules use up to 6 (``torch.nn.functional.x``,
+# ``self.a.b.weight``); resolving a chain costs the checker its length at each of its links, so a module of
+# 900-long chains took it 93 s (red team 4) before this bound.
+MAX_CHAIN = 64
+
+
+def _longest_chain(tree):
+    """The most names in one Attribute chain of ``tree``, without recursion (chains thousands long)."""
+    depth, best = {}, 0
+    for n in reversed(list(ast.walk(tree))):  # a chain's inner links come later in ast.walk's breadth-first order
+        if isinstance(n, ast.Attribute):
+            d = depth.get(id(n.value), 1) + 1
+            depth[id(n)] = d
+            best = max(best, d)
+    return best
+
+
 def check(tree, lang=None, signature=None):
     """Findings of the candidate language on a parsed module, sorted by line.
 
@@ -3253,7 +3303,13 @@ def check(tree, lang=None, signature=None):
         signature = {"init": "static", "forward": "tensor"}
     c = Checker(lang, tree, signature)
     where = tree.body[0] if tree.body else tree
+    chain = _longest_chain(tree)
+    if chain > MAX_CHAIN:
+        c.add(OUTSIDE, where, "module", f"an attribute chain of {chain} names (a.b.c...) is longer than the "
+              f"{MAX_CHAIN} the language allows: name the intermediate values", "module")
+        return sorted(c.findings.values(), key=lambda f: (f["line"], f["type"], f["message"]))
     try:
+        c._collect()
         c.grammar()
         c.types()
     except RecursionError:
