@@ -40,7 +40,11 @@ typedef struct kg_sched_options {
     double lease_s;          /* Redis: the job lease (an in-flight follower waits this long beyond twice its
                               * own time limit at most) */
     void (*on_job_end)(void *arg); /* called (from a worker thread) after a worker ended a job: the server's
-                                    * waiting requests look at their jobs then (may be NULL) */
+                                    * waiting requests look at their jobs then (may be NULL).  Also during
+                                    * kg_sched_stop's drain: on_job_end_arg must live until kg_sched_stop
+                                    * returned 1 (for ever when it returns 0).  Fault injection: with
+                                    * KGYM_FAULT_LATE_JOB_END=1 in the environment each call waits until the
+                                    * scheduler stops (tests of the server's shutdown order). */
     void *on_job_end_arg;
 } kg_sched_options;
 

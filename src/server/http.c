@@ -1775,7 +1775,18 @@ serve:;
 out:
     /* Every waiting request is answered (its result if its job ended, else 503: the job is kept for the next
      * server) and given up to 2 s to go out before MHD closes the connections; running evaluations then get 5 s
-     * (kg_sched_stop).  KG_SERVICE_STOP_S bounds the whole. */
+     * (kg_sched_stop).  KG_SERVICE_STOP_S bounds the whole.
+     * The order is who still uses what:
+     * - kg_waits_stop before MHD_stop_daemon: MHD must not be stopped with a connection suspended, and only the
+     *   waiter thread resumes them.  It also refuses new waits (a handler still running answers 503).
+     * - MHD_stop_daemon before kg_sched_stop: the handlers read jobs through the scheduler (kg_sched_wait) until
+     *   MHD has joined its threads; after it no handler and no completion callback (on_done) runs.
+     * - kg_sched_stop before kg_waits_free: a worker that ends a job calls on_job_end (kg_waits_wake) with
+     *   s.waits, and the 5 s drain is exactly when running jobs end.  Freed first, that wake wrote into freed
+     *   memory (an ASan heap-use-after-free: test_serve_faults.sh's jobs that end while the server stops).
+     *   kg_waits_wake on stopped waits is harmless (its lock and eventfd live until kg_waits_free).
+     * - When an evaluation outlives the drain, the process leaves with _exit below and frees nothing: that
+     *   worker's thread still holds the scheduler, the supervisor, the store and s.waits. */
     kg_waits_stop(s.waits);
     if (d) {
         double until = kg_now_ms() + 2000;
@@ -1783,8 +1794,6 @@ out:
             poll(NULL, 0, 10);
         MHD_stop_daemon(d);
     }
-    kg_waits_free(s.waits);
-    s.waits = NULL;
     if (s.sched) {
         stopped = kg_sched_stop(s.sched, 5.0);
         if (!stopped) {
@@ -1796,6 +1805,8 @@ out:
             _exit(rc == KG_OK ? 0 : 1);
         }
     }
+    kg_waits_free(s.waits); /* every worker has ended: nothing calls kg_waits_wake any more */
+    s.waits = NULL;
     kg_supervisor_close(sup);
     kg_store_close(s.store);
     if (task_dir) {

@@ -67,6 +67,8 @@ size_t kg_waits_count(kg_waits *w);
  * (their answers are being written).  Call before MHD_stop_daemon: MHD must not be stopped with a connection
  * suspended. */
 void kg_waits_stop(kg_waits *w);
+/* Stops (kg_waits_stop) and frees w.  Only once nothing can call kg_waits_wake any more: the scheduler's workers
+ * call it whenever they end a job, also during kg_sched_stop's drain, so after kg_sched_stop returned 1. */
 void kg_waits_free(kg_waits *w);
 
 /* The dashboard page (HTML + JS, no build step). */

@@ -15,7 +15,9 @@
  * (kg_waits_wake), and twice a second (another process of a fleet, or a cancellation, ends jobs without telling).
  *
  * Threads: kg_waits_add from MHD's handlers, kg_waits_wake from the scheduler's workers, kg_waits_stop and
- * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.
+ * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.  The workers
+ * outlive kg_waits_stop (they drain after MHD stops), so kg_waits_wake works on stopped waits, and kg_waits_free
+ * comes after the scheduler stopped (http.c says the whole order).
  */
 #include <errno.h>
 #include <microhttpd.h>

@@ -16,7 +16,6 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -464,10 +463,16 @@ static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, si
         long pid = strtol(e->d_name, &end, 10);
         if (*end || pid <= 1 || pid == (long)except)
             continue;
-        char path[64];
-        struct stat stt;
-        snprintf(path, sizeof path, "/proc/%ld", pid);
-        if (stat(path, &stt) != 0 || stt.st_uid != uid)
+        /* Whose process: any of its real, effective, saved and filesystem uids, from /proc/N/status.  Not the
+         * owner of /proc/N, which is the effective uid alone: a process of the runner's uid that runs a
+         * set-user-ID program (possible where no_new_privs is not set: seccomp and Landlock refused) keeps the
+         * runner's real uid (the kernel still counts it in the uid's RLIMIT_NPROC, and slot_clear's kill(-1)
+         * reaches it) but /proc/N turns the program owner's, and the census and the final sweep missed it.
+         * (Dumpability hides nothing here: /proc/N stays the effective uid's for a non-dumpable process, only
+         * the files in it turn root's, and the status file stays readable to all.) */
+        unsigned long ids[4];
+        if (!kg_proc_uids_read(pid, ids) ||
+            (ids[0] != uid && ids[1] != uid && ids[2] != uid && ids[3] != uid))
             continue;
         kg_proc_stat ps;
         int known = kg_proc_stat_read(pid, &ps);

@@ -2,7 +2,8 @@
  * proc.c — one reader of /proc/N/stat for the places that look at other
  * processes: the service's orphan guard (start time: with the pid it names one
  * process, never a later one given the same pid), the supervisor's census of
- * a runner's uid (name, state) and the catch-all reaper (state, parent); and
+ * a runner's uid (name, state) and the catch-all reaper (state, parent); one
+ * reader of the uids in /proc/N/status (the census: whose process it is); and
  * the closing of inherited descriptors before an exec.
  */
 #include <fcntl.h>
@@ -46,6 +47,22 @@ int kg_proc_stat_read(long pid, kg_proc_stat *st)
     }
     st->start = strtoull(p, NULL, 10);
     return 1;
+}
+
+int kg_proc_uids_read(long pid, unsigned long uids[4])
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1); /* "Uid:" is line 9, well inside the first read */
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *line = strstr(buf, "\nUid:");
+    return line && sscanf(line + 5, "%lu %lu %lu %lu", &uids[0], &uids[1], &uids[2], &uids[3]) == 4;
 }
 
 /* getdents64's record (the kernel's struct linux_dirent64, which no libc header declares). */

@@ -76,6 +76,9 @@ typedef struct kg_proc_stat {
     unsigned long long start; /* clock ticks after boot: with the pid it names one process */
 } kg_proc_stat;
 int kg_proc_stat_read(long pid, kg_proc_stat *st);
+/* A process's real, effective, saved and filesystem uids (the "Uid:" line of /proc/N/status, which any process
+ * may read, whatever the other's dumpability or uids).  1, or 0 when it is gone or the line unreadable. */
+int kg_proc_uids_read(long pid, unsigned long uids[4]);
 
 /* Closes every descriptor numbered `first` or more (close_range(2), else each one /proc/self/fd lists, else
  * every number below RLIMIT_NOFILE): for a child between fork and exec, so that nothing kgym or its caller

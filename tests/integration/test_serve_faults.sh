@@ -206,6 +206,22 @@ if start_server stopw --workers 1 --db "$TMP/stopw.db" --stage-timeout tiny_run=
     fi
 fi
 
+#    Jobs that end while the server stops, with requests waiting (issue 34): a worker that ends a job wakes the
+#    waiting requests, also during the drain after SIGTERM; the waits were freed before that drain, and the wake
+#    wrote into freed memory (an ASan heap-use-after-free that test_serve.sh's api server once ended with).  held:
+#    KGYM_FAULT_LATE_JOB_END=1 holds each worker's notice until the stop (the report every time before the fix);
+#    cancel: no fault injection, a running job cancelled just before SIGTERM ends during the stop.
+r=0
+for mode in held cancel held cancel; do
+    r=$((r + 1))
+    if [ $mode = held ]; then export KGYM_FAULT_LATE_JOB_END=1; n=2; else n=1; fi
+    if start_server stopend$r --workers $n --db "$TMP/stopend$r.db" --stage-timeout tiny_run=600; then
+        checks stop_ending "$SERVER_PID" 10 $mode
+        server_ended stopend$r
+    fi
+    unset KGYM_FAULT_LATE_JOB_END
+done
+
 # 5. (root) The database on a 2 MiB tmpfs: a full disk.
 if [ "$(id -u)" -ne 0 ]; then
     echo "skip: the full-disk and deleted-database checks need root (a tmpfs mount)"

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -669,7 +670,12 @@ static void requests_go_to_the_hook(void)
 
 /* A process left running as the runner's uid (as a descendant would be where no PID namespace could be made)
  * is seen by the census the judge asks for before its runner exits (named there), then killed when the
- * evaluation ends, and counted.  Without one the census finds nothing: the runner itself is not counted. */
+ * evaluation ends, and counted.  Without one the census finds nothing: the runner itself is not counted.  The
+ * straggler hides as it can: non-dumpable (its /proc files turn root's; the /proc/N directory stays its
+ * effective uid's), or with the runner's uid as its real uid only, its effective and saved uids another's, as
+ * after it executed a set-user-ID program where no_new_privs is not set (/proc/N turns that uid's: the census
+ * read the directory's owner and missed it, and the final sweep left it running). */
+enum { STRAGGLER_NONE, STRAGGLER_PLAIN, STRAGGLER_NOT_DUMPABLE, STRAGGLER_OTHER_EUID, STRAGGLER_KINDS };
 static void runner_uid_stragglers_are_killed(void)
 {
     if (geteuid() != 0) {
@@ -677,12 +683,16 @@ static void runner_uid_stragglers_are_killed(void)
         return;
     }
     uid_t uid = 61999; /* a uid of its own: outside the supervisor's slots */
-    for (int with_straggler = 0; with_straggler < 2; with_straggler++) {
+    for (int kind = STRAGGLER_NONE; kind < STRAGGLER_KINDS; kind++) {
+        int with_straggler = kind != STRAGGLER_NONE;
         pid_t straggler = 0;
         if (with_straggler) {
             straggler = fork();
             if (straggler == 0) {
-                if (setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0)
+                uid_t other = kind == STRAGGLER_OTHER_EUID ? 61998 : uid;
+                if (setresgid(uid, uid, uid) != 0 || setresuid(uid, other, other) != 0)
+                    _exit(1);
+                if (kind == STRAGGLER_NOT_DUMPABLE && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
                     _exit(1);
                 for (;;)
                     pause();
@@ -702,11 +712,16 @@ static void runner_uid_stragglers_are_killed(void)
         KG_CHECK(rep.end == KG_END_COMPLETED);
         KG_CHECK(find(&rep, "census") != NULL);
         if (with_straggler) {
+            if (rep.left_running < 1 || rep.stragglers < 1)
+                printf("  straggler kind %d (pid %d) missed: census %d, final sweep %d\n", kind, (int)straggler,
+                       rep.left_running, rep.stragglers);
             KG_CHECK(rep.left_running >= 1 && strstr(rep.left_running_names, "test_supervisor") != NULL);
             KG_CHECK(rep.stragglers >= 1);
             /* Killed and reaped: it was this process's child, and the supervisor reaps what is re-parented
              * to it. */
             KG_CHECK(kill(straggler, 0) == -1 && errno == ESRCH);
+            if (kill(straggler, SIGKILL) == 0) /* missed: not left running after the test */
+                waitpid(straggler, NULL, 0);
         } else {
             KG_CHECK(rep.left_running == 0 && rep.left_running_names[0] == '\0');
         }

@@ -872,6 +872,79 @@ def group_stop_waits():
           len(ok503) == len(work), answers)
 
 
+def group_stop_ending():
+    """stop_ending PID BOUND MODE: jobs end while a server stops with requests waiting.  8 POST /evaluate wait
+    (one job each, evaluated anew) and 4 long polls wait on the first job.  MODE held: the server runs 2 workers
+    under KGYM_FAULT_LATE_JOB_END=1, so each worker's notice that its first job ended waits for the stop: once
+    2 jobs are done, SIGTERM, and both notices come during the scheduler's drain.  MODE cancel (no fault
+    injection): the jobs hang; once one runs it is cancelled and SIGTERM follows at once, so its evaluation is
+    stopped, and its job ended, while the server stops.  The server exits within BOUND seconds; every request is
+    answered: 200 when its job had ended, else 503 with Retry-After.  (The sanitizer report and exit status are
+    stop_server's.)"""
+    import os
+    import signal
+    import threading
+    pid, bound, mode = int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+    tag = f"se{pid}"
+    cname = "ok" if mode == "held" else "hang"
+    answers = []
+    lock = threading.Lock()
+
+    def one(method, path, body):
+        s = socket.socket()
+        s.settimeout(120)
+        s.connect(("127.0.0.1", PORT))
+        http_on(s, method, path, json.dumps(body).encode() if body is not None else b"")
+        st, what, head = read_answer(s, 120)
+        s.close()
+        with lock:
+            answers.append((path, st, what, "\r\nretry-after: " in head.lower()))
+
+    ids = [f"{tag}-{i}" for i in range(8)]
+    work = [("POST", "/evaluate", req(i, cname, force_refresh=True, timeout=300)) for i in ids]
+    threads = [threading.Thread(target=one, args=w) for w in work]
+    for t in threads:
+        t.start()
+    for _ in range(100):  # every job exists before the long polls ask for the first
+        if all(call("GET", f"/v1/jobs/{i}")[0] == 200 for i in ids):
+            break
+        time.sleep(0.1)
+    polls = [threading.Thread(target=one, args=("GET", f"/v1/jobs/{ids[0]}?wait=600", None)) for _ in range(4)]
+    for t in polls:
+        t.start()
+    threads += polls
+    want = "done" if mode == "held" else "running"
+    need = 2 if mode == "held" else 1
+    seen = []
+    for _ in range(1200):
+        seen = [i for i in ids if call("GET", f"/v1/jobs/{i}")[1].get("status") == want]
+        if len(seen) >= need:
+            break
+        time.sleep(0.1)
+    if mode == "cancel" and seen:
+        call("DELETE", f"/v1/jobs/{seen[0]}")
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    gone = None
+    while time.time() - t0 < bound + 10:
+        try:
+            if open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX":
+                gone = time.time() - t0
+                break
+        except (OSError, IndexError):
+            gone = time.time() - t0
+            break
+        time.sleep(0.05)
+    for t in threads:
+        t.join(max(0.1, t0 + bound + 15 - time.time()))
+    answered = [a for a in answers if a[1] == 200 or (a[1] == 503 and a[3])]
+    check(f"{mode}: {len(seen)} job(s) {want} when SIGTERM came", len(seen) >= need, seen)
+    check(f"{mode}: SIGTERM while jobs end with {len(threads)} requests waiting: the server exits in "
+          f"{gone if gone is None else round(gone, 1)} s (bound {bound} s)", gone is not None and gone <= bound, gone)
+    check(f"{mode}: ...every request answered, 200 or 503 with Retry-After ({len(answered)} of {len(threads)}; "
+          f"{sum(1 for a in answers if a[1] == 200)} 200)", len(answered) == len(threads), answers)
+
+
 def group_race():
     """race N: N pairs of requests, each pair two different bodies with one new task_id sent at once: both get the
     job that id names (202, KernelGYM's idempotency), never 409."""

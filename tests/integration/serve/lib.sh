@@ -13,7 +13,10 @@ start_server() { # NAME ARGS...: starts a server on a free port, sets PORT and S
     if [ -z "$PORT" ]; then bad "server $name starts" "$(tail -20 "$TMP/$name.log")"; return 1; fi
 }
 stop_server() { # NAME: SIGTERM, expects exit 0 and no sanitizer report
-    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; rc=$?; SERVER_PID=""
+    kill -TERM "$SERVER_PID"; server_ended "$1"
+}
+server_ended() { # NAME: a server already sent SIGTERM (and maybe reaped by the shell): expects exit 0, no report
+    wait "$SERVER_PID"; rc=$?; SERVER_PID=""
     if [ $rc -eq 0 ] && ! grep -q "Sanitizer" "$TMP/$1.log"; then ok "server $1 stops cleanly (exit 0, no sanitizer report)"
     else
         # A sanitizer report's first lines name the fault and its stacks; its tail is shadow bytes.
