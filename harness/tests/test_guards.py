@@ -523,3 +523,14 @@ def test_timed_output_descriptions_count_non_finite_values(monkeypatch):
     assert [m["nonfinite"] for m in meta] == [1, 6, 0]
     assert meta[1]["shape"] == [2, 3] and meta[1]["stride"] == [1, 2] and meta[2]["dtype"] == "int64"
     assert guards.describe_outputs(None) == [{"type": "NoneType"}]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.complex64])
+@pytest.mark.parametrize("value, count", [(None, 0), (float("nan"), 1), (float("inf"), 1), (float("-inf"), 1)])
+def test_nonfinite_counts_every_kind_of_non_finite_value(dtype, value, count):
+    # The count's quick test (the least and greatest value, which NaN propagates to) must not miss one of them.
+    x = torch.randn(1000).to(dtype)
+    if value is not None:
+        x[517] = value
+    assert guards.nonfinite(x) == count
+    assert guards.nonfinite(x.reshape(10, 100).t()) == count  # any layout

@@ -91,12 +91,58 @@ def test_every_timed_call_runs_on_the_set_the_judge_drew(link, block_on):
     timer.warm(2)
     timer.round(4)
     assert len(seen) == 4 and all(ok for ok, _m in seen), seen
-    assert seen[0][1] == [{"type": "torch.Tensor", "shape": [48], "dtype": "float32", "stride": [1], "nonfinite": 0}]
+    # a timed call's description leaves the non-finite count out (the checked calls get it with their sample)
+    desc = {"type": "torch.Tensor", "shape": [48], "dtype": "float32", "stride": [1], "nonfinite": None}
+    assert seen[0][1] == [desc]
     timer.clock_block_prepare()
     times = timer.clock_block(3)
     args, meta = timer.clock_block_finish()  # after kgym's clock: the description of the kept output
-    assert times == [1.0] * 3 and torch.equal(cand.fetch(), args[0] * 3.0 + 1.0) and meta == seen[0][1]
+    assert times == [1.0] * 3 and torch.equal(cand.fetch(), args[0] * 3.0 + 1.0)
+    assert meta == [dict(desc, nonfinite=0)]  # the block's output is counted: one pass, outside the clock
     assert findings == []
+
+
+class Poked(torch.nn.Module):
+    """y = 3x + 1, then ``poke`` (an in-place function of the output) on it."""
+
+    def __init__(self, poke):
+        super().__init__()
+        self.poke = poke
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        _affine[(1,)](x, out, x.numel(), 0, BLOCK=64)
+        self.poke(out)
+        return out
+
+
+@pytest.mark.parametrize("poke, expected", [
+    (lambda out: None, True),
+    (lambda out: out[7].add_(1.0), False),  # one wrong value: every position of a 48-element output is sampled
+    (lambda out: out[5].fill_(float("nan")), None),  # non-finite, counted by the runner: compared in full
+])
+def test_a_checked_timed_output_is_sampled_at_positions_from_the_judges_seed(link, poke, expected):
+    ln, remote, findings = link
+    cand = remote(Poked(poke))
+    got = []
+
+    def on_pair(call, args, ref_out, rem, meta):
+        from kgym_harness.judge import compare
+
+        tol = compare.variant_tolerance(ref_out, 1e-5, 1e-5)
+        got.append(child._sample_agrees(rem, ref_out, tol, 12345))
+
+    timer = start(ln, cand, check_every=1, on_pair=on_pair)
+    timer.round(2)
+    assert got == [expected, expected]
+
+
+def test_sample_positions_are_the_same_on_both_sides():
+    a = timing.sample_positions([10, 1 << 17, 1 << 20], 99, "cpu")
+    b = timing.sample_positions([10, 1 << 17, 1 << 20], 99, "cpu")
+    assert a[0] is None and all(torch.equal(x, y) for x, y in zip(a[1:], b[1:]))
+    assert a[1].numel() == timing.SAMPLES and int(a[2].max()) < 1 << 20
+    assert not torch.equal(a[1], timing.sample_positions([1 << 17], 100, "cpu")[0])
 
 
 def test_a_timed_output_that_is_its_input_is_output_alias(link):

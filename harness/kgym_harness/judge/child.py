@@ -248,16 +248,24 @@ class RemoteModel:
         device ms, the runner's description of the output: guards.describe_outputs)."""
         reply, _ = self._ok({"cmd": "timed", "flush": flush}, values)
         self.l2 = reply.get("l2", self.l2)
+        # the runner's word on its own overhead: a figure for PERFORMANCE, never for a verdict
+        self.describe_ms = reply.get("describe_ms") if isinstance(reply.get("describe_ms"), (int, float)) else 0.0
         return float(reply["ms"]), float(reply["device_ms"]), reply.get("outputs")
 
     def fetch(self):
         return self._ok({"cmd": "fetch"}, answer_bytes=self.answer_bytes)[1]
 
-    def sample(self, idx):
-        """The last timed output's values at the positions ``idx`` (one index tensor, or None for all of a
-        small output, per output tensor)."""
-        return self._ok({"cmd": "sample"}, list(idx), answer_bytes=sum(8 * (i.numel() if i is not None else 0)
-                                                                        for i in idx) or self.answer_bytes)[1]
+    def sample(self, seed, numels, itemsize=8):
+        """The last timed output's values at the positions ``seed`` gives (timing.sample_positions: every
+        position of a small output), and the runner's count of its non-finite values, per output tensor:
+        (values, counts).  The sample comes back through host memory (a memfd spare, no device block)."""
+        from ..shared import timing as tm
+
+        nbytes = sum(itemsize * min(int(n), tm.SAMPLES) for n in numels) or 64
+        reply, out = _ok(*self.link.ask({"cmd": "sample", "model": self.id, "seed": int(seed),
+                                         "samples": tm.SAMPLES}, None,
+                                        spare=self.link.tp.spare_for(nbytes, device=False)))
+        return out, reply.get("nonfinite")
 
     def clock_prepare(self, values=None):
         self._ok({"cmd": "clock_prepare"}, values)
@@ -747,9 +755,12 @@ class Evaluation:
             # the output differs from the reference's (shape, dtype) or holds non-finite values a sample may
             # miss, so a wrong output is judged exactly as in correctness (below the floor: the relative check
             # too, adjudicated in float64).
-            if (_output_problem(meta, expect) is None and
-                    _sample_agrees(remote, ref_out, tol, timer.random.getrandbits(63))):
-                return
+            if _output_problem(meta, expect) is None:
+                t0 = time.perf_counter()
+                agrees = _sample_agrees(remote, ref_out, tol, timer.random.getrandbits(63))
+                timer.overhead["sample_ms"] += (time.perf_counter() - t0) * 1e3
+                if agrees:
+                    return
             cand_out = remote.fetch()
             if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
                 return
@@ -798,8 +809,13 @@ class Evaluation:
                 block, views = self.runner.tp.InPlace.make(first, share=True)
             label = self.runner.label(base.name)
             reply, _ = self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True)),
-                                        "variant": label}, views if block is not None else None,
-                                       in_place=block)
+                                        "variant": label, "output_dtypes": sorted({d for _s, d in expect})},
+                                       views if block is not None else None, in_place=block)
+            # the judge's side of a checked call loaded here too, not in the exclusive window (_warm_checks)
+            for _shape, dtype in expect:
+                x = torch.zeros(tm.SAMPLES + 1, dtype=getattr(torch, dtype, torch.float32), device=self.device)
+                (i,) = tm.sample_positions([x.numel()], 0, self.device)
+                compare.sample_agrees([x[i]], [x[i]], 0.0, 0.0, samples=tm.SAMPLES, relative_atol=0.0)
             if reply.get("type") != "ok":
                 raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
             cand.l2 = reply.get("l2")
@@ -1380,22 +1396,24 @@ def _precision_ops(tree) -> dict:
     return {"dot_reduced": reduced, "dot_full": full, "half_precision": half}
 
 
-def _sample_agrees(remote, ref_out, tol, seed, samples=1 << 16):
-    """compare.sample_agrees with the candidate's output still in the runner: positions drawn here, only the
-    values there fetched.  None (compare in full) when the outputs' structure does not allow it."""
+def _sample_agrees(remote, ref_out, tol, seed):
+    """compare.sample_agrees with the candidate's output still in the runner: positions drawn from ``seed``
+    on both sides (timing.sample_positions), only the values there fetched.  None (compare in full) when the
+    outputs' structure does not allow it, or the runner counts non-finite values in them (a sample may miss
+    them; its count is its word, so it can only add a full comparison)."""
     import torch
 
+    from ..shared import timing as tm
     from . import compare
 
     refs = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
     if not refs or not all(torch.is_tensor(r) and r.is_contiguous() for r in refs):
         return None
-    gen = torch.Generator(device=refs[0].device)
-    gen.manual_seed(seed)
-    idx = [torch.randint(r.numel(), (samples,), device=r.device, generator=gen) if r.numel() > samples else None
-           for r in refs]
-    got = remote.sample(idx)
+    idx = tm.sample_positions([r.numel() for r in refs], seed, refs[0].device)
+    got, counts = remote.sample(seed, [r.numel() for r in refs], max(r.element_size() for r in refs))
     if not isinstance(got, list) or len(got) != len(refs):
+        return None
+    if not isinstance(counts, list) or len(counts) != len(refs) or any(c != 0 for c in counts):
         return None
     picked_ref, picked = [], []
     for r, i, c in zip(refs, idx, got):
@@ -1405,16 +1423,17 @@ def _sample_agrees(remote, ref_out, tol, seed, samples=1 << 16):
         if c.shape != rf.shape or c.dtype != rf.dtype:
             return None
         picked_ref.append(rf)
-        picked.append(c)
-    return compare.sample_agrees(picked_ref, picked, tol.atol, tol.rtol, samples=samples, seed=seed,
+        picked.append(c.to(rf.device))
+    return compare.sample_agrees(picked_ref, picked, tol.atol, tol.rtol, samples=tm.SAMPLES, seed=seed,
                                  relative_atol=tol.relative_atol, share=tol.share)
 
 
 def _output_problem(meta, expect):
     """Why a timed output, as the runner describes it (guards.describe_outputs), must be compared in full:
     another number of tensors, type, shape or dtype than the reference output's ``expect`` ([(shape, dtype)]),
-    or non-finite values (a sample may miss them); None when nothing in the description says so (the
-    description is the runner's word: it can only add checks)."""
+    or non-finite values where it counted them (a sample may miss them; a timed call's description leaves the
+    count out, and the checked calls get it with their sample: _sample_agrees); None when nothing in the
+    description says so (the description is the runner's word: it can only add checks)."""
     if not isinstance(meta, list) or len(meta) != len(expect):
         return "the output's description does not match the reference's number of tensors"
     for i, (m, (shape, dtype)) in enumerate(zip(meta, expect)):
@@ -1422,7 +1441,7 @@ def _output_problem(meta, expect):
             return f"output {i} is not a plain tensor"
         if m.get("shape") != shape or m.get("dtype") != dtype:
             return f"output {i} is {m.get('dtype')} {m.get('shape')}, the reference's {dtype} {shape}"
-        if m.get("nonfinite") != 0:
+        if m.get("nonfinite") is not None and m.get("nonfinite") != 0:
             return f"output {i} holds non-finite values"
     return None
 

@@ -288,9 +288,28 @@ class Runner:
 
         self.call_args = list(values) if isinstance(values, list) else None
         self.timed_variant = msg.get("variant")
+        self._warm_checks(msg.get("output_dtypes"))
         self.flusher = tm.L2Flusher() if msg.get("flush", True) else None
         self.l2 = tm.PersistingL2(self.device) if msg.get("flush", True) else None
         self.reply({"type": "ok", "l2": self.l2.facts() if self.l2 is not None else None})
+
+    def _warm_checks(self, dtypes):
+        """A checked call's work (sample, the non-finite test) done once on a small tensor of each output dtype,
+        here in the shared phase: each kernel's first launch in a process loads it (tens of ms on an H200, seen
+        as 17 ms a check on a task checked 3 times), which would otherwise land in the exclusive timing window."""
+        import torch
+
+        from ..shared import timing as tm
+        from . import guards
+
+        for name in (dtypes if isinstance(dtypes, list) else [])[:8]:
+            dtype = tp._DTYPES.get(name) if isinstance(name, str) else None
+            if dtype is None:
+                continue
+            x = torch.zeros(tm.SAMPLES + 1, dtype=dtype, device=self.device)
+            (i,) = tm.sample_positions([x.numel()], 0, self.device)
+            x[i].sum()
+            guards.nonfinite(x)
 
     def _timed_args(self, values):
         """A timed command's arguments: those it carried, else the call block the judge filled for it."""
@@ -300,10 +319,11 @@ class Runner:
             raise RuntimeError("a timed command with no arguments and no call block")
         return self.call_args
 
-    def _described(self, out, args, model):
-        """The output's description for the judge (guards.describe_outputs), after the aliasing checks of a
-        correctness call (findings with the answer)."""
-        return self.guards.check_timed(out, args, list(model.parameters()), "timing", self.timed_variant)
+    def _described(self, out, args, model, nonfinite=True):
+        """The output's description for the judge (guards.describe_outputs; ``nonfinite``: with the count of
+        non-finite values), after the aliasing checks of a correctness call (findings with the answer)."""
+        return self.guards.check_timed(out, args, list(model.parameters()), "timing", self.timed_variant,
+                                       nonfinite)
 
     def timed(self, msg, values):
         import torch
@@ -321,25 +341,39 @@ class Runner:
             ms, device_ms, out = tm.event_timed(model, args, self.flusher if flush else None,
                                                 self.l2 if flush else None)
         self.last = out
-        outputs = self._described(out, args, model)
+        t0 = time.perf_counter()
+        # No non-finite count here: a pass over the output and a wait for the device on every call (14 ms a
+        # round, measured on an H200); the judge gets the count of the calls it checks with their sample.
+        outputs = self._described(out, args, model, nonfinite=False)
         self.reply({"type": "ok", "ms": ms, "device_ms": device_ms, "outputs": outputs,
+                    "describe_ms": (time.perf_counter() - t0) * 1e3,
                     "l2": self.l2.facts() if self.l2 is not None else None})
 
     def fetch(self, msg):
         self.reply({"type": "ok"}, _sendable(self.last))
 
-    def sample(self, msg, idx):
-        """The last output's values at the judge's positions: only a sample crosses back."""
+    def sample(self, msg, _values):
+        """The last output's values at the positions the judge's seed gives (timing.sample_positions, drawn
+        after the call), and each output's count of non-finite values (guards.describe_outputs leaves it out of
+        a timed call's description: only the checked calls pay for the pass over the output).  Only the sample
+        crosses back, through host memory."""
         import torch
 
+        from ..shared import timing as tm
+        from . import guards
+
         outs = list(self.last) if isinstance(self.last, (tuple, list)) else [self.last]
-        if len(outs) != len(idx or []) or not all(torch.is_tensor(o) for o in outs):
+        if not outs or not all(torch.is_tensor(o) for o in outs):
             return self.reply({"type": "ok"}, None)
+        samples = int(msg.get("samples", tm.SAMPLES))
+        if not 0 < samples <= tm.SAMPLES:
+            return self.reply({"type": "error", "message": f"sample: {samples} positions asked"})
+        idx = tm.sample_positions([o.numel() for o in outs], msg.get("seed", 0), self.device, samples)
         picked = []
         for o, i in zip(outs, idx):
             flat = o.detach().reshape(-1)
             picked.append(flat if i is None else flat[i.to(flat.device)])
-        self.reply({"type": "ok"}, picked)
+        self.reply({"type": "ok", "nonfinite": [guards.nonfinite(o) for o in outs]}, picked)
 
     def clock_block(self, msg):
         import torch

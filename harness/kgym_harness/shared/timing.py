@@ -145,6 +145,22 @@ def _clone(args):
     return [x.clone() if torch.is_tensor(x) else x for x in args]
 
 
+# Positions a checked timed output is sampled at, per output tensor (all of a smaller one).
+SAMPLES = 1 << 16
+
+
+def sample_positions(numels, seed, device, samples=SAMPLES):
+    """The positions a checked timed output is compared at: one index tensor per output of ``numels`` elements
+    (None: all of a tensor of at most ``samples``), drawn from ``seed`` on ``device`` by a generator of their own.
+    The judge and the runner compute them alike from the seed the judge draws after the call (so the runner
+    could not know them while it computed), and only the seed crosses: no device block a check (measured: the
+    two blocks of positions and answer cost about 2 ms a check on an H200)."""
+    gen = torch.Generator(device=device)
+    gen.manual_seed(int(seed))
+    return [torch.randint(int(n), (samples,), device=device, generator=gen) if int(n) > samples else None
+            for n in numels]
+
+
 def input_set_count(inputs, wanted: int = 3) -> int:
     """How many input sets fit: each set is held twice (reference and candidate copies), and half the
     free memory is left for the models' own work."""
@@ -351,7 +367,12 @@ class CrossTimer:
         self.on_overwrite, self.must_check = on_overwrite, must_check
         self.random = random.Random(int.from_bytes(os.urandom(8), "little"))
         self.calls = 0
-        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0, "canaries_ms": 0.0}
+        # Host milliseconds a round spends besides the timed work: drawing and loading inputs, checking outputs
+        # (of which the sampled comparison's exchange with the runner), reading canaries back; ``calls_ms`` is the
+        # wall time of the timed calls themselves as seen here (events, flushes, the runner's exchange), and
+        # ``describe_ms`` the runner's share of it spent describing the outputs (guards.check_timed).
+        self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0, "canaries_ms": 0.0, "sample_ms": 0.0,
+                         "calls_ms": 0.0, "describe_ms": 0.0}
         self.meta = None  # the runner's description of the last timed output
         self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
@@ -377,12 +398,19 @@ class CrossTimer:
             self.on_overwrite(call, hits)
 
     def _remote_timed(self, send, call):
+        t0 = time.perf_counter()
         t, d, self.meta = self.remote.timed(send)
+        self.overhead["calls_ms"] += (time.perf_counter() - t0) * 1e3
+        self.overhead["describe_ms"] += float(getattr(self.remote, "describe_ms", 0.0) or 0.0)
         self._after(call)
         return t, d
 
     def _ref_timed(self, args):
-        return event_timed(self.ref, args, self.flusher, self.l2)
+        t0 = time.perf_counter()
+        try:
+            return event_timed(self.ref, args, self.flusher, self.l2)
+        finally:
+            self.overhead["calls_ms"] += (time.perf_counter() - t0) * 1e3
 
     def warm(self, calls, warm_ms=0.0, at_least=2):
         t0 = time.perf_counter()
