@@ -15,12 +15,13 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
   call {model, stage, variant, poison, values: args}   one forward under the runtime guards
   check {stage}                                the guards' process checks (threads, global state, tampering)
   drop {model}
-  timing_inputs {flush, variant, values: args in place}   the judge's call block: the timed calls' arguments,
+  timing_inputs {flush, variant, output_dtypes, values: args in place}   the judge's call block: the timed calls' arguments,
                                                which the judge fills before every call (none: they come with it)
   timed {model, flush, values?}                one timed call (events) on the call block (or the values sent),
                                                output kept for ``fetch`` and described in the answer
   fetch                                        the last timed/clock-block output
-  sample {values: [index tensor or None, ...]} that output's values at the judge's positions
+  sample {seed, samples}                       that output's values at the positions the judge's seed gives
+                                               (timing.sample_positions), and its non-finite counts
   clock_prepare {model, values?}               the arguments of the next clock_block (the call block, or these)
   clock_block {model, calls}                   calls back to back on them, each timed
   clock_describe {model}                       the block's last output described (guards.check_timed), after
