@@ -1,6 +1,7 @@
 /*
  * main.c — the kgym command: dispatches to a subcommand (src/cli/cmd_*.c).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -37,19 +38,37 @@ static void usage(FILE *out)
         fprintf(out, "  %-11s %s\n", commands[i].name, commands[i].summary);
 }
 
+/* Every command's status passes through here: what it printed is flushed and closed, and an output that could not
+ * be written (a full disk, /dev/full, a closed pipe's reader gone) is an error, not a silent exit 0 over a
+ * truncated result a training loop would then read.  A command that already failed keeps its own status. */
+static int finished(int rc)
+{
+    errno = 0;
+    int bad = fflush(stdout) != 0 || ferror(stdout);
+    int err = errno;
+    if (fclose(stdout) != 0 && !bad) {
+        bad = 1;
+        err = errno;
+    }
+    if (!bad)
+        return rc;
+    fprintf(stderr, "kgym: could not write the standard output: %s\n", err ? strerror(err) : "write error");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return finished(argc < 2 ? 2 : 0);
     }
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
         printf("kgym %s\n", KG_VERSION);
-        return 0;
+        return finished(0);
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
-            return commands[i].run(argc - 1, argv + 1);
+            return finished(commands[i].run(argc - 1, argv + 1));
     fprintf(stderr, "kgym: unknown command \"%s\"\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -340,5 +340,22 @@ for sub in reward advantages rejection metrics curriculum; do
 done
 run_ok "stdin input" sh -c "\"$KGYM\" metrics <$FIX/bench_cpu.jsonl"
 
+# ---- an output that cannot be written is an error ---------------------------
+# Every command's printed output is flushed and closed before it exits (src/cli/main.c, finished): to a full
+# device it fails with a message, never exit 0 over a truncated result.
+if [ -w /dev/full ]; then
+    for cmd in "version" "--help" "reward --fn staged $FIX/bench_cpu.jsonl" "metrics $FIX/bench_cpu.jsonl" \
+        "extract examples/01_scaled_residual_add/correct.py" "curriculum --help"; do
+        # shellcheck disable=SC2086
+        "$KGYM" $cmd >/dev/full 2>"$TMP/err"
+        rc=$?
+        if [ "$rc" -ne 0 ] && grep -q "could not write the standard output" "$TMP/err"; then
+            ok "kgym $cmd > /dev/full: exit $rc with a message"
+        else
+            bad "kgym $cmd > /dev/full: exit $rc, stderr: $(head -c 200 "$TMP/err")"
+        fi
+    done
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
