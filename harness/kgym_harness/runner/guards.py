@@ -346,8 +346,15 @@ def _jit_arguments(self, args, kwargs):
             v = p.default
         else:
             continue  # Triton's binder refuses the call itself
-        if not _argument_ok(v, p.is_constexpr):
-            _refuse(getattr(self.fn, "__name__", "?"), p.name, v, p.is_constexpr)
+        # Inline, the two kinds nearly every argument is (a number; a tensor where no constant belongs).
+        kind = _KINDS.get(_is(_type(v)))
+        if kind == "scalar":
+            continue
+        constexpr = p.is_constexpr
+        if kind == "tensor" and not constexpr and not v.__dict__:
+            continue
+        if not _argument_ok(v, constexpr):
+            _refuse(getattr(self.fn, "__name__", "?"), p.name, v, constexpr)
 
 
 def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
