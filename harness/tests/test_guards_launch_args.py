@@ -258,3 +258,31 @@ def test_jit_arguments_accept_what_the_launcher_takes():
 def test_jit_launch_refuses_before_triton_reads_it(args, kwargs, message):
     with pytest.raises(guards.LaunchArgumentError, match=message):
         GPU_KERNEL[(1,)](*args, **kwargs)
+
+
+class _Noisy:
+    """A default whose comparison is code (KernelParam.has_default compares with !=)."""
+    ran = []
+
+    def __ne__(self, other):
+        _Noisy.ran.append("ne")
+        return True
+
+    def __eq__(self, other):
+        _Noisy.ran.append("eq")
+        return False
+
+    __hash__ = object.__hash__
+
+
+def _gpu_noisy_default(x_ptr, D=_Noisy()):
+    pass
+
+
+def test_jit_check_runs_nothing_of_the_candidates():
+    kernel = JITFunction(_gpu_noisy_default)
+    _Noisy.ran.clear()
+    with pytest.raises(guards.LaunchArgumentError, match="parameter D was given _Noisy"):
+        kernel[(1,)](torch.ones(1))
+    assert _Noisy.ran == []
+

@@ -24,6 +24,7 @@ the policy, which findings make the verdict ``hacked``.
 """
 
 import contextlib
+import inspect
 import sys
 import threading
 
@@ -141,6 +142,7 @@ _DESCRIPTOR_FIELDS = frozenset()  # a TensorDescriptor's fields (_capture_kinds)
 _qualname = type.__dict__["__qualname__"].__get__
 _mro = type.__dict__["__mro__"].__get__
 _Size = torch.Size
+_EMPTY = inspect.Parameter.empty
 
 
 def _capture_kinds():
@@ -312,8 +314,6 @@ def _interpreter_arguments(self, args, kwargs):
     candidate language refuses such launches statically; this is the runtime's own witness, which does not
     depend on the checker typing every value right, nor on LOG or anything else the candidate's code could set
     before the launch."""
-    import inspect
-
     kernel = getattr(self.fn, "__name__", "?")
     constexprs = set(getattr(self, "constexprs", ()) or ())
     try:
@@ -342,10 +342,10 @@ def _jit_arguments(self, args, kwargs):
             v = args[i]
         elif p.name in kwargs:
             v = kwargs[p.name]
-        elif p.has_default:
-            v = p.default
         else:
-            continue  # Triton's binder refuses the call itself
+            v = p.default  # (KernelParam.has_default compares it with !=: the default's own __ne__)
+            if v is _EMPTY:
+                continue  # Triton's binder refuses the call itself
         # Inline, the two kinds nearly every argument is (a number; a tensor where no constant belongs).
         kind = _KINDS.get(_is(_type(v)))
         if kind == "scalar":
