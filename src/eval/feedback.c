@@ -84,6 +84,10 @@ static const char *hack_rule(const char *type)
         {"host_values", "turning tensor data into Python values in forward (.tolist(), .item(), float(t), "
                         "str(t), .numpy()): the evaluator saw it happen while your forward ran; host code may only "
                         "compute launch configuration from shapes and numbers"},
+        {"launch_argument", "passing a kernel an argument Triton's GPU launcher does not take (a list, a dict, a "
+                            "function, a module or layer, an object, a subclass of a number or tensor): a kernel "
+                            "takes tensors, numbers, None, tuples of these and TensorDescriptors, and its "
+                            "tl.constexpr parameters strings, dtypes and @triton.jit functions too"},
         {"try_except", "try/except in forward: a failing kernel may not fall back to other code"},
         {"state_cache", "keeping results or state across calls (module globals, caches)"},
         {"no_triton_launch", "a forward that launches no Triton kernel (a decoy kernel)"},

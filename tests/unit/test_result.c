@@ -818,6 +818,42 @@ static void host_values_has_its_own_severity_and_rule(void)
     json_decref(r);
 }
 
+/* A launch the runner refused (guards._refuse): the forward raised LaunchArgumentError in the tiny run, which alone
+ * is a runtime error (a string where no constant belongs: the mistake the GPU launcher reports too); with the
+ * launch_argument finding beside it (a list, a module, a function: code for the interpreter's kernel body) the
+ * verdict is hacked, reward the hack penalty, and the feedback says what a kernel takes. */
+static void refused_launch_argument_is_hacked(void)
+{
+    for (int with_finding = 0; with_finding < 2; with_finding++) {
+        kg_eval_options o;
+        kg_eval_options_default(&o, "cpu");
+        fake f;
+        fake_init(&f);
+        stage_ok(&f, "parse");
+        stage_ok(&f, "static");
+        stage_ok(&f, "compile");
+        msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+        if (with_finding)
+            msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:b}}}", "type", "finding", "finding",
+                              "type", "launch_argument", "stage", "tiny_run", "variant", "tiny", "message",
+                              "k: the parameter L was given list", "evidence", "kernel", "k", "parameter", "L",
+                              "class", "list", "constexpr", 0));
+        msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}}", "type", "stage",
+                          "stage", "tiny_run", "status", "fail", "detail", "raised", "error", "type",
+                          "LaunchArgumentError", "message", "k: the parameter L was given list", "frames", "file", CAND,
+                          "line", 24, "function", "forward", "code", "k[(1,)](box, 1)"));
+        msg(&f, json_pack("{s:s}", "type", "done"));
+        json_t *r = build(&f, &o);
+        KG_CHECK_STR(verdict(r), with_finding ? "hacked" : "runtime_error");
+        if (with_finding) {
+            KG_CHECK_NEAR(reward(r), 0.0, 0);
+            KG_CHECK(strstr(feedback(r), "an argument Triton's GPU launcher does not take") != NULL);
+        }
+        KG_CHECK(strstr(feedback(r), "the parameter L was given list") != NULL);
+        json_decref(r);
+    }
+}
+
 /* Lines without the job's nonce are dropped and reported; the genuine ones lose the nonce. */
 static void forged_messages_are_dropped(void)
 {
@@ -1648,6 +1684,7 @@ static const kg_test_case cases[] = {
     {"static_finding_names_the_line", static_finding_names_the_line},
     {"policy_severity_warn_and_off", policy_severity_warn_and_off},
     {"host_values_has_its_own_severity_and_rule", host_values_has_its_own_severity_and_rule},
+    {"refused_launch_argument_is_hacked", refused_launch_argument_is_hacked},
     {"forged_messages_are_dropped", forged_messages_are_dropped},
     {"faster_than_physics", faster_than_physics},
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},

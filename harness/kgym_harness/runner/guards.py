@@ -24,6 +24,7 @@ the policy, which findings make the verdict ``hacked``.
 """
 
 import contextlib
+import inspect
 import sys
 import threading
 
@@ -116,49 +117,244 @@ def _executor_grid(self, _kwargs):
     self.grid = _outside(self.grid)
 
 
-class ConstexprValueError(TypeError):
-    """A tl.constexpr argument that is not a compile-time constant (the interpreter's launch, _interpreter_constexprs)."""
+class LaunchArgumentError(TypeError):
+    """A kernel argument Triton's GPU launcher would not take (_refuse): raised at the launch, before Triton reads
+    the argument and before the kernel body runs."""
 
 
-def _constexpr_value_ok(v, depth=0):
-    """Whether ``v`` is what a compiled kernel can take as a tl.constexpr: a number, a boolean, a string, None, a
-    dtype, a @triton.jit function, or a tuple of those.  Anything else (a tensor, a module, a bound method, a
-    builtin) reaches the interpreter's kernel body as the object itself, where Python runs it inside the launch,
-    out of the recorders' sight; the GPU compiler refuses it."""
+class ConstexprValueError(LaunchArgumentError):
+    """A tl.constexpr argument that is not a compile-time constant."""
+
+
+# What a kernel argument may be, keyed by the id of its exact class (an int: looking it up runs no __hash__ or
+# __eq__ of a metaclass the candidate wrote).  _capture_kinds fills it from torch and Triton when the launch hooks
+# are installed, before the candidate is imported: a subclass the candidate defines later, or a name it rebinds
+# in a Triton module, is not in it.  Empty: every argument is refused (fail closed).
+_KINDS = {}
+_KINDS_HELD = []  # the classes themselves, so that their ids stay theirs
+# The Guards of this process (Guards.install): a refused argument that could carry code is its finding.
+_SINK = []
+# Tuples nested deeper than this are refused (a kernel's tuples are a level or two deep).
+_DEPTH = 8
+_WRAPPER_FIELDS = frozenset()  # a TensorWrapper's own attributes (_capture_kinds)
+_DESCRIPTOR_FIELDS = frozenset()  # a TensorDescriptor's fields (_capture_kinds)
+# A class's name and method resolution order as the type object holds them, whatever its metaclass says.
+_qualname = type.__dict__["__qualname__"].__get__
+_mro = type.__dict__["__mro__"].__get__
+_Size = torch.Size
+_EMPTY = inspect.Parameter.empty
+
+
+def _capture_kinds():
+    """Fills _KINDS.  A kernel argument is what Triton's GPU launcher takes (native_specialize_impl, the launcher
+    and its binder, Triton 3.6): a plain tensor (or nn.Parameter), a bool, int or float, None, a tuple of those
+    (torch.Size is one), a TensorDescriptor, triton.reinterpret's TensorWrapper, a @triton.jit function or a
+    tl.constexpr; a tl.constexpr parameter also takes a string or a dtype (the compiler makes them constants).
+    Exact classes only: a subclass's methods, and an object's own attributes, are the candidate's code, which
+    the interpreter would call (``__index__``, ``data_ptr``, ``__add__`` in the body) inside the launch."""
+    global _WRAPPER_FIELDS, _DESCRIPTOR_FIELDS
+    if _KINDS:
+        return
     import triton.language as tl
-    from triton.runtime.jit import JITFunction
 
-    if isinstance(v, tl.constexpr):
-        v = v.value
-    if v is None or isinstance(v, (bool, int, float, str, torch.dtype, tl.dtype)):
+    kinds = [(bool, "scalar"), (int, "scalar"), (float, "scalar"), (type(None), "scalar"),
+             (_Tensor, "tensor"), (torch.nn.Parameter, "tensor"), (tuple, "tuple"), (_Size, "tuple"),
+             (str, "constant"), (torch.dtype, "constant"), (tl.constexpr, "constexpr")]
+    todo = [tl.dtype]
+    while todo:  # Triton's own dtype classes (pointer_type, block_type, ...): none of the candidate's exists yet
+        cls = todo.pop()
+        kinds.append((cls, "constant"))
+        todo.extend(cls.__subclasses__())
+    try:
+        from triton.runtime.jit import JITFunction, TensorWrapper
+
+        kinds += [(JITFunction, "jit"), (TensorWrapper, "wrapper")]
+        _WRAPPER_FIELDS = frozenset(vars(TensorWrapper(torch.empty(0), tl.float32)))
+    except Exception:  # noqa: BLE001 — another Triton: such arguments are refused
+        pass
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        kinds.append((InterpretedFunction, "jit"))
+    except Exception:  # noqa: BLE001 — no interpreter in this build
+        pass
+    try:
+        import dataclasses
+
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        kinds.append((TensorDescriptor, "descriptor"))
+        _DESCRIPTOR_FIELDS = frozenset(f.name for f in dataclasses.fields(TensorDescriptor))
+    except Exception:  # noqa: BLE001 — no tensor descriptors in this Triton
+        pass
+    _KINDS_HELD.extend(cls for cls, _ in kinds)
+    _KINDS.update((_is(cls), kind) for cls, kind in kinds)
+
+
+def _own_fields(obj, allowed):
+    """Whether the instance dictionary of ``obj`` (an exact Triton class) holds only the attributes Triton sets:
+    one of the candidate's own (``data_ptr = ...``) would shadow the method Triton calls."""
+    for k in obj.__dict__:  # iterating a dict hashes nothing
+        if _type(k) is not str or k not in allowed:
+            return False
+    return True
+
+
+def _plain_tensor(t):
+    # An attribute of its own (t.data_ptr = ...) would shadow torch's method where Triton calls it.
+    return _KINDS.get(_is(_type(t))) == "tensor" and not t.__dict__
+
+
+def _ints(seq):
+    t = _type(seq)
+    if not (t is list or t is tuple or t is _Size):
+        return False
+    for x in seq:
+        if _type(x) is not int:
+            return False
+    return True
+
+
+def _argument_ok(v, constexpr, depth=0):
+    """Whether ``v`` is a kernel argument Triton's GPU launcher takes (_capture_kinds), for a tl.constexpr
+    parameter when ``constexpr``.  Reads exact classes by identity and instance dictionaries only: nothing of the
+    candidate's runs here."""
+    kind = _KINDS.get(_is(_type(v)))
+    if kind == "scalar" or kind == "jit":
         return True
-    if isinstance(v, JITFunction) or type(v).__name__ == "InterpretedFunction":
+    if kind == "tensor":
+        return not constexpr and not v.__dict__
+    if kind == "constant":
+        return constexpr
+    if kind == "tuple":
+        if depth >= _DEPTH:
+            return False
+        for x in v:
+            if not _argument_ok(x, constexpr, depth + 1):
+                return False
         return True
-    if isinstance(v, tuple) and depth < 4:
-        return all(_constexpr_value_ok(x, depth + 1) for x in v)
+    if kind == "constexpr":  # tl.constexpr(value): a constant wherever it is passed
+        return depth < _DEPTH and _argument_ok(v.value, True, depth + 1)
+    if kind == "wrapper":  # triton.reinterpret(t, dtype): a pointer of another element type
+        return (not constexpr and _own_fields(v, _WRAPPER_FIELDS) and _plain_tensor(v.base)
+                and _KINDS.get(_is(_type(v.dtype))) == "constant" and _type(v.dtype) is not str)
+    if kind == "descriptor":
+        return (not constexpr and _own_fields(v, _DESCRIPTOR_FIELDS) and _plain_tensor(v.base)
+                and _ints(v.shape) and _ints(v.strides) and _ints(v.block_shape) and _type(v.padding) is str)
     return False
 
 
-def _interpreter_constexprs(self, args, kwargs):
-    """The interpreter's GridExecutor.__call__: every tl.constexpr argument a compile-time constant
-    (_constexpr_value_ok), or the launch raises ConstexprValueError before the kernel body runs, as the GPU
-    compiler would refuse it.  The candidate language refuses such launches statically; this is the runtime's
-    own witness, which does not depend on the checker typing every value right."""
-    import inspect
+def _inert(v, depth=0):
+    """A refused value with no code of its own: a string, a dtype, a complex number, or a plain list, tuple,
+    set or dict of those and numbers.  Passing one where Triton takes none is a mistake Triton's GPU launcher
+    reports as an error.  Anything else (a tensor where a constant belongs, a function, a module, a layer, a
+    subclass, an object, a container holding one) would reach the interpreter's kernel body as an object whose
+    methods run there, where no recorder looks."""
+    t = _type(v)
+    kind = _KINDS.get(_is(t))
+    if kind == "scalar" or kind == "constant" or t is complex:
+        return True
+    if depth >= _DEPTH:
+        return False
+    if kind == "constexpr":
+        return _inert(v.value, depth + 1)
+    if t is list or t is tuple or t is set or t is frozenset or t is _Size:
+        return all(_inert(x, depth + 1) for x in v)
+    if t is dict:
+        return all(_inert(k, depth + 1) and _inert(x, depth + 1) for k, x in v.items())
+    return False
 
-    names = set(getattr(self, "constexprs", ()) or ())
-    if not names:
-        return
+
+def _advice(v, constexpr):
+    """What to pass instead of ``v`` (refused), for the message."""
+    t = _type(v)
+    kind = _KINDS.get(_is(t))
+    if t is list or t is dict or t is set or t is frozenset:
+        return ("a Python container is not a kernel argument (the GPU launcher refuses it too): pass its tensors "
+                "and numbers as separate arguments, or a tuple of them")
+    if kind == "constant":
+        return "a string or a dtype is a compile-time constant: declare the parameter `: tl.constexpr`"
+    if kind == "tensor" and constexpr:
+        return "a tensor is never a compile-time constant: drop `: tl.constexpr` and load its values in the kernel"
+    if kind in ("tensor", "wrapper", "descriptor"):
+        return "it carries attributes of its own: pass the tensor itself, with nothing set on it"
+    mro = _mro(t)
+    if any(c is int or c is float for c in mro):
+        return "a subclass of a number (its methods are code): pass a plain int or float"
+    if any(c is _Tensor for c in mro):
+        return "a tensor subclass (its methods are code): pass a plain torch.Tensor"
+    if kind == "tuple" or t is complex:
+        return "it holds a value that is not a kernel argument"
+    return "pass tensors and numbers as separate arguments"
+
+
+def _refuse(kernel, name, v, constexpr):
+    """Raises LaunchArgumentError (ConstexprValueError for a tl.constexpr parameter) naming the parameter, the
+    class it was given and what to pass; a value that could carry code (not _inert) is also a
+    ``launch_argument`` finding of this process's Guards, so that a candidate that catches the error is still
+    seen."""
+    what = _qualname(_type(v))
+    message = (f"{kernel}: the {'tl.constexpr ' if constexpr else ''}parameter {name} was given {what}: "
+               f"{_advice(v, constexpr)} (a kernel takes tensors, Python numbers (bool, int, float), None, tuples "
+               "of these and TensorDescriptors; a tl.constexpr parameter takes numbers, strings, dtypes, None and "
+               "@triton.jit functions; the GPU launcher refuses anything else)")
+    if not _inert(v):
+        for g in list(_SINK):
+            g.refused_launch(message, {"kernel": kernel, "parameter": name, "class": what,
+                                       "constexpr": bool(constexpr)})
+    raise (ConstexprValueError if constexpr else LaunchArgumentError)(message)
+
+
+def _interpreter_arguments(self, args, kwargs):
+    """The interpreter's GridExecutor.__call__: every value the kernel body will be called with (positional,
+    keyword, and the defaults the interpreter fills in: the same inspect.getcallargs it makes) is a kernel
+    argument (_argument_ok), or the launch is refused (_refuse) before the interpreter reads any of it.  The
+    interpreter passes anything that is not an int, a tensor, a tuple or a TensorDescriptor to the body as the
+    object itself, and the body runs inside the launch, where the recorders leave Triton's work alone.  The
+    candidate language refuses such launches statically; this is the runtime's own witness, which does not
+    depend on the checker typing every value right, nor on LOG or anything else the candidate's code could set
+    before the launch."""
+    kernel = getattr(self.fn, "__name__", "?")
+    constexprs = set(getattr(self, "constexprs", ()) or ())
     try:
-        bound = inspect.signature(self.fn).bind_partial(*args, **kwargs).arguments
+        names = inspect.getfullargspec(self.fn).args
+        bound = inspect.getcallargs(self.fn, *args, **{k: v for k, v in kwargs.items() if k in names})
     except TypeError:
-        return  # the interpreter reports the bad call itself
-    for name in sorted(names & set(bound)):
-        if not _constexpr_value_ok(bound[name]):
-            raise ConstexprValueError(
-                f"{getattr(self.fn, '__name__', '?')}: the tl.constexpr parameter {name} was given "
-                f"{type(bound[name]).__module__}.{type(bound[name]).__qualname__}: constexpr values are numbers, "
-                "strings, booleans, None, dtypes or @triton.jit functions (the GPU compiler refuses anything else)")
+        # A call the interpreter refuses itself (too many arguments, a missing one): what it reads before it
+        # does is checked all the same.
+        names = list(getattr(self, "arg_names", ()) or ())
+        bound = {(names[i] if i < len(names) else f"#{i}"): a for i, a in enumerate(args)}
+        bound.update((k, v) for k, v in kwargs.items() if k in names)
+    for name, v in bound.items():
+        if not _argument_ok(v, name in constexprs):
+            _refuse(kernel, name, v, name in constexprs)
+
+
+def _jit_arguments(self, args, kwargs):
+    """JITFunction.run (a GPU launch): the rule of _interpreter_arguments, on the values Triton's binder will
+    bind to the kernel's parameters (positional, keyword, defaults), before it reads them.  Triton's launcher
+    refuses most of what this refuses, but reads an argument first (``data_ptr`` of anything that has one, a
+    subclass's dunders); here nothing of the candidate's runs.  O(parameters) exact-class lookups: it runs on
+    every timed launch (bench/launch_args_overhead.py)."""
+    n = len(args)
+    for i, p in enumerate(self.params):
+        if i < n:
+            v = args[i]
+        elif p.name in kwargs:
+            v = kwargs[p.name]
+        else:
+            v = p.default  # (KernelParam.has_default compares it with !=: the default's own __ne__)
+            if v is _EMPTY:
+                continue  # Triton's binder refuses the call itself
+        # Inline, the two kinds nearly every argument is (a number; a tensor where no constant belongs).
+        kind = _KINDS.get(_is(_type(v)))
+        if kind == "scalar":
+            continue
+        constexpr = p.is_constexpr
+        if kind == "tensor" and not constexpr and not v.__dict__:
+            continue
+        if not _argument_ok(v, constexpr):
+            _refuse(getattr(self.fn, "__name__", "?"), p.name, v, constexpr)
 
 
 def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
@@ -197,8 +393,10 @@ def install_launch_hooks():
         return
     from triton.runtime import jit
 
+    _capture_kinds()
+    # A warmup compiles (MockTensors for tensors) and runs nothing.
     _wrap(jit.JITFunction, "run", lambda self: getattr(self.fn, "__name__", "?"),
-          skip=lambda kw: kw.get("warmup", False))
+          skip=lambda kw: kw.get("warmup", False), check=_jit_arguments)
     # The autotuner benchmarks its configs with torch ops (do_bench: empty, zero_, quantile) outside the
     # JITFunction launches: counted as one launch so that its bookkeeping is not taken for the candidate's.
     try:
@@ -214,7 +412,7 @@ def install_launch_hooks():
         from triton.runtime import interpreter
 
         _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"),
-              prepare=_executor_grid, check=_interpreter_constexprs)
+              prepare=_executor_grid, check=_interpreter_arguments)
     except Exception:  # noqa: BLE001 — no interpreter in this Triton build
         pass
 
@@ -399,9 +597,13 @@ class Guards:
         self.check_host = (self.policy.get("findings") or {}).get("host_values") != "off"
         self.findings = []
         self._seen = set()
+        # The stage and variant of the candidate call under way (call, and the runner's timed commands): where
+        # a refused launch (refused_launch) was seen.
+        self.where = (None, None)
 
     def install(self):
         install_launch_hooks()
+        _SINK[:] = [self]
         self.state = global_state()
         self.functions = _functions_to_guard()
         self.codes = {k: getattr(v, "__code__", None) for k, v in self.functions.items()}
@@ -413,6 +615,10 @@ class Guards:
         self._seen.add(key)
         self.findings.append({"type": kind, "stage": stage, "variant": variant, "message": message,
                               "evidence": evidence or {}})
+
+    def refused_launch(self, message, evidence):
+        """A launch refused for an argument that could carry code into the kernel body (_refuse)."""
+        self.add("launch_argument", self.where[0], self.where[1], message, evidence)
 
     # -- after each stage ---------------------------------------------------------------------------------
     def check_process(self, stage):
@@ -449,6 +655,7 @@ class Guards:
         LOG.active = True
         rec = AtenRecorder() if self.check_aten else None
         host = HostValueRecorder() if self.check_host else None
+        self.where = (stage, variant)
         try:
             with contextlib.ExitStack() as stack:
                 for mode in (rec, host):
@@ -457,6 +664,7 @@ class Guards:
                 out = model(*args)
         finally:
             LOG.active = False
+            self.where = (None, None)
         # Right after the call, before deferred work could finish: a thread started by forward is still alive.
         threads_after = threading.active_count()
         if threads_after > threads_before:

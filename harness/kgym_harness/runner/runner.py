@@ -338,9 +338,13 @@ class Runner:
         # does not wait for the current one) reads finished inputs, as it did when they were made in advance.
         torch.cuda.synchronize()
         flush = msg.get("flush", True)
-        with torch.no_grad():
-            ms, device_ms, out = tm.event_timed(model, args, self.flusher if flush else None,
-                                                self.l2 if flush else None)
+        self.guards.where = ("timing", self.timed_variant)
+        try:
+            with torch.no_grad():
+                ms, device_ms, out = tm.event_timed(model, args, self.flusher if flush else None,
+                                                    self.l2 if flush else None)
+        finally:
+            self.guards.where = (None, None)
         self.last = out
         t0 = time.perf_counter()
         # No non-finite count here: a pass over the output and a wait for the device on every call (14 ms a
@@ -387,7 +391,11 @@ class Runner:
             return self.reply({"type": "error", "message": "clock_block without clock_prepare"})
         self.last = None  # the last timed output goes before the block makes its own (measured: out of memory on
         # level1/19, the runner holding its set, the block's inputs and two outputs)
-        times, self.last = tm.clock_block(model, args, int(msg.get("calls", 1)))
+        self.guards.where = ("timing", self.timed_variant)
+        try:
+            times, self.last = tm.clock_block(model, args, int(msg.get("calls", 1)))
+        finally:
+            self.guards.where = (None, None)
         # The output is described by clock_describe, after kgym's clock around the block has stopped: a pass
         # over a multi-GB output (its non-finite count) inside the window made honest kernels look like a
         # tampered timer on an H200 (5 calls of 20 ms in all, 45 ms seen).
