@@ -73,6 +73,32 @@ class MutateParam(Honest):
         return out
 
 
+class BufferState(Honest):
+    """A call counter a kernel keeps in a registered buffer (red team 5): state across calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("calls", torch.zeros(4))
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        launch(x, out)
+        launch(self.calls, self.calls)
+        return out
+
+
+class BufferAlias(Honest):
+    """The output is a buffer made once and returned every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("out", torch.zeros(2, 8))
+
+    def forward(self, x):
+        launch(x, self.out)
+        return self.out
+
+
 class Sub(torch.Tensor):
     pass
 
@@ -107,6 +133,8 @@ def test_honest_call_has_no_findings():
     (Alias, "input_mutation"),
     (ParamAlias, "output_alias"),
     (MutateParam, "parameter_mutation"),
+    (BufferState, "parameter_mutation"),
+    (BufferAlias, "output_alias"),
     (Subclass, "output_subclass"),
 ])
 def test_check_fires(cls, kind):

@@ -483,6 +483,18 @@ class HostValueRecorder(TorchFunctionMode):
         return func(*args, **(kwargs or {}))
 
 
+def model_state(model):
+    """A model's parameters and buffers (register_buffer): its state, which forward may read and never write,
+    and no output may share (a red team kept a call counter in a buffer a kernel wrote, unseen while only the
+    parameters were snapshot)."""
+    seen, out = set(), []
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) not in seen:
+            seen.add(id(t))
+            out.append(t)
+    return out
+
+
 def _tensors(obj):
     if _isinstance(obj, _Tensor):
         return [obj]
@@ -647,7 +659,7 @@ class Guards:
         ``inputs_checked``: the inputs are the judge's own, handed over in place, and the judge checks them
         itself (transport.InPlace): no snapshot of them here."""
         inputs = _tensors(list(args))
-        params = list(model.parameters())
+        params = model_state(model)
         before_in = None if inputs_checked else _snapshot(inputs)
         before_p = _snapshot(params)
         threads_before = threading.active_count()
@@ -702,11 +714,12 @@ class Guards:
                          {"input": j, "shape": list(t.shape)})
         for j, (t, b) in enumerate(zip(params, before_p)):
             if not _same_bits(t, b):
-                self.add("parameter_mutation", stage, variant, f"parameter {j} was modified by forward",
+                self.add("parameter_mutation", stage, variant, f"parameter or buffer {j} was modified by forward "
+                         "(a model's state is its weights: nothing carries over from one call to the next)",
                          {"parameter": j, "shape": list(t.shape)})
 
     def _check_outputs(self, outs, inputs, params, stage, variant):
-        """Every output a plain tensor sharing no memory with an input or a parameter."""
+        """Every output a plain tensor sharing no memory with an input or a parameter or buffer."""
         for i, t in enumerate(outs):
             if _type(t) is not _Tensor:
                 self.add("output_subclass", stage, variant,

@@ -323,7 +323,9 @@ class Runner:
     def _described(self, out, args, model, nonfinite=True):
         """The output's description for the judge (guards.describe_outputs; ``nonfinite``: with the count of
         non-finite values), after the aliasing checks of a correctness call (findings with the answer)."""
-        return self.guards.check_timed(out, args, list(model.parameters()), "timing", self.timed_variant,
+        from . import guards
+
+        return self.guards.check_timed(out, args, guards.model_state(model), "timing", self.timed_variant,
                                        nonfinite)
 
     def timed(self, msg, values):
