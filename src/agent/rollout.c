@@ -632,7 +632,7 @@ int kg_rollout_run(const kg_rollout_config *cfg, kg_rollout_stats *stats, kg_err
     r.out_fd = r.cache_fd = -1;
     r.tty = isatty(2);
     pthread_mutex_init(&r.lock, NULL);
-    pthread_cond_init(&r.cond, NULL);
+    kg_cond_init(&r.cond);
     kg_buf cache_path = {0};
     kg_buf_printf(&cache_path, "%s.replies.jsonl", cfg->out_path);
     int rc = KG_OK;

@@ -317,8 +317,7 @@ static void *watcher(void *arg)
     double since = kg_now_ms();
     while (!run->finished) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 5;
+        kg_deadline_in(&ts, 5.0);
         pthread_cond_timedwait(&run->wake, &run->lock, &ts);
         if (run->done != seen) {
             seen = run->done;
@@ -598,7 +597,7 @@ int kg_cli_bench(int argc, char **argv)
     bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file};
     pthread_mutex_init(&run.lock, NULL);
     pthread_t threads[256];
-    pthread_cond_init(&run.wake, NULL);
+    kg_cond_init(&run.wake); /* its waits' deadlines are on CLOCK_MONOTONIC */
     pthread_t watch;
     int watching = pthread_create(&watch, NULL, watcher, &run) == 0;
     for (long i = 0; i < jobs; i++)

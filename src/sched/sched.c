@@ -60,10 +60,7 @@ static double wall_s(void)
 
 static void deadline_in(struct timespec *ts, double s)
 {
-    clock_gettime(CLOCK_REALTIME, ts);
-    long long ns = (long long)(s * 1e9) + ts->tv_nsec;
-    ts->tv_sec += (time_t)(ns / 1000000000LL);
-    ts->tv_nsec = (long)(ns % 1000000000LL);
+    kg_deadline_in(ts, s); /* work_cv and done_cv run on CLOCK_MONOTONIC (kg_cond_init) */
 }
 
 static void count_result(kg_sched *s, const json_t *result, int failed, double queue_wait_s)
@@ -623,8 +620,8 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
         return kg_error_set(err, KG_ERR_INTERNAL, "the scheduler's profile could not be computed");
     }
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->work_cv, NULL);
-    pthread_cond_init(&s->done_cv, NULL);
+    kg_cond_init(&s->work_cv);
+    kg_cond_init(&s->done_cv);
     s->workers = calloc(o->workers > 0 ? (size_t)o->workers : 1, sizeof *s->workers);
     if (!s->workers) {
         free(s);

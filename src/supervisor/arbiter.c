@@ -89,7 +89,7 @@ int kg_arbiter_create(kg_arbiter **out, kg_error *err)
     if (!a)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&a->lock, NULL);
-    pthread_cond_init(&a->changed, NULL);
+    kg_cond_init(&a->changed); /* kg_arbiter_wait's deadline is on CLOCK_MONOTONIC */
     *out = a;
     return KG_OK;
 }
@@ -290,12 +290,7 @@ int kg_arbiter_wait(kg_arbiter_request *r, double timeout_ms)
 {
     kg_arbiter *a = r->arbiter;
     struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline);
-    if (timeout_ms >= 0) {
-        long long ns = deadline.tv_nsec + (long long)(timeout_ms * 1e6);
-        deadline.tv_sec += (time_t)(ns / 1000000000LL);
-        deadline.tv_nsec = (long)(ns % 1000000000LL);
-    }
+    kg_deadline_in(&deadline, timeout_ms >= 0 ? timeout_ms / 1e3 : 0);
     pthread_mutex_lock(&a->lock);
     int granted;
     while (!(granted = try_grant(a, r))) {

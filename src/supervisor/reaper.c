@@ -34,7 +34,13 @@
 #define KG_TRACKED_MAX 4096
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t released = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t released; /* on CLOCK_MONOTONIC: made once by released_init */
+static pthread_once_t released_once = PTHREAD_ONCE_INIT;
+
+static void released_init(void)
+{
+    kg_cond_init(&released);
+}
 static pid_t tracked[KG_TRACKED_MAX];
 static int n_tracked;
 static int holds;
@@ -79,6 +85,7 @@ void kg_reaper_hold(void)
 
 void kg_reaper_release(void)
 {
+    pthread_once(&released_once, released_init);
     pthread_mutex_lock(&lock);
     if (holds > 0)
         holds--;
@@ -97,15 +104,11 @@ static int is_tracked(pid_t pid)
 
 int kg_supervisor_reap_orphans(void)
 {
+    pthread_once(&released_once, released_init);
     pthread_mutex_lock(&lock);
     /* A hold is short (one fork request, one sweep): wait for it a little, else try again next time. */
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 200 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    kg_deadline_in(&ts, 0.2);
     while (holds > 0)
         if (pthread_cond_timedwait(&released, &lock, &ts) != 0)
             break;

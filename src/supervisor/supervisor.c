@@ -53,7 +53,7 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     sup->control_fd = -1;
     pthread_mutex_init(&sup->lock, NULL);
     pthread_mutex_init(&sup->warm_lock, NULL);
-    pthread_cond_init(&sup->warm_cond, NULL);
+    kg_cond_init(&sup->warm_cond);
     sup->warm_max = opts->warm_pairs < 0 ? 0 : opts->warm_pairs > KG_WARM_MAX ? KG_WARM_MAX : opts->warm_pairs;
     char *dir = NULL;
     if (!sup->python || !sup->harness_dir || !sup->device ||

@@ -159,6 +159,29 @@ double kg_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+int kg_cond_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+    int rc = pthread_condattr_init(&attr);
+    if (rc)
+        return rc;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (!rc)
+        rc = pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+    return rc;
+}
+
+void kg_deadline_in(struct timespec *ts, double seconds)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    if (seconds < 0)
+        seconds = 0;
+    long long ns = (long long)(seconds * 1e9) + ts->tv_nsec;
+    ts->tv_sec += (time_t)(ns / 1000000000LL);
+    ts->tv_nsec = (long)(ns % 1000000000LL);
+}
+
 uint64_t kg_hash64(const void *data, size_t len)
 {
     const unsigned char *p = data;

@@ -9,8 +9,10 @@
 #ifndef KG_UTIL_H
 #define KG_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdarg.h>
 
 #include "kgym/error.h"
@@ -46,6 +48,13 @@ int kg_remove_tree(const char *path);
 
 /* Milliseconds on the monotonic clock. */
 double kg_now_ms(void);
+
+/* Timed waits on the monotonic clock, the one clock of every wait in kgym: a condition variable made by
+ * kg_cond_init measures pthread_cond_timedwait's deadline on CLOCK_MONOTONIC, and kg_deadline_in fills such a
+ * deadline `seconds` from now.  On CLOCK_REALTIME (the default) a clock step (NTP, an operator's date) made
+ * a 5 s drain last hours or end at once.  kg_cond_init returns 0, or an errno value. */
+int kg_cond_init(pthread_cond_t *cond);
+void kg_deadline_in(struct timespec *ts, double seconds);
 
 /* FNV-1a 64-bit: a content hash for tasks and candidates (identity, not security). */
 uint64_t kg_hash64(const void *data, size_t len);
