@@ -819,6 +819,27 @@ def group_abandon():
           f"{fds_before} -> {fds_after}", fresh == [200] * 6 and fds_after < 100, (fresh, fds_after))
 
 
+
+def sigterm_and_wait(pid, bound, threads):
+    """Sends SIGTERM to the server and waits (bound + 10 s at most) for it to end: the seconds it took, or None;
+    then joins the request ``threads`` (their answers are in by then, or never)."""
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    gone = None
+    while time.time() - t0 < bound + 10:
+        try:
+            if open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX":
+                gone = time.time() - t0
+                break
+        except (OSError, IndexError):
+            gone = time.time() - t0
+            break
+        time.sleep(0.05)
+    for t in threads:
+        t.join(max(0.1, t0 + bound + 15 - time.time()))
+    return gone
+
+
 def group_stop_waits():
     """stop_waits PID BOUND: with a job running (a hanging candidate) and 40 requests waiting (/evaluate, a batch,
     long polls), SIGTERM: the server exits within BOUND seconds and every waiting request is answered 503 with
@@ -851,20 +872,7 @@ def group_stop_waits():
         if (metric("kgym_requests_waiting", "127.0.0.1") or 0) >= len(work):
             break
         time.sleep(0.2)
-    t0 = time.time()
-    os.kill(pid, signal.SIGTERM)
-    gone = None
-    while time.time() - t0 < bound + 10:
-        try:
-            if open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX":
-                gone = time.time() - t0
-                break
-        except (OSError, IndexError):
-            gone = time.time() - t0
-            break
-        time.sleep(0.05)
-    for t in threads:
-        t.join(max(0.1, t0 + bound + 15 - time.time()))
+    gone = sigterm_and_wait(pid, bound, threads)
     ok503 = [a for a in answers if a[1] == 503 and a[3]]
     check(f"SIGTERM with {len(work)} requests waiting and a job running: the server exits in "
           f"{gone if gone is None else round(gone, 1)} s (bound {bound} s)", gone is not None and gone <= bound, gone)
@@ -923,20 +931,7 @@ def group_stop_ending():
         time.sleep(0.1)
     if mode == "cancel" and seen:
         call("DELETE", f"/v1/jobs/{seen[0]}")
-    t0 = time.time()
-    os.kill(pid, signal.SIGTERM)
-    gone = None
-    while time.time() - t0 < bound + 10:
-        try:
-            if open(f"/proc/{pid}/stat").read().split(") ")[1][0] in "ZX":
-                gone = time.time() - t0
-                break
-        except (OSError, IndexError):
-            gone = time.time() - t0
-            break
-        time.sleep(0.05)
-    for t in threads:
-        t.join(max(0.1, t0 + bound + 15 - time.time()))
+    gone = sigterm_and_wait(pid, bound, threads)
     answered = [a for a in answers if a[1] == 200 or (a[1] == 503 and a[3])]
     check(f"{mode}: {len(seen)} job(s) {want} when SIGTERM came", len(seen) >= need, seen)
     check(f"{mode}: SIGTERM while jobs end with {len(threads)} requests waiting: the server exits in "
