@@ -823,6 +823,9 @@ def group_abandon():
 def sigterm_and_wait(pid, bound, threads):
     """Sends SIGTERM to the server and waits (bound + 10 s at most) for it to end: the seconds it took, or None;
     then joins the request ``threads`` (their answers are in by then, or never)."""
+    import os
+    import signal
+
     t0 = time.time()
     os.kill(pid, signal.SIGTERM)
     gone = None
@@ -844,8 +847,6 @@ def group_stop_waits():
     """stop_waits PID BOUND: with a job running (a hanging candidate) and 40 requests waiting (/evaluate, a batch,
     long polls), SIGTERM: the server exits within BOUND seconds and every waiting request is answered 503 with
     Retry-After (its job is kept), none left hanging or reset."""
-    import os
-    import signal
     import threading
     pid, bound = int(sys.argv[3]), float(sys.argv[4])
     answers = []
@@ -889,8 +890,6 @@ def group_stop_ending():
     stopped, and its job ended, while the server stops.  The server exits within BOUND seconds; every request is
     answered: 200 when its job had ended, else 503 with Retry-After.  (The sanitizer report and exit status are
     stop_server's.)"""
-    import os
-    import signal
     import threading
     pid, bound, mode = int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
     tag = f"se{pid}"
