@@ -820,6 +820,26 @@ def group_abandon():
 
 
 
+def waiting_request(answers, timeout):
+    """A function (method, path, body) for a thread of the shutdown groups: one request on its own connection,
+    answered within ``timeout`` seconds, whose (path, status, what, has Retry-After) goes into ``answers``."""
+    import threading
+
+    lock = threading.Lock()
+
+    def one(method, path, body):
+        s = socket.socket()
+        s.settimeout(timeout)
+        s.connect(("127.0.0.1", PORT))
+        http_on(s, method, path, json.dumps(body).encode() if body is not None else b"")
+        st, what, head = read_answer(s, timeout)
+        s.close()
+        with lock:
+            answers.append((path, st, what, "\r\nretry-after: " in head.lower()))
+
+    return one
+
+
 def sigterm_and_wait(pid, bound, threads):
     """Sends SIGTERM to the server and waits (bound + 10 s at most) for it to end: the seconds it took, or None;
     then joins the request ``threads`` (their answers are in by then, or never)."""
@@ -850,17 +870,7 @@ def group_stop_waits():
     import threading
     pid, bound = int(sys.argv[3]), float(sys.argv[4])
     answers = []
-    lock = threading.Lock()
-
-    def one(method, path, body):
-        s = socket.socket()
-        s.settimeout(60)
-        s.connect(("127.0.0.1", PORT))
-        http_on(s, method, path, json.dumps(body).encode() if body is not None else b"")
-        st, what, head = read_answer(s, 60)
-        s.close()
-        with lock:
-            answers.append((path, st, what, "\r\nretry-after: " in head.lower()))
+    one = waiting_request(answers, 60)
 
     work = [("POST", "/evaluate", req(f"sw-{i}", "hang", timeout=300)) for i in range(30)]
     work += [("POST", "/evaluate/batch", {"tasks": [req(f"swb-{i}", "chatty") for i in range(3)]})]
@@ -895,17 +905,7 @@ def group_stop_ending():
     tag = f"se{pid}"
     cname = "ok" if mode == "held" else "hang"
     answers = []
-    lock = threading.Lock()
-
-    def one(method, path, body):
-        s = socket.socket()
-        s.settimeout(120)
-        s.connect(("127.0.0.1", PORT))
-        http_on(s, method, path, json.dumps(body).encode() if body is not None else b"")
-        st, what, head = read_answer(s, 120)
-        s.close()
-        with lock:
-            answers.append((path, st, what, "\r\nretry-after: " in head.lower()))
+    one = waiting_request(answers, 120)
 
     ids = [f"{tag}-{i}" for i in range(8)]
     work = [("POST", "/evaluate", req(i, cname, force_refresh=True, timeout=300)) for i in ids]
