@@ -808,17 +808,18 @@ class Evaluation:
             if self.runner.share:
                 block, views = self.runner.tp.InPlace.make(first, share=True)
             label = self.runner.label(base.name)
+            dtypes = sorted({d for _s, d in expect})
             reply, _ = self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True)),
-                                        "variant": label, "output_dtypes": sorted({d for _s, d in expect})},
+                                        "variant": label, "output_dtypes": dtypes},
                                        views if block is not None else None, in_place=block)
-            # the judge's side of a checked call loaded here too, not in the exclusive window (_warm_checks)
-            for _shape, dtype in expect:
-                x = torch.zeros(tm.SAMPLES + 1, dtype=getattr(torch, dtype, torch.float32), device=self.device)
-                (i,) = tm.sample_positions([x.numel()], 0, self.device)
-                compare.sample_agrees([x[i]], [x[i]], 0.0, 0.0, samples=tm.SAMPLES, relative_atol=0.0)
             if reply.get("type") != "ok":
                 raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
             cand.l2 = reply.get("l2")
+            # the judge's side of a checked call loaded here too, not in the exclusive window (_warm_checks)
+            for dtype in dtypes:
+                x = torch.zeros(tm.SAMPLES + 1, dtype=getattr(torch, dtype, torch.float32), device=self.device)
+                (i,) = tm.sample_positions([x.numel()], 0, self.device)
+                compare.sample_agrees([x[i]], [x[i]], 0.0, 0.0, samples=tm.SAMPLES, relative_atol=0.0)
             return block
 
         def timer_seed():
