@@ -360,8 +360,8 @@ class _Scope:
 
 
 class _TooComplex(Exception):
-    """The module makes the checker type more than WORK_BUDGET syntax nodes of function bodies: refused (fail
-    closed)."""
+    """The module is beyond what the checker takes on (more than WORK_BUDGET syntax nodes of function bodies typed,
+    an attribute chain over MAX_CHAIN names): refused (fail closed), with the exception's text as the finding."""
 
 
 # Syntax nodes of function bodies typed per check, at most (a body is charged its size each time it is typed):
@@ -1263,7 +1263,8 @@ class Checker:
             size = self.sizes[fn] = sum(1 for _ in ast.walk(fn))
         self.work += size
         if self.work > WORK_BUDGET:
-            raise _TooComplex()
+            raise _TooComplex(f"the module needs more than {WORK_BUDGET:,} syntax nodes of function bodies typed "
+                              "to be checked (large functions called with many kinds of values): simplify it")
         try:
             sc = _Scope(ctx, fn=fn, cls=self._class_of(fn), parent=scope, self_type=bound)
             sc.key = key
@@ -2660,6 +2661,9 @@ class Checker:
 
     def _iterating_builtin(self, e, name, args, kwargs, sc):
         most, keywords = self._ITERATING[name]
+        if name == "sum" and "start" in kwargs and len(args) == 1:  # sum(xs, start=s) is sum(xs, s)
+            kwargs = dict(kwargs)
+            args = list(args) + [kwargs.pop("start")]
         if kwargs.get("key") is not None:
             self._outside(e, "calls", f"{name}(key=...) is not part of the language", name=name)
             return unk(name)
@@ -2669,7 +2673,7 @@ class Checker:
             self._outside(e, "calls", f"{name}() with {what} is not part of the language", name=name)
             return unk(name)
         for k in ("reverse", "start", "strict"):
-            if k in kwargs and not is_static(kwargs[k]) and not (k == "start" and name == "sum"):
+            if k in kwargs and not is_static(kwargs[k]):
                 self._outside(e, "calls", f"{name}({k}=...) takes a number or a bool", name=name)
                 return unk(name)
         if name == "enumerate" and len(args) > 1 and not is_static(args[1]):
@@ -2692,10 +2696,9 @@ class Checker:
             return S if all(is_static(t) for t in vals) else _join_all(list(vals) + [S])
         if name == "sum":
             elt = self.iterate(args[0], e, sc) if args else S
-            start = kwargs.get("start", S)
-            if (has_tensor(elt) or has_tensor(start, deep=True)) and sc.ctx != "init":
+            if has_tensor(elt) and sc.ctx != "init":
                 self.add(TORCH, e, name, f"`{ast.unparse(e)[:80]}` adds tensors with PyTorch in forward", "forward")
-            return S if is_static(elt) and is_static(start) else join(join(elt, start), S)
+            return S if is_static(elt) else T
         if name in ("any", "all"):
             elt = self.iterate(args[0], e, sc) if args else S
             self._truth_of(e, elt, sc)
@@ -3303,22 +3306,20 @@ def check(tree, lang=None, signature=None):
         signature = {"init": "static", "forward": "tensor"}
     c = Checker(lang, tree, signature)
     where = tree.body[0] if tree.body else tree
-    chain = _longest_chain(tree)
-    if chain > MAX_CHAIN:
-        c.add(OUTSIDE, where, "module", f"an attribute chain of {chain} names (a.b.c...) is longer than the "
-              f"{MAX_CHAIN} the language allows: name the intermediate values", "module")
-        return sorted(c.findings.values(), key=lambda f: (f["line"], f["type"], f["message"]))
     try:
+        chain = _longest_chain(tree)  # before anything resolves a chain: each resolution costs its length
+        if chain > MAX_CHAIN:
+            raise _TooComplex(f"an attribute chain of {chain} names (a.b.c...) is longer than the {MAX_CHAIN} the "
+                              "language allows: name the intermediate values")
         c._collect()
         c.grammar()
         c.types()
     except RecursionError:
         c.quiet, c.final = 0, True
         c.add(OUTSIDE, where, "module", "the module nests too deeply to be checked", "module")
-    except _TooComplex:
+    except _TooComplex as exc:
         c.quiet, c.final = 0, True
-        c.add(OUTSIDE, where, "module", f"the module needs more than {WORK_BUDGET:,} syntax nodes of function "
-              "bodies typed to be checked (large functions called with many kinds of values): simplify it", "module")
+        c.add(OUTSIDE, where, "module", str(exc), "module")
     except Exception as exc:  # noqa: BLE001 — fail closed, with a message
         c.quiet, c.final = 0, True
         c.add(OUTSIDE, where, "module", "kgym's language checker could not judge this module "
