@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "util/util.h"
 
 #define KG_CHAT_MAX_BODY ((size_t)64 << 20)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "util/util.h"
 
 void kg_agent_curl_init(void);

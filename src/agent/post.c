@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "util/util.h"
 
 int kg_agent_outcome(const json_t *result, kg_eval_outcome *out, kg_error *err)

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "util/util.h"
 
 #ifndef KG_SOURCE_ROOT

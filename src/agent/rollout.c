@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "kgym/extract.h"
 #include "util/util.h"
 

@@ -14,8 +14,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "kgym/eval.h"
-#include "kgym/task.h"
+#include "eval/eval.h"
+#include "task/task.h"
 #include "util/util.h"
 
 typedef struct {

@@ -6,9 +6,9 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "kgym/eval.h"
+#include "eval/eval.h"
 #include "kgym/extract.h"
-#include "kgym/task.h"
+#include "task/task.h"
 #include "util/util.h"
 
 #define KG_MAX_RESPONSE_BYTES (16u << 20)

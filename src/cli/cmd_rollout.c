@@ -15,8 +15,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "kgym/agent.h"
-#include "kgym/task.h"
+#include "agent/agent.h"
+#include "task/task.h"
 #include "util/util.h"
 
 /* The run's reports (metrics, summary, plot) are for people and dashboards to read, not secrets: the usual

@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "kgym/service.h"
+#include "server/service.h"
 #include "util/util.h"
 
 static void usage(FILE *out)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kgym/refcache.h"
+#include "eval/refcache.h"
 #include "util/util.h"
 
 #ifndef KG_DEFAULT_PYTHON

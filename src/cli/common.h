@@ -11,7 +11,7 @@
 #include <stdio.h>
 
 #include "kgym/error.h"
-#include "kgym/eval.h"
+#include "eval/eval.h"
 
 /* Option codes of the shared evaluation flags start here. */
 #define KG_OPT_BASE 1000

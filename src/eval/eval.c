@@ -1,9 +1,9 @@
 /*
  * eval.c — one evaluation end to end: extraction in C, then a child from the
  * supervisor runs the Python stages, then result.c turns the child's report
- * into the result (see include/kgym/eval.h).
+ * into the result (see src/eval/eval.h).
  */
-#include "kgym/eval.h"
+#include "eval/eval.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -13,9 +13,9 @@
 #include <sys/random.h>
 
 #include "eval/internal.h"
-#include "kgym/arbiter.h"
+#include "supervisor/arbiter.h"
 #include "kgym/extract.h"
-#include "kgym/refcache.h"
+#include "eval/refcache.h"
 #include "util/util.h"
 
 const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT] = {

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "kgym/eval.h"
+#include "eval/eval.h"
 
 /* Concise text a model can act on, rendered from a finished result
  * (verdict, failing stage, trimmed error, failing variant).  malloc'd. */

@@ -1,10 +1,10 @@
 /*
- * refcache.c — the reference-time cache (include/kgym/refcache.h): SHA-256
+ * refcache.c — the reference-time cache (src/eval/refcache.h): SHA-256
  * keys over length-prefixed fields, one JSON file per key, atomic writes by
  * temp file + rename(), corrupt files read as misses and are removed.
  * No state beyond the folder path, so no locks.
  */
-#include "kgym/refcache.h"
+#include "eval/refcache.h"
 
 #include <dirent.h>
 #include <errno.h>

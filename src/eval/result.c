@@ -3,8 +3,8 @@
  * variants, timing statistics, verdict, reward, process facts and feedback.
  * Every decision kgym makes about a candidate is in this file.
  */
-#include "kgym/eval.h"
-#include "kgym/stats.h"
+#include "eval/eval.h"
+#include "stats/stats.h"
 
 #include <math.h>
 #include <signal.h>

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kgym/stats.h"
+#include "stats/stats.h"
 
 #define KG_TRIM 0.1
 #define KG_CONFIDENCE 0.95

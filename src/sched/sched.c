@@ -9,7 +9,7 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "kgym/task.h"
+#include "task/task.h"
 
 #define KG_STAGES 7 /* extract + the child's six */
 static const char *const stage_names[KG_STAGES] = {"extract", "parse", "static", "compile",

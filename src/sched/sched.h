@@ -20,8 +20,8 @@
 
 #include <jansson.h>
 
-#include "kgym/eval.h"
-#include "kgym/supervisor.h"
+#include "eval/eval.h"
+#include "supervisor/supervisor.h"
 #include "store/store.h"
 #include "util/util.h"
 

@@ -23,7 +23,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "kgym/service.h"
+#include "server/service.h"
 #include "sched/sched.h"
 #include "server/server.h"
 #include "store/store.h"

@@ -10,8 +10,8 @@
 #include <strings.h>
 #include <time.h>
 
-#include "kgym/service.h"
-#include "kgym/task.h"
+#include "server/service.h"
+#include "task/task.h"
 #include "sched/sched.h"
 #include "server/server.h"
 #include "util/util.h"

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "kgym/service.h"
+#include "server/service.h"
 #include "sched/sched.h"
 #include "store/store.h"
 #include "util/util.h"

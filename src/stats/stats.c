@@ -1,9 +1,9 @@
 /*
  * stats.c — robust summaries and the bootstrap speedup interval
- * (include/kgym/stats.h).  Timing samples are small (tens to hundreds), so
+ * (src/stats/stats.h).  Timing samples are small (tens to hundreds), so
  * sorting copies is cheap and simpler than selection algorithms.
  */
-#include "kgym/stats.h"
+#include "stats/stats.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,12 +1,12 @@
 /*
- * arbiter.c — the per-GPU readers/writer arbiter (include/kgym/arbiter.h).
+ * arbiter.c — the per-GPU readers/writer arbiter (src/supervisor/arbiter.h).
  * A mutex guards the counts and two FIFO lists: exclusive requests waiting
  * for the GPU, and requests waiting for their account's first memory
  * reservation (a request is on at most one of them at a time: an exclusive
  * request joins the first only once its memory is reserved).  A condition
  * variable wakes kg_arbiter_wait() callers on every release.
  */
-#include "kgym/arbiter.h"
+#include "supervisor/arbiter.h"
 
 #include <errno.h>
 #include <pthread.h>

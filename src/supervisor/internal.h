@@ -5,8 +5,8 @@
 #include <pthread.h>
 #include <sys/types.h>
 
-#include "kgym/arbiter.h"
-#include "kgym/supervisor.h"
+#include "supervisor/arbiter.h"
+#include "supervisor/supervisor.h"
 
 /* Warm pairs waiting at most (kg_supervisor_options.warm_pairs is clamped to it). */
 #define KG_WARM_MAX 8

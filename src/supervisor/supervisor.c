@@ -1,6 +1,6 @@
 /*
  * supervisor.c — opening and closing a supervisor, and running one child to
- * its end under our limits (see include/kgym/supervisor.h).
+ * its end under our limits (see src/supervisor/supervisor.h).
  */
 #include "supervisor/internal.h"
 

@@ -1,6 +1,6 @@
 /*
  * zygote.c — starting, watching and restarting the Python zygote, and asking
- * it to fork evaluation children (see include/kgym/supervisor.h).
+ * it to fork evaluation children (see src/supervisor/supervisor.h).
  *
  * Control protocol (docs/protocol.md): after start the zygote writes one line
  * "ready {json}".  Each request is the line "fork\n" sent with three file

@@ -1,5 +1,5 @@
-/* task.c — resolving task files and KernelBench ids (see include/kgym/task.h). */
-#include "kgym/task.h"
+/* task.c — resolving task files and KernelBench ids (see src/task/task.h). */
+#include "task/task.h"
 
 #include <ctype.h>
 #include <dirent.h>

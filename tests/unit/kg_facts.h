@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "kgym/eval.h"
+#include "eval/eval.h"
 
 static inline const json_t *kg_test_find(const json_t *msgs, const char *type)
 {

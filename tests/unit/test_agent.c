@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "kg_test.h"
-#include "kgym/agent.h"
+#include "agent/agent.h"
 #include "util/util.h"
 
 static int has(const char *hay, const char *needle)

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "kg_test.h"
-#include "kgym/arbiter.h"
+#include "supervisor/arbiter.h"
 #include "util/util.h"
 
 static void shared_grants_coexist(void)

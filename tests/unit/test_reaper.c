@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "kg_test.h"
-#include "kgym/supervisor.h"
+#include "supervisor/supervisor.h"
 #include "supervisor/internal.h"
 #include "util/util.h"
 

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "kg_test.h"
-#include "kgym/refcache.h"
+#include "eval/refcache.h"
 #include "util/util.h"
 
 static const char *PROTO = "warmup=10;rounds=3;iters=50;flush=1;sets=3;mode=eager";

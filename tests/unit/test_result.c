@@ -10,7 +10,7 @@
 #include "kg_test.h"
 #include "kg_facts.h"
 #include "eval/internal.h"
-#include "kgym/eval.h"
+#include "eval/eval.h"
 #include "util/util.h"
 
 #define CAND "/tmp/kgym-eval-x/candidate.py"

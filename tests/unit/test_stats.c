@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "kg_test.h"
-#include "kgym/stats.h"
+#include "stats/stats.h"
 
 static void summary_by_hand(void)
 {

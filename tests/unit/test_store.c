@@ -8,8 +8,8 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "kgym/service.h"
-#include "kgym/task.h"
+#include "server/service.h"
+#include "task/task.h"
 #include "store/store.h"
 #include "util/util.h"
 

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "kg_test.h"
-#include "kgym/supervisor.h"
+#include "supervisor/supervisor.h"
 #include "util/util.h"
 
 static kg_supervisor *sup;

@@ -11,7 +11,7 @@
 #include "eval/internal.h"
 #include "kg_facts.h"
 #include "kg_test.h"
-#include "kgym/eval.h"
+#include "eval/eval.h"
 
 /* n samples around `mean` with a relative spread `spread` (deterministic: a
  * fixed zig-zag, so the CV is known). */

@@ -469,7 +469,7 @@ def _analyse(module) -> _Analysis:
 
 def device_footprint(module, values: dict) -> int:
     """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
-    together: an estimate for kgym's memory arbiter (include/kgym/arbiter.h), from the meta-device probe;
+    together: an estimate for kgym's memory arbiter (src/supervisor/arbiter.h), from the meta-device probe;
     0 when the task cannot be probed (kgym then reserves nothing and the retries alone remain).
 
     With I the inputs, O the outputs and P the parameters (each counted once in ``held``):

@@ -1,5 +1,5 @@
 /*
- * kgym/agent.h — the agent loop: multi-turn rollouts of a model served over
+ * agent/agent.h — (internal) the agent loop: multi-turn rollouts of a model served over
  * an OpenAI-compatible chat-completions endpoint, each turn evaluated by kgym,
  * written as per-turn trajectory records (JSONL) ready for a trainer, with
  * rewards, advantages, PRS decisions, best-of-turns and a metrics report.
@@ -24,9 +24,9 @@
 #include <stdint.h>
 
 #include "kgym/error.h"
-#include "kgym/eval.h"
+#include "eval/eval.h"
 #include "kgym/rl.h"
-#include "kgym/task.h"
+#include "task/task.h"
 
 #define KG_TURN_SCHEMA "kgym.turn/1"
 

@@ -1,5 +1,5 @@
 /*
- * kgym/supervisor.h — Python processes for one device: a warm zygote and the
+ * supervisor/supervisor.h — (internal) Python processes for one device: a warm zygote and the
  * evaluation children forked from it.
  *
  * The supervisor starts one zygote (python -m kgym_harness.zygote) that has
@@ -35,7 +35,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "kgym/arbiter.h"
+#include "supervisor/arbiter.h"
 #include "kgym/error.h"
 
 typedef struct kg_supervisor kg_supervisor;

@@ -1,5 +1,5 @@
 /*
- * kgym/service.h — `kgym serve`: the evaluation service.  An HTTP/JSON API
+ * server/service.h — (internal) `kgym serve`: the evaluation service.  An HTTP/JSON API
  * (libmicrohttpd) compatible with KernelGYM's (POST /evaluate, /evaluate/batch,
  * GET /status/{id}, /results/{id}, /health, /workers/status) plus kgym's own
  * asynchronous API (/v1/jobs), Prometheus /metrics and a dashboard at /.
@@ -16,8 +16,8 @@
 #include <stddef.h>
 
 #include "kgym/error.h"
-#include "kgym/eval.h"
-#include "kgym/supervisor.h"
+#include "eval/eval.h"
+#include "supervisor/supervisor.h"
 
 /* SIGTERM to exit, at most: waiting requests answered (2 s), running evaluations given up to 5 s to finish,
  * then the process exits and leaves them to the next server. */

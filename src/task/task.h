@@ -1,5 +1,5 @@
 /*
- * kgym/task.h — finding a task: a KernelBench-format reference file given by
+ * task/task.h — (internal) finding a task: a KernelBench-format reference file given by
  * path, or by id ("level1/19", "level2/40_Matmul_Scaling_ResidualAdd") inside
  * a KernelBench checkout.  The file itself is loaded and checked by the
  * harness; C only needs to find it, name it and hash it.

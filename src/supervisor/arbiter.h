@@ -1,5 +1,5 @@
 /*
- * kgym/arbiter.h — who may use a GPU right now.
+ * supervisor/arbiter.h — (internal) who may use a GPU right now.
  *
  * Several evaluations share one GPU for import, compilation, tiny runs and
  * correctness (shared mode), but timing and profiling need the GPU to

@@ -1,5 +1,5 @@
 /*
- * kgym/eval.h — one evaluation of a candidate against a task: the staged
+ * eval/eval.h — (internal) one evaluation of a candidate against a task: the staged
  * pipeline (extract → parse → static → compile → tiny_run → correctness →
  * timing), and the result JSON (docs/result-schema.md) with its verdict,
  * reward and feedback.
@@ -14,8 +14,8 @@
 #include <jansson.h>
 
 #include "kgym/error.h"
-#include "kgym/supervisor.h"
-#include "kgym/task.h"
+#include "supervisor/supervisor.h"
+#include "task/task.h"
 
 #define KG_RESULT_SCHEMA "kgym.result/1"
 #define KG_EVAL_STAGE_COUNT 6

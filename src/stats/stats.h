@@ -1,5 +1,5 @@
 /*
- * kgym/stats.h — the statistics behind kgym's timing figures: robust
+ * stats/stats.h — (internal) the statistics behind kgym's timing figures: robust
  * summaries of per-call times and a confidence interval for a speedup.
  *
  * The harness only reports raw per-call milliseconds; every number derived

@@ -1,5 +1,5 @@
 /*
- * kgym/refcache.h — the reference-time cache: the PyTorch reference's raw
+ * eval/refcache.h — (internal) the reference-time cache: the PyTorch reference's raw
  * per-call times, stored once per (task content, GPU name, dtype, timing
  * protocol) so that repeated evaluations of the same task (RL training
  * evaluates each task thousands of times) time only the candidate.  Off by
