@@ -72,4 +72,17 @@ t='r["timing"]'
     && ok "bench --jobs 4: timing ran in exclusive GPU windows" || bad "exclusive windows" "$(jget "$TMP/b.json" "r['summary']")"
 [ "$(jget "$TMP/b.json" "all(x['result']['gpu_phases']['exclusive']['grants'] == 0 for x in r['results'] if x['result']['verdict'] == 'incorrect')")" = True ] \
     && ok "bench --jobs 4: incorrect candidates were not timed" || bad "incorrect timed" "$(jget "$TMP/b.json" "[x['result']['gpu_phases'] for x in r['results']]")"
+# Device work queued by one evaluation never runs in another's exclusive window (red team 6): a candidate whose
+# ModelNew.__init__ queues seconds of torch.mm used to leave ~9 s of it running after its phase was handed back,
+# inside the next evaluation's timing rounds, and the victim's speedup came out 1.8x its true value.  Every runner
+# answer now waits for its device: the victim's speedup next to the hog is its speedup alone.
+G=tests/fixtures/gpu_overlap
+"$KGYM" eval --task $G/chain_task.py --kernel $G/chain_fused.py --json >"$TMP/solo.json"
+printf '{"task": "%s", "candidate": "%s"}\n{"task": "%s", "candidate": "%s"}\n' "$PWD/$G/chain_task.py" \
+    "$PWD/$G/chain_fused.py" "$PWD/$E/task.py" "$PWD/$G/hog_init.py" >"$TMP/overlap.jsonl"
+"$KGYM" bench --jsonl "$TMP/overlap.jsonl" --jobs 2 --json >"$TMP/overlap.json"
+solo=$(jget "$TMP/solo.json" "r['timing']['speedup']")
+[ "$(jget "$TMP/overlap.json" "abs([x for x in r['results'] if x['candidate'].endswith('chain_fused.py')][0]['result']['timing']['speedup'] / $solo - 1) < 0.15")" = True ] \
+    && ok "work queued in __init__ stays out of another evaluation's timing (speedup $solo alone)" \
+    || bad "work queued in __init__ ran in another evaluation's window" "$(jget "$TMP/overlap.json" "[(x['candidate'], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup')) for x in r['results']]"), alone $solo"
 finish

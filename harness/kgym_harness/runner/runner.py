@@ -69,6 +69,17 @@ class Runner:
         self.signatures = []  # signatures Triton made launchers for (tritoncache.install_reader; GPU only)
 
     def reply(self, obj, values=None):
+        # No device work of this process may outlive the command that queued it: the judge hands its GPU phase
+        # back once it has the answer, and work still queued then (ModelNew.__init__ can queue seconds of it)
+        # would run inside another evaluation's exclusive timing window (red team 6).  So every answer waits
+        # for the device first, whatever the command and whatever the candidate did; an error that surfaces
+        # there (an illegal address in that queued work) is the answer instead.
+        try:
+            _drain_device(self.device)
+        except BaseException as exc:  # noqa: BLE001 — the candidate's asynchronous work failed: data
+            from ..shared.report import describe_exception
+
+            obj, values = {"type": "error", "error": describe_exception(exc)}, None
         obj = dict(obj, seq=self.seq)
         if self.guards is not None:
             new = self.guards.findings[self.sent:]
@@ -676,3 +687,14 @@ def run(peer_fd, out_fd, err_fd, device):
     except Exception:  # noqa: BLE001
         pass
     os._exit(0)
+
+
+def _drain_device(device):
+    """Waits until every kernel this process queued on its GPU has finished (Runner.reply).  Nothing to wait
+    for off CUDA or before this process made its CUDA context (a reply must not be the one to make it: the
+    context comes after the sandbox, in setup)."""
+    if not device.startswith("cuda"):
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()

@@ -1,0 +1,69 @@
+"""No device work of the runner outlives the command that queued it (runner.py Runner.reply, _drain_device): the
+judge hands its GPU phase back once it has the answer, so work still queued then (ModelNew.__init__ may queue
+seconds of it) would run inside another evaluation's exclusive timing window (red team 6; the GPU check is
+tests/integration/test_gpu_timing.sh's "work queued in __init__" group)."""
+
+import socket
+
+import pytest
+
+from kgym_harness.shared import transport as tp
+
+
+@pytest.fixture
+def cuda_runner(monkeypatch):
+    torch = pytest.importorskip("torch")
+    from kgym_harness.runner import runner as rn
+
+    events = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(rn.Runner, "_device_peak", lambda self: 0)
+    a, b = socket.socketpair()
+    r = rn.Runner(b, "cuda")
+    r.seq = 3
+    yield r, tp.Reader(a), events, monkeypatch, torch
+    a.close()
+    b.close()
+
+
+def test_every_answer_waits_for_the_device_first(cuda_runner):
+    r, judge, events, monkeypatch, torch = cuda_runner
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: events.append("sync"))
+    real_send = tp.send
+    monkeypatch.setattr(tp, "send", lambda *a, **k: (events.append("send"), real_send(*a, **k))[1])
+    r.reply({"type": "ok"})
+    r.reply({"type": "error", "message": "the candidate raised"})
+    assert events == ["sync", "send", "sync", "send"]
+    msg = judge.recv()[0]
+    assert (msg["type"], msg["seq"]) == ("ok", 3)
+    assert judge.recv()[0]["type"] == "error"
+
+
+def test_a_fault_in_queued_work_is_the_answer(cuda_runner):
+    r, judge, _events, monkeypatch, torch = cuda_runner
+
+    def fault(*_a, **_k):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", fault)
+    r.reply({"type": "ok"}, [torch.zeros(4)])
+    msg, values = judge.recv()
+    assert msg["type"] == "error" and msg["seq"] == 3 and not values
+    assert "illegal memory access" in msg["error"]["message"]
+
+
+def test_no_context_no_wait(monkeypatch):
+    """A reply never makes the CUDA context (it comes after the sandbox, in setup), and off CUDA there is
+    nothing to wait for."""
+    torch = pytest.importorskip("torch")
+    from kgym_harness.runner import runner as rn
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    rn._drain_device("cuda")
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    rn._drain_device("cpu")
+    assert calls == []
+    rn._drain_device("cuda:0")
+    assert calls == [1]
