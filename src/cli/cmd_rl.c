@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "kgym/rl.h"
 #include "rl/rl_jsonl.h"
+#include "util/util.h"
 
 #include <errno.h>
 #include <math.h>
@@ -1065,19 +1066,14 @@ static int print_summary(const char *cmd, const kg_curriculum *cur)
 
 static int save_state(const char *cmd, const kg_curriculum *cur, const char *path)
 {
-    char *text = NULL, tmp[4096];
+    char *text = NULL;
     kg_error err;
     if (kg_curriculum_save(cur, &text, &err))
         return fail(cmd, &err);
-    /* write-then-rename: a crash never leaves a half-written state file */
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int rc = write_file(cmd, tmp, text);
+    /* atomic: a crash never leaves a half-written state file */
+    int rc = kg_file_write_atomic(path, text, strlen(text), 0666, &err);
     free(text);
-    if (!rc && rename(tmp, path) != 0) {
-        fprintf(stderr, "kgym %s: cannot replace %s: %s\n", cmd, path, strerror(errno));
-        rc = 1;
-    }
-    return rc;
+    return rc ? fail(cmd, &err) : 0;
 }
 
 int kg_cli_curriculum(int argc, char **argv)
