@@ -342,10 +342,20 @@ run_ok "stdin input" sh -c "\"$KGYM\" metrics <$FIX/bench_cpu.jsonl"
 
 # ---- an output that cannot be written is an error ---------------------------
 # Every command's printed output is flushed and closed before it exits (src/cli/main.c, finished): to a full
-# device it fails with a message, never exit 0 over a truncated result.
+# device it fails with a message, never exit 0 over a truncated result.  Every command that prints is here:
+# each one's --help, and the real output of each that needs no model server (eval's of a reply without code
+# needs no Python either: it stops at extraction).
 if [ -w /dev/full ]; then
-    for cmd in "version" "--help" "reward --fn staged $FIX/bench_cpu.jsonl" "metrics $FIX/bench_cpu.jsonl" \
-        "extract examples/01_scaled_residual_add/correct.py" "curriculum --help"; do
+    printf 'I cannot write this kernel.\n' >"$TMP/refusal.txt"
+    E=examples/01_scaled_residual_add
+    for cmd in "version" "--help" "eval --help" "bench --help" "extract --help" "reward --help" \
+        "advantages --help" "rejection --help" "metrics --help" "serve --help" "worker --help" "curriculum --help" \
+        "rollout --help" \
+        "reward --fn staged $FIX/bench_cpu.jsonl" "metrics $FIX/bench_cpu.jsonl" \
+        "metrics --format json $FIX/bench_cpu.jsonl" "advantages --estimator trloo $FIX/trajectories.jsonl" \
+        "rejection --method group $TMP/groups.jsonl" "curriculum --config $TMP/linear.json --record $FIX/curriculum_outcomes.jsonl" \
+        "extract $E/correct.py" "eval --device cpu --task $E/task.py --kernel $TMP/refusal.txt" \
+        "eval --device cpu --task $E/task.py --kernel $TMP/refusal.txt --json"; do
         # shellcheck disable=SC2086
         "$KGYM" $cmd >/dev/full 2>"$TMP/err"
         rc=$?
@@ -355,6 +365,14 @@ if [ -w /dev/full ]; then
             bad "kgym $cmd > /dev/full: exit $rc, stderr: $(head -c 200 "$TMP/err")"
         fi
     done
+    # Files a command writes are checked as well: an unwritable --plot is an error naming it.
+    "$KGYM" metrics --plot /dev/full $FIX/bench_cpu.jsonl >/dev/null 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "cannot write /dev/full" "$TMP/err"; then
+        ok "kgym metrics --plot /dev/full: exit $rc with a message"
+    else
+        bad "kgym metrics --plot /dev/full: exit $rc, stderr: $(head -c 200 "$TMP/err")"
+    fi
 fi
 
 echo "$pass passed, $fail failed"
