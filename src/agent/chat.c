@@ -14,6 +14,7 @@
 
 #include "agent/agent.h"
 #include "agent/http.h"
+#include "util/json.h"
 #include "util/util.h"
 
 
@@ -90,25 +91,27 @@ typedef struct {
     double started_ms;
 } slot;
 
+/* The request body; NULL when memory ran out or the messages cannot be
+ * JSON (every step checked, util/json.h). */
 static char *build_body(const kg_chat_config *cfg, const json_t *messages)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "model", json_string(cfg->model ? cfg->model : "default"));
-    json_object_set_new(o, "messages", json_deep_copy(messages));
-    if (cfg->temperature >= 0)
-        json_object_set_new(o, "temperature", json_real(cfg->temperature));
-    if (cfg->top_p >= 0)
-        json_object_set_new(o, "top_p", json_real(cfg->top_p));
-    if (cfg->max_tokens > 0)
-        json_object_set_new(o, "max_tokens", json_integer(cfg->max_tokens));
-    if (cfg->n_stop) {
+    int ok = kg_json_set(o, "model", kg_json_text(cfg->model ? cfg->model : "default")) == 0 &&
+             kg_json_set(o, "messages", json_deep_copy(messages)) == 0 &&
+             (cfg->temperature < 0 || kg_json_set(o, "temperature", json_real(cfg->temperature)) == 0) &&
+             (cfg->top_p < 0 || kg_json_set(o, "top_p", json_real(cfg->top_p)) == 0) &&
+             (cfg->max_tokens <= 0 || kg_json_set(o, "max_tokens", json_integer(cfg->max_tokens)) == 0);
+    if (ok && cfg->n_stop) {
         json_t *st = json_array();
-        for (size_t i = 0; i < cfg->n_stop; i++)
-            json_array_append_new(st, json_string(cfg->stop[i]));
-        json_object_set_new(o, "stop", st);
+        for (size_t i = 0; st && i < cfg->n_stop; i++)
+            if (kg_json_push(st, kg_json_text(cfg->stop[i])) != 0) {
+                json_decref(st);
+                st = NULL;
+            }
+        ok = kg_json_set(o, "stop", st) == 0;
     }
-    json_object_set_new(o, "n", json_integer(1));
-    char *s = json_dumps(o, JSON_COMPACT);
+    ok = ok && kg_json_set(o, "n", json_integer(1)) == 0;
+    char *s = ok ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
 }

@@ -11,6 +11,7 @@
 
 #include "agent/agent.h"
 #include "agent/http.h"
+#include "util/json.h"
 #include "util/util.h"
 
 int kg_agent_eval_local(void *ctx, const kg_task *task, const char *reply, size_t len, json_t **result,
@@ -78,16 +79,27 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
     snprintf(id + k, sizeof id - (size_t)k, "-%016llx-%016llx",
              (unsigned long long)kg_hash64(task->source ? task->source : "", task->source ? strlen(task->source) : 0),
              (unsigned long long)kg_hash64(reply, len));
+    /* The code goes as it is or not at all (not sanitized like other text,
+     * util/json.h): the service must judge the bytes the model wrote. */
+    json_t *code = json_stringn(reply, len), *ref = json_string(task->source ? task->source : "");
+    if (!code || !ref) {
+        json_decref(code);
+        json_decref(ref);
+        return kg_error_set(err, KG_ERR_INVALID, "the %s is not UTF-8: it cannot be sent as JSON",
+                            !code ? "reply" : "reference");
+    }
     json_t *req = json_object();
-    json_object_set_new(req, "task_id", json_string(id));
-    json_object_set_new(req, "reference_code", json_string(task->source ? task->source : ""));
-    json_object_set_new(req, "kernel_code", json_stringn(reply, len));
-    json_object_set_new(req, "backend", json_string("triton"));
-    json_object_set_new(req, "entry_point", json_string("Model"));
-    char *body = json_dumps(req, JSON_COMPACT);
+    int ok = kg_json_set(req, "task_id", json_string(id)) == 0 &&
+             kg_json_set(req, "reference_code", json_incref(ref)) == 0 &&
+             kg_json_set(req, "kernel_code", json_incref(code)) == 0 &&
+             kg_json_set(req, "backend", json_string("triton")) == 0 &&
+             kg_json_set(req, "entry_point", json_string("Model")) == 0;
+    json_decref(ref); /* req holds its own references (or none, when it failed) */
+    json_decref(code);
+    char *body = ok ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (!body)
-        return kg_error_set(err, KG_ERR_INVALID, "the reply cannot be sent as JSON (not UTF-8?)");
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory building the request");
     size_t ul = strlen(s->url);
     while (ul && s->url[ul - 1] == '/')
         ul--;

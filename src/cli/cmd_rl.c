@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "kgym/rl.h"
 #include "rl/rl_jsonl.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #include <errno.h>
@@ -235,6 +236,17 @@ static int compute_rewards(const char *cmd, const kg_rl_rows *rows, const kg_rew
     return rc;
 }
 
+/* rec[key] = value, checked (util/json.h): when it fails rec is dropped and
+ * NULL returned, which emit() reports as out of memory. */
+static json_t *with(json_t *rec, const char *key, json_t *value)
+{
+    if (kg_json_set(rec, key, value) != 0) {
+        json_decref(rec);
+        return NULL;
+    }
+    return rec;
+}
+
 static int emit(const char *cmd, json_t *rec)
 {
     kg_error err;
@@ -300,9 +312,7 @@ int kg_cli_reward(int argc, char **argv)
     if (!rc)
         rc = compute_rewards(cmd, &rows, &cfg, traj, reward);
     for (size_t i = 0; !rc && i < rows.n; i++) {
-        json_t *rec = kg_rl_row_record(&rows.rows[i]);
-        if (rec)
-            json_object_set_new(rec, "reward", json_real(reward[i]));
+        json_t *rec = with(kg_rl_row_record(&rows.rows[i]), "reward", kg_json_number(reward[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -450,12 +460,10 @@ int kg_cli_advantages(int argc, char **argv)
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows.n; i++) {
         json_t *rec = kg_rl_row_record(&rows.rows[i]);
-        if (rec) {
-            if (fn_name)
-                json_object_set_new(rec, "reward", json_real(reward[i]));
-            json_object_set_new(rec, "return", json_real(ret[i]));
-            json_object_set_new(rec, "advantage", json_real(adv[i]));
-        }
+        if (fn_name)
+            rec = with(rec, "reward", kg_json_number(reward[i]));
+        rec = with(rec, "return", kg_json_number(ret[i]));
+        rec = with(rec, "advantage", kg_json_number(adv[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -595,10 +603,6 @@ static int rejection_wants_value(const char *name)
     return 0;
 }
 
-static json_t *rate_or_null(double v)
-{
-    return isnan(v) ? json_null() : json_real(v);
-}
 
 /* Acceptance statistics: one JSON line on stderr, apart from the records. */
 static void print_stats(json_t *stats)
@@ -644,11 +648,8 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     if (!rc && kg_prs_sample(cfg, &rng, &t.cols, traj, live, keep, prob, &st, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
-        if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
-            json_object_set_new(rec, "keep_probability", json_real(prob[i]));
-        }
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && keep[i]));
+        rec = with(rec, "keep_probability", kg_json_number(prob[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -656,10 +657,10 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         json_t *stats = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
                                   "mode", kg_rl_option_name(KG_OPT_PRS_MODE, (int)cfg->mode),
                                   "total", (json_int_t)st.total, "kept", (json_int_t)st.kept,
-                                  "acceptance_rate", rate_or_null(st.acceptance_rate),
+                                  "acceptance_rate", kg_json_number(st.acceptance_rate),
                                   "correct", (json_int_t)st.correct, "correct_kept",
                                   (json_int_t)st.correct_kept, "correct_acceptance_rate",
-                                  rate_or_null(st.correct_acceptance_rate),
+                                  kg_json_number(st.correct_acceptance_rate),
                                   "expected_correct_kept", st.expected_correct_kept);
         print_stats(stats);
     }
@@ -704,22 +705,25 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
             rc = fail(cmd, &err);
     }
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
-        if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
-            json_object_set_new(rec, "mismatch_ratio", rate_or_null(ratio[i]));
-            if (token_keep) {
-                json_t *tk = json_array();
-                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
-                    json_array_append_new(tk, json_boolean(token_keep[t]));
-                json_object_set_new(rec, "token_keep", tk);
-            }
-            if (weights) {
-                json_t *w = json_array();
-                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
-                    json_array_append_new(w, json_real(weights[t]));
-                json_object_set_new(rec, "is_weights", w);
-            }
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && keep[i]));
+        rec = with(rec, "mismatch_ratio", kg_json_number(ratio[i]));
+        if (token_keep) {
+            json_t *tk = json_array();
+            for (int64_t t = offsets[i]; tk && t < offsets[i + 1]; t++)
+                if (kg_json_push(tk, json_boolean(token_keep[t])) != 0) {
+                    json_decref(tk);
+                    tk = NULL;
+                }
+            rec = with(rec, "token_keep", tk);
+        }
+        if (weights) {
+            json_t *w = json_array();
+            for (int64_t t = offsets[i]; w && t < offsets[i + 1]; t++)
+                if (kg_json_push(w, kg_json_number(weights[t])) != 0) {
+                    json_decref(w);
+                    w = NULL;
+                }
+            rec = with(rec, "is_weights", w);
         }
         rc = emit(cmd, rec);
         json_decref(rec);
@@ -731,7 +735,7 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
             (json_int_t)st.trajectories, "trajectories_kept", (json_int_t)st.trajectories_kept,
             "turns", (json_int_t)st.turns, "turns_kept", (json_int_t)st.turns_kept,
             "turns_vetoed", (json_int_t)st.turns_vetoed, "acceptance_rate",
-            rate_or_null(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
+            kg_json_number(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
         print_stats(stats);
     }
     free(traj); free(offsets); free(keep); free(mask); free(token_keep); free(ratio); free(flat);
@@ -786,10 +790,8 @@ static int run_group(const char *cmd, const kg_rl_rows *rows, const kg_group_fil
     if (!rc && kg_group_filter(cfg, m, group, reward, keep, &rejected, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
         int k = by_prompt ? keep[traj[i]] : keep[i];
-        if (rec)
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && k));
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && k));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -1032,7 +1034,7 @@ static int sample_tasks(const char *cmd, kg_curriculum *cur, size_t count, const
             kg_curriculum_sample_index(cur, matching, &pick, NULL);
             for (size_t i = 0; i < rows.n; i++) {
                 if ((size_t)kg_rl_row_level(&rows.rows[i]) == level + 1 && pick-- == 0) {
-                    json_object_set_new(out, "task", json_string(rows.rows[i].prompt));
+                    out = with(out, "task", kg_json_text(rows.rows[i].prompt));
                     break;
                 }
             }
@@ -1052,10 +1054,16 @@ static int print_summary(const char *cmd, const kg_curriculum *cur)
     if (kg_curriculum_shares(cur, shares, &err))
         return fail(cmd, &err);
     json_t *s = json_array(), *a = json_array(), *o = json_array();
-    for (size_t k = 0; k < levels; k++) {
-        json_array_append_new(s, json_real(shares[k]));
-        json_array_append_new(a, json_real(kg_curriculum_accuracy(cur, k)));
-        json_array_append_new(o, json_integer((json_int_t)kg_curriculum_observed(cur, k)));
+    int ok = s && a && o;
+    for (size_t k = 0; ok && k < levels; k++)
+        ok = kg_json_push(s, kg_json_number(shares[k])) == 0 &&
+             kg_json_push(a, kg_json_number(kg_curriculum_accuracy(cur, k))) == 0 &&
+             kg_json_push(o, json_integer((json_int_t)kg_curriculum_observed(cur, k))) == 0;
+    if (!ok) {
+        json_decref(s);
+        json_decref(a);
+        json_decref(o);
+        return emit(cmd, NULL);
     }
     json_t *root = json_pack("{s:I, s:o, s:o, s:o}", "levels", (json_int_t)levels, "shares", s,
                              "accuracy", a, "observed", o);

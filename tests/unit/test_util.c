@@ -5,12 +5,14 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "kg_test.h"
+#include "util/json.h"
 #include "util/util.h"
 
 static char *tmpdir(void)
@@ -165,12 +167,47 @@ static void sha256_hex_and_prefixed(void)
     KG_CHECK(strlen(x) == 64 && strcmp(x, y) != 0);
 }
 
+static void json_building_is_checked(void)
+{
+    /* Text that is not UTF-8 is kept, with '?' for each bad byte, instead of
+     * the NULL json_string gives (which json_object_set_new turns into a
+     * silently missing field). */
+    json_t *t = kg_json_text("ok \xff\xfe end");
+    KG_CHECK(json_is_string(t));
+    KG_CHECK_STR(json_string_value(t), "ok ?? end");
+    json_decref(t);
+    t = kg_json_textn("a\0b\xc3", 4); /* an embedded NUL stays, the torn sequence after it goes */
+    KG_CHECK(json_is_string(t) && json_string_length(t) == 4 && !memcmp(json_string_value(t), "a\0b?", 4));
+    json_decref(t);
+    t = kg_json_text("caf\xc3\xa9"); /* valid UTF-8 unchanged */
+    KG_CHECK_STR(json_string_value(t), "caf\xc3\xa9");
+    json_decref(t);
+    KG_CHECK(json_is_null(kg_json_text(NULL)));
+    /* A number JSON cannot hold is null ("not measured"), not a lost field. */
+    KG_CHECK(json_is_null(kg_json_number(NAN)) && json_is_null(kg_json_number(INFINITY)));
+    t = kg_json_number(1.5);
+    KG_CHECK(json_is_real(t) && json_real_value(t) == 1.5);
+    json_decref(t);
+    /* Set and push say when they fail, and take the value's reference either way (ASan checks the leaks). */
+    json_t *o = json_object(), *a = json_array();
+    KG_CHECK(kg_json_set(o, "k", json_integer(1)) == 0 && json_integer_value(json_object_get(o, "k")) == 1);
+    KG_CHECK(kg_json_set(o, "nan", json_real(NAN)) == -1 && !json_object_get(o, "nan"));
+    KG_CHECK(kg_json_set(NULL, "k", json_integer(2)) == -1);
+    KG_CHECK(kg_json_set(o, "bad\xff", json_integer(3)) == -1); /* a key that is not UTF-8 */
+    KG_CHECK(kg_json_push(a, json_string("x")) == 0 && json_array_size(a) == 1);
+    KG_CHECK(kg_json_push(a, NULL) == -1 && json_array_size(a) == 1);
+    KG_CHECK(kg_json_push(NULL, json_string("y")) == -1);
+    json_decref(o);
+    json_decref(a);
+}
+
 static const kg_test_case cases[] = {
     {"atomic_write_creates_and_replaces", atomic_write_creates_and_replaces},
     {"atomic_write_failure_leaves_old_file_and_no_temp", atomic_write_failure_leaves_old_file_and_no_temp},
     {"atomic_stream_commit_and_abort", atomic_stream_commit_and_abort},
     {"backoff_doubles_caps_and_obeys_retry_after", backoff_doubles_caps_and_obeys_retry_after},
     {"sha256_hex_and_prefixed", sha256_hex_and_prefixed},
+    {"json_building_is_checked", json_building_is_checked},
 };
 
 KG_TEST_MAIN("util", cases)
