@@ -335,6 +335,18 @@ run_fails "unknown estimator" 2 'unknown estimator "ppo"' \
 run_fails "unknown reward constant" 2 'unknown reward constant "bogus"' \
     "$KGYM" reward --fn drkernel --set bogus=1 $FIX/multi_turn_results.jsonl
 run_fails "missing file" 1 'cannot open' "$KGYM" metrics "$TMP/no-such-file.jsonl"
+# Options (getopt_long, as the other commands): "--name value" and "--name=value", each mistake named.
+run_fails "option without its value" 2 'option --estimator needs a value' "$KGYM" advantages --estimator
+run_fails "unknown option" 2 'unknown option --bogus' "$KGYM" reward --fn staged --bogus 1 $FIX/bench_cpu.jsonl
+run_fails "unknown short option" 2 'unknown option -x' "$KGYM" metrics -x $FIX/bench_cpu.jsonl
+run_fails "a flag given a value" 2 'option --std-normalize=1 takes no value' \
+    "$KGYM" advantages --estimator grpo --std-normalize=1 $FIX/single_turn.jsonl
+run_fails "a second input" 2 'unexpected argument' "$KGYM" reward --fn staged $FIX/bench_cpu.jsonl $FIX/bench_cpu.jsonl
+run_fails "curriculum takes no input argument" 2 'outcomes go in --record' "$KGYM" curriculum extra
+"$KGYM" reward --fn=staged $FIX/bench_cpu.jsonl >"$TMP/eq" 2>&1
+"$KGYM" reward $FIX/bench_cpu.jsonl --fn staged >"$TMP/sp" 2>&1
+if [ -s "$TMP/eq" ] && cmp -s "$TMP/eq" "$TMP/sp"; then ok "--fn=staged, and options after the input, as --fn staged"
+else bad "--fn=staged vs --fn staged: $(head -c 200 "$TMP/eq")"; fi
 for sub in reward advantages rejection metrics curriculum; do
     run_ok "$sub --help" "$KGYM" $sub --help
 done
