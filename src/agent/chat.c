@@ -6,8 +6,6 @@
  * answers are final: retrying a bad request cannot help.
  */
 #include <curl/curl.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
