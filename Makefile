@@ -20,18 +20,32 @@ PYTHON_DEFAULT := $(if $(KGYM_PYTHON),$(KGYM_PYTHON),$(CURDIR)/.venv/bin/python)
 WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 DEFS     := -D_GNU_SOURCE -DKG_DEFAULT_HARNESS_DIR='"$(CURDIR)/harness"' \
             -DKG_DEFAULT_PYTHON='"$(PYTHON_DEFAULT)"' -DKG_SOURCE_ROOT='"$(CURDIR)"'
-BASE_CFLAGS = -std=c11 $(WARN) $(DEFS) -Iinclude -Isrc $(PKG_CFLAGS) -fPIC
+# -fvisibility=hidden: only what include/kgym/ marks KG_API leaves
+# build/libkgym.so (kgym/export.h).  Function and data sections let the
+# library's link drop what its public API does not reach.
+BASE_CFLAGS = -std=c11 $(WARN) $(DEFS) -Iinclude -Isrc $(PKG_CFLAGS) -fPIC \
+              -fvisibility=hidden -ffunction-sections -fdata-sections
 LIBS        = $(PKG_LIBS) -lm -lpthread
+# build/libkgym.so is the public API (include/kgym/: rl.h, extract.h,
+# error.h) for Python's ctypes binding: built from only the folders that API
+# needs, it links none of the service's libraries (HTTP, SQLite, Redis, curl,
+# seccomp).  libcrypto is left out too: its one user in these folders
+# (util's SHA-256) is unreachable from the API, so --gc-sections drops it,
+# and --no-undefined fails the link loudly if the API ever reaches it.
+PUB_PKGS    := jansson
+PUB_LIBS     = $(shell pkg-config --libs $(PUB_PKGS)) -lm
 
 RELEASE_CFLAGS := -O2 -g
 ASAN_CFLAGS    := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
                   -fno-sanitize-recover=all
 
 LIB_SRC   := $(filter-out src/cli/main.c,$(wildcard src/*/*.c))
+PUB_SRC   := $(wildcard src/rl/*.c src/extract/*.c src/util/*.c)
 CLI_MAIN  := src/cli/main.c
 TEST_SRC  := $(wildcard tests/unit/test_*.c)
 
 REL_OBJ   := $(LIB_SRC:%.c=build/release/%.o)
+PUB_OBJ   := $(PUB_SRC:%.c=build/release/%.o)
 ASAN_OBJ  := $(LIB_SRC:%.c=build/asan/%.o)
 TEST_BIN  := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
 HEADERS   := $(wildcard include/kgym/*.h src/*/*.h tests/unit/*.h)
@@ -64,9 +78,10 @@ build/kgym: $(REL_OBJ) build/release/$(CLI_MAIN:.c=.o)
 	@echo "  LD      $@"
 	@$(CC) $(RELEASE_CFLAGS) -o $@ $^ $(LIBS)
 
-build/libkgym.so: $(REL_OBJ)
+build/libkgym.so: $(PUB_OBJ)
 	@echo "  LD      $@"
-	@$(CC) -shared -o $@ $^ $(LIBS)
+	@$(CC) -shared -Wl,--no-undefined -Wl,--gc-sections \
+	    -o $@ $^ $(PUB_LIBS)
 
 build/asan/kgym: $(ASAN_OBJ) build/asan/$(CLI_MAIN:.c=.o)
 	@echo "  LD asan $@"

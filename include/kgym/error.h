@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "kgym/export.h"
+
 typedef enum {
     KG_OK = 0,
     KG_ERR_INVALID = -1,   /* bad input: usage, malformed file, bad field */
@@ -30,13 +32,13 @@ typedef struct kg_error {
 
 /* Records code and a printf-style message in err (if non-NULL); returns code
  * so callers can write `return kg_error_set(err, KG_ERR_IO, "...")`. */
-int kg_error_set(kg_error *err, kg_status code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+KG_API int kg_error_set(kg_error *err, kg_status code, const char *fmt, ...)
+           __attribute__((format(printf, 3, 4)));
 
 /* Clears err to KG_OK with an empty message. */
-void kg_error_clear(kg_error *err);
+KG_API void kg_error_clear(kg_error *err);
 
 /* A short constant name for a status code ("invalid", "io", ...). */
-const char *kg_status_name(kg_status code);
+KG_API const char *kg_status_name(kg_status code);
 
 #endif

@@ -65,12 +65,13 @@ typedef struct {
  * with a language tag outside a string closes an open Python block
  * implicitly (models forget closing fences) and opens the next one.
  */
-int kg_extract_candidate(const char *text, size_t len, kg_extract_result *out, kg_error *err);
+KG_API int kg_extract_candidate(const char *text, size_t len, kg_extract_result *out,
+                                kg_error *err);
 
 /* Frees r->code and resets *r; safe on NULL and on an already-freed result. */
-void kg_extract_result_free(kg_extract_result *r);
+KG_API void kg_extract_result_free(kg_extract_result *r);
 
 /* "fenced_block", "marker", "unterminated_fence", "raw"; "unknown" otherwise. */
-const char *kg_extract_source_name(kg_extract_source s);
+KG_API const char *kg_extract_source_name(kg_extract_source s);
 
 #endif

@@ -33,10 +33,10 @@ typedef struct {
     uint64_t s[4];
 } kg_rng;
 
-void kg_rng_seed(kg_rng *rng, uint64_t seed);
-uint64_t kg_rng_next(kg_rng *rng);
+KG_API void kg_rng_seed(kg_rng *rng, uint64_t seed);
+KG_API uint64_t kg_rng_next(kg_rng *rng);
 /* Uniform in [0, 1) with 53 random bits. */
-double kg_rng_uniform(kg_rng *rng);
+KG_API double kg_rng_uniform(kg_rng *rng);
 
 /* -------------------------------------------------------- named options */
 
@@ -57,10 +57,10 @@ typedef enum {
 } kg_rl_option;
 
 /* Value of a name; KG_ERR_INVALID listing the accepted names otherwise. */
-int kg_rl_option_parse(kg_rl_option option, const char *name, int *out,
-                       kg_error *err);
+KG_API int kg_rl_option_parse(kg_rl_option option, const char *name, int *out,
+                              kg_error *err);
 /* Name of a value; "?" when out of range. */
-const char *kg_rl_option_name(kg_rl_option option, int value);
+KG_API const char *kg_rl_option_name(kg_rl_option option, int value);
 
 /* ------------------------------------------------------------ outcomes */
 
@@ -76,9 +76,9 @@ typedef enum {
 } kg_verdict;
 
 /* Parses a result's "verdict" string; KG_ERR_INVALID for anything else. */
-int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err);
+KG_API int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err);
 /* The schema's name of a verdict ("compile_error"); "?" when out of range. */
-const char *kg_verdict_name(kg_verdict verdict);
+KG_API const char *kg_verdict_name(kg_verdict verdict);
 
 /* What the RL library reads from one evaluation result.  NaN marks a field
  * that was not measured (null in the JSON, e.g. timing on CPU). */
@@ -103,13 +103,13 @@ typedef struct {
 } kg_outcome_columns;
 
 /* A candidate that passed the correctness check and was not flagged. */
-int kg_outcome_is_correct(const kg_eval_outcome *outcome);
+KG_API int kg_outcome_is_correct(const kg_eval_outcome *outcome);
 /* "compiled" for the compile rate: verdict not in {invalid, compile_error,
  * timeout} and not hacked (Dr. Kernel's reward client). */
-int kg_outcome_compiled(const kg_eval_outcome *outcome);
+KG_API int kg_outcome_compiled(const kg_eval_outcome *outcome);
 /* Row i of the columns as one outcome; KG_ERR_INVALID for a bad verdict. */
-int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
-                           kg_eval_outcome *out, kg_error *err);
+KG_API int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
+                                  kg_eval_outcome *out, kg_error *err);
 
 /* -------------------------------------------------------------- rewards */
 
@@ -136,20 +136,20 @@ typedef struct {
 } kg_reward_config;
 
 /* The defaults of docs/rl.md for fn (Dr. Kernel's recipe for drkernel). */
-void kg_reward_config_default(kg_reward_config *cfg, kg_reward_fn fn);
+KG_API void kg_reward_config_default(kg_reward_config *cfg, kg_reward_fn fn);
 /* "drkernel" | "staged" | "tritonrl" | "speedup". */
-int kg_reward_fn_parse(const char *name, kg_reward_fn *out, kg_error *err);
-const char *kg_reward_fn_name(kg_reward_fn fn);
+KG_API int kg_reward_fn_parse(const char *name, kg_reward_fn *out, kg_error *err);
+KG_API const char *kg_reward_fn_name(kg_reward_fn fn);
 /* Sets one constant by its docs/rl.md name ("speedup_cap", ...); rejects
  * unknown names and non-finite values. */
-int kg_reward_config_set(kg_reward_config *cfg, const char *name, double value,
-                         kg_error *err);
+KG_API int kg_reward_config_set(kg_reward_config *cfg, const char *name, double value,
+                                kg_error *err);
 
 /* Reward of one turn.  previous is the same trajectory's previous turn (for
  * the regression penalty) or NULL. */
-int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
-                      const kg_eval_outcome *previous, double *reward,
-                      kg_error *err);
+KG_API int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
+                             const kg_eval_outcome *previous, double *reward,
+                             kg_error *err);
 
 /* Whether to evaluate a kernel a second time before rewarding it: its
  * measured speedup is above `above` (> 0; Dr. Kernel uses its reward's
@@ -157,14 +157,14 @@ int kg_reward_compute(const kg_reward_config *cfg, const kg_eval_outcome *turn,
  * accident than a kernel, so Dr. Kernel re-runs the evaluation once and keeps
  * the second result (kernel/workers/reward_manager/kernel_async.py:247-256).
  * The evaluation itself belongs to the caller (kgym rollout does it). */
-int kg_reeval_wanted(const kg_eval_outcome *outcome, double above);
+KG_API int kg_reeval_wanted(const kg_eval_outcome *outcome, double above);
 
 /* Rewards of n turns.  trajectory and turn (both NULL, or both set) locate
  * each turn's previous turn: the largest smaller turn of the same
  * trajectory.  reward_out has cols->n entries. */
-int kg_reward_batch(const kg_reward_config *cfg, const kg_outcome_columns *cols,
-                    const int64_t *trajectory, const int32_t *turn,
-                    double *reward_out, kg_error *err);
+KG_API int kg_reward_batch(const kg_reward_config *cfg, const kg_outcome_columns *cols,
+                           const int64_t *trajectory, const int32_t *turn,
+                           double *reward_out, kg_error *err);
 
 /* ----------------------------------------------------------- advantages */
 
@@ -219,11 +219,11 @@ typedef struct {
 
 /* Dr. Kernel's defaults: singleton return, masked rewards zeroed, rejected
  * records kept in baselines, small std replaced by 1 (docs/rl.md §3). */
-void kg_advantage_config_default(kg_advantage_config *cfg,
-                                 kg_estimator estimator);
+KG_API void kg_advantage_config_default(kg_advantage_config *cfg,
+                                        kg_estimator estimator);
 /* "grpo" | "rloo" | "trloo". */
-int kg_estimator_parse(const char *name, kg_estimator *out, kg_error *err);
-const char *kg_estimator_name(kg_estimator estimator);
+KG_API int kg_estimator_parse(const char *name, kg_estimator *out, kg_error *err);
+KG_API const char *kg_estimator_name(kg_estimator estimator);
 
 /* Advantages of n per-turn records.  prompt, sample and turn identify a
  * record (a trajectory is (prompt, sample)); mask (the loss mask) and keep
@@ -234,11 +234,11 @@ const char *kg_estimator_name(kg_estimator estimator);
  * advantage_out and return_out (may be NULL) have n entries.  NaN rewards,
  * duplicate (prompt, sample, turn) and, for RLOO, several turns per
  * trajectory are errors. */
-int kg_advantages(const kg_advantage_config *cfg, size_t n,
-                  const int64_t *prompt, const int64_t *sample,
-                  const int32_t *turn, const double *reward,
-                  const uint8_t *mask, const uint8_t *keep,
-                  double *advantage_out, double *return_out, kg_error *err);
+KG_API int kg_advantages(const kg_advantage_config *cfg, size_t n,
+                         const int64_t *prompt, const int64_t *sample,
+                         const int32_t *turn, const double *reward,
+                         const uint8_t *mask, const uint8_t *keep,
+                         double *advantage_out, double *return_out, kg_error *err);
 
 /* Low-variance group filter: a group of more than one record whose rewards
  * have an unbiased std below min_std is rejected whole, and so is a group of
@@ -249,13 +249,13 @@ typedef struct {
     size_t min_group_size; /* 0 or 1 disables the size test */
 } kg_group_filter_config;
 
-void kg_group_filter_config_default(kg_group_filter_config *cfg);
+KG_API void kg_group_filter_config_default(kg_group_filter_config *cfg);
 /* group[i] names record i's group; keep_out (n) gets 0 for every record of a
  * rejected group; groups_rejected_out (may be NULL) counts them. */
-int kg_group_filter(const kg_group_filter_config *cfg, size_t n,
-                    const int64_t *group, const double *reward,
-                    uint8_t *keep_out, size_t *groups_rejected_out,
-                    kg_error *err);
+KG_API int kg_group_filter(const kg_group_filter_config *cfg, size_t n,
+                           const int64_t *group, const double *reward,
+                           uint8_t *keep_out, size_t *groups_rejected_out,
+                           kg_error *err);
 
 /* -------------------------------------------- rejection sampling: PRS */
 
@@ -281,12 +281,12 @@ typedef struct {
     double expected_correct_kept;   /* Σ keep probability over correct turns */
 } kg_prs_stats;
 
-void kg_prs_config_default(kg_prs_config *cfg);
+KG_API void kg_prs_config_default(kg_prs_config *cfg);
 /* clamp((coverage − threshold)/factor, 0, 1) for a correct turn, 1 otherwise;
  * KG_ERR_INVALID when a correct turn has no coverage. */
-int kg_prs_keep_probability(const kg_prs_config *cfg,
-                            const kg_eval_outcome *outcome, double *p,
-                            kg_error *err);
+KG_API int kg_prs_keep_probability(const kg_prs_config *cfg,
+                                   const kg_eval_outcome *outcome, double *p,
+                                   kg_error *err);
 /* One Bernoulli draw per record (keep iff u < p); keep_out and prob_out (may
  * be NULL) have cols->n entries; stats may be NULL.  The geometric mode needs
  * trajectory (cols->n ids); live (may be NULL = all) marks the turns whose
@@ -294,10 +294,10 @@ int kg_prs_keep_probability(const kg_prs_config *cfg,
  * as Dr. Kernel's response mask does.  There, a turn without a measured
  * coverage counts as coverage 0 (clamped to 1e-8) unless it is correct, which
  * is an error as in the turn mode. */
-int kg_prs_sample(const kg_prs_config *cfg, kg_rng *rng,
-                  const kg_outcome_columns *cols, const int64_t *trajectory,
-                  const uint8_t *live, uint8_t *keep_out, double *prob_out,
-                  kg_prs_stats *stats, kg_error *err);
+KG_API int kg_prs_sample(const kg_prs_config *cfg, kg_rng *rng,
+                         const kg_outcome_columns *cols, const int64_t *trajectory,
+                         const uint8_t *live, uint8_t *keep_out, double *prob_out,
+                         kg_prs_stats *stats, kg_error *err);
 
 /* -------------------------------------------- rejection sampling: MRS */
 
@@ -330,7 +330,7 @@ typedef struct {
     size_t turns, turns_kept, turns_vetoed;
 } kg_mrs_stats;
 
-void kg_mrs_config_default(kg_mrs_config *cfg);
+KG_API void kg_mrs_config_default(kg_mrs_config *cfg);
 /* mask (n_turns, may be NULL = all live) is the loss mask: a masked turn's
  * tokens are left out of every ratio, and it is never dropped (it is already
  * out of the loss), as in Dr. Kernel where the loss mask zeroes the response
@@ -340,12 +340,12 @@ void kg_mrs_config_default(kg_mrs_config *cfg);
  * the ratio the turn was judged by (NaN in token mode); token_keep_out
  * (token_offsets[n_turns], may be NULL) each token's decision.  stats may be
  * NULL. */
-int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns,
-                  const int64_t *trajectory, const int64_t *token_offsets,
-                  const double *log_ratio, const uint8_t *mask,
-                  uint8_t *keep_out, double *ratio_out,
-                  uint8_t *token_keep_out, kg_mrs_stats *stats,
-                  kg_error *err);
+KG_API int kg_mrs_filter(const kg_mrs_config *cfg, size_t n_turns,
+                         const int64_t *trajectory, const int64_t *token_offsets,
+                         const double *log_ratio, const uint8_t *mask,
+                         uint8_t *keep_out, double *ratio_out,
+                         uint8_t *token_keep_out, kg_mrs_stats *stats,
+                         kg_error *err);
 
 typedef enum {
     KG_IS_TOKEN = 0,    /* w = ratio of the token */
@@ -354,14 +354,14 @@ typedef enum {
     KG_IS_LEVEL_COUNT = 3
 } kg_is_level;
 
-int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err);
+KG_API int kg_is_level_parse(const char *name, kg_is_level *out, kg_error *err);
 /* Truncated importance weights min(w, cap), one per token (weights_out has
  * token_offsets[n_turns] entries); log-weights are clamped to ±20. */
-int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
-                            const int64_t *trajectory,
-                            const int64_t *token_offsets,
-                            const double *log_ratio, double *weights_out,
-                            kg_error *err);
+KG_API int kg_truncated_is_weights(double cap, kg_is_level level, size_t n_turns,
+                                   const int64_t *trajectory,
+                                   const int64_t *token_offsets,
+                                   const double *log_ratio, double *weights_out,
+                                   kg_error *err);
 
 /* ----------------------------------------------------------- curriculum */
 
@@ -400,49 +400,49 @@ typedef struct {
 /* Two levels, Beyond TritonRL's step rule: level 1 starts at 10% and gains
  * 5% per step while the mean of level 0's last 5 step accuracies is at least
  * 40%, up to 50%. */
-void kg_curriculum_config_default(kg_curriculum_config *cfg);
-int kg_curriculum_config_check(const kg_curriculum_config *cfg, kg_error *err);
+KG_API void kg_curriculum_config_default(kg_curriculum_config *cfg);
+KG_API int kg_curriculum_config_check(const kg_curriculum_config *cfg, kg_error *err);
 /* The linear rule alone: shares (n_levels) from accuracies (n_levels), each
  * level k >= 1 at start + (end − start)·min(acc_{k−1}/target, 1). */
-int kg_curriculum_schedule(const kg_curriculum_config *cfg,
-                           const double *accuracy, double *shares_out,
-                           kg_error *err);
+KG_API int kg_curriculum_schedule(const kg_curriculum_config *cfg,
+                                  const double *accuracy, double *shares_out,
+                                  kg_error *err);
 
 typedef struct kg_curriculum kg_curriculum; /* opaque; owns its history */
 
-int kg_curriculum_create(const kg_curriculum_config *cfg, uint64_t seed,
-                         kg_curriculum **out, kg_error *err);
-void kg_curriculum_free(kg_curriculum *cur);
-const kg_curriculum_config *kg_curriculum_get_config(const kg_curriculum *cur);
+KG_API int kg_curriculum_create(const kg_curriculum_config *cfg, uint64_t seed,
+                                kg_curriculum **out, kg_error *err);
+KG_API void kg_curriculum_free(kg_curriculum *cur);
+KG_API const kg_curriculum_config *kg_curriculum_get_config(const kg_curriculum *cur);
 /* Adds one outcome of a task of level `level` to its rolling window. */
-int kg_curriculum_record(kg_curriculum *cur, size_t level, int correct,
-                         kg_error *err);
+KG_API int kg_curriculum_record(kg_curriculum *cur, size_t level, int correct,
+                                kg_error *err);
 /* Ends a training step: each level's outcomes since the last step become
  * one step accuracy (a level without outcomes adds none), and under the step
  * rule each level k >= 1 whose level k−1 has at least min_steps step
  * accuracies, the last step_window of them averaging at least target, gains
  * step, up to end. */
-int kg_curriculum_end_step(kg_curriculum *cur, kg_error *err);
+KG_API int kg_curriculum_end_step(kg_curriculum *cur, kg_error *err);
 /* Rolling accuracy of a level (0 before any outcome); NaN for a bad level. */
-double kg_curriculum_accuracy(const kg_curriculum *cur, size_t level);
+KG_API double kg_curriculum_accuracy(const kg_curriculum *cur, size_t level);
 /* How many outcomes of the level are in the window now. */
-size_t kg_curriculum_observed(const kg_curriculum *cur, size_t level);
-int kg_curriculum_shares(const kg_curriculum *cur, double *shares_out,
-                         kg_error *err);
+KG_API size_t kg_curriculum_observed(const kg_curriculum *cur, size_t level);
+KG_API int kg_curriculum_shares(const kg_curriculum *cur, double *shares_out,
+                                kg_error *err);
 /* Draws a level with probability equal to its share. */
-int kg_curriculum_sample_level(kg_curriculum *cur, size_t *level_out,
-                               kg_error *err);
+KG_API int kg_curriculum_sample_level(kg_curriculum *cur, size_t *level_out,
+                                      kg_error *err);
 /* Draws an index in [0, n) uniformly (for picking a task of a level). */
-int kg_curriculum_sample_index(kg_curriculum *cur, size_t n, size_t *index_out,
-                               kg_error *err);
+KG_API int kg_curriculum_sample_index(kg_curriculum *cur, size_t n, size_t *index_out,
+                                      kg_error *err);
 /* Whole state (config, windows, RNG) as JSON; *json_out is freed by free(). */
-int kg_curriculum_save(const kg_curriculum *cur, char **json_out,
-                       kg_error *err);
-int kg_curriculum_load(const char *json, kg_curriculum **out, kg_error *err);
+KG_API int kg_curriculum_save(const kg_curriculum *cur, char **json_out,
+                              kg_error *err);
+KG_API int kg_curriculum_load(const char *json, kg_curriculum **out, kg_error *err);
 /* Reads a config from JSON text {"window": W, "levels": [{"start", "end",
  * "target"}, ...]} where levels[0] describes level index 1. */
-int kg_curriculum_config_from_json(const char *json, kg_curriculum_config *cfg,
-                                   kg_error *err);
+KG_API int kg_curriculum_config_from_json(const char *json, kg_curriculum_config *cfg,
+                                          kg_error *err);
 
 /* -------------------------------------------------------------- metrics */
 
@@ -468,17 +468,17 @@ typedef struct {
 
 /* thresholds NULL uses {1, 1.2, 1.5, 2, 3}.  trajectory and turn have
  * cols->n entries (turn NULL: every record is turn 1). */
-int kg_metrics_compute(const kg_outcome_columns *cols,
-                       const int64_t *trajectory, const int32_t *turn,
-                       const double *thresholds, size_t n_thresholds,
-                       kg_metrics_report *out, kg_error *err);
-void kg_metrics_report_free(kg_metrics_report *report);
+KG_API int kg_metrics_compute(const kg_outcome_columns *cols,
+                              const int64_t *trajectory, const int32_t *turn,
+                              const double *thresholds, size_t n_thresholds,
+                              kg_metrics_report *out, kg_error *err);
+KG_API void kg_metrics_report_free(kg_metrics_report *report);
 /* Renderings; each *out is freed by free(). */
-int kg_metrics_table(const kg_metrics_report *report, char **out,
-                     kg_error *err);
-int kg_metrics_json(const kg_metrics_report *report, char **out,
-                    kg_error *err);
+KG_API int kg_metrics_table(const kg_metrics_report *report, char **out,
+                            kg_error *err);
+KG_API int kg_metrics_json(const kg_metrics_report *report, char **out,
+                           kg_error *err);
 /* Fast@p by turn (solid: per turn, dashed: best of turns) as SVG. */
-int kg_metrics_svg(const kg_metrics_report *report, char **out, kg_error *err);
+KG_API int kg_metrics_svg(const kg_metrics_report *report, char **out, kg_error *err);
 
 #endif

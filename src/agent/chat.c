@@ -6,16 +6,15 @@
  * answers are final: retrying a bad request cannot help.
  */
 #include <curl/curl.h>
-#include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "agent/agent.h"
+#include "agent/http.h"
+#include "util/json.h"
 #include "util/util.h"
 
-#define KG_CHAT_MAX_BODY ((size_t)64 << 20)
 
 void kg_chat_config_default(kg_chat_config *cfg)
 {
@@ -86,74 +85,33 @@ typedef struct {
     entry *e;           /* NULL: free slot */
     CURL *easy;
     struct curl_slist *headers;
-    kg_buf body;
-    double retry_after_s; /* from the Retry-After header, -1 if none */
-    int too_big;
+    kg_http_response resp;
     double started_ms;
 } slot;
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    slot *s = ud;
-    size_t n = size * nmemb;
-    if (s->body.len + n > KG_CHAT_MAX_BODY) {
-        s->too_big = 1;
-        return 0; /* aborts the transfer */
-    }
-    return kg_buf_append(&s->body, ptr, n) == 0 ? n : 0;
-}
-
-static size_t on_header(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    slot *s = ud;
-    size_t n = size * nmemb;
-    if (n > 12 && !strncasecmp(ptr, "retry-after:", 12)) {
-        char tmp[64];
-        size_t k = n - 12 < sizeof tmp - 1 ? n - 12 : sizeof tmp - 1;
-        memcpy(tmp, ptr + 12, k);
-        tmp[k] = 0;
-        char *end;
-        double v = strtod(tmp, &end);
-        /* Only the delta-seconds form; an HTTP date falls back to our backoff. */
-        if (end != tmp && isfinite(v) && v >= 0)
-            s->retry_after_s = v;
-    }
-    return n;
-}
-
+/* The request body; NULL when memory ran out or the messages cannot be
+ * JSON (every step checked, util/json.h). */
 static char *build_body(const kg_chat_config *cfg, const json_t *messages)
 {
     json_t *o = json_object();
-    json_object_set_new(o, "model", json_string(cfg->model ? cfg->model : "default"));
-    json_object_set_new(o, "messages", json_deep_copy(messages));
-    if (cfg->temperature >= 0)
-        json_object_set_new(o, "temperature", json_real(cfg->temperature));
-    if (cfg->top_p >= 0)
-        json_object_set_new(o, "top_p", json_real(cfg->top_p));
-    if (cfg->max_tokens > 0)
-        json_object_set_new(o, "max_tokens", json_integer(cfg->max_tokens));
-    if (cfg->n_stop) {
+    int ok = kg_json_set(o, "model", kg_json_text(cfg->model ? cfg->model : "default")) == 0 &&
+             kg_json_set(o, "messages", json_deep_copy(messages)) == 0 &&
+             (cfg->temperature < 0 || kg_json_set(o, "temperature", json_real(cfg->temperature)) == 0) &&
+             (cfg->top_p < 0 || kg_json_set(o, "top_p", json_real(cfg->top_p)) == 0) &&
+             (cfg->max_tokens <= 0 || kg_json_set(o, "max_tokens", json_integer(cfg->max_tokens)) == 0);
+    if (ok && cfg->n_stop) {
         json_t *st = json_array();
-        for (size_t i = 0; i < cfg->n_stop; i++)
-            json_array_append_new(st, json_string(cfg->stop[i]));
-        json_object_set_new(o, "stop", st);
+        for (size_t i = 0; st && i < cfg->n_stop; i++)
+            if (kg_json_push(st, kg_json_text(cfg->stop[i])) != 0) {
+                json_decref(st);
+                st = NULL;
+            }
+        ok = kg_json_set(o, "stop", st) == 0;
     }
-    json_object_set_new(o, "n", json_integer(1));
-    char *s = json_dumps(o, JSON_COMPACT);
+    ok = ok && kg_json_set(o, "n", json_integer(1)) == 0;
+    char *s = ok ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return s;
-}
-
-/* curl_global_init is not thread-safe before libcurl 7.84; once is enough. */
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-void kg_agent_curl_init(void);
-void kg_agent_curl_init(void)
-{
-    pthread_once(&curl_once, curl_init_once);
 }
 
 static char *endpoint_url(const char *base)
@@ -182,37 +140,14 @@ static void entry_free(entry *e)
 static int start_slot(const kg_chat_config *cfg, CURLM *multi, const char *url, slot *s, entry *e, kg_error *err)
 {
     memset(s, 0, sizeof *s);
-    s->retry_after_s = -1;
-    s->easy = curl_easy_init();
+    kg_buf tag = {0};
+    if (e->tag && kg_buf_printf(&tag, "X-Kgym-Request: %s", e->tag) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    s->easy = kg_http_request(url, cfg->api_key, tag.data, e->body, cfg->timeout_s, &s->resp, &s->headers, err);
+    kg_buf_free(&tag);
     if (!s->easy)
-        return kg_error_set(err, KG_ERR_NOMEM, "curl_easy_init failed");
+        return KG_ERR_NOMEM; /* err filled */
     s->e = e;
-    s->headers = curl_slist_append(NULL, "Content-Type: application/json");
-    /* No "Expect: 100-continue": it costs a round trip per request and some
-     * proxies mishandle it. */
-    s->headers = curl_slist_append(s->headers, "Expect:");
-    kg_buf h = {0};
-    if (cfg->api_key && *cfg->api_key) {
-        kg_buf_printf(&h, "Authorization: Bearer %s", cfg->api_key);
-        s->headers = curl_slist_append(s->headers, h.data);
-        kg_buf_free(&h);
-    }
-    if (e->tag) {
-        kg_buf_printf(&h, "X-Kgym-Request: %s", e->tag);
-        s->headers = curl_slist_append(s->headers, h.data);
-        kg_buf_free(&h);
-    }
-    curl_easy_setopt(s->easy, CURLOPT_URL, url);
-    curl_easy_setopt(s->easy, CURLOPT_HTTPHEADER, s->headers);
-    curl_easy_setopt(s->easy, CURLOPT_POSTFIELDS, e->body);
-    curl_easy_setopt(s->easy, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(s->easy, CURLOPT_WRITEDATA, s);
-    curl_easy_setopt(s->easy, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(s->easy, CURLOPT_HEADERDATA, s);
-    curl_easy_setopt(s->easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(s->easy, CURLOPT_CONNECTTIMEOUT_MS, 30000L);
-    if (cfg->timeout_s > 0)
-        curl_easy_setopt(s->easy, CURLOPT_TIMEOUT_MS, (long)(cfg->timeout_s * 1000));
     curl_easy_setopt(s->easy, CURLOPT_PRIVATE, s);
     s->started_ms = kg_now_ms();
     e->reply.attempts++;
@@ -225,9 +160,8 @@ static void stop_slot(CURLM *multi, slot *s)
     if (!s->easy)
         return;
     curl_multi_remove_handle(multi, s->easy);
-    curl_easy_cleanup(s->easy);
-    curl_slist_free_all(s->headers);
-    kg_buf_free(&s->body);
+    kg_http_request_free(s->easy, s->headers);
+    kg_buf_free(&s->resp.body);
     memset(s, 0, sizeof *s);
 }
 
@@ -239,10 +173,10 @@ static int judge(slot *s, CURLcode cc)
     long status = 0;
     curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
     r->http_status = status;
-    const char *body = s->body.data ? s->body.data : "";
+    const char *body = s->resp.body.data ? s->resp.body.data : "";
     if (cc != CURLE_OK) {
-        snprintf(r->error, sizeof r->error, "%s%s", s->too_big ? "response too large: " : "", curl_easy_strerror(cc));
-        return !s->too_big;
+        snprintf(r->error, sizeof r->error, "%s%s", s->resp.too_big ? "response too large: " : "", curl_easy_strerror(cc));
+        return !s->resp.too_big;
     }
     if (status == 429 || status >= 500) {
         snprintf(r->error, sizeof r->error, "HTTP %ld: %.300s", status, body);
@@ -254,7 +188,7 @@ static int judge(slot *s, CURLcode cc)
     }
     kg_error perr;
     kg_error_clear(&perr);
-    if (kg_chat_parse_response(body, s->body.len, r, &perr) == KG_OK) {
+    if (kg_chat_parse_response(body, s->resp.body.len, r, &perr) == KG_OK) {
         r->ok = 1;
         r->error[0] = 0;
         r->latency_ms = kg_now_ms() - s->started_ms;
@@ -272,7 +206,7 @@ int kg_chat_stream(const kg_chat_config *cfg, kg_chat_pull_fn pull, kg_chat_done
         return kg_error_set(err, KG_ERR_INVALID, "no model server URL (--url)");
     if (cfg->concurrency < 1 || cfg->max_retries < 0 || cfg->timeout_s < 0)
         return kg_error_set(err, KG_ERR_INVALID, "concurrency must be >= 1, retries and timeout >= 0");
-    kg_agent_curl_init();
+    kg_http_global_init();
     char *url = endpoint_url(cfg->url);
     slot *slots = calloc((size_t)cfg->concurrency, sizeof *slots);
     CURLM *multi = curl_multi_init();
@@ -348,14 +282,11 @@ int kg_chat_stream(const kg_chat_config *cfg, kg_chat_pull_fn pull, kg_chat_done
             curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&s);
             entry *e = s->e;
             int retry = judge(s, m->data.result);
-            double wait_s = s->retry_after_s;
+            const kg_backoff backoff = {cfg->backoff_base_s, cfg->backoff_max_s};
+            double wait_s = kg_backoff_delay(&backoff, e->reply.attempts, s->resp.retry_after_s);
             stop_slot(multi, s);
             active--;
             if (retry && e->reply.attempts <= cfg->max_retries) {
-                if (wait_s < 0)
-                    wait_s = cfg->backoff_base_s * pow(2.0, e->reply.attempts - 1);
-                if (wait_s > cfg->backoff_max_s)
-                    wait_s = cfg->backoff_max_s;
                 e->not_before_ms = kg_now_ms() + wait_s * 1000;
                 if (n_wait == cap_wait) {
                     size_t cap = cap_wait ? cap_wait * 2 : 16;

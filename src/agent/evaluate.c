@@ -10,9 +10,9 @@
 #include <unistd.h>
 
 #include "agent/agent.h"
+#include "agent/http.h"
+#include "util/json.h"
 #include "util/util.h"
-
-void kg_agent_curl_init(void);
 
 int kg_agent_eval_local(void *ctx, const kg_task *task, const char *reply, size_t len, json_t **result,
                         kg_error *err)
@@ -22,55 +22,30 @@ int kg_agent_eval_local(void *ctx, const kg_task *task, const char *reply, size_
     return kg_eval_run(l->sup, l->opts, &req, result, err);
 }
 
-static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    kg_buf *b = ud;
-    size_t n = size * nmemb;
-    if (b->len + n > ((size_t)64 << 20))
-        return 0;
-    return kg_buf_append(b, ptr, n) == 0 ? n : 0;
-}
-
 /* One HTTP exchange; body NULL makes it a GET.  *status 0: no answer. */
 static int http_call(const char *url, const char *token, const char *body, double timeout_s, long *status,
-                     kg_buf *resp, kg_error *err)
+                     kg_http_response *resp, kg_error *err)
 {
-    CURL *c = curl_easy_init();
+    struct curl_slist *h;
+    CURL *c = kg_http_request(url, token, NULL, body, timeout_s, resp, &h, err);
     if (!c)
-        return kg_error_set(err, KG_ERR_NOMEM, "curl_easy_init failed");
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Expect:");
-    if (token && *token) {
-        kg_buf a = {0};
-        kg_buf_printf(&a, "Authorization: Bearer %s", token);
-        h = curl_slist_append(h, a.data);
-        kg_buf_free(&a);
-    }
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    if (body)
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, resp);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    if (timeout_s > 0)
-        curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)(timeout_s * 1000));
+        return KG_ERR_NOMEM; /* err filled */
     CURLcode cc = curl_easy_perform(c);
     *status = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
+    kg_http_request_free(c, h);
     if (cc != CURLE_OK) {
         *status = 0;
-        return kg_error_set(err, KG_ERR_IO, "%s: %s", url, curl_easy_strerror(cc));
+        return kg_error_set(err, KG_ERR_IO, "%s: %s%s", url, resp->too_big ? "response too large: " : "",
+                            curl_easy_strerror(cc));
     }
     return KG_OK;
 }
 
 /* kgym's result inside a service answer, as a new reference, or NULL. */
-static json_t *kgym_result(const kg_buf *resp)
+static json_t *kgym_result(const kg_http_response *resp)
 {
-    json_t *root = json_loadb(resp->data ? resp->data : "", resp->len, 0, NULL);
+    json_t *root = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
     json_t *k = json_object_get(root, "kgym");
     json_t *out = json_is_object(k) && json_is_string(json_object_get(k, "verdict")) ? json_incref(k) : NULL;
     json_decref(root);
@@ -79,9 +54,9 @@ static json_t *kgym_result(const kg_buf *resp)
 
 /* Whether an answer says the evaluation is still under way: KernelGYM's status pending or processing (kgym
  * serve answers so, with 200, when a job outlives its --sync-timeout; older servers answered 202). */
-static int still_running(const kg_buf *resp)
+static int still_running(const kg_http_response *resp)
 {
-    json_t *root = json_loadb(resp->data ? resp->data : "", resp->len, 0, NULL);
+    json_t *root = json_loadb(resp->body.data ? resp->body.data : "", resp->body.len, 0, NULL);
     const char *st = json_string_value(json_object_get(root, "status"));
     int running = st && (!strcmp(st, "pending") || !strcmp(st, "processing"));
     json_decref(root);
@@ -93,7 +68,7 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
 {
     kg_agent_server_eval *s = ctx;
     *result = NULL;
-    kg_agent_curl_init();
+    kg_http_global_init();
     /* The service treats a known task_id as "that evaluation again" and
      * returns its stored result, so each (reference, reply) pair gets its
      * own id: the same pair may share a result, different ones never do. */
@@ -104,16 +79,27 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
     snprintf(id + k, sizeof id - (size_t)k, "-%016llx-%016llx",
              (unsigned long long)kg_hash64(task->source ? task->source : "", task->source ? strlen(task->source) : 0),
              (unsigned long long)kg_hash64(reply, len));
+    /* The code goes as it is or not at all (not sanitized like other text,
+     * util/json.h): the service must judge the bytes the model wrote. */
+    json_t *code = json_stringn(reply, len), *ref = json_string(task->source ? task->source : "");
+    if (!code || !ref) {
+        json_decref(code);
+        json_decref(ref);
+        return kg_error_set(err, KG_ERR_INVALID, "the %s is not UTF-8: it cannot be sent as JSON",
+                            !code ? "reply" : "reference");
+    }
     json_t *req = json_object();
-    json_object_set_new(req, "task_id", json_string(id));
-    json_object_set_new(req, "reference_code", json_string(task->source ? task->source : ""));
-    json_object_set_new(req, "kernel_code", json_stringn(reply, len));
-    json_object_set_new(req, "backend", json_string("triton"));
-    json_object_set_new(req, "entry_point", json_string("Model"));
-    char *body = json_dumps(req, JSON_COMPACT);
+    int ok = kg_json_set(req, "task_id", json_string(id)) == 0 &&
+             kg_json_set(req, "reference_code", json_incref(ref)) == 0 &&
+             kg_json_set(req, "kernel_code", json_incref(code)) == 0 &&
+             kg_json_set(req, "backend", json_string("triton")) == 0 &&
+             kg_json_set(req, "entry_point", json_string("Model")) == 0;
+    json_decref(ref); /* req holds its own references (or none, when it failed) */
+    json_decref(code);
+    char *body = ok ? json_dumps(req, JSON_COMPACT) : NULL;
     json_decref(req);
     if (!body)
-        return kg_error_set(err, KG_ERR_INVALID, "the reply cannot be sent as JSON (not UTF-8?)");
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory building the request");
     size_t ul = strlen(s->url);
     while (ul && s->url[ul - 1] == '/')
         ul--;
@@ -124,8 +110,8 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
     double t0 = kg_now_ms();
     for (int attempt = 0; attempt <= s->max_retries; attempt++) {
         if (attempt)
-            sleep(attempt < 5 ? 1u << (attempt - 1) : 16u);
-        kg_buf resp = {0};
+            kg_backoff_sleep(kg_backoff_delay(&(kg_backoff){.base_s = 1, .max_s = 16}, attempt, -1));
+        kg_http_response resp = {0};
         long status = 0;
         rc = http_call(url.data, s->token, body, s->timeout_s, &status, &resp, err);
         if (rc == KG_OK && status == 200 && still_running(&resp))
@@ -133,7 +119,7 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
         /* 202: still running; poll the result (KernelGYM's GET /results/ID). */
         while (rc == KG_OK && status == 202 && (s->timeout_s <= 0 || kg_now_ms() - t0 < s->timeout_s * 1000)) {
             sleep(1);
-            kg_buf_free(&resp);
+            kg_buf_free(&resp.body);
             rc = http_call(poll.data, s->token, NULL, 60, &status, &resp, err);
             if (rc == KG_OK && status == 404)
                 status = 202; /* not stored yet */
@@ -147,20 +133,20 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
         int retry = rc != KG_OK;
         if (rc == KG_OK) {
             if (status == 429 || status >= 500) {
-                rc = kg_error_set(err, KG_ERR_IO, "%s: HTTP %ld: %.300s", url.data, status, resp.data ? resp.data : "");
+                rc = kg_error_set(err, KG_ERR_IO, "%s: HTTP %ld: %.300s", url.data, status, resp.body.data ? resp.body.data : "");
                 retry = 1;
             } else if (status == 202) {
                 rc = kg_error_set(err, KG_ERR_IO, "%s: evaluation %s still running after %.0f s", url.data, id,
                                   s->timeout_s);
             } else if (status != 200) {
                 rc = kg_error_set(err, KG_ERR_INVALID, "%s: HTTP %ld: %.300s", url.data, status,
-                                  resp.data ? resp.data : "");
+                                  resp.body.data ? resp.body.data : "");
             } else if (!(*result = kgym_result(&resp))) {
                 rc = kg_error_set(err, KG_ERR_PROTOCOL,
                                   "%s: the answer has no \"kgym\" result object (is this a kgym service?)", url.data);
             }
         }
-        kg_buf_free(&resp);
+        kg_buf_free(&resp.body);
         if (!retry)
             break;
     }

@@ -589,30 +589,20 @@ static int rewrite_annotated(run *r, kg_error *err)
         rc = kg_agent_annotate(r->records, &cfg->advantage, &cfg->prs, cfg->seed, err);
     if (rc != KG_OK)
         return rc;
-    kg_buf tmp = {0};
-    kg_buf_printf(&tmp, "%s.tmp", cfg->out_path);
-    int fd = open(tmp.data, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = kg_error_set(err, KG_ERR_IO, "%s: %s", tmp.data, strerror(errno));
-        kg_buf_free(&tmp);
+    kg_atomic_file f; /* a reader sees the old file or the new one */
+    if ((rc = kg_atomic_begin(&f, cfg->out_path, 0644, err)) != KG_OK)
         return rc;
-    }
     size_t i;
     json_t *rec;
     json_array_foreach(r->records, i, rec) {
-        if ((rc = write_line(fd, rec, err)) != KG_OK)
+        if ((rc = write_line(f.fd, rec, err)) != KG_OK)
             break;
     }
-    if (rc == KG_OK && fsync(fd) != 0)
-        rc = kg_error_set(err, KG_ERR_IO, "fsync %s: %s", tmp.data, strerror(errno));
-    close(fd);
-    /* rename() is atomic: a reader sees the old file or the new one. */
-    if (rc == KG_OK && rename(tmp.data, cfg->out_path) != 0)
-        rc = kg_error_set(err, KG_ERR_IO, "rename %s: %s", tmp.data, strerror(errno));
-    if (rc != KG_OK)
-        unlink(tmp.data);
-    kg_buf_free(&tmp);
-    return rc;
+    if (rc != KG_OK) {
+        kg_atomic_abort(&f);
+        return rc;
+    }
+    return kg_atomic_commit(&f, err);
 }
 
 int kg_rollout_run(const kg_rollout_config *cfg, kg_rollout_stats *stats, kg_error *err)

@@ -6,8 +6,11 @@
 #include "cli/commands.h"
 #include "kgym/rl.h"
 #include "rl/rl_jsonl.h"
+#include "util/json.h"
+#include "util/util.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -106,32 +109,43 @@ static int fail(const char *cmd, const kg_error *err)
     return 1;
 }
 
-/* One option of argv: "--name value" or "--name=value".  Sets *name (without
- * the dashes, in buf) and *value (NULL for a flag); returns 0 for a
- * positional argument, 1 for an option, -1 when a value is missing. */
-static int next_option(int argc, char **argv, int *i, int wants_value(const char *),
-                       char *buf, size_t size, const char **value)
+/* The next option of argv, read by getopt_long over the command's table as the other commands read theirs
+ * (long options only: "--name value" or "--name=value"; has_arg says which take a value).  Returns 1 with *name
+ * and *value (NULL for a flag) set, 0 when the options are over (getopt_long has moved the positional arguments to
+ * argv[optind..]), or 2, the usage status, after saying what was wrong. */
+static int next_option(const char *cmd, int argc, char **argv, const struct option *opts, const char **name,
+                       const char **value)
 {
-    const char *arg = argv[*i];
-    *value = NULL;
-    if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0')
+    int idx = -1;
+    int c = getopt_long(argc, argv, ":", opts, &idx);
+    if (c == -1)
         return 0;
-    const char *eq = strchr(arg, '=');
-    size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
-    if (len >= size)
-        len = size - 1;
-    memcpy(buf, arg + 2, len);
-    buf[len] = '\0';
-    if (!wants_value(buf))
-        return eq ? -1 : 1;
-    if (eq) {
-        *value = eq + 1;
-    } else {
-        if (*i + 1 >= argc)
-            return -1;
-        *value = argv[++*i];
+    const char *arg = argv[optind - 1];
+    if (c == ':')
+        return usage(cmd, "option %s needs a value", arg);
+    if (c != 0 || idx < 0) {
+        if (strncmp(arg, "--", 2) != 0) {
+            char shown[3] = {'-', (char)optopt, '\0'};
+            return usage(cmd, "unknown option %s", optopt > ' ' && optopt < 127 ? shown : arg);
+        }
+        /* A flag given a value ("--std-normalize=1") is refused as well: name it so. */
+        const char *eq = strchr(arg, '=');
+        for (const struct option *o = opts; eq && o->name; o++)
+            if (o->has_arg == no_argument && strlen(o->name) == (size_t)(eq - arg - 2) &&
+                !strncmp(o->name, arg + 2, (size_t)(eq - arg - 2)))
+                return usage(cmd, "option %s takes no value", arg);
+        return usage(cmd, "unknown option %s", arg);
     }
+    *name = opts[idx].name;
+    *value = optarg;
     return 1;
+}
+
+/* Starts reading a command's options (getopt_long keeps its place in globals). */
+static void options_begin(void)
+{
+    optind = 1;
+    opterr = 0;
 }
 
 static int parse_double(const char *s, double *out)
@@ -234,6 +248,17 @@ static int compute_rewards(const char *cmd, const kg_rl_rows *rows, const kg_rew
     return rc;
 }
 
+/* rec[key] = value, checked (util/json.h): when it fails rec is dropped and
+ * NULL returned, which emit() reports as out of memory. */
+static json_t *with(json_t *rec, const char *key, json_t *value)
+{
+    if (kg_json_set(rec, key, value) != 0) {
+        json_decref(rec);
+        return NULL;
+    }
+    return rec;
+}
+
 static int emit(const char *cmd, json_t *rec)
 {
     kg_error err;
@@ -244,35 +269,30 @@ static int emit(const char *cmd, json_t *rec)
 
 /* -------------------------------------------------------------- reward */
 
-static int reward_wants_value(const char *name)
-{
-    return strcmp(name, "fn") == 0 || strcmp(name, "set") == 0;
-}
-
 int kg_cli_reward(int argc, char **argv)
 {
     const char *cmd = "reward", *fn_name = NULL, *path = NULL, *sets[MAX_SETS];
     if (wants_help(argc, argv))
         return print_help(cmd);
-    int n_sets = 0;
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *value;
-        int kind = next_option(argc, argv, &i, reward_wants_value, name, sizeof name, &value);
-        if (kind < 0)
-            return usage(cmd, "option %s needs a value", argv[i]);
-        if (kind == 0) {
-            if (path)
-                return usage(cmd, "unexpected argument %s", argv[i]);
-            path = argv[i];
-        } else if (strcmp(name, "fn") == 0) {
+    static const struct option opts[] = {{"fn", required_argument, NULL, 0}, {"set", required_argument, NULL, 0},
+                                         {NULL, 0, NULL, 0}};
+    int n_sets = 0, kind;
+    const char *name, *value;
+    options_begin();
+    while ((kind = next_option(cmd, argc, argv, opts, &name, &value)) == 1) {
+        if (strcmp(name, "fn") == 0)
             fn_name = value;
-        } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
+        else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS)
             sets[n_sets++] = value;
-        } else {
-            return usage(cmd, "unknown option %s", argv[i]);
-        }
+        else
+            return usage(cmd, "too many %s", "--set");
     }
+    if (kind)
+        return kind;
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc)
+        return usage(cmd, "unexpected argument %s", argv[optind + 1]);
     if (!fn_name)
         return usage(cmd, "%s", "--fn drkernel|staged|tritonrl|speedup is required");
     kg_reward_config cfg;
@@ -299,9 +319,7 @@ int kg_cli_reward(int argc, char **argv)
     if (!rc)
         rc = compute_rewards(cmd, &rows, &cfg, traj, reward);
     for (size_t i = 0; !rc && i < rows.n; i++) {
-        json_t *rec = kg_rl_row_record(&rows.rows[i]);
-        if (rec)
-            json_object_set_new(rec, "reward", json_real(reward[i]));
+        json_t *rec = with(kg_rl_row_record(&rows.rows[i]), "reward", kg_json_number(reward[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -333,15 +351,6 @@ static int *advantage_rule(kg_advantage_config *cfg, const char *name, kg_rl_opt
     return NULL;
 }
 
-static int advantages_wants_value(const char *name)
-{
-    kg_advantage_config scratch;
-    kg_rl_option option;
-    return strcmp(name, "estimator") == 0 || strcmp(name, "gamma") == 0 ||
-           strcmp(name, "fn") == 0 || strcmp(name, "set") == 0 ||
-           strcmp(name, "std-eps") == 0 || advantage_rule(&scratch, name, &option) != NULL;
-}
-
 int kg_cli_advantages(int argc, char **argv)
 {
     const char *cmd = "advantages", *est_name = NULL, *fn_name = NULL, *path = NULL,
@@ -351,19 +360,20 @@ int kg_cli_advantages(int argc, char **argv)
     int n_sets = 0;
     kg_advantage_config cfg;
     kg_advantage_config_default(&cfg, KG_ESTIMATOR_TRLOO);
-    for (int i = 1; i < argc; i++) {
+    static const struct option opts[] = {
+        {"estimator", required_argument, NULL, 0}, {"gamma", required_argument, NULL, 0},
+        {"std-eps", required_argument, NULL, 0},   {"std-normalize", no_argument, NULL, 0},
+        {"singleton", required_argument, NULL, 0}, {"masked-reward", required_argument, NULL, 0},
+        {"rejected", required_argument, NULL, 0},  {"small-std", required_argument, NULL, 0},
+        {"fn", required_argument, NULL, 0},        {"set", required_argument, NULL, 0},
+        {NULL, 0, NULL, 0}};
+    int kind;
+    const char *name, *value;
+    options_begin();
+    while ((kind = next_option(cmd, argc, argv, opts, &name, &value)) == 1) {
         int *rule;
         kg_rl_option option;
-        char name[64];
-        const char *value;
-        int kind = next_option(argc, argv, &i, advantages_wants_value, name, sizeof name, &value);
-        if (kind < 0)
-            return usage(cmd, "option %s needs a value (or takes none)", argv[i]);
-        if (kind == 0) {
-            if (path)
-                return usage(cmd, "unexpected argument %s", argv[i]);
-            path = argv[i];
-        } else if (strcmp(name, "estimator") == 0) {
+        if (strcmp(name, "estimator") == 0) {
             est_name = value;
         } else if (strcmp(name, "gamma") == 0) {
             if (parse_double(value, &cfg.gamma))
@@ -383,9 +393,15 @@ int kg_cli_advantages(int argc, char **argv)
         } else if (strcmp(name, "set") == 0 && n_sets < MAX_SETS) {
             sets[n_sets++] = value;
         } else {
-            return usage(cmd, "unknown option %s", argv[i]);
+            return usage(cmd, "too many %s", "--set");
         }
     }
+    if (kind)
+        return kind;
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc)
+        return usage(cmd, "unexpected argument %s", argv[optind + 1]);
     kg_error err;
     if (!est_name)
         return usage(cmd, "%s", "--estimator grpo|rloo|trloo is required");
@@ -449,12 +465,10 @@ int kg_cli_advantages(int argc, char **argv)
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows.n; i++) {
         json_t *rec = kg_rl_row_record(&rows.rows[i]);
-        if (rec) {
-            if (fn_name)
-                json_object_set_new(rec, "reward", json_real(reward[i]));
-            json_object_set_new(rec, "return", json_real(ret[i]));
-            json_object_set_new(rec, "advantage", json_real(adv[i]));
-        }
+        if (fn_name)
+            rec = with(rec, "reward", kg_json_number(reward[i]));
+        rec = with(rec, "return", kg_json_number(ret[i]));
+        rec = with(rec, "advantage", kg_json_number(adv[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -465,12 +479,6 @@ int kg_cli_advantages(int argc, char **argv)
 }
 
 /* ------------------------------------------------------------- metrics */
-
-static int metrics_wants_value(const char *name)
-{
-    return strcmp(name, "format") == 0 || strcmp(name, "thresholds") == 0 ||
-           strcmp(name, "plot") == 0;
-}
 
 static int parse_thresholds(const char *list, double *out, size_t *n)
 {
@@ -505,17 +513,15 @@ int kg_cli_metrics(int argc, char **argv)
         return print_help(cmd);
     double thresholds[KG_METRICS_MAX_THRESHOLDS];
     size_t n_thresholds = 0;
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *value;
-        int kind = next_option(argc, argv, &i, metrics_wants_value, name, sizeof name, &value);
-        if (kind < 0)
-            return usage(cmd, "option %s needs a value", argv[i]);
-        if (kind == 0) {
-            if (path)
-                return usage(cmd, "unexpected argument %s", argv[i]);
-            path = argv[i];
-        } else if (strcmp(name, "format") == 0) {
+    static const struct option opts[] = {{"format", required_argument, NULL, 0},
+                                         {"thresholds", required_argument, NULL, 0},
+                                         {"plot", required_argument, NULL, 0},
+                                         {NULL, 0, NULL, 0}};
+    int kind;
+    const char *name, *value;
+    options_begin();
+    while ((kind = next_option(cmd, argc, argv, opts, &name, &value)) == 1) {
+        if (strcmp(name, "format") == 0) {
             if (strcmp(value, "table") != 0 && strcmp(value, "json") != 0)
                 return usage(cmd, "--format wants table or json, not %s", value);
             format = value;
@@ -523,12 +529,16 @@ int kg_cli_metrics(int argc, char **argv)
             if (parse_thresholds(value, thresholds, &n_thresholds))
                 return usage(cmd, "--thresholds wants up to 16 numbers like 1,1.2,2, not %s",
                              value);
-        } else if (strcmp(name, "plot") == 0) {
-            plot = value;
         } else {
-            return usage(cmd, "unknown option %s", argv[i]);
+            plot = value; /* "plot" */
         }
     }
+    if (kind)
+        return kind;
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc)
+        return usage(cmd, "unexpected argument %s", argv[optind + 1]);
     kg_rl_rows rows;
     if (read_rows(cmd, path, &rows))
         return 1;
@@ -582,23 +592,6 @@ int kg_cli_metrics(int argc, char **argv)
 
 /* ----------------------------------------------------------- rejection */
 
-static int rejection_wants_value(const char *name)
-{
-    static const char *const names[] = {"method", "seed", "threshold", "factor",
-                                        "speedup-threshold", "delta", "veto", "is-cap",
-                                        "is-level", "min-std", "min-group-size", "by",
-                                        "mode", "coverage"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0)
-            return 1;
-    return 0;
-}
-
-static json_t *rate_or_null(double v)
-{
-    return isnan(v) ? json_null() : json_real(v);
-}
-
 /* Acceptance statistics: one JSON line on stderr, apart from the records. */
 static void print_stats(json_t *stats)
 {
@@ -643,11 +636,8 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
     if (!rc && kg_prs_sample(cfg, &rng, &t.cols, traj, live, keep, prob, &st, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
-        if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
-            json_object_set_new(rec, "keep_probability", json_real(prob[i]));
-        }
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && keep[i]));
+        rec = with(rec, "keep_probability", kg_json_number(prob[i]));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -655,10 +645,10 @@ static int run_prs(const char *cmd, const kg_rl_rows *rows, const kg_prs_config 
         json_t *stats = json_pack("{s:s, s:s, s:I, s:I, s:o, s:I, s:I, s:o, s:f}", "method", "prs",
                                   "mode", kg_rl_option_name(KG_OPT_PRS_MODE, (int)cfg->mode),
                                   "total", (json_int_t)st.total, "kept", (json_int_t)st.kept,
-                                  "acceptance_rate", rate_or_null(st.acceptance_rate),
+                                  "acceptance_rate", kg_json_number(st.acceptance_rate),
                                   "correct", (json_int_t)st.correct, "correct_kept",
                                   (json_int_t)st.correct_kept, "correct_acceptance_rate",
-                                  rate_or_null(st.correct_acceptance_rate),
+                                  kg_json_number(st.correct_acceptance_rate),
                                   "expected_correct_kept", st.expected_correct_kept);
         print_stats(stats);
     }
@@ -703,22 +693,25 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
             rc = fail(cmd, &err);
     }
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
-        if (rec) {
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && keep[i]));
-            json_object_set_new(rec, "mismatch_ratio", rate_or_null(ratio[i]));
-            if (token_keep) {
-                json_t *tk = json_array();
-                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
-                    json_array_append_new(tk, json_boolean(token_keep[t]));
-                json_object_set_new(rec, "token_keep", tk);
-            }
-            if (weights) {
-                json_t *w = json_array();
-                for (int64_t t = offsets[i]; t < offsets[i + 1]; t++)
-                    json_array_append_new(w, json_real(weights[t]));
-                json_object_set_new(rec, "is_weights", w);
-            }
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && keep[i]));
+        rec = with(rec, "mismatch_ratio", kg_json_number(ratio[i]));
+        if (token_keep) {
+            json_t *tk = json_array();
+            for (int64_t t = offsets[i]; tk && t < offsets[i + 1]; t++)
+                if (kg_json_push(tk, json_boolean(token_keep[t])) != 0) {
+                    json_decref(tk);
+                    tk = NULL;
+                }
+            rec = with(rec, "token_keep", tk);
+        }
+        if (weights) {
+            json_t *w = json_array();
+            for (int64_t t = offsets[i]; w && t < offsets[i + 1]; t++)
+                if (kg_json_push(w, kg_json_number(weights[t])) != 0) {
+                    json_decref(w);
+                    w = NULL;
+                }
+            rec = with(rec, "is_weights", w);
         }
         rc = emit(cmd, rec);
         json_decref(rec);
@@ -730,7 +723,7 @@ static int run_mrs(const char *cmd, const kg_rl_rows *rows, const kg_mrs_config 
             (json_int_t)st.trajectories, "trajectories_kept", (json_int_t)st.trajectories_kept,
             "turns", (json_int_t)st.turns, "turns_kept", (json_int_t)st.turns_kept,
             "turns_vetoed", (json_int_t)st.turns_vetoed, "acceptance_rate",
-            rate_or_null(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
+            kg_json_number(st.turns ? (double)st.turns_kept / (double)st.turns : NAN));
         print_stats(stats);
     }
     free(traj); free(offsets); free(keep); free(mask); free(token_keep); free(ratio); free(flat);
@@ -785,10 +778,8 @@ static int run_group(const char *cmd, const kg_rl_rows *rows, const kg_group_fil
     if (!rc && kg_group_filter(cfg, m, group, reward, keep, &rejected, &err))
         rc = fail(cmd, &err);
     for (size_t i = 0; !rc && i < rows->n; i++) {
-        json_t *rec = kg_rl_row_record(&rows->rows[i]);
         int k = by_prompt ? keep[traj[i]] : keep[i];
-        if (rec)
-            json_object_set_new(rec, "keep", json_boolean(rows->rows[i].keep && k));
+        json_t *rec = with(kg_rl_row_record(&rows->rows[i]), "keep", json_boolean(rows->rows[i].keep && k));
         rc = emit(cmd, rec);
         json_decref(rec);
     }
@@ -814,18 +805,19 @@ int kg_cli_rejection(int argc, char **argv)
     kg_group_filter_config group;
     kg_group_filter_config_default(&group);
     int by_prompt = 0, kernel_coverage = 0;
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *value;
-        int kind = next_option(argc, argv, &i, rejection_wants_value, name, sizeof name, &value);
-        if (kind < 0)
-            return usage(cmd, "option %s needs a value", argv[i]);
-        if (kind == 0) {
-            if (path)
-                return usage(cmd, "unexpected argument %s", argv[i]);
-            path = argv[i];
-            continue;
-        }
+    static const struct option opts[] = {
+        {"method", required_argument, NULL, 0},   {"seed", required_argument, NULL, 0},
+        {"threshold", required_argument, NULL, 0}, {"factor", required_argument, NULL, 0},
+        {"speedup-threshold", required_argument, NULL, 0}, {"delta", required_argument, NULL, 0},
+        {"veto", required_argument, NULL, 0},     {"is-cap", required_argument, NULL, 0},
+        {"is-level", required_argument, NULL, 0}, {"min-std", required_argument, NULL, 0},
+        {"min-group-size", required_argument, NULL, 0}, {"by", required_argument, NULL, 0},
+        {"mode", required_argument, NULL, 0},     {"coverage", required_argument, NULL, 0},
+        {NULL, 0, NULL, 0}};
+    int kind;
+    const char *name, *value;
+    options_begin();
+    while ((kind = next_option(cmd, argc, argv, opts, &name, &value)) == 1) {
         double *target = strcmp(name, "threshold") == 0           ? &prs.threshold
                          : strcmp(name, "factor") == 0            ? &prs.factor
                          : strcmp(name, "speedup-threshold") == 0 ? &prs.speedup_threshold
@@ -857,14 +849,18 @@ int kg_cli_rejection(int argc, char **argv)
             by_prompt = strcmp(value, "prompt") == 0;
         } else if (strcmp(name, "mode") == 0) {
             mode = value;
-        } else if (strcmp(name, "coverage") == 0) {
+        } else { /* "coverage" */
             if (strcmp(value, "time") != 0 && strcmp(value, "kernels") != 0)
                 return usage(cmd, "--coverage wants time or kernels, not %s", value);
             kernel_coverage = strcmp(value, "kernels") == 0;
-        } else {
-            return usage(cmd, "unknown option %s", argv[i]);
         }
     }
+    if (kind)
+        return kind;
+    if (optind < argc)
+        path = argv[optind];
+    if (optind + 1 < argc)
+        return usage(cmd, "unexpected argument %s", argv[optind + 1]);
     if (!method || (strcmp(method, "prs") != 0 && strcmp(method, "mrs") != 0 &&
                     strcmp(method, "group") != 0))
         return usage(cmd, "%s", "--method prs|mrs|group is required");
@@ -895,13 +891,6 @@ int kg_cli_rejection(int argc, char **argv)
 }
 
 /* ---------------------------------------------------------- curriculum */
-
-static int curriculum_wants_value(const char *name)
-{
-    return strcmp(name, "state") == 0 || strcmp(name, "config") == 0 ||
-           strcmp(name, "seed") == 0 || strcmp(name, "record") == 0 ||
-           strcmp(name, "sample") == 0 || strcmp(name, "tasks") == 0;
-}
 
 static char *slurp(const char *path)
 {
@@ -1031,7 +1020,7 @@ static int sample_tasks(const char *cmd, kg_curriculum *cur, size_t count, const
             kg_curriculum_sample_index(cur, matching, &pick, NULL);
             for (size_t i = 0; i < rows.n; i++) {
                 if ((size_t)kg_rl_row_level(&rows.rows[i]) == level + 1 && pick-- == 0) {
-                    json_object_set_new(out, "task", json_string(rows.rows[i].prompt));
+                    out = with(out, "task", kg_json_text(rows.rows[i].prompt));
                     break;
                 }
             }
@@ -1051,10 +1040,16 @@ static int print_summary(const char *cmd, const kg_curriculum *cur)
     if (kg_curriculum_shares(cur, shares, &err))
         return fail(cmd, &err);
     json_t *s = json_array(), *a = json_array(), *o = json_array();
-    for (size_t k = 0; k < levels; k++) {
-        json_array_append_new(s, json_real(shares[k]));
-        json_array_append_new(a, json_real(kg_curriculum_accuracy(cur, k)));
-        json_array_append_new(o, json_integer((json_int_t)kg_curriculum_observed(cur, k)));
+    int ok = s && a && o;
+    for (size_t k = 0; ok && k < levels; k++)
+        ok = kg_json_push(s, kg_json_number(shares[k])) == 0 &&
+             kg_json_push(a, kg_json_number(kg_curriculum_accuracy(cur, k))) == 0 &&
+             kg_json_push(o, json_integer((json_int_t)kg_curriculum_observed(cur, k))) == 0;
+    if (!ok) {
+        json_decref(s);
+        json_decref(a);
+        json_decref(o);
+        return emit(cmd, NULL);
     }
     json_t *root = json_pack("{s:I, s:o, s:o, s:o}", "levels", (json_int_t)levels, "shares", s,
                              "accuracy", a, "observed", o);
@@ -1065,19 +1060,14 @@ static int print_summary(const char *cmd, const kg_curriculum *cur)
 
 static int save_state(const char *cmd, const kg_curriculum *cur, const char *path)
 {
-    char *text = NULL, tmp[4096];
+    char *text = NULL;
     kg_error err;
     if (kg_curriculum_save(cur, &text, &err))
         return fail(cmd, &err);
-    /* write-then-rename: a crash never leaves a half-written state file */
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int rc = write_file(cmd, tmp, text);
+    /* atomic: a crash never leaves a half-written state file */
+    int rc = kg_file_write_atomic(path, text, strlen(text), 0666, &err);
     free(text);
-    if (!rc && rename(tmp, path) != 0) {
-        fprintf(stderr, "kgym %s: cannot replace %s: %s\n", cmd, path, strerror(errno));
-        rc = 1;
-    }
-    return rc;
+    return rc ? fail(cmd, &err) : 0;
 }
 
 int kg_cli_curriculum(int argc, char **argv)
@@ -1088,15 +1078,15 @@ int kg_cli_curriculum(int argc, char **argv)
         return print_help(cmd);
     uint64_t seed = 0, count = 0;
     int sampling = 0;
-    for (int i = 1; i < argc; i++) {
-        char name[64];
-        const char *value;
-        int kind = next_option(argc, argv, &i, curriculum_wants_value, name, sizeof name, &value);
-        if (kind < 0)
-            return usage(cmd, "option %s needs a value", argv[i]);
-        if (kind == 0)
-            return usage(cmd, "unexpected argument %s (outcomes go in --record FILE|-)",
-                         argv[i]);
+    static const struct option opts[] = {
+        {"state", required_argument, NULL, 0},  {"config", required_argument, NULL, 0},
+        {"seed", required_argument, NULL, 0},   {"record", required_argument, NULL, 0},
+        {"sample", required_argument, NULL, 0}, {"tasks", required_argument, NULL, 0},
+        {NULL, 0, NULL, 0}};
+    int kind;
+    const char *name, *value;
+    options_begin();
+    while ((kind = next_option(cmd, argc, argv, opts, &name, &value)) == 1) {
         if (strcmp(name, "state") == 0)
             state = value;
         else if (strcmp(name, "config") == 0)
@@ -1108,13 +1098,16 @@ int kg_cli_curriculum(int argc, char **argv)
         else if (strcmp(name, "seed") == 0) {
             if (parse_u64(value, &seed))
                 return usage(cmd, "--seed wants a non-negative integer, not %s", value);
-        } else if (strcmp(name, "sample") == 0) {
+        } else { /* "sample" */
             if (parse_u64(value, &count) || count > 100000000)
                 return usage(cmd, "--sample wants a count, not %s", value);
             sampling = 1;
-        } else
-            return usage(cmd, "unknown option %s", argv[i]);
+        }
     }
+    if (kind)
+        return kind;
+    if (optind < argc)
+        return usage(cmd, "unexpected argument %s (outcomes go in --record FILE|-)", argv[optind]);
     if (tasks && !sampling)
         return usage(cmd, "%s", "--tasks needs --sample N");
     kg_curriculum *cur = NULL;

@@ -17,6 +17,7 @@
 #include "cli/common.h"
 #include "agent/agent.h"
 #include "task/task.h"
+#include "util/json.h"
 #include "util/util.h"
 
 /* The run's reports (metrics, summary, plot) are for people and dashboards to read, not secrets: the usual
@@ -277,6 +278,8 @@ static int parse_int(const char *s, int lo, int *out)
 static int read_records(const char *path, json_t **out, kg_error *err)
 {
     *out = json_array();
+    if (!*out)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     char *data = NULL;
     size_t len = 0;
     int rc = kg_file_read(path, 0, &data, &len, err);
@@ -285,13 +288,13 @@ static int read_records(const char *path, json_t **out, kg_error *err)
     char *save = NULL;
     for (char *line = strtok_r(data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         json_t *o = json_loads(line, 0, NULL);
-        if (json_is_object(o))
-            json_array_append_new(*out, o);
-        else
+        if (!json_is_object(o))
             json_decref(o);
+        else if (kg_json_push(*out, o) != 0)
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", path);
     }
     free(data);
-    return KG_OK;
+    return rc;
 }
 
 /* Metrics, plot and summary of a finished (or interrupted) run. */
@@ -342,18 +345,20 @@ static int report(const char *out_path, const kg_rollout_stats *st, int json_out
                             (json_int_t)json_array_size(records), "prompt_tokens", (json_int_t)pt,
                             "completion_tokens", (json_int_t)ct, "cost_usd", cost, "trajectories",
                             (json_int_t)trajs, "best_of_turns_correct", (json_int_t)best_correct);
+    int built = sum != NULL;
     if (st) {
-        json_object_set_new(sum, "this_run",
+        built = built && kg_json_set(sum, "this_run",
                             json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "turns_done", (json_int_t)st->turns_done,
                                       "turns_resumed", (json_int_t)st->turns_resumed, "replies_cached",
                                       (json_int_t)st->replies_cached, "model_errors", (json_int_t)st->model_errors,
                                       "eval_errors", (json_int_t)st->eval_errors, "chat_attempts",
                                       (json_int_t)st->chat_attempts, "trajectories_incomplete",
-                                      (json_int_t)st->trajectories_incomplete));
+                                      (json_int_t)st->trajectories_incomplete)) == 0;
     }
-    json_object_set_new(sum, "metrics", json_loads(mjson, 0, NULL));
+    /* mjson is the metrics kgym itself serialised: NULL here is memory */
+    built = built && kg_json_set(sum, "metrics", json_loads(mjson, 0, NULL)) == 0;
     kg_buf_printf(&p, "%s.summary.json", out_path);
-    char *s = json_dumps(sum, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    char *s = built ? json_dumps(sum, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     rc = s ? kg_file_write_mode(p.data, s, strlen(s), REPORT_MODE, err)
            : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     kg_buf_free(&p);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "eval/refcache.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #ifndef KG_DEFAULT_PYTHON
@@ -291,7 +292,8 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
                        "correctness, timing, outside)", name);
         if (parse_double(eq + 1, &d) || d <= 0)
             return BAD("--stage-timeout %s needs seconds > 0, not \"%s\"", name, eq + 1);
-        json_object_set_new(f->stage_timeouts, name, json_real(d));
+        if (kg_json_set(f->stage_timeouts, name, json_real(d)) != 0)
+            return BAD("--stage-timeout %s: out of memory", name);
         return 1;
     }
     case OPT_OUTPUT_LIMIT:

@@ -1,7 +1,8 @@
 /*
  * refcache.c — the reference-time cache (src/eval/refcache.h): SHA-256
- * keys over length-prefixed fields, one JSON file per key, atomic writes by
- * temp file + rename(), corrupt files read as misses and are removed.
+ * keys over length-prefixed fields (util/hash.c), one JSON file per key,
+ * written atomically (kg_file_write_atomic's temp file, fsync and rename),
+ * corrupt files read as misses and are removed.
  * No state beyond the folder path, so no locks.
  */
 #include "eval/refcache.h"
@@ -29,129 +30,12 @@ struct kg_refcache {
 #define REFCACHE_MAX_FILE_BYTES ((size_t)64 << 20)
 /* Temp files older than this are a crashed writer's leftovers. */
 #define REFCACHE_STALE_TEMP_S 3600
-#define REFCACHE_TEMP_PREFIX ".tmp-"
+/* kg_atomic_begin's temporary files (util.h) */
+#define REFCACHE_TEMP_PREFIX KG_FILE_TEMP_PREFIX
 /* Changing the key's serialisation must change this tag. */
 #define REFCACHE_KEY_TAG "kgym-refcache-key-v1"
 
-/* ---- SHA-256 (FIPS 180-4) ---------------------------------------------- */
-
-typedef struct {
-    uint32_t h[8];
-    uint64_t bytes;
-    unsigned char block[64];
-    size_t fill;
-} sha256_ctx;
-
-static const uint32_t sha256_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-};
-
-static uint32_t rotr32(uint32_t x, unsigned n)
-{
-    return (x >> n) | (x << (32 - n));
-}
-
-static void sha256_compress(uint32_t h[8], const unsigned char b[64])
-{
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)b[4 * i] << 24 | (uint32_t)b[4 * i + 1] << 16 | (uint32_t)b[4 * i + 2] << 8 |
-               (uint32_t)b[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = rotr32(w[i - 15], 7) ^ rotr32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = rotr32(w[i - 2], 17) ^ rotr32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
-    }
-    uint32_t a = h[0], bb = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = hh + (rotr32(e, 6) ^ rotr32(e, 11) ^ rotr32(e, 25)) + ((e & f) ^ (~e & g)) +
-                      sha256_k[i] + w[i];
-        uint32_t t2 = (rotr32(a, 2) ^ rotr32(a, 13) ^ rotr32(a, 22)) + ((a & bb) ^ (a & c) ^ (bb & c));
-        hh = g;
-        g = f;
-        f = e;
-        e = d + t1;
-        d = c;
-        c = bb;
-        bb = a;
-        a = t1 + t2;
-    }
-    h[0] += a; h[1] += bb; h[2] += c; h[3] += d;
-    h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-}
-
-static void sha256_init(sha256_ctx *s)
-{
-    static const uint32_t iv[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, iv, sizeof iv);
-    s->bytes = 0;
-    s->fill = 0;
-}
-
-static void sha256_update(sha256_ctx *s, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    s->bytes += len;
-    while (len) {
-        size_t take = 64 - s->fill < len ? 64 - s->fill : len;
-        memcpy(s->block + s->fill, p, take);
-        s->fill += take;
-        p += take;
-        len -= take;
-        if (s->fill == 64) {
-            sha256_compress(s->h, s->block);
-            s->fill = 0;
-        }
-    }
-}
-
-static void sha256_final_hex(sha256_ctx *s, char out[65])
-{
-    uint64_t bits = s->bytes * 8;
-    unsigned char pad[72] = {0x80};
-    /* 0x80, zeros up to 56 mod 64, then the 64-bit big-endian bit length. */
-    size_t npad = (s->fill < 56 ? 56 - s->fill : 120 - s->fill);
-    for (int i = 0; i < 8; i++)
-        pad[npad + (size_t)i] = (unsigned char)(bits >> (56 - 8 * i));
-    uint64_t keep = s->bytes;
-    sha256_update(s, pad, npad + 8);
-    s->bytes = keep;
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 0; i < 8; i++)
-        for (int j = 0; j < 4; j++) {
-            unsigned byte = (s->h[i] >> (24 - 8 * j)) & 0xff;
-            out[8 * i + 2 * j] = hex[byte >> 4];
-            out[8 * i + 2 * j + 1] = hex[byte & 15];
-        }
-    out[64] = '\0';
-}
-
-void kg_refcache_sha256_hex(const void *data, size_t len, char out[65])
-{
-    sha256_ctx s;
-    sha256_init(&s);
-    sha256_update(&s, data, len);
-    sha256_final_hex(&s, out);
-}
-
 /* ---- keys --------------------------------------------------------------- */
-
-static void hash_field(sha256_ctx *s, const void *data, size_t len)
-{
-    unsigned char n[8];
-    for (int i = 0; i < 8; i++)
-        n[i] = (unsigned char)((uint64_t)len >> (56 - 8 * i));
-    sha256_update(s, n, sizeof n);
-    sha256_update(s, data, len);
-}
 
 int kg_refcache_key(const char *task_source, size_t task_len, const char *gpu, const char *dtype,
                     const char *protocol, char out[65], kg_error *err)
@@ -165,15 +49,17 @@ int kg_refcache_key(const char *task_source, size_t task_len, const char *gpu, c
     if (!gpu || !dtype || !protocol)
         return kg_error_set(err, KG_ERR_INVALID, "refcache key: the %s is missing",
                             !gpu ? "GPU name" : !dtype ? "dtype" : "timing protocol");
-    sha256_ctx s;
-    sha256_init(&s);
-    hash_field(&s, REFCACHE_KEY_TAG, strlen(REFCACHE_KEY_TAG));
-    hash_field(&s, task_source ? task_source : "", task_len);
-    hash_field(&s, gpu, strlen(gpu));
-    hash_field(&s, dtype, strlen(dtype));
-    hash_field(&s, protocol, strlen(protocol));
-    sha256_final_hex(&s, out);
-    return KG_OK;
+    /* Length-prefixed fields (kg_sha256_fields): the key files on disk were
+     * named by this encoding before it moved to util/hash.c, so they stay
+     * valid (tests/unit/test_refcache.c pins one key). */
+    const kg_hash_field fields[] = {
+        KG_HASH_STR(REFCACHE_KEY_TAG),
+        {task_source ? task_source : "", task_len},
+        KG_HASH_STR(gpu),
+        KG_HASH_STR(dtype),
+        KG_HASH_STR(protocol),
+    };
+    return kg_sha256_fields(fields, sizeof fields / sizeof fields[0], out, err);
 }
 
 /* Exactly 64 lowercase hex digits: the only names that become file names. */
@@ -444,21 +330,6 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
     return rc;
 }
 
-static int write_all(int fd, const char *p, size_t len)
-{
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int build_entry(const char *key, const json_t *reference_ms, const char *gpu, const char *dtype,
                        const char *protocol, json_t **out, kg_error *err)
 {
@@ -519,36 +390,22 @@ int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms,
         return rc;
     char *text = json_dumps(e, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(e);
-    kg_buf tmp = {0}, dst = {0};
-    if (!text || kg_buf_printf(&tmp, "%s/" REFCACHE_TEMP_PREFIX "%s-XXXXXX", c->dir, key) != KG_OK ||
-        kg_buf_printf(&dst, "%s/%s.json", c->dir, key) != KG_OK) {
+    kg_buf dst = {0};
+    if (!text || kg_buf_printf(&dst, "%s/%s.json", c->dir, key) != KG_OK) {
         rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
         goto out;
     }
-    int fd = mkostemp(tmp.data, O_CLOEXEC);
-    if (fd < 0) {
-        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot create a temp file in %s: %s", c->dir,
-                          strerror(errno));
+    kg_atomic_file f;
+    if ((rc = kg_atomic_begin(&f, dst.data, 0600, err)) != KG_OK)
+        goto out;
+    if (kg_fd_write_all(f.fd, text, strlen(text)) != 0 || kg_fd_write_all(f.fd, "\n", 1) != 0) {
+        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot write %s: %s", dst.data, strerror(errno));
+        kg_atomic_abort(&f);
         goto out;
     }
-    size_t len = strlen(text);
-    int bad = write_all(fd, text, len) != 0 || write_all(fd, "\n", 1) != 0;
-    int e1 = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e1 = errno;
-    }
-    if (!bad && rename(tmp.data, dst.data) != 0) {
-        bad = 1;
-        e1 = errno;
-    }
-    if (bad) {
-        unlink(tmp.data);
-        rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot write %s: %s", dst.data, strerror(e1));
-    }
+    rc = kg_atomic_commit(&f, err);
 out:
     free(text);
-    kg_buf_free(&tmp);
     kg_buf_free(&dst);
     return rc;
 }

@@ -73,8 +73,4 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
 int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const char *gpu,
                     const char *dtype, const char *protocol, kg_error *err);
 
-/* SHA-256 of data[0..len) as 64 lowercase hex characters and a NUL (the hash
- * behind kg_refcache_key, public so it can be checked against test vectors). */
-void kg_refcache_sha256_hex(const void *data, size_t len, char out[65]);
-
 #endif

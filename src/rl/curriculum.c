@@ -6,6 +6,7 @@
  * shares, RNG words) round-trips through JSON so a training run can stop and
  * resume with the same draws. */
 #include "kgym/rl.h"
+#include "util/json.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -300,11 +301,15 @@ int kg_curriculum_sample_index(kg_curriculum *cur, size_t n, size_t *index_out, 
 static json_t *config_to_json(const kg_curriculum_config *cfg)
 {
     json_t *levels = json_array();
-    for (size_t k = 1; k < cfg->n_levels; k++)
-        json_array_append_new(levels, json_pack("{s:f, s:f, s:f}", "start",
-                                                cfg->level[k].start_share, "end",
-                                                cfg->level[k].end_share, "target",
-                                                cfg->level[k].target_accuracy));
+    int ok = levels != NULL;
+    for (size_t k = 1; ok && k < cfg->n_levels; k++)
+        ok = kg_json_push(levels, json_pack("{s:f, s:f, s:f}", "start", cfg->level[k].start_share, "end",
+                                            cfg->level[k].end_share, "target",
+                                            cfg->level[k].target_accuracy)) == 0;
+    if (!ok) {
+        json_decref(levels);
+        return NULL;
+    }
     return json_pack("{s:I, s:o, s:s, s:f, s:I, s:I}", "window", (json_int_t)cfg->window,
                      "levels", levels, "rule", kg_rl_option_name(KG_OPT_CURRICULUM_RULE,
                                                                  (int)cfg->rule),
@@ -393,37 +398,56 @@ int kg_curriculum_save(const kg_curriculum *cur, char **json_out, kg_error *err)
 {
     if (!cur || !json_out)
         return kg_error_set(err, KG_ERR_INVALID, "kg_curriculum_save: NULL argument");
-    /* RNG words as hex strings: JSON integers are signed 64-bit at best */
+    /* RNG words as hex strings: JSON integers are signed 64-bit at best.
+     * Every step is checked (util/json.h): a state missing one element would
+     * load misaligned; json_pack below fails on any NULL part. */
     json_t *rng = json_array();
-    for (int i = 0; i < 4; i++) {
+    int ok = rng != NULL;
+    for (int i = 0; ok && i < 4; i++) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016" PRIx64, cur->rng.s[i]);
-        json_array_append_new(rng, json_string(hex));
+        ok = kg_json_push(rng, json_string(hex)) == 0;
     }
     json_t *history = json_array();
-    for (size_t k = 0; k < cur->cfg.n_levels; k++) {
+    ok = ok && history;
+    for (size_t k = 0; ok && k < cur->cfg.n_levels; k++) {
         json_t *h = json_array();
-        for (size_t j = 0; j < cur->count[k]; j++)
-            json_array_append_new(
-                h, json_integer(cur->history[k][(cur->head[k] + j) % cur->cfg.window]));
-        json_array_append_new(history, h);
+        for (size_t j = 0; h && j < cur->count[k]; j++)
+            if (kg_json_push(h, json_integer(cur->history[k][(cur->head[k] + j) % cur->cfg.window])) != 0) {
+                json_decref(h);
+                h = NULL;
+            }
+        ok = kg_json_push(history, h) == 0;
     }
     /* step rule: current shares, step accuracies (oldest first), the count
      * ever seen, and the open step's outcomes */
     json_t *shares = json_array(), *steps = json_array(), *seen = json_array(),
            *open = json_array();
-    for (size_t k = 0; k < cur->cfg.n_levels; k++) {
-        json_array_append_new(shares, json_real(cur->share[k]));
+    ok = ok && shares && steps && seen && open;
+    for (size_t k = 0; ok && k < cur->cfg.n_levels; k++) {
+        ok = kg_json_push(shares, json_real(cur->share[k])) == 0;
         json_t *h = json_array();
         size_t m = cur->steps_seen[k] < cur->cfg.step_window ? cur->steps_seen[k]
                                                              : cur->cfg.step_window;
-        for (size_t j = 0; j < m; j++)
-            json_array_append_new(
-                h, json_real(cur->steps[k][(cur->steps_seen[k] - m + j) % cur->cfg.step_window]));
-        json_array_append_new(steps, h);
-        json_array_append_new(seen, json_integer((json_int_t)cur->steps_seen[k]));
-        json_array_append_new(open, json_pack("[I, I]", (json_int_t)cur->step_hits[k],
-                                              (json_int_t)cur->step_count[k]));
+        for (size_t j = 0; h && j < m; j++)
+            if (kg_json_push(h, json_real(cur->steps[k][(cur->steps_seen[k] - m + j) % cur->cfg.step_window])) !=
+                0) {
+                json_decref(h);
+                h = NULL;
+            }
+        ok = ok && kg_json_push(steps, h) == 0;
+        ok = ok && kg_json_push(seen, json_integer((json_int_t)cur->steps_seen[k])) == 0;
+        ok = ok && kg_json_push(open, json_pack("[I, I]", (json_int_t)cur->step_hits[k],
+                                                (json_int_t)cur->step_count[k])) == 0;
+    }
+    if (!ok) {
+        json_decref(rng);
+        json_decref(history);
+        json_decref(shares);
+        json_decref(steps);
+        json_decref(seen);
+        json_decref(open);
+        return kg_error_set(err, KG_ERR_NOMEM, "could not serialise the curriculum");
     }
     json_t *root = json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "schema",
                              KG_CURRICULUM_SCHEMA, "config", config_to_json(&cur->cfg), "rng",

@@ -2,6 +2,7 @@
  * Undefined values (no samples, no timed correct sample) print as "-" in the
  * table and null in JSON, never as a made-up 0. */
 #include "kgym/rl.h"
+#include "util/json.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -62,30 +63,34 @@ int kg_metrics_table(const kg_metrics_report *report, char **out, kg_error *err)
     return KG_OK;
 }
 
-static json_t *number_or_null(double v)
-{
-    return isnan(v) ? json_null() : json_real(v);
-}
-
+/* The rows as a JSON array; NULL when memory ran out (util/json.h: every
+ * step checked; json_pack checks its own). */
 static json_t *rows_to_json(const kg_metrics_report *r, const kg_turn_metrics *rows)
 {
     json_t *arr = json_array();
-    for (size_t j = 0; j < r->n_turns; j++) {
+    int ok = arr != NULL;
+    for (size_t j = 0; ok && j < r->n_turns; j++) {
         const kg_turn_metrics *m = &rows[j];
         json_t *fast = json_object();
-        for (size_t p = 0; p < r->n_thresholds; p++) {
+        for (size_t p = 0; fast && p < r->n_thresholds; p++) {
             char key[32];
             snprintf(key, sizeof key, "%g", r->thresholds[p]);
-            json_object_set_new(fast, key, number_or_null(m->fast[p]));
+            if (kg_json_set(fast, key, kg_json_number(m->fast[p])) != 0) {
+                json_decref(fast);
+                fast = NULL;
+            }
         }
-        json_array_append_new(
-            arr, json_pack("{s:i, s:I, s:o, s:o, s:o, s:o, s:I, s:o}", "turn", (int)m->turn,
-                           "samples", (json_int_t)m->samples, "compile_rate",
-                           number_or_null(m->compile_rate), "correct_rate",
-                           number_or_null(m->correct_rate), "hack_rate",
-                           number_or_null(m->hack_rate), "fast", fast, "timed_correct",
-                           (json_int_t)m->timed_correct, "geomean_speedup",
-                           number_or_null(m->geomean_speedup)));
+        ok = fast && kg_json_push(arr, json_pack("{s:i, s:I, s:o, s:o, s:o, s:o, s:I, s:o}", "turn", (int)m->turn,
+                                                 "samples", (json_int_t)m->samples, "compile_rate",
+                                                 kg_json_number(m->compile_rate), "correct_rate",
+                                                 kg_json_number(m->correct_rate), "hack_rate",
+                                                 kg_json_number(m->hack_rate), "fast", fast, "timed_correct",
+                                                 (json_int_t)m->timed_correct, "geomean_speedup",
+                                                 kg_json_number(m->geomean_speedup))) == 0;
+    }
+    if (!ok) {
+        json_decref(arr);
+        return NULL;
     }
     return arr;
 }
@@ -95,8 +100,12 @@ int kg_metrics_json(const kg_metrics_report *report, char **out, kg_error *err)
     if (!report || !out)
         return kg_error_set(err, KG_ERR_INVALID, "kg_metrics_json: NULL argument");
     json_t *thresholds = json_array();
-    for (size_t p = 0; p < report->n_thresholds; p++)
-        json_array_append_new(thresholds, json_real(report->thresholds[p]));
+    for (size_t p = 0; thresholds && p < report->n_thresholds; p++)
+        if (kg_json_push(thresholds, kg_json_number(report->thresholds[p])) != 0) {
+            json_decref(thresholds);
+            thresholds = NULL;
+        }
+    /* json_pack fails on a NULL "o" (and takes the others' references). */
     json_t *root = json_pack("{s:I, s:o, s:o, s:o}", "samples", (json_int_t)report->samples,
                              "thresholds", thresholds, "per_turn",
                              rows_to_json(report, report->per_turn), "best_of_turns",

@@ -1707,15 +1707,11 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     if (o->port_file) {
         char buf[32];
         int n = snprintf(buf, sizeof buf, "%d\n", port);
-        kg_buf tmp = {0};
-        kg_buf_printf(&tmp, "%s.tmp", o->port_file);
-        /* Renamed into place: a watcher never reads a half-written port. */
-        if (kg_file_write(tmp.data, buf, (size_t)n, err) != KG_OK || rename(tmp.data, o->port_file) != 0) {
-            kg_buf_free(&tmp);
+        /* Atomic: a watcher never reads a half-written port. */
+        if (kg_file_write_atomic(o->port_file, buf, (size_t)n, 0600, err) != KG_OK) {
             rc = kg_error_set(err, KG_ERR_IO, "cannot write --port-file %s", o->port_file);
             goto out;
         }
-        kg_buf_free(&tmp);
     }
 
 serve:;

@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 /* Each runner runs as a uid of its own (KG_RUNNER_UID_BASE + slot) while kgym is root: concurrent runners
@@ -167,9 +168,10 @@ static json_t *runner_identity(json_t *caller_job, int slot)
     if (slot < 0 || json_object_get(caller_job, "runner_uid"))
         return json_incref(caller_job);
     json_t *job = json_copy(caller_job);
-    if (!job)
+    if (kg_json_set(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot)) != 0) {
+        json_decref(job);
         return NULL;
-    json_object_set_new(job, "runner_uid", json_integer(KG_RUNNER_UID_BASE + slot));
+    }
     return job;
 }
 
@@ -334,10 +336,12 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
             static const char *const own[] = {"workdir", "runner_uid"};
             for (size_t i = 0; job && i < sizeof own / sizeof own[0]; i++) {
                 json_t *v = json_object_get(p->job, own[i]);
-                if (v)
-                    json_object_set(job, own[i], v);
-                else
+                if (!v)
                     json_object_del(job, own[i]);
+                else if (kg_json_set(job, own[i], json_incref(v)) != 0) {
+                    json_decref(job);
+                    job = NULL;
+                }
             }
             if (!job) {
                 discard(p);
@@ -379,9 +383,10 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
     int ok = p && key && tmpl && kg_temp_dir("kgym-eval", &dir, &err) == KG_OK;
     if (ok) {
         /* The template is the caller's job with the pair's own workdir; the previous job's secret stays out. */
-        json_object_set_new(tmpl, "workdir", json_string(dir));
+        /* a path is passed as it is or not at all: json_string fails on one that is not UTF-8 */
+        ok = kg_json_set(tmpl, "workdir", json_string(dir)) == 0;
         json_object_del(tmpl, "nonce");
-        ok = pair_fork(sup, tmpl, p, &err) == KG_OK;
+        ok = ok && pair_fork(sup, tmpl, p, &err) == KG_OK;
         if (ok) {
             p->workdir = dir;
             p->key = key;

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 #define KG_MAX_MESSAGE_BYTES (64u << 20)
@@ -266,7 +267,8 @@ typedef struct {
     json_t *gpu_pending_msg;  /* the gpu_acquire line waiting (owned by rep->messages) */
     double gpu_pending_since;
     kg_arbiter_account *gpu_account; /* the evaluation's device-memory reservation, until its end */
-    char starved[256];        /* set when a GPU wait outlasted the limit (kgym's failure, not the child's) */
+    char own_failure[256];    /* kgym's failure, not the child's (a GPU wait that outlasted the limit, memory
+                               * that ran out): the evaluation ends with this error and no verdict */
     int cancelled;            /* the caller's stop_requested said so */
     uid_t runner_uid;         /* 0: the runner has no uid of its own (no census, no final sweep) */
     pid_t runner_pid;
@@ -289,6 +291,18 @@ static void gpu_let_go(run_state *st)
     st->gpu_pending_msg = NULL;
 }
 
+static void kill_child(run_state *st, kg_child_end why);
+
+/* kgym itself failed (memory ran out keeping the child's messages): the child is stopped and the evaluation
+ * ends with kgym's own error, never a verdict decided from messages one of which may be missing. */
+static void fail_own(run_state *st, const char *why)
+{
+    if (!st->own_failure[0])
+        snprintf(st->own_failure, sizeof st->own_failure, "%s", why);
+    if (!st->killed)
+        kill_child(st, KG_END_TIMEOUT);
+}
+
 /* Grants a pending GPU request when the arbiter allows it: the wait is taken
  * off the child's clocks (the stage and total deadlines move by it), noted on
  * the request line as "waited_ms", and the child is told. */
@@ -306,10 +320,10 @@ static void gpu_try_grant(run_state *st)
     st->gpu_pending = NULL;
     const char *mode = "shared";
     if (st->gpu_pending_msg) {
-        json_object_set_new(st->gpu_pending_msg, "waited_ms", json_real(waited));
         double mem = kg_arbiter_memory_wait_ms(st->gpu_held);
-        if (mem > 0)
-            json_object_set_new(st->gpu_pending_msg, "memory_waited_ms", json_real(mem < waited ? mem : waited));
+        if (kg_json_set(st->gpu_pending_msg, "waited_ms", json_real(waited)) != 0 ||
+            (mem > 0 && kg_json_set(st->gpu_pending_msg, "memory_waited_ms", json_real(mem < waited ? mem : waited))))
+            fail_own(st, "out of memory recording a GPU wait");
         const char *m = json_string_value(json_object_get(st->gpu_pending_msg, "mode"));
         if (m && !strcmp(m, "exclusive"))
             mode = "exclusive";
@@ -382,7 +396,14 @@ static int handle_message(run_state *st, const char *line, size_t len)
         return -1;
     }
     double now = kg_now_ms();
-    json_object_set_new(msg, "t_ms", json_real(now - st->t0));
+    /* Every message is kept: the verdict is decided from them, and one lost (a finding) could make a pass. */
+    if (kg_json_set(msg, "t_ms", json_real(now - st->t0)) != 0 ||
+        kg_json_push(st->rep->messages, json_incref(msg)) != 0) {
+        json_decref(msg);
+        fail_own(st, "out of memory keeping the evaluation's messages");
+        return 0;
+    }
+    json_decref(msg); /* st->rep->messages holds it */
     const char *type = json_string_value(json_object_get(msg, "type"));
     if (type && strcmp(type, "stage") == 0) {
         const char *stage = json_string_value(json_object_get(msg, "stage"));
@@ -405,7 +426,6 @@ static int handle_message(run_state *st, const char *line, size_t len)
         st->done = 1;
         st->rep->stage[0] = '\0';
     }
-    json_array_append_new(st->rep->messages, msg);
     /* Only the harness knows the nonce: a line the candidate forged asks nothing of us. */
     const char *nonce = json_string_value(json_object_get(msg, "nonce"));
     if (type && (!st->nonce || (nonce && !strcmp(nonce, st->nonce))))
@@ -599,7 +619,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             now - st.gpu_pending_since > lim->total_timeout_s * 1000.0) {
             char state[200];
             kg_arbiter_describe(st.sup->arbiter, state, sizeof state);
-            snprintf(st.starved, sizeof st.starved, "no GPU grant in %.0f s (arbiter: %s)",
+            snprintf(st.own_failure, sizeof st.own_failure, "no GPU grant in %.0f s (arbiter: %s)",
                      (now - st.gpu_pending_since) / 1000.0, state);
             kill_child(&st, KG_END_TIMEOUT);
         }
@@ -751,9 +771,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     capture_finish(&cap_out, &rep->out);
     capture_finish(&cap_err, &rep->err);
     kg_buf_free(&linebuf);
-    if (st.starved[0]) {
+    if (st.own_failure[0]) {
         kg_child_report_free(rep);
-        return kg_error_set(err, KG_ERR_INTERNAL, "%s", st.starved);
+        return kg_error_set(err, KG_ERR_INTERNAL, "%s", st.own_failure);
     }
     if (st.cancelled) {
         kg_child_report_free(rep);

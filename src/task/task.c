@@ -180,19 +180,9 @@ int kg_task_from_source(const char *source, size_t len, const char *id, const ch
     if (!p.data)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     if (!kg_file_exists(p.data)) {
-        /* Written under a temporary name and renamed, so a concurrent
-         * evaluation of the same task never imports a half-written file. */
-        kg_buf tmp = {0};
-        static unsigned long counter;
-        kg_buf_printf(&tmp, "%s.%ld.%lu.tmp", p.data, (long)getpid(),
-                      __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED));
-        int rc = tmp.data ? kg_file_write(tmp.data, source, len, err)
-                          : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-        if (rc == KG_OK && rename(tmp.data, p.data) != 0)
-            rc = kg_error_set(err, KG_ERR_IO, "cannot write the task file %s", p.data);
-        if (rc != KG_OK && tmp.data)
-            remove(tmp.data);
-        kg_buf_free(&tmp);
+        /* Atomic, so a concurrent evaluation of the same task never
+         * imports a half-written file. */
+        int rc = kg_file_write_atomic(p.data, source, len, 0600, err);
         if (rc != KG_OK) {
             kg_buf_free(&p);
             return rc;

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,27 +69,146 @@ int kg_file_write(const char *path, const void *data, size_t len, kg_error *err)
     return kg_file_write_mode(path, data, len, 0600, err);
 }
 
-int kg_file_write_mode(const char *path, const void *data, size_t len, unsigned mode, kg_error *err)
+int kg_fd_write_all(int fd, const void *data, size_t len)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
-    if (fd < 0)
-        return kg_error_set(err, KG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
     const char *p = data;
     while (len) {
         ssize_t n = write(fd, p, len);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
-            int e = errno;
-            close(fd);
-            return kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(e));
+            return -1;
         }
         p += n;
         len -= (size_t)n;
     }
+    return 0;
+}
+
+int kg_file_write_mode(const char *path, const void *data, size_t len, unsigned mode, kg_error *err)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return kg_error_set(err, KG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    if (kg_fd_write_all(fd, data, len) != 0) {
+        int e = errno;
+        close(fd);
+        return kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(e));
+    }
     if (close(fd) != 0)
         return kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
     return KG_OK;
+}
+
+/* ---- atomic replacement ------------------------------------------------- */
+
+int kg_atomic_begin(kg_atomic_file *f, const char *path, unsigned mode, kg_error *err)
+{
+    static unsigned long counter;
+    f->fd = -1;
+    f->tmp = NULL;
+    f->path = NULL;
+    if (!path || !*path)
+        return kg_error_set(err, KG_ERR_INVALID, "no file name to write");
+    /* Beside the file (rename() does not cross file systems), hidden, and
+     * unique per process and call, so concurrent writers of one path never
+     * share a temp file; O_EXCL because the name is guessable.  The umask
+     * applies to mode, as for kg_file_write_mode. */
+    const char *slash = strrchr(path, '/');
+    int dirlen = slash ? (int)(slash - path + 1) : 0;
+    kg_buf name = {0};
+    for (int tries = 0; tries < 100; tries++) {
+        name.len = 0;
+        if (kg_buf_printf(&name, "%.*s" KG_FILE_TEMP_PREFIX "%s-%ld-%lu", dirlen, path, path + dirlen,
+                          (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED)) != KG_OK) {
+            kg_buf_free(&name);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
+        f->fd = open(name.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
+        if (f->fd >= 0 || errno != EEXIST)
+            break;
+    }
+    if (f->fd < 0) {
+        int e = errno;
+        kg_buf_free(&name);
+        return kg_error_set(err, KG_ERR_IO, "cannot create a temporary file for %s: %s", path, strerror(e));
+    }
+    f->tmp = kg_buf_release(&name);
+    f->path = kg_strdup(path);
+    if (!f->tmp || !f->path) {
+        kg_atomic_abort(f);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    return KG_OK;
+}
+
+void kg_atomic_abort(kg_atomic_file *f)
+{
+    if (f->fd >= 0)
+        close(f->fd);
+    if (f->tmp)
+        unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    f->fd = -1;
+    f->tmp = f->path = NULL;
+}
+
+int kg_atomic_commit(kg_atomic_file *f, kg_error *err)
+{
+    if (f->fd < 0 || !f->tmp || !f->path) {
+        kg_atomic_abort(f);
+        return kg_error_set(err, KG_ERR_INVALID, "atomic write: nothing begun");
+    }
+    /* fsync before rename: otherwise a crash can leave the new name pointing
+     * at a file whose data never reached the disk (an empty file where the
+     * old one was). */
+    int rc = KG_OK;
+    if (fsync(f->fd) != 0)
+        rc = kg_error_set(err, KG_ERR_IO, "cannot write %s: fsync: %s", f->path, strerror(errno));
+    int fd = f->fd;
+    f->fd = -1;
+    if (close(fd) != 0 && rc == KG_OK)
+        rc = kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", f->path, strerror(errno));
+    /* rename() is atomic: a reader sees the old file or the new one. */
+    if (rc == KG_OK && rename(f->tmp, f->path) != 0)
+        rc = kg_error_set(err, KG_ERR_IO, "cannot replace %s: %s", f->path, strerror(errno));
+    if (rc != KG_OK) {
+        kg_atomic_abort(f);
+        return rc;
+    }
+    /* And the folder, so that the rename itself survives a crash.  Some file
+     * systems refuse fsync on a folder (EINVAL): nothing more can be done. */
+    const char *slash = strrchr(f->path, '/');
+    if (slash)
+        *(char *)slash = '\0';
+    int dfd = open(slash ? (slash == f->path ? "/" : f->path) : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (slash)
+        *(char *)slash = '/';
+    if (dfd >= 0) {
+        if (fsync(dfd) != 0 && errno != EINVAL && errno != EROFS)
+            rc = kg_error_set(err, KG_ERR_IO, "cannot write %s: fsync of its folder: %s", f->path,
+                              strerror(errno));
+        close(dfd);
+    }
+    free(f->tmp);
+    free(f->path);
+    f->tmp = f->path = NULL;
+    return rc;
+}
+
+int kg_file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, kg_error *err)
+{
+    kg_atomic_file f;
+    int rc = kg_atomic_begin(&f, path, mode, err);
+    if (rc != KG_OK)
+        return rc;
+    if (kg_fd_write_all(f.fd, data, len) != 0) {
+        rc = kg_error_set(err, KG_ERR_IO, "cannot write %s: %s", path, strerror(errno));
+        kg_atomic_abort(&f);
+        return rc;
+    }
+    return kg_atomic_commit(&f, err);
 }
 
 int kg_file_exists(const char *path)
@@ -180,35 +298,6 @@ void kg_deadline_in(struct timespec *ts, double seconds)
     long long ns = (long long)(seconds * 1e9) + ts->tv_nsec;
     ts->tv_sec += (time_t)(ns / 1000000000LL);
     ts->tv_nsec = (long)(ns % 1000000000LL);
-}
-
-uint64_t kg_hash64(const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-void kg_hash64_string(const void *data, size_t len, char out[32])
-{
-    snprintf(out, 32, "fnv1a64:%016llx", (unsigned long long)kg_hash64(data, len));
-}
-
-int kg_sha256_string(const void *data, size_t len, char out[KG_SHA256_STRLEN])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    out[0] = '\0';
-    if (EVP_Digest(data, len, md, &n, EVP_sha256(), NULL) != 1 || n != 32)
-        return KG_ERR_INTERNAL;
-    memcpy(out, "sha256:", 7);
-    for (unsigned i = 0; i < n; i++)
-        snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
-    return KG_OK;
 }
 
 char *kg_strdup(const char *s)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <stdarg.h>
+#include <string.h>
 
 #include "kgym/error.h"
 
@@ -39,6 +40,28 @@ int kg_file_read(const char *path, size_t max_bytes, char **data, size_t *len, k
 int kg_file_write(const char *path, const void *data, size_t len, kg_error *err); /* mode 0600 */
 /* The same with the permission bits of a new file (the umask applies): 0644 for reports people share. */
 int kg_file_write_mode(const char *path, const void *data, size_t len, unsigned mode, kg_error *err);
+/* Writes all of data to fd (retrying short writes and EINTR): 0, or -1 with errno set. */
+int kg_fd_write_all(int fd, const void *data, size_t len);
+
+/* Replaces a file atomically, the one way kgym does: the data goes to a new
+ * temporary file beside it (KG_FILE_TEMP_PREFIX + its name + pid + counter,
+ * so a sweeper can find a crashed writer's leftovers), fsync'd, renamed over
+ * path, and the folder fsync'd.  A reader sees the old file or the new one,
+ * never part of one, and after a crash the file is one or the other.  mode as
+ * for kg_file_write_mode.  On failure the temporary file is removed and path
+ * is untouched.  kg_file_write_atomic is the whole of it for data in memory;
+ * to stream, kg_atomic_begin opens f->fd, the caller writes to it, then
+ * kg_atomic_commit (which ends f, success or not) or kg_atomic_abort. */
+#define KG_FILE_TEMP_PREFIX ".tmp-"
+int kg_file_write_atomic(const char *path, const void *data, size_t len, unsigned mode, kg_error *err);
+typedef struct kg_atomic_file {
+    int fd;     /* write here between begin and commit */
+    char *tmp;  /* owned: the temporary file's name */
+    char *path; /* owned: the file it replaces */
+} kg_atomic_file;
+int kg_atomic_begin(kg_atomic_file *f, const char *path, unsigned mode, kg_error *err);
+int kg_atomic_commit(kg_atomic_file *f, kg_error *err);
+void kg_atomic_abort(kg_atomic_file *f);
 int kg_file_exists(const char *path);
 int kg_dir_exists(const char *path);
 /* Makes a private folder (mode 0700) under $TMPDIR or /tmp; *path is malloc'd. */
@@ -56,18 +79,48 @@ double kg_now_ms(void);
 int kg_cond_init(pthread_cond_t *cond);
 void kg_deadline_in(struct timespec *ts, double seconds);
 
+/* Retry pauses, one rule for every retry loop: the pause before retry
+ * `attempt` (1 = the first retry) is base_s * 2^(attempt-1), or the server's
+ * Retry-After when it sent one (retry_after_s >= 0; pass -1 for none), and
+ * never more than max_s.  kg_backoff_sleep waits that long on the monotonic
+ * clock, through signals; a caller that must stay wakeable (a stopping
+ * scheduler) waits on its own condition variable instead. */
+typedef struct kg_backoff {
+    double base_s; /* the first retry's pause */
+    double max_s;  /* the longest pause */
+} kg_backoff;
+double kg_backoff_delay(const kg_backoff *b, int attempt, double retry_after_s);
+void kg_backoff_sleep(double seconds);
+
 /* FNV-1a 64-bit: a content hash for tasks and candidates (identity, not security). */
 uint64_t kg_hash64(const void *data, size_t len);
 /* Writes "fnv1a64:<16 hex>" into out (at least 25 bytes). */
 void kg_hash64_string(const void *data, size_t len, char out[32]);
 
-/* SHA-256 (OpenSSL's libcrypto): a content key two different inputs never
+/* SHA-256 (OpenSSL's libcrypto, the only SHA-256 in kgym; util/hash.c): a content key two different inputs never
  * share in practice, for what a client controls (the service's dedup keys and
  * reference files): FNV-1a collisions can be made on purpose.  Writes
  * "sha256:<64 hex>" into out (KG_SHA256_STRLEN bytes); KG_ERR_INTERNAL if
  * libcrypto fails. */
 #define KG_SHA256_STRLEN 72
 int kg_sha256_string(const void *data, size_t len, char out[KG_SHA256_STRLEN]);
+/* The same digest as 64 lowercase hex characters and a NUL (no prefix). */
+int kg_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* One field of a key: bytes and their count (text need not end in NUL).
+ * KG_HASH_STR(s) makes one from a NUL-terminated string. */
+typedef struct kg_hash_field {
+    const void *data;
+    size_t len;
+} kg_hash_field;
+#define KG_HASH_STR(s) ((kg_hash_field){(s), strlen(s)})
+/* A key over several fields: SHA-256 over each field's length (8 bytes,
+ * big-endian) followed by its bytes, so that different lists of fields never
+ * hash the same bytes (a '|'-joined key confuses ("a|b","c") with
+ * ("a","b|c")).  Start the list with a tag naming the key's kind and
+ * version.  Writes 64 hex characters and a NUL; KG_ERR_INVALID for a NULL
+ * field with a length, KG_ERR_NOMEM or KG_ERR_INTERNAL if libcrypto fails. */
+int kg_sha256_fields(const kg_hash_field *fields, size_t n, char out[65], kg_error *err);
 
 /* Replaces every byte that is not part of valid UTF-8 with '?', in place,
  * so text a candidate printed can go into JSON. */

@@ -335,6 +335,18 @@ run_fails "unknown estimator" 2 'unknown estimator "ppo"' \
 run_fails "unknown reward constant" 2 'unknown reward constant "bogus"' \
     "$KGYM" reward --fn drkernel --set bogus=1 $FIX/multi_turn_results.jsonl
 run_fails "missing file" 1 'cannot open' "$KGYM" metrics "$TMP/no-such-file.jsonl"
+# Options (getopt_long, as the other commands): "--name value" and "--name=value", each mistake named.
+run_fails "option without its value" 2 'option --estimator needs a value' "$KGYM" advantages --estimator
+run_fails "unknown option" 2 'unknown option --bogus' "$KGYM" reward --fn staged --bogus 1 $FIX/bench_cpu.jsonl
+run_fails "unknown short option" 2 'unknown option -x' "$KGYM" metrics -x $FIX/bench_cpu.jsonl
+run_fails "a flag given a value" 2 'option --std-normalize=1 takes no value' \
+    "$KGYM" advantages --estimator grpo --std-normalize=1 $FIX/single_turn.jsonl
+run_fails "a second input" 2 'unexpected argument' "$KGYM" reward --fn staged $FIX/bench_cpu.jsonl $FIX/bench_cpu.jsonl
+run_fails "curriculum takes no input argument" 2 'outcomes go in --record' "$KGYM" curriculum extra
+"$KGYM" reward --fn=staged $FIX/bench_cpu.jsonl >"$TMP/eq" 2>&1
+"$KGYM" reward $FIX/bench_cpu.jsonl --fn staged >"$TMP/sp" 2>&1
+if [ -s "$TMP/eq" ] && cmp -s "$TMP/eq" "$TMP/sp"; then ok "--fn=staged, and options after the input, as --fn staged"
+else bad "--fn=staged vs --fn staged: $(head -c 200 "$TMP/eq")"; fi
 for sub in reward advantages rejection metrics curriculum; do
     run_ok "$sub --help" "$KGYM" $sub --help
 done
@@ -342,10 +354,20 @@ run_ok "stdin input" sh -c "\"$KGYM\" metrics <$FIX/bench_cpu.jsonl"
 
 # ---- an output that cannot be written is an error ---------------------------
 # Every command's printed output is flushed and closed before it exits (src/cli/main.c, finished): to a full
-# device it fails with a message, never exit 0 over a truncated result.
+# device it fails with a message, never exit 0 over a truncated result.  Every command that prints is here:
+# each one's --help, and the real output of each that needs no model server (eval's of a reply without code
+# needs no Python either: it stops at extraction).
 if [ -w /dev/full ]; then
-    for cmd in "version" "--help" "reward --fn staged $FIX/bench_cpu.jsonl" "metrics $FIX/bench_cpu.jsonl" \
-        "extract examples/01_scaled_residual_add/correct.py" "curriculum --help"; do
+    printf 'I cannot write this kernel.\n' >"$TMP/refusal.txt"
+    E=examples/01_scaled_residual_add
+    for cmd in "version" "--help" "eval --help" "bench --help" "extract --help" "reward --help" \
+        "advantages --help" "rejection --help" "metrics --help" "serve --help" "worker --help" "curriculum --help" \
+        "rollout --help" \
+        "reward --fn staged $FIX/bench_cpu.jsonl" "metrics $FIX/bench_cpu.jsonl" \
+        "metrics --format json $FIX/bench_cpu.jsonl" "advantages --estimator trloo $FIX/trajectories.jsonl" \
+        "rejection --method group $TMP/groups.jsonl" "curriculum --config $TMP/linear.json --record $FIX/curriculum_outcomes.jsonl" \
+        "extract $E/correct.py" "eval --device cpu --task $E/task.py --kernel $TMP/refusal.txt" \
+        "eval --device cpu --task $E/task.py --kernel $TMP/refusal.txt --json"; do
         # shellcheck disable=SC2086
         "$KGYM" $cmd >/dev/full 2>"$TMP/err"
         rc=$?
@@ -355,6 +377,14 @@ if [ -w /dev/full ]; then
             bad "kgym $cmd > /dev/full: exit $rc, stderr: $(head -c 200 "$TMP/err")"
         fi
     done
+    # Files a command writes are checked as well: an unwritable --plot is an error naming it.
+    "$KGYM" metrics --plot /dev/full $FIX/bench_cpu.jsonl >/dev/null 2>"$TMP/err"
+    rc=$?
+    if [ "$rc" -ne 0 ] && grep -q "cannot write /dev/full" "$TMP/err"; then
+        ok "kgym metrics --plot /dev/full: exit $rc with a message"
+    else
+        bad "kgym metrics --plot /dev/full: exit $rc, stderr: $(head -c 200 "$TMP/err")"
+    fi
 fi
 
 echo "$pass passed, $fail failed"

@@ -73,19 +73,19 @@ static int count_names(const char *dir, const char *prefix)
 static void sha256_vectors(void)
 {
     char h[65];
-    kg_refcache_sha256_hex("", 0, h);
+    kg_sha256_hex("", 0, h);
     KG_CHECK_STR(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    kg_refcache_sha256_hex("abc", 3, h);
+    kg_sha256_hex("abc", 3, h);
     KG_CHECK_STR(h, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     const char *two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
-    kg_refcache_sha256_hex(two_blocks, strlen(two_blocks), h);
+    kg_sha256_hex(two_blocks, strlen(two_blocks), h);
     KG_CHECK_STR(h, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
     char *a = malloc(1000000);
     KG_CHECK(a != NULL);
     if (!a)
         return;
     memset(a, 'a', 1000000);
-    kg_refcache_sha256_hex(a, 1000000, h);
+    kg_sha256_hex(a, 1000000, h);
     KG_CHECK_STR(h, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     /* Padding edges: 55 bytes fit one block with the length, 56 and 63 need a
      * second, 64 is exactly one block of data, 119/120 the same one block on. */
@@ -98,7 +98,7 @@ static void sha256_vectors(void)
         {120, "2f3d335432c70b580af0e8e1b3674a7c020d683aa5f73aaaedfdc55af904c21c"},
     };
     for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
-        kg_refcache_sha256_hex(a, edges[i].n, h);
+        kg_sha256_hex(a, edges[i].n, h);
         KG_CHECK_STR(h, edges[i].hex);
     }
     free(a);
@@ -125,7 +125,7 @@ static void key_stable_and_sensitive(void)
     KG_CHECK_STR(k0, k1);
     /* The key is not simply the hash of the task. */
     char plain[65];
-    kg_refcache_sha256_hex(TASK, tl, plain);
+    kg_sha256_hex(TASK, tl, plain);
     KG_CHECK(strcmp(k0, plain) != 0);
 
     char other[65];
@@ -175,6 +175,30 @@ static void key_field_boundaries(void)
     KG_CHECK(kg_refcache_key("t", 1, "", "x", "p", x, &err) == KG_OK);
     KG_CHECK(kg_refcache_key("t", 1, "x", "", "p", y, &err) == KG_OK);
     KG_CHECK(strcmp(x, y) != 0);
+}
+
+/* Keys name files on disk: the same inputs must give the same key after any
+ * change of the hash's code (these were computed by the hand-written SHA-256
+ * this file used before util/hash.c's libcrypto one; a different value means
+ * a cache-version bump, REFCACHE_KEY_TAG, and a note in docs). */
+static void key_pinned_on_disk(void)
+{
+    kg_error err;
+    char k[65];
+    const char *task = "class Model:\n    pass\n";
+    KG_CHECK(kg_refcache_key(task, strlen(task), "NVIDIA H100 80GB HBM3", "float32", "cuda-events,l2-flush,v3", k,
+                             &err) == KG_OK);
+    KG_CHECK_STR(k, "e8179a87b71c45cbc893e8903a8f491538381d0aa5e5b019b533ee79c62c5f1c");
+    KG_CHECK(kg_refcache_key("", 0, "", "", "", k, &err) == KG_OK);
+    KG_CHECK_STR(k, "87d0e72a26d0208000ff8cdc2cbda1c2d2bc5eecfcc695057965497b3c7bb05b");
+    /* The general helper with the same fields is the same key. */
+    const kg_hash_field f[] = {KG_HASH_STR("kgym-refcache-key-v1"), KG_HASH_STR(task),
+                               KG_HASH_STR("NVIDIA H100 80GB HBM3"), KG_HASH_STR("float32"),
+                               KG_HASH_STR("cuda-events,l2-flush,v3")};
+    KG_CHECK(kg_sha256_fields(f, 5, k, &err) == KG_OK);
+    KG_CHECK_STR(k, "e8179a87b71c45cbc893e8903a8f491538381d0aa5e5b019b533ee79c62c5f1c");
+    const kg_hash_field bad[] = {{NULL, 3}};
+    KG_CHECK(kg_sha256_fields(bad, 1, k, &err) == KG_ERR_INVALID && k[0] == '\0');
 }
 
 static void key_bad_arguments(void)
@@ -715,6 +739,7 @@ static const kg_test_case cases[] = {
     {"sha256_vectors", sha256_vectors},
     {"key_stable_and_sensitive", key_stable_and_sensitive},
     {"key_field_boundaries", key_field_boundaries},
+    {"key_pinned_on_disk", key_pinned_on_disk},
     {"key_bad_arguments", key_bad_arguments},
     {"open_makes_private_parents", open_makes_private_parents},
     {"open_on_regular_file_fails", open_on_regular_file_fails},
