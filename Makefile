@@ -48,7 +48,7 @@ REL_OBJ   := $(LIB_SRC:%.c=build/release/%.o)
 PUB_OBJ   := $(PUB_SRC:%.c=build/release/%.o)
 ASAN_OBJ  := $(LIB_SRC:%.c=build/asan/%.o)
 TEST_BIN  := $(TEST_SRC:tests/unit/%.c=build/asan/tests/%)
-HEADERS   := $(wildcard include/kgym/*.h src/*/*.h tests/unit/*.h)
+HEADERS   := $(wildcard include/kgym/*.h src/*/*.h src/*/*.def tests/unit/*.h)
 
 .PHONY: all build deps python run test unit integration clean gpu-test help
 
@@ -109,3 +109,10 @@ gpu-test: deps python build
 
 clean:
 	rm -rf build
+
+# The Python side of the lists of kinds (verdicts, stages, protocol messages, findings): generated from the C
+# lists and committed; harness/tests/test_kinds.py fails when they are stale.
+KINDS_LISTS := src/eval/kinds.def include/kgym/rl.h
+.PHONY: kinds
+kinds: $(KINDS_LISTS) scripts/gen_kinds.py
+	@python3 scripts/gen_kinds.py

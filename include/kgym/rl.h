@@ -64,15 +64,24 @@ KG_API const char *kg_rl_option_name(kg_rl_option option, int value);
 
 /* ------------------------------------------------------------ outcomes */
 
+/* The verdicts, the one list of them (in the manner of libuv's UV_ERRNO_MAP): X(ENUM, code, "name").  The codes
+ * are ABI (python/kgym/rl.py passes them through ctypes; kg_outcome_columns carries them): append only.  The C
+ * enum and names (src/rl/outcome.c) and the Python constants (scripts/gen_kinds.py writes python/kgym/kinds.py
+ * and harness/kgym_harness/shared/kinds.py; harness/tests/test_kinds.py fails when they differ) come from it. */
+#define KG_VERDICT_MAP(X)                  \
+    X(CORRECT, 0, "correct")               \
+    X(INCORRECT, 1, "incorrect")           \
+    X(HACKED, 2, "hacked")                 \
+    X(INVALID, 3, "invalid")               \
+    X(COMPILE_ERROR, 4, "compile_error")   \
+    X(RUNTIME_ERROR, 5, "runtime_error")   \
+    X(TIMEOUT, 6, "timeout")
+
 typedef enum {
-    KG_VERDICT_CORRECT = 0,
-    KG_VERDICT_INCORRECT = 1,
-    KG_VERDICT_HACKED = 2,
-    KG_VERDICT_INVALID = 3,
-    KG_VERDICT_COMPILE_ERROR = 4,
-    KG_VERDICT_RUNTIME_ERROR = 5,
-    KG_VERDICT_TIMEOUT = 6,
-    KG_VERDICT_COUNT = 7
+#define KG_VERDICT_ENUM_(e, code, name) KG_VERDICT_##e = code,
+    KG_VERDICT_MAP(KG_VERDICT_ENUM_)
+#undef KG_VERDICT_ENUM_
+    KG_VERDICT_COUNT
 } kg_verdict;
 
 /* Parses a result's "verdict" string; KG_ERR_INVALID for anything else. */

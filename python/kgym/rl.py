@@ -29,8 +29,8 @@ __all__ = [
     "metrics_svg",
 ]
 
-VERDICTS = ("correct", "incorrect", "hacked", "invalid", "compile_error", "runtime_error",
-            "timeout")
+from .kinds import VERDICTS  # generated from include/kgym/rl.h's KG_VERDICT_MAP (scripts/gen_kinds.py)
+
 REWARD_FUNCTIONS = ("drkernel", "staged", "tritonrl", "speedup")
 ESTIMATORS = ("grpo", "rloo", "trloo")
 IS_LEVELS = ("token", "turn", "sequence")

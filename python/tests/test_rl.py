@@ -121,6 +121,16 @@ def test_rewards_from_results():
                                [0, 1.9, 1.3, -0.5, -1, 0.925])
 
 
+def test_verdicts_are_the_libraries():
+    """rl.VERDICTS (generated from rl.h's KG_VERDICT_MAP) is the C library's kg_verdict, code for code: the codes
+    the binding passes in kg_outcome_columns."""
+    import ctypes
+
+    name = rl.load_library().kg_verdict_name
+    name.restype, name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    assert [name(i).decode() for i in range(len(rl.VERDICTS) + 1)] == list(rl.VERDICTS) + ["?"]
+
+
 def test_reward_from_columns_and_errors():
     cols = {"verdict": ["correct", "incorrect"], "speedup": [2.0, None],
             "coverage": [0.8, None]}

@@ -13,13 +13,13 @@
 #include <sys/random.h>
 
 #include "eval/internal.h"
+#include "eval/kinds.h"
 #include "supervisor/arbiter.h"
 #include "kgym/extract.h"
 #include "eval/refcache.h"
 #include "util/util.h"
 
-const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT] = {
-    "parse", "static", "compile", "tiny_run", "correctness", "timing"};
+const char *const *const kg_eval_stage_names = kg_stage_names + KG_EVAL_STAGE_FIRST;
 
 int kg_eval_stage_index(const char *name)
 {
@@ -148,16 +148,16 @@ static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf 
 static void answer_child(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
 {
     timing_talk *talk = ctx;
-    const char *type = json_string_value(json_object_get(msg, "type"));
-    if (type && !strcmp(type, "timing_check")) {
-        *reply = json_pack("{s:s, s:i}", "type", "timing_more", "rounds",
+    kg_msg kind = kg_msg_kind(msg);
+    if (kind == KG_MSG_TIMING_CHECK) {
+        *reply = json_pack("{s:s, s:i}", "type", kg_msg_name(KG_MSG_TIMING_MORE), "rounds",
                            kg_eval_timing_more(talk->opts, messages, talk->nonce, talk->cached_reference_ms));
-    } else if (type && !strcmp(type, "timing_go")) {
+    } else if (kind == KG_MSG_TIMING_GO) {
         /* Timing an incorrect candidate would only spend exclusive GPU time on a figure nobody uses. */
         char why[512];
         int go = kg_eval_correctness_passed(talk->opts, messages, talk->nonce, why, sizeof why);
-        *reply = json_pack("{s:s, s:b, s:s}", "type", "timing_go", "go", go, "why", go ? "" : why);
-    } else if (type && !strcmp(type, "reference_cache_lookup")) {
+        *reply = json_pack("{s:s, s:b, s:s}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why", go ? "" : why);
+    } else if (kind == KG_MSG_REFERENCE_CACHE_LOOKUP) {
         int hit = 0;
         const char *gpu = json_string_value(json_object_get(msg, "gpu"));
         const char *dtype = json_string_value(json_object_get(msg, "dtype"));
@@ -174,7 +174,7 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         }
         json_decref(entry);
         kg_buf_free(&protocol);
-        *reply = json_pack("{s:s, s:b}", "type", "reference_cache", "hit", hit);
+        *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE), "hit", hit);
     }
 }
 
@@ -213,10 +213,9 @@ static void store_reference_times(const kg_eval_options *opts, timing_talk *talk
     size_t i;
     json_t *m, *lookup = NULL, *timing = NULL;
     json_array_foreach(messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
-        if (t && !strcmp(t, "reference_cache_lookup"))
+        if (kg_msg_is(m, KG_MSG_REFERENCE_CACHE_LOOKUP))
             lookup = m;
-        else if (t && !strcmp(t, "timing"))
+        else if (kg_msg_is(m, KG_MSG_TIMING))
             timing = m;
     }
     json_t *samples = json_object_get(timing, "reference_ms");
@@ -283,7 +282,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     }
     if (rc == KG_OK) {
         int cpu = strcmp(opts->device, "cpu") == 0;
-        job = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i}", "type", "job", "workdir", dir,
+        job = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i}", "type", kg_msg_name(KG_MSG_JOB), "workdir", dir,
                         "candidate", path.data, "task", req->task->path, "tiny_budget",
                         (json_int_t)opts->tiny_budget_elements, "seed", (int)opts->seed, "threads",
                         1);
@@ -374,21 +373,21 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
          * network socket, ptrace, io_uring, a signal to another process...): kgym's own fact, added after
          * the screening, and a hack whatever else happened. */
         if (rep.runner_ended && rep.end == KG_END_SIGNAL && rep.signal == SIGSYS)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:s}", "type", "sandbox_violation", "stage",
+            json_array_append_new(rep.messages, json_pack("{s:s, s:s}", "type", kg_msg_name(KG_MSG_SANDBOX_VIOLATION), "stage",
                                                           rep.stage));
         /* Processes the candidate started and left running (kgym's census of the runner's uid when the judge
          * was done): a daemon or a setsid grandchild meant to outlive the evaluation. */
         if (rep.left_running > 0)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", "left_running", "count",
+            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_LEFT_RUNNING), "count",
                                                           rep.left_running, "names", rep.left_running_names));
         /* Lines on the judge's socket that are not the runner's answers: the candidate wrote on the
          * harness's channel (the judge stopped at once and said so). */
         if (rep.runner_ended && rep.end == KG_END_PROTOCOL)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", "forged", "count", 1,
+            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", 1,
                                                           "sample", "a line on the judge's socket that is not "
                                                           "the runner's answer"));
         if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
-            json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", "reference_cache_samples",
+            json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES),
                                                           "reference_ms", talk.cached_reference_ms));
         /* The candidate's file as the judge wrote it for the runner, in the workdir the pair ran in (a warm
          * pair's is its own): <workdir>/src/<name> (harness transport.source_path), the name its tracebacks

@@ -13,12 +13,15 @@
 
 #include <jansson.h>
 
+#include "eval/kinds.h"
 #include "kgym/error.h"
 #include "supervisor/supervisor.h"
 #include "task/task.h"
 
 #define KG_RESULT_SCHEMA "kgym.result/1"
-#define KG_EVAL_STAGE_COUNT 6
+/* The judge's stages: eval/kinds.def's stages from parse on (extraction is kgym's, before the judge starts). */
+#define KG_EVAL_STAGE_FIRST KG_STAGE_PARSE
+#define KG_EVAL_STAGE_COUNT (KG_STAGE_COUNT - KG_EVAL_STAGE_FIRST)
 
 /* The protections of the candidate's process a `correct` verdict requires by default, by the codes the harness
  * reports once the kernel accepted each (harness/kgym_harness/sandbox.py PROTECTIONS; docs/threat-model.md).
@@ -101,8 +104,9 @@ typedef struct kg_eval_options {
 } kg_eval_options;
 
 /* The child's stages in order: "parse", "static", "compile", "tiny_run",
- * "correctness", "timing" (extraction happens in C before any of them). */
-extern const char *const kg_eval_stage_names[KG_EVAL_STAGE_COUNT];
+ * "correctness", "timing" (extraction happens in C before any of them): KG_EVAL_STAGE_COUNT names, the tail of
+ * eval/kinds.h's kg_stage_names. */
+extern const char *const *const kg_eval_stage_names;
 /* Index of a stage name, -1 if unknown. */
 int kg_eval_stage_index(const char *name);
 

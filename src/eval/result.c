@@ -17,14 +17,13 @@
 #include "util/util.h"
 
 /* The message of the given type (and stage, and status if given), or NULL. */
-static json_t *find_message(const json_t *messages, const char *type, const char *stage,
+static json_t *find_message(const json_t *messages, kg_msg kind, const char *stage,
                             const char *status)
 {
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
-        if (!t || strcmp(t, type) != 0)
+        if (!kg_msg_is(m, kind))
             continue;
         if (stage) {
             const char *s = json_string_value(json_object_get(m, "stage"));
@@ -169,7 +168,7 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
  * and a pass is worth nothing.  why says which. */
 static int degenerate_everywhere(const json_t *messages, char *why, size_t why_cap)
 {
-    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
+    const json_t *f = json_object_get(find_message(messages, KG_MSG_DEGENERACY, NULL, NULL), "facts");
     size_t n = json_array_size(json_object_get(f, "checked"));
     if (json_is_true(json_object_get(f, "zero_everywhere"))) {
         snprintf(why, why_cap, "its reference output is zero on all %zu input variants kgym tried, so an all-zero "
@@ -192,7 +191,7 @@ static const char *finding_severity(const json_t *policy, const char *type)
     if (s && (!strcmp(s, "warn") || !strcmp(s, "off")))
         return s;
     /* A check that broke is kgym's bug, not the candidate's: never a hack unless a policy says so. */
-    if (!s && type && !strcmp(type, "guard_error"))
+    if (!s && type && !strcmp(type, kg_finding_name(KG_FINDING_GUARD_ERROR)))
         return "warn";
     return "hack";
 }
@@ -323,14 +322,13 @@ typedef struct {
 } fact_ctx;
 
 /* The first message of `type` the context accepts (its nonce), or NULL. */
-static const json_t *fact_message(const fact_ctx *c, const char *type)
+static const json_t *fact_message(const fact_ctx *c, kg_msg kind)
 {
     size_t i;
     json_t *m;
     json_array_foreach(c->messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
         const char *n = json_string_value(json_object_get(m, "nonce"));
-        if (t && !strcmp(t, type) && (!c->nonce || (n && !strcmp(n, c->nonce))))
+        if (kg_msg_is(m, kind) && (!c->nonce || (n && !strcmp(n, c->nonce))))
             return m;
     }
     return NULL;
@@ -343,7 +341,7 @@ typedef int (*fact_check)(const fact_ctx *c, char *why, size_t cap, const json_t
 static int fact_task_randomness(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;
-    const json_t *m = fact_message(c, "task_mode");
+    const json_t *m = fact_message(c, KG_MSG_TASK_MODE);
     const char *h = json_string_value(json_object_get(m, "handling"));
     if (h && (!strcmp(h, "none") || !strcmp(h, "dropout_as_identity")))
         return 1;
@@ -358,7 +356,7 @@ static int fact_task_randomness(const fact_ctx *c, char *why, size_t cap, const 
 static int fact_variant_plan(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;
-    const json_t *plan = json_object_get(fact_message(c, "variant_plan"), "variants");
+    const json_t *plan = json_object_get(fact_message(c, KG_MSG_VARIANT_PLAN), "variants");
     if (json_array_size(plan) > 0)
         return 1;
     snprintf(why, cap, "the judge did not announce which correctness variants it would compare");
@@ -371,13 +369,12 @@ static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t 
     (void)error;
     size_t i, k;
     json_t *name, *m;
-    json_array_foreach(json_object_get(fact_message(c, "variant_plan"), "variants"), i, name) {
+    json_array_foreach(json_object_get(fact_message(c, KG_MSG_VARIANT_PLAN), "variants"), i, name) {
         int seen = 0;
         json_array_foreach(c->messages, k, m) {
-            const char *t = json_string_value(json_object_get(m, "type"));
             const char *n = json_string_value(json_object_get(m, "nonce"));
             const char *st = json_string_value(json_object_get(m, "status"));
-            if (t && !strcmp(t, "variant") && (!c->nonce || (n && !strcmp(n, c->nonce))) &&
+            if (kg_msg_is(m, KG_MSG_VARIANT) && (!c->nonce || (n && !strcmp(n, c->nonce))) &&
                 json_equal(json_object_get(m, "name"), name) && st &&
                 (!strcmp(st, "ran") || !strcmp(st, "reference_failed")))
                 seen = 1;
@@ -394,7 +391,7 @@ static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t 
 static int fact_degeneracy(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;
-    if (json_is_object(json_object_get(fact_message(c, "degeneracy"), "facts")))
+    if (json_is_object(json_object_get(fact_message(c, KG_MSG_DEGENERACY), "facts")))
         return 1;
     snprintf(why, cap, "the judge did not report whether the task's reference is degenerate on its variants");
     return 0;
@@ -404,7 +401,7 @@ static int fact_degeneracy(const fact_ctx *c, char *why, size_t cap, const json_
 static int repeat_check(const fact_ctx *c, const char *check, const char *what, char *why, size_t cap,
                         const json_t **error)
 {
-    const json_t *m = fact_message(c, "repeat_checks");
+    const json_t *m = fact_message(c, KG_MSG_REPEAT_CHECKS);
     const char *st = json_string_value(json_object_get(json_object_get(m, "checks"), check));
     if (st && !strcmp(st, "ran"))
         return 1;
@@ -446,12 +443,11 @@ static int fact_checks(const fact_ctx *c, char *why, size_t cap, const json_t **
     size_t i;
     json_t *m;
     json_array_foreach(c->messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
         const char *n = json_string_value(json_object_get(m, "nonce"));
         const json_t *f = json_object_get(m, "finding");
         const char *ft = json_string_value(json_object_get(f, "type"));
-        if (!t || strcmp(t, "finding") || (c->nonce && (!n || strcmp(n, c->nonce))) || !ft ||
-            strcmp(ft, "guard_error") || !strcmp(finding_severity(c->policy, ft), "off"))
+        if (!kg_msg_is(m, KG_MSG_FINDING) || (c->nonce && (!n || strcmp(n, c->nonce))) || !ft ||
+            strcmp(ft, kg_finding_name(KG_FINDING_GUARD_ERROR)) || !strcmp(finding_severity(c->policy, ft), "off"))
             continue;
         snprintf(why, cap, "a check could not complete (stage %s): %.400s",
                  json_string_value(json_object_get(f, "stage")) ?: "?",
@@ -466,7 +462,7 @@ static int fact_timing(const fact_ctx *c, char *why, size_t cap, const json_t **
     (void)error;
     if (c->cpu || !c->opts->timing)
         return 1;
-    if (json_array_size(json_object_get(fact_message(c, "timing"), "candidate_ms")) > 0)
+    if (json_array_size(json_object_get(fact_message(c, KG_MSG_TIMING), "candidate_ms")) > 0)
         return 1;
     snprintf(why, cap, "timing was asked for, and no timed calls were reported");
     return 0;
@@ -480,7 +476,7 @@ static int fact_profile(const fact_ctx *c, char *why, size_t cap, const json_t *
     const kg_eval_options *o = c->opts;
     if (c->cpu || !((o->timing && o->profile) || o->coverage_floor > 0))
         return 1;
-    const json_t *p = fact_message(c, "profile");
+    const json_t *p = fact_message(c, KG_MSG_PROFILE);
     if (p && num(json_object_get(p, "total_device_us"), 0) > 0)
         return 1;
     if (p)
@@ -570,9 +566,8 @@ int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messag
     if (why_cap)
         why[0] = '\0';
     json_array_foreach(messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
         const char *n = json_string_value(json_object_get(m, "nonce"));
-        if (!t || strcmp(t, "variant") || (nonce && (!n || strcmp(n, nonce))))
+        if (!kg_msg_is(m, KG_MSG_VARIANT) || (nonce && (!n || strcmp(n, nonce))))
             continue;
         char reason[1024];
         json_t *v = variant_result(m, reason, sizeof reason);
@@ -733,7 +728,7 @@ size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
         char *text = sample ? json_dumps(sample, JSON_COMPACT) : NULL;
         if (text && strlen(text) > 300)
             text[300] = '\0';
-        json_array_append_new(messages, json_pack("{s:s, s:I, s:s}", "type", "forged", "count", (json_int_t)dropped,
+        json_array_append_new(messages, json_pack("{s:s, s:I, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", (json_int_t)dropped,
                                                   "sample", text ? text : ""));
         free(text);
     }
@@ -784,7 +779,7 @@ static json_t *l2_reset_finding(const json_t *timing)
     snprintf(text, sizeof text,
              "persisting L2 lines were not reset before the candidate's timed calls (%s): only the L2 flush "
              "stood between one timed call's data and the next", state ? state : "no reason given");
-    return json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", "guard_error", "stage", "timing", "message", text,
+    return json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", kg_finding_name(KG_FINDING_GUARD_ERROR), "stage", "timing", "message", text,
                      "evidence", "l2_persisting", json_object_get(timing, "l2_persisting"));
 }
 
@@ -811,29 +806,28 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        const char *t = json_string_value(json_object_get(m, "type"));
         json_t *h = NULL;
-        if (t && !strcmp(t, "finding") && json_is_object(json_object_get(m, "finding"))) {
+        if (kg_msg_is(m, KG_MSG_FINDING) && json_is_object(json_object_get(m, "finding"))) {
             h = json_deep_copy(json_object_get(m, "finding"));
             if (!json_is_string(json_object_get(h, "type")))
                 json_object_set_new(h, "type", json_string("unknown"));
             if (!json_is_string(json_object_get(h, "message")))
                 json_object_set_new(h, "message", json_string(""));
-        } else if (t && !strcmp(t, "forged")) {
-            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", "protocol_forgery", "stage", "protocol", "message",
+        } else if (kg_msg_is(m, KG_MSG_FORGED)) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", kg_finding_name(KG_FINDING_PROTOCOL_FORGERY), "stage", "protocol", "message",
                           "lines without the job's secret nonce were written on kgym's protocol channel",
                           "evidence", "count", json_object_get(m, "count"), "sample", json_object_get(m, "sample"));
-        } else if (t && !strcmp(t, "sandbox_violation")) {
-            h = json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", "sandbox_violation", "stage",
+        } else if (kg_msg_is(m, KG_MSG_SANDBOX_VIOLATION)) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:s}}", "type", kg_finding_name(KG_FINDING_SANDBOX_VIOLATION), "stage",
                           json_string_value(json_object_get(m, "stage")) ?: "", "message",
                           "the candidate's process made a system call the sandbox forbids (a network socket, "
                           "ptrace, another process's memory, io_uring, a mount or namespace, or a signal to "
                           "another process) and was killed", "evidence", "signal", "SIGSYS");
-        } else if (t && !strcmp(t, "left_running")) {
-            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", "stray_process", "stage", "process", "message",
+        } else if (kg_msg_is(m, KG_MSG_LEFT_RUNNING)) {
+            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", kg_finding_name(KG_FINDING_STRAY_PROCESS), "stage", "process", "message",
                           "processes the candidate started were still running when the evaluation ended",
                           "evidence", "count", json_object_get(m, "count"), "names", json_object_get(m, "names"));
-        } else if (t && !strcmp(t, "timing")) {
+        } else if (kg_msg_is(m, KG_MSG_TIMING)) {
             double bytes = num(json_object_get(m, "min_bytes"), 0);
             double flops = num(json_object_get(m, "flops"), 0);
             double peak_flops = 0;
@@ -849,20 +843,20 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                 snprintf(text, sizeof text,
                          "median time %.4g ms is below the %.4g ms the hardware needs for the task's %.0f bytes "
                          "(at peak bandwidth) and %.0f FLOPs (at peak tensor-core rate)", med, floor_ms, bytes, flops);
-                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "type", "faster_than_physics",
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:f, s:f, s:f}}", "type", kg_finding_name(KG_FINDING_FASTER_THAN_PHYSICS),
                               "stage", "timing", "message", text, "evidence", "median_ms", med, "floor_ms", floor_ms,
                               "bytes", bytes, "flops", flops, "peak_bytes_per_s", bw, "peak_flops_per_s", peak_flops);
             }
         }
-        else if (t && !strcmp(t, "clock_block") && json_object_get(m, "candidate_ms"))
+        else if (kg_msg_is(m, KG_MSG_CLOCK_BLOCK) && json_object_get(m, "candidate_ms"))
             h = kg_eval_clock_finding(messages, NULL);
-        else if (t && !strcmp(t, "profile") && opts->coverage_floor > 0) {
+        else if (kg_msg_is(m, KG_MSG_PROFILE) && opts->coverage_floor > 0) {
             double total = num(json_object_get(m, "total_device_us"), 0);
             double mine = num(json_object_get(m, "candidate_device_us"), 0);
             if (!(total > 0)) {
                 /* The forward ran on the GPU, so a profile with no kernel time is one the runner (whose process
                  * the profiler lives in) suppressed or emptied: under a floor, unknown coverage fails closed. */
-                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f}}", "type", "low_coverage", "stage", "timing", "message",
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f}}", "type", kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage", "timing", "message",
                               "the profile of your forward recorded no GPU kernel time, so the share in your own "
                               "Triton kernels is unknown", "evidence", "total_device_us", total, "floor",
                               opts->coverage_floor);
@@ -872,7 +866,7 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                          "only %.1f%% of the forward's GPU time ran in your own Triton kernels (at least %.1f%% "
                          "is required): the work is done by PyTorch", 100.0 * mine / total,
                          100.0 * opts->coverage_floor);
-                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:O?}}", "type", "low_coverage", "stage",
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:O?}}", "type", kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage",
                               "timing", "message", text, "evidence", "coverage", mine / total, "floor",
                               opts->coverage_floor, "total_device_us", total, "kernels",
                               json_object_get(m, "kernels"));
@@ -886,7 +880,7 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
 /* Names of the ways the task itself is degenerate on its base inputs (its rewards can be ignored). */
 static json_t *degenerate_facts(const json_t *messages)
 {
-    json_t *m = find_message(messages, "task_facts", NULL, NULL);
+    json_t *m = find_message(messages, KG_MSG_TASK_FACTS, NULL, NULL);
     if (!m)
         return json_null();
     json_t *out = json_array();
@@ -937,7 +931,7 @@ static const char *ended_between_stages(const kg_child_report *rep, json_t *stag
 static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messages)
 {
     const char *name = kg_eval_tolerance_name(opts);
-    const json_t *m = messages ? find_message(messages, "reference_precision", NULL, NULL) : NULL;
+    const json_t *m = messages ? find_message(messages, KG_MSG_REFERENCE_PRECISION, NULL, NULL) : NULL;
     const json_t *mm = json_object_get(m, "matmul_tf32"), *cd = json_object_get(m, "cudnn_tf32"),
                  *fp = json_object_get(m, "float32_matmul_precision");
     json_t *prec;
@@ -950,7 +944,7 @@ static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messag
                          "float32_matmul_precision", "highest", "device", "reported_by", "profile");
     /* The candidate's side, from its source (the judge's static stage): tl.dot calls that round float32 inputs to
      * TF32, those that do not, references to fp16/bf16.  What the precision feedback (feedback.c) points at. */
-    const json_t *st = messages ? find_message(messages, "stage", "static", "ok") : NULL;
+    const json_t *st = messages ? find_message(messages, KG_MSG_STAGE, "static", "ok") : NULL;
     const json_t *cp = json_object_get(json_object_get(st, "data"), "precision");
     return json_pack("{s:s, s:o, s:O?}", "profile", name, "reference_precision", prec, "candidate_precision",
                      json_is_object(cp) ? cp : NULL);
@@ -959,7 +953,7 @@ static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messag
 /* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */
 static json_t *degeneracy_block(const json_t *messages)
 {
-    const json_t *f = json_object_get(find_message(messages, "degeneracy", NULL, NULL), "facts");
+    const json_t *f = json_object_get(find_message(messages, KG_MSG_DEGENERACY, NULL, NULL), "facts");
     if (!json_is_object(f))
         return json_null();
     return json_pack("{s:I, s:b, s:b, s:O?, s:O?, s:O?}", "variants_checked",
@@ -994,7 +988,7 @@ static json_t *limits_block(const kg_eval_options *opts, const json_t *messages,
                   "Triton's interpreter runs a kernel's program instances one after another: races between them (a "
                   "missing atomic, a read of what another instance has not written yet) cannot show here; a GPU runs "
                   "them at once");
-        if (json_is_true(json_object_get(find_message(messages, "variant_plan", NULL, NULL), "shrunk")))
+        if (json_is_true(json_object_get(find_message(messages, KG_MSG_VARIANT_PLAN, NULL, NULL), "shrunk")))
             add_limit(out, "shrunk_sizes",
                       "the task's sizes were shrunk to at most %ld elements a tensor (--budget): a kernel that is "
                       "right only up to some size (32-bit offsets, grid limits, a loop over long rows) passes here "
@@ -1009,7 +1003,7 @@ static json_t *limits_block(const kg_eval_options *opts, const json_t *messages,
         if (opts->coverage_floor <= 0)
             add_limit(out, "no_coverage_floor", "no coverage floor (--coverage-floor 0): a kernel that leaves most "
                       "of the device time to PyTorch's kernels is not refused");
-        const char *ferr = json_string_value(json_object_get(find_message(messages, "timing", NULL, NULL),
+        const char *ferr = json_string_value(json_object_get(find_message(messages, KG_MSG_TIMING, NULL, NULL),
                                                              "flops_error"));
         if (ferr)
             add_limit(out, "no_flops_floor", "the reference's FLOPs could not be counted (%.200s): the speed-of-light "
@@ -1074,8 +1068,8 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
     json_object_set_new(p, "first_line_ms", first >= 0 ? json_real(first) : json_null());
     /* The runner's set-up as the judge saw it: from its hello to its sandbox report (the runner entering its
      * sandbox, both CUDA contexts, the device-memory probe).  A warm pair did that before its job: ~0. */
-    const json_t *hello = find_message(rep->messages, "hello", NULL, NULL);
-    const json_t *sb = find_message(rep->messages, "sandbox", NULL, NULL);
+    const json_t *hello = find_message(rep->messages, KG_MSG_HELLO, NULL, NULL);
+    const json_t *sb = find_message(rep->messages, KG_MSG_SANDBOX, NULL, NULL);
     const json_t *th = hello ? json_object_get(hello, "t_ms") : NULL, *ts = sb ? json_object_get(sb, "t_ms") : NULL;
     json_object_set_new(p, "setup_ms", json_is_number(th) && json_is_number(ts)
                                            ? json_real(fmax(0.0, json_number_value(ts) - json_number_value(th)))
@@ -1092,7 +1086,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     *result = NULL;
     const json_t *messages = rep ? rep->messages : NULL;
     if (messages) {
-        json_t *te = find_message(messages, "task_error", NULL, NULL);
+        json_t *te = find_message(messages, KG_MSG_TASK_ERROR, NULL, NULL);
         if (te) {
             const json_t *e = json_object_get(te, "error");
             return kg_error_set(err, KG_ERR_INVALID, "the task %s cannot be evaluated: %s: %s",
@@ -1132,16 +1126,15 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         failed_stage = "extract";
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++) {
         const char *name = kg_eval_stage_names[i];
-        json_t *begin = messages ? find_message(messages, "stage", name, "begin") : NULL;
+        json_t *begin = messages ? find_message(messages, KG_MSG_STAGE, name, "begin") : NULL;
         json_t *end = NULL;
         if (begin) {
             size_t k;
             json_t *m;
             json_array_foreach(messages, k, m) {
-                const char *t = json_string_value(json_object_get(m, "type"));
                 const char *s = json_string_value(json_object_get(m, "stage"));
                 const char *st = json_string_value(json_object_get(m, "status"));
-                if (t && s && st && !strcmp(t, "stage") && !strcmp(s, name) && strcmp(st, "begin"))
+                if (s && st && kg_msg_is(m, KG_MSG_STAGE) && !strcmp(s, name) && strcmp(st, "begin"))
                     end = m;
             }
         }
@@ -1206,8 +1199,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             size_t k;
             json_t *m;
             json_array_foreach(messages, k, m) {
-                const char *t = json_string_value(json_object_get(m, "type"));
-                if (!t || strcmp(t, "variant"))
+                if (!kg_msg_is(m, KG_MSG_VARIANT))
                     continue;
                 char why[1024];
                 json_t *v = variant_result(m, why, sizeof why);
@@ -1275,7 +1267,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         collect_hacks(opts, messages, hacks, warnings);
     json_object_set_new(r, "hacks", hacks);
     json_object_set_new(r, "warnings", warnings);
-    json_t *sandbox = sandbox_block(opts, messages ? find_message(messages, "sandbox", NULL, NULL) : NULL, rep, cpu);
+    json_t *sandbox = sandbox_block(opts, messages ? find_message(messages, KG_MSG_SANDBOX, NULL, NULL) : NULL, rep, cpu);
     json_object_set_new(r, "sandbox", sandbox);
     /* What a pass needs and the run did not show (a variant never reported, a repeat check that raised, no
      * profile on a GPU, a protection the kernel refused): only asked of a run whose stages all passed. */
@@ -1286,7 +1278,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_object_set_new(r, "tolerance", tolerance_block(opts, messages));
     /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
      * (tasks.input_structure): null when the judge did not report it. */
-    const json_t *structure = messages ? json_object_get(find_message(messages, "input_structure", NULL, NULL),
+    const json_t *structure = messages ? json_object_get(find_message(messages, KG_MSG_INPUT_STRUCTURE, NULL, NULL),
                                                          "inputs")
                                        : NULL;
     json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
@@ -1295,7 +1287,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                   failed_stage == NULL && n_passed > 0 && json_array_size(unjudged) == 0,
                                   "variants", variants, "passed_count", n_passed, "failed_count", n_failed,
                                   "error_count", n_error, "skipped_count", n_skipped));
-    const json_t *mode = messages ? find_message(messages, "task_mode", NULL, NULL) : NULL;
+    const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;
     json_object_set_new(json_object_get(r, "task"), "randomness",
                         mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
                                          "modules", json_object_get(mode, "modules"), "ops",
@@ -1305,7 +1297,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     /* Timing and profile (GPU): the child's raw per-call times and kernel times, our statistics. */
     json_t *timing = json_null(), *profile = json_null();
     if (messages && !failed_stage) {
-        const json_t *cache = find_message(messages, "reference_cache_samples", NULL, NULL);
+        const json_t *cache = find_message(messages, KG_MSG_REFERENCE_CACHE_SAMPLES, NULL, NULL);
         timing = kg_eval_timing_block(opts, messages, cache ? json_object_get(cache, "reference_ms") : NULL);
         profile = kg_eval_profile_block(messages);
     }
@@ -1320,8 +1312,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         size_t k;
         json_t *m;
         json_array_foreach(messages, k, m) {
-            const char *t = json_string_value(json_object_get(m, "type"));
-            if (t && !strcmp(t, "variant") && json_is_object(json_object_get(m, "error"))) {
+            if (kg_msg_is(m, KG_MSG_VARIANT) && json_is_object(json_object_get(m, "error"))) {
                 error_obj = json_object_get(m, "error");
                 break;
             }
@@ -1373,7 +1364,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     if (!strcmp(verdict, "incorrect")) {
         for (size_t k = json_array_size(hacks); k-- > 0;) {
             json_t *h = json_array_get(hacks, k);
-            if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "", "nondeterministic")) {
+            if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "", kg_finding_name(KG_FINDING_NONDETERMINISTIC))) {
                 json_array_append(warnings, h);
                 json_array_remove(hacks, k);
             }

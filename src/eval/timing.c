@@ -61,11 +61,6 @@ static int from_harness(const json_t *m, const char *nonce)
     return !nonce || (n && !strcmp(n, nonce));
 }
 
-static int is_type(const json_t *m, const char *type)
-{
-    const char *t = json_string_value(json_object_get(m, "type"));
-    return t && !strcmp(t, type);
-}
 
 /* The median of b[i] - a[i] over the calls of two parallel arrays; -1 when they do not pair up. */
 static double median_gap(const json_t *a, const json_t *b)
@@ -122,7 +117,7 @@ static size_t round_speedups(const json_t *messages, const char *nonce, const kg
     size_t n = 0, i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        if (!is_type(m, "timing_round") || !from_harness(m, nonce) || n == cap)
+        if (!kg_msg_is(m, KG_MSG_TIMING_ROUND) || !from_harness(m, nonce) || n == cap)
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
         if (!status || strcmp(status, "end"))
@@ -162,13 +157,13 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
 }
 
 /* The supervisor's elapsed time of a begin/end pair of `type` (the last pair; -1 if none). */
-static double elapsed_ms(const json_t *messages, const char *type, const char *nonce, const json_t **end_msg)
+static double elapsed_ms(const json_t *messages, kg_msg kind, const char *nonce, const json_t **end_msg)
 {
     double begin = -1, elapsed = -1;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        if (!is_type(m, type) || !from_harness(m, nonce))
+        if (!kg_msg_is(m, kind) || !from_harness(m, nonce))
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
         double t = json_number_value(json_object_get(m, "t_ms"));
@@ -187,7 +182,7 @@ static double elapsed_ms(const json_t *messages, const char *type, const char *n
 json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce)
 {
     const json_t *end = NULL;
-    double elapsed = elapsed_ms(messages, "clock_block", nonce, &end);
+    double elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, nonce, &end);
     if (elapsed < 0 || !end)
         return NULL;
     size_t n;
@@ -210,7 +205,7 @@ json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce)
              "the candidate's %zu calls were reported as %.4g ms of device time, but kgym's own clock saw the "
              "block take %.4g ms (at least %.4g ms of it the candidate's): the timer was tampered with",
              n, reported, elapsed, bound);
-    return json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:I}}", "type", "timer_discrepancy", "stage", "timing",
+    return json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:I}}", "type", kg_finding_name(KG_FINDING_TIMER_DISCREPANCY), "stage", "timing",
                      "message", text, "evidence", "reported_ms", reported, "supervisor_ms", elapsed, "bound_ms",
                      bound, "calls", (json_int_t)n);
 }
@@ -221,9 +216,9 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        if (is_type(m, "timing_setup") && !setup)
+        if (kg_msg_is(m, KG_MSG_TIMING_SETUP) && !setup)
             setup = m;
-        else if (is_type(m, "timing"))
+        else if (kg_msg_is(m, KG_MSG_TIMING))
             final = m;
     }
     if (!final)
@@ -268,7 +263,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     json_t *rounds = json_array();
     double begin = -1, reported_total = 0, supervisor_total = 0;
     json_array_foreach(messages, i, m) {
-        if (!is_type(m, "timing_round"))
+        if (!kg_msg_is(m, KG_MSG_TIMING_ROUND))
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
         double tms = json_number_value(json_object_get(m, "t_ms"));
@@ -338,7 +333,7 @@ json_t *kg_eval_profile_block(const json_t *messages)
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m)
-        if (is_type(m, "profile"))
+        if (kg_msg_is(m, KG_MSG_PROFILE))
             p = m;
     if (!p)
         return json_null();
@@ -399,8 +394,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         const json_t *t = json_object_get(m, "t_ms");
         if (json_is_number(t))
             last_t = json_number_value(t);
-        int acquire = is_type(m, "gpu_acquire"), purpose = is_type(m, "gpu_purpose");
-        if (!acquire && !purpose && !is_type(m, "gpu_release"))
+        int acquire = kg_msg_is(m, KG_MSG_GPU_ACQUIRE), purpose = kg_msg_is(m, KG_MSG_GPU_PURPOSE);
+        if (!acquire && !purpose && !kg_msg_is(m, KG_MSG_GPU_RELEASE))
             continue;
         any = 1;
         json_int_t p = json_integer_value(json_object_get(m, "peak_bytes"));

@@ -4,12 +4,18 @@
 #include "kgym/rl.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 static const char *const verdict_names[KG_VERDICT_COUNT] = {
-    "correct", "incorrect", "hacked", "invalid",
-    "compile_error", "runtime_error", "timeout",
+#define KG_VERDICT_NAME_(e, code, name) [code] = name,
+    KG_VERDICT_MAP(KG_VERDICT_NAME_)
+#undef KG_VERDICT_NAME_
 };
+/* The codes are 0..n-1 (KG_VERDICT_COUNT follows the last one): a gap would leave a NULL name. */
+#define KG_VERDICT_ONE_(e, code, name) +1
+_Static_assert((0 KG_VERDICT_MAP(KG_VERDICT_ONE_)) == KG_VERDICT_COUNT, "verdict codes must be 0..n-1");
+#undef KG_VERDICT_ONE_
 
 int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err)
 {
@@ -21,10 +27,11 @@ int kg_verdict_parse(const char *name, kg_verdict *out, kg_error *err)
             return KG_OK;
         }
     }
-    return kg_error_set(err, KG_ERR_INVALID,
-                        "unknown verdict \"%s\" (expected correct, incorrect, "
-                        "hacked, invalid, compile_error, runtime_error or timeout)",
-                        name);
+    char list[160] = ""; /* "correct, incorrect, ... or timeout", from the list */
+    for (int v = 0; v < KG_VERDICT_COUNT; v++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s",
+                 v == 0 ? "" : v == KG_VERDICT_COUNT - 1 ? " or " : ", ", verdict_names[v]);
+    return kg_error_set(err, KG_ERR_INVALID, "unknown verdict \"%s\" (expected %s)", name, list);
 }
 
 const char *kg_verdict_name(kg_verdict verdict)

@@ -9,14 +9,9 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "kgym/rl.h"
 #include "task/task.h"
 
-#define KG_STAGES 7 /* extract + the child's six */
-static const char *const stage_names[KG_STAGES] = {"extract", "parse", "static", "compile",
-                                                   "tiny_run", "correctness", "timing"};
-#define KG_VERDICTS 8
-static const char *const verdict_names[KG_VERDICTS] = {
-    "correct", "incorrect", "hacked", "invalid", "compile_error", "runtime_error", "timeout", "failed"};
 
 typedef struct worker {
     struct kg_sched *sched;
@@ -43,9 +38,9 @@ struct kg_sched {
     unsigned long claims;     /* jobs claimed so far */
     worker *workers;
     /* counters since start */
-    long verdicts[KG_VERDICTS];
-    double stage_ms_sum[KG_STAGES];
-    long stage_count[KG_STAGES];
+    long verdicts[KG_VERDICT_COUNT]; /* a failed job has no verdict: `failed` below */
+    double stage_ms_sum[KG_STAGE_COUNT];
+    long stage_count[KG_STAGE_COUNT];
     double queue_wait_sum_s;
     long queue_wait_count;
     long finished, failed;
@@ -67,14 +62,13 @@ static void count_result(kg_sched *s, const json_t *result, int failed, double q
 {
     pthread_mutex_lock(&s->lock);
     if (failed) {
-        s->verdicts[KG_VERDICTS - 1]++;
         s->failed++;
     } else {
         s->finished++;
         const char *v = json_string_value(json_object_get(result, "verdict"));
-        for (int i = 0; v && i < KG_VERDICTS - 1; i++)
-            if (!strcmp(v, verdict_names[i]))
-                s->verdicts[i]++;
+        kg_verdict vi;
+        if (kg_verdict_parse(v, &vi, NULL) == KG_OK)
+            s->verdicts[vi]++;
         size_t k;
         json_t *st;
         json_array_foreach(json_object_get(result, "stages"), k, st) {
@@ -82,8 +76,8 @@ static void count_result(kg_sched *s, const json_t *result, int failed, double q
             const char *status = json_string_value(json_object_get(st, "status"));
             if (!n || !status || !strcmp(status, "skipped"))
                 continue;
-            for (int i = 0; i < KG_STAGES; i++)
-                if (!strcmp(n, stage_names[i])) {
+            for (int i = 0; i < KG_STAGE_COUNT; i++)
+                if (!strcmp(n, kg_stage_names[i])) {
                     s->stage_ms_sum[i] += json_number_value(json_object_get(st, "ms"));
                     s->stage_count[i]++;
                 }
@@ -775,23 +769,27 @@ void kg_sched_totals(kg_sched *s, long *finished, long *failed)
 
 void kg_sched_metrics(kg_sched *s, kg_buf *b)
 {
-    const char *st[] = {"queued", "running", "done", "failed", "cancelled"};
     kg_buf_puts(b, "# HELP kgym_jobs Jobs in the store by status.\n# TYPE kgym_jobs gauge\n");
-    for (size_t i = 0; i < sizeof st / sizeof *st; i++)
-        kg_buf_printf(b, "kgym_jobs{status=\"%s\"} %ld\n", st[i], kg_store_count(s->o.store, st[i]));
+    for (int i = 0; i < KG_JOB_STATUS_COUNT; i++)
+        kg_buf_printf(b, "kgym_jobs{status=\"%s\"} %ld\n", kg_job_status_names[i],
+                      kg_store_count(s->o.store, kg_job_status_names[i]));
     kg_buf_printf(b, "# HELP kgym_queue_depth Jobs waiting for a worker.\n# TYPE kgym_queue_depth gauge\n"
                      "kgym_queue_depth %ld\n",
                   kg_store_count(s->o.store, "queued"));
     pthread_mutex_lock(&s->lock);
     kg_buf_puts(b, "# HELP kgym_jobs_finished_total Jobs evaluated by this process, by verdict.\n"
                    "# TYPE kgym_jobs_finished_total counter\n");
-    for (int i = 0; i < KG_VERDICTS; i++)
-        kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", verdict_names[i], s->verdicts[i]);
+    for (int i = 0; i < KG_VERDICT_COUNT; i++)
+        kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_verdict_name((kg_verdict)i),
+                      s->verdicts[i]);
+    /* A job kgym could not evaluate has no verdict; the label keeps its job status (docs/service.md). */
+    kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_job_status_names[KG_JOB_FAILED],
+                  s->failed);
     kg_buf_puts(b, "# HELP kgym_stage_seconds Time spent in each evaluation stage.\n"
                    "# TYPE kgym_stage_seconds summary\n");
-    for (int i = 0; i < KG_STAGES; i++)
+    for (int i = 0; i < KG_STAGE_COUNT; i++)
         kg_buf_printf(b, "kgym_stage_seconds_sum{stage=\"%s\"} %.6f\nkgym_stage_seconds_count{stage=\"%s\"} %ld\n",
-                      stage_names[i], s->stage_ms_sum[i] / 1000.0, stage_names[i], s->stage_count[i]);
+                      kg_stage_names[i], s->stage_ms_sum[i] / 1000.0, kg_stage_names[i], s->stage_count[i]);
     kg_buf_printf(b, "# HELP kgym_queue_wait_seconds Enqueue-to-start latency.\n"
                      "# TYPE kgym_queue_wait_seconds summary\n"
                      "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "eval/kinds.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -329,7 +330,7 @@ static void gpu_try_grant(run_state *st)
             mode = "exclusive";
     }
     st->gpu_pending_msg = NULL;
-    send_line(st, json_pack("{s:s, s:s, s:f}", "type", "gpu_grant", "mode", mode, "waited_ms", waited));
+    send_line(st, json_pack("{s:s, s:s, s:f}", "type", kg_msg_name(KG_MSG_GPU_GRANT), "mode", mode, "waited_ms", waited));
 }
 
 /* A byte count from a gpu_acquire line: a non-negative integer, else 0 (nothing said). */
@@ -342,9 +343,9 @@ static uint64_t byte_field(json_t *msg, const char *key)
 /* The child's questions: GPU phases go to the arbiter, the rest to the caller's hook. */
 static int uid_processes(uid_t uid, pid_t except, int kill_them, char *names, size_t names_cap);
 
-static void handle_request(run_state *st, json_t *msg, const char *type)
+static void handle_request(run_state *st, json_t *msg, kg_msg kind)
 {
-    if (!strcmp(type, "gpu_acquire")) {
+    if (kind == KG_MSG_GPU_ACQUIRE) {
         const char *mode = json_string_value(json_object_get(msg, "mode"));
         gpu_let_go(st); /* one phase at a time: asking again ends the previous one */
         /* Device memory (arbiter.h): the judge says how much the device has and, once it knows the task's
@@ -359,15 +360,15 @@ static void handle_request(run_state *st, json_t *msg, const char *type)
                                                                            ? KG_GPU_EXCLUSIVE : KG_GPU_SHARED,
                                                      st->gpu_account, st->gpu_account ? want : 0);
         if (!st->gpu_pending) {
-            send_line(st, json_pack("{s:s, s:s}", "type", "error", "message", "out of memory"));
+            send_line(st, json_pack("{s:s, s:s}", "type", kg_msg_name(KG_MSG_ERROR), "message", "out of memory"));
             return;
         }
         st->gpu_pending_msg = msg;
         st->gpu_pending_since = kg_now_ms();
         gpu_try_grant(st);
-    } else if (!strcmp(type, "gpu_release")) {
+    } else if (kind == KG_MSG_GPU_RELEASE) {
         gpu_let_go(st);
-    } else if (!strcmp(type, "census")) {
+    } else if (kind == KG_MSG_CENSUS) {
         /* The judge has finished with the runner and asks, before telling it to exit, whether anything the
          * candidate started is still running (a daemon, a setsid grandchild): counted here, from /proc, by
          * the runner's uid, which is this evaluation's alone.  The runner's own answer would be worthless. */
@@ -375,13 +376,13 @@ static void handle_request(run_state *st, json_t *msg, const char *type)
                                                sizeof st->rep->left_running_names)
                                : 0;
         st->rep->left_running = n;
-        send_line(st, json_pack("{s:s, s:i, s:b}", "type", "census", "processes", n, "counted", st->runner_uid != 0));
+        send_line(st, json_pack("{s:s, s:i, s:b}", "type", kg_msg_name(KG_MSG_CENSUS), "processes", n, "counted", st->runner_uid != 0));
     } else if (json_is_true(json_object_get(msg, "reply"))) {
         json_t *reply = NULL;
         if (st->lim->on_request)
             st->lim->on_request(st->lim->on_request_ctx, st->rep->messages, msg, &reply);
         if (!reply)
-            reply = json_pack("{s:s, s:s}", "type", "error", "message", "kgym has no answer to this request");
+            reply = json_pack("{s:s, s:s}", "type", kg_msg_name(KG_MSG_ERROR), "message", "kgym has no answer to this request");
         send_line(st, reply);
     }
 }
@@ -405,7 +406,8 @@ static int handle_message(run_state *st, const char *line, size_t len)
     }
     json_decref(msg); /* st->rep->messages holds it */
     const char *type = json_string_value(json_object_get(msg, "type"));
-    if (type && strcmp(type, "stage") == 0) {
+    kg_msg kind = kg_msg_kind(msg);
+    if (kind == KG_MSG_STAGE) {
         const char *stage = json_string_value(json_object_get(msg, "stage"));
         const char *status = json_string_value(json_object_get(msg, "status"));
         if (stage && status && strcmp(status, "begin") == 0) {
@@ -419,17 +421,17 @@ static int handle_message(run_state *st, const char *line, size_t len)
             st->in_stage = 0;
             st->outside_since = now;
         }
-    } else if (type && strcmp(type, "runner_lost") == 0) {
+    } else if (kind == KG_MSG_RUNNER_LOST) {
         const char *why = json_string_value(json_object_get(msg, "why"));
         st->runner_protocol = why && !strcmp(why, "protocol");
-    } else if (type && strcmp(type, "done") == 0) {
+    } else if (kind == KG_MSG_DONE) {
         st->done = 1;
         st->rep->stage[0] = '\0';
     }
     /* Only the harness knows the nonce: a line the candidate forged asks nothing of us. */
     const char *nonce = json_string_value(json_object_get(msg, "nonce"));
     if (type && (!st->nonce || (nonce && !strcmp(nonce, st->nonce))))
-        handle_request(st, msg, type);
+        handle_request(st, msg, kind);
     return 0;
 }
 

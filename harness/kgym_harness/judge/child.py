@@ -21,6 +21,7 @@ import socket
 import sys
 import time
 
+from ..shared import kinds
 from ..shared.models import construct
 from ..shared.report import RemoteError, _finite, describe_exception, is_out_of_memory, says_out_of_memory
 
@@ -88,7 +89,7 @@ class StageFailed(Exception):
 
 def _ok(reply, out):
     """(reply, out) of a runner answer that is "ok"; anything else is the candidate's error (RemoteError)."""
-    if reply.get("type") != "ok":
+    if reply.get("type") != kinds.REPLY_OK:
         raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
     return reply, out
 
@@ -143,7 +144,7 @@ class RunnerLink:
                 meanwhile()
             while True:
                 reply, out = self.reader.recv(own_spare=spare)
-                if reply.get("type") != "compiling" or reply.get("seq") != self.seq:
+                if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != self.seq:
                     break
                 # Triton compiles in the runner mid-command (runner.py _install_compile_handback): "begin",
                 # and "end", after which the runner waits for "resume" before it touches the GPU again.
@@ -151,7 +152,7 @@ class RunnerLink:
                 if self.on_compile is not None and phase in ("begin", "end"):
                     self.on_compile(phase)
                 if phase == "end":
-                    self.tp.send(self.sock, {"cmd": "resume", "seq": self.seq})
+                    self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": self.seq})
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
@@ -186,9 +187,9 @@ class RunnerLink:
         if not isinstance(spare, self.tp.cudashare.Block):
             self.tp.release(spare)
             return "no device block could be made (CUDA virtual memory management or fd export unsupported)"
-        reply, out = self.ask({"cmd": "share_probe"}, spare=spare)
+        reply, out = self.ask({"cmd": kinds.CMD_SHARE_PROBE}, spare=spare)
         want = torch.arange(64, dtype=torch.int64) * 7 + 3
-        if reply.get("type") != "ok" or not self.reader.last_in_spare:
+        if reply.get("type") != kinds.REPLY_OK or not self.reader.last_in_spare:
             return self.reader.share_error or f"the runner did not answer in device memory: {str(reply)[:200]}"
         if not (isinstance(out, list) and len(out) == 1 and torch.is_tensor(out[0])
                 and torch.equal(out[0].cpu(), want)):
@@ -209,7 +210,7 @@ class RunnerLink:
         """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
         dropped there (an evaluation uses one candidate model at a time)."""
         self.next_id += 1
-        _ok(*self.ask({"cmd": "construct", "id": self.next_id, "seed": int(seed), "dtype": dtype,
+        _ok(*self.ask({"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype,
                        "drop_others": True}, list(init)))
         return RemoteModel(self, self.next_id)
 
@@ -235,7 +236,7 @@ class RemoteModel:
         outs = [t for t in _tensor_list(poison) if torch.is_tensor(t)]
         specs = [[list(t.shape), str(t.dtype).replace("torch.", "")] for t in outs]
         self.answer_bytes = sum(t.numel() * t.element_size() for t in outs) or self.answer_bytes
-        reply, out = self._ok({"cmd": "call", "stage": stage, "variant": self.link.label(variant),
+        reply, out = self._ok({"cmd": kinds.CMD_CALL, "stage": stage, "variant": self.link.label(variant),
                                "poison": specs}, list(args), self.answer_bytes, in_place)
         self.last_ms = reply.get("candidate_ms")
         return out
@@ -246,14 +247,14 @@ class RemoteModel:
     def timed(self, values=None, flush=True):
         """One timed call on the call block the judge filled (or on ``values``, sent along): (stream ms,
         device ms, the runner's description of the output: guards.describe_outputs)."""
-        reply, _ = self._ok({"cmd": "timed", "flush": flush}, values)
+        reply, _ = self._ok({"cmd": kinds.CMD_TIMED, "flush": flush}, values)
         self.l2 = reply.get("l2", self.l2)
         # the runner's word on its own overhead: a figure for PERFORMANCE, never for a verdict
         self.describe_ms = reply.get("describe_ms") if isinstance(reply.get("describe_ms"), (int, float)) else 0.0
         return float(reply["ms"]), float(reply["device_ms"]), reply.get("outputs")
 
     def fetch(self):
-        return self._ok({"cmd": "fetch"}, answer_bytes=self.answer_bytes)[1]
+        return self._ok({"cmd": kinds.CMD_FETCH}, answer_bytes=self.answer_bytes)[1]
 
     def sample(self, seed, numels, itemsize=8):
         """The last timed output's values at the positions ``seed`` gives (timing.sample_positions: every
@@ -262,31 +263,31 @@ class RemoteModel:
         from ..shared import timing as tm
 
         nbytes = sum(itemsize * min(int(n), tm.SAMPLES) for n in numels) or 64
-        reply, out = _ok(*self.link.ask({"cmd": "sample", "model": self.id, "seed": int(seed),
+        reply, out = _ok(*self.link.ask({"cmd": kinds.CMD_SAMPLE, "model": self.id, "seed": int(seed),
                                          "samples": tm.SAMPLES}, None,
                                         spare=self.link.tp.spare_for(nbytes, device=False)))
         return out, reply.get("nonfinite")
 
     def clock_prepare(self, values=None):
-        self._ok({"cmd": "clock_prepare"}, values)
+        self._ok({"cmd": kinds.CMD_CLOCK_PREPARE}, values)
 
     def clock_block(self, calls):
         """The block's call times."""
-        reply, _ = self._ok({"cmd": "clock_block", "calls": int(calls)})
+        reply, _ = self._ok({"cmd": kinds.CMD_CLOCK_BLOCK, "calls": int(calls)})
         return [float(x) for x in reply["candidate_ms"]]
 
     def clock_describe(self):
         """The runner's description of the block's last output (asked after kgym's clock stopped)."""
-        reply, _ = self._ok({"cmd": "clock_describe"})
+        reply, _ = self._ok({"cmd": kinds.CMD_CLOCK_DESCRIBE})
         return reply.get("outputs")
 
     def profile(self, calls, values=None):
-        reply, _ = self._ok({"cmd": "profile", "calls": int(calls)}, values)
+        reply, _ = self._ok({"cmd": kinds.CMD_PROFILE, "calls": int(calls)}, values)
         reply.pop("type", None)
         return reply
 
     def drop(self):
-        self.link.ask({"cmd": "drop", "model": self.id})
+        self.link.ask({"cmd": kinds.CMD_DROP, "model": self.id})
 
 
 def _give_back_device_memory(device, collect=True):
@@ -351,24 +352,24 @@ class Evaluation:
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
         self.current_stage = name
-        self.chan.send({"type": "stage", "stage": name, "status": "begin"})
+        self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "begin"})
         t0 = time.perf_counter()
         try:
             detail, data = fn()
         except RunnerLost:
             raise
         except StageFailed as exc:
-            self.chan.send({"type": "stage", "stage": name, "status": "fail",
+            self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "fail",
                             "ms": (time.perf_counter() - t0) * 1e3,
                             "detail": str(exc.args[0]), "error": exc.args[1] if len(exc.args) > 1 else None})
             raise
         except BaseException as exc:  # noqa: BLE001 — everything the candidate raises is data
-            self.chan.send({"type": "stage", "stage": name, "status": "fail",
+            self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "fail",
                             "ms": (time.perf_counter() - t0) * 1e3,
                             "detail": f"{type(exc).__name__}: {str(exc)[:500]}",
                             "error": describe_exception(exc)})
             raise StageFailed(name) from exc
-        self.chan.send({"type": "stage", "stage": name, "status": "ok",
+        self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "ok",
                         "ms": (time.perf_counter() - t0) * 1e3, "detail": detail,
                         "data": _finite(data)})
 
@@ -440,9 +441,9 @@ class Evaluation:
         # which the runner cannot change, and in ``load``, which the runner compiles (checked bytes = executed
         # bytes, docs/threat-model.md).
         self.source_file = _write_source(self.job, self.source)
-        reply, _ = self.runner.ask({"cmd": "load", "source": self.source.decode("utf-8", "surrogateescape"),
+        reply, _ = self.runner.ask({"cmd": kinds.CMD_LOAD, "source": self.source.decode("utf-8", "surrogateescape"),
                                     "name": _file_name(self.job)})
-        if reply.get("type") != "ok":
+        if reply.get("type") != kinds.REPLY_OK:
             if reply.get("error"):
                 raise RemoteError(reply["error"])
             raise StageFailed(str(reply.get("message") or "the runner could not load the candidate")[:500], None)
@@ -511,7 +512,7 @@ class Evaluation:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
         self.variants = variants
         # The structure of the task's inputs every variant keeps (tasks.input_structure), for the result.
-        self.chan.send({"type": "input_structure",
+        self.chan.send({"type": kinds.MSG_INPUT_STRUCTURE,
                         "inputs": [st.facts() for st in tasks.input_structure(self.task) if st.kinds]})
         # What this evaluation will hold on its device from now until it ends (the largest variant; timing
         # runs base): kgym's arbiter lets it go on only when that fits beside the others.  Memory is
@@ -520,7 +521,7 @@ class Evaluation:
         # What kgym must see reported before it can pass the candidate (src/eval/result.c): a message for every
         # variant named here.  ``shrunk``: the base variant's sizes are below the task's own (the CPU budget).
         own = tasks.size_constants(self.task)
-        self.chan.send({"type": "variant_plan", "variants": [v.name for v in variants],
+        self.chan.send({"type": kinds.MSG_VARIANT_PLAN, "variants": [v.name for v in variants],
                         "shrunk": bool(variants) and any(variants[0].sizes.get(k, n) < n for k, n in own.items()),
                         "task_sizes": own})
         ran = 0
@@ -536,7 +537,7 @@ class Evaluation:
                 repeat = result.pop("repeat_checks")
             if compared is None and result["status"] == "ran" and v.dtype is None:
                 compared = v
-            self.chan.send(dict(result, type="variant"))
+            self.chan.send(dict(result, type=kinds.MSG_VARIANT))
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
             ran += 1
@@ -546,10 +547,10 @@ class Evaluation:
             repeat, _alone = self.shared_or_alone(
                 lambda: self.repeat_checks(compared, lambda checks: self.repeat_checks_apart(compared, checks)))
         if repeat is not None:
-            self.chan.send(dict(repeat, type="repeat_checks"))
+            self.chan.send(dict(repeat, type=kinds.MSG_REPEAT_CHECKS))
         # Whether some variant repaired a task that is degenerate on its own inputs (C refuses a pass where
         # none did: a constant or zero output must not pass).
-        self.chan.send({"type": "degeneracy", "facts": self.degeneracy.facts()})
+        self.chan.send({"type": kinds.MSG_DEGENERACY, "facts": self.degeneracy.facts()})
         return f"{ran} variants ran", {"variants": [v.name for v in variants]}
 
     # -- the GPU arbiter ---------------------------------------------------------------------------------
@@ -570,7 +571,7 @@ class Evaluation:
             self.gpu_mode = None
             _give_back_device_memory(self.device)
             if self.arbiter and not self.released_for_compile:
-                self.chan.send({"type": "gpu_release", "peak_bytes": self._take_peak()})
+                self.chan.send({"type": kinds.MSG_GPU_RELEASE, "peak_bytes": self._take_peak()})
             self.released_for_compile = False
 
     @contextlib.contextmanager
@@ -595,10 +596,10 @@ class Evaluation:
 
     def _acquire(self, mode, purpose=None):
         stage = getattr(self, "current_stage", None)
-        self.chan.send({"type": "gpu_acquire", "mode": mode, "stage": stage, "purpose": purpose or stage,
+        self.chan.send({"type": kinds.MSG_GPU_ACQUIRE, "mode": mode, "stage": stage, "purpose": purpose or stage,
                         "reserve_bytes": self.reserve_bytes, "device_total_bytes": self._device_total()})
         reply = self.chan.recv()
-        if reply.get("type") != "gpu_grant":
+        if reply.get("type") != kinds.MSG_GPU_GRANT:
             raise RuntimeError(f"kgym did not grant the GPU: {reply}")
 
     def compile_handback(self, phase):
@@ -623,7 +624,7 @@ class Evaluation:
                 import torch
 
                 torch.cuda.synchronize()  # the judge's own queued work ends inside the phase too
-            self.chan.send({"type": "gpu_release", "why": "triton_compile"})
+            self.chan.send({"type": kinds.MSG_GPU_RELEASE, "why": "triton_compile"})
             self.released_for_compile = True
         elif self.released_for_compile:  # "end", or "restore" after an answer
             self.released_for_compile = False
@@ -658,7 +659,7 @@ class Evaluation:
     def gpu_purpose(self, purpose):
         """Says what the GPU phase held now is used for from here on (kgym splits the held time by it)."""
         if self.arbiter:
-            self.chan.send({"type": "gpu_purpose", "purpose": purpose})
+            self.chan.send({"type": kinds.MSG_GPU_PURPOSE, "purpose": purpose})
 
     def timing(self):
         """The timing protocol of docs/evaluation-protocol.md (see timing.py), hardened against the timing
@@ -678,8 +679,8 @@ class Evaluation:
 
         # kgym decides whether the candidate passed; an incorrect one is not worth exclusive GPU time.  (No
         # answer, e.g. an older kgym: time it anyway, kgym ignores the figures of a failed evaluation.)
-        go = self.chan.request({"type": "timing_go"})
-        if go.get("type") == "timing_go" and go.get("go") is False:
+        go = self.chan.request({"type": kinds.MSG_TIMING_GO})
+        if go.get("type") == kinds.MSG_TIMING_GO and go.get("go") is False:
             return "not timed: " + str(go.get("why") or "the correctness variants did not all pass")[:300], {}
         base = self.variants[0]
         cfg = self.job.get("timing") or {}
@@ -691,12 +692,12 @@ class Evaluation:
             # is timed, and kgym supplies the reference's samples itself.
             import triton
 
-            answer = self.chan.request({"type": "reference_cache_lookup", "gpu": torch.cuda.get_device_name(),
+            answer = self.chan.request({"type": kinds.MSG_REFERENCE_CACHE_LOOKUP, "gpu": torch.cuda.get_device_name(),
                                         "dtype": base.dtype or "float32",
                                         "torch": torch.__version__, "triton": triton.__version__,
                                         # a reference judged with its dropout off runs another forward
                                         "task_mode": self.randomness.get("handling", "none")})
-            time_reference = not (answer.get("type") == "reference_cache" and answer.get("hit"))
+            time_reference = not (answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"))
         mismatched, rerun_wrong, stale, checked, overwritten = [], [], [], [0], []
         flops_error = [None]  # why the FLOP count (the speed-of-light floor's second half) is missing
 
@@ -786,8 +787,8 @@ class Evaluation:
                         not _passes(compare.compare(ref_out, ref_other, atol, rtol))):
                     stale.append(call)
                     return
-                rerun_wrong.append({"type": "variant", "name": "timed_inputs", "sizes": base.sizes, "dtype": None,
-                                    "description": "the inputs of a timed call (another seed), re-run untimed",
+                rerun_wrong.append({"type": kinds.MSG_VARIANT, "name": "timed_inputs", "sizes": base.sizes,
+                                    "dtype": None, "description": "the inputs of a timed call (another seed), re-run untimed",
                                     "status": "ran", "compare": facts, "atol": atol, "rtol": rtol,
                                     "tolerance": _finite(tol.facts()), "error": None})
 
@@ -809,10 +810,10 @@ class Evaluation:
                 block, views = self.runner.tp.InPlace.make(first, share=True)
             label = self.runner.label(base.name)
             dtypes = sorted({d for _s, d in expect})
-            reply, _ = self.runner.ask({"cmd": "timing_inputs", "flush": bool(cfg.get("flush", True)),
+            reply, _ = self.runner.ask({"cmd": kinds.CMD_TIMING_INPUTS, "flush": bool(cfg.get("flush", True)),
                                         "variant": label, "output_dtypes": dtypes},
                                        views if block is not None else None, in_place=block)
-            if reply.get("type") != "ok":
+            if reply.get("type") != kinds.REPLY_OK:
                 raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
             cand.l2 = reply.get("l2")
             # the judge's side of a checked call loaded here too, not in the exclusive window (_warm_checks)
@@ -830,7 +831,7 @@ class Evaluation:
         timer = tm.CrossTimer(timed_ref if time_reference else None, cand, make_inputs, block=block,
                               flush=cfg.get("flush", True), check_every=int(cfg.get("check_every", 5)),
                               on_pair=on_pair, ref_untimed=ref, on_overwrite=on_overwrite, must_check=must_check)
-        self.chan.send({"type": "timing_setup", "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
+        self.chan.send({"type": kinds.MSG_TIMING_SETUP, "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
                         "min_bytes": min_bytes, "flops": flops, "warmup": warmup, "iters": iters,
                         "planned_rounds": rounds, "reference_mode": ref_mode,
                         "time_reference": bool(time_reference), "fresh_inputs": timer.fresh,
@@ -858,10 +859,10 @@ class Evaluation:
             n = iters
             if round_ms > 0 and pair_ms[0] > 0:
                 n = max(min(iters, 5), min(iters, int(round_ms / pair_ms[0])))
-            self.chan.send({"type": "timing_round", "round": done, "status": "begin", "iters": n})
+            self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "begin", "iters": n})
             before = dict(timer.overhead)
             ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
-            self.chan.send({"type": "timing_round", "round": done, "status": "end",
+            self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
                             "reference_ms": ref_ms, "candidate_ms": cand_ms,
                             "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
                             "overhead": {k: timer.overhead[k] - before[k] for k in before}})
@@ -882,8 +883,8 @@ class Evaluation:
                     break
             while not (rerun_wrong or mismatched or overwritten):
                 # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
-                answer = self.chan.request({"type": "timing_check", "rounds": done})
-                more = int(answer.get("rounds", 0)) if answer.get("type") == "timing_more" else 0
+                answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})
+                more = int(answer.get("rounds", 0)) if answer.get("type") == kinds.MSG_TIMING_MORE else 0
                 if more <= 0:
                     break
                 for _ in range(more):
@@ -893,9 +894,9 @@ class Evaluation:
                 calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
                 timer.clock_block_prepare()
-                self.chan.send({"type": "clock_block", "status": "begin", "calls": calls})
+                self.chan.send({"type": kinds.MSG_CLOCK_BLOCK, "status": "begin", "calls": calls})
                 times = timer.clock_block(calls)
-                self.chan.send({"type": "clock_block", "status": "end", "calls": calls, "candidate_ms": times})
+                self.chan.send({"type": kinds.MSG_CLOCK_BLOCK, "status": "end", "calls": calls, "candidate_ms": times})
                 # Outside kgym's clock: the canaries read back and the output described.
                 block_args, block_meta = timer.clock_block_finish()
                 # The block's last output must be right too: a runner that reports times for calls that
@@ -908,7 +909,7 @@ class Evaluation:
                     self.gpu_purpose("profile")
                     prof = _own_kernels(timer.profile(int(cfg.get("profile_calls", 3))),
                                         getattr(self, "kernel_names", set()))
-                    self.chan.send(dict(_finite(prof), type="profile"))
+                    self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
         for v in rerun_wrong:
             self.chan.send(v)
         if mismatched and not rerun_wrong:
@@ -919,7 +920,7 @@ class Evaluation:
                             {"calls": mismatched[:20], "checked": checked[0], "same_output_for_other_inputs": bool(stale)})
         if block is not None:
             block.release()  # the runner keeps its mapping until it goes; nothing here reads the block again
-        self.chan.send({"type": "timing", "reference_ms": all_ref, "candidate_ms": all_cand,
+        self.chan.send({"type": kinds.MSG_TIMING, "reference_ms": all_ref, "candidate_ms": all_cand,
                         "reference_device_ms": all_ref_dev, "candidate_device_ms": all_cand_dev,
                         "gpu": torch.cuda.get_device_name(), "sizes": base.sizes, "min_bytes": min_bytes,
                         "flops": flops, "flops_error": flops_error[0], "fresh_inputs": timer.fresh,
@@ -1110,35 +1111,34 @@ class Evaluation:
         try:
             self.task = tasks.load_task(self.job["task"])
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
-            self.chan.send({"type": "task_error", "error": describe_exception(exc)})
+            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": describe_exception(exc)})
             return
         # The reference's precision is the tolerance profile's (after the task's import, so that the profile
         # decides), reported as read back: every result states it.
         profile = (self.job.get("tolerance") or {}).get("profile") or compare.DEFAULT_PROFILE
         if profile not in compare.PROFILES:
-            self.chan.send({"type": "task_error", "error": {"type": "ValueError", "message":
+            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {"type": "ValueError", "message":
                             f"unknown tolerance profile {profile!r}", "frames": []}})
             return
-        self.chan.send(dict(compare.apply_reference_precision(profile), type="reference_precision",
+        self.chan.send(dict(compare.apply_reference_precision(profile), type=kinds.MSG_REFERENCE_PRECISION,
                             profile=profile, device="cuda" if self.device.startswith("cuda") else "cpu"))
         if not self.check_randomness():
             return
-        stages = [("parse", self.parse), ("static", self.static), ("compile", self.compile),
-                  ("tiny_run", self.tiny_run), ("correctness", self.correctness)]
-        if (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda"):
-            stages.append(("timing", self.timing))
+        # The judge's stages in kgym's order (kinds.def); each is the method of its name.  Timing runs on a GPU only.
+        timed = (self.job.get("timing") or {}).get("enabled") and self.device.startswith("cuda")
+        stages = [name for name in kinds.JUDGE_STAGES if name != "timing" or timed]
         send = self.chan.send
-        for name, fn in stages:
+        for name in stages:
             failed = False
             try:
-                self.stage(name, fn)
+                self.stage(name, getattr(self, name))
             except StageFailed:
                 failed = True
             if name not in ("parse", "static"):
                 # The runner's own process checks (threads left running, global state, tampering): evidence.  A
                 # check that did not complete is never a pass: guard_error, which kgym reads as unjudged.
-                reply, _ = self.runner.ask({"cmd": "check", "stage": name})
-                if reply.get("type") != "ok":
+                reply, _ = self.runner.ask({"cmd": kinds.CMD_CHECK, "stage": name})
+                if reply.get("type") != kinds.REPLY_OK:
                     err = reply.get("error") if isinstance(reply.get("error"), dict) else {}
                     self.guards.add("guard_error", name, None,
                                     f"the runner's process checks after stage {name} did not complete: "
@@ -1147,7 +1147,7 @@ class Evaluation:
             new = self.guards.findings[self.sent_findings:]
             self.sent_findings = len(self.guards.findings)
             for f in new:
-                send({"type": "finding", "finding": _finite(f)})
+                send({"type": kinds.MSG_FINDING, "finding": _finite(f)})
             # A finding the policy calls a hack ends the evaluation: kgym's verdict will be `hacked`, and
             # running more of a cheating candidate only costs time.
             if failed or any(self.severity(self.policy, f["type"]) == "hack" for f in new):
@@ -1211,11 +1211,11 @@ class Evaluation:
                                "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
                                          f"{str(exc)[:300]}"}
         if self.randomness["handling"] == "refused":
-            self.chan.send({"type": "task_error", "error": {
+            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
                 "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
                 "message": "the reference is random: " + self.randomness["reason"]}})
             return False
-        self.chan.send(dict(_finite(self.randomness), type="task_mode"))
+        self.chan.send(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE))
         return True
 
     def reference(self, init, seed):
@@ -1366,7 +1366,7 @@ class Evaluation:
             facts["output_equals_input"] = any(
                 torch.is_tensor(x) and x.shape == r.shape and x.is_floating_point() and
                 bool(((x.float() - r).abs() <= atol + rtol * r.abs()).all()) for x in inputs)
-        self.chan.send({"type": "task_facts", "facts": facts})
+        self.chan.send({"type": kinds.MSG_TASK_FACTS, "facts": facts})
 
 
 # tl.dot's input_precision values that compute float32 products to float32 accuracy ("tf32x3" splits each input
@@ -1757,9 +1757,9 @@ def _start_runner(sock, job, device, findings):
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
-    reply, _ = link.ask({"cmd": "setup", "job": sub},
+    reply, _ = link.ask({"cmd": kinds.CMD_SETUP, "job": sub},
                         meanwhile=(lambda: cudashare.start_context(device)) if device.startswith("cuda") else None)
-    if reply.get("type") != "ok":
+    if reply.get("type") != kinds.REPLY_OK:
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
     if device.startswith("cuda"):
         why = link.share_probe()
@@ -1778,7 +1778,7 @@ def _sandbox_report(setup, judge_active, judge_warnings):
     sb = setup.get("sandbox") if isinstance(setup.get("sandbox"), dict) else {}
     # The judge's own protection is the judge's word alone.
     codes = [c for c in (sb.get("protections") or []) if isinstance(c, str) and c != "judge_not_dumpable"]
-    return dict(sb, type="sandbox", runner_pid=setup.get("pid"), runner_uid=setup.get("uid"),
+    return dict(sb, type=kinds.MSG_SANDBOX, runner_pid=setup.get("pid"), runner_uid=setup.get("uid"),
                 active=[a for a in (sb.get("active") or []) if isinstance(a, str)] + list(judge_active),
                 warnings=[w for w in (sb.get("warnings") or []) if isinstance(w, str)] + list(judge_warnings),
                 protections=codes + [c for c in judge_active.codes if c not in codes])
@@ -1819,8 +1819,8 @@ def _learn_launchers(link):
 
     findings = len(link.findings)
     try:
-        reply, _ = link.ask({"cmd": "launchers"})
-        if reply.get("type") != "ok":
+        reply, _ = link.ask({"cmd": kinds.CMD_LAUNCHERS})
+        if reply.get("type") != kinds.REPLY_OK:
             raise ValueError(f"the runner answered {str(reply)[:200]}")
         facts = tritoncache.learn(reply.get("signatures"))
         if facts["refused"] or facts["failed"]:
@@ -1846,12 +1846,12 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     try:
         job = chan.recv()
         early = None
-        if job.get("type") == "prelude":
+        if job.get("type") == kinds.MSG_PRELUDE:
             # A warm pair (kgym's pair.c): the runner's part of the next job comes first, and the runner enters
             # its sandbox and both processes make their CUDA contexts before that job exists.
             prelude = job
             early = _warm_start(peer_fd, prelude, device)
-            chan.send({"type": "warm"})  # kgym's warmer gives back the GPU phase it held for this set-up
+            chan.send({"type": kinds.MSG_WARM})  # kgym's warmer gives back the GPU phase it held for this set-up
             job = chan.recv()
             if _runner_part(job) != _runner_part(prelude):
                 raise RuntimeError("the job does not match the prelude its warm runner was started with")
@@ -1862,10 +1862,11 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         torch.set_num_threads(int(job.get("threads", 1)))
         if device.startswith("cuda") and early is None:
             _enable_fused_compare()
-        chan.send({"type": "hello", "pid": os.getpid(), "device": device})
+        chan.send({"type": kinds.MSG_HELLO, "pid": os.getpid(), "device": device})
         if job.get("echo_request") is not None:
             # A self-test of the request/answer path (kgym's unit tests use it): ask, then report the answer.
-            chan.send({"type": "echo_answer", "answer": chan.request({"type": "echo", "payload": job["echo_request"]})})
+            answer = chan.request({"type": kinds.MSG_ECHO, "payload": job["echo_request"]})
+            chan.send({"type": kinds.MSG_ECHO_ANSWER, "answer": answer})
         ev = Evaluation(chan, job)
         if peer_fd is None:
             raise RuntimeError("no runner: the zygote forked the judge without a runner socket")
@@ -1897,19 +1898,19 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
                 # kgym counts, from outside, what the candidate left running before the runner exits (its
                 # PID namespace then takes everything with it, so afterwards nothing would show).
                 try:
-                    chan.request({"type": "census"})
+                    chan.request({"type": kinds.MSG_CENSUS})
                 except Exception:  # noqa: BLE001 — kgym gone: nothing to report to
                     pass
             try:
-                ev.runner.ask({"cmd": "exit"})
+                ev.runner.ask({"cmd": kinds.CMD_EXIT})
             except RunnerLost:
                 pass
-        chan.send({"type": "done"})
+        chan.send({"type": kinds.MSG_DONE})
     except RunnerLost as exc:
         # The candidate ended its own process (or broke the socket): kgym reads how from the runner's exit
         # status; this process says where it happened and leaves without "done".
         try:
-            chan.send({"type": "runner_lost", "why": exc.why, "message": str(exc)[:500]})
+            chan.send({"type": kinds.MSG_RUNNER_LOST, "why": exc.why, "message": str(exc)[:500]})
         except Exception:  # noqa: BLE001
             pass
         os._exit(5)
@@ -1917,7 +1918,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001 — a harness bug: report it and exit non-zero
         try:
-            chan.send({"type": "harness_error", "error": describe_exception(exc)})
+            chan.send({"type": kinds.MSG_HARNESS_ERROR, "error": describe_exception(exc)})
         except Exception:
             pass
         sys.stdout.flush()

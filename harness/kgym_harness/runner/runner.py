@@ -42,6 +42,7 @@ import sys
 import time
 import types
 
+from ..shared import kinds
 from ..shared import transport as tp
 
 # How many inherited descriptors run() closed before the set-up (None: not started through run()).
@@ -121,7 +122,7 @@ class Runner:
             import torch
 
             torch.cuda.synchronize()  # nothing of ours may run on the GPU once the phase is handed back
-            tp.send(self.sock, {"type": "compiling", "phase": "begin", "seq": self.seq})
+            tp.send(self.sock, {"type": kinds.REPLY_COMPILING, "phase": "begin", "seq": self.seq})
             self.compiling = True
             return None  # None: Triton compiles as usual
 
@@ -129,9 +130,9 @@ class Runner:
             if not self.compiling:
                 return None
             self.compiling = False
-            tp.send(self.sock, {"type": "compiling", "phase": "end", "seq": self.seq})
+            tp.send(self.sock, {"type": kinds.REPLY_COMPILING, "phase": "end", "seq": self.seq})
             msg, _ = self.reader.recv()
-            if msg.get("cmd") != "resume" or msg.get("seq") != self.seq:
+            if msg.get("cmd") != kinds.CMD_RESUME or msg.get("seq") != self.seq:
                 raise tp.ProtocolError(f"expected the judge's resume, got {str(msg)[:200]}")
             return None
 
@@ -221,7 +222,7 @@ class Runner:
             self._install_compile_handback()
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
-        self.reply({"type": "ok", "pid": os.getpid(), "uid": os.getuid(),
+        self.reply({"type": kinds.REPLY_OK, "pid": os.getpid(), "uid": os.getuid(),
                     "sandbox": {"active": list(active), "warnings": warnings, "protections": active.codes}})
 
     def load(self, msg):
@@ -243,8 +244,9 @@ class Runner:
         with open(path, "rb") as f:
             on_disk = f.read()
         if on_disk != data:
-            return self.reply({"type": "error", "message": f"the source file {path} does not hold the bytes the "
-                                                           "judge checked (kgym error, not the candidate's)"})
+            return self.reply({"type": kinds.REPLY_ERROR,
+                               "message": f"the source file {path} does not hold the bytes the judge checked (kgym "
+                                          "error, not the candidate's)"})
         _seed_linecache(path, data)
         code = compile(data, path, "exec", dont_inherit=True)
         module = types.ModuleType("kgym_candidate")
@@ -253,9 +255,9 @@ class Runner:
         exec(code, module.__dict__)
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
-            return self.reply({"type": "error", "message": "ModelNew is not a subclass of torch.nn.Module"})
+            return self.reply({"type": kinds.REPLY_ERROR, "message": "ModelNew is not a subclass of torch.nn.Module"})
         self.cls = cls
-        self.reply({"type": "ok"})
+        self.reply({"type": kinds.REPLY_OK})
 
     def construct(self, msg, init):
         from ..shared.models import construct
@@ -265,7 +267,7 @@ class Runner:
             self.last = None
         self.models[msg["id"]] = construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
                                           msg.get("dtype"))
-        self.reply({"type": "ok"})
+        self.reply({"type": kinds.REPLY_OK})
 
     def call(self, msg, args):
         import torch
@@ -287,11 +289,11 @@ class Runner:
         # The poison's spare block and the forward's intermediates go back before the answer: the judge
         # copies the output out of its spare as soon as the answer arrives, and the two must not peak together.
         self.trim_cache()
-        self.reply({"type": "ok", "candidate_ms": ms}, _sendable(out))
+        self.reply({"type": kinds.REPLY_OK, "candidate_ms": ms}, _sendable(out))
 
     def check(self, msg):
         self.guards.check_process(msg.get("stage"))
-        self.reply({"type": "ok"})
+        self.reply({"type": kinds.REPLY_OK})
 
     def timing_inputs(self, msg, values):
         """The judge's call block, mapped in place for every timed call from now on (or none: the values come
@@ -303,7 +305,7 @@ class Runner:
         self._warm_checks(msg.get("output_dtypes"))
         self.flusher = tm.L2Flusher() if msg.get("flush", True) else None
         self.l2 = tm.PersistingL2(self.device) if msg.get("flush", True) else None
-        self.reply({"type": "ok", "l2": self.l2.facts() if self.l2 is not None else None})
+        self.reply({"type": kinds.REPLY_OK, "l2": self.l2.facts() if self.l2 is not None else None})
 
     def _warm_checks(self, dtypes):
         """A checked call's work (sample, the non-finite test) done once on a small tensor of each output dtype,
@@ -362,12 +364,12 @@ class Runner:
         # No non-finite count here: a pass over the output and a wait for the device on every call (14 ms a
         # round, measured on an H200); the judge gets the count of the calls it checks with their sample.
         outputs = self._described(out, args, model, nonfinite=False)
-        self.reply({"type": "ok", "ms": ms, "device_ms": device_ms, "outputs": outputs,
+        self.reply({"type": kinds.REPLY_OK, "ms": ms, "device_ms": device_ms, "outputs": outputs,
                     "describe_ms": (time.perf_counter() - t0) * 1e3,
                     "l2": self.l2.facts() if self.l2 is not None else None})
 
     def fetch(self, msg):
-        self.reply({"type": "ok"}, _sendable(self.last))
+        self.reply({"type": kinds.REPLY_OK}, _sendable(self.last))
 
     def sample(self, msg, _values):
         """The last output's values at the positions the judge's seed gives (timing.sample_positions, drawn
@@ -381,16 +383,16 @@ class Runner:
 
         outs = list(self.last) if isinstance(self.last, (tuple, list)) else [self.last]
         if not outs or not all(torch.is_tensor(o) for o in outs):
-            return self.reply({"type": "ok"}, None)
+            return self.reply({"type": kinds.REPLY_OK}, None)
         samples = int(msg.get("samples", tm.SAMPLES))
         if not 0 < samples <= tm.SAMPLES:
-            return self.reply({"type": "error", "message": f"sample: {samples} positions asked"})
+            return self.reply({"type": kinds.REPLY_ERROR, "message": f"sample: {samples} positions asked"})
         idx = tm.sample_positions([o.numel() for o in outs], msg.get("seed", 0), self.device, samples)
         picked = []
         for o, i in zip(outs, idx):
             flat = o.detach().reshape(-1)
             picked.append(flat if i is None else flat[i.to(flat.device)])
-        self.reply({"type": "ok", "nonfinite": [guards.nonfinite(o) for o in outs]}, picked)
+        self.reply({"type": kinds.REPLY_OK, "nonfinite": [guards.nonfinite(o) for o in outs]}, picked)
 
     def clock_block(self, msg):
         import torch
@@ -400,7 +402,7 @@ class Runner:
         model = self.models[msg["model"]]
         args, self.prepared = self.prepared, None
         if args is None:
-            return self.reply({"type": "error", "message": "clock_block without clock_prepare"})
+            return self.reply({"type": kinds.REPLY_ERROR, "message": "clock_block without clock_prepare"})
         self.last = None  # the last timed output goes before the block makes its own (measured: out of memory on
         # level1/19, the runner holding its set, the block's inputs and two outputs)
         self.guards.where = ("timing", self.timed_variant)
@@ -412,14 +414,14 @@ class Runner:
         # over a multi-GB output (its non-finite count) inside the window made honest kernels look like a
         # tampered timer on an H200 (5 calls of 20 ms in all, 45 ms seen).
         self.block_args = args
-        self.reply({"type": "ok", "candidate_ms": times})
+        self.reply({"type": kinds.REPLY_OK, "candidate_ms": times})
 
     def clock_describe(self, msg):
         """The last clock_block's output, described for the judge with the checks of a timed call."""
         args, self.block_args = self.block_args, None
         if args is None:
-            return self.reply({"type": "error", "message": "clock_describe without clock_block"})
-        self.reply({"type": "ok", "outputs": self._described(self.last, args, self.models[msg["model"]])})
+            return self.reply({"type": kinds.REPLY_ERROR, "message": "clock_describe without clock_block"})
+        self.reply({"type": kinds.REPLY_OK, "outputs": self._described(self.last, args, self.models[msg["model"]])})
 
     def clock_prepare(self, msg, values):
         """The arguments of the next clock_block, ready before kgym's clock around the block starts."""
@@ -428,7 +430,7 @@ class Runner:
         self.prepared = None  # the previous arguments go before new ones arrive: gigabytes on large tasks
         self.prepared = self._timed_args(values)
         torch.cuda.synchronize()
-        self.reply({"type": "ok"})
+        self.reply({"type": kinds.REPLY_OK})
 
     def profile(self, msg, values):
         from ..shared import profile
@@ -443,19 +445,19 @@ class Runner:
                                            launched=lambda: set(guards.LOG.kernels))
         finally:
             guards.LOG.active = False
-        self.reply(dict(_plain(prof), type="ok"))
+        self.reply(dict(_plain(prof), type=kinds.REPLY_OK))
 
     def launchers(self, msg):
         """The signatures Triton made a launcher for in this runner (tritoncache.install_reader recorded them;
         none on the CPU): the judge builds the launchers the machine lacks, for later evaluations."""
-        self.reply({"type": "ok", "signatures": list(self.signatures)})
+        self.reply({"type": kinds.REPLY_OK, "signatures": list(self.signatures)})
 
     def share_probe(self, msg):
         """Answers known numbers into the judge's device spare: whether this process (sandboxed by now) can map
         the judge's device memory (transport.py; the judge checks the numbers)."""
         import torch
 
-        self.reply({"type": "ok"}, [torch.arange(64, dtype=torch.int64, device=self.device) * 7 + 3])
+        self.reply({"type": kinds.REPLY_OK}, [torch.arange(64, dtype=torch.int64, device=self.device) * 7 + 3])
 
     def serve(self):
         from ..shared.report import describe_exception
@@ -467,55 +469,55 @@ class Runner:
                 # The judge's tensors could not be taken in (out of device memory while other evaluations hold
                 # it): an answer like any error, so the judge can retry alone, instead of a dead runner.
                 self.seq = exc.msg.get("seq")
-                self.reply({"type": "error", "error": describe_exception(exc.error)})
+                self.reply({"type": kinds.REPLY_ERROR, "error": describe_exception(exc.error)})
                 continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
             try:
-                if cmd == "setup":
+                if cmd == kinds.CMD_SETUP:
                     self.setup(msg)
-                elif cmd == "load":
+                elif cmd == kinds.CMD_LOAD:
                     self.load(msg)
-                elif cmd == "construct":
+                elif cmd == kinds.CMD_CONSTRUCT:
                     self.construct(msg, values)
-                elif cmd == "call":
+                elif cmd == kinds.CMD_CALL:
                     self.call(msg, values)
-                elif cmd == "check":
+                elif cmd == kinds.CMD_CHECK:
                     self.check(msg)
-                elif cmd == "drop":
+                elif cmd == kinds.CMD_DROP:
                     self.models.pop(msg.get("model"), None)
-                    self.reply({"type": "ok"})
-                elif cmd == "timing_inputs":
+                    self.reply({"type": kinds.REPLY_OK})
+                elif cmd == kinds.CMD_TIMING_INPUTS:
                     self.timing_inputs(msg, values)
-                elif cmd == "timed":
+                elif cmd == kinds.CMD_TIMED:
                     self.timed(msg, values)
-                elif cmd == "fetch":
+                elif cmd == kinds.CMD_FETCH:
                     self.fetch(msg)
-                elif cmd == "sample":
+                elif cmd == kinds.CMD_SAMPLE:
                     self.sample(msg, values)
-                elif cmd == "clock_prepare":
+                elif cmd == kinds.CMD_CLOCK_PREPARE:
                     self.clock_prepare(msg, values)
-                elif cmd == "clock_block":
+                elif cmd == kinds.CMD_CLOCK_BLOCK:
                     self.clock_block(msg)
-                elif cmd == "clock_describe":
+                elif cmd == kinds.CMD_CLOCK_DESCRIBE:
                     self.clock_describe(msg)
-                elif cmd == "profile":
+                elif cmd == kinds.CMD_PROFILE:
                     self.profile(msg, values)
-                elif cmd == "share_probe":
+                elif cmd == kinds.CMD_SHARE_PROBE:
                     self.share_probe(msg)
-                elif cmd == "launchers":
+                elif cmd == kinds.CMD_LAUNCHERS:
                     self.launchers(msg)
-                elif cmd == "exit":
-                    self.reply({"type": "ok"})
+                elif cmd == kinds.CMD_EXIT:
+                    self.reply({"type": kinds.REPLY_OK})
                     return
                 else:
-                    self.reply({"type": "error", "message": f"unknown command {cmd!r}"})
+                    self.reply({"type": kinds.REPLY_ERROR, "message": f"unknown command {cmd!r}"})
             except tp.ProtocolError:
                 raise
             except BaseException as exc:  # noqa: BLE001 — everything the candidate raises is data
                 if isinstance(exc, (KeyboardInterrupt, SystemExit)) and cmd is None:
                     raise
-                self.reply({"type": "error", "error": describe_exception(exc)})
+                self.reply({"type": kinds.REPLY_ERROR, "error": describe_exception(exc)})
             self.compiling = False  # the judge asks for its phase again itself once the answer is in
             if cmd not in _TIMING_COMMANDS:
                 self.trim_cache()
