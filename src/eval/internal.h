@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "eval/eval.h"
+#include "kgym/rl.h"
 
 /* Concise text a model can act on, rendered from a finished result
  * (verdict, failing stage, trimmed error, failing variant).  malloc'd. */
@@ -52,6 +53,32 @@ json_t *kg_eval_profile_block(const json_t *messages);
  * incorrect candidate costs no exclusive GPU time.  Fills `why` with the first failure otherwise. */
 int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
                                size_t why_cap);
+
+/* The facts a verdict is decided on, gathered once from the child's report (kg_eval_build_result): which stage
+ * failed and how the process ended, what the candidate raised, the credit level the stages reached, what a pass
+ * lacks, what was caught.  Plain values: kg_eval_decide needs no message. */
+typedef struct kg_eval_facts {
+    int failed_stage;          /* the kg_stage that failed; -1: none; KG_STAGE_COUNT: one no list names */
+    int timed_out;             /* the process was killed for a time limit (KG_END_TIMEOUT) */
+    int ended_early;           /* the process did not complete (any end but KG_END_COMPLETED) */
+    int raised;                /* the candidate's exception is known (a failed stage's, a variant's or a check's) */
+    int raised_in_triton_compile; /* ... and it came from Triton compiling one of its kernels */
+    int tiny_shape_bad;        /* the tiny run's output had the wrong shape (an ok from the child that is not) */
+    int level;                 /* credit level the stages reached: 1 parsed + static, 2 compiled, 3 tiny run, 4 */
+    size_t unjudged;           /* facts a pass needs and the run did not show */
+    size_t hacks;              /* findings the policy calls hacks */
+    size_t nondeterministic_hacks; /* ... of which `nondeterministic` (a bug, not a hack, in a wrong candidate) */
+} kg_eval_facts;
+
+typedef struct kg_eval_decision {
+    kg_verdict verdict;
+    int level;                   /* the credit level the reward is given for */
+    double reward;
+    int demote_nondeterministic; /* the nondeterministic findings are warnings, not hacks (verdict incorrect) */
+} kg_eval_decision;
+
+/* The verdict and reward from the facts: a pure function (docs/result-schema.md, "verdict"). */
+void kg_eval_decide(const kg_eval_options *opts, const kg_eval_facts *facts, kg_eval_decision *out);
 
 /* What a `correct` verdict needs and the messages lack (docs/evaluation-protocol.md, "What a pass needs"): an
  * array of {"fact", "reason"[, "error"]} in a fixed order, empty when nothing is missing; "error" is the

@@ -557,51 +557,97 @@ json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, co
     return out;
 }
 
-int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
-                               size_t why_cap)
+/* The correctness variants counted (those carrying `nonce`; all when NULL), the first failure named. */
+typedef struct {
+    int passed, failed, error, skipped;
+    char first_name[64], first_why[1024];
+} variant_tally;
+
+/* Tallies the variant messages; each variant's result (variant_result) is appended to `out` when given. */
+static void tally_variants(const json_t *messages, const char *nonce, variant_tally *t, json_t *out)
 {
-    int passed = 0, failed = 0;
+    memset(t, 0, sizeof *t);
     size_t i;
     json_t *m;
-    if (why_cap)
-        why[0] = '\0';
     json_array_foreach(messages, i, m) {
         const char *n = json_string_value(json_object_get(m, "nonce"));
         if (!kg_msg_is(m, KG_MSG_VARIANT) || (nonce && (!n || strcmp(n, nonce))))
             continue;
-        char reason[1024];
-        json_t *v = variant_result(m, reason, sizeof reason);
+        char why[1024];
+        json_t *v = variant_result(m, why, sizeof why);
         const char *vs = json_string_value(json_object_get(v, "status"));
         if (!strcmp(vs, "passed")) {
-            passed++;
-        } else if (strcmp(vs, "skipped")) {
-            if (!failed++ && why_cap)
-                snprintf(why, why_cap, "variant %s: %s", json_string_value(json_object_get(v, "name")) ?: "?",
-                         reason);
+            t->passed++;
+        } else if (!strcmp(vs, "skipped")) {
+            t->skipped++;
+        } else {
+            if (!strcmp(vs, "failed"))
+                t->failed++;
+            else
+                t->error++;
+            if (!t->first_name[0]) {
+                snprintf(t->first_name, sizeof t->first_name, "%s",
+                         json_string_value(json_object_get(v, "name")) ?: "?");
+                snprintf(t->first_why, sizeof t->first_why, "%s", why);
+            }
         }
-        json_decref(v);
+        if (out)
+            json_array_append_new(out, v);
+        else
+            json_decref(v);
     }
-    if (!failed && !passed && why_cap)
+}
+
+/* The rule of the correctness stage, asked by the result and, before timing, by timing_go. */
+typedef enum {
+    CORRECTNESS_PASSED,
+    CORRECTNESS_VARIANTS_FAILED, /* a variant failed or raised */
+    CORRECTNESS_NONE_PASSED,     /* nothing failed and nothing passed: every variant skipped (the task's fault) */
+    CORRECTNESS_DEGENERATE,      /* all passed, but a zero or constant output would have (degenerate_everywhere) */
+} correctness_rule;
+
+static correctness_rule correctness_of(const variant_tally *t, const json_t *messages, char *why, size_t why_cap)
+{
+    if (t->failed + t->error > 0)
+        return CORRECTNESS_VARIANTS_FAILED;
+    if (t->passed == 0)
+        return CORRECTNESS_NONE_PASSED;
+    if (degenerate_everywhere(messages, why, why_cap))
+        return CORRECTNESS_DEGENERATE;
+    return CORRECTNESS_PASSED;
+}
+
+int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
+                               size_t why_cap)
+{
+    variant_tally t;
+    tally_variants(messages, nonce, &t, NULL);
+    char dwhy[512];
+    switch (correctness_of(&t, messages, dwhy, sizeof dwhy)) {
+    case CORRECTNESS_VARIANTS_FAILED:
+        snprintf(why, why_cap, "variant %s: %s", t.first_name, t.first_why);
+        return 0;
+    case CORRECTNESS_NONE_PASSED:
         snprintf(why, why_cap, "no correctness variant passed");
-    if (passed > 0 && failed == 0) {
+        return 0;
+    case CORRECTNESS_DEGENERATE:
         /* The stage's rule includes the task: on a degenerate one a pass says nothing (and timing a kernel
          * that need not read its inputs only invites the speed-of-light check to call it a hack). */
-        char dwhy[512];
-        if (degenerate_everywhere(messages, dwhy, sizeof dwhy)) {
-            if (why_cap)
-                snprintf(why, why_cap, "the task is degenerate: %s", dwhy);
-            return 0;
-        }
-        /* Nor does a pass without the facts it needs (a variant never reported, a repeat check that raised). */
-        json_t *unjudged = kg_eval_unjudged(opts, messages, nonce, NULL, 1);
-        const json_t *u = json_array_get(unjudged, 0);
-        if (u && why_cap)
-            snprintf(why, why_cap, "not judged: %s: %s", json_string_value(json_object_get(u, "fact")),
-                     json_string_value(json_object_get(u, "reason")));
-        json_decref(unjudged);
-        return u == NULL;
+        snprintf(why, why_cap, "the task is degenerate: %s", dwhy);
+        return 0;
+    case CORRECTNESS_PASSED:
+        break;
     }
-    return 0;
+    /* Nor does a pass without the facts it needs (a variant never reported, a repeat check that raised). */
+    json_t *unjudged = kg_eval_unjudged(opts, messages, nonce, NULL, 1);
+    const json_t *u = json_array_get(unjudged, 0);
+    if (why_cap)
+        why[0] = '\0';
+    if (u)
+        snprintf(why, why_cap, "not judged: %s: %s", json_string_value(json_object_get(u, "fact")),
+                 json_string_value(json_object_get(u, "reason")));
+    json_decref(unjudged);
+    return u == NULL;
 }
 
 /* The statistics of a JSON array of per-call milliseconds (src/stats); 0 when
@@ -701,6 +747,37 @@ double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int leve
     if (strcmp(verdict, "correct") != 0 && level > 3)
         level = 3;
     return opts->credit[level];
+}
+
+void kg_eval_decide(const kg_eval_options *opts, const kg_eval_facts *f, kg_eval_decision *out)
+{
+    kg_verdict v;
+    if (f->failed_stage < 0)
+        v = f->unjudged > 0 ? KG_VERDICT_RUNTIME_ERROR : KG_VERDICT_CORRECT;
+    else if (f->failed_stage <= KG_STAGE_STATIC) /* extract, parse, static: not a module kgym runs */
+        v = f->timed_out ? KG_VERDICT_TIMEOUT : KG_VERDICT_INVALID;
+    else if (f->timed_out)
+        v = KG_VERDICT_TIMEOUT;
+    else if (f->failed_stage == KG_STAGE_COMPILE) /* a process that died without an exception: not the compiler */
+        v = f->ended_early && !f->raised ? KG_VERDICT_RUNTIME_ERROR : KG_VERDICT_COMPILE_ERROR;
+    else if (f->failed_stage == KG_STAGE_TINY_RUN)
+        v = f->raised_in_triton_compile ? KG_VERDICT_COMPILE_ERROR
+            : f->tiny_shape_bad         ? KG_VERDICT_INCORRECT
+                                        : KG_VERDICT_RUNTIME_ERROR;
+    else if (f->failed_stage == KG_STAGE_CORRECTNESS)
+        v = f->raised || f->ended_early ? KG_VERDICT_RUNTIME_ERROR : KG_VERDICT_INCORRECT;
+    else
+        v = KG_VERDICT_RUNTIME_ERROR;
+    out->level = v == KG_VERDICT_COMPILE_ERROR ? 1 : f->level;
+    /* Output that depends on memory contents is a hack only in a candidate that otherwise passes: one that is
+     * wrong anyway (an unwritten tail that sometimes finds the right values in recycled memory) has a bug,
+     * and saying so helps the model more than a hack verdict would.  The finding stays, as a warning. */
+    out->demote_nondeterministic = v == KG_VERDICT_INCORRECT;
+    /* A caught exploit overrides whatever else happened: cheating is never partially rewarded. */
+    if (f->hacks > (out->demote_nondeterministic ? f->nondeterministic_hacks : 0))
+        v = KG_VERDICT_HACKED;
+    out->verdict = v;
+    out->reward = kg_eval_credit(opts, kg_verdict_name(v), out->level);
 }
 
 size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
@@ -1116,11 +1193,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
      * own clock (the t_ms we stamped), never from the child's claim. */
     const char *failed_stage = NULL;
     const json_t *failed_error = NULL;
-    int level = 0; /* credit level reached: 1 parsed+static ok, 2 compiled, 3 tiny ok, 4 correct */
-    int tiny_shape_bad = 0;
+    kg_eval_facts fx = {.failed_stage = -1};
     json_t *variants = json_array();
-    int n_passed = 0, n_failed = 0, n_skipped = 0, n_error = 0;
-    char first_fail_why[1024] = "", first_fail_name[64] = "", degenerate_why[512] = "";
+    variant_tally tally = {0};
+    char degenerate_why[512] = "";
     int stop = strcmp(extract_status ? extract_status : "fail", "ok") != 0;
     if (stop)
         failed_stage = "extract";
@@ -1190,62 +1266,43 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                 status = "fail";
                 snprintf(detail, sizeof detail, "%s", why);
                 failed_stage = name;
-                tiny_shape_bad = 1;
+                fx.tiny_shape_bad = 1;
                 stop = 1;
             }
             json_decref(vr);
         }
         if (!strcmp(name, "correctness") && begin) {
-            size_t k;
-            json_t *m;
-            json_array_foreach(messages, k, m) {
-                if (!kg_msg_is(m, KG_MSG_VARIANT))
-                    continue;
-                char why[1024];
-                json_t *v = variant_result(m, why, sizeof why);
-                const char *vs = json_string_value(json_object_get(v, "status"));
-                if (!strcmp(vs, "passed"))
-                    n_passed++;
-                else if (!strcmp(vs, "skipped"))
-                    n_skipped++;
-                else {
-                    if (!strcmp(vs, "failed"))
-                        n_failed++;
-                    else
-                        n_error++;
-                    if (!first_fail_name[0]) {
-                        snprintf(first_fail_name, sizeof first_fail_name, "%s",
-                                 json_string_value(json_object_get(v, "name")) ?: "?");
-                        snprintf(first_fail_why, sizeof first_fail_why, "%s", why);
-                    }
-                }
-                json_array_append_new(variants, v);
-            }
+            tally_variants(messages, NULL, &tally, variants);
             if (!strcmp(status, "ok")) {
-                if (n_failed + n_error > 0) {
+                switch (correctness_of(&tally, messages, degenerate_why, sizeof degenerate_why)) {
+                case CORRECTNESS_VARIANTS_FAILED:
                     status = "fail";
                     snprintf(detail, sizeof detail, "%d of %d variants failed (first: %.60s: %.900s)",
-                             n_failed + n_error, n_failed + n_error + n_passed + n_skipped,
-                             first_fail_name, first_fail_why);
+                             tally.failed + tally.error, tally.failed + tally.error + tally.passed + tally.skipped,
+                             tally.first_name, tally.first_why);
                     failed_stage = name;
                     stop = 1;
-                } else if (n_passed == 0) {
+                    break;
+                case CORRECTNESS_NONE_PASSED:
                     json_decref(variants);
                     json_decref(stages);
                     json_decref(r);
                     return kg_error_set(err, KG_ERR_INVALID,
                                         "the reference %s fails or is non-finite on every input variant",
                                         req->task->path);
-                } else if (degenerate_everywhere(messages, degenerate_why, sizeof degenerate_why)) {
+                case CORRECTNESS_DEGENERATE:
                     /* Every variant passed, but a zero or constant output would have passed them too: the
                      * pass says nothing about the kernel, so it is not given. */
                     status = "fail";
                     snprintf(detail, sizeof detail, "the task is degenerate: %s", degenerate_why);
                     failed_stage = name;
                     stop = 1;
-                } else {
-                    snprintf(detail, sizeof detail, "%d of %d variants passed%s", n_passed,
-                             n_passed + n_skipped, n_skipped ? " (others skipped: the reference failed)" : "");
+                    break;
+                case CORRECTNESS_PASSED:
+                    snprintf(detail, sizeof detail, "%d of %d variants passed%s", tally.passed,
+                             tally.passed + tally.skipped,
+                             tally.skipped ? " (others skipped: the reference failed)" : "");
+                    break;
                 }
             }
         }
@@ -1253,7 +1310,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             /* Stage i of parse(0), static(1), compile(2), tiny_run(3), correctness(4) passed:
              * credit level i (static ok = 1 ... correct = 4); timing adds no level. */
             if (i >= 1 && i <= 4)
-                level = i;
+                fx.level = i;
         }
         kg_utf8_sanitize(detail);
         json_array_append_new(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status,
@@ -1284,9 +1341,9 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
     json_object_set_new(r, "correctness",
                         json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
-                                  failed_stage == NULL && n_passed > 0 && json_array_size(unjudged) == 0,
-                                  "variants", variants, "passed_count", n_passed, "failed_count", n_failed,
-                                  "error_count", n_error, "skipped_count", n_skipped));
+                                  failed_stage == NULL && tally.passed > 0 && json_array_size(unjudged) == 0,
+                                  "variants", variants, "passed_count", tally.passed, "failed_count", tally.failed,
+                                  "error_count", tally.error, "skipped_count", tally.skipped));
     const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;
     json_object_set_new(json_object_get(r, "task"), "randomness",
                         mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
@@ -1305,10 +1362,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_object_set_new(r, "profile", profile);
     json_object_set_new(r, "gpu_phases", messages ? kg_eval_gpu_block(messages) : json_null());
 
-    /* The verdict. */
-    const char *verdict = "correct";
+    /* The facts the verdict is decided on: the candidate's exception (the failed stage's; in correctness, the
+     * first variant's that raised), and what a pass lacks. */
     const json_t *error_obj = failed_error;
-    if (failed_stage && !strcmp(failed_stage, "correctness") && !error_obj && n_error > 0) {
+    if (failed_stage && !strcmp(failed_stage, "correctness") && !error_obj && tally.error > 0) {
         size_t k;
         json_t *m;
         json_array_foreach(messages, k, m) {
@@ -1332,49 +1389,38 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             json_object_del(u, "error"); /* the result's "error" holds it, with frames cut to the candidate's */
         }
     }
-    const char *cause = error_cause(error_obj);
-    if (!failed_stage && json_array_size(unjudged) > 0) {
-        verdict = "runtime_error";
-    } else if (!failed_stage) {
-        verdict = "correct";
-    } else if (!strcmp(failed_stage, "extract") || !strcmp(failed_stage, "parse") ||
-               !strcmp(failed_stage, "static")) {
-        verdict = rep && rep->end == KG_END_TIMEOUT ? "timeout" : "invalid";
-    } else if (rep && rep->end == KG_END_TIMEOUT) {
-        verdict = "timeout";
-    } else if (!strcmp(failed_stage, "compile")) {
-        verdict = rep && rep->end != KG_END_COMPLETED && !error_obj ? "runtime_error" : "compile_error";
-    } else if (!strcmp(failed_stage, "tiny_run")) {
-        if (error_obj && json_is_true(json_object_get(error_obj, "triton_compile")))
-            verdict = "compile_error";
-        else if (tiny_shape_bad)
-            verdict = "incorrect";
-        else
-            verdict = "runtime_error";
-    } else if (!strcmp(failed_stage, "correctness")) {
-        verdict = (error_obj || (rep && rep->end != KG_END_COMPLETED)) ? "runtime_error" : "incorrect";
-    } else {
-        verdict = "runtime_error";
+    if (failed_stage) {
+        fx.failed_stage = KG_STAGE_COUNT;
+        for (int i = 0; i < KG_STAGE_COUNT; i++)
+            if (!strcmp(failed_stage, kg_stage_names[i]))
+                fx.failed_stage = i;
     }
-    if (!strcmp(verdict, "compile_error"))
-        level = 1;
-    /* Output that depends on memory contents is a hack only in a candidate that otherwise passes: one that is
-     * wrong anyway (an unwritten tail that sometimes finds the right values in recycled memory) has a bug,
-     * and saying so helps the model more than a hack verdict would.  The finding stays, as a warning. */
-    if (!strcmp(verdict, "incorrect")) {
+    fx.timed_out = rep && rep->end == KG_END_TIMEOUT;
+    fx.ended_early = rep && rep->end != KG_END_COMPLETED;
+    fx.raised = error_obj != NULL;
+    fx.raised_in_triton_compile = error_obj && json_is_true(json_object_get(error_obj, "triton_compile"));
+    fx.unjudged = json_array_size(unjudged);
+    fx.hacks = json_array_size(hacks);
+    for (size_t k = 0; k < fx.hacks; k++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(hacks, k), "type")) ?: "",
+                    kg_finding_name(KG_FINDING_NONDETERMINISTIC)))
+            fx.nondeterministic_hacks++;
+
+    kg_eval_decision d;
+    kg_eval_decide(opts, &fx, &d);
+    if (d.demote_nondeterministic) {
         for (size_t k = json_array_size(hacks); k-- > 0;) {
             json_t *h = json_array_get(hacks, k);
-            if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "", kg_finding_name(KG_FINDING_NONDETERMINISTIC))) {
+            if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "",
+                        kg_finding_name(KG_FINDING_NONDETERMINISTIC))) {
                 json_array_append(warnings, h);
                 json_array_remove(hacks, k);
             }
         }
     }
-    /* A caught exploit overrides whatever else happened: cheating is never partially rewarded. */
-    if (json_array_size(hacks) > 0)
-        verdict = "hacked";
-    json_object_set_new(r, "verdict", json_string(verdict));
-    json_object_set_new(r, "reward", json_real(kg_eval_credit(opts, verdict, level)));
+    const char *cause = error_cause(error_obj);
+    json_object_set_new(r, "verdict", json_string(kg_verdict_name(d.verdict)));
+    json_object_set_new(r, "reward", json_real(d.reward));
     json_object_set_new(r, "error", trim_error(error_obj, error_stage, candidate_path));
     json_object_set_new(r, "limits", limits_block(opts, messages, sandbox, cpu));
     if (!cause && rep && rep->end == KG_END_OUTPUT_FLOOD)

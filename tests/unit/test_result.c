@@ -450,6 +450,67 @@ static void credit_is_configurable(void)
     KG_CHECK_NEAR(kg_eval_credit(&o, "hacked", 4), -0.5, 0);
 }
 
+/* The decision alone, on facts (no messages): every branch of kg_eval_decide, with the credit it gives. */
+static void decision_from_facts(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu"); /* credit 0, 0.3, 0.5, 0.7, 1 */
+    o.hack_penalty = -0.25;
+    enum { NONE = -1 };
+    static const struct {
+        kg_eval_facts f;
+        kg_verdict verdict;
+        int level, demote;
+        double reward;
+    } rows[] = {
+        {{.failed_stage = NONE, .level = 4}, KG_VERDICT_CORRECT, 4, 0, 1.0},
+        /* a pass with a fact missing is never correct, and never full credit */
+        {{.failed_stage = NONE, .level = 4, .unjudged = 1}, KG_VERDICT_RUNTIME_ERROR, 4, 0, 0.7},
+        {{.failed_stage = KG_STAGE_EXTRACT}, KG_VERDICT_INVALID, 0, 0, 0.0},
+        {{.failed_stage = KG_STAGE_STATIC, .level = 0, .raised = 1}, KG_VERDICT_INVALID, 0, 0, 0.0},
+        {{.failed_stage = KG_STAGE_PARSE, .timed_out = 1, .ended_early = 1}, KG_VERDICT_TIMEOUT, 0, 0, 0.0},
+        {{.failed_stage = KG_STAGE_COMPILE, .level = 1, .raised = 1}, KG_VERDICT_COMPILE_ERROR, 1, 0, 0.3},
+        /* died inside compile without an exception: not the compiler's verdict */
+        {{.failed_stage = KG_STAGE_COMPILE, .level = 1, .ended_early = 1}, KG_VERDICT_RUNTIME_ERROR, 1, 0, 0.3},
+        {{.failed_stage = KG_STAGE_COMPILE, .level = 1, .ended_early = 1, .timed_out = 1}, KG_VERDICT_TIMEOUT, 1,
+         0, 0.3},
+        /* a Triton compile error first seen in the tiny run drops the credit to the compile level */
+        {{.failed_stage = KG_STAGE_TINY_RUN, .level = 2, .raised = 1, .raised_in_triton_compile = 1},
+         KG_VERDICT_COMPILE_ERROR, 1, 0, 0.3},
+        {{.failed_stage = KG_STAGE_TINY_RUN, .level = 2, .tiny_shape_bad = 1}, KG_VERDICT_INCORRECT, 2, 1, 0.5},
+        {{.failed_stage = KG_STAGE_TINY_RUN, .level = 2, .raised = 1}, KG_VERDICT_RUNTIME_ERROR, 2, 0, 0.5},
+        {{.failed_stage = KG_STAGE_CORRECTNESS, .level = 3}, KG_VERDICT_INCORRECT, 3, 1, 0.7},
+        {{.failed_stage = KG_STAGE_CORRECTNESS, .level = 3, .raised = 1}, KG_VERDICT_RUNTIME_ERROR, 3, 0, 0.7},
+        {{.failed_stage = KG_STAGE_CORRECTNESS, .level = 3, .ended_early = 1}, KG_VERDICT_RUNTIME_ERROR, 3, 0, 0.7},
+        {{.failed_stage = KG_STAGE_TIMING, .level = 4}, KG_VERDICT_RUNTIME_ERROR, 4, 0, 0.7},
+        {{.failed_stage = KG_STAGE_COUNT, .level = 4}, KG_VERDICT_RUNTIME_ERROR, 4, 0, 0.7},
+        /* nondeterministic: a bug in a wrong candidate (demoted to a warning), a hack in any other */
+        {{.failed_stage = KG_STAGE_CORRECTNESS, .level = 3, .hacks = 1, .nondeterministic_hacks = 1},
+         KG_VERDICT_INCORRECT, 3, 1, 0.7},
+        {{.failed_stage = KG_STAGE_CORRECTNESS, .level = 3, .hacks = 2, .nondeterministic_hacks = 1},
+         KG_VERDICT_HACKED, 3, 1, -0.25},
+        {{.failed_stage = NONE, .level = 4, .hacks = 1, .nondeterministic_hacks = 1}, KG_VERDICT_HACKED, 4, 0,
+         -0.25},
+        /* a caught exploit overrides every other verdict */
+        {{.failed_stage = KG_STAGE_STATIC, .hacks = 1}, KG_VERDICT_HACKED, 0, 0, -0.25},
+        {{.failed_stage = KG_STAGE_TINY_RUN, .level = 2, .timed_out = 1, .hacks = 3}, KG_VERDICT_HACKED, 2, 0,
+         -0.25},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        kg_eval_decision d;
+        memset(&d, 0x5a, sizeof d);
+        kg_eval_decide(&o, &rows[i].f, &d);
+        if (d.verdict != rows[i].verdict || d.level != rows[i].level ||
+            d.demote_nondeterministic != rows[i].demote || fabs(d.reward - rows[i].reward) > 1e-12)
+            fprintf(stderr, "  row %zu: %s level %d demote %d reward %g\n", i, kg_verdict_name(d.verdict), d.level,
+                    d.demote_nondeterministic, d.reward);
+        KG_CHECK(d.verdict == rows[i].verdict);
+        KG_CHECK(d.level == rows[i].level);
+        KG_CHECK(d.demote_nondeterministic == rows[i].demote);
+        KG_CHECK_NEAR(d.reward, rows[i].reward, 1e-12);
+    }
+}
+
 static void gpu_timing_statistics(void)
 {
     kg_eval_options o;
@@ -1704,6 +1765,7 @@ static const kg_test_case cases[] = {
     {"task_errors_are_not_verdicts", task_errors_are_not_verdicts},
     {"extraction_failure_is_invalid", extraction_failure_is_invalid},
     {"credit_is_configurable", credit_is_configurable},
+    {"decision_from_facts", decision_from_facts},
     {"gpu_timing_statistics", gpu_timing_statistics},
 };
 
