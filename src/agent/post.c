@@ -9,23 +9,12 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "rl/result_read.h"
 #include "util/util.h"
 
 int kg_agent_outcome(const json_t *result, kg_eval_outcome *out, kg_error *err)
 {
-    if (!json_is_object(result))
-        return kg_error_set(err, KG_ERR_INVALID, "record has no evaluation result");
-    int rc = kg_verdict_parse(json_string_value(json_object_get(result, "verdict")), &out->verdict, err);
-    if (rc != KG_OK)
-        return rc;
-    out->hacked = out->verdict == KG_VERDICT_HACKED || json_array_size(json_object_get(result, "hacks")) > 0;
-    json_t *r = json_object_get(result, "reward");
-    out->staged_reward = json_is_number(r) ? json_number_value(r) : NAN;
-    json_t *s = json_object_get(json_object_get(result, "timing"), "speedup");
-    out->speedup = json_is_number(s) ? json_number_value(s) : NAN;
-    json_t *c = json_object_get(json_object_get(result, "profile"), "coverage");
-    out->coverage = json_is_number(c) ? json_number_value(c) : NAN;
-    return KG_OK;
+    return kg_result_outcome(result, out, err); /* the one reader (rl/result_read.h) */
 }
 
 /* Dense ids for the records' task and (task, sample). */

@@ -15,6 +15,8 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "eval/eval.h"
+#include "kgym/rl.h"
+#include "rl/result_read.h"
 #include "task/task.h"
 #include "util/util.h"
 
@@ -229,22 +231,19 @@ typedef struct {
     size_t next, done;
     double t0;
     int tty;
-    int counts[8];
+    int counts[KG_VERDICT_COUNT + 1]; /* by kg_verdict; the last: a verdict no list names */
     FILE *out;        /* --out: each result is written (and flushed) as it finishes */
     int out_failed;   /* a write to it failed: reported once, at the end */
     int finished;     /* every worker has returned: the watcher stops */
     pthread_cond_t wake;
 } bench_run;
 
-static const char *verdicts[] = {"correct", "incorrect", "hacked", "invalid", "compile_error",
-                                 "runtime_error", "timeout"};
-
-static int verdict_index(const char *v)
+/* counts[] index of a result's verdict (rl/result_read.h, the one reader). */
+static int verdict_index(const json_t *result)
 {
-    for (int i = 0; i < 7; i++)
-        if (v && !strcmp(v, verdicts[i]))
-            return i;
-    return 7;
+    kg_result_view v;
+    kg_result_read(result, &v);
+    return v.known ? (int)v.outcome.verdict : KG_VERDICT_COUNT;
 }
 
 static int expectation_met(const bench_item *it)
@@ -272,7 +271,7 @@ static void progress(bench_run *run, const bench_item *it)
         for (int i = 0; i < width; i++)
             fputc(i < filled ? '#' : '.', stderr);
         fprintf(stderr, "] %zu/%zu  correct %d  other %zu  %.0fs elapsed, ~%.0fs left  (%s: %s)", run->done,
-                total, run->counts[0], run->done - (size_t)run->counts[0], elapsed, eta, it->label, v);
+                total, run->counts[KG_VERDICT_CORRECT], run->done - (size_t)run->counts[KG_VERDICT_CORRECT], elapsed, eta, it->label, v);
         if (run->done == total)
             fputc('\n', stderr);
     } else {
@@ -370,7 +369,7 @@ static void *worker(void *arg)
         pthread_mutex_lock(&run->lock);
         run->done++;
         if (it->result)
-            run->counts[verdict_index(json_string_value(json_object_get(it->result, "verdict")))]++;
+            run->counts[verdict_index(it->result)]++;
         progress(run, it);
         write_out(run, it);
         pthread_mutex_unlock(&run->lock);
@@ -380,8 +379,8 @@ static void *worker(void *arg)
 static json_t *summary(bench_run *run, double wall_s)
 {
     json_t *by = json_object();
-    for (int i = 0; i < 7; i++)
-        json_object_set_new(by, verdicts[i], json_integer(run->counts[i]));
+    for (int i = 0; i < KG_VERDICT_COUNT; i++)
+        json_object_set_new(by, kg_verdict_name((kg_verdict)i), json_integer(run->counts[i]));
     size_t n = run->list->count, errors = 0, expected = 0, met = 0, timed = 0;
     double reward = 0, log_speedup = 0;
     json_t *hack_types = json_object();
@@ -392,16 +391,17 @@ static json_t *summary(bench_run *run, double wall_s)
             errors++;
             continue;
         }
-        reward += json_number_value(json_object_get(it->result, "reward"));
+        kg_result_view v;
+        kg_result_read(it->result, &v);
+        if (!isnan(v.outcome.staged_reward))
+            reward += v.outcome.staged_reward;
         if (it->expect) {
             expected++;
             met += (size_t)expectation_met(it);
         }
-        const json_t *sp = json_object_get(json_object_get(it->result, "timing"), "speedup");
-        if (json_is_number(sp) && json_number_value(sp) > 0 &&
-            !strcmp(json_string_value(json_object_get(it->result, "verdict")), "correct")) {
+        if (v.known && v.outcome.verdict == KG_VERDICT_CORRECT && v.outcome.speedup > 0) {
             timed++;
-            log_speedup += log(json_number_value(sp));
+            log_speedup += log(v.outcome.speedup);
         }
         const char *purpose;
         json_t *ms;
@@ -411,7 +411,7 @@ static json_t *summary(bench_run *run, double wall_s)
                                                               json_number_value(ms)));
         size_t k;
         json_t *h;
-        json_array_foreach(json_object_get(it->result, "hacks"), k, h) {
+        json_array_foreach(v.hacks, k, h) {
             const char *type = json_string_value(json_object_get(h, "type"));
             if (type)
                 json_object_set_new(hack_types, type,
@@ -421,7 +421,7 @@ static json_t *summary(bench_run *run, double wall_s)
     size_t evaluated = n - errors;
     return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s, s:o}", "pairs",
                      (json_int_t)n, "evaluated", (json_int_t)evaluated, "errors", (json_int_t)errors,
-                     "verdicts", by, "correct_rate", evaluated ? run->counts[0] / (double)evaluated : 0.0,
+                     "verdicts", by, "correct_rate", evaluated ? run->counts[KG_VERDICT_CORRECT] / (double)evaluated : 0.0,
                      "mean_reward", evaluated ? reward / (double)evaluated : 0.0, "hacks_by_type", hack_types,
                      "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
                      "geomean_speedup", timed ? json_real(exp(log_speedup / (double)timed)) : json_null(),
@@ -449,9 +449,11 @@ static void print_table(FILE *out, bench_run *run, const json_t *sum)
     }
     fprintf(out, "\nverdicts:");
     const json_t *by = json_object_get(sum, "verdicts");
-    for (int i = 0; i < 7; i++)
-        if (json_integer_value(json_object_get(by, verdicts[i])))
-            fprintf(out, " %s %lld", verdicts[i], (long long)json_integer_value(json_object_get(by, verdicts[i])));
+    for (int i = 0; i < KG_VERDICT_COUNT; i++) {
+        const char *name = kg_verdict_name((kg_verdict)i);
+        if (json_integer_value(json_object_get(by, name)))
+            fprintf(out, " %s %lld", name, (long long)json_integer_value(json_object_get(by, name)));
+    }
     fprintf(out, "\ncorrect rate %.1f%%, mean reward %.3f", 100 * json_number_value(json_object_get(sum, "correct_rate")),
             json_number_value(json_object_get(sum, "mean_reward")));
     const json_t *gm = json_object_get(sum, "geomean_speedup");

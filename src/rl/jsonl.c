@@ -1,6 +1,7 @@
 /* jsonl.c — parsing evaluation results and trajectory records line by line
  * (see rl_jsonl.h and docs/rl.md §Input). */
 #include "rl_jsonl.h"
+#include "rl/result_read.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -180,18 +181,11 @@ int kg_rl_row_outcome(const kg_rl_row *row, kg_eval_outcome *out, kg_error *err)
     if (!row->result)
         return row_error(row, err, "no evaluation result (expected \"verdict\" or a \"result\" "
                                    "object)");
-    json_t *verdict = json_object_get(row->result, "verdict");
-    if (!json_is_string(verdict))
+    if (!json_is_string(json_object_get(row->result, "verdict")))
         return row_error(row, err, "the evaluation result has no \"verdict\" string");
     kg_error inner;
-    if (kg_verdict_parse(json_string_value(verdict), &out->verdict, &inner))
+    if (kg_result_outcome(row->result, out, &inner)) /* the one reader (rl/result_read.h) */
         return row_error(row, err, inner.message);
-    json_t *hacks = json_object_get(row->result, "hacks");
-    out->hacked = out->verdict == KG_VERDICT_HACKED ||
-                  (json_is_array(hacks) && json_array_size(hacks) > 0);
-    out->staged_reward = number_at(row->result, "reward", NULL);
-    out->speedup = number_at(row->result, "timing", "speedup");
-    out->coverage = number_at(row->result, "profile", "coverage");
     return KG_OK;
 }
 

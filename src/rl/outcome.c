@@ -2,6 +2,7 @@
  * that "correct" and "compiled" mean the same thing in rewards, PRS and
  * metrics. */
 #include "kgym/rl.h"
+#include "rl/result_read.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -76,5 +77,42 @@ int kg_outcome_columns_get(const kg_outcome_columns *cols, size_t i,
     out->staged_reward = cols->staged_reward ? cols->staged_reward[i] : NAN;
     out->speedup = cols->speedup ? cols->speedup[i] : NAN;
     out->coverage = cols->coverage ? cols->coverage[i] : NAN;
+    return KG_OK;
+}
+
+/* --------------------------------------------------- reading a result */
+
+static double number_or_nan(const json_t *v)
+{
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void kg_result_read(const json_t *result, kg_result_view *out)
+{
+    memset(out, 0, sizeof *out);
+    out->outcome.staged_reward = out->outcome.speedup = out->outcome.coverage = NAN;
+    if (!json_is_object(result))
+        return;
+    out->verdict = json_string_value(json_object_get(result, "verdict"));
+    out->known = out->verdict && kg_verdict_parse(out->verdict, &out->outcome.verdict, NULL) == KG_OK;
+    const json_t *hacks = json_object_get(result, "hacks");
+    out->hacks = json_is_array(hacks) ? hacks : NULL;
+    const json_t *stages = json_object_get(result, "stages");
+    out->stages = json_is_array(stages) ? stages : NULL;
+    out->outcome.hacked = (out->known && out->outcome.verdict == KG_VERDICT_HACKED) || json_array_size(out->hacks) > 0;
+    out->outcome.staged_reward = number_or_nan(json_object_get(result, "reward"));
+    out->outcome.speedup = number_or_nan(json_object_get(json_object_get(result, "timing"), "speedup"));
+    out->outcome.coverage = number_or_nan(json_object_get(json_object_get(result, "profile"), "coverage"));
+}
+
+int kg_result_outcome(const json_t *result, kg_eval_outcome *out, kg_error *err)
+{
+    if (!json_is_object(result))
+        return kg_error_set(err, KG_ERR_INVALID, "record has no evaluation result");
+    kg_result_view v;
+    kg_result_read(result, &v);
+    if (!v.known) /* kg_verdict_parse names what is wrong: missing, or not a verdict */
+        return kg_verdict_parse(v.verdict, &out->verdict, err);
+    *out = v.outcome;
     return KG_OK;
 }

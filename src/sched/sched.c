@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "kgym/rl.h"
+#include "rl/result_read.h"
 #include "task/task.h"
 
 
@@ -65,13 +66,13 @@ static void count_result(kg_sched *s, const json_t *result, int failed, double q
         s->failed++;
     } else {
         s->finished++;
-        const char *v = json_string_value(json_object_get(result, "verdict"));
-        kg_verdict vi;
-        if (kg_verdict_parse(v, &vi, NULL) == KG_OK)
-            s->verdicts[vi]++;
+        kg_result_view v; /* the one reader of a result (rl/result_read.h) */
+        kg_result_read(result, &v);
+        if (v.known)
+            s->verdicts[v.outcome.verdict]++;
         size_t k;
         json_t *st;
-        json_array_foreach(json_object_get(result, "stages"), k, st) {
+        json_array_foreach(v.stages, k, st) {
             const char *n = json_string_value(json_object_get(st, "name"));
             const char *status = json_string_value(json_object_get(st, "status"));
             if (!n || !status || !strcmp(status, "skipped"))

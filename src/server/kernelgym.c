@@ -4,6 +4,7 @@
  * KernelGYM's EvaluationResponse (same names, same defaults; kgym's full
  * result added under "kgym", nothing renamed).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@
 #include <time.h>
 
 #include "server/service.h"
+#include "eval/kinds.h"
+#include "rl/result_read.h"
 #include "task/task.h"
 #include "sched/sched.h"
 #include "server/server.h"
@@ -281,34 +284,47 @@ json_t *kg_service_iso_time(double unix_s)
     return json_string(buf);
 }
 
-static const char *error_code_of(const char *verdict)
+/* KernelGYM's error code of a result's verdict; NULL for correct and for a verdict kgym does not know. */
+static const char *error_code_of(const kg_result_view *v)
 {
-    if (!verdict)
+    if (!v->verdict)
         return "SYSTEM_ERROR";
-    if (!strcmp(verdict, "invalid"))
+    if (!v->known)
+        return NULL;
+    switch (v->outcome.verdict) {
+    case KG_VERDICT_INVALID:
+    case KG_VERDICT_HACKED:
         return "VALIDATION_ERROR";
-    if (!strcmp(verdict, "compile_error"))
+    case KG_VERDICT_COMPILE_ERROR:
         return "COMPILATION_ERROR";
-    if (!strcmp(verdict, "runtime_error"))
+    case KG_VERDICT_RUNTIME_ERROR:
         return "RUNTIME_ERROR";
-    if (!strcmp(verdict, "incorrect"))
+    case KG_VERDICT_INCORRECT:
         return "CORRECTNESS_ERROR";
-    if (!strcmp(verdict, "timeout"))
+    case KG_VERDICT_TIMEOUT:
         return "TIMEOUT_ERROR";
-    if (!strcmp(verdict, "hacked"))
-        return "VALIDATION_ERROR";
-    return NULL;
+    default:
+        return NULL;
+    }
 }
 
-/* Did the candidate get past import (KernelGYM's "compiled")? */
-static int compiled_of(const json_t *r)
+/* Did the candidate get past import (KernelGYM's "compiled")?  Not without a verdict, nor for invalid,
+ * compile_error, or a timeout before its module ran (parse, static, compile). */
+static int compiled_of(const json_t *r, const kg_result_view *v)
 {
-    const char *v = json_string_value(json_object_get(r, "verdict"));
-    if (!v || !strcmp(v, "invalid") || !strcmp(v, "compile_error"))
+    if (!v->verdict)
         return 0;
-    if (!strcmp(v, "timeout")) {
+    if (!v->known)
+        return 1;
+    if (v->outcome.verdict == KG_VERDICT_INVALID || v->outcome.verdict == KG_VERDICT_COMPILE_ERROR)
+        return 0;
+    if (v->outcome.verdict == KG_VERDICT_TIMEOUT) {
         const char *st = json_string_value(json_object_get(json_object_get(r, "process"), "stage"));
-        if (st && (!strcmp(st, "parse") || !strcmp(st, "static") || !strcmp(st, "compile")))
+        int at = -1;
+        for (int i = 0; st && i < KG_STAGE_COUNT; i++)
+            if (!strcmp(st, kg_stage_names[i]))
+                at = i;
+        if (at >= KG_STAGE_PARSE && at <= KG_STAGE_COMPILE)
             return 0;
     }
     return 1;
@@ -319,9 +335,11 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     const char *jstatus = json_string_value(json_object_get(job, "status"));
     const json_t *r = json_object_get(job, "result");
     int have = json_is_object(r);
-    const char *verdict = have ? json_string_value(json_object_get(r, "verdict")) : NULL;
-    int compiled = have && compiled_of(r);
-    int correct = verdict && !strcmp(verdict, "correct");
+    kg_result_view v; /* the one reader of a result (rl/result_read.h) */
+    kg_result_read(r, &v);
+    const char *verdict = v.verdict;
+    int compiled = have && compiled_of(r, &v);
+    int correct = v.known && v.outcome.verdict == KG_VERDICT_CORRECT;
     const json_t *timing = have ? json_object_get(r, "timing") : NULL;
     double ref_ms = -1.0, ker_ms = -1.0, speedup = 0.0;
     if (json_is_object(timing)) {
@@ -331,9 +349,8 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         m = json_object_get(json_object_get(timing, "candidate_ms"), "median");
         if (json_is_number(m))
             ker_ms = json_number_value(m);
-        json_t *sp = json_object_get(timing, "speedup");
-        if (correct && json_is_number(sp))
-            speedup = json_number_value(sp);
+        if (correct && !isnan(v.outcome.speedup))
+            speedup = v.outcome.speedup;
         else if (correct && ref_ms > 0 && ker_ms > 0)
             speedup = ref_ms / ker_ms;
     }
@@ -365,7 +382,7 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         json_t *e = json_object_get(r, "error");
         const char *em = json_string_value(json_object_get(e, "message"));
         const char *et = json_string_value(json_object_get(e, "type"));
-        if (em && verdict && !strcmp(verdict, "compile_error")) {
+        if (em && v.known && v.outcome.verdict == KG_VERDICT_COMPILE_ERROR) {
             json_object_set_new(meta, "compilation_error", json_string(em));
             if (et)
                 json_object_set_new(meta, "compilation_error_name", json_string(et));
@@ -379,7 +396,7 @@ json_t *kg_service_kernelgym_response(const json_t *job)
             json_object_set_new(meta, "runtime_error", json_string(json_string_value(json_object_get(u, "reason")) ?: ""));
             json_object_set_new(meta, "runtime_error_name", json_string("Unjudged"));
         }
-        if (verdict && !strcmp(verdict, "incorrect"))
+        if (v.known && v.outcome.verdict == KG_VERDICT_INCORRECT)
             json_object_set_new(meta, "correctness_issue", json_string("Output mismatch"));
         /* Dr. Kernel's coverage rewards divide these numbers (time: the candidate's kernels' device time by all
          * kernels'; number: its distinct kernels by all distinct kernels).  They are the profile's own
@@ -425,7 +442,7 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         /* kgym's feedback: what failed and why, never just "Task failed". */
         const char *fb = json_string_value(json_object_get(r, "feedback"));
         err_msg = json_string(fb && *fb ? fb : verdict ? verdict : "failed");
-        const char *code = error_code_of(verdict);
+        const char *code = error_code_of(&v);
         err_code = code ? json_string(code) : json_null();
     }
     double sub = json_number_value(json_object_get(job, "submitted_at"));
@@ -437,7 +454,7 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     json_object_set_new(out, "status", json_string(status));
     json_object_set_new(out, "compiled", json_boolean(compiled));
     json_object_set_new(out, "correctness", json_boolean(correct));
-    json_object_set_new(out, "decoy_kernel", json_boolean(verdict && !strcmp(verdict, "hacked")));
+    json_object_set_new(out, "decoy_kernel", json_boolean(v.known && v.outcome.verdict == KG_VERDICT_HACKED));
     json_object_set_new(out, "reference_runtime", json_real(ref_ms));
     json_object_set_new(out, "kernel_runtime", json_real(ker_ms));
     json_object_set_new(out, "speedup", json_real(speedup));

@@ -11,6 +11,7 @@
 #include "kg_facts.h"
 #include "eval/internal.h"
 #include "eval/eval.h"
+#include "rl/result_read.h"
 #include "util/util.h"
 
 #define CAND "/tmp/kgym-eval-x/candidate.py"
@@ -509,6 +510,42 @@ static void decision_from_facts(void)
         KG_CHECK(d.demote_nondeterministic == rows[i].demote);
         KG_CHECK_NEAR(d.reward, rows[i].reward, 1e-12);
     }
+}
+
+/* The one reader of a result (rl/result_read.h): what the RL library, bench, the scheduler and the KernelGYM
+ * adapter take from it. */
+static void reader_of_a_result(void)
+{
+    json_t *r = json_pack("{s:s, s:f, s:{s:f}, s:{s:f}, s:[], s:[{s:s}]}", "verdict", "correct", "reward", 1.0,
+                          "timing", "speedup", 2.5, "profile", "coverage", 0.75, "hacks", "stages", "name", "parse");
+    kg_result_view v;
+    kg_result_read(r, &v);
+    KG_CHECK(v.known && v.outcome.verdict == KG_VERDICT_CORRECT && !v.outcome.hacked);
+    KG_CHECK_STR(v.verdict, "correct");
+    KG_CHECK_NEAR(v.outcome.staged_reward, 1.0, 0);
+    KG_CHECK_NEAR(v.outcome.speedup, 2.5, 0);
+    KG_CHECK_NEAR(v.outcome.coverage, 0.75, 0);
+    KG_CHECK(json_array_size(v.stages) == 1 && json_array_size(v.hacks) == 0);
+    /* a finding makes any verdict hacked for the RL library */
+    json_array_append_new(json_object_get(r, "hacks"), json_pack("{s:s}", "type", "output_alias"));
+    kg_result_read(r, &v);
+    KG_CHECK(v.outcome.hacked);
+    /* not measured: NaN; a verdict kgym does not know: read as written, not known */
+    json_object_del(r, "timing");
+    json_object_del(r, "profile");
+    json_object_set_new(r, "verdict", json_string("passed"));
+    kg_result_read(r, &v);
+    KG_CHECK(!v.known && v.verdict && !strcmp(v.verdict, "passed"));
+    KG_CHECK(isnan(v.outcome.speedup) && isnan(v.outcome.coverage));
+    kg_eval_outcome o;
+    kg_error err;
+    KG_CHECK(kg_result_outcome(r, &o, &err) == KG_ERR_INVALID && strstr(err.message, "passed"));
+    json_object_del(r, "verdict");
+    KG_CHECK(kg_result_outcome(r, &o, &err) == KG_ERR_INVALID && strstr(err.message, "missing"));
+    KG_CHECK(kg_result_outcome(NULL, &o, &err) == KG_ERR_INVALID);
+    kg_result_read(NULL, &v);
+    KG_CHECK(!v.verdict && !v.known && isnan(v.outcome.staged_reward));
+    json_decref(r);
 }
 
 static void gpu_timing_statistics(void)
@@ -1766,6 +1803,7 @@ static const kg_test_case cases[] = {
     {"extraction_failure_is_invalid", extraction_failure_is_invalid},
     {"credit_is_configurable", credit_is_configurable},
     {"decision_from_facts", decision_from_facts},
+    {"reader_of_a_result", reader_of_a_result},
     {"gpu_timing_statistics", gpu_timing_statistics},
 };
 
