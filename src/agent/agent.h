@@ -114,11 +114,9 @@ void kg_prompts_free(kg_prompts *p);
 /* {{reference_code}}, {{task_id}}, {{example}}, {{rules}} */
 int kg_prompt_first_turn(const kg_prompts *p, const kg_task *task, char **out, kg_error *err);
 
-/* The evaluation rendered for a model from the structured result: verdict,
- * failed stage, every error with the candidate's frames, each failed variant
- * with its reason and error sizes, speedup (with its interval when present),
- * coverage and the slowest kernels, hack findings, the process's end and its
- * output tail.  Never empty; long fields are trimmed. */
+/* The evaluation as the model reads it: the result's "feedback" (src/eval/feedback.c, the one renderer, whose
+ * text verl and KernelGYM clients train on), or, for a result without one, that renderer's text of the result.
+ * KG_ERR_INVALID for a non-object.  *out is malloc'd. */
 int kg_feedback_render(const json_t *result, char **out, kg_error *err);
 
 /* The feedback user message: {{evaluation}}, {{verdict}}, {{reward}},

@@ -137,6 +137,12 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                          const kg_child_report *rep, const char *candidate_path,
                          json_t *extract_stage, json_t **result, kg_error *err);
 
+/* The one feedback renderer: concise text a model can act on, from a finished result (verdict, failing stage,
+ * the error trimmed to the candidate's frames, failing variants, hack rules, precision hints).  The result's
+ * "feedback" is this text; rollouts show it too (kg_feedback_render).  opts: the evaluation's (limits named in
+ * the text), or NULL.  malloc'd; NULL when out of memory. */
+char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
+
 /* The reward for a verdict reached at a stage level (0..4), per opts->credit;
  * `hacked` gets opts->hack_penalty. */
 double kg_eval_credit(const kg_eval_options *opts, const char *verdict, int level);

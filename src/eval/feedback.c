@@ -161,6 +161,11 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
                           json_number_value(json_object_get(json_object_get(t, "reference_ms"), "median")));
         else
             kg_buf_puts(&b, " Speed was not measured (CPU).");
+        /* Where the time goes, for the next attempt at speed (GPU: the profile). */
+        const json_t *cov = json_object_get(json_object_get(result, "profile"), "coverage");
+        if (json_is_number(cov))
+            kg_buf_printf(&b, " %.0f%% of the forward's GPU time runs in your own Triton kernels.",
+                          100 * json_number_value(cov));
         add_task_note(&b, result);
         return kg_buf_release(&b);
     }

@@ -7,9 +7,6 @@
 #include "eval/eval.h"
 #include "kgym/rl.h"
 
-/* Concise text a model can act on, rendered from a finished result
- * (verdict, failing stage, trimmed error, failing variant).  malloc'd. */
-char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts);
 
 /* The supervisor-clock bound (timing.c): per block a message round trip, per call the harness's own
  * Python, event records and a synchronize are not the candidate's time. */

@@ -89,20 +89,22 @@ p = log[0]["params"]
 assert p["model"] == "fake-coder" and p["temperature"] == 0.7 and p["top_p"] == 0.9 and p["max_tokens"] == 4096
 assert p["stop"] == ["</answer>"]
 print("ok")'
-check "feedback shows the model every error the evaluator saw" '
+check "feedback is the result's feedback (the text training sees), with every error the evaluator reported" '
 fb = {}
 for l in log:
     if l["turn"] == 2 and not l["fault"]:
         fb[l["sample"]] = l["messages"][-1]["content"]
 assert sorted(fb) == [0, 1, 2, 3], sorted(fb)
-want = {0: ["Verdict: incorrect", "base", "elements differ", "max abs error", "expected", "Correctness: 0 of"],
-        1: ["Verdict: runtime_error", "Failed stage: tiny_run", "ValueError: bad things happen",
+want = {0: ["Wrong output", "base", "elements differ", "max abs error", "expected", "Passed: none"],
+        1: ["ModelNew raised an exception during stage tiny_run", "ValueError: bad things happen",
             "candidate.py line 21, in forward"],
-        2: ["Verdict: invalid", "SyntaxError", "line 4", "class ModelNew(nn.Module)"],
-        3: ["Verdict: invalid", "Failed stage: extract", "no code found", "```python"]}
+        2: ["Your code does not parse", "SyntaxError", "line 4", "class ModelNew(nn.Module)"],
+        3: ["No usable code in your answer", "no code found", "```python"]}
+first = {r["sample"]: r for r in run if r["turn"] == 1}
 for s, words in want.items():
     for w in words:
         assert w in fb[s], (s, w, fb[s])
+    assert first[s]["result"]["feedback"] in fb[s] and "Stages passed:" not in fb[s], (s, fb[s])  # one renderer
     assert "turn 1" in fb[s] and "2 more turn" in fb[s]
 print("ok")'
 check "token usage and cost are counted" '
