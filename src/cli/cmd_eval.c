@@ -91,6 +91,8 @@ int kg_cli_eval(int argc, char **argv)
     size_t response_len = 0;
     kg_supervisor *sup = NULL;
     json_t *result = NULL;
+    kg_eval_extraction extraction;
+    memset(&extraction, 0, sizeof extraction);
 
     if (kg_cli_setup(&f, &err) != KG_OK) {
         rc = err.code == KG_ERR_INVALID ? 2 : 1;
@@ -108,11 +110,8 @@ int kg_cli_eval(int argc, char **argv)
         goto fail;
     }
     /* A reply with no usable code is answered by C alone (verdict invalid): no Python is started for it. */
-    kg_extract_result probe;
-    kg_error perr;
-    memset(&probe, 0, sizeof probe);
-    int usable = kg_extract_candidate(response, response_len, &probe, &perr) == KG_OK;
-    kg_extract_result_free(&probe);
+    kg_eval_extract(response, response_len, &extraction); /* once: kg_eval_run takes it (req.extracted) */
+    int usable = extraction.rc == KG_OK;
     kg_supervisor_options so = kg_cli_supervisor_options(&f);
     if (f.warm < 0)
         so.warm_pairs = 0; /* one evaluation (and its re-run alone): a pair started ahead would go unused */
@@ -121,7 +120,7 @@ int kg_cli_eval(int argc, char **argv)
         goto fail;
     }
     kg_eval_request req = {.task = &task, .response = response, .response_len = response_len,
-                           .candidate_name = strcmp(kernel, "-") ? kernel : NULL};
+                           .candidate_name = strcmp(kernel, "-") ? kernel : NULL, .extracted = &extraction};
     if (kg_eval_run(sup, &f.opts, &req, &result, &err) != KG_OK) {
         rc = 1;
         goto fail;
@@ -141,6 +140,7 @@ fail:
 done:
     json_decref(result);
     kg_supervisor_close(sup);
+    kg_eval_extraction_free(&extraction);
     free(response);
     kg_task_free(&task);
     kg_cli_eval_flags_free(&f);

@@ -154,6 +154,7 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f)
     free(f->python_resolved);
     free(f->harness_resolved);
     free(f->policy_text);
+    json_decref(f->policy);
     json_decref(f->stage_timeouts);
     kg_refcache_close(f->opts.refcache);
     f->opts.refcache = NULL;
@@ -615,10 +616,14 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
         if (prc == KG_OK) {
             json_error_t jerr;
             json_t *pj = json_loads(f->policy_text, 0, &jerr);
-            if (!json_is_object(pj))
+            if (!json_is_object(pj)) {
                 prc = kg_error_set(err, KG_ERR_INVALID, "policy %s is not a JSON object (line %d: %s)", ppath.data,
                                    jerr.line, jerr.text);
-            json_decref(pj);
+                json_decref(pj);
+            } else {
+                f->policy = pj; /* parsed once for the process: every evaluation reads this (opts.policy) */
+                f->opts.policy = pj;
+            }
         }
         if (prc != KG_OK) {
             kg_buf_free(&ppath);

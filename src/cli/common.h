@@ -29,6 +29,7 @@ typedef struct kg_cli_eval_flags {
     json_t *stage_timeouts;  /* NAME=S given on the command line */
     const char *policy_path; /* --policy FILE (default: policy/default.json beside the harness) */
     char *policy_text;       /* its content, owned; opts.policy_json points here */
+    json_t *policy;          /* its content parsed, owned; opts.policy points here */
     const char *reference_cache; /* --reference-cache DIR */
     unsigned long long device_memory; /* --device-memory B: for the supervisor (0: the device's own) */
     int warm;                /* --warm N: pairs started ahead (-1: the command's default) */

@@ -44,6 +44,25 @@ const char *kg_eval_tolerance_name(const kg_eval_options *o)
     return o && o->tolerance_profile ? o->tolerance_profile : kg_eval_tolerance_profiles[0];
 }
 
+int kg_eval_policy(const kg_eval_options *opts, json_t **policy, kg_error *err)
+{
+    *policy = NULL;
+    if (opts && opts->policy) {
+        *policy = json_incref((json_t *)opts->policy); /* jansson's reference counts are atomic */
+        return KG_OK;
+    }
+    if (!opts || !opts->policy_json)
+        return KG_OK;
+    json_error_t jerr;
+    *policy = json_loads(opts->policy_json, 0, &jerr);
+    if (json_is_object(*policy))
+        return KG_OK;
+    json_decref(*policy);
+    *policy = NULL;
+    return kg_error_set(err, KG_ERR_INVALID, "the reward-hack policy is not a JSON object (line %d: %s)", jerr.line,
+                        jerr.text);
+}
+
 void kg_eval_options_default(kg_eval_options *o, const char *device)
 {
     memset(o, 0, sizeof *o);
@@ -82,6 +101,7 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     if (device && strcmp(device, "cpu") == 0)
         o->limits.address_space_bytes = 16ull << 30;
     o->policy_json = NULL;
+    o->policy = NULL;
     o->hack_penalty = 0.0;
     /* On a GPU a correct candidate must spend at least half of its forward's device time in its own Triton
      * kernels (docs/threat-model.md, "Coverage floor"); the CPU has no device profile. */
@@ -229,38 +249,54 @@ static void store_reference_times(const kg_eval_options *opts, timing_talk *talk
     kg_buf_free(&protocol);
 }
 
+void kg_eval_extract(const char *response, size_t len, kg_eval_extraction *out)
+{
+    memset(out, 0, sizeof *out);
+    kg_error_clear(&out->err);
+    out->rc = kg_extract_candidate(response ? response : "", len, &out->ex, &out->err);
+}
+
+void kg_eval_extraction_free(kg_eval_extraction *x)
+{
+    kg_extract_result_free(&x->ex);
+}
+
 int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_request *req,
                 json_t **result, kg_error *err)
 {
     *result = NULL;
     double t0 = kg_now_ms();
-    kg_extract_result ex;
-    memset(&ex, 0, sizeof ex);
-    kg_error ex_err;
-    kg_error_clear(&ex_err);
-    int rc = kg_extract_candidate(req->response ? req->response : "", req->response_len, &ex,
-                                  &ex_err);
-    if (rc == KG_ERR_NOMEM)
-        return kg_error_set(err, rc, "out of memory extracting the candidate");
-    if (rc != KG_OK) {
-        /* Nothing usable: the verdict is "invalid" and no child is needed. */
-        json_t *stage = extract_stage("fail", kg_now_ms() - t0, ex_err.message);
-        kg_child_report none;
-        memset(&none, 0, sizeof none);
-        rc = kg_eval_build_result(opts, req, NULL, NULL, stage, result, err);
-        json_decref(stage);
-        if (rc == KG_OK)
-            json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+    kg_eval_extraction own;
+    const kg_eval_extraction *x = req->extracted;
+    if (!x) {
+        kg_eval_extract(req->response, req->response_len, &own);
+        x = &own;
+    }
+    const kg_extract_result *exr = &x->ex;
+    int rc = x->rc;
+    if (rc == KG_ERR_NOMEM || rc != KG_OK) {
+        if (rc == KG_ERR_NOMEM) {
+            rc = kg_error_set(err, rc, "out of memory extracting the candidate");
+        } else {
+            /* Nothing usable: the verdict is "invalid" and no child is needed. */
+            json_t *stage = extract_stage("fail", kg_now_ms() - t0, x->err.message);
+            rc = kg_eval_build_result(opts, req, NULL, NULL, stage, result, err);
+            json_decref(stage);
+            if (rc == KG_OK)
+                json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+        }
+        if (x == &own)
+            kg_eval_extraction_free(&own);
         return rc;
     }
-    json_t *stage = extract_stage("ok", kg_now_ms() - t0, ex.detail);
+    json_t *stage = extract_stage("ok", kg_now_ms() - t0, exr->detail);
 
     char *dir = NULL;
     rc = kg_temp_dir("kgym-eval", &dir, err);
     kg_buf path = {0};
     if (rc == KG_OK) {
         kg_buf_printf(&path, "%s/candidate.py", dir);
-        rc = kg_file_write(path.data, ex.code, ex.code_len, err);
+        rc = kg_file_write(path.data, exr->code, exr->code_len, err);
     }
     json_t *job = NULL;
     json_t *timeouts = NULL;
@@ -273,13 +309,8 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     int solo_rerun = 0;
     char solo_reason[256] = "";
     json_t *policy = NULL;
-    if (rc == KG_OK && opts->policy_json) {
-        json_error_t jerr;
-        policy = json_loads(opts->policy_json, 0, &jerr);
-        if (!json_is_object(policy))
-            rc = kg_error_set(err, KG_ERR_INVALID, "the reward-hack policy is not a JSON object (line %d: %s)",
-                              jerr.line, jerr.text);
-    }
+    if (rc == KG_OK)
+        rc = kg_eval_policy(opts, &policy, err);
     if (rc == KG_OK) {
         int cpu = strcmp(opts->device, "cpu") == 0;
         job = json_pack("{s:s, s:s, s:s, s:s, s:I, s:i, s:i}", "type", kg_msg_name(KG_MSG_JOB), "workdir", dir,
@@ -402,7 +433,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             store_reference_times(opts, &talk, rep.messages);
         if (rc == KG_OK) {
             json_t *cand = json_object_get(*result, "candidate");
-            json_object_set_new(cand, "source", json_string(kg_extract_source_name(ex.source)));
+            json_object_set_new(cand, "source", json_string(kg_extract_source_name(exr->source)));
             json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
             json_object_set_new(*result, "gpu_solo_rerun", json_boolean(solo_rerun));
             if (solo_rerun) { /* what ran out of memory the first time, while sharing */
@@ -422,6 +453,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         free(dir);
     }
     kg_buf_free(&path);
-    kg_extract_result_free(&ex);
+    if (x == &own)
+        kg_eval_extraction_free(&own);
     return rc;
 }

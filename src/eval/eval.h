@@ -15,6 +15,7 @@
 
 #include "eval/kinds.h"
 #include "kgym/error.h"
+#include "kgym/extract.h"
 #include "supervisor/supervisor.h"
 #include "task/task.h"
 
@@ -89,6 +90,9 @@ typedef struct kg_eval_options {
      * every finding counts as a hack.  Its "findings" map says which finding types make the verdict
      * `hacked` ("hack"), are only listed in warnings[] ("warn") or are not checked ("off"). */
     const char *policy_json;
+    /* policy_json parsed once for the process (the CLI does: kg_cli_setup), borrowed and only read, so worker
+     * threads share it; NULL: each evaluation parses policy_json itself (kg_eval_policy). */
+    const json_t *policy;
     double hack_penalty;       /* the reward of verdict `hacked` (default 0) */
     double coverage_floor;     /* GPU: least share of the forward's device time in the candidate's own Triton
                                 * kernels (default 0.5 on a GPU, docs/threat-model.md "Coverage floor"; 0 = not
@@ -110,6 +114,10 @@ extern const char *const *const kg_eval_stage_names;
 /* Index of a stage name, -1 if unknown. */
 int kg_eval_stage_index(const char *name);
 
+/* The reward-hack policy of the options as JSON: opts->policy (a new reference to it), else policy_json parsed;
+ * NULL without a policy.  KG_ERR_INVALID in err when policy_json is not a JSON object. */
+int kg_eval_policy(const kg_eval_options *opts, json_t **policy, kg_error *err);
+
 /* The tolerance profiles kgym knows, NULL-terminated ("strict" first: the default). */
 extern const char *const kg_eval_tolerance_profiles[];
 /* 1 when name is one of kg_eval_tolerance_profiles, else 0 (NULL: 0). */
@@ -118,11 +126,24 @@ int kg_eval_tolerance_profile_known(const char *name);
 /* Fills the defaults for a device (docs/evaluation-protocol.md lists them). */
 void kg_eval_options_default(kg_eval_options *o, const char *device);
 
+/* The extraction of a response (kg_extract_candidate): its status, result and error. */
+typedef struct kg_eval_extraction {
+    int rc;               /* KG_OK: ex holds the module; else err says why there is none */
+    kg_extract_result ex; /* owned: kg_eval_extraction_free */
+    kg_error err;
+} kg_eval_extraction;
+
+void kg_eval_extract(const char *response, size_t len, kg_eval_extraction *out);
+void kg_eval_extraction_free(kg_eval_extraction *x);
+
 typedef struct kg_eval_request {
     const kg_task *task;
     const char *response;       /* raw model output or a plain module (extracted either way) */
     size_t response_len;
     const char *candidate_name; /* shown in reports (a file path), may be NULL */
+    /* The response's extraction when the caller made it already (kgym eval does, to know whether Python is
+     * needed at all), borrowed; NULL: kg_eval_run extracts. */
+    const kg_eval_extraction *extracted;
 } kg_eval_request;
 
 /* Runs one evaluation.  KG_OK whenever the candidate was evaluated, whatever

@@ -196,13 +196,13 @@ static const char *finding_severity(const json_t *policy, const char *type)
     return "hack";
 }
 
-/* The policy text of the options as JSON (NULL when there is none or it does not parse).  New reference. */
+/* The options' policy as JSON (NULL when there is none or it does not parse: kg_eval_run refused that already).
+ * New reference. */
 static json_t *load_policy(const kg_eval_options *opts)
 {
-    if (!opts || !opts->policy_json)
-        return NULL;
-    json_error_t jerr;
-    return json_loads(opts->policy_json, 0, &jerr);
+    json_t *policy = NULL;
+    kg_eval_policy(opts, &policy, NULL);
+    return policy;
 }
 
 /* ---- protections: what the candidate's process must have had (KG_PROTECTIONS) ---- */

@@ -860,30 +860,53 @@ static void static_finding_names_the_line(void)
 }
 
 /* The policy's "findings" map: warn lists the finding in warnings[] without changing the verdict; off drops it. */
+/* A correct run with a state_cache and a try_except finding. */
+static void two_findings(fake *f)
+{
+    fake_init(f);
+    stage_ok(f, "parse");
+    stage_ok(f, "static");
+    stage_ok(f, "compile");
+    tiny_ok(f, 1);
+    msg(f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "state_cache", "line", 3,
+                     "message", "global"));
+    msg(f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "try_except", "line", 9,
+                     "message", "try"));
+    msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(f, "base", "ran", 0);
+    msg(f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(f, json_pack("{s:s}", "type", "done"));
+}
+
 static void policy_severity_warn_and_off(void)
 {
     kg_eval_options o;
     kg_eval_options_default(&o, "cpu");
     o.policy_json = "{\"findings\": {\"state_cache\": \"warn\", \"try_except\": \"off\"}}";
     fake f;
-    fake_init(&f);
-    stage_ok(&f, "parse");
-    stage_ok(&f, "static");
-    stage_ok(&f, "compile");
-    tiny_ok(&f, 1);
-    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "state_cache", "line", 3,
-                      "message", "global"));
-    msg(&f, json_pack("{s:s, s:{s:s, s:i, s:s}}", "type", "finding", "finding", "type", "try_except", "line", 9,
-                      "message", "try"));
-    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
-    variant(&f, "base", "ran", 0);
-    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
-    msg(&f, json_pack("{s:s}", "type", "done"));
+    two_findings(&f);
     json_t *r = build(&f, &o);
     KG_CHECK_STR(verdict(r), "correct");
     KG_CHECK(json_array_size(json_object_get(r, "hacks")) == 0);
     KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 1);
     json_decref(r);
+
+    /* Parsed once (opts.policy, as the CLI sets it): the evaluation reads the object, not the text again. */
+    json_t *parsed = json_loads(o.policy_json, 0, NULL);
+    o.policy = parsed;
+    o.policy_json = "not JSON: must not be parsed again";
+    json_t *got = NULL;
+    kg_error err;
+    KG_CHECK(kg_eval_policy(&o, &got, &err) == KG_OK && got == parsed);
+    json_decref(got);
+    two_findings(&f);
+    r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_array_size(json_object_get(r, "warnings")) == 1);
+    json_decref(r);
+    o.policy = NULL; /* without it, the text is parsed, and a bad one is refused */
+    KG_CHECK(kg_eval_policy(&o, &got, &err) == KG_ERR_INVALID && got == NULL);
+    json_decref(parsed);
 }
 
 /* The runtime witness of host compute has a type of its own (host_values), so a policy that demotes the static
