@@ -32,6 +32,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "eval/kinds.h"
 #include "util/json.h"
 #include "util/util.h"
 
@@ -399,7 +400,7 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         free(dir);
     }
     if (ok) {
-        json_t *prelude = json_pack("{s:s}", "type", "prelude");
+        json_t *prelude = json_pack("{s:s}", "type", kg_msg_name(KG_MSG_PRELUDE));
         for (size_t i = 0; prelude && i < sizeof runner_part / sizeof runner_part[0]; i++) {
             json_t *v = json_object_get(p->job, runner_part[i]);
             if (v && json_object_set(prelude, runner_part[i], v) != 0) {
@@ -412,8 +413,12 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         /* The judge says "warm" once its runner is set up and both contexts are made (or that failed: then
          * the job hears why, where a cold start would have said it). */
         char line[256];
-        ok = ok && kg_read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) >= 0 &&
-             strstr(line, "\"warm\"") != NULL;
+        ok = ok && kg_read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) >= 0;
+        if (ok) {
+            json_t *said = json_loads(line, 0, NULL);
+            ok = kg_msg_is(said, KG_MSG_WARM);
+            json_decref(said);
+        }
         if (!ok)
             discard(p);
     }
