@@ -1199,9 +1199,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     char degenerate_why[512] = "";
     int stop = strcmp(extract_status ? extract_status : "fail", "ok") != 0;
     if (stop)
-        failed_stage = "extract";
+        failed_stage = kg_stage_names[KG_STAGE_EXTRACT];
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++) {
         const char *name = kg_eval_stage_names[i];
+        const kg_stage stage = (kg_stage)(KG_EVAL_STAGE_FIRST + i);
         json_t *begin = messages ? find_message(messages, KG_MSG_STAGE, name, "begin") : NULL;
         json_t *end = NULL;
         if (begin) {
@@ -1218,11 +1219,11 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         char detail[1024] = "";
         double ms = 0;
         if (stop || !begin) {
-            if (!cpu || strcmp(name, "timing") != 0)
+            if (!cpu || stage != KG_STAGE_TIMING)
                 snprintf(detail, sizeof detail, "%s", stop ? "not run: an earlier stage failed" : "not run");
             else
                 snprintf(detail, sizeof detail, "not measured on CPU");
-            if (!stop && !begin && strcmp(name, "timing") == 0 && !cpu && !opts->timing)
+            if (!stop && !begin && stage == KG_STAGE_TIMING && !cpu && !opts->timing)
                 snprintf(detail, sizeof detail, "timing disabled");
         } else if (!end) {
             /* The stage began and never ended: the process ended inside it. */
@@ -1257,7 +1258,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             }
         }
         /* Facts that turn an "ok" from the child into a failure. */
-        if (!strcmp(status, "ok") && !strcmp(name, "tiny_run")) {
+        if (!strcmp(status, "ok") && stage == KG_STAGE_TINY_RUN) {
             json_t *rv = json_object_get(json_object_get(end, "data"), "compare");
             char why[1024];
             json_t *vr = variant_result(json_object_get(end, "data"), why, sizeof why);
@@ -1271,7 +1272,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             }
             json_decref(vr);
         }
-        if (!strcmp(name, "correctness") && begin) {
+        if (stage == KG_STAGE_CORRECTNESS && begin) {
             tally_variants(messages, NULL, &tally, variants);
             if (!strcmp(status, "ok")) {
                 switch (correctness_of(&tally, messages, degenerate_why, sizeof degenerate_why)) {
