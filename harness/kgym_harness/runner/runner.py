@@ -80,7 +80,7 @@ class Runner:
         except BaseException as exc:  # noqa: BLE001 — the candidate's asynchronous work failed: data
             from ..shared.report import describe_exception
 
-            obj, values = {"type": "error", "error": describe_exception(exc)}, None
+            obj, values = {"type": kinds.REPLY_ERROR, "error": describe_exception(exc)}, None
         obj = dict(obj, seq=self.seq)
         if self.guards is not None:
             new = self.guards.findings[self.sent:]
