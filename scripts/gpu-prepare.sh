@@ -1,13 +1,13 @@
 #!/bin/sh
 # Prepares what a lent GPU machine (no network, no Debian -dev packages) needs
 # to build and test kgym's evaluator, in folders git ignores:
-#   .gpu/  jansson and libcrypto (SHA-256 in src/util/files.c) headers + static libraries, the stubs, the
-#          build script
+#   .gpu/  jansson, libcrypto (SHA-256), SQLite and hiredis (the job store) headers + static libraries, the
+#          stubs, the build script
 #   .kb/   KernelBench level1/level2/level3 problem files (../shared does not travel)
 # Then, with the device tool: carry [".gpu", ".kb"] and run
 #   export KGYM_PYTHON=$(which python3) KGYM_DEVICE=cuda KGYM_BIN=build/kgym KGYM_KERNELBENCH=$PWD/.kb
 #   sh .gpu/build.sh && sh tests/integration/test_kernelbench.sh
-# The device build leaves out the service and the agent (their libraries are not there).
+# The device build leaves out the HTTP service and the agent (libmicrohttpd and libcurl are not there).
 #
 #   sh scripts/gpu-prepare.sh [--baseline COMMIT]
 #
@@ -31,6 +31,11 @@ cp "$(pkg-config --variable=libdir jansson)/libjansson.a" .gpu/lib/
 cp -r /usr/include/openssl .gpu/include/
 for d in /usr/include/*-linux-gnu/openssl; do [ -d "$d" ] && cp "$d"/*.h .gpu/include/openssl/; done
 cp "$(pkg-config --variable=libdir libcrypto)/libcrypto.a" .gpu/lib/
+# The job store (bench runs on the service's worker pool over a memory store; the store's other backends are
+# linked in with it): SQLite's and hiredis's headers and static libraries.
+cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h .gpu/include/
+cp -r /usr/include/hiredis .gpu/include/
+cp "$(cc -print-file-name=libsqlite3.a)" "$(cc -print-file-name=libhiredis.a)" .gpu/lib/  # hiredis.pc names the wrong libdir on Debian
 cp scripts/gpu-stubs.c .gpu/stubs.c
 cp -r "$KB/level1" "$KB/level2" "$KB/level3" .kb/
 cat > .gpu/build.sh <<'EOS'
@@ -43,8 +48,9 @@ mkdir -p build
 R=$(pwd)
 gcc -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Iinclude -Isrc -I"$G/include" \
   -DKG_DEFAULT_HARNESS_DIR="\"$R/harness\"" -DKG_DEFAULT_PYTHON="\"$KGYM_PYTHON\"" -DKG_SOURCE_ROOT="\"$R\"" \
-  $(ls src/*/*.c | grep -vE 'src/(server|store|sched|agent)/|cmd_serve|cmd_rollout') "$G/stubs.c" \
-  "$G/lib/libjansson.a" "$G/lib/libcrypto.a" -lm -lpthread -ldl -o build/kgym
+  $(ls src/*/*.c | grep -vE 'src/(server|agent)/|cmd_serve|cmd_rollout') "$G/stubs.c" \
+  "$G/lib/libjansson.a" "$G/lib/libcrypto.a" "$G/lib/libsqlite3.a" "$G/lib/libhiredis.a" -lm -lpthread -ldl \
+  -o build/kgym
 echo "built $R/build/kgym"
 EOS
 if [ -n "$BASELINE" ]; then
