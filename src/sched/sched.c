@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "task/task.h"
@@ -50,13 +49,6 @@ struct kg_sched {
     long queue_wait_count;
     long finished, failed;
 };
-
-static double wall_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 static void deadline_in(struct timespec *ts, double s)
 {
@@ -203,13 +195,28 @@ static int pause_unless_stopping(kg_sched *s, double pause_s)
     return stop;
 }
 
+/* Sleeps up to pause_s or until a worker of this scheduler ends a job, unless the scheduler stops; returns 1 when
+ * it stops. */
+static int wait_job_end(kg_sched *s, double pause_s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->stopping) {
+        struct timespec ts;
+        deadline_in(&ts, pause_s);
+        pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+    }
+    int stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
 /* Writes a job's outcome.  A write that fails (a full disk, a lost database, Redis away) is retried with a
  * growing pause.  A job that is no longer running (cancelled meanwhile) needs nothing.  Only a stopping scheduler
  * gives up at once: the job stays running, and the next server re-queues it (SQLite) or its lease runs out
  * (Redis).
- * SQLite: after three tries the job is failed with the reason instead (a smaller write: the disk may be full), or
+ * Without leases (SQLite, memory): after three tries the job is failed with the reason instead (a smaller write: the disk may be full), or
  * else given back to the queue, and so on until one of them is stored.
- * Redis: a finished evaluation is not thrown away because Redis is away a while (a restart): its result is tried
+ * Leased (KG_STORE_LEASED: Redis): a finished evaluation is not thrown away because Redis is away a while (a restart): its result is tried
  * again for as long as this worker surely holds the job's lease, that is until one lease after the later of its
  * claim and the last heartbeat that renewed it (none does while Redis is away), and at most one lease after the
  * first failure (a Redis that answers heartbeats but refuses this write must not hold the worker for ever).  Then
@@ -219,14 +226,14 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
                           const char *key, const char *cached_from)
 {
     kg_sched *s = w->sched;
-    int fleet = kg_store_is_shared(s->o.store);
+    int leased = kg_store_has(s->o.store, KG_STORE_LEASED);
     double pause = 0.5, first_fail_ms = 0;
     char reason[1200] = "";
     for (int attempt = 0;; attempt++) {
         kg_error e;
         kg_error_clear(&e);
         int rc;
-        if (attempt < 3 || fleet)
+        if (attempt < 3 || leased)
             rc = kg_store_finish_as(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
                                     &e);
         else if (attempt % 2)
@@ -236,7 +243,7 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         if (rc == KG_OK || rc == KG_ERR_NOT_FOUND || rc == KG_ERR_INVALID) {
             if (attempt)
                 fprintf(stderr, "kgym: job %s: outcome stored after %d retries (%s)\n", id, attempt,
-                        attempt < 3 || fleet ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
+                        attempt < 3 || leased ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
             return;
         }
         double now = kg_now_ms();
@@ -245,7 +252,7 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         if (attempt == 2 || !reason[0])
             snprintf(reason, sizeof reason, "the evaluation ended but its outcome could not be stored: %.1000s",
                      e.message);
-        if (fleet) {
+        if (leased) {
             pthread_mutex_lock(&s->lock);
             double held = w->lease_ms;
             pthread_mutex_unlock(&s->lock);
@@ -266,9 +273,9 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         fprintf(stderr, "kgym: job %s: cannot store its outcome (%s); retrying in %.1f s\n", id, e.message, pause);
         if (pause_unless_stopping(s, pause))
             return;
-        /* Redis: at most 2 s, so that a result in hand is stored soon after Redis is back (the worker waits
+        /* Leased (Redis): at most 2 s, so that a result in hand is stored soon after Redis is back (the worker waits
          * meanwhile, and a refused connection costs nothing). */
-        double cap = fleet ? 2 : 5;
+        double cap = leased ? 2 : 5;
         pause = pause * 2 < cap ? pause * 2 : cap;
     }
 }
@@ -360,80 +367,21 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     kg_task_free(&task);
 }
 
-/* Whether a worker of this scheduler still runs job `id`.  Lock held. */
-static int runs(kg_sched *s, const char *id)
-{
-    for (int i = 0; i < s->o.workers; i++)
-        if (s->workers[i].running_job && !strcmp(s->workers[i].current, id))
-            return 1;
-    return 0;
-}
-
-/* In-flight dedup: a job with the very content another worker of this server claimed earlier and is still
- * evaluating (a client's retry under a new id, the same sample submitted twice) waits for that evaluation and
- * is finished with its result: one evaluation, not two.  Only an earlier claim is followed, so two workers never
- * wait for each other.  Returns 1 when the job needs nothing more (finished so, cancelled meanwhile, or the
- * scheduler stopping: the job then stays running for the next server to re-queue); 0 when it must be evaluated
- * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Embedded
- * (SQLite) only: in a fleet the workers of other processes are followed too (follow_fleet). */
-static int follow_identical(worker *w, const kg_job *job, const json_t *req)
-{
-    kg_sched *s = w->sched;
-    if (!w->key[0] || json_is_true(json_object_get(req, "force_refresh")))
-        return 0;
-    char leader[160] = "";
-    unsigned long first = w->claim_no;
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < s->o.workers; i++) {
-        worker *o = &s->workers[i];
-        if (o != w && o->running_job && o->claim_no < first && !strcmp(o->key, w->key)) {
-            first = o->claim_no;
-            snprintf(leader, sizeof leader, "%s", o->current);
-        }
-    }
-    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
-    while (leader[0] && runs(s, leader) && !s->stopping) {
-        struct timespec ts;
-        deadline_in(&ts, 0.5);
-        pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
-        pthread_mutex_unlock(&s->lock);
-        int gone = job_no_longer_ours(&watch); /* cancelled while it waited */
-        pthread_mutex_lock(&s->lock);
-        if (gone) {
-            pthread_mutex_unlock(&s->lock);
-            return 1;
-        }
-    }
-    int stopping = s->stopping;
-    pthread_mutex_unlock(&s->lock);
-    if (!leader[0])
-        return 0;
-    if (stopping)
-        return 1;
-    kg_job done;
-    kg_error err;
-    int followed = 0;
-    if (kg_store_get(s->o.store, leader, &done, &err) == KG_OK) {
-        if (done.status && !strcmp(done.status, "done") && done.result) {
-            store_outcome(w, job->id, "done", done.result, NULL, w->key, leader);
-            followed = 1;
-        }
-        kg_job_free(&done);
-    }
-    return followed;
-}
-
-/* In-flight dedup across a fleet (Redis): the first job claimed with a key marks itself its leader
- * (inflight:{key}, renewed by its worker's heartbeat, gone a lease after that worker dies); a job claimed with
- * the same key meanwhile, anywhere in the fleet, follows it: it waits, re-reading the leader's job twice a second,
- * and is finished with its result once it is done (cached_from names it).  The follower evaluates itself instead
+/* In-flight dedup: a job with the very content another job is being evaluated for now (a client's retry under
+ * a new id, the same sample submitted twice) waits for that evaluation and is finished with its result: one
+ * evaluation, not two.  The first job claimed with a key marks itself its leader (kg_store_inflight_lead: in
+ * this process for a store that is not shared; in Redis, inflight:{key}, renewed by its worker's heartbeat, gone
+ * a lease after that worker dies); a job claimed with the same key meanwhile, by a worker of this process or
+ * anywhere in the fleet, follows it: it waits (woken when a worker of this process ends a job, else twice a
+ * second), re-reads the leader's job, and is finished with its result once it is done (cached_from names it).
+ * A follower never leads while it follows, so two jobs never wait for each other.  The follower evaluates itself instead
  * when the leader ends otherwise (failed, cancelled, queued again, expired), when its mark is gone (its worker
  * died: the follower then leads), or past twice its own time limit plus a lease (a follower never waits for
  * ever).  force_refresh asks for an evaluation of its own: such a job may lead, never follows.  Returns 1 when
  * the job needs nothing more (followed, cancelled meanwhile, or the scheduler stopping: the job then stays
  * running for the lease to hand over); 0 when it must be evaluated, *leading set when it holds the mark (the
  * caller removes it after the evaluation). */
-static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *leading)
+static int follow_identical(worker *w, const kg_job *job, const json_t *req, int *leading)
 {
     kg_sched *s = w->sched;
     *leading = 0;
@@ -450,7 +398,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
         char leader[160];
         kg_error err;
         if (kg_store_inflight_lead(s->o.store, w->key, job->id, stale, leader, &err) != KG_OK)
-            return 0; /* no dedup without Redis: evaluate */
+            return 0; /* no mark (Redis away): no dedup, evaluate */
         if (!strcmp(leader, job->id)) {
             *leading = 1;
             return 0;
@@ -459,7 +407,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
             return 0;
         stale[0] = '\0';
         for (;;) {
-            if (pause_unless_stopping(s, 0.5))
+            if (wait_job_end(s, 0.5))
                 return 1;
             if (job_no_longer_ours(&watch))
                 return 1; /* cancelled while it waited */
@@ -523,7 +471,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->lock);
         unsigned long seen = s->generation;
         int stop = s->stopping;
-        w->heartbeat = wall_s();
+        w->heartbeat = kg_wall_s();
         pthread_mutex_unlock(&s->lock);
         if (stop)
             break;
@@ -544,8 +492,8 @@ static void *worker_main(void *arg)
             fprintf(stderr, "kgym: %s: the store answers again\n", w->name);
         backoff = 0.1;
         if (crc != KG_OK) {
-            if (kg_store_is_shared(s->o.store))
-                continue; /* the claim itself blocked in Redis for a while */
+            if (kg_store_has(s->o.store, KG_STORE_CLAIM_WAITS))
+                continue; /* the claim itself waited for a job a while */
             pthread_mutex_lock(&s->lock);
             if (!s->stopping && s->generation == seen) {
                 /* Timed: a job queued by another process (or a missed
@@ -572,16 +520,12 @@ static void *worker_main(void *arg)
         snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
 
-        if (kg_store_is_shared(s->o.store)) {
-            int leading = 0;
-            if (!answer_from_store(w, &job, req) && !follow_fleet(w, &job, req, &leading) &&
-                !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
-                run_job(w, &job, req);
-            if (leading)
-                kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
-        } else if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req)) {
+        int leading = 0;
+        if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req, &leading) &&
+            !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
             run_job(w, &job, req);
-        }
+        if (leading)
+            kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
         json_decref(req);
 
         pthread_mutex_lock(&s->lock);
@@ -632,7 +576,7 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
         w->sched = s;
         snprintf(w->name, sizeof w->name, "%s%s#%d", o->name_prefix ? o->name_prefix : "",
                  o->eval.device ? o->eval.device : "cpu", i);
-        w->heartbeat = wall_s();
+        w->heartbeat = kg_wall_s();
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             kg_sched_stop(s, 1e9);
             return kg_error_set(err, KG_ERR_IO, "cannot start worker thread %d", i);
