@@ -29,7 +29,21 @@ typedef struct worker {
                                  * or a heartbeat that renewed it: kg_sched_leases_renewed) */
     long processed;
     double busy_ms, busy_since_ms, heartbeat;
+    /* The current job's outcome as store_outcome stored it (the worker's own; ended = 0: none, or not known in
+     * full): handed to on_job_end. */
+    int ended;
+    char end_status[16];
+    char *end_error, *end_cached_from;
+    double end_at;
+    json_t *end_result;
 } worker;
+
+/* A submitted request, parsed (kg_sched_submitted). */
+typedef struct handed {
+    char *id, *text;
+    json_t *request;
+    struct handed *next;
+} handed;
 
 struct kg_sched {
     kg_sched_options o;
@@ -41,6 +55,8 @@ struct kg_sched {
     unsigned long generation; /* bumped on every submit */
     unsigned long claims;     /* jobs claimed so far */
     worker *workers;
+    handed *handed; /* newest first (under lock) */
+    long n_handed;
     /* counters since start */
     long verdicts[KG_VERDICTS];
     double stage_ms_sum[KG_STAGES];
@@ -222,8 +238,34 @@ static int wait_job_end(kg_sched *s, double pause_s)
  * first failure (a Redis that answers heartbeats but refuses this write must not hold the worker for ever).  Then
  * the job is given back to the queue, or, Redis still away, left to lease recovery: another worker takes it over
  * and evaluates it again (at-least-once).  Never failed for Redis's absence: that would lose a job that was fine. */
-static void store_outcome(worker *w, const char *id, const char *status, const char *result, const char *error,
-                          const char *key, const char *cached_from)
+/* What store_outcome stored, for on_job_end: status with result_json (done; NULL: not known in memory) or error. */
+static void ended_as(worker *w, const char *status, json_t *result_json, const char *error, const char *cached_from,
+                     double at)
+{
+    if (!strcmp(status, "done") && !result_json)
+        return; /* a result copied as text: its waiters read it from the store */
+    w->ended = 1;
+    snprintf(w->end_status, sizeof w->end_status, "%s", status);
+    w->end_error = error ? kg_strdup(error) : NULL;
+    w->end_cached_from = cached_from ? kg_strdup(cached_from) : NULL;
+    w->end_result = json_incref(result_json);
+    w->end_at = at;
+    if ((error && !w->end_error) || (cached_from && !w->end_cached_from))
+        w->ended = 0; /* no memory: its waiters read the store */
+}
+
+static void end_clear(worker *w)
+{
+    w->ended = 0;
+    free(w->end_error);
+    free(w->end_cached_from);
+    json_decref(w->end_result);
+    w->end_error = w->end_cached_from = NULL;
+    w->end_result = NULL;
+}
+
+static void store_outcome(worker *w, const char *id, const char *status, const char *result, json_t *result_json,
+                          const char *error, const char *key, const char *cached_from)
 {
     kg_sched *s = w->sched;
     int leased = kg_store_has(s->o.store, KG_STORE_LEASED);
@@ -233,13 +275,19 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         kg_error e;
         kg_error_clear(&e);
         int rc;
-        if (attempt < 3 || leased)
-            rc = kg_store_finish_as(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
-                                    &e);
-        else if (attempt % 2)
-            rc = kg_store_finish(s->o.store, id, "failed", NULL, reason, &e);
-        else
+        double at = kg_wall_s();
+        if (attempt < 3 || leased) {
+            rc = kg_store_finish_at(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
+                                    at, &e);
+            if (rc == KG_OK)
+                ended_as(w, status, result_json, error, cached_from, at);
+        } else if (attempt % 2) {
+            rc = kg_store_finish_at(s->o.store, id, "failed", NULL, reason, NULL, NULL, at, &e);
+            if (rc == KG_OK)
+                ended_as(w, "failed", NULL, reason, NULL, at);
+        } else {
             rc = kg_store_requeue(s->o.store, id, reason, &e);
+        }
         if (rc == KG_OK || rc == KG_ERR_NOT_FOUND || rc == KG_ERR_INVALID) {
             if (attempt)
                 fprintf(stderr, "kgym: job %s: outcome stored after %d retries (%s)\n", id, attempt,
@@ -356,10 +404,10 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (rc == KG_OK && text)
-        store_outcome(w, job->id, "done", text, NULL, w->key, NULL);
+        store_outcome(w, job->id, "done", text, result, NULL, w->key, NULL);
     else
-        store_outcome(w, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result",
-                      w->key, NULL);
+        store_outcome(w, job->id, "failed", NULL, NULL,
+                      err.message[0] ? err.message : "the evaluation produced no result", w->key, NULL);
     count_result(s, result, !(rc == KG_OK && text),
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
     free(text);
@@ -427,7 +475,7 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req, int
             int running = lj.status && !strcmp(lj.status, "running");
             int done = lj.status && !strcmp(lj.status, "done") && lj.result && lj.key && !strcmp(lj.key, w->key);
             if (done)
-                store_outcome(w, job->id, "done", lj.result, NULL, w->key, leader);
+                store_outcome(w, job->id, "done", lj.result, NULL, NULL, w->key, leader);
             kg_job_free(&lj);
             if (done)
                 return 1;
@@ -457,9 +505,71 @@ static int answer_from_store(worker *w, const kg_job *job, const json_t *req)
         return 0;
     int answered = done.result && done.id && strcmp(done.id, job->id) != 0;
     if (answered)
-        store_outcome(w, job->id, "done", done.result, NULL, w->key, done.id);
+        store_outcome(w, job->id, "done", done.result, NULL, NULL, w->key, done.id);
     kg_job_free(&done);
     return answered;
+}
+
+/* The claimed job's request as its submitter handed it (kg_sched_submitted), or NULL: parse the stored text. */
+static json_t *take_handed(kg_sched *s, const kg_job *job)
+{
+    json_t *req = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (handed **p = &s->handed; *p; p = &(*p)->next) {
+        handed *h = *p;
+        if (job->id && !strcmp(h->id, job->id)) {
+            *p = h->next;
+            s->n_handed--;
+            if (job->request && !strcmp(h->text, job->request)) /* not replaced meanwhile */
+                req = json_incref(h->request);
+            json_decref(h->request);
+            free(h->id);
+            free(h->text);
+            free(h);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return req;
+}
+
+static void handed_free(handed *h)
+{
+    while (h) {
+        handed *next = h->next;
+        json_decref(h->request);
+        free(h->id);
+        free(h->text);
+        free(h);
+        h = next;
+    }
+}
+
+void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *request)
+{
+    if (!s->o.workers || !id || !text || !request)
+        return; /* nobody here claims it */
+    handed *h = calloc(1, sizeof *h);
+    if (!h || !(h->id = kg_strdup(id)) || !(h->text = kg_strdup(text))) {
+        handed_free(h); /* no memory: its worker parses */
+        return;
+    }
+    h->request = json_incref(request);
+    pthread_mutex_lock(&s->lock);
+    h->next = s->handed;
+    s->handed = h;
+    long cap = s->o.max_queue > 0 ? s->o.max_queue + s->o.workers : 1024;
+    handed *drop = NULL;
+    if (++s->n_handed > cap) { /* claimed elsewhere, or cancelled while queued: the oldest goes */
+        handed **p = &s->handed;
+        while ((*p)->next)
+            p = &(*p)->next;
+        drop = *p;
+        *p = NULL;
+        s->n_handed--;
+    }
+    pthread_mutex_unlock(&s->lock);
+    handed_free(drop);
 }
 
 static void *worker_main(void *arg)
@@ -505,7 +615,9 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             continue;
         }
-        json_t *req = job.request ? json_loads(job.request, 0, NULL) : NULL; /* read once for all */
+        json_t *req = take_handed(s, &job); /* the submitter's, parsed, when it is in this process */
+        if (!req && job.request)
+            req = json_loads(job.request, 0, NULL); /* read once for all */
         /* This worker's key for the job, not the submitter's: a result is recorded, found and followed under
          * the key of the settings and device that produce it.  "" (unreadable request): no dedup. */
         char key[KG_SHA256_STRLEN] = "";
@@ -526,7 +638,8 @@ static void *worker_main(void *arg)
             run_job(w, &job, req);
         if (leading)
             kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
-        json_decref(req);
+        char end_key[KG_SHA256_STRLEN];
+        snprintf(end_key, sizeof end_key, "%s", w->key);
 
         pthread_mutex_lock(&s->lock);
         w->running_job = 0;
@@ -541,8 +654,23 @@ static void *worker_main(void *arg)
         if (s->late_job_end)
             while (!pause_unless_stopping(s, 1.0)) {
             }
-        if (s->o.on_job_end)
-            s->o.on_job_end(s->o.on_job_end_arg);
+        if (s->o.on_job_end) {
+            /* The job as the store now holds it, from what this worker stored (sched.h: kg_sched_end). */
+            kg_job now = job;
+            now.status = w->end_status;
+            now.error = w->end_error;
+            if (w->end_cached_from)
+                now.cached_from = w->end_cached_from;
+            if (end_key[0])
+                now.key = end_key;
+            now.finished_at = w->end_at;
+            now.verdict = (char *)json_string_value(json_object_get(w->end_result, "verdict"));
+            now.request = now.result = NULL;
+            kg_sched_end end = {.job = &now, .result = w->end_result, .request = req};
+            s->o.on_job_end(s->o.on_job_end_arg, w->ended ? &end : NULL);
+        }
+        end_clear(w);
+        json_decref(req);
         kg_job_free(&job);
     }
     return NULL;
@@ -615,6 +743,7 @@ int kg_sched_stop(kg_sched *s, double drain_s)
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->done_cv);
     pthread_mutex_destroy(&s->lock);
+    handed_free(s->handed);
     free(s->workers);
     free(s);
     return 1;

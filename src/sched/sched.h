@@ -27,6 +27,15 @@
 
 typedef struct kg_sched kg_sched;
 
+/* A job's end as the worker that stored it knows it, handed to on_job_end: its waiters in this process learn the
+ * outcome from it, without reading the store (which holds the same). */
+typedef struct kg_sched_end {
+    const kg_job *job;     /* the job as now stored (status done or failed, error, key, cached_from, attempts,
+                            * worker, times, verdict); request and result are NULL here: */
+    const json_t *result;  /* the result (status done); never NULL for done */
+    const json_t *request; /* the normalised request, parsed (NULL when it would not parse) */
+} kg_sched_end;
+
 typedef struct kg_sched_options {
     kg_store *store;        /* borrowed; outlives the scheduler */
     kg_supervisor *sup;     /* borrowed; NULL: no workers (jobs only queue) */
@@ -39,8 +48,11 @@ typedef struct kg_sched_options {
                               * NULL: eval.device */
     double lease_s;          /* Redis: the job lease (an in-flight follower waits this long beyond twice its
                               * own time limit at most) */
-    void (*on_job_end)(void *arg); /* called (from a worker thread) after a worker ended a job: the server's
-                                    * waiting requests look at their jobs then (may be NULL).  Also during
+    void (*on_job_end)(void *arg, const kg_sched_end *end);
+                                   /* called (from a worker thread) after a worker ended a job: the server's
+                                    * waiting requests look at their jobs then (may be NULL).  end (borrowed for the
+                                    * call; NULL when the worker does not know the stored outcome in full: a
+                                    * cancel, a requeue, a result copied from another job): the job's outcome.  Also during
                                     * kg_sched_stop's drain: on_job_end_arg must live until kg_sched_stop
                                     * returned 1 (for ever when it returns 0).  Fault injection: with
                                     * KGYM_FAULT_LATE_JOB_END=1 in the environment each call waits until the
@@ -87,6 +99,11 @@ int kg_sched_stop(kg_sched *s, double drain_s);
 
 /* Wakes the workers: a job was queued. */
 void kg_sched_notify(kg_sched *s);
+/* Hands a just stored job's request to this process's workers, parsed: the worker that claims job id uses it
+ * instead of parsing the stored text again, when that text is still `text` (the request stored; a job replaced
+ * meanwhile is read from the store).  request: a new reference is taken.  At most a queue's worth is kept (the
+ * oldest dropped: their workers parse). */
+void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *request);
 /* Room left in the queue (max_queue - queued), never negative. */
 long kg_sched_room(kg_sched *s);
 /* Waits until job id is done, failed or cancelled, or timeout_s passed

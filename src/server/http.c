@@ -107,6 +107,8 @@ typedef struct request_ctx {
     json_t *ids;    /* the jobs waited for: [{id, cached}] (submit_many's) or [id] */
     char *batch_id; /* WAIT_BATCH: the client's, or NULL */
     double submitted; /* WAIT_BATCH: kg_wall_s() at submission */
+    json_t *ended;    /* the waited jobs that ended in this process: {id: kg_server_job_json with request}, written by
+                       * the waiter before the resume (waits.c), or NULL */
 } request_ctx;
 
 void kg_service_options_default(kg_service_options *o)
@@ -458,6 +460,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             j->id = ids[i];
             j->key = keys[i];
             j->request = reqs[i];
+            j->label = (char *)json_string_value(json_object_get(norm[i], "task")); /* not read again from reqs */
             j->status = "queued";
             if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
                 j->status = "done";
@@ -478,6 +481,10 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         goto out;
     }
     if (nput) {
+        /* This process's workers take the requests as parsed here (the one parse of a request). */
+        for (size_t i = 0; i < n; i++)
+            if (reqs[i] && !cached[i])
+                kg_sched_submitted(s->sched, ids[i], reqs[i], norm[i]);
         if (queued)
             kg_sched_notify(s->sched);
         for (size_t i = 0; i < n; i++)
@@ -528,7 +535,7 @@ static enum MHD_Result begin_wait(server *s, struct MHD_Connection *c, request_c
     ctx->ids = ids;
     ctx->wait = kind;
     if (rc == KG_OK)
-        rc = kg_waits_add(s->waits, c, list, n, deadline_ms, &ctx->outcome);
+        rc = kg_waits_add(s->waits, c, list, n, deadline_ms, &ctx->outcome, &ctx->ended);
     free(list);
     if (rc == KG_OK) {
         ctx->waited = 1;
@@ -543,14 +550,19 @@ static enum MHD_Result begin_wait(server *s, struct MHD_Connection *c, request_c
 }
 
 /* The answer of POST /evaluate: the job's EvaluationResponse, 200 whether it ended or not. */
-static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, const char *id)
+static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, const char *id, json_t *ended)
 {
     kg_job j;
+    memset(&j, 0, sizeof j);
     kg_error err;
-    int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
-    if (rc != KG_OK)
-        return send_store_error(c, rc, "", &err);
-    json_t *full = kg_server_job_json(&j, 1);
+    /* Ended in this process: its worker handed the job over (waits.c), nothing to read or parse. */
+    json_t *full = json_incref(json_object_get(ended, id ? id : ""));
+    if (!full) {
+        int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
+        if (rc != KG_OK)
+            return send_store_error(c, rc, "", &err);
+        full = kg_server_job_json(&j, 1);
+    }
     json_t *resp = json_incref(json_object_get(full, "kernelgym"));
     /* Still running after --sync-timeout: 200 with the job's status (pending or processing), a valid
      * EvaluationResponse.  Not 202: Dr. Kernel's client treats any 2xx but 200 as "submit again" and re-POSTs in
@@ -563,7 +575,7 @@ static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, cons
 
 /* The answer of POST /evaluate/batch: each task's EvaluationResponse as it stands. */
 static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t *ids, const char *bid,
-                                   double submitted)
+                                   double submitted, json_t *ended)
 {
     json_t *results = json_array();
     int completed = 0, failed = 0;
@@ -571,15 +583,20 @@ static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t 
     json_t *e;
     json_array_foreach(ids, i, e) {
         kg_job j;
+        memset(&j, 0, sizeof j);
         kg_error err;
-        if (kg_sched_wait(s->sched, json_string_value(json_object_get(e, "id")), 0, &j, &err) != KG_OK)
-            continue;
-        json_t *full = kg_server_job_json(&j, 1);
+        const char *jid = json_string_value(json_object_get(e, "id"));
+        json_t *full = json_incref(json_object_get(ended, jid ? jid : "")); /* handed over in memory (waits.c) */
+        if (!full) {
+            if (kg_sched_wait(s->sched, jid, 0, &j, &err) != KG_OK)
+                continue;
+            full = kg_server_job_json(&j, 1);
+        }
         json_t *kr = json_object_get(full, "kernelgym");
         const char *st = json_string_value(json_object_get(kr, "status"));
         if (st && !strcmp(st, "completed"))
             completed++;
-        else if (is_terminal(j.status))
+        else if (is_terminal(json_string_value(json_object_get(full, "status"))))
             failed++;
         json_array_append(results, kr);
         json_decref(full);
@@ -668,9 +685,9 @@ static enum MHD_Result answer_waited(server *s, struct MHD_Connection *c, reques
     json_t *first = json_array_get(ctx->ids, 0);
     const char *id = json_string_value(json_is_object(first) ? json_object_get(first, "id") : first);
     if (kind == WAIT_EVALUATE)
-        return answer_evaluate(s, c, id);
+        return answer_evaluate(s, c, id, ctx->ended);
     if (kind == WAIT_BATCH)
-        return answer_batch(s, c, ctx->ids, ctx->batch_id, ctx->submitted);
+        return answer_batch(s, c, ctx->ids, ctx->batch_id, ctx->submitted, ctx->ended);
     return answer_job(s, c, id, ctx->view);
 }
 
@@ -815,6 +832,7 @@ static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, request
         return send_error(c, 404, "id", err.message);
     if (rc != KG_OK)
         return send_store_error(c, rc, "id", &err);
+    kg_waits_wake(s->waits, NULL, NULL); /* its waiters read it now (cancelled), not at the next check */
     return send_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "status", "cancelled", "was", was));
 }
 
@@ -1462,6 +1480,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
         if (ctx->waited)
             atomic_fetch_sub(&s->waits_open, 1);
         json_decref(ctx->ids);
+        json_decref(ctx->ended);
         free(ctx->batch_id);
         free(ctx);
         *con_cls = NULL;
@@ -1568,9 +1587,13 @@ static void raise_fd_limit(unsigned need)
                 (unsigned long long)rl.rlim_cur, need);
 }
 
-static void wake_waits(void *arg)
+/* A worker of this process ended a job: its waiters get the job as the response shows it, built here from the
+ * worker's own result and request (no store read, no parse), or, not known in full, read it from the store. */
+static void wake_waits(void *arg, const kg_sched_end *end)
 {
-    kg_waits_wake(arg);
+    json_t *full = end ? kg_server_job_json_from(end->job, end->result, end->request, 1) : NULL;
+    kg_waits_wake(arg, end ? end->job->id : NULL, full);
+    json_decref(full);
 }
 
 int kg_service_run(const kg_service_options *o, kg_error *err)

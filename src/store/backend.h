@@ -25,8 +25,9 @@ typedef struct kg_store_ops {
     int (*get)(kg_store *s, const char *id, kg_job *out, kg_error *err);
     int (*find_done)(kg_store *s, const char *key, kg_job *out, kg_error *err);
     int (*claim)(kg_store *s, const char *worker, kg_job *out, kg_error *err);
+    /* at: the job's finished_at (store.c's kg_wall_s(), or the caller's: kg_store_finish_at) */
     int (*finish)(kg_store *s, const char *id, const char *status, const char *result, const char *error,
-                  const char *key, const char *cached_from, kg_error *err);
+                  const char *key, const char *cached_from, double at, kg_error *err);
     int (*requeue)(kg_store *s, const char *id, const char *reason, kg_error *err);
     int (*cancel)(kg_store *s, const char *id, char was[16], kg_error *err);
     long (*count)(kg_store *s, const char *status);

@@ -219,7 +219,7 @@ static int not_running(const char *id, kg_error *err)
 }
 
 static int mem_finish(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                      const char *key, const char *cached_from, kg_error *err)
+                      const char *key, const char *cached_from, double at, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
     pthread_mutex_lock(&m->lock);
@@ -253,7 +253,7 @@ static int mem_finish(kg_store *base, const char *id, const char *status, const 
                 free(e->job.cached_from);
                 e->job.cached_from = next.cached_from;
             }
-            e->job.finished_at = kg_wall_s();
+            e->job.finished_at = at;
             set_facts(e);
             rc = KG_OK;
         }

@@ -818,7 +818,7 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
 }
 
 static int r_finish(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                     const char *new_key, const char *cached_from, kg_error *err)
+                     const char *new_key, const char *cached_from, double at, kg_error *err)
 {
     kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
@@ -833,7 +833,7 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
         char *verdict;
         char reward[32], speedup[32], coverage[32], fin[32];
         result_facts(result, &verdict, reward, speedup, coverage);
-        snprintf(fin, sizeof fin, "%.6f", kg_wall_s());
+        snprintf(fin, sizeof fin, "%.6f", at);
         kg_buf key = {0};
         kg_buf_printf(&key, P "job:%s", id);
         const char *argv[32];

@@ -358,7 +358,7 @@ out:
 }
 
 static int sq_finish_as(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                       const char *key, const char *cached_from, kg_error *err)
+                       const char *key, const char *cached_from, double at, kg_error *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     char *verdict = NULL;
@@ -387,7 +387,7 @@ static int sq_finish_as(kg_store *base, const char *id, const char *status, cons
             sqlite3_bind_double(st, 6, speedup);
         else
             sqlite3_bind_null(st, 6);
-        sqlite3_bind_double(st, 7, kg_wall_s());
+        sqlite3_bind_double(st, 7, at);
         if (coverage >= 0)
             sqlite3_bind_double(st, 8, coverage);
         else

@@ -163,9 +163,15 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
 int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
                        const char *key, const char *cached_from, kg_error *err)
 {
+    return kg_store_finish_at(s, id, status, result, error, key, cached_from, kg_wall_s(), err);
+}
+
+int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const char *error,
+                       const char *key, const char *cached_from, double at, kg_error *err)
+{
     if (!id || !status || (strcmp(status, "done") && strcmp(status, "failed")))
         return kg_error_set(err, KG_ERR_INVALID, "a job finishes as done or failed");
-    return s->ops->finish(s, id, status, result, error, key, cached_from, err);
+    return s->ops->finish(s, id, status, result, error, key, cached_from, at, err);
 }
 
 int kg_store_requeue(kg_store *s, const char *id, const char *reason, kg_error *err)
