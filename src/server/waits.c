@@ -14,8 +14,9 @@
  * A job that a worker of this process ends is handed over in memory (kg_waits_wake with the job): its waits are
  * done without reading the store, and the handler answers from the job it was given.  Jobs are read from the
  * store only at once for a new wait (it may have ended before the wait began), after a wake without a job (a
- * cancel, an outcome the worker does not know in full), and as a fallback: twice a second when other processes
- * end jobs (a fleet: KG_STORE_SHARED), every 5 s otherwise (the store stays the truth).
+ * cancel, an outcome the worker does not know in full), for the one job of which the store brings news (another
+ * process of a fleet ended it: kg_store_watch, Redis's kgym:done), and as a fallback every 5 s (the store stays
+ * the truth; twice a second in a fleet whose store brings no news).
  *
  * Threads: kg_waits_add from MHD's handlers, kg_waits_wake from the scheduler's workers, kg_waits_stop and
  * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.  The workers
@@ -66,6 +67,7 @@ struct kg_waits {
     wait_entry *incoming;   /* added, not yet taken by the thread (under lock) */
     ended_job *ended;       /* handed over, not yet taken by the thread (under lock) */
     double check_ms;        /* the fallback's period */
+    int watching;           /* kg_store_watch's news come (store_news) */
     size_t waiting;         /* entries added and not yet resumed (under lock) */
     int jobs_ended;         /* kg_waits_wake since the thread last looked (under lock) */
     int stopping;           /* under lock */
@@ -112,17 +114,37 @@ static void resume(kg_waits *w, wait_entry *e, int outcome)
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Takes the jobs handed over for e's ids (in the order waited for: ids[0..done) have ended).  Returns 1 when
- * all have ended. */
-static int jobs_handed(wait_entry *e, const ended_job *x)
+/* Is job id over in the store?  A job it no longer has is over too; a store that does not answer: not yet. */
+static int job_over(kg_waits *w, const char *id)
+{
+    kg_job j;
+    kg_error err;
+    int rc = kg_store_get(w->store, id, &j, &err);
+    if (rc != KG_OK)
+        return rc == KG_ERR_NOT_FOUND;
+    int over = strcmp(j.status, "queued") && strcmp(j.status, "running");
+    kg_job_free(&j);
+    return over;
+}
+
+/* Takes the news of ended jobs for e's ids (ids[0..done) have ended; an ended one moves there): a job handed
+ * over is taken as it is; news without a job (another process ended it) is checked in the store, for that id
+ * alone.  Returns 1 when all have ended. */
+static int jobs_handed(kg_waits *w, wait_entry *e, const ended_job *x)
 {
     for (; x && e->done < e->n; x = x->next) {
         for (size_t i = e->done; i < e->n; i++) {
             if (strcmp(e->ids[i], x->id))
                 continue;
-            if (!e->got)
-                e->got = json_object();
-            if (e->got && json_object_set(e->got, x->id, x->job) == 0) {
+            int taken;
+            if (x->job) {
+                if (!e->got)
+                    e->got = json_object();
+                taken = e->got && json_object_set(e->got, x->id, x->job) == 0;
+            } else {
+                taken = job_over(w, x->id);
+            }
+            if (taken) {
                 /* ended: moved before the ones still waited for */
                 char *t = e->ids[e->done];
                 e->ids[e->done] = e->ids[i];
@@ -140,17 +162,8 @@ static int jobs_handed(wait_entry *e, const ended_job *x)
 static int jobs_ended(kg_waits *w, wait_entry *e)
 {
     while (e->done < e->n) {
-        kg_job j;
-        kg_error err;
-        int rc = kg_store_get(w->store, e->ids[e->done], &j, &err);
-        if (rc == KG_OK) {
-            int over = strcmp(j.status, "queued") && strcmp(j.status, "running");
-            kg_job_free(&j);
-            if (!over)
-                return 0;
-        } else if (rc != KG_ERR_NOT_FOUND) {
+        if (!job_over(w, e->ids[e->done]))
             return 0;
-        }
         e->done++;
     }
     return 1;
@@ -193,7 +206,7 @@ static void *waiter_main(void *arg)
         for (wait_entry **p = &mine; *p;) {
             wait_entry *e = *p;
             int outcome = KG_WAIT_PENDING;
-            if (jobs_handed(e, handed) || ((check || e->fresh) && jobs_ended(w, e)))
+            if (jobs_handed(w, e, handed) || ((check || e->fresh) && jobs_ended(w, e)))
                 outcome = KG_WAIT_DONE;
             else if (kg_now_ms() >= e->deadline_ms)
                 outcome = KG_WAIT_TIMEOUT;
@@ -255,6 +268,26 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* kg_store_watch's news: a job ended somewhere (id), or news may have been missed (NULL: every wait reads). */
+static void store_news(void *arg, const char *id)
+{
+    kg_waits *w = arg;
+    ended_job *x = id ? calloc(1, sizeof *x) : NULL;
+    if (x && !(x->id = kg_strdup(id))) {
+        free(x);
+        x = NULL;
+    }
+    pthread_mutex_lock(&w->lock);
+    if (x) {
+        x->next = w->ended;
+        w->ended = x;
+    } else {
+        w->jobs_ended = 1;
+    }
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+}
+
 int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
 {
     *out = NULL;
@@ -262,7 +295,7 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
     if (!w)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     w->store = store;
-    w->check_ms = kg_store_has(store, KG_STORE_SHARED) ? KG_WAIT_CHECK_MS : KG_WAIT_CHECK_LOCAL_MS;
+    w->check_ms = KG_WAIT_CHECK_LOCAL_MS;
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0) {
         int e = errno;
@@ -275,6 +308,13 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
         return kg_error_set(err, KG_ERR_IO, "cannot start the waiter thread");
     }
     w->started = 1;
+    /* Jobs that other processes end (a fleet): news of them from the store, else a check twice a second. */
+    kg_error werr;
+    int wrc = kg_store_watch(store, store_news, w, &werr);
+    if (wrc == KG_OK)
+        w->watching = 1;
+    else if (wrc != KG_ERR_NOT_FOUND || kg_store_has(store, KG_STORE_SHARED))
+        w->check_ms = KG_WAIT_CHECK_MS;
     *out = w;
     return KG_OK;
 }
@@ -362,6 +402,8 @@ void kg_waits_free(kg_waits *w)
     if (!w)
         return;
     kg_waits_stop(w);
+    if (w->watching) /* before the eventfd goes: the store's thread writes to it */
+        kg_store_unwatch(w->store);
     close(w->wake_fd);
     ended_free(w->ended);
     pthread_mutex_destroy(&w->lock);

@@ -52,6 +52,10 @@ typedef struct kg_store_ops {
                          kg_error *err);
     int (*inflight_leader)(kg_store *s, const char *key, char leader[160], kg_error *err);
     int (*inflight_end)(kg_store *s, const char *key, const char *id, kg_error *err);
+    /* Optional, both or neither: news of jobs ended by other processes (kg_store_watch).  NULL: none (every job
+     * of the store ends in this process). */
+    int (*watch)(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err);
+    void (*unwatch)(kg_store *s);
 } kg_store_ops;
 
 /* In-process in-flight marks (content key → leading job), for backends without their own. */

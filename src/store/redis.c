@@ -21,6 +21,8 @@
 #include "store/backend.h"
 
 #include <hiredis/hiredis.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,12 @@ typedef struct kg_rstore {
     int away; /* the last check found Redis unreachable */
     long lost;
     double lost_at;
+    /* kg_store_watch: the subscriber thread (its own connection) */
+    pthread_t watcher;
+    int watching;
+    int watch_stop; /* atomic */
+    void (*on_end)(void *arg, const char *id);
+    void *on_end_arg;
 } kg_rstore;
 
 static redisContext *conn_get(kg_rstore *r, kg_error *err)
@@ -360,9 +368,12 @@ int kg_store_redis_open(const char *url, kg_store **out, kg_error *err)
     return KG_OK;
 }
 
+static void r_unwatch(kg_store *base);
+
 static void r_close(kg_store *base)
 {
     kg_rstore *r = (kg_rstore *)base;
+    r_unwatch(base);
     kg_store_base_fini(base);
     for (int i = 0; i < r->n_idle; i++)
         redisFree(r->idle[i]);
@@ -1276,6 +1287,80 @@ static int r_inflight_end(kg_store *base, const char *key, const char *id, kg_er
     return rc;
 }
 
+/* kg_store_watch's thread: SUBSCRIBE kgym:done on a connection of its own, each message's id to on_end.  poll()
+ * with a timeout, not a read timeout (hiredis leaves a context that timed out unusable), so a stop is seen within
+ * a second.  A lost connection is made again after a second; once back, on_end(NULL): what was published
+ * meanwhile is gone, so every waiter reads its jobs. */
+static void *watch_main(void *arg)
+{
+    kg_rstore *r = arg;
+    int lost = 0;
+    while (!__atomic_load_n(&r->watch_stop, __ATOMIC_SEQ_CST)) {
+        struct timeval tv = {2, 0};
+        redisContext *c = redisConnectWithTimeout(r->host, r->port, tv);
+        redisReply *x = c && !c->err ? redisCommand(c, "SUBSCRIBE " P "done") : NULL;
+        if (!x || x->type == REDIS_REPLY_ERROR) {
+            freeReplyObject(x);
+            if (c)
+                redisFree(c);
+            lost = 1;
+            struct pollfd none;
+            poll(&none, 0, 1000);
+            continue;
+        }
+        freeReplyObject(x);
+        if (lost)
+            r->on_end(r->on_end_arg, NULL);
+        lost = 0;
+        while (!__atomic_load_n(&r->watch_stop, __ATOMIC_SEQ_CST)) {
+            struct pollfd p = {.fd = c->fd, .events = POLLIN};
+            int n = poll(&p, 1, 1000);
+            if (n == 0 || (n < 0 && errno == EINTR))
+                continue;
+            void *reply = NULL;
+            if (n < 0 || redisGetReply(c, &reply) != REDIS_OK) {
+                lost = 1;
+                break;
+            }
+            /* One read may have brought several messages: every complete one in the reader now. */
+            do {
+                redisReply *m = reply;
+                if (m && m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING &&
+                    !strcmp(m->element[0]->str ? m->element[0]->str : "", "message"))
+                    r->on_end(r->on_end_arg, m->element[2]->str);
+                freeReplyObject(reply);
+                reply = NULL;
+            } while (redisReaderGetReply(c->reader, &reply) == REDIS_OK && reply);
+        }
+        redisFree(c);
+    }
+    return NULL;
+}
+
+static int r_watch(kg_store *base, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err)
+{
+    kg_rstore *r = (kg_rstore *)base;
+    if (r->watching)
+        return kg_error_set(err, KG_ERR_INVALID, "the store is watched already");
+    r->on_end = on_end;
+    r->on_end_arg = arg;
+    __atomic_store_n(&r->watch_stop, 0, __ATOMIC_SEQ_CST);
+    if (pthread_create(&r->watcher, NULL, watch_main, r) != 0)
+        return kg_error_set(err, KG_ERR_IO, "cannot start the thread that watches Redis for ended jobs");
+    r->watching = 1;
+    return KG_OK;
+}
+
+static void r_unwatch(kg_store *base)
+{
+    kg_rstore *r = (kg_rstore *)base;
+    if (!r->watching)
+        return;
+    __atomic_store_n(&r->watch_stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(r->watcher, NULL);
+    r->watching = 0;
+}
+
 static const kg_store_ops redis_ops = {
     .name = "redis",
     .flags = KG_STORE_SHARED | KG_STORE_LEASED | KG_STORE_CLAIM_WAITS,
@@ -1300,4 +1385,6 @@ static const kg_store_ops redis_ops = {
     .inflight_lead = r_inflight_lead,
     .inflight_leader = r_inflight_leader,
     .inflight_end = r_inflight_end,
+    .watch = r_watch,
+    .unwatch = r_unwatch,
 };

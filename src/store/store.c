@@ -319,3 +319,16 @@ int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error
     pthread_mutex_unlock(&s->marks_lock);
     return KG_OK;
 }
+
+int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err)
+{
+    if (!s->ops->watch)
+        return kg_error_set(err, KG_ERR_NOT_FOUND, "the %s store's jobs end in this process", s->ops->name);
+    return s->ops->watch(s, on_end, arg, err);
+}
+
+void kg_store_unwatch(kg_store *s)
+{
+    if (s->ops->unwatch)
+        s->ops->unwatch(s);
+}

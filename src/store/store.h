@@ -167,4 +167,13 @@ int kg_store_inflight_leader(kg_store *s, const char *key, char leader[160], kg_
 /* Removes id's mark on key (nothing when another job leads). */
 int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error *err);
 
+/* News of ended jobs, for waiters: on_end(arg, id) is called (from a thread of the store's) when a job of the
+ * store ended anywhere (Redis: a subscription to kgym:done, which every finish and cancel publishes), and
+ * on_end(arg, NULL) when news may have been missed (the subscription was lost and is back): read every job
+ * waited for.  News is a hint, the store the truth: a waiter reads the job to know how it ended.
+ * KG_ERR_NOT_FOUND: the store has none (its jobs all end in this process).  One watch per store; unwatch before
+ * arg goes (kg_store_close unwatches too). */
+int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err);
+void kg_store_unwatch(kg_store *s);
+
 #endif
