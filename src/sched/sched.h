@@ -58,6 +58,15 @@ typedef struct kg_sched_options {
                                     * KGYM_FAULT_LATE_JOB_END=1 in the environment each call waits until the
                                     * scheduler stops (tests of the server's shutdown order). */
     void *on_job_end_arg;
+    /* How a worker evaluates a claimed job whose request is not the normalised one above (bench, rollout: their
+     * jobs name their own pairs).  NULL: the reference goes to a task file under task_dir, kernel_code is the
+     * candidate.  Called from a worker thread with req (the job's request, parsed; NULL if it would not parse)
+     * and opts (the scheduler's evaluation options, with the job's cancel watch set: the hook may change
+     * them); returns as kg_eval_run.  A job whose key is not computable from its request is never deduplicated
+     * (kg_sched_content_key needs reference_code and kernel_code). */
+    int (*evaluate)(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                    json_t **result, kg_error *err);
+    void *evaluate_arg;
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and
