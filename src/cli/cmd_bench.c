@@ -1,7 +1,9 @@
 /*
  * cmd_bench.c — `kgym bench`: many (task, candidate) pairs, evaluated by a
  * few worker threads sharing one supervisor (one zygote), with a progress bar
- * and a summary.  Pairs come from a folder layout or a JSONL file.
+ * and a summary.  Pairs come from a folder layout or a JSONL file.  The
+ * workers are the service's (src/sched) over a memory store: each pair is a
+ * job {"item": i}, claimed in order, and evaluate_item says what it is.
  */
 #include <dirent.h>
 #include <math.h>
@@ -17,6 +19,8 @@
 #include "eval/eval.h"
 #include "kgym/rl.h"
 #include "rl/result_read.h"
+#include "sched/sched.h"
+#include "store/store.h"
 #include "task/task.h"
 #include "util/util.h"
 
@@ -228,7 +232,7 @@ typedef struct {
     kg_supervisor *sup;
     kg_cli_eval_flags *flags;
     pthread_mutex_t lock;
-    size_t next, done;
+    size_t done;
     double t0;
     int tty;
     int counts[KG_VERDICT_COUNT + 1]; /* by kg_verdict; the last: a verdict no list names */
@@ -333,47 +337,108 @@ static void *watcher(void *arg)
     return NULL;
 }
 
-static void *worker(void *arg)
+/* The pool's evaluate hook (sched.h): job {"item": i} is the list's pair i. */
+static int evaluate_item(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                         json_t **result, kg_error *err)
 {
     bench_run *run = arg;
-    for (;;) {
-        pthread_mutex_lock(&run->lock);
-        size_t i = run->next++;
-        pthread_mutex_unlock(&run->lock);
-        if (i >= run->list->count)
-            return NULL;
-        bench_item *it = &run->list->items[i];
-        kg_error err;
-        kg_error_clear(&err);
-        kg_task task;
-        char *response = NULL;
-        size_t len = 0;
-        int rc = kg_task_resolve(run->flags->kernelbench, it->task_spec, &task, &err);
-        if (rc == KG_OK) {
-            if (it->candidate)
-                rc = kg_file_read(it->candidate, 16u << 20, &response, &len, &err);
-            else {
-                response = kg_strdup(it->response);
-                len = strlen(response);
-            }
-            if (rc == KG_OK) {
-                kg_eval_request req = {.task = &task, .response = response, .response_len = len,
-                                       .candidate_name = it->candidate};
-                rc = kg_eval_run(run->sup, &run->flags->opts, &req, &it->result, &err);
-            }
-            kg_task_free(&task);
+    json_t *ij = json_object_get(req, "item");
+    if (!json_is_integer(ij) || json_integer_value(ij) < 0 || (size_t)json_integer_value(ij) >= run->list->count)
+        return kg_error_set(err, KG_ERR_INTERNAL, "bench job %s names no pair", job->id);
+    bench_item *it = &run->list->items[json_integer_value(ij)];
+    kg_task task;
+    char *response = NULL;
+    size_t len = 0;
+    int rc = kg_task_resolve(run->flags->kernelbench, it->task_spec, &task, err);
+    if (rc == KG_OK) {
+        if (it->candidate)
+            rc = kg_file_read(it->candidate, 16u << 20, &response, &len, err);
+        else {
+            response = kg_strdup(it->response);
+            len = strlen(response);
         }
-        free(response);
-        if (rc != KG_OK)
-            it->error = kg_strdup(err.message);
-        pthread_mutex_lock(&run->lock);
-        run->done++;
-        if (it->result)
-            run->counts[verdict_index(it->result)]++;
-        progress(run, it);
-        write_out(run, it);
-        pthread_mutex_unlock(&run->lock);
+        if (rc == KG_OK) {
+            kg_eval_request er = {.task = &task, .response = response, .response_len = len,
+                                  .candidate_name = it->candidate};
+            rc = kg_eval_run(sup, opts, &er, result, err);
+        }
+        kg_task_free(&task);
     }
+    free(response);
+    return rc;
+}
+
+/* The pool's on_job_end: the pair's outcome (in memory: its result as the worker holds it), its progress line and
+ * its --out line. */
+static void item_ended(void *arg, const kg_sched_end *end)
+{
+    bench_run *run = arg;
+    if (!end) /* a bench job is never cancelled or copied: every end comes in full */
+        return;
+    size_t i = (size_t)json_integer_value(json_object_get(end->request, "item"));
+    if (!end->request || i >= run->list->count)
+        return;
+    bench_item *it = &run->list->items[i];
+    it->result = json_incref((json_t *)end->result);
+    if (!it->result)
+        it->error = kg_strdup(end->job->error ? end->job->error : "the evaluation produced no result");
+    pthread_mutex_lock(&run->lock);
+    run->done++;
+    if (it->result)
+        run->counts[verdict_index(it->result)]++;
+    progress(run, it);
+    write_out(run, it);
+    pthread_cond_broadcast(&run->wake);
+    pthread_mutex_unlock(&run->lock);
+}
+
+/* Every pair evaluated by `jobs` workers of the service's pool over a memory store; returns once all ended. */
+static int run_pool(bench_run *run, long jobs, kg_error *err)
+{
+    kg_store *store = NULL;
+    int rc = kg_store_open(KG_STORE_MEMORY, &store, err);
+    if (rc != KG_OK)
+        return rc;
+    size_t n = run->list->count;
+    kg_job *js = calloc(n ? n : 1, sizeof *js);
+    char (*ids)[32] = calloc(n ? n : 1, sizeof *ids), (*reqs)[48] = calloc(n ? n : 1, sizeof *reqs);
+    if (!js || !ids || !reqs)
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; rc == KG_OK && i < n; i++) {
+        snprintf(ids[i], sizeof ids[i], "bench-%zu", i);
+        snprintf(reqs[i], sizeof reqs[i], "{\"item\": %zu}", i);
+        js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label};
+    }
+    if (rc == KG_OK) /* all queued before any worker starts: claimed in the list's order */
+        rc = kg_store_put_many(store, js, n, NULL, err);
+    kg_sched *pool = NULL;
+    if (rc == KG_OK) {
+        kg_sched_options o = {.store = store, .sup = run->sup, .eval = run->flags->opts, .workers = (int)jobs,
+                              .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
+                              .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run};
+        rc = kg_sched_start(&o, &pool, err);
+    }
+    if (rc == KG_OK) {
+        pthread_mutex_lock(&run->lock);
+        while (run->done < n) {
+            /* The store as the truth: an end not handed over in full (no memory for it) still ends the run. */
+            pthread_mutex_unlock(&run->lock);
+            int over = kg_store_count(store, "queued") == 0 && kg_store_count(store, "running") == 0;
+            pthread_mutex_lock(&run->lock);
+            if (over)
+                break;
+            struct timespec ts;
+            kg_deadline_in(&ts, 1.0);
+            pthread_cond_timedwait(&run->wake, &run->lock, &ts);
+        }
+        pthread_mutex_unlock(&run->lock);
+        kg_sched_stop(pool, 1e9); /* every job has ended: the workers are idle */
+    }
+    kg_store_close(store);
+    free(js);
+    free(ids);
+    free(reqs);
+    return rc;
 }
 
 static json_t *summary(bench_run *run, double wall_s)
@@ -598,14 +663,10 @@ int kg_cli_bench(int argc, char **argv)
         jobs = (long)list.count;
     bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file};
     pthread_mutex_init(&run.lock, NULL);
-    pthread_t threads[256];
     kg_cond_init(&run.wake); /* its waits' deadlines are on CLOCK_MONOTONIC */
     pthread_t watch;
     int watching = pthread_create(&watch, NULL, watcher, &run) == 0;
-    for (long i = 0; i < jobs; i++)
-        pthread_create(&threads[i], NULL, worker, &run);
-    for (long i = 0; i < jobs; i++)
-        pthread_join(threads[i], NULL);
+    int prc = run_pool(&run, jobs, &err);
     pthread_mutex_lock(&run.lock);
     run.finished = 1;
     pthread_cond_signal(&run.wake);
@@ -614,6 +675,10 @@ int kg_cli_bench(int argc, char **argv)
         pthread_join(watch, NULL);
     pthread_cond_destroy(&run.wake);
     pthread_mutex_destroy(&run.lock);
+    if (prc != KG_OK) {
+        rc = 1;
+        goto fail;
+    }
     double wall_s = (kg_now_ms() - run.t0) / 1000.0;
     json_t *sum = summary(&run, wall_s);
     kg_arbiter_stats as;

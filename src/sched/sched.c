@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <time.h>
 
 #include "kgym/rl.h"
@@ -26,7 +25,21 @@ typedef struct worker {
                                  * or a heartbeat that renewed it: kg_sched_leases_renewed) */
     long processed;
     double busy_ms, busy_since_ms, heartbeat;
+    /* The current job's outcome as store_outcome stored it (the worker's own; ended = 0: none, or not known in
+     * full): handed to on_job_end. */
+    int ended;
+    char end_status[16];
+    char *end_error, *end_cached_from;
+    double end_at;
+    json_t *end_result;
 } worker;
+
+/* A submitted request, parsed (kg_sched_submitted). */
+typedef struct handed {
+    char *id, *text;
+    json_t *request;
+    struct handed *next;
+} handed;
 
 struct kg_sched {
     kg_sched_options o;
@@ -38,6 +51,8 @@ struct kg_sched {
     unsigned long generation; /* bumped on every submit */
     unsigned long claims;     /* jobs claimed so far */
     worker *workers;
+    handed *handed; /* newest first (under lock) */
+    long n_handed;
     /* counters since start */
     long verdicts[KG_VERDICT_COUNT]; /* a failed job has no verdict: `failed` below */
     double stage_ms_sum[KG_STAGE_COUNT];
@@ -46,13 +61,6 @@ struct kg_sched {
     long queue_wait_count;
     long finished, failed;
 };
-
-static double wall_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 static void deadline_in(struct timespec *ts, double s)
 {
@@ -198,40 +206,87 @@ static int pause_unless_stopping(kg_sched *s, double pause_s)
     return stop;
 }
 
+/* Sleeps up to pause_s or until a worker of this scheduler ends a job, unless the scheduler stops; returns 1 when
+ * it stops. */
+static int wait_job_end(kg_sched *s, double pause_s)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->stopping) {
+        struct timespec ts;
+        deadline_in(&ts, pause_s);
+        pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
+    }
+    int stop = s->stopping;
+    pthread_mutex_unlock(&s->lock);
+    return stop;
+}
+
 /* Writes a job's outcome.  A write that fails (a full disk, a lost database, Redis away) is retried with a
  * growing pause.  A job that is no longer running (cancelled meanwhile) needs nothing.  Only a stopping scheduler
  * gives up at once: the job stays running, and the next server re-queues it (SQLite) or its lease runs out
  * (Redis).
- * SQLite: after three tries the job is failed with the reason instead (a smaller write: the disk may be full), or
+ * Without leases (SQLite, memory): after three tries the job is failed with the reason instead (a smaller write: the disk may be full), or
  * else given back to the queue, and so on until one of them is stored.
- * Redis: a finished evaluation is not thrown away because Redis is away a while (a restart): its result is tried
+ * Leased (KG_STORE_LEASED: Redis): a finished evaluation is not thrown away because Redis is away a while (a restart): its result is tried
  * again for as long as this worker surely holds the job's lease, that is until one lease after the later of its
  * claim and the last heartbeat that renewed it (none does while Redis is away), and at most one lease after the
  * first failure (a Redis that answers heartbeats but refuses this write must not hold the worker for ever).  Then
  * the job is given back to the queue, or, Redis still away, left to lease recovery: another worker takes it over
  * and evaluates it again (at-least-once).  Never failed for Redis's absence: that would lose a job that was fine. */
-static void store_outcome(worker *w, const char *id, const char *status, const char *result, const char *error,
-                          const char *key, const char *cached_from)
+/* What store_outcome stored, for on_job_end: status with result_json (done; NULL: not known in memory) or error. */
+static void ended_as(worker *w, const char *status, json_t *result_json, const char *error, const char *cached_from,
+                     double at)
+{
+    if (!strcmp(status, "done") && !result_json)
+        return; /* a result copied as text: its waiters read it from the store */
+    w->ended = 1;
+    snprintf(w->end_status, sizeof w->end_status, "%s", status);
+    w->end_error = error ? kg_strdup(error) : NULL;
+    w->end_cached_from = cached_from ? kg_strdup(cached_from) : NULL;
+    w->end_result = json_incref(result_json);
+    w->end_at = at;
+    if ((error && !w->end_error) || (cached_from && !w->end_cached_from))
+        w->ended = 0; /* no memory: its waiters read the store */
+}
+
+static void end_clear(worker *w)
+{
+    w->ended = 0;
+    free(w->end_error);
+    free(w->end_cached_from);
+    json_decref(w->end_result);
+    w->end_error = w->end_cached_from = NULL;
+    w->end_result = NULL;
+}
+
+static void store_outcome(worker *w, const char *id, const char *status, const char *result, json_t *result_json,
+                          const char *error, const char *key, const char *cached_from)
 {
     kg_sched *s = w->sched;
-    int fleet = kg_store_is_shared(s->o.store);
+    int leased = kg_store_has(s->o.store, KG_STORE_LEASED);
     double pause = 0.5, first_fail_ms = 0;
     char reason[1200] = "";
     for (int attempt = 0;; attempt++) {
         kg_error e;
         kg_error_clear(&e);
         int rc;
-        if (attempt < 3 || fleet)
-            rc = kg_store_finish_as(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
-                                    &e);
-        else if (attempt % 2)
-            rc = kg_store_finish(s->o.store, id, "failed", NULL, reason, &e);
-        else
+        double at = kg_wall_s();
+        if (attempt < 3 || leased) {
+            rc = kg_store_finish_at(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
+                                    at, &e);
+            if (rc == KG_OK)
+                ended_as(w, status, result_json, error, cached_from, at);
+        } else if (attempt % 2) {
+            rc = kg_store_finish_at(s->o.store, id, "failed", NULL, reason, NULL, NULL, at, &e);
+            if (rc == KG_OK)
+                ended_as(w, "failed", NULL, reason, NULL, at);
+        } else {
             rc = kg_store_requeue(s->o.store, id, reason, &e);
+        }
         if (rc == KG_OK || rc == KG_ERR_NOT_FOUND || rc == KG_ERR_INVALID) {
             if (attempt)
                 fprintf(stderr, "kgym: job %s: outcome stored after %d retries (%s)\n", id, attempt,
-                        attempt < 3 || fleet ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
+                        attempt < 3 || leased ? "its result" : attempt % 2 ? "failed with the reason" : "queued again");
             return;
         }
         double now = kg_now_ms();
@@ -240,7 +295,7 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         if (attempt == 2 || !reason[0])
             snprintf(reason, sizeof reason, "the evaluation ended but its outcome could not be stored: %.1000s",
                      e.message);
-        if (fleet) {
+        if (leased) {
             pthread_mutex_lock(&s->lock);
             double held = w->lease_ms;
             pthread_mutex_unlock(&s->lock);
@@ -261,9 +316,9 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         fprintf(stderr, "kgym: job %s: cannot store its outcome (%s); retrying in %.1f s\n", id, e.message, pause);
         if (pause_unless_stopping(s, pause))
             return;
-        /* Redis: at most 2 s, so that a result in hand is stored soon after Redis is back (the worker waits
+        /* Leased (Redis): at most 2 s, so that a result in hand is stored soon after Redis is back (the worker waits
          * meanwhile, and a refused connection costs nothing). */
-        double cap = fleet ? 2 : 5;
+        double cap = leased ? 2 : 5;
         pause = pause * 2 < cap ? pause * 2 : cap;
     }
 }
@@ -308,13 +363,19 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     memset(&task, 0, sizeof task);
     const char *ref = json_string_value(json_object_get(req, "reference_code"));
     const char *kernel = json_string_value(json_object_get(req, "kernel_code"));
-    if (!req || !ref || !kernel) {
+    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+    if (s->o.evaluate) { /* the pool's owner says what the job is (sched.h) */
+        kg_eval_options opts = s->o.eval;
+        opts.limits.stop_requested = job_no_longer_ours;
+        opts.limits.stop_ctx = &watch;
+        rc = s->o.evaluate(s->o.evaluate_arg, s->o.sup, &opts, job, req, &result, &err);
+    } else if (!req || !ref || !kernel) {
         rc = kg_error_set(&err, KG_ERR_INVALID, "the stored request of job %s is unreadable", job->id);
     } else {
         rc = kg_task_from_source(ref, strlen(ref), json_string_value(json_object_get(req, "task")),
                                  s->o.task_dir, &task, &err);
     }
-    if (rc == KG_OK) {
+    if (rc == KG_OK && !s->o.evaluate) {
         kg_eval_options opts = s->o.eval;
         double timeout = json_number_value(json_object_get(req, "timeout"));
         if (timeout > 0)
@@ -330,7 +391,6 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
                               tolerance);
         else if (tolerance)
             opts.tolerance_profile = tolerance;
-        job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
         opts.limits.stop_requested = job_no_longer_ours;
         opts.limits.stop_ctx = &watch;
         kg_eval_request er = {.task = &task, .response = kernel, .response_len = strlen(kernel),
@@ -344,10 +404,10 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     }
     char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
     if (rc == KG_OK && text)
-        store_outcome(w, job->id, "done", text, NULL, w->key, NULL);
+        store_outcome(w, job->id, "done", text, result, NULL, w->key, NULL);
     else
-        store_outcome(w, job->id, "failed", NULL, err.message[0] ? err.message : "the evaluation produced no result",
-                      w->key, NULL);
+        store_outcome(w, job->id, "failed", NULL, NULL,
+                      err.message[0] ? err.message : "the evaluation produced no result", w->key, NULL);
     count_result(s, result, !(rc == KG_OK && text),
                  job->started_at > 0 && job->submitted_at > 0 ? job->started_at - job->submitted_at : -1);
     free(text);
@@ -355,80 +415,21 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     kg_task_free(&task);
 }
 
-/* Whether a worker of this scheduler still runs job `id`.  Lock held. */
-static int runs(kg_sched *s, const char *id)
-{
-    for (int i = 0; i < s->o.workers; i++)
-        if (s->workers[i].running_job && !strcmp(s->workers[i].current, id))
-            return 1;
-    return 0;
-}
-
-/* In-flight dedup: a job with the very content another worker of this server claimed earlier and is still
- * evaluating (a client's retry under a new id, the same sample submitted twice) waits for that evaluation and
- * is finished with its result: one evaluation, not two.  Only an earlier claim is followed, so two workers never
- * wait for each other.  Returns 1 when the job needs nothing more (finished so, cancelled meanwhile, or the
- * scheduler stopping: the job then stays running for the next server to re-queue); 0 when it must be evaluated
- * (no such evaluation, or it did not end done).  force_refresh asks for an evaluation of its own.  Embedded
- * (SQLite) only: in a fleet the workers of other processes are followed too (follow_fleet). */
-static int follow_identical(worker *w, const kg_job *job, const json_t *req)
-{
-    kg_sched *s = w->sched;
-    if (!w->key[0] || json_is_true(json_object_get(req, "force_refresh")))
-        return 0;
-    char leader[160] = "";
-    unsigned long first = w->claim_no;
-    pthread_mutex_lock(&s->lock);
-    for (int i = 0; i < s->o.workers; i++) {
-        worker *o = &s->workers[i];
-        if (o != w && o->running_job && o->claim_no < first && !strcmp(o->key, w->key)) {
-            first = o->claim_no;
-            snprintf(leader, sizeof leader, "%s", o->current);
-        }
-    }
-    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
-    while (leader[0] && runs(s, leader) && !s->stopping) {
-        struct timespec ts;
-        deadline_in(&ts, 0.5);
-        pthread_cond_timedwait(&s->done_cv, &s->lock, &ts);
-        pthread_mutex_unlock(&s->lock);
-        int gone = job_no_longer_ours(&watch); /* cancelled while it waited */
-        pthread_mutex_lock(&s->lock);
-        if (gone) {
-            pthread_mutex_unlock(&s->lock);
-            return 1;
-        }
-    }
-    int stopping = s->stopping;
-    pthread_mutex_unlock(&s->lock);
-    if (!leader[0])
-        return 0;
-    if (stopping)
-        return 1;
-    kg_job done;
-    kg_error err;
-    int followed = 0;
-    if (kg_store_get(s->o.store, leader, &done, &err) == KG_OK) {
-        if (done.status && !strcmp(done.status, "done") && done.result) {
-            store_outcome(w, job->id, "done", done.result, NULL, w->key, leader);
-            followed = 1;
-        }
-        kg_job_free(&done);
-    }
-    return followed;
-}
-
-/* In-flight dedup across a fleet (Redis): the first job claimed with a key marks itself its leader
- * (inflight:{key}, renewed by its worker's heartbeat, gone a lease after that worker dies); a job claimed with
- * the same key meanwhile, anywhere in the fleet, follows it: it waits, re-reading the leader's job twice a second,
- * and is finished with its result once it is done (cached_from names it).  The follower evaluates itself instead
+/* In-flight dedup: a job with the very content another job is being evaluated for now (a client's retry under
+ * a new id, the same sample submitted twice) waits for that evaluation and is finished with its result: one
+ * evaluation, not two.  The first job claimed with a key marks itself its leader (kg_store_inflight_lead: in
+ * this process for a store that is not shared; in Redis, inflight:{key}, renewed by its worker's heartbeat, gone
+ * a lease after that worker dies); a job claimed with the same key meanwhile, by a worker of this process or
+ * anywhere in the fleet, follows it: it waits (woken when a worker of this process ends a job, else twice a
+ * second), re-reads the leader's job, and is finished with its result once it is done (cached_from names it).
+ * A follower never leads while it follows, so two jobs never wait for each other.  The follower evaluates itself instead
  * when the leader ends otherwise (failed, cancelled, queued again, expired), when its mark is gone (its worker
  * died: the follower then leads), or past twice its own time limit plus a lease (a follower never waits for
  * ever).  force_refresh asks for an evaluation of its own: such a job may lead, never follows.  Returns 1 when
  * the job needs nothing more (followed, cancelled meanwhile, or the scheduler stopping: the job then stays
  * running for the lease to hand over); 0 when it must be evaluated, *leading set when it holds the mark (the
  * caller removes it after the evaluation). */
-static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *leading)
+static int follow_identical(worker *w, const kg_job *job, const json_t *req, int *leading)
 {
     kg_sched *s = w->sched;
     *leading = 0;
@@ -445,7 +446,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
         char leader[160];
         kg_error err;
         if (kg_store_inflight_lead(s->o.store, w->key, job->id, stale, leader, &err) != KG_OK)
-            return 0; /* no dedup without Redis: evaluate */
+            return 0; /* no mark (Redis away): no dedup, evaluate */
         if (!strcmp(leader, job->id)) {
             *leading = 1;
             return 0;
@@ -454,7 +455,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
             return 0;
         stale[0] = '\0';
         for (;;) {
-            if (pause_unless_stopping(s, 0.5))
+            if (wait_job_end(s, 0.5))
                 return 1;
             if (job_no_longer_ours(&watch))
                 return 1; /* cancelled while it waited */
@@ -474,7 +475,7 @@ static int follow_fleet(worker *w, const kg_job *job, const json_t *req, int *le
             int running = lj.status && !strcmp(lj.status, "running");
             int done = lj.status && !strcmp(lj.status, "done") && lj.result && lj.key && !strcmp(lj.key, w->key);
             if (done)
-                store_outcome(w, job->id, "done", lj.result, NULL, w->key, leader);
+                store_outcome(w, job->id, "done", lj.result, NULL, NULL, w->key, leader);
             kg_job_free(&lj);
             if (done)
                 return 1;
@@ -504,9 +505,71 @@ static int answer_from_store(worker *w, const kg_job *job, const json_t *req)
         return 0;
     int answered = done.result && done.id && strcmp(done.id, job->id) != 0;
     if (answered)
-        store_outcome(w, job->id, "done", done.result, NULL, w->key, done.id);
+        store_outcome(w, job->id, "done", done.result, NULL, NULL, w->key, done.id);
     kg_job_free(&done);
     return answered;
+}
+
+/* The claimed job's request as its submitter handed it (kg_sched_submitted), or NULL: parse the stored text. */
+static json_t *take_handed(kg_sched *s, const kg_job *job)
+{
+    json_t *req = NULL;
+    pthread_mutex_lock(&s->lock);
+    for (handed **p = &s->handed; *p; p = &(*p)->next) {
+        handed *h = *p;
+        if (job->id && !strcmp(h->id, job->id)) {
+            *p = h->next;
+            s->n_handed--;
+            if (job->request && !strcmp(h->text, job->request)) /* not replaced meanwhile */
+                req = json_incref(h->request);
+            json_decref(h->request);
+            free(h->id);
+            free(h->text);
+            free(h);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return req;
+}
+
+static void handed_free(handed *h)
+{
+    while (h) {
+        handed *next = h->next;
+        json_decref(h->request);
+        free(h->id);
+        free(h->text);
+        free(h);
+        h = next;
+    }
+}
+
+void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *request)
+{
+    if (!s->o.workers || !id || !text || !request)
+        return; /* nobody here claims it */
+    handed *h = calloc(1, sizeof *h);
+    if (!h || !(h->id = kg_strdup(id)) || !(h->text = kg_strdup(text))) {
+        handed_free(h); /* no memory: its worker parses */
+        return;
+    }
+    h->request = json_incref(request);
+    pthread_mutex_lock(&s->lock);
+    h->next = s->handed;
+    s->handed = h;
+    long cap = s->o.max_queue > 0 ? s->o.max_queue + s->o.workers : 1024;
+    handed *drop = NULL;
+    if (++s->n_handed > cap) { /* claimed elsewhere, or cancelled while queued: the oldest goes */
+        handed **p = &s->handed;
+        while ((*p)->next)
+            p = &(*p)->next;
+        drop = *p;
+        *p = NULL;
+        s->n_handed--;
+    }
+    pthread_mutex_unlock(&s->lock);
+    handed_free(drop);
 }
 
 static void *worker_main(void *arg)
@@ -518,7 +581,7 @@ static void *worker_main(void *arg)
         pthread_mutex_lock(&s->lock);
         unsigned long seen = s->generation;
         int stop = s->stopping;
-        w->heartbeat = wall_s();
+        w->heartbeat = kg_wall_s();
         pthread_mutex_unlock(&s->lock);
         if (stop)
             break;
@@ -539,8 +602,8 @@ static void *worker_main(void *arg)
             fprintf(stderr, "kgym: %s: the store answers again\n", w->name);
         backoff = 0.1;
         if (crc != KG_OK) {
-            if (kg_store_is_shared(s->o.store))
-                continue; /* the claim itself blocked in Redis for a while */
+            if (kg_store_has(s->o.store, KG_STORE_CLAIM_WAITS))
+                continue; /* the claim itself waited for a job a while */
             pthread_mutex_lock(&s->lock);
             if (!s->stopping && s->generation == seen) {
                 /* Timed: a job queued by another process (or a missed
@@ -552,7 +615,9 @@ static void *worker_main(void *arg)
             pthread_mutex_unlock(&s->lock);
             continue;
         }
-        json_t *req = job.request ? json_loads(job.request, 0, NULL) : NULL; /* read once for all */
+        json_t *req = take_handed(s, &job); /* the submitter's, parsed, when it is in this process */
+        if (!req && job.request)
+            req = json_loads(job.request, 0, NULL); /* read once for all */
         /* This worker's key for the job, not the submitter's: a result is recorded, found and followed under
          * the key of the settings and device that produce it.  "" (unreadable request): no dedup. */
         char key[KG_SHA256_STRLEN] = "";
@@ -567,17 +632,14 @@ static void *worker_main(void *arg)
         snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
 
-        if (kg_store_is_shared(s->o.store)) {
-            int leading = 0;
-            if (!answer_from_store(w, &job, req) && !follow_fleet(w, &job, req, &leading) &&
-                !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
-                run_job(w, &job, req);
-            if (leading)
-                kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
-        } else if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req)) {
+        int leading = 0;
+        if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req, &leading) &&
+            !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
             run_job(w, &job, req);
-        }
-        json_decref(req);
+        if (leading)
+            kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
+        char end_key[KG_SHA256_STRLEN];
+        snprintf(end_key, sizeof end_key, "%s", w->key);
 
         pthread_mutex_lock(&s->lock);
         w->running_job = 0;
@@ -592,8 +654,23 @@ static void *worker_main(void *arg)
         if (s->late_job_end)
             while (!pause_unless_stopping(s, 1.0)) {
             }
-        if (s->o.on_job_end)
-            s->o.on_job_end(s->o.on_job_end_arg);
+        if (s->o.on_job_end) {
+            /* The job as the store now holds it, from what this worker stored (sched.h: kg_sched_end). */
+            kg_job now = job;
+            now.status = w->end_status;
+            now.error = w->end_error;
+            if (w->end_cached_from)
+                now.cached_from = w->end_cached_from;
+            if (end_key[0])
+                now.key = end_key;
+            now.finished_at = w->end_at;
+            now.verdict = (char *)json_string_value(json_object_get(w->end_result, "verdict"));
+            now.request = now.result = NULL;
+            kg_sched_end end = {.job = &now, .result = w->end_result, .request = req};
+            s->o.on_job_end(s->o.on_job_end_arg, w->ended ? &end : NULL);
+        }
+        end_clear(w);
+        json_decref(req);
         kg_job_free(&job);
     }
     return NULL;
@@ -602,7 +679,7 @@ static void *worker_main(void *arg)
 int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
 {
     *out = NULL;
-    if (!o->store || (o->workers > 0 && (!o->sup || !o->task_dir)))
+    if (!o->store || (o->workers > 0 && (!o->sup || (!o->task_dir && !o->evaluate))))
         return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, a supervisor and a task folder");
     kg_sched *s = calloc(1, sizeof *s);
     if (!s)
@@ -627,7 +704,7 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
         w->sched = s;
         snprintf(w->name, sizeof w->name, "%s%s#%d", o->name_prefix ? o->name_prefix : "",
                  o->eval.device ? o->eval.device : "cpu", i);
-        w->heartbeat = wall_s();
+        w->heartbeat = kg_wall_s();
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             kg_sched_stop(s, 1e9);
             return kg_error_set(err, KG_ERR_IO, "cannot start worker thread %d", i);
@@ -666,6 +743,7 @@ int kg_sched_stop(kg_sched *s, double drain_s)
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->done_cv);
     pthread_mutex_destroy(&s->lock);
+    handed_free(s->handed);
     free(s->workers);
     free(s);
     return 1;

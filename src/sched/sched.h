@@ -27,6 +27,15 @@
 
 typedef struct kg_sched kg_sched;
 
+/* A job's end as the worker that stored it knows it, handed to on_job_end: its waiters in this process learn the
+ * outcome from it, without reading the store (which holds the same). */
+typedef struct kg_sched_end {
+    const kg_job *job;     /* the job as now stored (status done or failed, error, key, cached_from, attempts,
+                            * worker, times, verdict); request and result are NULL here: */
+    const json_t *result;  /* the result (status done); never NULL for done */
+    const json_t *request; /* the normalised request, parsed (NULL when it would not parse) */
+} kg_sched_end;
+
 typedef struct kg_sched_options {
     kg_store *store;        /* borrowed; outlives the scheduler */
     kg_supervisor *sup;     /* borrowed; NULL: no workers (jobs only queue) */
@@ -39,13 +48,25 @@ typedef struct kg_sched_options {
                               * NULL: eval.device */
     double lease_s;          /* Redis: the job lease (an in-flight follower waits this long beyond twice its
                               * own time limit at most) */
-    void (*on_job_end)(void *arg); /* called (from a worker thread) after a worker ended a job: the server's
-                                    * waiting requests look at their jobs then (may be NULL).  Also during
+    void (*on_job_end)(void *arg, const kg_sched_end *end);
+                                   /* called (from a worker thread) after a worker ended a job: the server's
+                                    * waiting requests look at their jobs then (may be NULL).  end (borrowed for the
+                                    * call; NULL when the worker does not know the stored outcome in full: a
+                                    * cancel, a requeue, a result copied from another job): the job's outcome.  Also during
                                     * kg_sched_stop's drain: on_job_end_arg must live until kg_sched_stop
                                     * returned 1 (for ever when it returns 0).  Fault injection: with
                                     * KGYM_FAULT_LATE_JOB_END=1 in the environment each call waits until the
                                     * scheduler stops (tests of the server's shutdown order). */
     void *on_job_end_arg;
+    /* How a worker evaluates a claimed job whose request is not the normalised one above (bench, rollout: their
+     * jobs name their own pairs).  NULL: the reference goes to a task file under task_dir, kernel_code is the
+     * candidate.  Called from a worker thread with req (the job's request, parsed; NULL if it would not parse)
+     * and opts (the scheduler's evaluation options, with the job's cancel watch set: the hook may change
+     * them); returns as kg_eval_run.  A job whose key is not computable from its request is never deduplicated
+     * (kg_sched_content_key needs reference_code and kernel_code). */
+    int (*evaluate)(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                    json_t **result, kg_error *err);
+    void *evaluate_arg;
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and
@@ -87,6 +108,11 @@ int kg_sched_stop(kg_sched *s, double drain_s);
 
 /* Wakes the workers: a job was queued. */
 void kg_sched_notify(kg_sched *s);
+/* Hands a just stored job's request to this process's workers, parsed: the worker that claims job id uses it
+ * instead of parsing the stored text again, when that text is still `text` (the request stored; a job replaced
+ * meanwhile is read from the store).  request: a new reference is taken.  At most a queue's worth is kept (the
+ * oldest dropped: their workers parse). */
+void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *request);
 /* Room left in the queue (max_queue - queued), never negative. */
 long kg_sched_room(kg_sched *s);
 /* Waits until job id is done, failed or cancelled, or timeout_s passed

@@ -106,15 +106,10 @@ typedef struct request_ctx {
     int view;       /* WAIT_JOB: 0 kgym's job, 1 /status, 2 /results */
     json_t *ids;    /* the jobs waited for: [{id, cached}] (submit_many's) or [id] */
     char *batch_id; /* WAIT_BATCH: the client's, or NULL */
-    double submitted; /* WAIT_BATCH: wall_s() at submission */
+    double submitted; /* WAIT_BATCH: kg_wall_s() at submission */
+    json_t *ended;    /* the waited jobs that ended in this process: {id: kg_server_job_json with request}, written by
+                       * the waiter before the resume (waits.c), or NULL */
 } request_ctx;
-
-static double wall_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 void kg_service_options_default(kg_service_options *o)
 {
@@ -207,7 +202,7 @@ static enum MHD_Result send_error_as(struct MHD_Connection *c, int status, const
         e = json_pack("{s:s, s:s?, s:s}", "error", "bad request", "field", NULL, "message", "bad request");
     if (e) {
         json_object_set_new(e, "error_code", json_string(error_code_for(status)));
-        json_object_set_new(e, "timestamp", kg_service_iso_time(wall_s()));
+        json_object_set_new(e, "timestamp", kg_service_iso_time(kg_wall_s()));
     }
     char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
@@ -319,8 +314,8 @@ static int same_profile(const kg_sched_profile *a, const kg_sched_profile *b)
 static int submit_profile(server *s, kg_sched_profile *out)
 {
     *out = *kg_sched_profile_get(s->sched); /* this server's own settings and device kind */
-    if (!kg_store_is_shared(s->store))
-        return 1;
+    if (!kg_store_has(s->store, KG_STORE_SHARED))
+        return 1; /* no other process evaluates its jobs */
     pthread_mutex_lock(&fleet_lock);
     double now = kg_now_ms();
     if (now - s->fleet_at_ms > 1000) {
@@ -465,6 +460,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             j->id = ids[i];
             j->key = keys[i];
             j->request = reqs[i];
+            j->label = (char *)json_string_value(json_object_get(norm[i], "task")); /* not read again from reqs */
             j->status = "queued";
             if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
                 j->status = "done";
@@ -485,6 +481,10 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
         goto out;
     }
     if (nput) {
+        /* This process's workers take the requests as parsed here (the one parse of a request). */
+        for (size_t i = 0; i < n; i++)
+            if (reqs[i] && !cached[i])
+                kg_sched_submitted(s->sched, ids[i], reqs[i], norm[i]);
         if (queued)
             kg_sched_notify(s->sched);
         for (size_t i = 0; i < n; i++)
@@ -535,7 +535,7 @@ static enum MHD_Result begin_wait(server *s, struct MHD_Connection *c, request_c
     ctx->ids = ids;
     ctx->wait = kind;
     if (rc == KG_OK)
-        rc = kg_waits_add(s->waits, c, list, n, deadline_ms, &ctx->outcome);
+        rc = kg_waits_add(s->waits, c, list, n, deadline_ms, &ctx->outcome, &ctx->ended);
     free(list);
     if (rc == KG_OK) {
         ctx->waited = 1;
@@ -550,14 +550,19 @@ static enum MHD_Result begin_wait(server *s, struct MHD_Connection *c, request_c
 }
 
 /* The answer of POST /evaluate: the job's EvaluationResponse, 200 whether it ended or not. */
-static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, const char *id)
+static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, const char *id, json_t *ended)
 {
     kg_job j;
+    memset(&j, 0, sizeof j);
     kg_error err;
-    int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
-    if (rc != KG_OK)
-        return send_store_error(c, rc, "", &err);
-    json_t *full = kg_server_job_json(&j, 1);
+    /* Ended in this process: its worker handed the job over (waits.c), nothing to read or parse. */
+    json_t *full = json_incref(json_object_get(ended, id ? id : ""));
+    if (!full) {
+        int rc = kg_sched_wait(s->sched, id, 0, &j, &err);
+        if (rc != KG_OK)
+            return send_store_error(c, rc, "", &err);
+        full = kg_server_job_json(&j, 1);
+    }
     json_t *resp = json_incref(json_object_get(full, "kernelgym"));
     /* Still running after --sync-timeout: 200 with the job's status (pending or processing), a valid
      * EvaluationResponse.  Not 202: Dr. Kernel's client treats any 2xx but 200 as "submit again" and re-POSTs in
@@ -570,7 +575,7 @@ static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, cons
 
 /* The answer of POST /evaluate/batch: each task's EvaluationResponse as it stands. */
 static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t *ids, const char *bid,
-                                   double submitted)
+                                   double submitted, json_t *ended)
 {
     json_t *results = json_array();
     int completed = 0, failed = 0;
@@ -578,15 +583,20 @@ static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t 
     json_t *e;
     json_array_foreach(ids, i, e) {
         kg_job j;
+        memset(&j, 0, sizeof j);
         kg_error err;
-        if (kg_sched_wait(s->sched, json_string_value(json_object_get(e, "id")), 0, &j, &err) != KG_OK)
-            continue;
-        json_t *full = kg_server_job_json(&j, 1);
+        const char *jid = json_string_value(json_object_get(e, "id"));
+        json_t *full = json_incref(json_object_get(ended, jid ? jid : "")); /* handed over in memory (waits.c) */
+        if (!full) {
+            if (kg_sched_wait(s->sched, jid, 0, &j, &err) != KG_OK)
+                continue;
+            full = kg_server_job_json(&j, 1);
+        }
         json_t *kr = json_object_get(full, "kernelgym");
         const char *st = json_string_value(json_object_get(kr, "status"));
         if (st && !strcmp(st, "completed"))
             completed++;
-        else if (is_terminal(j.status))
+        else if (is_terminal(json_string_value(json_object_get(full, "status"))))
             failed++;
         json_array_append(results, kr);
         json_decref(full);
@@ -601,7 +611,7 @@ static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t 
     json_object_set_new(out, "batch_status",
                         json_string(completed + failed == (int)json_array_size(ids) ? "completed" : "processing"));
     json_object_set_new(out, "submitted_at", kg_service_iso_time(submitted)); /* BatchEvaluationResponse: strings */
-    json_object_set_new(out, "completed_at", kg_service_iso_time(wall_s()));
+    json_object_set_new(out, "completed_at", kg_service_iso_time(kg_wall_s()));
     return send_json(c, 200, out);
 }
 
@@ -675,9 +685,9 @@ static enum MHD_Result answer_waited(server *s, struct MHD_Connection *c, reques
     json_t *first = json_array_get(ctx->ids, 0);
     const char *id = json_string_value(json_is_object(first) ? json_object_get(first, "id") : first);
     if (kind == WAIT_EVALUATE)
-        return answer_evaluate(s, c, id);
+        return answer_evaluate(s, c, id, ctx->ended);
     if (kind == WAIT_BATCH)
-        return answer_batch(s, c, ctx->ids, ctx->batch_id, ctx->submitted);
+        return answer_batch(s, c, ctx->ids, ctx->batch_id, ctx->submitted, ctx->ended);
     return answer_job(s, c, id, ctx->view);
 }
 
@@ -740,7 +750,7 @@ static enum MHD_Result h_batch(server *s, struct MHD_Connection *c, request_ctx 
     enum MHD_Result ret;
     if (batch_id_of(c, body, &bid, &ret))
         return ret;
-    ctx->submitted = wall_s();
+    ctx->submitted = kg_wall_s();
     json_t *ids = NULL;
     ret = submit_many(s, c, tasks, 1, "tasks", bid, &ids);
     if (!ids)
@@ -822,6 +832,7 @@ static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, request
         return send_error(c, 404, "id", err.message);
     if (rc != KG_OK)
         return send_store_error(c, rc, "id", &err);
+    kg_waits_wake(s->waits, NULL, NULL); /* its waiters read it now (cancelled), not at the next check */
     return send_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "status", "cancelled", "was", was));
 }
 
@@ -855,14 +866,14 @@ static json_t *health_fields(server *s, json_t *o, long finished, long failed, j
     if (!o)
         return NULL;
     const char *dev = s->o->eval.device ? s->o->eval.device : "cpu";
-    json_object_set_new(o, "timestamp", kg_service_iso_time(wall_s()));
+    json_object_set_new(o, "timestamp", kg_service_iso_time(kg_wall_s()));
     json_object_set_new(o, "gpu_status", json_pack("{s:{s:i}}", dev, "workers", s->o->workers));
     json_object_set_new(o, "queue_status", json_pack("{s:I, s:I, s:I}", "pending", pending, "processing", processing,
                                                       "completed", (json_int_t)finished));
     json_object_set_new(o, "memory_usage", json_object());
     json_object_set_new(o, "active_tasks", json_integer(processing));
     json_object_set_new(o, "total_processed", json_integer((json_int_t)(finished + failed)));
-    json_object_set_new(o, "uptime", json_real(wall_s() - s->started_at));
+    json_object_set_new(o, "uptime", json_real(kg_wall_s() - s->started_at));
     return o;
 }
 
@@ -899,13 +910,13 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c, request_ctx
     kg_error err;
     if (kg_store_check(s->store, &err) != KG_OK)
         return send_json(c, 503, health_fields(s, json_pack("{s:s, s:f, s:o}", "status", "unhealthy", "uptime_s",
-                                                            wall_s() - s->started_at, "store",
+                                                            kg_wall_s() - s->started_at, "store",
                                                             store_health(s, &err)),
                                                 finished, failed, 0, 0));
     json_int_t pending = (json_int_t)kg_store_count(s->store, "queued");
     json_int_t processing = (json_int_t)kg_store_count(s->store, "running");
     json_t *o = json_pack("{s:s, s:f, s:s, s:{s:I, s:I}, s:i, s:I, s:I}", "status", "healthy", "uptime_s",
-                          wall_s() - s->started_at, "device", s->o->eval.device ? s->o->eval.device : "cpu",
+                          kg_wall_s() - s->started_at, "device", s->o->eval.device ? s->o->eval.device : "cpu",
                           "queue", "pending", pending, "processing", processing, "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
     json_object_set_new(o, "jobs_cached", json_integer((json_int_t)atomic_load(&s->cached)));
@@ -929,14 +940,15 @@ static enum MHD_Result h_workers(server *s, struct MHD_Connection *c, request_ct
 {
     json_t *list = NULL;
     kg_error err;
-    if (kg_store_is_shared(s->store)) { /* the fleet's heartbeats, not this process's threads */
-        if (kg_store_workers(s->store, &list, &err) != KG_OK)
-            return send_error(c, 503, "", err.message);
+    int wrc = kg_store_workers(s->store, &list, &err); /* a fleet: its heartbeats, and this process's threads */
+    if (wrc == KG_ERR_NOT_FOUND) { /* no fleet: this process's threads */
+        list = kg_sched_workers(s->sched);
+    } else if (wrc != KG_OK) {
+        return send_error(c, 503, "", err.message);
+    } else {
         json_t *mine = kg_sched_workers(s->sched);
         json_array_extend(list, mine);
         json_decref(mine);
-    } else {
-        list = kg_sched_workers(s->sched);
     }
     json_t *byid = json_object();
     int active = 0;
@@ -963,7 +975,7 @@ static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c, request_ct
                   s->waits ? kg_waits_count(s->waits) : (size_t)0);
     kg_buf_printf(&b, "# HELP kgym_uptime_seconds Seconds since the server started.\n"
                       "# TYPE kgym_uptime_seconds gauge\nkgym_uptime_seconds %.1f\n",
-                  wall_s() - s->started_at);
+                  kg_wall_s() - s->started_at);
     size_t len = b.len;
     char *text = kg_buf_release(&b);
     if (!text)
@@ -1468,6 +1480,7 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
         if (ctx->waited)
             atomic_fetch_sub(&s->waits_open, 1);
         json_decref(ctx->ids);
+        json_decref(ctx->ended);
         free(ctx->batch_id);
         free(ctx);
         *con_cls = NULL;
@@ -1574,15 +1587,19 @@ static void raise_fd_limit(unsigned need)
                 (unsigned long long)rl.rlim_cur, need);
 }
 
-static void wake_waits(void *arg)
+/* A worker of this process ended a job: its waiters get the job as the response shows it, built here from the
+ * worker's own result and request (no store read, no parse), or, not known in full, read it from the store. */
+static void wake_waits(void *arg, const kg_sched_end *end)
 {
-    kg_waits_wake(arg);
+    json_t *full = end ? kg_server_job_json_from(end->job, end->result, end->request, 1) : NULL;
+    kg_waits_wake(arg, end ? end->job->id : NULL, full);
+    json_decref(full);
 }
 
 int kg_service_run(const kg_service_options *o, kg_error *err)
 {
     int rc = KG_OK;
-    server s = {.o = o, .started_at = wall_s()};
+    server s = {.o = o, .started_at = kg_wall_s()};
     kg_supervisor *sup = NULL;
     struct MHD_Daemon *d = NULL;
     char *task_dir = NULL;
@@ -1724,7 +1741,9 @@ serve:;
     /* Shared store: heartbeats (workers visible in /workers/status, leases
      * of running jobs renewed) a few times per lease. */
     double beat_s = o->lease_s / 4 < 5 ? o->lease_s / 4 : 5;
-    if (kg_store_is_shared(s.store) && o->workers > 0) {
+    /* A fleet's heartbeats (KG_STORE_SHARED): its workers seen by every API server, their jobs' leases renewed. */
+    int beats = kg_store_has(s.store, KG_STORE_SHARED) && o->workers > 0;
+    if (beats) {
         json_t *w = kg_sched_workers(s.sched);
         kg_store_heartbeat(s.store, w, o->lease_s * 2, NULL);
         json_decref(w);
@@ -1733,7 +1752,6 @@ serve:;
     for (;;) {
         struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};
         /* Once a second: late headers are ended (d), orphans reaped (sup), heartbeats when due. */
-        int beats = kg_store_is_shared(s.store) && o->workers > 0;
         int tick = beats && beat_s < 1 ? (int)(beat_s * 1000) : 1000;
         if (poll(&p, 1, d || beats || sup ? tick : -1) > 0)
             break;
@@ -1745,9 +1763,8 @@ serve:;
             kg_supervisor_reap_orphans();
         /* Redis: its data set still the one known (a loss is said loudly at once, not at the next /health), and
          * whether it persists jobs asked again after it was away. */
-        if (kg_store_is_shared(s.store))
-            kg_store_check(s.store, NULL);
-        if (kg_store_is_shared(s.store) && o->workers > 0 && kg_now_ms() >= next_beat) {
+        kg_store_check(s.store, NULL); /* SQLite: a cheap file check; memory: nothing */
+        if (beats && kg_now_ms() >= next_beat) {
             double at = kg_now_ms();
             next_beat = at + beat_s * 1000;
             json_t *w = kg_sched_workers(s.sched);
@@ -1760,7 +1777,7 @@ serve:;
         }
     }
     fprintf(stderr, "kgym: stopping\n");
-    if (kg_store_is_shared(s.store) && o->workers > 0) { /* no longer one of the fleet's live workers */
+    if (beats) { /* no longer one of the fleet's live workers */
         json_t *w = kg_sched_workers(s.sched);
         kg_store_heartbeat(s.store, w, 0, NULL);
         json_decref(w);

@@ -470,6 +470,17 @@ json_t *kg_service_kernelgym_response(const json_t *job)
 
 json_t *kg_server_job_json(const kg_job *j, int with_request)
 {
+    json_t *r = j->result ? json_loads(j->result, 0, NULL) : NULL;
+    json_t *req = j->request ? json_loads(j->request, 0, NULL) : NULL;
+    json_t *o = kg_server_job_json_from(j, r, req, with_request);
+    json_decref(r);
+    json_decref(req);
+    return o;
+}
+
+json_t *kg_server_job_json_from(const kg_job *j, const json_t *result, const json_t *request, int with_request)
+{
+    json_t *r = (json_t *)result, *req = (json_t *)request; /* only read (and referenced) */
     json_t *o = json_object();
     json_object_set_new(o, "id", json_string(j->id ? j->id : ""));
     json_object_set_new(o, "status", json_string(j->status ? j->status : "unknown"));
@@ -483,12 +494,10 @@ json_t *kg_server_job_json(const kg_job *j, int with_request)
     json_object_set_new(o, "queue_wait_s",
                         j->started_at > 0 ? json_real(j->started_at - j->submitted_at) : json_null());
     json_object_set_new(o, "error", j->error ? json_string(j->error) : json_null());
-    json_t *r = j->result ? json_loads(j->result, 0, NULL) : NULL;
-    json_object_set_new(o, "result", r ? r : json_null());
-    json_t *req = j->request ? json_loads(j->request, 0, NULL) : NULL;
+    json_object_set_new(o, "result", r ? json_incref(r) : json_null());
     json_object_set_new(o, "task", req && json_object_get(req, "task") ? json_copy(json_object_get(req, "task"))
                                                                        : json_null());
-    json_object_set_new(o, "request", req ? req : json_null());
+    json_object_set_new(o, "request", req ? json_incref(req) : json_null());
     json_object_set_new(o, "kernelgym", kg_service_kernelgym_response(o));
     if (!with_request)
         json_object_del(o, "request");

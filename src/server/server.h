@@ -34,6 +34,9 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
 /* The job as JSON (kgym's native view): id, status, attempts, times, worker,
  * cached_from, error, result (parsed), and "kernelgym" when finished. */
 json_t *kg_server_job_json(const kg_job *job, int with_request);
+/* The same from a job whose result and request are already parsed (job->result and job->request are not read;
+ * either may be NULL): the objects are referenced, not copied, and only read. */
+json_t *kg_server_job_json_from(const kg_job *job, const json_t *result, const json_t *request, int with_request);
 
 /* KernelGYM's TaskStatusResponse for a job (with error_message added). */
 json_t *kg_server_status_json(const kg_job *job, long queue_position);
@@ -58,9 +61,12 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err);
  * until the request completes) receives a KG_WAIT_* before c is resumed.  KG_ERR_INVALID once stopping and
  * KG_ERR_NOMEM: not suspended, answer now. */
 int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, size_t n, double deadline_ms,
-                 int *outcome);
-/* A job of this process ended: waits read their jobs now rather than at the next half second. */
-void kg_waits_wake(kg_waits *w);
+                 int *outcome, json_t **ended);
+/* A job ended (a worker of this process, or a cancel).  id and job (kg_server_job_json with its request, as its
+ * worker stored it; a new reference is taken): the waits for id are done without reading the store, and the
+ * handler finds job in *ended (an object id → job, alive until the request completes; the handler decrefs it).
+ * id NULL (the outcome not known in full): every wait reads its jobs from the store now. */
+void kg_waits_wake(kg_waits *w, const char *id, json_t *job);
 /* Requests waiting now. */
 size_t kg_waits_count(kg_waits *w);
 /* Resumes every waiting connection with KG_WAIT_STOPPING and refuses new waits; returns once all are resumed

@@ -11,8 +11,12 @@
  * waiter does: poll() for POLLRDHUP ends the wait the moment the client closes its end (a client that only
  * half-closes after sending its request counts as gone, as nginx counts it).
  *
- * Jobs are read from the store: at once for a new wait, after every job this process's workers end
- * (kg_waits_wake), and twice a second (another process of a fleet, or a cancellation, ends jobs without telling).
+ * A job that a worker of this process ends is handed over in memory (kg_waits_wake with the job): its waits are
+ * done without reading the store, and the handler answers from the job it was given.  Jobs are read from the
+ * store only at once for a new wait (it may have ended before the wait began), after a wake without a job (a
+ * cancel, an outcome the worker does not know in full), for the one job of which the store brings news (another
+ * process of a fleet ended it: kg_store_watch, Redis's kgym:done), and as a fallback every 5 s (the store stays
+ * the truth; twice a second in a fleet whose store brings no news).
  *
  * Threads: kg_waits_add from MHD's handlers, kg_waits_wake from the scheduler's workers, kg_waits_stop and
  * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.  The workers
@@ -31,7 +35,8 @@
 
 #include "server/server.h"
 
-#define KG_WAIT_CHECK_MS 500.0 /* jobs ended by another process are seen within this */
+#define KG_WAIT_CHECK_MS 500.0        /* a fleet: jobs ended by another process are seen within this */
+#define KG_WAIT_CHECK_LOCAL_MS 5000.0 /* otherwise: every end comes in memory; this is the safety net */
 
 typedef struct wait_entry {
     struct wait_entry *next;
@@ -42,7 +47,16 @@ typedef struct wait_entry {
     double deadline_ms; /* kg_now_ms() */
     int fresh;          /* not read from the store yet since it was added */
     int *outcome;       /* the handler's (its request context), written before the resume */
+    json_t **ended;     /* the handler's: {id: job} of the jobs handed over in memory, written before the resume */
+    json_t *got;        /* those jobs so far (this thread's) */
 } wait_entry;
+
+/* A job handed over by kg_waits_wake. */
+typedef struct ended_job {
+    struct ended_job *next;
+    char *id;
+    json_t *job;
+} ended_job;
 
 struct kg_waits {
     kg_store *store;
@@ -51,6 +65,9 @@ struct kg_waits {
     int wake_fd; /* eventfd: a new wait, a job ended, stop */
     pthread_mutex_t lock;
     wait_entry *incoming;   /* added, not yet taken by the thread (under lock) */
+    ended_job *ended;       /* handed over, not yet taken by the thread (under lock) */
+    double check_ms;        /* the fallback's period */
+    int watching;           /* kg_store_watch's news come (store_news) */
     size_t waiting;         /* entries added and not yet resumed (under lock) */
     int jobs_ended;         /* kg_waits_wake since the thread last looked (under lock) */
     int stopping;           /* under lock */
@@ -68,12 +85,28 @@ static void entry_free(wait_entry *e)
     for (size_t i = 0; i < e->n; i++)
         free(e->ids[i]);
     free(e->ids);
+    json_decref(e->got);
     free(e);
+}
+
+static void ended_free(ended_job *x)
+{
+    while (x) {
+        ended_job *next = x->next;
+        free(x->id);
+        json_decref(x->job);
+        free(x);
+        x = next;
+    }
 }
 
 static void resume(kg_waits *w, wait_entry *e, int outcome)
 {
     *e->outcome = outcome;
+    if (e->ended && e->got) { /* the handler's now */
+        *e->ended = e->got;
+        e->got = NULL;
+    }
     MHD_resume_connection(e->c);
     entry_free(e);
     pthread_mutex_lock(&w->lock);
@@ -81,22 +114,56 @@ static void resume(kg_waits *w, wait_entry *e, int outcome)
     pthread_mutex_unlock(&w->lock);
 }
 
+/* Is job id over in the store?  A job it no longer has is over too; a store that does not answer: not yet. */
+static int job_over(kg_waits *w, const char *id)
+{
+    kg_job j;
+    kg_error err;
+    int rc = kg_store_get(w->store, id, &j, &err);
+    if (rc != KG_OK)
+        return rc == KG_ERR_NOT_FOUND;
+    int over = strcmp(j.status, "queued") && strcmp(j.status, "running");
+    kg_job_free(&j);
+    return over;
+}
+
+/* Takes the news of ended jobs for e's ids (ids[0..done) have ended; an ended one moves there): a job handed
+ * over is taken as it is; news without a job (another process ended it) is checked in the store, for that id
+ * alone.  Returns 1 when all have ended. */
+static int jobs_handed(kg_waits *w, wait_entry *e, const ended_job *x)
+{
+    for (; x && e->done < e->n; x = x->next) {
+        for (size_t i = e->done; i < e->n; i++) {
+            if (strcmp(e->ids[i], x->id))
+                continue;
+            int taken;
+            if (x->job) {
+                if (!e->got)
+                    e->got = json_object();
+                taken = e->got && json_object_set(e->got, x->id, x->job) == 0;
+            } else {
+                taken = job_over(w, x->id);
+            }
+            if (taken) {
+                /* ended: moved before the ones still waited for */
+                char *t = e->ids[e->done];
+                e->ids[e->done] = e->ids[i];
+                e->ids[i] = t;
+                e->done++;
+            }
+            break;
+        }
+    }
+    return e->done == e->n;
+}
+
 /* Have all of e's jobs ended?  A job the store no longer has (cancelled and expired, Redis lost its data) is
  * over too: the handler says what it finds.  A store that does not answer leaves the wait as it is. */
 static int jobs_ended(kg_waits *w, wait_entry *e)
 {
     while (e->done < e->n) {
-        kg_job j;
-        kg_error err;
-        int rc = kg_store_get(w->store, e->ids[e->done], &j, &err);
-        if (rc == KG_OK) {
-            int over = strcmp(j.status, "queued") && strcmp(j.status, "running");
-            kg_job_free(&j);
-            if (!over)
-                return 0;
-        } else if (rc != KG_ERR_NOT_FOUND) {
+        if (!job_over(w, e->ids[e->done]))
             return 0;
-        }
         e->done++;
     }
     return 1;
@@ -119,8 +186,11 @@ static void *waiter_main(void *arg)
         }
         int stop = w->stopping, ended = w->jobs_ended;
         w->jobs_ended = 0;
+        ended_job *handed = w->ended;
+        w->ended = NULL;
         pthread_mutex_unlock(&w->lock);
         if (stop) {
+            ended_free(handed);
             while (mine) {
                 wait_entry *e = mine;
                 mine = e->next;
@@ -129,14 +199,14 @@ static void *waiter_main(void *arg)
             break;
         }
         double now = kg_now_ms();
-        int check = ended || now - last_check >= KG_WAIT_CHECK_MS;
+        int check = ended || now - last_check >= w->check_ms;
         if (check)
             last_check = now;
         /* The jobs, then the clock. */
         for (wait_entry **p = &mine; *p;) {
             wait_entry *e = *p;
             int outcome = KG_WAIT_PENDING;
-            if ((check || e->fresh) && jobs_ended(w, e))
+            if (jobs_handed(w, e, handed) || ((check || e->fresh) && jobs_ended(w, e)))
                 outcome = KG_WAIT_DONE;
             else if (kg_now_ms() >= e->deadline_ms)
                 outcome = KG_WAIT_TIMEOUT;
@@ -148,6 +218,7 @@ static void *waiter_main(void *arg)
                 p = &e->next;
             }
         }
+        ended_free(handed);
         /* The sockets: poll until a client hangs up, a wake, the next deadline or the next check. */
         size_t n = 0;
         for (wait_entry *e = mine; e; e = e->next)
@@ -165,7 +236,7 @@ static void *waiter_main(void *arg)
             for (wait_entry *e = mine; e && np < cap; e = e->next)
                 pfd[np++] = (struct pollfd){.fd = e->fd, .events = POLLRDHUP};
         }
-        double next = last_check + KG_WAIT_CHECK_MS;
+        double next = last_check + w->check_ms;
         for (wait_entry *e = mine; e; e = e->next)
             if (e->deadline_ms < next)
                 next = e->deadline_ms;
@@ -197,6 +268,26 @@ static void *waiter_main(void *arg)
     return NULL;
 }
 
+/* kg_store_watch's news: a job ended somewhere (id), or news may have been missed (NULL: every wait reads). */
+static void store_news(void *arg, const char *id)
+{
+    kg_waits *w = arg;
+    ended_job *x = id ? calloc(1, sizeof *x) : NULL;
+    if (x && !(x->id = kg_strdup(id))) {
+        free(x);
+        x = NULL;
+    }
+    pthread_mutex_lock(&w->lock);
+    if (x) {
+        x->next = w->ended;
+        w->ended = x;
+    } else {
+        w->jobs_ended = 1;
+    }
+    pthread_mutex_unlock(&w->lock);
+    wake(w);
+}
+
 int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
 {
     *out = NULL;
@@ -204,6 +295,7 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
     if (!w)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     w->store = store;
+    w->check_ms = KG_WAIT_CHECK_LOCAL_MS;
     w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->wake_fd < 0) {
         int e = errno;
@@ -216,12 +308,19 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
         return kg_error_set(err, KG_ERR_IO, "cannot start the waiter thread");
     }
     w->started = 1;
+    /* Jobs that other processes end (a fleet): news of them from the store, else a check twice a second. */
+    kg_error werr;
+    int wrc = kg_store_watch(store, store_news, w, &werr);
+    if (wrc == KG_OK)
+        w->watching = 1;
+    else if (wrc != KG_ERR_NOT_FOUND || kg_store_has(store, KG_STORE_SHARED))
+        w->check_ms = KG_WAIT_CHECK_MS;
     *out = w;
     return KG_OK;
 }
 
 int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, size_t n, double deadline_ms,
-                 int *outcome)
+                 int *outcome, json_t **ended)
 {
     const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     wait_entry *e = calloc(1, sizeof *e);
@@ -239,6 +338,7 @@ int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, 
     e->deadline_ms = deadline_ms;
     e->fresh = 1;
     e->outcome = outcome;
+    e->ended = ended;
     *outcome = KG_WAIT_PENDING;
     pthread_mutex_lock(&w->lock);
     if (w->stopping) {
@@ -256,12 +356,23 @@ int kg_waits_add(kg_waits *w, struct MHD_Connection *c, const char *const *ids, 
     return KG_OK;
 }
 
-void kg_waits_wake(kg_waits *w)
+void kg_waits_wake(kg_waits *w, const char *id, json_t *job)
 {
     if (!w)
         return;
+    ended_job *x = id && job ? calloc(1, sizeof *x) : NULL;
+    if (x && !(x->id = kg_strdup(id))) {
+        free(x);
+        x = NULL;
+    }
     pthread_mutex_lock(&w->lock);
-    w->jobs_ended = 1;
+    if (x) {
+        x->job = json_incref(job);
+        x->next = w->ended;
+        w->ended = x;
+    } else {
+        w->jobs_ended = 1; /* not handed over (or no memory for it): read from the store */
+    }
     pthread_mutex_unlock(&w->lock);
     wake(w);
 }
@@ -291,7 +402,10 @@ void kg_waits_free(kg_waits *w)
     if (!w)
         return;
     kg_waits_stop(w);
+    if (w->watching) /* before the eventfd goes: the store's thread writes to it */
+        kg_store_unwatch(w->store);
     close(w->wake_fd);
+    ended_free(w->ended);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }

@@ -1,12 +1,32 @@
-/* redis.c — the job table on Redis Streams (see redis.h). */
-#include "store/redis.h"
+/*
+ * redis.c — the job table on Redis, for a fleet: API servers that keep no
+ * state and `kgym worker` processes on any number of GPU nodes.  store.c
+ * dispatches to this backend's method table (backend.h) when the database is
+ * a redis:// URL.
+ *
+ * Keys (prefix "kgym:"): job:{id} hash (the job; TTL once finished),
+ * stream (a Redis Stream of job ids, consumer group "workers": at-least-once
+ * delivery; a claimed entry stays pending until the job is finished; a
+ * worker's heartbeat renews its entries (XCLAIM JUSTID); an entry idle longer
+ * than the lease is taken over by another worker with XAUTOCLAIM), queued
+ * (zset id → seq), recent (zset id → seq, capped), done:{key} (content key →
+ * id, TTL), counts (hash status → n), workers (set) + worker:{name} (hash,
+ * TTL: heartbeats), seq (counter), inflight:{key} (content key → the job
+ * evaluating it now, expiring a lease after the leader's last heartbeat);
+ * epoch (the data set's mark: written once, never expiring; gone or changed
+ * means Redis lost what it held); PUBLISH kgym:done {id} on every finish.
+ *
+ * Threads: a small pool of connections behind a mutex.  Ownership as store.h.
+ */
+#include "store/backend.h"
 
 #include <hiredis/hiredis.h>
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "util/util.h"
@@ -14,7 +34,8 @@
 #define POOL 16
 #define P "kgym:"
 
-struct kg_rstore {
+typedef struct kg_rstore {
+    kg_store base; /* first: the method table */
     char host[256];
     int port, db;
     pthread_mutex_t lock;
@@ -34,14 +55,13 @@ struct kg_rstore {
     int away; /* the last check found Redis unreachable */
     long lost;
     double lost_at;
-};
-
-static double now_s(void)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
+    /* kg_store_watch: the subscriber thread (its own connection) */
+    pthread_t watcher;
+    int watching;
+    int watch_stop; /* atomic */
+    void (*on_end)(void *arg, const char *id);
+    void *on_end_arg;
+} kg_rstore;
 
 static redisContext *conn_get(kg_rstore *r, kg_error *err)
 {
@@ -220,7 +240,7 @@ static int probe(kg_rstore *r, redisContext *c, kg_error *err)
     r->durable = durable;
     snprintf(r->why, sizeof r->why, "%s", why);
     snprintf(r->appendfsync, sizeof r->appendfsync, "%s", fsync);
-    r->probed_at = now_s();
+    r->probed_at = kg_wall_s();
     int refuse = durable == 0 && !r->accept_volatile;
     pthread_mutex_unlock(&r->lock);
     if (changed && durable == 1)
@@ -254,7 +274,7 @@ static int epoch_learn(redisContext *c, char out[96], kg_error *err)
     char mine[96], host[64] = "host";
     gethostname(host, sizeof host - 1);
     host[sizeof host - 1] = '\0';
-    snprintf(mine, sizeof mine, "%.6f %s:%ld", now_s(), host, (long)getpid());
+    snprintf(mine, sizeof mine, "%.6f %s:%ld", kg_wall_s(), host, (long)getpid());
     if (cmd_ok(c, err, "SET " EPOCH " %s NX", mine) != KG_OK)
         return KG_ERR_IO;
     redisReply *x = cmd(c, err, "GET " EPOCH);
@@ -269,8 +289,9 @@ static int epoch_learn(redisContext *c, char out[96], kg_error *err)
     return rc;
 }
 
-int kg_rstore_require_durable(kg_rstore *r, int accept_volatile, kg_error *err)
+static int r_require_durable(kg_store *base, int accept_volatile, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     pthread_mutex_lock(&r->lock);
     r->accept_volatile = accept_volatile;
     pthread_mutex_unlock(&r->lock);
@@ -282,8 +303,9 @@ int kg_rstore_require_durable(kg_rstore *r, int accept_volatile, kg_error *err)
     return rc == KG_OK ? refusal(r, REFUSE_AT_START, err) : rc;
 }
 
-void kg_rstore_durability(kg_rstore *r, kg_store_durability *out)
+static void r_durability(kg_store *base, kg_store_durability *out)
 {
+    kg_rstore *r = (kg_rstore *)base;
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&r->lock);
     out->durable = r->probed_at > 0 ? r->durable : -1;
@@ -294,12 +316,17 @@ void kg_rstore_durability(kg_rstore *r, kg_store_durability *out)
     pthread_mutex_unlock(&r->lock);
 }
 
-int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
+static const kg_store_ops redis_ops;
+static void r_close(kg_store *base);
+static int r_check(kg_store *base, kg_error *err);
+
+int kg_store_redis_open(const char *url, kg_store **out, kg_error *err)
 {
     *out = NULL;
     kg_rstore *r = calloc(1, sizeof *r);
     if (!r)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    kg_store_base_init(&r->base, &redis_ops);
     r->port = 6379;
     r->lease_s = 60;
     r->ttl_s = 7 * 86400;
@@ -308,6 +335,7 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
     const char *p = url + strlen("redis://");
     size_t hl = strcspn(p, ":/");
     if (hl == 0 || hl >= sizeof r->host) {
+        kg_store_base_fini(&r->base);
         free(r);
         return kg_error_set(err, KG_ERR_INVALID, "--redis needs redis://HOST[:PORT][/DB], not \"%s\"", url);
     }
@@ -318,13 +346,14 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
     if (*p == '/')
         r->db = (int)strtol(p + 1, (char **)&p, 10);
     if (*p || r->port <= 0 || r->port > 65535) {
+        kg_store_base_fini(&r->base);
         free(r);
         return kg_error_set(err, KG_ERR_INVALID, "--redis needs redis://HOST[:PORT][/DB], not \"%s\"", url);
     }
     pthread_mutex_init(&r->lock, NULL);
     redisContext *c = conn_get(r, err);
     if (!c) {
-        kg_rstore_close(r);
+        r_close(&r->base);
         return err ? err->code : KG_ERR_IO;
     }
     int rc = ensure_group(c, err);
@@ -332,25 +361,29 @@ int kg_rstore_open(const char *url, kg_rstore **out, kg_error *err)
         rc = epoch_learn(c, r->epoch, err);
     conn_put(r, c);
     if (rc != KG_OK) {
-        kg_rstore_close(r);
+        r_close(&r->base);
         return rc;
     }
-    *out = r;
+    *out = &r->base;
     return KG_OK;
 }
 
-void kg_rstore_close(kg_rstore *r)
+static void r_unwatch(kg_store *base);
+
+static void r_close(kg_store *base)
 {
-    if (!r)
-        return;
+    kg_rstore *r = (kg_rstore *)base;
+    r_unwatch(base);
+    kg_store_base_fini(base);
     for (int i = 0; i < r->n_idle; i++)
         redisFree(r->idle[i]);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
 
-void kg_rstore_configure(kg_rstore *r, double lease_s, int max_attempts, double result_ttl_s)
+static void r_configure(kg_store *base, double lease_s, int max_attempts, double result_ttl_s)
 {
+    kg_rstore *r = (kg_rstore *)base;
     if (lease_s > 0)
         r->lease_s = lease_s;
     if (max_attempts > 0)
@@ -497,9 +530,7 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
         return kg_error_set(err, KG_ERR_INVALID, "a job needs an id, a key and a request");
     const char *status = job->status ? job->status : "queued";
     result_facts(job->result, &js->verdict, js->reward, js->speedup, js->coverage);
-    json_t *rq = json_loads(job->request, 0, NULL);
-    js->label = kg_strdup(json_string_value(json_object_get(rq, "task")));
-    json_decref(rq);
+    js->label = kg_store_job_label(job);
     snprintf(js->sub, sizeof js->sub, "%.6f", job->submitted_at > 0 ? job->submitted_at : t);
     snprintf(js->fin, sizeof js->fin, "%.6f", strcmp(status, "queued") ? t : 0.0);
     snprintf(js->ttl, sizeof js->ttl, "%lld", (long long)r->ttl_s);
@@ -539,8 +570,9 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
     return KG_OK;
 }
 
-int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
+static int r_put_many(kg_store *base, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     if (refusal(r, REFUSE_RUNNING, err) != KG_OK) /* acknowledged, it could be lost */
         return KG_ERR_IO;
     enum { PER_JOB = 5 + 2 * 16 };
@@ -574,7 +606,7 @@ int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *re
         lens[m++] = strlen(keys[i]);
     }
     mark_at = m++; /* filled below, before each try */
-    double t = now_s();
+    double t = kg_wall_s();
     for (size_t i = 0; i < n && rc == KG_OK; i++)
         rc = job_args(r, &jobs[i], replace ? replace[i] : 0, t, &js[i], argv, lens, &m, err);
     if (rc != KG_OK)
@@ -613,7 +645,7 @@ int kg_rstore_put_many(kg_rstore *r, const kg_job *jobs, size_t n, const int *re
         conn_put(r, c);
         if (!new_set)
             break;
-        rc = kg_rstore_check(r, err); /* learns the new mark; KG_ERR_IO if Redis would lose the job */
+        rc = r_check(&r->base, err); /* learns the new mark; KG_ERR_IO if Redis would lose the job */
         if (rc != KG_OK)
             break;
         rc = kg_error_set(err, KG_ERR_IO, "Redis: its data set changed while the job was written; try again");
@@ -631,8 +663,9 @@ out:
     return rc;
 }
 
-int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err)
+static int r_get(kg_store *base, const char *id, kg_job *out, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     memset(out, 0, sizeof *out);
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -650,8 +683,9 @@ int kg_rstore_get(kg_rstore *r, const char *id, kg_job *out, kg_error *err)
     return KG_OK;
 }
 
-int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *err)
+static int r_find_done(kg_store *base, const char *key, kg_job *out, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     memset(out, 0, sizeof *out);
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -662,7 +696,7 @@ int kg_rstore_find_done(kg_rstore *r, const char *key, kg_job *out, kg_error *er
     conn_put(r, c);
     if (!id)
         return kg_error_set(err, KG_ERR_NOT_FOUND, "no result for this content");
-    int rc = kg_rstore_get(r, id, out, err);
+    int rc = r_get(&r->base, id, out, err);
     free(id);
     if (rc == KG_OK && strcmp(out->status, "done")) {
         kg_job_free(out);
@@ -688,8 +722,9 @@ static int first_entry(redisReply *list, char entry[64], char id[160])
     return 1;
 }
 
-int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err)
+static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     memset(out, 0, sizeof *out);
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -757,7 +792,7 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
             snprintf(msg, sizeof msg,
                      "the evaluation was interrupted %d times (its worker process died each time); it is not run again",
                      attempts);
-            snprintf(fin, sizeof fin, "%.6f", now_s());
+            snprintf(fin, sizeof fin, "%.6f", kg_wall_s());
             cmd_ok(c, err, "HSET %s status failed error %s finished_at %s", key.data, msg, fin);
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts failed 1");
@@ -768,7 +803,7 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
             continue;
         }
         char started[32], att[16];
-        snprintf(started, sizeof started, "%.6f", now_s());
+        snprintf(started, sizeof started, "%.6f", kg_wall_s());
         snprintf(att, sizeof att, "%d", attempts + 1);
         int hrc = cmd_ok(c, err, "HSET %s status running worker %s started_at %s attempts %s entry %s", key.data,
                          worker, started, att, entry);
@@ -793,9 +828,10 @@ int kg_rstore_claim(kg_rstore *r, const char *worker, kg_job *out, kg_error *err
     return rc;
 }
 
-int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const char *result, const char *error,
-                     const char *new_key, const char *cached_from, kg_error *err)
+static int r_finish(kg_store *base, const char *id, const char *status, const char *result, const char *error,
+                     const char *new_key, const char *cached_from, double at, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
@@ -808,7 +844,7 @@ int kg_rstore_finish(kg_rstore *r, const char *id, const char *status, const cha
         char *verdict;
         char reward[32], speedup[32], coverage[32], fin[32];
         result_facts(result, &verdict, reward, speedup, coverage);
-        snprintf(fin, sizeof fin, "%.6f", now_s());
+        snprintf(fin, sizeof fin, "%.6f", at);
         kg_buf key = {0};
         kg_buf_printf(&key, P "job:%s", id);
         const char *argv[32];
@@ -885,8 +921,9 @@ static const char requeue_script[] =
     "redis.call('ZADD', '" P "queued', redis.call('HGET', KEYS[1], 'seq') or 0, ARGV[1])\n"
     "return 1\n";
 
-int kg_rstore_requeue(kg_rstore *r, const char *id, const char *reason, kg_error *err)
+static int r_requeue(kg_store *base, const char *id, const char *reason, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
@@ -909,8 +946,9 @@ int kg_rstore_requeue(kg_rstore *r, const char *id, const char *reason, kg_error
  * --redis-volatile).  A mark gone or replaced means Redis lost every job it held (a restart without persistence,
  * a FLUSHALL, a failover to an empty replica): said loudly once, counted for /health, and the new data set marked.
  * Durability is asked again after a loss, after Redis was unreachable, and every PROBE_EVERY_S. */
-int kg_rstore_check(kg_rstore *r, kg_error *err)
+static int r_check(kg_store *base, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     redisReply *x = c ? cmd(c, err, "GET " EPOCH) : NULL;
     if (!x && c && c->err == REDIS_ERR_EOF) {
@@ -933,7 +971,7 @@ int kg_rstore_check(kg_rstore *r, kg_error *err)
     freeReplyObject(x);
     pthread_mutex_lock(&r->lock);
     snprintf(known, sizeof known, "%s", r->epoch);
-    int was_away = r->away, due = now_s() - r->probed_at >= PROBE_EVERY_S;
+    int was_away = r->away, due = kg_wall_s() - r->probed_at >= PROBE_EVERY_S;
     r->away = 0;
     pthread_mutex_unlock(&r->lock);
     int lost = strcmp(seen, known) != 0, rc = KG_OK;
@@ -945,7 +983,7 @@ int kg_rstore_check(kg_rstore *r, kg_error *err)
         if (rc == KG_OK && !strcmp(r->epoch, known)) { /* not noticed by another thread meanwhile */
             snprintf(r->epoch, sizeof r->epoch, "%s", fresh);
             r->lost++;
-            r->lost_at = now_s();
+            r->lost_at = kg_wall_s();
             first = 1;
         }
         pthread_mutex_unlock(&r->lock);
@@ -963,8 +1001,9 @@ int kg_rstore_check(kg_rstore *r, kg_error *err)
     return rc == KG_OK ? refusal(r, REFUSE_RUNNING, err) : rc;
 }
 
-int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)
+static int r_cancel(kg_store *base, const char *id, char was[16], kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
@@ -981,7 +1020,7 @@ int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)
             rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" has finished (%s)", id, was);
         } else {
             char fin[32];
-            snprintf(fin, sizeof fin, "%.6f", now_s());
+            snprintf(fin, sizeof fin, "%.6f", kg_wall_s());
             cmd_ok(c, err, "HSET " P "job:%s status cancelled finished_at %s", id, fin);
             cmd_ok(c, err, "EXPIRE " P "job:%s %lld", id, (long long)r->ttl_s);
             cmd_ok(c, err, "ZREM " P "queued %s", id);
@@ -994,8 +1033,9 @@ int kg_rstore_cancel(kg_rstore *r, const char *id, char was[16], kg_error *err)
     return rc;
 }
 
-long kg_rstore_count(kg_rstore *r, const char *status)
+static long r_count(kg_store *base, const char *status)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, NULL);
     if (!c)
         return -1;
@@ -1022,8 +1062,9 @@ long kg_rstore_count(kg_rstore *r, const char *status)
     return n;
 }
 
-long kg_rstore_queue_position(kg_rstore *r, const char *id)
+static long r_queue_position(kg_store *base, const char *id)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, NULL);
     if (!c)
         return -1;
@@ -1034,8 +1075,9 @@ long kg_rstore_queue_position(kg_rstore *r, const char *id)
     return n;
 }
 
-int kg_rstore_list(kg_rstore *r, const char *status, int limit, json_t **out, kg_error *err)
+static int r_list(kg_store *base, const char *status, int limit, json_t **out, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     *out = NULL;
     if (limit <= 0 || limit > 10000)
         limit = 100;
@@ -1090,8 +1132,9 @@ static const char renew_script[] =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end\n"
     "return 0\n";
 
-int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_error *err)
+static int r_heartbeat(kg_store *base, const json_t *workers, double ttl_s, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
@@ -1151,8 +1194,9 @@ int kg_rstore_heartbeat(kg_rstore *r, const json_t *workers, double ttl_s, kg_er
     return rc;
 }
 
-int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err)
+static int r_workers(kg_store *base, json_t **out, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     *out = NULL;
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -1179,9 +1223,10 @@ int kg_rstore_workers(kg_rstore *r, json_t **out, kg_error *err)
     return KG_OK;
 }
 
-int kg_rstore_inflight_lead(kg_rstore *r, const char *key, const char *id, const char *stale, char leader[160],
+static int r_inflight_lead(kg_store *base, const char *key, const char *id, const char *stale, char leader[160],
                             kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     leader[0] = '\0';
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -1207,8 +1252,9 @@ int kg_rstore_inflight_lead(kg_rstore *r, const char *key, const char *id, const
     return rc;
 }
 
-int kg_rstore_inflight_leader(kg_rstore *r, const char *key, char leader[160], kg_error *err)
+static int r_inflight_leader(kg_store *base, const char *key, char leader[160], kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     leader[0] = '\0';
     redisContext *c = conn_get(r, err);
     if (!c)
@@ -1222,8 +1268,9 @@ int kg_rstore_inflight_leader(kg_rstore *r, const char *key, char leader[160], k
     return rc;
 }
 
-int kg_rstore_inflight_end(kg_rstore *r, const char *key, const char *id, kg_error *err)
+static int r_inflight_end(kg_store *base, const char *key, const char *id, kg_error *err)
 {
+    kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
     if (!c)
         return KG_ERR_IO;
@@ -1239,3 +1286,105 @@ int kg_rstore_inflight_end(kg_rstore *r, const char *key, const char *id, kg_err
     conn_put(r, c);
     return rc;
 }
+
+/* kg_store_watch's thread: SUBSCRIBE kgym:done on a connection of its own, each message's id to on_end.  poll()
+ * with a timeout, not a read timeout (hiredis leaves a context that timed out unusable), so a stop is seen within
+ * a second.  A lost connection is made again after a second; once back, on_end(NULL): what was published
+ * meanwhile is gone, so every waiter reads its jobs. */
+static void *watch_main(void *arg)
+{
+    kg_rstore *r = arg;
+    int lost = 0;
+    while (!__atomic_load_n(&r->watch_stop, __ATOMIC_SEQ_CST)) {
+        struct timeval tv = {2, 0};
+        redisContext *c = redisConnectWithTimeout(r->host, r->port, tv);
+        redisReply *x = c && !c->err ? redisCommand(c, "SUBSCRIBE " P "done") : NULL;
+        if (!x || x->type == REDIS_REPLY_ERROR) {
+            freeReplyObject(x);
+            if (c)
+                redisFree(c);
+            lost = 1;
+            struct pollfd none;
+            poll(&none, 0, 1000);
+            continue;
+        }
+        freeReplyObject(x);
+        if (lost)
+            r->on_end(r->on_end_arg, NULL);
+        lost = 0;
+        while (!__atomic_load_n(&r->watch_stop, __ATOMIC_SEQ_CST)) {
+            struct pollfd p = {.fd = c->fd, .events = POLLIN};
+            int n = poll(&p, 1, 1000);
+            if (n == 0 || (n < 0 && errno == EINTR))
+                continue;
+            void *reply = NULL;
+            if (n < 0 || redisGetReply(c, &reply) != REDIS_OK) {
+                lost = 1;
+                break;
+            }
+            /* One read may have brought several messages: every complete one in the reader now. */
+            do {
+                redisReply *m = reply;
+                if (m && m->type == REDIS_REPLY_ARRAY && m->elements == 3 && m->element[2]->type == REDIS_REPLY_STRING &&
+                    !strcmp(m->element[0]->str ? m->element[0]->str : "", "message"))
+                    r->on_end(r->on_end_arg, m->element[2]->str);
+                freeReplyObject(reply);
+                reply = NULL;
+            } while (redisReaderGetReply(c->reader, &reply) == REDIS_OK && reply);
+        }
+        redisFree(c);
+    }
+    return NULL;
+}
+
+static int r_watch(kg_store *base, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err)
+{
+    kg_rstore *r = (kg_rstore *)base;
+    if (r->watching)
+        return kg_error_set(err, KG_ERR_INVALID, "the store is watched already");
+    r->on_end = on_end;
+    r->on_end_arg = arg;
+    __atomic_store_n(&r->watch_stop, 0, __ATOMIC_SEQ_CST);
+    if (pthread_create(&r->watcher, NULL, watch_main, r) != 0)
+        return kg_error_set(err, KG_ERR_IO, "cannot start the thread that watches Redis for ended jobs");
+    r->watching = 1;
+    return KG_OK;
+}
+
+static void r_unwatch(kg_store *base)
+{
+    kg_rstore *r = (kg_rstore *)base;
+    if (!r->watching)
+        return;
+    __atomic_store_n(&r->watch_stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(r->watcher, NULL);
+    r->watching = 0;
+}
+
+static const kg_store_ops redis_ops = {
+    .name = "redis",
+    .flags = KG_STORE_SHARED | KG_STORE_LEASED | KG_STORE_CLAIM_WAITS,
+    .close = r_close,
+    .put_many = r_put_many,
+    .get = r_get,
+    .find_done = r_find_done,
+    .claim = r_claim,
+    .finish = r_finish,
+    .requeue = r_requeue,
+    .cancel = r_cancel,
+    .count = r_count,
+    .list = r_list,
+    .queue_position = r_queue_position,
+    .check = r_check,
+    .require_durable = r_require_durable,
+    .durability = r_durability,
+    /* recover: NULL: leases do its job (an entry whose worker died is claimed again). */
+    .configure = r_configure,
+    .heartbeat = r_heartbeat,
+    .workers = r_workers,
+    .inflight_lead = r_inflight_lead,
+    .inflight_leader = r_inflight_leader,
+    .inflight_end = r_inflight_end,
+    .watch = r_watch,
+    .unwatch = r_unwatch,
+};

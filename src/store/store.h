@@ -1,7 +1,14 @@
 /*
- * store.h — the service's durable job table: one SQLite database in WAL mode
- * that holds every job (queued, running, done, failed, cancelled) with its
- * request and its result, so a restarted server loses nothing.
+ * store.h — the service's job table: every job (queued, running, done,
+ * failed, cancelled) with its request and its result.  Three backends behind
+ * one method table (backend.h), chosen by the path given to kg_store_open:
+ *   a file path        SQLite in WAL mode (sqlite.c): durable, one server;
+ *   "redis://HOST..."  Redis (redis.c): durable when Redis persists, shared by
+ *                      a fleet of API servers and workers;
+ *   KG_STORE_MEMORY    memory (memory.c): one process's jobs, lost with it
+ *                      (bench and rollout, whose jobs live as long as the run).
+ * The durable ones hold every acknowledged job, so a restarted server loses
+ * nothing.
  *
  * The queue is the table itself: kg_store_claim() takes the oldest queued job
  * and marks it running in one transaction; kg_store_recover() (at start-up)
@@ -9,8 +16,8 @@
  * already been attempted max_attempts times (a job that kills the server must
  * not kill it forever).
  *
- * Threads: one connection guarded by a mutex; every function may be called
- * from any thread.  Ownership: kg_job strings are malloc'd and released with
+ * Threads: every function may be called from any thread (each backend locks
+ * for itself).  Ownership: kg_job strings are malloc'd and released with
  * kg_job_free(); json_t results are new references the caller decrefs.
  */
 #ifndef KG_STORE_H
@@ -32,10 +39,15 @@ typedef struct kg_job {
     char *verdict;      /* copied from the result for listings, else NULL */
     char *worker;       /* who ran it last */
     char *cached_from;  /* the job whose result was reused, else NULL */
+    char *label;        /* kg_store_put: the task label listings show (NULL: read from the request);
+                         * kg_store_get leaves it NULL */
     int attempts;       /* times it was claimed */
     double submitted_at, started_at, finished_at; /* Unix seconds; 0 = not yet */
     long long seq;      /* queue order */
 } kg_job;
+
+/* The path that opens the memory backend. */
+#define KG_STORE_MEMORY ":kgym-memory:"
 
 int kg_store_open(const char *path, kg_store **out, kg_error *err);
 void kg_store_close(kg_store *s);
@@ -69,6 +81,10 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
  * flight). */
 int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
                        const char *key, const char *cached_from, kg_error *err);
+/* kg_store_finish_as with its finished_at (Unix s) given: a worker that hands the finished job to its waiters in
+ * memory (sched.c) tells them the time the store holds. */
+int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const char *error,
+                       const char *key, const char *cached_from, double at, kg_error *err);
 /* Gives a running job back to the queue (its result could not be stored),
  * with reason kept in its error field until it finishes.  KG_ERR_NOT_FOUND
  * when it is not running. */
@@ -113,9 +129,15 @@ long kg_store_queue_position(kg_store *s, const char *id);
 
 void kg_job_free(kg_job *job);
 
-/* A path "redis://HOST[:PORT][/DB]" opens the fleet's Redis instead of SQLite
- * (src/store/redis.h): same functions, shared by every API server and worker. */
-int kg_store_is_shared(const kg_store *s);
+/* What a backend promises beyond the functions' contracts (its method table's flags): callers ask for the
+ * property they rely on, never for a backend by name. */
+#define KG_STORE_SHARED 1u      /* other processes claim and finish its jobs (a fleet): workers, heartbeats */
+#define KG_STORE_LEASED 2u      /* a claimed job is held by a lease that heartbeats renew; a worker that loses
+                                 * it loses the job (another takes it over) instead of recovery at start-up */
+#define KG_STORE_CLAIM_WAITS 4u /* kg_store_claim itself waits a while for a job when the queue is empty */
+int kg_store_has(const kg_store *s, unsigned flag);
+/* The backend's name ("memory", "sqlite", "redis"), for messages. */
+const char *kg_store_kind(const kg_store *s);
 /* Redis only: lease of a claimed job (a job whose worker stops renewing it is
  * claimed again after this long), attempts before a job is failed, TTL of
  * finished jobs.  No effect on SQLite (attempts are kg_store_recover's). */
@@ -124,11 +146,12 @@ void kg_store_configure(kg_store *s, double lease_s, int max_attempts, double re
  * and renews the lease of each one's current job; ttl_s <= 0 removes them
  * (a worker that stops).  No-op on SQLite. */
 int kg_store_heartbeat(kg_store *s, const json_t *workers, double ttl_s, kg_error *err);
-/* Redis only: the fleet's live workers (KG_ERR_NOT_FOUND on SQLite). */
+/* Redis only: the fleet's live workers (KG_ERR_NOT_FOUND on a store with no fleet). */
 int kg_store_workers(kg_store *s, json_t **out, kg_error *err);
 
-/* In-flight dedup across a fleet (Redis only; KG_ERR_NOT_FOUND on SQLite,
- * where a server's workers see each other in memory).  The mark
+/* In-flight dedup: one evaluation per content key at a time.  Redis: across
+ * the fleet; the other backends keep the marks in this process (where all
+ * their workers run), and a mark lives until its leader ends it.  The mark
  * inflight:{key} names the job that evaluates that content now, and expires
  * one lease after its last renewal (the leader's worker's heartbeat renews it:
  * kg_store_heartbeat with a worker's "current_key"), so a leader whose worker
@@ -141,7 +164,16 @@ int kg_store_inflight_lead(kg_store *s, const char *key, const char *id, const c
                            kg_error *err);
 /* The job that leads key now ("" when no mark lives). */
 int kg_store_inflight_leader(kg_store *s, const char *key, char leader[160], kg_error *err);
-/* Removes id's mark on key (nothing when another job leads).  No-op on SQLite. */
+/* Removes id's mark on key (nothing when another job leads). */
 int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error *err);
+
+/* News of ended jobs, for waiters: on_end(arg, id) is called (from a thread of the store's) when a job of the
+ * store ended anywhere (Redis: a subscription to kgym:done, which every finish and cancel publishes), and
+ * on_end(arg, NULL) when news may have been missed (the subscription was lost and is back): read every job
+ * waited for.  News is a hint, the store the truth: a waiter reads the job to know how it ended.
+ * KG_ERR_NOT_FOUND: the store has none (its jobs all end in this process).  One watch per store; unwatch before
+ * arg goes (kg_store_close unwatches too). */
+int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err);
+void kg_store_unwatch(kg_store *s);
 
 #endif

@@ -69,8 +69,11 @@ int kg_temp_dir(const char *prefix, char **path, kg_error *err);
 /* Removes a folder and everything under it (no symlink following). */
 int kg_remove_tree(const char *path);
 
-/* Milliseconds on the monotonic clock. */
+/* Milliseconds on the monotonic clock: for durations and deadlines. */
 double kg_now_ms(void);
+/* Seconds since the Unix epoch (wall clock, with fractions): for times that are shown or stored (a job's
+ * submitted_at, a heartbeat), never for measuring a wait. */
+double kg_wall_s(void);
 
 /* Timed waits on the monotonic clock, the one clock of every wait in kgym: a condition variable made by
  * kg_cond_init measures pthread_cond_timedwait's deadline on CLOCK_MONOTONIC, and kg_deadline_in fills such a

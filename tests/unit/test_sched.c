@@ -1,6 +1,7 @@
-/* test_sched.c — the embedded scheduler without Python: queue room, waiting
- * (timeout, unknown id, a job finished by another thread), cancellation seen
- * by a waiter, the worker list and the Prometheus text. */
+/* test_sched.c — the embedded scheduler: queue room, waiting (timeout,
+ * unknown id, a job finished by another thread), cancellation seen by a
+ * waiter, the worker list and the Prometheus text (without Python); and one
+ * real evaluation on the CPU, whose outcome its waiter receives in memory. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include "sched/sched.h"
+#include "server/server.h"
+#include "store/backend.h"
 #include "store/store.h"
 #include "util/util.h"
 
@@ -104,6 +107,140 @@ static void test_keys(void)
     json_decref(r2);
 }
 
+/* A store that counts the reads (get, find_done) of one job: the memory backend behind a method table of its own
+ * (backend.h), as a test hook. */
+static kg_store_ops counting_ops;
+static const kg_store_ops *inner_ops;
+static int reads_of_job;
+static const char *counted_id = "w1";
+
+static int counting_get(kg_store *s, const char *id, kg_job *out, kg_error *err)
+{
+    if (id && !strcmp(id, counted_id))
+        __atomic_add_fetch(&reads_of_job, 1, __ATOMIC_SEQ_CST);
+    return inner_ops->get(s, id, out, err);
+}
+
+/* What on_job_end handed over. */
+typedef struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int calls, had_end, result_is_object, request_is_handed;
+    int reads_before; /* reads_of_job when the end came */
+    json_t *handed;   /* the request the submitter handed (kg_sched_submitted) */
+    json_t *full;     /* kg_server_job_json_from of the end */
+} end_box;
+
+static void on_end(void *arg, const kg_sched_end *end)
+{
+    end_box *b = arg;
+    pthread_mutex_lock(&b->m);
+    b->calls++;
+    if (end) {
+        b->had_end = 1;
+        b->result_is_object = json_is_object(end->result);
+        b->request_is_handed = end->request == b->handed;
+        b->full = kg_server_job_json_from(end->job, end->result, end->request, 1);
+    }
+    b->reads_before = __atomic_load_n(&reads_of_job, __ATOMIC_SEQ_CST);
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->m);
+}
+
+static char *read_fixture(const char *rel)
+{
+    kg_buf p = {0};
+    kg_buf_printf(&p, "%s/tests/fixtures/%s", KG_SOURCE_ROOT, rel);
+    char *data = NULL;
+    size_t len = 0;
+    kg_error err;
+    if (kg_file_read(p.data, 1 << 20, &data, &len, &err) != KG_OK)
+        data = NULL;
+    kg_buf_free(&p);
+    return data;
+}
+
+/* One real evaluation (CPU, the harness): the worker hands its waiter the outcome in memory (on_job_end's
+ * kg_sched_end): the result as json_t, the request as the very object the submitter handed (not parsed again),
+ * and a job equal to what the store then holds, so the response built from it is the response built from the
+ * store.  The job is read from the store by nobody but the worker's cancel watch meanwhile. */
+static void test_wake_in_memory(const char *dir)
+{
+    const char *python = getenv("KGYM_PYTHON");
+    kg_supervisor_options so = {.python = python && *python ? python : KG_DEFAULT_PYTHON,
+                                .harness_dir = KG_DEFAULT_HARNESS_DIR, .device = "cpu"};
+    kg_supervisor *sup = NULL;
+    kg_error err;
+    if (kg_supervisor_open(&so, &sup, &err) != KG_OK) {
+        printf("FAIL cannot open a supervisor: %s\n", err.message);
+        fail++;
+        return;
+    }
+    kg_store *st = NULL;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "open a memory store");
+    inner_ops = st->ops;
+    counting_ops = *st->ops;
+    counting_ops.get = counting_get;
+    st->ops = &counting_ops;
+    end_box b = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.sup = sup;
+    o.workers = 1;
+    o.max_queue = 4;
+    o.task_dir = dir;
+    o.on_job_end = on_end;
+    o.on_job_end_arg = &b;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "start one worker");
+    char *ref = read_fixture("tasks/add_one.py"), *cand = read_fixture("candidates/ok.py");
+    json_t *req = json_pack("{s:s, s:s, s:s}", "task", "add_one", "reference_code", ref ? ref : "",
+                            "kernel_code", cand ? cand : "");
+    char *text = json_dumps(req, JSON_COMPACT);
+    b.handed = req;
+    kg_job j = {.id = "w1", .key = "kw", .request = text};
+    CHECK(kg_store_put(st, &j, 0, &err) == KG_OK, "put the job");
+    kg_sched_submitted(s, "w1", text, req);
+    kg_sched_notify(s);
+    pthread_mutex_lock(&b.m);
+    double give_up = kg_now_ms() + 120000;
+    while (!b.calls && kg_now_ms() < give_up) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts); /* b.cv is a default (CLOCK_REALTIME) condition variable */
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&b.cv, &b.m, &ts);
+    }
+    pthread_mutex_unlock(&b.m);
+    CHECK(b.calls == 1 && b.had_end, "the waiter is told once, with the job's outcome in memory");
+    CHECK(b.result_is_object, "...its result as json_t");
+    CHECK(b.request_is_handed, "...its request the object the submitter handed (not parsed again)");
+    kg_job now;
+    CHECK(kg_store_get(st, "w1", &now, &err) == KG_OK && !strcmp(now.status, "done"), "the store holds it done");
+    json_t *stored = kg_server_job_json(&now, 1);
+    CHECK(b.full && json_equal(b.full, stored), "the response from memory is the response from the store");
+    if (b.full && !json_equal(b.full, stored)) {
+        char *x = json_dumps(b.full, JSON_COMPACT | JSON_SORT_KEYS), *y = json_dumps(stored, JSON_COMPACT | JSON_SORT_KEYS);
+        printf("  memory: %.600s\n  store:  %.600s\n", x, y);
+        free(x);
+        free(y);
+    }
+    /* Only the worker's cancel watch reads the job (every 0.5 s while it runs), nobody waits by reading it. */
+    double ran_s = now.finished_at - now.started_at;
+    CHECK(b.reads_before <= (int)(ran_s / 0.5) + 2, "no one but the cancel watch read the job while it ran");
+    json_decref(stored);
+    json_decref(b.full);
+    kg_job_free(&now);
+    CHECK(kg_sched_stop(s, 5) == 1, "stop the worker");
+    kg_store_close(st);
+    kg_supervisor_close(sup);
+    json_decref(req);
+    free(text);
+    free(ref);
+    free(cand);
+}
+
 int main(void)
 {
     test_keys();
@@ -113,6 +250,7 @@ int main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
+    test_wake_in_memory(dir);
     kg_buf path = {0};
     kg_buf_printf(&path, "%s/jobs.db", dir);
     kg_store *st = NULL;
