@@ -272,12 +272,13 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         int rc;
         double at = kg_wall_s();
         if (attempt < 3 || leased) {
-            rc = kg_store_finish_at(s->o.store, id, status, result, error, key && key[0] ? key : NULL, cached_from,
+            rc = kg_store_finish_at(s->o.store, id, status, result, result_json, error, key && key[0] ? key : NULL,
+                                    cached_from,
                                     at, &e);
             if (rc == KG_OK)
                 ended_as(w, status, result_json, error, cached_from, at);
         } else if (attempt % 2) {
-            rc = kg_store_finish_at(s->o.store, id, "failed", NULL, reason, NULL, NULL, at, &e);
+            rc = kg_store_finish_at(s->o.store, id, "failed", NULL, NULL, reason, NULL, NULL, at, &e);
             if (rc == KG_OK)
                 ended_as(w, "failed", NULL, reason, NULL, at);
         } else {

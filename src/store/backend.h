@@ -26,8 +26,10 @@ typedef struct kg_store_ops {
     int (*find_done)(kg_store *s, const char *key, kg_job *out, kg_error *err);
     int (*claim)(kg_store *s, const char *worker, kg_job *out, kg_error *err);
     /* at: the job's finished_at (store.c's kg_wall_s(), or the caller's: kg_store_finish_at) */
-    int (*finish)(kg_store *s, const char *id, const char *status, const char *result, const char *error,
-                  const char *key, const char *cached_from, double at, kg_error *err);
+    /* result_json: the same result parsed, when the caller holds it (the listing facts are read from it instead
+     * of parsing the text again), or NULL. */
+    int (*finish)(kg_store *s, const char *id, const char *status, const char *result, const json_t *result_json,
+                  const char *error, const char *key, const char *cached_from, double at, kg_error *err);
     int (*requeue)(kg_store *s, const char *id, const char *reason, kg_error *err);
     int (*cancel)(kg_store *s, const char *id, char was[16], kg_error *err);
     long (*count)(kg_store *s, const char *status);
@@ -80,9 +82,11 @@ int kg_store_sqlite_open(const char *path, kg_store **out, kg_error *err);
 int kg_store_redis_open(const char *url, kg_store **out, kg_error *err);
 
 /* Backend-neutral helpers the backends share. */
-/* verdict, reward, speedup and coverage of a result text, for listings (*verdict malloc'd or NULL). */
-void kg_store_result_facts(const char *result, char **verdict, double *reward, double *speedup, int *has_speedup,
-                           double *coverage);
+/* verdict, reward, speedup and coverage of a result, for listings (*verdict malloc'd or NULL; reward 0, speedup
+ * absent and coverage -1 where the result has none), read by the one result reader (rl/result_read.h): from
+ * result_json when given, else from the text (parsed once here). */
+void kg_store_result_facts(const char *result, const json_t *result_json, char **verdict, double *reward,
+                           double *speedup, int *has_speedup, double *coverage);
 /* The task label of a job for listings: job->label when the submitter set it, else read from its request
  * (malloc'd, NULL when it has none). */
 char *kg_store_job_label(const kg_job *job);

@@ -73,11 +73,12 @@ static int set_text(char **field, const char *v)
     return KG_OK;
 }
 
-/* The listing facts of e's result (kg_store_result_facts), into e.  Lock held. */
-static void set_facts(entry *e)
+/* The listing facts of e's result (kg_store_result_facts; from result_json when the caller holds it parsed), into
+ * e.  Lock held. */
+static void set_facts(entry *e, const json_t *result_json)
 {
     free(e->job.verdict);
-    kg_store_result_facts(e->job.result, &e->job.verdict, &e->reward, &e->speedup, &e->has_speedup, &e->coverage);
+    kg_store_result_facts(e->job.result, result_json, &e->job.verdict, &e->reward, &e->speedup, &e->has_speedup, &e->coverage);
 }
 
 static int mem_put_many(kg_store *base, const kg_job *jobs, size_t n, const int *replace, kg_error *err)
@@ -146,7 +147,7 @@ static int mem_put_many(kg_store *base, const kg_job *jobs, size_t n, const int 
         e->job.started_at = 0;
         e->job.submitted_at = jobs[i].submitted_at > 0 ? jobs[i].submitted_at : t;
         e->job.finished_at = strcmp(e->job.status, "queued") ? t : 0;
-        set_facts(e);
+        set_facts(e, NULL);
     }
     free(fresh);
     pthread_mutex_unlock(&m->lock);
@@ -218,8 +219,9 @@ static int not_running(const char *id, kg_error *err)
     return kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
 }
 
-static int mem_finish(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                      const char *key, const char *cached_from, double at, kg_error *err)
+static int mem_finish(kg_store *base, const char *id, const char *status, const char *result,
+                      const json_t *result_json, const char *error, const char *key, const char *cached_from, double at,
+                      kg_error *err)
 {
     memory_store *m = (memory_store *)base;
     pthread_mutex_lock(&m->lock);
@@ -254,7 +256,7 @@ static int mem_finish(kg_store *base, const char *id, const char *status, const 
                 e->job.cached_from = next.cached_from;
             }
             e->job.finished_at = at;
-            set_facts(e);
+            set_facts(e, result_json);
             rc = KG_OK;
         }
     }

@@ -452,24 +452,20 @@ static void free_vals(char *vals[NFIELDS])
         free(vals[i]);
 }
 
-static void result_facts(const char *result, char **verdict, char reward[32], char speedup[32], char coverage[32])
+/* The listing facts of a result (kg_store_result_facts) as Redis hash values. */
+static void result_facts(const char *result, const json_t *result_json, char **verdict, char reward[32],
+                         char speedup[32], char coverage[32])
 {
-    *verdict = NULL;
-    snprintf(reward, 32, "0");
+    double rw, sp, cov;
+    int has_sp;
+    kg_store_result_facts(result, result_json, verdict, &rw, &sp, &has_sp, &cov);
+    snprintf(reward, 32, "%.17g", rw);
     speedup[0] = '\0';
     coverage[0] = '\0';
-    json_t *r = result ? json_loads(result, 0, NULL) : NULL;
-    if (!r)
-        return;
-    *verdict = kg_strdup(json_string_value(json_object_get(r, "verdict")));
-    snprintf(reward, 32, "%.17g", json_number_value(json_object_get(r, "reward")));
-    json_t *sp = json_object_get(json_object_get(r, "timing"), "speedup");
-    if (json_is_number(sp))
-        snprintf(speedup, 32, "%.17g", json_number_value(sp));
-    json_t *cov = json_object_get(json_object_get(r, "profile"), "coverage");
-    if (json_is_number(cov))
-        snprintf(coverage, 32, "%.17g", json_number_value(cov));
-    json_decref(r);
+    if (has_sp)
+        snprintf(speedup, 32, "%.17g", sp);
+    if (cov != -1)
+        snprintf(coverage, 32, "%.17g", cov);
 }
 
 /* Job creation in one script: Redis runs it atomically, so a job is never
@@ -529,7 +525,7 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
     if (!job || !job->id || !job->key || !job->request)
         return kg_error_set(err, KG_ERR_INVALID, "a job needs an id, a key and a request");
     const char *status = job->status ? job->status : "queued";
-    result_facts(job->result, &js->verdict, js->reward, js->speedup, js->coverage);
+    result_facts(job->result, NULL, &js->verdict, js->reward, js->speedup, js->coverage);
     js->label = kg_store_job_label(job);
     snprintf(js->sub, sizeof js->sub, "%.6f", job->submitted_at > 0 ? job->submitted_at : t);
     snprintf(js->fin, sizeof js->fin, "%.6f", strcmp(status, "queued") ? t : 0.0);
@@ -828,8 +824,8 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
     return rc;
 }
 
-static int r_finish(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                     const char *new_key, const char *cached_from, double at, kg_error *err)
+static int r_finish(kg_store *base, const char *id, const char *status, const char *result, const json_t *result_json,
+                    const char *error, const char *new_key, const char *cached_from, double at, kg_error *err)
 {
     kg_rstore *r = (kg_rstore *)base;
     redisContext *c = conn_get(r, err);
@@ -843,7 +839,7 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
     } else {
         char *verdict;
         char reward[32], speedup[32], coverage[32], fin[32];
-        result_facts(result, &verdict, reward, speedup, coverage);
+        result_facts(result, result_json, &verdict, reward, speedup, coverage);
         snprintf(fin, sizeof fin, "%.6f", at);
         kg_buf key = {0};
         kg_buf_printf(&key, P "job:%s", id);

@@ -202,7 +202,7 @@ static int insert_one(sqlite_store *s, const kg_job *job, int replace, double t,
     double reward = 0, speedup = 0;
     int has_speedup = 0;
     double coverage;
-    kg_store_result_facts(job->result, &verdict, &reward, &speedup, &has_speedup, &coverage);
+    kg_store_result_facts(job->result, NULL, &verdict, &reward, &speedup, &has_speedup, &coverage);
     char *label = kg_store_job_label(job);
     /* REPLACE deletes the old row: the job gets a new seq, i.e. joins the
      * queue at its end, which is what a fresh evaluation should do. */
@@ -357,15 +357,16 @@ out:
     return rc;
 }
 
-static int sq_finish_as(kg_store *base, const char *id, const char *status, const char *result, const char *error,
-                       const char *key, const char *cached_from, double at, kg_error *err)
+static int sq_finish_as(kg_store *base, const char *id, const char *status, const char *result,
+                        const json_t *result_json, const char *error, const char *key, const char *cached_from, double at,
+                        kg_error *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     char *verdict = NULL;
     double reward = 0, speedup = 0;
     int has_speedup = 0;
     double coverage;
-    kg_store_result_facts(result, &verdict, &reward, &speedup, &has_speedup, &coverage);
+    kg_store_result_facts(result, result_json, &verdict, &reward, &speedup, &has_speedup, &coverage);
     pthread_mutex_lock(&s->lock);
     int rc = file_lost(s, err);
     sqlite3_stmt *st = NULL;

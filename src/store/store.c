@@ -2,10 +2,12 @@
  * (backend.h), what a backend leaves NULL, and the helpers the backends share. */
 #include "store/store.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rl/result_read.h"
 #include "store/backend.h"
 #include "util/util.h"
 
@@ -94,29 +96,31 @@ int kg_job_copy(const kg_job *from, kg_job *to)
     return KG_OK;
 }
 
-/* verdict, reward and speedup of a result, for listings without parsing it. */
-void kg_store_result_facts(const char *result, char **verdict, double *reward, double *speedup,
-                           int *has_speedup, double *coverage)
+/* verdict, reward, speedup and coverage of a result, for listings (backend.h). */
+void kg_store_result_facts(const char *result, const json_t *result_json, char **verdict, double *reward,
+                           double *speedup, int *has_speedup, double *coverage)
 {
     *verdict = NULL;
     *coverage = -1;
     *reward = 0;
     *speedup = 0;
     *has_speedup = 0;
-    json_t *r = result ? json_loads(result, 0, NULL) : NULL;
+    json_t *parsed = !result_json && result ? json_loads(result, 0, NULL) : NULL;
+    const json_t *r = result_json ? result_json : parsed;
     if (!r)
         return;
-    *verdict = kg_strdup(json_string_value(json_object_get(r, "verdict")));
-    *reward = json_number_value(json_object_get(r, "reward"));
-    json_t *sp = json_object_get(json_object_get(r, "timing"), "speedup");
-    if (json_is_number(sp)) {
-        *speedup = json_number_value(sp);
+    kg_result_view v;
+    kg_result_read(r, &v);
+    *verdict = kg_strdup(v.verdict);
+    if (!isnan(v.outcome.staged_reward))
+        *reward = v.outcome.staged_reward;
+    if (!isnan(v.outcome.speedup)) {
+        *speedup = v.outcome.speedup;
         *has_speedup = 1;
     }
-    json_t *cov = json_object_get(json_object_get(r, "profile"), "coverage");
-    if (json_is_number(cov))
-        *coverage = json_number_value(cov);
-    json_decref(r);
+    if (!isnan(v.outcome.coverage))
+        *coverage = v.outcome.coverage;
+    json_decref(parsed);
 }
 
 char *kg_store_job_label(const kg_job *job)
@@ -163,15 +167,15 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
 int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
                        const char *key, const char *cached_from, kg_error *err)
 {
-    return kg_store_finish_at(s, id, status, result, error, key, cached_from, kg_wall_s(), err);
+    return kg_store_finish_at(s, id, status, result, NULL, error, key, cached_from, kg_wall_s(), err);
 }
 
-int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const char *error,
-                       const char *key, const char *cached_from, double at, kg_error *err)
+int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const json_t *result_json,
+                       const char *error, const char *key, const char *cached_from, double at, kg_error *err)
 {
     if (!id || !status || (strcmp(status, "done") && strcmp(status, "failed")))
         return kg_error_set(err, KG_ERR_INVALID, "a job finishes as done or failed");
-    return s->ops->finish(s, id, status, result, error, key, cached_from, at, err);
+    return s->ops->finish(s, id, status, result, result_json, error, key, cached_from, at, err);
 }
 
 int kg_store_requeue(kg_store *s, const char *id, const char *reason, kg_error *err)

@@ -82,9 +82,10 @@ int kg_store_finish(kg_store *s, const char *id, const char *status, const char 
 int kg_store_finish_as(kg_store *s, const char *id, const char *status, const char *result, const char *error,
                        const char *key, const char *cached_from, kg_error *err);
 /* kg_store_finish_as with its finished_at (Unix s) given: a worker that hands the finished job to its waiters in
- * memory (sched.c) tells them the time the store holds. */
-int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const char *error,
-                       const char *key, const char *cached_from, double at, kg_error *err);
+ * memory (sched.c) tells them the time the store holds.  result_json: the result parsed, when the caller holds it
+ * (the store reads the listing facts from it instead of parsing result again), or NULL. */
+int kg_store_finish_at(kg_store *s, const char *id, const char *status, const char *result, const json_t *result_json,
+                       const char *error, const char *key, const char *cached_from, double at, kg_error *err);
 /* Gives a running job back to the queue (its result could not be stored),
  * with reason kept in its error field until it finishes.  KG_ERR_NOT_FOUND
  * when it is not running. */

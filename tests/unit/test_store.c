@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "server/service.h"
+#include "store/backend.h"
 #include "task/task.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -336,6 +337,37 @@ static void marks(const char *path)
     kg_store_close(s);
 }
 
+/* The listing facts of a result are the same whether the store parses its text or is handed it parsed (a worker
+ * that holds the result: no parse in the process), and absent fields keep their defaults. */
+static void facts_from_text_or_parsed(void)
+{
+    const char *texts[] = {
+        "{\"verdict\":\"correct\",\"reward\":1.0,\"timing\":{\"speedup\":2.5},\"profile\":{\"coverage\":0.75}}",
+        "{\"verdict\":\"incorrect\",\"reward\":0.7}",
+        "{\"verdict\":\"hacked\",\"reward\":\"x\",\"timing\":{\"speedup\":null}}",
+        "[1, 2]",
+    };
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        json_t *r = json_loads(texts[i], 0, NULL);
+        char *v1 = NULL, *v2 = NULL;
+        double rw1, rw2, sp1, sp2, c1, c2;
+        int h1, h2;
+        kg_store_result_facts(texts[i], NULL, &v1, &rw1, &sp1, &h1, &c1);
+        kg_store_result_facts("not read", r, &v2, &rw2, &sp2, &h2, &c2);
+        CHECK(((!v1 && !v2) || (v1 && v2 && !strcmp(v1, v2))) && rw1 == rw2 && h1 == h2 && sp1 == sp2 && c1 == c2,
+              "facts from the text = facts from the parsed result");
+        if (i == 0)
+            CHECK(v1 && !strcmp(v1, "correct") && rw1 == 1.0 && h1 && sp1 == 2.5 && c1 == 0.75, "every fact read");
+        if (i == 1)
+            CHECK(v1 && !strcmp(v1, "incorrect") && rw1 == 0.7 && !h1 && c1 == -1, "absent speedup and coverage");
+        if (i == 2)
+            CHECK(rw1 == 0 && !h1, "a reward or speedup that is not a number is none");
+        free(v1);
+        free(v2);
+        json_decref(r);
+    }
+}
+
 int main(void)
 {
     char *dir = NULL;
@@ -350,6 +382,7 @@ int main(void)
     contract(KG_STORE_MEMORY);
     marks(path.data);
     marks(KG_STORE_MEMORY);
+    facts_from_text_or_parsed();
     kg_store *s = NULL;
     kg_job x;
 
