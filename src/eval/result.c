@@ -536,15 +536,17 @@ static int fact_sandbox(const fact_ctx *c, char *why, size_t cap, const json_t *
     if (json_array_size(missing) == 0)
         return 1;
     kg_buf list = {0};
+    int ok = 1; /* the fact fails either way; without memory the reason only cannot list them */
     size_t i, k;
     json_t *code;
     json_array_foreach(missing, i, code)
         for (k = 0; k < sizeof protections / sizeof *protections; k++)
             if (!strcmp(protections[k].code, json_string_value(code) ?: ""))
-                kg_buf_printf(&list, "%s%s (%s)", i ? ", " : "", protections[k].code, protections[k].what);
+                ok = ok && kg_buf_printf(&list, "%s%s (%s)", i ? ", " : "", protections[k].code,
+                                         protections[k].what) == KG_OK;
     snprintf(why, cap, "the candidate's process ran without protections kgym requires: %s; the kernel or the "
              "container refused them (sandbox.warnings says why); an operator who accepts that passes "
-             "--allow-unprotected", list.data ? list.data : "?");
+             "--allow-unprotected", !ok ? "(not listed: out of memory)" : list.data ? list.data : "?");
     kg_buf_free(&list);
     return 0;
 }
