@@ -256,10 +256,18 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
                           (json_int_t)perf_trials, "reference_mode", ref_mode, "tolerance_profile", tolerance,
                           "client", client);
+    /* Code goes as it is or not at all (docs/style.md): text that is not UTF-8 (a task file's) is named; any other
+     * failure here is memory. */
+    const char *not_text = !n && ref && !kg_utf8_valid(ref)         ? "reference_code"
+                           : !n && kernel && !kg_utf8_valid(kernel) ? "kernel_code"
+                           : !n && label && !kg_utf8_valid(label)   ? "task"
+                                                                    : NULL;
     free(ref_owned);
     kg_task_free(&t);
+    if (!n && not_text)
+        return bad(b, 400, not_text, "%s is not valid UTF-8", not_text);
     if (!n)
-        return bad(b, 400, "", "a request field is not valid UTF-8");
+        return bad(b, 500, "", "out of memory building the job's request");
     /* The key under the profile the caller expects the job to be evaluated with; its worker keys it again with
      * its own when it claims it (sched.c), and records the result under that. */
     if (kg_sched_content_key(profile, n, key) != KG_OK) {
@@ -481,17 +489,17 @@ json_t *kg_server_job_json(const kg_job *j, int with_request)
 {
     json_t *o = json_object();
     int ok = o != NULL;
-    ok = ok && kg_json_set(o, "id", json_string(j->id ? j->id : "")) == 0;
-    ok = ok && kg_json_set(o, "status", json_string(j->status ? j->status : "unknown")) == 0;
-    ok = ok && kg_json_set(o, "verdict", j->verdict ? json_string(j->verdict) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "id", kg_json_text(j->id ? j->id : "")) == 0;
+    ok = ok && kg_json_set(o, "status", kg_json_text(j->status ? j->status : "unknown")) == 0;
+    ok = ok && kg_json_set(o, "verdict", j->verdict ? kg_json_text(j->verdict) : json_null()) == 0;
     ok = ok && kg_json_set(o, "attempts", json_integer(j->attempts)) == 0;
-    ok = ok && kg_json_set(o, "worker", j->worker ? json_string(j->worker) : json_null()) == 0;
-    ok = ok && kg_json_set(o, "cached_from", j->cached_from ? json_string(j->cached_from) : json_null()) == 0;
-    ok = ok && kg_json_set(o, "submitted_at", json_real(j->submitted_at)) == 0;
-    ok = ok && kg_json_set(o, "started_at", json_real(j->started_at)) == 0;
-    ok = ok && kg_json_set(o, "finished_at", json_real(j->finished_at)) == 0;
+    ok = ok && kg_json_set(o, "worker", j->worker ? kg_json_text(j->worker) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "cached_from", j->cached_from ? kg_json_text(j->cached_from) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "submitted_at", kg_json_number(j->submitted_at)) == 0;
+    ok = ok && kg_json_set(o, "started_at", kg_json_number(j->started_at)) == 0;
+    ok = ok && kg_json_set(o, "finished_at", kg_json_number(j->finished_at)) == 0;
     ok = ok && kg_json_set(o, "queue_wait_s",
-                        j->started_at > 0 ? json_real(j->started_at - j->submitted_at) : json_null()) == 0;
+                        j->started_at > 0 ? kg_json_number(j->started_at - j->submitted_at) : json_null()) == 0;
     /* a job's error may quote a client's input */
     ok = ok && kg_json_set(o, "error", j->error ? kg_json_text(j->error) : json_null()) == 0;
     /* The store keeps what kgym wrote: a result or request that does not load is memory, and a job shown
@@ -520,18 +528,18 @@ json_t *kg_server_status_json(const kg_job *j, long queue_position)
     json_t *kgr = json_object_get(full, "kernelgym");
     json_t *o = json_object();
     int ok = full && o;
-    ok = ok && kg_json_set(o, "task_id", json_string(j->id ? j->id : "")) == 0;
+    ok = ok && kg_json_set(o, "task_id", kg_json_text(j->id ? j->id : "")) == 0;
     ok = ok && kg_json_set(o, "status", json_incref(json_object_get(kgr, "status"))) == 0;
     int done = j->status && strcmp(j->status, "queued") && strcmp(j->status, "running");
     /* TaskStatusResponse.progress is a percentage (0-100). */
-    ok = ok && kg_json_set(o, "progress", json_real(done ? 100.0 : j->status && !strcmp(j->status, "running") ? 50.0 : 0.0)) == 0;
+    ok = ok && kg_json_set(o, "progress", kg_json_number(done ? 100.0 : j->status && !strcmp(j->status, "running") ? 50.0 : 0.0)) == 0;
     ok = ok && kg_json_set(o, "estimated_completion", json_null()) == 0;
     ok = ok && kg_json_set(o, "queue_position", queue_position >= 0 ? json_integer(queue_position) : json_null()) == 0;
-    ok = ok && kg_json_set(o, "assigned_device", j->worker ? json_string(j->worker) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "assigned_device", j->worker ? kg_json_text(j->worker) : json_null()) == 0;
     /* Added: KernelGYM drops these, so its clients only ever see "Task failed". */
     ok = ok && kg_json_set(o, "error_message", json_incref(json_object_get(kgr, "error_message"))) == 0;
     ok = ok && kg_json_set(o, "error_code", json_incref(json_object_get(kgr, "error_code"))) == 0;
-    ok = ok && kg_json_set(o, "verdict", j->verdict ? json_string(j->verdict) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "verdict", j->verdict ? kg_json_text(j->verdict) : json_null()) == 0;
     json_decref(full);
     if (!ok) {
         json_decref(o);
