@@ -120,10 +120,13 @@ static char *endpoint_url(const char *base)
     while (n && base[n - 1] == '/')
         n--;
     kg_buf b = {0};
-    if (n >= 17 && !strncmp(base + n - 17, "/chat/completions", 17))
-        kg_buf_printf(&b, "%.*s", (int)n, base);
-    else
-        kg_buf_printf(&b, "%.*s/chat/completions", (int)n, base);
+    int rc = n >= 17 && !strncmp(base + n - 17, "/chat/completions", 17)
+                 ? kg_buf_printf(&b, "%.*s", (int)n, base)
+                 : kg_buf_printf(&b, "%.*s/chat/completions", (int)n, base);
+    if (rc != KG_OK) { /* NULL: out of memory */
+        kg_buf_free(&b);
+        return NULL;
+    }
     return kg_buf_release(&b);
 }
 

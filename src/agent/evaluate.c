@@ -104,8 +104,13 @@ int kg_agent_eval_server(void *ctx, const kg_task *task, const char *reply, size
     while (ul && s->url[ul - 1] == '/')
         ul--;
     kg_buf url = {0}, poll = {0};
-    kg_buf_printf(&url, "%.*s/evaluate", (int)ul, s->url);
-    kg_buf_printf(&poll, "%.*s/results/%s", (int)ul, s->url, id);
+    if (kg_buf_printf(&url, "%.*s/evaluate", (int)ul, s->url) != KG_OK ||
+        kg_buf_printf(&poll, "%.*s/results/%s", (int)ul, s->url, id) != KG_OK) {
+        kg_buf_free(&url);
+        kg_buf_free(&poll);
+        free(body);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory building the request");
+    }
     int rc = KG_ERR_IO;
     double t0 = kg_now_ms();
     for (int attempt = 0; attempt <= s->max_retries; attempt++) {

@@ -68,8 +68,7 @@ CURL *kg_http_request(const char *url, const char *token, const char *extra_head
     h = more ? more : h;
     if (more && token && *token) {
         kg_buf a = {0};
-        kg_buf_printf(&a, "Authorization: Bearer %s", token);
-        more = a.data ? curl_slist_append(h, a.data) : NULL;
+        more = kg_buf_printf(&a, "Authorization: Bearer %s", token) == KG_OK ? curl_slist_append(h, a.data) : NULL;
         kg_buf_free(&a);
         h = more ? more : h;
     }

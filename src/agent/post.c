@@ -10,6 +10,7 @@
 
 #include "agent/agent.h"
 #include "rl/result_read.h"
+#include "util/json.h"
 #include "util/util.h"
 
 int kg_agent_outcome(const json_t *result, kg_eval_outcome *out, kg_error *err)
@@ -124,10 +125,6 @@ done:
     return rc;
 }
 
-static json_t *num_or_null(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
 
 int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_prs_config *prs, uint64_t seed,
                       kg_error *err)
@@ -170,11 +167,11 @@ int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_
         goto done;
     for (size_t i = 0; i < c.n; i++) {
         json_t *rec = json_array_get(records, i);
-        json_object_set_new(rec, "return", num_or_null(g[i]));
-        json_object_set_new(rec, "advantage", num_or_null(a[i]));
-        json_object_set_new(rec, "estimator", json_string(kg_estimator_name(adv->estimator)));
-        json_object_set_new(rec, "prs_keep", prs_ok ? json_boolean(keep[i]) : json_null());
-        json_object_set_new(rec, "prs_prob", prs_ok ? num_or_null(p[i]) : json_null());
+        int ok = kg_json_set(rec, "return", kg_json_number(g[i])) == 0;
+        ok = ok && kg_json_set(rec, "advantage", kg_json_number(a[i])) == 0;
+        ok = ok && kg_json_set(rec, "estimator", json_string(kg_estimator_name(adv->estimator))) == 0;
+        ok = ok && kg_json_set(rec, "prs_keep", prs_ok ? json_boolean(keep[i]) : json_null()) == 0;
+        ok = ok && kg_json_set(rec, "prs_prob", prs_ok ? kg_json_number(p[i]) : json_null()) == 0;
         /* Best of turns: highest reward in the trajectory, earliest on ties. */
         int best = 1;
         for (size_t j = 0; j < c.n && best; j++) {
@@ -183,7 +180,11 @@ int kg_agent_annotate(json_t *records, const kg_advantage_config *adv, const kg_
             if (c.reward[j] > c.reward[i] || (c.reward[j] == c.reward[i] && c.turn[j] < c.turn[i]))
                 best = 0;
         }
-        json_object_set_new(rec, "best", json_boolean(best));
+        /* A record annotated in part would train on an advantage it does not have: the whole call fails. */
+        if (!ok || kg_json_set(rec, "best", json_boolean(best)) != 0) {
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory annotating turn record %zu", i);
+            goto done;
+        }
     }
 done:
     free(a);
@@ -206,10 +207,13 @@ int kg_agent_mask_void_turns(json_t *records, kg_error *err)
         for (size_t j = 0; j < c.n; j++)
             if (c.traj[j] == c.traj[i] && c.turn[j] < c.turn[i] && c.reward[j] > 0)
                 earlier_positive = 1;
-        json_object_set_new(json_array_get(records, i), "mask", json_boolean(!(earlier_positive && c.reward[i] <= 0)));
+        if (kg_json_set(json_array_get(records, i), "mask", json_boolean(!(earlier_positive && c.reward[i] <= 0))) != 0) {
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory masking turn record %zu", i);
+            break;
+        }
     }
     columns_free(&c);
-    return KG_OK;
+    return rc;
 }
 
 int kg_agent_metrics(const json_t *records, kg_metrics_report *out, kg_error *err)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent/agent.h"
+#include "util/json.h"
 #include "util/util.h"
 
 #ifndef KG_SOURCE_ROOT
@@ -29,11 +30,12 @@ void kg_prompts_free(kg_prompts *p)
 static int load_one(const char *dir, const char *name, int required, char **out, kg_error *err)
 {
     kg_buf path = {0};
-    kg_buf_printf(&path, "%s/%s", dir, name);
+    if (kg_buf_printf(&path, "%s/%s", dir, name) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     size_t len = 0;
     int rc = KG_OK;
     if (!kg_file_exists(path.data) && !required)
-        *out = kg_strdup("");
+        rc = (*out = kg_strdup("")) ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     else
         rc = kg_file_read(path.data, KG_PROMPT_MAX_BYTES, out, &len, err);
     kg_buf_free(&path);
@@ -57,18 +59,20 @@ int kg_prompts_load(const char *dir, kg_prompts *p, kg_error *err)
 }
 
 /* Replaces {{name}} by values[i] for names[i]; unknown placeholders stay, so a
- * user's template that mentions "{{" in code is not mangled. */
+ * user's template that mentions "{{" in code is not mangled.  NULL when memory ran out (never a prompt cut
+ * short). */
 static char *substitute(const char *tpl, const char *const *names, const char *const *values, size_t n)
 {
     kg_buf b = {0};
+    int ok = 1;
     const char *p = tpl;
-    while (*p) {
+    while (ok && *p) {
         const char *open = strstr(p, "{{");
         if (!open) {
-            kg_buf_puts(&b, p);
+            ok = kg_buf_puts(&b, p) == KG_OK;
             break;
         }
-        kg_buf_append(&b, p, (size_t)(open - p));
+        ok = kg_buf_append(&b, p, (size_t)(open - p)) == KG_OK;
         const char *close = strstr(open + 2, "}}");
         size_t i = n;
         if (close)
@@ -76,12 +80,16 @@ static char *substitute(const char *tpl, const char *const *names, const char *c
                 if (strlen(names[i]) == (size_t)(close - open - 2) && !strncmp(open + 2, names[i], strlen(names[i])))
                     break;
         if (i < n) {
-            kg_buf_puts(&b, values[i] ? values[i] : "");
+            ok = ok && kg_buf_puts(&b, values[i] ? values[i] : "") == KG_OK;
             p = close + 2;
         } else {
-            kg_buf_puts(&b, "{{");
+            ok = ok && kg_buf_puts(&b, "{{") == KG_OK;
             p = open + 2;
         }
+    }
+    if (!ok) {
+        kg_buf_free(&b);
+        return NULL;
     }
     return kg_buf_release(&b);
 }
@@ -181,18 +189,34 @@ int kg_agent_context(const char *first_prompt, const kg_turn_view *turns, size_t
             total -= strlen(turns[i].reply ? turns[i].reply : "") + strlen(turns[i].feedback ? turns[i].feedback : "");
         }
     }
+    /* The prompt (the task's source) and the replies are code: sent as they are or not at all (docs/style.md), so
+     * text that is not UTF-8 is the input's error; feedback is kgym's (sanitized). */
+    if (!kg_utf8_valid(first_prompt)) {
+        free(keep);
+        return kg_error_set(err, KG_ERR_INVALID, "the first prompt (the task's source) is not UTF-8");
+    }
+    for (size_t i = 0; i < n; i++)
+        if (keep[i] && turns[i].reply && !kg_utf8_valid(turns[i].reply)) {
+            free(keep);
+            return kg_error_set(err, KG_ERR_INVALID, "the reply of turn %d is not UTF-8", turns[i].turn);
+        }
     json_t *m = json_array(), *kt = json_array();
-    json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content", first_prompt));
-    for (size_t i = 0; i < n; i++) {
+    int ok = m && kt && kg_json_push(m, json_pack("{s:s, s:s}", "role", "user", "content", first_prompt)) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
         if (!keep[i])
             continue;
-        json_array_append_new(m, json_pack("{s:s, s:s}", "role", "assistant", "content",
-                                           turns[i].reply ? turns[i].reply : ""));
-        json_array_append_new(m, json_pack("{s:s, s:s}", "role", "user", "content",
-                                           turns[i].feedback ? turns[i].feedback : ""));
-        json_array_append_new(kt, json_integer(turns[i].turn));
+        ok = kg_json_push(m, json_pack("{s:s, s:s}", "role", "assistant", "content",
+                                       turns[i].reply ? turns[i].reply : "")) == 0;
+        ok = ok && kg_json_push(m, json_pack("{s:s, s:o}", "role", "user", "content",
+                                             kg_json_text(turns[i].feedback ? turns[i].feedback : ""))) == 0;
+        ok = ok && kg_json_push(kt, json_integer(turns[i].turn)) == 0;
     }
     free(keep);
+    if (!ok) {
+        json_decref(m);
+        json_decref(kt);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory building the conversation");
+    }
     *messages = m;
     if (kept_turns)
         *kept_turns = kt;

@@ -154,7 +154,8 @@ static int add_folder(task_list *l, const char *kb, const char *dir, kg_error *e
     int rc = KG_OK;
     for (size_t i = 0; i < n; i++) {
         kg_buf p = {0};
-        kg_buf_printf(&p, "%s/%s", dir, names[i]);
+        if (rc == KG_OK && kg_buf_printf(&p, "%s/%s", dir, names[i]) != KG_OK)
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
         if (rc == KG_OK)
             rc = add_task(l, kb, p.data, err);
         kg_buf_free(&p);
@@ -189,12 +190,11 @@ static int add_jsonl(task_list *l, const char *kb, const char *path, kg_error *e
         } else if (p) {
             kg_buf full = {0};
             const char *slash = strrchr(path, '/');
-            if (p[0] != '/' && !kg_file_exists(p) && slash)
-                kg_buf_printf(&full, "%.*s/%s", (int)(slash - path), path, p);
-            else
-                kg_buf_puts(&full, p);
+            int named = p[0] != '/' && !kg_file_exists(p) && slash
+                            ? kg_buf_printf(&full, "%.*s/%s", (int)(slash - path), path, p) == KG_OK
+                            : kg_buf_puts(&full, p) == KG_OK;
             size_t before = l->n;
-            rc = add_task(l, kb, full.data, err);
+            rc = named ? add_task(l, kb, full.data, err) : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
             if (rc == KG_OK && id && l->n > before && strcmp(l->v[l->n - 1].id, id)) {
                 /* The JSONL's id names the task in the records; it must be unique. */
                 for (size_t i = 0; i + 1 < l->n && rc == KG_OK; i++)
@@ -236,8 +236,8 @@ static int add_level(task_list *l, const char *kb, int level, const char *ids, k
         return kg_error_set(err, KG_ERR_INVALID, "--level needs --kernelbench DIR (or $KGYM_KERNELBENCH)");
     if (!ids) {
         kg_buf d = {0};
-        kg_buf_printf(&d, "%s/level%d", kb, level);
-        int rc = add_folder(l, kb, d.data, err);
+        int rc = kg_buf_printf(&d, "%s/level%d", kb, level) == KG_OK ? add_folder(l, kb, d.data, err)
+                                                                      : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
         kg_buf_free(&d);
         return rc;
     }
@@ -245,8 +245,8 @@ static int add_level(task_list *l, const char *kb, int level, const char *ids, k
     int rc = KG_OK;
     for (char *t = strtok_r(copy, ",", &save); t && rc == KG_OK; t = strtok_r(NULL, ",", &save)) {
         kg_buf spec = {0};
-        kg_buf_printf(&spec, "level%d/%s", level, t);
-        rc = add_task(l, kb, spec.data, err);
+        rc = kg_buf_printf(&spec, "level%d/%s", level, t) == KG_OK ? add_task(l, kb, spec.data, err)
+                                                                   : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
         kg_buf_free(&spec);
     }
     free(copy);
@@ -315,10 +315,12 @@ static int report(const char *out_path, const kg_rollout_stats *st, int json_out
         (rc = kg_metrics_svg(&m, &svg, err)) != KG_OK)
         goto done;
     kg_buf p = {0};
-    kg_buf_printf(&p, "%s.metrics.json", out_path);
-    rc = kg_file_write_mode(p.data, mjson, strlen(mjson), REPORT_MODE, err);
+    rc = kg_buf_printf(&p, "%s.metrics.json", out_path) == KG_OK
+             ? kg_file_write_mode(p.data, mjson, strlen(mjson), REPORT_MODE, err)
+             : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     kg_buf_free(&p);
-    kg_buf_printf(&p, "%s.svg", out_path);
+    if (rc == KG_OK && kg_buf_printf(&p, "%s.svg", out_path) != KG_OK)
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     if (rc == KG_OK)
         rc = kg_file_write_mode(p.data, svg, strlen(svg), REPORT_MODE, err);
     kg_buf_free(&p);
@@ -357,7 +359,7 @@ static int report(const char *out_path, const kg_rollout_stats *st, int json_out
     }
     /* mjson is the metrics kgym itself serialised: NULL here is memory */
     built = built && kg_json_set(sum, "metrics", json_loads(mjson, 0, NULL)) == 0;
-    kg_buf_printf(&p, "%s.summary.json", out_path);
+    built = built && kg_buf_printf(&p, "%s.summary.json", out_path) == KG_OK;
     char *s = built ? json_dumps(sum, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     rc = s ? kg_file_write_mode(p.data, s, strlen(s), REPORT_MODE, err)
            : kg_error_set(err, KG_ERR_NOMEM, "out of memory");

@@ -413,7 +413,10 @@ static char *find_in_path(const char *name)
     char *copy = kg_strdup(path), *save = NULL, *found = NULL;
     for (char *dir = strtok_r(copy, ":", &save); dir && !found; dir = strtok_r(NULL, ":", &save)) {
         kg_buf b = {0};
-        kg_buf_printf(&b, "%s/%s", dir, name);
+        if (kg_buf_printf(&b, "%s/%s", dir, name) != KG_OK) {
+            kg_buf_free(&b);
+            break; /* memory: the search stops, and the caller's message names what was not found */
+        }
         if (access(b.data, X_OK) == 0)
             found = kg_buf_release(&b);
         else
@@ -446,10 +449,11 @@ static int gpu_visible(void)
 static int gpu_model(const char *bus, char *out, size_t cap)
 {
     kg_buf path = {0};
-    kg_buf_printf(&path, "/proc/driver/nvidia/gpus/%s/information", bus);
     char *text = NULL;
     size_t len = 0;
-    int rc = path.data ? kg_file_read(path.data, 1 << 16, &text, &len, NULL) : KG_ERR_NOMEM;
+    int rc = kg_buf_printf(&path, "/proc/driver/nvidia/gpus/%s/information", bus) == KG_OK
+                 ? kg_file_read(path.data, 1 << 16, &text, &len, NULL)
+                 : KG_ERR_NOMEM;
     kg_buf_free(&path);
     if (rc != KG_OK)
         return -1;
@@ -494,8 +498,9 @@ char *kg_cli_device_kind(const char *device)
     if (d)
         closedir(d);
     kg_buf b = {0};
+    int ok;
     if (n && !mixed && model[0]) {
-        kg_buf_printf(&b, "cuda:%s", model);
+        ok = kg_buf_printf(&b, "cuda:%s", model) == KG_OK;
     } else {
         /* Unknown model: a kind of this host's device alone, so that its results are never taken for another
          * GPU's (--device-kind names a model and shares them). */
@@ -503,8 +508,12 @@ char *kg_cli_device_kind(const char *device)
         gethostname(host, sizeof host - 1);
         host[sizeof host - 1] = '\0';
         const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
-        kg_buf_printf(&b, "%s@%s%s%s (GPU model unknown)", device, host, cvd ? " CUDA_VISIBLE_DEVICES=" : "",
-                      cvd ? cvd : "");
+        ok = kg_buf_printf(&b, "%s@%s%s%s (GPU model unknown)", device, host, cvd ? " CUDA_VISIBLE_DEVICES=" : "",
+                           cvd ? cvd : "") == KG_OK;
+    }
+    if (!ok) { /* NULL: out of memory, as for kg_strdup above */
+        kg_buf_free(&b);
+        return NULL;
     }
     return kg_buf_release(&b);
 }
@@ -553,7 +562,10 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
             if (slash)
                 *slash = '\0';
             kg_buf b = {0};
-            kg_buf_printf(&b, "%s/../harness", exe);
+            if (kg_buf_printf(&b, "%s/../harness", exe) != KG_OK) {
+                kg_buf_free(&b);
+                return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+            }
             if (kg_dir_exists(b.data))
                 f->harness_resolved = kg_buf_release(&b);
             else
@@ -606,10 +618,11 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     /* The policy: the file named, else the repository's default beside the harness; C reads it (and
      * checks it is a JSON object) so that users can tighten or relax it without touching the harness. */
     kg_buf ppath = {0};
-    if (f->policy_path)
-        kg_buf_puts(&ppath, f->policy_path);
-    else
-        kg_buf_printf(&ppath, "%s/../policy/default.json", f->harness_resolved);
+    if ((f->policy_path ? kg_buf_puts(&ppath, f->policy_path)
+                        : kg_buf_printf(&ppath, "%s/../policy/default.json", f->harness_resolved)) != KG_OK) {
+        kg_buf_free(&ppath);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     if (f->policy_path || kg_file_exists(ppath.data)) {
         size_t plen = 0;
         int prc = kg_file_read(ppath.data, 4u << 20, &f->policy_text, &plen, err);

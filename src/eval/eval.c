@@ -17,6 +17,7 @@
 #include "supervisor/arbiter.h"
 #include "kgym/extract.h"
 #include "eval/refcache.h"
+#include "util/json.h"
 #include "util/util.h"
 
 const char *const *const kg_eval_stage_names = kg_stage_names + KG_EVAL_STAGE_FIRST;
@@ -130,10 +131,11 @@ int kg_eval_make_nonce(char out[33], kg_error *err)
     return KG_OK;
 }
 
+/* NULL when memory ran out.  The detail may quote the reply (not UTF-8: kept with '?'). */
 static json_t *extract_stage(const char *status, double ms, const char *detail)
 {
-    return json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", status, "ms", ms,
-                     "detail", detail);
+    return json_pack("{s:s, s:s, s:o, s:o}", "name", "extract", "status", status, "ms", kg_json_number(ms),
+                     "detail", kg_json_text(detail ? detail : ""));
 }
 
 /* What the child may ask during an evaluation: whether its timing rounds are stable enough, and whether
@@ -148,12 +150,12 @@ typedef struct {
 
 /* The timing protocol as a string: everything besides the task, GPU and dtype that changes the
  * reference's per-call times, so that a cached time is only reused under the same protocol. */
-static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
+static int protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
 {
     /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: a new
      * input set drawn for every timed call (v2 scaled one set) and the persisting-L2 reset before each call.
      * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on). */
-    kg_buf_printf(out, "v4;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
+    int rc = kg_buf_printf(out, "v4;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
                   "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
@@ -161,8 +163,9 @@ static void protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf 
     /* A reference judged with its dropout in eval mode runs another forward than the task's own
      * (docs/evaluation-protocol.md, "Random references"). */
     const char *mode = json_string_value(json_object_get(msg, "task_mode"));
-    if (mode && strcmp(mode, "none"))
-        kg_buf_printf(out, ";task=%s", mode);
+    if (rc == KG_OK && mode && strcmp(mode, "none"))
+        rc = kg_buf_printf(out, ";task=%s", mode);
+    return rc;
 }
 
 static void answer_child(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
@@ -176,15 +179,18 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         /* Timing an incorrect candidate would only spend exclusive GPU time on a figure nobody uses. */
         char why[512];
         int go = kg_eval_correctness_passed(talk->opts, messages, talk->nonce, why, sizeof why);
-        *reply = json_pack("{s:s, s:b, s:s}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why", go ? "" : why);
+        /* why quotes the candidate's exception, cut: kept with '?' where the cut split a character. */
+        *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why",
+                           kg_json_text(go ? "" : why));
     } else if (kind == KG_MSG_REFERENCE_CACHE_LOOKUP) {
         int hit = 0;
         const char *gpu = json_string_value(json_object_get(msg, "gpu"));
         const char *dtype = json_string_value(json_object_get(msg, "dtype"));
         kg_buf protocol = {0};
-        protocol_string(talk->opts, msg, &protocol);
+        /* A protocol string cut short by memory would key another protocol's times: no lookup then (a miss). */
+        int have_protocol = protocol_string(talk->opts, msg, &protocol) == KG_OK;
         json_t *entry = NULL;
-        if (talk->opts->refcache && gpu && dtype && protocol.data &&
+        if (talk->opts->refcache && gpu && dtype && have_protocol && protocol.data &&
             kg_refcache_key(talk->task->source, strlen(talk->task->source), gpu, dtype, protocol.data, talk->key,
                             NULL) == KG_OK &&
             kg_refcache_get(talk->opts->refcache, talk->key, &entry, NULL) == KG_OK) {
@@ -280,10 +286,14 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         } else {
             /* Nothing usable: the verdict is "invalid" and no child is needed. */
             json_t *stage = extract_stage("fail", kg_now_ms() - t0, x->err.message);
-            rc = kg_eval_build_result(opts, req, NULL, NULL, stage, result, err);
+            rc = stage ? kg_eval_build_result(opts, req, NULL, NULL, stage, result, err)
+                       : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the extract stage");
             json_decref(stage);
-            if (rc == KG_OK)
-                json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
+            if (rc == KG_OK && kg_json_set(*result, "wall_ms", kg_json_number(kg_now_ms() - t0)) != 0) {
+                json_decref(*result);
+                *result = NULL;
+                rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory building the result");
+            }
         }
         if (x == &own)
             kg_eval_extraction_free(&own);
@@ -292,12 +302,13 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     json_t *stage = extract_stage("ok", kg_now_ms() - t0, exr->detail);
 
     char *dir = NULL;
-    rc = kg_temp_dir("kgym-eval", &dir, err);
+    rc = stage ? kg_temp_dir("kgym-eval", &dir, err)
+               : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the extract stage");
     kg_buf path = {0};
-    if (rc == KG_OK) {
-        kg_buf_printf(&path, "%s/candidate.py", dir);
+    if (rc == KG_OK && kg_buf_printf(&path, "%s/candidate.py", dir) != KG_OK)
+        rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory naming the candidate's file");
+    if (rc == KG_OK)
         rc = kg_file_write(path.data, exr->code, exr->code_len, err);
-    }
     json_t *job = NULL;
     json_t *timeouts = NULL;
     kg_child_report rep;
@@ -317,57 +328,59 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                         "candidate", path.data, "task", req->task->path, "tiny_budget",
                         (json_int_t)opts->tiny_budget_elements, "seed", (int)opts->seed, "threads",
                         1);
-        json_object_set_new(job, "device", json_string(cpu ? "cpu" : "cuda"));
-        json_object_set_new(job, "budget", cpu && opts->budget_elements > 0
-                                               ? json_integer(opts->budget_elements)
-                                               : json_null());
-        json_object_set_new(job, "atol", opts->atol >= 0 ? json_real(opts->atol) : json_null());
-        json_object_set_new(job, "rtol", opts->rtol >= 0 ? json_real(opts->rtol) : json_null());
+        /* The job is what the judge runs: one field lost would run another evaluation than asked. */
+        int ok = kg_json_set(job, "device", json_string(cpu ? "cpu" : "cuda")) == 0;
+        ok = ok && kg_json_set(job, "budget", cpu && opts->budget_elements > 0 ? json_integer(opts->budget_elements)
+                                                                               : json_null()) == 0;
+        ok = ok && kg_json_set(job, "atol", opts->atol >= 0 ? kg_json_number(opts->atol) : json_null()) == 0;
+        ok = ok && kg_json_set(job, "rtol", opts->rtol >= 0 ? kg_json_number(opts->rtol) : json_null()) == 0;
         /* How outputs are judged (compare.variant_tolerance): the share C's rule allows below the floor, so that
          * the judge gathers the float64 facts exactly when this file's rule needs them. */
-        json_object_set_new(job, "tolerance", json_pack("{s:s, s:f}", "profile", kg_eval_tolerance_name(opts),
-                                                        "below_floor_share", KG_BELOW_FLOOR_SHARE));
+        ok = ok && kg_json_set(job, "tolerance", json_pack("{s:s, s:f}", "profile", kg_eval_tolerance_name(opts),
+                                                           "below_floor_share", KG_BELOW_FLOOR_SHARE)) == 0;
         json_t *half = json_array();
-        if (opts->half && strstr(opts->half, "fp16"))
-            json_array_append_new(half, json_string("fp16"));
-        if (opts->half && strstr(opts->half, "bf16"))
-            json_array_append_new(half, json_string("bf16"));
-        json_object_set_new(job, "half", half);
-        if (opts->variants && *opts->variants) {
+        if (ok && opts->half && strstr(opts->half, "fp16"))
+            ok = kg_json_push(half, json_string("fp16")) == 0;
+        if (ok && opts->half && strstr(opts->half, "bf16"))
+            ok = kg_json_push(half, json_string("bf16")) == 0;
+        ok = kg_json_set(job, "half", half) == 0 && ok;
+        if (ok && opts->variants && *opts->variants) {
             json_t *v = json_array();
             char *copy = kg_strdup(opts->variants), *save = NULL;
-            for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
-                json_array_append_new(v, json_string(t));
+            ok = copy != NULL;
+            for (char *t = copy ? strtok_r(copy, ",", &save) : NULL; ok && t; t = strtok_r(NULL, ",", &save))
+                ok = kg_json_push(v, kg_json_text(t)) == 0;
             free(copy);
-            json_object_set_new(job, "variants", v);
+            ok = kg_json_set(job, "variants", v) == 0 && ok;
         }
-        json_object_set_new(job, "timing",
+        ok = ok && kg_json_set(job, "timing",
                             json_pack("{s:b, s:i, s:i, s:i, s:s, s:b, s:b}", "enabled", opts->timing && !cpu,
                                       "warmup", opts->timing_warmup, "rounds", opts->timing_rounds, "iters",
                                       opts->timing_iters, "reference_mode",
                                       opts->reference_mode ? opts->reference_mode : "eager", "reference_cache",
-                                      opts->refcache != NULL, "profile", opts->profile != 0));
-        json_object_set_new(json_object_get(job, "timing"), "round_ms", json_real(opts->timing_round_ms));
-        json_object_set_new(job, "gpu_arbiter", json_true());
-        json_object_set_new(job, "nonce", json_string(nonce));
+                                      opts->refcache != NULL, "profile", opts->profile != 0)) == 0;
+        ok = ok && kg_json_set(json_object_get(job, "timing"), "round_ms", kg_json_number(opts->timing_round_ms)) == 0;
+        ok = ok && kg_json_set(job, "gpu_arbiter", json_true()) == 0;
+        ok = ok && kg_json_set(job, "nonce", json_string(nonce)) == 0;
         if (policy)
-            json_object_set(job, "policy", policy);
-        json_object_set_new(job, "coverage_floor",
-                            opts->coverage_floor > 0 ? json_real(opts->coverage_floor) : json_null());
+            ok = ok && kg_json_set(job, "policy", json_incref(policy)) == 0;
+        ok = ok && kg_json_set(job, "coverage_floor",
+                               opts->coverage_floor > 0 ? kg_json_number(opts->coverage_floor) : json_null()) == 0;
         /* The runner's sandbox (docs/threat-model.md): namespaces, uid, seccomp and Landlock on reads and
          * writes, on every device; --no-sandbox turns all of it off (debugging only). */
-        json_object_set_new(job, "sandbox", json_pack("{s:b, s:b, s:b, s:I, s:I}", "enabled", opts->sandbox != 0,
-                                                      "seccomp", opts->sandbox != 0, "landlock", opts->sandbox != 0,
-                                                      "workdir_bytes", (json_int_t)opts->workdir_bytes,
-                                                      "workdir_files", (json_int_t)opts->workdir_files));
+        ok = ok && kg_json_set(job, "sandbox", json_pack("{s:b, s:b, s:b, s:I, s:I}", "enabled", opts->sandbox != 0,
+                                                         "seccomp", opts->sandbox != 0, "landlock", opts->sandbox != 0,
+                                                         "workdir_bytes", (json_int_t)opts->workdir_bytes,
+                                                         "workdir_files", (json_int_t)opts->workdir_files)) == 0;
         timeouts = json_object();
-        for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
-            json_object_set_new(timeouts, kg_eval_stage_names[i], json_real(opts->stage_timeout_s[i]));
+        for (int i = 0; ok && i < KG_EVAL_STAGE_COUNT; i++)
+            ok = kg_json_set(timeouts, kg_eval_stage_names[i], kg_json_number(opts->stage_timeout_s[i])) == 0;
         kg_child_limits limits = opts->limits;
         limits.stage_timeouts_s = timeouts;
         limits.on_request = answer_child;
         limits.on_request_ctx = &talk;
-        rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+        rc = ok ? kg_supervisor_run(sup, job, &limits, &rep, err)
+                : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the evaluation's job");
         if (rc == KG_OK && !cpu && out_of_memory(&rep, solo_reason, sizeof solo_reason)) {
             /* Out of memory although the child retried alone: the other evaluations' memory may be to
              * blame (reservations are estimates; an evaluation that ran first holds what it allocated).
@@ -389,8 +402,9 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                 kg_child_report_free(&rep);
                 json_decref(talk.cached_reference_ms);
                 talk.cached_reference_ms = NULL;
-                json_object_set_new(job, "gpu_arbiter", json_false());
-                rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+                rc = kg_json_set(job, "gpu_arbiter", json_false()) == 0
+                         ? kg_supervisor_run(sup, job, &limits, &rep, err)
+                         : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the evaluation's job");
                 solo_rerun = 1;
             }
             if (solo)
@@ -399,33 +413,36 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         }
     }
     if (rc == KG_OK) {
-        kg_eval_screen_messages(rep.messages, nonce);
+        /* kgym's own facts below are findings: one lost could be a hack unreported, so none may be. */
+        int ok = kg_eval_screen_messages(rep.messages, nonce, NULL) == KG_OK;
         /* The runner's seccomp filter kills it with SIGSYS for a system call only an attack makes (a
          * network socket, ptrace, io_uring, a signal to another process...): kgym's own fact, added after
          * the screening, and a hack whatever else happened. */
-        if (rep.runner_ended && rep.end == KG_END_SIGNAL && rep.signal == SIGSYS)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:s}", "type", kg_msg_name(KG_MSG_SANDBOX_VIOLATION), "stage",
-                                                          rep.stage));
+        if (ok && rep.runner_ended && rep.end == KG_END_SIGNAL && rep.signal == SIGSYS)
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:o}", "type", kg_msg_name(KG_MSG_SANDBOX_VIOLATION),
+                                                      "stage", kg_json_text(rep.stage))) == 0;
         /* Processes the candidate started and left running (kgym's census of the runner's uid when the judge
          * was done): a daemon or a setsid grandchild meant to outlive the evaluation. */
-        if (rep.left_running > 0)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_LEFT_RUNNING), "count",
-                                                          rep.left_running, "names", rep.left_running_names));
+        if (ok && rep.left_running > 0)
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:i, s:o}", "type", kg_msg_name(KG_MSG_LEFT_RUNNING),
+                                                      "count", rep.left_running, "names",
+                                                      kg_json_text(rep.left_running_names))) == 0;
         /* Lines on the judge's socket that are not the runner's answers: the candidate wrote on the
          * harness's channel (the judge stopped at once and said so). */
-        if (rep.runner_ended && rep.end == KG_END_PROTOCOL)
-            json_array_append_new(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", 1,
-                                                          "sample", "a line on the judge's socket that is not "
-                                                          "the runner's answer"));
-        if (talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
-            json_array_append_new(rep.messages, json_pack("{s:s, s:O}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES),
-                                                          "reference_ms", talk.cached_reference_ms));
+        if (ok && rep.runner_ended && rep.end == KG_END_PROTOCOL)
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", 1,
+                                                      "sample", "a line on the judge's socket that is not "
+                                                      "the runner's answer")) == 0;
+        if (ok && talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:O}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES),
+                                                      "reference_ms", talk.cached_reference_ms)) == 0;
         /* The candidate's file as the judge wrote it for the runner, in the workdir the pair ran in (a warm
          * pair's is its own): <workdir>/src/<name> (harness transport.source_path), the name its tracebacks
          * carry. */
         kg_buf ran = {0};
-        kg_buf_printf(&ran, "%s/src/candidate.py", rep.workdir && *rep.workdir ? rep.workdir : dir);
-        rc = kg_eval_build_result(opts, req, &rep, ran.data ? ran.data : path.data, stage, result, err);
+        ok = ok && kg_buf_printf(&ran, "%s/src/candidate.py", rep.workdir && *rep.workdir ? rep.workdir : dir) == KG_OK;
+        rc = ok ? kg_eval_build_result(opts, req, &rep, ran.data, stage, result, err)
+                : kg_error_set(err, KG_ERR_NOMEM, "out of memory reading the evaluation's messages");
         kg_buf_free(&ran);
         /* Only a clean run's reference times are kept: a candidate caught cheating may have slowed the
          * reference down (work left running, a patched function) to inflate its own speedup next time. */
@@ -433,12 +450,16 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             store_reference_times(opts, &talk, rep.messages);
         if (rc == KG_OK) {
             json_t *cand = json_object_get(*result, "candidate");
-            json_object_set_new(cand, "source", json_string(kg_extract_source_name(exr->source)));
-            json_object_set_new(*result, "wall_ms", json_real(kg_now_ms() - t0));
-            json_object_set_new(*result, "gpu_solo_rerun", json_boolean(solo_rerun));
-            if (solo_rerun) { /* what ran out of memory the first time, while sharing */
-                kg_utf8_sanitize(solo_reason); /* the cut may have split a character */
-                json_object_set_new(*result, "gpu_solo_rerun_reason", json_string(solo_reason));
+            ok = kg_json_set(cand, "source", json_string(kg_extract_source_name(exr->source))) == 0;
+            ok = ok && kg_json_set(*result, "wall_ms", kg_json_number(kg_now_ms() - t0)) == 0;
+            ok = ok && kg_json_set(*result, "gpu_solo_rerun", json_boolean(solo_rerun)) == 0;
+            /* what ran out of memory the first time, while sharing; the cut may have split a character */
+            if (solo_rerun)
+                ok = ok && kg_json_set(*result, "gpu_solo_rerun_reason", kg_json_text(solo_reason)) == 0;
+            if (!ok) {
+                json_decref(*result);
+                *result = NULL;
+                rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory building the result");
             }
         }
     }

@@ -175,7 +175,9 @@ int kg_eval_make_nonce(char out[33], kg_error *err);
 /* Drops every protocol message whose "nonce" is not `nonce` (a line the candidate forged on the socket)
  * and strips the nonce from the others.  When any was dropped, one message {"type": "forged", "count",
  * "sample"} takes their place, which kg_eval_build_result reports as the hack `protocol_forgery`.
- * Returns the number dropped.  A NULL nonce checks nothing. */
-size_t kg_eval_screen_messages(json_t *messages, const char *nonce);
+ * *dropped (may be NULL) is the number dropped.  A NULL nonce checks nothing.  KG_OK, or KG_ERR_NOMEM when the
+ * "forged" message could not be made: the lines are gone then and nothing would report them, so the caller
+ * must not decide a verdict from these messages. */
+int kg_eval_screen_messages(json_t *messages, const char *nonce, size_t *dropped);
 
 #endif

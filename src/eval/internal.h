@@ -39,9 +39,10 @@ const char *kg_eval_tolerance_name(const kg_eval_options *o);
 int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
                         const json_t *cached_reference_ms);
 /* The result's "timing" block from the child's messages (docs/result-schema.md); json_null() when
- * nothing was timed.  New reference. */
+ * nothing was timed.  New reference; NULL when memory ran out. */
 json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms);
-/* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference. */
+/* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference; NULL
+ * when memory ran out. */
 json_t *kg_eval_profile_block(const json_t *messages);
 
 /* Whether the correctness variants reported so far (lines carrying `nonce`; any line when NULL) all passed
@@ -86,10 +87,12 @@ json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, co
                          const json_t *sandbox, int before_timing);
 
 /* The GPU phases of an evaluation: grants, held and waited ms for shared and exclusive phases, exclusive
- * ms by purpose; json null when the child asked for none (CPU, or no arbiter).  Caller owns it. */
+ * ms by purpose; json null when the child asked for none (CPU, or no arbiter).  Caller owns it; NULL when
+ * memory ran out. */
 json_t *kg_eval_gpu_block(const json_t *messages);
-/* A `timer_discrepancy` finding when the candidate-only clock block was reported far faster than kgym's
- * own clock allows; NULL otherwise.  New reference. */
-json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce);
+/* *finding: a `timer_discrepancy` finding when the candidate-only clock block was reported far faster than
+ * kgym's own clock allows, NULL otherwise (new reference).  KG_OK, or KG_ERR_NOMEM when the finding could not
+ * be made. */
+int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **finding);
 
 #endif

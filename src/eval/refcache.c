@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 struct kg_refcache {
@@ -340,8 +341,12 @@ static int build_entry(const char *key, const json_t *reference_ms, const char *
         json_decref(samples);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
-    json_object_set_new(e, "key", json_string(key));
-    json_object_set_new(e, "reference_ms", samples);
+    int ok = kg_json_set(e, "key", json_string(key)) == 0;
+    ok = kg_json_set(e, "reference_ms", samples) == 0 && ok; /* e holds samples from here */
+    if (!ok) {
+        json_decref(e);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     for (size_t i = 0; i < json_array_size(reference_ms); i++) {
         double x = json_number_value(json_array_get(reference_ms, i));
         if (json_array_append_new(samples, json_real(x)) != 0) {
@@ -357,11 +362,11 @@ static int build_entry(const char *key, const json_t *reference_ms, const char *
             json_decref(e);
             return kg_error_set(err, KG_ERR_INVALID, "refcache put: the %s is not valid UTF-8", names[i]);
         }
-        json_object_set_new(e, names[i], s);
+        ok = kg_json_set(e, names[i], s) == 0 && ok; /* takes s either way */
     }
-    json_object_set_new(e, "created", json_integer((json_int_t)time(NULL)));
-    json_object_set_new(e, "samples", json_integer((json_int_t)json_array_size(samples)));
-    if (json_object_size(e) != 7) {
+    ok = ok && kg_json_set(e, "created", json_integer((json_int_t)time(NULL))) == 0;
+    ok = ok && kg_json_set(e, "samples", json_integer((json_int_t)json_array_size(samples))) == 0;
+    if (!ok) {
         json_decref(e);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }

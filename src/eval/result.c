@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "eval/internal.h"
+#include "util/json.h"
 #include "util/util.h"
 
 /* The message of the given type (and stage, and status if given), or NULL. */
@@ -45,6 +46,19 @@ static double num(const json_t *v, double fallback)
     return json_is_number(v) ? json_number_value(v) : fallback;
 }
 
+/* Sets o[key] to a new reference to x, borrowed from a message; an absent x leaves the key absent, as the
+ * message had it.  0, or -1 when memory ran out (util/json.h). */
+static int set_borrowed(json_t *o, const char *key, json_t *x)
+{
+    return x ? kg_json_set(o, key, json_incref(x)) : 0;
+}
+
+/* x, or JSON null when absent, as a new reference. */
+static json_t *or_null(json_t *x)
+{
+    return json_incref(x ? x : json_null());
+}
+
 /* Whether a comparison below the floor failed its relative check (compare.variant_tolerance): the judge held
  * the output to a relative tolerance (tolerance.relative_atol is a number) and more than KG_BELOW_FLOOR_SHARE
  * of the elements missed it.  Fails closed: a relative check announced without its count is a miss. */
@@ -59,15 +73,15 @@ static int relative_failed(const json_t *msg, const json_t *cmp)
     return json_number_value(missed) > KG_BELOW_FLOOR_SHARE * (elements > 1 ? elements : 1);
 }
 
-/* A variant's verdict from the comparison facts the child reported. */
+/* A variant's verdict from the comparison facts the child reported; NULL when memory ran out. */
 static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
 {
     const char *status = json_string_value(json_object_get(msg, "status"));
     const json_t *cmp = json_object_get(msg, "compare");
     json_t *v = json_object();
-    json_object_set(v, "name", json_object_get(msg, "name"));
-    json_object_set(v, "description", json_object_get(msg, "description"));
-    json_object_set(v, "sizes", json_object_get(msg, "sizes"));
+    int ok = set_borrowed(v, "name", json_object_get(msg, "name")) == 0;
+    ok = ok && set_borrowed(v, "description", json_object_get(msg, "description")) == 0;
+    ok = ok && set_borrowed(v, "sizes", json_object_get(msg, "sizes")) == 0;
     why[0] = '\0';
     const char *verdict = "passed";
     if (status && (!strcmp(status, "reference_failed") || !strcmp(status, "skipped"))) {
@@ -94,6 +108,8 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
             char *rs = json_dumps(json_object_get(cmp, "reference_shape"), JSON_COMPACT);
             char *cs = json_dumps(json_object_get(cmp, "candidate_shape"), JSON_COMPACT);
             snprintf(why, why_cap, "output shape %s, expected %s", cs ? cs : "?", rs ? rs : "?");
+            /* "?" is for a shape not reported; one that could not be written out is memory. */
+            ok = ok && (rs || !json_object_get(cmp, "reference_shape")) && (cs || !json_object_get(cmp, "candidate_shape"));
             free(rs);
             free(cs);
         } else if (!json_is_true(json_object_get(cmp, "dtype_ok"))) {
@@ -113,7 +129,7 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(f, "candidate_error"), NAN), num(json_object_get(f, "reference_error"), NAN),
                      fmax(num(json_object_get(cmp, "mismatches"), 0),
                           num(json_object_get(cmp, "relative_mismatches"), 0)));
-            json_object_set_new(v, "adjudicated", json_string("fp64"));
+            ok = ok && kg_json_set(v, "adjudicated", json_string("fp64")) == 0;
         } else if (num(json_object_get(cmp, "mismatches"), 1) > 0) {
             verdict = "failed";
             char *idx = json_dumps(json_object_get(cmp, "first_mismatch"), JSON_COMPACT | JSON_ENCODE_ANY);
@@ -126,6 +142,7 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(cmp, "max_abs_error"), NAN),
                      num(json_object_get(cmp, "max_rel_error"), NAN), idx ? idx : "?",
                      num(json_array_get(vals, 0), NAN), num(json_array_get(vals, 1), NAN));
+            ok = ok && (idx || !json_object_get(cmp, "first_mismatch"));
             free(idx);
         } else if (relative_failed(msg, cmp)) {
             verdict = "failed";
@@ -143,23 +160,26 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      100.0 * KG_BELOW_FLOOR_SHARE);
         }
     }
-    json_object_set_new(v, "status", json_string(verdict));
+    ok = ok && kg_json_set(v, "status", json_string(verdict)) == 0;
     if (json_is_object(cmp)) {
         const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
                               "first_mismatch", "first_mismatch_values", "relative_mismatches",
                               "candidate_nonfinite", "reference_nonfinite"};
-        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-            json_t *x = json_object_get(cmp, keys[k]);
-            json_object_set(v, keys[k], x ? x : json_null());
-        }
+        for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+            ok = ok && kg_json_set(v, keys[k], or_null(json_object_get(cmp, keys[k]))) == 0;
     }
-    json_object_set(v, "atol", json_object_get(msg, "atol") ?: json_null());
-    json_object_set(v, "rtol", json_object_get(msg, "rtol") ?: json_null());
-    json_object_set(v, "candidate_ms", json_object_get(msg, "candidate_ms") ?: json_null());
-    json_object_set(v, "fp64", json_object_get(msg, "fp64") ?: json_null());
+    ok = ok && kg_json_set(v, "atol", or_null(json_object_get(msg, "atol"))) == 0;
+    ok = ok && kg_json_set(v, "rtol", or_null(json_object_get(msg, "rtol"))) == 0;
+    ok = ok && kg_json_set(v, "candidate_ms", or_null(json_object_get(msg, "candidate_ms"))) == 0;
+    ok = ok && kg_json_set(v, "fp64", or_null(json_object_get(msg, "fp64"))) == 0;
     /* How the output was judged: the profile, its scale and whether it lay below the absolute floor. */
-    json_object_set(v, "tolerance", json_object_get(msg, "tolerance") ?: json_null());
-    json_object_set_new(v, "reason", json_string(why));
+    ok = ok && kg_json_set(v, "tolerance", or_null(json_object_get(msg, "tolerance"))) == 0;
+    /* The reason quotes the candidate's exception, cut to 300 bytes: possibly inside a UTF-8 character. */
+    ok = ok && kg_json_set(v, "reason", kg_json_text(why)) == 0;
+    if (!ok) {
+        json_decref(v);
+        return NULL;
+    }
     return v;
 }
 
@@ -196,13 +216,13 @@ static const char *finding_severity(const json_t *policy, const char *type)
     return "hack";
 }
 
-/* The options' policy as JSON (NULL when there is none or it does not parse: kg_eval_run refused that already).
- * New reference. */
-static json_t *load_policy(const kg_eval_options *opts)
+/* The options' policy as JSON in *policy (NULL when there is none; a new reference).  -1 when a policy text was
+ * given but could not be read: kg_eval_run refused one that does not parse already, so that is memory, and
+ * reading the findings without their policy would change their severity. */
+static int load_policy(const kg_eval_options *opts, json_t **policy)
 {
-    json_t *policy = NULL;
-    kg_eval_policy(opts, &policy, NULL);
-    return policy;
+    kg_eval_policy(opts, policy, NULL);
+    return *policy || !opts->policy_json ? 0 : -1;
 }
 
 /* ---- protections: what the candidate's process must have had (KG_PROTECTIONS) ---- */
@@ -251,10 +271,12 @@ int kg_eval_check_protection_list(const char *list, kg_error *err)
         snprintf(code, sizeof code, "%.*s", (int)(len < sizeof code ? len : sizeof code - 1), p);
         if (!kg_eval_protection_known(code)) {
             kg_buf known = {0};
+            int ok = 1;
             for (size_t i = 0; i < sizeof protections / sizeof *protections; i++)
-                kg_buf_printf(&known, "%s%s", i ? ", " : "", protections[i].code);
-            int rc = kg_error_set(err, KG_ERR_INVALID, "unknown protection \"%s\" (known: %s; or all)", code,
-                                  known.data ? known.data : "");
+                ok = ok && kg_buf_printf(&known, "%s%s", i ? ", " : "", protections[i].code) == KG_OK;
+            int rc = ok ? kg_error_set(err, KG_ERR_INVALID, "unknown protection \"%s\" (known: %s; or all)", code,
+                                       known.data)
+                        : kg_error_set(err, KG_ERR_NOMEM, "out of memory listing the known protections");
             kg_buf_free(&known);
             return rc;
         }
@@ -277,35 +299,45 @@ static int protection_waivable(const kg_eval_options *opts, const char *code)
  * before the candidate's first byte was read, and the judge's own lockdown) and the notes of the process that
  * forked the runner: sentences for people (active, warnings), codes for the decision (protections), and the
  * device's required protections that are not among them: `missing` (the verdict cannot be correct) or `waived`
- * (the operator allowed it).  json null without a report. */
+ * (the operator allowed it).  json null without a report; NULL when memory ran out. */
 static json_t *sandbox_block(const kg_eval_options *opts, const json_t *sb, const kg_child_report *rep, int cpu)
 {
     if (!sb)
         return json_null();
     json_t *warn = json_is_array(json_object_get(sb, "warnings")) ? json_copy(json_object_get(sb, "warnings"))
                                                                   : json_array();
+    int ok = warn != NULL;
     size_t k;
     json_t *w;
     /* A refused PID namespace is known only to the process that forked the runner. */
     if (rep && json_is_array(rep->runner_notes))
         json_array_foreach(rep->runner_notes, k, w)
             if (json_is_string(w))
-                json_array_append(warn, w);
+                ok = ok && kg_json_push(warn, json_incref(w)) == 0;
     const json_t *have = json_object_get(sb, "protections");
     json_t *codes = json_array(), *missing = json_array(), *waived = json_array();
+    ok = ok && codes && missing && waived;
     json_array_foreach(have, k, w)
         if (json_is_string(w) && kg_eval_protection_known(json_string_value(w)))
-            json_array_append(codes, w);
-    for (size_t i = 0; i < sizeof protections / sizeof *protections; i++) {
+            ok = ok && kg_json_push(codes, json_incref(w)) == 0;
+    for (size_t i = 0; ok && i < sizeof protections / sizeof *protections; i++) {
         if (!(cpu ? protections[i].cpu : protections[i].gpu))
             continue;
         int active = 0;
         json_array_foreach(codes, k, w)
             active |= !strcmp(json_string_value(w), protections[i].code);
         if (!active)
-            json_array_append_new(protection_waivable(opts, protections[i].code) ? waived : missing,
-                                  json_string(protections[i].code));
+            ok = kg_json_push(protection_waivable(opts, protections[i].code) ? waived : missing,
+                              json_string(protections[i].code)) == 0;
     }
+    if (!ok) {
+        json_decref(warn);
+        json_decref(codes);
+        json_decref(missing);
+        json_decref(waived);
+        return NULL;
+    }
+    /* 'o' takes the four references, also when the pack fails (jansson >= 2.11). */
     return json_pack("{s:O?, s:o, s:o, s:o, s:o}", "active", json_object_get(sb, "active"), "warnings", warn,
                      "protections", codes, "missing", missing, "waived", waived);
 }
@@ -504,15 +536,17 @@ static int fact_sandbox(const fact_ctx *c, char *why, size_t cap, const json_t *
     if (json_array_size(missing) == 0)
         return 1;
     kg_buf list = {0};
+    int ok = 1; /* the fact fails either way; without memory the reason only cannot list them */
     size_t i, k;
     json_t *code;
     json_array_foreach(missing, i, code)
         for (k = 0; k < sizeof protections / sizeof *protections; k++)
             if (!strcmp(protections[k].code, json_string_value(code) ?: ""))
-                kg_buf_printf(&list, "%s%s (%s)", i ? ", " : "", protections[k].code, protections[k].what);
+                ok = ok && kg_buf_printf(&list, "%s%s (%s)", i ? ", " : "", protections[k].code,
+                                         protections[k].what) == KG_OK;
     snprintf(why, cap, "the candidate's process ran without protections kgym requires: %s; the kernel or the "
              "container refused them (sandbox.warnings says why); an operator who accepts that passes "
-             "--allow-unprotected", list.data ? list.data : "?");
+             "--allow-unprotected", !ok ? "(not listed: out of memory)" : list.data ? list.data : "?");
     kg_buf_free(&list);
     return 0;
 }
@@ -534,11 +568,14 @@ static const struct {
 json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, const char *nonce,
                          const json_t *sandbox, int before_timing)
 {
-    json_t *policy = load_policy(opts);
+    json_t *policy = NULL;
+    if (load_policy(opts, &policy) != 0)
+        return NULL;
     fact_ctx c = {.opts = opts, .messages = messages, .nonce = nonce, .sandbox = sandbox, .policy = policy,
                   .cpu = !opts->device || !strcmp(opts->device, "cpu")};
     json_t *out = json_array();
-    for (size_t i = 0; i < sizeof facts / sizeof *facts; i++) {
+    int ok = out != NULL;
+    for (size_t i = 0; ok && i < sizeof facts / sizeof *facts; i++) {
         if (before_timing && !facts[i].before_timing)
             continue;
         char why[1024] = "";
@@ -548,12 +585,17 @@ json_t *kg_eval_unjudged(const kg_eval_options *opts, const json_t *messages, co
         kg_utf8_sanitize(why);
         json_t *u = json_pack("{s:s, s:s}", "fact", facts[i].name, "reason", why);
         if (error) {
-            json_object_set(u, "error", (json_t *)error);
-            json_object_set_new(u, "raised_by", json_string("candidate"));
+            ok = kg_json_set(u, "error", json_incref((json_t *)error)) == 0;
+            ok = ok && kg_json_set(u, "raised_by", json_string("candidate")) == 0;
         }
-        json_array_append_new(out, u);
+        ok = ok && kg_json_push(out, json_incref(u)) == 0;
+        json_decref(u);
     }
     json_decref(policy);
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -563,8 +605,9 @@ typedef struct {
     char first_name[64], first_why[1024];
 } variant_tally;
 
-/* Tallies the variant messages; each variant's result (variant_result) is appended to `out` when given. */
-static void tally_variants(const json_t *messages, const char *nonce, variant_tally *t, json_t *out)
+/* Tallies the variant messages; each variant's result (variant_result) is appended to `out` when given.
+ * 0, or -1 when memory ran out (the tally is then incomplete: no verdict may come from it). */
+static int tally_variants(const json_t *messages, const char *nonce, variant_tally *t, json_t *out)
 {
     memset(t, 0, sizeof *t);
     size_t i;
@@ -575,6 +618,8 @@ static void tally_variants(const json_t *messages, const char *nonce, variant_ta
             continue;
         char why[1024];
         json_t *v = variant_result(m, why, sizeof why);
+        if (!v)
+            return -1;
         const char *vs = json_string_value(json_object_get(v, "status"));
         if (!strcmp(vs, "passed")) {
             t->passed++;
@@ -591,11 +636,14 @@ static void tally_variants(const json_t *messages, const char *nonce, variant_ta
                 snprintf(t->first_why, sizeof t->first_why, "%s", why);
             }
         }
-        if (out)
-            json_array_append_new(out, v);
-        else
+        if (out) {
+            if (kg_json_push(out, v) != 0)
+                return -1;
+        } else {
             json_decref(v);
+        }
     }
+    return 0;
 }
 
 /* The rule of the correctness stage, asked by the result and, before timing, by timing_go. */
@@ -621,7 +669,11 @@ int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messag
                                size_t why_cap)
 {
     variant_tally t;
-    tally_variants(messages, nonce, &t, NULL);
+    if (tally_variants(messages, nonce, &t, NULL) != 0) {
+        /* Fails closed: what could not be read is not a pass. */
+        snprintf(why, why_cap, "out of memory reading the correctness variants");
+        return 0;
+    }
     char dwhy[512];
     switch (correctness_of(&t, messages, dwhy, sizeof dwhy)) {
     case CORRECTNESS_VARIANTS_FAILED:
@@ -640,6 +692,10 @@ int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messag
     }
     /* Nor does a pass without the facts it needs (a variant never reported, a repeat check that raised). */
     json_t *unjudged = kg_eval_unjudged(opts, messages, nonce, NULL, 1);
+    if (!unjudged) {
+        snprintf(why, why_cap, "out of memory checking the facts a pass needs");
+        return 0;
+    }
     const json_t *u = json_array_get(unjudged, 0);
     if (why_cap)
         why[0] = '\0';
@@ -708,31 +764,36 @@ static const char *error_cause(const json_t *error)
 }
 
 /* The error with frames cut down to the candidate's own file (renamed
- * "candidate.py"): the model never needs harness or library frames. */
+ * "candidate.py"): the model never needs harness or library frames.  NULL when memory ran out. */
 static json_t *trim_error(const json_t *error, const char *stage, const char *candidate_path)
 {
     if (!json_is_object(error))
         return json_null();
     json_t *out = json_object();
-    json_object_set_new(out, "stage", json_string(stage));
-    json_object_set(out, "type", json_object_get(error, "type") ?: json_string("Error"));
-    json_object_set(out, "message", json_object_get(error, "message") ?: json_string(""));
+    int ok = kg_json_set(out, "stage", json_string(stage)) == 0;
+    json_t *type = json_object_get(error, "type"), *message = json_object_get(error, "message");
+    ok = ok && kg_json_set(out, "type", type ? json_incref(type) : json_string("Error")) == 0;
+    ok = ok && kg_json_set(out, "message", message ? json_incref(message) : json_string("")) == 0;
     if (json_is_string(json_object_get(error, "cause_type"))) {
-        json_object_set(out, "cause_type", json_object_get(error, "cause_type"));
-        json_object_set(out, "cause_message", json_object_get(error, "cause_message"));
+        ok = ok && set_borrowed(out, "cause_type", json_object_get(error, "cause_type")) == 0;
+        ok = ok && set_borrowed(out, "cause_message", json_object_get(error, "cause_message")) == 0;
     }
     json_t *frames = json_array();
     size_t i;
     json_t *f;
     json_array_foreach(json_object_get(error, "frames"), i, f) {
         const char *file = json_string_value(json_object_get(f, "file"));
-        if (!file || !candidate_path || strcmp(file, candidate_path) != 0)
+        if (!ok || !file || !candidate_path || strcmp(file, candidate_path) != 0)
             continue;
         json_t *c = json_deep_copy(f);
-        json_object_set_new(c, "file", json_string("candidate.py"));
-        json_array_append_new(frames, c);
+        ok = kg_json_set(c, "file", json_string("candidate.py")) == 0 && kg_json_push(frames, json_incref(c)) == 0;
+        json_decref(c);
     }
-    json_object_set_new(out, "frames", frames);
+    ok = kg_json_set(out, "frames", frames) == 0 && ok;
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
@@ -780,11 +841,14 @@ void kg_eval_decide(const kg_eval_options *opts, const kg_eval_facts *f, kg_eval
     out->reward = kg_eval_credit(opts, kg_verdict_name(v), out->level);
 }
 
-size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
+int kg_eval_screen_messages(json_t *messages, const char *nonce, size_t *dropped_out)
 {
+    if (dropped_out)
+        *dropped_out = 0;
     if (!nonce || !*nonce || !json_is_array(messages))
-        return 0;
+        return KG_OK;
     size_t dropped = 0;
+    int ok = 1;
     json_t *sample = NULL;
     for (size_t i = 0; i < json_array_size(messages);) {
         json_t *m = json_array_get(messages, i);
@@ -794,8 +858,9 @@ size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
             i++;
             continue;
         }
-        if (!sample) {
+        if (!sample && ok) {
             sample = json_deep_copy(m);
+            ok = sample != NULL;
             json_object_del(sample, "t_ms");
         }
         dropped++;
@@ -805,12 +870,16 @@ size_t kg_eval_screen_messages(json_t *messages, const char *nonce)
         char *text = sample ? json_dumps(sample, JSON_COMPACT) : NULL;
         if (text && strlen(text) > 300)
             text[300] = '\0';
-        json_array_append_new(messages, json_pack("{s:s, s:I, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", (json_int_t)dropped,
-                                                  "sample", text ? text : ""));
+        /* The cut may fall inside a UTF-8 character: kg_json_text keeps the rest. */
+        ok = ok && text && kg_json_push(messages, json_pack("{s:s, s:I, s:o}", "type", kg_msg_name(KG_MSG_FORGED),
+                                                            "count", (json_int_t)dropped, "sample",
+                                                            kg_json_text(text))) == 0;
         free(text);
     }
     json_decref(sample);
-    return dropped;
+    if (dropped_out)
+        *dropped_out = dropped;
+    return ok ? KG_OK : KG_ERR_NOMEM;
 }
 
 /* Peak DRAM bandwidth (bytes/s) of the GPUs kgym knows, for the speed-of-light floor; 0 = unknown.
@@ -845,53 +914,67 @@ static double peak_bandwidth(const char *gpu, double *peak_flops)
  * outside the candidate language), so without the reset the flush still stands against every candidate that
  * keeps to the language; a policy that wants it fail-closed makes guard_error a hack.  Why not nothing: past
  * the language, a set-aside would keep the candidate's data in L2 across the flush and fake a speedup.
- * Nothing when the device cannot set L2 aside (before sm_80, MIG) or the facts are absent (no flush asked). */
-static json_t *l2_reset_finding(const json_t *timing)
+ * Nothing when the device cannot set L2 aside (before sm_80, MIG) or the facts are absent (no flush asked).
+ * *h is the finding or NULL; -1 when memory ran out. */
+static int l2_reset_finding(const json_t *timing, json_t **h)
 {
+    *h = NULL;
     const json_t *l2 = json_object_get(json_object_get(timing, "l2_persisting"), "runner");
     const char *state = json_string_value(json_object_get(l2, "reset"));
     if (!json_is_object(l2) || num(json_object_get(l2, "max_bytes"), 0) <= 0 || (state && !strcmp(state, "ok")))
-        return NULL;
+        return 0;
     char text[400];
     snprintf(text, sizeof text,
              "persisting L2 lines were not reset before the candidate's timed calls (%s): only the L2 flush "
              "stood between one timed call's data and the next", state ? state : "no reason given");
-    return json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", kg_finding_name(KG_FINDING_GUARD_ERROR), "stage", "timing", "message", text,
-                     "evidence", "l2_persisting", json_object_get(timing, "l2_persisting"));
+    *h = json_pack("{s:s, s:s, s:s, s:{s:O}}", "type", kg_finding_name(KG_FINDING_GUARD_ERROR), "stage", "timing",
+                   "message", text, "evidence", "l2_persisting", json_object_get(timing, "l2_persisting"));
+    return *h ? 0 : -1;
 }
 
 /* A finding (NULL: none; its reference is taken) into hacks[] or warnings[], or dropped, by its type's
- * severity in the policy. */
-static void file_finding(const json_t *policy, json_t *h, json_t *hacks, json_t *warnings)
+ * severity in the policy.  0, or -1 when memory ran out. */
+static int file_finding(const json_t *policy, json_t *h, json_t *hacks, json_t *warnings)
 {
     if (!h)
-        return;
+        return 0;
     const char *sev = finding_severity(policy, json_string_value(json_object_get(h, "type")));
     if (!strcmp(sev, "hack"))
-        json_array_append_new(hacks, h);
-    else if (!strcmp(sev, "warn"))
-        json_array_append_new(warnings, h);
-    else
-        json_decref(h);
+        return kg_json_push(hacks, h);
+    if (!strcmp(sev, "warn"))
+        return kg_json_push(warnings, h);
+    json_decref(h);
+    return 0;
 }
 
 /* Findings → hacks[] and warnings[]: runtime findings the child reported, forged protocol lines, and the
- * speed-of-light check on the timing facts. */
-static void collect_hacks(const kg_eval_options *opts, const json_t *messages, json_t *hacks, json_t *warnings)
+ * speed-of-light check on the timing facts.  0, or -1 when memory ran out: a finding may be lost then, so no
+ * verdict may be decided without them.  Each json_pack below has only text kgym wrote and values it copies
+ * (O? where a message may lack one), so its NULL is memory. */
+static int collect_hacks(const kg_eval_options *opts, const json_t *messages, json_t *hacks, json_t *warnings)
 {
-    json_t *policy = load_policy(opts);
+    json_t *policy = NULL;
+    if (load_policy(opts, &policy) != 0)
+        return -1;
+    int ok = 1;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
         json_t *h = NULL;
+        int found = 1; /* whether h, when NULL, was a finding that memory lost */
         if (kg_msg_is(m, KG_MSG_FINDING) && json_is_object(json_object_get(m, "finding"))) {
             h = json_deep_copy(json_object_get(m, "finding"));
-            if (!json_is_string(json_object_get(h, "type")))
-                json_object_set_new(h, "type", json_string("unknown"));
-            if (!json_is_string(json_object_get(h, "message")))
-                json_object_set_new(h, "message", json_string(""));
+            int filled = h != NULL;
+            if (filled && !json_is_string(json_object_get(h, "type")))
+                filled = kg_json_set(h, "type", json_string("unknown")) == 0;
+            if (filled && !json_is_string(json_object_get(h, "message")))
+                filled = kg_json_set(h, "message", json_string("")) == 0;
+            if (!filled) {
+                json_decref(h);
+                h = NULL;
+            }
         } else if (kg_msg_is(m, KG_MSG_FORGED)) {
-            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", kg_finding_name(KG_FINDING_PROTOCOL_FORGERY), "stage", "protocol", "message",
+            h = json_pack("{s:s, s:s, s:s, s:{s:O?, s:O?}}", "type", kg_finding_name(KG_FINDING_PROTOCOL_FORGERY), "stage", "protocol", "message",
                           "lines without the job's secret nonce were written on kgym's protocol channel",
                           "evidence", "count", json_object_get(m, "count"), "sample", json_object_get(m, "sample"));
         } else if (kg_msg_is(m, KG_MSG_SANDBOX_VIOLATION)) {
@@ -901,7 +984,7 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                           "ptrace, another process's memory, io_uring, a mount or namespace, or a signal to "
                           "another process) and was killed", "evidence", "signal", "SIGSYS");
         } else if (kg_msg_is(m, KG_MSG_LEFT_RUNNING)) {
-            h = json_pack("{s:s, s:s, s:s, s:{s:O, s:O}}", "type", kg_finding_name(KG_FINDING_STRAY_PROCESS), "stage", "process", "message",
+            h = json_pack("{s:s, s:s, s:s, s:{s:O?, s:O?}}", "type", kg_finding_name(KG_FINDING_STRAY_PROCESS), "stage", "process", "message",
                           "processes the candidate started were still running when the evaluation ended",
                           "evidence", "count", json_object_get(m, "count"), "names", json_object_get(m, "names"));
         } else if (kg_msg_is(m, KG_MSG_TIMING)) {
@@ -914,8 +997,10 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
             double bytes_ms = bw > 0 && bytes >= KG_SOL_MIN_BYTES ? bytes / bw * 1e3 : 0;
             double flops_ms = peak_flops > 0 ? flops / peak_flops * 1e3 : 0;
             double floor_ms = bytes_ms > flops_ms ? bytes_ms : flops_ms;
-            file_finding(policy, l2_reset_finding(m), hacks, warnings);
-            if (floor_ms > 0 && med > 0 && med < floor_ms) {
+            json_t *l2 = NULL;
+            ok = ok && l2_reset_finding(m, &l2) == 0 && file_finding(policy, l2, hacks, warnings) == 0;
+            found = floor_ms > 0 && med > 0 && med < floor_ms;
+            if (found) {
                 char text[400];
                 snprintf(text, sizeof text,
                          "median time %.4g ms is below the %.4g ms the hardware needs for the task's %.0f bytes "
@@ -926,10 +1011,11 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
             }
         }
         else if (kg_msg_is(m, KG_MSG_CLOCK_BLOCK) && json_object_get(m, "candidate_ms"))
-            h = kg_eval_clock_finding(messages, NULL);
+            ok = ok && kg_eval_clock_finding(messages, NULL, &h) == KG_OK;
         else if (kg_msg_is(m, KG_MSG_PROFILE) && opts->coverage_floor > 0) {
             double total = num(json_object_get(m, "total_device_us"), 0);
             double mine = num(json_object_get(m, "candidate_device_us"), 0);
+            found = !(total > 0) || mine / total < opts->coverage_floor;
             if (!(total > 0)) {
                 /* The forward ran on the GPU, so a profile with no kernel time is one the runner (whose process
                  * the profiler lives in) suppressed or emptied: under a floor, unknown coverage fails closed. */
@@ -948,10 +1034,17 @@ static void collect_hacks(const kg_eval_options *opts, const json_t *messages, j
                               opts->coverage_floor, "total_device_us", total, "kernels",
                               json_object_get(m, "kernels"));
             }
+        } else {
+            found = 0;
         }
-        file_finding(policy, h, hacks, warnings);
+        if (found && !h && !(kg_msg_is(m, KG_MSG_CLOCK_BLOCK)))
+            ok = 0;
+        ok = file_finding(policy, h, hacks, warnings) == 0 && ok;
+        if (!ok)
+            break;
     }
     json_decref(policy);
+    return ok ? 0 : -1;
 }
 
 /* Names of the ways the task itself is degenerate on its base inputs (its rewards can be ignored). */
@@ -962,17 +1055,22 @@ static json_t *degenerate_facts(const json_t *messages)
         return json_null();
     json_t *out = json_array();
     const char *keys[] = {"input_independent", "zero_output", "constant_output", "output_equals_input"};
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
-        if (json_is_true(json_object_get(json_object_get(m, "facts"), keys[k])))
-            json_array_append_new(out, json_string(keys[k]));
+    for (size_t k = 0; out && k < sizeof keys / sizeof *keys; k++)
+        if (json_is_true(json_object_get(json_object_get(m, "facts"), keys[k])) &&
+            kg_json_push(out, json_string(keys[k])) != 0) {
+            json_decref(out);
+            return NULL; /* memory */
+        }
     return out;
 }
 
 /* The evaluation process ended outside every stage without finishing (stuck in the runner's checks between
  * stages and killed, or killed before its first stage): no stage failed, yet the evaluation is not complete,
  * and a candidate whose stages so far passed must not be taken as correct.  The last stage begun (or the
- * first, if none began) is marked failed with what happened; returns its name. */
-static const char *ended_between_stages(const kg_child_report *rep, json_t *stages, const kg_eval_options *opts)
+ * first, if none began) is marked failed with what happened; *failed is its name.  0, or -1 when memory ran
+ * out. */
+static int ended_between_stages(const kg_child_report *rep, json_t *stages, const kg_eval_options *opts,
+                                const char **failed)
 {
     const char *name = rep->stage[0] ? rep->stage : "parse";
     json_t *entry = NULL, *st;
@@ -995,11 +1093,13 @@ static const char *ended_between_stages(const kg_child_report *rep, json_t *stag
     else
         snprintf(detail, sizeof detail, "the process exited with status %d %s, without finishing", rep->exit_code,
                  where);
-    if (entry) {
-        json_object_set_new(entry, "status", json_string("fail"));
-        json_object_set_new(entry, "detail", json_string(detail));
-    }
-    return name;
+    *failed = name;
+    if (!entry)
+        return 0;
+    kg_utf8_sanitize(detail); /* the stage's name is the child's */
+    return kg_json_set(entry, "status", json_string("fail")) == 0 && kg_json_set(entry, "detail", json_string(detail)) == 0
+               ? 0
+               : -1;
 }
 
 /* The result's "tolerance" object: the profile, and the reference's float32 precision as the judge set and read
@@ -1041,94 +1141,103 @@ static json_t *degeneracy_block(const json_t *messages)
                      "not_an_input_on", json_object_get(f, "not_an_input_on"));
 }
 
-/* Appends {"code", "text"} to `out`. */
-static void add_limit(json_t *out, const char *code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_limit(json_t *out, const char *code, const char *fmt, ...)
+/* Appends {"code", "text"} to `out`; once one fails (memory), *ok is 0 and the rest do nothing. */
+static void add_limit(int *ok, json_t *out, const char *code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add_limit(int *ok, json_t *out, const char *code, const char *fmt, ...)
 {
+    if (!*ok)
+        return;
     char text[700];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    json_array_append_new(out, json_pack("{s:s, s:s}", "code", code, "text", text));
+    /* text may end inside a character of the judge's FLOPs error, cut at 200 bytes */
+    *ok = kg_json_push(out, json_pack("{s:s, s:o}", "code", code, "text", kg_json_text(text))) == 0;
 }
 
 /* The result's "limits": what its verdict cannot see on this device with these options (docs/result-schema.md),
- * a short code and a sentence each.  Empty when nothing ran. */
+ * a short code and a sentence each.  Empty when nothing ran; NULL when memory ran out. */
 static json_t *limits_block(const kg_eval_options *opts, const json_t *messages, const json_t *sandbox, int cpu)
 {
     json_t *out = json_array();
+    int ok = out != NULL;
     if (!messages)
         return out;
     if (cpu) {
-        add_limit(out, "interpreter_serial",
+        add_limit(&ok, out, "interpreter_serial",
                   "Triton's interpreter runs a kernel's program instances one after another: races between them (a "
                   "missing atomic, a read of what another instance has not written yet) cannot show here; a GPU runs "
                   "them at once");
         if (json_is_true(json_object_get(find_message(messages, KG_MSG_VARIANT_PLAN, NULL, NULL), "shrunk")))
-            add_limit(out, "shrunk_sizes",
+            add_limit(&ok, out, "shrunk_sizes",
                       "the task's sizes were shrunk to at most %ld elements a tensor (--budget): a kernel that is "
                       "right only up to some size (32-bit offsets, grid limits, a loop over long rows) passes here "
                       "and can fail at the task's own sizes", opts->budget_elements);
-        add_limit(out, "not_timed",
+        add_limit(&ok, out, "not_timed",
                   "nothing is timed or profiled on the CPU: speed is unknown, and which code did the work is judged "
                   "only by the runner's own recorder of PyTorch operators, not by a device-side profile");
     } else {
         if (!opts->timing)
-            add_limit(out, "not_timed", "timing is off (--no-timing): speed and the device time in your own kernels "
+            add_limit(&ok, out, "not_timed", "timing is off (--no-timing): speed and the device time in your own kernels "
                       "were not measured");
         if (opts->coverage_floor <= 0)
-            add_limit(out, "no_coverage_floor", "no coverage floor (--coverage-floor 0): a kernel that leaves most "
+            add_limit(&ok, out, "no_coverage_floor", "no coverage floor (--coverage-floor 0): a kernel that leaves most "
                       "of the device time to PyTorch's kernels is not refused");
         const char *ferr = json_string_value(json_object_get(find_message(messages, KG_MSG_TIMING, NULL, NULL),
                                                              "flops_error"));
         if (ferr)
-            add_limit(out, "no_flops_floor", "the reference's FLOPs could not be counted (%.200s): the speed-of-light "
+            add_limit(&ok, out, "no_flops_floor", "the reference's FLOPs could not be counted (%.200s): the speed-of-light "
                       "check had only its bytes floor", ferr);
     }
     const json_t *waived = json_object_get(sandbox, "waived");
     if (json_array_size(waived) > 0) {
         char *list = json_dumps(waived, JSON_COMPACT);
-        add_limit(out, "protections_waived", "the candidate's process ran without %s, as the operator allowed (%s): "
+        add_limit(&ok, out, "protections_waived", "the candidate's process ran without %s, as the operator allowed (%s): "
                   "what they stop was not stopped", list ? list : "?",
                   opts->sandbox ? "--allow-unprotected" : "--no-sandbox");
+        ok = ok && list;
         free(list);
+    }
+    if (!ok) {
+        json_decref(out);
+        return NULL;
     }
     return out;
 }
 
+/* The result's "process" object; NULL when memory ran out. */
 static json_t *process_facts(const kg_child_report *rep, const char *cause)
 {
     json_t *p = json_object();
-    json_object_set_new(p, "end", json_string(kg_child_end_name(rep->end)));
-    json_object_set_new(p, "exit_code", json_integer(rep->exit_code));
-    json_object_set_new(p, "signal", json_integer(rep->signal));
-    json_object_set_new(p, "stage", rep->stage[0] ? json_string(rep->stage) : json_null());
-    json_object_set_new(p, "limit_s", rep->end == KG_END_TIMEOUT ? json_real(rep->stage_limit_s)
-                                                                 : json_null());
-    json_object_set_new(p, "cause", cause ? json_string(cause) : json_null());
+    int ok = kg_json_set(p, "end", json_string(kg_child_end_name(rep->end))) == 0;
+    ok = ok && kg_json_set(p, "exit_code", json_integer(rep->exit_code)) == 0;
+    ok = ok && kg_json_set(p, "signal", json_integer(rep->signal)) == 0;
+    ok = ok && kg_json_set(p, "stage", rep->stage[0] ? kg_json_text(rep->stage) : json_null()) == 0;
+    ok = ok && kg_json_set(p, "limit_s", rep->end == KG_END_TIMEOUT ? kg_json_number(rep->stage_limit_s)
+                                                                     : json_null()) == 0;
+    ok = ok && kg_json_set(p, "cause", cause ? json_string(cause) : json_null()) == 0;
     const kg_capture *caps[2] = {&rep->out, &rep->err};
     const char *names[2] = {"stdout", "stderr"};
     int truncated = 0;
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; ok && i < 2; i++) {
         kg_buf b = {0};
-        kg_buf_puts(&b, caps[i]->head ? caps[i]->head : "");
+        ok = kg_buf_puts(&b, caps[i]->head ? caps[i]->head : "") == KG_OK;
         if (caps[i]->tail && caps[i]->tail[0]) {
             if (caps[i]->truncated)
-                kg_buf_printf(&b, "\n[... %zu bytes omitted ...]\n",
-                              caps[i]->total_bytes - strlen(caps[i]->head) - strlen(caps[i]->tail));
-            kg_buf_puts(&b, caps[i]->tail);
+                ok = ok && kg_buf_printf(&b, "\n[... %zu bytes omitted ...]\n",
+                                         caps[i]->total_bytes - strlen(caps[i]->head) - strlen(caps[i]->tail)) == KG_OK;
+            ok = ok && kg_buf_puts(&b, caps[i]->tail) == KG_OK;
         }
-        kg_utf8_sanitize(b.data ? b.data : "");
-        json_object_set_new(p, names[i], json_string(b.data ? b.data : ""));
+        ok = ok && kg_json_set(p, names[i], kg_json_text(b.data ? b.data : "")) == 0;
         kg_buf_free(&b);
         char key[32];
         snprintf(key, sizeof key, "%s_bytes", names[i]);
-        json_object_set_new(p, key, json_integer((json_int_t)caps[i]->total_bytes));
+        ok = ok && kg_json_set(p, key, json_integer((json_int_t)caps[i]->total_bytes)) == 0;
         truncated |= caps[i]->truncated;
     }
-    json_object_set_new(p, "truncated", json_boolean(truncated));
-    json_object_set_new(p, "pid", json_integer(rep->pid));
+    ok = ok && kg_json_set(p, "truncated", json_boolean(truncated)) == 0;
+    ok = ok && kg_json_set(p, "pid", json_integer(rep->pid)) == 0;
     /* Where the time outside the stages goes: start-up before the child's first line (fork, sandbox, task
      * import) and the end after its last (exit, CUDA context teardown, the zombie reaped). */
     double first = -1, last = -1;
@@ -1142,17 +1251,22 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
             first = json_number_value(t);
         last = json_number_value(t);
     }
-    json_object_set_new(p, "first_line_ms", first >= 0 ? json_real(first) : json_null());
+    ok = ok && kg_json_set(p, "first_line_ms", first >= 0 ? kg_json_number(first) : json_null()) == 0;
     /* The runner's set-up as the judge saw it: from its hello to its sandbox report (the runner entering its
      * sandbox, both CUDA contexts, the device-memory probe).  A warm pair did that before its job: ~0. */
     const json_t *hello = find_message(rep->messages, KG_MSG_HELLO, NULL, NULL);
     const json_t *sb = find_message(rep->messages, KG_MSG_SANDBOX, NULL, NULL);
     const json_t *th = hello ? json_object_get(hello, "t_ms") : NULL, *ts = sb ? json_object_get(sb, "t_ms") : NULL;
-    json_object_set_new(p, "setup_ms", json_is_number(th) && json_is_number(ts)
-                                           ? json_real(fmax(0.0, json_number_value(ts) - json_number_value(th)))
-                                           : json_null());
-    json_object_set_new(p, "warm", json_boolean(rep->warm));
-    json_object_set_new(p, "after_last_line_ms", last >= 0 ? json_real(fmax(0.0, rep->wall_ms - last)) : json_null());
+    ok = ok && kg_json_set(p, "setup_ms", json_is_number(th) && json_is_number(ts)
+                                              ? kg_json_number(fmax(0.0, json_number_value(ts) - json_number_value(th)))
+                                              : json_null()) == 0;
+    ok = ok && kg_json_set(p, "warm", json_boolean(rep->warm)) == 0;
+    ok = ok && kg_json_set(p, "after_last_line_ms",
+                           last >= 0 ? kg_json_number(fmax(0.0, rep->wall_ms - last)) : json_null()) == 0;
+    if (!ok) {
+        json_decref(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -1171,22 +1285,40 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                 json_string_value(json_object_get(e, "message")) ?: "");
         }
     }
+    /* Every step below is checked (docs/style.md, "Allocation failures"): a result that cannot be built whole
+     * is KG_ERR_NOMEM and no verdict, never a partial one (a lost finding or unjudged fact could make it
+     * "correct").  Objects a later step reads are checked as soon as they are made. */
     json_t *r = json_object();
-    json_object_set_new(r, "schema", json_string(KG_RESULT_SCHEMA));
-    json_object_set_new(r, "task", json_pack("{s:s, s:s, s:s, s:s}", "id", req->task->id, "name",
-                                             req->task->name, "path", req->task->path, "hash",
-                                             req->task->hash));
+    json_t *stages = NULL, *variants = NULL, *hacks = NULL, *warnings = NULL; /* owned until handed to r */
+    int ok = kg_json_set(r, "schema", json_string(KG_RESULT_SCHEMA)) == 0;
+    /* Paths go as they are or not at all (docs/style.md): one that is not UTF-8 is the request's error. */
+    json_t *task = json_pack("{s:s, s:s, s:s, s:s}", "id", req->task->id, "name", req->task->name, "path",
+                             req->task->path, "hash", req->task->hash);
+    if (!task && ok && !kg_utf8_valid(req->task->path)) {
+        json_decref(r);
+        return kg_error_set(err, KG_ERR_INVALID, "the task's path is not UTF-8: %s", req->task->path);
+    }
+    ok = kg_json_set(r, "task", task) == 0 && ok;
     char chash[32];
     kg_hash64_string(req->response ? req->response : "", req->response_len, chash);
-    json_object_set_new(r, "candidate",
-                        json_pack("{s:s?, s:s, s:I}", "path", req->candidate_name, "hash", chash,
-                                  "bytes", (json_int_t)req->response_len));
+    json_t *candidate = json_pack("{s:s?, s:s, s:I}", "path", req->candidate_name, "hash", chash, "bytes",
+                                  (json_int_t)req->response_len);
+    if (!candidate && ok && req->candidate_name && !kg_utf8_valid(req->candidate_name)) {
+        json_decref(r);
+        return kg_error_set(err, KG_ERR_INVALID, "the candidate's name is not UTF-8");
+    }
+    ok = kg_json_set(r, "candidate", candidate) == 0 && ok;
     int cpu = strcmp(opts->device, "cpu") == 0;
-    json_object_set_new(r, "device", json_pack("{s:s, s:s}", "kind", cpu ? "cpu" : "cuda", "name",
-                                               cpu ? "cpu (Triton interpreter)" : opts->device));
+    ok = ok && kg_json_set(r, "device", json_pack("{s:s, s:s}", "kind", cpu ? "cpu" : "cuda", "name",
+                                                  cpu ? "cpu (Triton interpreter)" : opts->device)) == 0;
 
-    json_t *stages = json_array();
-    json_array_append(stages, extract_stage);
+    stages = json_array();
+    variants = json_array();
+    ok = ok && stages && variants;
+    if (ok && extract_stage)
+        ok = kg_json_push(stages, json_incref(extract_stage)) == 0;
+    if (!ok)
+        goto nomem;
     const char *extract_status = json_string_value(json_object_get(extract_stage, "status"));
 
     /* Walk the child's stages: status from its end message, duration from our
@@ -1194,7 +1326,6 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     const char *failed_stage = NULL;
     const json_t *failed_error = NULL;
     kg_eval_facts fx = {.failed_stage = -1};
-    json_t *variants = json_array();
     variant_tally tally = {0};
     char degenerate_why[512] = "";
     int stop = strcmp(extract_status ? extract_status : "fail", "ok") != 0;
@@ -1262,6 +1393,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             json_t *rv = json_object_get(json_object_get(end, "data"), "compare");
             char why[1024];
             json_t *vr = variant_result(json_object_get(end, "data"), why, sizeof why);
+            if (!vr)
+                goto nomem;
             const char *vs = json_string_value(json_object_get(vr, "status"));
             if (rv && vs && !strcmp(vs, "failed") && !json_is_true(json_object_get(rv, "shape_ok"))) {
                 status = "fail";
@@ -1273,7 +1406,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             json_decref(vr);
         }
         if (stage == KG_STAGE_CORRECTNESS && begin) {
-            tally_variants(messages, NULL, &tally, variants);
+            if (tally_variants(messages, NULL, &tally, variants) != 0)
+                goto nomem;
             if (!strcmp(status, "ok")) {
                 switch (correctness_of(&tally, messages, degenerate_why, sizeof degenerate_why)) {
                 case CORRECTNESS_VARIANTS_FAILED:
@@ -1314,43 +1448,52 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                 fx.level = i;
         }
         kg_utf8_sanitize(detail);
-        json_array_append_new(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status,
-                                                "ms", ms < 0 ? 0 : ms, "detail", detail));
+        if (kg_json_push(stages, json_pack("{s:s, s:s, s:f, s:s}", "name", name, "status", status, "ms",
+                                           ms < 0 ? 0 : ms, "detail", detail)) != 0)
+            goto nomem;
     }
-    if (!failed_stage && rep && rep->end != KG_END_COMPLETED)
-        failed_stage = ended_between_stages(rep, stages, opts);
-    json_object_set_new(r, "stages", stages);
-    json_t *hacks = json_array(), *warnings = json_array();
-    if (messages)
-        collect_hacks(opts, messages, hacks, warnings);
-    json_object_set_new(r, "hacks", hacks);
-    json_object_set_new(r, "warnings", warnings);
+    if (!failed_stage && rep && rep->end != KG_END_COMPLETED && ended_between_stages(rep, stages, opts, &failed_stage) != 0)
+        goto nomem;
+    ok = kg_json_set(r, "stages", stages) == 0;
+    stages = NULL;
+    hacks = json_array();
+    warnings = json_array();
+    ok = ok && hacks && warnings && (!messages || collect_hacks(opts, messages, hacks, warnings) == 0);
+    ok = ok && kg_json_set(r, "hacks", json_incref(hacks)) == 0 && kg_json_set(r, "warnings", json_incref(warnings)) == 0;
     json_t *sandbox = sandbox_block(opts, messages ? find_message(messages, KG_MSG_SANDBOX, NULL, NULL) : NULL, rep, cpu);
-    json_object_set_new(r, "sandbox", sandbox);
+    ok = ok && kg_json_set(r, "sandbox", json_incref(sandbox)) == 0;
+    json_decref(sandbox); /* r holds it (or it is gone, and ok is 0) */
+    if (!ok)
+        goto nomem;
     /* What a pass needs and the run did not show (a variant never reported, a repeat check that raised, no
      * profile on a GPU, a protection the kernel refused): only asked of a run whose stages all passed. */
     json_t *unjudged = messages && !failed_stage ? kg_eval_unjudged(opts, messages, NULL, sandbox, 0) : json_array();
-    json_object_set_new(r, "unjudged", unjudged);
-    json_object_set_new(r, "degenerate", messages ? degenerate_facts(messages) : json_null());
-    json_object_set_new(r, "degeneracy", messages ? degeneracy_block(messages) : json_null());
-    json_object_set_new(r, "tolerance", tolerance_block(opts, messages));
+    if (kg_json_set(r, "unjudged", unjudged) != 0)
+        goto nomem;
+    ok = kg_json_set(r, "degenerate", messages ? degenerate_facts(messages) : json_null()) == 0;
+    ok = ok && kg_json_set(r, "degeneracy", messages ? degeneracy_block(messages) : json_null()) == 0;
+    ok = ok && kg_json_set(r, "tolerance", tolerance_block(opts, messages)) == 0;
     /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
      * (tasks.input_structure): null when the judge did not report it. */
     const json_t *structure = messages ? json_object_get(find_message(messages, KG_MSG_INPUT_STRUCTURE, NULL, NULL),
                                                          "inputs")
                                        : NULL;
-    json_object_set_new(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null());
-    json_object_set_new(r, "correctness",
-                        json_pack("{s:b, s:o, s:i, s:i, s:i, s:i}", "passed",
-                                  failed_stage == NULL && tally.passed > 0 && json_array_size(unjudged) == 0,
-                                  "variants", variants, "passed_count", tally.passed, "failed_count", tally.failed,
-                                  "error_count", tally.error, "skipped_count", tally.skipped));
+    ok = ok && kg_json_set(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null()) == 0;
+    ok = ok && kg_json_set(r, "correctness",
+                           json_pack("{s:b, s:O, s:i, s:i, s:i, s:i}", "passed",
+                                     failed_stage == NULL && tally.passed > 0 && json_array_size(unjudged) == 0,
+                                     "variants", variants, "passed_count", tally.passed, "failed_count",
+                                     tally.failed, "error_count", tally.error, "skipped_count", tally.skipped)) == 0;
+    json_decref(variants);
+    variants = NULL;
     const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;
-    json_object_set_new(json_object_get(r, "task"), "randomness",
-                        mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
-                                         "modules", json_object_get(mode, "modules"), "ops",
-                                         json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"))
-                             : json_null());
+    ok = ok && kg_json_set(json_object_get(r, "task"), "randomness",
+                           mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
+                                            "modules", json_object_get(mode, "modules"), "ops",
+                                            json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"))
+                                : json_null()) == 0;
+    if (!ok)
+        goto nomem;
 
     /* Timing and profile (GPU): the child's raw per-call times and kernel times, our statistics. */
     json_t *timing = json_null(), *profile = json_null();
@@ -1359,9 +1502,11 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         timing = kg_eval_timing_block(opts, messages, cache ? json_object_get(cache, "reference_ms") : NULL);
         profile = kg_eval_profile_block(messages);
     }
-    json_object_set_new(r, "timing", timing);
-    json_object_set_new(r, "profile", profile);
-    json_object_set_new(r, "gpu_phases", messages ? kg_eval_gpu_block(messages) : json_null());
+    ok = kg_json_set(r, "timing", timing) == 0;
+    ok = kg_json_set(r, "profile", profile) == 0 && ok;
+    ok = ok && kg_json_set(r, "gpu_phases", messages ? kg_eval_gpu_block(messages) : json_null()) == 0;
+    if (!ok)
+        goto nomem;
 
     /* The facts the verdict is decided on: the candidate's exception (the failed stage's; in correctness, the
      * first variant's that raised), and what a pass lacks. */
@@ -1414,24 +1559,38 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             json_t *h = json_array_get(hacks, k);
             if (!strcmp(json_string_value(json_object_get(h, "type")) ?: "",
                         kg_finding_name(KG_FINDING_NONDETERMINISTIC))) {
-                json_array_append(warnings, h);
+                if (kg_json_push(warnings, json_incref(h)) != 0)
+                    goto nomem;
                 json_array_remove(hacks, k);
             }
         }
     }
     const char *cause = error_cause(error_obj);
-    json_object_set_new(r, "verdict", json_string(kg_verdict_name(d.verdict)));
-    json_object_set_new(r, "reward", json_real(d.reward));
-    json_object_set_new(r, "error", trim_error(error_obj, error_stage, candidate_path));
-    json_object_set_new(r, "limits", limits_block(opts, messages, sandbox, cpu));
+    ok = kg_json_set(r, "verdict", json_string(kg_verdict_name(d.verdict))) == 0;
+    ok = ok && kg_json_set(r, "reward", kg_json_number(d.reward)) == 0;
+    ok = ok && kg_json_set(r, "error", trim_error(error_obj, error_stage, candidate_path)) == 0;
+    ok = ok && kg_json_set(r, "limits", limits_block(opts, messages, sandbox, cpu)) == 0;
     if (!cause && rep && rep->end == KG_END_OUTPUT_FLOOD)
         cause = "output_flood";
     if (!cause && rep && rep->end == KG_END_SIGNAL)
         cause = "crash";
-    json_object_set_new(r, "process", rep ? process_facts(rep, cause) : json_null());
-    char *feedback = kg_eval_feedback(r, opts);
-    json_object_set_new(r, "feedback", json_string(feedback ? feedback : ""));
+    ok = ok && kg_json_set(r, "process", rep ? process_facts(rep, cause) : json_null()) == 0;
+    /* The feedback is what the model reads of the result: one that cannot be written is no result. */
+    char *feedback = ok ? kg_eval_feedback(r, opts) : NULL;
+    ok = ok && feedback && kg_json_set(r, "feedback", kg_json_text(feedback)) == 0;
     free(feedback);
+    if (!ok)
+        goto nomem;
+    json_decref(hacks);
+    json_decref(warnings);
     *result = r;
     return KG_OK;
+
+nomem:
+    json_decref(stages);
+    json_decref(variants);
+    json_decref(hacks);
+    json_decref(warnings);
+    json_decref(r);
+    return kg_error_set(err, KG_ERR_NOMEM, "out of memory building the result of %s", req->task->path);
 }

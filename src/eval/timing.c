@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "stats/stats.h"
+#include "util/json.h"
 
 #define KG_TRIM 0.1
 #define KG_CONFIDENCE 0.95
@@ -48,11 +49,19 @@ static int stats_of(const json_t *a, kg_stats *st)
     return ok;
 }
 
+/* NULL when memory ran out; a statistic that is not finite (the cv of a zero mean) is null. */
 static json_t *stats_json(const kg_stats *st)
 {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I}", "mean", st->mean, "trimmed_mean", st->trimmed_mean,
-                     "median", st->median, "min", st->min, "max", st->max, "stdev", st->stdev, "cv", st->cv,
-                     "samples", (json_int_t)st->n);
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "mean", kg_json_number(st->mean), "trimmed_mean",
+                     kg_json_number(st->trimmed_mean), "median", kg_json_number(st->median), "min",
+                     kg_json_number(st->min), "max", kg_json_number(st->max), "stdev", kg_json_number(st->stdev), "cv",
+                     kg_json_number(st->cv), "samples", (json_int_t)st->n);
+}
+
+/* x (borrowed), or null when absent, as a new reference. */
+static json_t *or_null(json_t *x)
+{
+    return json_incref(x ? x : json_null());
 }
 
 static int from_harness(const json_t *m, const char *nonce)
@@ -179,16 +188,17 @@ static double elapsed_ms(const json_t *messages, kg_msg kind, const char *nonce,
     return elapsed;
 }
 
-json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce)
+int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **finding)
 {
+    *finding = NULL;
     const json_t *end = NULL;
     double elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, nonce, &end);
     if (elapsed < 0 || !end)
-        return NULL;
+        return KG_OK;
     size_t n;
     double *v = ms_array(json_object_get(end, "candidate_ms"), &n);
     if (!v)
-        return NULL;
+        return KG_OK;
     double reported = 0;
     for (size_t i = 0; i < n; i++)
         reported += v[i];
@@ -199,15 +209,17 @@ json_t *kg_eval_clock_finding(const json_t *messages, const char *nonce)
      * be the candidate's real device time. */
     double bound = elapsed - KG_CLOCK_SLACK_MS - (double)n * KG_CLOCK_SLACK_PER_CALL_MS;
     if (bound <= 0 || reported >= 0.5 * bound)
-        return NULL;
+        return KG_OK;
     char text[400];
     snprintf(text, sizeof text,
              "the candidate's %zu calls were reported as %.4g ms of device time, but kgym's own clock saw the "
              "block take %.4g ms (at least %.4g ms of it the candidate's): the timer was tampered with",
              n, reported, elapsed, bound);
-    return json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:I}}", "type", kg_finding_name(KG_FINDING_TIMER_DISCREPANCY), "stage", "timing",
-                     "message", text, "evidence", "reported_ms", reported, "supervisor_ms", elapsed, "bound_ms",
-                     bound, "calls", (json_int_t)n);
+    *finding = json_pack("{s:s, s:s, s:s, s:{s:o, s:o, s:o, s:I}}", "type",
+                         kg_finding_name(KG_FINDING_TIMER_DISCREPANCY), "stage", "timing", "message", text, "evidence",
+                         "reported_ms", kg_json_number(reported), "supervisor_ms", kg_json_number(elapsed),
+                         "bound_ms", kg_json_number(bound), "calls", (json_int_t)n);
+    return *finding ? KG_OK : KG_ERR_NOMEM;
 }
 
 json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms)
@@ -240,29 +252,32 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         return json_null();
     }
     json_t *t = json_object();
-    json_object_set_new(t, "method", json_string("interleaved_rounds"));
+    int ok = kg_json_set(t, "method", json_string("interleaved_rounds")) == 0;
     /* "stream": end events on the current stream; "device": after a device-wide synchronize, because the
      * candidate left work running on other streams (see use_device_times). */
-    json_object_set_new(t, "clock_basis", json_string(device ? "device" : "stream"));
-    json_object_set_new(t, "candidate_gap_ms", json_real(fmax(0, median_gap(json_object_get(final, "candidate_ms"),
-                                                                           json_object_get(final, "candidate_device_ms")))));
-    json_object_set(t, "gpu", json_object_get(final, "gpu") ?: json_null());
-    json_object_set(t, "reference_mode",
-                    setup ? json_object_get(setup, "reference_mode") ?: json_null() : json_null());
-    json_object_set_new(t, "reference_cached", json_boolean(json_array_size(json_object_get(final, "reference_ms"))
-                                                            == 0 && have_cached));
+    ok = ok && kg_json_set(t, "clock_basis", json_string(device ? "device" : "stream")) == 0;
+    ok = ok && kg_json_set(t, "candidate_gap_ms",
+                           kg_json_number(fmax(0, median_gap(json_object_get(final, "candidate_ms"),
+                                                             json_object_get(final, "candidate_device_ms"))))) == 0;
+    ok = ok && kg_json_set(t, "gpu", or_null(json_object_get(final, "gpu"))) == 0;
+    ok = ok && kg_json_set(t, "reference_mode", or_null(json_object_get(setup, "reference_mode"))) == 0;
+    ok = ok && kg_json_set(t, "reference_cached", json_boolean(json_array_size(json_object_get(final, "reference_ms"))
+                                                               == 0 && have_cached)) == 0;
     const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "input_mode", "canaries", "flush_bytes",
                           "l2_bytes"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
-        json_object_set(t, copy[k], setup ? json_object_get(setup, copy[k]) ?: json_null() : json_null());
+        ok = ok && kg_json_set(t, copy[k], or_null(json_object_get(setup, copy[k]))) == 0;
     /* What each process could do against persisting L2 lines (the judge's for the reference, the runner's for
      * the candidate: timing.PersistingL2); result.c warns when the runner's reset was missing. */
-    json_object_set(t, "l2_persisting", json_object_get(final, "l2_persisting") ?: json_null());
+    ok = ok && kg_json_set(t, "l2_persisting", or_null(json_object_get(final, "l2_persisting"))) == 0;
 
     /* Per round: statistics, speedup, and kgym's clock around it. */
     json_t *rounds = json_array();
+    ok = ok && rounds;
     double begin = -1, reported_total = 0, supervisor_total = 0;
     json_array_foreach(messages, i, m) {
+        if (!ok)
+            break;
         if (!kg_msg_is(m, KG_MSG_TIMING_ROUND))
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
@@ -281,49 +296,53 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
             continue;
         double reported = c.mean * (double)c.n +
                           (json_array_size(json_object_get(m, ref_key(device))) ? r.mean * (double)r.n : 0);
-        json_t *round = json_pack("{s:o, s:o, s:o, s:f}", "reference", have_ref ? stats_json(&r) : json_null(),
+        json_t *round = json_pack("{s:o, s:o, s:o, s:o}", "reference", have_ref ? stats_json(&r) : json_null(),
                                   "candidate", stats_json(&c), "speedup",
-                                  have_ref && c.trimmed_mean > 0 ? json_real(r.trimmed_mean / c.trimmed_mean)
+                                  have_ref && c.trimmed_mean > 0 ? kg_json_number(r.trimmed_mean / c.trimmed_mean)
                                                                  : json_null(),
-                                  "reported_ms", reported);
-        json_object_set_new(round, "supervisor_ms", begin >= 0 ? json_real(tms - begin) : json_null());
-        json_object_set(round, "overhead", json_object_get(m, "overhead") ?: json_null());
+                                  "reported_ms", kg_json_number(reported));
+        ok = kg_json_set(round, "supervisor_ms", begin >= 0 ? kg_json_number(tms - begin) : json_null()) == 0;
+        ok = ok && kg_json_set(round, "overhead", or_null(json_object_get(m, "overhead"))) == 0;
         if (begin >= 0) {
             supervisor_total += tms - begin;
             reported_total += reported;
         }
         begin = -1;
-        json_array_append_new(rounds, round);
+        ok = ok ? kg_json_push(rounds, round) == 0 : (json_decref(round), 0);
     }
     size_t planned = setup ? (size_t)json_integer_value(json_object_get(setup, "planned_rounds")) : 0;
-    json_object_set_new(t, "rounds_run", json_integer((json_int_t)json_array_size(rounds)));
-    json_object_set_new(t, "remeasured", json_integer(json_array_size(rounds) > planned && planned
-                                                          ? (json_int_t)(json_array_size(rounds) - planned) : 0));
-    json_object_set_new(t, "rounds", rounds);
-    json_object_set_new(t, "reference_ms", stats_json(&rs));
-    json_object_set_new(t, "candidate_ms", stats_json(&cs));
+    ok = ok && kg_json_set(t, "rounds_run", json_integer((json_int_t)json_array_size(rounds))) == 0;
+    ok = ok && kg_json_set(t, "remeasured", json_integer(json_array_size(rounds) > planned && planned
+                                                             ? (json_int_t)(json_array_size(rounds) - planned) : 0)) == 0;
+    ok = kg_json_set(t, "rounds", rounds) == 0 && ok;
+    ok = ok && kg_json_set(t, "reference_ms", stats_json(&rs)) == 0;
+    ok = ok && kg_json_set(t, "candidate_ms", stats_json(&cs)) == 0;
 
     kg_speedup sp;
     if (kg_stats_speedup(ref, nr, cand, nc, KG_TRIM, KG_CONFIDENCE, 0, KG_BOOTSTRAP_SEED, &sp, NULL) == KG_OK) {
-        json_object_set_new(t, "speedup", json_real(sp.speedup));
-        json_object_set_new(t, "speedup_ci", json_pack("[f, f]", sp.low, sp.high));
-        json_object_set_new(t, "confidence", json_real(sp.confidence));
+        ok = ok && kg_json_set(t, "speedup", kg_json_number(sp.speedup)) == 0;
+        ok = ok && kg_json_set(t, "speedup_ci", json_pack("[o, o]", kg_json_number(sp.low), kg_json_number(sp.high))) == 0;
+        ok = ok && kg_json_set(t, "confidence", kg_json_number(sp.confidence)) == 0;
     } else {
-        json_object_set_new(t, "speedup", cs.trimmed_mean > 0 ? json_real(rs.trimmed_mean / cs.trimmed_mean)
-                                                              : json_null());
-        json_object_set_new(t, "speedup_ci", json_null());
-        json_object_set_new(t, "confidence", json_null());
+        ok = ok && kg_json_set(t, "speedup", cs.trimmed_mean > 0 ? kg_json_number(rs.trimmed_mean / cs.trimmed_mean)
+                                                                 : json_null()) == 0;
+        ok = ok && kg_json_set(t, "speedup_ci", json_null()) == 0;
+        ok = ok && kg_json_set(t, "confidence", json_null()) == 0;
     }
     double speedups[256];
     size_t ns = round_speedups(messages, NULL, have_cached ? &cached : NULL, speedups, 256);
     double round_cv = cv_of(speedups, ns);
-    json_object_set_new(t, "cv", json_real(cs.cv));
-    json_object_set_new(t, "round_cv", json_real(round_cv));
-    json_object_set_new(t, "noisy", json_boolean(ns >= 2 && round_cv > o->timing_cv_threshold));
-    json_object_set_new(t, "clock", json_pack("{s:f, s:f}", "supervisor_ms", supervisor_total, "reported_ms",
-                                              reported_total));
+    ok = ok && kg_json_set(t, "cv", kg_json_number(cs.cv)) == 0;
+    ok = ok && kg_json_set(t, "round_cv", kg_json_number(round_cv)) == 0;
+    ok = ok && kg_json_set(t, "noisy", json_boolean(ns >= 2 && round_cv > o->timing_cv_threshold)) == 0;
+    ok = ok && kg_json_set(t, "clock", json_pack("{s:o, s:o}", "supervisor_ms", kg_json_number(supervisor_total),
+                                                 "reported_ms", kg_json_number(reported_total))) == 0;
     free(ref);
     free(cand);
+    if (!ok) {
+        json_decref(t);
+        return NULL;
+    }
     return t;
 }
 
@@ -340,35 +359,38 @@ json_t *kg_eval_profile_block(const json_t *messages)
     double total = json_number_value(json_object_get(p, "total_device_us"));
     double mine = json_number_value(json_object_get(p, "candidate_device_us"));
     json_t *out = json_object();
-    json_object_set_new(out, "coverage", total > 0 ? json_real(fmin(1.0, fmax(0.0, mine / total))) : json_null());
+    int ok = kg_json_set(out, "coverage", total > 0 ? kg_json_number(fmin(1.0, fmax(0.0, mine / total))) : json_null()) == 0;
     /* the share of distinct kernels that are the candidate's: Dr. Kernel's num_coverage, which its PRS can
      * use instead of the time share */
     json_t *kc = json_object_get(p, "kernel_count"), *cc = json_object_get(p, "candidate_kernel_count");
     double kernels = json_number_value(kc), mine_k = json_number_value(cc);
-    json_object_set_new(out, "kernel_coverage", json_is_number(kc) && json_is_number(cc) && kernels > 0
-                                                    ? json_real(fmin(1.0, fmax(0.0, mine_k / kernels)))
-                                                    : json_null());
+    ok = ok && kg_json_set(out, "kernel_coverage", json_is_number(kc) && json_is_number(cc) && kernels > 0
+                                                       ? kg_json_number(fmin(1.0, fmax(0.0, mine_k / kernels)))
+                                                       : json_null()) == 0;
     const char *copy[] = {"calls",           "total_device_us",        "candidate_device_us", "fill_device_us",
                           "kernel_count", "candidate_kernel_count", "kernels",             "launched"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
-        json_object_set(out, copy[k], json_object_get(p, copy[k]) ?: json_null());
-    json_object_set_new(out, "method", json_string("torch.profiler device kernels; candidate = exact names launched "
-                                                   "through Triton"));
+        ok = ok && kg_json_set(out, copy[k], or_null(json_object_get(p, copy[k]))) == 0;
+    ok = ok && kg_json_set(out, "method", json_string("torch.profiler device kernels; candidate = exact names "
+                                                      "launched through Triton")) == 0;
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
 /* The phase segment open since `from` ends at `to`: its time is held in its mode and, when exclusive,
  * counted for its purpose. */
-static void end_segment(double held[2], json_t *by_purpose, int exclusive, const char *purpose, double from,
-                        double to)
+static int end_segment(double held[2], json_t *by_purpose, int exclusive, const char *purpose, double from,
+                       double to)
 {
     double ms = fmax(0.0, to - from);
     held[exclusive] += ms;
-    if (exclusive) {
-        purpose = purpose ? purpose : "other";
-        json_object_set_new(by_purpose, purpose,
-                            json_real(json_number_value(json_object_get(by_purpose, purpose)) + ms));
-    }
+    if (!exclusive)
+        return 0;
+    purpose = purpose ? purpose : "other";
+    return kg_json_set(by_purpose, purpose, kg_json_number(json_number_value(json_object_get(by_purpose, purpose)) + ms));
 }
 
 /* The evaluation's GPU phases, from the child's gpu_acquire / gpu_release lines and our stamps on them:
@@ -382,6 +404,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     double held[2] = {0, 0}, waited[2] = {0, 0}, memory_waited = 0;
     json_int_t grants[2] = {0, 0};
     json_t *by_purpose = json_object();
+    int ok = by_purpose != NULL; /* end_segment's result: NULL is returned when memory ran out */
     int open = 0, open_ex = 0;
     const char *open_purpose = NULL;
     double open_at = 0, last_t = 0;
@@ -401,7 +424,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         json_int_t p = json_integer_value(json_object_get(m, "peak_bytes"));
         peak = p > peak ? p : peak;
         if (open) {
-            end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t);
+            ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t) == 0;
             open = purpose; /* a new purpose goes on in the same phase */
             open_purpose = json_string_value(json_object_get(m, "purpose"));
             open_at = last_t;
@@ -420,10 +443,10 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         }
     }
     if (open)
-        end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t);
-    if (!any) {
+        ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t) == 0;
+    if (!ok || !any) {
         json_decref(by_purpose);
-        return json_null();
+        return ok ? json_null() : NULL;
     }
     /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
      * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax.

@@ -17,6 +17,7 @@
 #include "task/task.h"
 #include "sched/sched.h"
 #include "server/server.h"
+#include "util/json.h"
 #include "util/util.h"
 
 static int bad(kg_bad_request *b, int http, const char *field, const char *fmt, ...)
@@ -255,10 +256,18 @@ int kg_server_normalize(const kg_service_options *o, const kg_sched_profile *pro
                           "kernel_code", kernel, "timeout", (json_int_t)timeout, "num_perf_trials",
                           (json_int_t)perf_trials, "reference_mode", ref_mode, "tolerance_profile", tolerance,
                           "client", client);
+    /* Code goes as it is or not at all (docs/style.md): text that is not UTF-8 (a task file's) is named; any other
+     * failure here is memory. */
+    const char *not_text = !n && ref && !kg_utf8_valid(ref)         ? "reference_code"
+                           : !n && kernel && !kg_utf8_valid(kernel) ? "kernel_code"
+                           : !n && label && !kg_utf8_valid(label)   ? "task"
+                                                                    : NULL;
     free(ref_owned);
     kg_task_free(&t);
+    if (!n && not_text)
+        return bad(b, 400, not_text, "%s is not valid UTF-8", not_text);
     if (!n)
-        return bad(b, 400, "", "a request field is not valid UTF-8");
+        return bad(b, 500, "", "out of memory building the job's request");
     /* The key under the profile the caller expects the job to be evaluated with; its worker keys it again with
      * its own when it claims it (sched.c), and records the result under that. */
     if (kg_sched_content_key(profile, n, key) != KG_OK) {
@@ -366,38 +375,41 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     else
         status = "pending";
 
+    /* Every step checked (docs/style.md): a response that cannot be built whole is NULL (the server answers 500),
+     * never one with a field missing (a client reads a missing "correctness" its own way). */
     json_t *meta = json_object();
+    int ok = meta != NULL;
     if (have) {
         json_t *dev = json_object_get(r, "device");
-        json_object_set(meta, "hardware", json_object_get(dev, "name") ? json_object_get(dev, "name") : json_null());
-        json_object_set(meta, "device", json_object_get(dev, "kind") ? json_object_get(dev, "kind") : json_null());
+        ok = ok && kg_json_set(meta, "hardware", json_incref(json_object_get(dev, "name") ?: json_null())) == 0;
+        ok = ok && kg_json_set(meta, "device", json_incref(json_object_get(dev, "kind") ?: json_null())) == 0;
         json_t *c = json_object_get(r, "correctness");
         if (json_is_object(c)) {
             json_int_t p = json_integer_value(json_object_get(c, "passed_count"));
             json_int_t n = (json_int_t)json_array_size(json_object_get(c, "variants"));
             char buf[64];
             snprintf(buf, sizeof buf, "(%lld / %lld)", (long long)p, (long long)n);
-            json_object_set_new(meta, "correctness_trials", json_string(buf));
+            ok = ok && kg_json_set(meta, "correctness_trials", json_string(buf)) == 0;
         }
         json_t *e = json_object_get(r, "error");
         const char *em = json_string_value(json_object_get(e, "message"));
         const char *et = json_string_value(json_object_get(e, "type"));
         if (em && v.known && v.outcome.verdict == KG_VERDICT_COMPILE_ERROR) {
-            json_object_set_new(meta, "compilation_error", json_string(em));
+            ok = ok && kg_json_set(meta, "compilation_error", json_string(em)) == 0;
             if (et)
-                json_object_set_new(meta, "compilation_error_name", json_string(et));
+                ok = ok && kg_json_set(meta, "compilation_error_name", json_string(et)) == 0;
         } else if (em) {
-            json_object_set_new(meta, "runtime_error", json_string(em));
+            ok = ok && kg_json_set(meta, "runtime_error", json_string(em)) == 0;
             if (et)
-                json_object_set_new(meta, "runtime_error_name", json_string(et));
+                ok = ok && kg_json_set(meta, "runtime_error_name", json_string(et)) == 0;
         } else if (json_array_size(json_object_get(r, "unjudged")) > 0) {
             /* A pass that lacked a fact (result.c, fail closed): the client's error says which. */
             const json_t *u = json_array_get(json_object_get(r, "unjudged"), 0);
-            json_object_set_new(meta, "runtime_error", json_string(json_string_value(json_object_get(u, "reason")) ?: ""));
-            json_object_set_new(meta, "runtime_error_name", json_string("Unjudged"));
+            ok = ok && kg_json_set(meta, "runtime_error", json_string(json_string_value(json_object_get(u, "reason")) ?: "")) == 0;
+            ok = ok && kg_json_set(meta, "runtime_error_name", json_string("Unjudged")) == 0;
         }
         if (v.known && v.outcome.verdict == KG_VERDICT_INCORRECT)
-            json_object_set_new(meta, "correctness_issue", json_string("Output mismatch"));
+            ok = ok && kg_json_set(meta, "correctness_issue", json_string("Output mismatch")) == 0;
         /* Dr. Kernel's coverage rewards divide these numbers (time: the candidate's kernels' device time by all
          * kernels'; number: its distinct kernels by all distinct kernels).  They are the profile's own
          * measurements, as KernelGYM sends them; a result without them (CPU, no profile) sends none, and the
@@ -406,34 +418,34 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         json_t *cand_us = json_object_get(prof, "candidate_device_us"), *all_us = json_object_get(prof, "total_device_us");
         json_t *cand_n = json_object_get(prof, "candidate_kernel_count"), *all_n = json_object_get(prof, "kernel_count");
         if (json_is_number(cand_us) && json_is_number(all_us)) {
-            json_object_set_new(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cand_us)));
-            json_object_set_new(meta, "total_kernel_run_time_in_profiling_us", json_real(json_number_value(all_us)));
+            ok = ok && kg_json_set(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cand_us))) == 0;
+            ok = ok && kg_json_set(meta, "total_kernel_run_time_in_profiling_us", json_real(json_number_value(all_us))) == 0;
         }
         if (json_is_integer(cand_n) && json_is_integer(all_n)) {
-            json_object_set(meta, "num_custom_kernel", cand_n);
-            json_object_set(meta, "num_total_kernels", all_n);
+            ok = ok && kg_json_set(meta, "num_custom_kernel", json_incref(cand_n)) == 0;
+            ok = ok && kg_json_set(meta, "num_total_kernels", json_incref(all_n)) == 0;
         }
     }
     const json_t *client = json_object_get(json_object_get(job, "request"), "client");
-    json_object_set_new(meta, "backend", json_string("triton"));
+    ok = ok && kg_json_set(meta, "backend", json_string("triton")) == 0;
     json_t *rb = json_object_get(client, "reference_backend");
     if (json_is_string(rb)) /* as KernelGYM notes it */
-        json_object_set(meta, "reference_backend", rb);
+        ok = ok && kg_json_set(meta, "reference_backend", json_incref(rb)) == 0;
     /* How the outputs were judged (kgym's tolerance profile and the reference's precision), from the result. */
     json_t *tol = json_object_get(r, "tolerance");
     if (json_is_string(json_object_get(tol, "profile")))
-        json_object_set(meta, "tolerance_profile", json_object_get(tol, "profile"));
+        ok = ok && kg_json_set(meta, "tolerance_profile", json_incref(json_object_get(tol, "profile"))) == 0;
     if (json_is_object(json_object_get(tol, "reference_precision")))
-        json_object_set(meta, "reference_precision", json_object_get(tol, "reference_precision"));
+        ok = ok && kg_json_set(meta, "reference_precision", json_incref(json_object_get(tol, "reference_precision"))) == 0;
     json_t *nc = json_object_get(client, "num_correct_trials");
     json_t *np = json_object_get(client, "num_perf_trials");
-    json_object_set_new(meta, "num_correct_trials", json_is_integer(nc) ? json_copy(nc) : json_integer(5));
-    json_object_set_new(meta, "num_perf_trials", json_is_integer(np) ? json_copy(np) : json_integer(100));
+    ok = ok && kg_json_set(meta, "num_correct_trials", json_is_integer(nc) ? json_copy(nc) : json_integer(5)) == 0;
+    ok = ok && kg_json_set(meta, "num_perf_trials", json_is_integer(np) ? json_copy(np) : json_integer(100)) == 0;
 
     json_t *err_msg = json_null(), *err_code = json_null();
     const char *jerr = json_string_value(json_object_get(job, "error"));
     if (jstatus && !strcmp(jstatus, "failed")) {
-        err_msg = json_string(jerr ? jerr : "the evaluation could not be carried out");
+        err_msg = kg_json_text(jerr ? jerr : "the evaluation could not be carried out"); /* may quote input */
         err_code = json_string("SYSTEM_ERROR");
     } else if (jstatus && !strcmp(jstatus, "cancelled")) {
         err_msg = json_string("Task cancelled");
@@ -449,30 +461,37 @@ json_t *kg_service_kernelgym_response(const json_t *job)
     double fin = json_number_value(json_object_get(job, "finished_at"));
     double start = json_number_value(json_object_get(job, "started_at"));
     json_t *task_id = json_object_get(job, "id");
+    ok = ok && err_msg && err_code;
     json_t *out = json_object();
-    json_object_set(out, "task_id", task_id ? task_id : json_null());
-    json_object_set_new(out, "status", json_string(status));
-    json_object_set_new(out, "compiled", json_boolean(compiled));
-    json_object_set_new(out, "correctness", json_boolean(correct));
-    json_object_set_new(out, "decoy_kernel", json_boolean(v.known && v.outcome.verdict == KG_VERDICT_HACKED));
-    json_object_set_new(out, "reference_runtime", json_real(ref_ms));
-    json_object_set_new(out, "kernel_runtime", json_real(ker_ms));
-    json_object_set_new(out, "speedup", json_real(speedup));
-    json_object_set_new(out, "metadata", meta);
-    json_object_set_new(out, "error_message", err_msg);
-    json_object_set_new(out, "error_code", err_code);
-    json_object_set_new(out, "submitted_at", kg_service_iso_time(sub));
-    json_object_set_new(out, "completed_at", kg_service_iso_time(fin));
-    json_object_set_new(out, "processing_time", fin > 0 && start > 0 ? json_real(fin - start) : json_null());
-    json_object_set(out, "kgym", have ? (json_t *)r : json_null());
+    ok = ok && kg_json_set(out, "task_id", json_incref(task_id ? task_id : json_null())) == 0;
+    ok = ok && kg_json_set(out, "status", json_string(status)) == 0;
+    ok = ok && kg_json_set(out, "compiled", json_boolean(compiled)) == 0;
+    ok = ok && kg_json_set(out, "correctness", json_boolean(correct)) == 0;
+    ok = ok && kg_json_set(out, "decoy_kernel", json_boolean(v.known && v.outcome.verdict == KG_VERDICT_HACKED)) == 0;
+    ok = ok && kg_json_set(out, "reference_runtime", json_real(ref_ms)) == 0;
+    ok = ok && kg_json_set(out, "kernel_runtime", json_real(ker_ms)) == 0;
+    ok = ok && kg_json_set(out, "speedup", json_real(speedup)) == 0;
+    ok = kg_json_set(out, "metadata", meta) == 0 && ok; /* these three are taken either way */
+    ok = kg_json_set(out, "error_message", err_msg) == 0 && ok;
+    ok = kg_json_set(out, "error_code", err_code) == 0 && ok;
+    ok = ok && kg_json_set(out, "submitted_at", kg_service_iso_time(sub)) == 0;
+    ok = ok && kg_json_set(out, "completed_at", kg_service_iso_time(fin)) == 0;
+    ok = ok && kg_json_set(out, "processing_time", fin > 0 && start > 0 ? json_real(fin - start) : json_null()) == 0;
+    ok = ok && kg_json_set(out, "kgym", json_incref(have ? (json_t *)r : json_null())) == 0;
+    if (!ok) {
+        json_decref(out);
+        return NULL;
+    }
     return out;
 }
 
 json_t *kg_server_job_json(const kg_job *j, int with_request)
 {
+    /* The store keeps what kgym wrote: a result or request that does not load is memory, and a job shown
+     * without its result would read as one that has none. */
     json_t *r = j->result ? json_loads(j->result, 0, NULL) : NULL;
     json_t *req = j->request ? json_loads(j->request, 0, NULL) : NULL;
-    json_t *o = kg_server_job_json_from(j, r, req, with_request);
+    json_t *o = (r || !j->result) && (req || !j->request) ? kg_server_job_json_from(j, r, req, with_request) : NULL;
     json_decref(r);
     json_decref(req);
     return o;
@@ -482,23 +501,29 @@ json_t *kg_server_job_json_from(const kg_job *j, const json_t *result, const jso
 {
     json_t *r = (json_t *)result, *req = (json_t *)request; /* only read (and referenced) */
     json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->id ? j->id : ""));
-    json_object_set_new(o, "status", json_string(j->status ? j->status : "unknown"));
-    json_object_set_new(o, "verdict", j->verdict ? json_string(j->verdict) : json_null());
-    json_object_set_new(o, "attempts", json_integer(j->attempts));
-    json_object_set_new(o, "worker", j->worker ? json_string(j->worker) : json_null());
-    json_object_set_new(o, "cached_from", j->cached_from ? json_string(j->cached_from) : json_null());
-    json_object_set_new(o, "submitted_at", json_real(j->submitted_at));
-    json_object_set_new(o, "started_at", json_real(j->started_at));
-    json_object_set_new(o, "finished_at", json_real(j->finished_at));
-    json_object_set_new(o, "queue_wait_s",
-                        j->started_at > 0 ? json_real(j->started_at - j->submitted_at) : json_null());
-    json_object_set_new(o, "error", j->error ? json_string(j->error) : json_null());
-    json_object_set_new(o, "result", r ? json_incref(r) : json_null());
-    json_object_set_new(o, "task", req && json_object_get(req, "task") ? json_copy(json_object_get(req, "task"))
-                                                                       : json_null());
-    json_object_set_new(o, "request", req ? json_incref(req) : json_null());
-    json_object_set_new(o, "kernelgym", kg_service_kernelgym_response(o));
+    int ok = o != NULL;
+    ok = ok && kg_json_set(o, "id", kg_json_text(j->id ? j->id : "")) == 0;
+    ok = ok && kg_json_set(o, "status", kg_json_text(j->status ? j->status : "unknown")) == 0;
+    ok = ok && kg_json_set(o, "verdict", j->verdict ? kg_json_text(j->verdict) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "attempts", json_integer(j->attempts)) == 0;
+    ok = ok && kg_json_set(o, "worker", j->worker ? kg_json_text(j->worker) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "cached_from", j->cached_from ? kg_json_text(j->cached_from) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "submitted_at", kg_json_number(j->submitted_at)) == 0;
+    ok = ok && kg_json_set(o, "started_at", kg_json_number(j->started_at)) == 0;
+    ok = ok && kg_json_set(o, "finished_at", kg_json_number(j->finished_at)) == 0;
+    ok = ok && kg_json_set(o, "queue_wait_s",
+                        j->started_at > 0 ? kg_json_number(j->started_at - j->submitted_at) : json_null()) == 0;
+    /* a job's error may quote a client's input */
+    ok = ok && kg_json_set(o, "error", j->error ? kg_json_text(j->error) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "result", r ? json_incref(r) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "task", req && json_object_get(req, "task") ? json_copy(json_object_get(req, "task"))
+                                                                       : json_null()) == 0;
+    ok = ok && kg_json_set(o, "request", req ? json_incref(req) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "kernelgym", ok ? kg_service_kernelgym_response(o) : NULL) == 0;
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
     if (!with_request)
         json_object_del(o, "request");
     return o;
@@ -509,18 +534,23 @@ json_t *kg_server_status_json(const kg_job *j, long queue_position)
     json_t *full = kg_server_job_json(j, 1);
     json_t *kgr = json_object_get(full, "kernelgym");
     json_t *o = json_object();
-    json_object_set_new(o, "task_id", json_string(j->id ? j->id : ""));
-    json_object_set(o, "status", json_object_get(kgr, "status"));
+    int ok = full && o;
+    ok = ok && kg_json_set(o, "task_id", kg_json_text(j->id ? j->id : "")) == 0;
+    ok = ok && kg_json_set(o, "status", json_incref(json_object_get(kgr, "status"))) == 0;
     int done = j->status && strcmp(j->status, "queued") && strcmp(j->status, "running");
     /* TaskStatusResponse.progress is a percentage (0-100). */
-    json_object_set_new(o, "progress", json_real(done ? 100.0 : j->status && !strcmp(j->status, "running") ? 50.0 : 0.0));
-    json_object_set_new(o, "estimated_completion", json_null());
-    json_object_set_new(o, "queue_position", queue_position >= 0 ? json_integer(queue_position) : json_null());
-    json_object_set_new(o, "assigned_device", j->worker ? json_string(j->worker) : json_null());
+    ok = ok && kg_json_set(o, "progress", kg_json_number(done ? 100.0 : j->status && !strcmp(j->status, "running") ? 50.0 : 0.0)) == 0;
+    ok = ok && kg_json_set(o, "estimated_completion", json_null()) == 0;
+    ok = ok && kg_json_set(o, "queue_position", queue_position >= 0 ? json_integer(queue_position) : json_null()) == 0;
+    ok = ok && kg_json_set(o, "assigned_device", j->worker ? kg_json_text(j->worker) : json_null()) == 0;
     /* Added: KernelGYM drops these, so its clients only ever see "Task failed". */
-    json_object_set(o, "error_message", json_object_get(kgr, "error_message"));
-    json_object_set(o, "error_code", json_object_get(kgr, "error_code"));
-    json_object_set_new(o, "verdict", j->verdict ? json_string(j->verdict) : json_null());
+    ok = ok && kg_json_set(o, "error_message", json_incref(json_object_get(kgr, "error_message"))) == 0;
+    ok = ok && kg_json_set(o, "error_code", json_incref(json_object_get(kgr, "error_code"))) == 0;
+    ok = ok && kg_json_set(o, "verdict", j->verdict ? kg_json_text(j->verdict) : json_null()) == 0;
     json_decref(full);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }

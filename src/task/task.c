@@ -56,7 +56,8 @@ static int find_in_level(const char *dir, int level, const char *prefix, char **
                          kg_error *err)
 {
     kg_buf folder = {0};
-    kg_buf_printf(&folder, "%s/level%d", dir, level);
+    if (kg_buf_printf(&folder, "%s/level%d", dir, level) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     DIR *d = opendir(folder.data);
     if (!d) {
         int rc = kg_error_set(err, KG_ERR_NOT_FOUND, "no folder %s (is %s a KernelBench checkout?)",
@@ -84,10 +85,15 @@ static int find_in_level(const char *dir, int level, const char *prefix, char **
                                 strlen(prefix + digits)) != 0)
             continue;
         kg_buf p = {0};
-        kg_buf_printf(&p, "%s/%s", folder.data, n);
+        int named = kg_buf_printf(&p, "%s/%s", folder.data, n) == KG_OK;
         free(found);
-        found = realpath(p.data, NULL); /* absolute: the child runs in its own folder */
+        found = named ? realpath(p.data, NULL) : NULL; /* absolute: the child runs in its own folder */
         kg_buf_free(&p);
+        if (!named) {
+            closedir(d);
+            kg_buf_free(&folder);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
         break;
     }
     closedir(d);
@@ -123,8 +129,13 @@ int kg_task_resolve(const char *kernelbench_dir, const char *spec, kg_task *task
         if (rc != KG_OK)
             return rc;
         kg_buf b = {0};
-        kg_buf_printf(&b, "level%d/%d", level, atoi(prefix));
-        id = kg_buf_release(&b);
+        /* NULL on failure: checked with the task's other strings below */
+        id = kg_buf_printf(&b, "level%d/%d", level, atoi(prefix)) == KG_OK ? kg_buf_release(&b) : NULL;
+        kg_buf_free(&b);
+        if (!id) {
+            free(path);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
     } else {
         return kg_error_set(err, KG_ERR_NOT_FOUND,
                             "task \"%s\" is neither a file nor a KernelBench id like level1/19", spec);
@@ -176,9 +187,10 @@ int kg_task_from_source(const char *source, size_t len, const char *id, const ch
     /* "sha256:<hex>": the hex part names the file (no ':' in module paths). */
     const char *hex = strchr(hash, ':') ? strchr(hash, ':') + 1 : hash;
     kg_buf p = {0};
-    kg_buf_printf(&p, "%s/task-%s.py", dir, hex);
-    if (!p.data)
+    if (kg_buf_printf(&p, "%s/task-%s.py", dir, hex) != KG_OK) {
+        kg_buf_free(&p);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     if (!kg_file_exists(p.data)) {
         /* Atomic, so a concurrent evaluation of the same task never
          * imports a half-written file. */

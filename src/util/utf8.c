@@ -1,9 +1,12 @@
 /* utf8.c — making untrusted text safe for JSON strings. */
 #include "util/util.h"
 
-void kg_utf8_sanitize(char *s)
+/* Walks s as jansson checks UTF-8: with fix, each invalid byte becomes '?'; without, s is only read and the
+ * walk stops at the first.  Returns whether s was valid. */
+static int utf8_walk(char *s, int fix)
 {
     unsigned char *p = (unsigned char *)s;
+    int valid = 1;
     while (*p) {
         int n = 0;
         if (*p < 0x80) {
@@ -17,6 +20,9 @@ void kg_utf8_sanitize(char *s)
         } else if ((*p & 0xF8) == 0xF0 && *p <= 0xF4) {
             n = 3;
         } else {
+            if (!fix)
+                return 0;
+            valid = 0;
             *p++ = '?';
             continue;
         }
@@ -32,9 +38,23 @@ void kg_utf8_sanitize(char *s)
         if (ok && n == 3 && ((p[0] == 0xF0 && p[1] < 0x90) || (p[0] == 0xF4 && p[1] >= 0x90)))
             ok = 0;
         if (!ok) {
+            if (!fix)
+                return 0;
+            valid = 0;
             *p++ = '?';
             continue;
         }
         p += n + 1;
     }
+    return valid;
+}
+
+void kg_utf8_sanitize(char *s)
+{
+    utf8_walk(s, 1);
+}
+
+int kg_utf8_valid(const char *s)
+{
+    return utf8_walk((char *)s, 0); /* read only: nothing is written without fix */
 }

@@ -128,6 +128,8 @@ int kg_sha256_fields(const kg_hash_field *fields, size_t n, char out[65], kg_err
 /* Replaces every byte that is not part of valid UTF-8 with '?', in place,
  * so text a candidate printed can go into JSON. */
 void kg_utf8_sanitize(char *s);
+/* Whether s is UTF-8 as jansson accepts it (json_string would not fail on it). */
+int kg_utf8_valid(const char *s);
 
 /* strdup (NULL in, NULL out). */
 char *kg_strdup(const char *s);

@@ -983,11 +983,12 @@ static void forged_messages_are_dropped(void)
     json_array_append_new(m, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status",
                                        "ok", "nonce", "wrong"));
     json_array_append_new(m, json_pack("{s:s}", "type", "done"));
-    KG_CHECK(kg_eval_screen_messages(m, "abc") == 2);
+    size_t dropped = 0;
+    KG_CHECK(kg_eval_screen_messages(m, "abc", &dropped) == KG_OK && dropped == 2);
     KG_CHECK(json_array_size(m) == 2);
     KG_CHECK(json_object_get(json_array_get(m, 0), "nonce") == NULL);
     KG_CHECK_STR(json_string_value(json_object_get(json_array_get(m, 1), "type")), "forged");
-    KG_CHECK(kg_eval_screen_messages(m, NULL) == 0);
+    KG_CHECK(kg_eval_screen_messages(m, NULL, &dropped) == KG_OK && dropped == 0);
     json_decref(m);
 
     kg_eval_options o;
@@ -1781,7 +1782,134 @@ static void runner_findings_only_add(void)
     json_decref(r);
 }
 
+/* Allocation failures, in the manner of SQLite's fault-injection tests: jansson's Nth allocation fails, for
+ * every N that the build of a result makes, over several kinds of report.  Each run either gives exactly the
+ * result of the run without failures or KG_ERR_NOMEM and no result: never a partial result, never another
+ * verdict (a finding or an unjudged fact lost to memory must not turn into "correct").  ASan checks that no
+ * run leaks or touches freed memory. */
+static long alloc_count, alloc_fail_at;
+
+static void *failing_malloc(size_t n)
+{
+    if (alloc_fail_at && ++alloc_count == alloc_fail_at)
+        return NULL;
+    if (!alloc_fail_at)
+        alloc_count++;
+    return malloc(n);
+}
+
+/* The reports: a passing run (CPU and GPU), two findings under a policy read from its text, a variant that
+ * raised (frames, an error), a forged line and processes left running, a stage that never ended. */
+static void fault_report(fake *f, int kind)
+{
+    if (kind != 2)
+        fake_init(f); /* two_findings starts its own */
+    switch (kind) {
+    case 0:
+    case 1:
+        passing_run(f, kind);
+        break;
+    case 2:
+        two_findings(f);
+        kg_test_complete_facts(f->rep.messages, 0);
+        break;
+    case 3:
+        stage_ok(f, "parse");
+        stage_ok(f, "static");
+        stage_ok(f, "compile");
+        tiny_ok(f, 1);
+        msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+        variant(f, "base", "ran", 0);
+        variant(f, "size_odd", "candidate_raised", 0);
+        variant(f, "big", "ran", 3);
+        msg(f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
+                         ""));
+        msg(f, json_pack("{s:s}", "type", "done"));
+        kg_test_complete_facts(f->rep.messages, 0);
+        break;
+    case 4:
+        passing_run(f, 0);
+        msg(f, json_pack("{s:s, s:i, s:s}", "type", "forged", "count", 2, "sample", "{\"type\": \"done\"}"));
+        msg(f, json_pack("{s:s, s:i, s:s}", "type", "left_running", "count", 1, "names", "sleep"));
+        break;
+    default:
+        stage_ok(f, "parse");
+        msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "static", "status", "begin"));
+        f->rep.end = KG_END_TIMEOUT;
+        f->rep.stage_limit_s = 30;
+        f->rep.wall_ms = 31000;
+        snprintf(f->rep.stage, sizeof f->rep.stage, "static");
+        break;
+    }
+}
+
+/* One build under the hook; *dump is the result's text (sorted keys) or NULL. */
+static int fault_build(int kind, long fail_at, char **dump)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, kind == 1 ? "cuda:0" : "cpu");
+    if (kind == 2)
+        o.policy_json = "{\"findings\": {\"state_cache\": \"warn\", \"try_except\": \"off\"}}";
+    fake f;
+    fault_report(&f, kind);
+    kg_eval_request req = {.task = &task, .response = "code", .response_len = 4, .candidate_name = "k.py"};
+    json_t *ex = json_pack("{s:s, s:s, s:f, s:s}", "name", "extract", "status", "ok", "ms", 0.1, "detail", "raw");
+    json_t *r = NULL;
+    kg_error err;
+    kg_error_clear(&err);
+    alloc_count = 0;
+    alloc_fail_at = fail_at;
+    json_set_alloc_funcs(failing_malloc, free);
+    int rc = kg_eval_build_result(&o, &req, &f.rep, CAND, ex, &r, &err);
+    json_set_alloc_funcs(malloc, free);
+    alloc_fail_at = 0;
+    *dump = r ? json_dumps(r, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    if (rc != KG_OK && r)
+        rc = KG_ERR_INTERNAL; /* a failure must not hand out a result */
+    if (rc == KG_ERR_NOMEM && !strstr(err.message, "out of memory"))
+        rc = KG_ERR_INTERNAL;
+    json_decref(r);
+    json_decref(ex);
+    kg_child_report_free(&f.rep);
+    return rc;
+}
+
+static void allocation_failures_give_no_partial_result(void)
+{
+    const char *want_verdicts[] = {"correct", "correct", "correct", "runtime_error", "hacked", "timeout"};
+    for (int kind = 0; kind < 6; kind++) {
+        char *want = NULL;
+        KG_CHECK(fault_build(kind, 0, &want) == KG_OK && want != NULL);
+        long total = alloc_count;
+        json_t *w = want ? json_loads(want, 0, NULL) : NULL;
+        KG_CHECK_STR(verdict(w), want_verdicts[kind]);
+        json_decref(w);
+        KG_CHECK(total > 100); /* the hook sees the build's allocations */
+        long nomem = 0, same = 0;
+        for (long n = 1; n <= total; n++) {
+            char *got = NULL;
+            int rc = fault_build(kind, n, &got);
+            if (rc == KG_OK && got && want && !strcmp(got, want))
+                same++;
+            else if (rc == KG_ERR_NOMEM && !got)
+                nomem++;
+            else {
+                size_t at = 0; /* where the text first differs */
+                while (got && want && got[at] && got[at] == want[at])
+                    at++;
+                fprintf(stderr, "  report %d, allocation %ld failed: rc %d, at: %.160s\n  want: %.160s\n", kind, n,
+                        rc, got ? got + at : "(no result)", want ? want + at : "");
+            }
+            free(got);
+        }
+        KG_CHECK(nomem + same == total);
+        KG_CHECK(nomem > 0);
+        free(want);
+    }
+}
+
 static const kg_test_case cases[] = {
+    {"allocation_failures_give_no_partial_result", allocation_failures_give_no_partial_result},
     {"out_of_bounds_write_is_hacked", out_of_bounds_write_is_hacked},
     {"missing_l2_reset_is_a_warning", missing_l2_reset_is_a_warning},
     {"complete_facts_are_correct", complete_facts_are_correct},

@@ -183,6 +183,16 @@ static void json_building_is_checked(void)
     KG_CHECK_STR(json_string_value(t), "caf\xc3\xa9");
     json_decref(t);
     KG_CHECK(json_is_null(kg_json_text(NULL)));
+    /* kg_utf8_valid agrees with jansson, and only reads (a path is never sanitized). */
+    const char *texts[] = {"plain", "caf\xc3\xa9", "\xff", "a\xc3", "\xed\xa0\x80" /* a surrogate */,
+                           "\xe0\x80\xaf" /* overlong */, "\xf4\x90\x80\x80" /* past U+10FFFF */, ""};
+    for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
+        json_t *j = json_string(texts[i]);
+        KG_CHECK(kg_utf8_valid(texts[i]) == (j != NULL));
+        json_decref(j);
+    }
+    char bad[] = "x\xffy";
+    KG_CHECK(!kg_utf8_valid(bad) && bad[1] == '\xff');
     /* A number JSON cannot hold is null ("not measured"), not a lost field. */
     KG_CHECK(json_is_null(kg_json_number(NAN)) && json_is_null(kg_json_number(INFINITY)));
     t = kg_json_number(1.5);
