@@ -3,8 +3,11 @@
  * trajectory moves on its own: its next turn is asked of the model (one
  * curl multi stream for the whole run, at most `concurrency` requests in
  * flight) as soon as its previous turn has been evaluated, and each reply is
- * evaluated (on `eval_jobs` threads) as soon as it arrives, so a slow request
- * or evaluation holds up only its own trajectory.  Each evaluated turn is
+ * evaluated as soon as it arrives, so a slow request or evaluation holds up
+ * only its own trajectory.  The evaluations run on the service's worker pool
+ * (src/sched, `eval_jobs` workers) over a memory store, as `kgym bench`'s do:
+ * each answered turn is a job {"item": i} (rollout_evaluate says what it is),
+ * and a job's end continues its trajectory (rollout_job_end).  Each evaluated turn is
  * appended to the trajectory file at once, so an interrupted run loses at
  * most the turns in flight.  Replies are cached in OUT.replies.jsonl as soon
  * as they arrive, so a resumed run never asks the model again for a turn it
@@ -14,6 +17,8 @@
  * Ownership: a trajectory is touched by one stage at a time (building its
  * context, waiting for the model, waiting for or in evaluation), so its
  * fields need no lock; the queues, counters and stats are under run.lock.
+ * Lock order: run.lock may be held while the store is called, never the
+ * other way round (the store calls nothing of ours).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +31,9 @@
 
 #include "agent/agent.h"
 #include "kgym/extract.h"
+#include "sched/sched.h"
+#include "store/store.h"
+#include "util/json.h"
 #include "util/util.h"
 
 typedef struct {
@@ -67,11 +75,15 @@ typedef struct {
     json_t *cache;        /* cached replies (read-only once the run starts) */
     int out_fd, cache_fd;
     pthread_mutex_t lock;
-    pthread_cond_t cond;  /* the evaluation queue got work, or stop */
-    queue to_ask, to_eval;
+    pthread_cond_t cond;  /* in_eval fell to 0 */
+    queue to_ask;
+    queue evaluated;      /* evaluated turns whose trajectories rollout_job_end has not continued yet */
+    kg_store *store;      /* the pool's jobs (memory) */
+    kg_sched *pool;       /* the evaluation workers */
+    work **items;         /* job {"item": i}'s turn, until its evaluation begins (then NULL) */
+    size_t n_items, cap_items;
     size_t in_chat;       /* handed to the chat stream, not answered yet */
-    size_t in_eval;       /* queued for or in evaluation */
-    int stop;             /* the stream ended: evaluation threads drain and exit */
+    size_t in_eval;       /* queued for or in evaluation, its trajectory not continued yet */
     size_t total_turns, correct_turns;
     int tty;
 } run;
@@ -138,6 +150,8 @@ static int read_jsonl(const char *path, json_t **out, size_t *dropped, kg_error 
 {
     *out = json_array();
     *dropped = 0;
+    if (!*out)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", path);
     if (!kg_file_exists(path))
         return KG_OK;
     char *data = NULL;
@@ -151,7 +165,10 @@ static int read_jsonl(const char *path, json_t **out, size_t *dropped, kg_error 
         size_t end = nl ? (size_t)(nl - data) : len;
         json_t *o = end > pos ? json_loadb(data + pos, end - pos, 0, NULL) : NULL;
         if (json_is_object(o)) {
-            json_array_append_new(*out, o);
+            if (kg_json_push(*out, o) != 0) {
+                free(data);
+                return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading %s", path);
+            }
             if (nl)
                 good_end = end + 1;
             else
@@ -191,12 +208,18 @@ static int add_turn(traj *t, int turn, const char *reply, const char *feedback, 
     if (!p)
         return -1;
     t->turns = p;
-    turn_state *s = &t->turns[t->n++];
+    turn_state *s = &t->turns[t->n];
     s->turn = turn;
     s->reply = kg_strdup(reply);
     s->feedback = kg_strdup(feedback);
     s->reward = reward;
     s->outcome = *o;
+    if ((reply && !s->reply) || (feedback && !s->feedback)) {
+        free(s->reply);
+        free(s->feedback);
+        return -1;
+    }
+    t->n++;
     return 0;
 }
 
@@ -287,8 +310,66 @@ static json_t *usage_json(long pt, long ct)
                      ct >= 0 ? json_integer(ct) : json_null());
 }
 
-/* Evaluates one answered turn and appends its record (evaluation thread). */
-static void evaluate_item(run *r, work *w)
+/* The turn's record (a new object), or NULL: memory, or text that must go as it is and is not UTF-8 (err says
+ * which).  result: stolen, also on failure.  Code (the reply, the code in it) and the task's path go as they are
+ * or not at all; labels and kgym's feedback are sanitized (docs/style.md). */
+static json_t *turn_record(run *r, const work *w, int turn, json_t *result, double first_speedup, double reward,
+                           const char *feedback, kg_error *err)
+{
+    const kg_rollout_config *cfg = r->cfg;
+    const traj *t = w->t;
+    const kg_task *task = &cfg->tasks[t->task];
+    const char *reply = w->reply.content;
+    const char *path = task->path ? task->path : "";
+    if (!kg_utf8_valid(reply) || !kg_utf8_valid(path)) {
+        json_decref(result);
+        kg_error_set(err, KG_ERR_INVALID, "the %s is not UTF-8: it cannot be recorded as JSON",
+                     kg_utf8_valid(reply) ? "task's path" : "reply");
+        return NULL;
+    }
+    kg_extract_result ex;
+    kg_extract_candidate(reply, strlen(reply), &ex, NULL);
+    json_t *rec = json_object(), *msgs = json_deep_copy(w->messages);
+    int ok = kg_json_push(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", reply)) == 0;
+    double cost = (w->reply.prompt_tokens > 0 ? (double)w->reply.prompt_tokens * cfg->price_in : 0) / 1e6 +
+                  (w->reply.completion_tokens > 0 ? (double)w->reply.completion_tokens * cfg->price_out : 0) / 1e6;
+    ok = ok && kg_json_set(rec, "schema", kg_json_text(KG_TURN_SCHEMA)) == 0 &&
+         kg_json_set(rec, "task", kg_json_text(task->id)) == 0 &&
+         kg_json_set(rec, "task_path", json_string(path)) == 0 &&
+         kg_json_set(rec, "sample", json_integer(t->sample)) == 0 &&
+         kg_json_set(rec, "turn", json_integer(turn)) == 0 &&
+         kg_json_set(rec, "messages", json_incref(msgs)) == 0 &&
+         kg_json_set(rec, "context_turns", json_incref(w->kept)) == 0 &&
+         kg_json_set(rec, "reply", json_string(reply)) == 0 &&
+         kg_json_set(rec, "code", ex.code ? json_string(ex.code) : json_null()) == 0 &&
+         kg_json_set(rec, "finish_reason", kg_json_text(w->reply.finish_reason)) == 0 &&
+         kg_json_set(rec, "usage", usage_json(w->reply.prompt_tokens, w->reply.completion_tokens)) == 0 &&
+         /* A cached reply was paid for once, by the run that asked: count it here. */
+         kg_json_set(rec, "cost_usd", kg_json_number(cost)) == 0 &&
+         kg_json_set(rec, "attempts", json_integer(w->reply.attempts)) == 0 &&
+         kg_json_set(rec, "reply_cached", json_boolean(w->cached)) == 0 &&
+         kg_json_set(rec, "result", json_incref(result)) == 0 &&
+         /* the speedup of a first evaluation that was thrown away, or null */
+         kg_json_set(rec, "reevaluated_from", kg_json_number(first_speedup)) == 0 &&
+         kg_json_set(rec, "reward", kg_json_number(reward)) == 0 &&
+         kg_json_set(rec, "reward_fn", kg_json_text(kg_reward_fn_name(cfg->reward.fn))) == 0 &&
+         kg_json_set(rec, "mask", json_true()) == 0 &&
+         kg_json_set(rec, "feedback", kg_json_text(feedback)) == 0;
+    json_decref(msgs);
+    json_decref(result);
+    kg_extract_result_free(&ex);
+    if (!ok) {
+        json_decref(rec);
+        kg_error_set(err, KG_ERR_NOMEM, "out of memory building the turn's record");
+        return NULL;
+    }
+    return rec;
+}
+
+/* Evaluates one answered turn and appends its record (a pool worker, through rollout_evaluate).  A turn that
+ * cannot be evaluated or recorded ends its trajectory, reported here; the status says so to the pool (its job
+ * fails with err).  *out: the evaluation's result for the pool's store (a new reference) on KG_OK. */
+static int evaluate_item(run *r, work *w, json_t **out, kg_error *err)
 {
     const kg_rollout_config *cfg = r->cfg;
     traj *t = w->t;
@@ -297,21 +378,23 @@ static void evaluate_item(run *r, work *w)
     const char *reply = w->reply.content;
     size_t rlen = strlen(reply);
     json_t *result = NULL;
-    kg_error err;
-    kg_error_clear(&err);
-    if (cfg->evaluate(cfg->eval_ctx, task, reply, rlen, &result, &err) != KG_OK) {
+    kg_error_clear(err);
+    *out = NULL;
+    int rc = cfg->evaluate(cfg->eval_ctx, task, reply, rlen, &result, err);
+    if (rc != KG_OK) {
         pthread_mutex_lock(&r->lock);
         fprintf(stderr, "%skgym rollout: task %s sample %d turn %d not evaluated: %s\n", r->tty ? "\n" : "",
-                task->id, t->sample, turn, err.message);
+                task->id, t->sample, turn, err->message);
         r->stats->eval_errors++;
         t->failed = 1;
         pthread_mutex_unlock(&r->lock);
-        return;
+        json_decref(result);
+        return rc;
     }
     kg_eval_outcome o;
     double reward = 0, first_speedup = NAN;
     char *feedback = NULL;
-    int ok = kg_agent_outcome(result, &o, &err) == KG_OK;
+    int ok = kg_agent_outcome(result, &o, err) == KG_OK;
     if (ok && kg_reeval_wanted(&o, cfg->reeval_above)) {
         /* the second result replaces the first; if the second evaluation
          * fails outright, the first one stands */
@@ -330,55 +413,40 @@ static void evaluate_item(run *r, work *w)
     }
     const kg_eval_outcome *prev = t->n ? &t->turns[t->n - 1].outcome : NULL;
     if (ok)
-        ok = kg_reward_compute(&cfg->reward, &o, prev, &reward, &err) == KG_OK;
+        ok = kg_reward_compute(&cfg->reward, &o, prev, &reward, err) == KG_OK;
     if (ok)
-        ok = kg_prompt_feedback(cfg->prompts, result, reward, turn, cfg->turns - turn, &feedback, &err) == KG_OK;
-    kg_extract_result ex;
-    kg_extract_candidate(reply, rlen, &ex, NULL);
-
-    json_t *rec = json_object();
-    json_object_set_new(rec, "schema", json_string(KG_TURN_SCHEMA));
-    json_object_set_new(rec, "task", json_string(task->id));
-    json_object_set_new(rec, "task_path", json_string(task->path ? task->path : ""));
-    json_object_set_new(rec, "sample", json_integer(t->sample));
-    json_object_set_new(rec, "turn", json_integer(turn));
-    json_t *msgs = json_deep_copy(w->messages);
-    json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "assistant", "content", reply));
-    json_object_set_new(rec, "messages", msgs);
-    json_object_set_new(rec, "context_turns", json_incref(w->kept));
-    json_object_set_new(rec, "reply", json_string(reply));
-    json_object_set_new(rec, "code", ex.code ? json_string(ex.code) : json_null());
-    json_object_set_new(rec, "finish_reason",
-                        w->reply.finish_reason ? json_string(w->reply.finish_reason) : json_null());
-    json_object_set_new(rec, "usage", usage_json(w->reply.prompt_tokens, w->reply.completion_tokens));
-    double cost = (w->reply.prompt_tokens > 0 ? (double)w->reply.prompt_tokens * cfg->price_in : 0) / 1e6 +
-                  (w->reply.completion_tokens > 0 ? (double)w->reply.completion_tokens * cfg->price_out : 0) / 1e6;
-    /* A cached reply was paid for once, by the run that asked: count it here. */
-    json_object_set_new(rec, "cost_usd", json_real(cost));
-    json_object_set_new(rec, "attempts", json_integer(w->reply.attempts));
-    json_object_set_new(rec, "reply_cached", json_boolean(w->cached));
-    json_object_set_new(rec, "result", result); /* steals */
-    /* the speedup of a first evaluation that was thrown away, or null */
-    json_object_set_new(rec, "reevaluated_from", isnan(first_speedup) ? json_null() : json_real(first_speedup));
-    json_object_set_new(rec, "reward", json_real(reward));
-    json_object_set_new(rec, "reward_fn", json_string(kg_reward_fn_name(cfg->reward.fn)));
-    json_object_set_new(rec, "mask", json_true());
-    json_object_set_new(rec, "feedback", feedback ? json_string(feedback) : json_null());
-    kg_extract_result_free(&ex);
+        ok = kg_prompt_feedback(cfg->prompts, result, reward, turn, cfg->turns - turn, &feedback, err) == KG_OK;
+    json_t *kept = json_incref(result);
+    json_t *rec = ok ? turn_record(r, w, turn, json_incref(result), first_speedup, reward, feedback, err) : NULL;
+    ok = rec != NULL;
+    json_decref(result);
 
     pthread_mutex_lock(&r->lock);
     if (!ok) {
         fprintf(stderr, "%skgym rollout: task %s sample %d turn %d: %s\n", r->tty ? "\n" : "", task->id, t->sample,
-                turn, err.message);
+                turn, err->message);
         r->stats->eval_errors++;
         t->failed = 1;
-    } else if (write_line(r->out_fd, rec, &err) != KG_OK) {
-        fprintf(stderr, "kgym rollout: %s: %s\n", cfg->out_path, err.message);
+    } else if (json_array_append(r->records, rec) != 0 || add_turn(t, turn, reply, feedback, reward, &o) != 0) {
+        /* before the line is written: the file and the final rewrite never disagree */
+        if (json_array_size(r->records) && json_array_get(r->records, json_array_size(r->records) - 1) == rec)
+            json_array_remove(r->records, json_array_size(r->records) - 1);
+        kg_error_set(err, KG_ERR_NOMEM, "out of memory keeping the turn's record");
+        fprintf(stderr, "%skgym rollout: task %s sample %d turn %d: %s\n", r->tty ? "\n" : "", task->id, t->sample,
+                turn, err->message);
         r->stats->eval_errors++;
         t->failed = 1;
+        ok = 0;
+    } else if (write_line(r->out_fd, rec, err) != KG_OK) {
+        json_array_remove(r->records, json_array_size(r->records) - 1);
+        t->n--;
+        free(t->turns[t->n].reply);
+        free(t->turns[t->n].feedback);
+        fprintf(stderr, "kgym rollout: %s: %s\n", cfg->out_path, err->message);
+        r->stats->eval_errors++;
+        t->failed = 1;
+        ok = 0;
     } else {
-        json_array_append(r->records, rec);
-        add_turn(t, turn, reply, feedback, reward, &o);
         r->stats->turns_done++;
         if (kg_outcome_is_correct(&o))
             r->correct_turns++;
@@ -389,22 +457,80 @@ static void evaluate_item(run *r, work *w)
     pthread_mutex_unlock(&r->lock);
     json_decref(rec);
     free(feedback);
+    if (!ok) {
+        json_decref(kept);
+        return err->code != KG_OK ? err->code : KG_ERR_INTERNAL;
+    }
+    *out = kept;
+    return KG_OK;
 }
 
 static int cache_reply(run *r, work *w, kg_error *err)
 {
     const traj *t = w->t;
+    if (!kg_utf8_valid(w->reply.content)) /* code: cached as it is or not at all */
+        return kg_error_set(err, KG_ERR_INVALID, "the reply is not UTF-8: it cannot be cached as JSON");
     json_t *c = json_object();
-    json_object_set_new(c, "task", json_string(r->cfg->tasks[t->task].id));
-    json_object_set_new(c, "sample", json_integer(t->sample));
-    json_object_set_new(c, "turn", json_integer((json_int_t)t->n + 1));
-    json_object_set_new(c, "reply", json_string(w->reply.content));
-    json_object_set_new(c, "finish_reason", w->reply.finish_reason ? json_string(w->reply.finish_reason) : json_null());
-    json_object_set_new(c, "usage", usage_json(w->reply.prompt_tokens, w->reply.completion_tokens));
-    json_object_set_new(c, "attempts", json_integer(w->reply.attempts));
-    int rc = write_line(r->cache_fd, c, err);
+    int ok = kg_json_set(c, "task", kg_json_text(r->cfg->tasks[t->task].id)) == 0 &&
+             kg_json_set(c, "sample", json_integer(t->sample)) == 0 &&
+             kg_json_set(c, "turn", json_integer((json_int_t)t->n + 1)) == 0 &&
+             kg_json_set(c, "reply", json_string(w->reply.content)) == 0 &&
+             kg_json_set(c, "finish_reason", kg_json_text(w->reply.finish_reason)) == 0 &&
+             kg_json_set(c, "usage", usage_json(w->reply.prompt_tokens, w->reply.completion_tokens)) == 0 &&
+             kg_json_set(c, "attempts", json_integer(w->reply.attempts)) == 0;
+    int rc = ok ? write_line(r->cache_fd, c, err) : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     json_decref(c);
     return rc;
+}
+
+/* Hands an answered turn to the pool (any thread, run.lock not held; the caller counted it in in_eval): job
+ * "rollout-i" {"item": i}.  A turn the store refuses ends its trajectory here. */
+static void submit_eval(run *r, work *w)
+{
+    kg_error err;
+    kg_error_clear(&err);
+    int rc = KG_OK;
+    size_t i = 0;
+    pthread_mutex_lock(&r->lock);
+    if (r->n_items == r->cap_items) {
+        size_t cap = r->cap_items ? r->cap_items * 2 : 64;
+        work **p = realloc(r->items, cap * sizeof *p);
+        if (p) {
+            r->items = p;
+            r->cap_items = cap;
+        } else {
+            rc = kg_error_set(&err, KG_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (rc == KG_OK) {
+        i = r->n_items++;
+        r->items[i] = w;
+    }
+    pthread_mutex_unlock(&r->lock);
+    char id[40], req[48];
+    snprintf(id, sizeof id, "rollout-%zu", i);
+    snprintf(req, sizeof req, "{\"item\": %zu}", i);
+    kg_job job = {.id = id, .key = id, .request = req, .label = (char *)r->cfg->tasks[w->t->task].id};
+    if (rc == KG_OK && (rc = kg_store_put(r->store, &job, 0, &err)) == KG_OK) {
+        pthread_mutex_lock(&r->lock);
+        kg_sched *pool = r->pool; /* NULL before the pool starts: its workers find the job when they do */
+        pthread_mutex_unlock(&r->lock);
+        if (pool)
+            kg_sched_notify(pool);
+        return;
+    }
+    traj *t = w->t;
+    pthread_mutex_lock(&r->lock);
+    if (i < r->n_items && r->items[i] == w)
+        r->items[i] = NULL;
+    fprintf(stderr, "%skgym rollout: task %s sample %d turn %zu not evaluated: %s\n", r->tty ? "\n" : "",
+            r->cfg->tasks[t->task].id, t->sample, t->n + 1, err.message);
+    r->stats->eval_errors++;
+    t->failed = 1;
+    if (--r->in_eval == 0)
+        pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    work_free(w);
 }
 
 /* Prepares a trajectory's next turn (caller owns t): its context, then either
@@ -443,21 +569,29 @@ static int schedule_next(run *r, traj *t, kg_error *err)
         w->reply.prompt_tokens = json_is_integer(pt) ? (long)json_integer_value(pt) : -1;
         w->reply.completion_tokens = json_is_integer(ct) ? (long)json_integer_value(ct) : -1;
         w->reply.attempts = (int)json_integer_value(json_object_get(c, "attempts"));
+        if (!w->reply.content || (fr && !w->reply.finish_reason)) {
+            work_free(w);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
     } else {
         kg_buf tag = {0};
-        kg_buf_printf(&tag, "task=%s; sample=%d; turn=%d", cfg->tasks[t->task].id, t->sample, turn);
+        if (kg_buf_printf(&tag, "task=%s; sample=%d; turn=%d", cfg->tasks[t->task].id, t->sample, turn) != 0) {
+            kg_buf_free(&tag);
+            work_free(w);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
         w->tag = kg_buf_release(&tag);
     }
     pthread_mutex_lock(&r->lock);
     if (w->cached) {
         r->stats->replies_cached++;
         r->in_eval++;
-        q_push(&r->to_eval, w);
-        pthread_cond_signal(&r->cond);
     } else {
         q_push(&r->to_ask, w);
     }
     pthread_mutex_unlock(&r->lock);
+    if (w->cached)
+        submit_eval(r, w);
     return KG_OK;
 }
 
@@ -478,13 +612,14 @@ static int chat_pull(void *ctx, kg_chat_request *req, void **id)
 }
 
 /* A request has its final answer (main thread): cache it, account for it,
- * and hand it to the evaluation threads at once. */
+ * and hand it to the pool at once. */
 static void chat_done(void *ctx, void *id, kg_chat_reply *reply)
 {
     run *r = ctx;
     const kg_rollout_config *cfg = r->cfg;
     work *w = id;
     traj *t = w->t;
+    int evaluate = 0;
     pthread_mutex_lock(&r->lock);
     w->reply = *reply;
     memset(reply, 0, sizeof *reply);
@@ -507,26 +642,55 @@ static void chat_done(void *ctx, void *id, kg_chat_reply *reply)
         kg_error err;
         if (cache_reply(r, w, &err) != KG_OK) /* still evaluated; only a resume would lose it */
             fprintf(stderr, "kgym rollout: reply cache: %s\n", err.message);
-        r->in_eval++;
-        q_push(&r->to_eval, w);
-        pthread_cond_signal(&r->cond);
+        r->in_eval++; /* with in_chat-- under one lock: the stream never sees "nothing left" in between */
+        evaluate = 1;
     }
     pthread_mutex_unlock(&r->lock);
+    if (evaluate)
+        submit_eval(r, w);
 }
 
-static void *eval_thread(void *arg)
+/* The pool's evaluate hook (sched.h): job "rollout-i" is the turn items[i], evaluated through cfg->evaluate (in
+ * this process or by a service: sup is not used).  Its trajectory is continued by rollout_job_end. */
+static int rollout_evaluate(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job,
+                            const json_t *req, json_t **result, kg_error *err)
 {
+    (void)sup;
+    (void)opts;
+    (void)req;
+    run *r = arg;
+    size_t i;
+    char tail;
+    work *w = NULL;
+    pthread_mutex_lock(&r->lock);
+    if (job->id && sscanf(job->id, "rollout-%zu%c", &i, &tail) == 1 && i < r->n_items) {
+        w = r->items[i];
+        r->items[i] = NULL;
+    }
+    pthread_mutex_unlock(&r->lock);
+    if (!w)
+        return kg_error_set(err, KG_ERR_INTERNAL, "rollout job %s names no turn", job->id ? job->id : "");
+    int rc = evaluate_item(r, w, result, err);
+    pthread_mutex_lock(&r->lock);
+    q_push(&r->evaluated, w);
+    pthread_mutex_unlock(&r->lock);
+    return rc;
+}
+
+/* The pool's on_job_end (a worker, after it stored a job's end): every evaluated turn's trajectory goes on to its
+ * next turn.  Taken from r->evaluated, not from end (which may be NULL), so that no turn is left uncounted: each
+ * is continued once, by the first worker that looks. */
+static void rollout_job_end(void *arg, const kg_sched_end *end)
+{
+    (void)end;
     run *r = arg;
     for (;;) {
         pthread_mutex_lock(&r->lock);
-        while (!r->to_eval.head && !r->stop)
-            pthread_cond_wait(&r->cond, &r->lock);
-        work *w = q_pop(&r->to_eval);
+        work *w = q_pop(&r->evaluated);
         pthread_mutex_unlock(&r->lock);
         if (!w)
-            return NULL;
+            return;
         traj *t = w->t;
-        evaluate_item(r, w);
         work_free(w);
         /* The next turn is queued before this one stops counting, so the
          * stream never sees "nothing left" while a trajectory is between turns. */
@@ -542,7 +706,8 @@ static void *eval_thread(void *arg)
             }
         }
         pthread_mutex_lock(&r->lock);
-        r->in_eval--;
+        if (--r->in_eval == 0)
+            pthread_cond_broadcast(&r->cond);
         pthread_mutex_unlock(&r->lock);
     }
 }
@@ -550,32 +715,48 @@ static void *eval_thread(void *arg)
 static int run_all(run *r, kg_error *err)
 {
     const kg_rollout_config *cfg = r->cfg;
-    int rc = KG_OK;
+    int jobs = cfg->eval_jobs < 1 ? 1 : cfg->eval_jobs > 64 ? 64 : cfg->eval_jobs;
+    int rc = kg_store_open(KG_STORE_MEMORY, &r->store, err);
+    /* Every trajectory's first turn queued before any worker starts: a cached reply is claimed in order, and a
+     * trajectory that cannot start stops the run before anything is evaluated. */
     for (size_t i = 0; i < r->n_traj && rc == KG_OK; i++)
         if (!r->trajs[i].done && !r->trajs[i].failed)
             rc = schedule_next(r, &r->trajs[i], err);
-    int jobs = cfg->eval_jobs < 1 ? 1 : cfg->eval_jobs > 64 ? 64 : cfg->eval_jobs;
-    pthread_t th[64];
-    int started = 0;
-    for (int j = 0; rc == KG_OK && j < jobs; j++)
-        if (pthread_create(&th[j], NULL, eval_thread, r) == 0)
-            started++;
-    if (rc == KG_OK && !started)
-        rc = kg_error_set(err, KG_ERR_INTERNAL, "cannot start evaluation threads");
+    if (rc == KG_OK) {
+        kg_sched_options o = {.store = r->store, .workers = jobs, .max_queue = (long)r->total_turns,
+                              .name_prefix = "rollout:", .on_job_end = rollout_job_end, .on_job_end_arg = r,
+                              .evaluate = rollout_evaluate, .evaluate_arg = r};
+        kg_sched *pool = NULL;
+        rc = kg_sched_start(&o, &pool, err);
+        pthread_mutex_lock(&r->lock);
+        r->pool = pool;
+        pthread_mutex_unlock(&r->lock);
+    }
     if (rc == KG_OK)
         rc = kg_chat_stream(cfg->chat, chat_pull, chat_done, r, err);
+    /* After an error too, what is in evaluation (and the cached turns that follow it) is evaluated and recorded
+     * before the pool stops: it stops taking jobs at once. */
     pthread_mutex_lock(&r->lock);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->cond);
+    while (r->pool && r->in_eval)
+        pthread_cond_wait(&r->cond, &r->lock);
     pthread_mutex_unlock(&r->lock);
-    for (int j = 0; j < started; j++)
-        pthread_join(th[j], NULL);
+    kg_sched_stop(r->pool, 1e9); /* nothing in evaluation: the workers are idle */
+    pthread_mutex_lock(&r->lock);
+    r->pool = NULL;
+    pthread_mutex_unlock(&r->lock);
+    kg_store_close(r->store);
+    r->store = NULL;
     /* After an error: what never reached the model or the evaluator. */
     work *w;
     while ((w = q_pop(&r->to_ask)))
         work_free(w);
-    while ((w = q_pop(&r->to_eval)))
+    while ((w = q_pop(&r->evaluated)))
         work_free(w);
+    for (size_t i = 0; i < r->n_items; i++)
+        work_free(r->items[i]);
+    free(r->items);
+    r->items = NULL;
+    r->n_items = r->cap_items = 0;
     return rc;
 }
 
@@ -624,9 +805,11 @@ int kg_rollout_run(const kg_rollout_config *cfg, kg_rollout_stats *stats, kg_err
     pthread_mutex_init(&r.lock, NULL);
     kg_cond_init(&r.cond);
     kg_buf cache_path = {0};
-    kg_buf_printf(&cache_path, "%s.replies.jsonl", cfg->out_path);
-    int rc = KG_OK;
+    int rc = kg_buf_printf(&cache_path, "%s.replies.jsonl", cfg->out_path) == 0
+                 ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     size_t dropped = 0, dropped_c = 0;
+    if (rc != KG_OK)
+        goto done;
     r.n_traj = cfg->n_tasks * (size_t)cfg->samples;
     r.trajs = calloc(r.n_traj, sizeof *r.trajs);
     r.first_prompts = calloc(cfg->n_tasks, sizeof *r.first_prompts);
@@ -645,6 +828,10 @@ int kg_rollout_run(const kg_rollout_config *cfg, kg_rollout_stats *stats, kg_err
         unlink(cache_path.data); /* a stale cache of a removed run must not answer for the model */
         r.records = json_array();
         r.cache = json_array();
+        if (!r.records || !r.cache) {
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+            goto done;
+        }
     } else {
         if ((rc = read_jsonl(cfg->out_path, &r.records, &dropped, err)) != KG_OK ||
             (rc = read_jsonl(cache_path.data, &r.cache, &dropped_c, err)) != KG_OK)

@@ -680,8 +680,10 @@ static void *worker_main(void *arg)
 int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
 {
     *out = NULL;
-    if (!o->store || (o->workers > 0 && (!o->sup || (!o->task_dir && !o->evaluate))))
-        return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, a supervisor and a task folder");
+    /* An evaluate hook says how a job is evaluated (rollout's may ask a service): it needs neither. */
+    if (!o->store || (o->workers > 0 && !o->evaluate && (!o->sup || !o->task_dir)))
+        return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, and a supervisor and a task folder "
+                                                 "unless it has an evaluate hook");
     kg_sched *s = calloc(1, sizeof *s);
     if (!s)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");

@@ -38,9 +38,10 @@ typedef struct kg_sched_end {
 
 typedef struct kg_sched_options {
     kg_store *store;        /* borrowed; outlives the scheduler */
-    kg_supervisor *sup;     /* borrowed; NULL: no workers (jobs only queue) */
+    kg_supervisor *sup;     /* borrowed; NULL: no workers (jobs only queue), unless evaluate is set (it is
+                             * handed to evaluate as it is, NULL included) */
     kg_eval_options eval;   /* base evaluation options; eval.device names the device */
-    const char *task_dir;   /* private folder for reference files (borrowed) */
+    const char *task_dir;   /* private folder for reference files (borrowed); not used with evaluate */
     int workers;            /* evaluation threads (>= 0) */
     long max_queue;         /* queued jobs allowed (429 beyond) */
     const char *name_prefix; /* worker names: prefix + device + "#i" (unique across a fleet) */

@@ -1,6 +1,7 @@
 /* test_sched.c — the embedded scheduler: queue room, waiting (timeout,
  * unknown id, a job finished by another thread), cancellation seen by a
- * waiter, the worker list and the Prometheus text (without Python); and one
+ * waiter, the worker list and the Prometheus text, an evaluate hook's
+ * workers without a supervisor (without Python); and one
  * real evaluation on the CPU, whose outcome its waiter receives in memory. */
 #include <pthread.h>
 #include <stdio.h>
@@ -241,9 +242,65 @@ static void test_wake_in_memory(const char *dir)
     free(cand);
 }
 
+/* An evaluate hook that needs no supervisor (rollout's: it may ask a service): handed the job, sup NULL. */
+typedef struct {
+    int calls, sup_null;
+} hook_box;
+
+static int hook_eval(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                     json_t **result, kg_error *err)
+{
+    (void)opts;
+    (void)err;
+    hook_box *h = arg;
+    h->calls++; /* one worker: no lock needed */
+    h->sup_null = sup == NULL;
+    *result = json_pack("{s:s, s:s, s:I}", "verdict", "correct", "job", job->id, "item",
+                        json_integer_value(json_object_get(req, "item")));
+    return *result ? KG_OK : KG_ERR_NOMEM;
+}
+
+/* Workers with an evaluate hook start without a supervisor or a task folder, and their jobs go through it. */
+static void test_hook_without_supervisor(void)
+{
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "hook: open a memory store");
+    hook_box h = {0};
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 1;
+    o.max_queue = 4;
+    o.evaluate = hook_eval;
+    o.evaluate_arg = &h;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "hook: workers start without a supervisor or a task folder");
+    kg_job j = {.id = "h1", .key = "h1", .request = "{\"item\": 7}"};
+    CHECK(kg_store_put(st, &j, 0, &err) == KG_OK, "hook: put the job");
+    if (s)
+        kg_sched_notify(s);
+    kg_job now;
+    memset(&now, 0, sizeof now);
+    CHECK(s && kg_sched_wait(s, "h1", 10, &now, &err) == KG_OK && now.status && !strcmp(now.status, "done"),
+          "hook: the job is done");
+    json_t *r = now.result ? json_loads(now.result, 0, NULL) : NULL;
+    CHECK(h.calls == 1 && h.sup_null, "hook: called once, with no supervisor");
+    CHECK(json_integer_value(json_object_get(r, "item")) == 7 &&
+              !strcmp(json_string_value(json_object_get(r, "job")) ? json_string_value(json_object_get(r, "job")) : "",
+                      "h1"),
+          "hook: the stored result is the hook's, for its job and request");
+    json_decref(r);
+    kg_job_free(&now);
+    CHECK(kg_sched_stop(s, 5) == 1, "hook: stop");
+    kg_store_close(st);
+}
+
 int main(void)
 {
     test_keys();
+    test_hook_without_supervisor();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {
