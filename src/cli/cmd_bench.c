@@ -22,6 +22,7 @@
 #include "sched/sched.h"
 #include "store/store.h"
 #include "task/task.h"
+#include "util/json.h"
 #include "util/util.h"
 
 typedef struct {
@@ -57,6 +58,11 @@ static int add_item(bench_list *l, const char *task, const char *cand, const cha
     it->response = kg_strdup(response);
     it->expect = kg_strdup(expect);
     it->label = kg_strdup(label);
+    /* A copy that failed (memory) would run another pair than the one listed: the list is kept whole or the
+     * command fails.  The item stays counted: the list's free releases it. */
+    if (!task || !label || !it->task_spec || !it->label || (cand && !it->candidate) ||
+        (response && !it->response) || (expect && !it->expect))
+        return -1;
     return 0;
 }
 
@@ -65,33 +71,45 @@ static int name_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted entry names of a folder (NULL-terminated, malloc'd). */
-static char **list_dir(const char *path)
+static void free_names(char **names);
+
+/* Sorted entry names of a folder (NULL-terminated, malloc'd) in *out; *out NULL when it cannot be opened.
+ * KG_ERR_NOMEM when they cannot all be kept (a list without some would leave tasks out unsaid). */
+static int list_dir(const char *path, char ***out)
 {
+    *out = NULL;
     DIR *d = opendir(path);
     if (!d)
-        return NULL;
+        return KG_OK;
     size_t n = 0, cap = 16;
-    char **names = malloc(cap * sizeof *names);
+    char **names = calloc(cap, sizeof *names);
+    int rc = names ? KG_OK : KG_ERR_NOMEM;
     struct dirent *e;
-    while (names && (e = readdir(d))) {
+    while (rc == KG_OK && (e = readdir(d))) {
         if (e->d_name[0] == '.')
             continue;
         if (n + 1 >= cap) {
-            cap *= 2;
-            char **p = realloc(names, cap * sizeof *p);
-            if (!p)
+            char **p = realloc(names, cap * 2 * sizeof *p);
+            if (!p) {
+                rc = KG_ERR_NOMEM;
                 break;
+            }
             names = p;
+            cap *= 2;
         }
-        names[n++] = kg_strdup(e->d_name);
+        if (!(names[n++] = kg_strdup(e->d_name)))
+            rc = KG_ERR_NOMEM;
+        names[n] = NULL;
     }
     closedir(d);
-    if (!names)
-        return NULL;
+    if (rc != KG_OK) {
+        free_names(names);
+        return rc;
+    }
     names[n] = NULL;
     qsort(names, n, sizeof *names, name_cmp);
-    return names;
+    *out = names;
+    return KG_OK;
 }
 
 static void free_names(char **names)
@@ -102,32 +120,36 @@ static void free_names(char **names)
 }
 
 /* One task folder: task.py plus candidates (*.py not starting with '_'). */
-static void add_task_folder(bench_list *l, const char *folder)
+static int add_task_folder(bench_list *l, const char *folder, kg_error *err)
 {
     kg_buf task = {0};
-    kg_buf_printf(&task, "%s/task.py", folder);
+    if (kg_buf_printf(&task, "%s/task.py", folder) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory listing %s", folder);
     if (!kg_file_exists(task.data)) {
         kg_buf_free(&task);
-        return;
+        return KG_OK;
     }
-    char **names = list_dir(folder);
-    for (size_t i = 0; names && names[i]; i++) {
+    char **names;
+    int rc = list_dir(folder, &names);
+    for (size_t i = 0; rc == KG_OK && names && names[i]; i++) {
         const char *n = names[i];
         size_t len = strlen(n);
         if (len < 4 || strcmp(n + len - 3, ".py") || !strcmp(n, "task.py") || n[0] == '_')
             continue;
         kg_buf cand = {0}, label = {0};
-        kg_buf_printf(&cand, "%s/%s", folder, n);
         const char *base = strrchr(folder, '/');
-        kg_buf_printf(&label, "%s/%s", base ? base + 1 : folder, n);
         const char *expect = !strncmp(n, "correct", 7) ? "correct"
                              : !strncmp(n, "wrong", 5) ? "not_correct" : NULL;
-        add_item(l, task.data, cand.data, NULL, expect, label.data);
+        if (kg_buf_printf(&cand, "%s/%s", folder, n) != KG_OK ||
+            kg_buf_printf(&label, "%s/%s", base ? base + 1 : folder, n) != KG_OK ||
+            add_item(l, task.data, cand.data, NULL, expect, label.data) != 0)
+            rc = KG_ERR_NOMEM;
         kg_buf_free(&cand);
         kg_buf_free(&label);
     }
     free_names(names);
     kg_buf_free(&task);
+    return rc == KG_OK ? KG_OK : kg_error_set(err, rc, "out of memory listing %s", folder);
 }
 
 static int load_dir(bench_list *l, const char *dir, kg_error *err)
@@ -135,16 +157,23 @@ static int load_dir(bench_list *l, const char *dir, kg_error *err)
     if (!kg_dir_exists(dir))
         return kg_error_set(err, KG_ERR_NOT_FOUND, "%s is not a folder", dir);
     size_t before = l->count;
-    add_task_folder(l, dir);
-    char **names = list_dir(dir);
-    for (size_t i = 0; names && names[i]; i++) {
+    int rc = add_task_folder(l, dir, err);
+    if (rc != KG_OK)
+        return rc;
+    char **names;
+    if (list_dir(dir, &names) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory listing %s", dir);
+    for (size_t i = 0; rc == KG_OK && names && names[i]; i++) {
         kg_buf sub = {0};
-        kg_buf_printf(&sub, "%s/%s", dir, names[i]);
-        if (kg_dir_exists(sub.data))
-            add_task_folder(l, sub.data);
+        if (kg_buf_printf(&sub, "%s/%s", dir, names[i]) != KG_OK)
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory listing %s", dir);
+        else if (kg_dir_exists(sub.data))
+            rc = add_task_folder(l, sub.data, err);
         kg_buf_free(&sub);
     }
     free_names(names);
+    if (rc != KG_OK)
+        return rc;
     if (l->count == before)
         return kg_error_set(err, KG_ERR_INVALID,
                             "%s holds no task folders (a folder with task.py and candidate .py files)", dir);
@@ -160,7 +189,8 @@ static char *resolve_relative(const char *jsonl, const char *p)
     if (!slash)
         return kg_strdup(p);
     kg_buf b = {0};
-    kg_buf_printf(&b, "%.*s/%s", (int)(slash - jsonl), jsonl, p);
+    if (kg_buf_printf(&b, "%.*s/%s", (int)(slash - jsonl), jsonl, p) != KG_OK)
+        return NULL; /* memory: the caller says so */
     return kg_buf_release(&b);
 }
 
@@ -204,20 +234,25 @@ static int load_jsonl(bench_list *l, const char *path, kg_error *err)
         char *cand_path = cand ? resolve_relative(path, cand) : NULL;
         kg_buf label = {0};
         const char *cbase = cand ? strrchr(cand, '/') : NULL;
-        kg_buf_printf(&label, "%s %s", task, cand ? (cbase ? cbase + 1 : cand) : "(inline)");
+        int ok = task_path && (!cand || cand_path);
         if (cand && cbase) {
             /* Keep the candidate's folder in the label: names like honest.py repeat. */
             const char *p = cbase;
             while (p > cand && p[-1] != '/')
                 p--;
-            kg_buf_free(&label);
-            kg_buf_printf(&label, "%s %.*s", task, (int)(strlen(p)), p);
+            ok = ok && kg_buf_printf(&label, "%s %.*s", task, (int)(strlen(p)), p) == KG_OK;
+        } else {
+            ok = ok && kg_buf_printf(&label, "%s %s", task, cand ? cand : "(inline)") == KG_OK;
         }
-        add_item(l, task_path, cand_path, resp, expect, label.data);
+        ok = ok && add_item(l, task_path, cand_path, resp, expect, label.data) == 0;
         kg_buf_free(&label);
         free(task_path);
         free(cand_path);
         json_decref(o);
+        if (!ok) {
+            free(data);
+            return kg_error_set(err, KG_ERR_NOMEM, "%s line %d: out of memory", path, lineno);
+        }
     }
     free(data);
     if (l->count == 0)
@@ -300,8 +335,8 @@ static void write_out(bench_run *run, const bench_item *it)
         run->out_failed = 1;
         return;
     }
-    json_object_set_new(line, "expect", it->expect ? json_string(it->expect) : json_null());
-    char *text = json_dumps(line, JSON_COMPACT);
+    /* A line without its expectation (memory) is a failed --out, never a shorter line. */
+    char *text = kg_json_set(line, "expect", kg_json_text(it->expect)) == 0 ? json_dumps(line, JSON_COMPACT) : NULL;
     json_decref(line);
     if (!text || fprintf(run->out, "%s\n", text) < 0 || fflush(run->out) != 0)
         run->out_failed = 1;
@@ -443,14 +478,16 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
 
 static json_t *summary(bench_run *run, double wall_s)
 {
+    /* Whole or NULL (memory): a summary with a count left out would misreport the run. */
     json_t *by = json_object();
-    for (int i = 0; i < KG_VERDICT_COUNT; i++)
-        json_object_set_new(by, kg_verdict_name((kg_verdict)i), json_integer(run->counts[i]));
+    int ok = 1;
+    for (int i = 0; ok && i < KG_VERDICT_COUNT; i++)
+        ok = kg_json_set(by, kg_verdict_name((kg_verdict)i), json_integer(run->counts[i])) == 0;
     size_t n = run->list->count, errors = 0, expected = 0, met = 0, timed = 0;
     double reward = 0, log_speedup = 0;
     json_t *hack_types = json_object();
     json_t *exclusive = json_object(); /* exclusive GPU ms by purpose, summed over the results */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; ok && i < n; i++) {
         bench_item *it = &run->list->items[i];
         if (!it->result) {
             errors++;
@@ -472,16 +509,23 @@ static json_t *summary(bench_run *run, double wall_s)
         json_t *ms;
         json_object_foreach(json_object_get(json_object_get(json_object_get(it->result, "gpu_phases"), "exclusive"),
                                             "by_purpose"), purpose, ms)
-            json_object_set_new(exclusive, purpose, json_real(json_number_value(json_object_get(exclusive, purpose)) +
-                                                              json_number_value(ms)));
+            ok = ok && kg_json_set(exclusive, purpose,
+                                   kg_json_number(json_number_value(json_object_get(exclusive, purpose)) +
+                                                  json_number_value(ms))) == 0;
         size_t k;
         json_t *h;
         json_array_foreach(v.hacks, k, h) {
             const char *type = json_string_value(json_object_get(h, "type"));
             if (type)
-                json_object_set_new(hack_types, type,
-                                    json_integer(json_integer_value(json_object_get(hack_types, type)) + 1));
+                ok = ok && kg_json_set(hack_types, type,
+                                       json_integer(json_integer_value(json_object_get(hack_types, type)) + 1)) == 0;
         }
+    }
+    if (!ok || !hack_types || !exclusive) {
+        json_decref(by);
+        json_decref(hack_types);
+        json_decref(exclusive);
+        return NULL;
     }
     size_t evaluated = n - errors;
     return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s, s:o}", "pairs",
@@ -489,7 +533,7 @@ static json_t *summary(bench_run *run, double wall_s)
                      "verdicts", by, "correct_rate", evaluated ? run->counts[KG_VERDICT_CORRECT] / (double)evaluated : 0.0,
                      "mean_reward", evaluated ? reward / (double)evaluated : 0.0, "hacks_by_type", hack_types,
                      "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
-                     "geomean_speedup", timed ? json_real(exp(log_speedup / (double)timed)) : json_null(),
+                     "geomean_speedup", timed ? kg_json_number(exp(log_speedup / (double)timed)) : json_null(),
                      "wall_s", wall_s, "evaluations_per_hour", wall_s > 0 ? (double)evaluated * 3600.0 / wall_s : 0.0,
                      "device", run->flags->device_resolved, "gpu_exclusive_ms_by_purpose", exclusive);
 }
@@ -683,17 +727,23 @@ int kg_cli_bench(int argc, char **argv)
     json_t *sum = summary(&run, wall_s);
     kg_arbiter_stats as;
     kg_arbiter_get_stats(kg_supervisor_arbiter(sup), &as);
-    json_object_set_new(sum, "jobs", json_integer(jobs));
-    json_object_set_new(sum, "gpu_exclusive_ms", json_real(as.exclusive_ms));
-    json_object_set_new(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants));
-    json_object_set_new(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants));
-    json_object_set_new(sum, "gpu_max_wait_ms", json_real(as.max_wait_ms));
     /* Device memory (arbiter.h): what evaluations could reserve, the most they held reserved at once, and how
      * many waits for memory there were. */
-    json_object_set_new(sum, "gpu_memory", json_pack("{s:I, s:I, s:I}", "capacity_bytes",
-                                                     (json_int_t)as.capacity_bytes, "peak_reserved_bytes",
-                                                     (json_int_t)as.peak_reserved_bytes, "waits",
-                                                     (json_int_t)as.memory_waits));
+    int ok = kg_json_set(sum, "jobs", json_integer(jobs)) == 0 &&
+             kg_json_set(sum, "gpu_exclusive_ms", kg_json_number(as.exclusive_ms)) == 0 &&
+             kg_json_set(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants)) == 0 &&
+             kg_json_set(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants)) == 0 &&
+             kg_json_set(sum, "gpu_max_wait_ms", kg_json_number(as.max_wait_ms)) == 0 &&
+             kg_json_set(sum, "gpu_memory", json_pack("{s:I, s:I, s:I}", "capacity_bytes",
+                                                      (json_int_t)as.capacity_bytes, "peak_reserved_bytes",
+                                                      (json_int_t)as.peak_reserved_bytes, "waits",
+                                                      (json_int_t)as.memory_waits)) == 0;
+    if (!ok) { /* no report rather than a part of one (the --out lines are written already) */
+        json_decref(sum);
+        sum = NULL;
+        fprintf(stderr, "kgym bench: out of memory building the summary\n");
+        rc = 1;
+    }
     if (out_file) {
         int closed = fclose(out_file) == 0;
         out_file = NULL;
@@ -702,20 +752,31 @@ int kg_cli_bench(int argc, char **argv)
             rc = 1;
         }
     }
-    if (f.json) {
+    if (!sum) {
+        goto done;
+    } else if (f.json) {
+        /* Whole or an error: an entry left out would pair the rest with the wrong pairs. */
         json_t *all = json_array();
-        for (size_t i = 0; i < list.count; i++) {
+        for (size_t i = 0; ok && i < list.count; i++) {
             bench_item *it = &list.items[i];
-            json_t *entry = json_pack("{s:s, s:s?, s:s?, s:O?, s:s?, s:b}", "label", it->label, "candidate",
-                                      it->candidate, "expect", it->expect, "result", it->result, "error",
-                                      it->error, "expectation_met", expectation_met(it));
-            json_array_append_new(all, entry);
+            json_t *entry = json_object();
+            ok = kg_json_set(entry, "label", kg_json_text(it->label)) == 0 &&
+                 kg_json_set(entry, "candidate", kg_json_text(it->candidate)) == 0 &&
+                 kg_json_set(entry, "expect", kg_json_text(it->expect)) == 0 &&
+                 kg_json_set(entry, "result", it->result ? json_incref(it->result) : json_null()) == 0 &&
+                 kg_json_set(entry, "error", kg_json_text(it->error)) == 0 &&
+                 kg_json_set(entry, "expectation_met", json_boolean(expectation_met(it))) == 0;
+            ok = ok ? kg_json_push(all, entry) == 0 : (json_decref(entry), 0);
         }
-        json_t *doc = json_pack("{s:o, s:o}", "summary", json_incref(sum), "results", all);
-        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        json_t *doc = ok ? json_pack("{s:o, s:o}", "summary", json_incref(sum), "results", all)
+                         : (json_decref(all), NULL);
+        char *text = doc ? json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
         if (text) {
             puts(text);
             free(text);
+        } else {
+            fprintf(stderr, "kgym bench: out of memory building the report\n");
+            rc = 1;
         }
         json_decref(doc);
     } else {

@@ -11,6 +11,7 @@
 #include "kgym/rl.h"
 #include "rl/result_read.h"
 #include "task/task.h"
+#include "util/json.h"
 
 
 typedef struct worker {
@@ -109,27 +110,29 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     if (kg_sha256_string(policy, strlen(policy), ph) != KG_OK)
         return KG_ERR_INTERNAL;
     kg_buf k = {0};
+    int wr = KG_OK; /* any write failed (memory): a key cut short would name another profile */
     /* /2: results are decided failing closed (a pass needs every fact: result.c kg_eval_unjudged), so a result
      * stored under /1 rules is never served as an answer under these. */
-    kg_buf_printf(&k, "kgym.profile/2|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed, e->budget_elements,
-                  e->tiny_budget_elements);
-    kg_buf_printf(&k, "tolerance=%s|", kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile
-                                                                                           : "strict");
-    kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol, e->rtol,
-                  e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1], e->credit[2],
-                  e->credit[3], e->credit[4]);
-    kg_buf_printf(&k, "timing=%d,%d,%d,%d,%.17g,%d,%.17g|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
-                  e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
-                  e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty, e->coverage_floor,
-                  e->sandbox);
-    kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");
-    kg_buf_puts(&k, "stages=");
+    wr |= kg_buf_printf(&k, "kgym.profile/2|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed,
+                        e->budget_elements, e->tiny_budget_elements);
+    wr |= kg_buf_printf(&k, "tolerance=%s|",
+                        kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile : "strict");
+    wr |= kg_buf_printf(&k, "tol=%.17g,%.17g|variants=%s|half=%s|credit=%.17g,%.17g,%.17g,%.17g,%.17g|", e->atol,
+                        e->rtol, e->variants ? e->variants : "", e->half ? e->half : "", e->credit[0], e->credit[1],
+                        e->credit[2], e->credit[3], e->credit[4]);
+    wr |= kg_buf_printf(&k,
+                        "timing=%d,%d,%d,%d,%.17g,%d,%.17g|profile=%d|policy=%s|penalty=%.17g|floor=%.17g|sandbox=%d|",
+                        e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
+                        e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty,
+                        e->coverage_floor, e->sandbox);
+    wr |= kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");
+    wr |= kg_buf_puts(&k, "stages=");
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
-        kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
-    kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
+        wr |= kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
+    wr |= kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
                   e->limits.capture_bytes, e->limits.output_limit_bytes, e->limits.address_space_bytes,
                   e->limits.file_size_bytes, e->limits.cpu_seconds);
-    int rc = k.data ? kg_sha256_string(k.data, k.len, out->hash) : KG_ERR_NOMEM;
+    int rc = wr == KG_OK ? kg_sha256_string(k.data, k.len, out->hash) : KG_ERR_NOMEM;
     kg_buf_free(&k);
     snprintf(out->reference_mode, sizeof out->reference_mode, "%s",
              e->reference_mode ? e->reference_mode : "eager"); /* run_job's default */
@@ -184,10 +187,12 @@ int kg_sched_content_key(const kg_sched_profile *p, const json_t *request, char 
     if (kg_sha256_string(ref, strlen(ref), rh) != KG_OK)
         return KG_ERR_INTERNAL;
     kg_buf k = {0};
-    kg_buf_printf(&k, "kgym.key/4|%s|ref=%s|perf_trials=%lld|timeout=%.17g|reference=%s|tolerance=%s|", p->hash, rh,
-                  (long long)perf_trials, timeout, ref_mode, tolerance);
-    kg_buf_puts(&k, kernel);
-    int rc = k.data ? kg_sha256_string(k.data, k.len, key) : KG_ERR_NOMEM;
+    /* Both writes checked: a key cut short would name other content. */
+    int rc = kg_buf_printf(&k, "kgym.key/4|%s|ref=%s|perf_trials=%lld|timeout=%.17g|reference=%s|tolerance=%s|",
+                           p->hash, rh, (long long)perf_trials, timeout, ref_mode, tolerance) == KG_OK &&
+                     kg_buf_puts(&k, kernel) == KG_OK
+                 ? kg_sha256_string(k.data, k.len, key)
+                 : KG_ERR_NOMEM;
     kg_buf_free(&k);
     return rc;
 }
@@ -806,14 +811,19 @@ json_t *kg_sched_workers(kg_sched *s)
     for (int i = 0; i < s->o.workers; i++) {
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
-        json_array_append_new(
-            arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
+        if (kg_json_push(
+                arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
                            s->o.eval.device ? s->o.eval.device : "cpu", "status",
                            w->running_job ? "busy" : "idle", "online", "true", "current_job",
                            w->running_job ? json_string(w->current) : json_null(), "current_key",
                            w->running_job && w->key[0] ? json_string(w->key) : json_null(), "tasks_processed",
                            (json_int_t)w->processed, "busy_s", busy / 1000.0, "last_heartbeat",
-                           w->heartbeat, "profile", kg_sched_profile_json(&s->profile)));
+                           w->heartbeat, "profile", kg_sched_profile_json(&s->profile))) != 0) {
+            /* Whole or nothing: a worker left out would look gone to the fleet (its lease not renewed). */
+            json_decref(arr);
+            arr = NULL;
+            break;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return arr;
@@ -849,43 +859,46 @@ void kg_sched_totals(kg_sched *s, long *finished, long *failed)
     pthread_mutex_unlock(&s->lock);
 }
 
-void kg_sched_metrics(kg_sched *s, kg_buf *b)
+int kg_sched_metrics(kg_sched *s, kg_buf *b)
 {
-    kg_buf_puts(b, "# HELP kgym_jobs Jobs in the store by status.\n# TYPE kgym_jobs gauge\n");
+    int wr = KG_OK; /* any write failed (memory) */
+    wr |= kg_buf_puts(b, "# HELP kgym_jobs Jobs in the store by status.\n# TYPE kgym_jobs gauge\n");
     for (int i = 0; i < KG_JOB_STATUS_COUNT; i++)
-        kg_buf_printf(b, "kgym_jobs{status=\"%s\"} %ld\n", kg_job_status_names[i],
-                      kg_store_count(s->o.store, kg_job_status_names[i]));
-    kg_buf_printf(b, "# HELP kgym_queue_depth Jobs waiting for a worker.\n# TYPE kgym_queue_depth gauge\n"
-                     "kgym_queue_depth %ld\n",
-                  kg_store_count(s->o.store, "queued"));
+        wr |= kg_buf_printf(b, "kgym_jobs{status=\"%s\"} %ld\n", kg_job_status_names[i],
+                            kg_store_count(s->o.store, kg_job_status_names[i]));
+    wr |= kg_buf_printf(b, "# HELP kgym_queue_depth Jobs waiting for a worker.\n# TYPE kgym_queue_depth gauge\n"
+                           "kgym_queue_depth %ld\n",
+                        kg_store_count(s->o.store, "queued"));
     pthread_mutex_lock(&s->lock);
-    kg_buf_puts(b, "# HELP kgym_jobs_finished_total Jobs evaluated by this process, by verdict.\n"
-                   "# TYPE kgym_jobs_finished_total counter\n");
+    wr |= kg_buf_puts(b, "# HELP kgym_jobs_finished_total Jobs evaluated by this process, by verdict.\n"
+                         "# TYPE kgym_jobs_finished_total counter\n");
     for (int i = 0; i < KG_VERDICT_COUNT; i++)
-        kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_verdict_name((kg_verdict)i),
-                      s->verdicts[i]);
+        wr |= kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_verdict_name((kg_verdict)i),
+                            s->verdicts[i]);
     /* A job kgym could not evaluate has no verdict; the label keeps its job status (docs/service.md). */
-    kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_job_status_names[KG_JOB_FAILED],
-                  s->failed);
-    kg_buf_puts(b, "# HELP kgym_stage_seconds Time spent in each evaluation stage.\n"
-                   "# TYPE kgym_stage_seconds summary\n");
+    wr |= kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_job_status_names[KG_JOB_FAILED],
+                        s->failed);
+    wr |= kg_buf_puts(b, "# HELP kgym_stage_seconds Time spent in each evaluation stage.\n"
+                         "# TYPE kgym_stage_seconds summary\n");
     for (int i = 0; i < KG_STAGE_COUNT; i++)
-        kg_buf_printf(b, "kgym_stage_seconds_sum{stage=\"%s\"} %.6f\nkgym_stage_seconds_count{stage=\"%s\"} %ld\n",
-                      kg_stage_names[i], s->stage_ms_sum[i] / 1000.0, kg_stage_names[i], s->stage_count[i]);
-    kg_buf_printf(b, "# HELP kgym_queue_wait_seconds Enqueue-to-start latency.\n"
-                     "# TYPE kgym_queue_wait_seconds summary\n"
-                     "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",
-                  s->queue_wait_sum_s, s->queue_wait_count);
-    kg_buf_puts(b, "# HELP kgym_device_busy_seconds_total Evaluation time per worker and device.\n"
-                   "# TYPE kgym_device_busy_seconds_total counter\n");
+        wr |= kg_buf_printf(b,
+                            "kgym_stage_seconds_sum{stage=\"%s\"} %.6f\nkgym_stage_seconds_count{stage=\"%s\"} %ld\n",
+                            kg_stage_names[i], s->stage_ms_sum[i] / 1000.0, kg_stage_names[i], s->stage_count[i]);
+    wr |= kg_buf_printf(b, "# HELP kgym_queue_wait_seconds Enqueue-to-start latency.\n"
+                           "# TYPE kgym_queue_wait_seconds summary\n"
+                           "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",
+                        s->queue_wait_sum_s, s->queue_wait_count);
+    wr |= kg_buf_puts(b, "# HELP kgym_device_busy_seconds_total Evaluation time per worker and device.\n"
+                         "# TYPE kgym_device_busy_seconds_total counter\n");
     double now = kg_now_ms();
     for (int i = 0; i < s->o.workers; i++) {
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
-        kg_buf_printf(b, "kgym_device_busy_seconds_total{device=\"%s\",worker=\"%s\"} %.3f\n",
-                      s->o.eval.device ? s->o.eval.device : "cpu", w->name, busy / 1000.0);
+        wr |= kg_buf_printf(b, "kgym_device_busy_seconds_total{device=\"%s\",worker=\"%s\"} %.3f\n",
+                            s->o.eval.device ? s->o.eval.device : "cpu", w->name, busy / 1000.0);
     }
-    kg_buf_printf(b, "# HELP kgym_workers Evaluation workers.\n# TYPE kgym_workers gauge\nkgym_workers %d\n",
-                  s->o.workers);
+    wr |= kg_buf_printf(b, "# HELP kgym_workers Evaluation workers.\n# TYPE kgym_workers gauge\nkgym_workers %d\n",
+                        s->o.workers);
     pthread_mutex_unlock(&s->lock);
+    return wr == KG_OK ? KG_OK : KG_ERR_NOMEM;
 }

@@ -120,10 +120,11 @@ long kg_sched_room(kg_sched *s);
  * (0: no wait), and fills out with its current state. */
 int kg_sched_wait(kg_sched *s, const char *id, double timeout_s, kg_job *out, kg_error *err);
 /* Worker threads: {"id", "device", "status", "current_job", "tasks_processed",
- * "busy_s", "last_heartbeat", "profile"} each. */
+ * "busy_s", "last_heartbeat", "profile"} each; NULL when it cannot be built whole (memory). */
 json_t *kg_sched_workers(kg_sched *s);
-/* Appends the Prometheus text of the scheduler's counters. */
-void kg_sched_metrics(kg_sched *s, kg_buf *out);
+/* Appends the Prometheus text of the scheduler's counters.  KG_ERR_NOMEM when a write failed (out then holds
+ * part of it: the caller discards it). */
+int kg_sched_metrics(kg_sched *s, kg_buf *out);
 /* Redis: a heartbeat that began at at_ms (kg_now_ms) renewed the leases of workers' current jobs (workers:
  * kg_sched_workers' objects as sent).  A worker that cannot store a finished job's result retries for as long as
  * it surely holds the lease (store_outcome). */

@@ -27,6 +27,7 @@
 #include "sched/sched.h"
 #include "server/server.h"
 #include "store/store.h"
+#include "util/json.h"
 #include "util/util.h"
 
 typedef struct server {
@@ -177,16 +178,36 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, const cha
     return send_text_as(c, status, type, text, len, retry_after, 0, NULL);
 }
 
+/* The answer when a response cannot be built or encoded (memory): a 500 that says so, from static text, since
+ * nothing more can be allocated to say it. */
+static const char oom_body[] = "{\"error\":\"out of memory: the response could not be built\",\"field\":null,"
+                               "\"message\":\"out of memory: the response could not be built\","
+                               "\"error_code\":\"SYSTEM_ERROR\"}";
+
+static enum MHD_Result send_oom(struct MHD_Connection *c, int close_after)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)oom_body, MHD_RESPMEM_PERSISTENT);
+    if (!r)
+        return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    MHD_add_response_header(r, "Cache-Control", "no-store");
+    MHD_add_response_header(r, "X-Error-Code", error_code_for(500));
+    if (close_after)
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(c, 500, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *body)
 {
     /* 15 significant digits: a reward of 0.7 reads 0.7, not 0.69999999999999996 (jansson's default, 17, prints
      * every double exactly); no figure kgym reports is measured to more.  The store keeps results at 17. */
     char *text = body ? json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
     json_decref(body);
-    if (!text) {
-        text = kg_strdup("{\"error\":\"the response could not be encoded\",\"field\":null}");
-        status = 500;
-    }
+    if (!text) /* body NULL: a response that could not be built whole (memory) is this error, never a part of it */
+        return send_oom(c, 0);
     return send_text(c, status, "application/json", text, strlen(text), NULL);
 }
 
@@ -200,18 +221,16 @@ static enum MHD_Result send_error_as(struct MHD_Connection *c, int status, const
     json_t *e = json_pack("{s:s, s:s?, s:s}", "error", msg, "field", field && *field ? field : NULL, "message", msg);
     if (!e) /* msg not UTF-8 (it can quote client input): say so plainly */
         e = json_pack("{s:s, s:s?, s:s}", "error", "bad request", "field", NULL, "message", "bad request");
-    if (e) {
-        json_object_set_new(e, "error_code", json_string(error_code_for(status)));
-        json_object_set_new(e, "timestamp", kg_service_iso_time(kg_wall_s()));
+    if (e && (kg_json_set(e, "error_code", json_string(error_code_for(status))) != 0 ||
+              kg_json_set(e, "timestamp", kg_service_iso_time(kg_wall_s())) != 0)) {
+        json_decref(e);
+        e = NULL;
     }
     char *text = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
-    if (!text) {
-        text = kg_strdup("{\"error\":\"the response could not be encoded\",\"field\":null}");
-        status = 500;
-    }
-    return text ? send_text_as(c, status, "application/json", text, strlen(text), retry_after, close_after, allow)
-                : MHD_NO;
+    if (!text)
+        return send_oom(c, close_after);
+    return send_text_as(c, status, "application/json", text, strlen(text), retry_after, close_after, allow);
 }
 
 static enum MHD_Result send_error_retry(struct MHD_Connection *c, int status, const char *field, const char *msg,
@@ -237,10 +256,10 @@ static enum MHD_Result send_store_error(struct MHD_Connection *c, int rc, const 
 
 static enum MHD_Result send_full(struct MHD_Connection *c, long room)
 {
-    char *text = NULL;
     kg_buf b = {0};
-    kg_buf_printf(&b, "the queue is full (%ld places left); retry later", room);
-    text = kg_buf_release(&b);
+    char *text = kg_buf_printf(&b, "the queue is full (%ld places left); retry later", room) == KG_OK
+                     ? kg_buf_release(&b)
+                     : NULL; /* the message without the count */
     enum MHD_Result ret = send_error_retry(c, 429, "", text ? text : "the queue is full", "5");
     free(text);
     return ret;
@@ -411,7 +430,10 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             ret = send_error(c, 400, f, msg);
             goto out;
         }
-        json_object_set_new(seen, ids[i], json_integer((json_int_t)i));
+        if (kg_json_set(seen, ids[i], json_integer((json_int_t)i)) != 0) { /* unchecked, ids could collapse */
+            ret = send_error(c, 500, "", "out of memory");
+            goto out;
+        }
     }
     long room = kg_sched_room(s->sched);
     if (room < (long)n) {
@@ -448,8 +470,10 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             }
             /* Kept in the stored request (not in the key): the worker evaluates a fresh job even while an
              * identical one is in flight (sched.c, follow_identical). */
-            if (fresh[i])
-                json_object_set_new(norm[i], "force_refresh", json_true());
+            if (fresh[i] && kg_json_set(norm[i], "force_refresh", json_true()) != 0) {
+                ret = send_error(c, 500, "", "out of memory");
+                goto out;
+            }
             reqs[i] = json_dumps(norm[i], JSON_COMPACT);
             if (!reqs[i]) {
                 ret = send_error(c, 500, "", "out of memory");
@@ -491,9 +515,17 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             if (cached[i])
                 atomic_fetch_add(&s->cached, 1);
     }
+    /* The jobs are stored: an answer that cannot be built is a 500 the client retries (the same ids then find
+     * them), never a shorter list. */
     json_t *out_ids = json_array();
-    for (size_t i = 0; i < n; i++)
-        json_array_append_new(out_ids, json_pack("{s:s, s:b}", "id", ids[i], "cached", cached[i]));
+    int ok = out_ids != NULL;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = kg_json_push(out_ids, json_pack("{s:s, s:b}", "id", ids[i], "cached", cached[i])) == 0;
+    if (!ok) {
+        json_decref(out_ids);
+        ret = send_error(c, 500, "", "out of memory building the answer; the jobs are stored (retry with their ids)");
+        goto out;
+    }
     *ids_out = out_ids;
 out:
     for (size_t i = 0; i < n; i++) {
@@ -573,45 +605,61 @@ static enum MHD_Result answer_evaluate(server *s, struct MHD_Connection *c, cons
     return send_json(c, 200, resp);
 }
 
-/* The answer of POST /evaluate/batch: each task's EvaluationResponse as it stands. */
+/* The answer of POST /evaluate/batch: each task's EvaluationResponse as it stands.  Whole or an error: an entry
+ * that cannot be built (memory: 500) or read (the store: 503) is never left out of a shorter array, which a
+ * client would pair with the wrong tasks.  A job no longer in the store (expired) is left out, as before. */
 static enum MHD_Result answer_batch(server *s, struct MHD_Connection *c, json_t *ids, const char *bid,
                                    double submitted, json_t *ended)
 {
     json_t *results = json_array();
     int completed = 0, failed = 0;
+    int ok = results != NULL;
     size_t i;
     json_t *e;
     json_array_foreach(ids, i, e) {
+        if (!ok)
+            break;
         kg_job j;
         memset(&j, 0, sizeof j);
         kg_error err;
         const char *jid = json_string_value(json_object_get(e, "id"));
         json_t *full = json_incref(json_object_get(ended, jid ? jid : "")); /* handed over in memory (waits.c) */
         if (!full) {
-            if (kg_sched_wait(s->sched, jid, 0, &j, &err) != KG_OK)
+            int rc = kg_sched_wait(s->sched, jid, 0, &j, &err);
+            if (rc == KG_ERR_NOT_FOUND)
                 continue;
+            if (rc != KG_OK) {
+                json_decref(results);
+                return rc == KG_ERR_NOMEM ? send_error(c, 500, "", "out of memory") : send_store_error(c, rc, "", &err);
+            }
             full = kg_server_job_json(&j, 1);
         }
-        json_t *kr = json_object_get(full, "kernelgym");
+        json_t *kr = json_object_get(full, "kernelgym"); /* NULL only when full could not be built */
         const char *st = json_string_value(json_object_get(kr, "status"));
         if (st && !strcmp(st, "completed"))
             completed++;
         else if (is_terminal(json_string_value(json_object_get(full, "status"))))
             failed++;
-        json_array_append(results, kr);
+        ok = kg_json_push(results, json_incref(kr)) == 0;
         json_decref(full);
         kg_job_free(&j);
     }
     json_t *out = json_object();
-    json_object_set_new(out, "batch_id", json_string(bid ? bid : "batch"));
-    json_object_set_new(out, "total_tasks", json_integer((json_int_t)json_array_size(ids)));
-    json_object_set_new(out, "completed_tasks", json_integer(completed));
-    json_object_set_new(out, "failed_tasks", json_integer(failed));
-    json_object_set_new(out, "results", results);
-    json_object_set_new(out, "batch_status",
-                        json_string(completed + failed == (int)json_array_size(ids) ? "completed" : "processing"));
-    json_object_set_new(out, "submitted_at", kg_service_iso_time(submitted)); /* BatchEvaluationResponse: strings */
-    json_object_set_new(out, "completed_at", kg_service_iso_time(kg_wall_s()));
+    ok = ok && kg_json_set(out, "batch_id", kg_json_text(bid ? bid : "batch")) == 0 &&
+         kg_json_set(out, "total_tasks", json_integer((json_int_t)json_array_size(ids))) == 0 &&
+         kg_json_set(out, "completed_tasks", json_integer(completed)) == 0 &&
+         kg_json_set(out, "failed_tasks", json_integer(failed)) == 0 &&
+         kg_json_set(out, "results", json_incref(results)) == 0 &&
+         kg_json_set(out, "batch_status", json_string(completed + failed == (int)json_array_size(ids)
+                                                          ? "completed"
+                                                          : "processing")) == 0 &&
+         kg_json_set(out, "submitted_at", kg_service_iso_time(submitted)) == 0 && /* BatchEvaluationResponse: strings */
+         kg_json_set(out, "completed_at", kg_service_iso_time(kg_wall_s())) == 0;
+    json_decref(results);
+    if (!ok) {
+        json_decref(out);
+        out = NULL; /* send_json: 500 out of memory */
+    }
     return send_json(c, 200, out);
 }
 
@@ -710,7 +758,10 @@ static enum MHD_Result h_evaluate(server *s, struct MHD_Connection *c, request_c
                                   json_t *body)
 {
     json_t *one = json_array(), *ids = NULL;
-    json_array_append(one, body);
+    if (!one || json_array_append(one, body) != 0) { /* an empty list would submit nothing and answer that */
+        json_decref(one);
+        return send_error(c, 500, "", "out of memory");
+    }
     enum MHD_Result ret = submit_many(s, c, one, 1, "", NULL, &ids);
     json_decref(one);
     if (!ids)
@@ -779,7 +830,10 @@ static enum MHD_Result h_jobs_post(server *s, struct MHD_Connection *c, request_
     json_t *one = NULL;
     if (!batch) {
         one = json_array();
-        json_array_append(one, body);
+        if (!one || json_array_append(one, body) != 0) { /* an empty list would submit nothing and answer that */
+            json_decref(one);
+            return send_error(c, 500, "", "out of memory");
+        }
         list = one;
     }
     json_t *ids = NULL;
@@ -866,14 +920,19 @@ static json_t *health_fields(server *s, json_t *o, long finished, long failed, j
     if (!o)
         return NULL;
     const char *dev = s->o->eval.device ? s->o->eval.device : "cpu";
-    json_object_set_new(o, "timestamp", kg_service_iso_time(kg_wall_s()));
-    json_object_set_new(o, "gpu_status", json_pack("{s:{s:i}}", dev, "workers", s->o->workers));
-    json_object_set_new(o, "queue_status", json_pack("{s:I, s:I, s:I}", "pending", pending, "processing", processing,
-                                                      "completed", (json_int_t)finished));
-    json_object_set_new(o, "memory_usage", json_object());
-    json_object_set_new(o, "active_tasks", json_integer(processing));
-    json_object_set_new(o, "total_processed", json_integer((json_int_t)(finished + failed)));
-    json_object_set_new(o, "uptime", json_real(kg_wall_s() - s->started_at));
+    /* Whole or NULL (memory): send_json answers 500 then, never a health without some fields. */
+    int ok = kg_json_set(o, "timestamp", kg_service_iso_time(kg_wall_s())) == 0 &&
+             kg_json_set(o, "gpu_status", json_pack("{s:{s:i}}", dev, "workers", s->o->workers)) == 0 &&
+             kg_json_set(o, "queue_status", json_pack("{s:I, s:I, s:I}", "pending", pending, "processing",
+                                                      processing, "completed", (json_int_t)finished)) == 0 &&
+             kg_json_set(o, "memory_usage", json_object()) == 0 &&
+             kg_json_set(o, "active_tasks", json_integer(processing)) == 0 &&
+             kg_json_set(o, "total_processed", json_integer((json_int_t)(finished + failed))) == 0 &&
+             kg_json_set(o, "uptime", kg_json_number(kg_wall_s() - s->started_at)) == 0;
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -884,17 +943,18 @@ static json_t *store_health(server *s, const kg_error *err)
 {
     kg_store_durability d;
     kg_store_durability_get(s->store, &d);
+    /* Whole or NULL (memory): the caller's json_pack then fails, and send_json answers 500. */
     json_t *o = json_pack("{s:b}", "ok", err == NULL);
-    if (err)
-        json_object_set_new(o, "error", json_string(err->message));
-    json_object_set_new(o, "durable", d.durable < 0 ? json_string("unknown") : json_boolean(d.durable));
-    if (d.why[0])
-        json_object_set_new(o, "durability", json_string(d.why));
-    if (d.appendfsync[0])
-        json_object_set_new(o, "appendfsync", json_string(d.appendfsync));
-    json_object_set_new(o, "data_lost", json_integer((json_int_t)d.data_lost));
-    if (d.data_lost)
-        json_object_set_new(o, "data_lost_at", kg_service_iso_time(d.data_lost_at));
+    int ok = (!err || kg_json_set(o, "error", kg_json_text(err->message)) == 0) &&
+             kg_json_set(o, "durable", d.durable < 0 ? json_string("unknown") : json_boolean(d.durable)) == 0 &&
+             (!d.why[0] || kg_json_set(o, "durability", kg_json_text(d.why)) == 0) &&
+             (!d.appendfsync[0] || kg_json_set(o, "appendfsync", kg_json_text(d.appendfsync)) == 0) &&
+             kg_json_set(o, "data_lost", json_integer((json_int_t)d.data_lost)) == 0 &&
+             (!d.data_lost || kg_json_set(o, "data_lost_at", kg_service_iso_time(d.data_lost_at)) == 0);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -919,8 +979,11 @@ static enum MHD_Result h_health(server *s, struct MHD_Connection *c, request_ctx
                           kg_wall_s() - s->started_at, "device", s->o->eval.device ? s->o->eval.device : "cpu",
                           "queue", "pending", pending, "processing", processing, "workers", s->o->workers,
                           "jobs_finished", (json_int_t)finished, "jobs_failed", (json_int_t)failed);
-    json_object_set_new(o, "jobs_cached", json_integer((json_int_t)atomic_load(&s->cached)));
-    json_object_set_new(o, "store", store_health(s, NULL));
+    if (kg_json_set(o, "jobs_cached", json_integer((json_int_t)atomic_load(&s->cached))) != 0 ||
+        kg_json_set(o, "store", store_health(s, NULL)) != 0) {
+        json_decref(o);
+        o = NULL; /* send_json: 500 out of memory */
+    }
     return send_json(c, 200, health_fields(s, o, finished, failed, pending, processing));
 }
 
@@ -947,7 +1010,10 @@ static enum MHD_Result h_workers(server *s, struct MHD_Connection *c, request_ct
         return send_error(c, 503, "", err.message);
     } else {
         json_t *mine = kg_sched_workers(s->sched);
-        json_array_extend(list, mine);
+        if (!mine || json_array_extend(list, mine) != 0) { /* memory: whole or 500, never a worker left out */
+            json_decref(list);
+            list = NULL;
+        }
         json_decref(mine);
     }
     json_t *byid = json_object();
@@ -955,8 +1021,17 @@ static enum MHD_Result h_workers(server *s, struct MHD_Connection *c, request_ct
     size_t i;
     json_t *w;
     json_array_foreach(list, i, w) {
-        json_object_set(byid, json_string_value(json_object_get(w, "id")), w);
+        const char *wid = json_string_value(json_object_get(w, "id"));
+        if (wid && json_object_set(byid, wid, w) != 0) {
+            json_decref(byid);
+            byid = NULL; /* json_pack fails on it: 500 */
+            break;
+        }
         active++;
+    }
+    if (!list) {
+        json_decref(byid);
+        return send_json(c, 200, NULL);
     }
     return send_json(c, 200, json_pack("{s:o, s:i, s:i, s:o}", "workers", byid, "total_workers",
                                        (int)json_array_size(list), "active_workers", active, "worker_list", list));
@@ -966,16 +1041,22 @@ static enum MHD_Result h_metrics(server *s, struct MHD_Connection *c, request_ct
                                  json_t *body)
 {
     kg_buf b = {0};
-    kg_sched_metrics(s->sched, &b);
-    kg_buf_printf(&b, "# HELP kgym_jobs_cached_total Jobs answered at submission from the result of an identical one.\n"
-                      "# TYPE kgym_jobs_cached_total counter\nkgym_jobs_cached_total %ld\n",
-                  atomic_load(&s->cached));
-    kg_buf_printf(&b, "# HELP kgym_requests_waiting Requests waiting for their jobs (no thread held by any).\n"
-                      "# TYPE kgym_requests_waiting gauge\nkgym_requests_waiting %zu\n",
-                  s->waits ? kg_waits_count(s->waits) : (size_t)0);
-    kg_buf_printf(&b, "# HELP kgym_uptime_seconds Seconds since the server started.\n"
-                      "# TYPE kgym_uptime_seconds gauge\nkgym_uptime_seconds %.1f\n",
-                  kg_wall_s() - s->started_at);
+    /* Every write checked: a part of the text would read as counters that are not there. */
+    int wr = kg_sched_metrics(s->sched, &b);
+    wr |= kg_buf_printf(&b,
+                        "# HELP kgym_jobs_cached_total Jobs answered at submission from the result of an identical"
+                        " one.\n# TYPE kgym_jobs_cached_total counter\nkgym_jobs_cached_total %ld\n",
+                        atomic_load(&s->cached));
+    wr |= kg_buf_printf(&b, "# HELP kgym_requests_waiting Requests waiting for their jobs (no thread held by any).\n"
+                            "# TYPE kgym_requests_waiting gauge\nkgym_requests_waiting %zu\n",
+                        s->waits ? kg_waits_count(s->waits) : (size_t)0);
+    wr |= kg_buf_printf(&b, "# HELP kgym_uptime_seconds Seconds since the server started.\n"
+                            "# TYPE kgym_uptime_seconds gauge\nkgym_uptime_seconds %.1f\n",
+                        kg_wall_s() - s->started_at);
+    if (wr != KG_OK) {
+        kg_buf_free(&b);
+        return send_error(c, 500, "", "out of memory");
+    }
     size_t len = b.len;
     char *text = kg_buf_release(&b);
     if (!text)

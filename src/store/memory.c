@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "store/backend.h"
+#include "util/json.h"
 #include "util/util.h"
 
 typedef struct entry {
@@ -364,11 +365,6 @@ static long mem_queue_position(kg_store *base, const char *id)
     return n;
 }
 
-static json_t *text_or_null(const char *t)
-{
-    return t ? json_string(t) : json_null();
-}
-
 static int mem_list(kg_store *base, const char *status, int limit, json_t **out, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
@@ -378,28 +374,39 @@ static int mem_list(kg_store *base, const char *status, int limit, json_t **out,
     json_t *arr = json_array();
     if (!arr)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    /* A listing is whole or an error: a summary that cannot be built (memory) fails the listing, never a
+     * summary without some fields or a shorter list. */
+    int ok = 1;
     pthread_mutex_lock(&m->lock);
-    for (size_t i = m->n; i-- > 0 && (int)json_array_size(arr) < limit;) {
+    for (size_t i = m->n; ok && i-- > 0 && (int)json_array_size(arr) < limit;) {
         const entry *e = &m->jobs[i];
         if (status && !is(e, status))
             continue;
         json_t *o = json_object();
-        json_object_set_new(o, "id", text_or_null(e->job.id));
-        json_object_set_new(o, "status", text_or_null(e->job.status));
-        json_object_set_new(o, "verdict", text_or_null(e->job.verdict));
-        json_object_set_new(o, "reward", json_real(e->reward));
-        json_object_set_new(o, "speedup", e->has_speedup ? json_real(e->speedup) : json_null());
-        json_object_set_new(o, "task", text_or_null(e->job.label));
-        json_object_set_new(o, "attempts", json_integer(e->job.attempts));
-        json_object_set_new(o, "submitted_at", json_real(e->job.submitted_at));
-        json_object_set_new(o, "started_at", json_real(e->job.started_at));
-        json_object_set_new(o, "finished_at", json_real(e->job.finished_at));
-        json_object_set_new(o, "cached_from", text_or_null(e->job.cached_from));
-        json_object_set_new(o, "error", text_or_null(e->job.error));
-        json_object_set_new(o, "coverage", e->coverage >= 0 ? json_real(e->coverage) : json_null());
-        json_array_append_new(arr, o);
+        ok = kg_json_set(o, "id", kg_json_text(e->job.id)) == 0 &&
+             kg_json_set(o, "status", kg_json_text(e->job.status)) == 0 &&
+             kg_json_set(o, "verdict", kg_json_text(e->job.verdict)) == 0 &&
+             kg_json_set(o, "reward", kg_json_number(e->reward)) == 0 &&
+             kg_json_set(o, "speedup", e->has_speedup ? kg_json_number(e->speedup) : json_null()) == 0 &&
+             kg_json_set(o, "task", kg_json_text(e->job.label)) == 0 &&
+             kg_json_set(o, "attempts", json_integer(e->job.attempts)) == 0 &&
+             kg_json_set(o, "submitted_at", kg_json_number(e->job.submitted_at)) == 0 &&
+             kg_json_set(o, "started_at", kg_json_number(e->job.started_at)) == 0 &&
+             kg_json_set(o, "finished_at", kg_json_number(e->job.finished_at)) == 0 &&
+             kg_json_set(o, "cached_from", kg_json_text(e->job.cached_from)) == 0 &&
+             kg_json_set(o, "error", kg_json_text(e->job.error)) == 0 &&
+             kg_json_set(o, "coverage", e->coverage >= 0 ? kg_json_number(e->coverage) : json_null()) == 0;
+        if (!ok) {
+            json_decref(o);
+            break;
+        }
+        ok = kg_json_push(arr, o) == 0;
     }
     pthread_mutex_unlock(&m->lock);
+    if (!ok) {
+        json_decref(arr);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory listing jobs");
+    }
     *out = arr;
     return KG_OK;
 }

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 #define POOL 16
@@ -397,14 +398,16 @@ static const char *const fields[] = {"id", "status", "key", "request", "result",
                                      "seq", "entry", "reward", "speedup", "label", "coverage"};
 #define NFIELDS (sizeof fields / sizeof *fields)
 
-/* HMGET of every field into vals (malloc'd strings or NULL). 1 if the job exists. */
+/* HMGET of every field into vals (malloc'd strings or NULL). 1 if the job exists, 0 if not; a negative status
+ * (KG_ERR_IO, KG_ERR_NOMEM) when it could not be read whole, vals then all NULL. */
 static int load(redisContext *c, const char *id, char *vals[NFIELDS], kg_error *err)
 {
     memset(vals, 0, sizeof(char *) * NFIELDS);
     const char *argv[NFIELDS + 2];
     size_t lens[NFIELDS + 2];
     kg_buf key = {0};
-    kg_buf_printf(&key, P "job:%s", id);
+    if (kg_buf_printf(&key, P "job:%s", id) != KG_OK)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     argv[0] = "HMGET";
     argv[1] = key.data;
     for (size_t i = 0; i < NFIELDS; i++)
@@ -414,14 +417,23 @@ static int load(redisContext *c, const char *id, char *vals[NFIELDS], kg_error *
     redisReply *x = redisCommandArgv(c, (int)(NFIELDS + 2), argv, lens);
     kg_buf_free(&key);
     if (!x || x->type != REDIS_REPLY_ARRAY) {
-        kg_error_set(err, KG_ERR_IO, "Redis: %s", x && x->str ? x->str : c->errstr);
+        int rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x && x->str ? x->str : c->errstr);
         freeReplyObject(x);
-        return -1;
+        return rc;
     }
+    /* A field that cannot be copied (memory) is an error, never a job read without it. */
+    int nomem = 0;
     for (size_t i = 0; i < NFIELDS && i < x->elements; i++)
-        if (x->element[i]->type == REDIS_REPLY_STRING)
-            vals[i] = kg_strdup(x->element[i]->str);
+        if (x->element[i]->type == REDIS_REPLY_STRING && !(vals[i] = kg_strdup(x->element[i]->str)))
+            nomem = 1;
     freeReplyObject(x);
+    if (nomem) {
+        for (size_t i = 0; i < NFIELDS; i++) {
+            free(vals[i]);
+            vals[i] = NULL;
+        }
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory reading job \"%s\"", id);
+    }
     return vals[1] != NULL; /* status */
 }
 
@@ -670,7 +682,7 @@ static int r_get(kg_store *base, const char *id, kg_job *out, kg_error *err)
     int e = load(c, id, vals, err);
     conn_put(r, c);
     if (e < 0)
-        return KG_ERR_IO;
+        return e;
     if (!e) {
         free_vals(vals);
         return kg_error_set(err, KG_ERR_NOT_FOUND, "no job \"%s\"", id);
@@ -766,7 +778,7 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
         int e = load(c, id, vals, err);
         if (e < 0) { /* unread is not gone: keep the entry (pending; its lease brings it back) */
             free_vals(vals);
-            rc = KG_ERR_IO;
+            rc = e;
             break;
         }
         const char *st = e > 0 ? vals[1] : NULL;
@@ -781,7 +793,11 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
             continue;
         }
         kg_buf key = {0};
-        kg_buf_printf(&key, P "job:%s", id);
+        if (kg_buf_printf(&key, P "job:%s", id) != KG_OK) { /* the entry stays pending, as when unread */
+            free_vals(vals);
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+            break;
+        }
         if (reclaimed && attempts >= r->max_attempts) {
             /* It took its worker down max_attempts times: stop, with a verdict. */
             char msg[256], fin[32];
@@ -816,6 +832,8 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
             to_job(vals, out);
             rc = KG_OK;
         } else {
+            if (e < 0) /* claimed but not read whole: its lease brings it back */
+                rc = e;
             free_vals(vals);
         }
         break;
@@ -835,14 +853,19 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
     int e = load(c, id, vals, err);
     int rc = KG_OK;
     if (e <= 0 || strcmp(vals[1], "running")) {
-        rc = e < 0 ? KG_ERR_IO : kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
+        rc = e < 0 ? e : kg_error_set(err, KG_ERR_NOT_FOUND, "job \"%s\" is not running", id);
     } else {
         char *verdict;
         char reward[32], speedup[32], coverage[32], fin[32];
         result_facts(result, result_json, &verdict, reward, speedup, coverage);
         snprintf(fin, sizeof fin, "%.6f", at);
         kg_buf key = {0};
-        kg_buf_printf(&key, P "job:%s", id);
+        if (kg_buf_printf(&key, P "job:%s", id) != KG_OK) {
+            free(verdict);
+            free_vals(vals);
+            conn_put(r, c);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
         const char *argv[32];
         int n = 0;
         argv[n++] = "HSET";
@@ -924,7 +947,10 @@ static int r_requeue(kg_store *base, const char *id, const char *reason, kg_erro
     if (!c)
         return KG_ERR_IO;
     kg_buf key = {0};
-    kg_buf_printf(&key, P "job:%s", id);
+    if (kg_buf_printf(&key, P "job:%s", id) != KG_OK) {
+        conn_put(r, c);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     const char *argv[] = {"EVAL", requeue_script, "1", key.data, id, reason ? reason : ""};
     redisReply *x = redisCommandArgv(c, 6, argv, NULL);
     int rc = KG_OK;
@@ -1007,7 +1033,7 @@ static int r_cancel(kg_store *base, const char *id, char was[16], kg_error *err)
     int e = load(c, id, vals, err);
     int rc = KG_OK;
     if (e < 0)
-        rc = KG_ERR_IO;
+        rc = e;
     else if (!e)
         rc = kg_error_set(err, KG_ERR_NOT_FOUND, "no job \"%s\"", id);
     else {
@@ -1086,27 +1112,52 @@ static int r_list(kg_store *base, const char *status, int limit, json_t **out, k
         conn_put(r, c);
         return KG_ERR_IO;
     }
+    /* A listing is whole or an error: a summary that cannot be built (memory), or a job that cannot be read,
+     * fails the listing, never a summary without some fields or a shorter list.  A job gone meanwhile (expired)
+     * is not listed. */
     json_t *arr = json_array();
-    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements && (int)json_array_size(arr) < limit; i++) {
+    int rc = arr ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory listing jobs");
+    for (size_t i = 0; rc == KG_OK && x->type == REDIS_REPLY_ARRAY && i < x->elements &&
+                       (int)json_array_size(arr) < limit;
+         i++) {
         char *vals[NFIELDS];
-        if (load(c, x->element[i]->str, vals, NULL) <= 0 || (status && strcmp(vals[1], status))) {
+        int e = load(c, x->element[i]->str, vals, err);
+        if (e < 0) {
+            rc = e;
+            break;
+        }
+        if (!e || (status && strcmp(vals[1], status))) {
             free_vals(vals);
             continue;
         }
-        json_t *o = json_pack("{s:s, s:s, s:s?, s:f, s:o, s:s?, s:i, s:f, s:f, s:f, s:s?, s:s?}", "id", vals[0] ? vals[0] : "",
-                              "status", vals[1], "verdict", vals[6], "reward", vals[15] ? atof(vals[15]) : 0.0,
-                              "speedup", vals[16] ? json_real(atof(vals[16])) : json_null(), "task", vals[17],
-                              "attempts", vals[9] ? atoi(vals[9]) : 0, "submitted_at",
-                              vals[10] ? atof(vals[10]) : 0.0, "started_at", vals[11] ? atof(vals[11]) : 0.0,
-                              "finished_at", vals[12] ? atof(vals[12]) : 0.0, "cached_from", vals[8], "error", vals[5]);
-        if (o) {
-            json_object_set_new(o, "coverage", vals[18] ? json_real(atof(vals[18])) : json_null());
-            json_array_append_new(arr, o);
-        }
+        json_t *o = json_object();
+        int ok = kg_json_set(o, "id", kg_json_text(vals[0] ? vals[0] : "")) == 0 &&
+                 kg_json_set(o, "status", kg_json_text(vals[1])) == 0 &&
+                 kg_json_set(o, "verdict", kg_json_text(vals[6])) == 0 &&
+                 kg_json_set(o, "reward", kg_json_number(vals[15] ? atof(vals[15]) : 0.0)) == 0 &&
+                 kg_json_set(o, "speedup", vals[16] ? kg_json_number(atof(vals[16])) : json_null()) == 0 &&
+                 kg_json_set(o, "task", kg_json_text(vals[17])) == 0 &&
+                 kg_json_set(o, "attempts", json_integer(vals[9] ? atoi(vals[9]) : 0)) == 0 &&
+                 kg_json_set(o, "submitted_at", kg_json_number(vals[10] ? atof(vals[10]) : 0.0)) == 0 &&
+                 kg_json_set(o, "started_at", kg_json_number(vals[11] ? atof(vals[11]) : 0.0)) == 0 &&
+                 kg_json_set(o, "finished_at", kg_json_number(vals[12] ? atof(vals[12]) : 0.0)) == 0 &&
+                 kg_json_set(o, "cached_from", kg_json_text(vals[8])) == 0 &&
+                 kg_json_set(o, "error", kg_json_text(vals[5])) == 0 &&
+                 kg_json_set(o, "coverage", vals[18] ? kg_json_number(atof(vals[18])) : json_null()) == 0;
+        if (!ok)
+            json_decref(o);
+        else
+            ok = kg_json_push(arr, o) == 0;
+        if (!ok)
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory listing jobs");
         free_vals(vals);
     }
     freeReplyObject(x);
     conn_put(r, c);
+    if (rc != KG_OK) {
+        json_decref(arr);
+        return rc;
+    }
     *out = arr;
     return KG_OK;
 }
@@ -1173,7 +1224,8 @@ static int r_heartbeat(kg_store *base, const json_t *workers, double ttl_s, kg_e
             const char *key = json_string_value(json_object_get(w, "current_key"));
             if (key && *key) {
                 kg_buf k = {0};
-                kg_buf_printf(&k, P "inflight:%s", key);
+                if (kg_buf_printf(&k, P "inflight:%s", key) != KG_OK)
+                    rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
                 char ttl[32];
                 snprintf(ttl, sizeof ttl, "%lld", (long long)(r->lease_s * 1000));
                 const char *argv[] = {"EVAL", renew_script, "1", k.data ? k.data : "", job, ttl};
@@ -1202,19 +1254,30 @@ static int r_workers(kg_store *base, json_t **out, kg_error *err)
         conn_put(r, c);
         return KG_ERR_IO;
     }
+    /* The list is whole or an error (memory): a live worker is never left out, nor taken for gone. */
     json_t *arr = json_array();
-    for (size_t i = 0; x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
+    int rc = arr ? KG_OK : kg_error_set(err, KG_ERR_NOMEM, "out of memory listing workers");
+    for (size_t i = 0; rc == KG_OK && x->type == REDIS_REPLY_ARRAY && i < x->elements; i++) {
         const char *name = x->element[i]->str;
         redisReply *y = cmd(c, NULL, "GET " P "worker:%s", name);
-        json_t *w = y && y->type == REDIS_REPLY_STRING ? json_loads(y->str, 0, NULL) : NULL;
-        if (w)
-            json_array_append_new(arr, w);
-        else /* heartbeat expired: the worker is gone */
+        json_error_t jerr;
+        json_t *w = y && y->type == REDIS_REPLY_STRING ? json_loads(y->str, 0, &jerr) : NULL;
+        if (w) {
+            if (kg_json_push(arr, w) != 0)
+                rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory listing workers");
+        } else if (y && y->type == REDIS_REPLY_STRING && json_error_code(&jerr) == json_error_out_of_memory) {
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory listing workers");
+        } else { /* heartbeat expired: the worker is gone */
             cmd_ok(c, NULL, "SREM " P "workers %s", name);
+        }
         freeReplyObject(y);
     }
     freeReplyObject(x);
     conn_put(r, c);
+    if (rc != KG_OK) {
+        json_decref(arr);
+        return rc;
+    }
     *out = arr;
     return KG_OK;
 }
@@ -1228,7 +1291,10 @@ static int r_inflight_lead(kg_store *base, const char *key, const char *id, cons
     if (!c)
         return KG_ERR_IO;
     kg_buf k = {0};
-    kg_buf_printf(&k, P "inflight:%s", key);
+    if (kg_buf_printf(&k, P "inflight:%s", key) != KG_OK) {
+        conn_put(r, c);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     char ttl[32];
     snprintf(ttl, sizeof ttl, "%lld", (long long)(r->lease_s * 1000));
     const char *argv[] = {"EVAL", lead_script, "1", k.data ? k.data : "", id, stale ? stale : "", ttl};
@@ -1271,7 +1337,10 @@ static int r_inflight_end(kg_store *base, const char *key, const char *id, kg_er
     if (!c)
         return KG_ERR_IO;
     kg_buf k = {0};
-    kg_buf_printf(&k, P "inflight:%s", key);
+    if (kg_buf_printf(&k, P "inflight:%s", key) != KG_OK) {
+        conn_put(r, c);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
     const char *argv[] = {"EVAL", end_script, "1", k.data ? k.data : "", id};
     redisReply *x = redisCommandArgv(c, 5, argv, NULL);
     int rc = KG_OK;

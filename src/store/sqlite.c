@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/json.h"
 #include "util/util.h"
 
 typedef struct sqlite_store {
@@ -582,32 +583,36 @@ static int sq_list(kg_store *base, const char *status, int limit, json_t **out, 
         if (status)
             bind_text(st, i++, status);
         sqlite3_bind_int(st, i, limit);
-        while (sqlite3_step(st) == SQLITE_ROW) {
+        /* A listing is whole or an error: a summary that cannot be built (memory) fails the listing, never a
+         * summary without some fields or a shorter list. */
+        int ok = arr != NULL;
+        while (ok && sqlite3_step(st) == SQLITE_ROW) {
             json_t *o = json_object();
             const char *names[] = {"id", "status", "verdict"};
-            for (int c = 0; c < 3; c++) {
-                const unsigned char *t = sqlite3_column_text(st, c);
-                json_object_set_new(o, names[c], t ? json_string((const char *)t) : json_null());
+            for (int c = 0; ok && c < 3; c++)
+                ok = kg_json_set(o, names[c], kg_json_text((const char *)sqlite3_column_text(st, c))) == 0;
+            ok = ok && kg_json_set(o, "reward", kg_json_number(sqlite3_column_double(st, 3))) == 0 &&
+                 kg_json_set(o, "speedup", sqlite3_column_type(st, 4) == SQLITE_NULL
+                                               ? json_null()
+                                               : kg_json_number(sqlite3_column_double(st, 4))) == 0 &&
+                 kg_json_set(o, "task", kg_json_text((const char *)sqlite3_column_text(st, 5))) == 0 &&
+                 kg_json_set(o, "attempts", json_integer(sqlite3_column_int(st, 6))) == 0 &&
+                 kg_json_set(o, "submitted_at", kg_json_number(sqlite3_column_double(st, 7))) == 0 &&
+                 kg_json_set(o, "started_at", kg_json_number(sqlite3_column_double(st, 8))) == 0 &&
+                 kg_json_set(o, "finished_at", kg_json_number(sqlite3_column_double(st, 9))) == 0 &&
+                 kg_json_set(o, "cached_from", kg_json_text((const char *)sqlite3_column_text(st, 10))) == 0 &&
+                 kg_json_set(o, "error", kg_json_text((const char *)sqlite3_column_text(st, 11))) == 0 &&
+                 kg_json_set(o, "coverage", sqlite3_column_type(st, 12) == SQLITE_NULL
+                                                ? json_null()
+                                                : kg_json_number(sqlite3_column_double(st, 12))) == 0;
+            if (!ok) {
+                json_decref(o);
+                break;
             }
-            json_object_set_new(o, "reward", json_real(sqlite3_column_double(st, 3)));
-            json_object_set_new(o, "speedup", sqlite3_column_type(st, 4) == SQLITE_NULL
-                                                  ? json_null()
-                                                  : json_real(sqlite3_column_double(st, 4)));
-            const unsigned char *label = sqlite3_column_text(st, 5);
-            json_object_set_new(o, "task", label ? json_string((const char *)label) : json_null());
-            json_object_set_new(o, "attempts", json_integer(sqlite3_column_int(st, 6)));
-            json_object_set_new(o, "submitted_at", json_real(sqlite3_column_double(st, 7)));
-            json_object_set_new(o, "started_at", json_real(sqlite3_column_double(st, 8)));
-            json_object_set_new(o, "finished_at", json_real(sqlite3_column_double(st, 9)));
-            const unsigned char *cf = sqlite3_column_text(st, 10);
-            json_object_set_new(o, "cached_from", cf ? json_string((const char *)cf) : json_null());
-            const unsigned char *e = sqlite3_column_text(st, 11);
-            json_object_set_new(o, "error", e ? json_string((const char *)e) : json_null());
-            json_object_set_new(o, "coverage", sqlite3_column_type(st, 12) == SQLITE_NULL
-                                                   ? json_null()
-                                                   : json_real(sqlite3_column_double(st, 12)));
-            json_array_append_new(arr, o);
+            ok = kg_json_push(arr, o) == 0;
         }
+        if (!ok)
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory listing jobs");
     }
     sqlite3_finalize(st);
     pthread_mutex_unlock(&s->lock);

@@ -356,7 +356,7 @@ int main(void)
     CHECK(json_is_array(w) && json_array_size(w) == 0, "no workers listed");
     json_decref(w);
     kg_buf m = {0};
-    kg_sched_metrics(s, &m);
+    CHECK(kg_sched_metrics(s, &m) == KG_OK, "metrics written");
     CHECK(m.data && strstr(m.data, "kgym_queue_depth 2\n") && strstr(m.data, "kgym_jobs{status=\"done\"} 1\n") &&
               strstr(m.data, "# TYPE kgym_jobs_finished_total counter"),
           "Prometheus text");

@@ -10,6 +10,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include "server/server.h"
 #include "server/service.h"
 #include "store/backend.h"
 #include "task/task.h"
@@ -368,6 +369,90 @@ static void facts_from_text_or_parsed(void)
     }
 }
 
+/* Allocation failures (docs/style.md): jansson's allocator fails its Nth allocation, for every N a listing or
+ * a job's JSON takes.  Each gives the unfailed JSON or an error naming memory, never a listing or a job with a
+ * part left out (a summary without a field, a shorter list).  ASan checks nothing leaks on the way out. */
+static long alloc_count, alloc_fail_at;
+
+static void *failing_malloc(size_t n)
+{
+    if (alloc_fail_at && ++alloc_count == alloc_fail_at)
+        return NULL;
+    if (!alloc_fail_at)
+        alloc_count++;
+    return malloc(n);
+}
+
+/* what: 0 the store's listing, 1 a job's JSON (kg_server_job_json_from, which a listing's reader and every
+ * waiter gets).  *dump: its text (sorted keys) or NULL; the status. */
+static int fault_json(kg_store *s, const kg_job *j, const json_t *result, const json_t *request, int what,
+                      long fail_at, char **dump)
+{
+    json_t *out = NULL;
+    kg_error err;
+    kg_error_clear(&err);
+    alloc_count = 0;
+    alloc_fail_at = fail_at;
+    json_set_alloc_funcs(failing_malloc, free);
+    int rc = KG_OK;
+    if (what == 0)
+        rc = kg_store_list(s, NULL, 10, &out, &err);
+    else if (!(out = kg_server_job_json_from(j, result, request, 1)))
+        rc = kg_error_set(&err, KG_ERR_NOMEM, "out of memory");
+    json_set_alloc_funcs(malloc, free);
+    alloc_fail_at = 0;
+    *dump = out ? json_dumps(out, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
+    if (rc != KG_OK && out)
+        rc = KG_ERR_INTERNAL; /* a failure must not hand out JSON */
+    if (rc == KG_ERR_NOMEM && !strstr(err.message, "out of memory"))
+        rc = KG_ERR_INTERNAL;
+    json_decref(out);
+    return rc;
+}
+
+static void allocation_failures_give_no_partial_json(const char *path)
+{
+    kg_store *s = NULL;
+    kg_error err;
+    CHECK(kg_store_open(path, &s, &err) == KG_OK, "open for allocation failures");
+    if (!s)
+        return;
+    put(s, "fa", "ka", NULL, NULL);
+    put(s, "fb", "kb", "done", "{\"verdict\":\"correct\",\"reward\":1.0,\"timing\":{\"speedup\":2.5}}");
+    put(s, "fc", "kc", NULL, NULL);
+    kg_job j;
+    CHECK(kg_store_get(s, "fb", &j, &err) == KG_OK, "get fb");
+    json_t *result = json_loads(j.result, 0, NULL), *request = json_loads(j.request, 0, NULL);
+    for (int what = 0; what < 2; what++) {
+        char *want = NULL;
+        CHECK(fault_json(s, &j, result, request, what, 0, &want) == KG_OK && want, "unfailed JSON");
+        long total = alloc_count;
+        CHECK(total > 20, "the hook sees the JSON's allocations");
+        long nomem = 0, same = 0, other = 0;
+        for (long n = 1; n <= total; n++) {
+            char *got = NULL;
+            int rc = fault_json(s, &j, result, request, what, n, &got);
+            if (rc == KG_OK && got && want && !strcmp(got, want))
+                same++;
+            else if (rc == KG_ERR_NOMEM && !got)
+                nomem++;
+            else {
+                if (other++ == 0)
+                    printf("  %s, allocation %ld failed: rc %d, %s\n", what ? "job JSON" : "listing", n, rc,
+                           got ? got : "(none)");
+            }
+            free(got);
+        }
+        CHECK(other == 0 && nomem > 0 && nomem + same == total,
+              what ? "a job's JSON is whole or out of memory" : "a listing is whole or out of memory");
+        free(want);
+    }
+    json_decref(result);
+    json_decref(request);
+    kg_job_free(&j);
+    kg_store_close(s);
+}
+
 int main(void)
 {
     char *dir = NULL;
@@ -383,6 +468,13 @@ int main(void)
     marks(path.data);
     marks(KG_STORE_MEMORY);
     facts_from_text_or_parsed();
+    allocation_failures_give_no_partial_json(KG_STORE_MEMORY);
+    {
+        kg_buf fpath = {0};
+        CHECK(kg_buf_printf(&fpath, "%s/faults.db", dir) == KG_OK, "path");
+        allocation_failures_give_no_partial_json(fpath.data);
+        kg_buf_free(&fpath);
+    }
     kg_store *s = NULL;
     kg_job x;
 
