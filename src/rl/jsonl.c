@@ -2,6 +2,7 @@
  * (see rl_jsonl.h and docs/rl.md §Input). */
 #include "rl_jsonl.h"
 #include "rl/result_read.h"
+#include "util/json.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -196,10 +197,14 @@ json_t *kg_rl_row_record(const kg_rl_row *row)
     json_t *rec = json_object();
     if (!rec)
         return NULL;
-    if (row->prompt)
-        json_object_set_new(rec, "task", json_string(row->prompt));
-    json_object_set_new(rec, "turn", json_integer(row->turn));
-    json_object_set(rec, "result", row->root);
+    /* Whole or NULL (docs/style.md): a record without its task or result would be another record. */
+    int ok = !row->prompt || kg_json_set(rec, "task", kg_json_text(row->prompt)) == 0;
+    ok = ok && kg_json_set(rec, "turn", json_integer(row->turn)) == 0;
+    ok = ok && kg_json_set(rec, "result", json_incref(row->root)) == 0;
+    if (!ok) {
+        json_decref(rec);
+        return NULL;
+    }
     return rec;
 }
 

@@ -38,8 +38,11 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
         return kg_error_set(err, KG_ERR_NOT_FOUND, "Python interpreter %s is not executable: %s",
                             opts->python, strerror(errno));
     kg_buf pkg = {0};
-    kg_buf_printf(&pkg, "%s/kgym_harness/zygote.py", opts->harness_dir);
-    int found = pkg.data && kg_file_exists(pkg.data);
+    if (kg_buf_printf(&pkg, "%s/kgym_harness/zygote.py", opts->harness_dir) != 0) {
+        kg_buf_free(&pkg);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    int found = kg_file_exists(pkg.data);
     kg_buf_free(&pkg);
     if (!found)
         return kg_error_set(err, KG_ERR_NOT_FOUND, "no kgym_harness package under %s",
@@ -66,9 +69,15 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     /* Set first, it stands: the device's own figure (sent by the judges) is then ignored. */
     kg_arbiter_set_capacity(sup->arbiter, opts->device_memory_bytes);
     kg_buf log = {0};
-    kg_buf_printf(&log, "%s/zygote.log", dir);
+    int logged = kg_buf_printf(&log, "%s/zygote.log", dir) == 0;
+    if (!logged)
+        rmdir(dir); /* kg_supervisor_close removes it through log_path, which there is none of */
     free(dir);
     sup->log_path = kg_buf_release(&log);
+    if (!logged) {
+        kg_supervisor_close(sup);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
 
     /* Children are forked by the zygote's intermediate process, which exits at
      * once: as a subreaper we inherit them and can wait for their real status. */
@@ -150,6 +159,7 @@ typedef struct {
     kg_buf head;
     char *ring;
     size_t cap, ring_pos, ring_len, total;
+    int lost; /* a part could not be kept (memory): the capture says it is cut */
 } capture;
 
 static void capture_add(capture *c, const char *data, size_t n)
@@ -160,14 +170,17 @@ static void capture_add(capture *c, const char *data, size_t n)
         to_head = c->cap - c->head.len;
         if (to_head > n)
             to_head = n;
-        kg_buf_append(&c->head, data, to_head);
+        if (kg_buf_append(&c->head, data, to_head) != 0)
+            c->lost = 1;
     }
     data += to_head;
     n -= to_head;
     if (!n || !c->cap)
         return;
-    if (!c->ring && !(c->ring = malloc(c->cap)))
+    if (!c->ring && !(c->ring = malloc(c->cap))) {
+        c->lost = 1;
         return;
+    }
     if (n > c->cap) { /* only the last cap bytes can survive */
         data += n - c->cap;
         n = c->cap;
@@ -186,11 +199,15 @@ static void capture_finish(capture *c, kg_capture *out)
     kg_buf tail = {0};
     if (c->ring_len) {
         size_t start = (c->ring_pos + c->cap - c->ring_len) % c->cap;
-        for (size_t i = 0; i < c->ring_len; i++)
-            kg_buf_append(&tail, &c->ring[(start + i) % c->cap], 1);
+        size_t first = c->cap - start < c->ring_len ? c->cap - start : c->ring_len;
+        if (kg_buf_append(&tail, c->ring + start, first) != 0 ||
+            kg_buf_append(&tail, c->ring, c->ring_len - first) != 0) {
+            kg_buf_free(&tail);
+            c->lost = 1;
+        }
     }
     out->tail = kg_buf_release(&tail);
-    out->truncated = c->total > c->cap + c->ring_len;
+    out->truncated = c->total > c->cap + c->ring_len || c->lost;
     free(c->ring);
     c->ring = NULL;
 }
@@ -239,9 +256,7 @@ int kg_send_json_line(int fd, const json_t *obj)
     if (!text)
         return -1;
     kg_buf line = {0};
-    kg_buf_puts(&line, text);
-    kg_buf_puts(&line, "\n");
-    int rc = line.data ? send_all(fd, line.data, line.len) : -1;
+    int rc = kg_buf_puts(&line, text) == 0 && kg_buf_puts(&line, "\n") == 0 ? send_all(fd, line.data, line.len) : -1;
     kg_buf_free(&line);
     free(text);
     return rc;
@@ -686,7 +701,11 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             }
             progressed = 1;
             if (i == FD_PROTO) {
-                kg_buf_append(&linebuf, chunk, (size_t)n);
+                if (kg_buf_append(&linebuf, chunk, (size_t)n) != 0) {
+                    /* a line of the judge's not kept: never a verdict decided without it */
+                    fail_own(&st, "out of memory reading the judge's messages");
+                    continue;
+                }
                 char *start = linebuf.data, *nl;
                 while ((nl = memchr(start, '\n', linebuf.len - (size_t)(start - linebuf.data)))) {
                     if (!st.killed && handle_message(&st, start, (size_t)(nl - start)) != 0)

@@ -216,15 +216,15 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
         visible_device(sup->device, visible, sizeof visible);
     const char *old_path = getenv("PYTHONPATH");
     kg_buf pythonpath = {0}, visible_var = {0};
-    kg_buf_printf(&pythonpath, "PYTHONPATH=%s", sup->harness_dir);
-    if (old_path && *old_path)
-        kg_buf_printf(&pythonpath, ":%s", old_path);
-    kg_buf_printf(&visible_var, "CUDA_VISIBLE_DEVICES=%s", is_cpu ? "" : visible);
+    /* Whole or not at all: a PYTHONPATH cut short would import another harness. */
+    int built = kg_buf_printf(&pythonpath, "PYTHONPATH=%s", sup->harness_dir) == 0 &&
+                (!old_path || !*old_path || kg_buf_printf(&pythonpath, ":%s", old_path) == 0) &&
+                kg_buf_printf(&visible_var, "CUDA_VISIBLE_DEVICES=%s", is_cpu ? "" : visible) == 0;
     /* The CPU runs kernels in Triton's interpreter; a GPU zygote asks NVML, not the driver, whether CUDA is
      * there: it must stay CUDA-free so that its forked children can initialise it. */
     char *extra[] = {pythonpath.data, "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", visible_var.data,
                      is_cpu ? "TRITON_INTERPRET=1" : "PYTORCH_NVML_BASED_CUDA_CHECK=1", NULL};
-    char **env = pythonpath.data && visible_var.data ? zygote_env(extra) : NULL;
+    char **env = built ? zygote_env(extra) : NULL;
     kg_buf_free(&visible_var);
     if (!env) {
         close(sv[0]);
