@@ -51,6 +51,8 @@ checks running victim
 kill_worker "$(worker_pid victim)"
 checks fleet "$TMP/ids"
 checks wait victim done 'd["attempts"] == 2 and d["result"]["verdict"] == "timeout"'
+# 2. The API server hears of jobs the workers end from Redis (kgym:done), at once.
+checks fleet_wake wake
 
 # A second API server on the same Redis sees the same jobs and workers: API
 # servers keep no state of their own.
