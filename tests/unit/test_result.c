@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kg_fault.h"
 #include "kg_test.h"
 #include "kg_facts.h"
 #include "eval/internal.h"
@@ -1787,17 +1788,6 @@ static void runner_findings_only_add(void)
  * result of the run without failures or KG_ERR_NOMEM and no result: never a partial result, never another
  * verdict (a finding or an unjudged fact lost to memory must not turn into "correct").  ASan checks that no
  * run leaks or touches freed memory. */
-static long alloc_count, alloc_fail_at;
-
-static void *failing_malloc(size_t n)
-{
-    if (alloc_fail_at && ++alloc_count == alloc_fail_at)
-        return NULL;
-    if (!alloc_fail_at)
-        alloc_count++;
-    return malloc(n);
-}
-
 /* The reports: a passing run (CPU and GPU), two findings under a policy read from its text, a variant that
  * raised (frames, an error), a forged line and processes left running, a stage that never ended. */
 static void fault_report(fake *f, int kind)
@@ -1857,12 +1847,9 @@ static int fault_build(int kind, long fail_at, char **dump)
     json_t *r = NULL;
     kg_error err;
     kg_error_clear(&err);
-    alloc_count = 0;
-    alloc_fail_at = fail_at;
-    json_set_alloc_funcs(failing_malloc, free);
+    kg_fault_arm(fail_at);
     int rc = kg_eval_build_result(&o, &req, &f.rep, CAND, ex, &r, &err);
-    json_set_alloc_funcs(malloc, free);
-    alloc_fail_at = 0;
+    kg_fault_disarm();
     *dump = r ? json_dumps(r, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     if (rc != KG_OK && r)
         rc = KG_ERR_INTERNAL; /* a failure must not hand out a result */
@@ -1880,7 +1867,7 @@ static void allocation_failures_give_no_partial_result(void)
     for (int kind = 0; kind < 6; kind++) {
         char *want = NULL;
         KG_CHECK(fault_build(kind, 0, &want) == KG_OK && want != NULL);
-        long total = alloc_count;
+        long total = kg_fault_count; /* of the unfailed run */
         json_t *w = want ? json_loads(want, 0, NULL) : NULL;
         KG_CHECK_STR(verdict(w), want_verdicts[kind]);
         json_decref(w);

@@ -16,6 +16,7 @@
 #include "task/task.h"
 #include "store/store.h"
 #include "util/util.h"
+#include "kg_fault.h"
 
 static int pass, fail;
 #define CHECK(cond, what)                                                                                   \
@@ -372,17 +373,6 @@ static void facts_from_text_or_parsed(void)
 /* Allocation failures (docs/style.md): jansson's allocator fails its Nth allocation, for every N a listing or
  * a job's JSON takes.  Each gives the unfailed JSON or an error naming memory, never a listing or a job with a
  * part left out (a summary without a field, a shorter list).  ASan checks nothing leaks on the way out. */
-static long alloc_count, alloc_fail_at;
-
-static void *failing_malloc(size_t n)
-{
-    if (alloc_fail_at && ++alloc_count == alloc_fail_at)
-        return NULL;
-    if (!alloc_fail_at)
-        alloc_count++;
-    return malloc(n);
-}
-
 /* what: 0 the store's listing, 1 a job's JSON (kg_server_job_json_from, which a listing's reader and every
  * waiter gets).  *dump: its text (sorted keys) or NULL; the status. */
 static int fault_json(kg_store *s, const kg_job *j, const json_t *result, const json_t *request, int what,
@@ -391,16 +381,13 @@ static int fault_json(kg_store *s, const kg_job *j, const json_t *result, const 
     json_t *out = NULL;
     kg_error err;
     kg_error_clear(&err);
-    alloc_count = 0;
-    alloc_fail_at = fail_at;
-    json_set_alloc_funcs(failing_malloc, free);
+    kg_fault_arm(fail_at);
     int rc = KG_OK;
     if (what == 0)
         rc = kg_store_list(s, NULL, 10, &out, &err);
     else if (!(out = kg_server_job_json_from(j, result, request, 1)))
         rc = kg_error_set(&err, KG_ERR_NOMEM, "out of memory");
-    json_set_alloc_funcs(malloc, free);
-    alloc_fail_at = 0;
+    kg_fault_disarm();
     *dump = out ? json_dumps(out, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     if (rc != KG_OK && out)
         rc = KG_ERR_INTERNAL; /* a failure must not hand out JSON */
@@ -426,7 +413,7 @@ static void allocation_failures_give_no_partial_json(const char *path)
     for (int what = 0; what < 2; what++) {
         char *want = NULL;
         CHECK(fault_json(s, &j, result, request, what, 0, &want) == KG_OK && want, "unfailed JSON");
-        long total = alloc_count;
+        long total = kg_fault_count; /* of the unfailed run */
         CHECK(total > 20, "the hook sees the JSON's allocations");
         long nomem = 0, same = 0, other = 0;
         for (long n = 1; n <= total; n++) {
