@@ -45,7 +45,9 @@ pair "segfault --policy $RT" "exit_early --policy $RT"
 pair "flood --policy $RT" "protocol_garbage --policy $RT"
 run raise_second_call
 wait $hangs
-expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5'
+expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5 and all(
+    {"inputs", "reference", "construct", "call", "compare"} <= set(v["spent_ms"]) and all(x >= 0 for x in
+    v["spent_ms"].values()) for v in r["correctness"]["variants"])'
 # Everything a pass needs was seen (nothing unjudged, no required protection missing), and the result says what
 # its verdict cannot see: on the CPU the interpreter's serial instances and the lack of timing; nothing on a GPU.
 expect ok correct 'r["unjudged"] == [] and r["sandbox"]["missing"] == [] and r["sandbox"]["waived"] == [] and

@@ -987,6 +987,16 @@ class Evaluation:
 
         facts = {"name": v.name, "description": v.description, "sizes": v.sizes,
                  "dtype": v.dtype, "status": "ran", "compare": None, "error": None}
+        # Where the variant's time goes, on the judge's clock (host time: GPU work the judge queued without
+        # waiting shows in the step that waits for it), for tuning only: facts["spent_ms"], never a verdict.
+        spent = facts["spent_ms"] = {}
+        mark = [time.perf_counter()]
+
+        def lap(step):
+            now = time.perf_counter()
+            spent[step] = round(spent.get(step, 0.0) + (now - mark[0]) * 1e3, 3)
+            mark[0] = now
+
         try:
             init, inputs = tasks.build(self.task, v, self.device)
         except tasks.StructureNotKept as exc:
@@ -1003,6 +1013,7 @@ class Evaluation:
         # copy: nothing it does to its inputs reaches these.
         in_place, inputs = self.runner.tp.InPlace.make(inputs, share=self.runner.share)
         cand_inputs = inputs
+        lap("inputs")
 
         def rebuild():
             return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
@@ -1018,6 +1029,7 @@ class Evaluation:
                 # its output in the block the runner can write, even after answering: the judge keeps its own.
                 ref_out = _clone_out(ref_out)
             ok, reason = compare.reference_ok(ref_out)
+            lap("reference")
         except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
             if is_out_of_memory(exc):
                 # Not "the task cannot run these inputs": a variant skipped for want of memory would let a
@@ -1038,12 +1050,15 @@ class Evaluation:
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
         # The reference's intermediates are garbage now, but cached: the runner needs that memory.
         _give_back_device_memory(self.device, collect=False)
+        lap("tolerance")
         try:
             cand = self.runner.construct(init, v.seed, v.dtype)
             if in_place is not None:
                 in_place.seal()
+            lap("construct")
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out, in_place=in_place)
             facts["candidate_ms"] = cand.last_ms
+            lap("call")
         except RemoteError as exc:  # everything the candidate raises is data
             facts["status"] = "candidate_raised"
             facts["error"] = describe_exception(exc)
@@ -1054,6 +1069,7 @@ class Evaluation:
                 # From here on nothing reads the block (module comment above); it goes with its last view.
                 inputs = cand_inputs = None
                 in_place.release()
+            lap("input_check")
         facts["atol"], facts["rtol"] = atol, rtol
         facts["tolerance"] = _finite(tol.facts())
         # The float64 adjudication holds the candidate to the tolerance relative to the output (below the
@@ -1061,6 +1077,7 @@ class Evaluation:
         exact_atol = tol.relative_atol if tol.relative_atol is not None else atol
         try:
             facts["compare"] = _finite(compare.compare(ref_out, cand_out, atol, rtol, tol.relative_atol))
+            lap("compare")
             if _near_miss(facts["compare"], ref_out, cand_out) or _relative_miss(facts["compare"], tol):
                 inputs = rebuild()
                 try:
@@ -1082,6 +1099,7 @@ class Evaluation:
                                                                      rtol, on_cpu=True)), device="cpu")
                         except Exception as exc2:  # noqa: BLE001
                             facts["fp64"] = _error_fact(exc2)
+                lap("fp64")
             if v.name == "base":
                 small = self.repeat_check_variant(v)
                 if small is None:
@@ -1095,6 +1113,7 @@ class Evaluation:
                     del inputs, cand_inputs, ref_out, cand_out
                     facts["repeat_checks"] = self.repeat_checks(
                         small, lambda checks: self.repeat_checks_apart(small, checks))
+                lap("repeat_checks")
         except Exception as exc:  # noqa: BLE001 — out of memory while checking (only that is re-raised above)
             if not is_out_of_memory(exc):
                 raise
