@@ -38,6 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOAL_CV = 0.02          # median CV of the speedup across separate evaluations
 GOAL_AGREE = 0.03       # |kgym / do_bench - 1| per problem
 GOAL_EVAL_PER_HOUR = 2000
+GOAL_GRPO_PER_HOUR = 9000  # issue 36: one H200, the GRPO-shaped mix
 GOAL_CONCURRENCY = 0.03  # median |speedup(jobs N) / speedup(jobs 1) - 1|
 
 
@@ -514,6 +515,83 @@ def report_throughput(args):
     return 0
 
 
+def _grpo_figures(doc, jobs):
+    """One run of the GRPO-shaped mix in figures (a dict; report_grpo prints them)."""
+    s = doc["summary"]
+    results = [e.get("result") for e in doc["results"]]
+    done = [r for r in results if isinstance(r, dict)]
+    wall_s = num(s.get("wall_s"))
+    n = len(done)
+    per_hour = n * 3600.0 / wall_s if wall_s else None
+    tasks = {}
+    for r in done:
+        t = tasks.setdefault(get(r, "task", "id") or get(r, "task", "path") or "?",
+                             {"evaluations": 0, "ref_timed": 0, "ref_cached": 0, "ref_computed": 0, "ref_held": 0})
+        t["evaluations"] += 1
+        tim = r.get("timing")
+        if isinstance(tim, dict) and tim.get("reference_cached") is not None:
+            t["ref_cached" if tim.get("reference_cached") else "ref_timed"] += 1
+        for v in get(r, "correctness", "variants") or []:
+            # A variant whose reference output was computed for this evaluation says so in its spent_ms; one
+            # served from a judge that holds it says reference_source "held".
+            if v.get("reference_source") == "held":
+                t["ref_held"] += 1
+            elif "reference" in (v.get("spent_ms") or {}):
+                t["ref_computed"] += 1
+    exclusive_s = sum(num(get(r, "gpu_phases", "exclusive", "held_ms")) or 0.0 for r in done) / 1000
+    bound = n * 3600.0 / exclusive_s if exclusive_s else None
+    verdicts = s.get("verdicts") or {}
+    return {"evaluations": n, "wall_s": wall_s, "per_hour": per_hour, "tasks": tasks,
+            "verdicts": ", ".join(f"{k} {v}" for k, v in verdicts.items() if v) or "-",
+            "exclusive_s": exclusive_s, "bound": bound,
+            "share": per_hour / bound if per_hour and bound else None,
+            "shared_wait_s": sum(num(get(r, "gpu_phases", "shared", "waited_ms")) or 0.0 for r in done) / 1000,
+            "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000}
+
+
+def report_grpo(args):
+    runs = []
+    for spec in args.runs:
+        who, sep, path = spec.partition("=")
+        if not sep or not who or not path:
+            raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
+        runs.append((who, _grpo_figures(load_run(path), args.jobs)))
+    gpu = gpu_name([], args.gpu_name)
+    rows = []
+    for who, f in runs:
+        ntasks = len(f["tasks"]) or 1
+        per_task = lambda k: sum(t[k] for t in f["tasks"].values()) / ntasks  # noqa: E731
+        rows.append([who, f["evaluations"], f"{fmt(f['wall_s'], ',.1f')} s", fmt(f["per_hour"], ",.0f"),
+                     f["verdicts"],
+                     f"{fmt(per_task('ref_timed'), '.1f')} timed, {fmt(per_task('ref_cached'), '.1f')} cached",
+                     f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held",
+                     f"{fmt(f['exclusive_s'], ',.1f')} s", fmt(f["bound"], ",.0f"), pct(f["share"]),
+                     f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s"])
+    table = md_table(["build", "evaluations", "run wall", "evaluations / GPU-hour", "verdicts",
+                      "reference timings per task", "reference outputs per task (variants)",
+                      "summed exclusive GPU time", "exclusive-window bound / h", "share of the bound",
+                      "shared-phase waits of summed evaluation wall"], rows)
+    lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
+    rate = {who: f["per_hour"] for who, f in runs}
+    if "base" in rate and "head" in rate and rate["base"] and rate["head"]:
+        lines.append(f"\nhead / base: {rate['head'] / rate['base']:.3f} ({100 * (rate['head'] / rate['base'] - 1):+.1f}%)")
+    goal = None
+    if rate.get("head") is not None:
+        goal = verdict_line(rate["head"] >= GOAL_GRPO_PER_HOUR,
+                            f"evaluations per GPU-hour on the GRPO-shaped mix ≥ {GOAL_GRPO_PER_HOUR:,}: "
+                            f"{fmt(rate['head'], ',.0f')}")
+        lines.append("\ngoal:\n" + goal)
+    print("\n".join(lines))
+    if args.write_doc:
+        body = "\n".join(["## Throughput on a GRPO-shaped mix (one GPU, full protocol)", "",
+                          f"{provenance(args, gpu)} Command: `{args.command}`.", "",
+                          "Mix: `bench/grpo_mix.py` (N KernelBench tasks x 8 samples; the samples of a task differ in "
+                          "bytes, two of eight are exact twins), one `kgym bench` process per build.", "",
+                          table] + ([f"", goal] if goal else []))
+        write_doc_section(args.write_doc, "grpo", body)
+    return 0
+
+
 def make_mix(args):
     """Deterministic throughput mix; see the header it writes."""
     out = []
@@ -679,10 +757,15 @@ def main(argv=None):
     p.add_argument("--jobs-b", type=int, default=8)
     p.add_argument("run_a")
     p.add_argument("run_b")
+    p = sub.add_parser("grpo")
+    common(p)
+    p.add_argument("--jobs", type=int, required=True)
+    p.add_argument("--mix", required=True, help="the mix the runs evaluated")
+    p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. base=a.json head=b.json")
     sub.add_parser("make-mix")
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
-          "concurrency": report_concurrency, "make-mix": make_mix}[args.cmd]
+          "concurrency": report_concurrency, "grpo": report_grpo, "make-mix": make_mix}[args.cmd]
     try:
         return fn(args)
     except ReportError as e:

@@ -635,6 +635,7 @@ int kg_cli_bench(int argc, char **argv)
     longopts[n++] = (struct option){0, 0, 0, 0};
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);
+    f.reference_cache_private = 1; /* a task's reference timed once per process (common.h) */
     const char *jsonl = NULL, *out_path = NULL;
     long jobs = 0;
     int check = 0, c;

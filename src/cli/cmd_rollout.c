@@ -426,6 +426,7 @@ int kg_cli_rollout(int argc, char **argv)
 
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);
+    f.reference_cache_private = 1; /* a task's reference timed once per process (common.h) */
     kg_chat_config chat;
     kg_chat_config_default(&chat);
     const char *stops[32];

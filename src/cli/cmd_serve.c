@@ -152,6 +152,7 @@ static int run(int argc, char **argv, int worker)
     kg_service_options_default(&o);
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);
+    f.reference_cache_private = 1; /* a task's reference timed once per process (common.h) */
     const char *token = getenv("KGYM_TOKEN");
     const char *token_from = "KGYM_TOKEN";
     const char *allow_hosts[64];

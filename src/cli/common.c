@@ -123,7 +123,8 @@ const char kg_cli_eval_help[] =
     "  --timing-cv X       GPU: re-measure while the per-round speedups vary more than X (0.02)\n"
     "  --timing-max-rounds N  GPU: re-measuring stops at N rounds in all (6)\n"
     "  --reference-mode M  GPU: time the reference eager (default) or compile (torch.compile)\n"
-    "  --reference-cache DIR  GPU: reuse the reference's times per task, GPU, dtype and protocol (off)\n"
+    "  --reference-cache DIR|off  GPU: reuse the reference's times per task, GPU, dtype and protocol, kept\n"
+    "                      in DIR across runs (bench, serve: a private folder of the process by default; eval: off)\n"
     "  --no-profile        GPU: skip the profile (coverage of the candidate's own kernels)\n"
     "  --python PATH       Python with torch and triton (default: $KGYM_PYTHON, then the venv)\n"
     "  --harness DIR       folder holding kgym_harness (default: $KGYM_HARNESS, then built-in)\n";
@@ -158,6 +159,10 @@ void kg_cli_eval_flags_free(kg_cli_eval_flags *f)
     json_decref(f->stage_timeouts);
     kg_refcache_close(f->opts.refcache);
     f->opts.refcache = NULL;
+    if (f->reference_cache_tmp)
+        kg_remove_tree(f->reference_cache_tmp); /* best effort: a leftover in TMPDIR is only disk */
+    free(f->reference_cache_tmp);
+    f->reference_cache_tmp = NULL;
 }
 
 static int parse_double(const char *s, double *out)
@@ -606,8 +611,31 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.timing_cv_threshold = given.timing_cv_threshold;
     f->opts.reference_mode = given.reference_mode;
     f->opts.profile = given.profile;
-    if (f->reference_cache) {
-        int crc = kg_refcache_open(f->reference_cache, &f->opts.refcache, err);
+    /* The reference's times: where the caller named a folder, there; "off", nowhere; otherwise the command's
+     * default: bench and serve time a task's reference once per process (the samples of an RL group share the
+     * task), in a private folder made here and removed at the end (nothing outlives the process to go stale:
+     * another driver, clocks or load on the next run). */
+    const char *rc_dir = f->reference_cache && strcmp(f->reference_cache, "off") ? f->reference_cache : NULL;
+    if (!f->reference_cache && f->reference_cache_private && strcmp(f->device_resolved, "cpu")) {
+        const char *tmp = getenv("TMPDIR");
+        kg_buf t = {0};
+        if (kg_buf_printf(&t, "%s/kgym-refcache.XXXXXX", tmp && *tmp ? tmp : "/tmp") != KG_OK) {
+            kg_buf_free(&t);
+            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        }
+        if (!mkdtemp(t.data)) {
+            int e = errno;
+            kg_error_set(err, KG_ERR_IO, "cannot make a folder for the reference-time cache (%s): %s "
+                         "(--reference-cache DIR names another, --reference-cache off runs without)", t.data,
+                         strerror(e));
+            kg_buf_free(&t);
+            return KG_ERR_IO;
+        }
+        f->reference_cache_tmp = t.data; /* the buffer's text, now owned here */
+        rc_dir = f->reference_cache_tmp;
+    }
+    if (rc_dir) {
+        int crc = kg_refcache_open(rc_dir, &f->opts.refcache, err);
         if (crc != KG_OK)
             return crc;
     }

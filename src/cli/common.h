@@ -30,7 +30,11 @@ typedef struct kg_cli_eval_flags {
     const char *policy_path; /* --policy FILE (default: policy/default.json beside the harness) */
     char *policy_text;       /* its content, owned; opts.policy_json points here */
     json_t *policy;          /* its content parsed, owned; opts.policy points here */
-    const char *reference_cache; /* --reference-cache DIR */
+    const char *reference_cache; /* --reference-cache DIR|off (NULL: the command's default, below) */
+    int reference_cache_private; /* the command's default without --reference-cache on a GPU: 1 = a private
+                                  * folder for this process, removed by kg_cli_eval_flags_free (bench, serve:
+                                  * the samples of one task time its reference once); 0 = no cache (eval) */
+    char *reference_cache_tmp;   /* that private folder, owned (NULL: none made) */
     unsigned long long device_memory; /* --device-memory B: for the supervisor (0: the device's own) */
     int warm;                /* --warm N: pairs started ahead (-1: the command's default) */
 } kg_cli_eval_flags;

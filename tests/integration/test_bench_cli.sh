@@ -22,6 +22,16 @@ else bad "bench of deaths (exit $rc)" "$(cat "$TMP/err"; head -c 2000 "$TMP/benc
 if [ "$(wc -l <"$TMP/results.jsonl")" -eq 10 ]; then ok "--out writes one JSON line per pair"; else bad "--out"; fi
 if [ "$(jget "$TMP/bench.json" 'r["summary"]["verdicts"]["correct"]')" = "5" ]; then ok "summary counts verdicts"; else bad "summary counts"; fi
 
+# The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
+mkdir -p "$TMP/rtmp"
+if [ "$DEVICE" = cpu ]; then
+    TMPDIR="$TMP/rtmp" "$KGYM" bench --device cpu --jsonl "$TMP/pairs.jsonl" --jobs 1 --json --policy tests/fixtures/hacks/runtime_only.json \
+        --stage-timeout tiny_run=5 >/dev/null 2>&1
+    [ -z "$(ls -A "$TMP/rtmp" | grep kgym-refcache)" ] && ok "bench on the CPU: no reference-cache folder" || bad "reference cache folder on the CPU" "$(ls -A "$TMP/rtmp")"
+fi
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/pairs.jsonl" --jobs 1 --reference-cache >/dev/null 2>"$TMP/rc_err"; rc=$?
+[ $rc -eq 2 ] && ok "--reference-cache without a value: usage error" || bad "--reference-cache without a value (exit $rc)" "$(cat "$TMP/rc_err")"
+
 "$KGYM" bench --device "$DEVICE" examples --check >"$TMP/ex.txt" 2>"$TMP/err"; rc=$?
 if [ $rc -eq 0 ] && grep -q "expectations met" "$TMP/ex.txt"; then
     ok "examples: every correct*.py correct, every wrong*.py not"

@@ -62,6 +62,20 @@ t='r["timing"]'
 [ "$(jget "$TMP/c2.json" "abs(r['timing']['speedup'] / $(jget "$TMP/c1.json" "r['timing']['speedup']") - 1) < 0.1")" = True ] \
     && ok "reference cache: the speedup agrees with a full measurement (10%)" || bad "cached speedup" "$(jget "$TMP/c2.json" "r['timing']['speedup']")"
 
+# bench (and serve) time a task's reference once per process by default, in a private folder removed at the end;
+# --reference-cache off times it every time.
+mkdir -p "$TMP/rtmp"
+printf '{"task": "%s", "candidate": "%s"}\n{"task": "%s", "candidate": "%s"}\n' "$PWD/$E/task.py" "$PWD/$E/correct.py" \
+    "$PWD/$E/task.py" "$PWD/$E/correct.py" >"$TMP/twice.jsonl"
+TMPDIR="$TMP/rtmp" "$KGYM" bench --jsonl "$TMP/twice.jsonl" --jobs 1 --json >"$TMP/twice.json"
+[ "$(jget "$TMP/twice.json" "sorted(x['result']['timing']['reference_cached'] for x in r['results'])")" = "[False, True]" ] \
+    && [ -z "$(ls -A "$TMP/rtmp" | grep kgym-refcache)" ] && ok "bench: the reference timed once per task, its private folder removed" \
+    || bad "bench's default reference cache" "$(jget "$TMP/twice.json" "[x['result'].get('timing') for x in r['results']]"); $(ls "$TMP/rtmp")"
+"$KGYM" bench --jsonl "$TMP/twice.jsonl" --jobs 1 --json --reference-cache off >"$TMP/twice_off.json"
+[ "$(jget "$TMP/twice_off.json" "[x['result']['timing']['reference_cached'] for x in r['results']]")" = "[False, False]" ] \
+    && ok "bench --reference-cache off: the reference timed every time" \
+    || bad "--reference-cache off" "$(jget "$TMP/twice_off.json" "[x['result'].get('timing') for x in r['results']]")"
+
 # Several evaluations at once share the GPU; timing ran in exclusive windows.
 "$KGYM" bench examples --jobs 4 --json >"$TMP/b.json"
 [ "$(jget "$TMP/b.json" "r['summary']['expectations_met'] == r['summary']['expectations']")" = True ] \

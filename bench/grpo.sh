@@ -1,0 +1,75 @@
+#!/bin/sh
+# Throughput on a GRPO-shaped mix: N tasks x 8 samples, as an RL step submits them (bench/grpo_mix.py: the samples
+# of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
+#
+#   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base]
+#                    [--kernelbench DIR] [--keep DIR] [--write-doc] [-- extra kgym bench flags]
+#
+# One `kgym bench --jobs JOBS` (default 6) over the mix (default 8 tasks: 64 evaluations).  With --baseline, the
+# same mix also with another build's kgym (bench/throughput_paired.sh says how to build one on a GPU machine), in
+# --order (default base,head), in this one command.  Printed per build: evaluations per GPU-hour, verdicts, the
+# reference's timings and output computations per task (what a judge shared by a task's samples saves), the summed
+# exclusive GPU time, the bound it puts on throughput (evaluations / exclusive hours) and the share of it reached;
+# with a baseline, head / base.  --write-doc replaces the <!-- bench:grpo --> section of docs/PERFORMANCE.md
+# ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN, KGYM_PYTHON, KGYM_KERNELBENCH).
+set -u
+NAME=grpo
+cd "$(dirname "$0")/.." || exit 1
+. bench/gpu_common.sh
+
+JOBS=6
+TASKS=8
+BASE=
+ORDER="base head"
+case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
+case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
+CMDLINE="sh bench/grpo.sh $JOBS"
+while [ $# -gt 0 ]; do
+    case $1 in
+    --tasks)
+        need_value "$1" $#
+        case $2 in *[!0-9]* | "" | 0) printf '%s: --tasks must be a positive number, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        TASKS=$2 CMDLINE="$CMDLINE --tasks $2"
+        shift 2
+        ;;
+    --baseline)
+        need_value "$1" $#
+        BASE=$2 CMDLINE="$CMDLINE --baseline $2"
+        shift 2
+        ;;
+    --order)
+        need_value "$1" $#
+        case $2 in base,head | head,base) ORDER=$(echo "$2" | tr , ' ') ;;
+        *) printf '%s: --order is base,head or head,base, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        CMDLINE="$CMDLINE --order $2"
+        shift 2
+        ;;
+    --kernelbench) need_value "$1" $# && KB=$2 && shift 2 ;;
+    --keep) need_value "$1" $# && KEEP=$2 && shift 2 ;;
+    --write-doc) WRITE_DOC=1 && shift ;;
+    -h | --help) usage && exit 0 ;;
+    --) shift && break ;;
+    *) printf '%s: unknown argument %s\n\n' "$NAME" "$1" >&2 && usage >&2 && exit 2 ;;
+    esac
+done
+[ $# -gt 0 ] && CMDLINE="$CMDLINE -- $*"
+[ -z "$BASE" ] || [ -x "$BASE" ] || die "no baseline kgym binary at $BASE"
+[ -n "$BASE" ] || ORDER=head
+
+preflight
+"$PY" bench/grpo_mix.py "$WORK/mix" --tasks "$TASKS" || die "could not write the mix"
+HEAD_BIN=$KGYM
+RUNS=
+for who in $ORDER; do
+    KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
+    # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
+    tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
+    TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
+    run_bench "$WORK/$who.json" "$JOBS" "$WORK/mix/mix.jsonl" "$@"
+    unset TRITON_CACHE_DIR
+    rm -rf "$tcache"
+    RUNS="$RUNS $who=$WORK/$who.json"
+done
+KGYM=$HEAD_BIN
+report grpo --jobs "$JOBS" --mix "$WORK/mix/mix.jsonl" $RUNS
+finish
