@@ -5,7 +5,7 @@
  * workers are the service's (src/sched) over a memory store: each pair is a
  * job {"item": i}, claimed in order, and evaluate_item says what it is.
  * item_ended keeps each result and adds it to the run's tally (eval/tally.h,
- * as the service's counters do).
+ * as the service's counters do), and the pool then forgets the job.
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -444,7 +444,8 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
     if (rc == KG_OK) {
         kg_sched_options o = {.store = store, .sup = run->sup, .eval = run->flags->opts, .workers = (int)jobs,
                               .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
-                              .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run};
+                              .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run,
+                              .forget_ended = 1 /* item_ended keeps the result: the store holds the pairs left */};
         rc = kg_sched_start(&o, &pool, err);
     }
     if (rc == KG_OK) {

@@ -653,6 +653,9 @@ static void *worker_main(void *arg)
             s->o.on_job_end(s->o.on_job_end_arg, w->ended ? &end : NULL);
         }
         end_clear(w);
+        /* Its owner has its outcome: the job leaves the store (a job queued again is refused, and stays). */
+        if (s->o.forget_ended)
+            kg_store_forget(s->o.store, job.id, NULL);
         json_decref(req);
         kg_job_free(&job);
     }
@@ -666,6 +669,9 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     if (!o->store || (o->workers > 0 && !o->evaluate && (!o->sup || !o->task_dir)))
         return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, and a supervisor and a task folder "
                                                  "unless it has an evaluate hook");
+    if (o->forget_ended && !kg_store_has(o->store, KG_STORE_FORGETS))
+        return kg_error_set(err, KG_ERR_INVALID, "the %s store keeps its ended jobs: a pool that forgets them needs "
+                                                 "one that forgets (memory)", kg_store_kind(o->store));
     kg_sched *s = calloc(1, sizeof *s);
     if (!s)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
