@@ -7,7 +7,9 @@
  * only its own trajectory.  The evaluations run on the service's worker pool
  * (src/sched, `eval_jobs` workers) over a memory store, as `kgym bench`'s do:
  * each answered turn is a job {"item": i} (rollout_evaluate says what it is),
- * and a job's end continues its trajectory (rollout_job_end).  Each evaluated turn is
+ * and a job's end continues its trajectory (rollout_job_end); the pool then
+ * forgets the job (forget_ended), so the store holds the turns in flight, not
+ * the run's.  Each evaluated turn is
  * appended to the trajectory file at once, so an interrupted run loses at
  * most the turns in flight.  Replies are cached in OUT.replies.jsonl as soon
  * as they arrive, so a resumed run never asks the model again for a turn it
@@ -725,7 +727,9 @@ static int run_all(run *r, kg_error *err)
     if (rc == KG_OK) {
         kg_sched_options o = {.store = r->store, .workers = jobs, .max_queue = (long)r->total_turns,
                               .name_prefix = "rollout:", .on_job_end = rollout_job_end, .on_job_end_arg = r,
-                              .evaluate = rollout_evaluate, .evaluate_arg = r};
+                              .evaluate = rollout_evaluate, .evaluate_arg = r,
+                              /* a turn's result is recorded by rollout_evaluate: its job need not outlive it */
+                              .forget_ended = 1};
         kg_sched *pool = NULL;
         rc = kg_sched_start(&o, &pool, err);
         pthread_mutex_lock(&r->lock);

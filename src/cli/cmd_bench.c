@@ -4,9 +4,10 @@
  * and a summary.  Pairs come from a folder layout or a JSONL file.  The
  * workers are the service's (src/sched) over a memory store: each pair is a
  * job {"item": i}, claimed in order, and evaluate_item says what it is.
+ * item_ended keeps each result and adds it to the run's tally (eval/tally.h,
+ * as the service's counters do), and the pool then forgets the job.
  */
 #include <dirent.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "eval/eval.h"
+#include "eval/tally.h"
 #include "kgym/rl.h"
 #include "rl/result_read.h"
 #include "sched/sched.h"
@@ -270,20 +272,12 @@ typedef struct {
     size_t done;
     double t0;
     int tty;
-    int counts[KG_VERDICT_COUNT + 1]; /* by kg_verdict; the last: a verdict no list names */
+    kg_result_tally tally; /* every ended pair's result (eval/tally.h): verdicts, rewards, speedups */
     FILE *out;        /* --out: each result is written (and flushed) as it finishes */
     int out_failed;   /* a write to it failed: reported once, at the end */
     int finished;     /* every worker has returned: the watcher stops */
     pthread_cond_t wake;
 } bench_run;
-
-/* counts[] index of a result's verdict (rl/result_read.h, the one reader). */
-static int verdict_index(const json_t *result)
-{
-    kg_result_view v;
-    kg_result_read(result, &v);
-    return v.known ? (int)v.outcome.verdict : KG_VERDICT_COUNT;
-}
 
 static int expectation_met(const bench_item *it)
 {
@@ -310,7 +304,8 @@ static void progress(bench_run *run, const bench_item *it)
         for (int i = 0; i < width; i++)
             fputc(i < filled ? '#' : '.', stderr);
         fprintf(stderr, "] %zu/%zu  correct %d  other %zu  %.0fs elapsed, ~%.0fs left  (%s: %s)", run->done,
-                total, run->counts[KG_VERDICT_CORRECT], run->done - (size_t)run->counts[KG_VERDICT_CORRECT], elapsed, eta, it->label, v);
+                total, (int)run->tally.verdicts[KG_VERDICT_CORRECT],
+                run->done - (size_t)run->tally.verdicts[KG_VERDICT_CORRECT], elapsed, eta, it->label, v);
         if (run->done == total)
             fputc('\n', stderr);
     } else {
@@ -419,8 +414,7 @@ static void item_ended(void *arg, const kg_sched_end *end)
         it->error = kg_strdup(end->job->error ? end->job->error : "the evaluation produced no result");
     pthread_mutex_lock(&run->lock);
     run->done++;
-    if (it->result)
-        run->counts[verdict_index(it->result)]++;
+    kg_result_tally_add(&run->tally, it->result);
     progress(run, it);
     write_out(run, it);
     pthread_cond_broadcast(&run->wake);
@@ -450,7 +444,8 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
     if (rc == KG_OK) {
         kg_sched_options o = {.store = store, .sup = run->sup, .eval = run->flags->opts, .workers = (int)jobs,
                               .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
-                              .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run};
+                              .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run,
+                              .forget_ended = 1 /* item_ended keeps the result: the store holds the pairs left */};
         rc = kg_sched_start(&o, &pool, err);
     }
     if (rc == KG_OK) {
@@ -482,9 +477,8 @@ static json_t *summary(bench_run *run, double wall_s)
     json_t *by = json_object();
     int ok = 1;
     for (int i = 0; ok && i < KG_VERDICT_COUNT; i++)
-        ok = kg_json_set(by, kg_verdict_name((kg_verdict)i), json_integer(run->counts[i])) == 0;
-    size_t n = run->list->count, errors = 0, expected = 0, met = 0, timed = 0;
-    double reward = 0, log_speedup = 0;
+        ok = kg_json_set(by, kg_verdict_name((kg_verdict)i), json_integer(run->tally.verdicts[i])) == 0;
+    size_t n = run->list->count, errors = 0, expected = 0, met = 0;
     json_t *hack_types = json_object();
     json_t *exclusive = json_object(); /* exclusive GPU ms by purpose, summed over the results */
     for (size_t i = 0; ok && i < n; i++) {
@@ -493,17 +487,11 @@ static json_t *summary(bench_run *run, double wall_s)
             errors++;
             continue;
         }
-        kg_result_view v;
+        kg_result_view v; /* the verdict, reward and speedup are the tally's; the hacks listed are read here */
         kg_result_read(it->result, &v);
-        if (!isnan(v.outcome.staged_reward))
-            reward += v.outcome.staged_reward;
         if (it->expect) {
             expected++;
             met += (size_t)expectation_met(it);
-        }
-        if (v.known && v.outcome.verdict == KG_VERDICT_CORRECT && v.outcome.speedup > 0) {
-            timed++;
-            log_speedup += log(v.outcome.speedup);
         }
         const char *purpose;
         json_t *ms;
@@ -530,10 +518,10 @@ static json_t *summary(bench_run *run, double wall_s)
     size_t evaluated = n - errors;
     return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s, s:o}", "pairs",
                      (json_int_t)n, "evaluated", (json_int_t)evaluated, "errors", (json_int_t)errors,
-                     "verdicts", by, "correct_rate", evaluated ? run->counts[KG_VERDICT_CORRECT] / (double)evaluated : 0.0,
-                     "mean_reward", evaluated ? reward / (double)evaluated : 0.0, "hacks_by_type", hack_types,
+                     "verdicts", by, "correct_rate", kg_result_tally_rate(&run->tally, KG_VERDICT_CORRECT),
+                     "mean_reward", kg_result_tally_mean_reward(&run->tally), "hacks_by_type", hack_types,
                      "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
-                     "geomean_speedup", timed ? kg_json_number(exp(log_speedup / (double)timed)) : json_null(),
+                     "geomean_speedup", kg_json_number(kg_result_tally_geomean_speedup(&run->tally)),
                      "wall_s", wall_s, "evaluations_per_hour", wall_s > 0 ? (double)evaluated * 3600.0 / wall_s : 0.0,
                      "device", run->flags->device_resolved, "gpu_exclusive_ms_by_purpose", exclusive);
 }

@@ -2,7 +2,15 @@
  * speedup per turn and as best-of-turns (docs/rl.md §Metrics; Dr. Kernel's
  * kernel/metrics/kernel_multi_turn_metrics.py).  A per-turn rate divides by
  * the samples that have the turn, a best-of-turns rate by all samples, so
- * Fast@p is Dr. Kernel's "fast@p_in_all". */
+ * Fast@p is Dr. Kernel's "fast@p_in_all".
+ *
+ * Not the service's and bench's sum over results (eval/tally.h), on purpose: these metrics count samples, not
+ * results.  A best-of-turns rate folds each trajectory's turns into what it achieved by turn t (its best
+ * speedup), and a sample without a turn t still counts there as a failure; a per-turn rate groups results by
+ * turn.  "Correct" is kg_outcome_is_correct (no hack), "compiled" is Dr. Kernel's, and Fast@p needs the
+ * thresholds: none of these is a count of verdicts.  The input is the RL library's outcome columns, not result
+ * JSON, and libkgym.so (src/rl) is built without src/eval, where the tally lives.  What the two share is the
+ * geometric mean of a log sum and a count. */
 #include "kgym/rl.h"
 #include "rl_internal.h"
 

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "eval/tally.h"
 #include "kgym/rl.h"
-#include "rl/result_read.h"
 #include "task/task.h"
 #include "util/json.h"
 
@@ -55,12 +55,10 @@ struct kg_sched {
     handed *handed; /* newest first (under lock) */
     long n_handed;
     /* counters since start */
-    long verdicts[KG_VERDICT_COUNT]; /* a failed job has no verdict: `failed` below */
-    double stage_ms_sum[KG_STAGE_COUNT];
-    long stage_count[KG_STAGE_COUNT];
+    kg_result_tally tally; /* the jobs this process's workers ended: results (by verdict, stage times) and those
+                            * failed without one (eval/tally.h) */
     double queue_wait_sum_s;
     long queue_wait_count;
-    long finished, failed;
 };
 
 static void deadline_in(struct timespec *ts, double s)
@@ -71,28 +69,7 @@ static void deadline_in(struct timespec *ts, double s)
 static void count_result(kg_sched *s, const json_t *result, int failed, double queue_wait_s)
 {
     pthread_mutex_lock(&s->lock);
-    if (failed) {
-        s->failed++;
-    } else {
-        s->finished++;
-        kg_result_view v; /* the one reader of a result (rl/result_read.h) */
-        kg_result_read(result, &v);
-        if (v.known)
-            s->verdicts[v.outcome.verdict]++;
-        size_t k;
-        json_t *st;
-        json_array_foreach(v.stages, k, st) {
-            const char *n = json_string_value(json_object_get(st, "name"));
-            const char *status = json_string_value(json_object_get(st, "status"));
-            if (!n || !status || !strcmp(status, "skipped"))
-                continue;
-            for (int i = 0; i < KG_STAGE_COUNT; i++)
-                if (!strcmp(n, kg_stage_names[i])) {
-                    s->stage_ms_sum[i] += json_number_value(json_object_get(st, "ms"));
-                    s->stage_count[i]++;
-                }
-        }
-    }
+    kg_result_tally_add(&s->tally, failed ? NULL : result); /* a failed job has no verdict: tally.missing */
     if (queue_wait_s >= 0) {
         s->queue_wait_sum_s += queue_wait_s;
         s->queue_wait_count++;
@@ -676,6 +653,9 @@ static void *worker_main(void *arg)
             s->o.on_job_end(s->o.on_job_end_arg, w->ended ? &end : NULL);
         }
         end_clear(w);
+        /* Its owner has its outcome: the job leaves the store (a job queued again is refused, and stays). */
+        if (s->o.forget_ended)
+            kg_store_forget(s->o.store, job.id, NULL);
         json_decref(req);
         kg_job_free(&job);
     }
@@ -689,6 +669,9 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     if (!o->store || (o->workers > 0 && !o->evaluate && (!o->sup || !o->task_dir)))
         return kg_error_set(err, KG_ERR_INVALID, "the scheduler needs a store, and a supervisor and a task folder "
                                                  "unless it has an evaluate hook");
+    if (o->forget_ended && !kg_store_has(o->store, KG_STORE_FORGETS))
+        return kg_error_set(err, KG_ERR_INVALID, "the %s store keeps its ended jobs: a pool that forgets them needs "
+                                                 "one that forgets (memory)", kg_store_kind(o->store));
     kg_sched *s = calloc(1, sizeof *s);
     if (!s)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
@@ -854,8 +837,8 @@ const kg_sched_profile *kg_sched_profile_get(kg_sched *s)
 void kg_sched_totals(kg_sched *s, long *finished, long *failed)
 {
     pthread_mutex_lock(&s->lock);
-    *finished = s->finished;
-    *failed = s->failed;
+    *finished = s->tally.results;
+    *failed = s->tally.missing;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -874,16 +857,17 @@ int kg_sched_metrics(kg_sched *s, kg_buf *b)
                          "# TYPE kgym_jobs_finished_total counter\n");
     for (int i = 0; i < KG_VERDICT_COUNT; i++)
         wr |= kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_verdict_name((kg_verdict)i),
-                            s->verdicts[i]);
+                            s->tally.verdicts[i]);
     /* A job kgym could not evaluate has no verdict; the label keeps its job status (docs/service.md). */
     wr |= kg_buf_printf(b, "kgym_jobs_finished_total{verdict=\"%s\"} %ld\n", kg_job_status_names[KG_JOB_FAILED],
-                        s->failed);
+                        s->tally.missing);
     wr |= kg_buf_puts(b, "# HELP kgym_stage_seconds Time spent in each evaluation stage.\n"
                          "# TYPE kgym_stage_seconds summary\n");
     for (int i = 0; i < KG_STAGE_COUNT; i++)
         wr |= kg_buf_printf(b,
                             "kgym_stage_seconds_sum{stage=\"%s\"} %.6f\nkgym_stage_seconds_count{stage=\"%s\"} %ld\n",
-                            kg_stage_names[i], s->stage_ms_sum[i] / 1000.0, kg_stage_names[i], s->stage_count[i]);
+                            kg_stage_names[i], kg_result_tally_stage_seconds(&s->tally, (kg_stage)i), kg_stage_names[i],
+                            s->tally.stage_runs[i]);
     wr |= kg_buf_printf(b, "# HELP kgym_queue_wait_seconds Enqueue-to-start latency.\n"
                            "# TYPE kgym_queue_wait_seconds summary\n"
                            "kgym_queue_wait_seconds_sum %.6f\nkgym_queue_wait_seconds_count %ld\n",

@@ -68,6 +68,12 @@ typedef struct kg_sched_options {
     int (*evaluate)(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
                     json_t **result, kg_error *err);
     void *evaluate_arg;
+    /* 1: a job this pool's workers ended is removed from the store (kg_store_forget) once on_job_end has returned
+     * for it: for an owner that takes each outcome from on_job_end or its evaluate hook and never reads the store
+     * for it again (bench, rollout), so the store holds the jobs in flight, not every job of the run.  The store
+     * must forget (KG_STORE_FORGETS: memory; kg_sched_start refuses another); nobody may kg_sched_wait for such a
+     * pool's jobs.  A job given back to the queue is not ended, and stays. */
+    int forget_ended;
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and

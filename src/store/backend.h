@@ -35,6 +35,8 @@ typedef struct kg_store_ops {
     long (*count)(kg_store *s, const char *status);
     int (*list)(kg_store *s, const char *status, int limit, json_t **out, kg_error *err);
     long (*queue_position)(kg_store *s, const char *id);
+    /* Optional, with the KG_STORE_FORGETS flag: NULL is "ended jobs are kept" (kg_store_forget KG_ERR_INVALID). */
+    int (*forget)(kg_store *s, const char *id, kg_error *err);
     /* Optional: NULL is "nothing to check" (KG_OK). */
     int (*check)(kg_store *s, kg_error *err);
     /* Optional: NULL is "every acknowledged job survives a crash of this process" (durable = 1). */

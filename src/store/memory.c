@@ -1,6 +1,8 @@
 /* memory.c — the job store in this process's memory (see store.h, backend.h): the same contract as SQLite's
- * table, for runs whose jobs live as long as the run (bench, rollout) and for tests.  Nothing survives the
- * process: its durability says so, and recovery has nothing to do. */
+ * table, for the runs of one process (bench, rollout) and for tests.  Nothing survives the process: its
+ * durability says so, and recovery has nothing to do.  It forgets (KG_STORE_FORGETS): bench's and rollout's pools
+ * remove each job once its end was handed over (kg_sched_options.forget_ended), so the table holds the jobs in
+ * flight, not every job of the run. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -310,6 +312,26 @@ static int mem_cancel(kg_store *base, const char *id, char was[16], kg_error *er
 
 /* Nothing survives the process, but the contract holds within it: running jobs go back to the queue (a pool
  * restarted over the same store), or fail after max_attempts. */
+static int mem_forget(kg_store *base, const char *id, kg_error *err)
+{
+    memory_store *m = (memory_store *)base;
+    pthread_mutex_lock(&m->lock);
+    entry *e = find(m, id);
+    int rc;
+    if (!e) {
+        rc = kg_error_set(err, KG_ERR_NOT_FOUND, "no job \"%s\"", id ? id : "");
+    } else if (is(e, "queued") || is(e, "running")) {
+        rc = kg_error_set(err, KG_ERR_INVALID, "job \"%s\" is %s: only an ended job is forgotten", id, e->job.status);
+    } else {
+        kg_job_free(&e->job);
+        memmove(e, e + 1, (size_t)(m->jobs + m->n - (e + 1)) * sizeof *e); /* the queue keeps its order */
+        m->n--;
+        rc = KG_OK;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return rc;
+}
+
 static int mem_recover(kg_store *base, int max_attempts, int *requeued, int *failed, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
@@ -419,7 +441,7 @@ static void mem_durability(kg_store *base, kg_store_durability *out)
 
 static const kg_store_ops memory_ops = {
     .name = "memory",
-    .flags = 0,
+    .flags = KG_STORE_FORGETS,
     .close = mem_close,
     .put_many = mem_put_many,
     .get = mem_get,
@@ -431,6 +453,7 @@ static const kg_store_ops memory_ops = {
     .count = mem_count,
     .list = mem_list,
     .queue_position = mem_queue_position,
+    .forget = mem_forget,
     /* check NULL: nothing can be lost under it.  require_durable NULL: no one asks it for durability. */
     .durability = mem_durability,
     .recover = mem_recover,

@@ -223,6 +223,13 @@ long kg_store_queue_position(kg_store *s, const char *id)
     return s->ops->queue_position(s, id);
 }
 
+int kg_store_forget(kg_store *s, const char *id, kg_error *err)
+{
+    if (!s->ops->forget)
+        return kg_error_set(err, KG_ERR_INVALID, "the %s store keeps its ended jobs", s->ops->name);
+    return s->ops->forget(s, id, err);
+}
+
 int kg_store_list(kg_store *s, const char *status, int limit, json_t **out, kg_error *err)
 {
     return s->ops->list(s, status, limit, out, err);

@@ -127,6 +127,12 @@ long kg_store_count(kg_store *s, const char *status);
 int kg_store_list(kg_store *s, const char *status, int limit, json_t **out, kg_error *err);
 /* Position in the queue (0 = next), -1 when not queued. */
 long kg_store_queue_position(kg_store *s, const char *id);
+/* Removes an ended job (done, failed or cancelled) for good, for a run whose consumer took the job's outcome when
+ * it ended and never reads it again (bench, rollout: kg_sched_options.forget_ended), so that the store holds the
+ * jobs in flight rather than every job of the run.  KG_ERR_NOT_FOUND: no such job.  KG_ERR_INVALID: the job has
+ * not ended (queued or running: forgetting it would lose it), or the store keeps its ended jobs (it lacks
+ * KG_STORE_FORGETS: SQLite and Redis are the service's record of its jobs, Redis's for their TTL). */
+int kg_store_forget(kg_store *s, const char *id, kg_error *err);
 
 void kg_job_free(kg_job *job);
 
@@ -136,6 +142,7 @@ void kg_job_free(kg_job *job);
 #define KG_STORE_LEASED 2u      /* a claimed job is held by a lease that heartbeats renew; a worker that loses
                                  * it loses the job (another takes it over) instead of recovery at start-up */
 #define KG_STORE_CLAIM_WAITS 4u /* kg_store_claim itself waits a while for a job when the queue is empty */
+#define KG_STORE_FORGETS 8u     /* kg_store_forget removes ended jobs (memory); without it they are kept */
 int kg_store_has(const kg_store *s, unsigned flag);
 /* The backend's name ("memory", "sqlite", "redis"), for messages. */
 const char *kg_store_kind(const kg_store *s);

@@ -297,10 +297,115 @@ static void test_hook_without_supervisor(void)
     kg_store_close(st);
 }
 
+/* A pool that forgets (bench's, rollout's): each job leaves the memory store once its end was handed over, so the
+ * store holds the jobs in flight, not the run's; and the counters of its results (the one tally) in /metrics. */
+typedef struct {
+    kg_store *st;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int calls, ends;
+    long most_stored; /* the store's size seen by an evaluation */
+} forget_box;
+
+static int forget_eval(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                       json_t **result, kg_error *err)
+{
+    (void)sup;
+    (void)opts;
+    (void)job;
+    (void)err;
+    forget_box *b = arg;
+    long stored = kg_store_count(b->st, NULL);
+    json_int_t i = json_integer_value(json_object_get(req, "item"));
+    pthread_mutex_lock(&b->m);
+    b->calls++;
+    if (stored > b->most_stored)
+        b->most_stored = stored;
+    pthread_mutex_unlock(&b->m);
+    /* even items correct, odd incorrect; compile took 100 ms × (i + 1); a skipped timing stage counts nothing */
+    *result = json_pack("{s:s, s:f, s:[{s:s, s:s, s:I}, {s:s, s:s, s:I}]}", "verdict", i % 2 ? "incorrect" : "correct",
+                        "reward", 0.5, "stages", "name", "compile", "status", "ok", "ms", (json_int_t)(100 * (i + 1)),
+                        "name", "timing", "status", "skipped", "ms", (json_int_t)999);
+    return *result ? KG_OK : KG_ERR_NOMEM;
+}
+
+static void forget_end(void *arg, const kg_sched_end *end)
+{
+    (void)end;
+    forget_box *b = arg;
+    pthread_mutex_lock(&b->m);
+    b->ends++;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->m);
+}
+
+static void test_pool_forgets(void)
+{
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "forget: open a memory store");
+    forget_box b = {.st = st};
+    pthread_mutex_init(&b.m, NULL);
+    kg_cond_init(&b.cv);
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 1;
+    o.max_queue = 8;
+    o.evaluate = forget_eval;
+    o.evaluate_arg = &b;
+    o.on_job_end = forget_end;
+    o.on_job_end_arg = &b;
+    o.forget_ended = 1;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "forget: start");
+    enum { N = 5 };
+    for (int i = 0; s && i < N; i++) { /* one at a time: the next is queued once the last has ended */
+        char id[16], req[32];
+        snprintf(id, sizeof id, "f%d", i);
+        snprintf(req, sizeof req, "{\"item\": %d}", i);
+        kg_job j = {.id = id, .key = id, .request = req};
+        CHECK(kg_store_put(st, &j, 0, &err) == KG_OK, "forget: put");
+        kg_sched_notify(s);
+        pthread_mutex_lock(&b.m);
+        while (b.ends <= i) {
+            struct timespec ts;
+            kg_deadline_in(&ts, 10);
+            if (pthread_cond_timedwait(&b.cv, &b.m, &ts) != 0)
+                break;
+        }
+        pthread_mutex_unlock(&b.m);
+    }
+    CHECK(b.calls == N && b.ends == N, "forget: every job evaluated and ended");
+    /* One worker forgets a job before it claims the next: each evaluation saw its own job alone in the store. */
+    CHECK(b.most_stored == 1, "forget: the store held only the job in flight");
+    kg_buf m = {0};
+    CHECK(s && kg_sched_metrics(s, &m) == KG_OK, "forget: metrics");
+    CHECK(m.data && strstr(m.data, "kgym_jobs_finished_total{verdict=\"correct\"} 3\n") &&
+              strstr(m.data, "kgym_jobs_finished_total{verdict=\"incorrect\"} 2\n") &&
+              strstr(m.data, "kgym_jobs_finished_total{verdict=\"failed\"} 0\n") &&
+              strstr(m.data, "kgym_stage_seconds_sum{stage=\"compile\"} 1.500000\n") &&
+              strstr(m.data, "kgym_stage_seconds_count{stage=\"compile\"} 5\n") &&
+              strstr(m.data, "kgym_stage_seconds_count{stage=\"timing\"} 0\n"),
+          "forget: the counters tally the results (verdicts, stage seconds of stages that ran)");
+    kg_buf_free(&m);
+    long fin = -1, failed = -1;
+    if (s)
+        kg_sched_totals(s, &fin, &failed);
+    CHECK(fin == N && failed == 0, "forget: totals");
+    CHECK(kg_sched_stop(s, 5) == 1, "forget: stop");
+    CHECK(kg_store_count(st, NULL) == 0, "forget: the store is empty once every job ended");
+    kg_store_close(st);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.m);
+}
+
 int main(void)
 {
     test_keys();
     test_hook_without_supervisor();
+    test_pool_forgets();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {
@@ -365,6 +470,12 @@ int main(void)
     kg_sched_totals(s, &fin, &failed);
     CHECK(fin == 0 && failed == 0, "totals count only this scheduler's evaluations");
     CHECK(kg_sched_stop(s, 1) == 1, "stop");
+
+    /* A pool that forgets its ended jobs needs a store that does: SQLite keeps them. */
+    o.forget_ended = 1;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_ERR_INVALID && strstr(err.message, "keeps its ended jobs"),
+          "a forgetting pool over SQLite refused");
+    o.forget_ended = 0;
 
     /* Workers need a supervisor: refused, not crashed. */
     o.workers = 2;

@@ -339,6 +339,50 @@ static void marks(const char *path)
     kg_store_close(s);
 }
 
+/* Forgetting ended jobs (kg_store_forget): the memory store drops a done, failed or cancelled job, so its size goes
+ * back down, and refuses one queued or running (that would lose it); SQLite keeps every job (the service's
+ * record) and says so. */
+static void forget(const char *path)
+{
+    kg_store *s = NULL;
+    kg_error err;
+    CHECK(kg_store_open(path, &s, &err) == KG_OK, "open for forget");
+    int forgets = kg_store_has(s, KG_STORE_FORGETS);
+    CHECK(forgets == !strcmp(path, KG_STORE_MEMORY), "only the memory store forgets");
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        snprintf(id, sizeof id, "f%d", i);
+        put(s, id, id, NULL, NULL);
+    }
+    kg_job j;
+    char was[16];
+    CHECK(kg_store_claim(s, "w", &j, &err) == KG_OK && !strcmp(j.id, "f0"), "claim f0");
+    kg_job_free(&j);
+    CHECK(kg_store_forget(s, "f0", &err) == KG_ERR_INVALID, "a running job is not forgotten");
+    CHECK(kg_store_forget(s, "f3", &err) == KG_ERR_INVALID, "a queued job is not forgotten");
+    CHECK(kg_store_finish(s, "f0", "done", "{\"verdict\":\"correct\"}", NULL, &err) == KG_OK, "finish f0");
+    CHECK(kg_store_claim(s, "w", &j, &err) == KG_OK && !strcmp(j.id, "f1"), "claim f1");
+    kg_job_free(&j);
+    CHECK(kg_store_finish(s, "f1", "failed", NULL, "no", &err) == KG_OK, "fail f1");
+    CHECK(kg_store_cancel(s, "f2", was, &err) == KG_OK, "cancel f2");
+    CHECK(kg_store_count(s, NULL) == 4, "four jobs before forgetting");
+    int rc0 = kg_store_forget(s, "f0", &err), rc1 = kg_store_forget(s, "f1", &err),
+        rc2 = kg_store_forget(s, "f2", &err);
+    if (forgets) {
+        CHECK(rc0 == KG_OK && rc1 == KG_OK && rc2 == KG_OK, "done, failed and cancelled jobs are forgotten");
+        CHECK(kg_store_count(s, NULL) == 1 && kg_store_count(s, "queued") == 1, "the store's size goes back down");
+        CHECK(kg_store_get(s, "f0", &j, &err) == KG_ERR_NOT_FOUND, "a forgotten job is gone");
+        kg_job_free(&j);
+        CHECK(kg_store_forget(s, "f0", &err) == KG_ERR_NOT_FOUND, "forgetting it again: no such job");
+        CHECK(kg_store_claim(s, "w", &j, &err) == KG_OK && !strcmp(j.id, "f3"), "the queue is as it was");
+        kg_job_free(&j);
+    } else {
+        CHECK(rc0 == KG_ERR_INVALID && strstr(err.message, "keeps its ended jobs"), "SQLite keeps its ended jobs");
+        CHECK(kg_store_count(s, NULL) == 4, "...all of them");
+    }
+    kg_store_close(s);
+}
+
 /* The listing facts of a result are the same whether the store parses its text or is handed it parsed (a worker
  * that holds the result: no parse in the process), and absent fields keep their defaults. */
 static void facts_from_text_or_parsed(void)
@@ -454,6 +498,13 @@ int main(void)
     contract(KG_STORE_MEMORY);
     marks(path.data);
     marks(KG_STORE_MEMORY);
+    {
+        kg_buf fpath = {0};
+        CHECK(kg_buf_printf(&fpath, "%s/forget.db", dir) == KG_OK, "path");
+        forget(fpath.data);
+        kg_buf_free(&fpath);
+    }
+    forget(KG_STORE_MEMORY);
     facts_from_text_or_parsed();
     allocation_failures_give_no_partial_json(KG_STORE_MEMORY);
     {
