@@ -170,6 +170,63 @@ def test_garbage_and_a_closed_peer_are_protocol_errors():
         r.recv()
 
 
+
+def test_line_reader_splits_keeps_and_refuses():
+    """The one line splitting (LineReader): lines split across reads and several in one read come out whole and
+    in order, the descriptors that came with them are kept in order, a line over the limit is refused (whole or
+    not), and the end of the stream before a whole line is EOFError."""
+    a, b = socket.socketpair()
+    lines = tp.LineReader(b, max_line=8, fds=True)
+    fd1, fd2 = _sealed(4096), _sealed(4096)
+    socket.send_fds(a, [b"one\ntw"], [fd1])
+    socket.send_fds(a, [b"o\nthree\n"], [fd2])
+    os.close(fd1)
+    os.close(fd2)
+    assert lines.readline() == b"one"
+    assert lines.readline() == b"two" and len(lines.fds) == 2
+    assert lines.readline() == b"three"
+    for fd in lines.fds:
+        os.close(fd)
+    a.sendall(b"12345678\n123456789\n")
+    assert lines.readline() == b"12345678"
+    with pytest.raises(tp.ProtocolError, match="longer than 8 bytes"):
+        lines.readline()
+    a.sendall(b"cut")
+    a.close()
+    with pytest.raises(EOFError):
+        tp.LineReader(b, max_line=None).readline()
+    c, d = socket.socketpair()
+    c.sendall(b"x" * 20)
+    with pytest.raises(tp.ProtocolError, match="longer than 8 bytes"):
+        tp.LineReader(d, max_line=8).readline()  # no newline yet, already over
+
+
+def test_the_judges_channel_reads_kgyms_lines_with_the_line_reader():
+    """The judge's Channel (judge/child.py) reads kgym's lines with the same LineReader: two messages in one
+    write are two messages, kgym's lines have no limit, and a closed socket is EOFError (the judge exits 3)."""
+    from kgym_harness.judge import child
+
+    a, b = socket.socketpair()
+    chan = child.Channel(os.dup(b.fileno()))
+    b.close()
+    assert isinstance(chan.lines, tp.LineReader) and chan.lines.max_line is None
+    big = "x" * (tp.MAX_LINE + 10)
+    import threading
+
+    data = (json.dumps({"type": "job", "n": 1}) + "\n" + json.dumps({"big": big}) + "\n").encode()
+    writer = threading.Thread(target=a.sendall, args=(data,))  # more than the socket holds: written as read
+    writer.start()
+    assert chan.recv() == {"type": "job", "n": 1}
+    assert chan.recv() == {"big": big}
+    writer.join(5)
+    chan.seal("secret")
+    chan.send({"type": "hello"})
+    assert json.loads(a.recv(1 << 16)) == {"type": "hello", "nonce": "secret"}
+    a.close()
+    with pytest.raises(EOFError):
+        chan.recv()
+    chan.sock.close()
+
 def test_runner_findings_stay_json_whatever_their_text():
     """Finding evidence crosses to the judge as JSON: non-finite floats and non-JSON objects become text, and
     text that happens to say NaN or Infinity is left alone."""

@@ -7,6 +7,7 @@
 
 #include "supervisor/arbiter.h"
 #include "supervisor/supervisor.h"
+#include "util/util.h"
 
 /* Warm pairs waiting at most (kg_supervisor_options.warm_pairs is clamped to it). */
 #define KG_WARM_MAX 8
@@ -20,6 +21,8 @@ typedef struct kg_pair {
     char *workdir;        /* a warm pair's own workdir (removed by kg_pair_end), else NULL */
     json_t *key;          /* a warm pair: the runner part of the job it was started for */
     json_t *job;          /* the job to send (the runner's identity applied) */
+    kg_lines proto_lines; /* the judge's lines: its "warm", then the run loop's (what one read brought beyond a
+                           * line is kept for the next) */
     int warm;             /* 1: started ahead of its job */
     char notes[2048];     /* the runner intermediate's notes (JSON array text) */
 } kg_pair;
@@ -33,6 +36,7 @@ struct kg_supervisor {
     pthread_mutex_t lock; /* guards the zygote and its control socket */
     pid_t zygote_pid;
     int control_fd;
+    kg_lines control_lines; /* the zygote's answers on control_fd */
     int starts;
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
@@ -58,9 +62,6 @@ int kg_pair_warmer_start(kg_supervisor *sup);
 void kg_pair_fill(kg_supervisor *sup, json_t *job);
 /* Stops the warmer, then kills and reaps every waiting warm pair (kg_supervisor_close). */
 void kg_pair_drain(kg_supervisor *sup);
-/* One line (without '\n') from fd within timeout_ms, read a byte at a time so that nothing after it is taken
- * (zygote.c); returns its length, -1 on EOF or error, -2 on timeout. */
-int kg_read_line(int fd, char *buf, size_t cap, double timeout_ms);
 /* SIGKILL to the judge and the runner, each process and its group (the runner's group is its whole PID
  * namespace; the judge's whatever it started); a pid <= 0 is skipped (supervisor.c). */
 void kg_pair_kill(pid_t judge, pid_t runner);

@@ -274,6 +274,7 @@ void kg_pair_end(kg_pair *p)
     json_decref(p->job);
     json_decref(p->key);
     p->job = p->key = NULL;
+    kg_lines_free(&p->proto_lines);
 }
 
 /* A warm pair that will not be used (it died while waiting, or the supervisor closes): its processes go. */
@@ -359,6 +360,8 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
 
 /* How long a warm-up may take (the GPU grant, then the judge's "warm" line) before the pair is given up. */
 #define KG_WARM_TIMEOUT_MS 60000.0
+/* The longest "warm" line (without '\n'): {"type": "warm"} and no more. */
+#define KG_WARM_LINE_MAX 255
 
 /* Starts one warm pair for jobs like `caller_job` and waits until it is warm.  On a GPU that happens in a
  * shared phase the warmer holds: making CUDA contexts and mapping device memory disturb the kernels of an
@@ -412,10 +415,12 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         json_decref(prelude);
         /* The judge says "warm" once its runner is set up and both contexts are made (or that failed: then
          * the job hears why, where a cold start would have said it). */
-        char line[256];
-        ok = ok && kg_read_line(p->fds[KG_PAIR_PROTO], line, sizeof line, KG_WARM_TIMEOUT_MS) >= 0;
+        char *line = NULL;
+        size_t len = 0;
+        ok = ok && kg_lines_read(&p->proto_lines, p->fds[KG_PAIR_PROTO], KG_WARM_LINE_MAX, KG_WARM_TIMEOUT_MS, &line,
+                                 &len) == 1;
         if (ok) {
-            json_t *said = json_loads(line, 0, NULL);
+            json_t *said = json_loadb(line, len, 0, NULL);
             ok = kg_msg_is(said, KG_MSG_WARM);
             json_decref(said);
         }

@@ -23,6 +23,7 @@
 #include "util/json.h"
 #include "util/util.h"
 
+/* The longest line the judge may write (a larger one ends the evaluation: protocol). */
 #define KG_MAX_MESSAGE_BYTES (64u << 20)
 
 int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, kg_error *err)
@@ -601,7 +602,6 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     kg_pair_fill(sup, caller_job);
 
     capture cap_out = {.cap = lim->capture_bytes}, cap_err = {.cap = lim->capture_bytes};
-    kg_buf linebuf = {0};
     int *fds = pair.fds; /* closed here as they end; kg_pair_end closes the rest */
     int exited = 0, status = 0, runner_exited = 0, runner_status = 0, runner_first = 0;
     char chunk[65536];
@@ -691,7 +691,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         for (int i = 0; i < FD_COUNT; i++) {
             if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
-            ssize_t n = read(fds[i], chunk, sizeof chunk);
+            ssize_t n = i == FD_PROTO ? kg_lines_fill(&pair.proto_lines, fds[i]) : read(fds[i], chunk, sizeof chunk);
+            if (n == KG_LINES_NOMEM) {
+                /* a line of the judge's not kept: never a verdict decided without it */
+                fail_own(&st, "out of memory reading the judge's messages");
+                continue;
+            }
             if (n < 0 && (errno == EINTR || errno == EAGAIN))
                 continue;
             if (n <= 0) {
@@ -701,22 +706,13 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             }
             progressed = 1;
             if (i == FD_PROTO) {
-                if (kg_buf_append(&linebuf, chunk, (size_t)n) != 0) {
-                    /* a line of the judge's not kept: never a verdict decided without it */
-                    fail_own(&st, "out of memory reading the judge's messages");
-                    continue;
-                }
-                char *start = linebuf.data, *nl;
-                while ((nl = memchr(start, '\n', linebuf.len - (size_t)(start - linebuf.data)))) {
-                    if (!st.killed && handle_message(&st, start, (size_t)(nl - start)) != 0)
+                char *line;
+                size_t len;
+                int got;
+                while ((got = kg_lines_next(&pair.proto_lines, KG_MAX_MESSAGE_BYTES, &line, &len)) == 1)
+                    if (!st.killed && handle_message(&st, line, len) != 0)
                         kill_child(&st, KG_END_PROTOCOL);
-                    start = nl + 1;
-                }
-                size_t rest = linebuf.len - (size_t)(start - linebuf.data);
-                memmove(linebuf.data, start, rest);
-                linebuf.len = rest;
-                linebuf.data[rest] = '\0';
-                if (linebuf.len > KG_MAX_MESSAGE_BYTES)
+                if (got == KG_LINES_TOO_LONG) /* a flood on the protocol channel is not protocol */
                     kill_child(&st, KG_END_PROTOCOL);
             } else {
                 capture_add(i == FD_JOUT || i == FD_ROUT ? &cap_out : &cap_err, chunk, (size_t)n);
@@ -791,7 +787,6 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         rep->stage[0] = '\0';
     capture_finish(&cap_out, &rep->out);
     capture_finish(&cap_err, &rep->err);
-    kg_buf_free(&linebuf);
     if (st.own_failure[0]) {
         kg_child_report_free(rep);
         return kg_error_set(err, KG_ERR_INTERNAL, "%s", st.own_failure);

@@ -24,38 +24,10 @@
 
 #include "util/util.h"
 
-int kg_read_line(int fd, char *buf, size_t cap, double timeout_ms)
-{
-    size_t n = 0;
-    double deadline = kg_now_ms() + timeout_ms;
-    while (n + 1 < cap) {
-        double left = deadline - kg_now_ms();
-        if (left <= 0)
-            return -2;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int pr = poll(&p, 1, (int)(left + 1));
-        if (pr < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        if (pr == 0)
-            continue;
-        char c;
-        ssize_t r = read(fd, &c, 1);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        if (c == '\n') {
-            buf[n] = '\0';
-            return (int)n;
-        }
-        buf[n++] = c;
-    }
-    buf[n] = '\0';
-    return (int)n;
-}
+/* The longest lines the zygote may answer with (without '\n'): its "ready {info}" line, and "forked <pid>
+ * <notes>".  A longer one is a broken zygote: it is stopped (kg_lines refuses a line it would have to cut). */
+#define KG_READY_LINE_MAX 8191
+#define KG_FORKED_LINE_MAX 4095
 
 /* The last ~2 KB of the zygote's log, for error messages. */
 static void log_tail(const char *path, char *out, size_t cap)
@@ -173,6 +145,7 @@ void kg_zygote_stop(kg_supervisor *sup)
         close(sup->control_fd);
         sup->control_fd = -1;
     }
+    kg_lines_free(&sup->control_lines); /* what the old control socket said is not the next zygote's */
     if (sup->zygote_pid > 0) {
         kill(sup->zygote_pid, SIGKILL);
         while (waitpid(sup->zygote_pid, NULL, 0) < 0 && errno == EINTR) {
@@ -193,6 +166,7 @@ int kg_zygote_alive(kg_supervisor *sup)
         sup->zygote_pid = 0;
         close(sup->control_fd);
         sup->control_fd = -1;
+        kg_lines_free(&sup->control_lines);
         return 0;
     }
     return 1;
@@ -279,8 +253,17 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
     sup->control_fd = sv[0];
     sup->starts++;
 
-    char line[8192];
-    int n = kg_read_line(sup->control_fd, line, sizeof line, sup->start_timeout_s * 1000.0);
+    char *line = NULL;
+    size_t len = 0;
+    int n = kg_lines_read(&sup->control_lines, sup->control_fd, KG_READY_LINE_MAX, sup->start_timeout_s * 1000.0,
+                          &line, &len);
+    if (n == KG_LINES_TOO_LONG || n == KG_LINES_NOMEM) {
+        kg_zygote_stop(sup);
+        return kg_error_set(err, n == KG_LINES_NOMEM ? KG_ERR_NOMEM : KG_ERR_PROTOCOL,
+                            n == KG_LINES_NOMEM ? "out of memory reading the zygote's ready line"
+                                                : "the zygote's ready line is longer than %d bytes",
+                            KG_READY_LINE_MAX);
+    }
     if (n < 0 || strncmp(line, "ready ", 6) != 0) {
         char tail[2048];
         kg_zygote_stop(sup);
@@ -288,7 +271,7 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
         return kg_error_set(err, KG_ERR_CHILD,
                             "the Python zygote (%s -m kgym_harness.zygote, PYTHONPATH=%s) %s%s%s",
                             sup->python, sup->harness_dir,
-                            n == -2 ? "did not become ready in time" : "failed to start",
+                            n == KG_LINES_TIMEOUT ? "did not become ready in time" : "failed to start",
                             tail[0] ? ":\n" : "", tail);
     }
     json_t *info = json_loads(line + 6, 0, NULL);
@@ -331,9 +314,10 @@ static int request_once(kg_supervisor *sup, const char *what, const int *fds, in
     } while (s < 0 && errno == EINTR);
     if (s != (ssize_t)len)
         return -1;
-    char line[4096];
-    if (kg_read_line(sup->control_fd, line, sizeof line, 30000.0) < 0)
-        return -1;
+    char *line = NULL;
+    size_t line_len = 0;
+    if (kg_lines_read(&sup->control_lines, sup->control_fd, KG_FORKED_LINE_MAX, 30000.0, &line, &line_len) != 1)
+        return -1; /* the caller stops this zygote: nothing of the line is left to be read as the next answer */
     long pid = 0;
     int used = 0;
     if (sscanf(line, "forked %ld%n", &pid, &used) != 1 || pid <= 0)

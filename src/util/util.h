@@ -15,6 +15,7 @@
 #include <time.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/types.h>
 
 #include "kgym/error.h"
 
@@ -31,6 +32,31 @@ int kg_buf_vprintf(kg_buf *b, const char *fmt, va_list ap);
 /* Returns the data (caller frees; "" if empty) and resets b. NULL on OOM. */
 char *kg_buf_release(kg_buf *b);
 void kg_buf_free(kg_buf *b);
+
+/* Lines from a descriptor, the one way kgym splits a stream into lines (lines.c): the zygote's control socket,
+ * a warm pair's first answer and the judge's protocol stream (src/supervisor).  What a read brings beyond a
+ * line stays in the reader for the next one, so a reader lives as long as its stream (one per stream, zeroed
+ * to start: `kg_lines r = {0}`).  A line longer than the caller's `max` bytes (without its '\n') is refused
+ * (KG_LINES_TOO_LONG), never cut: the rest of a cut line would be read as the next one.  A line is returned
+ * NUL-terminated in place, without its '\n' (it may hold NUL bytes of its own: use *len); it stays valid until
+ * the next call on the reader.  kg_lines_free releases the buffer (the descriptor is the caller's). */
+typedef struct kg_lines {
+    kg_buf buf;   /* bytes read and not yet returned, from data + start */
+    size_t start;
+} kg_lines;
+#define KG_LINES_EOF (-1)      /* the stream ended (or a read failed) before a whole line */
+#define KG_LINES_TIMEOUT (-2)  /* no whole line within the time given */
+#define KG_LINES_TOO_LONG (-3) /* the line (whole or not) is longer than max */
+#define KG_LINES_NOMEM (-4)    /* bytes read could not be kept */
+/* The next whole line of what was read: 1 (*line, *len set), 0 when none is whole yet, KG_LINES_TOO_LONG. */
+int kg_lines_next(kg_lines *r, size_t max, char **line, size_t *len);
+/* One read(2) of fd into the reader, for a caller that polls several descriptors: the count (> 0), 0 at the
+ * stream's end, -1 with errno (EINTR and EAGAIN included: read again), or KG_LINES_NOMEM. */
+ssize_t kg_lines_fill(kg_lines *r, int fd);
+/* Waits up to timeout_ms (monotonic) for the next whole line of fd: 1 (*line, *len set), KG_LINES_EOF,
+ * KG_LINES_TIMEOUT, KG_LINES_TOO_LONG or KG_LINES_NOMEM. */
+int kg_lines_read(kg_lines *r, int fd, size_t max, double timeout_ms, char **line, size_t *len);
+void kg_lines_free(kg_lines *r);
 
 /* Reads an open descriptor to its end (name is for messages, e.g. "stdin");
  * *data is malloc'd and NUL-terminated. max_bytes = 0: no limit. */

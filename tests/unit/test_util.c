@@ -1,13 +1,16 @@
 /*
  * test_util.c — util's one-of-each helpers: the atomic file write
  * (kg_file_write_atomic, kg_atomic_*), the retry pause (kg_backoff_*) and
- * SHA-256 (kg_sha256_*; its key encoding is pinned in test_refcache.c).
+ * SHA-256 (kg_sha256_*; its key encoding is pinned in test_refcache.c), and
+ * the line reader (kg_lines_*) the supervisor reads the zygote and the judge
+ * with.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -211,6 +214,57 @@ static void json_building_is_checked(void)
     json_decref(a);
 }
 
+/* kg_lines: what one read brings beyond a line is the next line's (the zygote's and a warm judge's readers used to
+ * read a byte at a time for that), a line over the limit is refused whole instead of cut (a cut line's rest was
+ * read as the next answer), and the caller's limit, time and end are each told apart. */
+static void lines_split_keep_and_refuse(void)
+{
+    int sv[2];
+    KG_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+    kg_lines r = {0};
+    char *line = NULL;
+    size_t len = 0;
+    /* Two lines and a part of a third in one write: one read takes them all; each comes out in turn. */
+    const char first[] = "ready {\"a\": 1}\nforked 42 []\npart";
+    KG_CHECK(write(sv[1], first, sizeof first - 1) == (ssize_t)(sizeof first - 1));
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1);
+    KG_CHECK(len == 14 && !strcmp(line, "ready {\"a\": 1}"));
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1);
+    KG_CHECK_STR(line, "forked 42 []");
+    KG_CHECK(kg_lines_next(&r, 100, &line, &len) == 0); /* "part" is not a line yet */
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 50, &line, &len) == KG_LINES_TIMEOUT);
+    /* The rest of it, with a NUL byte inside: the length says where the line ends. */
+    KG_CHECK(write(sv[1], "\0x\n", 3) == 3);
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1);
+    KG_CHECK(len == 6 && !memcmp(line, "part\0x", 6));
+    /* The limit counts the line without its '\n': max bytes pass, one more is refused, whole or not. */
+    KG_CHECK(write(sv[1], "12345\n123456\n", 13) == 13);
+    KG_CHECK(kg_lines_read(&r, sv[0], 5, 1000, &line, &len) == 1 && len == 5);
+    KG_CHECK(kg_lines_read(&r, sv[0], 5, 1000, &line, &len) == KG_LINES_TOO_LONG);
+    kg_lines_free(&r);
+    KG_CHECK(write(sv[1], "1234567", 7) == 7); /* no '\n' yet, already over */
+    KG_CHECK(kg_lines_fill(&r, sv[0]) == 7);
+    KG_CHECK(kg_lines_next(&r, 5, &line, &len) == KG_LINES_TOO_LONG);
+    kg_lines_free(&r);
+    /* Many lines through one reader: what it holds stays one line's worth. */
+    kg_buf many = {0};
+    for (int i = 0; i < 1000; i++)
+        KG_CHECK(kg_buf_puts(&many, "0123456789\n") == KG_OK);
+    KG_CHECK(kg_fd_write_all(sv[1], many.data, many.len) == 0);
+    kg_buf_free(&many);
+    int n = 0;
+    while (kg_lines_read(&r, sv[0], 100, 50, &line, &len) == 1)
+        n += len == 10 && !strcmp(line, "0123456789");
+    KG_CHECK(n == 1000);
+    KG_CHECK(r.buf.len - r.start == 0);
+    /* The end of the stream before a whole line. */
+    KG_CHECK(write(sv[1], "cut", 3) == 3);
+    close(sv[1]);
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == KG_LINES_EOF);
+    kg_lines_free(&r);
+    close(sv[0]);
+}
+
 static const kg_test_case cases[] = {
     {"atomic_write_creates_and_replaces", atomic_write_creates_and_replaces},
     {"atomic_write_failure_leaves_old_file_and_no_temp", atomic_write_failure_leaves_old_file_and_no_temp},
@@ -218,6 +272,7 @@ static const kg_test_case cases[] = {
     {"backoff_doubles_caps_and_obeys_retry_after", backoff_doubles_caps_and_obeys_retry_after},
     {"sha256_hex_and_prefixed", sha256_hex_and_prefixed},
     {"json_building_is_checked", json_building_is_checked},
+    {"lines_split_keep_and_refuse", lines_split_keep_and_refuse},
 };
 
 KG_TEST_MAIN("util", cases)

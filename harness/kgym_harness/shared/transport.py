@@ -653,8 +653,52 @@ class InPlace:
         self.tensors, self.block, self.canaries = [], None, None
 
 
+class LineReader:
+    """Lines from a socket, the one line splitting of the harness: the judge reads kgym's protocol lines with it
+    (judge/child.py ``Channel``), and each side of the judge/runner socket the other's messages (``Reader``).
+    What a read brings beyond a line stays for the next one.  ``max_line``: a longer line, whole or not, is a
+    ProtocolError (None: no limit, for kgym's own lines).  ``fds``: descriptors that come with the bytes
+    (SCM_RIGHTS) are collected in ``self.fds``, in order, for the caller to take; without it none are received.
+    The end of the stream before a whole line is EOFError."""
+
+    def __init__(self, sock, max_line=MAX_LINE, fds=False):
+        self.sock = sock
+        self.max_line = max_line
+        self.with_fds = fds
+        self.buf = bytearray()
+        self.fds = []
+
+    def _fill(self):
+        if self.with_fds:
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
+            self.fds.extend(fds)
+        else:
+            data = self.sock.recv(1 << 16)
+        if not data:
+            raise EOFError("the peer closed the socket")
+        self.buf += data
+
+    def readline(self):
+        """The next line, without its newline (bytes)."""
+        seen = 0  # bytes already searched: each read's bytes are searched once
+        while (end := self.buf.find(b"\n", seen)) < 0:
+            if self.max_line is not None and len(self.buf) > self.max_line:
+                raise ProtocolError(f"a message line longer than {_size_text(self.max_line)}")
+            seen = len(self.buf)
+            self._fill()
+        if self.max_line is not None and end > self.max_line:
+            raise ProtocolError(f"a message line longer than {_size_text(self.max_line)}")
+        line = bytes(self.buf[:end])
+        del self.buf[:end + 1]
+        return line
+
+
+def _size_text(n):
+    return f"{n >> 20} MiB" if n >= 1 << 20 and not n % (1 << 20) else f"{n} bytes"
+
+
 class Reader:
-    """Reads messages (and their memfds or device blocks) from a socket, one line at a time.
+    """Reads messages (and their memfds or device blocks) from a socket, one line at a time (``LineReader``).
     ``accept_blocks``: whether the peer may send device blocks to map (the runner's reader: the judge made
     them); the judge's reader refuses them, mapping only the spares it made itself."""
 
@@ -662,28 +706,20 @@ class Reader:
         self.sock = sock
         self.device = device
         self.accept_blocks = accept_blocks
-        self.buf = b""
-        self.fds = []
+        self.lines = LineReader(sock, MAX_LINE, fds=True)
+        self.fds = self.lines.fds  # the descriptors that came with the messages, in order (one list, shared)
         self.spare = None  # the memfd or DeviceSpare the peer sent for our answer (take_spare)
         self.share_error = None  # the reason the last message's tensors did not come in device memory
         self.last_in_spare = False  # whether the last message's tensors were in our own device spare
         self.last_in_place = False  # whether they were the judge's own inputs, handed over in place (InPlace)
 
-    def _fill(self):
-        data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
-        self.fds.extend(fds)
-        if not data:
-            raise ProtocolError("the peer closed the socket")
-        self.buf += data
-
     def recv(self, device=None, own_spare=None):
         """(message dict, values): tensors copied onto ``device`` (default: the reader's).  ``own_spare``: the
         device block this side passed for the answer (an answer ``_in_spare`` is read from there)."""
-        while b"\n" not in self.buf:
-            if len(self.buf) > MAX_LINE:
-                raise ProtocolError("a message line longer than 1 MiB")
-            self._fill()
-        line, self.buf = self.buf.split(b"\n", 1)
+        try:
+            line = self.lines.readline()
+        except EOFError:
+            raise ProtocolError("the peer closed the socket") from None
         try:
             msg = json.loads(line)
         except ValueError as exc:
@@ -708,7 +744,7 @@ class Reader:
         finally:
             for extra in self.fds:  # more fds than messages asked for: not ours to keep
                 os.close(extra)
-            self.fds = []
+            self.fds.clear()
         return msg, _unflatten(msg.get("values"), tensors)
 
     def _take(self, msg, layout, in_spare, block_size, device, own_spare, in_place=False):
