@@ -310,8 +310,8 @@ static int mem_cancel(kg_store *base, const char *id, char was[16], kg_error *er
     return rc;
 }
 
-/* Nothing survives the process, but the contract holds within it: running jobs go back to the queue (a pool
- * restarted over the same store), or fail after max_attempts. */
+/* An ended job's entry goes (the pool's forget_ended: its owner already has the outcome), so the store holds the
+ * jobs in flight, not every result of a run; a queued or running job is refused. */
 static int mem_forget(kg_store *base, const char *id, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
@@ -332,6 +332,8 @@ static int mem_forget(kg_store *base, const char *id, kg_error *err)
     return rc;
 }
 
+/* Nothing survives the process, but the contract holds within it: running jobs go back to the queue (a pool
+ * restarted over the same store), or fail after max_attempts. */
 static int mem_recover(kg_store *base, int max_attempts, int *requeued, int *failed, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
