@@ -8,26 +8,28 @@
 void kg_lines_free(kg_lines *r)
 {
     kg_buf_free(&r->buf);
-    r->start = 0;
+    r->start = r->scanned = 0;
 }
 
 int kg_lines_next(kg_lines *r, size_t max, char **line, size_t *len)
 {
     size_t left = r->buf.len - r->start;
     char *from = r->buf.data ? r->buf.data + r->start : NULL;
-    char *nl = left ? memchr(from, '\n', left) : NULL;
+    char *nl = left > r->scanned ? memchr(from + r->scanned, '\n', left - r->scanned) : NULL;
     if (nl) {
         size_t n = (size_t)(nl - from);
         if (n > max)
             return KG_LINES_TOO_LONG;
         *nl = '\0';
         r->start += n + 1;
+        r->scanned = 0;
         *line = from;
         *len = n;
         return 1;
     }
     /* No whole line left: what remains (part of the next one) moves to the front, so that the buffer holds one
      * line's worth at most, however many lines went through it. */
+    r->scanned = left;
     if (r->start) {
         memmove(r->buf.data, from, left);
         r->buf.len = left;

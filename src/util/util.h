@@ -41,8 +41,10 @@ void kg_buf_free(kg_buf *b);
  * NUL-terminated in place, without its '\n' (it may hold NUL bytes of its own: use *len); it stays valid until
  * the next call on the reader.  kg_lines_free releases the buffer (the descriptor is the caller's). */
 typedef struct kg_lines {
-    kg_buf buf;   /* bytes read and not yet returned, from data + start */
+    kg_buf buf;     /* bytes read and not yet returned, from data + start */
     size_t start;
+    size_t scanned; /* of those, how many are known to hold no '\n' (a long line is searched once, not again
+                     * from its first byte after every read) */
 } kg_lines;
 #define KG_LINES_EOF (-1)      /* the stream ended (or a read failed) before a whole line */
 #define KG_LINES_TIMEOUT (-2)  /* no whole line within the time given */

@@ -257,6 +257,21 @@ static void lines_split_keep_and_refuse(void)
         n += len == 10 && !strcmp(line, "0123456789");
     KG_CHECK(n == 1000);
     KG_CHECK(r.buf.len - r.start == 0);
+    /* A long line in many reads, behind a whole one: the part already searched is not searched again (scanned
+     * follows what has no '\n'), and the line still comes out whole, then the next one. */
+    KG_CHECK(write(sv[1], "a\nbb", 4) == 4);
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1 && len == 1);
+    KG_CHECK(kg_lines_next(&r, 100, &line, &len) == 0 && r.scanned == 2);
+    for (int i = 0; i < 10; i++) {
+        KG_CHECK(write(sv[1], "bbbbb", 5) == 5);
+        KG_CHECK(kg_lines_fill(&r, sv[0]) == 5);
+        KG_CHECK(kg_lines_next(&r, 100, &line, &len) == 0 && r.scanned == 7 + 5 * (size_t)i);
+    }
+    KG_CHECK(write(sv[1], "\nc\n", 3) == 3);
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1 && len == 52 && line[51] == 'b');
+    KG_CHECK(r.scanned == 0);
+    KG_CHECK(kg_lines_read(&r, sv[0], 100, 1000, &line, &len) == 1);
+    KG_CHECK_STR(line, "c");
     /* The end of the stream before a whole line. */
     KG_CHECK(write(sv[1], "cut", 3) == 3);
     close(sv[1]);
