@@ -617,21 +617,13 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
      * another driver, clocks or load on the next run). */
     const char *rc_dir = f->reference_cache && strcmp(f->reference_cache, "off") ? f->reference_cache : NULL;
     if (!f->reference_cache && f->reference_cache_private && strcmp(f->device_resolved, "cpu")) {
-        const char *tmp = getenv("TMPDIR");
-        kg_buf t = {0};
-        if (kg_buf_printf(&t, "%s/kgym-refcache.XXXXXX", tmp && *tmp ? tmp : "/tmp") != KG_OK) {
-            kg_buf_free(&t);
-            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+        int trc = kg_temp_dir("kgym-refcache", &f->reference_cache_tmp, err);
+        if (trc != KG_OK) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err->message);
+            return kg_error_set(err, trc, "the reference-time cache: %s (--reference-cache DIR names another "
+                                "folder, --reference-cache off runs without)", why);
         }
-        if (!mkdtemp(t.data)) {
-            int e = errno;
-            kg_error_set(err, KG_ERR_IO, "cannot make a folder for the reference-time cache (%s): %s "
-                         "(--reference-cache DIR names another, --reference-cache off runs without)", t.data,
-                         strerror(e));
-            kg_buf_free(&t);
-            return KG_ERR_IO;
-        }
-        f->reference_cache_tmp = t.data; /* the buffer's text, now owned here */
         rc_dir = f->reference_cache_tmp;
     }
     if (rc_dir) {
