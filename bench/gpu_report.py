@@ -515,7 +515,7 @@ def report_throughput(args):
     return 0
 
 
-def _grpo_figures(doc, jobs):
+def _grpo_figures(doc):
     """One run of the GRPO-shaped mix in figures (a dict; report_grpo prints them)."""
     s = doc["summary"]
     results = [e.get("result") for e in doc["results"]]
@@ -555,7 +555,7 @@ def report_grpo(args):
         who, sep, path = spec.partition("=")
         if not sep or not who or not path:
             raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
-        runs.append((who, _grpo_figures(load_run(path), args.jobs)))
+        runs.append((who, _grpo_figures(load_run(path))))
     gpu = gpu_name([], args.gpu_name)
     rows = []
     for who, f in runs:

@@ -24,10 +24,8 @@ const char *const *const kg_eval_stage_names = kg_stage_names + KG_EVAL_STAGE_FI
 
 int kg_eval_stage_index(const char *name)
 {
-    for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
-        if (name && strcmp(name, kg_eval_stage_names[i]) == 0)
-            return i;
-    return -1;
+    int s = (int)kg_stage_of(name);
+    return s >= KG_EVAL_STAGE_FIRST && s < KG_STAGE_COUNT ? s - KG_EVAL_STAGE_FIRST : -1;
 }
 
 const char *const kg_eval_tolerance_profiles[] = {"strict", "kernelbench", NULL};

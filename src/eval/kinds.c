@@ -21,6 +21,14 @@ const char *kg_msg_name(kg_msg kind)
     return (int)kind >= 0 && kind < KG_MSG_COUNT ? msg_names[kind] : "?";
 }
 
+kg_stage kg_stage_of(const char *name)
+{
+    for (int i = 0; name && i < KG_STAGE_COUNT; i++)
+        if (!strcmp(name, kg_stage_names[i]))
+            return (kg_stage)i;
+    return KG_STAGE_COUNT;
+}
+
 kg_msg kg_msg_kind(const json_t *msg)
 {
     const char *t = json_string_value(json_object_get(msg, "type"));

@@ -40,6 +40,8 @@ typedef enum {
 
 /* Names in list order: kg_stage_names[KG_STAGE_PARSE] is "parse". */
 extern const char *const kg_stage_names[KG_STAGE_COUNT];
+/* The stage a name names; KG_STAGE_COUNT for NULL or a name the list lacks. */
+kg_stage kg_stage_of(const char *name);
 extern const char *const kg_job_status_names[KG_JOB_STATUS_COUNT];
 
 /* "type" of a message (KG_MSG_MAP). */

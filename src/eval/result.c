@@ -1538,10 +1538,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         }
     }
     if (failed_stage) {
-        fx.failed_stage = KG_STAGE_COUNT;
-        for (int i = 0; i < KG_STAGE_COUNT; i++)
-            if (!strcmp(failed_stage, kg_stage_names[i]))
-                fx.failed_stage = i;
+        fx.failed_stage = kg_stage_of(failed_stage);
     }
     fx.timed_out = rep && rep->end == KG_END_TIMEOUT;
     fx.ended_early = rep && rep->end != KG_END_COMPLETED;

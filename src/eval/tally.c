@@ -6,15 +6,6 @@
 
 #include "rl/result_read.h"
 
-/* The stage a result's stage entry names; KG_STAGE_COUNT for a name no list has. */
-static kg_stage stage_of(const char *name)
-{
-    for (int i = 0; name && i < KG_STAGE_COUNT; i++)
-        if (!strcmp(name, kg_stage_names[i]))
-            return (kg_stage)i;
-    return KG_STAGE_COUNT;
-}
-
 void kg_result_tally_add(kg_result_tally *t, const json_t *result)
 {
     if (!result) {
@@ -37,7 +28,7 @@ void kg_result_tally_add(kg_result_tally *t, const json_t *result)
     json_t *st;
     json_array_foreach(v.stages, k, st) {
         const char *status = json_string_value(json_object_get(st, "status"));
-        kg_stage s = stage_of(json_string_value(json_object_get(st, "name")));
+        kg_stage s = kg_stage_of(json_string_value(json_object_get(st, "name")));
         if (s == KG_STAGE_COUNT || !status || !strcmp(status, "skipped"))
             continue; /* a skipped stage took no time: it would only lower the mean */
         t->stage_ms_sum[s] += json_number_value(json_object_get(st, "ms"));

@@ -329,10 +329,7 @@ static int compiled_of(const json_t *r, const kg_result_view *v)
         return 0;
     if (v->outcome.verdict == KG_VERDICT_TIMEOUT) {
         const char *st = json_string_value(json_object_get(json_object_get(r, "process"), "stage"));
-        int at = -1;
-        for (int i = 0; st && i < KG_STAGE_COUNT; i++)
-            if (!strcmp(st, kg_stage_names[i]))
-                at = i;
+        kg_stage at = kg_stage_of(st);
         if (at >= KG_STAGE_PARSE && at <= KG_STAGE_COMPILE)
             return 0;
     }
