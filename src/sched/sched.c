@@ -24,6 +24,8 @@ typedef struct worker {
     unsigned long claim_no;     /* order of the current claim among this scheduler's (in-flight dedup) */
     double lease_ms;            /* Redis: kg_now_ms() when the current job's lease was last known held (its claim,
                                  * or a heartbeat that renewed it: kg_sched_leases_renewed) */
+    int news;                   /* the store brought news of the current job (job_news; read and cleared by its
+                                 * watch, job_no_longer_ours, without the lock: atomic) */
     long processed;
     double busy_ms, busy_since_ms, heartbeat;
     /* The current job's outcome as store_outcome stored it (the worker's own; ended = 0: none, or not known in
@@ -59,7 +61,17 @@ struct kg_sched {
                             * failed without one (eval/tally.h) */
     double queue_wait_sum_s;
     long queue_wait_count;
+    long stopped_news, stopped_check; /* jobs stopped (cancelled, or ended elsewhere) as their watch learned it */
+    int watching;      /* job_news is one of the store's watchers (kg_store_watch) */
+    double check_ms;   /* how often a job's watch reads the store without news (job_no_longer_ours) */
 };
+
+/* How often a running job's watch reads its job from the store when no news came: twice a second where other
+ * processes may end it without news (SQLite: another server or worker process sharing the file; the memory store
+ * too, which cannot say that none does), every 5 s as a safety net where the store brings news of every process
+ * (KG_STORE_NEWS: Redis, whose subscription may have been away a moment). */
+#define KG_SCHED_CHECK_MS 500.0
+#define KG_SCHED_CHECK_NEWS_MS 5000.0
 
 static void deadline_in(struct timespec *ts, double s)
 {
@@ -307,10 +319,15 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
 }
 
 /* Whether the job a worker runs is still its to run: cancelled (DELETE, on this server or another one sharing
- * the store), or given to someone else, its evaluation is stopped.  Asked by the supervisor every 50 ms at most;
- * the store is read twice a second, so a running evaluation stops within about a second of its cancel. */
+ * the store), or finished by another process, its evaluation is stopped.  Asked by the supervisor every 50 ms at
+ * most (and by a follower after each wait).  The job is read from the store when the store brought news of it
+ * (job_news: a cancel in this process, at once; Redis's kgym:done from any process of a fleet), so a running
+ * evaluation stops within the supervisor's 50 ms of its cancel; and without news at once when the watch starts
+ * (a cancel between the claim and the watch had no worker to tell) and then every check_ms (KG_SCHED_CHECK_MS:
+ * another process sharing an SQLite file cancels without telling anyone). */
 typedef struct {
     kg_sched *s;
+    worker *w;
     const char *id;
     double next_ms;
     int stop;
@@ -318,18 +335,50 @@ typedef struct {
 
 static int job_no_longer_ours(void *ctx)
 {
-    job_watch *w = ctx;
+    job_watch *jw = ctx;
+    if (jw->stop)
+        return 1;
+    int told = __atomic_exchange_n(&jw->w->news, 0, __ATOMIC_SEQ_CST);
     double now = kg_now_ms();
-    if (w->stop || now < w->next_ms)
-        return w->stop;
-    w->next_ms = now + 500;
+    if (!told && now < jw->next_ms)
+        return 0;
+    jw->next_ms = now + jw->s->check_ms;
     kg_job j;
     kg_error err;
-    if (kg_store_get(w->s->o.store, w->id, &j, &err) == KG_OK) { /* a store that cannot answer stops nothing */
-        w->stop = !j.status || strcmp(j.status, "running") != 0;
-        kg_job_free(&j);
+    if (kg_store_get(jw->s->o.store, jw->id, &j, &err) != KG_OK) /* a store that cannot answer stops nothing */
+        return 0;
+    jw->stop = !j.status || strcmp(j.status, "running") != 0;
+    if (jw->stop) {
+        pthread_mutex_lock(&jw->s->lock);
+        if (told)
+            jw->s->stopped_news++;
+        else
+            jw->s->stopped_check++;
+        pthread_mutex_unlock(&jw->s->lock);
+        fprintf(stderr, "kgym: %s: job %s is %s: stopped (%s)\n", jw->w->name, jw->id, j.status ? j.status : "gone",
+                told ? "news from the store" : "seen on the worker's own check of the store");
     }
-    return w->stop;
+    kg_job_free(&j);
+    return jw->stop;
+}
+
+/* The store's news (kg_store_watch): job id ended or was cancelled somewhere, or (NULL) news may have been missed.
+ * The worker running it reads it at its watch's next call; a follower waiting (wait_job_end) is woken for it. */
+static void job_news(void *arg, const char *id)
+{
+    kg_sched *s = arg;
+    pthread_mutex_lock(&s->lock);
+    int any = 0;
+    for (int i = 0; i < s->o.workers; i++) {
+        worker *w = &s->workers[i];
+        if (w->running_job && (!id || !strcmp(w->current, id))) {
+            __atomic_store_n(&w->news, 1, __ATOMIC_SEQ_CST);
+            any = 1;
+        }
+    }
+    if (any)
+        pthread_cond_broadcast(&s->done_cv);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* One job: the reference goes to a file named by its hash, the candidate
@@ -346,7 +395,7 @@ static void run_job(worker *w, kg_job *job, const json_t *req)
     memset(&task, 0, sizeof task);
     const char *ref = json_string_value(json_object_get(req, "reference_code"));
     const char *kernel = json_string_value(json_object_get(req, "kernel_code"));
-    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+    job_watch watch = {.s = s, .w = w, .id = job->id};
     if (s->o.evaluate) { /* the pool's owner says what the job is (sched.h) */
         kg_eval_options opts = s->o.eval;
         opts.limits.stop_requested = job_no_longer_ours;
@@ -423,7 +472,7 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req, int
     if (timeout <= 0)
         timeout = s->profile.timeout_s > 0 ? s->profile.timeout_s : 3600;
     double give_up = kg_now_ms() + (2 * timeout + s->o.lease_s + 60) * 1000.0;
-    job_watch watch = {.s = s, .id = job->id, .next_ms = kg_now_ms() + 500};
+    job_watch watch = {.s = s, .w = w, .id = job->id};
     char stale[160] = "";
     for (int rounds = 0; rounds < 1000; rounds++) { /* each round a new leader: bounded all the same */
         char leader[160];
@@ -611,6 +660,7 @@ static void *worker_main(void *arg)
         w->busy_since_ms = kg_now_ms();
         w->claim_no = ++s->claims;
         w->lease_ms = asked_ms;
+        __atomic_store_n(&w->news, 0, __ATOMIC_SEQ_CST); /* news of an earlier job is not this one's */
         snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
         snprintf(w->key, sizeof w->key, "%s", key);
         pthread_mutex_unlock(&s->lock);
@@ -690,6 +740,10 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
         free(s);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
+    /* News of the jobs the workers run (a cancel): without it (memory), every watch reads twice a second. */
+    kg_error werr;
+    s->watching = o->workers > 0 && kg_store_watch(o->store, job_news, s, &werr) == KG_OK;
+    s->check_ms = s->watching && kg_store_has(o->store, KG_STORE_NEWS) ? KG_SCHED_CHECK_NEWS_MS : KG_SCHED_CHECK_MS;
     for (int i = 0; i < o->workers; i++) {
         worker *w = &s->workers[i];
         w->sched = s;
@@ -731,6 +785,8 @@ int kg_sched_stop(kg_sched *s, double drain_s)
     for (int i = 0; i < s->o.workers; i++)
         if (s->workers[i].started)
             pthread_join(s->workers[i].thread, NULL);
+    if (s->watching) /* after it returns no news comes: s can go */
+        kg_store_unwatch(s->o.store, job_news, s);
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->done_cv);
     pthread_mutex_destroy(&s->lock);
@@ -883,6 +939,12 @@ int kg_sched_metrics(kg_sched *s, kg_buf *b)
     }
     wr |= kg_buf_printf(b, "# HELP kgym_workers Evaluation workers.\n# TYPE kgym_workers gauge\nkgym_workers %d\n",
                         s->o.workers);
+    wr |= kg_buf_printf(b, "# HELP kgym_jobs_stopped_total Jobs whose evaluation (or wait for an identical one) was "
+                           "stopped because they were cancelled or ended elsewhere, by how the worker learned it: "
+                           "news from the store, or its own check.\n# TYPE kgym_jobs_stopped_total counter\n"
+                           "kgym_jobs_stopped_total{seen_by=\"news\"} %ld\nkgym_jobs_stopped_total{seen_by=\"check\"} "
+                           "%ld\n",
+                        s->stopped_news, s->stopped_check);
     pthread_mutex_unlock(&s->lock);
     return wr == KG_OK ? KG_OK : KG_ERR_NOMEM;
 }

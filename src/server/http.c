@@ -886,7 +886,8 @@ static enum MHD_Result h_job_delete(server *s, struct MHD_Connection *c, request
         return send_error(c, 404, "id", err.message);
     if (rc != KG_OK)
         return send_store_error(c, rc, "id", &err);
-    kg_waits_wake(s->waits, NULL, NULL); /* its waiters read it now (cancelled), not at the next check */
+    /* Its waiters and the worker running it heard of it from the store (kg_store_watch: this process's cancels
+     * are news to every watcher), before kg_store_cancel returned. */
     return send_json(c, 200, json_pack("{s:s, s:s, s:s}", "id", id, "status", "cancelled", "was", was));
 }
 

@@ -13,10 +13,10 @@
  *
  * A job that a worker of this process ends is handed over in memory (kg_waits_wake with the job): its waits are
  * done without reading the store, and the handler answers from the job it was given.  Jobs are read from the
- * store only at once for a new wait (it may have ended before the wait began), after a wake without a job (a
- * cancel, an outcome the worker does not know in full), for the one job of which the store brings news (another
- * process of a fleet ended it: kg_store_watch, Redis's kgym:done), and as a fallback every 5 s (the store stays
- * the truth; twice a second in a fleet whose store brings no news).
+ * store only at once for a new wait (it may have ended before the wait began), after a wake without a job (an
+ * outcome the worker does not know in full), for the one job of which the store brings news (kg_store_watch: this
+ * process cancelled it, or another process of a fleet ended it, Redis's kgym:done), and as a fallback every 5 s
+ * (the store stays the truth; twice a second in a fleet whose store brings no news).
  *
  * Threads: kg_waits_add from MHD's handlers, kg_waits_wake from the scheduler's workers, kg_waits_stop and
  * kg_waits_free from the main thread.  Only the waiter thread resumes connections and frees entries.  The workers
@@ -67,7 +67,8 @@ struct kg_waits {
     wait_entry *incoming;   /* added, not yet taken by the thread (under lock) */
     ended_job *ended;       /* handed over, not yet taken by the thread (under lock) */
     double check_ms;        /* the fallback's period */
-    int watching;           /* kg_store_watch's news come (store_news) */
+    int watching;           /* kg_store_watch's news come (store_news): this process's cancels, other processes'
+                             * ends where the store tells (KG_STORE_NEWS) */
     size_t waiting;         /* entries added and not yet resumed (under lock) */
     int jobs_ended;         /* kg_waits_wake since the thread last looked (under lock) */
     int stopping;           /* under lock */
@@ -308,12 +309,12 @@ int kg_waits_start(kg_store *store, kg_waits **out, kg_error *err)
         return kg_error_set(err, KG_ERR_IO, "cannot start the waiter thread");
     }
     w->started = 1;
-    /* Jobs that other processes end (a fleet): news of them from the store, else a check twice a second. */
+    /* News from the store: this process's cancels, and the jobs that other processes end (a fleet) where the store
+     * tells (KG_STORE_NEWS); else, in a fleet, a check twice a second. */
     kg_error werr;
     int wrc = kg_store_watch(store, store_news, w, &werr);
-    if (wrc == KG_OK)
-        w->watching = 1;
-    else if (wrc != KG_ERR_NOT_FOUND || kg_store_has(store, KG_STORE_SHARED))
+    w->watching = wrc == KG_OK;
+    if (wrc != KG_OK || (kg_store_has(store, KG_STORE_SHARED) && !kg_store_has(store, KG_STORE_NEWS)))
         w->check_ms = KG_WAIT_CHECK_MS;
     *out = w;
     return KG_OK;
@@ -403,7 +404,7 @@ void kg_waits_free(kg_waits *w)
         return;
     kg_waits_stop(w);
     if (w->watching) /* before the eventfd goes: the store's thread writes to it */
-        kg_store_unwatch(w->store);
+        kg_store_unwatch(w->store, store_news, w);
     close(w->wake_fd);
     ended_free(w->ended);
     pthread_mutex_destroy(&w->lock);

@@ -56,8 +56,11 @@ typedef struct kg_store_ops {
                          kg_error *err);
     int (*inflight_leader)(kg_store *s, const char *key, char leader[160], kg_error *err);
     int (*inflight_end)(kg_store *s, const char *key, const char *id, kg_error *err);
-    /* Optional, both or neither: news of jobs ended by other processes (kg_store_watch).  NULL: none (every job
-     * of the store ends in this process). */
+    /* Optional, both or neither, with the flag KG_STORE_NEWS: news of jobs ended by other processes.  The backend
+     * calls on_end(arg, id) from a thread of its own (and on_end(arg, NULL) when news may have been missed);
+     * store.c watches once for all of kg_store_watch's watchers, and adds this process's own cancels.  NULL: the
+     * backend cannot tell (memory: every job ends in this process; SQLite: another process sharing the file
+     * says nothing). */
     int (*watch)(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err);
     void (*unwatch)(kg_store *s);
 } kg_store_ops;
@@ -68,12 +71,24 @@ typedef struct kg_store_mark {
     struct kg_store_mark *next;
 } kg_store_mark;
 
+/* A kg_store_watch watcher (store.c). */
+typedef struct kg_store_watcher {
+    void (*on_end)(void *arg, const char *id);
+    void *arg;
+    struct kg_store_watcher *next;
+} kg_store_watcher;
+
 /* The head of every backend's handle.  kg_store_base_init/kg_store_base_fini set up and release what store.c
  * keeps for every backend; the backend's open calls the first, its close the second. */
 struct kg_store {
     const kg_store_ops *ops;
     pthread_mutex_t marks_lock;
     kg_store_mark *marks;
+    pthread_mutex_t watch_lock;  /* one kg_store_watch/unwatch at a time (it starts and stops the backend's) */
+    pthread_mutex_t news_lock;   /* guards watchers; held while news is handed out (never while the backend's
+                                  * watch is stopped: its thread may be waiting for it) */
+    kg_store_watcher *watchers;
+    int backend_watching;        /* the backend's watch runs (under watch_lock) */
 };
 void kg_store_base_init(kg_store *s, const kg_store_ops *ops);
 void kg_store_base_fini(kg_store *s);

@@ -1428,7 +1428,7 @@ static void r_unwatch(kg_store *base)
 
 static const kg_store_ops redis_ops = {
     .name = "redis",
-    .flags = KG_STORE_SHARED | KG_STORE_LEASED | KG_STORE_CLAIM_WAITS,
+    .flags = KG_STORE_SHARED | KG_STORE_LEASED | KG_STORE_CLAIM_WAITS | KG_STORE_NEWS,
     .close = r_close,
     .put_many = r_put_many,
     .get = r_get,

@@ -16,10 +16,21 @@ void kg_store_base_init(kg_store *s, const kg_store_ops *ops)
     s->ops = ops;
     s->marks = NULL;
     pthread_mutex_init(&s->marks_lock, NULL);
+    s->watchers = NULL;
+    s->backend_watching = 0;
+    pthread_mutex_init(&s->watch_lock, NULL);
+    pthread_mutex_init(&s->news_lock, NULL);
 }
 
 void kg_store_base_fini(kg_store *s)
 {
+    for (kg_store_watcher *w = s->watchers, *next; w; w = next) {
+        next = w->next;
+        free(w);
+    }
+    s->watchers = NULL;
+    pthread_mutex_destroy(&s->watch_lock);
+    pthread_mutex_destroy(&s->news_lock);
     for (kg_store_mark *m = s->marks, *next; m; m = next) {
         next = m->next;
         free(m->key);
@@ -202,9 +213,14 @@ void kg_store_durability_get(kg_store *s, kg_store_durability *out)
         out->durable = 1;
 }
 
+static void news(void *arg, const char *id);
+
 int kg_store_cancel(kg_store *s, const char *id, char was[16], kg_error *err)
 {
-    return s->ops->cancel(s, id, was, err);
+    int rc = s->ops->cancel(s, id, was, err);
+    if (rc == KG_OK)
+        news(s, id); /* this process's own cancel: its watchers (a worker running the job) hear of it now */
+    return rc;
 }
 
 int kg_store_recover(kg_store *s, int max_attempts, int *requeued, int *failed, kg_error *err)
@@ -331,15 +347,58 @@ int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error
     return KG_OK;
 }
 
-int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err)
+/* News for every watcher: the backend's (its thread), or this process's own cancel (kg_store_cancel's). */
+static void news(void *arg, const char *id)
 {
-    if (!s->ops->watch)
-        return kg_error_set(err, KG_ERR_NOT_FOUND, "the %s store's jobs end in this process", s->ops->name);
-    return s->ops->watch(s, on_end, arg, err);
+    kg_store *s = arg;
+    pthread_mutex_lock(&s->news_lock);
+    for (kg_store_watcher *w = s->watchers; w; w = w->next)
+        w->on_end(w->arg, id);
+    pthread_mutex_unlock(&s->news_lock);
 }
 
-void kg_store_unwatch(kg_store *s)
+int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err)
 {
-    if (s->ops->unwatch)
+    kg_store_watcher *w = calloc(1, sizeof *w);
+    if (!w)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    w->on_end = on_end;
+    w->arg = arg;
+    pthread_mutex_lock(&s->watch_lock);
+    int rc = KG_OK;
+    /* The backend's news, once for all watchers: started with the first. */
+    if (s->ops->watch && !s->backend_watching) {
+        rc = s->ops->watch(s, news, s, err);
+        s->backend_watching = rc == KG_OK;
+    }
+    if (rc == KG_OK) {
+        pthread_mutex_lock(&s->news_lock);
+        w->next = s->watchers;
+        s->watchers = w;
+        pthread_mutex_unlock(&s->news_lock);
+    } else {
+        free(w);
+    }
+    pthread_mutex_unlock(&s->watch_lock);
+    return rc;
+}
+
+void kg_store_unwatch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg)
+{
+    pthread_mutex_lock(&s->watch_lock);
+    pthread_mutex_lock(&s->news_lock);
+    for (kg_store_watcher **p = &s->watchers; *p; p = &(*p)->next)
+        if ((*p)->on_end == on_end && (*p)->arg == arg) {
+            kg_store_watcher *gone = *p;
+            *p = gone->next;
+            free(gone);
+            break;
+        }
+    int last = !s->watchers;
+    pthread_mutex_unlock(&s->news_lock); /* the backend's thread may be waiting for it: let it finish first */
+    if (last && s->backend_watching) {
         s->ops->unwatch(s);
+        s->backend_watching = 0;
+    }
+    pthread_mutex_unlock(&s->watch_lock);
 }

@@ -143,6 +143,7 @@ void kg_job_free(kg_job *job);
                                  * it loses the job (another takes it over) instead of recovery at start-up */
 #define KG_STORE_CLAIM_WAITS 4u /* kg_store_claim itself waits a while for a job when the queue is empty */
 #define KG_STORE_FORGETS 8u     /* kg_store_forget removes ended jobs (memory); without it they are kept */
+#define KG_STORE_NEWS 16u       /* jobs ended by other processes come as news (kg_store_watch): Redis's kgym:done */
 int kg_store_has(const kg_store *s, unsigned flag);
 /* The backend's name ("memory", "sqlite", "redis"), for messages. */
 const char *kg_store_kind(const kg_store *s);
@@ -175,13 +176,16 @@ int kg_store_inflight_leader(kg_store *s, const char *key, char leader[160], kg_
 /* Removes id's mark on key (nothing when another job leads). */
 int kg_store_inflight_end(kg_store *s, const char *key, const char *id, kg_error *err);
 
-/* News of ended jobs, for waiters: on_end(arg, id) is called (from a thread of the store's) when a job of the
- * store ended anywhere (Redis: a subscription to kgym:done, which every finish and cancel publishes), and
- * on_end(arg, NULL) when news may have been missed (the subscription was lost and is back): read every job
- * waited for.  News is a hint, the store the truth: a waiter reads the job to know how it ended.
- * KG_ERR_NOT_FOUND: the store has none (its jobs all end in this process).  One watch per store; unwatch before
- * arg goes (kg_store_close unwatches too). */
+/* News of ended jobs, for waiters and for the workers running them: on_end(arg, id) is called when a job of the
+ * store was cancelled by this process (every backend: from kg_store_cancel's thread, before it returns) and,
+ * on a store with KG_STORE_NEWS, when a job ended in any process (Redis: a subscription to kgym:done, which
+ * every finish and cancel publishes; from a thread of the store's), and on_end(arg, NULL) when news may have
+ * been missed (the subscription was lost and is back): read every job concerned.  News is a hint, the store
+ * the truth: a watcher reads the job to know how it ended.  Without KG_STORE_NEWS, what other processes do
+ * comes as no news (SQLite: another server or worker process sharing the file): read the store now and then.
+ * Any number of watchers; on_end must not call kg_store_watch or kg_store_unwatch.  kg_store_unwatch(s, on_end,
+ * arg) removes the watcher (after it returns, on_end is not running for it) before arg goes. */
 int kg_store_watch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg, kg_error *err);
-void kg_store_unwatch(kg_store *s);
+void kg_store_unwatch(kg_store *s, void (*on_end)(void *arg, const char *id), void *arg);
 
 #endif

@@ -53,6 +53,17 @@ checks fleet "$TMP/ids"
 checks wait victim done 'd["attempts"] == 2 and d["result"]["verdict"] == "timeout"'
 # 2. The API server hears of jobs the workers end from Redis (kgym:done), at once.
 checks fleet_wake wake
+# 3. A cancel on the API server stops the job's evaluation in the worker process running it, told by Redis's
+#    kgym:done (news), not by the worker's own check of the store (every 5 s where the store brings news).
+checks submit c-run hang
+checks running c-run
+checks cancel_running c-run
+i=0; while ! grep -q "job c-run is cancelled: stopped" "$TMP"/w*.log && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+if grep -q "job c-run is cancelled: stopped (news from the store)" "$TMP"/w*.log; then
+    ok "the worker process stopped the cancelled job on Redis's news"
+else
+    bad "the worker process stopped the cancelled job on Redis's news" "$(grep -h 'c-run' "$TMP"/w*.log)"
+fi
 
 # A second API server on the same Redis sees the same jobs and workers: API
 # servers keep no state of their own.

@@ -1,6 +1,7 @@
 /* test_sched.c — the embedded scheduler: queue room, waiting (timeout,
  * unknown id, a job finished by another thread), cancellation seen by a
- * waiter, the worker list and the Prometheus text, an evaluate hook's
+ * waiter and, through the store's news, by the running job's watch, the
+ * worker list and the Prometheus text, an evaluate hook's
  * workers without a supervisor (without Python); and one
  * real evaluation on the CPU, whose outcome its waiter receives in memory. */
 #include <pthread.h>
@@ -401,6 +402,106 @@ static void test_pool_forgets(void)
     pthread_mutex_destroy(&b.m);
 }
 
+/* An evaluate hook that runs until its job's watch says stop, asking it every 5 ms as the supervisor asks every
+ * 50 ms (opts->limits.stop_requested), and says when it started and how it ended. */
+typedef struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int started, stopped, ended;
+} stop_box;
+
+static int hook_until_stopped(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job,
+                              const json_t *req, json_t **result, kg_error *err)
+{
+    (void)sup, (void)job, (void)req, (void)result;
+    stop_box *b = arg;
+    int stop = opts->limits.stop_requested(opts->limits.stop_ctx); /* the watch's first look: the store, at once */
+    pthread_mutex_lock(&b->m);
+    b->started = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->m);
+    double give_up = kg_now_ms() + 30000;
+    while (!stop && kg_now_ms() < give_up) {
+        usleep(5000);
+        stop = opts->limits.stop_requested(opts->limits.stop_ctx);
+    }
+    pthread_mutex_lock(&b->m);
+    b->stopped = stop;
+    b->ended = 1;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->m);
+    return stop ? kg_error_set(err, KG_ERR_CANCELLED, "cancelled") : kg_error_set(err, KG_ERR_INTERNAL, "not stopped");
+}
+
+/* A cancel in this process wakes the running job's watch: the store tells its watchers (kg_store_watch) of its
+ * own cancels, so the worker reads the job because of the news, not because its twice-a-second check came due
+ * (on SQLite, which brings no news of other processes, that check stays, as the fallback).  Asserted on the
+ * mechanism (the counter of stops by news), not on a time. */
+static void test_cancel_wakes_the_running_job(const char *dir)
+{
+    kg_buf path = {0};
+    kg_buf_printf(&path, "%s/cancel.db", dir);
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(path.data, &st, &err) == KG_OK, "cancel: open an SQLite store");
+    stop_box b = {.m = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 1;
+    o.max_queue = 4;
+    o.evaluate = hook_until_stopped;
+    o.evaluate_arg = &b;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "cancel: start one worker");
+    kg_job j = {.id = "run1", .key = "run1", .request = "{}"};
+    CHECK(kg_store_put(st, &j, 0, &err) == KG_OK, "cancel: put the job");
+    kg_sched_notify(s);
+    pthread_mutex_lock(&b.m);
+    double give_up = kg_now_ms() + 30000;
+    while (!b.started && kg_now_ms() < give_up) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&b.cv, &b.m, &ts);
+    }
+    int started = b.started;
+    pthread_mutex_unlock(&b.m);
+    CHECK(started, "cancel: the job runs");
+    char was[16] = "";
+    CHECK(kg_store_cancel(st, "run1", was, &err) == KG_OK && !strcmp(was, "running"), "cancel: cancelled running");
+    pthread_mutex_lock(&b.m);
+    give_up = kg_now_ms() + 30000;
+    while (!b.ended && kg_now_ms() < give_up) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&b.cv, &b.m, &ts);
+    }
+    int stopped = b.stopped;
+    pthread_mutex_unlock(&b.m);
+    CHECK(stopped, "cancel: the running evaluation was told to stop");
+    kg_buf m = {0};
+    CHECK(kg_sched_metrics(s, &m) == KG_OK, "cancel: metrics");
+    CHECK(m.data && strstr(m.data, "kgym_jobs_stopped_total{seen_by=\"news\"} 1\n") &&
+              strstr(m.data, "kgym_jobs_stopped_total{seen_by=\"check\"} 0\n"),
+          "cancel: the watch read the job because the cancel told it, not because its timer came due");
+    if (m.data && !strstr(m.data, "kgym_jobs_stopped_total{seen_by=\"news\"} 1\n")) {
+        const char *at = strstr(m.data, "kgym_jobs_stopped_total{");
+        printf("  %.200s\n", at ? at : "(no kgym_jobs_stopped_total)");
+    }
+    kg_buf_free(&m);
+    kg_job now;
+    memset(&now, 0, sizeof now);
+    CHECK(kg_sched_wait(s, "run1", 5, &now, &err) == KG_OK && now.status && !strcmp(now.status, "cancelled"),
+          "cancel: the job stays cancelled");
+    kg_job_free(&now);
+    CHECK(kg_sched_stop(s, 30) == 1, "cancel: the worker stops");
+    kg_store_close(st);
+    kg_buf_free(&path);
+}
+
 int main(void)
 {
     test_keys();
@@ -412,6 +513,7 @@ int main(void)
         printf("0 passed, 1 failed\n");
         return 1;
     }
+    test_cancel_wakes_the_running_job(dir);
     test_wake_in_memory(dir);
     kg_buf path = {0};
     kg_buf_printf(&path, "%s/jobs.db", dir);

@@ -137,6 +137,19 @@ static void *claim_all(void *arg)
 }
 
 /* The contract every backend keeps (store.h), on path (a database file, or KG_STORE_MEMORY). */
+/* What a kg_store_watch watcher heard (called in the cancelling thread here: no lock). */
+typedef struct {
+    char last[64];
+    int calls;
+} news_box;
+
+static void heard(void *arg, const char *id)
+{
+    news_box *b = arg;
+    b->calls++;
+    snprintf(b->last, sizeof b->last, "%s", id ? id : "(all)");
+}
+
 static void contract(const char *path)
 {
     kg_error err;
@@ -205,12 +218,21 @@ static void contract(const char *path)
           "found under the worker's key, copied from a");
     kg_job_free(&j);
 
-    /* Cancel: queued → cancelled, then never claimed; finished jobs stay. */
+    /* Cancel: queued → cancelled, then never claimed; finished jobs stay.  Each watcher hears of a cancel made in
+     * this process before kg_store_cancel returns (kg_store_watch), of that cancel only, and none after it left. */
+    news_box n1 = {.calls = 0}, n2 = {.calls = 0};
+    CHECK(kg_store_watch(s, heard, &n1, &err) == KG_OK && kg_store_watch(s, heard, &n2, &err) == KG_OK,
+          "two watchers");
     char was[16];
     CHECK(kg_store_cancel(s, "b", was, &err) == KG_OK && !strcmp(was, "queued"), "cancel queued");
+    CHECK(n1.calls == 1 && n2.calls == 1 && !strcmp(n1.last, "b") && !strcmp(n2.last, "b"),
+          "each watcher heard of the cancel, before it returned");
+    kg_store_unwatch(s, heard, &n1);
     CHECK(kg_store_claim(s, "w0", &j, &err) == KG_ERR_NOT_FOUND, "cancelled job not claimed");
     CHECK(kg_store_cancel(s, "a", was, &err) == KG_ERR_INVALID, "cancel a done job refused");
     CHECK(kg_store_cancel(s, "zzz", was, &err) == KG_ERR_NOT_FOUND, "cancel unknown");
+    CHECK(n1.calls == 1 && n2.calls == 1, "a refused cancel is no news, and an unwatched watcher hears nothing");
+    kg_store_unwatch(s, heard, &n2);
 
     /* Replace a finished job: queued again at the end (force_refresh). */
     r.status = "queued";

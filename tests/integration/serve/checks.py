@@ -278,8 +278,8 @@ def group_api():
     check("the hang ends as a timeout with its stage", s == 200 and d["result"]["verdict"] == "timeout"
           and d["kernelgym"]["error_code"] == "TIMEOUT_ERROR", d)
 
-    # Cancel a running job: its evaluation is stopped within about a second (the worker re-reads the job twice a
-    # second), so the worker is free for the next one long before the hang's own time limit.
+    # Cancel a running job: its evaluation is stopped at once (the store tells the job's worker of the cancel: news,
+    # not its twice-a-second check), so the worker is free for the next one long before the hang's own time limit.
     s, d, _ = call("POST", "/v1/jobs", {"reference_code": REF, "kernel_code": cand("hang"), "task_id": "r-hang",
                                         "timeout": 60})
     for _ in range(100):
@@ -297,6 +297,10 @@ def group_api():
     s, d, _ = call("GET", "/v1/jobs/r-hang")
     check("the stopped job stays cancelled, with no result", s == 200 and d["status"] == "cancelled"
           and d["result"] is None, d)
+    s, d, _ = call("GET", "/metrics")
+    stops = dict(re.findall(r'^kgym_jobs_stopped_total\{seen_by="(\w+)"\} (\d+)$', d, re.M)) if s == 200 else {}
+    check("the worker stopped it on the store's news of the cancel, not on its own check of the store",
+          stops == {"news": "1", "check": "0"}, stops)
 
     s, d, _ = call("GET", "/workers/status")
     check("GET /workers/status", s == 200 and d["total_workers"] == 1 and d["worker_list"][0]["tasks_processed"] >= 5
@@ -654,6 +658,15 @@ def group_post():
     want = sys.argv[5] == "1"
     check(f"submitted {sys.argv[3]} ({'answered from the store' if want else 'queued'})",
           s == 202 and d.get("cached") is want, d)
+
+
+def group_cancel_running():
+    """DELETE the running job argv[3]: 200, was running, and it stays cancelled."""
+    s, d, _ = call("DELETE", f"/v1/jobs/{sys.argv[3]}")
+    check(f"DELETE of the running {sys.argv[3]}", s == 200 and d["was"] == "running", d)
+    s, d, _ = call("GET", f"/v1/jobs/{sys.argv[3]}")
+    check(f"{sys.argv[3]} stays cancelled, with no result", s == 200 and d["status"] == "cancelled"
+          and d["result"] is None, d)
 
 
 def group_submit():
