@@ -142,7 +142,8 @@ typedef struct {
     const kg_eval_options *opts;
     const kg_task *task;
     const char *nonce;
-    json_t *cached_reference_ms; /* owned: the cache's samples on a hit */
+    json_t *cached_reference_ms; /* owned: the cache's samples on a hit, or the judge's timed alone on a miss */
+    int timed_alone;             /* cached_reference_ms came from this evaluation's judge (reference_timed) */
     char key[65];                /* the cache key, "" when the child did not ask */
 } timing_talk;
 
@@ -152,8 +153,10 @@ static int protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *
 {
     /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: a new
      * input set drawn for every timed call (v2 scaled one set) and the persisting-L2 reset before each call.
-     * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on). */
-    int rc = kg_buf_printf(out, "v4;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
+     * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on).
+     * v5: the reference timed alone by the judge, no candidate call between its calls (v4's samples were taken
+     * interleaved with a candidate's, whose load shaped them: docs/threat-model.md). */
+    int rc = kg_buf_printf(out, "v5;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
                   "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
@@ -199,6 +202,20 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         json_decref(entry);
         kg_buf_free(&protocol);
         *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE), "hit", hit);
+    } else if (kind == KG_MSG_REFERENCE_TIMED) {
+        /* A miss: the judge timed the reference alone at the start of its exclusive window, before any of the
+         * candidate's calls there, and hands the samples over.  They stand for the cache's from now on: the
+         * candidate is timed alone against them, and a correct evaluation stores them (store_reference_times).
+         * Taken only after a lookup that missed, once, and only as a list of positive finite times. */
+        const json_t *samples = json_object_get(msg, "reference_ms");
+        char why[128];
+        int take = talk->key[0] && !talk->cached_reference_ms && kg_refcache_samples_ok(samples, why, sizeof why);
+        if (take) {
+            talk->cached_reference_ms = json_deep_copy(samples);
+            talk->timed_alone = talk->cached_reference_ms != NULL;
+            take = talk->timed_alone;
+        }
+        *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE), "hit", take);
     }
 }
 
@@ -232,17 +249,17 @@ static int out_of_memory(const kg_child_report *rep, char *why, size_t why_cap)
 /* After a run that timed the reference itself: its samples go into the cache for the next evaluation. */
 static void store_reference_times(const kg_eval_options *opts, timing_talk *talk, const json_t *messages)
 {
-    if (!opts->refcache || !talk->key[0] || talk->cached_reference_ms)
+    /* Only samples the judge took alone (reference_timed): since v5 the cache holds no reference time taken
+     * beside a candidate's calls. */
+    if (!opts->refcache || !talk->key[0] || !talk->timed_alone || !talk->cached_reference_ms)
         return;
     size_t i;
-    json_t *m, *lookup = NULL, *timing = NULL;
+    json_t *m, *lookup = NULL;
     json_array_foreach(messages, i, m) {
         if (kg_msg_is(m, KG_MSG_REFERENCE_CACHE_LOOKUP))
             lookup = m;
-        else if (kg_msg_is(m, KG_MSG_TIMING))
-            timing = m;
     }
-    json_t *samples = json_object_get(timing, "reference_ms");
+    const json_t *samples = talk->cached_reference_ms;
     if (!lookup || json_array_size(samples) == 0)
         return;
     kg_buf protocol = {0};
@@ -400,6 +417,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                 kg_child_report_free(&rep);
                 json_decref(talk.cached_reference_ms);
                 talk.cached_reference_ms = NULL;
+                talk.timed_alone = 0;
                 rc = kg_json_set(job, "gpu_arbiter", json_false()) == 0
                          ? kg_supervisor_run(sup, job, &limits, &rep, err)
                          : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the evaluation's job");
@@ -432,8 +450,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                                                       "sample", "a line on the judge's socket that is not "
                                                       "the runner's answer")) == 0;
         if (ok && talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
-            ok = kg_json_push(rep.messages, json_pack("{s:s, s:O}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES),
-                                                      "reference_ms", talk.cached_reference_ms)) == 0;
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:O, s:s}", "type",
+                                                      kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES), "reference_ms",
+                                                      talk.cached_reference_ms, "source",
+                                                      talk.timed_alone ? "alone" : "cached")) == 0;
         /* The candidate's file as the judge wrote it for the runner, in the workdir the pair ran in (a warm
          * pair's is its own): <workdir>/src/<name> (harness transport.source_path), the name its tracebacks
          * carry. */

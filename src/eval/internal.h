@@ -39,8 +39,11 @@ const char *kg_eval_tolerance_name(const kg_eval_options *o);
 int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
                         const json_t *cached_reference_ms);
 /* The result's "timing" block from the child's messages (docs/result-schema.md); json_null() when
- * nothing was timed.  New reference; NULL when memory ran out. */
-json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms);
+ * nothing was timed.  cached_reference_ms: the reference's samples kgym supplied (or NULL), from the cache or,
+ * with timed_alone, from this evaluation's judge timing the reference alone (reference_timed).  New reference;
+ * NULL when memory ran out. */
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
+                             int timed_alone);
 /* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference; NULL
  * when memory ran out. */
 json_t *kg_eval_profile_block(const json_t *messages);

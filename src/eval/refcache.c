@@ -177,8 +177,7 @@ const char *kg_refcache_dir(const kg_refcache *c)
 
 /* ---- entries ------------------------------------------------------------ */
 
-/* Checks a sample array; on failure writes the reason into why. */
-static int check_samples(const json_t *a, char *why, size_t why_size)
+int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size)
 {
     if (!json_is_array(a)) {
         snprintf(why, why_size, "reference_ms is not an array");
@@ -222,7 +221,7 @@ static int check_entry(const json_t *e, const char *key, char *why, size_t why_s
         return 0;
     }
     const json_t *samples = json_object_get(e, "reference_ms");
-    if (!check_samples(samples, why, why_size))
+    if (!kg_refcache_samples_ok(samples, why, why_size))
         return 0;
     const json_t *created = json_object_get(e, "created"), *count = json_object_get(e, "samples");
     if (!json_is_integer(created) || json_integer_value(created) < 0) {
@@ -386,7 +385,7 @@ int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms,
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: the %s is missing",
                             !gpu ? "GPU name" : !dtype ? "dtype" : "timing protocol");
     char why[256];
-    if (!check_samples(reference_ms, why, sizeof why))
+    if (!kg_refcache_samples_ok(reference_ms, why, sizeof why))
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: %s", why);
 
     json_t *e;

@@ -65,6 +65,10 @@ int kg_refcache_key(const char *task_source, size_t task_len, const char *gpu, c
  * read (e.g. permissions).  *entry is NULL on every status but KG_OK. */
 int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *err);
 
+/* Whether `a` is a sample array the cache takes (1..KG_REFCACHE_MAX_SAMPLES finite, non-negative numbers);
+ * 0 with the reason in why (always terminated) when not. */
+int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size);
+
 /* Stores reference_ms (a JSON array of 1..KG_REFCACHE_MAX_SAMPLES finite,
  * non-negative numbers) under key with the metadata, atomically replacing any
  * earlier entry.  KG_ERR_INVALID for a bad key, an empty, non-array or

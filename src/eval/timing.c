@@ -222,7 +222,8 @@ int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **fi
     return *finding ? KG_OK : KG_ERR_NOMEM;
 }
 
-json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms)
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
+                             int timed_alone)
 {
     const json_t *setup = NULL, *final = NULL;
     size_t i;
@@ -261,8 +262,13 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
                                                              json_object_get(final, "candidate_device_ms"))))) == 0;
     ok = ok && kg_json_set(t, "gpu", or_null(json_object_get(final, "gpu"))) == 0;
     ok = ok && kg_json_set(t, "reference_mode", or_null(json_object_get(setup, "reference_mode"))) == 0;
-    ok = ok && kg_json_set(t, "reference_cached", json_boolean(json_array_size(json_object_get(final, "reference_ms"))
-                                                               == 0 && have_cached)) == 0;
+    /* Where the reference's samples come from: "interleaved" (timed in pairs with the candidate's calls, no
+     * cache), "alone" (this judge timed it alone before the candidate's rounds: a cache miss), "cached" (an
+     * earlier evaluation's judge timed it alone). */
+    int supplied = json_array_size(json_object_get(final, "reference_ms")) == 0 && have_cached;
+    ok = ok && kg_json_set(t, "reference_cached", json_boolean(supplied && !timed_alone)) == 0;
+    ok = ok && kg_json_set(t, "reference_samples",
+                           json_string(!supplied ? "interleaved" : timed_alone ? "alone" : "cached")) == 0;
     const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "input_mode", "canaries", "flush_bytes",
                           "l2_bytes"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)

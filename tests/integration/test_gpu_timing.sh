@@ -59,6 +59,12 @@ t='r["timing"]'
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"
 [ "$(jget "$TMP/c1.json" "r['timing']['reference_cached']")" = False ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_cached']")" = True ] \
     && ok "reference cache: a miss, then a hit" || bad "reference cache" "$(jget "$TMP/c2.json" "r['timing']")"
+# A miss times the reference alone (no candidate call between its calls) and stores those samples, under protocol v5;
+# a hit uses them.
+[ "$(jget "$TMP/c1.json" "r['timing']['reference_samples']")" = alone ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_samples']")" = cached ] \
+    && [ "$(cat "$TMP"/cache/*.json | "$PY" -c "import json,sys; e=json.load(sys.stdin); print(e['protocol'].startswith('v5;') and e['samples'] == $(jget "$TMP/c1.json" "r['timing']['reference_ms']['samples']"))")" = True ] \
+    && ok "reference cache: the miss timed the reference alone, and those samples were stored (v5)" \
+    || bad "reference timed alone" "$(jget "$TMP/c1.json" "r['timing'].get('reference_samples'), r['timing']['reference_ms']"; head -c 300 "$TMP"/cache/*.json)"
 [ "$(jget "$TMP/c2.json" "abs(r['timing']['speedup'] / $(jget "$TMP/c1.json" "r['timing']['speedup']") - 1) < 0.1")" = True ] \
     && ok "reference cache: the speedup agrees with a full measurement (10%)" || bad "cached speedup" "$(jget "$TMP/c2.json" "r['timing']['speedup']")"
 
@@ -68,11 +74,11 @@ mkdir -p "$TMP/rtmp"
 printf '{"task": "%s", "candidate": "%s"}\n{"task": "%s", "candidate": "%s"}\n' "$PWD/$E/task.py" "$PWD/$E/correct.py" \
     "$PWD/$E/task.py" "$PWD/$E/correct.py" >"$TMP/twice.jsonl"
 TMPDIR="$TMP/rtmp" "$KGYM" bench --jsonl "$TMP/twice.jsonl" --jobs 1 --json >"$TMP/twice.json"
-[ "$(jget "$TMP/twice.json" "sorted(x['result']['timing']['reference_cached'] for x in r['results'])")" = "[False, True]" ] \
+[ "$(jget "$TMP/twice.json" "sorted((x['result']['timing']['reference_cached'], x['result']['timing']['reference_samples']) for x in r['results'])")" = "[(False, 'alone'), (True, 'cached')]" ] \
     && [ -z "$(ls -A "$TMP/rtmp" | grep kgym-refcache)" ] && ok "bench: the reference timed once per task, its private folder removed" \
     || bad "bench's default reference cache" "$(jget "$TMP/twice.json" "[x['result'].get('timing') for x in r['results']]"); $(ls "$TMP/rtmp")"
 "$KGYM" bench --jsonl "$TMP/twice.jsonl" --jobs 1 --json --reference-cache off >"$TMP/twice_off.json"
-[ "$(jget "$TMP/twice_off.json" "[x['result']['timing']['reference_cached'] for x in r['results']]")" = "[False, False]" ] \
+[ "$(jget "$TMP/twice_off.json" "[(x['result']['timing']['reference_cached'], x['result']['timing']['reference_samples']) for x in r['results']]")" = "[(False, 'interleaved'), (False, 'interleaved')]" ] \
     && ok "bench --reference-cache off: the reference timed every time" \
     || bad "--reference-cache off" "$(jget "$TMP/twice_off.json" "[x['result'].get('timing') for x in r['results']]")"
 

@@ -122,7 +122,7 @@ static void timing_block_has_rounds_speedup_and_interval(void)
     json_object_set_new(final, "l2_persisting", json_pack("{s:{s:i, s:s}, s:{s:i, s:s}}", "judge", "max_bytes",
                                                           31457280, "reset", "ok", "runner", "max_bytes", 31457280,
                                                           "reset", "ok"));
-    json_t *t = kg_eval_timing_block(&o, msgs, NULL);
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(json_is_object(t));
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
     json_t *ci = json_object_get(t, "speedup_ci");
@@ -141,6 +141,7 @@ static void timing_block_has_rounds_speedup_and_interval(void)
     KG_CHECK(json_integer_value(json_object_get(json_object_get(t, "candidate_ms"), "samples")) == 200);
     KG_CHECK(json_is_false(json_object_get(t, "noisy")));
     KG_CHECK(json_is_false(json_object_get(t, "reference_cached")));
+    KG_CHECK(!strcmp(json_string_value(json_object_get(t, "reference_samples")) ?: "", "interleaved"));
     KG_CHECK_STR(json_string_value(json_object_get(t, "reference_mode")), "eager");
     KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "clock"), "supervisor_ms")), 430, 1e-9);
     /* How the timed inputs were made and what the processes did about persisting L2 lines are carried. */
@@ -162,14 +163,21 @@ static void cached_reference_fills_in(void)
     add_round(msgs, 1, 100, 60, 0, 0.25, 50);
     json_array_append_new(msgs, final_message(msgs));
     json_t *cached = samples(1.0, 0.01, 150);
-    json_t *t = kg_eval_timing_block(&o, msgs, cached);
+    json_t *t = kg_eval_timing_block(&o, msgs, cached, 0);
     KG_CHECK(json_is_true(json_object_get(t, "reference_cached")));
+    KG_CHECK(!strcmp(json_string_value(json_object_get(t, "reference_samples")) ?: "", "cached"));
+    /* The same samples timed alone by this evaluation's judge (a miss): not the cache's, said so. */
+    json_t *alone = kg_eval_timing_block(&o, msgs, cached, 1);
+    KG_CHECK(json_is_false(json_object_get(alone, "reference_cached")));
+    KG_CHECK(!strcmp(json_string_value(json_object_get(alone, "reference_samples")) ?: "", "alone"));
+    KG_CHECK_NEAR(json_number_value(json_object_get(alone, "speedup")), 4.0, 1e-9);
+    json_decref(alone);
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 4.0, 1e-9);
     KG_CHECK(json_integer_value(json_object_get(json_object_get(t, "reference_ms"), "samples")) == 150);
     json_t *r1 = json_array_get(json_object_get(t, "rounds"), 1);
     KG_CHECK_NEAR(json_number_value(json_object_get(r1, "speedup")), 4.0, 1e-9);
     /* Without the cache's samples there is nothing to compare with. */
-    json_t *none = kg_eval_timing_block(&o, msgs, NULL);
+    json_t *none = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(json_is_null(none));
     json_decref(none);
     json_decref(t);
@@ -352,7 +360,7 @@ static void side_stream_work_switches_to_device_times(void)
     kg_eval_options_default(&o, "cuda:0");
     json_t *msgs = json_array();
     json_array_append_new(msgs, two_clock_final(1.0, 0.5, 0.03, 0.035));
-    json_t *t = kg_eval_timing_block(&o, msgs, NULL);
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "stream");
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
     json_decref(t);
@@ -360,7 +368,7 @@ static void side_stream_work_switches_to_device_times(void)
 
     msgs = json_array();
     json_array_append_new(msgs, two_clock_final(1.0, 0.01, 0.03, 1.0));
-    t = kg_eval_timing_block(&o, msgs, NULL);
+    t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "device");
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 1.03 / 1.01, 1e-9);
     KG_CHECK(json_number_value(json_object_get(t, "candidate_gap_ms")) > 0.9);

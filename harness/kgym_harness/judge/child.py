@@ -686,9 +686,13 @@ class Evaluation:
         warmup, rounds, iters = int(cfg.get("warmup", 10)), int(cfg.get("rounds", 3)), int(cfg.get("iters", 50))
         ref_mode = cfg.get("reference_mode") or "eager"
         time_reference = True
+        alone = False
         if cfg.get("reference_cache"):
             # kgym keeps the reference's times per task, GPU, dtype and protocol: on a hit only the candidate
-            # is timed, and kgym supplies the reference's samples itself.
+            # is timed, and kgym supplies the reference's samples itself.  On a miss the reference is timed
+            # alone at the start of the exclusive window (reference_alone), before any call of the candidate's
+            # there, and those samples are what kgym keeps: none taken beside a candidate's calls, whose load
+            # shapes them, serves another evaluation.
             import triton
 
             answer = self.chan.request({"type": kinds.MSG_REFERENCE_CACHE_LOOKUP, "gpu": torch.cuda.get_device_name(),
@@ -697,6 +701,7 @@ class Evaluation:
                                         # a reference judged with its dropout off runs another forward
                                         "task_mode": self.randomness.get("handling", "none")})
             time_reference = not (answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"))
+            alone = time_reference
         mismatched, rerun_wrong, stale, checked, overwritten = [], [], [], [0], []
         flops_error = [None]  # why the FLOP count (the speed-of-light floor's second half) is missing
 
@@ -833,7 +838,8 @@ class Evaluation:
         self.chan.send({"type": kinds.MSG_TIMING_SETUP, "gpu": torch.cuda.get_device_name(), "sizes": base.sizes,
                         "min_bytes": min_bytes, "flops": flops, "warmup": warmup, "iters": iters,
                         "planned_rounds": rounds, "reference_mode": ref_mode,
-                        "time_reference": bool(time_reference), "fresh_inputs": timer.fresh,
+                        "time_reference": bool(time_reference), "reference_alone": alone,
+                        "fresh_inputs": timer.fresh,
                         "input_sets": timer.input_sets, "input_mode": "fresh_set_per_call",
                         "canaries": block is not None,
                         "flush_bytes": timer.flusher.nbytes if timer.flusher else 0,
@@ -842,7 +848,7 @@ class Evaluation:
         done = 0
 
         round_ms = float(cfg.get("round_ms") or 0)
-        if not time_reference:
+        if not time_reference or alone:
             # The reference's samples come from kgym's cache: a round holds the candidate's calls alone, and half
             # a round's budget gives it as many calls as its half of a round of pairs did (the same precision for
             # the candidate, half the exclusive time).
@@ -881,6 +887,15 @@ class Evaluation:
         # evaluation's tiny run can take seconds) while new shared phases queue behind it, so one window an
         # evaluation costs the others far less than one per round.
         with self.gpu("exclusive", "timing_round"):
+            if alone:
+                ref_alone, ref_alone_dev = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms,
+                                                                 iters)
+                answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone,
+                                            "reference_device_ms": ref_alone_dev})
+                if answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"):
+                    timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone
+                else:
+                    round_ms *= 2  # kgym did not take them: rounds of pairs as without a cache
             for r in range(rounds):
                 one_round(warmup if r == 0 else min(2, warmup))
                 if rerun_wrong or len(mismatched) > 1 or overwritten:

@@ -40,6 +40,7 @@ MSG_CENSUS = 'census'  # judge
 MSG_TIMING_CHECK = 'timing_check'  # judge
 MSG_TIMING_GO = 'timing_go'  # judge
 MSG_REFERENCE_CACHE_LOOKUP = 'reference_cache_lookup'  # judge
+MSG_REFERENCE_TIMED = 'reference_timed'  # judge
 MSG_RUNNER_LOST = 'runner_lost'  # judge
 MSG_HARNESS_ERROR = 'harness_error'  # judge
 MSG_DONE = 'done'  # judge
@@ -82,6 +83,7 @@ MESSAGES = (
     'timing_check',
     'timing_go',
     'reference_cache_lookup',
+    'reference_timed',
     'runner_lost',
     'harness_error',
     'done',

@@ -432,6 +432,31 @@ class CrossTimer:
                 del args, send  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
         return ran, (time.perf_counter() - t0) * 1e3
 
+    def reference_alone(self, rounds, warm_ms, round_ms, iters):
+        """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
+        own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  Warm-up by time
+        (``warm_ms``, at least 2 calls), then ``rounds`` rounds of as many calls as fit ``round_ms`` (at most
+        ``iters``, at least 5), each on a new input set of its own, after the same L2 flush and persisting-L2
+        reset as a paired call.  Returns (stream ms, device ms) of every timed call.  The runner is not called:
+        its block is not loaded, and it learns nothing of these inputs."""
+        stream, device = [], []
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            ran = 0
+            while ran < 2 or (time.perf_counter() - t0) * 1e3 < warm_ms:
+                self._ref_timed(self.make_inputs(self.random.getrandbits(62)))
+                ran += 1
+            per_call = (time.perf_counter() - t0) * 1e3 / ran
+            n = iters if round_ms <= 0 else max(min(iters, 5), min(iters, int(round_ms / max(per_call, 1e-6))))
+            for _ in range(rounds):
+                for _ in range(n):
+                    args = self.make_inputs(self.random.getrandbits(62))
+                    t, d, out = self._ref_timed(args)
+                    stream.append(t)
+                    device.append(d)
+                    del out, args
+        return stream, device
+
     def round(self, iters):
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
         checked = 0
