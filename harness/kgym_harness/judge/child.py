@@ -864,11 +864,11 @@ class Evaluation:
             ran, warm_ms = timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0)
             if ran:
                 pair_ms[0] = warm_ms / ran
-            # Slow kernels get fewer calls a round (at least 5), so a round costs about round_ms: a 20 ms
-            # GEMM is measured as precisely with 5 calls as a 20 us one with 50.
+            # Slow kernels get fewer calls a round (at least tm.MIN_ROUND_CALLS), so a round costs about round_ms:
+            # a 20 ms GEMM is measured as precisely with 3 calls as a 20 us one with 50.
             n = iters
             if round_ms > 0 and pair_ms[0] > 0:
-                n = max(min(iters, 5), min(iters, int(round_ms / pair_ms[0])))
+                n = max(min(iters, tm.MIN_ROUND_CALLS), min(iters, int(round_ms / pair_ms[0])))
             self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "begin", "iters": n})
             before = dict(timer.overhead)
             ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
@@ -910,7 +910,7 @@ class Evaluation:
                     one_round(min(2, warmup))
             if not (rerun_wrong or mismatched or overwritten):
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
-                calls = max(5, min(1000, int(20.0 / max(med, 1e-3))))
+                calls = max(tm.MIN_CLOCK_BLOCK_CALLS, min(1000, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
                 timer.clock_block_prepare()
                 self.chan.send({"type": kinds.MSG_CLOCK_BLOCK, "status": "begin", "calls": calls})

@@ -25,6 +25,13 @@ import time
 import torch
 
 
+# The fewest calls a timing round holds, and a clock block (child.py): a round is cut to about round_ms, but a slow
+# kernel still gets this many calls a round.  A call of tens of milliseconds varies by well under 1% from one call
+# to the next, so three a round (nine over the planned rounds) measure it as precisely as fifty measure a 20 us
+# kernel; a floor of five gave a 90 ms candidate 3 s of exclusive GPU time, a third of a GRPO mix's.
+MIN_ROUND_CALLS = 3
+MIN_CLOCK_BLOCK_CALLS = 2
+
 def l2_bytes(device=None) -> int:
     props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
     return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
@@ -436,7 +443,7 @@ class CrossTimer:
         """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
         own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  Warm-up by time
         (``warm_ms``, at least 2 calls), then ``rounds`` rounds of as many calls as fit ``round_ms`` (at most
-        ``iters``, at least 5), each on a new input set of its own, after the same L2 flush and persisting-L2
+        ``iters``, at least MIN_ROUND_CALLS), each on a new input set of its own, after the same L2 flush and persisting-L2
         reset as a paired call.  Returns (stream ms, device ms) of every timed call.  The runner is not called:
         its block is not loaded, and it learns nothing of these inputs."""
         stream, device = [], []
@@ -447,7 +454,8 @@ class CrossTimer:
                 self._ref_timed(self.make_inputs(self.random.getrandbits(62)))
                 ran += 1
             per_call = (time.perf_counter() - t0) * 1e3 / ran
-            n = iters if round_ms <= 0 else max(min(iters, 5), min(iters, int(round_ms / max(per_call, 1e-6))))
+            n = iters if round_ms <= 0 else max(min(iters, MIN_ROUND_CALLS),
+                                                min(iters, int(round_ms / max(per_call, 1e-6))))
             for _ in range(rounds):
                 for _ in range(n):
                     args = self.make_inputs(self.random.getrandbits(62))
