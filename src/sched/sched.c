@@ -232,7 +232,7 @@ static void ended_as(worker *w, const char *status, json_t *result_json, const c
                      double at)
 {
     if (!strcmp(status, "done") && !result_json)
-        return; /* a result copied as text: its waiters read it from the store */
+        return; /* a result not parsed (a copy without memory to parse it): its waiters read it from the store */
     w->ended = 1;
     snprintf(w->end_status, sizeof w->end_status, "%s", status);
     w->end_error = error ? kg_strdup(error) : NULL;
@@ -316,6 +316,18 @@ static void store_outcome(worker *w, const char *id, const char *status, const c
         double cap = leased ? 2 : 5;
         pause = pause * 2 < cap ? pause * 2 : cap;
     }
+}
+
+/* Finishes a job with the result of job `from` (result: its stored text; a job of the same key).  The copy is
+ * parsed, so that on_job_end hands it over in full, cached_from included, as an evaluated job's: an owner that
+ * takes each outcome from on_job_end (bench --dedup) learns of a twin's answer without reading the store, and the
+ * service's waiters are answered from memory.  A parse that fails (memory) stores the text alone: the end is then
+ * not known in full (sched.h). */
+static void store_copy(worker *w, const char *id, const char *result, const char *from)
+{
+    json_t *parsed = json_loads(result, 0, NULL);
+    store_outcome(w, id, "done", result, parsed, NULL, w->key, from);
+    json_decref(parsed);
 }
 
 /* Whether the job a worker runs is still its to run: cancelled (DELETE, on this server or another one sharing
@@ -507,7 +519,7 @@ static int follow_identical(worker *w, const kg_job *job, const json_t *req, int
             int running = lj.status && !strcmp(lj.status, "running");
             int done = lj.status && !strcmp(lj.status, "done") && lj.result && lj.key && !strcmp(lj.key, w->key);
             if (done)
-                store_outcome(w, job->id, "done", lj.result, NULL, NULL, w->key, leader);
+                store_copy(w, job->id, lj.result, leader);
             kg_job_free(&lj);
             if (done)
                 return 1;
@@ -537,7 +549,7 @@ static int answer_from_store(worker *w, const kg_job *job, const json_t *req)
         return 0;
     int answered = done.result && done.id && strcmp(done.id, job->id) != 0;
     if (answered)
-        store_outcome(w, job->id, "done", done.result, NULL, NULL, w->key, done.id);
+        store_copy(w, job->id, done.result, done.id);
     kg_job_free(&done);
     return answered;
 }

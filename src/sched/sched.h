@@ -31,7 +31,9 @@ typedef struct kg_sched kg_sched;
  * outcome from it, without reading the store (which holds the same). */
 typedef struct kg_sched_end {
     const kg_job *job;     /* the job as now stored (status done or failed, error, key, cached_from, attempts,
-                            * worker, times, verdict); request and result are NULL here: */
+                            * worker, times, verdict; cached_from: the job whose result a copy took, answered at
+                            * claim from a done twin or followed in flight, else NULL); request and result are
+                            * NULL here: */
     const json_t *result;  /* the result (status done); never NULL for done */
     const json_t *request; /* the normalised request, parsed (NULL when it would not parse) */
 } kg_sched_end;
@@ -53,7 +55,8 @@ typedef struct kg_sched_options {
                                    /* called (from a worker thread) after a worker ended a job: the server's
                                     * waiting requests look at their jobs then (may be NULL).  end (borrowed for the
                                     * call; NULL when the worker does not know the stored outcome in full: a
-                                    * cancel, a requeue, a result copied from another job): the job's outcome.  Also during
+                                    * cancel, a requeue, a copied result it had no memory to parse): the job's
+                                    * outcome, a copy's too (its cached_from set).  Also during
                                     * kg_sched_stop's drain: on_job_end_arg must live until kg_sched_stop
                                     * returned 1 (for ever when it returns 0).  Fault injection: with
                                     * KGYM_FAULT_LATE_JOB_END=1 in the environment each call waits until the
@@ -72,7 +75,9 @@ typedef struct kg_sched_options {
      * for it: for an owner that takes each outcome from on_job_end or its evaluate hook and never reads the store
      * for it again (bench, rollout), so the store holds the jobs in flight, not every job of the run.  The store
      * must forget (KG_STORE_FORGETS: memory; kg_sched_start refuses another); nobody may kg_sched_wait for such a
-     * pool's jobs.  A job given back to the queue is not ended, and stays. */
+     * pool's jobs.  A job given back to the queue is not ended, and stays.  A forgotten job no longer answers its
+     * twins (the content key's done answer at claim needs the job stored): an owner that wants twins answered
+     * once (bench --dedup) keeps its ended jobs. */
     int forget_ended;
 } kg_sched_options;
 

@@ -2,7 +2,8 @@
  * unknown id, a job finished by another thread), cancellation seen by a
  * waiter and, through the store's news, by the running job's watch, the
  * worker list and the Prometheus text, an evaluate hook's
- * workers without a supervisor (without Python); and one
+ * workers without a supervisor (without Python), twins answered once
+ * through the content key (bench --dedup's); and one
  * real evaluation on the CPU, whose outcome its waiter receives in memory. */
 #include <pthread.h>
 #include <stdio.h>
@@ -402,6 +403,131 @@ static void test_pool_forgets(void)
     pthread_mutex_destroy(&b.m);
 }
 
+/* Twins through the pool's own dedup (bench --dedup's): jobs of one content key are evaluated once, the others
+ * answered with that result, in flight (followed while it runs) or at claim (a done job of the key), and every
+ * end, a copy's too, is handed to on_job_end in full with cached_from naming the job copied. */
+typedef struct {
+    kg_store *st;
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int calls, ends, ends_in_full;
+    char ids[8][16], from[8][16];
+    json_t *results[8];
+} twin_box;
+
+static int twin_eval(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                     json_t **result, kg_error *err)
+{
+    (void)sup;
+    (void)opts;
+    (void)err;
+    twin_box *b = arg;
+    pthread_mutex_lock(&b->m);
+    int first = b->calls++ == 0;
+    pthread_mutex_unlock(&b->m);
+    /* The first evaluation lasts until its twin is claimed beside it: that twin follows it in flight. */
+    for (double give_up = kg_now_ms() + 5000; first && kg_store_count(b->st, "running") < 2 && kg_now_ms() < give_up;)
+        usleep(10 * 1000);
+    *result = json_pack("{s:s, s:f, s:s, s:s}", "verdict", "correct", "reward", 0.75, "job", job->id, "kernel",
+                        json_string_value(json_object_get(req, "kernel_code")));
+    return *result ? KG_OK : KG_ERR_NOMEM;
+}
+
+static void twin_end(void *arg, const kg_sched_end *end)
+{
+    twin_box *b = arg;
+    pthread_mutex_lock(&b->m);
+    if (end && b->ends_in_full < 8) {
+        int k = b->ends_in_full++;
+        snprintf(b->ids[k], sizeof b->ids[0], "%s", end->job->id);
+        snprintf(b->from[k], sizeof b->from[0], "%s", end->job->cached_from ? end->job->cached_from : "");
+        b->results[k] = json_incref((json_t *)end->result);
+    }
+    b->ends++;
+    pthread_cond_broadcast(&b->cv);
+    pthread_mutex_unlock(&b->m);
+}
+
+static void test_pool_twins(void)
+{
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "twins: open a memory store");
+    twin_box b = {.st = st};
+    pthread_mutex_init(&b.m, NULL);
+    kg_cond_init(&b.cv);
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 2;
+    o.max_queue = 8;
+    o.evaluate = twin_eval;
+    o.evaluate_arg = &b;
+    o.on_job_end = twin_end;
+    o.on_job_end_arg = &b;
+    kg_eval_options_default(&o.eval, "cpu");
+    /* a, b, c: one content; d: one byte more. */
+    const char *reqs[4] = {"{\"item\": 0, \"reference_code\": \"ref\", \"kernel_code\": \"k\"}",
+                           "{\"item\": 1, \"reference_code\": \"ref\", \"kernel_code\": \"k\"}",
+                           "{\"item\": 2, \"reference_code\": \"ref\", \"kernel_code\": \"k\"}",
+                           "{\"item\": 3, \"reference_code\": \"ref\", \"kernel_code\": \"k \"}"};
+    const char *ids[4] = {"a", "b", "c", "d"};
+    kg_job js[4];
+    for (int i = 0; i < 4; i++)
+        js[i] = (kg_job){.id = (char *)ids[i], .key = (char *)ids[i], .request = (char *)reqs[i]};
+    CHECK(kg_store_put_many(st, js, 4, NULL, &err) == KG_OK, "twins: put");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "twins: start two workers");
+    pthread_mutex_lock(&b.m);
+    while (b.ends < 4) {
+        struct timespec ts;
+        kg_deadline_in(&ts, 20);
+        if (pthread_cond_timedwait(&b.cv, &b.m, &ts) != 0)
+            break;
+    }
+    pthread_mutex_unlock(&b.m);
+    long fin = -1, failed = -1;
+    if (s)
+        kg_sched_totals(s, &fin, &failed);
+    CHECK(fin == 2 && failed == 0, "twins: the pool's counters count the evaluations, not the copies");
+    CHECK(kg_sched_stop(s, 5) == 1, "twins: stop");
+    CHECK(b.calls == 2, "twins: one evaluation for the three twins, one for the near-twin");
+    CHECK(b.ends == 4 && b.ends_in_full == 4, "twins: every end handed over in full, the copies' too");
+    const json_t *evaluated = NULL; /* the twins' one evaluation */
+    int copies = 0, near_own = 0;
+    for (int i = 0; i < b.ends_in_full; i++) {
+        const char *job = json_string_value(json_object_get(b.results[i], "job"));
+        if (!strcmp(b.ids[i], "d"))
+            near_own = !b.from[i][0] && job && !strcmp(job, "d");
+        else if (!b.from[i][0] && job && !strcmp(job, b.ids[i]))
+            evaluated = b.results[i];
+        else
+            copies++;
+    }
+    CHECK(near_own, "twins: the near-twin evaluated on its own");
+    int same = evaluated != NULL;
+    for (int i = 0; same && i < b.ends_in_full; i++) {
+        if (!b.from[i][0] || !strcmp(b.ids[i], "d"))
+            continue;
+        kg_job from;
+        same = json_equal(b.results[i], evaluated) && strcmp(b.from[i], b.ids[i]) && strcmp(b.from[i], "d") &&
+               kg_store_get(st, b.from[i], &from, &err) == KG_OK;
+        if (same) { /* cached_from names a twin that is done with that very result */
+            json_t *fr = from.result ? json_loads(from.result, 0, NULL) : NULL;
+            same = fr && json_equal(fr, evaluated);
+            json_decref(fr);
+            kg_job_free(&from);
+        }
+    }
+    CHECK(copies == 2 && same,
+          "twins: the other two carry the evaluated result, cached_from naming a twin done with it");
+    for (int i = 0; i < b.ends_in_full; i++)
+        json_decref(b.results[i]);
+    kg_store_close(st);
+    pthread_cond_destroy(&b.cv);
+    pthread_mutex_destroy(&b.m);
+}
+
 /* An evaluate hook that runs until its job's watch says stop, asking it every 5 ms as the supervisor asks every
  * 50 ms (opts->limits.stop_requested), and says when it started and how it ended. */
 typedef struct {
@@ -507,6 +633,7 @@ int main(void)
     test_keys();
     test_hook_without_supervisor();
     test_pool_forgets();
+    test_pool_twins();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {
