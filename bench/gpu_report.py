@@ -15,9 +15,10 @@ Each report prints markdown tables (readable as text) and, with --write-doc FILE
 between <!-- bench:NAME --> and <!-- /bench:NAME --> (appended at the end when the markers are missing).
 
 Fields relied on (docs/result-schema.md plus the timing protocol being added): kgym bench --json stdout is
-{"summary": {...}, "results": [{"label", "candidate", "result": RESULT | null, "error"}]} with results in input
-order; RESULT.verdict, .wall_ms, .stages[{name,status,ms}], .task.id, .candidate.path,
-.timing.{speedup, candidate_ms.median, reference_ms.median, cv, noisy, rounds_run, remeasured, speedup_ci,
+{"summary": {...}, "results": [{"label", "candidate", "result": RESULT | null, "error", "cached_from"}]} with results
+in input order ("cached_from": {"pair", "label"} when `kgym bench --dedup` answered the pair with an earlier exact
+twin's result, unevaluated; null or absent otherwise); RESULT.verdict, .wall_ms, .stages[{name,status,ms}], .task.id,
+.candidate.path, .timing.{speedup, candidate_ms.median, reference_ms.median, cv, noisy, rounds_run, remeasured, speedup_ci,
 reference_mode, reference_cached, gpu}.  Missing optional fields print as "-".
 """
 
@@ -394,7 +395,8 @@ def report_timing_stability(args):
 def report_throughput(args):
     doc = load_run(args.run)
     s = doc["summary"]
-    results = [e.get("result") for e in doc["results"]]
+    # A pair answered from an exact twin (--dedup: "cached_from") repeats its twin's stages: not an evaluation.
+    results = [e.get("result") for e in doc["results"] if not e.get("cached_from")]
     done = [r for r in results if isinstance(r, dict)]
     wall_s = num(s.get("wall_s"))
     evaluated = num(s.get("evaluated"))
@@ -516,10 +518,15 @@ def report_throughput(args):
 
 
 def _grpo_figures(doc):
-    """One run of the GRPO-shaped mix in figures (a dict; report_grpo prints them)."""
+    """One run of the GRPO-shaped mix in figures (a dict; report_grpo prints them).
+
+    A run with `kgym bench --dedup` answers an exact twin with its earlier pair's result, unevaluated (the entry's
+    "cached_from" names that pair): such a pair is answered, not evaluated.  Evaluations, their rate, the per-task
+    reference figures and the GPU times count the evaluated pairs only (a twin's result repeats its pair's times);
+    answers count every pair with a result."""
     s = doc["summary"]
-    results = [e.get("result") for e in doc["results"]]
-    done = [r for r in results if isinstance(r, dict)]
+    answers = [e for e in doc["results"] if isinstance(e.get("result"), dict)]
+    done = [e["result"] for e in answers if not e.get("cached_from")]
     wall_s = num(s.get("wall_s"))
     n = len(done)
     per_hour = n * 3600.0 / wall_s if wall_s else None
@@ -541,7 +548,9 @@ def _grpo_figures(doc):
     exclusive_s = sum(num(get(r, "gpu_phases", "exclusive", "held_ms")) or 0.0 for r in done) / 1000
     bound = n * 3600.0 / exclusive_s if exclusive_s else None
     verdicts = s.get("verdicts") or {}
-    return {"evaluations": n, "wall_s": wall_s, "per_hour": per_hour, "tasks": tasks,
+    return {"evaluations": n, "answered": len(answers), "twins": len(answers) - n,
+            "answers_per_hour": len(answers) * 3600.0 / wall_s if wall_s else None,
+            "wall_s": wall_s, "per_hour": per_hour, "tasks": tasks,
             "verdicts": ", ".join(f"{k} {v}" for k, v in verdicts.items() if v) or "-",
             "exclusive_s": exclusive_s, "bound": bound,
             "share": per_hour / bound if per_hour and bound else None,
@@ -557,36 +566,52 @@ def report_grpo(args):
             raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
         runs.append((who, _grpo_figures(load_run(path))))
     gpu = gpu_name([], args.gpu_name)
+    # A run that answered twins unevaluated (--dedup) gets its answers beside its evaluations.
+    dedup = any(f["twins"] for _, f in runs)
     rows = []
     for who, f in runs:
         ntasks = len(f["tasks"]) or 1
         per_task = lambda k: sum(t[k] for t in f["tasks"].values()) / ntasks  # noqa: E731
-        rows.append([who, f["evaluations"], f"{fmt(f['wall_s'], ',.1f')} s", fmt(f["per_hour"], ",.0f"),
+        answered = [f"{f['answered']} ({f['twins']} from a twin)", fmt(f["answers_per_hour"], ",.0f")] if dedup else []
+        rows.append([who, f["evaluations"]] + answered + [f"{fmt(f['wall_s'], ',.1f')} s", fmt(f["per_hour"], ",.0f"),
                      f["verdicts"],
                      f"{fmt(per_task('ref_timed'), '.1f')} timed, {fmt(per_task('ref_cached'), '.1f')} cached",
                      f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held",
                      f"{fmt(f['exclusive_s'], ',.1f')} s", fmt(f["bound"], ",.0f"), pct(f["share"]),
                      f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s"])
-    table = md_table(["build", "evaluations", "run wall", "evaluations / GPU-hour", "verdicts",
+    table = md_table(["build", "evaluations"] + (["answered", "answers / GPU-hour"] if dedup else []) +
+                     ["run wall", "evaluations / GPU-hour", "verdicts (every answer)" if dedup else "verdicts",
                       "reference timings per task", "reference outputs per task (variants)",
                       "summed exclusive GPU time", "exclusive-window bound / h", "share of the bound",
                       "shared-phase waits of summed evaluation wall"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
     rate = {who: f["per_hour"] for who, f in runs}
     if "base" in rate and "head" in rate and rate["base"] and rate["head"]:
-        lines.append(f"\nhead / base: {rate['head'] / rate['base']:.3f} ({100 * (rate['head'] / rate['base'] - 1):+.1f}%)")
+        lines.append(f"\nhead / base, evaluations per hour: {rate['head'] / rate['base']:.3f} "
+                     f"({100 * (rate['head'] / rate['base'] - 1):+.1f}%)")
+        answers = {who: f["answers_per_hour"] for who, f in runs}
+        if dedup and answers.get("base") and answers.get("head"):
+            lines.append(f"head / base, answers per hour: {answers['head'] / answers['base']:.3f} "
+                         f"({100 * (answers['head'] / answers['base'] - 1):+.1f}%)")
     goal = None
     if rate.get("head") is not None:
         goal = verdict_line(rate["head"] >= GOAL_GRPO_PER_HOUR,
                             f"evaluations per GPU-hour on the GRPO-shaped mix ≥ {GOAL_GRPO_PER_HOUR:,}: "
                             f"{fmt(rate['head'], ',.0f')}")
         lines.append("\ngoal:\n" + goal)
+        head = dict(runs).get("head")
+        if head and head["twins"]:
+            lines.append(f"(head also answered {head['twins']} exact twins unevaluated: "
+                         f"{fmt(head['answers_per_hour'], ',.0f')} answers per GPU-hour; the goal counts evaluations)")
     print("\n".join(lines))
     if args.write_doc:
         body = "\n".join(["## Throughput on a GRPO-shaped mix (one GPU, full protocol)", "",
                           f"{provenance(args, gpu)} Command: `{args.command}`.", "",
                           "Mix: `bench/grpo_mix.py` (N KernelBench tasks x 8 samples; the samples of a task differ in "
-                          "bytes, two of eight are exact twins), one `kgym bench` process per build.", "",
+                          "bytes, two of eight are exact twins), one `kgym bench` process per build."
+                          + (" A build run with `--dedup` answers an exact twin with its earlier pair's result, "
+                             "unevaluated: its evaluations count the pairs evaluated, its answers every pair; the "
+                             "GPU times are the evaluations'." if dedup else ""), "",
                           table] + ([f"", goal] if goal else []))
         write_doc_section(args.write_doc, "grpo", body)
     return 0

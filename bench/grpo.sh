@@ -2,7 +2,7 @@
 # Throughput on a GRPO-shaped mix: N tasks x 8 samples, as an RL step submits them (bench/grpo_mix.py: the samples
 # of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
 #
-#   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base]
+#   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--dedup]
 #                    [--kernelbench DIR] [--keep DIR] [--write-doc] [-- extra kgym bench flags]
 #
 # One `kgym bench --jobs JOBS` (default 6) over the mix (default 8 tasks: 64 evaluations).  With --baseline, the
@@ -10,8 +10,11 @@
 # --order (default base,head), in this one command.  Printed per build: evaluations per GPU-hour, verdicts, the
 # reference's timings and output computations per task (what a judge shared by a task's samples saves), the summed
 # exclusive GPU time, the bound it puts on throughput (evaluations / exclusive hours) and the share of it reached;
-# with a baseline, head / base.  --write-doc replaces the <!-- bench:grpo --> section of docs/PERFORMANCE.md
-# ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN, KGYM_PYTHON, KGYM_KERNELBENCH).
+# with a baseline, head / base.  --dedup runs the head build with `kgym bench --dedup` (exact twins answered once
+# from their earlier pair, as `kgym serve` does); the baseline runs without it, so the pair measures the change, and
+# each build's answers (every pair) are then printed beside its evaluations.  --write-doc replaces the
+# <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
+# KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
 NAME=grpo
 cd "$(dirname "$0")/.." || exit 1
@@ -21,6 +24,7 @@ JOBS=6
 TASKS=8
 BASE=
 ORDER="base head"
+DEDUP=
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
 CMDLINE="sh bench/grpo.sh $JOBS"
@@ -44,6 +48,7 @@ while [ $# -gt 0 ]; do
         CMDLINE="$CMDLINE --order $2"
         shift 2
         ;;
+    --dedup) DEDUP=--dedup CMDLINE="$CMDLINE --dedup" && shift ;;
     --kernelbench) need_value "$1" $# && KB=$2 && shift 2 ;;
     --keep) need_value "$1" $# && KEEP=$2 && shift 2 ;;
     --write-doc) WRITE_DOC=1 && shift ;;
@@ -62,10 +67,11 @@ HEAD_BIN=$KGYM
 RUNS=
 for who in $ORDER; do
     KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
+    flag=$DEDUP && [ "$who" = base ] && flag= # the baseline without --dedup: the pair measures it
     # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
     tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
     TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
-    run_bench "$WORK/$who.json" "$JOBS" "$WORK/mix/mix.jsonl" "$@"
+    run_bench "$WORK/$who.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
     unset TRITON_CACHE_DIR
     rm -rf "$tcache"
     RUNS="$RUNS $who=$WORK/$who.json"

@@ -6,6 +6,14 @@
  * job {"item": i}, claimed in order, and evaluate_item says what it is.
  * item_ended keeps each result and adds it to the run's tally (eval/tally.h,
  * as the service's counters do), and the pool then forgets the job.
+ *
+ * Each candidate is read once, when the jobs are queued, and evaluated from
+ * memory: a pair is the bytes listed at the start, whatever happens to its file
+ * during the run.  --dedup puts those bytes and the task's text into the job
+ * (reference_code, kernel_code), so the pool's content key covers exactly what
+ * is evaluated and its own dedup (sched.c: in-flight follow, done answer at
+ * claim) answers an exact twin with its earlier pair's result, as `kgym serve`
+ * does; the pool then keeps its ended jobs (a forgotten one answers no twin).
  */
 #include <dirent.h>
 #include <pthread.h>
@@ -33,8 +41,15 @@ typedef struct {
     char *response;  /* inline text from JSONL */
     char *expect;    /* a verdict, "not_correct", or NULL */
     char *label;
+    /* The candidate's bytes, read when the jobs are queued (run_pool), evaluated from here or, with --dedup, from
+     * the job's kernel_code (then NULL here: one copy in memory); read_error when its file could not be read
+     * (the pair's error). */
+    char *code;
+    size_t code_len;
+    char *read_error;
     json_t *result;
     char *error;
+    size_t twin_of; /* --dedup: 1 + the index of the earlier pair whose result this pair was given; 0: its own */
 } bench_item;
 
 typedef struct {
@@ -273,6 +288,8 @@ typedef struct {
     double t0;
     int tty;
     kg_result_tally tally; /* every ended pair's result (eval/tally.h): verdicts, rewards, speedups */
+    int dedup;        /* --dedup: exact twins answered once (the file's header) */
+    size_t twins;     /* pairs answered from a twin, unevaluated */
     FILE *out;        /* --out: each result is written (and flushed) as it finishes */
     int out_failed;   /* a write to it failed: reported once, at the end */
     int finished;     /* every worker has returned: the watcher stops */
@@ -291,11 +308,32 @@ static int expectation_met(const bench_item *it)
     return !strcmp(v, it->expect);
 }
 
+/* " (twin of pair N)" for a pair answered from an earlier twin (N counts the list's pairs from 1), else "". */
+static const char *twin_note(const bench_item *it, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (it->twin_of)
+        snprintf(buf, cap, " (twin of pair %zu)", it->twin_of);
+    return buf;
+}
+
+/* A twin's "cached_from" in --json and --out: {"pair": N, "label"} of the pair whose result it was given (N as in
+ * twin_note), else null.  NULL: no memory. */
+static json_t *twin_json(const bench_run *run, const bench_item *it)
+{
+    if (!it->twin_of)
+        return json_null();
+    return json_pack("{s:I, s:o}", "pair", (json_int_t)it->twin_of, "label",
+                     kg_json_text(run->list->items[it->twin_of - 1].label));
+}
+
 static void progress(bench_run *run, const bench_item *it)
 {
     size_t total = run->list->count;
     double elapsed = (kg_now_ms() - run->t0) / 1000.0;
     const char *v = it->result ? json_string_value(json_object_get(it->result, "verdict")) : "error";
+    char twin[64];
+    twin_note(it, twin, sizeof twin);
     if (run->tty) {
         int width = 30;
         int filled = (int)((double)run->done / (double)total * width);
@@ -303,13 +341,13 @@ static void progress(bench_run *run, const bench_item *it)
         fprintf(stderr, "\r\033[K[");
         for (int i = 0; i < width; i++)
             fputc(i < filled ? '#' : '.', stderr);
-        fprintf(stderr, "] %zu/%zu  correct %d  other %zu  %.0fs elapsed, ~%.0fs left  (%s: %s)", run->done,
+        fprintf(stderr, "] %zu/%zu  correct %d  other %zu  %.0fs elapsed, ~%.0fs left  (%s: %s%s)", run->done,
                 total, (int)run->tally.verdicts[KG_VERDICT_CORRECT],
-                run->done - (size_t)run->tally.verdicts[KG_VERDICT_CORRECT], elapsed, eta, it->label, v);
+                run->done - (size_t)run->tally.verdicts[KG_VERDICT_CORRECT], elapsed, eta, it->label, v, twin);
         if (run->done == total)
             fputc('\n', stderr);
     } else {
-        fprintf(stderr, "[%zu/%zu] %s: %s%s (%.1fs)\n", run->done, total, it->label, v,
+        fprintf(stderr, "[%zu/%zu] %s: %s%s%s (%.1fs)\n", run->done, total, it->label, v, twin,
                 expectation_met(it) ? "" : "  <-- expected ", elapsed);
         if (!expectation_met(it))
             fprintf(stderr, "        expected %s\n", it->expect);
@@ -323,15 +361,19 @@ static void write_out(bench_run *run, const bench_item *it)
 {
     if (!run->out || run->out_failed)
         return;
-    json_t *line = it->result ? json_incref(it->result)
+    /* A shallow copy: the line's own fields are not added to the result the pair keeps (--json shows it). */
+    json_t *line = it->result ? json_copy(it->result)
                               : json_pack("{s:s, s:s?}", "error", it->error ? it->error : "not evaluated", "task",
                                           it->task_spec);
     if (!line) {
         run->out_failed = 1;
         return;
     }
-    /* A line without its expectation (memory) is a failed --out, never a shorter line. */
-    char *text = kg_json_set(line, "expect", kg_json_text(it->expect)) == 0 ? json_dumps(line, JSON_COMPACT) : NULL;
+    /* A line without its expectation or its twin (memory) is a failed --out, never a shorter line. */
+    char *text = kg_json_set(line, "expect", kg_json_text(it->expect)) == 0 &&
+                         kg_json_set(line, "cached_from", twin_json(run, it)) == 0
+                     ? json_dumps(line, JSON_COMPACT)
+                     : NULL;
     json_decref(line);
     if (!text || fprintf(run->out, "%s\n", text) < 0 || fflush(run->out) != 0)
         run->out_failed = 1;
@@ -367,7 +409,8 @@ static void *watcher(void *arg)
     return NULL;
 }
 
-/* The pool's evaluate hook (sched.h): job {"item": i} is the list's pair i. */
+/* The pool's evaluate hook (sched.h): job {"item": i} is the list's pair i; with --dedup the job also holds the
+ * bytes its key was made of (reference_code, kernel_code: queue_request), and those very bytes are evaluated. */
 static int evaluate_item(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
                          json_t **result, kg_error *err)
 {
@@ -376,34 +419,33 @@ static int evaluate_item(void *arg, kg_supervisor *sup, kg_eval_options *opts, c
     if (!json_is_integer(ij) || json_integer_value(ij) < 0 || (size_t)json_integer_value(ij) >= run->list->count)
         return kg_error_set(err, KG_ERR_INTERNAL, "bench job %s names no pair", job->id);
     bench_item *it = &run->list->items[json_integer_value(ij)];
+    if (it->read_error)
+        return kg_error_set(err, KG_ERR_IO, "%s", it->read_error);
+    const char *ref = json_string_value(json_object_get(req, "reference_code"));
+    const json_t *kernel = json_object_get(req, "kernel_code");
     kg_task task;
-    char *response = NULL;
-    size_t len = 0;
     int rc = kg_task_resolve(run->flags->kernelbench, it->task_spec, &task, err);
+    /* The judge loads the reference from its file: a file changed since the key was made would be evaluated under
+     * the old text's key (and answer its twins with it).  Not evaluated instead. */
+    if (rc == KG_OK && ref && strcmp(task.source, ref) != 0)
+        rc = kg_error_set(err, KG_ERR_INVALID, "%s changed after kgym bench read it: not evaluated (--dedup matched "
+                                               "its twins on the text read first)", task.path);
     if (rc == KG_OK) {
-        if (it->candidate)
-            rc = kg_file_read(it->candidate, 16u << 20, &response, &len, err);
-        else {
-            response = kg_strdup(it->response);
-            len = strlen(response);
-        }
-        if (rc == KG_OK) {
-            kg_eval_request er = {.task = &task, .response = response, .response_len = len,
-                                  .candidate_name = it->candidate};
-            rc = kg_eval_run(sup, opts, &er, result, err);
-        }
-        kg_task_free(&task);
+        kg_eval_request er = {.task = &task, .response = kernel ? json_string_value(kernel) : it->code,
+                              .response_len = kernel ? json_string_length(kernel) : it->code_len,
+                              .candidate_name = it->candidate};
+        rc = kg_eval_run(sup, opts, &er, result, err);
     }
-    free(response);
+    kg_task_free(&task);
     return rc;
 }
 
-/* The pool's on_job_end: the pair's outcome (in memory: its result as the worker holds it), its progress line and
- * its --out line. */
+/* The pool's on_job_end: the pair's outcome (in memory: its result as the worker holds it, a twin's copy too, with
+ * cached_from naming the job it was copied from), its progress line and its --out line. */
 static void item_ended(void *arg, const kg_sched_end *end)
 {
     bench_run *run = arg;
-    if (!end) /* a bench job is never cancelled or copied: every end comes in full */
+    if (!end) /* a bench job is never cancelled or queued again: an end not in full is a lack of memory */
         return;
     size_t i = (size_t)json_integer_value(json_object_get(end->request, "item"));
     if (!end->request || i >= run->list->count)
@@ -412,16 +454,101 @@ static void item_ended(void *arg, const kg_sched_end *end)
     it->result = json_incref((json_t *)end->result);
     if (!it->result)
         it->error = kg_strdup(end->job->error ? end->job->error : "the evaluation produced no result");
+    /* Job ids are "bench-<index>" (run_pool). */
+    const char *from = end->job->cached_from;
+    size_t leader = 0;
+    if (it->result && from && sscanf(from, "bench-%zu", &leader) == 1 && leader < run->list->count)
+        it->twin_of = leader + 1;
     pthread_mutex_lock(&run->lock);
     run->done++;
-    kg_result_tally_add(&run->tally, it->result);
+    run->twins += it->twin_of != 0;
+    kg_result_tally_add(&run->tally, it->result); /* every answer, a twin's too: the verdicts are the pairs' */
     progress(run, it);
     write_out(run, it);
     pthread_cond_broadcast(&run->wake);
     pthread_mutex_unlock(&run->lock);
 }
 
-/* Every pair evaluated by `jobs` workers of the service's pool over a memory store; returns once all ended. */
+/* The pair's candidate bytes, read once (it->code), or the reason they could not be (it->read_error: the pair's
+ * error, the run goes on).  KG_ERR_NOMEM when even that cannot be kept. */
+static int read_candidate(bench_item *it)
+{
+    if (!it->candidate) { /* inline: the JSONL's text is the candidate */
+        it->code = it->response;
+        it->code_len = strlen(it->response);
+        it->response = NULL;
+        return KG_OK;
+    }
+    kg_error e;
+    kg_error_clear(&e);
+    if (kg_file_read(it->candidate, 16u << 20, &it->code, &it->code_len, &e) == KG_OK)
+        return KG_OK;
+    it->read_error = kg_strdup(e.message);
+    return it->read_error ? KG_OK : KG_ERR_NOMEM;
+}
+
+/* The task text of a spec, as kg_task_resolve reads it (the last one resolved is kept: a list's pairs of one task
+ * come together, and one text serves them all).  NULL when it does not resolve (its evaluation says why) or holds
+ * a NUL byte (the content key reads text up to its first NUL, the judge the whole file). */
+typedef struct {
+    char *spec;
+    kg_task task;
+    int ok;
+} task_text;
+
+static const char *reference_text(bench_run *run, task_text *tt, const char *spec)
+{
+    if (!tt->spec || strcmp(tt->spec, spec) != 0) {
+        kg_task_free(&tt->task);
+        free(tt->spec);
+        kg_error e;
+        tt->spec = kg_strdup(spec);
+        tt->ok = tt->spec && kg_task_resolve(run->flags->kernelbench, spec, &tt->task, &e) == KG_OK;
+        if (tt->ok) { /* the task's hash covers the file's every byte: the same over the text up to a NUL, or not */
+            char whole[32];
+            kg_hash64_string(tt->task.source, strlen(tt->task.source), whole);
+            tt->ok = !strcmp(whole, tt->task.hash);
+        }
+    }
+    return tt->ok ? tt->task.source : NULL;
+}
+
+/* Job i's request text (malloc'd; NULL: no memory).  {"item": i}; with --dedup also the task's text and the
+ * candidate's bytes, so the pool's content key (kg_sched_content_key) is made of what evaluate_item evaluates.  A
+ * pair whose bytes a JSON string cannot hold exactly (not UTF-8, a NUL: the key reads a string up to its first
+ * NUL) or whose task does not resolve keeps the plain request: no key, evaluated on its own. */
+static char *queue_request(bench_run *run, size_t i, task_text *tt)
+{
+    bench_item *it = &run->list->items[i];
+    json_t *req = json_pack("{s:I}", "item", (json_int_t)i);
+    const char *ref = run->dedup && it->code && !memchr(it->code, 0, it->code_len)
+                          ? reference_text(run, tt, it->task_spec)
+                          : NULL;
+    json_t *rj = ref ? json_string(ref) : NULL; /* NULL: not UTF-8 */
+    json_t *kj = rj ? json_stringn(it->code, it->code_len) : NULL;
+    if (!kj)
+        json_decref(rj);
+    int keyed = kj != NULL;
+    if (keyed) { /* kg_json_set takes each value, also when it fails */
+        int bad = kg_json_set(req, "reference_code", rj) != 0;
+        bad |= kg_json_set(req, "kernel_code", kj) != 0;
+        if (bad) { /* no memory */
+            json_decref(req);
+            return NULL;
+        }
+    }
+    char *text = req ? json_dumps(req, JSON_COMPACT) : NULL;
+    json_decref(req);
+    if (text && keyed) { /* the job holds the bytes now: evaluate_item reads them there */
+        free(it->code);
+        it->code = NULL;
+    }
+    return text;
+}
+
+/* Every pair evaluated by `jobs` workers of the service's pool over a memory store; returns once all ended.
+ * Memory: every candidate is held from the start (bench lists are small: hundreds to thousands of pairs of a few
+ * kB); with --dedup, once, in its job, and the ended jobs stay in the store with their results until the end. */
 static int run_pool(bench_run *run, long jobs, kg_error *err)
 {
     kg_store *store = NULL;
@@ -430,22 +557,31 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
         return rc;
     size_t n = run->list->count;
     kg_job *js = calloc(n ? n : 1, sizeof *js);
-    char (*ids)[32] = calloc(n ? n : 1, sizeof *ids), (*reqs)[48] = calloc(n ? n : 1, sizeof *reqs);
+    char (*ids)[32] = calloc(n ? n : 1, sizeof *ids), **reqs = calloc(n ? n : 1, sizeof *reqs);
+    task_text tt = {0};
     if (!js || !ids || !reqs)
         rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == KG_OK && i < n; i++) {
         snprintf(ids[i], sizeof ids[i], "bench-%zu", i);
-        snprintf(reqs[i], sizeof reqs[i], "{\"item\": %zu}", i);
-        js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label};
+        if (read_candidate(&run->list->items[i]) != KG_OK || !(reqs[i] = queue_request(run, i, &tt)))
+            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory reading the candidates");
+        else
+            js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label};
     }
+    kg_task_free(&tt.task);
+    free(tt.spec);
     if (rc == KG_OK) /* all queued before any worker starts: claimed in the list's order */
         rc = kg_store_put_many(store, js, n, NULL, err);
+    for (size_t i = 0; reqs && i < n; i++) /* the store holds its copies */
+        free(reqs[i]);
     kg_sched *pool = NULL;
     if (rc == KG_OK) {
+        /* Without --dedup item_ended keeps the result and the store holds the pairs left.  With it the store keeps
+         * every ended job: a done one answers its later twins at claim (a forgotten one would not). */
         kg_sched_options o = {.store = store, .sup = run->sup, .eval = run->flags->opts, .workers = (int)jobs,
                               .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
                               .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run,
-                              .forget_ended = 1 /* item_ended keeps the result: the store holds the pairs left */};
+                              .forget_ended = !run->dedup};
         rc = kg_sched_start(&o, &pool, err);
     }
     if (rc == KG_OK) {
@@ -480,7 +616,9 @@ static json_t *summary(bench_run *run, double wall_s)
         ok = kg_json_set(by, kg_verdict_name((kg_verdict)i), json_integer(run->tally.verdicts[i])) == 0;
     size_t n = run->list->count, errors = 0, expected = 0, met = 0;
     json_t *hack_types = json_object();
-    json_t *exclusive = json_object(); /* exclusive GPU ms by purpose, summed over the results */
+    /* Exclusive GPU ms by purpose, summed over the evaluations: a twin's result is its earlier pair's, whose time
+     * is counted once. */
+    json_t *exclusive = json_object();
     for (size_t i = 0; ok && i < n; i++) {
         bench_item *it = &run->list->items[i];
         if (!it->result) {
@@ -495,8 +633,9 @@ static json_t *summary(bench_run *run, double wall_s)
         }
         const char *purpose;
         json_t *ms;
-        json_object_foreach(json_object_get(json_object_get(json_object_get(it->result, "gpu_phases"), "exclusive"),
-                                            "by_purpose"), purpose, ms)
+        json_t *by_purpose =
+            json_object_get(json_object_get(json_object_get(it->result, "gpu_phases"), "exclusive"), "by_purpose");
+        json_object_foreach(it->twin_of ? NULL : by_purpose, purpose, ms)
             ok = ok && kg_json_set(exclusive, purpose,
                                    kg_json_number(json_number_value(json_object_get(exclusive, purpose)) +
                                                   json_number_value(ms))) == 0;
@@ -515,14 +654,18 @@ static json_t *summary(bench_run *run, double wall_s)
         json_decref(exclusive);
         return NULL;
     }
-    size_t evaluated = n - errors;
-    return json_pack("{s:I, s:I, s:I, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:s, s:o}", "pairs",
-                     (json_int_t)n, "evaluated", (json_int_t)evaluated, "errors", (json_int_t)errors,
+    /* Answered: pairs with a result (the verdicts, rewards and speedups above count each); evaluated: those
+     * evaluated in this run, the answered less the twins given an earlier pair's result (--dedup). */
+    size_t answered = n - errors, evaluated = answered - run->twins;
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:b, s:o, s:f, s:f, s:o, s:I, s:I, s:o, s:f, s:f, s:f, s:s, s:o}",
+                     "pairs", (json_int_t)n, "answered", (json_int_t)answered, "evaluated", (json_int_t)evaluated,
+                     "answered_from_twin", (json_int_t)run->twins, "errors", (json_int_t)errors, "dedup", run->dedup,
                      "verdicts", by, "correct_rate", kg_result_tally_rate(&run->tally, KG_VERDICT_CORRECT),
                      "mean_reward", kg_result_tally_mean_reward(&run->tally), "hacks_by_type", hack_types,
                      "expectations", (json_int_t)expected, "expectations_met", (json_int_t)met,
                      "geomean_speedup", kg_json_number(kg_result_tally_geomean_speedup(&run->tally)),
                      "wall_s", wall_s, "evaluations_per_hour", wall_s > 0 ? (double)evaluated * 3600.0 / wall_s : 0.0,
+                     "answers_per_hour", wall_s > 0 ? (double)answered * 3600.0 / wall_s : 0.0,
                      "device", run->flags->device_resolved, "gpu_exclusive_ms_by_purpose", exclusive);
 }
 
@@ -537,10 +680,11 @@ static void print_table(FILE *out, bench_run *run, const json_t *sum)
         char speed[32] = "-";
         if (json_is_number(sp))
             snprintf(speed, sizeof speed, "%.2fx", json_number_value(sp));
-        fprintf(out, "%-58.58s %-14s %-12s %6.2f %8s %7.1f%s\n", it->label, v, it->expect ? it->expect : "-",
+        char twin[64];
+        fprintf(out, "%-58.58s %-14s %-12s %6.2f %8s %7.1f%s%s\n", it->label, v, it->expect ? it->expect : "-",
                 it->result ? json_number_value(json_object_get(it->result, "reward")) : 0.0, speed,
                 it->result ? json_number_value(json_object_get(it->result, "wall_ms")) / 1000.0 : 0.0,
-                expectation_met(it) ? "" : "   <-- MISMATCH");
+                twin_note(it, twin, sizeof twin), expectation_met(it) ? "" : "   <-- MISMATCH");
         if (it->error)
             fprintf(out, "    error: %s\n", it->error);
     }
@@ -580,9 +724,17 @@ static void print_table(FILE *out, bench_run *run, const json_t *sum)
                 (double)cap / unit, name, (double)json_integer_value(json_object_get(mem, "peak_reserved_bytes")) / unit,
                 name, (long long)json_integer_value(json_object_get(mem, "waits")));
     }
-    fprintf(out, "%zu evaluations in %.1f s on %s (%.0f per hour)\n", run->list->count,
+    fprintf(out, "%lld evaluations in %.1f s on %s (%.0f per hour)",
+            (long long)json_integer_value(json_object_get(sum, "evaluated")),
             json_number_value(json_object_get(sum, "wall_s")), json_string_value(json_object_get(sum, "device")),
             json_number_value(json_object_get(sum, "evaluations_per_hour")));
+    if (json_is_true(json_object_get(sum, "dedup")))
+        fprintf(out, "; %lld pairs answered, %lld of them from an earlier exact twin, unevaluated (%.0f answers per "
+                     "hour)",
+                (long long)json_integer_value(json_object_get(sum, "answered")),
+                (long long)json_integer_value(json_object_get(sum, "answered_from_twin")),
+                json_number_value(json_object_get(sum, "answers_per_hour")));
+    fprintf(out, "\n");
 }
 
 static void usage(FILE *out)
@@ -590,7 +742,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: kgym bench DIR | --jsonl FILE [options]\n"
             "\n"
-            "Evaluates many (task, candidate) pairs and prints a summary table.\n"
+            "Evaluates many (task, candidate) pairs and prints a summary table.  Candidates are read once,\n"
+            "when the run starts, and evaluated from memory.\n"
             "  DIR                 each subfolder with a task.py is a task; every other .py in it (not\n"
             "                      starting with '_') is a candidate; correct*.py are expected correct,\n"
             "                      wrong*.py not correct\n"
@@ -599,6 +752,15 @@ static void usage(FILE *out)
             "  --jobs N            evaluations at once (default: CPU cores, at most 4; on a GPU they share\n"
             "                      it, and timing runs in exclusive windows)\n"
             "  --out FILE          also write every result as JSONL to FILE, each as it finishes\n"
+            "  --dedup             exact twins evaluated once, as `kgym serve` does: a pair whose task text\n"
+            "                      and candidate bytes equal an earlier pair's gets that pair's result,\n"
+            "                      unevaluated (\"cached_from\": {\"pair\": N, \"label\"} in --json and --out,\n"
+            "                      N counting the list's pairs from 1; \"(twin of pair N)\" in the progress).\n"
+            "                      The verdicts count every pair; the summary says how many were evaluated\n"
+            "                      and how many answered from a twin, and evaluations per hour counts the\n"
+            "                      evaluated only.  Costs memory: every ended pair's job (its task text,\n"
+            "                      candidate and result) is kept until the run ends, so that later twins\n"
+            "                      find it\n"
             "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
             "  --json              the summary and every result as one JSON document\n"
             "\n%s\n"
@@ -607,7 +769,7 @@ static void usage(FILE *out)
             kg_cli_eval_help);
 }
 
-enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_HELP };
+enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_DEDUP, OPT_HELP };
 
 int kg_cli_bench(int argc, char **argv)
 {
@@ -619,6 +781,7 @@ int kg_cli_bench(int argc, char **argv)
     longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
     longopts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
     longopts[n++] = (struct option){"check", no_argument, NULL, OPT_CHECK};
+    longopts[n++] = (struct option){"dedup", no_argument, NULL, OPT_DEDUP};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[n++] = (struct option){0, 0, 0, 0};
     kg_cli_eval_flags f;
@@ -626,7 +789,7 @@ int kg_cli_bench(int argc, char **argv)
     f.reference_cache_private = 1; /* a task's reference timed once per process (common.h) */
     const char *jsonl = NULL, *out_path = NULL;
     long jobs = 0;
-    int check = 0, c;
+    int check = 0, dedup = 0, c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hj:", longopts, NULL)) != -1) {
@@ -643,6 +806,8 @@ int kg_cli_bench(int argc, char **argv)
             out_path = optarg;
         else if (c == OPT_CHECK)
             check = 1;
+        else if (c == OPT_DEDUP)
+            dedup = 1;
         else if (c == OPT_HELP || c == 'h') {
             usage(stdout);
             kg_cli_eval_flags_free(&f);
@@ -694,7 +859,8 @@ int kg_cli_bench(int argc, char **argv)
     }
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;
-    bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file};
+    bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file,
+                     .dedup = dedup};
     pthread_mutex_init(&run.lock, NULL);
     kg_cond_init(&run.wake); /* its waits' deadlines are on CLOCK_MONOTONIC */
     pthread_t watch;
@@ -754,6 +920,7 @@ int kg_cli_bench(int argc, char **argv)
                  kg_json_set(entry, "expect", kg_json_text(it->expect)) == 0 &&
                  kg_json_set(entry, "result", it->result ? json_incref(it->result) : json_null()) == 0 &&
                  kg_json_set(entry, "error", kg_json_text(it->error)) == 0 &&
+                 kg_json_set(entry, "cached_from", twin_json(&run, it)) == 0 &&
                  kg_json_set(entry, "expectation_met", json_boolean(expectation_met(it))) == 0;
             ok = ok ? kg_json_push(all, entry) == 0 : (json_decref(entry), 0);
         }
@@ -790,6 +957,8 @@ done:
         free(it->expect);
         free(it->label);
         free(it->error);
+        free(it->code);
+        free(it->read_error);
         json_decref(it->result);
     }
     free(list.items);

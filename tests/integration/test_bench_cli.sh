@@ -50,6 +50,54 @@ else bad "--device-memory (exit $rc)" "$(cat "$TMP/err"; head -c 1500 "$TMP/mem.
 if [ $rc -eq 2 ] && grep -q -- "--device-memory needs bytes" "$TMP/err"; then ok "a bad --device-memory is named"
 else bad "--device-memory 0 (exit $rc)" "$(cat "$TMP/err")"; fi
 
+# --dedup: exact twins (the same task text and candidate bytes, here from two files) are evaluated once through
+# the pool's content key: one of pairs 1, 2 and 4 is evaluated, the other two answered with its result (in flight,
+# or from the done job at claim), each naming the pair it copied; pair 3 differs by one byte and is evaluated.
+{ cat "$C/ok.py"; echo "# sample s"; } >"$TMP/twin_a.py"
+cp "$TMP/twin_a.py" "$TMP/twin_b.py"
+{ cat "$C/ok.py"; echo "# sample t"; } >"$TMP/near.py"
+for c in twin_a twin_b near twin_a; do
+    printf '{"task": "%s", "candidate": "%s/%s.py", "expect": "correct"}\n' "$T" "$TMP" "$c"; done >"$TMP/twins.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/twins.jsonl" --jobs 2 --dedup --json --out "$TMP/twins.out" \
+    >"$TMP/twins.json" 2>"$TMP/twins.err"; rc=$?
+if [ $rc -eq 0 ] && "$PY" - "$TMP/twins.json" "$TMP/twins.out" "$TMP/twins.err" <<'PYEND'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+res, s = doc["results"], doc["summary"]
+out = [json.loads(l) for l in open(sys.argv[2])]
+err = open(sys.argv[3]).read()
+twins = [i for i in (0, 1, 3) if res[i]["cached_from"]]
+own = [i for i in (0, 1, 3) if not res[i]["cached_from"]]
+assert len(own) == 1 and len(twins) == 2, [r["cached_from"] for r in res]
+assert res[2]["cached_from"] is None, res[2]["cached_from"]  # the near-twin: evaluated
+for i in twins:
+    n = res[i]["cached_from"]["pair"]
+    assert n - 1 in (0, 1, 3) and n - 1 != i, (i, n)
+    assert res[i]["cached_from"]["label"] == res[n - 1]["label"]
+    # The earlier pair's result, unevaluated: identical (verdict, reward, every field).
+    assert res[i]["result"] == res[n - 1]["result"], i
+    assert res[i]["result"]["verdict"] == "correct" and res[i]["result"]["reward"] == res[own[0]]["result"]["reward"]
+    assert f"(twin of pair {n})" in err, err
+assert res[2]["result"]["verdict"] == "correct" and res[2]["result"]["candidate"]["path"].endswith("near.py")
+assert (s["pairs"], s["answered"], s["evaluated"], s["answered_from_twin"], s["dedup"]) == (4, 4, 2, 2, True), s
+assert s["verdicts"]["correct"] == 4, s["verdicts"]  # the verdicts count every pair: they are answers
+# --out: the lines come as the pairs end (in another order): the twins' lines name their pairs too.
+assert sorted(json.dumps(o["cached_from"], sort_keys=True) for o in out) == \
+    sorted(json.dumps(r["cached_from"], sort_keys=True) for r in res), out
+PYEND
+then ok "--dedup: exact twins answered with an earlier pair's result (cached_from), a near-twin evaluated"
+else bad "--dedup (exit $rc)" "$(cat "$TMP/twins.err"; head -c 2000 "$TMP/twins.json")"; fi
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/twins.jsonl" --jobs 2 --dedup >"$TMP/twins.txt" 2>/dev/null; rc=$?
+if [ $rc -eq 0 ] && grep -q "^2 evaluations in .*; 4 pairs answered, 2 of them from an earlier exact twin" "$TMP/twins.txt" &&
+    [ "$(grep -c "(twin of pair [124])" "$TMP/twins.txt")" -eq 2 ]; then
+    ok "--dedup: the summary counts the pairs evaluated and those answered from a twin"
+else bad "--dedup summary (exit $rc)" "$(cat "$TMP/twins.txt")"; fi
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/twins.jsonl" --jobs 2 --json >"$TMP/nodedup.json" 2>/dev/null; rc=$?
+got=$(jget "$TMP/nodedup.json" '(r["summary"]["evaluated"], r["summary"]["answered_from_twin"], [e["cached_from"] for e in r["results"]])')
+if [ $rc -eq 0 ] && [ "$got" = "(4, 0, [None, None, None, None])" ]; then
+    ok "without --dedup every pair is evaluated"
+else bad "without --dedup (exit $rc)" "$(head -c 1500 "$TMP/nodedup.json")"; fi
+
 # Expectations that fail make --check exit 3.
 printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n' "$T" "$C" >"$TMP/fail.jsonl"
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/fail.jsonl" --check >/dev/null 2>&1; rc=$?
