@@ -166,6 +166,14 @@ static int protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *
     const char *mode = json_string_value(json_object_get(msg, "task_mode"));
     if (rc == KG_OK && mode && strcmp(mode, "none"))
         rc = kg_buf_printf(out, ";task=%s", mode);
+    /* The sizes the judge planned from the task's constants: the source alone does not fix them (a task that
+     * reads its environment for a batch size: red team 7 got an 8192-row reference time for a 1024-row run). */
+    const json_t *sizes = json_object_get(msg, "sizes");
+    if (rc == KG_OK && json_is_object(sizes)) {
+        char *text = json_dumps(sizes, JSON_COMPACT | JSON_SORT_KEYS);
+        rc = text ? kg_buf_printf(out, ";sizes=%s", text) : KG_ERR_NOMEM;
+        free(text);
+    }
     return rc;
 }
 

@@ -131,6 +131,44 @@ static void remove_stale_temps(const char *dir)
     closedir(d);
 }
 
+/* Whether nobody but this process's user (and root) can change what the folder holds: a cached reference time sets
+ * every later speedup of its task, so an entry planted by another local user (every input of the key is knowable)
+ * would set them at will.  The folder must be ours and not writable by group or others; every folder above it must
+ * belong to us or root and be unwritable by others unless sticky (/tmp: others cannot rename or remove what is
+ * ours there).  Refused with the reason otherwise. */
+static int only_ours(const char *path, kg_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return kg_error_set(err, KG_ERR_IO, "refcache: cannot stat cache folder %s: %s", path, strerror(errno));
+    if (st.st_uid != geteuid())
+        return kg_error_set(err, KG_ERR_INVALID, "refcache: cache folder %s belongs to uid %ld, not to kgym's (%ld): "
+                            "another user could plant reference times in it", path, (long)st.st_uid,
+                            (long)geteuid());
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return kg_error_set(err, KG_ERR_INVALID, "refcache: cache folder %s is writable by %s: another user could "
+                            "plant reference times in it (chmod go-w it, or choose another folder)", path,
+                            st.st_mode & S_IWOTH ? "others" : "its group");
+    char *up = realpath(path, NULL);
+    if (!up)
+        return kg_error_set(err, KG_ERR_IO, "refcache: cannot resolve cache folder %s: %s", path, strerror(errno));
+    int rc = KG_OK;
+    for (char *slash = strrchr(up, '/'); rc == KG_OK && slash; slash = strrchr(up, '/')) {
+        slash[slash == up] = '\0'; /* the parent ("/" for a folder at the root) */
+        if (stat(up, &st) != 0)
+            rc = kg_error_set(err, KG_ERR_IO, "refcache: cannot stat %s: %s", up, strerror(errno));
+        else if ((st.st_uid != 0 && st.st_uid != geteuid()) ||
+                 ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)))
+            rc = kg_error_set(err, KG_ERR_INVALID, "refcache: cache folder %s lies in %s, which another user can "
+                              "change (owner uid %ld, mode %03o): choose a folder only kgym's user can write", path,
+                              up, (long)st.st_uid, (unsigned)(st.st_mode & 07777));
+        if (slash == up)
+            break;
+    }
+    free(up);
+    return rc;
+}
+
 int kg_refcache_open(const char *dir, kg_refcache **out, kg_error *err)
 {
     if (out)
@@ -146,6 +184,8 @@ int kg_refcache_open(const char *dir, kg_refcache **out, kg_error *err)
     while (n > 1 && path[n - 1] == '/')
         path[--n] = '\0';
     int rc = make_dirs(path, err);
+    if (rc == KG_OK)
+        rc = only_ours(path, err);
     if (rc == KG_OK && access(path, W_OK | X_OK) != 0)
         rc = kg_error_set(err, KG_ERR_IO, "refcache: cache folder %s is not writable: %s", path,
                           strerror(errno));

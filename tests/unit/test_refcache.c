@@ -268,6 +268,37 @@ static void open_on_regular_file_fails(void)
     done(NULL, tmp);
 }
 
+/* A folder another user could write is refused: a planted entry would set every later speedup of its task.  The
+ * folder itself group- or world-writable, or inside a folder others may change that is not sticky. */
+static void open_refuses_a_folder_others_can_write(void)
+{
+    kg_error err;
+    char *tmp = NULL;
+    KG_CHECK(kg_temp_dir("kgym-test-refcache", &tmp, &err) == KG_OK);
+    if (!tmp)
+        return;
+    char open_dir[4096], inside[4096], sticky[4096], below_sticky[4096];
+    snprintf(open_dir, sizeof open_dir, "%s/open", tmp);
+    KG_CHECK(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0);
+    kg_refcache *c = NULL;
+    KG_CHECK(kg_refcache_open(open_dir, &c, &err) == KG_ERR_INVALID && c == NULL);
+    KG_CHECK(strstr(err.message, "writable by others") != NULL);
+    KG_CHECK(chmod(open_dir, 0770) == 0);
+    KG_CHECK(kg_refcache_open(open_dir, &c, &err) == KG_ERR_INVALID && strstr(err.message, "its group") != NULL);
+    /* Ours inside a world-writable parent without the sticky bit: the parent's other users could swap it. */
+    snprintf(inside, sizeof inside, "%s/open/cache", tmp);
+    KG_CHECK(chmod(open_dir, 0777) == 0);
+    KG_CHECK(kg_refcache_open(inside, &c, &err) == KG_ERR_INVALID && strstr(err.message, "lies in") != NULL);
+    /* With the sticky bit (as /tmp has), others cannot rename or remove what is ours: taken. */
+    snprintf(sticky, sizeof sticky, "%s/sticky", tmp);
+    snprintf(below_sticky, sizeof below_sticky, "%s/sticky/cache", tmp);
+    KG_CHECK(mkdir(sticky, 0700) == 0 && chmod(sticky, 01777) == 0);
+    KG_CHECK(kg_refcache_open(below_sticky, &c, &err) == KG_OK && c != NULL);
+    kg_refcache_close(c);
+    chmod(open_dir, 0700);
+    done(NULL, tmp);
+}
+
 static void put_then_get_round_trips(void)
 {
     char *tmp;
@@ -743,6 +774,7 @@ static const kg_test_case cases[] = {
     {"key_bad_arguments", key_bad_arguments},
     {"open_makes_private_parents", open_makes_private_parents},
     {"open_on_regular_file_fails", open_on_regular_file_fails},
+    {"open_refuses_a_folder_others_can_write", open_refuses_a_folder_others_can_write},
     {"put_then_get_round_trips", put_then_get_round_trips},
     {"get_missing_is_not_found", get_missing_is_not_found},
     {"corrupt_entries_read_as_missing", corrupt_entries_read_as_missing},

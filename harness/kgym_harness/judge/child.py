@@ -697,6 +697,9 @@ class Evaluation:
 
             answer = self.chan.request({"type": kinds.MSG_REFERENCE_CACHE_LOOKUP, "gpu": torch.cuda.get_device_name(),
                                         "dtype": base.dtype or "float32",
+                                        # the sizes the task's constants gave (a task that sizes itself from its
+                                        # environment keys other times: red team 7)
+                                        "sizes": base.sizes,
                                         "torch": torch.__version__, "triton": triton.__version__,
                                         # a reference judged with its dropout off runs another forward
                                         "task_mode": self.randomness.get("handling", "none")})
