@@ -105,4 +105,19 @@ solo=$(jget "$TMP/solo.json" "r['timing']['speedup']")
 [ "$(jget "$TMP/overlap.json" "abs([x for x in r['results'] if x['candidate'].endswith('chain_fused.py')][0]['result']['timing']['speedup'] / $solo - 1) < 0.15")" = True ] \
     && ok "work queued in __init__ stays out of another evaluation's timing (speedup $solo alone)" \
     || bad "work queued in __init__ ran in another evaluation's window" "$(jget "$TMP/overlap.json" "[(x['candidate'], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup')) for x in r['results']]"), alone $solo"
+
+# Red team 7 (tests/fixtures/red7/README.md): attacks on the timing and the reference-time cache, each judged by
+# run_gpu.sh against fresh controls in the same process; an attack line is a check (OK passes; LEAK or ERR fails).
+KGYM_BIN="$KGYM" sh tests/fixtures/red7/run_gpu.sh >"$TMP/red7.txt" 2>&1
+lines=$(grep -E '^[a-z0-9_]+ +(OK|LEAK|ERR) ' "$TMP/red7.txt")
+[ -n "$lines" ] || bad "red team 7 printed no attack line" "$(tail -20 "$TMP/red7.txt")"
+while IFS= read -r line; do
+    [ -n "$line" ] || continue
+    case $line in
+    *" OK "*) ok "red7: $(echo "$line" | cut -c1-150)" ;;
+    *) bad "red7: $(echo "$line" | cut -c1-150)" "$line" ;;
+    esac
+done <<EOF2
+$lines
+EOF2
 finish
