@@ -214,7 +214,8 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         /* A miss: the judge timed the reference alone at the start of its exclusive window, before any of the
          * candidate's calls there, and hands the samples over.  They stand for the cache's from now on: the
          * candidate is timed alone against them, and a correct evaluation stores them (store_reference_times).
-         * Taken only after a lookup that missed, once, and only as a list of positive finite times. */
+         * Taken only after a lookup that missed, once, and only as the cache would take them
+         * (kg_refcache_samples_ok: 1..KG_REFCACHE_MAX_SAMPLES finite, non-negative times). */
         const json_t *samples = json_object_get(msg, "reference_ms");
         char why[128];
         int take = talk->key[0] && !talk->cached_reference_ms && kg_refcache_samples_ok(samples, why, sizeof why);

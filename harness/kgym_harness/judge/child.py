@@ -852,9 +852,9 @@ class Evaluation:
 
         round_ms = float(cfg.get("round_ms") or 0)
         if not time_reference or alone:
-            # The reference's samples come from kgym's cache: a round holds the candidate's calls alone, and half
-            # a round's budget gives it as many calls as its half of a round of pairs did (the same precision for
-            # the candidate, half the exclusive time).
+            # The reference's samples come from kgym's cache, or (alone) from its own rounds below: a round holds
+            # one side's calls alone, and half a round's budget gives it as many calls as its half of a round of
+            # pairs did (the same precision, half the exclusive time).
             round_ms /= 2
         pair_ms = [0.0]
 
@@ -891,10 +891,8 @@ class Evaluation:
         # evaluation costs the others far less than one per round.
         with self.gpu("exclusive", "timing_round"):
             if alone:
-                ref_alone, ref_alone_dev = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms,
-                                                                 iters)
-                answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone,
-                                            "reference_device_ms": ref_alone_dev})
+                ref_alone = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms, iters)
+                answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone})
                 if answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"):
                     timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone
                 else:

@@ -32,6 +32,7 @@ import torch
 MIN_ROUND_CALLS = 3
 MIN_CLOCK_BLOCK_CALLS = 2
 
+
 def l2_bytes(device=None) -> int:
     props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
     return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
@@ -443,10 +444,11 @@ class CrossTimer:
         """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
         own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  Warm-up by time
         (``warm_ms``, at least 2 calls), then ``rounds`` rounds of as many calls as fit ``round_ms`` (at most
-        ``iters``, at least MIN_ROUND_CALLS), each on a new input set of its own, after the same L2 flush and persisting-L2
-        reset as a paired call.  Returns (stream ms, device ms) of every timed call.  The runner is not called:
-        its block is not loaded, and it learns nothing of these inputs."""
-        stream, device = [], []
+        ``iters``, at least MIN_ROUND_CALLS), each on a new input set of its own, after the same L2 flush and
+        persisting-L2 reset as a paired call.  Returns the stream ms of every timed call (the cache keeps stream
+        times; a reference leaves no work on other streams, so its device times say nothing more).  The runner is
+        not called: its block is not loaded, and it learns nothing of these inputs."""
+        stream = []
         with torch.no_grad():
             t0 = time.perf_counter()
             ran = 0
@@ -459,11 +461,10 @@ class CrossTimer:
             for _ in range(rounds):
                 for _ in range(n):
                     args = self.make_inputs(self.random.getrandbits(62))
-                    t, d, out = self._ref_timed(args)
+                    t, _d, out = self._ref_timed(args)
                     stream.append(t)
-                    device.append(d)
                     del out, args
-        return stream, device
+        return stream
 
     def round(self, iters):
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
