@@ -161,3 +161,85 @@ def test_a_timed_call_that_writes_past_its_input_is_seen_in_the_call_block(link)
     assert seen == []
     timer.warm(1)
     assert seen and seen[0][0] == 2 and seen[0][1][0]["input"] == 0 and seen[0][1][0]["offset"] == 48 * 4
+
+
+class _Clock:
+    """A warm-up clock that moves ``step_ms`` every time it is read."""
+
+    def __init__(self, step_ms=10.0):
+        self.t, self.step = 0.0, step_ms / 1e3
+
+    def __call__(self):
+        self.t += self.step
+        return self.t
+
+
+class _State:
+    """A GpuState stand-in: settled() answers from ``answers`` in turn (the last one from then on)."""
+
+    def __init__(self, *answers):
+        self.answers, self.asked = list(answers), 0
+
+    def settled(self):
+        self.asked += 1
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+    def facts(self):
+        return {"clock_mhz": 1980, "max_mhz": 1980, "reasons": 0}
+
+
+@pytest.mark.parametrize("answers, ended, lo, hi", [
+    ((True,), "settled", timing.SETTLE_FROM_MS + timing.SETTLE_FOR_MS, 250.0),
+    ((False,), "time", 250.0, 270.0),  # a power limit met (or a clock below its maximum): the whole warm_ms
+    ((True, True, False, True), "settled", timing.SETTLE_FROM_MS + timing.SETTLE_FOR_MS + 20.0, 250.0),
+    (None, "time", 250.0, 270.0),  # no reading of the GPU: the whole warm_ms, as before
+])
+def test_a_warm_up_ends_early_only_on_the_judges_reading_that_the_gpu_settled(link, answers, ended, lo, hi):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model()))
+    timer.clock = _Clock(10.0)
+    state = _State(*answers) if answers else None
+    ran, ms = timer.warm(10, warm_ms=250.0, state=state)
+    assert timer.warm_facts["ended"] == ended and lo <= ms <= hi, (timer.warm_facts, ms)
+    assert ran == timer.warm_facts["calls"] >= 2
+    if state is not None:
+        # asked only from SETTLE_FROM_MS on, never before: a heavy kernel's limit shows ~80 ms into its load
+        assert state.asked <= (ms - timing.SETTLE_FROM_MS) / 10.0 + 2
+        assert timer.warm_facts["gpu"] == state.facts()
+    assert findings == []
+
+
+def test_later_rounds_warm_up_with_no_calls(link):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model()))
+    assert timer.warm(0) == (0, timer.warm_facts["ms"]) and timer.warm_facts["ended"] == "calls"
+
+
+class _Read(timing.GpuState):
+    def __init__(self, clock, reasons, max_mhz=1980):
+        self.max_mhz, self._clock, self._r = max_mhz, clock, reasons
+
+    def clock_mhz(self):
+        return self._clock
+
+    def reasons(self):
+        return self._r
+
+
+@pytest.mark.parametrize("clock, reasons, settled", [
+    (1980, 0x0, True),
+    (1980, 0x1, True),  # idle between two short calls is not a limit
+    (1930, 0x0, True),  # within 3% of the maximum
+    (1900, 0x0, False),  # below it: the clock is still rising, or held
+    (1980, 0x4, False),  # software power cap: the heavy kernel's clock is about to come down
+    (1980, 0x2, False),  # application clocks set below the maximum
+    (1980, 0x20, False), (1980, 0x40, False), (1980, 0x80, False), (1980, 0x8, False),
+    (-1, 0x0, False), (1980, -1, False),  # a failed read is never "settled"
+])
+def test_gpu_state_settled_means_at_its_clock_with_nothing_holding_it(clock, reasons, settled):
+    assert _Read(clock, reasons).settled() is settled
+
+
+def test_gpu_state_is_none_without_a_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert timing.GpuState.open() is None

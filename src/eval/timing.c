@@ -309,6 +309,9 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
                                   "reported_ms", kg_json_number(reported));
         ok = kg_json_set(round, "supervisor_ms", begin >= 0 ? kg_json_number(tms - begin) : json_null()) == 0;
         ok = ok && kg_json_set(round, "overhead", or_null(json_object_get(m, "overhead"))) == 0;
+        /* How the round's warm-up ended (the first round's: "time", "settled" when the judge read the GPU at its
+         * clock with nothing holding it down, "calls"; later rounds run none): evidence, as the overhead is. */
+        ok = ok && kg_json_set(round, "warm", or_null(json_object_get(m, "warm"))) == 0;
         if (begin >= 0) {
             supervisor_total += tms - begin;
             reported_total += reported;

@@ -317,6 +317,24 @@ def _give_back_device_memory(device, collect=True):
 # autotune over many configs and dtypes; a runner that announces more compiles keeps its phase.
 _MAX_COMPILE_HANDBACKS = 256
 
+_GPU_STATES = {}
+
+
+def _gpu_state(device):
+    """The judge's tm.GpuState for ``device``, opened once a process (None where NVML cannot be read)."""
+    if device not in _GPU_STATES:
+        import torch
+
+        from ..shared import timing as tm
+
+        _GPU_STATES[device] = tm.GpuState.open(torch.device(device)) if str(device).startswith("cuda") else None
+    return _GPU_STATES[device]
+
+
+# The profile's calls are cut to about this many milliseconds of candidate time (at least one call): see the profile
+# in Evaluation.timing.
+PROFILE_MS = 30.0
+
 
 class Evaluation:
     def __init__(self, chan, job):
@@ -861,10 +879,16 @@ class Evaluation:
         def one_round(warm):
             nonlocal done
             self.gpu_purpose("timing_round")
-            # The first round warms up by time (warm_ms, at least 2 pairs; see PairTimer.warm), later rounds,
-            # right behind it in the same window, with a couple of pairs.
+            # The first round warms up by time (warm_ms, at least 2 pairs; see PairTimer.warm).  Later rounds follow
+            # it in the same exclusive window with nothing but a message to kgym between them, so the GPU is as
+            # warm as at the first round's end: they warm up with no calls (``warm`` is 0; a couple of calls each
+            # cost a 92 ms candidate 0.37 s of exclusive time and measured nothing).
             first = done == 0 and round_ms > 0
-            ran, warm_ms = timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0)
+            # A first warm-up may end early where the judge reads (NVML) that the GPU is at its clock and nothing
+            # holds it down (tm.GpuState; cfg warm_settle false: never), as a light kernel's is within the first
+            # call; a heavy one meets its power limit ~80 ms in and warms up for the whole warm_ms.
+            state = _gpu_state(self.device) if first and cfg.get("warm_settle", True) else None
+            ran, warm_ms = timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0, state=state)
             if ran:
                 pair_ms[0] = warm_ms / ran
             # Slow kernels get fewer calls a round (at least tm.MIN_ROUND_CALLS), so a round costs about round_ms:
@@ -878,6 +902,7 @@ class Evaluation:
             self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
                             "reference_ms": ref_ms, "candidate_ms": cand_ms,
                             "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
+                            "warm": _finite(timer.warm_facts),
                             "overhead": {k: timer.overhead[k] - before[k] for k in before}})
             all_ref.extend(ref_ms)
             all_cand.extend(cand_ms)
@@ -898,7 +923,7 @@ class Evaluation:
                 else:
                     round_ms *= 2  # kgym did not take them: rounds of pairs as without a cache
             for r in range(rounds):
-                one_round(warmup if r == 0 else min(2, warmup))
+                one_round(warmup if r == 0 else 0)
                 if rerun_wrong or len(mismatched) > 1 or overwritten:
                     break
             while not (rerun_wrong or mismatched or overwritten):
@@ -908,7 +933,7 @@ class Evaluation:
                 if more <= 0:
                     break
                 for _ in range(more):
-                    one_round(min(2, warmup))
+                    one_round(0)
             if not (rerun_wrong or mismatched or overwritten):
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
                 calls = max(tm.MIN_CLOCK_BLOCK_CALLS, min(1000, int(20.0 / max(med, 1e-3))))
@@ -927,7 +952,12 @@ class Evaluation:
                 del block_args, block_ref
                 if cfg.get("profile", True) and not (rerun_wrong or mismatched or overwritten):
                     self.gpu_purpose("profile")
-                    prof = _own_kernels(timer.profile(int(cfg.get("profile_calls", 3))),
+                    # profile_calls calls (3), fewer where they would outlast ~30 ms (at least one): a profile
+                    # says which kernels a forward launches and their share of its device time, which one call of
+                    # a 92 ms forward (hundreds of launches) says as well as three, for a third of the exclusive time.
+                    pcalls = int(cfg.get("profile_calls", 3))
+                    pcalls = max(1, min(pcalls, int(PROFILE_MS / max(med, 1e-3))))
+                    prof = _own_kernels(timer.profile(pcalls),
                                         getattr(self, "kernel_names", set()))
                     self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
         for v in rerun_wrong:

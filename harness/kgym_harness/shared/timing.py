@@ -337,6 +337,88 @@ def time_pair(ref, cand, make_inputs, warmup: int = 10, rounds: int = 3, iters: 
     return result
 
 
+# A warm-up may end before warm_ms once the GPU has been "settled" this long, checked from SETTLE_FROM_MS on
+# (GpuState.settled; CrossTimer.warm): at the earliest SETTLE_FROM_MS + SETTLE_FOR_MS into the candidate's load.
+# Measured on an H200 (bench/gpu_clock_probe.py, docs/evaluation-protocol.md "Rounds"): from idle the SM clock is
+# at its maximum within the first call; a heavy kernel (an fp16 GEMM 8192 at 865 W) meets the 700 W limit ~80 ms
+# into its load, when the clock drops and the power-cap reason appears, so a check from 80 ms on sees it, and
+# such a kernel warms up for the whole warm_ms as before.
+SETTLE_FROM_MS = 80.0
+SETTLE_FOR_MS = 40.0
+
+# NVML's clock-limit reasons that mean the GPU is held below its clock by something that changes with the load or
+# over time (nvmlClocksEventReasons): software power cap 0x4, hardware slowdown 0x8, sync boost 0x10, software
+# thermal 0x20, hardware thermal 0x40, power brake 0x80, and application clocks 0x2.  Idle (0x1) is not one: a
+# GPU between two short calls may say it.
+_HELD_BELOW = 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80
+
+
+class GpuState:
+    """The GPU's SM clock and clock-limit reasons, read by the judge through NVML (``libnvidia-ml.so.1`` with
+    ctypes; about a microsecond a read).  The judge's own reading: nothing of it passes through the runner.
+
+    ``settled()``: the SM clock is within 3% of its maximum and no reason in _HELD_BELOW holds it down, i.e. the
+    candidate's load neither needs the clock to rise nor has met a power or thermal limit that will bring it down.
+    ``open(device)`` returns None where NVML or the device cannot be read (no NVIDIA driver, CPU runs, MIG, a
+    failed call): the warm-up then runs its whole time, as it did before (fail closed)."""
+
+    def __init__(self, lib, handle):
+        self.lib, self.handle = lib, handle
+        self.max_mhz = self._read(lib.nvmlDeviceGetMaxClockInfo, 1)  # NVML_CLOCK_SM
+        # the older name of the same call, for drivers before it was renamed
+        self._reasons = (getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                         or lib.nvmlDeviceGetCurrentClocksThrottleReasons)
+
+    @classmethod
+    def open(cls, device=None):
+        import ctypes
+
+        try:
+            if not torch.cuda.is_available():
+                return None
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return None
+            props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+            handle = ctypes.c_void_p()
+            uuid = str(getattr(props, "uuid", "") or "")
+            if not uuid:
+                return None
+            name = uuid if uuid.startswith(("GPU-", "MIG-")) else "GPU-" + uuid
+            if lib.nvmlDeviceGetHandleByUUID(name.encode(), ctypes.byref(handle)) != 0:
+                return None
+            state = cls(lib, handle)
+            if state.max_mhz <= 0 or state.clock_mhz() <= 0 or state.reasons() < 0:
+                return None
+            return state
+        except Exception:  # noqa: BLE001 — no NVML here: the warm-up keeps its whole time
+            return None
+
+    def _read(self, fn, kind):
+        import ctypes
+
+        v = ctypes.c_uint()
+        return int(v.value) if fn(self.handle, kind, ctypes.byref(v)) == 0 else -1
+
+    def clock_mhz(self):
+        return self._read(self.lib.nvmlDeviceGetClockInfo, 1)  # NVML_CLOCK_SM
+
+    def reasons(self):
+        import ctypes
+
+        v = ctypes.c_ulonglong()
+        if self._reasons(self.handle, ctypes.byref(v)) != 0:
+            return -1
+        return int(v.value)
+
+    def settled(self):
+        clock, reasons = self.clock_mhz(), self.reasons()
+        return clock > 0 and reasons >= 0 and clock >= 0.97 * self.max_mhz and not reasons & _HELD_BELOW
+
+    def facts(self):
+        return {"clock_mhz": self.clock_mhz(), "max_mhz": self.max_mhz, "reasons": self.reasons()}
+
+
 class CrossTimer:
     """PairTimer's protocol with the candidate in another process (the runner, runner.py).
 
@@ -383,6 +465,8 @@ class CrossTimer:
         self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0, "canaries_ms": 0.0, "sample_ms": 0.0,
                          "calls_ms": 0.0, "describe_ms": 0.0}
         self.meta = None  # the runner's description of the last timed output
+        self.clock = time.perf_counter  # the warm-up's clock (tests give it another)
+        self.warm_facts = None  # how the last warm() ended
         self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
     def _next(self):
@@ -421,15 +505,33 @@ class CrossTimer:
         finally:
             self.overhead["calls_ms"] += (time.perf_counter() - t0) * 1e3
 
-    def warm(self, calls, warm_ms=0.0, at_least=2):
-        t0 = time.perf_counter()
+    def warm(self, calls, warm_ms=0.0, at_least=2, state=None):
+        """Untimed calls (pairs with a reference).  Without ``warm_ms``: ``calls`` of them.  With it: for
+        ``warm_ms`` of wall time, at least ``at_least`` calls, or shorter where the judge's ``state`` (GpuState)
+        has said "settled" at every check for SETTLE_FOR_MS, checking from SETTLE_FROM_MS on.  ``self.warm_facts``
+        says how it ended: "calls", "time" or "settled", and the GPU's state at the end where ``state`` was given.
+        Returns (calls run, milliseconds they took)."""
+        t0 = self.clock()
         ran = 0
+        ended = "calls"
+        settled_since = None
         with torch.no_grad():
             while True:
                 if warm_ms <= 0 and ran >= calls:
                     break
-                if warm_ms > 0 and ran >= at_least and (time.perf_counter() - t0) * 1e3 >= warm_ms:
-                    break
+                if warm_ms > 0 and ran >= at_least:
+                    el = (self.clock() - t0) * 1e3
+                    if el >= warm_ms:
+                        ended = "time"
+                        break
+                    if state is not None and el >= SETTLE_FROM_MS:
+                        if not state.settled():
+                            settled_since = None
+                        elif settled_since is None:
+                            settled_since = el
+                        elif el - settled_since >= SETTLE_FOR_MS:
+                            ended = "settled"
+                            break
                 args, send = self._next()
                 call = self.calls
                 self.calls += 1
@@ -438,7 +540,11 @@ class CrossTimer:
                 self._remote_timed(send, call)
                 ran += 1
                 del args, send  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
-        return ran, (time.perf_counter() - t0) * 1e3
+        ms = (self.clock() - t0) * 1e3
+        self.warm_facts = {"calls": ran, "ms": ms, "ended": ended}
+        if state is not None:
+            self.warm_facts["gpu"] = state.facts()
+        return ran, ms
 
     def reference_alone(self, rounds, warm_ms, round_ms, iters):
         """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
