@@ -577,8 +577,11 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
     kg_sched *pool = NULL;
     if (rc == KG_OK) {
         /* Without --dedup item_ended keeps the result and the store holds the pairs left.  With it the store keeps
-         * every ended job: a done one answers its later twins at claim (a forgotten one would not). */
+         * every ended job: a done one answers its later twins at claim (a forgotten one would not), and as many
+         * spare threads as jobs claim beside the evaluations, so a twin that follows its pair in flight holds a
+         * thread, not one of the --jobs evaluations (sched.h spare_workers). */
         kg_sched_options o = {.store = store, .sup = run->sup, .eval = run->flags->opts, .workers = (int)jobs,
+                              .spare_workers = run->dedup ? (int)jobs : 0,
                               .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
                               .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run,
                               .forget_ended = !run->dedup};

@@ -48,8 +48,10 @@ struct kg_sched {
     kg_sched_options o;
     kg_sched_profile profile; /* its options and device kind: what its workers' keys are made with */
     pthread_mutex_t lock;
-    pthread_cond_t work_cv, done_cv;
+    pthread_cond_t work_cv, done_cv, slot_cv;
     int stopping;
+    int threads;    /* workers + spare_workers: the worker threads */
+    int evaluating; /* jobs being evaluated now (at most o.workers: take_slot) */
     int late_job_end;         /* KGYM_FAULT_LATE_JOB_END (sched.h): on_job_end waits for the stop */
     unsigned long generation; /* bumped on every submit */
     unsigned long claims;     /* jobs claimed so far */
@@ -381,7 +383,7 @@ static void job_news(void *arg, const char *id)
     kg_sched *s = arg;
     pthread_mutex_lock(&s->lock);
     int any = 0;
-    for (int i = 0; i < s->o.workers; i++) {
+    for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         if (w->running_job && (!id || !strcmp(w->current, id))) {
             __atomic_store_n(&w->news, 1, __ATOMIC_SEQ_CST);
@@ -602,7 +604,7 @@ void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *r
     pthread_mutex_lock(&s->lock);
     h->next = s->handed;
     s->handed = h;
-    long cap = s->o.max_queue > 0 ? s->o.max_queue + s->o.workers : 1024;
+    long cap = s->o.max_queue > 0 ? s->o.max_queue + s->threads : 1024;
     handed *drop = NULL;
     if (++s->n_handed > cap) { /* claimed elsewhere, or cancelled while queued: the oldest goes */
         handed **p = &s->handed;
@@ -614,6 +616,45 @@ void kg_sched_submitted(kg_sched *s, const char *id, const char *text, json_t *r
     }
     pthread_mutex_unlock(&s->lock);
     handed_free(drop);
+}
+
+/* An evaluation slot: at most o.workers jobs are evaluated at once, whatever the number of threads.  A thread
+ * beyond them (spare_workers) holds a claimed job that must be evaluated here until a slot is free; one that
+ * follows an identical job in flight (follow_identical) or is answered from the store takes none, so with spare
+ * threads a follower costs no evaluation.  Returns 1 with a slot taken (give it back with give_slot); 0 when the
+ * job was cancelled or ended elsewhere meanwhile, or the scheduler stops (the job then stays running for its
+ * lease to hand over, as a stopped follower's). */
+static int take_slot(worker *w, const kg_job *job)
+{
+    kg_sched *s = w->sched;
+    job_watch watch = {.s = s, .w = w, .id = job->id};
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        if (s->stopping) {
+            pthread_mutex_unlock(&s->lock);
+            return 0;
+        }
+        if (s->evaluating < s->o.workers) {
+            s->evaluating++;
+            pthread_mutex_unlock(&s->lock);
+            return 1;
+        }
+        struct timespec ts;
+        deadline_in(&ts, 0.5);
+        pthread_cond_timedwait(&s->slot_cv, &s->lock, &ts);
+        pthread_mutex_unlock(&s->lock);
+        if (job->id && job_no_longer_ours(&watch))
+            return 0; /* cancelled while it waited */
+        pthread_mutex_lock(&s->lock);
+    }
+}
+
+static void give_slot(kg_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->evaluating--;
+    pthread_cond_broadcast(&s->slot_cv);
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void *worker_main(void *arg)
@@ -679,8 +720,11 @@ static void *worker_main(void *arg)
 
         int leading = 0;
         if (!answer_from_store(w, &job, req) && !follow_identical(w, &job, req, &leading) &&
-            !(leading && answer_from_store(w, &job, req))) /* finished just before the mark was ours */
+            !(leading && answer_from_store(w, &job, req)) /* finished just before the mark was ours */ &&
+            take_slot(w, &job)) {
             run_job(w, &job, req);
+            give_slot(s);
+        }
         if (leading)
             kg_store_inflight_end(s->o.store, w->key, job.id, NULL); /* after its outcome is stored */
         char end_key[KG_SHA256_STRLEN];
@@ -747,7 +791,9 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     pthread_mutex_init(&s->lock, NULL);
     kg_cond_init(&s->work_cv);
     kg_cond_init(&s->done_cv);
-    s->workers = calloc(o->workers > 0 ? (size_t)o->workers : 1, sizeof *s->workers);
+    kg_cond_init(&s->slot_cv);
+    s->threads = o->workers > 0 ? o->workers + (o->spare_workers > 0 ? o->spare_workers : 0) : 0;
+    s->workers = calloc(s->threads > 0 ? (size_t)s->threads : 1, sizeof *s->workers);
     if (!s->workers) {
         free(s);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
@@ -756,7 +802,7 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     kg_error werr;
     s->watching = o->workers > 0 && kg_store_watch(o->store, job_news, s, &werr) == KG_OK;
     s->check_ms = s->watching && kg_store_has(o->store, KG_STORE_NEWS) ? KG_SCHED_CHECK_NEWS_MS : KG_SCHED_CHECK_MS;
-    for (int i = 0; i < o->workers; i++) {
+    for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         w->sched = s;
         snprintf(w->name, sizeof w->name, "%s%s#%d", o->name_prefix ? o->name_prefix : "",
@@ -780,11 +826,12 @@ int kg_sched_stop(kg_sched *s, double drain_s)
     s->stopping = 1;
     pthread_cond_broadcast(&s->work_cv);
     pthread_cond_broadcast(&s->done_cv);
+    pthread_cond_broadcast(&s->slot_cv);
     struct timespec ts;
     deadline_in(&ts, drain_s);
     for (;;) {
         int busy = 0;
-        for (int i = 0; i < s->o.workers; i++)
+        for (int i = 0; i < s->threads; i++)
             busy |= s->workers[i].running_job;
         if (!busy)
             break;
@@ -794,13 +841,14 @@ int kg_sched_stop(kg_sched *s, double drain_s)
         }
     }
     pthread_mutex_unlock(&s->lock);
-    for (int i = 0; i < s->o.workers; i++)
+    for (int i = 0; i < s->threads; i++)
         if (s->workers[i].started)
             pthread_join(s->workers[i].thread, NULL);
     if (s->watching) /* after it returns no news comes: s can go */
         kg_store_unwatch(s->o.store, job_news, s);
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->slot_cv);
     pthread_mutex_destroy(&s->lock);
     handed_free(s->handed);
     free(s->workers);
@@ -859,7 +907,7 @@ json_t *kg_sched_workers(kg_sched *s)
     json_t *arr = json_array();
     pthread_mutex_lock(&s->lock);
     double now = kg_now_ms();
-    for (int i = 0; i < s->o.workers; i++) {
+    for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
         if (kg_json_push(
@@ -888,7 +936,7 @@ void kg_sched_leases_renewed(kg_sched *s, const json_t *workers, double at_ms)
     json_array_foreach(workers, k, o) {
         const char *name = json_string_value(json_object_get(o, "id"));
         const char *job = json_string_value(json_object_get(o, "current_job"));
-        for (int i = 0; name && job && i < s->o.workers; i++) {
+        for (int i = 0; name && job && i < s->threads; i++) {
             worker *w = &s->workers[i];
             if (w->running_job && !strcmp(w->name, name) && !strcmp(w->current, job) && w->lease_ms < at_ms)
                 w->lease_ms = at_ms;
@@ -943,7 +991,7 @@ int kg_sched_metrics(kg_sched *s, kg_buf *b)
     wr |= kg_buf_puts(b, "# HELP kgym_device_busy_seconds_total Evaluation time per worker and device.\n"
                          "# TYPE kgym_device_busy_seconds_total counter\n");
     double now = kg_now_ms();
-    for (int i = 0; i < s->o.workers; i++) {
+    for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
         wr |= kg_buf_printf(b, "kgym_device_busy_seconds_total{device=\"%s\",worker=\"%s\"} %.3f\n",

@@ -44,7 +44,12 @@ typedef struct kg_sched_options {
                              * handed to evaluate as it is, NULL included) */
     kg_eval_options eval;   /* base evaluation options; eval.device names the device */
     const char *task_dir;   /* private folder for reference files (borrowed); not used with evaluate */
-    int workers;            /* evaluation threads (>= 0) */
+    int workers;            /* evaluations at once (>= 0): the evaluation threads */
+    int spare_workers;      /* threads beyond workers (>= 0; only with workers > 0): they claim jobs too, but at most
+                             * workers jobs are evaluated at once, so a job that follows an identical one in flight
+                             * (in-flight dedup) or is answered from the store costs no evaluation.  A claimed job
+                             * waits here for a slot meanwhile: for a pool that owns its queue (bench --dedup), not
+                             * for a fleet's shared one, where another process could have run it.  0: none */
     long max_queue;         /* queued jobs allowed (429 beyond) */
     const char *name_prefix; /* worker names: prefix + device + "#i" (unique across a fleet) */
     const char *device_kind; /* what the content key names as the device (the GPU model, --device-kind);

@@ -448,6 +448,100 @@ static void twin_end(void *arg, const kg_sched_end *end)
     pthread_mutex_unlock(&b->m);
 }
 
+/* Spare threads: a twin that follows its pair in flight costs no evaluation slot (bench --dedup).  Jobs a, b (a's
+ * twin), c (its own); each evaluation counts those running beside it; the twins' one evaluation lasts until c's has
+ * begun (or 5 s): a_saw_c. */
+typedef struct {
+    pthread_mutex_t m;
+    int now, most, c_began, a_saw_c;
+} spare_box;
+
+static int spare_eval(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                      json_t **result, kg_error *err)
+{
+    (void)sup;
+    (void)opts;
+    (void)err;
+    spare_box *b = arg;
+    /* the twins' one evaluation (a's or b's: whichever marked itself leader first) lasts until c's has begun */
+    const char *code = json_string_value(json_object_get(req, "kernel_code"));
+    int twin = code && !strcmp(code, "k");
+    pthread_mutex_lock(&b->m);
+    if (++b->now > b->most)
+        b->most = b->now;
+    if (!strcmp(job->id, "c"))
+        b->c_began = 1;
+    pthread_mutex_unlock(&b->m);
+    for (double give_up = kg_now_ms() + 5000; twin && kg_now_ms() < give_up; usleep(10 * 1000)) {
+        pthread_mutex_lock(&b->m);
+        int seen = b->c_began;
+        pthread_mutex_unlock(&b->m);
+        if (seen) {
+            b->a_saw_c = 1;
+            break;
+        }
+    }
+    pthread_mutex_lock(&b->m);
+    b->now--;
+    pthread_mutex_unlock(&b->m);
+    *result = json_pack("{s:s, s:s}", "verdict", "correct", "job", job->id);
+    return *result ? KG_OK : KG_ERR_NOMEM;
+}
+
+static void run_spare(int workers, int spare, spare_box *b, long *fin, long *copies_done)
+{
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "spare: open a memory store");
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->m, NULL);
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = workers;
+    o.spare_workers = spare;
+    o.max_queue = 8;
+    o.evaluate = spare_eval;
+    o.evaluate_arg = b;
+    kg_eval_options_default(&o.eval, "cpu");
+    const char *reqs[3] = {"{\"item\": 0, \"reference_code\": \"ref\", \"kernel_code\": \"k\"}",
+                           "{\"item\": 1, \"reference_code\": \"ref\", \"kernel_code\": \"k\"}",
+                           "{\"item\": 2, \"reference_code\": \"ref\", \"kernel_code\": \"other\"}"};
+    const char *ids[3] = {"a", "b", "c"};
+    kg_job js[3];
+    for (int i = 0; i < 3; i++)
+        js[i] = (kg_job){.id = (char *)ids[i], .key = (char *)ids[i], .request = (char *)reqs[i]};
+    CHECK(kg_store_put_many(st, js, 3, NULL, &err) == KG_OK, "spare: put");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "spare: start");
+    for (double give_up = kg_now_ms() + 20000; kg_store_count(st, "done") < 3 && kg_now_ms() < give_up;)
+        usleep(10 * 1000);
+    *fin = -1;
+    long failed = -1;
+    if (s)
+        kg_sched_totals(s, fin, &failed);
+    *copies_done = kg_store_count(st, "done");
+    CHECK(kg_sched_stop(s, 5) == 1, "spare: stop");
+    kg_store_close(st);
+    pthread_mutex_destroy(&b->m);
+}
+
+static void test_pool_spare_workers(void)
+{
+    spare_box b;
+    long fin, done;
+    /* two evaluations at once and two spare threads: b follows a on a spare thread, c is evaluated beside a */
+    run_spare(2, 2, &b, &fin, &done);
+    CHECK(done == 3 && fin == 2, "spare: three jobs done, two evaluations (b answered from a)");
+    CHECK(b.a_saw_c && b.most == 2, "spare: c evaluated while a ran and b followed it; never more than two at once");
+    /* without spare threads the follower holds the second thread: c waits for a's end */
+    run_spare(2, 0, &b, &fin, &done);
+    CHECK(done == 3 && fin == 2 && !b.a_saw_c, "spare: without them c is evaluated only after a (a gave up after 5 s)");
+    /* one evaluation at once: a spare thread claims c but waits for the slot */
+    run_spare(1, 2, &b, &fin, &done);
+    CHECK(done == 3 && fin == 2 && b.most == 1 && !b.a_saw_c, "spare: one slot: c never beside a, though claimed");
+}
+
 static void test_pool_twins(void)
 {
     kg_store *st = NULL;
@@ -634,6 +728,7 @@ int main(void)
     test_hook_without_supervisor();
     test_pool_forgets();
     test_pool_twins();
+    test_pool_spare_workers();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {
