@@ -243,3 +243,31 @@ def test_gpu_state_settled_means_at_its_clock_with_nothing_holding_it(clock, rea
 def test_gpu_state_is_none_without_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert timing.GpuState.open() is None
+
+
+class _Reasons:
+    """A watch whose reasons() answers from ``answers`` call by call (the last one from then on)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+
+    def reasons(self):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+@pytest.mark.parametrize("answers, held", [
+    ((0,), False),
+    ((0x1,), False),  # idle is not a limit
+    ((0, 0, 0x4, 0), True),  # the power cap met once, mid-round: the round was timed before the steady state
+    ((0, -1, 0), True),  # a failed read is never "still settled"
+])
+def test_a_round_under_watch_ors_the_clock_limit_reasons_after_every_call(link, answers, held):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model()))
+    timer.watch = _Reasons(*answers)
+    timer.round(4)
+    assert bool(timer.round_reasons & timing.HELD_BELOW) is held
+    timer.watch = None
+    timer.round(2)
+    assert timer.round_reasons == 0  # no watch: nothing read, nothing kept from the last round
+    assert findings == []

@@ -129,8 +129,8 @@ static size_t round_speedups(const json_t *messages, const char *nonce, const kg
         if (!kg_msg_is(m, KG_MSG_TIMING_ROUND) || !from_harness(m, nonce) || n == cap)
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
-        if (!status || strcmp(status, "end"))
-            continue;
+        if (!status || strcmp(status, "end") || json_object_get(m, "warm_broken"))
+            continue; /* a round timed before the candidate's steady state (child.py one_round) counts nowhere */
         kg_stats r, c;
         int device = use_device_times(m);
         int have_ref = stats_of(json_object_get(m, ref_key(device)), &r);
@@ -281,6 +281,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     json_t *rounds = json_array();
     ok = ok && rounds;
     double begin = -1, reported_total = 0, supervisor_total = 0;
+    size_t not_counted = 0;
     json_array_foreach(messages, i, m) {
         if (!ok)
             break;
@@ -312,6 +313,12 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         /* How the round's warm-up ended (the first round's: "time", "settled" when the judge read the GPU at its
          * clock with nothing holding it down, "calls"; later rounds run none): evidence, as the overhead is. */
         ok = ok && kg_json_set(round, "warm", or_null(json_object_get(m, "warm"))) == 0;
+        /* A clock limit the early-ended warm-up had not met appeared during it: reported, not counted (the
+         * judge left its samples out of the final ones, round_speedups leaves it out of re-measuring). */
+        if (json_object_get(m, "warm_broken")) {
+            ok = ok && kg_json_set(round, "warm_broken", json_deep_copy(json_object_get(m, "warm_broken"))) == 0;
+            not_counted++;
+        }
         if (begin >= 0) {
             supervisor_total += tms - begin;
             reported_total += reported;
@@ -321,8 +328,10 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     }
     size_t planned = setup ? (size_t)json_integer_value(json_object_get(setup, "planned_rounds")) : 0;
     ok = ok && kg_json_set(t, "rounds_run", json_integer((json_int_t)json_array_size(rounds))) == 0;
-    ok = ok && kg_json_set(t, "remeasured", json_integer(json_array_size(rounds) > planned && planned
-                                                             ? (json_int_t)(json_array_size(rounds) - planned) : 0)) == 0;
+    size_t counted = json_array_size(rounds) - not_counted;
+    ok = ok && kg_json_set(t, "remeasured",
+                           json_integer(counted > planned && planned ? (json_int_t)(counted - planned) : 0)) == 0;
+    ok = ok && kg_json_set(t, "rounds_not_counted", json_integer((json_int_t)not_counted)) == 0;
     ok = kg_json_set(t, "rounds", rounds) == 0 && ok;
     ok = ok && kg_json_set(t, "reference_ms", stats_json(&rs)) == 0;
     ok = ok && kg_json_set(t, "candidate_ms", stats_json(&cs)) == 0;

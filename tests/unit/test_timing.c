@@ -481,12 +481,43 @@ static void timing_goes_only_for_passing_candidates(void)
     json_decref(msgs);
 }
 
+/* A round the judge flagged warm_broken (a clock limit its early-ended warm-up had not met appeared in it) counts
+ * nowhere: not in re-measuring, not as a re-measured round; the result lists it with the flag. */
+static void warm_broken_rounds_do_not_count(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(3));
+    add_round(msgs, 0, 0, 120, 1.0, 0.35, 50); /* speedup 2.86: timed before the candidate's own power limit */
+    json_object_set_new(json_array_get(msgs, json_array_size(msgs) - 1), "warm_broken", json_pack("{s:i}", "reasons", 4));
+    add_round(msgs, 1, 200, 120, 1.0, 0.5, 50);
+    add_round(msgs, 2, 400, 120, 1.0, 0.5, 50);
+    add_round(msgs, 3, 600, 120, 1.0, 0.5, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0); /* with round 0 the CV would ask for more */
+    json_object_del(json_array_get(msgs, 2), "warm_broken");
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    json_object_set_new(json_array_get(msgs, 2), "warm_broken", json_pack("{s:i}", "reasons", 4));
+    json_array_append_new(msgs, final_message(msgs));
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(json_is_object(t));
+    KG_CHECK(json_integer_value(json_object_get(t, "rounds_run")) == 4);
+    KG_CHECK(json_integer_value(json_object_get(t, "rounds_not_counted")) == 1);
+    KG_CHECK(json_integer_value(json_object_get(t, "remeasured")) == 0);
+    KG_CHECK(json_is_object(json_object_get(json_array_get(json_object_get(t, "rounds"), 0), "warm_broken")));
+    KG_CHECK(!json_object_get(json_array_get(json_object_get(t, "rounds"), 1), "warm_broken"));
+    KG_CHECK(json_is_false(json_object_get(t, "noisy")));
+    json_decref(t);
+    json_decref(msgs);
+}
+
 int main(void)
 {
     const kg_test_case cases[] = {
         {"stable rounds need no more", stable_rounds_need_no_more},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
+        {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
         {"timing block: rounds, speedup, interval", timing_block_has_rounds_speedup_and_interval},
         {"cached reference fills in", cached_reference_fills_in},
         {"supervisor clock catches a faked timer", supervisor_clock_catches_a_faked_timer},

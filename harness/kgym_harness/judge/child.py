@@ -331,6 +331,11 @@ def _gpu_state(device):
     return _GPU_STATES[device]
 
 
+# Rounds a timing window may lose to a clock limit its warm-up had not met (Evaluation.timing's one_round): each is
+# followed by a whole warm-up; past this many the window is no longer watched (a candidate would have to switch
+# from a light to a heavy path after each of the judge's warm-ups, which it cannot see end).
+_MAX_BROKEN_ROUNDS = 2
+
 # The profile's calls are cut to about this many milliseconds of candidate time (at least one call): see the profile
 # in Evaluation.timing.
 PROFILE_MS = 30.0
@@ -875,6 +880,11 @@ class Evaluation:
             # pairs did (the same precision, half the exclusive time).
             round_ms /= 2
         pair_ms = [0.0]
+        # rewarm: the next round warms up for the whole warm_ms (a limit appeared that the warm-up had not met);
+        # broken: the last round was such a round (its samples are sent, flagged, and not counted); lost: how
+        # many this window lost (at most _MAX_BROKEN_ROUNDS are watched for)
+        rewarm, broken, lost = [False], [False], [0]
+        gpu_state = _gpu_state(self.device)
 
         def one_round(warm):
             nonlocal done
@@ -883,12 +893,23 @@ class Evaluation:
             # it in the same exclusive window with nothing but a message to kgym between them, so the GPU is as
             # warm as at the first round's end: they warm up with no calls (``warm`` is 0; a couple of calls each
             # cost a 92 ms candidate 0.37 s of exclusive time and measured nothing).
-            first = done == 0 and round_ms > 0
+            first = (done == 0 or rewarm[0]) and round_ms > 0
             # A first warm-up may end early where the judge reads (NVML) that the GPU is at its clock and nothing
             # holds it down (tm.GpuState; cfg warm_settle false: never), as a light kernel's is within the first
-            # call; a heavy one meets its power limit ~80 ms in and warms up for the whole warm_ms.
-            state = _gpu_state(self.device) if first and cfg.get("warm_settle", True) else None
+            # call; a heavy one meets its power limit ~80 ms in and warms up for the whole warm_ms.  The warm-up's
+            # end state is then watched through the rounds (timer.watch): a candidate whose warm-up calls were
+            # light and whose timed calls are heavy meets a limit there, and such a round does not count (below).
+            state = gpu_state if first and not rewarm[0] and cfg.get("warm_settle", True) else None
             ran, warm_ms = timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0, state=state)
+            if first:
+                # Watched after any warm-up, early-ended or whole (a candidate light for 250 ms and heavy after
+                # gains the same ~80 ms), against the reasons the warm-up ended with (a heavy kernel's power cap,
+                # met in its warm-up, is its steady state, not news).
+                watch = gpu_state is not None and lost[0] < _MAX_BROKEN_ROUNDS
+                base = gpu_state.reasons() if watch else 0
+                timer.watch = gpu_state if watch and base >= 0 else None
+                timer.watch_base = base & tm.HELD_BELOW if base >= 0 else 0
+                rewarm[0] = False
             if ran:
                 pair_ms[0] = warm_ms / ran
             # Slow kernels get fewer calls a round (at least tm.MIN_ROUND_CALLS), so a round costs about round_ms:
@@ -899,15 +920,27 @@ class Evaluation:
             self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "begin", "iters": n})
             before = dict(timer.overhead)
             ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
-            self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
-                            "reference_ms": ref_ms, "candidate_ms": cand_ms,
-                            "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
-                            "warm": _finite(timer.warm_facts),
-                            "overhead": {k: timer.overhead[k] - before[k] for k in before}})
-            all_ref.extend(ref_ms)
-            all_cand.extend(cand_ms)
-            all_ref_dev.extend(ref_dev)
-            all_cand_dev.extend(cand_dev)
+            # A clock limit the warm-up had not met appeared during the round: its calls ran before the
+            # candidate's own steady state (faster than it runs).  The round is reported, flagged, counted nowhere
+            # (not in the samples below, not in kgym's re-measuring), and the next round warms up for the whole
+            # warm_ms first (watched again, up to _MAX_BROKEN_ROUNDS lost a window).
+            broken[0] = timer.watch is not None and bool(timer.round_reasons & tm.HELD_BELOW & ~timer.watch_base)
+            end = {"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
+                   "reference_ms": ref_ms, "candidate_ms": cand_ms,
+                   "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
+                   "warm": _finite(timer.warm_facts),
+                   "overhead": {k: timer.overhead[k] - before[k] for k in before}}
+            if broken[0]:
+                end["warm_broken"] = {"reasons": timer.round_reasons, "warm_reasons": timer.watch_base}
+                timer.watch = None
+                rewarm[0] = True
+                lost[0] += 1
+            self.chan.send(end)
+            if not broken[0]:
+                all_ref.extend(ref_ms)
+                all_cand.extend(cand_ms)
+                all_ref_dev.extend(ref_dev)
+                all_cand_dev.extend(cand_dev)
             done += 1
 
         # One exclusive window for everything measured: rounds, the clock block and the profile.  Each
@@ -922,10 +955,12 @@ class Evaluation:
                     timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone
                 else:
                     round_ms *= 2  # kgym did not take them: rounds of pairs as without a cache
-            for r in range(rounds):
-                one_round(warmup if r == 0 else 0)
+            counted = 0
+            while counted < rounds:
+                one_round(warmup if done == 0 else 0)
                 if rerun_wrong or len(mismatched) > 1 or overwritten:
                     break
+                counted += 0 if broken[0] else 1
             while not (rerun_wrong or mismatched or overwritten):
                 # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
                 answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})

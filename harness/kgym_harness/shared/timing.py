@@ -350,14 +350,14 @@ SETTLE_FOR_MS = 40.0
 # over time (nvmlClocksEventReasons): software power cap 0x4, hardware slowdown 0x8, sync boost 0x10, software
 # thermal 0x20, hardware thermal 0x40, power brake 0x80, and application clocks 0x2.  Idle (0x1) is not one: a
 # GPU between two short calls may say it.
-_HELD_BELOW = 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80
+HELD_BELOW = 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80
 
 
 class GpuState:
     """The GPU's SM clock and clock-limit reasons, read by the judge through NVML (``libnvidia-ml.so.1`` with
     ctypes; about a microsecond a read).  The judge's own reading: nothing of it passes through the runner.
 
-    ``settled()``: the SM clock is within 3% of its maximum and no reason in _HELD_BELOW holds it down, i.e. the
+    ``settled()``: the SM clock is within 3% of its maximum and no reason in HELD_BELOW holds it down, i.e. the
     candidate's load neither needs the clock to rise nor has met a power or thermal limit that will bring it down.
     ``open(device)`` returns None where NVML or the device cannot be read (no NVIDIA driver, CPU runs, MIG, a
     failed call): the warm-up then runs its whole time, as it did before (fail closed)."""
@@ -413,7 +413,7 @@ class GpuState:
 
     def settled(self):
         clock, reasons = self.clock_mhz(), self.reasons()
-        return clock > 0 and reasons >= 0 and clock >= 0.97 * self.max_mhz and not reasons & _HELD_BELOW
+        return clock > 0 and reasons >= 0 and clock >= 0.97 * self.max_mhz and not reasons & HELD_BELOW
 
     def facts(self):
         return {"clock_mhz": self.clock_mhz(), "max_mhz": self.max_mhz, "reasons": self.reasons()}
@@ -467,6 +467,12 @@ class CrossTimer:
         self.meta = None  # the runner's description of the last timed output
         self.clock = time.perf_counter  # the warm-up's clock (tests give it another)
         self.warm_facts = None  # how the last warm() ended
+        # A GpuState read after every timed call of round() while set (child.py sets it after each warm-up):
+        # round_reasons ORs what it read, a failed read counting as HELD_BELOW (child.py: a limit the warm-up had
+        # not met means the round was timed before the candidate's own steady state, and does not count).
+        self.watch = None
+        self.watch_base = 0  # the HELD_BELOW reasons the warm-up ended with (child.py: only new ones break a round)
+        self.round_reasons = 0
         self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
     def _next(self):
@@ -575,6 +581,7 @@ class CrossTimer:
     def round(self, iters):
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
         checked = 0
+        self.round_reasons = 0
         with torch.no_grad():
             for i in range(iters):
                 args, send = self._next()
@@ -588,6 +595,9 @@ class CrossTimer:
                 t, d = self._remote_timed(send, call)
                 cand_ms.append(t)
                 cand_dev.append(d)
+                if self.watch is not None:
+                    r = self.watch.reasons()
+                    self.round_reasons |= r if r >= 0 else HELD_BELOW
                 if self.ref is not None and call % 2 == 1:
                     t, d, ref_out = self._ref_timed(args)
                     ref_ms.append(t)
