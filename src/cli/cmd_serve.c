@@ -27,6 +27,10 @@ static void usage(FILE *out)
             "  --port-file FILE    write the bound port there once listening\n"
             "  --db FILE           the job database (kgym-service.db)\n"
             "  --workers N         evaluation threads (1)\n"
+            "  --spare-workers N   threads beyond --workers that take jobs too, while at most --workers\n"
+            "                      are evaluated at once: a job identical to one being evaluated (a\n"
+            "                      retry, a GRPO group's twin) waits for its result without holding an\n"
+            "                      evaluation (0; not with --redis: a fleet's other nodes could run them)\n"
             "  --max-queue N       queued jobs before 429 Too Many Requests (10000)\n"
             "  --max-code-bytes N  limit of kernel_code and reference_code (262144)\n"
             "  --max-body-bytes N  limit of a request body (33554432)\n"
@@ -58,7 +62,7 @@ enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
     OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND, OPT_REDIS_VOLATILE,
-    OPT_ALLOW_HOST
+    OPT_ALLOW_HOST, OPT_SPARE_WORKERS
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -143,6 +147,7 @@ static int run(int argc, char **argv, int worker)
         {"device-kind", required_argument, NULL, OPT_DEVICE_KIND},
         {"redis-volatile", no_argument, NULL, OPT_REDIS_VOLATILE},
         {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
+        {"spare-workers", required_argument, NULL, OPT_SPARE_WORKERS},
         {"help", no_argument, NULL, OPT_HELP}};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
@@ -177,6 +182,7 @@ static int run(int argc, char **argv, int worker)
         case OPT_PORT_FILE: o.port_file = optarg; break;
         case OPT_DB: o.db_path = optarg; break;
         case OPT_WORKERS: NUM("workers", 0, 256) o.workers = (int)v; break;
+        case OPT_SPARE_WORKERS: NUM("spare-workers", 0, 256) o.spare_workers = (int)v; break;
         case OPT_MAX_QUEUE: NUM("max-queue", 0, 1e9) o.max_queue = (long)v; break;
         case OPT_MAX_CODE: NUM("max-code-bytes", 1024, 64e6) o.max_code_bytes = (size_t)v; break;
         case OPT_MAX_BODY: NUM("max-body-bytes", 4096, 1e9) o.max_body_bytes = (size_t)v; break;
@@ -245,6 +251,13 @@ static int run(int argc, char **argv, int worker)
     if (worker && !o.redis) {
         kg_cli_eval_flags_free(&f);
         return kg_cli_usage_error(cmdname, "--redis URL is required");
+    }
+    if (o.spare_workers > 0 && (worker || o.redis)) {
+        /* A claimed job waits here for a slot while another node of the fleet could have run it. */
+        kg_cli_eval_flags_free(&f);
+        return kg_cli_usage_error(cmdname, "--spare-workers is for a server that owns its queue (SQLite), not "
+                                           "with --redis: a job waiting here for an evaluation slot could run on "
+                                           "another node");
     }
     if (worker)
         o.no_http = 1;

@@ -33,7 +33,8 @@ typedef struct kg_service_options {
     const char *const *allow_hosts; /* host names a token-less server also answers to (--allow-host) */
     int n_allow_hosts;
     const char *kernelbench;   /* KernelBench checkout for "task": "level1/19" (may be NULL) */
-    int workers;               /* evaluation threads */
+    int workers;               /* evaluations at once */
+    int spare_workers;         /* threads beyond them, for jobs that follow an identical one (sched.h) */
     long max_queue;            /* queued jobs allowed before 429 */
     size_t max_code_bytes;     /* per code field (kernel_code, reference_code) */
     size_t max_body_bytes;     /* whole request body */

@@ -83,6 +83,12 @@ if start_server dedup --workers 2 --db "$TMP/dedup.db"; then
     stop_server dedup
 fi
 
+# 5b. Spare threads (--spare-workers): a twin that follows an evaluation holds no evaluation slot.
+if start_server spare --workers 2 --spare-workers 1 --db "$TMP/spare.db"; then
+    checks spare
+    stop_server spare
+fi
+
 # 6. Orphans are reaped.  The server is a child subreaper: a process an evaluation orphans (here a candidate's
 #    double-forked grandchild, outside the runner's process group; --no-sandbox: no PID namespace ends it with
 #    the runner) is re-parented to it, outlives the evaluation and ends later.  It must not stay a zombie of the
@@ -144,4 +150,6 @@ refused "--token with a space inside" "--token holds a space" $U --token 'ab cd'
 refused "KGYM_TOKEN=''" "KGYM_TOKEN is empty" env KGYM_TOKEN= $U
 refused "KGYM_TOKEN of whitespace" "KGYM_TOKEN is only whitespace" env "KGYM_TOKEN=	 " $U
 refused "--allow-host with a port" "--allow-host needs a host name" $U --allow-host kgym.test:80
+refused "--spare-workers with --redis" "--spare-workers is for a server that owns its queue" $U --spare-workers 1 --redis redis://127.0.0.1:1
+refused "--spare-workers of a word" "--spare-workers needs a number" $U --spare-workers many
 finish

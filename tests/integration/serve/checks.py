@@ -648,6 +648,26 @@ def group_inflight():
           c["status"] == d["status"] == "done" and c["result"]["wall_ms"] != d["result"]["wall_ms"], (c, d))
 
 
+def group_spare():
+    """spare: two evaluation slots and one spare thread (--workers 2 --spare-workers 1).  A hangs (10 s), B is its
+    twin (followed, on a thread that holds no slot), C is its own: C is evaluated beside A in the second slot, done
+    long before A; without the spare thread B's follower would hold that slot and C wait for A's end."""
+    body = {"reference_code": REF, "kernel_code": cand("hang"), "timeout": 10}
+    call("POST", "/v1/jobs", dict(body, task_id="spare-a"))
+    time.sleep(0.3)
+    call("POST", "/v1/jobs", dict(body, task_id="spare-b"))
+    time.sleep(0.3)
+    call("POST", "/v1/jobs", dict(body, task_id="spare-c", kernel_code=cand("ok")))
+    _, c, _ = call("GET", "/v1/jobs/spare-c?wait=90")
+    _, a, _ = call("GET", "/v1/jobs/spare-a?wait=90")
+    _, b, _ = call("GET", "/v1/jobs/spare-b?wait=90")
+    check("spare thread: a distinct job evaluated beside an evaluation its twin follows",
+          a["status"] == b["status"] == c["status"] == "done" and a["result"] == b["result"]
+          and c["finished_at"] < a["finished_at"] - 4, (a.get("finished_at"), c.get("finished_at"), c.get("status")))
+    s, d, _ = call("GET", "/workers/status")
+    check("spare thread: /workers/status lists the three threads", s == 200 and d["total_workers"] == 3, d)
+
+
 def group_post():
     """post ID CANDIDATE CACHED [TIMEOUT]: queue one job without force_refresh; CACHED 1: expects it answered from
     the store at once, 0: queued."""
