@@ -271,3 +271,14 @@ def test_a_round_under_watch_ors_the_clock_limit_reasons_after_every_call(link, 
     timer.round(2)
     assert timer.round_reasons == 0  # no watch: nothing read, nothing kept from the last round
     assert findings == []
+
+
+@pytest.mark.parametrize("iters, round_ms, per_call, n", [
+    (50, 75.0, 0.5, 50),  # a fast kernel: the round's budget holds more than iters
+    (50, 75.0, 10.0, 7),  # as many as fit
+    (50, 75.0, 92.0, timing.MIN_ROUND_CALLS),  # a slow kernel: the floor
+    (2, 75.0, 92.0, 2),  # never above iters
+    (50, 0.0, 10.0, 50), (50, 75.0, 0.0, 50),  # no budget, or no cost measured yet
+])
+def test_round_calls_fit_the_budget_between_the_floor_and_iters(iters, round_ms, per_call, n):
+    assert timing.round_calls(iters, round_ms, per_call) == n

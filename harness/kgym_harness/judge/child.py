@@ -881,12 +881,12 @@ class Evaluation:
             round_ms /= 2
         pair_ms = [0.0]
         # rewarm: the next round warms up for the whole warm_ms (a limit appeared that the warm-up had not met);
-        # broken: the last round was such a round (its samples are sent, flagged, and not counted); lost: how
-        # many this window lost (at most _MAX_BROKEN_ROUNDS are watched for)
-        rewarm, broken, lost = [False], [False], [0]
+        # lost: how many rounds this window lost so (at most _MAX_BROKEN_ROUNDS are watched for)
+        rewarm, lost = [False], [0]
         gpu_state = _gpu_state(self.device)
 
         def one_round(warm):
+            """One round after its warm-up (``warm`` calls; by time for a first one); returns whether it counts."""
             nonlocal done
             self.gpu_purpose("timing_round")
             # The first round warms up by time (warm_ms, at least 2 pairs; see PairTimer.warm).  Later rounds follow
@@ -914,9 +914,7 @@ class Evaluation:
                 pair_ms[0] = warm_ms / ran
             # Slow kernels get fewer calls a round (at least tm.MIN_ROUND_CALLS), so a round costs about round_ms:
             # a 20 ms GEMM is measured as precisely with 3 calls as a 20 us one with 50.
-            n = iters
-            if round_ms > 0 and pair_ms[0] > 0:
-                n = max(min(iters, tm.MIN_ROUND_CALLS), min(iters, int(round_ms / pair_ms[0])))
+            n = tm.round_calls(iters, round_ms, pair_ms[0])
             self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "begin", "iters": n})
             before = dict(timer.overhead)
             ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)
@@ -924,24 +922,25 @@ class Evaluation:
             # candidate's own steady state (faster than it runs).  The round is reported, flagged, counted nowhere
             # (not in the samples below, not in kgym's re-measuring), and the next round warms up for the whole
             # warm_ms first (watched again, up to _MAX_BROKEN_ROUNDS lost a window).
-            broken[0] = timer.watch is not None and bool(timer.round_reasons & tm.HELD_BELOW & ~timer.watch_base)
+            broken = timer.watch is not None and bool(timer.round_reasons & tm.HELD_BELOW & ~timer.watch_base)
             end = {"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
                    "reference_ms": ref_ms, "candidate_ms": cand_ms,
                    "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,
                    "warm": _finite(timer.warm_facts),
                    "overhead": {k: timer.overhead[k] - before[k] for k in before}}
-            if broken[0]:
+            if broken:
                 end["warm_broken"] = {"reasons": timer.round_reasons, "warm_reasons": timer.watch_base}
                 timer.watch = None
                 rewarm[0] = True
                 lost[0] += 1
             self.chan.send(end)
-            if not broken[0]:
+            if not broken:
                 all_ref.extend(ref_ms)
                 all_cand.extend(cand_ms)
                 all_ref_dev.extend(ref_dev)
                 all_cand_dev.extend(cand_dev)
             done += 1
+            return not broken
 
         # One exclusive window for everything measured: rounds, the clock block and the profile.  Each
         # exclusive grant first waits for every shared phase in progress to end (a Triton compile in another
@@ -957,10 +956,9 @@ class Evaluation:
                     round_ms *= 2  # kgym did not take them: rounds of pairs as without a cache
             counted = 0
             while counted < rounds:
-                one_round(warmup if done == 0 else 0)
+                counted += one_round(warmup if done == 0 else 0)
                 if rerun_wrong or len(mismatched) > 1 or overwritten:
                     break
-                counted += 0 if broken[0] else 1
             while not (rerun_wrong or mismatched or overwritten):
                 # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
                 answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})

@@ -33,6 +33,14 @@ MIN_ROUND_CALLS = 3
 MIN_CLOCK_BLOCK_CALLS = 2
 
 
+def round_calls(iters, round_ms, per_call_ms):
+    """How many calls a round holds: as many as fit ``round_ms`` at ``per_call_ms`` each, at most ``iters`` and at
+    least MIN_ROUND_CALLS (never above ``iters``); ``iters`` where there is no budget or no cost yet."""
+    if round_ms <= 0 or per_call_ms <= 0:
+        return iters
+    return max(min(iters, MIN_ROUND_CALLS), min(iters, int(round_ms / per_call_ms)))
+
+
 def l2_bytes(device=None) -> int:
     props = torch.cuda.get_device_properties(device or torch.cuda.current_device())
     return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
@@ -567,9 +575,7 @@ class CrossTimer:
             while ran < 2 or (time.perf_counter() - t0) * 1e3 < warm_ms:
                 self._ref_timed(self.make_inputs(self.random.getrandbits(62)))
                 ran += 1
-            per_call = (time.perf_counter() - t0) * 1e3 / ran
-            n = iters if round_ms <= 0 else max(min(iters, MIN_ROUND_CALLS),
-                                                min(iters, int(round_ms / max(per_call, 1e-6))))
+            n = round_calls(iters, round_ms, max((time.perf_counter() - t0) * 1e3 / ran, 1e-6))
             for _ in range(rounds):
                 for _ in range(n):
                     args = self.make_inputs(self.random.getrandbits(62))
