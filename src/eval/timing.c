@@ -316,7 +316,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         /* A clock limit the early-ended warm-up had not met appeared during it: reported, not counted (the
          * judge left its samples out of the final ones, round_speedups leaves it out of re-measuring). */
         if (json_object_get(m, "warm_broken")) {
-            ok = ok && kg_json_set(round, "warm_broken", json_deep_copy(json_object_get(m, "warm_broken"))) == 0;
+            ok = ok && kg_json_set(round, "warm_broken", or_null(json_object_get(m, "warm_broken"))) == 0;
             not_counted++;
         }
         if (begin >= 0) {
