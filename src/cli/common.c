@@ -27,7 +27,7 @@ enum {
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
-    OPT_DEVICE_MEMORY, OPT_WARM, OPT_GPU_SHARED, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED
+    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -53,7 +53,6 @@ const struct option kg_cli_eval_longopts[] = {
     {"memory-limit", required_argument, NULL, OPT_MEMORY},
     {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
     {"warm", required_argument, NULL, OPT_WARM},
-    {"gpu-shared", required_argument, NULL, OPT_GPU_SHARED},
     {"policy", required_argument, NULL, OPT_POLICY},
     {"hack-penalty", required_argument, NULL, OPT_HACK_PENALTY},
     {"coverage-floor", required_argument, NULL, OPT_COVERAGE_FLOOR},
@@ -99,9 +98,6 @@ const char kg_cli_eval_help[] =
     "  --warm N            judge/runner pairs started ahead of their evaluation, sandbox entered and CUDA\n"
     "                      contexts made (0-8; default 2, kgym eval 0): each holds two processes and on\n"
     "                      a GPU two contexts (~0.5 GiB each)\n"
-    "  --gpu-shared N      GPU: at most N evaluations in a shared phase (compile, tiny run, correctness)\n"
-    "                      at once, the others waiting in arrival order (0: no limit, the default): the\n"
-    "                      GPU takes turns between busy CUDA contexts at a cost per turn\n"
     "  --credit LIST       staged reward: invalid,compile_error,tiny-run-failed,incorrect,correct\n"
     "                      (0,0.3,0.5,0.7,1)\n"
     "  --no-timing         GPU: skip timing\n"
@@ -315,11 +311,6 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         if (parse_long(arg, &l) || l < 0 || l > 8)
             return BAD("--warm needs a number of pairs from 0 to 8, not \"%s\"", arg);
         f->warm = (int)l;
-        return 1;
-    case OPT_GPU_SHARED:
-        if (parse_long(arg, &l) || l < 0 || l > 64)
-            return BAD("--gpu-shared needs a number of evaluations from 0 (no limit) to 64, not \"%s\"", arg);
-        f->gpu_shared = (int)l;
         return 1;
     case OPT_DEVICE_MEMORY:
         if (parse_bytes(arg, &b) || b < 1)
@@ -536,8 +527,7 @@ kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
 {
     return (kg_supervisor_options){.python = f->python_resolved, .harness_dir = f->harness_resolved,
                                    .device = f->device_resolved, .device_memory_bytes = f->device_memory,
-                                   .warm_pairs = f->warm < 0 ? KG_CLI_WARM_DEFAULT : f->warm,
-                                   .gpu_shared = f->gpu_shared};
+                                   .warm_pairs = f->warm < 0 ? KG_CLI_WARM_DEFAULT : f->warm};
 }
 
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)

@@ -37,7 +37,6 @@ typedef struct kg_cli_eval_flags {
     char *reference_cache_tmp;   /* that private folder, owned (NULL: none made) */
     unsigned long long device_memory; /* --device-memory B: for the supervisor (0: the device's own) */
     int warm;                /* --warm N: pairs started ahead (-1: the command's default) */
-    int gpu_shared;          /* --gpu-shared N: most evaluations in a shared GPU phase at once (0: no limit) */
 } kg_cli_eval_flags;
 
 /* The long options every evaluation command takes (terminated by a zero entry);

@@ -1,10 +1,9 @@
 /*
  * arbiter.c — the per-GPU readers/writer arbiter (src/supervisor/arbiter.h).
- * A mutex guards the counts and three FIFO lists: exclusive requests waiting
- * for the GPU, shared requests waiting for a shared place (only with a
- * shared limit), and requests waiting for their account's first memory
- * reservation (a request is on at most one of them at a time: a GPU request
- * joins its mode's list only once its memory is reserved).  A condition
+ * A mutex guards the counts and two FIFO lists: exclusive requests waiting
+ * for the GPU, and requests waiting for their account's first memory
+ * reservation (a request is on at most one of them at a time: an exclusive
+ * request joins the first only once its memory is reserved).  A condition
  * variable wakes kg_arbiter_wait() callers on every release.
  */
 #include "supervisor/arbiter.h"
@@ -37,7 +36,6 @@ struct kg_arbiter_request {
     uint64_t want;            /* the reservation a MEM_WAITING request makes */
     int mem;
     int counted_wait;         /* stats.memory_waits already counts it */
-    int queued;               /* on the shared list */
 };
 
 typedef struct {
@@ -51,8 +49,6 @@ struct kg_arbiter {
     int readers;
     int writer;
     fifo exclusive;           /* pending exclusive requests, arrival order */
-    fifo shared;              /* shared requests waiting for a place under shared_limit, arrival order */
-    int shared_limit;         /* most shared holders at once (0: no limit) */
     fifo memory;              /* requests waiting for a first reservation, arrival order */
     uint64_t capacity;
     uint64_t reserved;
@@ -114,14 +110,6 @@ void kg_arbiter_set_capacity(kg_arbiter *a, uint64_t bytes)
         a->capacity = bytes;
         pthread_cond_broadcast(&a->changed);
     }
-    pthread_mutex_unlock(&a->lock);
-}
-
-void kg_arbiter_set_shared_limit(kg_arbiter *a, int n)
-{
-    pthread_mutex_lock(&a->lock);
-    a->shared_limit = n > 0 ? n : 0;
-    pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -270,22 +258,8 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
     if (!try_reserve(a, r))
         return 0;
     if (r->mode == KG_GPU_SHARED) {
-        if (a->shared_limit > 0) {
-            /* Under a limit the waiting shared requests go in arrival order: a new one does not take the
-             * place a released holder leaves to the one that waited longest. */
-            if (!r->queued) {
-                push(&a->shared, r);
-                r->queued = 1;
-            }
-            if (a->writer || a->exclusive.count > 0 || a->readers >= a->shared_limit || a->shared.head != r)
-                return 0;
-        } else if (a->writer || a->exclusive.count > 0) {
+        if (a->writer || a->exclusive.count > 0)
             return 0;
-        }
-        if (r->queued) { /* also when the limit was lifted while it waited */
-            unlink_from(&a->shared, r);
-            r->queued = 0;
-        }
         a->readers++;
         a->stats.shared_grants++;
     } else {
@@ -355,8 +329,6 @@ static void end_request(kg_arbiter_request *r)
         unlink_from(&a->memory, r);
     } else if (r->mode == KG_GPU_EXCLUSIVE) {
         unlink_from(&a->exclusive, r);
-    } else if (r->queued) {
-        unlink_from(&a->shared, r);
     }
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->lock);
@@ -382,8 +354,6 @@ void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out)
     out->holders_shared = a->readers;
     out->holder_exclusive = a->writer;
     out->pending_exclusive = a->exclusive.count;
-    out->pending_shared = a->shared.count;
-    out->shared_limit = a->shared_limit;
     out->capacity_bytes = a->capacity;
     out->reserved_bytes = a->reserved;
     out->pending_memory = a->memory.count;

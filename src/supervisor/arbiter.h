@@ -28,13 +28,6 @@
  *   - while a request waits for memory it holds back no one: an exclusive
  *     request joins the exclusive queue only once its memory is reserved, and
  *     the evaluations that hold reservations go on and finish.
- * Shared holders may be limited (kg_arbiter_set_shared_limit): every CUDA
- * context with queued work takes its turn on the GPU, and a turn costs far
- * more than a correctness step's kernels (bench/contention_probe.py on an
- * H200: a 50 us step took 1.2 ms beside six other busy contexts, the GPU
- * doing a third of the work it did for one), so a few holders at a time can
- * get more done than many.  Waiting shared requests are then granted in
- * arrival order; exclusive requests still go first.
  * KG_ARBITER_ALL_MEMORY reserves the whole device (kgym's re-run of an
  * evaluation alone after it ran out of memory): it waits for every other
  * reservation to end, and later ones wait behind it.
@@ -67,8 +60,6 @@ typedef struct kg_arbiter_stats {
     int holders_shared;       /* now */
     int holder_exclusive;     /* now: 0 or 1 */
     int pending_exclusive;    /* now */
-    int pending_shared;       /* now: shared requests waiting for a place under the shared limit */
-    int shared_limit;         /* 0: none */
     uint64_t capacity_bytes;  /* device memory evaluations may reserve (0: not arbitrated) */
     uint64_t reserved_bytes;  /* now */
     int pending_memory;       /* now: requests waiting for their first reservation */
@@ -83,10 +74,6 @@ void kg_arbiter_destroy(kg_arbiter *a);
  * figure stands (one arbiter is one GPU).  0 until set: memory is then not
  * arbitrated and reservations are granted at once. */
 void kg_arbiter_set_capacity(kg_arbiter *a, uint64_t bytes);
-
-/* The most shared holders at once (n <= 0: no limit, the default).  May be
- * changed at any time; holders above a lowered limit keep their grants. */
-void kg_arbiter_set_shared_limit(kg_arbiter *a, int n);
 
 /* One evaluation's reservation (none yet).  NULL on allocation failure. */
 kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);

@@ -69,7 +69,6 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     }
     /* Set first, it stands: the device's own figure (sent by the judges) is then ignored. */
     kg_arbiter_set_capacity(sup->arbiter, opts->device_memory_bytes);
-    kg_arbiter_set_shared_limit(sup->arbiter, opts->gpu_shared);
     kg_buf log = {0};
     int logged = kg_buf_printf(&log, "%s/zygote.log", dir) == 0;
     if (!logged)

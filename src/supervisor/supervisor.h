@@ -52,7 +52,6 @@ typedef struct kg_supervisor_options {
                               * sandbox entered and its CUDA contexts made (the pair's own workdir and uid
                               * replace the job's).  Each waiting pair holds two processes, a
                               * runner slot and, on a GPU, two CUDA contexts (~0.5 GiB each). */
-    int gpu_shared;          /* most evaluations in a shared GPU phase at once (0 = no limit; arbiter.h) */
 } kg_supervisor_options;
 
 typedef struct kg_child_limits {

@@ -410,62 +410,6 @@ static void evaluations_with_memory_never_deadlock(void)
     kg_arbiter_destroy(sim);
 }
 
-static void shared_limit_keeps_arrival_order(void)
-{
-    kg_arbiter *a;
-    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
-    kg_arbiter_set_shared_limit(a, 2);
-    kg_arbiter_request *r1 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *r2 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *r3 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *r4 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    KG_CHECK(kg_arbiter_poll(r1) == 1);
-    KG_CHECK(kg_arbiter_poll(r2) == 1);
-    KG_CHECK(kg_arbiter_poll(r3) == 0); /* two places, both taken */
-    KG_CHECK(kg_arbiter_poll(r4) == 0);
-    kg_arbiter_stats s;
-    kg_arbiter_get_stats(a, &s);
-    KG_CHECK(s.holders_shared == 2 && s.pending_shared == 2 && s.shared_limit == 2);
-    kg_arbiter_release(r1);
-    KG_CHECK(kg_arbiter_poll(r4) == 0); /* r3 waited longer: the place is its */
-    KG_CHECK(kg_arbiter_poll(r3) == 1);
-    KG_CHECK(kg_arbiter_poll(r4) == 0);
-    kg_arbiter_set_shared_limit(a, 0);  /* lifted: the waiter goes at once, off the list */
-    KG_CHECK(kg_arbiter_poll(r4) == 1);
-    kg_arbiter_get_stats(a, &s);
-    KG_CHECK(s.holders_shared == 3 && s.pending_shared == 0);
-    kg_arbiter_release(r2);
-    kg_arbiter_release(r3);
-    kg_arbiter_release(r4);
-    kg_arbiter_destroy(a);
-}
-
-static void shared_limit_cancel_and_exclusive_first(void)
-{
-    kg_arbiter *a;
-    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
-    kg_arbiter_set_shared_limit(a, 1);
-    kg_arbiter_request *r = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *gone = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *s1 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    KG_CHECK(kg_arbiter_poll(r) == 1);
-    KG_CHECK(kg_arbiter_poll(gone) == 0);
-    KG_CHECK(kg_arbiter_poll(s1) == 0);
-    kg_arbiter_cancel(gone);            /* a child that died while waiting: the list moves past it */
-    kg_arbiter_request *x = kg_arbiter_request_new(a, KG_GPU_EXCLUSIVE);
-    KG_CHECK(kg_arbiter_poll(x) == 0);
-    kg_arbiter_release(r);
-    KG_CHECK(kg_arbiter_poll(s1) == 0); /* writers first, as without a limit */
-    KG_CHECK(kg_arbiter_poll(x) == 1);
-    kg_arbiter_release(x);
-    KG_CHECK(kg_arbiter_poll(s1) == 1);
-    kg_arbiter_stats st;
-    kg_arbiter_get_stats(a, &st);
-    KG_CHECK(st.holders_shared == 1 && st.pending_shared == 0 && st.pending_exclusive == 0);
-    kg_arbiter_release(s1);
-    kg_arbiter_destroy(a);
-}
-
 static const kg_test_case cases[] = {
     {"shared_grants_coexist", shared_grants_coexist},
     {"exclusive_waits_for_readers_and_blocks_new_ones", exclusive_waits_for_readers_and_blocks_new_ones},
@@ -479,8 +423,6 @@ static const kg_test_case cases[] = {
     {"all_memory_drains_the_others_first", all_memory_drains_the_others_first},
     {"small_evaluations_go_ahead_without_delaying_the_line", small_evaluations_go_ahead_without_delaying_the_line},
     {"evaluations_with_memory_never_deadlock", evaluations_with_memory_never_deadlock},
-    {"shared_limit_keeps_arrival_order", shared_limit_keeps_arrival_order},
-    {"shared_limit_cancel_and_exclusive_first", shared_limit_cancel_and_exclusive_first},
 };
 
 KG_TEST_MAIN("arbiter", cases)
