@@ -9,6 +9,7 @@ Standard library only: the GPU machine's python3 has torch and numpy, the dev ve
     gpu_report.py timing-stability --pairs P --do-bench D RUN.json...
     gpu_report.py throughput --jobs N RUN.json
     gpu_report.py concurrency --pairs P --jobs-a 1 --jobs-b 8 RUN_A.json RUN_B.json
+    gpu_report.py window NAME=RUN.json...             where the exclusive windows went (per timed evaluation)
     gpu_report.py make-mix > bench/throughput_mix.jsonl
 
 Each report prints markdown tables (readable as text) and, with --write-doc FILE, replaces its own section of FILE
@@ -617,6 +618,68 @@ def report_grpo(args):
     return 0
 
 
+def _window_figures(doc):
+    """Where the exclusive windows of one run went, summed over its evaluated (not twin-answered) results: the
+    time held by purpose, and inside the timing rounds' purpose the first warm-ups, the rounds themselves
+    (kgym's own clock around each) and what is left (the reference timed alone on a cache miss, the gaps between
+    rounds); the timed calls' own milliseconds against the judge's host work around them (rounds[].overhead)."""
+    done = [e["result"] for e in doc["results"] if isinstance(e.get("result"), dict) and not e.get("cached_from")]
+    f = {"timed": 0, "misses": 0, "held": 0.0, "waited": 0.0, "purpose": {}, "warm": 0.0, "warm_calls": 0,
+         "rounds": 0, "round_ms": 0.0, "calls": 0, "cand_ms": 0.0, "overhead": {}, "clock_ms": 0.0}
+    for r in done:
+        ex = get(r, "gpu_phases", "exclusive") or {}
+        f["held"] += num(ex.get("held_ms")) or 0.0
+        f["waited"] += num(ex.get("waited_ms")) or 0.0
+        for k, v in (ex.get("by_purpose") or {}).items():
+            f["purpose"][k] = f["purpose"].get(k, 0.0) + (num(v) or 0.0)
+        t = r.get("timing")
+        if not isinstance(t, dict) or not t.get("rounds"):
+            continue
+        f["timed"] += 1
+        f["misses"] += t.get("reference_samples") == "alone"
+        f["clock_ms"] += num(get(t, "clock", "supervisor_ms")) or 0.0
+        for x in t["rounds"]:
+            if not isinstance(x, dict):
+                continue
+            w = x.get("warm") or {}
+            f["warm"] += num(w.get("ms")) or 0.0
+            f["warm_calls"] += int(num(w.get("calls")) or 0)
+            f["rounds"] += 1
+            f["round_ms"] += num(x.get("supervisor_ms")) or 0.0
+            c = x.get("candidate") or {}
+            n = int(num(c.get("samples")) or 0)
+            f["calls"] += n
+            f["cand_ms"] += n * (num(c.get("mean")) or 0.0)
+            for k, v in (x.get("overhead") or {}).items():
+                f["overhead"][k] = f["overhead"].get(k, 0.0) + (num(v) or 0.0)
+    return f
+
+
+def report_window(args):
+    rows, extra = [], []
+    for spec in args.runs:
+        who, sep, path = spec.partition("=")
+        if not sep or not who or not path:
+            raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
+        f = _window_figures(load_run(path))
+        per = lambda x: fmt(x / f["timed"] if f["timed"] else None, ",.0f")  # noqa: E731
+        tr = f["purpose"].get("timing_round", 0.0)
+        rows.append([who, f["timed"], f["misses"], f"{fmt(f['held'] / 1000, ',.1f')} s", per(f["held"]),
+                     per(f["waited"]), per(tr), per(f["warm"]), per(f["round_ms"]),
+                     per(tr - f["warm"] - f["round_ms"]), per(f["purpose"].get("clock_block", 0.0)),
+                     per(f["purpose"].get("profile", 0.0)), per(f["purpose"].get("out_of_memory_retry", 0.0))])
+        o = f["overhead"]
+        extra.append(f"{who}: {f['rounds']} rounds, {f['calls']} timed calls of {fmt(f['cand_ms'] / 1000, ',.2f')} s "
+                     f"(the candidate's own); the judge around them: "
+                     + ", ".join(f"{k} {fmt(v / 1000, ',.2f')} s" for k, v in sorted(o.items()))
+                     + f"; {f['warm_calls']} warm-up calls; clock block {fmt(f['clock_ms'] / 1000, ',.2f')} s")
+    print(md_table(["build", "timed", "misses", "exclusive held", "per timed (ms)", "exclusive wait",
+                    "timing_round", "warm-up", "rounds", "rest (alone ref, gaps)", "clock_block", "profile",
+                    "oom retry"], rows))
+    print("\n" + "\n".join(extra))
+    return 0
+
+
 def make_mix(args):
     """Deterministic throughput mix; see the header it writes."""
     out = []
@@ -787,10 +850,13 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--mix", required=True, help="the mix the runs evaluated")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. base=a.json head=b.json")
+    p = sub.add_parser("window")
+    p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. head=b.json")
     sub.add_parser("make-mix")
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
-          "concurrency": report_concurrency, "grpo": report_grpo, "make-mix": make_mix}[args.cmd]
+          "concurrency": report_concurrency, "grpo": report_grpo, "window": report_window,
+          "make-mix": make_mix}[args.cmd]
     try:
         return fn(args)
     except ReportError as e:

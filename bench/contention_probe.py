@@ -1,0 +1,163 @@
+"""What slows a GPU shared by many processes: kernels from other contexts, or device-memory mapping calls?
+
+    python3 bench/contention_probe.py [--procs 6] [--seconds 3] [--mb 64]
+
+kgym runs two processes with a CUDA context each per evaluation (the judge, the runner), and hands every command's
+tensors over in device blocks made with the driver's virtual memory calls (cuMemCreate/Map/SetAccess, then
+Unmap/Release: shared/cudashare.py).  Here one "victim" process measures the latency of a small step (an
+elementwise op on MB megabytes, then a synchronize: what a correctness call does around its kernels) for SECONDS,
+alone and beside PROCS other processes that each loop over one kind of work:
+  kernels   the same small step (other contexts' kernels: the GPU time-slices between contexts)
+  vmm       a block made, touched and released (cudashare.Block.create, a fill, close)
+  malloc    torch.empty of MB megabytes then torch.cuda.empty_cache (cudaMalloc / cudaFree)
+  idle      nothing but a CUDA context each
+and, with one other process only, taking turns as the judge and the runner do (each step waits for the other's):
+  pingpong  victim step, then the other's step, then the victim's...: the victim's figure is a whole turn
+  pipe      the same turns with no GPU work on the other side (the handoff alone)
+Printed per mode: the victim's median and p90 latency (us) and its steps per second, and the others' rate.
+"""
+
+import argparse
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+
+HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness")
+
+
+def _step(x):
+    import torch
+
+    x.mul_(1.0000001)
+    torch.cuda.synchronize()
+
+
+def victim(q, seconds, mb, start):
+    import torch
+
+    x = torch.ones(mb << 18, device="cuda")  # mb MB of float32
+    for _ in range(20):
+        _step(x)
+    start.wait()
+    lat, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        _step(x)
+        lat.append((time.perf_counter() - t0) * 1e6)
+    q.put(("victim", lat))
+
+
+def other(q, kind, seconds, mb, start):
+    import torch
+
+    sys.path.insert(0, HARNESS)
+    from kgym_harness.shared import cudashare
+
+    torch.cuda.init()
+    x = torch.ones(mb << 18, device="cuda")
+    start.wait()
+    n, end = 0, time.perf_counter() + seconds + 0.5
+    while time.perf_counter() < end:
+        if kind == "kernels":
+            _step(x)
+        elif kind == "vmm":
+            b = cudashare.Block.create(mb << 20)
+            b.bytes().fill_(0)
+            b.close()
+        elif kind == "malloc":
+            y = torch.empty(mb << 18, device="cuda")
+            y.fill_(0)
+            del y
+            torch.cuda.empty_cache()
+        else:
+            time.sleep(0.01)
+            continue
+        n += 1
+    q.put(("other", n / (seconds + 0.5)))
+
+
+def victim_turns(conn, q, seconds, mb, start):
+    import torch
+
+    x = torch.ones(mb << 18, device="cuda")
+    for _ in range(20):
+        _step(x)
+    start.wait()
+    lat, end = [], time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        t0 = time.perf_counter()
+        _step(x)
+        conn.send(1)
+        conn.recv()
+        lat.append((time.perf_counter() - t0) * 1e6)
+    conn.send(0)
+    q.put(("victim", lat))
+
+
+def other_turns(conn, q, gpu, mb):
+    import torch
+
+    x = torch.ones(mb << 18, device="cuda")
+    n = 0
+    while conn.recv():
+        if gpu:
+            _step(x)
+        conn.send(1)
+        n += 1
+    q.put(("other", n))
+
+
+def run_turns(kind, seconds, mb):
+    ctx = mp.get_context("spawn")
+    q, start = ctx.Queue(), ctx.Event()
+    a, b = ctx.Pipe()
+    ps = [ctx.Process(target=victim_turns, args=(a, q, seconds, mb, start)),
+          ctx.Process(target=other_turns, args=(b, q, kind == "pingpong", mb))]
+    for p in ps:
+        p.start()
+    time.sleep(8)
+    start.set()
+    got = [q.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join()
+    lat = sorted(next(v for k, v in got if k == "victim"))
+    print(f"{kind:8s} victim turn median {lat[len(lat) // 2]:8.0f} us  p90 {lat[int(0.9 * (len(lat) - 1))]:8.0f} us  "
+          f"{len(lat) / seconds:7.0f} turns/s", flush=True)
+
+
+def run(kind, procs, seconds, mb):
+    if kind in ("pingpong", "pipe"):
+        return run_turns(kind, seconds, mb)
+    ctx = mp.get_context("spawn")
+    q, start = ctx.Queue(), ctx.Event()
+    ps = [ctx.Process(target=victim, args=(q, seconds, mb, start))]
+    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start)) for _ in range(procs if kind != "alone" else 0)]
+    for p in ps:
+        p.start()
+    time.sleep(8)  # contexts made
+    start.set()
+    got = [q.get(timeout=120) for _ in ps]
+    for p in ps:
+        p.join()
+    lat = sorted(next(v for k, v in got if k == "victim"))
+    rates = [v for k, v in got if k == "other"]
+    print(f"{kind:8s} victim median {lat[len(lat) // 2]:8.0f} us  p90 {lat[int(0.9 * (len(lat) - 1))]:8.0f} us  "
+          f"{len(lat) / seconds:7.0f} steps/s   others {statistics.fmean(rates) if rates else 0:7.1f} ops/s each",
+          flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--procs", type=int, default=6)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--mb", type=int, default=64)
+    ap.add_argument("--modes", default="alone,idle,kernels,vmm,malloc,pingpong,pipe")
+    a = ap.parse_args()
+    for kind in a.modes.split(","):
+        run(kind, a.procs, a.seconds, a.mb)
+
+
+if __name__ == "__main__":
+    main()
