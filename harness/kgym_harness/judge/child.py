@@ -896,7 +896,7 @@ class Evaluation:
             first = (done == 0 or rewarm[0]) and round_ms > 0
             # A first warm-up may end early where the judge reads (NVML) that the GPU is at its clock and nothing
             # holds it down (tm.GpuState; cfg warm_settle false: never), as a light kernel's is within the first
-            # call; a heavy one meets its power limit ~80 ms in and warms up for the whole warm_ms.  The warm-up's
+            # call; a heavy one that meets its power limit in it warms up for the whole warm_ms.  The warm-up's
             # end state is then watched through the rounds (timer.watch): a candidate whose warm-up calls were
             # light and whose timed calls are heavy meets a limit there, and such a round does not count (below).
             state = gpu_state if first and not rewarm[0] and cfg.get("warm_settle", True) else None
