@@ -34,7 +34,8 @@ def _step(x):
     torch.cuda.synchronize()
 
 
-def victim(q, seconds, mb, start):
+def _measure(seconds, mb, start, turn=None):
+    """The victim's latencies (us) of a step (and, with ``turn``, the other side's turn after it)."""
     import torch
 
     x = torch.ones(mb << 18, device="cuda")  # mb MB of float32
@@ -45,8 +46,14 @@ def victim(q, seconds, mb, start):
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         _step(x)
+        if turn is not None:
+            turn()
         lat.append((time.perf_counter() - t0) * 1e6)
-    q.put(("victim", lat))
+    return lat
+
+
+def victim(q, seconds, mb, start):
+    q.put(("victim", _measure(seconds, mb, start)))
 
 
 def other(q, kind, seconds, mb, start):
@@ -79,19 +86,11 @@ def other(q, kind, seconds, mb, start):
 
 
 def victim_turns(conn, q, seconds, mb, start):
-    import torch
-
-    x = torch.ones(mb << 18, device="cuda")
-    for _ in range(20):
-        _step(x)
-    start.wait()
-    lat, end = [], time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        _step(x)
+    def turn():
         conn.send(1)
         conn.recv()
-        lat.append((time.perf_counter() - t0) * 1e6)
+
+    lat = _measure(seconds, mb, start, turn)
     conn.send(0)
     q.put(("victim", lat))
 
