@@ -1752,7 +1752,7 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
             goto out;
     }
     kg_sched_options so = {.store = s.store, .sup = sup, .eval = o->eval, .task_dir = task_dir,
-                           .workers = o->workers, .spare_workers = o->workers > 0 ? o->spare_workers : 0,
+                           .workers = o->workers, .spare_workers = o->spare_workers, /* sched: none without workers */
                            .max_queue = o->max_queue, .name_prefix = prefix,
                            .device_kind = o->device_kind, .lease_s = o->lease_s,
                            .on_job_end = s.waits ? wake_waits : NULL, .on_job_end_arg = s.waits};
