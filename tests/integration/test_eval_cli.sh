@@ -147,6 +147,26 @@ else bad "random task (exit $rc)" "$(cat "$TMP/noise.err" "$TMP/noise.out")"; fi
 usage "unknown protection in --allow-unprotected" --task "$T" --kernel "$C/ok.py" --allow-unprotected landlock,selinux
 grep -q "selinux" "$TMP/u.err" || bad "--allow-unprotected names the unknown protection" "$(cat "$TMP/u.err")"
 
+# KGYM_JUDGE_PROFILE: the judge's stages profiled into that folder (docs/PERFORMANCE.md, "Profiling the judge").
+mkdir -p "$TMP/prof"
+KGYM_JUDGE_PROFILE="$TMP/prof" "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --json >"$TMP/prof.json" 2>"$TMP/prof.err"
+prof=$("$PY" -c 'import glob, pstats, sys
+fs = glob.glob(sys.argv[1] + "/judge-*.prof")
+names = {f[2] for f in pstats.Stats(*fs).stats} if len(fs) == 1 else set()
+print(len(fs), "run_variant" in names, "correctness" in names)' "$TMP/prof" 2>&1)
+if [ "$(jget "$TMP/prof.json" 'r["verdict"]')" = correct ] && [ "$prof" = "1 True True" ]; then
+    ok "KGYM_JUDGE_PROFILE: one judge profile with the correctness stage's calls"
+else
+    bad "KGYM_JUDGE_PROFILE (profiles, run_variant, correctness: $prof)" "$(cat "$TMP/prof.err")"
+fi
+# A folder that cannot be written: said on stderr, the evaluation unchanged.
+KGYM_JUDGE_PROFILE="$TMP/no/such/folder" "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --json \
+    >"$TMP/prof2.json" 2>"$TMP/prof2.err"
+if [ "$(jget "$TMP/prof2.json" 'r["verdict"]')" = correct ] && grep -q "no profile written" "$TMP/prof2.json" "$TMP/prof2.err"; then
+    ok "KGYM_JUDGE_PROFILE: an unwritable folder is said, the verdict unchanged"
+else
+    bad "KGYM_JUDGE_PROFILE unwritable folder" "$(cat "$TMP/prof2.err"; head -c 800 "$TMP/prof2.json")"
+fi
 # KernelBench ids resolve inside --kernelbench.
 "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/19 --kernel "$C/no_triton.py" --json >"$TMP/id.json" 2>"$TMP/err"
 if [ "$(jget "$TMP/id.json" 'r["task"]["id"] + " " + r["task"]["name"]')" = "level1/19 19_ReLU" ]; then ok "KernelBench id level1/19"; else bad "KernelBench id" "$(cat "$TMP/err")"; fi

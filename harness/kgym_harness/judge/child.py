@@ -1935,6 +1935,26 @@ def _learn_launchers(link):
         del link.findings[findings:]
 
 
+def _profiled(fn):
+    """``fn()``, under cProfile where kgym's caller set KGYM_JUDGE_PROFILE to a folder: the judge's own stages
+    (docs/PERFORMANCE.md, "Profiling the judge"), written there as judge-<pid>.prof once ``fn`` returns or raises.
+    A diagnostic for whoever runs kgym, never read by kgym itself; a profile that cannot be written is said on
+    stderr.  Time the judge spends waiting for the runner shows as ``recvmsg``."""
+    folder = os.environ.get("KGYM_JUDGE_PROFILE")
+    if not folder:
+        return fn()
+    import cProfile
+
+    prof = cProfile.Profile()
+    try:
+        return prof.runcall(fn)
+    finally:
+        try:
+            prof.dump_stats(os.path.join(folder, f"judge-{os.getpid()}.prof"))
+        except OSError as exc:
+            print(f"kgym judge: no profile written to {folder}: {exc}", file=sys.stderr)
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     """Entry point in the freshly forked judge (called by the zygote)."""
     os.setsid()  # our own process group: the supervisor kills it whole
@@ -1988,7 +2008,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         ev.runner.on_compile = ev.compile_handback
         chan.send(_sandbox_report(setup, judge_active, judge_warnings))
         try:
-            ev.run()
+            _profiled(ev.run)
             if device.startswith("cuda"):
                 # Outside any GPU phase (hold_until_exit asks for one next), while the runner still answers.
                 _learn_launchers(ev.runner)
