@@ -486,8 +486,6 @@ class Evaluation:
         error is this evaluation's own.  What the runtime checks found in the attempt that ran out is not
         evidence (a check that could not allocate, a comparison cut short) and is dropped.
         Returns (result, whether it was run alone)."""
-        from . import compare
-
         can_retry = self.arbiter and self.device.startswith("cuda")
         findings = len(self.guards.findings)
         try:
@@ -1595,8 +1593,6 @@ def _own_kernels(prof, names):
 
 def _out_of_memory(result):
     """Whether a variant failed for want of GPU memory (the candidate's or the reference's call)."""
-    from . import compare
-
     err = result.get("error") or {}
     return says_out_of_memory(" ".join(str(x) for x in (err.get("type"), err.get("message"),
                                                         err.get("cause_type"), result.get("reason")) if x))
