@@ -559,6 +559,18 @@ def _grpo_figures(doc):
             "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000}
 
 
+def _repetitions(rate):
+    """From run names like head#2 (grpo.sh --repeat): ([(repetition, head rate, base rate)] for the repetitions
+    that have both, in order; [every head#N's rate]).  Runs without a number are not repetitions."""
+    reps = {}
+    for who, per_hour in rate.items():
+        name, sep, k = who.partition("#")
+        if sep and k.isdigit() and name in ("head", "base") and per_hour:
+            reps.setdefault(int(k), {})[name] = per_hour
+    pairs = [(k, r["head"], r["base"]) for k, r in sorted(reps.items()) if "head" in r and "base" in r]
+    return pairs, [r["head"] for _k, r in sorted(reps.items()) if "head" in r]
+
+
 def report_grpo(args):
     runs = []
     for spec in args.runs:
@@ -587,6 +599,18 @@ def report_grpo(args):
                       "shared-phase waits of summed evaluation wall"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
     rate = {who: f["per_hour"] for who, f in runs}
+    # grpo.sh --repeat N names its runs head#1, base#1, head#2, ...: head / base for each repetition, and their
+    # median, stand for the pair (one pair's ratio moves by about ±5% from run to run); the goal reads the heads'
+    # median rate.
+    pairs, heads = _repetitions(rate)
+    if pairs:
+        ratios = [h / b for _k, h, b in pairs]
+        lines.append("\nhead / base, evaluations per hour, per repetition: "
+                     + ", ".join(f"#{k} {h / b:.3f}" for k, h, b in pairs)
+                     + f"; median {statistics.median(ratios):.3f} ({100 * (statistics.median(ratios) - 1):+.1f}%), "
+                       f"min {min(ratios):.3f}, max {max(ratios):.3f}")
+    if heads:
+        rate["head"] = statistics.median(heads)
     if "base" in rate and "head" in rate and rate["base"] and rate["head"]:
         lines.append(f"\nhead / base, evaluations per hour: {rate['head'] / rate['base']:.3f} "
                      f"({100 * (rate['head'] / rate['base'] - 1):+.1f}%)")
@@ -613,7 +637,7 @@ def report_grpo(args):
                           + (" A build run with `--dedup` answers an exact twin with its earlier pair's result, "
                              "unevaluated: its evaluations count the pairs evaluated, its answers every pair; the "
                              "GPU times are the evaluations'." if dedup else ""), "",
-                          table] + ([f"", goal] if goal else []))
+                          table] + (["", goal] if goal else []))
         write_doc_section(args.write_doc, "grpo", body)
     return 0
 

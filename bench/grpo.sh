@@ -2,8 +2,8 @@
 # Throughput on a GRPO-shaped mix: N tasks x 8 samples, as an RL step submits them (bench/grpo_mix.py: the samples
 # of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
 #
-#   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--dedup]
-#                    [--kernelbench DIR] [--keep DIR] [--write-doc] [-- extra kgym bench flags]
+#   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--repeat N]
+#                    [--dedup] [--kernelbench DIR] [--keep DIR] [--write-doc] [-- extra kgym bench flags]
 #
 # One `kgym bench --jobs JOBS` (default 6) over the mix (default 8 tasks: 64 evaluations).  With --baseline, the
 # same mix also with another build's kgym (bench/throughput_paired.sh says how to build one on a GPU machine), in
@@ -12,7 +12,11 @@
 # exclusive GPU time, the bound it puts on throughput (evaluations / exclusive hours) and the share of it reached;
 # with a baseline, head / base.  --dedup runs the head build with `kgym bench --dedup` (exact twins answered once
 # from their earlier pair, as `kgym serve` does); the baseline runs without it, so the pair measures the change, and
-# each build's answers (every pair) are then printed beside its evaluations.  --write-doc replaces the
+# each build's answers (every pair) are then printed beside its evaluations.  --repeat N (default 1) runs the pair
+# N times, the order reversed every other time (base,head then head,base, ...), and prints head / base for each
+# repetition and their median: one pair's ratio moves by about ±5% from run to run on an H200 (eighth session: the
+# same build gave 2,408 and 2,669 evaluations per hour), so a change worth less than that needs several.  Without
+# --baseline, --repeat N runs the head N times.  --write-doc replaces the
 # <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
 # KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
@@ -25,6 +29,7 @@ TASKS=8
 BASE=
 ORDER="base head"
 DEDUP=
+REPEAT=1
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
 CMDLINE="sh bench/grpo.sh $JOBS"
@@ -48,6 +53,12 @@ while [ $# -gt 0 ]; do
         CMDLINE="$CMDLINE --order $2"
         shift 2
         ;;
+    --repeat)
+        need_value "$1" $#
+        case $2 in *[!0-9]* | "" | 0) printf '%s: --repeat must be a positive number, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        REPEAT=$2 CMDLINE="$CMDLINE --repeat $2"
+        shift 2
+        ;;
     --dedup) DEDUP=--dedup CMDLINE="$CMDLINE --dedup" && shift ;;
     --kernelbench) need_value "$1" $# && KB=$2 && shift 2 ;;
     --keep) need_value "$1" $# && KEEP=$2 && shift 2 ;;
@@ -65,16 +76,25 @@ preflight
 "$PY" bench/grpo_mix.py "$WORK/mix" --tasks "$TASKS" || die "could not write the mix"
 HEAD_BIN=$KGYM
 RUNS=
-for who in $ORDER; do
-    KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
-    flag=$DEDUP && [ "$who" = base ] && flag= # the baseline without --dedup: the pair measures it
-    # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
-    tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
-    TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
-    run_bench "$WORK/$who.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
-    unset TRITON_CACHE_DIR
-    rm -rf "$tcache"
-    RUNS="$RUNS $who=$WORK/$who.json"
+REVERSED=$(echo $ORDER | awk '{ for (i = NF; i > 0; i--) printf "%s%s", $i, (i > 1 ? " " : "") }')
+rep=1
+while [ "$rep" -le "$REPEAT" ]; do
+    order=$ORDER && [ $((rep % 2)) -eq 0 ] && order=$REVERSED
+    for who in $order; do
+        KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
+        flag=$DEDUP && [ "$who" = base ] && flag= # the baseline without --dedup: the pair measures it
+        # A repetition's runs are named who#N (gpu_report.py pairs head#N with base#N); one run keeps its plain name.
+        tag=$who file=$who && [ "$REPEAT" -gt 1 ] && tag="$who#$rep" file="$who.$rep"
+        [ "$REPEAT" -gt 1 ] && printf '%s: repetition %s of %s, %s\n' "$NAME" "$rep" "$REPEAT" "$who" >&2
+        # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
+        tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
+        TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
+        run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
+        unset TRITON_CACHE_DIR
+        rm -rf "$tcache"
+        RUNS="$RUNS $tag=$WORK/$file.json"
+    done
+    rep=$((rep + 1))
 done
 KGYM=$HEAD_BIN
 report grpo --jobs "$JOBS" --mix "$WORK/mix/mix.jsonl" $RUNS
