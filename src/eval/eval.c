@@ -6,6 +6,7 @@
 #include "eval/eval.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +146,88 @@ typedef struct {
     json_t *cached_reference_ms; /* owned: the cache's samples on a hit, or the judge's timed alone on a miss */
     int timed_alone;             /* cached_reference_ms came from this evaluation's judge (reference_timed) */
     char key[65];                /* the cache key, "" when the child did not ask */
+    char mode_key[65];           /* the task mode's key (task_modes below), "" when the child did not ask */
 } timing_talk;
+
+/* The task's mode, as the judge found it before any of the candidate's code was loaded (whether the reference
+ * draws random numbers in forward: tasks.forward_randomness, docs/evaluation-protocol.md "Random references"),
+ * kept for this process's later evaluations of the same task, so that only the first of a GRPO group's samples
+ * runs the reference's check (~0.24 s of a new judge's shared GPU phase on an H200, most of it first kernel uses:
+ * docs/PERFORMANCE.md, eighth session).  Keyed by the task's bytes and every input of the check (device kind,
+ * tiny budget, budget, seed, torch version); only a decided mode is kept ("none", "dropout_as_identity",
+ * "refused"), never "unknown" (the reference could not run: maybe a passing cause).  Nothing of a candidate
+ * reaches it: the judge reports the mode before `load`.  At most TASK_MODES_MAX, the oldest replaced. */
+#define TASK_MODES_MAX 256
+static struct {
+    char key[65];
+    json_t *mode; /* owned: {"handling", "modules", "ops", "drew", "differs", "reason"} */
+} task_modes[TASK_MODES_MAX];
+static size_t task_modes_next;
+static pthread_mutex_t task_modes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The key of a task_mode_lookup (its `torch`), into talk->mode_key; 0 when it cannot be made. */
+static int task_mode_key(timing_talk *talk, const json_t *msg)
+{
+    const char *torch = json_string_value(json_object_get(msg, "torch"));
+    const char *source = talk->task ? talk->task->source : NULL;
+    if (!torch || !source)
+        return 0;
+    const kg_eval_options *o = talk->opts;
+    int cpu = strcmp(o->device, "cpu") == 0;
+    char tiny[32], budget[32], seed[32];
+    snprintf(tiny, sizeof tiny, "%lld", (long long)o->tiny_budget_elements);
+    /* the judge's last size: the CPU budget, or the task's own on a GPU (the job's "budget") */
+    snprintf(budget, sizeof budget, "%lld", cpu && o->budget_elements > 0 ? (long long)o->budget_elements : -1LL);
+    snprintf(seed, sizeof seed, "%u", (unsigned)o->seed);
+    kg_hash_field f[] = {KG_HASH_STR("kgym-task-mode/1"), {source, strlen(source)}, KG_HASH_STR(cpu ? "cpu" : "cuda"),
+                         KG_HASH_STR(tiny), KG_HASH_STR(budget), KG_HASH_STR(seed), KG_HASH_STR(torch)};
+    return kg_sha256_fields(f, sizeof f / sizeof f[0], talk->mode_key, NULL) == KG_OK;
+}
+
+/* A new reference to the kept mode under key, or NULL. */
+static json_t *task_mode_get(const char *key)
+{
+    json_t *found = NULL;
+    pthread_mutex_lock(&task_modes_lock);
+    for (size_t i = 0; i < TASK_MODES_MAX && !found; i++)
+        if (task_modes[i].mode && !strcmp(task_modes[i].key, key))
+            found = json_deep_copy(task_modes[i].mode);
+    pthread_mutex_unlock(&task_modes_lock);
+    return found;
+}
+
+/* Keeps a task_mode message's decided mode under key; 1 when kept. */
+static int task_mode_put(const char *key, const json_t *msg)
+{
+    const char *h = json_string_value(json_object_get(msg, "handling"));
+    if (!h || (strcmp(h, "none") && strcmp(h, "dropout_as_identity") && strcmp(h, "refused")))
+        return 0;
+    json_t *mode = json_object();
+    static const char *const fields[] = {"handling", "modules", "ops", "drew", "differs", "reason"};
+    for (size_t i = 0; mode && i < sizeof fields / sizeof fields[0]; i++) {
+        const json_t *v = json_object_get(msg, fields[i]);
+        if (v && json_object_set_new(mode, fields[i], json_deep_copy(v))) {
+            json_decref(mode);
+            mode = NULL;
+        }
+    }
+    if (!mode)
+        return 0;
+    pthread_mutex_lock(&task_modes_lock);
+    size_t slot = task_modes_next;
+    for (size_t i = 0; i < TASK_MODES_MAX; i++)
+        if (task_modes[i].mode && !strcmp(task_modes[i].key, key)) {
+            slot = i; /* two judges of one task found it at once: the later replaces the earlier */
+            break;
+        }
+    if (slot == task_modes_next)
+        task_modes_next = (task_modes_next + 1) % TASK_MODES_MAX;
+    json_decref(task_modes[slot].mode);
+    memcpy(task_modes[slot].key, key, 65);
+    task_modes[slot].mode = mode;
+    pthread_mutex_unlock(&task_modes_lock);
+    return 1;
+}
 
 /* The timing protocol as a string: everything besides the task, GPU and dtype that changes the
  * reference's per-call times, so that a cached time is only reused under the same protocol. */
@@ -191,6 +273,16 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         /* why quotes the candidate's exception, cut: kept with '?' where the cut split a character. */
         *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why",
                            kg_json_text(go ? "" : why));
+    } else if (kind == KG_MSG_TASK_MODE_LOOKUP) {
+        /* Whether an earlier evaluation in this process decided this task's mode (task_modes above). */
+        json_t *mode = task_mode_key(talk, msg) ? task_mode_get(talk->mode_key) : NULL;
+        *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TASK_MODE_CACHE), "hit", mode != NULL,
+                           "mode", mode ? mode : json_null());
+    } else if (kind == KG_MSG_TASK_MODE) {
+        /* The mode the judge found (or took from the lookup's answer: "cached", then nothing to keep). */
+        int kept = talk->mode_key[0] && !json_is_true(json_object_get(msg, "cached")) &&
+                   task_mode_put(talk->mode_key, msg);
+        *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_TASK_MODE_CACHE), "kept", kept);
     } else if (kind == KG_MSG_REFERENCE_CACHE_LOOKUP) {
         int hit = 0;
         const char *gpu = json_string_value(json_object_get(msg, "gpu"));

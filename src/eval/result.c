@@ -1490,9 +1490,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     variants = NULL;
     const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;
     ok = ok && kg_json_set(json_object_get(r, "task"), "randomness",
-                           mode ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "handling", json_object_get(mode, "handling"),
+                           mode ? json_pack("{s:O?, s:O?, s:O?, s:O?, s:b}", "handling", json_object_get(mode, "handling"),
                                             "modules", json_object_get(mode, "modules"), "ops",
-                                            json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"))
+                                            json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"),
+                                            "cached", json_is_true(json_object_get(mode, "cached")))
                                 : json_null()) == 0;
     if (!ok)
         goto nomem;

@@ -21,6 +21,27 @@ if [ $rc -eq 0 ] && [ "$(jget "$TMP/bench.json" 'r["summary"]["expectations_met"
 else bad "bench of deaths (exit $rc)" "$(cat "$TMP/err"; head -c 2000 "$TMP/bench.json")"; fi
 if [ "$(wc -l <"$TMP/results.jsonl")" -eq 10 ]; then ok "--out writes one JSON line per pair"; else bad "--out"; fi
 if [ "$(jget "$TMP/bench.json" 'r["summary"]["verdicts"]["correct"]')" = "5" ]; then ok "summary counts verdicts"; else bad "summary counts"; fi
+# The task's mode (whether its reference draws random numbers) is found by the first evaluation of the task and
+# kept for the process's next ones (eval.c, task_modes), whatever those candidates do.
+cached=$("$PY" -c 'import json, sys
+print(" ".join(str(json.loads(l)["task"]["randomness"]["cached"]) for l in open(sys.argv[1])))' "$TMP/results.jsonl" 2>&1)
+if [ "$cached" = "False True True True True True True True True True" ]; then
+    ok "the task's mode: found by the first evaluation, kept for the other nine"
+else bad "task mode kept (task.randomness.cached per pair: $cached)"; fi
+TD=tests/fixtures/tasks
+printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$TD/add_one_dropout.py" "$C" "$TD/add_one_dropout.py" "$C" \
+    "$TD/add_one_noise.py" "$C" "$TD/add_one_noise.py" "$C" >"$TMP/modes.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/modes.jsonl" --jobs 1 --json --out "$TMP/modes.out" >"$TMP/modes.json" 2>"$TMP/err"
+modes=$("$PY" -c 'import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)  # a result, or an entry saying why the pair has none
+    if "schema" in r:
+        print(r["verdict"], r["task"]["randomness"]["handling"], r["task"]["randomness"]["cached"])
+    else:
+        print("refused", "random" in r["error"] and "randn_like" in r["error"])' "$TMP/modes.out" 2>&1 | tr "\n" " ")
+if [ "$modes" = "correct dropout_as_identity False correct dropout_as_identity True refused True refused True " ]; then
+    ok "a kept mode is the mode: dropout judged off again, a random reference refused again (operator named)"
+else bad "kept modes ($modes)" "$(cat "$TMP/err")"; fi
 
 # The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
 mkdir -p "$TMP/rtmp"

@@ -1741,11 +1741,23 @@ static void task_randomness_is_a_fact(void)
                                                            "handling")),
                          "dropout_as_identity");
             KG_CHECK(strstr(feedback(r), "dropout is the identity") != NULL);
+            KG_CHECK(json_is_false(json_object_get(json_object_get(json_object_get(r, "task"), "randomness"), "cached")));
         } else {
             check_unjudged(r, "task_randomness", k == 1 ? "unknown" : "did not report");
         }
         json_decref(r);
     }
+    /* A mode kgym handed the judge from an earlier evaluation of the task (eval.c's task_modes) says so. */
+    fake f;
+    fake_init(&f);
+    passing_run(&f, 0);
+    kg_test_drop_messages(f.rep.messages, "task_mode");
+    msg(&f, json_pack("{s:s, s:s, s:[], s:s, s:b}", "type", "task_mode", "handling", "none", "modules", "reason", "",
+                      "cached", 1));
+    json_t *r = build_raw(&f, &o);
+    KG_CHECK_STR(verdict(r), "correct");
+    KG_CHECK(json_is_true(json_object_get(json_object_get(json_object_get(r, "task"), "randomness"), "cached")));
+    json_decref(r);
 }
 
 /* On the CPU every result says what its verdict cannot see; a shrunk task says so too. */

@@ -1292,8 +1292,30 @@ class Evaluation:
     def check_randomness(self):
         """Whether the task can be judged at all: a reference that draws random numbers in forward is judged
         with its dropout modules in eval mode, or refused (tasks.forward_randomness; docs/evaluation-protocol.md,
-        "Random references").  Sends ``task_mode`` (what kgym puts in the result's ``task.randomness``), or
-        ``task_error`` for a refused task; False when the evaluation stops here."""
+        "Random references").  Sends ``task_mode`` (what kgym puts in the result's ``task.randomness``; a request,
+        so that kgym keeps a mode found here), then ``task_error`` for a refused task; False when the evaluation
+        stops here."""
+        import torch
+
+        # An earlier evaluation of this task in kgym's process may have decided it (eval.c, task_modes): the
+        # mode is a fact of the task alone, found before any candidate code is loaded, and running the reference's
+        # forwards again costs a new judge ~0.24 s of a shared GPU phase (mostly its first kernel uses).
+        answer = self.chan.request({"type": kinds.MSG_TASK_MODE_LOOKUP, "torch": torch.__version__})
+        cached = _cached_mode(answer)
+        if cached is not None:
+            self.randomness = cached
+        else:
+            self._find_randomness()
+        # A request: kgym keeps a mode found here for the task's next evaluations (never one it handed out).
+        self.chan.request(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE, cached=cached is not None))
+        if self.randomness["handling"] == "refused":
+            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
+                "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
+                "message": "the reference is random: " + self.randomness["reason"]}})
+            return False
+        return True
+
+    def _find_randomness(self):
         from . import tasks
 
         try:
@@ -1310,13 +1332,6 @@ class Evaluation:
             self.randomness = {"handling": "unknown", "ops": {}, "differs": None, "modules": [],
                                "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
                                          f"{str(exc)[:300]}"}
-        if self.randomness["handling"] == "refused":
-            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
-                "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
-                "message": "the reference is random: " + self.randomness["reason"]}})
-            return False
-        self.chan.send(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE))
-        return True
 
     def reference(self, init, seed):
         """The task's reference model as every comparison and timing uses it: seeded like the candidate's, with
@@ -1473,6 +1488,18 @@ class Evaluation:
 # into three TF32 parts); anything else, or none (the default, TF32 for float32 inputs), rounds to 10 bits.
 _FULL_DOT_PRECISION = ("ieee", "tf32x3")
 _HALF_NAMES = ("float16", "bfloat16", "half")
+
+
+def _cached_mode(answer):
+    """The task mode in kgym's answer to task_mode_lookup, as tasks.forward_randomness returns one, or None (a miss,
+    or an answer not of that shape: the judge then finds the mode itself)."""
+    mode = answer.get("mode") if answer.get("type") == kinds.MSG_TASK_MODE_CACHE and answer.get("hit") is True else None
+    if not (isinstance(mode, dict) and mode.get("handling") in ("none", "dropout_as_identity", "refused")
+            and isinstance(mode.get("reason"), str) and isinstance(mode.get("modules", []), list)
+            and isinstance(mode.get("ops", {}), dict)):
+        return None
+    return {"handling": mode["handling"], "ops": mode.get("ops", {}), "drew": mode.get("drew"),
+            "differs": mode.get("differs"), "modules": list(mode.get("modules", [])), "reason": mode["reason"]}
 
 
 def _precision_ops(tree) -> dict:

@@ -26,6 +26,7 @@ MSG_REPEAT_CHECKS = 'repeat_checks'  # judge
 MSG_SANDBOX = 'sandbox'  # judge
 MSG_TASK_ERROR = 'task_error'  # judge
 MSG_TASK_MODE = 'task_mode'  # judge
+MSG_TASK_MODE_LOOKUP = 'task_mode_lookup'  # judge
 MSG_TASK_FACTS = 'task_facts'  # judge
 MSG_REFERENCE_PRECISION = 'reference_precision'  # judge
 MSG_TIMING_SETUP = 'timing_setup'  # judge
@@ -47,6 +48,7 @@ MSG_DONE = 'done'  # judge
 MSG_GPU_GRANT = 'gpu_grant'  # kgym
 MSG_TIMING_MORE = 'timing_more'  # kgym
 MSG_REFERENCE_CACHE = 'reference_cache'  # kgym
+MSG_TASK_MODE_CACHE = 'task_mode_cache'  # kgym
 MSG_ERROR = 'error'  # kgym
 MSG_FORGED = 'forged'  # report
 MSG_LEFT_RUNNING = 'left_running'  # report
@@ -69,6 +71,7 @@ MESSAGES = (
     'sandbox',
     'task_error',
     'task_mode',
+    'task_mode_lookup',
     'task_facts',
     'reference_precision',
     'timing_setup',
@@ -90,6 +93,7 @@ MESSAGES = (
     'gpu_grant',
     'timing_more',
     'reference_cache',
+    'task_mode_cache',
     'error',
     'forged',
     'left_running',
