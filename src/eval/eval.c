@@ -147,6 +147,9 @@ typedef struct {
     int timed_alone;             /* cached_reference_ms came from this evaluation's judge (reference_timed) */
     char key[65];                /* the cache key, "" when the child did not ask */
     char mode_key[65];           /* the task mode's key (task_modes below), "" when the child did not ask */
+    int mode_asked;              /* task_mode_lookup answered (once an evaluation) */
+    int mode_served;             /* ... with a kept mode: the result's task.randomness.cached */
+    int mode_reported;           /* task_mode answered (once an evaluation) */
 } timing_talk;
 
 /* The task's mode, as the judge found it before any of the candidate's code was loaded (whether the reference
@@ -165,6 +168,21 @@ static struct {
 static size_t task_modes_next;
 static pthread_mutex_t task_modes_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Whether the judge has begun a stage: the mode is asked for and reported before the first (the candidate's code
+ * is loaded in `compile`), and kgym takes neither later, whatever the judge sends: a mode kept for a task's later
+ * evaluations must not come from a judge that ran candidate code (a red-team review of c0617e4: a judge made to
+ * report `none` after `compile` had turned every later sample of a dropout task incorrect). */
+static int stages_begun(const json_t *messages)
+{
+    size_t i;
+    const json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (kg_msg_is(m, KG_MSG_STAGE))
+            return 1;
+    }
+    return 0;
+}
+
 /* The key of a task_mode_lookup (its `torch`), into talk->mode_key; 0 when it cannot be made. */
 static int task_mode_key(timing_talk *talk, const json_t *msg)
 {
@@ -179,8 +197,10 @@ static int task_mode_key(timing_talk *talk, const json_t *msg)
     /* the judge's last size: the CPU budget, or the task's own on a GPU (the job's "budget") */
     snprintf(budget, sizeof budget, "%lld", cpu && o->budget_elements > 0 ? (long long)o->budget_elements : -1LL);
     snprintf(seed, sizeof seed, "%u", (unsigned)o->seed);
+    /* the tolerance profile too: it sets the reference's precision before the check (compare.apply_reference_precision) */
     kg_hash_field f[] = {KG_HASH_STR("kgym-task-mode/1"), {source, strlen(source)}, KG_HASH_STR(cpu ? "cpu" : "cuda"),
-                         KG_HASH_STR(tiny), KG_HASH_STR(budget), KG_HASH_STR(seed), KG_HASH_STR(torch)};
+                         KG_HASH_STR(tiny), KG_HASH_STR(budget), KG_HASH_STR(seed), KG_HASH_STR(torch),
+                         KG_HASH_STR(kg_eval_tolerance_name(o))};
     return kg_sha256_fields(f, sizeof f / sizeof f[0], talk->mode_key, NULL) == KG_OK;
 }
 
@@ -196,7 +216,9 @@ static json_t *task_mode_get(const char *key)
     return found;
 }
 
-/* Keeps a task_mode message's decided mode under key; 1 when kept. */
+/* Keeps a task_mode message's decided mode under key; 1 when kept.  Two judges that found different modes for
+ * one key (a check that is not repeatable: an output that differed by chance, a probe that could not run) leave
+ * no mode kept: the next evaluation checks for itself. */
 static int task_mode_put(const char *key, const json_t *msg)
 {
     const char *h = json_string_value(json_object_get(msg, "handling"));
@@ -213,20 +235,27 @@ static int task_mode_put(const char *key, const json_t *msg)
     }
     if (!mode)
         return 0;
+    int kept = 1;
     pthread_mutex_lock(&task_modes_lock);
-    size_t slot = task_modes_next;
-    for (size_t i = 0; i < TASK_MODES_MAX; i++)
-        if (task_modes[i].mode && !strcmp(task_modes[i].key, key)) {
-            slot = i; /* two judges of one task found it at once: the later replaces the earlier */
-            break;
+    size_t i = 0;
+    while (i < TASK_MODES_MAX && !(task_modes[i].mode && !strcmp(task_modes[i].key, key)))
+        i++;
+    if (i < TASK_MODES_MAX) { /* two judges of one task found it at once */
+        kept = json_equal(task_modes[i].mode, mode);
+        if (!kept) {
+            json_decref(task_modes[i].mode);
+            task_modes[i].mode = NULL;
         }
-    if (slot == task_modes_next)
+        json_decref(mode);
+    } else {
+        size_t slot = task_modes_next;
         task_modes_next = (task_modes_next + 1) % TASK_MODES_MAX;
-    json_decref(task_modes[slot].mode);
-    memcpy(task_modes[slot].key, key, 65);
-    task_modes[slot].mode = mode;
+        json_decref(task_modes[slot].mode);
+        memcpy(task_modes[slot].key, key, 65);
+        task_modes[slot].mode = mode;
+    }
     pthread_mutex_unlock(&task_modes_lock);
-    return 1;
+    return kept;
 }
 
 /* The timing protocol as a string: everything besides the task, GPU and dtype that changes the
@@ -274,14 +303,21 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why",
                            kg_json_text(go ? "" : why));
     } else if (kind == KG_MSG_TASK_MODE_LOOKUP) {
-        /* Whether an earlier evaluation in this process decided this task's mode (task_modes above). */
-        json_t *mode = task_mode_key(talk, msg) ? task_mode_get(talk->mode_key) : NULL;
+        /* Whether an earlier evaluation in this process decided this task's mode (task_modes above): answered
+         * once an evaluation, before its first stage (else a miss). */
+        json_t *mode = NULL;
+        if (!talk->mode_asked && !stages_begun(messages) && task_mode_key(talk, msg))
+            mode = task_mode_get(talk->mode_key);
+        talk->mode_asked = 1;
+        talk->mode_served = mode != NULL;
         *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TASK_MODE_CACHE), "hit", mode != NULL,
                            "mode", mode ? mode : json_null());
     } else if (kind == KG_MSG_TASK_MODE) {
-        /* The mode the judge found (or took from the lookup's answer: "cached", then nothing to keep). */
-        int kept = talk->mode_key[0] && !json_is_true(json_object_get(msg, "cached")) &&
-                   task_mode_put(talk->mode_key, msg);
+        /* The mode the judge found: kept only when this evaluation's lookup missed, once, before the first stage
+         * (a mode kgym handed out is not kept again; the judge's own "cached" is not asked). */
+        int kept = talk->mode_asked && !talk->mode_served && !talk->mode_reported && talk->mode_key[0] &&
+                   !stages_begun(messages) && task_mode_put(talk->mode_key, msg);
+        talk->mode_reported = 1;
         *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_TASK_MODE_CACHE), "kept", kept);
     } else if (kind == KG_MSG_REFERENCE_CACHE_LOOKUP) {
         int hit = 0;
@@ -572,6 +608,10 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             ok = kg_json_set(cand, "source", json_string(kg_extract_source_name(exr->source))) == 0;
             ok = ok && kg_json_set(*result, "wall_ms", kg_json_number(kg_now_ms() - t0)) == 0;
             ok = ok && kg_json_set(*result, "gpu_solo_rerun", json_boolean(solo_rerun)) == 0;
+            /* whether the task's mode came from an earlier evaluation: kgym's own word, not the judge's */
+            json_t *randomness = json_object_get(json_object_get(*result, "task"), "randomness");
+            if (json_is_object(randomness))
+                ok = ok && kg_json_set(randomness, "cached", json_boolean(talk.mode_served)) == 0;
             /* what ran out of memory the first time, while sharing; the cut may have split a character */
             if (solo_rerun)
                 ok = ok && kg_json_set(*result, "gpu_solo_rerun_reason", kg_json_text(solo_reason)) == 0;

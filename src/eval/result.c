@@ -1493,7 +1493,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                            mode ? json_pack("{s:O?, s:O?, s:O?, s:O?, s:b}", "handling", json_object_get(mode, "handling"),
                                             "modules", json_object_get(mode, "modules"), "ops",
                                             json_object_get(mode, "ops"), "reason", json_object_get(mode, "reason"),
-                                            "cached", json_is_true(json_object_get(mode, "cached")))
+                                            /* kg_eval_run sets it from its own record: the judge's word is not taken */
+                                            "cached", 0)
                                 : json_null()) == 0;
     if (!ok)
         goto nomem;

@@ -42,6 +42,30 @@ for l in open(sys.argv[1]):
 if [ "$modes" = "correct dropout_as_identity False correct dropout_as_identity True refused True refused True " ]; then
     ok "a kept mode is the mode: dropout judged off again, a random reference refused again (operator named)"
 else bad "kept modes ($modes)" "$(cat "$TMP/err")"; fi
+# Fault injection: a judge that, after loading the candidate, asks again and reports another mode ("none" for the
+# dropout task) is not heard: kgym takes the mode once, before the first stage (a red-team review's finding).
+mkdir -p "$TMP/late" && cp -r harness policy "$TMP/late/" # the harness reads ../policy
+"$PY" - "$TMP/late/harness/kgym_harness/judge/child.py" <<'PYEOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+anchor = '        return "", {"tiny_sizes": sizes}\n'
+assert s.count(anchor) == 1
+late = ('        import torch\n'
+        '        self.chan.request({"type": kinds.MSG_TASK_MODE_LOOKUP, "torch": torch.__version__})\n'
+        '        self.chan.request({"type": kinds.MSG_TASK_MODE, "handling": "none", "ops": {}, "modules": [],\n'
+        '                           "drew": False, "differs": False, "reason": "late", "cached": False})\n')
+open(p, "w").write(s.replace(anchor, late + anchor))
+PYEOF
+printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$TD/add_one_dropout.py" "$C" "$TD/add_one_dropout.py" "$C" \
+    "$TD/add_one_dropout.py" "$C" >"$TMP/late.jsonl"
+"$KGYM" bench --device "$DEVICE" --harness "$TMP/late/harness" --jsonl "$TMP/late.jsonl" --jobs 1 --json \
+    --out "$TMP/late.out" >"$TMP/late.json" 2>"$TMP/err"
+late=$("$PY" -c 'import json, sys
+print(" ".join(r["verdict"] + ":" + r["task"]["randomness"]["handling"] for r in map(json.loads, open(sys.argv[1]))))' "$TMP/late.out" 2>&1)
+if [ "$late" = "correct:dropout_as_identity correct:dropout_as_identity correct:dropout_as_identity" ]; then
+    ok "a mode reported after the first stage is not kept for the task's later evaluations"
+else bad "late mode ($late)" "$(cat "$TMP/err")"; fi
 
 # The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
 mkdir -p "$TMP/rtmp"

@@ -1747,7 +1747,8 @@ static void task_randomness_is_a_fact(void)
         }
         json_decref(r);
     }
-    /* A mode kgym handed the judge from an earlier evaluation of the task (eval.c's task_modes) says so. */
+    /* Whether the mode came from an earlier evaluation of the task is kgym's own record (eval.c's task_modes, set by
+     * kg_eval_run): a judge saying so is not taken. */
     fake f;
     fake_init(&f);
     passing_run(&f, 0);
@@ -1756,7 +1757,7 @@ static void task_randomness_is_a_fact(void)
                       "cached", 1));
     json_t *r = build_raw(&f, &o);
     KG_CHECK_STR(verdict(r), "correct");
-    KG_CHECK(json_is_true(json_object_get(json_object_get(json_object_get(r, "task"), "randomness"), "cached")));
+    KG_CHECK(json_is_false(json_object_get(json_object_get(json_object_get(r, "task"), "randomness"), "cached")));
     json_decref(r);
 }
 

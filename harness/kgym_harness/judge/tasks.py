@@ -87,6 +87,7 @@ from torch.utils import _pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..shared.models import construct
+from ..shared.report import is_out_of_memory
 
 DEFAULT_CPU_BUDGET = 65536
 VALUE_VARIANT_BUDGET = 2**24  # elements a tensor for scaled_x2 and seed_1 at full (GPU) sizes
@@ -1303,8 +1304,10 @@ def _draws(module, model, probes, device) -> dict:
                 drew |= any(not torch.equal(a, b) for a, b in zip(before, _rng_states(device)))
                 for k, n in rec.ops.items():
                     ops[k] = ops.get(k, 0) + n
-        except Exception:  # noqa: BLE001 — the task's own inputs must run; other values may be outside its domain
-            if i == 0:
+        except Exception as exc:  # noqa: BLE001 — the task's own inputs must run; other values may be outside its domain
+            # Out of memory is no answer about the values (another evaluation may hold the GPU): the check ends
+            # without a mode rather than skip the signed probe, which finds draws made only for negative inputs.
+            if i == 0 or is_out_of_memory(exc):
                 raise
             continue
         if len(outs) == 2:
