@@ -608,6 +608,10 @@ static void reservations_wait_for_memory(void)
 
 static void echo(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
 {
+    /* Only the echo request is this test's: the harness's own requests (the task mode's lookup and report) get
+     * kgym's default answer, an error, which the judge takes as a miss. */
+    if (strcmp(json_string_value(json_object_get(msg, "type")) ?: "", "echo"))
+        return;
     int *calls = ctx;
     (*calls)++;
     *reply = json_pack("{s:s, s:O, s:I}", "type", "echo_reply", "payload", json_object_get(msg, "payload"), "seen",
