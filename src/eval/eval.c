@@ -146,6 +146,7 @@ typedef struct {
     json_t *cached_reference_ms; /* owned: the cache's samples on a hit, or the judge's timed alone on a miss */
     int timed_alone;             /* cached_reference_ms came from this evaluation's judge (reference_timed) */
     char key[65];                /* the cache key, "" when the child did not ask */
+    const json_t *job;           /* the job the judge runs (borrowed): the task mode's key reads it */
     char mode_key[65];           /* the task mode's key (task_modes below), "" when the child did not ask */
     int mode_asked;              /* task_mode_lookup answered (once an evaluation) */
     int mode_served;             /* ... with a kept mode: the result's task.randomness.cached */
@@ -156,8 +157,8 @@ typedef struct {
  * draws random numbers in forward: tasks.forward_randomness, docs/evaluation-protocol.md "Random references"),
  * kept for this process's later evaluations of the same task, so that only the first of a GRPO group's samples
  * runs the reference's check (~0.24 s of a new judge's shared GPU phase on an H200, most of it first kernel uses:
- * docs/PERFORMANCE.md, eighth session).  Keyed by the task's bytes and every input of the check (device kind,
- * tiny budget, budget, seed, torch version); only a decided mode is kept ("none", "dropout_as_identity",
+ * docs/PERFORMANCE.md, eighth session).  Keyed by the task's bytes and every input of the check (the job's device,
+ * tiny budget, budget, seed and tolerance profile, and torch's version); only a decided mode is kept ("none", "dropout_as_identity",
  * "refused"), never "unknown" (the reference could not run: maybe a passing cause).  Nothing of a candidate
  * reaches it: the judge reports the mode before `load`.  At most TASK_MODES_MAX, the oldest replaced. */
 #define TASK_MODES_MAX 256
@@ -183,25 +184,27 @@ static int stages_begun(const json_t *messages)
     return 0;
 }
 
-/* The key of a task_mode_lookup (its `torch`), into talk->mode_key; 0 when it cannot be made. */
+/* The key of a task_mode_lookup (its `torch`), into talk->mode_key; 0 when it cannot be made.  The check's inputs
+ * are read from the job the judge got, so the key cannot drift from what the judge ran with: device, tiny_budget,
+ * budget (the CPU budget, null on a GPU), seed, and tolerance (its profile sets the reference's precision before
+ * the check: compare.apply_reference_precision). */
 static int task_mode_key(timing_talk *talk, const json_t *msg)
 {
     const char *torch = json_string_value(json_object_get(msg, "torch"));
     const char *source = talk->task ? talk->task->source : NULL;
-    if (!torch || !source)
+    if (!torch || !source || !talk->job)
         return 0;
-    const kg_eval_options *o = talk->opts;
-    int cpu = strcmp(o->device, "cpu") == 0;
-    char tiny[32], budget[32], seed[32];
-    snprintf(tiny, sizeof tiny, "%lld", (long long)o->tiny_budget_elements);
-    /* the judge's last size: the CPU budget, or the task's own on a GPU (the job's "budget") */
-    snprintf(budget, sizeof budget, "%lld", cpu && o->budget_elements > 0 ? (long long)o->budget_elements : -1LL);
-    snprintf(seed, sizeof seed, "%u", (unsigned)o->seed);
-    /* the tolerance profile too: it sets the reference's precision before the check (compare.apply_reference_precision) */
-    kg_hash_field f[] = {KG_HASH_STR("kgym-task-mode/1"), {source, strlen(source)}, KG_HASH_STR(cpu ? "cpu" : "cuda"),
-                         KG_HASH_STR(tiny), KG_HASH_STR(budget), KG_HASH_STR(seed), KG_HASH_STR(torch),
-                         KG_HASH_STR(kg_eval_tolerance_name(o))};
-    return kg_sha256_fields(f, sizeof f / sizeof f[0], talk->mode_key, NULL) == KG_OK;
+    const json_t *j = talk->job;
+    json_t *inputs = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?}", "device", json_object_get(j, "device"), "tiny_budget",
+                               json_object_get(j, "tiny_budget"), "budget", json_object_get(j, "budget"), "seed",
+                               json_object_get(j, "seed"), "tolerance", json_object_get(j, "tolerance"));
+    char *text = inputs ? json_dumps(inputs, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(inputs);
+    kg_hash_field f[] = {KG_HASH_STR("kgym-task-mode/2"), {source, strlen(source)}, KG_HASH_STR(torch),
+                         {text, text ? strlen(text) : 0}};
+    int ok = text && kg_sha256_fields(f, sizeof f / sizeof f[0], talk->mode_key, NULL) == KG_OK;
+    free(text);
+    return ok;
 }
 
 /* A new reference to the kept mode under key, or NULL. */
@@ -314,7 +317,7 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
                            "mode", mode ? mode : json_null());
     } else if (kind == KG_MSG_TASK_MODE) {
         /* The mode the judge found: kept only when this evaluation's lookup missed, once, before the first stage
-         * (a mode kgym handed out is not kept again; the judge's own "cached" is not asked). */
+         * (a mode kgym handed out is not kept again). */
         int kept = talk->mode_asked && !talk->mode_served && !talk->mode_reported && talk->mode_key[0] &&
                    !stages_begun(messages) && task_mode_put(talk->mode_key, msg);
         talk->mode_reported = 1;
@@ -531,6 +534,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         limits.stage_timeouts_s = timeouts;
         limits.on_request = answer_child;
         limits.on_request_ctx = &talk;
+        talk.job = job;
         rc = ok ? kg_supervisor_run(sup, job, &limits, &rep, err)
                 : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the evaluation's job");
         if (rc == KG_OK && !cpu && out_of_memory(&rep, solo_reason, sizeof solo_reason)) {

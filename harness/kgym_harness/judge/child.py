@@ -1307,7 +1307,7 @@ class Evaluation:
         else:
             self._find_randomness()
         # A request: kgym keeps a mode found here for the task's next evaluations (never one it handed out).
-        self.chan.request(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE, cached=cached is not None))
+        self.chan.request(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE))
         if self.randomness["handling"] == "refused":
             self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
                 "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
