@@ -1263,6 +1263,9 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
                                               ? kg_json_number(fmax(0.0, json_number_value(ts) - json_number_value(th)))
                                               : json_null()) == 0;
     ok = ok && kg_json_set(p, "warm", json_boolean(rep->warm)) == 0;
+    /* Evaluations the judge had finished before this one (0: a new process): a judge kept between evaluations
+     * keeps its CUDA context and loaded kernels (supervisor.c, "stays"). */
+    ok = ok && kg_json_set(p, "judge_served", json_integer(rep->judge_served)) == 0;
     ok = ok && kg_json_set(p, "after_last_line_ms",
                            last >= 0 ? kg_json_number(fmax(0.0, rep->wall_ms - last)) : json_null()) == 0;
     if (!ok) {

@@ -11,6 +11,11 @@
 
 /* Warm pairs waiting at most (kg_supervisor_options.warm_pairs is clamped to it). */
 #define KG_WARM_MAX 8
+/* Judges kept between evaluations, waiting for a runner, at most (the oldest goes first): each holds a process and,
+ * on a GPU, its CUDA context (~0.5 GiB). */
+#define KG_IDLE_MAX 8
+/* Evaluations one judge serves at most: whatever a long-lived Python process accumulates stays bounded. */
+#define KG_JUDGE_JOBS_MAX 64
 
 /* A judge and its runner (pair.c). */
 enum { KG_PAIR_PROTO, KG_PAIR_JOUT, KG_PAIR_JERR, KG_PAIR_ROUT, KG_PAIR_RERR, KG_PAIR_FDS };
@@ -24,6 +29,9 @@ typedef struct kg_pair {
     kg_lines proto_lines; /* the judge's lines: its "warm", then the run loop's (what one read brought beyond a
                            * line is kept for the next) */
     int warm;             /* 1: started ahead of its job */
+    int served;           /* evaluations its judge finished before this pair's (a judge kept between them) */
+    int peer_fd;          /* a kept judge's end of its new runner's socket, ours until it goes with the judge's
+                           * first line (SCM_RIGHTS); -1: the zygote gave the judge its end when it forked both */
     char notes[2048];     /* the runner intermediate's notes (JSON array text) */
 } kg_pair;
 
@@ -46,6 +54,9 @@ struct kg_supervisor {
     kg_pair *warm[KG_WARM_MAX];
     int nwarm;
     json_t *warm_template; /* the last job run: warm pairs are started for jobs like it */
+    kg_pair *idle[KG_IDLE_MAX]; /* judges kept after their evaluation, oldest first: only the judge's part is
+                                 * set (runner 0, its descriptors -1) */
+    int nidle;
     int warm_closing;
     pthread_t warm_thread;     /* the warmer (pair.c), when warm_running */
     int warm_running;
@@ -56,6 +67,11 @@ struct kg_supervisor {
 int kg_pair_for_job(kg_supervisor *sup, json_t *job, kg_pair *p, kg_error *err);
 /* Closes what is left of p's descriptors, gives its slot back, removes a warm pair's workdir, frees its JSON. */
 void kg_pair_end(kg_pair *p);
+/* After an evaluation whose judge said it stays (its job ended with "done", its state clean): the judge (its
+ * process, protocol socket and output pipes, moved out of p) waits in sup->idle for its next runner, which
+ * kg_pair_for_job or the warmer fork for it.  Where it cannot wait (the supervisor closes, no memory) it is killed
+ * and reaped here.  The rest of p is the caller's for kg_pair_end. */
+void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p);
 /* Starts the warmer thread, which keeps warm_max pairs waiting (0, or -1: then none are kept). */
 int kg_pair_warmer_start(kg_supervisor *sup);
 /* Tells the warmer that jobs like `job` come: it starts pairs for them while fewer than warm_max wait. */
@@ -68,8 +84,10 @@ void kg_pair_kill(pid_t judge, pid_t runner);
 /* Whether our child `pid` has ended, leaving it a zombie (WNOWAIT): its pid and group cannot be reused before
  * the caller's waitpid (supervisor.c). */
 int kg_proc_exited(pid_t pid);
-/* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's. */
+/* One JSON line on a socket (MSG_NOSIGNAL); 0 or -1.  Consumes nothing: obj stays the caller's.  pass_fd >= 0
+ * goes with the line's first byte (SCM_RIGHTS): a kept judge's new runner socket. */
 int kg_send_json_line(int fd, const json_t *obj);
+int kg_send_json_line_fd(int fd, const json_t *obj, int pass_fd);
 
 /* The judge's exit status when its runner died or broke the socket (judge/child.py). */
 #define KG_JUDGE_RUNNER_LOST 5
@@ -88,8 +106,8 @@ void kg_reaper_release(void);
 int kg_zygote_start(kg_supervisor *sup, kg_error *err);
 void kg_zygote_stop(kg_supervisor *sup);
 int kg_zygote_alive(kg_supervisor *sup);
-/* Forks a judge (fds: proto, stdout, stderr, peer) and its runner (fds: peer,
- * stdout, stderr) from the zygote; `notes` receives the runner intermediate's
+/* Forks a judge (fds: proto, stdout, stderr, peer; NULL: a runner alone, for a kept judge) and its runner (fds:
+ * peer, stdout, stderr) from the zygote; `notes` receives the runner intermediate's
  * warnings (JSON array text).  runner_pid_ns 0 ("runner-bare": the job turned
  * the sandbox or its namespaces off) forks the runner in the zygote's own PID
  * namespace: a new one without the runner's fresh /proc breaks CUDA (error 304). */

@@ -200,11 +200,15 @@ static json_t *runner_key(const json_t *job)
     return key;
 }
 
-/* Forks the pair for `job` (the caller's; the runner's identity is applied to a copy, p->job). */
-static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+/* Forks the pair for `job` (the caller's; the runner's identity is applied to a copy, p->job), or, with `judge` (a
+ * kept one, from sup->idle), only a runner for that judge: p then takes the judge's part out of *judge, and p->peer_fd
+ * is the judge's end of the runner's socket, which goes with the first line the judge is sent.  On failure *judge is
+ * left as it was (the caller's to keep or discard). */
+static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_pair *judge, kg_error *err)
 {
     for (int i = 0; i < KG_PAIR_FDS; i++)
         p->fds[i] = -1;
+    p->peer_fd = -1;
     /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
     slot_take(p);
     p->job = runner_identity(caller_job, p->slot);
@@ -212,13 +216,15 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_erro
         slot_give(p);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
-    /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process. */
+    /* proto: kgym <-> judge; peer: judge <-> runner; a stdout and a stderr pipe for each process (a kept judge
+     * has its protocol socket and pipes already). */
     int proto[2] = {-1, -1}, peer[2] = {-1, -1}, jout[2] = {-1, -1}, jerr[2] = {-1, -1}, rout[2] = {-1, -1},
         rerr[2] = {-1, -1};
     int *all[] = {proto, peer, jout, jerr, rout, rerr};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0 ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0 || pipe2(jout, O_CLOEXEC) != 0 ||
-        pipe2(jerr, O_CLOEXEC) != 0 || pipe2(rout, O_CLOEXEC) != 0 || pipe2(rerr, O_CLOEXEC) != 0) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, peer) != 0 || pipe2(rout, O_CLOEXEC) != 0 ||
+        pipe2(rerr, O_CLOEXEC) != 0 ||
+        (!judge && (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, proto) != 0 || pipe2(jout, O_CLOEXEC) != 0 ||
+                    pipe2(jerr, O_CLOEXEC) != 0))) {
         int e = errno;
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
             for (int j = 0; j < 2; j++)
@@ -234,27 +240,47 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_erro
     json_t *sb = json_object_get(p->job, "sandbox");
     int pid_ns = !(json_is_false(json_object_get(sb, "enabled")) || json_is_false(json_object_get(sb, "namespaces")));
     p->notes[0] = '\0';
-    int rc = kg_zygote_fork_pair(sup, judge_fds, runner_fds, pid_ns, &p->judge, &p->runner, p->notes,
-                                 sizeof p->notes, err);
-    close(proto[1]);
-    close(jout[1]);
-    close(jerr[1]);
-    close(peer[0]);
-    close(peer[1]);
-    close(rout[1]);
-    close(rerr[1]);
+    pid_t forked_judge = 0;
+    int rc = kg_zygote_fork_pair(sup, judge ? NULL : judge_fds, runner_fds, pid_ns, &forked_judge, &p->runner,
+                                 p->notes, sizeof p->notes, err);
+    int child_ends[] = {proto[1], jout[1], jerr[1], peer[1], rout[1], rerr[1]};
+    for (size_t i = 0; i < sizeof child_ends / sizeof child_ends[0]; i++)
+        if (child_ends[i] >= 0)
+            close(child_ends[i]);
+    if (!judge || rc != KG_OK) {
+        close(peer[0]);
+        peer[0] = -1;
+    }
     if (rc != KG_OK) {
-        close(proto[0]); close(jout[0]); close(jerr[0]); close(rout[0]); close(rerr[0]);
+        int ours[] = {proto[0], jout[0], jerr[0], rout[0], rerr[0]};
+        for (size_t i = 0; i < sizeof ours / sizeof ours[0]; i++)
+            if (ours[i] >= 0)
+                close(ours[i]);
         slot_give(p);
         json_decref(p->job);
         p->job = NULL;
         return rc;
     }
-    p->fds[KG_PAIR_PROTO] = proto[0];
-    p->fds[KG_PAIR_JOUT] = jout[0];
-    p->fds[KG_PAIR_JERR] = jerr[0];
     p->fds[KG_PAIR_ROUT] = rout[0];
     p->fds[KG_PAIR_RERR] = rerr[0];
+    if (judge) {
+        /* The kept judge's part moves into p: its process, its socket and pipes, the lines read so far. */
+        p->judge = judge->judge;
+        p->served = judge->served;
+        for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
+            p->fds[i] = judge->fds[i];
+            judge->fds[i] = -1;
+        }
+        p->proto_lines = judge->proto_lines;
+        memset(&judge->proto_lines, 0, sizeof judge->proto_lines);
+        judge->judge = 0;
+        p->peer_fd = peer[0];
+    } else {
+        p->judge = forked_judge;
+        p->fds[KG_PAIR_PROTO] = proto[0];
+        p->fds[KG_PAIR_JOUT] = jout[0];
+        p->fds[KG_PAIR_JERR] = jerr[0];
+    }
     return KG_OK;
 }
 
@@ -265,6 +291,9 @@ void kg_pair_end(kg_pair *p)
             close(p->fds[i]);
             p->fds[i] = -1;
         }
+    if (p->peer_fd >= 0)
+        close(p->peer_fd);
+    p->peer_fd = -1;
     slot_give(p);
     if (p->workdir) {
         kg_remove_tree(p->workdir);
@@ -283,11 +312,75 @@ static void discard(kg_pair *p)
     pid_t both[2] = {p->judge, p->runner};
     kg_pair_kill(p->judge, p->runner);
     for (int i = 0; i < 2; i++) {
+        if (both[i] <= 0) /* a kept judge has no runner */
+            continue;
         while (waitpid(both[i], NULL, 0) < 0 && errno == EINTR) {
         }
         kg_reaper_untrack(both[i]);
     }
     kg_pair_end(p);
+}
+
+/* The judge kept last (its caches the warmest), taken out of sup->idle; 0 when none is alive. */
+static int take_idle(kg_supervisor *sup, kg_pair *out)
+{
+    for (;;) {
+        kg_pair *found = NULL;
+        pthread_mutex_lock(&sup->warm_lock);
+        if (sup->nidle > 0)
+            found = sup->idle[--sup->nidle];
+        pthread_mutex_unlock(&sup->warm_lock);
+        if (!found)
+            return 0;
+        *out = *found;
+        free(found);
+        if (!kg_proc_exited(out->judge))
+            return 1;
+        discard(out);
+    }
+}
+
+void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
+{
+    kg_pair *j = calloc(1, sizeof *j);
+    if (!j) {
+        /* no memory to keep it: the judge goes now (its descriptors stay p's, for kg_pair_end) */
+        kg_pair_kill(p->judge, 0);
+        while (waitpid(p->judge, NULL, 0) < 0 && errno == EINTR) {
+        }
+        kg_reaper_untrack(p->judge);
+        p->judge = 0;
+        return;
+    }
+    j->judge = p->judge;
+    j->slot = j->slot_fd = j->peer_fd = -1;
+    for (int i = 0; i < KG_PAIR_FDS; i++)
+        j->fds[i] = -1;
+    for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
+        j->fds[i] = p->fds[i];
+        p->fds[i] = -1;
+    }
+    j->proto_lines = p->proto_lines;
+    memset(&p->proto_lines, 0, sizeof p->proto_lines);
+    j->served = p->served + 1;
+    p->judge = 0;
+    kg_pair *out = NULL;
+    pthread_mutex_lock(&sup->warm_lock);
+    if (sup->warm_closing) {
+        out = j;
+    } else {
+        if (sup->nidle >= KG_IDLE_MAX) {
+            out = sup->idle[0];
+            memmove(sup->idle, sup->idle + 1, (size_t)(sup->nidle - 1) * sizeof sup->idle[0]);
+            sup->nidle--;
+        }
+        sup->idle[sup->nidle++] = j;
+    }
+    pthread_mutex_unlock(&sup->warm_lock);
+    if (out) {
+        discard(out);
+        free(out);
+    }
 }
 
 /* A waiting warm pair started for `key`, taken out of the pool; 0 when none is. */
@@ -327,7 +420,7 @@ static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
 int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
 {
     memset(p, 0, sizeof *p);
-    p->slot = p->slot_fd = -1;
+    p->slot = p->slot_fd = p->peer_fd = -1;
     if (sup->warm_max > 0) {
         json_t *key = runner_key(caller_job);
         int got = key && take_warm(sup, key, p);
@@ -355,7 +448,17 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
             return KG_OK;
         }
     }
-    return pair_fork(sup, caller_job, p, err);
+    /* No warm pair: a kept judge with a runner forked now (its CUDA context, loaded kernels and caches saved),
+     * else both forked now. */
+    kg_pair judge;
+    if (take_idle(sup, &judge)) {
+        if (pair_fork(sup, caller_job, p, &judge, err) == KG_OK)
+            return KG_OK;
+        discard(&judge);
+        memset(p, 0, sizeof *p);
+        p->slot = p->slot_fd = p->peer_fd = -1;
+    }
+    return pair_fork(sup, caller_job, p, NULL, err);
 }
 
 /* How long a warm-up may take (the GPU grant, then the judge's "warm" line) before the pair is given up. */
@@ -380,6 +483,8 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         }
     }
     kg_pair *p = calloc(1, sizeof *p);
+    if (p)
+        p->peer_fd = -1;
     json_t *key = runner_key(caller_job);
     json_t *tmpl = json_copy(caller_job);
     char *dir = NULL;
@@ -390,7 +495,12 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         /* a path is passed as it is or not at all: json_string fails on one that is not UTF-8 */
         ok = kg_json_set(tmpl, "workdir", json_string(dir)) == 0;
         json_object_del(tmpl, "nonce");
-        ok = ok && pair_fork(sup, tmpl, p, &err) == KG_OK;
+        /* A judge kept from an earlier evaluation gets the new runner when one waits. */
+        kg_pair judge;
+        int kept = ok && take_idle(sup, &judge);
+        ok = ok && pair_fork(sup, tmpl, p, kept ? &judge : NULL, &err) == KG_OK;
+        if (kept && !ok)
+            discard(&judge);
         if (ok) {
             p->workdir = dir;
             p->key = key;
@@ -411,8 +521,12 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
                 prelude = NULL;
             }
         }
-        ok = prelude && kg_send_json_line(p->fds[KG_PAIR_PROTO], prelude) == 0;
+        ok = prelude && kg_send_json_line_fd(p->fds[KG_PAIR_PROTO], prelude, p->peer_fd) == 0;
         json_decref(prelude);
+        if (p->peer_fd >= 0) {
+            close(p->peer_fd); /* the judge's now */
+            p->peer_fd = -1;
+        }
         /* The judge says "warm" once its runner is set up and both contexts are made (or that failed: then
          * the job hears why, where a cold start would have said it). */
         char *line = NULL;
@@ -511,9 +625,12 @@ void kg_pair_drain(kg_supervisor *sup)
     json_decref(sup->warm_template);
     sup->warm_template = NULL;
     int n = sup->nwarm;
-    kg_pair *list[KG_WARM_MAX];
+    kg_pair *list[KG_WARM_MAX + KG_IDLE_MAX];
     memcpy(list, sup->warm, (size_t)n * sizeof list[0]);
     sup->nwarm = 0;
+    memcpy(list + n, sup->idle, (size_t)sup->nidle * sizeof list[0]);
+    n += sup->nidle;
+    sup->nidle = 0;
     pthread_mutex_unlock(&sup->warm_lock);
     for (int i = 0; i < n; i++) {
         discard(list[i]);

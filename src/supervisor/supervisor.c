@@ -263,6 +263,70 @@ int kg_send_json_line(int fd, const json_t *obj)
     return rc;
 }
 
+int kg_send_json_line_fd(int fd, const json_t *obj, int pass_fd)
+{
+    if (pass_fd < 0)
+        return kg_send_json_line(fd, obj);
+    char *text = json_dumps(obj, JSON_COMPACT);
+    if (!text)
+        return -1;
+    kg_buf line = {0};
+    int rc = kg_buf_puts(&line, text) == 0 && kg_buf_puts(&line, "\n") == 0 ? 0 : -1;
+    free(text);
+    /* The descriptor goes with the first chunk sent (the judge's reader collects it with the bytes it comes
+     * with); the rest of a long line follows without it. */
+    size_t sent = 0;
+    while (rc == 0 && sent == 0) {
+        struct iovec iov = {.iov_base = line.data, .iov_len = line.len};
+        union {
+            char buf[CMSG_SPACE(sizeof(int))];
+            struct cmsghdr align;
+        } control;
+        memset(&control, 0, sizeof control);
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                            .msg_controllen = sizeof control.buf};
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            rc = -1;
+        else
+            sent = (size_t)n;
+    }
+    if (rc == 0 && sent < line.len)
+        rc = send_all(fd, line.data + sent, line.len - sent);
+    kg_buf_free(&line);
+    return rc;
+}
+
+/* CPU seconds process `pid` has used (user + system), from /proc; -1 when it cannot be read. */
+static double cpu_seconds_used(pid_t pid)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* Fields after the command's closing parenthesis (the name may hold spaces and parentheses): state is the
+     * third field, utime and stime the 14th and 15th. */
+    char *p = strrchr(text, ')');
+    if (!p)
+        return -1;
+    unsigned long long utime = 0, stime = 0;
+    if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 ? (double)(utime + stime) / (double)hz : -1;
+}
+
 typedef struct {
     kg_supervisor *sup;
     kg_child_report *rep;
@@ -277,6 +341,7 @@ typedef struct {
     double outside_used_ms;   /* its time outside stages before that */
     int in_stage;
     int done;
+    int stays;                /* the judge's "done" (with the nonce) said it waits for another job */
     int killed;
     int runner_protocol;      /* the judge said its runner broke their protocol */
     kg_arbiter_request *gpu_held;
@@ -440,12 +505,14 @@ static int handle_message(run_state *st, const char *line, size_t len)
     } else if (kind == KG_MSG_RUNNER_LOST) {
         const char *why = json_string_value(json_object_get(msg, "why"));
         st->runner_protocol = why && !strcmp(why, "protocol");
-    } else if (kind == KG_MSG_DONE) {
-        st->done = 1;
-        st->rep->stage[0] = '\0';
     }
     /* Only the harness knows the nonce: a line the candidate forged asks nothing of us. */
     const char *nonce = json_string_value(json_object_get(msg, "nonce"));
+    if (kind == KG_MSG_DONE) {
+        st->done = 1;
+        st->rep->stage[0] = '\0';
+        st->stays = st->nonce && nonce && !strcmp(nonce, st->nonce) && json_is_true(json_object_get(msg, "stays"));
+    }
     if (type && (!st->nonce || (nonce && !strcmp(nonce, st->nonce))))
         handle_request(st, msg, kind);
     return 0;
@@ -572,6 +639,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     json_error_t jerr_parse;
     rep->runner_notes = json_loads(pair.notes, 0, &jerr_parse);
     rep->warm = pair.warm;
+    rep->judge_served = pair.served;
     rep->workdir = kg_strdup(json_string_value(json_object_get(job, "workdir")) ?: "");
 
     /* Limits go on from outside, before the processes have their job: no
@@ -585,8 +653,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
          * come back in: a memfd is a file too). */
         if (lim->file_size_bytes && both[i] == rpid)
             set_limit(both[i], RLIMIT_FSIZE, lim->file_size_bytes);
-        if (lim->cpu_seconds > 0)
-            set_limit(both[i], RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
+        if (lim->cpu_seconds > 0) {
+            /* A kept judge has used CPU time in its earlier evaluations, which RLIMIT_CPU counts too: this
+             * evaluation's limit starts from what it has used. */
+            double used = both[i] == pid && pair.served > 0 ? cpu_seconds_used(pid) : 0;
+            set_limit(both[i], RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1 + (used > 0 ? (unsigned long long)used : 0));
+        }
         set_limit(both[i], RLIMIT_CORE, 0);
     }
 
@@ -597,13 +669,36 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     json_t *ruid = json_object_get(job, "runner_uid"); /* the census's and the final sweep's */
     if (json_is_integer(ruid) && json_integer_value(ruid) > 0)
         st.runner_uid = (uid_t)json_integer_value(ruid);
-    kg_send_json_line(pair.fds[KG_PAIR_PROTO], job); /* a dead child shows up below */
+    /* The judge may stay for another evaluation when warm pairs are kept (kgym eval's single job keeps none), the
+     * job is sealed (its "done" must carry the nonce) and it has served fewer than KG_JUDGE_JOBS_MAX; it says in
+     * its "done" whether it does. */
+    json_t *sent = json_copy(job);
+    if (!sent || (sup->warm_max > 0 && st.nonce && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
+                  kg_json_set(sent, "stay", json_true()) != 0)) {
+        json_decref(sent);
+        kg_pair_kill(pid, rpid);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        while (waitpid(rpid, NULL, 0) < 0 && errno == EINTR) {
+        }
+        kg_reaper_untrack(pid);
+        kg_reaper_untrack(rpid);
+        kg_pair_end(&pair);
+        kg_child_report_free(rep);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    }
+    kg_send_json_line_fd(pair.fds[KG_PAIR_PROTO], sent, pair.peer_fd); /* a dead child shows up below */
+    json_decref(sent);
+    if (pair.peer_fd >= 0) {
+        close(pair.peer_fd); /* the judge's now */
+        pair.peer_fd = -1;
+    }
     /* The next evaluation's pair is started ahead while this one runs (pair.c's warmer). */
     kg_pair_fill(sup, caller_job);
 
     capture cap_out = {.cap = lim->capture_bytes}, cap_err = {.cap = lim->capture_bytes};
     int *fds = pair.fds; /* closed here as they end; kg_pair_end closes the rest */
-    int exited = 0, status = 0, runner_exited = 0, runner_status = 0, runner_first = 0;
+    int exited = 0, status = 0, runner_exited = 0, runner_status = 0, runner_first = 0, keep = 0;
     char chunk[65536];
     for (;;) {
         double now = kg_now_ms();
@@ -658,6 +753,15 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
         if (!exited && kg_proc_exited(pid))
             exited = 1;
+        /* The judge said "done" and that it stays, and its runner has ended: the evaluation is over and the judge
+         * waits for its next job (kept below when nothing of this one is left unread). */
+        if (!exited && !st.killed && st.done && st.stays) {
+            if (runner_exited) {
+                keep = 1;
+                break;
+            }
+            kg_pair_kill(0, rpid); /* it answered "exit" before "done": what is left of it goes now */
+        }
         int open_count = 0;
         struct pollfd p[FD_COUNT];
         for (int i = 0; i < FD_COUNT; i++) {
@@ -731,18 +835,50 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
                 }
         }
     }
+    int finished = keep; /* the judge said "done" and stays: killed below only if it is not kept after all */
+    if (keep) {
+        /* What both processes wrote before the judge's "done" is in the pipes by now (the judge flushes its
+         * streams before it says it): read without waiting.  The runner's pipes then close; the judge's stay
+         * open for its next evaluation.  Anything on the protocol socket after "done" is not protocol: such a
+         * judge is not kept. */
+        for (int i = 0; i < FD_COUNT; i++) {
+            while (fds[i] >= 0) {
+                struct pollfd one = {.fd = fds[i], .events = POLLIN};
+                if (poll(&one, 1, 0) <= 0 || !(one.revents & (POLLIN | POLLHUP | POLLERR)))
+                    break;
+                if (i == FD_PROTO) {
+                    keep = 0;
+                    break;
+                }
+                ssize_t n = read(fds[i], chunk, sizeof chunk);
+                if (n < 0 && errno == EINTR)
+                    continue;
+                if (n <= 0) {
+                    close(fds[i]);
+                    fds[i] = -1;
+                    break;
+                }
+                capture_add(i == FD_JOUT || i == FD_ROUT ? &cap_out : &cap_err, chunk, (size_t)n);
+            }
+        }
+        if (pair.proto_lines.buf.len > pair.proto_lines.start || fds[FD_PROTO] < 0 || fds[FD_JOUT] < 0 ||
+            fds[FD_JERR] < 0)
+            keep = 0;
+    }
     gpu_let_go(&st);
     for (int i = 0; i < FD_COUNT; i++)
-        if (fds[i] >= 0) {
+        if (fds[i] >= 0 && !(keep && (i == FD_PROTO || i == FD_JOUT || i == FD_JERR))) {
             close(fds[i]);
             fds[i] = -1;
         }
-    kg_pair_kill(pid, rpid);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    kg_pair_kill(keep ? 0 : pid, rpid);
+    if (!keep)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
     while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
     }
-    kg_reaper_untrack(pid);
+    if (!keep)
+        kg_reaper_untrack(pid);
     kg_reaper_untrack(rpid);
     if (st.runner_uid)
         rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
@@ -752,10 +888,14 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);
+    if (keep)
+        kg_pair_keep_judge(sup, &pair); /* the judge's part leaves the pair: kg_pair_end leaves it alone */
     kg_pair_end(&pair); /* the slot, a warm pair's workdir, the job: st.nonce pointed into it, no line is read after this */
     rep->wall_ms = kg_now_ms() - st.t0;
     rep->outside_stage = !st.in_stage && !st.done;
-    if (!st.killed) {
+    if (finished) {
+        rep->end = KG_END_COMPLETED; /* the judge finished its job (and lives on, unless it was not kept) */
+    } else if (!st.killed) {
         classify(status, &rep->end, &rep->exit_code, &rep->signal, st.done);
         /* The judge finishes what it started unless its runner went away: then how
          * the evaluation ended is how the runner (the candidate's process) ended. */

@@ -100,6 +100,7 @@ typedef struct kg_child_report {
     pid_t runner_pid;         /* the runner: the candidate's process */
     int runner_ended;         /* 1 when end/exit_code/signal describe the runner (it died first) */
     int warm;                 /* 1 when the pair was started ahead of the job (kg_supervisor_options.warm_pairs) */
+    int judge_served;         /* evaluations the judge had finished before this one (0: a new judge) */
     char *workdir;            /* the workdir the pair ran in: the job's, or a warm pair's own (its files the
                                * candidate's tracebacks name) */
     json_t *runner_notes;     /* the runner's fork notes (JSON array, e.g. a refused PID namespace); may be NULL */

@@ -350,8 +350,8 @@ int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int ru
         /* The judge and the runner are ours once their intermediate has exited, before the zygote answers:
          * the reaper is held until they are tracked (reaper.c). */
         kg_reaper_hold();
-        int forked = request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0;
-        if (forked)
+        int forked = !judge_fds || request_once(sup, "fork", judge_fds, 4, judge, NULL, 0) == 0;
+        if (forked && judge_fds)
             kg_reaper_track(*judge);
         kg_reaper_release();
         if (forked) {
@@ -365,12 +365,15 @@ int kg_zygote_fork_pair(kg_supervisor *sup, const int judge_fds[4], const int ru
                 rc = KG_OK;
                 break;
             }
-            /* A judge without its runner is of no use: it goes, and so does the zygote that failed. */
-            kill(*judge, SIGKILL);
-            while (waitpid(*judge, NULL, 0) < 0 && errno == EINTR) {
+            /* A judge without its runner is of no use: it goes, and so does the zygote that failed (a kept
+             * judge is the caller's). */
+            if (judge_fds) {
+                kill(*judge, SIGKILL);
+                while (waitpid(*judge, NULL, 0) < 0 && errno == EINTR) {
+                }
+                kg_reaper_untrack(*judge);
+                *judge = 0;
             }
-            kg_reaper_untrack(*judge);
-            *judge = 0;
         }
         /* A zygote that cannot answer a fork is broken: replace it. */
         kg_zygote_stop(sup);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "eval/kinds.h"
 #include "kg_test.h"
 #include "supervisor/supervisor.h"
 #include "util/util.h"
@@ -364,6 +365,77 @@ static void warm_pairs_fill_to_their_bound(void)
     kg_remove_tree(dir);
     free(dir);
     close_warm_supervisor(w);
+}
+
+/* The "done" line of a report, or NULL. */
+static const json_t *done_message(const kg_child_report *rep)
+{
+    size_t i;
+    json_t *m;
+    json_array_foreach(rep->messages, i, m) if (kg_msg_is(m, KG_MSG_DONE)) return m;
+    return NULL;
+}
+
+/* A judge kept between evaluations (supervisor.c "stays", pair.c kg_pair_keep_judge): after a clean "done" it
+ * waits for its next job, which comes with a new runner (never the old one: it is gone, its group with it), and
+ * evaluates it as a new judge would; a judge whose runner died is not kept; closing the supervisor ends the
+ * judges waiting.  Only a sealed job (with a nonce) is asked to stay. */
+static void judges_are_kept_between_evaluations(void)
+{
+    kg_supervisor *w = warm_supervisor(1);
+    if (!w)
+        return;
+    kg_error err;
+    kg_child_limits l = limits();
+    kg_child_report rep;
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    json_object_set_new(job, "nonce", json_string("n0nce-kept-judge"));
+    /* 1: a new pair (P1); the warmer starts a new warm pair meanwhile.  P1 stays. */
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm && rep.judge_served == 0);
+    KG_CHECK(json_is_true(json_object_get(done_message(&rep), "stays")));
+    pid_t p1 = rep.pid, r1 = rep.runner_pid;
+    KG_CHECK(!group_gone(p1) && group_gone(r1)); /* the judge waits; its runner is gone */
+    kg_child_report_free(&rep);
+    /* 2: the warm pair (a new judge, P2); the warmer then gives P1 a new runner.  P2 stays. */
+    KG_CHECK(wait_for_warm(w, 1));
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.judge_served == 0 && rep.pid != p1);
+    pid_t p2 = rep.pid;
+    kg_child_report_free(&rep);
+    /* 3: P1 again, with a runner of its own, as a warm pair: its second evaluation, judged as the first. */
+    KG_CHECK(wait_for_warm(w, 1));
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.pid == p1 && rep.judge_served == 1);
+    KG_CHECK(rep.runner_pid != r1 && group_gone(rep.runner_pid));
+    KG_CHECK(has_message(&rep, "hello") && has_message(&rep, "sandbox") && done_message(&rep));
+    kg_child_report_free(&rep);
+    /* 4: a runner that kills itself: the evaluation ends as with a new judge, and that judge is not kept. */
+    char *bad_dir = NULL;
+    json_t *bad = job_for("segfault", &bad_dir);
+    json_object_set_new(bad, "nonce", json_string("n0nce-kept-judge-2"));
+    KG_CHECK(wait_for_warm(w, 1));
+    KG_CHECK(kg_supervisor_run(w, bad, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_SIGNAL && rep.runner_ended && !done_message(&rep));
+    KG_CHECK(group_gone(rep.pid) && group_gone(rep.runner_pid));
+    kg_child_report_free(&rep);
+    json_decref(bad);
+    kg_remove_tree(bad_dir);
+    free(bad_dir);
+    /* 5: without a nonce no judge is asked to stay. */
+    json_object_del(job, "nonce");
+    KG_CHECK(wait_for_warm(w, 1));
+    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !json_is_true(json_object_get(done_message(&rep), "stays")));
+    KG_CHECK(group_gone(rep.pid));
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+    /* Closing ends every judge still waiting (P2's, at least, never got a job after its own). */
+    close_warm_supervisor(w);
+    KG_CHECK(group_gone(p1) && group_gone(p2));
 }
 
 static void bad_options(void)
@@ -986,6 +1058,7 @@ static const kg_test_case cases[] = {
     {"next_run_unaffected", next_run_unaffected},
     {"warm_pairs_serve_only_like_jobs", warm_pairs_serve_only_like_jobs},
     {"warm_pairs_fill_to_their_bound", warm_pairs_fill_to_their_bound},
+    {"judges_are_kept_between_evaluations", judges_are_kept_between_evaluations},
     {"bad_options", bad_options},
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},

@@ -36,8 +36,11 @@ class Channel:
 
     def __init__(self, fd):
         self.sock = socket.socket(fileno=fd)
-        self.lines = LineReader(self.sock, max_line=None)  # kgym's lines: no limit (kgym is trusted)
+        # kgym's lines: no limit (kgym is trusted).  A kept judge's next runner socket comes with its job's
+        # first line (SCM_RIGHTS): descriptors are collected, and take_fd hands one over.
+        self.lines = LineReader(self.sock, max_line=None, fds=True)
         self.send = self._sender(self.sock, None)
+        self.idle = False  # waiting for a kept judge's next job: kgym closing the socket then is the end
 
     @staticmethod
     def _sender(sock, nonce):
@@ -62,6 +65,16 @@ class Channel:
     def recv(self):
         """kgym's next message; EOFError when it closed the socket."""
         return json.loads(self.lines.readline())
+
+    def take_fd(self):
+        """The one descriptor kgym sent with the line just read (a kept judge's new runner socket); any other
+        count is kgym's error, and every descriptor that came is closed."""
+        fds, self.lines.fds = self.lines.fds, []
+        if len(fds) == 1:
+            return fds[0]
+        for fd in fds:
+            os.close(fd)
+        raise RuntimeError(f"the job came with {len(fds)} descriptors, not its runner's socket")
 
 
 def _json_default(value):
@@ -122,6 +135,13 @@ class RunnerLink:
     def take_peak(self):
         peak, self.peak = self.peak, 0
         return peak
+
+    def close(self):
+        """The socket to a runner that has exited (a judge kept for another job holds nothing of this one)."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
     def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
@@ -1958,9 +1978,10 @@ def _learn_launchers(link):
         del link.findings[findings:]
 
 
-def _profiled(fn):
+def _profiled(fn, job=1):
     """``fn()``, under cProfile where kgym's caller set KGYM_JUDGE_PROFILE to a folder: the judge's own stages
-    (docs/PERFORMANCE.md, "Profiling the judge"), written there as judge-<pid>.prof once ``fn`` returns or raises.
+    (docs/PERFORMANCE.md, "Profiling the judge"), written there as judge-<pid>-<job>.prof (``job``: the how-manieth
+    of this process) once ``fn`` returns or raises.
     A diagnostic for whoever runs kgym, never read by kgym itself; a profile that cannot be written is said on
     stderr.  Time the judge spends waiting for the runner shows as ``recvmsg``."""
     folder = os.environ.get("KGYM_JUDGE_PROFILE")
@@ -1973,84 +1994,175 @@ def _profiled(fn):
         return prof.runcall(fn)
     finally:
         try:
-            prof.dump_stats(os.path.join(folder, f"judge-{os.getpid()}.prof"))
+            prof.dump_stats(os.path.join(folder, f"judge-{os.getpid()}-{job}.prof"))
         except OSError as exc:
             print(f"kgym judge: no profile written to {folder}: {exc}", file=sys.stderr)
 
 
+def _process_state():
+    """What a new judge process starts with and a job may change: the random generators' states (torch's on
+    every device, Python's, numpy's).  A kept judge (``_serve``'s ``stays``) puts them back before its next job,
+    so that a job sees what a new process would."""
+    import random
+
+    import numpy
+    import torch
+
+    return {"torch_seed": torch.initial_seed(), "random": random.getstate(), "numpy": numpy.random.get_state()}
+
+
+def _restore_process_state(state):
+    import random
+
+    import numpy
+    import torch
+
+    torch.manual_seed(state["torch_seed"])  # every device's generator too
+    random.setstate(state["random"])
+    numpy.random.set_state(state["numpy"])
+
+
+# Device memory a kept judge may still hold between jobs (torch's allocator, after cuBLAS's workspaces are let go
+# of): what libraries keep for themselves (measured on an H200: none once the workspaces go; 32-33 MiB with them).
+# More means something of a job stayed alive: such a judge exits.
+_KEPT_ALLOCATED_MAX = 64 << 20
+
+
+def _clean_for_next(device):
+    """After a job whose runner is gone: whether this process can serve another one as a new judge would.  Its
+    streams are flushed (kgym reads what they hold once "done" comes), garbage is collected, and on a GPU its
+    context must still work and hold nothing of the job: no shared block left (the runner mapped those), and no
+    more than _KEPT_ALLOCATED_MAX of torch's allocations (libraries' own)."""
+    import gc
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        return False
+    gc.collect()
+    if not device.startswith("cuda"):
+        return True
+    try:
+        import torch
+
+        from ..shared import cudashare
+
+        torch.cuda.synchronize()  # raises where the context is broken (a sticky error): such a judge exits
+        clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+        if clear is not None:
+            clear()  # the next matmul allocates them again from the driver (the handles, the costly part, stay)
+        torch.cuda.empty_cache()
+        cudashare.take_peak()
+        torch.cuda.reset_peak_memory_stats()
+        left = (torch.cuda.memory_allocated(), cudashare.live_bytes())
+    except Exception as exc:  # noqa: BLE001 — a judge that cannot tell is not kept
+        print(f"kgym judge: not kept for another job: {type(exc).__name__}: {exc}"[:500], file=sys.stderr)
+        return False
+    stays = left[0] <= _KEPT_ALLOCATED_MAX and left[1] == 0
+    if not stays:
+        print(f"kgym judge: not kept for another job: {left[0]} bytes still allocated, {left[1]} in shared blocks",
+              file=sys.stderr)
+    return stays
+
+
+def _serve(chan, device, peer_fd, lockdown, state):
+    """One job, from its first line (a ``prelude`` or the job) to ``done``.  ``peer_fd``: the runner's socket the
+    zygote gave a new judge; a kept judge gets its next runner's with the job's first line (SCM_RIGHTS).  Returns
+    whether this process stays for another job (kgym asked, with ``stay``, and ``_clean_for_next``)."""
+    judge_active, judge_warnings = lockdown
+    chan.idle = state["jobs"] > 0
+    job = chan.recv()
+    chan.idle = False
+    if peer_fd is None:
+        peer_fd = chan.take_fd()
+    early = None
+    if job.get("type") == kinds.MSG_PRELUDE:
+        # A warm pair (kgym's pair.c): the runner's part of the next job comes first, and the runner enters
+        # its sandbox and both processes make their CUDA contexts before that job exists.
+        prelude = job
+        early = _warm_start(peer_fd, prelude, device)
+        chan.send({"type": kinds.MSG_WARM})  # kgym's warmer gives back the GPU phase it held for this set-up
+        job = chan.recv()
+        if _runner_part(job) != _runner_part(prelude):
+            raise RuntimeError("the job does not match the prelude its warm runner was started with")
+    chan.seal(job.get("nonce"))
+    if state["jobs"]:
+        _restore_process_state(state["fresh"])
+    state["jobs"] += 1
+    os.chdir(job["workdir"])
+    import torch
+
+    torch.set_num_threads(int(job.get("threads", 1)))
+    if device.startswith("cuda") and early is None:
+        _enable_fused_compare()
+    chan.send({"type": kinds.MSG_HELLO, "pid": os.getpid(), "device": device})
+    if job.get("echo_request") is not None:
+        # A self-test of the request/answer path (kgym's unit tests use it): ask, then report the answer.
+        answer = chan.request({"type": kinds.MSG_ECHO, "payload": job["echo_request"]})
+        chan.send({"type": kinds.MSG_ECHO_ANSWER, "answer": answer})
+    ev = Evaluation(chan, job)
+    if peer_fd is None:
+        raise RuntimeError("no runner: the zygote forked the judge without a runner socket")
+    import socket as _socket
+
+    # The runner locks itself down before the candidate's file is even read, and says what the kernel
+    # granted.
+    if early is None:
+        # In a shared GPU phase: making a CUDA context (two here) and mapping device memory disturb the
+        # kernels of another evaluation's exclusive timing window.
+        with ev.gpu_if_device("shared", "setup"):
+            ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+    else:
+        ev.runner, setup = early.result()
+        ev.guards.findings.extend(ev.runner.findings)
+        ev.runner.findings = ev.guards.findings
+    ev.runner.on_compile = ev.compile_handback
+    chan.send(_sandbox_report(setup, judge_active, judge_warnings))
+    try:
+        _profiled(ev.run, state["jobs"])
+        if device.startswith("cuda"):
+            # Outside any GPU phase (hold_until_exit asks for one next), while the runner still answers.
+            _learn_launchers(ev.runner)
+    finally:
+        # The wind-down in a shared GPU phase kgym ends only once the runner is gone (and this process, unless
+        # it stays): tearing down a CUDA context must not fall into another evaluation's exclusive timing window.
+        ev.hold_until_exit()
+        if job.get("runner_uid"):
+            # kgym counts, from outside, what the candidate left running before the runner exits (its
+            # PID namespace then takes everything with it, so afterwards nothing would show).
+            try:
+                chan.request({"type": kinds.MSG_CENSUS})
+            except Exception:  # noqa: BLE001 — kgym gone: nothing to report to
+                pass
+        try:
+            ev.runner.ask({"cmd": kinds.CMD_EXIT})
+        except RunnerLost:
+            pass
+    ev.runner.close()
+    del ev
+    stays = job.get("stay") is True and bool(job.get("nonce")) and _clean_for_next(device)
+    chan.send({"type": kinds.MSG_DONE, "stays": stays})
+    chan.seal(None)
+    return stays
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
-    """Entry point in the freshly forked judge (called by the zygote)."""
+    """Entry point in the freshly forked judge (called by the zygote).  It serves one job, or, where kgym asks it
+    to stay (``stay`` in the job) and it can (``_clean_for_next``), one job after another, each with a runner of
+    its own (docs/protocol.md, "A judge kept between evaluations")."""
     os.setsid()  # our own process group: the supervisor kills it whole
     os.dup2(out_fd, 1)
     os.dup2(err_fd, 2)
     os.close(out_fd)
     os.close(err_fd)
-    judge_active, judge_warnings = _no_dumping()
+    lockdown = _no_dumping()
     proto_fd = _hide_fd(proto_fd)
     chan = Channel(proto_fd)
+    state = {"jobs": 0, "fresh": _process_state()}
     try:
-        job = chan.recv()
-        early = None
-        if job.get("type") == kinds.MSG_PRELUDE:
-            # A warm pair (kgym's pair.c): the runner's part of the next job comes first, and the runner enters
-            # its sandbox and both processes make their CUDA contexts before that job exists.
-            prelude = job
-            early = _warm_start(peer_fd, prelude, device)
-            chan.send({"type": kinds.MSG_WARM})  # kgym's warmer gives back the GPU phase it held for this set-up
-            job = chan.recv()
-            if _runner_part(job) != _runner_part(prelude):
-                raise RuntimeError("the job does not match the prelude its warm runner was started with")
-        chan.seal(job.get("nonce"))
-        os.chdir(job["workdir"])
-        import torch
-
-        torch.set_num_threads(int(job.get("threads", 1)))
-        if device.startswith("cuda") and early is None:
-            _enable_fused_compare()
-        chan.send({"type": kinds.MSG_HELLO, "pid": os.getpid(), "device": device})
-        if job.get("echo_request") is not None:
-            # A self-test of the request/answer path (kgym's unit tests use it): ask, then report the answer.
-            answer = chan.request({"type": kinds.MSG_ECHO, "payload": job["echo_request"]})
-            chan.send({"type": kinds.MSG_ECHO_ANSWER, "answer": answer})
-        ev = Evaluation(chan, job)
-        if peer_fd is None:
-            raise RuntimeError("no runner: the zygote forked the judge without a runner socket")
-        import socket as _socket
-
-        # The runner locks itself down before the candidate's file is even read, and says what the kernel
-        # granted.
-        if early is None:
-            # In a shared GPU phase: making a CUDA context (two here) and mapping device memory disturb the
-            # kernels of another evaluation's exclusive timing window.
-            with ev.gpu_if_device("shared", "setup"):
-                ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
-        else:
-            ev.runner, setup = early.result()
-            ev.guards.findings.extend(ev.runner.findings)
-            ev.runner.findings = ev.guards.findings
-        ev.runner.on_compile = ev.compile_handback
-        chan.send(_sandbox_report(setup, judge_active, judge_warnings))
-        try:
-            _profiled(ev.run)
-            if device.startswith("cuda"):
-                # Outside any GPU phase (hold_until_exit asks for one next), while the runner still answers.
-                _learn_launchers(ev.runner)
-        finally:
-            # The wind-down in a shared GPU phase kgym ends only once both processes are gone: tearing down two
-            # CUDA contexts must not fall into another evaluation's exclusive timing window either.
-            ev.hold_until_exit()
-            if job.get("runner_uid"):
-                # kgym counts, from outside, what the candidate left running before the runner exits (its
-                # PID namespace then takes everything with it, so afterwards nothing would show).
-                try:
-                    chan.request({"type": kinds.MSG_CENSUS})
-                except Exception:  # noqa: BLE001 — kgym gone: nothing to report to
-                    pass
-            try:
-                ev.runner.ask({"cmd": kinds.CMD_EXIT})
-            except RunnerLost:
-                pass
-        chan.send({"type": kinds.MSG_DONE})
+        while _serve(chan, device, peer_fd, lockdown, state):
+            peer_fd = None
     except RunnerLost as exc:
         # The candidate ended its own process (or broke the socket): kgym reads how from the runner's exit
         # status; this process says where it happened and leaves without "done".
@@ -2059,7 +2171,10 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         except Exception:  # noqa: BLE001
             pass
         os._exit(5)
-    except (BrokenPipeError, EOFError, ConnectionResetError):
+    except EOFError:
+        # kgym closed the socket: between jobs (a kept judge it no longer needs) that is the end, else a failure.
+        os._exit(0 if chan.idle else 3)
+    except (BrokenPipeError, ConnectionResetError):
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001 — a harness bug: report it and exit non-zero
         try:

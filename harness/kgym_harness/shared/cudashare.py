@@ -224,6 +224,11 @@ def reset_persisting_l2() -> int:
 _live = {"bytes": 0, "peak": 0}
 
 
+def live_bytes() -> int:
+    """Device memory in blocks this process created and has not released (0 once an evaluation let go of all)."""
+    return _live["bytes"]
+
+
 def take_peak() -> int:
     """The most device memory this process held in its own blocks at once since the last call."""
     peak, _live["peak"] = _live["peak"], _live["bytes"]
