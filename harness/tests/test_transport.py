@@ -50,7 +50,8 @@ def test_received_tensors_are_copies():
 
 def test_answers_are_written_into_the_spare_memfd_when_they_fit():
     """The runner cannot grow a memfd past its file size limit: the judge sends one sized for the answer."""
-    a, b, r = pair()
+    a, b = socket.socketpair()
+    r = tp.Reader(b, accept_blocks=True)  # the runner's reader: the judge passes it spares
     spare = tp.spare_for(4096 * 4)
     tp.send(a, {"cmd": "call"}, None, spare=spare)
     os.close(spare)
@@ -252,6 +253,21 @@ def test_the_judge_never_maps_device_memory_the_runner_sends():
     with pytest.raises(tp.ProtocolError, match="only accepted from the judge"):
         r.recv()
     assert r.take_spare() is None
+
+
+def test_the_judge_holds_no_descriptor_the_runner_sends():
+    """A spare flows one way too (the judge passes the runner one for its answer): a judge-side reader refuses a
+    host memfd offered as a spare and closes it, so nothing a runner sends outlives it in a judge kept for another
+    job (red team 9: a candidate planted 256 MiB memfds in a kept judge that way)."""
+    a, _b, r = pair()
+    fd = _sealed(1 << 20)
+    _raw(a, {"type": "compiling", "values": None, "_spare": True}, fd)
+    own = set(os.listdir("/proc/self/fd"))
+    os.close(fd)
+    with pytest.raises(tp.ProtocolError, match="only accepted from the judge"):
+        r.recv()
+    assert r.take_spare() is None and not r.fds
+    assert len(set(os.listdir("/proc/self/fd"))) <= len(own) - 1  # ours closed, the received one closed too
 
 
 def test_an_answer_claiming_the_device_spare_needs_one():

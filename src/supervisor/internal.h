@@ -30,6 +30,7 @@ typedef struct kg_pair {
                            * line is kept for the next) */
     int warm;             /* 1: started ahead of its job */
     int served;           /* evaluations its judge finished before this pair's (a judge kept between them) */
+    char *last_nonce;     /* a kept judge: its previous job's nonce (a line carrying it now is stale), else NULL */
     int peer_fd;          /* a kept judge's end of its new runner's socket, ours until it goes with the judge's
                            * first line (SCM_RIGHTS); -1: the zygote gave the judge its end when it forked both */
     char notes[2048];     /* the runner intermediate's notes (JSON array text) */

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <time.h>
@@ -273,6 +274,8 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_pair
         }
         p->proto_lines = judge->proto_lines;
         memset(&judge->proto_lines, 0, sizeof judge->proto_lines);
+        p->last_nonce = judge->last_nonce;
+        judge->last_nonce = NULL;
         judge->judge = 0;
         p->peer_fd = peer[0];
     } else {
@@ -303,6 +306,8 @@ void kg_pair_end(kg_pair *p)
     json_decref(p->job);
     json_decref(p->key);
     p->job = p->key = NULL;
+    free(p->last_nonce);
+    p->last_nonce = NULL;
     kg_lines_free(&p->proto_lines);
 }
 
@@ -334,7 +339,11 @@ static int take_idle(kg_supervisor *sup, kg_pair *out)
             return 0;
         *out = *found;
         free(found);
-        if (!kg_proc_exited(out->judge))
+        /* A waiting judge has nothing to say: a line (or the end of its socket) before its next job is a judge
+         * that is not what kgym kept, and nothing of it may be read as that job's. */
+        struct pollfd proto = {.fd = out->fds[KG_PAIR_PROTO], .events = POLLIN};
+        if (!kg_proc_exited(out->judge) && out->proto_lines.buf.len <= out->proto_lines.start &&
+            poll(&proto, 1, 0) == 0)
             return 1;
         discard(out);
     }
@@ -363,10 +372,14 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
     j->proto_lines = p->proto_lines;
     memset(&p->proto_lines, 0, sizeof p->proto_lines);
     j->served = p->served + 1;
+    /* A line with this job's nonce that comes later is stale: kgym's next run of this judge drops it (and keeps
+     * the judge no longer).  Without a copy the judge is not kept: such a line would be read as the next job's. */
+    const char *nonce = json_string_value(json_object_get(p->job, "nonce"));
+    j->last_nonce = nonce ? kg_strdup(nonce) : NULL;
     p->judge = 0;
     kg_pair *out = NULL;
     pthread_mutex_lock(&sup->warm_lock);
-    if (sup->warm_closing) {
+    if (sup->warm_closing || !j->last_nonce) {
         out = j;
     } else {
         if (sup->nidle >= KG_IDLE_MAX) {

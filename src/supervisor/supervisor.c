@@ -327,12 +327,38 @@ static double cpu_seconds_used(pid_t pid)
     return hz > 0 ? (double)(utime + stime) / (double)hz : -1;
 }
 
+/* RLIMIT_CPU counts a process's whole life, and a judge kept between evaluations lives through several: its
+ * soft limit (SIGXCPU, read as a timeout) is set for each evaluation from what it has used, and its hard limit, which
+ * only a privileged process may raise, once, at its first, for as many as it may serve.  0, or -1 when this
+ * evaluation's share could not be given (prlimit refused): such a judge is not kept after it. */
+static int judge_cpu_limit(pid_t pid, int served, double cpu_seconds)
+{
+    unsigned long long each = (unsigned long long)cpu_seconds + 1;
+    struct rlimit rl;
+    if (served == 0) {
+        rl.rlim_cur = each;
+        rl.rlim_max = each * KG_JUDGE_JOBS_MAX;
+        return prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0 ? 0 : -1;
+    }
+    double used = cpu_seconds_used(pid);
+    if (used < 0 || prlimit(pid, RLIMIT_CPU, NULL, &rl) != 0)
+        return -1;
+    unsigned long long want = each + (unsigned long long)used;
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
+        want = rl.rlim_max; /* what is left of it: the judge is not kept after this evaluation */
+    int fits = rl.rlim_max == RLIM_INFINITY || each + (unsigned long long)used <= rl.rlim_max;
+    rl.rlim_cur = want;
+    return prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0 && fits ? 0 : -1;
+}
+
 typedef struct {
     kg_supervisor *sup;
     kg_child_report *rep;
     const kg_child_limits *lim;
     int proto_fd;
     const char *nonce;        /* the job's secret: only lines that carry it are acted on */
+    const char *stale_nonce;  /* a kept judge's previous job's: its lines are dropped (NULL: a new judge) */
+    int stale;                /* such a line came: the judge is not kept after this job */
     double t0;
     double stage_start;
     double stage_limit_s;
@@ -476,6 +502,16 @@ static int handle_message(run_state *st, const char *line, size_t len)
     if (!msg || !json_is_object(msg)) {
         json_decref(msg);
         return -1;
+    }
+    /* A kept judge's line of its previous job, come late (it sends nothing after "done": a harness bug), is that
+     * job's, not this one's: dropped, and the judge is not kept again. */
+    const char *stale = st->stale_nonce && !(st->nonce && !strcmp(st->nonce, st->stale_nonce))
+                            ? json_string_value(json_object_get(msg, "nonce"))
+                            : NULL; /* a caller that sent the same nonce twice: no line can be told stale */
+    if (stale && !strcmp(stale, st->stale_nonce)) {
+        json_decref(msg);
+        st->stale = 1;
+        return 0;
     }
     double now = kg_now_ms();
     /* Every message is kept: the verdict is decided from them, and one lost (a finding) could make a pass. */
@@ -646,6 +682,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
      * candidate code has run yet (a warm pair has only entered its sandbox and
      * started its CUDA contexts), and none can lift a hard limit we set. */
     pid_t both[2] = {pid, rpid};
+    int judge_cpu_ok = 1; /* its CPU limit covers this evaluation's own (else it is not kept after it) */
     for (int i = 0; i < 2; i++) {
         if (lim->address_space_bytes)
             set_limit(both[i], RLIMIT_AS, lim->address_space_bytes);
@@ -653,17 +690,15 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
          * come back in: a memfd is a file too). */
         if (lim->file_size_bytes && both[i] == rpid)
             set_limit(both[i], RLIMIT_FSIZE, lim->file_size_bytes);
-        if (lim->cpu_seconds > 0) {
-            /* A kept judge has used CPU time in its earlier evaluations, which RLIMIT_CPU counts too: this
-             * evaluation's limit starts from what it has used. */
-            double used = both[i] == pid && pair.served > 0 ? cpu_seconds_used(pid) : 0;
-            set_limit(both[i], RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1 + (used > 0 ? (unsigned long long)used : 0));
-        }
+        if (lim->cpu_seconds > 0 && both[i] == rpid)
+            set_limit(rpid, RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
+        else if (lim->cpu_seconds > 0)
+            judge_cpu_ok = judge_cpu_limit(pid, pair.served, lim->cpu_seconds) == 0;
         set_limit(both[i], RLIMIT_CORE, 0);
     }
 
     run_state st = {.sup = sup, .rep = rep, .lim = lim, .proto_fd = pair.fds[KG_PAIR_PROTO], .t0 = kg_now_ms(),
-                    .nonce = json_string_value(json_object_get(job, "nonce"))};
+                    .nonce = json_string_value(json_object_get(job, "nonce")), .stale_nonce = pair.last_nonce};
     st.outside_since = st.t0;
     st.runner_pid = rpid;
     json_t *ruid = json_object_get(job, "runner_uid"); /* the census's and the final sweep's */
@@ -673,7 +708,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
      * job is sealed (its "done" must carry the nonce) and it has served fewer than KG_JUDGE_JOBS_MAX; it says in
      * its "done" whether it does. */
     json_t *sent = json_copy(job);
-    if (!sent || (sup->warm_max > 0 && st.nonce && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
+    if (!sent || (sup->warm_max > 0 && st.nonce && judge_cpu_ok && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
                   kg_json_set(sent, "stay", json_true()) != 0)) {
         json_decref(sent);
         kg_pair_kill(pid, rpid);
@@ -836,6 +871,21 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
     }
     int finished = keep; /* the judge said "done" and stays: killed below only if it is not kept after all */
+    if (st.stale)
+        keep = 0;
+    if (keep && lim->cpu_seconds > 0) {
+        /* Room under its hard CPU limit for another evaluation like this one, or it goes now.  Its soft limit
+         * gets that room at once: a warm pair's set-up runs before the next evaluation sets it. */
+        struct rlimit rl;
+        double used = cpu_seconds_used(pid);
+        if (used < 0 || prlimit(pid, RLIMIT_CPU, NULL, &rl) != 0 ||
+            (rl.rlim_max != RLIM_INFINITY && used + lim->cpu_seconds + 1 > (double)rl.rlim_max))
+            keep = 0;
+        else {
+            rl.rlim_cur = (rlim_t)(used + lim->cpu_seconds + 1);
+            keep = prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0;
+        }
+    }
     if (keep) {
         /* What both processes wrote before the judge's "done" is in the pipes by now (the judge flushes its
          * streams before it says it): read without waiting.  The runner's pipes then close; the judge's stay
@@ -908,7 +958,11 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
                 /* It wrote something on the judge's socket that is not an answer. */
                 rep->end = KG_END_PROTOCOL;
                 rep->runner_ended = 1;
-            } else if ((judge_says_lost && runner_first) || rend == KG_END_SIGNAL) {
+            } else if ((judge_says_lost && runner_first) ||
+                       (rend == KG_END_SIGNAL && (runner_first || rsig != SIGKILL))) {
+                /* A runner killed with SIGKILL after the judge had ended was killed by kgym (kg_pair_kill once
+                 * the judge is gone): that is the judge's end (RLIMIT_CPU's SIGXCPU, a harness crash), not the
+                 * candidate's. */
                 rep->end = rend;
                 rep->exit_code = rcode;
                 rep->signal = rsig;

@@ -67,6 +67,48 @@ if [ "$late" = "correct:dropout_as_identity correct:dropout_as_identity correct:
     ok "a mode reported after the first stage is not kept for the task's later evaluations"
 else bad "late mode ($late)" "$(cat "$TMP/err")"; fi
 
+# Judges kept between evaluations (supervisor.c "stays", docs/protocol.md): in the run of deaths above (--jobs 1,
+# warm pairs) later evaluations ran in judges that had served earlier ones, each with a new runner; a judge whose
+# evaluation ended in a death (its runner crashed, hung, flooded, wrote garbage, exited) served nothing after it.
+kept=$("$PY" -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+seen, dead, bad = set(), set(), []
+for i, r in enumerate(rs):
+    p = r["process"]
+    pid, served = p["pid"], p["judge_served"]
+    if pid in dead: bad.append(f"{i}: judge {pid} reused after a death")
+    if (served > 0) != (pid in seen): bad.append(f"{i}: judge_served {served}, seen {pid in seen}")
+    seen.add(p["pid"])
+    if r["verdict"] != "correct": dead.add(p["pid"])
+print(sum(r["process"]["judge_served"] > 0 for r in rs), bad)' "$TMP/results.jsonl" 2>&1)
+case $kept in [1-9]*" []") ok "judges kept between evaluations ($kept): never one whose evaluation ended in a death" ;;
+*) bad "kept judges ($kept)" ;; esac
+# Fault injection: a judge that writes a line after its "done" (here half a second later, a harness bug) is not kept
+# after that: a line with its previous job's nonce is dropped wherever it comes (supervisor.c stale_nonce; pair.c
+# take_idle and warm_one before a job), never read as the next job's (a forgery there: hacked), so each judge serves
+# at most two evaluations and every verdict stands.
+mkdir -p "$TMP/after" && cp -r harness policy "$TMP/after/"
+"$PY" - "$TMP/after/harness/kgym_harness/judge/child.py" <<'PYEOF'
+import sys
+p = sys.argv[1]
+s = open(p).read()
+anchor = '    chan.send({"type": kinds.MSG_DONE, "stays": stays})\n'
+assert s.count(anchor) == 1
+after = ('    time.sleep(0.5)\n'
+         '    chan.send({"type": kinds.MSG_STAGE, "stage": "parse", "status": "begin"})\n')
+open(p, "w").write(s.replace(anchor, anchor + after))
+PYEOF
+printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$T" "$C" "$T" "$C" "$T" "$C" "$T" "$C" >"$TMP/after.jsonl"
+"$KGYM" bench --device "$DEVICE" --harness "$TMP/after/harness" --jsonl "$TMP/after.jsonl" --jobs 1 --json \
+    --out "$TMP/after.out" >"$TMP/after.json" 2>"$TMP/err"
+after=$("$PY" -c 'import json, sys
+print(" ".join(r["verdict"] + ":" + str(min(r["process"]["judge_served"], 1)) for r in map(json.loads, open(sys.argv[1]))))' "$TMP/after.out" 2>&1)
+case $after in *correct:1*) ;; *) after="$after (no judge was kept at all: the stale line was never met)" ;; esac
+if [ "$(echo "$after" | tr ' ' '\n' | sed 's/:[01]$//' | sort -u)" = "correct" ] &&
+    "$PY" -c 'import json, sys; sys.exit(max(json.loads(l)["process"]["judge_served"] for l in open(sys.argv[1])) > 1)' "$TMP/after.out"; then
+    ok "a judge that writes after its done is never given another job"
+else bad "a line after done ($after)" "$(cat "$TMP/err")"; fi
+
 # The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
 mkdir -p "$TMP/rtmp"
 if [ "$DEVICE" = cpu ]; then

@@ -367,6 +367,46 @@ static void warm_pairs_fill_to_their_bound(void)
     close_warm_supervisor(w);
 }
 
+/* The soft and hard RLIMIT_CPU of process pid, from /proc/<pid>/limits; 1 when read. */
+static int cpu_limits(pid_t pid, unsigned long long *soft, unsigned long long *hard)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/limits", (int)pid);
+    FILE *f = fopen(path, "r");
+    int got = 0;
+    while (f && !got && fgets(line, sizeof line, f))
+        got = sscanf(line, "Max cpu time %llu %llu", soft, hard) == 2;
+    if (f)
+        fclose(f);
+    return got;
+}
+
+/* The judge's CPU limit is the judge's: a judge that spends it (here a reference that burns CPU) ends with a
+ * timeout of its own (RLIMIT_CPU's SIGXCPU), never with its runner's SIGKILL, which kgym sent once the judge was
+ * gone (before, soft = hard made the kernel send SIGKILL, and the runner's killed end was the candidate's). */
+static void judge_cpu_limit_is_the_judges(void)
+{
+    kg_child_limits l = limits();
+    l.cpu_seconds = 2;
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    kg_buf task = {0};
+    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_busy_reference.py", KG_SOURCE_ROOT);
+    json_object_set_new(job, "task", json_string(task.data));
+    kg_buf_free(&task);
+    kg_child_report rep;
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
+    KG_CHECK(rep.end == KG_END_TIMEOUT && !rep.runner_ended);
+    if (rep.end != KG_END_TIMEOUT || rep.runner_ended)
+        fprintf(stderr, "  end %s, runner_ended %d, signal %d\n", kg_child_end_name(rep.end), rep.runner_ended,
+                rep.signal);
+    kg_child_report_free(&rep);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 /* The "done" line of a report, or NULL. */
 static const json_t *done_message(const kg_child_report *rep)
 {
@@ -387,6 +427,7 @@ static void judges_are_kept_between_evaluations(void)
         return;
     kg_error err;
     kg_child_limits l = limits();
+    l.cpu_seconds = 100;
     kg_child_report rep;
     char *dir = NULL;
     json_t *job = job_for("ok", &dir);
@@ -397,6 +438,10 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(json_is_true(json_object_get(done_message(&rep), "stays")));
     pid_t p1 = rep.pid, r1 = rep.runner_pid;
     KG_CHECK(!group_gone(p1) && group_gone(r1)); /* the judge waits; its runner is gone */
+    /* Its CPU limit: the hard one for every evaluation it may serve, the soft one what it used and the next one's
+     * share (given when it was kept: a warm pair's set-up comes before the next evaluation). */
+    unsigned long long soft = 0, hard = 0;
+    KG_CHECK(cpu_limits(p1, &soft, &hard) && soft >= 101 && soft < 101 + 60 && hard == 101ULL * 64);
     kg_child_report_free(&rep);
     /* 2: the warm pair (a new judge, P2); the warmer then gives P1 a new runner.  P2 stays. */
     KG_CHECK(wait_for_warm(w, 1));
@@ -404,10 +449,23 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.judge_served == 0 && rep.pid != p1);
     pid_t p2 = rep.pid;
     kg_child_report_free(&rep);
-    /* 3: P1 again, with a runner of its own, as a warm pair: its second evaluation, judged as the first. */
+    /* 3: P1 again, with a runner of its own, as a warm pair: its second evaluation, judged as the first (with the
+     * same nonce as its first: nothing of it is then taken for a late line of the first). */
     KG_CHECK(wait_for_warm(w, 1));
     KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
     KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.pid == p1 && rep.judge_served == 1);
+    if (rep.end != KG_END_COMPLETED || rep.pid != p1)
+        fprintf(stderr, "  3rd: end %s code %d signal %d, warm %d, pid %d (P1 %d, P2 %d), served %d, stderr: %.1500s\n",
+                kg_child_end_name(rep.end), rep.exit_code, rep.signal, rep.warm, (int)rep.pid, (int)p1, (int)p2,
+                rep.judge_served, rep.err.head ? rep.err.head : "");
+    if (rep.end != KG_END_COMPLETED) {
+        char *all = json_dumps(rep.messages, JSON_COMPACT);
+        fprintf(stderr, "  messages: %.3000s\n  stage %s, stdout %.500s\n", all ? all : "", rep.stage,
+                rep.out.head ? rep.out.head : "");
+        free(all);
+    }
+    /* Its second share counts from what it has used: the soft limit moved, the hard one did not. */
+    KG_CHECK(cpu_limits(p1, &soft, &hard) && soft >= 101 && soft < 101 + 60 && hard == 101ULL * 64);
     KG_CHECK(rep.runner_pid != r1 && group_gone(rep.runner_pid));
     KG_CHECK(has_message(&rep, "hello") && has_message(&rep, "sandbox") && done_message(&rep));
     kg_child_report_free(&rep);
@@ -1059,6 +1117,7 @@ static const kg_test_case cases[] = {
     {"warm_pairs_serve_only_like_jobs", warm_pairs_serve_only_like_jobs},
     {"warm_pairs_fill_to_their_bound", warm_pairs_fill_to_their_bound},
     {"judges_are_kept_between_evaluations", judges_are_kept_between_evaluations},
+    {"judge_cpu_limit_is_the_judges", judge_cpu_limit_is_the_judges},
     {"bad_options", bad_options},
     {"gpu_phases_are_granted_and_released", gpu_phases_are_granted_and_released},
     {"waiting_for_the_gpu_stops_the_clock", waiting_for_the_gpu_stops_the_clock},

@@ -138,6 +138,10 @@ class RunnerLink:
 
     def close(self):
         """The socket to a runner that has exited (a judge kept for another job holds nothing of this one)."""
+        self.tp.release(self.reader.take_spare())
+        for fd in self.reader.fds:
+            os.close(fd)
+        self.reader.fds.clear()
         try:
             self.sock.close()
         except OSError:
@@ -390,6 +394,7 @@ class Evaluation:
         self.released_for_compile = False  # a shared phase handed back while the runner compiles
         self.compile_handbacks = 0
         self.randomness = {"handling": "none"}  # check_randomness's finding about the reference's forward
+        self.fingerprint = None  # the process before the task's import, where the judge may stay (run)
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -1228,6 +1233,9 @@ class Evaluation:
     def run(self):
         from . import compare, tasks
 
+        if self.job.get("stay") is True:
+            # What a kept judge must find unchanged after the job (_clean_for_next), before the task's import.
+            self.fingerprint = _process_fingerprint()
         try:
             self.task = tasks.load_task(self.job["task"])
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
@@ -2011,6 +2019,81 @@ def _process_state():
     return {"torch_seed": torch.initial_seed(), "random": random.getstate(), "numpy": numpy.random.get_state()}
 
 
+# Modules whose functions a task could replace for every later job of a kept judge (`torch.relu = ...` at import):
+# the identity of every attribute they have when a job starts is compared when it ends.
+_WATCHED_MODULES = ("torch", "torch.nn", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special",
+                    "math", "builtins", "numpy", "random")
+
+
+def _flag(read):
+    try:
+        return read()
+    except Exception as exc:  # noqa: BLE001 — an unreadable flag is compared as its error
+        return f"unreadable: {type(exc).__name__}"
+
+
+def _process_fingerprint():
+    """What of this process a job (its task's import, the reference, the judge's own work) could leave changed
+    for the next job of a kept judge, as far as it can be seen: torch's process-wide modes and defaults, the
+    environment, signal handlers, live threads, registered operators, and which object each name of
+    _WATCHED_MODULES (and torch.Tensor) is bound to.  ``_clean_for_next`` compares the fingerprint taken before a
+    job's task is loaded with one taken after the job: any difference and the judge is not kept (a new process
+    judges the next job).  The random generators are put back instead (_restore_process_state); the precision
+    flags and thread count are set again by every job."""
+    import signal
+    import threading
+
+    import torch
+
+    b = torch.backends
+    flags = {
+        "default_dtype": _flag(lambda: str(torch.get_default_dtype())),
+        "default_device": _flag(lambda: str(torch.get_default_device())),
+        "grad": _flag(torch.is_grad_enabled),
+        "inference_mode": _flag(torch.is_inference_mode_enabled),
+        "anomaly": _flag(torch.is_anomaly_enabled),
+        "deterministic": _flag(torch.are_deterministic_algorithms_enabled),
+        "deterministic_warn_only": _flag(torch.is_deterministic_algorithms_warn_only_enabled),
+        "autocast": _flag(torch.is_autocast_enabled),
+        "interop_threads": _flag(torch.get_num_interop_threads),
+        "cudnn": _flag(lambda: (b.cudnn.enabled, b.cudnn.benchmark, b.cudnn.deterministic)),
+        "mkldnn": _flag(lambda: b.mkldnn.enabled),
+        "reduced_precision": _flag(lambda: (b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+                                            b.cuda.matmul.allow_bf16_reduced_precision_reduction)),
+        "sdp": _flag(lambda: (b.cuda.flash_sdp_enabled(), b.cuda.mem_efficient_sdp_enabled(),
+                              b.cuda.math_sdp_enabled())),
+        "environ": tuple(sorted(os.environ.items())),
+        "signals": tuple(_flag(lambda s=s: str(signal.getsignal(s)))
+                         for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGXCPU, signal.SIGUSR1)),
+        "itimer": _flag(lambda: signal.getitimer(signal.ITIMER_REAL)),
+        "threads": threading.active_count(),
+        "operators": _flag(lambda: len(torch._C._dispatch_get_all_op_names())),
+        "sys_path": tuple(sys.path),
+        "recursion_limit": sys.getrecursionlimit(),
+    }
+    names = {}
+    for mod_name in _WATCHED_MODULES:
+        mod = sys.modules.get(mod_name)
+        if mod is not None:
+            names[mod_name] = {k: id(v) for k, v in list(vars(mod).items())}
+    names["torch.Tensor"] = {k: id(v) for k, v in list(vars(torch.Tensor).items())}
+    return flags, names
+
+
+def _fingerprint_changes(before, after):
+    """What differs between two _process_fingerprint()s: flags that changed, names rebound or removed (new names
+    are not counted: a module's lazy imports add them), more threads; a list of short descriptions."""
+    changes = [k for k, v in before[0].items() if k != "threads" and after[0].get(k) != v]
+    if after[0]["threads"] > before[0]["threads"]:
+        changes.append(f"threads {before[0]['threads']} -> {after[0]['threads']}")
+    for mod_name, ids in before[1].items():
+        now = after[1].get(mod_name, {})
+        changed = [k for k, i in ids.items() if now.get(k) != i]
+        if changed:
+            changes.append(f"{mod_name}: {', '.join(sorted(changed)[:5])}")
+    return changes
+
+
 def _restore_process_state(state):
     import random
 
@@ -2028,19 +2111,22 @@ def _restore_process_state(state):
 _KEPT_ALLOCATED_MAX = 64 << 20
 
 
-def _clean_for_next(device):
+def _clean_for_next(device, before=None):
     """After a job whose runner is gone: whether this process can serve another one as a new judge would.  Its
     streams are flushed (kgym reads what they hold once "done" comes), garbage is collected, and on a GPU its
     context must still work and hold nothing of the job: no shared block left (the runner mapped those), and no
     more than _KEPT_ALLOCATED_MAX of torch's allocations (libraries' own)."""
     import gc
 
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except Exception:  # noqa: BLE001
-        return False
     gc.collect()
+    if before is None:
+        print("kgym judge: not kept for another job: its process was not fingerprinted before the task loaded",
+              file=sys.stderr)
+        return False
+    changes = _fingerprint_changes(before, _process_fingerprint())
+    if changes:
+        print(f"kgym judge: not kept for another job: the job changed {'; '.join(changes)}"[:1000], file=sys.stderr)
+        return False
     if not device.startswith("cuda"):
         return True
     try:
@@ -2139,9 +2225,15 @@ def _serve(chan, device, peer_fd, lockdown, state):
             ev.runner.ask({"cmd": kinds.CMD_EXIT})
         except RunnerLost:
             pass
+    fingerprint = ev.fingerprint
     ev.runner.close()
     del ev
-    stays = job.get("stay") is True and bool(job.get("nonce")) and _clean_for_next(device)
+    stays = job.get("stay") is True and bool(job.get("nonce")) and _clean_for_next(device, fingerprint)
+    try:
+        sys.stdout.flush()  # kgym reads what the streams hold once "done" comes
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        stays = False
     chan.send({"type": kinds.MSG_DONE, "stays": stays})
     chan.seal(None)
     return stays

@@ -799,6 +799,11 @@ class Reader:
             finally:
                 os.close(fd)
         spare = msg.pop("_spare", False)
+        if spare and not self.accept_blocks:
+            # The runner never passes the judge a spare (its answers go into the judge's own): a descriptor it
+            # sends is closed (recv) and never held, so nothing of a runner outlives it in a judge kept for
+            # another job (a red-team review planted 256 MiB memfds that way).
+            raise ProtocolError("a spare is only accepted from the judge")
         if spare and self.fds:
             release(self.spare)  # an earlier one its answer never used
             self.spare = None
