@@ -109,6 +109,22 @@ if [ "$(echo "$after" | tr ' ' '\n' | sed 's/:[01]$//' | sort -u)" = "correct" ]
     ok "a judge that writes after its done is never given another job"
 else bad "a line after done ($after)" "$(cat "$TMP/err")"; fi
 
+# A task whose module changes process-wide state at import (the default dtype) leaves its judge not kept: the honest
+# float32 kernels of the evaluations after it are judged as by new judges (red team 9: on the judge it had served
+# they were incorrect, 12 of 12 variants).
+printf '{"task": "%s", "candidate": "%s", "expect": "correct"}\n' "$TD/add_one_default_f64.py" "$C/ok.py" \
+    "$T" "$C/ok_float32_out.py" "$T" "$C/ok_float32_out.py" "$T" "$C/ok_float32_out.py" "$T" "$C/ok_float32_out.py" \
+    >"$TMP/f64.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/f64.jsonl" --jobs 1 --json --out "$TMP/f64.out" >"$TMP/f64.json" 2>"$TMP/err"
+f64=$("$PY" -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+first = rs[0]["process"]["pid"]
+print(" ".join(r["verdict"] for r in rs), all(r["process"]["pid"] != first for r in rs[1:]),
+      "default_dtype" in str(rs[0]["process"]["stderr"]), sum(r["process"]["judge_served"] > 0 for r in rs) > 0)' "$TMP/f64.out" 2>&1)
+if [ "$f64" = "correct correct correct correct correct True True True" ]; then
+    ok "a judge whose task changed the default dtype is not kept; the later honest float32 kernels are correct"
+else bad "a task's process-wide change ($f64)" "$(cat "$TMP/err")"; fi
+
 # The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
 mkdir -p "$TMP/rtmp"
 if [ "$DEVICE" = cpu ]; then
