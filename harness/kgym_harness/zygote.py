@@ -53,6 +53,16 @@ def _preload(device="cpu"):
     except (ImportError, OSError, AttributeError):
         pass  # another Triton: its first launch pays as before
     if device.startswith("cuda"):
+        # A profiler session's first use imports torch._dynamo (about a second on a CPU core), which rebinds
+        # torch.manual_seed and sets TORCHINDUCTOR_CACHE_DIR; the FLOP counter imports its own modules.  On a GPU
+        # every judge profiles (its profiler warm-up before timing) and counts the reference's FLOPs, and every
+        # runner profiles its candidate: imported here once, so that none pays it, and so that a judge kept
+        # between evaluations finds its process unchanged by its first job (judge/child.py _process_fingerprint).
+        try:
+            import torch._dynamo  # noqa: F401
+            import torch.utils.flop_counter  # noqa: F401
+        except Exception as exc:  # noqa: BLE001 — each process imports them when it first profiles, as before
+            print(f"kgym zygote: torch._dynamo not preloaded: {type(exc).__name__}: {exc}", file=sys.stderr)
         # Triton's CUDA utilities module is C that gcc compiles (0.3-0.4 s) wherever the cache is empty, which a
         # runner's always is: built once per machine into the trusted modules directory, which runners read
         # (tritoncache.py).  No CUDA context is made; a failure is printed and the runners compile as before.

@@ -89,6 +89,10 @@ int kg_proc_exited(pid_t pid);
  * goes with the line's first byte (SCM_RIGHTS): a kept judge's new runner socket. */
 int kg_send_json_line(int fd, const json_t *obj);
 int kg_send_json_line_fd(int fd, const json_t *obj, int pass_fd);
+/* len bytes on a socket, the nfds descriptors (at most KG_SEND_FDS_MAX) attached to the first chunk (SCM_RIGHTS):
+ * the one sender of descriptors to the zygote and to the judge; 0 or -1. */
+#define KG_SEND_FDS_MAX 4
+int kg_send_with_fds(int fd, const char *data, size_t len, const int *fds, int nfds);
 
 /* The judge's exit status when its runner died or broke the socket (judge/child.py). */
 #define KG_JUDGE_RUNNER_LOST 5

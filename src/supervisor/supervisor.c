@@ -253,54 +253,50 @@ int kg_proc_exited(pid_t pid)
 
 int kg_send_json_line(int fd, const json_t *obj)
 {
-    char *text = json_dumps(obj, JSON_COMPACT);
-    if (!text)
+    return kg_send_json_line_fd(fd, obj, -1);
+}
+
+int kg_send_with_fds(int fd, const char *data, size_t len, const int *fds, int nfds)
+{
+    if (nfds <= 0)
+        return send_all(fd, data, len);
+    if (nfds > KG_SEND_FDS_MAX || len == 0)
         return -1;
-    kg_buf line = {0};
-    int rc = kg_buf_puts(&line, text) == 0 && kg_buf_puts(&line, "\n") == 0 ? send_all(fd, line.data, line.len) : -1;
-    kg_buf_free(&line);
-    free(text);
-    return rc;
+    union {
+        char buf[CMSG_SPACE(KG_SEND_FDS_MAX * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    memset(&control, 0, sizeof control);
+    struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
+                        .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+    memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
+    ssize_t n;
+    do {
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        return -1;
+    /* The descriptors went with the first chunk (the reader collects them with the bytes they came with); the
+     * rest follows without them. */
+    return (size_t)n < len ? send_all(fd, data + n, len - (size_t)n) : 0;
 }
 
 int kg_send_json_line_fd(int fd, const json_t *obj, int pass_fd)
 {
-    if (pass_fd < 0)
-        return kg_send_json_line(fd, obj);
     char *text = json_dumps(obj, JSON_COMPACT);
     if (!text)
         return -1;
     kg_buf line = {0};
-    int rc = kg_buf_puts(&line, text) == 0 && kg_buf_puts(&line, "\n") == 0 ? 0 : -1;
-    free(text);
-    /* The descriptor goes with the first chunk sent (the judge's reader collects it with the bytes it comes
-     * with); the rest of a long line follows without it. */
-    size_t sent = 0;
-    while (rc == 0 && sent == 0) {
-        struct iovec iov = {.iov_base = line.data, .iov_len = line.len};
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } control;
-        memset(&control, 0, sizeof control);
-        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                            .msg_controllen = sizeof control.buf};
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-        ssize_t n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            rc = -1;
-        else
-            sent = (size_t)n;
-    }
-    if (rc == 0 && sent < line.len)
-        rc = send_all(fd, line.data + sent, line.len - sent);
+    int rc = kg_buf_puts(&line, text) == 0 && kg_buf_puts(&line, "\n") == 0
+                 ? kg_send_with_fds(fd, line.data, line.len, &pass_fd, pass_fd >= 0)
+                 : -1;
     kg_buf_free(&line);
+    free(text);
     return rc;
 }
 

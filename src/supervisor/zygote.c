@@ -295,24 +295,7 @@ static int request_once(kg_supervisor *sup, const char *what, const int *fds, in
 {
     char msg[16];
     int len = snprintf(msg, sizeof msg, "%s\n", what);
-    struct iovec iov = {.iov_base = msg, .iov_len = (size_t)len};
-    union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    memset(&control, 0, sizeof control);
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf,
-                        .msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int))};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-    memcpy(CMSG_DATA(cm), fds, (size_t)nfds * sizeof(int));
-    ssize_t s;
-    do {
-        s = sendmsg(sup->control_fd, &mh, MSG_NOSIGNAL);
-    } while (s < 0 && errno == EINTR);
-    if (s != (ssize_t)len)
+    if (kg_send_with_fds(sup->control_fd, msg, (size_t)len, fds, nfds) != 0)
         return -1;
     char *line = NULL;
     size_t line_len = 0;

@@ -10,6 +10,7 @@
 #define KG_TEST_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <math.h>
 
