@@ -276,6 +276,7 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_pair
         memset(&judge->proto_lines, 0, sizeof judge->proto_lines);
         p->last_nonce = judge->last_nonce;
         judge->last_nonce = NULL;
+        memcpy(p->task_key, judge->task_key, sizeof p->task_key);
         judge->judge = 0;
         p->peer_fd = peer[0];
     } else {
@@ -326,14 +327,37 @@ static void discard(kg_pair *p)
     kg_pair_end(p);
 }
 
-/* The judge kept last (its caches the warmest), taken out of sup->idle; 0 when none is alive. */
-static int take_idle(kg_supervisor *sup, kg_pair *out)
+int kg_pair_task_key(const json_t *job, char out[65])
 {
+    out[0] = '\0';
+    const char *path = json_string_value(json_object_get(job, "task"));
+    char *data = NULL;
+    size_t len = 0;
+    if (!path || kg_file_read(path, 0, &data, &len, NULL) != KG_OK)
+        return -1;
+    int rc = kg_sha256_hex(data, len, out) == KG_OK ? 0 : -1;
+    free(data);
+    if (rc != 0)
+        out[0] = '\0';
+    return rc;
+}
+
+/* The judge kept last (its caches the warmest) among those that served the task `key` (never another: a task
+ * file runs in the judge and may leave the process changed in ways no check sees, docs/threat-model.md), taken
+ * out of sup->idle; 0 when none is alive. */
+static int take_idle(kg_supervisor *sup, const char *key, kg_pair *out)
+{
+    if (!key || !key[0])
+        return 0;
     for (;;) {
         kg_pair *found = NULL;
         pthread_mutex_lock(&sup->warm_lock);
-        if (sup->nidle > 0)
-            found = sup->idle[--sup->nidle];
+        for (int i = sup->nidle - 1; i >= 0 && !found; i--)
+            if (!strcmp(sup->idle[i]->task_key, key)) {
+                found = sup->idle[i];
+                memmove(sup->idle + i, sup->idle + i + 1, (size_t)(sup->nidle - i - 1) * sizeof sup->idle[0]);
+                sup->nidle--;
+            }
         pthread_mutex_unlock(&sup->warm_lock);
         if (!found)
             return 0;
@@ -376,10 +400,11 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
      * the judge no longer).  Without a copy the judge is not kept: such a line would be read as the next job's. */
     const char *nonce = json_string_value(json_object_get(p->job, "nonce"));
     j->last_nonce = nonce ? kg_strdup(nonce) : NULL;
+    memcpy(j->task_key, p->task_key, sizeof j->task_key); /* the caller's: the task this job ran, as verified */
     p->judge = 0;
     kg_pair *out = NULL;
     pthread_mutex_lock(&sup->warm_lock);
-    if (sup->warm_closing || !j->last_nonce) {
+    if (sup->warm_closing || !j->last_nonce || !j->task_key[0]) {
         out = j;
     } else {
         if (sup->nidle >= KG_IDLE_MAX) {
@@ -396,14 +421,16 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
     }
 }
 
-/* A waiting warm pair started for `key`, taken out of the pool; 0 when none is. */
-static int take_warm(kg_supervisor *sup, const json_t *key, kg_pair *out)
+/* A waiting warm pair started for `key`, taken out of the pool; 0 when none is.  A pair whose judge was kept from
+ * an earlier evaluation serves only that evaluation's task (`task`). */
+static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg_pair *out)
 {
     for (;;) {
         kg_pair *found = NULL;
         pthread_mutex_lock(&sup->warm_lock);
         for (int i = 0; i < sup->nwarm; i++)
-            if (json_equal(sup->warm[i]->key, key)) {
+            if (json_equal(sup->warm[i]->key, key) &&
+                (!sup->warm[i]->task_key[0] || !strcmp(sup->warm[i]->task_key, task))) {
                 found = sup->warm[i];
                 sup->warm[i] = sup->warm[--sup->nwarm];
                 break;
@@ -434,9 +461,11 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
 {
     memset(p, 0, sizeof *p);
     p->slot = p->slot_fd = p->peer_fd = -1;
+    char task[65];
+    kg_pair_task_key(caller_job, task);
     if (sup->warm_max > 0) {
         json_t *key = runner_key(caller_job);
-        int got = key && take_warm(sup, key, p);
+        int got = key && take_warm(sup, key, task, p);
         json_decref(key);
         if (got) {
             /* The job as the pair's runner already knows it: its workdir and uid are the prelude's. */
@@ -464,7 +493,7 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
     /* No warm pair: a kept judge with a runner forked now (its CUDA context, loaded kernels and caches saved),
      * else both forked now. */
     kg_pair judge;
-    if (take_idle(sup, &judge)) {
+    if (take_idle(sup, task, &judge)) {
         if (pair_fork(sup, caller_job, p, &judge, err) == KG_OK)
             return KG_OK;
         discard(&judge);
@@ -508,9 +537,11 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         /* a path is passed as it is or not at all: json_string fails on one that is not UTF-8 */
         ok = kg_json_set(tmpl, "workdir", json_string(dir)) == 0;
         json_object_del(tmpl, "nonce");
-        /* A judge kept from an earlier evaluation gets the new runner when one waits. */
+        /* A judge kept from an earlier evaluation of the template's task gets the new runner when one waits. */
         kg_pair judge;
-        int kept = ok && take_idle(sup, &judge);
+        char task[65];
+        kg_pair_task_key(caller_job, task);
+        int kept = ok && take_idle(sup, task, &judge);
         ok = ok && pair_fork(sup, tmpl, p, kept ? &judge : NULL, &err) == KG_OK;
         if (kept && !ok)
             discard(&judge);

@@ -364,6 +364,7 @@ typedef struct {
     int in_stage;
     int done;
     int stays;                /* the judge's "done" (with the nonce) said it waits for another job */
+    char task_loaded[65];     /* the SHA-256 of the task file as the judge loaded it (its "done"), else "" */
     int killed;
     int runner_protocol;      /* the judge said its runner broke their protocol */
     kg_arbiter_request *gpu_held;
@@ -544,6 +545,8 @@ static int handle_message(run_state *st, const char *line, size_t len)
         st->done = 1;
         st->rep->stage[0] = '\0';
         st->stays = st->nonce && nonce && !strcmp(nonce, st->nonce) && json_is_true(json_object_get(msg, "stays"));
+        const char *loaded = json_string_value(json_object_get(msg, "task_sha256"));
+        snprintf(st->task_loaded, sizeof st->task_loaded, "%s", st->stays && loaded ? loaded : "");
     }
     if (type && (!st->nonce || (nonce && !strcmp(nonce, st->nonce))))
         handle_request(st, msg, kind);
@@ -703,8 +706,10 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     /* The judge may stay for another evaluation when warm pairs are kept (kgym eval's single job keeps none), the
      * job is sealed (its "done" must carry the nonce) and it has served fewer than KG_JUDGE_JOBS_MAX; it says in
      * its "done" whether it does. */
+    char task_key[65]; /* the task this judge may serve again: the bytes kgym read now, the judge's must match */
+    int keyed = kg_pair_task_key(job, task_key) == 0;
     json_t *sent = json_copy(job);
-    if (!sent || (sup->warm_max > 0 && st.nonce && judge_cpu_ok && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
+    if (!sent || (sup->warm_max > 0 && st.nonce && keyed && judge_cpu_ok && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
                   kg_json_set(sent, "stay", json_true()) != 0)) {
         json_decref(sent);
         kg_pair_kill(pid, rpid);
@@ -867,8 +872,12 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
     }
     int finished = keep; /* the judge said "done" and stays: killed below only if it is not kept after all */
-    if (st.stale)
+    /* Kept for the task it ran only: the file's bytes as kgym read them when the job started are the bytes the
+     * judge loaded (else the file changed meanwhile, and which task the judge holds is not known). */
+    if (st.stale || !keyed || strcmp(st.task_loaded, task_key) != 0)
         keep = 0;
+    else
+        memcpy(pair.task_key, task_key, sizeof pair.task_key);
     if (keep && lim->cpu_seconds > 0) {
         /* Room under its hard CPU limit for another evaluation like this one, or it goes now.  Its soft limit
          * gets that room at once: a warm pair's set-up runs before the next evaluation sets it. */

@@ -469,6 +469,25 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(rep.runner_pid != r1 && group_gone(rep.runner_pid));
     KG_CHECK(has_message(&rep, "hello") && has_message(&rep, "sandbox") && done_message(&rep));
     kg_child_report_free(&rep);
+    /* Another task never goes to a judge kept from this one's (a task file runs in the judge: pair.c take_idle). */
+    {
+        char *other_dir = NULL;
+        json_t *other = job_for("ok", &other_dir);
+        kg_buf task = {0};
+        kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_default_f64.py", KG_SOURCE_ROOT);
+        json_object_set_new(other, "task", json_string(task.data));
+        kg_buf_free(&task);
+        json_object_set_new(other, "nonce", json_string("n0nce-other-task"));
+        for (int i = 0; i < 2; i++) {
+            KG_CHECK(wait_for_warm(w, 1));
+            KG_CHECK(kg_supervisor_run(w, other, &l, &rep, &err) == KG_OK);
+            KG_CHECK(rep.end == KG_END_COMPLETED && rep.judge_served == 0 && rep.pid != p1 && rep.pid != p2);
+            kg_child_report_free(&rep);
+        }
+        json_decref(other);
+        kg_remove_tree(other_dir);
+        free(other_dir);
+    }
     /* 4: a runner that kills itself: the evaluation ends as with a new judge, and that judge is not kept. */
     char *bad_dir = NULL;
     json_t *bad = job_for("segfault", &bad_dir);

@@ -395,6 +395,7 @@ class Evaluation:
         self.compile_handbacks = 0
         self.randomness = {"handling": "none"}  # check_randomness's finding about the reference's forward
         self.fingerprint = None  # the process before the task's import, where the judge may stay (run)
+        self.task_sha256 = None  # the task file's SHA-256 as this judge read it, where it may stay (run)
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -1234,8 +1235,16 @@ class Evaluation:
         from . import compare, tasks
 
         if self.job.get("stay") is True:
-            # What a kept judge must find unchanged after the job (_clean_for_next), before the task's import.
+            # What a kept judge must find unchanged after the job (_clean_for_next), before the task's import, and
+            # the task's bytes: kgym gives a kept judge only jobs of the same task (src/supervisor/pair.c).
             self.fingerprint = _process_fingerprint()
+            try:
+                import hashlib
+
+                with open(self.job["task"], "rb") as f:
+                    self.task_sha256 = hashlib.sha256(f.read()).hexdigest()
+            except OSError:
+                self.task_sha256 = None
         try:
             self.task = tasks.load_task(self.job["task"])
         except Exception as exc:  # noqa: BLE001 — a broken task is not the candidate's fault
@@ -2231,7 +2240,7 @@ def _serve(chan, device, peer_fd, lockdown, state):
             ev.runner.ask({"cmd": kinds.CMD_EXIT})
         except RunnerLost:
             pass
-    fingerprint = ev.fingerprint
+    fingerprint, task_sha256 = ev.fingerprint, ev.task_sha256
     ev.runner.close()
     del ev
     stays = job.get("stay") is True and bool(job.get("nonce")) and _clean_for_next(device, fingerprint)
@@ -2240,7 +2249,7 @@ def _serve(chan, device, peer_fd, lockdown, state):
         sys.stderr.flush()
     except Exception:  # noqa: BLE001
         stays = False
-    chan.send({"type": kinds.MSG_DONE, "stays": stays})
+    chan.send(dict({"type": kinds.MSG_DONE, "stays": stays}, **({"task_sha256": task_sha256} if stays else {})))
     chan.seal(None)
     return stays
 
