@@ -125,6 +125,22 @@ if [ "$f64" = "correct correct correct correct correct True True True" ]; then
     ok "a judge whose task changed the default dtype is not kept; the later honest float32 kernels are correct"
 else bad "a task's process-wide change ($f64)" "$(cat "$TMP/err")"; fi
 
+# A task file that poisons its judge in a way no fingerprint sees (it replaces kgym's comparison): a kept judge
+# serves only the task whose bytes it ran, so the wrong kernels of another task after it are judged by other judges
+# (red team 9b: 2 of 8 judged correct in the poisoned judge before the judges were keyed by task).
+printf '{"task": "%s", "candidate": "%s", "expect": "correct"}\n' "$TD/add_one_patches_compare.py" "$C/ok.py" >"$TMP/poison.jsonl"
+for i in 1 2 3 4 5 6; do
+    printf '{"task": "%s", "candidate": "%s", "expect": "incorrect"}\n' "$T" "$C/wrong_value.py" >>"$TMP/poison.jsonl"
+done
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/poison.jsonl" --jobs 1 --json --out "$TMP/poison.out" >"$TMP/poison.json" 2>"$TMP/err"
+poison=$("$PY" -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+first = rs[0]["process"]["pid"]
+print(" ".join(r["verdict"] for r in rs), all(r["process"]["pid"] != first for r in rs[1:]))' "$TMP/poison.out" 2>&1)
+if [ "$poison" = "correct incorrect incorrect incorrect incorrect incorrect incorrect True" ]; then
+    ok "a judge that ran a task which poisoned its comparison never judges another task"
+else bad "a poisoning task ($poison)" "$(cat "$TMP/err")"; fi
+
 # The reference-time cache is a GPU matter: on the CPU bench makes no private folder for it.
 mkdir -p "$TMP/rtmp"
 if [ "$DEVICE" = cpu ]; then
