@@ -549,7 +549,19 @@ def _grpo_figures(doc):
     exclusive_s = sum(num(get(r, "gpu_phases", "exclusive", "held_ms")) or 0.0 for r in done) / 1000
     bound = n * 3600.0 / exclusive_s if exclusive_s else None
     verdicts = s.get("verdicts") or {}
-    return {"evaluations": n, "answered": len(answers), "twins": len(answers) - n,
+    # Judges kept between evaluations (process.judge_served > 0; absent before 35493e9), and why judges were not
+    # kept, from the line a judge writes on its stderr ("kgym judge: not kept for another job: WHY").
+    served = [get(r, "process", "judge_served") for r in done]
+    kept = sum(1 for x in served if isinstance(x, int) and x > 0) if any(x is not None for x in served) else None
+    not_kept = {}
+    for r in done:
+        text = str(get(r, "process", "stderr") or "")
+        at = text.find("kgym judge: not kept for another job: ")
+        if at >= 0:
+            why = text[at + 38:].split("\\n")[0].split("\n")[0][:90]
+            not_kept[why] = not_kept.get(why, 0) + 1
+    return {"evaluations": n, "answered": len(answers), "twins": len(answers) - n, "kept": kept,
+            "not_kept": not_kept,
             "answers_per_hour": len(answers) * 3600.0 / wall_s if wall_s else None,
             "wall_s": wall_s, "per_hour": per_hour, "tasks": tasks,
             "verdicts": ", ".join(f"{k} {v}" for k, v in verdicts.items() if v) or "-",
@@ -591,13 +603,18 @@ def report_grpo(args):
                      f"{fmt(per_task('ref_timed'), '.1f')} timed, {fmt(per_task('ref_cached'), '.1f')} cached",
                      f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held",
                      f"{fmt(f['exclusive_s'], ',.1f')} s", fmt(f["bound"], ",.0f"), pct(f["share"]),
-                     f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s"])
+                     f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s",
+                     "-" if f["kept"] is None else f"{f['kept']} of {f['evaluations']}"])
     table = md_table(["build", "evaluations"] + (["answered", "answers / GPU-hour"] if dedup else []) +
                      ["run wall", "evaluations / GPU-hour", "verdicts (every answer)" if dedup else "verdicts",
                       "reference timings per task", "reference outputs per task (variants)",
                       "summed exclusive GPU time", "exclusive-window bound / h", "share of the bound",
-                      "shared-phase waits of summed evaluation wall"], rows)
+                      "shared-phase waits of summed evaluation wall", "in kept judges"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
+    for who, f in runs:
+        if f["not_kept"]:
+            lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "
+                         + "; ".join(f"{v}x {k}" for k, v in sorted(f["not_kept"].items(), key=lambda kv: -kv[1])))
     rate = {who: f["per_hour"] for who, f in runs}
     # grpo.sh --repeat N names its runs head#1, base#1, head#2, ...: head / base for each repetition, and their
     # median, stand for the pair (one pair's ratio moves by about ±5% from run to run); the goal reads the heads'
