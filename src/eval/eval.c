@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include "eval/internal.h"
 #include "eval/kinds.h"
@@ -457,7 +458,8 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     json_t *stage = extract_stage("ok", kg_now_ms() - t0, exr->detail);
 
     char *dir = NULL;
-    rc = stage ? kg_temp_dir("kgym-eval", &dir, err)
+    int dir_lock = -1; /* held until the folder is removed: a kgym killed before leaves it to a later one's sweep */
+    rc = stage ? kg_temp_dir_owned("kgym-eval", &dir, &dir_lock, err)
                : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the extract stage");
     kg_buf path = {0};
     if (rc == KG_OK && kg_buf_printf(&path, "%s/candidate.py", dir) != KG_OK)
@@ -636,6 +638,8 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
         kg_remove_tree(dir);
         free(dir);
     }
+    if (dir_lock >= 0)
+        close(dir_lock);
     kg_buf_free(&path);
     if (x == &own)
         kg_eval_extraction_free(&own);

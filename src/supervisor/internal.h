@@ -24,6 +24,7 @@ typedef struct kg_pair {
     int fds[KG_PAIR_FDS]; /* our ends: the judge's protocol socket, then stdout and stderr of each */
     int slot, slot_fd;    /* the runner's uid slot and its lock (-1: none) */
     char *workdir;        /* a warm pair's own workdir (removed by kg_pair_end), else NULL */
+    int workdir_lock;     /* its lock (kg_temp_dir_owned; closed by kg_pair_end once it is removed), else -1 */
     json_t *key;          /* a warm pair: the runner part of the job it was started for */
     json_t *job;          /* the job to send (the runner's identity applied) */
     kg_lines proto_lines; /* the judge's lines: its "warm", then the run loop's (what one read brought beyond a

@@ -304,6 +304,9 @@ void kg_pair_end(kg_pair *p)
         free(p->workdir);
         p->workdir = NULL;
     }
+    if (p->workdir_lock >= 0)
+        close(p->workdir_lock);
+    p->workdir_lock = -1;
     json_decref(p->job);
     json_decref(p->key);
     p->job = p->key = NULL;
@@ -386,7 +389,7 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
         return;
     }
     j->judge = p->judge;
-    j->slot = j->slot_fd = j->peer_fd = -1;
+    j->slot = j->slot_fd = j->peer_fd = j->workdir_lock = -1;
     for (int i = 0; i < KG_PAIR_FDS; i++)
         j->fds[i] = -1;
     for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
@@ -460,7 +463,7 @@ static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg
 int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
 {
     memset(p, 0, sizeof *p);
-    p->slot = p->slot_fd = p->peer_fd = -1;
+    p->slot = p->slot_fd = p->peer_fd = p->workdir_lock = -1;
     char task[65];
     kg_pair_task_key(caller_job, task);
     if (sup->warm_max > 0) {
@@ -498,7 +501,7 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
             return KG_OK;
         discard(&judge);
         memset(p, 0, sizeof *p);
-        p->slot = p->slot_fd = p->peer_fd = -1;
+        p->slot = p->slot_fd = p->peer_fd = p->workdir_lock = -1;
     }
     return pair_fork(sup, caller_job, p, NULL, err);
 }
@@ -526,12 +529,13 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
     }
     kg_pair *p = calloc(1, sizeof *p);
     if (p)
-        p->peer_fd = -1;
+        p->peer_fd = p->workdir_lock = -1;
     json_t *key = runner_key(caller_job);
     json_t *tmpl = json_copy(caller_job);
     char *dir = NULL;
+    int dir_lock = -1;
     kg_error err = {0};
-    int ok = p && key && tmpl && kg_temp_dir("kgym-eval", &dir, &err) == KG_OK;
+    int ok = p && key && tmpl && kg_temp_dir_owned("kgym-eval", &dir, &dir_lock, &err) == KG_OK;
     if (ok) {
         /* The template is the caller's job with the pair's own workdir; the previous job's secret stays out. */
         /* a path is passed as it is or not at all: json_string fails on one that is not UTF-8 */
@@ -547,15 +551,19 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
             discard(&judge);
         if (ok) {
             p->workdir = dir;
+            p->workdir_lock = dir_lock;
             p->key = key;
             key = NULL;
             dir = NULL;
+            dir_lock = -1;
         }
     }
     if (dir) {
         kg_remove_tree(dir);
         free(dir);
     }
+    if (dir_lock >= 0)
+        close(dir_lock);
     if (ok) {
         json_t *prelude = json_pack("{s:s}", "type", kg_msg_name(KG_MSG_PRELUDE));
         for (size_t i = 0; prelude && i < sizeof runner_part / sizeof runner_part[0]; i++) {

@@ -84,6 +84,9 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
      * once: as a subreaper we inherit them and can wait for their real status. */
     prctl(PR_SET_CHILD_SUBREAPER, 1);
     signal(SIGPIPE, SIG_IGN);
+    /* Evaluation folders an earlier kgym left when it was killed (its warm pairs', its evaluations'): their locks
+     * died with it (kg_temp_dir_owned). */
+    kg_temp_sweep("kgym-eval");
 
     int rc = kg_zygote_start(sup, err);
     if (rc != KG_OK) {

@@ -6,7 +6,9 @@
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -239,6 +241,78 @@ int kg_temp_dir(const char *prefix, char **path, kg_error *err)
     }
     *path = kg_buf_release(&b);
     return KG_OK;
+}
+
+/* The mark of a folder made by kg_temp_dir_owned: made only once its maker holds the folder's lock. */
+#define KG_OWNER_MARK ".kgym-owner"
+
+int kg_temp_dir_owned(const char *prefix, char **path, int *lock_fd, kg_error *err)
+{
+    *lock_fd = -1;
+    int rc = kg_temp_dir(prefix, path, err);
+    if (rc != KG_OK)
+        return rc;
+    kg_buf mark = {0};
+    int fd = open(*path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    int e = fd < 0 ? errno : 0;
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0)
+        e = errno;
+    if (!e && kg_buf_printf(&mark, "%s/%s", *path, KG_OWNER_MARK) != KG_OK)
+        e = ENOMEM;
+    int m = e ? -1 : open(mark.data, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (!e && m < 0)
+        e = errno;
+    if (m >= 0)
+        close(m);
+    kg_buf_free(&mark);
+    if (e) {
+        if (fd >= 0)
+            close(fd);
+        kg_remove_tree(*path);
+        free(*path);
+        *path = NULL;
+        return kg_error_set(err, e == ENOMEM ? KG_ERR_NOMEM : KG_ERR_IO, "cannot lock a temp folder: %s",
+                            strerror(e));
+    }
+    *lock_fd = fd;
+    return KG_OK;
+}
+
+int kg_temp_sweep(const char *prefix)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    DIR *d = opendir(base);
+    if (!d)
+        return 0;
+    size_t plen = strlen(prefix);
+    int removed = 0;
+    struct dirent *ent;
+    while ((ent = readdir(d)) != NULL) {
+        /* prefix-XXXXXX, as kg_temp_dir names them */
+        if (strncmp(ent->d_name, prefix, plen) != 0 || ent->d_name[plen] != '-' || strlen(ent->d_name) != plen + 7)
+            continue;
+        kg_buf dir = {0}, mark = {0};
+        struct stat st;
+        if (kg_buf_printf(&dir, "%s/%s", base, ent->d_name) == KG_OK &&
+            kg_buf_printf(&mark, "%s/%s", dir.data, KG_OWNER_MARK) == KG_OK && lstat(dir.data, &st) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_uid == geteuid() && lstat(mark.data, &st) == 0 && S_ISREG(st.st_mode)) {
+            /* Marked: its maker held the lock when it marked it.  A lock we can take now is a maker gone (a lock
+             * dies with the last process holding it): what it left is removed, the lock held meanwhile. */
+            int fd = open(dir.data, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+            if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+                kg_remove_tree(dir.data);
+                removed++;
+            }
+            if (fd >= 0)
+                close(fd);
+        }
+        kg_buf_free(&dir);
+        kg_buf_free(&mark);
+    }
+    closedir(d);
+    return removed;
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)

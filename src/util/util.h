@@ -96,6 +96,13 @@ int kg_dir_exists(const char *path);
 int kg_temp_dir(const char *prefix, char **path, kg_error *err);
 /* Removes a folder and everything under it (no symlink following). */
 int kg_remove_tree(const char *path);
+/* kg_temp_dir for a folder another process may have to clean up: *lock_fd holds an flock on the folder for as long
+ * as the caller keeps it open (O_CLOEXEC; close it after removing the folder), and the folder is marked as locked.
+ * A process killed before it removed the folder leaves it unlocked, and kg_temp_sweep removes it. */
+int kg_temp_dir_owned(const char *prefix, char **path, int *lock_fd, kg_error *err);
+/* Removes this uid's marked prefix-XXXXXX folders under $TMPDIR or /tmp whose lock is free (their maker gone);
+ * returns how many. */
+int kg_temp_sweep(const char *prefix);
 
 /* Milliseconds on the monotonic clock: for durations and deadlines. */
 double kg_now_ms(void);

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kg_test.h"
@@ -280,7 +281,61 @@ static void lines_split_keep_and_refuse(void)
     close(sv[0]);
 }
 
+/* Entries of folder `dir` whose names start with `prefix`. */
+static int count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* kg_temp_dir_owned / kg_temp_sweep: a folder whose maker died (its lock with it) is removed by the next sweep; one
+ * whose maker holds its lock, and one never marked (kg_temp_dir), are left alone. */
+static void temp_dirs_of_a_dead_maker_are_swept(void)
+{
+    kg_error err;
+    char *base = NULL;
+    KG_CHECK(kg_temp_dir("kgym-test-sweep", &base, &err) == KG_OK);
+    if (!base)
+        return;
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", base, 1);
+    pid_t child = fork();
+    if (child == 0) {
+        char *p = NULL;
+        int fd = -1;
+        _exit(kg_temp_dir_owned("kgym-eval", &p, &fd, NULL) == KG_OK ? 0 : 1); /* dies holding it */
+    }
+    int status = -1;
+    KG_CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char *mine = NULL, *plain = NULL;
+    int lock = -1;
+    KG_CHECK(kg_temp_dir_owned("kgym-eval", &mine, &lock, &err) == KG_OK && lock >= 0);
+    KG_CHECK(kg_temp_dir("kgym-eval", &plain, &err) == KG_OK);
+    KG_CHECK(count_entries(base, "kgym-eval-") == 3);
+    KG_CHECK(kg_temp_sweep("kgym-eval") == 1);
+    KG_CHECK(count_entries(base, "kgym-eval-") == 2 && kg_dir_exists(mine) && kg_dir_exists(plain));
+    KG_CHECK(kg_temp_sweep("kgym-eval") == 0);
+    close(lock); /* as if its maker had died: the next sweep takes it */
+    KG_CHECK(kg_temp_sweep("kgym-eval") == 1 && !kg_dir_exists(mine) && kg_dir_exists(plain));
+    if (saved) {
+        setenv("TMPDIR", saved, 1);
+        free(saved);
+    } else
+        unsetenv("TMPDIR");
+    kg_remove_tree(base);
+    free(base);
+    free(mine);
+    free(plain);
+}
+
 static const kg_test_case cases[] = {
+    {"temp_dirs_of_a_dead_maker_are_swept", temp_dirs_of_a_dead_maker_are_swept},
     {"atomic_write_creates_and_replaces", atomic_write_creates_and_replaces},
     {"atomic_write_failure_leaves_old_file_and_no_temp", atomic_write_failure_leaves_old_file_and_no_temp},
     {"atomic_stream_commit_and_abort", atomic_stream_commit_and_abort},
