@@ -32,8 +32,9 @@ typedef struct kg_pair {
     int warm;             /* 1: started ahead of its job */
     int served;           /* evaluations its judge finished before this pair's (a judge kept between them) */
     char *last_nonce;     /* a kept judge: its previous job's nonce (a line carrying it now is stale), else NULL */
-    char task_key[65];    /* a kept judge: SHA-256 (hex) of the task file it served, the only task it serves again
-                           * (pair.c task_key); "" for a new judge */
+    char task_key[65];    /* SHA-256 (hex) of the task file: for a waiting judge (or a warm pair made from one) the
+                           * task it served, the only one it serves again; for a pair given a job (kg_pair_for_job),
+                           * that job's task, read when the job started; "" when none is known */
     int peer_fd;          /* a kept judge's end of its new runner's socket, ours until it goes with the judge's
                            * first line (SCM_RIGHTS); -1: the zygote gave the judge its end when it forked both */
     char notes[2048];     /* the runner intermediate's notes (JSON array text) */
@@ -76,9 +77,8 @@ void kg_pair_end(kg_pair *p);
  * kg_pair_for_job or the warmer fork for it.  Where it cannot wait (the supervisor closes, no memory) it is killed
  * and reaped here.  The rest of p is the caller's for kg_pair_end. */
 void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p);
-/* The key a kept judge serves by: SHA-256 (hex) of the bytes of the job's task file; 0, or -1 ("" in out) when it
- * cannot be read (such a job gets no kept judge, and its judge is not kept). */
-int kg_pair_task_key(const json_t *job, char out[65]);
+/* Kills and reaps what runs of p (its judge, its runner), then kg_pair_end. */
+void kg_pair_discard(kg_pair *p);
 /* Starts the warmer thread, which keeps warm_max pairs waiting (0, or -1: then none are kept). */
 int kg_pair_warmer_start(kg_supervisor *sup);
 /* Tells the warmer that jobs like `job` come: it starts pairs for them while fewer than warm_max wait. */

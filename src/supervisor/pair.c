@@ -201,16 +201,41 @@ static json_t *runner_key(const json_t *job)
     return key;
 }
 
+/* An empty pair: no process, every descriptor -1 (a 0 would be stdin, closed by kg_pair_end). */
+static void pair_init(kg_pair *p)
+{
+    memset(p, 0, sizeof *p);
+    p->slot = p->slot_fd = p->peer_fd = p->workdir_lock = -1;
+    for (int i = 0; i < KG_PAIR_FDS; i++)
+        p->fds[i] = -1;
+}
+
+/* Moves a kept judge's part (its process, protocol socket and output pipes, the lines read so far, its previous
+ * nonce, its task, the evaluations it served) from `from` to `to`; `from` keeps the rest. */
+static void move_judge(kg_pair *to, kg_pair *from)
+{
+    to->judge = from->judge;
+    from->judge = 0;
+    for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
+        to->fds[i] = from->fds[i];
+        from->fds[i] = -1;
+    }
+    to->proto_lines = from->proto_lines;
+    memset(&from->proto_lines, 0, sizeof from->proto_lines);
+    free(to->last_nonce);
+    to->last_nonce = from->last_nonce;
+    from->last_nonce = NULL;
+    memcpy(to->task_key, from->task_key, sizeof to->task_key);
+    to->served = from->served;
+}
+
 /* Forks the pair for `job` (the caller's; the runner's identity is applied to a copy, p->job), or, with `judge` (a
  * kept one, from sup->idle), only a runner for that judge: p then takes the judge's part out of *judge, and p->peer_fd
  * is the judge's end of the runner's socket, which goes with the first line the judge is sent.  On failure *judge is
  * left as it was (the caller's to keep or discard). */
 static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_pair *judge, kg_error *err)
 {
-    for (int i = 0; i < KG_PAIR_FDS; i++)
-        p->fds[i] = -1;
-    p->peer_fd = -1;
-    /* The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
+    /* p is empty (pair_init).  The runner's identity first: it needs none of the descriptors below (a failure has none to close). */
     slot_take(p);
     p->job = runner_identity(caller_job, p->slot);
     if (!p->job) {
@@ -265,19 +290,7 @@ static int pair_fork(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_pair
     p->fds[KG_PAIR_ROUT] = rout[0];
     p->fds[KG_PAIR_RERR] = rerr[0];
     if (judge) {
-        /* The kept judge's part moves into p: its process, its socket and pipes, the lines read so far. */
-        p->judge = judge->judge;
-        p->served = judge->served;
-        for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
-            p->fds[i] = judge->fds[i];
-            judge->fds[i] = -1;
-        }
-        p->proto_lines = judge->proto_lines;
-        memset(&judge->proto_lines, 0, sizeof judge->proto_lines);
-        p->last_nonce = judge->last_nonce;
-        judge->last_nonce = NULL;
-        memcpy(p->task_key, judge->task_key, sizeof p->task_key);
-        judge->judge = 0;
+        move_judge(p, judge);
         p->peer_fd = peer[0];
     } else {
         p->judge = forked_judge;
@@ -316,7 +329,7 @@ void kg_pair_end(kg_pair *p)
 }
 
 /* A warm pair that will not be used (it died while waiting, or the supervisor closes): its processes go. */
-static void discard(kg_pair *p)
+void kg_pair_discard(kg_pair *p)
 {
     pid_t both[2] = {p->judge, p->runner};
     kg_pair_kill(p->judge, p->runner);
@@ -330,7 +343,9 @@ static void discard(kg_pair *p)
     kg_pair_end(p);
 }
 
-int kg_pair_task_key(const json_t *job, char out[65])
+/* The key a kept judge serves by: SHA-256 (hex) of the bytes of the job's task file; 0, or -1 ("" in out) when it
+ * cannot be read (such a job gets no kept judge, and its judge is not kept). */
+static int task_key(const json_t *job, char out[65])
 {
     out[0] = '\0';
     const char *path = json_string_value(json_object_get(job, "task"));
@@ -372,13 +387,13 @@ static int take_idle(kg_supervisor *sup, const char *key, kg_pair *out)
         if (!kg_proc_exited(out->judge) && out->proto_lines.buf.len <= out->proto_lines.start &&
             poll(&proto, 1, 0) == 0)
             return 1;
-        discard(out);
+        kg_pair_discard(out);
     }
 }
 
 void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
 {
-    kg_pair *j = calloc(1, sizeof *j);
+    kg_pair *j = malloc(sizeof *j);
     if (!j) {
         /* no memory to keep it: the judge goes now (its descriptors stay p's, for kg_pair_end) */
         kg_pair_kill(p->judge, 0);
@@ -388,23 +403,14 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
         p->judge = 0;
         return;
     }
-    j->judge = p->judge;
-    j->slot = j->slot_fd = j->peer_fd = j->workdir_lock = -1;
-    for (int i = 0; i < KG_PAIR_FDS; i++)
-        j->fds[i] = -1;
-    for (int i = KG_PAIR_PROTO; i <= KG_PAIR_JERR; i++) {
-        j->fds[i] = p->fds[i];
-        p->fds[i] = -1;
-    }
-    j->proto_lines = p->proto_lines;
-    memset(&p->proto_lines, 0, sizeof p->proto_lines);
-    j->served = p->served + 1;
+    pair_init(j);
+    move_judge(j, p); /* p->task_key: the task this job ran, as verified by the caller */
+    j->served++;
     /* A line with this job's nonce that comes later is stale: kgym's next run of this judge drops it (and keeps
      * the judge no longer).  Without a copy the judge is not kept: such a line would be read as the next job's. */
     const char *nonce = json_string_value(json_object_get(p->job, "nonce"));
+    free(j->last_nonce); /* the job before this one's */
     j->last_nonce = nonce ? kg_strdup(nonce) : NULL;
-    memcpy(j->task_key, p->task_key, sizeof j->task_key); /* the caller's: the task this job ran, as verified */
-    p->judge = 0;
     kg_pair *out = NULL;
     pthread_mutex_lock(&sup->warm_lock);
     if (sup->warm_closing || !j->last_nonce || !j->task_key[0]) {
@@ -419,7 +425,7 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
     }
     pthread_mutex_unlock(&sup->warm_lock);
     if (out) {
-        discard(out);
+        kg_pair_discard(out);
         free(out);
     }
 }
@@ -447,7 +453,7 @@ static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg
         }
         pthread_mutex_unlock(&sup->warm_lock);
         if (stale) {
-            discard(stale);
+            kg_pair_discard(stale);
             free(stale);
         }
         if (!found)
@@ -456,16 +462,13 @@ static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg
         free(found);
         if (!kg_proc_exited(out->judge) && !kg_proc_exited(out->runner))
             return 1;
-        discard(out); /* it failed while waiting (its CUDA context, its sandbox): a fresh one will say why */
+        kg_pair_discard(out); /* it failed while waiting (its CUDA context, its sandbox): a fresh one will say why */
     }
 }
 
-int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+/* kg_pair_for_job without the task's key, which the caller reads once (`task`). */
+static int pair_for_job(kg_supervisor *sup, json_t *caller_job, const char *task, kg_pair *p, kg_error *err)
 {
-    memset(p, 0, sizeof *p);
-    p->slot = p->slot_fd = p->peer_fd = p->workdir_lock = -1;
-    char task[65];
-    kg_pair_task_key(caller_job, task);
     if (sup->warm_max > 0) {
         json_t *key = runner_key(caller_job);
         int got = key && take_warm(sup, key, task, p);
@@ -484,7 +487,7 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
                 }
             }
             if (!job) {
-                discard(p);
+                kg_pair_discard(p);
                 return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
             }
             json_decref(p->job);
@@ -499,11 +502,21 @@ int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error
     if (take_idle(sup, task, &judge)) {
         if (pair_fork(sup, caller_job, p, &judge, err) == KG_OK)
             return KG_OK;
-        discard(&judge);
-        memset(p, 0, sizeof *p);
-        p->slot = p->slot_fd = p->peer_fd = p->workdir_lock = -1;
+        kg_pair_discard(&judge);
+        pair_init(p);
     }
     return pair_fork(sup, caller_job, p, NULL, err);
+}
+
+int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+{
+    pair_init(p);
+    char task[65];
+    task_key(caller_job, task);
+    int rc = pair_for_job(sup, caller_job, task, p, err);
+    if (rc == KG_OK) /* the task this job runs (a kept judge's was the same): its judge is kept for it alone */
+        memcpy(p->task_key, task, sizeof p->task_key);
+    return rc;
 }
 
 /* How long a warm-up may take (the GPU grant, then the judge's "warm" line) before the pair is given up. */
@@ -527,9 +540,9 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
             return NULL;
         }
     }
-    kg_pair *p = calloc(1, sizeof *p);
+    kg_pair *p = malloc(sizeof *p);
     if (p)
-        p->peer_fd = p->workdir_lock = -1;
+        pair_init(p);
     json_t *key = runner_key(caller_job);
     json_t *tmpl = json_copy(caller_job);
     char *dir = NULL;
@@ -544,11 +557,11 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         /* A judge kept from an earlier evaluation of the template's task gets the new runner when one waits. */
         kg_pair judge;
         char task[65];
-        kg_pair_task_key(caller_job, task);
+        task_key(caller_job, task);
         int kept = ok && take_idle(sup, task, &judge);
         ok = ok && pair_fork(sup, tmpl, p, kept ? &judge : NULL, &err) == KG_OK;
         if (kept && !ok)
-            discard(&judge);
+            kg_pair_discard(&judge);
         if (ok) {
             p->workdir = dir;
             p->workdir_lock = dir_lock;
@@ -591,7 +604,7 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
             json_decref(said);
         }
         if (!ok)
-            discard(p);
+            kg_pair_discard(p);
     }
     if (phase)
         kg_arbiter_release(phase);
@@ -630,7 +643,7 @@ static void *warmer(void *arg)
         pthread_mutex_lock(&sup->warm_lock);
         if (p && sup->warm_closing) {
             pthread_mutex_unlock(&sup->warm_lock);
-            discard(p);
+            kg_pair_discard(p);
             free(p);
             pthread_mutex_lock(&sup->warm_lock);
         } else if (p) {
@@ -685,7 +698,7 @@ void kg_pair_drain(kg_supervisor *sup)
     sup->nidle = 0;
     pthread_mutex_unlock(&sup->warm_lock);
     for (int i = 0; i < n; i++) {
-        discard(list[i]);
+        kg_pair_discard(list[i]);
         free(list[i]);
     }
 }

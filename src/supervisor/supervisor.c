@@ -328,13 +328,14 @@ static double cpu_seconds_used(pid_t pid)
 
 /* RLIMIT_CPU counts a process's whole life, and a judge kept between evaluations lives through several: its
  * soft limit (SIGXCPU, read as a timeout) is set for each evaluation from what it has used, and its hard limit, which
- * only a privileged process may raise, once, at its first, for as many as it may serve.  0, or -1 when this
- * evaluation's share could not be given (prlimit refused): such a judge is not kept after it. */
-static int judge_cpu_limit(pid_t pid, int served, double cpu_seconds)
+ * only a privileged process may raise, once, at its first (`first`), for as many as it may serve.  0, or -1 when an
+ * evaluation's share could not be given (prlimit refused, or no room left under the hard limit): such a judge is not
+ * kept after this evaluation. */
+static int judge_cpu_limit(pid_t pid, int first, double cpu_seconds)
 {
     unsigned long long each = (unsigned long long)cpu_seconds + 1;
     struct rlimit rl;
-    if (served == 0) {
+    if (first) {
         rl.rlim_cur = each;
         rl.rlim_max = each * KG_JUDGE_JOBS_MAX;
         return prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0 ? 0 : -1;
@@ -343,10 +344,8 @@ static int judge_cpu_limit(pid_t pid, int served, double cpu_seconds)
     if (used < 0 || prlimit(pid, RLIMIT_CPU, NULL, &rl) != 0)
         return -1;
     unsigned long long want = each + (unsigned long long)used;
-    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max)
-        want = rl.rlim_max; /* what is left of it: the judge is not kept after this evaluation */
-    int fits = rl.rlim_max == RLIM_INFINITY || each + (unsigned long long)used <= rl.rlim_max;
-    rl.rlim_cur = want;
+    int fits = rl.rlim_max == RLIM_INFINITY || want <= rl.rlim_max;
+    rl.rlim_cur = fits ? want : rl.rlim_max; /* else what is left of it: the judge is not kept after this one */
     return prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0 && fits ? 0 : -1;
 }
 
@@ -695,7 +694,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         if (lim->cpu_seconds > 0 && both[i] == rpid)
             set_limit(rpid, RLIMIT_CPU, (unsigned long long)lim->cpu_seconds + 1);
         else if (lim->cpu_seconds > 0)
-            judge_cpu_ok = judge_cpu_limit(pid, pair.served, lim->cpu_seconds) == 0;
+            judge_cpu_ok = judge_cpu_limit(pid, pair.served == 0, lim->cpu_seconds) == 0;
         set_limit(both[i], RLIMIT_CORE, 0);
     }
 
@@ -709,20 +708,11 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     /* The judge may stay for another evaluation when warm pairs are kept (kgym eval's single job keeps none), the
      * job is sealed (its "done" must carry the nonce) and it has served fewer than KG_JUDGE_JOBS_MAX; it says in
      * its "done" whether it does. */
-    char task_key[65]; /* the task this judge may serve again: the bytes kgym read now, the judge's must match */
-    int keyed = kg_pair_task_key(job, task_key) == 0;
     json_t *sent = json_copy(job);
-    if (!sent || (sup->warm_max > 0 && st.nonce && keyed && judge_cpu_ok && pair.served + 1 < KG_JUDGE_JOBS_MAX &&
-                  kg_json_set(sent, "stay", json_true()) != 0)) {
+    if (!sent || (sup->warm_max > 0 && st.nonce && pair.task_key[0] && judge_cpu_ok &&
+                  pair.served + 1 < KG_JUDGE_JOBS_MAX && kg_json_set(sent, "stay", json_true()) != 0)) {
         json_decref(sent);
-        kg_pair_kill(pid, rpid);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        while (waitpid(rpid, NULL, 0) < 0 && errno == EINTR) {
-        }
-        kg_reaper_untrack(pid);
-        kg_reaper_untrack(rpid);
-        kg_pair_end(&pair);
+        kg_pair_discard(&pair);
         kg_child_report_free(rep);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
@@ -875,25 +865,15 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         }
     }
     int finished = keep; /* the judge said "done" and stays: killed below only if it is not kept after all */
-    /* Kept for the task it ran only: the file's bytes as kgym read them when the job started are the bytes the
-     * judge loaded (else the file changed meanwhile, and which task the judge holds is not known). */
-    if (st.stale || !keyed || strcmp(st.task_loaded, task_key) != 0)
+    /* Kept for the task it ran only: the file's bytes as kgym read them when the job started (pair.task_key,
+     * kg_pair_for_job) are the bytes the judge loaded (else the file changed meanwhile, and which task the judge
+     * holds is not known). */
+    if (st.stale || !pair.task_key[0] || strcmp(st.task_loaded, pair.task_key) != 0)
         keep = 0;
-    else
-        memcpy(pair.task_key, task_key, sizeof pair.task_key);
-    if (keep && lim->cpu_seconds > 0) {
-        /* Room under its hard CPU limit for another evaluation like this one, or it goes now.  Its soft limit
-         * gets that room at once: a warm pair's set-up runs before the next evaluation sets it. */
-        struct rlimit rl;
-        double used = cpu_seconds_used(pid);
-        if (used < 0 || prlimit(pid, RLIMIT_CPU, NULL, &rl) != 0 ||
-            (rl.rlim_max != RLIM_INFINITY && used + lim->cpu_seconds + 1 > (double)rl.rlim_max))
-            keep = 0;
-        else {
-            rl.rlim_cur = (rlim_t)(used + lim->cpu_seconds + 1);
-            keep = prlimit(pid, RLIMIT_CPU, &rl, NULL) == 0;
-        }
-    }
+    /* Room under its hard CPU limit for another evaluation like this one, or it goes now.  Its soft limit gets
+     * that room at once: a warm pair's set-up runs before the next evaluation sets it. */
+    if (keep && lim->cpu_seconds > 0)
+        keep = judge_cpu_limit(pid, 0, lim->cpu_seconds) == 0;
     if (keep) {
         /* What both processes wrote before the judge's "done" is in the pipes by now (the judge flushes its
          * streams before it says it): read without waiting.  The runner's pipes then close; the judge's stay
