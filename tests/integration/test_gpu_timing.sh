@@ -106,6 +106,11 @@ solo=$(jget "$TMP/solo.json" "r['timing']['speedup']")
     && ok "work queued in __init__ stays out of another evaluation's timing (speedup $solo alone)" \
     || bad "work queued in __init__ ran in another evaluation's window" "$(jget "$TMP/overlap.json" "[(x['candidate'], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup')) for x in r['results']]"), alone $solo"
 
+# The slack of a shared block (docs/threat-model.md): a new block shows nothing this process or another freed.
+"$PY" bench/slack_probe.py >"$TMP/slack.json" 2>&1 \
+    && ok "a new shared block holds nothing freed before: $(cat "$TMP/slack.json" | cut -c1-150)" \
+    || bad "a new shared block shows memory freed before (or the probe failed)" "$(tail -5 "$TMP/slack.json")"
+
 # Red team 7 (tests/fixtures/red7/README.md): attacks on the timing and the reference-time cache, each judged by
 # run_gpu.sh against fresh controls in the same process; an attack line is a check (OK passes; LEAK or ERR fails).
 KGYM_BIN="$KGYM" sh tests/fixtures/red7/run_gpu.sh >"$TMP/red7.txt" 2>&1
