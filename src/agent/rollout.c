@@ -512,7 +512,12 @@ static void submit_eval(run *r, work *w)
     char id[40], req[48];
     snprintf(id, sizeof id, "rollout-%zu", i);
     snprintf(req, sizeof req, "{\"item\": %zu}", i);
-    kg_job job = {.id = id, .key = id, .request = req, .label = (char *)r->cfg->tasks[w->t->task].id};
+    /* The routing group: the task file's SHA-256, the key its kept judges serve by (store.h kg_route) */
+    const kg_task *task = &r->cfg->tasks[w->t->task];
+    char group[65] = "";
+    if (task->source && kg_sha256_hex(task->source, strlen(task->source), group) != KG_OK)
+        group[0] = '\0';
+    kg_job job = {.id = id, .key = id, .request = req, .label = (char *)task->id, .group = group[0] ? group : NULL};
     if (rc == KG_OK && (rc = kg_store_put(r->store, &job, 0, &err)) == KG_OK) {
         pthread_mutex_lock(&r->lock);
         kg_sched *pool = r->pool; /* NULL before the pool starts: its workers find the job when they do */

@@ -289,6 +289,7 @@ typedef struct {
     int tty;
     kg_result_tally tally; /* every ended pair's result (eval/tally.h): verdicts, rewards, speedups */
     int dedup;        /* --dedup: exact twins answered once (the file's header) */
+    int fifo;         /* --claim-order fifo: pairs taken in the list's order, not routed by task */
     size_t twins;     /* pairs answered from a twin, unevaluated */
     FILE *out;        /* --out: each result is written (and flushed) as it finishes */
     int out_failed;   /* a write to it failed: reported once, at the end */
@@ -558,15 +559,23 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
     size_t n = run->list->count;
     kg_job *js = calloc(n ? n : 1, sizeof *js);
     char (*ids)[32] = calloc(n ? n : 1, sizeof *ids), **reqs = calloc(n ? n : 1, sizeof *reqs);
+    char (*groups)[65] = calloc(n ? n : 1, sizeof *groups);
     task_text tt = {0};
-    if (!js || !ids || !reqs)
+    if (!js || !ids || !reqs || !groups)
         rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     for (size_t i = 0; rc == KG_OK && i < n; i++) {
         snprintf(ids[i], sizeof ids[i], "bench-%zu", i);
         if (read_candidate(&run->list->items[i]) != KG_OK || !(reqs[i] = queue_request(run, i, &tt)))
             rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory reading the candidates");
-        else
-            js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label};
+        else {
+            /* The routing group: the task file's SHA-256, the key its kept judges serve by (store.h kg_route); none
+             * for a task that does not resolve or holds a NUL (its bytes are not the text read here). */
+            const char *ref = reference_text(run, &tt, run->list->items[i].task_spec);
+            if (!ref || kg_sha256_hex(ref, strlen(ref), groups[i]) != KG_OK)
+                groups[i][0] = '\0';
+            js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label,
+                             .group = groups[i][0] ? groups[i] : NULL};
+        }
     }
     kg_task_free(&tt.task);
     free(tt.spec);
@@ -584,7 +593,7 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
                               .spare_workers = run->dedup ? (int)jobs : 0,
                               .max_queue = (long)n, .name_prefix = "bench:", .on_job_end = item_ended,
                               .on_job_end_arg = run, .evaluate = evaluate_item, .evaluate_arg = run,
-                              .forget_ended = !run->dedup};
+                              .forget_ended = !run->dedup, .fifo = run->fifo};
         rc = kg_sched_start(&o, &pool, err);
     }
     if (rc == KG_OK) {
@@ -607,6 +616,7 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
     free(js);
     free(ids);
     free(reqs);
+    free(groups);
     return rc;
 }
 
@@ -764,6 +774,9 @@ static void usage(FILE *out)
             "                      evaluated only.  Costs memory: every ended pair's job (its task text,\n"
             "                      candidate and result) is kept until the run ends, so that later twins\n"
             "                      find it\n"
+            "  --claim-order ORDER which pair a free evaluation takes next: task (the default) puts a\n"
+            "                      task's pairs one after another on the judge kept for that task and\n"
+            "                      spreads the evaluations over tasks; fifo takes them in the list's order\n"
             "  --check             exit 3 when any expectation is not met or a pair was not evaluated\n"
             "  --json              the summary and every result as one JSON document\n"
             "\n%s\n"
@@ -772,7 +785,7 @@ static void usage(FILE *out)
             kg_cli_eval_help);
 }
 
-enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_DEDUP, OPT_HELP };
+enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_DEDUP, OPT_CLAIM_ORDER, OPT_HELP };
 
 int kg_cli_bench(int argc, char **argv)
 {
@@ -785,6 +798,7 @@ int kg_cli_bench(int argc, char **argv)
     longopts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
     longopts[n++] = (struct option){"check", no_argument, NULL, OPT_CHECK};
     longopts[n++] = (struct option){"dedup", no_argument, NULL, OPT_DEDUP};
+    longopts[n++] = (struct option){"claim-order", required_argument, NULL, OPT_CLAIM_ORDER};
     longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
     longopts[n++] = (struct option){0, 0, 0, 0};
     kg_cli_eval_flags f;
@@ -792,7 +806,7 @@ int kg_cli_bench(int argc, char **argv)
     f.reference_cache_private = 1; /* a task's reference timed once per process (common.h) */
     const char *jsonl = NULL, *out_path = NULL;
     long jobs = 0;
-    int check = 0, dedup = 0, c;
+    int check = 0, dedup = 0, fifo = 0, c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hj:", longopts, NULL)) != -1) {
@@ -811,6 +825,12 @@ int kg_cli_bench(int argc, char **argv)
             check = 1;
         else if (c == OPT_DEDUP)
             dedup = 1;
+        else if (c == OPT_CLAIM_ORDER) {
+            if (kg_cli_claim_order(optarg, &fifo) != 0) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error("bench", "--claim-order is task or fifo, not \"%s\"", optarg);
+            }
+        }
         else if (c == OPT_HELP || c == 'h') {
             usage(stdout);
             kg_cli_eval_flags_free(&f);
@@ -863,7 +883,7 @@ int kg_cli_bench(int argc, char **argv)
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;
     bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file,
-                     .dedup = dedup};
+                     .dedup = dedup, .fifo = fifo};
     pthread_mutex_init(&run.lock, NULL);
     kg_cond_init(&run.wake); /* its waits' deadlines are on CLOCK_MONOTONIC */
     pthread_t watch;

@@ -32,6 +32,10 @@ static void usage(FILE *out)
             "                      retry, a GRPO group's twin) waits for its result without holding an\n"
             "                      evaluation (0; not with --redis: a fleet's other nodes could run them)\n"
             "  --max-queue N       queued jobs before 429 Too Many Requests (10000)\n"
+            "  --claim-order ORDER which queued job a free evaluation thread takes: task (the default) puts\n"
+            "                      a task's samples one after another on the judge kept for that task and\n"
+            "                      spreads the threads over tasks (in a fleet, over GPUs); fifo takes the\n"
+            "                      oldest (docs/service.md, \"Routing\")\n"
             "  --max-code-bytes N  limit of kernel_code and reference_code (262144)\n"
             "  --max-body-bytes N  limit of a request body (33554432)\n"
             "  --max-attempts N    a job interrupted N times (its process died) is failed (3)\n"
@@ -62,7 +66,7 @@ enum {
     OPT_HOST = 1, OPT_PORT, OPT_PORT_FILE, OPT_DB, OPT_WORKERS, OPT_MAX_QUEUE, OPT_MAX_CODE, OPT_MAX_BODY,
     OPT_MAX_ATTEMPTS, OPT_SYNC_TIMEOUT, OPT_TOKEN, OPT_REDIS, OPT_LEASE, OPT_TTL, OPT_GPUS, OPT_HELP,
     OPT_IDLE_TIMEOUT, OPT_MAX_CONN, OPT_MAX_CLIENT_CONN, OPT_BODY_TIMEOUT, OPT_DEVICE_KIND, OPT_REDIS_VOLATILE,
-    OPT_ALLOW_HOST, OPT_SPARE_WORKERS
+    OPT_ALLOW_HOST, OPT_SPARE_WORKERS, OPT_CLAIM_ORDER
 };
 
 static int parse_num(const char *s, double lo, double hi, double *out)
@@ -90,6 +94,10 @@ static void worker_usage(FILE *out)
             "  --gpus LIST         one process per GPU (cuda:N); without it: --device (auto)\n"
             "  --workers N         evaluation threads per device (1)\n"
             "  --lease S           seconds before a silent worker's job is taken over (60)\n"
+            "  --claim-order ORDER which queued job a free evaluation thread takes: task (the default) puts\n"
+            "                      a task's samples one after another on the judge kept for that task and\n"
+            "                      spreads the threads over tasks (in a fleet, over GPUs); fifo takes the\n"
+            "                      oldest (docs/service.md, \"Routing\")\n"
             "  --redis-volatile    use a Redis that would lose acknowledged jobs when it restarts\n"
             "                      (appendonly no) or evicts keys; without it such a Redis is refused\n"
             "  --max-attempts N    (3)   --result-ttl S  finished jobs expire after S (604800)\n"
@@ -148,6 +156,7 @@ static int run(int argc, char **argv, int worker)
         {"redis-volatile", no_argument, NULL, OPT_REDIS_VOLATILE},
         {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
         {"spare-workers", required_argument, NULL, OPT_SPARE_WORKERS},
+        {"claim-order", required_argument, NULL, OPT_CLAIM_ORDER},
         {"help", no_argument, NULL, OPT_HELP}};
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
@@ -183,6 +192,12 @@ static int run(int argc, char **argv, int worker)
         case OPT_DB: o.db_path = optarg; break;
         case OPT_WORKERS: NUM("workers", 0, 256) o.workers = (int)v; break;
         case OPT_SPARE_WORKERS: NUM("spare-workers", 0, 256) o.spare_workers = (int)v; break;
+        case OPT_CLAIM_ORDER:
+            if (kg_cli_claim_order(optarg, &o.fifo) != 0) {
+                kg_cli_eval_flags_free(&f);
+                return kg_cli_usage_error(cmdname, "--claim-order is task or fifo, not \"%s\"", optarg);
+            }
+            break;
         case OPT_MAX_QUEUE: NUM("max-queue", 0, 1e9) o.max_queue = (long)v; break;
         case OPT_MAX_CODE: NUM("max-code-bytes", 1024, 64e6) o.max_code_bytes = (size_t)v; break;
         case OPT_MAX_BODY: NUM("max-body-bytes", 4096, 1e9) o.max_body_bytes = (size_t)v; break;

@@ -676,3 +676,14 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     }
     return KG_OK;
 }
+
+int kg_cli_claim_order(const char *order, int *fifo)
+{
+    if (!strcmp(order, "task"))
+        *fifo = 0;
+    else if (!strcmp(order, "fifo"))
+        *fifo = 1;
+    else
+        return -1;
+    return 0;
+}

@@ -67,5 +67,8 @@ char *kg_cli_device_kind(const char *device);
 void kg_cli_print_report(FILE *out, const json_t *result, int color);
 
 int kg_cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* --claim-order ORDER (bench, serve, worker): "task" sets *fifo 0 (routed by task, sched.h), "fifo" 1; -1 for
+ * anything else (*fifo unchanged). */
+int kg_cli_claim_order(const char *order, int *fifo);
 
 #endif

@@ -21,6 +21,7 @@ typedef struct worker {
     char name[192];
     char current[160];
     char key[KG_SHA256_STRLEN]; /* the content key of the current job ("" when none) */
+    char group[65];             /* the routing group of the current job ("" when none: store.h kg_route) */
     unsigned long claim_no;     /* order of the current claim among this scheduler's (in-flight dedup) */
     double lease_ms;            /* Redis: kg_now_ms() when the current job's lease was last known held (its claim,
                                  * or a heartbeat that renewed it: kg_sched_leases_renewed) */
@@ -65,6 +66,7 @@ struct kg_sched {
     long queue_wait_count;
     long stopped_news, stopped_check; /* jobs stopped (cancelled, or ended elsewhere) as their watch learned it */
     int watching;      /* job_news is one of the store's watchers (kg_store_watch) */
+    char home[192];    /* this process's name in a fleet (kg_route.home): "" where the store is not shared */
     double check_ms;   /* how often a job's watch reads the store without news (job_no_longer_ours) */
 };
 
@@ -657,6 +659,55 @@ static void give_slot(kg_sched *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+int kg_sched_group_of(const json_t *request, char out[65])
+{
+    out[0] = '\0';
+    const json_t *ref = json_object_get(request, "reference_code");
+    /* strlen, as run_job writes it */
+    if (!json_is_string(ref) || kg_sha256_hex(json_string_value(ref), strlen(json_string_value(ref)), out) != KG_OK) {
+        out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+/* The next job for w: routed (store.h kg_route) by the tasks whose judges wait in this process's supervisor and
+ * the tasks its workers evaluate now, unless the pool claims oldest first (o.fifo). */
+static int claim(worker *w, kg_job *job, kg_error *err)
+{
+    kg_sched *s = w->sched;
+    if (s->o.fifo)
+        return kg_store_claim(s->o.store, w->name, job, err);
+    char hot[KG_SUPERVISOR_HOT_MAX][65];
+    int nhot = s->o.sup ? kg_supervisor_hot_tasks(s->o.sup, hot, KG_SUPERVISOR_HOT_MAX) : 0;
+    const char *hot_list[KG_SUPERVISOR_HOT_MAX];
+    for (int i = 0; i < nhot; i++)
+        hot_list[i] = hot[i];
+    /* Busy: the groups this pool's other threads evaluate (this thread's own job has ended). */
+    char(*busy)[65] = calloc((size_t)s->threads + 1, sizeof *busy);
+    const char **busy_list = calloc((size_t)s->threads + 1, sizeof *busy_list);
+    size_t nbusy = 0;
+    if (!busy || !busy_list) { /* no memory to route by: the oldest, as without routing */
+        free(busy);
+        free(busy_list);
+        return kg_store_claim(s->o.store, w->name, job, err);
+    }
+    pthread_mutex_lock(&s->lock);
+    for (int i = 0; i < s->threads; i++)
+        if (s->workers[i].running_job && s->workers[i].group[0]) {
+            memcpy(busy[nbusy], s->workers[i].group, sizeof busy[nbusy]);
+            busy_list[nbusy] = busy[nbusy];
+            nbusy++;
+        }
+    pthread_mutex_unlock(&s->lock);
+    kg_route r = {.hot = hot_list, .nhot = (size_t)nhot, .busy = busy_list, .nbusy = nbusy,
+                  .home = s->home[0] ? s->home : NULL, .home_ttl_s = s->o.lease_s > 0 ? s->o.lease_s : 60};
+    int rc = kg_store_claim_routed(s->o.store, w->name, &r, job, err);
+    free(busy);
+    free(busy_list);
+    return rc;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
@@ -673,7 +724,7 @@ static void *worker_main(void *arg)
         kg_job job;
         kg_error err;
         double asked_ms = kg_now_ms(); /* a lease given now runs at least one lease from here */
-        int crc = kg_store_claim(s->o.store, w->name, &job, &err);
+        int crc = claim(w, &job, &err);
         if (crc != KG_OK && crc != KG_ERR_NOT_FOUND) {
             /* The store failed (Redis down, database lost): back off, up
              * to 5 s, instead of asking again at once in a tight loop. */
@@ -716,6 +767,7 @@ static void *worker_main(void *arg)
         __atomic_store_n(&w->news, 0, __ATOMIC_SEQ_CST); /* news of an earlier job is not this one's */
         snprintf(w->current, sizeof w->current, "%s", job.id ? job.id : "");
         snprintf(w->key, sizeof w->key, "%s", key);
+        snprintf(w->group, sizeof w->group, "%s", job.group ? job.group : "");
         pthread_mutex_unlock(&s->lock);
 
         int leading = 0;
@@ -736,6 +788,7 @@ static void *worker_main(void *arg)
         w->processed++;
         w->current[0] = '\0';
         w->key[0] = '\0';
+        w->group[0] = '\0';
         pthread_cond_broadcast(&s->done_cv);
         pthread_mutex_unlock(&s->lock);
         /* Fault injection (tests): the notice that this job ended is sent once the scheduler stops, the latest a
@@ -802,6 +855,10 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     kg_error werr;
     s->watching = o->workers > 0 && kg_store_watch(o->store, job_news, s, &werr) == KG_OK;
     s->check_ms = s->watching && kg_store_has(o->store, KG_STORE_NEWS) ? KG_SCHED_CHECK_NEWS_MS : KG_SCHED_CHECK_MS;
+    /* A fleet's process name: its workers' names without "#i" (unique across the fleet: host:pid:device). */
+    if (kg_store_has(o->store, KG_STORE_SHARED))
+        snprintf(s->home, sizeof s->home, "%s%s", o->name_prefix ? o->name_prefix : "",
+                 o->eval.device ? o->eval.device : "cpu");
     for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         w->sched = s;

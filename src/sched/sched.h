@@ -84,6 +84,9 @@ typedef struct kg_sched_options {
      * twins (the content key's done answer at claim needs the job stored): an owner that wants twins answered
      * once (bench --dedup) keeps its ended jobs. */
     int forget_ended;
+    /* 1: claim the oldest queued job.  0 (the default): routed (store.h kg_route), so that the samples of one task
+     * follow each other on the judge kept for that task, and a fleet's processes spread over tasks. */
+    int fifo;
 } kg_sched_options;
 
 /* What a worker's results depend on besides the request: its device kind and
@@ -112,6 +115,10 @@ int kg_sched_profile_from_json(const json_t *j, kg_sched_profile *out);
  * one's result answers the other.  KG_ERR_INVALID when the request lacks its
  * code. */
 int kg_sched_content_key(const kg_sched_profile *p, const json_t *request, char key[KG_SHA256_STRLEN]);
+/* The routing group of a normalised request (store.h kg_route): the SHA-256 (hex) of its reference_code, the bytes
+ * the task file its judge loads holds (kg_task_from_source writes them as they are), so the key its judges are kept
+ * by.  "" in out (and -1) when it has none. */
+int kg_sched_group_of(const json_t *request, char out[65]);
 /* This scheduler's profile (its options and device kind; borrowed). */
 const kg_sched_profile *kg_sched_profile_get(kg_sched *s);
 

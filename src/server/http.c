@@ -386,6 +386,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
     size_t m = n ? n : 1;
     json_t **norm = calloc(m, sizeof *norm);
     char (*keys)[KG_SHA256_STRLEN] = calloc(m, sizeof *keys);
+    char (*groups)[65] = calloc(m, sizeof *groups);
     char (*ids)[160] = calloc(m, sizeof *ids);
     int *fresh = calloc(m, sizeof *fresh), *cached = calloc(m, sizeof *cached), *replace = calloc(m, sizeof *replace);
     char **reqs = calloc(m, sizeof *reqs);
@@ -397,7 +398,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
     *ids_out = NULL;
     kg_sched_profile profile;
     int answer = submit_profile(s, &profile);
-    if (!norm || !keys || !ids || !fresh || !cached || !replace || !reqs || !jobs || !done || !seen) {
+    if (!norm || !keys || !groups || !ids || !fresh || !cached || !replace || !reqs || !jobs || !done || !seen) {
         ret = send_error(c, 500, "", "out of memory");
         goto out;
     }
@@ -413,6 +414,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             ret = send_error(c, b.http, f, b.error);
             goto out;
         }
+        kg_sched_group_of(norm[i], groups[i]); /* "" when it has none: claimed unrouted */
         char buf[160];
         const char *given = given_id(t, batch_id, i, buf);
         if (given) {
@@ -485,6 +487,7 @@ static enum MHD_Result submit_many(server *s, struct MHD_Connection *c, json_t *
             j->key = keys[i];
             j->request = reqs[i];
             j->label = (char *)json_string_value(json_object_get(norm[i], "task")); /* not read again from reqs */
+            j->group = groups[i][0] ? groups[i] : NULL;
             j->status = "queued";
             if (answer && !fresh[i] && kg_store_find_done(s->store, keys[i], &done[i], NULL) == KG_OK) {
                 j->status = "done";
@@ -539,6 +542,7 @@ out:
     json_decref(seen);
     free(norm);
     free(keys);
+    free(groups);
     free(ids);
     free(fresh);
     free(cached);
@@ -1753,6 +1757,7 @@ int kg_service_run(const kg_service_options *o, kg_error *err)
     }
     kg_sched_options so = {.store = s.store, .sup = sup, .eval = o->eval, .task_dir = task_dir,
                            .workers = o->workers, .spare_workers = o->spare_workers, /* sched: none without workers */
+                           .fifo = o->fifo,
                            .max_queue = o->max_queue, .name_prefix = prefix,
                            .device_kind = o->device_kind, .lease_s = o->lease_s,
                            .on_job_end = s.waits ? wake_waits : NULL, .on_job_end_arg = s.waits};

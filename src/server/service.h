@@ -35,6 +35,7 @@ typedef struct kg_service_options {
     const char *kernelbench;   /* KernelBench checkout for "task": "level1/19" (may be NULL) */
     int workers;               /* evaluations at once */
     int spare_workers;         /* threads beyond them, for jobs that follow an identical one (sched.h) */
+    int fifo;                  /* claim the oldest job instead of routing by task (sched.h kg_sched_options.fifo) */
     long max_queue;            /* queued jobs allowed before 429 */
     size_t max_code_bytes;     /* per code field (kernel_code, reference_code) */
     size_t max_body_bytes;     /* whole request body */

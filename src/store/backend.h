@@ -24,7 +24,8 @@ typedef struct kg_store_ops {
     int (*put_many)(kg_store *s, const kg_job *jobs, size_t n, const int *replace, kg_error *err);
     int (*get)(kg_store *s, const char *id, kg_job *out, kg_error *err);
     int (*find_done)(kg_store *s, const char *key, kg_job *out, kg_error *err);
-    int (*claim)(kg_store *s, const char *worker, kg_job *out, kg_error *err);
+    /* route: NULL is the oldest queued job (kg_store_claim) */
+    int (*claim)(kg_store *s, const char *worker, const kg_route *route, kg_job *out, kg_error *err);
     /* at: the job's finished_at (store.c's kg_wall_s(), or the caller's: kg_store_finish_at) */
     /* result_json: the same result parsed, when the caller holds it (the listing facts are read from it instead
      * of parsing the text again), or NULL. */
@@ -107,6 +108,9 @@ void kg_store_result_facts(const char *result, const json_t *result_json, char *
 /* The task label of a job for listings: job->label when the submitter set it, else read from its request
  * (malloc'd, NULL when it has none). */
 char *kg_store_job_label(const kg_job *job);
+/* The index among n queued jobs, oldest first (groups[i]: job i's group or NULL; elsewhere[i]: its group's home
+ * is another process, or NULL for none), that a claim routed by r takes (store.h); -1 when n is 0. */
+long kg_route_pick(const kg_route *r, const char *const *groups, const int *elsewhere, size_t n);
 /* The job's fields copied (malloc'd strings, as kg_store_get returns them). */
 int kg_job_copy(const kg_job *from, kg_job *to);
 

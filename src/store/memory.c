@@ -194,15 +194,22 @@ static int mem_find_done(kg_store *base, const char *key, kg_job *out, kg_error 
     return rc;
 }
 
-static int mem_claim(kg_store *base, const char *worker, kg_job *out, kg_error *err)
+static int mem_claim(kg_store *base, const char *worker, const kg_route *route, kg_job *out, kg_error *err)
 {
     memory_store *m = (memory_store *)base;
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&m->lock);
-    entry *e = NULL;
-    for (size_t i = 0; i < m->n && !e; i++)
-        if (is(&m->jobs[i], "queued"))
-            e = &m->jobs[i];
+    /* The window's queued jobs, oldest first (the table is in seq order); routed, the best of them (store.h). */
+    entry *window[KG_ROUTE_WINDOW];
+    const char *groups[KG_ROUTE_WINDOW];
+    size_t n = 0;
+    for (size_t i = 0; i < m->n && n < (route ? KG_ROUTE_WINDOW : 1); i++)
+        if (is(&m->jobs[i], "queued")) {
+            groups[n] = m->jobs[i].job.group;
+            window[n++] = &m->jobs[i];
+        }
+    long pick = kg_route_pick(route, groups, NULL, n); /* homes live in shared stores only */
+    entry *e = pick >= 0 ? window[pick] : NULL;
     int rc;
     if (!e) {
         rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");

@@ -14,7 +14,9 @@
  * TTL: heartbeats), seq (counter), inflight:{key} (content key → the job
  * evaluating it now, expiring a lease after the leader's last heartbeat);
  * epoch (the data set's mark: written once, never expiring; gone or changed
- * means Redis lost what it held); PUBLISH kgym:done {id} on every finish.
+ * means Redis lost what it held); PUBLISH kgym:done {id} on every finish;
+ * home:{group} (routing: the process serving a task, for a lease) and bound
+ * (hash entry → the job a routed claim gave that entry to: claim_script).
  *
  * Threads: a small pool of connections behind a mutex.  Ownership as store.h.
  */
@@ -395,7 +397,7 @@ static void r_configure(kg_store *base, double lease_s, int max_attempts, double
 
 static const char *const fields[] = {"id", "status", "key", "request", "result", "error", "verdict", "worker",
                                      "cached_from", "attempts", "submitted_at", "started_at", "finished_at",
-                                     "seq", "entry", "reward", "speedup", "label", "coverage"};
+                                     "seq", "entry", "reward", "speedup", "label", "coverage", "group"};
 #define NFIELDS (sizeof fields / sizeof *fields)
 
 /* HMGET of every field into vals (malloc'd strings or NULL). 1 if the job exists, 0 if not; a negative status
@@ -454,7 +456,8 @@ static void to_job(char *vals[NFIELDS], kg_job *j)
     j->started_at = vals[11] ? atof(vals[11]) : 0;
     j->finished_at = vals[12] ? atof(vals[12]) : 0;
     j->seq = vals[13] ? atoll(vals[13]) : 0;
-    for (size_t i = 9; i < NFIELDS; i++)
+    j->group = vals[19];
+    for (size_t i = 9; i < 19; i++)
         free(vals[i]);
 }
 
@@ -557,7 +560,8 @@ static int job_args(kg_rstore *r, const kg_job *job, int replace, double t, job_
                               {"reward", js->reward},
                               {"label", js->label},
                               {"speedup", js->speedup[0] ? js->speedup : NULL},
-                              {"coverage", js->coverage[0] ? js->coverage : NULL}};
+                              {"coverage", js->coverage[0] ? js->coverage : NULL},
+                              {"group", job->group}};
     int nf = 0;
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++)
         nf += pairs[i][1] != NULL;
@@ -583,7 +587,7 @@ static int r_put_many(kg_store *base, const kg_job *jobs, size_t n, const int *r
     kg_rstore *r = (kg_rstore *)base;
     if (refusal(r, REFUSE_RUNNING, err) != KG_OK) /* acknowledged, it could be lost */
         return KG_ERR_IO;
-    enum { PER_JOB = 5 + 2 * 16 };
+    enum { PER_JOB = 5 + 2 * 17 };
     size_t cap = 4 + n + n * PER_JOB;
     const char **argv = calloc(cap, sizeof *argv);
     size_t *lens = calloc(cap, sizeof *lens);
@@ -730,7 +734,134 @@ static int first_entry(redisReply *list, char entry[64], char id[160])
     return 1;
 }
 
-static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *err)
+/* Claiming an entry, in one script (Redis runs it atomically: two workers never take one job, and a job is never
+ * half claimed).  An entry of the stream is a ticket: whoever is delivered it claims one job with it.  Without a
+ * route that is the job the entry names, as when each job had its entry for good; routed (store.h), the best of
+ * the window's queued jobs, which takes the entry over (the job the entry named keeps its place, its seq, and gets
+ * a new entry; the picked job's old entry no longer matches it, and whoever is delivered that one drops it, as it
+ * drops the entry of a cancelled job); bound (a hash entry → job) says which job an entry was given to where that
+ * is not the job it names, until the entry is acknowledged.  A reclaimed entry (its worker died: XAUTOCLAIM)
+ * claims the job it is bound to again, never another.
+ * ARGV: entry, the job id the entry names, worker, now, max_attempts, reclaimed (1/0), routed (1/0), window,
+ * home ("" for none), home TTL (s), the number of hot groups and the groups, the number of busy groups and the
+ * groups.  Answers {"ok", id} (claimed), {"drop", id} (the entry's job is gone or bound elsewhere: the entry is
+ * acknowledged), {"spent", id, attempts} (reclaimed too often: the caller fails it).  The ranks are
+ * kg_route_rank's (store.c): a change there is a change here. */
+static const char claim_script[] =
+    "local entry, id = ARGV[1], ARGV[2]\n"
+    "local bound = redis.call('HGET', '" P "bound', entry)\n"
+    "if bound then id = bound end\n"
+    "local jk = '" P "job:' .. id\n"
+    "local st = redis.call('HGET', jk, 'status')\n"
+    "local en = redis.call('HGET', jk, 'entry')\n"
+    "if not ((st == 'queued' or st == 'running') and (not en or en == entry)) then\n"
+    "  redis.call('XACK', '" P "stream', 'workers', entry)\n"
+    "  redis.call('HDEL', '" P "bound', entry)\n"
+    "  return {'drop', id}\n"
+    "end\n"
+    "local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
+    "if ARGV[6] == '1' and attempts >= tonumber(ARGV[5]) then return {'spent', id, tostring(attempts)} end\n"
+    "local pick, me = id, ARGV[9]\n"
+    "if ARGV[6] ~= '1' and st == 'queued' and ARGV[7] == '1' then\n"
+    "  local hot, busy, homes, pos = {}, {}, {}, 11\n"
+    "  local nh = tonumber(ARGV[pos])\n"
+    "  for i = 1, nh do hot[ARGV[pos + i]] = true end\n"
+    "  pos = pos + nh + 1\n"
+    "  for i = 1, tonumber(ARGV[pos]) do busy[ARGV[pos + i]] = true end\n"
+    "  local best = 4\n"
+    "  for _, q in ipairs(redis.call('ZRANGE', '" P "queued', 0, tonumber(ARGV[8]) - 1)) do\n"
+    "    local f = redis.call('HMGET', '" P "job:' .. q, 'status', 'group')\n"
+    "    if f[1] == 'queued' then\n"
+    "      local g, r = f[2], 1\n"
+    "      if g and g ~= '' then\n"
+    "        if hot[g] then r = 0\n"
+    "        elseif busy[g] then r = 2\n"
+    "        elseif me ~= '' then\n"
+    "          if homes[g] == nil then homes[g] = redis.call('GET', '" P "home:' .. g) end\n"
+    "          if homes[g] and homes[g] ~= me then r = 3 end\n"
+    "        end\n"
+    "      end\n"
+    "      if r < best then best, pick = r, q end\n"
+    "      if r == 0 then break end\n"
+    "    end\n"
+    "  end\n"
+    "  if pick ~= id then\n"
+    "    redis.call('HSET', jk, 'entry', redis.call('XADD', '" P "stream', '*', 'id', id))\n"
+    "    jk = '" P "job:' .. pick\n"
+    "    redis.call('HSET', '" P "bound', entry, pick)\n"
+    "    attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
+    "  end\n"
+    "end\n"
+    "redis.call('HSET', jk, 'status', 'running', 'worker', ARGV[3], 'started_at', ARGV[4], 'attempts',\n"
+    "           attempts + 1, 'entry', entry)\n"
+    "redis.call('ZREM', '" P "queued', pick)\n"
+    "if me ~= '' then\n"
+    "  local g = redis.call('HGET', jk, 'group')\n"
+    "  if g and g ~= '' then\n"
+    "    local hk = '" P "home:' .. g\n"
+    "    local h = redis.call('GET', hk)\n"
+    "    if not h then redis.call('SET', hk, me, 'EX', ARGV[10])\n"
+    "    elseif h == me then redis.call('EXPIRE', hk, ARGV[10]) end\n"
+    "  end\n"
+    "end\n"
+    "return {'ok', pick}\n";
+
+/* Runs claim_script for entry (naming job id); fills what it answered ("ok", "drop", "spent"), the job's id and,
+ * for "spent", its attempts.  KG_ERR_IO when Redis failed (the entry stays pending: its lease brings it back),
+ * KG_ERR_NOMEM. */
+static int claim_entry(kg_rstore *r, redisContext *c, const char *worker, const kg_route *route, const char *entry,
+                       const char *id, int reclaimed, char what[8], char job[160], int *attempts, kg_error *err)
+{
+    size_t nhot = route ? route->nhot : 0, nbusy = route ? route->nbusy : 0;
+    size_t cap = 3 + 12 + nhot + nbusy, n = 0;
+    const char **argv = calloc(cap, sizeof *argv);
+    if (!argv)
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+    char now[32], maxa[16], window[16], ttl[32], nh[16], nb[16];
+    snprintf(now, sizeof now, "%.6f", kg_wall_s());
+    snprintf(maxa, sizeof maxa, "%d", r->max_attempts);
+    snprintf(window, sizeof window, "%d", KG_ROUTE_WINDOW);
+    /* At least a second: SET EX refuses 0 */
+    snprintf(ttl, sizeof ttl, "%lld", route && route->home_ttl_s >= 1 ? (long long)route->home_ttl_s : 1LL);
+    snprintf(nh, sizeof nh, "%zu", nhot);
+    snprintf(nb, sizeof nb, "%zu", nbusy);
+    argv[n++] = "EVAL";
+    argv[n++] = claim_script;
+    argv[n++] = "0";
+    argv[n++] = entry;
+    argv[n++] = id;
+    argv[n++] = worker;
+    argv[n++] = now;
+    argv[n++] = maxa;
+    argv[n++] = reclaimed ? "1" : "0";
+    argv[n++] = route ? "1" : "0";
+    argv[n++] = window;
+    argv[n++] = route && route->home ? route->home : "";
+    argv[n++] = ttl;
+    argv[n++] = nh;
+    for (size_t i = 0; i < nhot; i++)
+        argv[n++] = route->hot[i] ? route->hot[i] : "";
+    argv[n++] = nb;
+    for (size_t i = 0; i < nbusy; i++)
+        argv[n++] = route->busy[i] ? route->busy[i] : "";
+    redisReply *x = redisCommandArgv(c, (int)n, argv, NULL);
+    free(argv);
+    int rc = KG_OK;
+    if (!x || x->type == REDIS_REPLY_ERROR)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: %s", x ? x->str : c->errstr);
+    else if (x->type != REDIS_REPLY_ARRAY || x->elements < 2 || x->element[0]->type != REDIS_REPLY_STRING ||
+             x->element[1]->type != REDIS_REPLY_STRING)
+        rc = kg_error_set(err, KG_ERR_IO, "Redis: an unexpected answer to the claim script");
+    else {
+        snprintf(what, 8, "%s", x->element[0]->str);
+        snprintf(job, 160, "%s", x->element[1]->str);
+        *attempts = x->elements >= 3 && x->element[2]->type == REDIS_REPLY_STRING ? atoi(x->element[2]->str) : 0;
+    }
+    freeReplyObject(x);
+    return rc;
+}
+
+static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg_job *out, kg_error *err)
 {
     kg_rstore *r = (kg_rstore *)base;
     memset(out, 0, sizeof *out);
@@ -774,66 +905,51 @@ static int r_claim(kg_store *base, const char *worker, kg_job *out, kg_error *er
             rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             break;
         }
-        char *vals[NFIELDS];
-        int e = load(c, id, vals, err);
-        if (e < 0) { /* unread is not gone: keep the entry (pending; its lease brings it back) */
-            free_vals(vals);
-            rc = e;
+        /* The submitter records the entry right after XADD; a worker may read the entry first, so a job without
+         * one is this entry's, a different one means the job was replaced or claimed with another entry (the
+         * script's rule). */
+        char what[8], job[160];
+        int attempts = 0;
+        rc = claim_entry(r, c, worker, route, entry, id, reclaimed, what, job, &attempts, err);
+        if (rc != KG_OK) /* the entry stays pending: another worker takes it over after the lease */
             break;
-        }
-        const char *st = e > 0 ? vals[1] : NULL;
-        int attempts = e > 0 && vals[9] ? atoi(vals[9]) : 0;
-        /* The submitter records the entry right after XADD; a worker may read
-         * the entry first, so a missing field is this entry, a different one
-         * means the job was replaced (its new entry is the live one). */
-        int live = st && (!strcmp(st, "queued") || !strcmp(st, "running")) && (!vals[14] || !strcmp(vals[14], entry));
-        if (!live) { /* cancelled, finished, replaced or expired: drop the entry */
-            free_vals(vals);
-            cmd_ok(c, err, "XACK " P "stream workers %s", entry);
+        if (!strcmp(what, "drop")) { /* cancelled, finished, replaced or expired: the script acknowledged it */
+            rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             continue;
         }
-        kg_buf key = {0};
-        if (kg_buf_printf(&key, P "job:%s", id) != KG_OK) { /* the entry stays pending, as when unread */
-            free_vals(vals);
-            rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (reclaimed && attempts >= r->max_attempts) {
+        if (!strcmp(what, "spent")) {
             /* It took its worker down max_attempts times: stop, with a verdict. */
+            kg_buf key = {0};
+            if (kg_buf_printf(&key, P "job:%s", job) != KG_OK) { /* the entry stays pending, as when unread */
+                rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory");
+                break;
+            }
             char msg[256], fin[32];
             snprintf(msg, sizeof msg,
                      "the evaluation was interrupted %d times (its worker process died each time); it is not run again",
                      attempts);
             snprintf(fin, sizeof fin, "%.6f", kg_wall_s());
             cmd_ok(c, err, "HSET %s status failed error %s finished_at %s", key.data, msg, fin);
+            cmd_ok(c, err, "ZREM " P "queued %s", job); /* a queued job's entry can be reclaimed too */
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts failed 1");
             cmd_ok(c, err, "XACK " P "stream workers %s", entry);
-            cmd_ok(c, err, "PUBLISH " P "done %s", id);
+            cmd_ok(c, err, "HDEL " P "bound %s", entry);
+            cmd_ok(c, err, "PUBLISH " P "done %s", job);
             kg_buf_free(&key);
-            free_vals(vals);
+            rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             continue;
         }
-        char started[32], att[16];
-        snprintf(started, sizeof started, "%.6f", kg_wall_s());
-        snprintf(att, sizeof att, "%d", attempts + 1);
-        int hrc = cmd_ok(c, err, "HSET %s status running worker %s started_at %s attempts %s entry %s", key.data,
-                         worker, started, att, entry);
-        if (hrc == KG_OK)
-            hrc = cmd_ok(c, err, "ZREM " P "queued %s", id);
-        kg_buf_free(&key);
-        free_vals(vals);
-        if (hrc != KG_OK) { /* the entry stays pending: another worker takes it over after the lease */
-            rc = hrc;
-            break;
-        }
-        e = load(c, id, vals, err);
+        char *vals[NFIELDS];
+        int e = load(c, job, vals, err);
         if (e > 0) {
             to_job(vals, out);
             rc = KG_OK;
         } else {
             if (e < 0) /* claimed but not read whole: its lease brings it back */
                 rc = e;
+            else
+                rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             free_vals(vals);
         }
         break;
@@ -916,8 +1032,10 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
             if (!strcmp(status, "done") && done_key && done_key[0])
                 cmd_ok(c, err, "SET " P "done:%s %s EX %lld", done_key, id, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
-            if (vals[14])
+            if (vals[14]) {
                 cmd_ok(c, err, "XACK " P "stream workers %s", vals[14]);
+                cmd_ok(c, err, "HDEL " P "bound %s", vals[14]);
+            }
             cmd_ok(c, err, "PUBLISH " P "done %s", id);
         }
         kg_buf_free(&key);
@@ -933,7 +1051,10 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
 static const char requeue_script[] =
     "if redis.call('HGET', KEYS[1], 'status') ~= 'running' then return 0 end\n"
     "local old = redis.call('HGET', KEYS[1], 'entry')\n"
-    "if old then redis.call('XACK', '" P "stream', 'workers', old) end\n"
+    "if old then\n"
+    "  redis.call('XACK', '" P "stream', 'workers', old)\n"
+    "  redis.call('HDEL', '" P "bound', old)\n"
+    "end\n"
     "local e = redis.call('XADD', '" P "stream', '*', 'id', ARGV[1])\n"
     "redis.call('HSET', KEYS[1], 'status', 'queued', 'entry', e, 'error', ARGV[2], 'started_at', '0')\n"
     "redis.call('HDEL', KEYS[1], 'worker')\n"

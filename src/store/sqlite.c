@@ -28,7 +28,7 @@ static const char *const schema =
     " worker TEXT, cached_from TEXT,"
     " attempts INTEGER NOT NULL DEFAULT 0,"
     " submitted_at REAL NOT NULL DEFAULT 0, started_at REAL NOT NULL DEFAULT 0,"
-    " finished_at REAL NOT NULL DEFAULT 0);"
+    " finished_at REAL NOT NULL DEFAULT 0, grp TEXT);"
     "CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, seq);"
     "CREATE INDEX IF NOT EXISTS jobs_key ON jobs(key, status);";
 
@@ -80,6 +80,20 @@ static int tx_end(sqlite_store *s, int rc, kg_error *err)
 
 static const kg_store_ops sqlite_ops;
 
+/* A database made before jobs had a routing group (kg_job.group) gets the column; its jobs have none (NULL: they
+ * are claimed as a group of their own, store.h). */
+static int add_group_column(sqlite3 *db, char **msg)
+{
+    sqlite3_stmt *st = NULL;
+    int has = 0;
+    if (sqlite3_prepare_v2(db, "PRAGMA table_info(jobs)", -1, &st, NULL) != SQLITE_OK)
+        return SQLITE_ERROR;
+    while (sqlite3_step(st) == SQLITE_ROW)
+        has |= sqlite3_column_text(st, 1) && !strcmp((const char *)sqlite3_column_text(st, 1), "grp");
+    sqlite3_finalize(st);
+    return has ? SQLITE_OK : sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN grp TEXT", NULL, NULL, msg);
+}
+
 int kg_store_sqlite_open(const char *path, kg_store **out, kg_error *err)
 {
     *out = NULL;
@@ -101,7 +115,7 @@ int kg_store_sqlite_open(const char *path, kg_store **out, kg_error *err)
      * across a process crash (only an OS crash can lose the last commits). */
     if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL, &msg) !=
             SQLITE_OK ||
-        sqlite3_exec(s->db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+        sqlite3_exec(s->db, schema, NULL, NULL, &msg) != SQLITE_OK || add_group_column(s->db, &msg) != SQLITE_OK) {
         int rc = kg_error_set(err, KG_ERR_IO, "cannot set up the job database %s: %s", path,
                               msg ? msg : "?");
         sqlite3_free(msg);
@@ -139,7 +153,7 @@ static char *col_text(sqlite3_stmt *st, int i)
 
 #define JOB_COLUMNS                                                                              \
     "seq, id, status, key, request, result, error, verdict, worker, cached_from, attempts, "    \
-    "submitted_at, started_at, finished_at"
+    "submitted_at, started_at, finished_at, grp"
 
 static void read_job(sqlite3_stmt *st, kg_job *j)
 {
@@ -158,6 +172,7 @@ static void read_job(sqlite3_stmt *st, kg_job *j)
     j->submitted_at = sqlite3_column_double(st, 11);
     j->started_at = sqlite3_column_double(st, 12);
     j->finished_at = sqlite3_column_double(st, 13);
+    j->group = col_text(st, 14);
 }
 
 static void bind_text(sqlite3_stmt *st, int i, const char *v)
@@ -209,8 +224,8 @@ static int insert_one(sqlite_store *s, const kg_job *job, int replace, double t,
      * queue at its end, which is what a fresh evaluation should do. */
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO jobs (id, status, key, request, result, error, verdict,"
-                           " reward, speedup, label, cached_from, submitted_at, finished_at, coverage)"
-                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           " reward, speedup, label, cached_from, submitted_at, finished_at, coverage, grp)"
+                           " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                            -1, &st, NULL) != SQLITE_OK) {
         rc = db_error(s, err, "insert");
     } else {
@@ -234,6 +249,7 @@ static int insert_one(sqlite_store *s, const kg_job *job, int replace, double t,
             sqlite3_bind_double(st, 14, coverage);
         else
             sqlite3_bind_null(st, 14);
+        bind_text(st, 15, job->group);
         if (sqlite3_step(st) != SQLITE_DONE)
             rc = db_error(s, err, "insert");
     }
@@ -298,7 +314,7 @@ static int sq_find_done(kg_store *base, const char *key, kg_job *out, kg_error *
                      key ? key : "", out, err);
 }
 
-static int sq_claim(kg_store *base, const char *worker, kg_job *out, kg_error *err)
+static int sq_claim(kg_store *base, const char *worker, const kg_route *route, kg_job *out, kg_error *err)
 {
     sqlite_store *s = (sqlite_store *)base;
     memset(out, 0, sizeof *out);
@@ -310,15 +326,29 @@ static int sq_claim(kg_store *base, const char *worker, kg_job *out, kg_error *e
     }
     sqlite3_stmt *st = NULL;
     long long seq = -1;
-    if (sqlite3_prepare_v2(s->db, "SELECT seq FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1", -1,
+    /* The window's queued jobs, oldest first; routed, the best of them (store.h).  Homes live in shared stores
+     * only: processes sharing one database file route by their own judges alone. */
+    long long seqs[KG_ROUTE_WINDOW];
+    char *groups[KG_ROUTE_WINDOW];
+    size_t n = 0;
+    if (sqlite3_prepare_v2(s->db, "SELECT seq, grp FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT ?", -1,
                            &st, NULL) != SQLITE_OK) {
         rc = db_error(s, err, "claim");
         goto out;
     }
-    if (sqlite3_step(st) == SQLITE_ROW)
-        seq = sqlite3_column_int64(st, 0);
+    sqlite3_bind_int(st, 1, route ? KG_ROUTE_WINDOW : 1);
+    while (n < KG_ROUTE_WINDOW && sqlite3_step(st) == SQLITE_ROW) {
+        seqs[n] = sqlite3_column_int64(st, 0);
+        groups[n] = col_text(st, 1); /* NULL for none, or when out of memory: then it is not routed */
+        n++;
+    }
     sqlite3_finalize(st);
     st = NULL;
+    long pick = kg_route_pick(route, (const char *const *)groups, NULL, n);
+    if (pick >= 0)
+        seq = seqs[pick];
+    for (size_t i = 0; i < n; i++)
+        free(groups[i]);
     if (seq < 0) {
         rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
         goto out;

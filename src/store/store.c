@@ -83,6 +83,7 @@ void kg_job_free(kg_job *j)
     free(j->worker);
     free(j->cached_from);
     free(j->label);
+    free(j->group);
     memset(j, 0, sizeof *j);
 }
 
@@ -99,7 +100,7 @@ int kg_job_copy(const kg_job *from, kg_job *to)
               dup_field(from->request, &to->request) | dup_field(from->result, &to->result) |
               dup_field(from->error, &to->error) | dup_field(from->verdict, &to->verdict) |
               dup_field(from->worker, &to->worker) | dup_field(from->cached_from, &to->cached_from) |
-              dup_field(from->label, &to->label);
+              dup_field(from->label, &to->label) | dup_field(from->group, &to->group);
     if (bad) {
         kg_job_free(to);
         return KG_ERR_NOMEM;
@@ -166,7 +167,46 @@ int kg_store_find_done(kg_store *s, const char *key, kg_job *out, kg_error *err)
 
 int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err)
 {
-    return s->ops->claim(s, worker, out, err);
+    return s->ops->claim(s, worker, NULL, out, err);
+}
+
+int kg_store_claim_routed(kg_store *s, const char *worker, const kg_route *r, kg_job *out, kg_error *err)
+{
+    return s->ops->claim(s, worker, r, out, err);
+}
+
+static int in_list(const char *g, const char *const *list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (list[i] && !strcmp(list[i], g))
+            return 1;
+    return 0;
+}
+
+/* redis.c's claim script ranks in Lua by the same rule: a change here is a change there. */
+int kg_route_rank(const kg_route *r, const char *group, int home_elsewhere)
+{
+    if (!group || !group[0])
+        return 1;
+    if (in_list(group, r->hot, r->nhot))
+        return 0;
+    if (in_list(group, r->busy, r->nbusy))
+        return 2;
+    return home_elsewhere ? 3 : 1;
+}
+
+long kg_route_pick(const kg_route *r, const char *const *groups, const int *elsewhere, size_t n)
+{
+    long best = n ? 0 : -1;
+    int best_rank = 4;
+    for (size_t i = 0; i < n && best_rank > 0; i++) {
+        int rank = r ? kg_route_rank(r, groups[i], elsewhere && elsewhere[i]) : 0;
+        if (rank < best_rank) {
+            best = (long)i;
+            best_rank = rank;
+        }
+    }
+    return best;
 }
 
 int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result, const char *error,

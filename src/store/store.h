@@ -41,6 +41,8 @@ typedef struct kg_job {
     char *cached_from;  /* the job whose result was reused, else NULL */
     char *label;        /* kg_store_put: the task label listings show (NULL: read from the request);
                          * kg_store_get leaves it NULL */
+    char *group;        /* the routing group (kg_store_claim_routed): SHA-256 (hex) of the bytes of the task the
+                         * judge loads, or NULL (no routing) */
     int attempts;       /* times it was claimed */
     double submitted_at, started_at, finished_at; /* Unix seconds; 0 = not yet */
     long long seq;      /* queue order */
@@ -70,6 +72,39 @@ int kg_store_find_done(kg_store *s, const char *key, kg_job *out, kg_error *err)
 /* Claims the oldest queued job for worker: status running, attempts + 1.
  * KG_ERR_NOT_FOUND when the queue is empty. */
 int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
+/* Routing a claim.  A judge is kept between evaluations only for the task whose bytes it ran (docs/protocol.md,
+ * "A judge kept between evaluations"), so the samples of one task (a GRPO group) are cheapest when they follow
+ * each other on one judge: its CUDA context, loaded kernels, caches and the task's reference time are there
+ * already.  A job's group (kg_job.group) names its task by the SHA-256 of the reference bytes, the key the
+ * supervisor keeps judges by.  A routed claim looks at the KG_ROUTE_WINDOW oldest queued jobs and takes the
+ * oldest of the best rank (kg_route_rank):
+ *   0  its group is in `hot`: a judge of that task waits in this process;
+ *   1  its group is neither busy here nor served by another process of the fleet (a task nobody holds: it gets a
+ *      new judge), or it has no group;
+ *   2  its group is busy here: every judge of it here is at work (a second judge here);
+ *   3  its group is served by another process (its home, below): this one spills onto it.
+ * So a pool's workers spread over different tasks and each task's samples go, one after another, to the judge
+ * that ran its first; a queue holding only busy tasks is still served (ranks 2 and 3): routing orders the queue
+ * and leaves no job behind (the window moves on as its oldest jobs are claimed, and a job outside it waits at
+ * most for the window's jobs).  In a fleet (a store with KG_STORE_SHARED) a claim of a job with a group makes
+ * `home` that group's home for home_ttl_s unless another live process is (renewed by each such claim of its
+ * home): a task's samples stay on one GPU while that GPU has room.  Homes are hints, never ownership: a job is
+ * claimed by whoever takes it, exactly as without routing. */
+#define KG_ROUTE_WINDOW 256
+typedef struct kg_route {
+    const char *const *hot; /* groups with a judge waiting in this process */
+    size_t nhot;
+    const char *const *busy; /* groups evaluated in this process now */
+    size_t nbusy;
+    const char *home;  /* this process's name in a fleet (shared stores only; NULL: no homes) */
+    double home_ttl_s; /* how long a home lives after its last claim of the group */
+} kg_route;
+/* The rank (above) of a queued job of `group` (NULL: none) under r; home_elsewhere: the group's home is another
+ * live process. */
+int kg_route_rank(const kg_route *r, const char *group, int home_elsewhere);
+/* kg_store_claim, routed by r (NULL: the oldest job, as kg_store_claim). */
+int kg_store_claim_routed(kg_store *s, const char *worker, const kg_route *r, kg_job *out, kg_error *err);
+
 /* Ends a running job: status "done" (result) or "failed" (error).
  * KG_ERR_NOT_FOUND when the job is no longer running (cancelled meanwhile). */
 int kg_store_finish(kg_store *s, const char *id, const char *status, const char *result,

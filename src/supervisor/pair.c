@@ -431,21 +431,22 @@ void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p)
 }
 
 /* A waiting warm pair started for `key`, taken out of the pool; 0 when none is.  A pair whose judge was kept from
- * an earlier evaluation serves only that evaluation's task (`task`). */
-static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg_pair *out)
+ * an earlier evaluation serves only that evaluation's task (`task`); with `kept_only`, only such a pair is taken
+ * (and none is retired). */
+static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, int kept_only, kg_pair *out)
 {
     for (;;) {
         kg_pair *found = NULL;
         pthread_mutex_lock(&sup->warm_lock);
         for (int i = 0; i < sup->nwarm; i++)
             if (json_equal(sup->warm[i]->key, key) &&
-                (!sup->warm[i]->task_key[0] || !strcmp(sup->warm[i]->task_key, task))) {
+                (sup->warm[i]->task_key[0] ? !strcmp(sup->warm[i]->task_key, task) : !kept_only)) {
                 found = sup->warm[i];
                 sup->warm[i] = sup->warm[--sup->nwarm];
                 break;
             }
         kg_pair *stale = NULL;
-        if (!found && sup->nwarm >= sup->warm_max) {
+        if (!found && !kept_only && sup->nwarm >= sup->warm_max) {
             /* Every waiting pair is for jobs of another kind and none will be started for this kind: the
              * oldest goes, so that the warmer starts one for the jobs that come now. */
             stale = sup->warm[0];
@@ -466,46 +467,51 @@ static int take_warm(kg_supervisor *sup, const json_t *key, const char *task, kg
     }
 }
 
-/* kg_pair_for_job without the task's key, which the caller reads once (`task`). */
+/* kg_pair_for_job without the task's key, which the caller reads once (`task`).  In order: a warm pair whose judge
+ * was kept from this task; a judge kept from this task, with a runner forked now; any other warm pair; both forked
+ * now.  A kept judge before a new warm pair: its CUDA context, loaded kernels, caches and the task's mode are
+ * there already (docs/PERFORMANCE.md: a new judge's first uses of its kernels cost ~0.9 s inside its shared
+ * phases on an H200), and the new warm pair stays for a job whose task has no judge kept (kgym bench examples on
+ * the CPU, routed: 6 of 23 evaluations in kept judges when the warm pair came first). */
 static int pair_for_job(kg_supervisor *sup, json_t *caller_job, const char *task, kg_pair *p, kg_error *err)
 {
-    if (sup->warm_max > 0) {
-        json_t *key = runner_key(caller_job);
-        int got = key && take_warm(sup, key, task, p);
-        json_decref(key);
-        if (got) {
-            /* The job as the pair's runner already knows it: its workdir and uid are the prelude's. */
-            json_t *job = json_copy(caller_job);
-            static const char *const own[] = {"workdir", "runner_uid"};
-            for (size_t i = 0; job && i < sizeof own / sizeof own[0]; i++) {
-                json_t *v = json_object_get(p->job, own[i]);
-                if (!v)
-                    json_object_del(job, own[i]);
-                else if (kg_json_set(job, own[i], json_incref(v)) != 0) {
-                    json_decref(job);
-                    job = NULL;
-                }
+    json_t *key = sup->warm_max > 0 ? runner_key(caller_job) : NULL;
+    int got = key && take_warm(sup, key, task, 1, p);
+    if (!got) {
+        kg_pair judge;
+        if (take_idle(sup, task, &judge)) {
+            if (pair_fork(sup, caller_job, p, &judge, err) == KG_OK) {
+                json_decref(key);
+                return KG_OK;
             }
-            if (!job) {
-                kg_pair_discard(p);
-                return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-            }
-            json_decref(p->job);
-            p->job = job;
-            p->warm = 1;
-            return KG_OK;
+            kg_pair_discard(&judge);
+            pair_init(p);
+        }
+        got = key && take_warm(sup, key, task, 0, p);
+    }
+    json_decref(key);
+    if (!got)
+        return pair_fork(sup, caller_job, p, NULL, err);
+    /* The job as the pair's runner already knows it: its workdir and uid are the prelude's. */
+    json_t *job = json_copy(caller_job);
+    static const char *const own[] = {"workdir", "runner_uid"};
+    for (size_t i = 0; job && i < sizeof own / sizeof own[0]; i++) {
+        json_t *v = json_object_get(p->job, own[i]);
+        if (!v)
+            json_object_del(job, own[i]);
+        else if (kg_json_set(job, own[i], json_incref(v)) != 0) {
+            json_decref(job);
+            job = NULL;
         }
     }
-    /* No warm pair: a kept judge with a runner forked now (its CUDA context, loaded kernels and caches saved),
-     * else both forked now. */
-    kg_pair judge;
-    if (take_idle(sup, task, &judge)) {
-        if (pair_fork(sup, caller_job, p, &judge, err) == KG_OK)
-            return KG_OK;
-        kg_pair_discard(&judge);
-        pair_init(p);
+    if (!job) {
+        kg_pair_discard(p);
+        return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
-    return pair_fork(sup, caller_job, p, NULL, err);
+    json_decref(p->job);
+    p->job = job;
+    p->warm = 1;
+    return KG_OK;
 }
 
 int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
@@ -707,6 +713,20 @@ int kg_supervisor_warm_waiting(kg_supervisor *sup)
 {
     pthread_mutex_lock(&sup->warm_lock);
     int n = sup->nwarm;
+    pthread_mutex_unlock(&sup->warm_lock);
+    return n;
+}
+
+int kg_supervisor_hot_tasks(kg_supervisor *sup, char (*keys)[65], int max)
+{
+    int n = 0;
+    pthread_mutex_lock(&sup->warm_lock);
+    for (int i = sup->nidle - 1; i >= 0 && n < max; i--) /* the latest kept first */
+        if (sup->idle[i]->task_key[0])
+            memcpy(keys[n++], sup->idle[i]->task_key, 65);
+    for (int i = 0; i < sup->nwarm && n < max; i++)
+        if (sup->warm[i]->task_key[0])
+            memcpy(keys[n++], sup->warm[i]->task_key, 65);
     pthread_mutex_unlock(&sup->warm_lock);
     return n;
 }

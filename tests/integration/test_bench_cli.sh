@@ -57,6 +57,7 @@ late = ('        import torch\n'
         '                           "drew": False, "differs": False, "reason": "late", "cached": False})\n')
 open(p, "w").write(s.replace(anchor, late + anchor))
 PYEOF
+[ $? -eq 0 ] || bad "the fault injection (a late task mode) no longer applies to judge/child.py: update its anchor"
 printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$TD/add_one_dropout.py" "$C" "$TD/add_one_dropout.py" "$C" \
     "$TD/add_one_dropout.py" "$C" >"$TMP/late.jsonl"
 "$KGYM" bench --device "$DEVICE" --harness "$TMP/late/harness" --jsonl "$TMP/late.jsonl" --jobs 1 --json \
@@ -92,12 +93,13 @@ mkdir -p "$TMP/after" && cp -r harness policy "$TMP/after/"
 import sys
 p = sys.argv[1]
 s = open(p).read()
-anchor = '    chan.send({"type": kinds.MSG_DONE, "stays": stays})\n'
+anchor = '    chan.send(dict({"type": kinds.MSG_DONE, "stays": stays}, **({"task_sha256": task_sha256} if stays else {})))\n'
 assert s.count(anchor) == 1
 after = ('    time.sleep(0.5)\n'
          '    chan.send({"type": kinds.MSG_STAGE, "stage": "parse", "status": "begin"})\n')
 open(p, "w").write(s.replace(anchor, anchor + after))
 PYEOF
+[ $? -eq 0 ] || bad "the fault injection (a line after done) no longer applies to judge/child.py: update its anchor"
 printf '{"task": "%s", "candidate": "%s/ok.py", "expect": "correct"}\n' "$T" "$C" "$T" "$C" "$T" "$C" "$T" "$C" >"$TMP/after.jsonl"
 "$KGYM" bench --device "$DEVICE" --harness "$TMP/after/harness" --jsonl "$TMP/after.jsonl" --jobs 1 --json \
     --out "$TMP/after.out" >"$TMP/after.json" 2>"$TMP/err"
@@ -223,9 +225,11 @@ printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n'
 if [ $rc -eq 3 ]; then ok "--check exits 3 on an unmet expectation"; else bad "--check exit $rc"; fi
 # Warm pairs (--warm 1, one job): an error candidate that follows two honest evaluations takes the pair warmed
 # meanwhile.  Its traceback frames, the judge's (a syntax error) and the runner's (an exception in forward), name
-# its file in the pair's own workdir and must still be kept as the candidate's.
-for c in ok ok syntax_error ok ok raise_in_forward; do
-    printf '{"task": "%s", "candidate": "%s/%s.py"}\n' "$T" "$C" "$c"; done >"$TMP/warm.jsonl"
+# its file in the pair's own workdir and must still be kept as the candidate's.  Each error candidate is of a task
+# of its own (add_one.py in other bytes): a task with a judge kept for it takes that judge before a warm pair.
+for t in b c; do { cat "$T"; echo "# task $t"; } >"$TMP/add_one_$t.py"; done
+for c in ok:$T ok:$T syntax_error:$TMP/add_one_b.py ok:$T ok:$T raise_in_forward:$TMP/add_one_c.py; do
+    printf '{"task": "%s", "candidate": "%s/%s.py"}\n' "${c#*:}" "$C" "${c%%:*}"; done >"$TMP/warm.jsonl"
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/warm.jsonl" --jobs 1 --warm 1 --out "$TMP/warm.out" >/dev/null 2>&1
 if "$PY" - "$TMP/warm.out" <<'PYEND2'
 import json, sys

@@ -717,6 +717,87 @@ static void test_cancel_wakes_the_running_job(const char *dir)
     kg_buf_free(&path);
 }
 
+/* Routing (store.h kg_route): a pool's second worker takes a task nobody in the pool evaluates before another job
+ * of the task its first worker is busy with; with fifo, the oldest. */
+typedef struct {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    int started, release;
+    char order[8][16]; /* the jobs in the order their evaluations started */
+} route_box;
+
+static int route_eval(void *arg, kg_supervisor *sup, kg_eval_options *opts, const kg_job *job, const json_t *req,
+                      json_t **result, kg_error *err)
+{
+    (void)sup;
+    (void)opts;
+    (void)req;
+    (void)err;
+    route_box *b = arg;
+    pthread_mutex_lock(&b->m);
+    if (b->started < 8)
+        snprintf(b->order[b->started], sizeof b->order[0], "%s", job->id);
+    b->started++;
+    pthread_cond_broadcast(&b->cv);
+    /* the first job is held until the test says so: its task stays busy meanwhile */
+    while (!strcmp(job->id, "a0") && !b->release)
+        pthread_cond_wait(&b->cv, &b->m);
+    pthread_mutex_unlock(&b->m);
+    *result = json_pack("{s:s}", "verdict", "correct");
+    return *result ? KG_OK : KG_ERR_NOMEM;
+}
+
+static void run_routed(int fifo, route_box *b)
+{
+    kg_store *st = NULL;
+    kg_error err;
+    CHECK(kg_store_open(KG_STORE_MEMORY, &st, &err) == KG_OK, "route: open a memory store");
+    pthread_mutex_init(&b->m, NULL);
+    pthread_cond_init(&b->cv, NULL);
+    kg_sched_options o;
+    memset(&o, 0, sizeof o);
+    o.store = st;
+    o.workers = 2;
+    o.max_queue = 16;
+    o.evaluate = route_eval;
+    o.evaluate_arg = b;
+    o.fifo = fifo;
+    kg_eval_options_default(&o.eval, "cpu");
+    kg_sched *s = NULL;
+    CHECK(kg_sched_start(&o, &s, &err) == KG_OK, "route: start");
+    kg_job a0 = {.id = "a0", .key = "a0", .request = "{}", .group = "A"};
+    CHECK(kg_store_put(st, &a0, 0, &err) == KG_OK, "route: put a0");
+    kg_sched_notify(s);
+    pthread_mutex_lock(&b->m);
+    while (b->started < 1)
+        pthread_cond_wait(&b->cv, &b->m);
+    pthread_mutex_unlock(&b->m);
+    /* a0 runs (task A busy): then a1 (A) and b1 (B), in that order */
+    kg_job more[] = {{.id = "a1", .key = "a1", .request = "{}", .group = "A"},
+                     {.id = "b1", .key = "b1", .request = "{}", .group = "B"}};
+    CHECK(kg_store_put_many(st, more, 2, NULL, &err) == KG_OK, "route: put a1, b1");
+    kg_sched_notify(s);
+    pthread_mutex_lock(&b->m);
+    while (b->started < 2)
+        pthread_cond_wait(&b->cv, &b->m);
+    b->release = 1;
+    pthread_cond_broadcast(&b->cv);
+    while (b->started < 3)
+        pthread_cond_wait(&b->cv, &b->m);
+    pthread_mutex_unlock(&b->m);
+    CHECK(kg_sched_stop(s, 5) == 1, "route: stop");
+    kg_store_close(st);
+}
+
+static void test_pool_routes_by_task(void)
+{
+    route_box task = {0}, fifo = {0};
+    run_routed(0, &task);
+    CHECK(!strcmp(task.order[1], "b1"), "route: the second worker takes the task nobody evaluates (b1), not a1");
+    run_routed(1, &fifo);
+    CHECK(!strcmp(fifo.order[1], "a1"), "route: fifo takes the oldest (a1)");
+}
+
 int main(void)
 {
     test_keys();
@@ -724,6 +805,7 @@ int main(void)
     test_pool_forgets();
     test_pool_twins();
     test_pool_spare_workers();
+    test_pool_routes_by_task();
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-sched", &dir, &err) != KG_OK) {

@@ -7,7 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sqlite3.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/server.h"
@@ -506,6 +513,229 @@ static void allocation_failures_give_no_partial_json(const char *path)
     kg_store_close(s);
 }
 
+/* -- Routing (store.h kg_route) ------------------------------------------------------------------------------ */
+
+static int put_g(kg_store *s, const char *id, const char *group)
+{
+    kg_job j;
+    memset(&j, 0, sizeof j);
+    j.id = (char *)id;
+    j.key = (char *)id;
+    j.request = "{}";
+    j.group = (char *)group;
+    kg_error err;
+    return kg_store_put(s, &j, 0, &err);
+}
+
+/* The id a claim routed by r took ("" when none), its job's group into group (may be NULL). */
+static const char *claim_id(kg_store *s, const char *worker, const kg_route *r, char id[64], char group[16])
+{
+    kg_job j;
+    kg_error err;
+    id[0] = '\0';
+    if (group)
+        group[0] = '\0';
+    if ((r ? kg_store_claim_routed(s, worker, r, &j, &err) : kg_store_claim(s, worker, &j, &err)) == KG_OK) {
+        snprintf(id, 64, "%s", j.id);
+        if (group)
+            snprintf(group, 16, "%s", j.group ? j.group : "");
+        /* ended at once (a lease running out must not bring it back: the takeover below looks for one job) */
+        kg_store_finish(s, j.id, "done", "{\"verdict\":\"correct\",\"reward\":1.0}", NULL, &err);
+        kg_job_free(&j);
+    }
+    return id;
+}
+
+static kg_route route_of(const char *const *hot, size_t nhot, const char *const *busy, size_t nbusy,
+                         const char *home)
+{
+    kg_route r = {.hot = hot, .nhot = nhot, .busy = busy, .nbusy = nbusy, .home = home, .home_ttl_s = 60};
+    return r;
+}
+
+/* The rule (store.h): a waiting judge's task first, then a task nobody holds, then a busy one, then another
+ * process's; oldest first within a rank; the window bounds how far a claim looks.  On every backend; homes and the
+ * entries of a stream (Redis) where the store is shared. */
+static void routing(const char *path)
+{
+    kg_error err;
+    printf("routing: %s\n", path);
+    kg_store *s = NULL;
+    CHECK(kg_store_open(path, &s, &err) == KG_OK, "open");
+    if (!s)
+        return;
+    kg_store_require_durable(s, 1, &err);
+    const char *A[] = {"A"}, *B[] = {"B"}, *AB[] = {"A", "B"};
+    char id[64], g[16];
+    CHECK(put_g(s, "a1", "A") == KG_OK && put_g(s, "a2", "A") == KG_OK && put_g(s, "b1", "B") == KG_OK &&
+              put_g(s, "n1", NULL) == KG_OK && put_g(s, "c1", "C") == KG_OK,
+          "jobs of three tasks and one without a group");
+    kg_job got;
+    CHECK(kg_store_get(s, "a2", &got, &err) == KG_OK && got.group && !strcmp(got.group, "A"),
+          "a job keeps its group in the store");
+    kg_job_free(&got);
+    CHECK(kg_store_get(s, "n1", &got, &err) == KG_OK && !got.group, "a job without a group has none");
+    kg_job_free(&got);
+    kg_route r = route_of(NULL, 0, NULL, 0, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, g), "a1") && !strcmp(g, "A"), "nothing held: the oldest");
+    r = route_of(NULL, 0, A, 1, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b1"), "a busy task's next job waits while a task nobody holds is queued");
+    r = route_of(A, 1, B, 1, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "a2"), "the task of a waiting judge first");
+    r = route_of(NULL, 0, AB, 2, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "n1"), "a job without a group is a task nobody holds");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "c1"), "then the next task nobody holds");
+    CHECK(put_g(s, "b2", "B") == KG_OK && put_g(s, "a3", "A") == KG_OK, "two more of busy tasks");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b2"), "only busy tasks queued: the oldest (a second judge)");
+    CHECK(!strcmp(claim_id(s, "w", NULL, id, NULL), "a3"), "unrouted: the oldest");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), ""), "the queue is empty");
+
+    /* The window: a job behind KG_ROUTE_WINDOW others is not looked at, however well it would rank. */
+    int ok = 1;
+    for (int i = 0; i < KG_ROUTE_WINDOW + 4 && ok; i++) {
+        char wid[32];
+        snprintf(wid, sizeof wid, "w%d", i);
+        ok = put_g(s, wid, "W") == KG_OK;
+    }
+    const char *W[] = {"W"}, *Z[] = {"Z"};
+    CHECK(ok && put_g(s, "z1", "Z") == KG_OK, "a queue longer than the window");
+    r = route_of(Z, 1, W, 1, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "w0"), "a job behind the window is not claimed before its turn");
+    int claimed = 1;
+    while (claim_id(s, "w", NULL, id, NULL)[0])
+        claimed++;
+    CHECK(claimed == KG_ROUTE_WINDOW + 5, "every job claimed once");
+
+    if (kg_store_has(s, KG_STORE_SHARED)) {
+        /* Homes: a task whose job a process claimed is that process's while it lives; another process takes a
+         * task nobody holds first, and spills onto the first's only when nothing else is queued. */
+        CHECK(put_g(s, "h1", "H") == KG_OK && put_g(s, "h2", "H") == KG_OK && put_g(s, "k1", "K") == KG_OK &&
+                  put_g(s, "h3", "H") == KG_OK,
+              "jobs of two tasks");
+        kg_route p1 = route_of(NULL, 0, NULL, 0, "p1"), p2 = route_of(NULL, 0, NULL, 0, "p2");
+        CHECK(!strcmp(claim_id(s, "p1#0", &p1, id, NULL), "h1"), "p1 takes the oldest, its task becomes p1's");
+        CHECK(!strcmp(claim_id(s, "p2#0", &p2, id, NULL), "k1"), "p2 takes a task nobody holds before p1's");
+        const char *K[] = {"K"}, *H[] = {"H"};
+        kg_route p2k = route_of(NULL, 0, K, 1, "p2");
+        CHECK(!strcmp(claim_id(s, "p2#1", &p2k, id, NULL), "h2"), "p2 spills onto p1's task when nothing else is queued");
+        kg_route p1h = route_of(H, 1, NULL, 0, "p1");
+        CHECK(!strcmp(claim_id(s, "p1#0", &p1h, id, NULL), "h3"), "p1's waiting judge takes its task's last job");
+
+        /* A job claimed with another job's entry: when its worker dies, the entry brings back that job (not the
+         * one the entry named, which was claimed with an entry of its own or is still queued). */
+        kg_store_configure(s, 1.0, 3, 3600);
+        CHECK(put_g(s, "x1", "X") == KG_OK && put_g(s, "y1", "Y") == KG_OK && put_g(s, "y2", "Y") == KG_OK,
+              "jobs for a takeover");
+        const char *Y[] = {"Y"};
+        kg_route hy = route_of(Y, 1, NULL, 0, "p3");
+        kg_job held;
+        int have = kg_store_claim_routed(s, "p3#0", &hy, &held, &err) == KG_OK;
+        CHECK(have && !strcmp(held.id, "y1"), "a waiting judge's task, claimed with x1's entry");
+        if (have)
+            kg_job_free(&held);
+        /* p3 dies here: y1's lease runs out */
+        usleep(1300 * 1000);
+        kg_route p4 = route_of(NULL, 0, NULL, 0, "p4");
+        kg_job j;
+        int taken = kg_store_claim_routed(s, "p4#0", &p4, &j, &err) == KG_OK;
+        CHECK(taken && !strcmp(j.id, "y1") && j.attempts == 2, "the dead worker's job is taken over (attempts 2)");
+        if (taken) {
+            CHECK(kg_store_finish(s, j.id, "done", "{\"verdict\":\"correct\",\"reward\":1.0}", NULL, &err) == KG_OK,
+                  "finished by its new worker");
+            kg_job_free(&j);
+        }
+        char seen[3][64];
+        int n = 0;
+        while (n < 3 && claim_id(s, "p4#0", &p4, seen[n], NULL)[0])
+            n++;
+        CHECK(n == 2 && ((!strcmp(seen[0], "x1") && !strcmp(seen[1], "y2")) ||
+                         (!strcmp(seen[0], "y2") && !strcmp(seen[1], "x1"))),
+              "the others are claimed once each, none twice, none lost");
+        kg_store_configure(s, 60.0, 3, 3600);
+    }
+    kg_store_close(s);
+}
+
+/* A database made before jobs had a group: opened, it gets the column, and its jobs have none. */
+static void old_database(const char *path)
+{
+    sqlite3 *db = NULL;
+    CHECK(sqlite3_open(path, &db) == SQLITE_OK &&
+              sqlite3_exec(db,
+                           "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
+                           " status TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, result TEXT, error TEXT,"
+                           " verdict TEXT, reward REAL, speedup REAL, coverage REAL, label TEXT, worker TEXT,"
+                           " cached_from TEXT, attempts INTEGER NOT NULL DEFAULT 0, submitted_at REAL NOT NULL"
+                           " DEFAULT 0, started_at REAL NOT NULL DEFAULT 0, finished_at REAL NOT NULL DEFAULT 0);"
+                           "INSERT INTO jobs (id, status, key, request) VALUES ('old', 'queued', 'k', '{}');",
+                           NULL, NULL, NULL) == SQLITE_OK,
+          "a database of the old schema");
+    sqlite3_close(db);
+    kg_store *s = NULL;
+    kg_error err;
+    CHECK(kg_store_open(path, &s, &err) == KG_OK, "opened by this kgym");
+    if (!s)
+        return;
+    CHECK(put_g(s, "new", "G") == KG_OK, "a job with a group put");
+    const char *G[] = {"G"};
+    kg_route r = route_of(G, 1, NULL, 0, NULL);
+    char id[64], g[16];
+    CHECK(!strcmp(claim_id(s, "w", &r, id, g), "new") && !strcmp(g, "G"), "routed in the old database");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, g), "old") && !g[0], "its old job, without a group");
+    kg_store_close(s);
+    CHECK(kg_store_open(path, &s, &err) == KG_OK, "opened again (the column is there already)");
+    kg_store_close(s);
+}
+
+/* A redis-server of the test's own on a free loopback port (NULL in url when none can be started). */
+static pid_t start_redis(const char *dir, char url[64])
+{
+    url[0] = '\0';
+    if (system("command -v redis-server >/dev/null 2>&1") != 0)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    int port = ntohs(a.sin_port);
+    close(fd);
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "yes", "--dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0)
+        return 0;
+    for (int i = 0; i < 100; i++) { /* up to 5 s for it to listen */
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int up = c >= 0 && connect(c, (struct sockaddr *)&to, sizeof to) == 0;
+        if (c >= 0)
+            close(c);
+        if (up) {
+            snprintf(url, 64, "redis://127.0.0.1:%d", port);
+            return pid;
+        }
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
 int main(void)
 {
     char *dir = NULL;
@@ -520,6 +750,25 @@ int main(void)
     contract(KG_STORE_MEMORY);
     marks(path.data);
     marks(KG_STORE_MEMORY);
+    {
+        kg_buf rpath = {0}, opath = {0};
+        CHECK(kg_buf_printf(&rpath, "%s/routing.db", dir) == KG_OK && kg_buf_printf(&opath, "%s/old.db", dir) == KG_OK,
+              "path");
+        routing(rpath.data);
+        routing(KG_STORE_MEMORY);
+        old_database(opath.data);
+        char url[64];
+        pid_t redis = start_redis(dir, url);
+        if (redis > 0) {
+            routing(url);
+            kill(redis, SIGTERM);
+            waitpid(redis, NULL, 0);
+        } else {
+            printf("skip: no redis-server (routing on Redis)\n");
+        }
+        kg_buf_free(&rpath);
+        kg_buf_free(&opath);
+    }
     {
         kg_buf fpath = {0};
         CHECK(kg_buf_printf(&fpath, "%s/forget.db", dir) == KG_OK, "path");

@@ -438,25 +438,33 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(json_is_true(json_object_get(done_message(&rep), "stays")));
     pid_t p1 = rep.pid, r1 = rep.runner_pid;
     KG_CHECK(!group_gone(p1) && group_gone(r1)); /* the judge waits; its runner is gone */
+    {
+        /* It is a hot task for routing (store.h kg_route): the SHA-256 of the task file's bytes, as a job's group. */
+        char hot[KG_SUPERVISOR_HOT_MAX][65], want[65] = "";
+        char *data = NULL;
+        size_t len = 0;
+        const char *task = json_string_value(json_object_get(job, "task"));
+        KG_CHECK(task && kg_file_read(task, 0, &data, &len, NULL) == KG_OK && kg_sha256_hex(data, len, want) == KG_OK);
+        free(data);
+        int n = kg_supervisor_hot_tasks(w, hot, KG_SUPERVISOR_HOT_MAX), found = 0;
+        for (int i = 0; i < n; i++)
+            found |= !strcmp(hot[i], want);
+        KG_CHECK(n >= 1 && found);
+    }
     /* Its CPU limit: the hard one for every evaluation it may serve, the soft one what it used and the next one's
      * share (given when it was kept: a warm pair's set-up comes before the next evaluation). */
     unsigned long long soft = 0, hard = 0;
     KG_CHECK(cpu_limits(p1, &soft, &hard) && soft >= 101 && soft < 101 + 60 && hard == 101ULL * 64);
     kg_child_report_free(&rep);
-    /* 2: the warm pair (a new judge, P2); the warmer then gives P1 a new runner.  P2 stays. */
+    /* 2: P1 again, with a runner forked for it, before the warm pair waiting (a new judge: pair.c pair_for_job):
+     * its second evaluation, judged as the first (with the same nonce as its first: nothing of it is then taken
+     * for a late line of the first). */
     KG_CHECK(wait_for_warm(w, 1));
     KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
-    KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.judge_served == 0 && rep.pid != p1);
-    pid_t p2 = rep.pid;
-    kg_child_report_free(&rep);
-    /* 3: P1 again, with a runner of its own, as a warm pair: its second evaluation, judged as the first (with the
-     * same nonce as its first: nothing of it is then taken for a late line of the first). */
-    KG_CHECK(wait_for_warm(w, 1));
-    KG_CHECK(kg_supervisor_run(w, job, &l, &rep, &err) == KG_OK);
-    KG_CHECK(rep.end == KG_END_COMPLETED && rep.warm && rep.pid == p1 && rep.judge_served == 1);
+    KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm && rep.pid == p1 && rep.judge_served == 1);
     if (rep.end != KG_END_COMPLETED || rep.pid != p1)
-        fprintf(stderr, "  3rd: end %s code %d signal %d, warm %d, pid %d (P1 %d, P2 %d), served %d, stderr: %.1500s\n",
-                kg_child_end_name(rep.end), rep.exit_code, rep.signal, rep.warm, (int)rep.pid, (int)p1, (int)p2,
+        fprintf(stderr, "  2nd: end %s code %d signal %d, warm %d, pid %d (P1 %d), served %d, stderr: %.1500s\n",
+                kg_child_end_name(rep.end), rep.exit_code, rep.signal, rep.warm, (int)rep.pid, (int)p1,
                 rep.judge_served, rep.err.head ? rep.err.head : "");
     if (rep.end != KG_END_COMPLETED) {
         char *all = json_dumps(rep.messages, JSON_COMPACT);
@@ -469,19 +477,35 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(rep.runner_pid != r1 && group_gone(rep.runner_pid));
     KG_CHECK(has_message(&rep, "hello") && has_message(&rep, "sandbox") && done_message(&rep));
     kg_child_report_free(&rep);
-    /* Another task never goes to a judge kept from this one's (a task file runs in the judge: pair.c take_idle). */
+    /* Another task never goes to a judge kept from this one's (a task file runs in the judge: pair.c take_idle):
+     * it takes the warm pair (a new judge, P2), which is then kept for it, and serves its next job. */
+    pid_t p2 = 0;
     {
         char *other_dir = NULL;
         json_t *other = job_for("ok", &other_dir);
-        kg_buf task = {0};
-        kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_default_f64.py", KG_SOURCE_ROOT);
+        /* add_one.py with a line more: the same task in other bytes, so another key */
+        kg_buf from = {0}, task = {0};
+        kg_buf_printf(&from, "%s/tests/fixtures/tasks/add_one.py", KG_SOURCE_ROOT);
+        kg_buf_printf(&task, "%s/add_one_again.py", other_dir);
+        char *text = NULL;
+        size_t len = 0;
+        kg_buf body = {0};
+        KG_CHECK(kg_file_read(from.data, 0, &text, &len, NULL) == KG_OK &&
+                 kg_buf_printf(&body, "%s\n# another task's bytes\n", text) == KG_OK &&
+                 kg_file_write_atomic(task.data, body.data, body.len, 0644, NULL) == KG_OK);
+        free(text);
+        kg_buf_free(&body);
         json_object_set_new(other, "task", json_string(task.data));
+        kg_buf_free(&from);
         kg_buf_free(&task);
         json_object_set_new(other, "nonce", json_string("n0nce-other-task"));
         for (int i = 0; i < 2; i++) {
             KG_CHECK(wait_for_warm(w, 1));
             KG_CHECK(kg_supervisor_run(w, other, &l, &rep, &err) == KG_OK);
-            KG_CHECK(rep.end == KG_END_COMPLETED && rep.judge_served == 0 && rep.pid != p1 && rep.pid != p2);
+            KG_CHECK(rep.end == KG_END_COMPLETED && rep.pid != p1 && (i == 0 ? rep.warm && !rep.judge_served
+                                                                           : rep.pid == p2 && rep.judge_served == 1));
+            if (i == 0)
+                p2 = rep.pid;
             kg_child_report_free(&rep);
         }
         json_decref(other);
@@ -510,7 +534,7 @@ static void judges_are_kept_between_evaluations(void)
     json_decref(job);
     kg_remove_tree(dir);
     free(dir);
-    /* Closing ends every judge still waiting (P2's, at least, never got a job after its own). */
+    /* Closing ends every judge still waiting (P1's, P2's). */
     close_warm_supervisor(w);
     KG_CHECK(group_gone(p1) && group_gone(p2));
 }
