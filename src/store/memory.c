@@ -203,8 +203,13 @@ static int mem_claim(kg_store *base, const char *worker, const kg_route *route, 
     entry *window[KG_ROUTE_WINDOW];
     const char *groups[KG_ROUTE_WINDOW];
     size_t n = 0;
+    long long oldest = -1;
     for (size_t i = 0; i < m->n && n < (route ? KG_ROUTE_WINDOW : 1); i++)
         if (is(&m->jobs[i], "queued")) {
+            if (oldest < 0)
+                oldest = m->jobs[i].job.seq;
+            if (m->jobs[i].job.seq - oldest >= KG_ROUTE_WINDOW)
+                break; /* the window is of sequence numbers from the oldest (store.h: no job waits for ever) */
             groups[n] = m->jobs[i].job.group;
             window[n++] = &m->jobs[i];
         }

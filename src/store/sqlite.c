@@ -331,12 +331,16 @@ static int sq_claim(kg_store *base, const char *worker, const kg_route *route, k
     long long seqs[KG_ROUTE_WINDOW];
     char *groups[KG_ROUTE_WINDOW];
     size_t n = 0;
-    if (sqlite3_prepare_v2(s->db, "SELECT seq, grp FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT ?", -1,
-                           &st, NULL) != SQLITE_OK) {
+    /* the window is of sequence numbers from the oldest (store.h: no job waits for ever) */
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT seq, grp FROM jobs WHERE status = 'queued' AND seq < (SELECT MIN(seq) FROM jobs"
+                           " WHERE status = 'queued') + ? ORDER BY seq LIMIT ?",
+                           -1, &st, NULL) != SQLITE_OK) {
         rc = db_error(s, err, "claim");
         goto out;
     }
-    sqlite3_bind_int(st, 1, route ? KG_ROUTE_WINDOW : 1);
+    sqlite3_bind_int(st, 1, KG_ROUTE_WINDOW);
+    sqlite3_bind_int(st, 2, route ? KG_ROUTE_WINDOW : 1);
     while (n < KG_ROUTE_WINDOW && sqlite3_step(st) == SQLITE_ROW) {
         seqs[n] = sqlite3_column_int64(st, 0);
         groups[n] = col_text(st, 1); /* NULL for none, or when out of memory: then it is not routed */

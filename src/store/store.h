@@ -76,17 +76,18 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
  * "A judge kept between evaluations"), so the samples of one task (a GRPO group) are cheapest when they follow
  * each other on one judge: its CUDA context, loaded kernels, caches and the task's reference time are there
  * already.  A job's group (kg_job.group) names its task by the SHA-256 of the reference bytes, the key the
- * supervisor keeps judges by.  A routed claim looks at the KG_ROUTE_WINDOW oldest queued jobs and takes the
- * oldest of the best rank (kg_route_rank):
+ * supervisor keeps judges by.  A routed claim looks at the queued jobs whose sequence numbers are within
+ * KG_ROUTE_WINDOW of the oldest queued job's and takes the oldest of the best rank (kg_route_rank):
  *   0  its group is in `hot`: a judge of that task waits in this process;
  *   1  its group is neither busy here nor served by another process of the fleet (a task nobody holds: it gets a
  *      new judge), or it has no group;
  *   2  its group is busy here: every judge of it here is at work (a second judge here);
  *   3  its group is served by another process (its home, below): this one spills onto it.
  * So a pool's workers spread over different tasks and each task's samples go, one after another, to the judge
- * that ran its first; a queue holding only busy tasks is still served (ranks 2 and 3): routing orders the queue
- * and leaves no job behind (the window moves on as its oldest jobs are claimed, and a job outside it waits at
- * most for the window's jobs).  In a fleet (a store with KG_STORE_SHARED) a claim of a job with a group makes
+ * that ran its first; a queue holding only busy tasks is still served (ranks 2 and 3).  Routing orders the queue
+ * and leaves no job behind: the window is one of sequence numbers, so once a job is the oldest queued, fewer than
+ * KG_ROUTE_WINDOW jobs queued after it can be claimed before it, however well they rank (a window of the oldest
+ * jobs by count would let a task with a judge waiting pass an older job for as long as its jobs kept coming).  In a fleet (a store with KG_STORE_SHARED) a claim of a job with a group makes
  * `home` that group's home for home_ttl_s unless another live process is (renewed by each such claim of its
  * home): a task's samples stay on one GPU while that GPU has room.  Homes are hints, never ownership: a job is
  * claimed by whoever takes it, exactly as without routing. */

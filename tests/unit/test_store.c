@@ -606,6 +606,24 @@ static void routing(const char *path)
         claimed++;
     CHECK(claimed == KG_ROUTE_WINDOW + 5, "every job claimed once");
 
+    /* No job waits for ever: an old job of a task nobody holds, among jobs of a task whose judge always waits
+     * (rank 0 each time), is claimed once fewer than KG_ROUTE_WINDOW later jobs went first. */
+    ok = put_g(s, "s0", "S") == KG_OK && put_g(s, "old", "O") == KG_OK;
+    for (int i = 1; i < 2 * KG_ROUTE_WINDOW && ok; i++) {
+        char sid[32];
+        snprintf(sid, sizeof sid, "s%d", i);
+        ok = put_g(s, sid, "S") == KG_OK;
+    }
+    const char *S[] = {"S"};
+    r = route_of(S, 1, NULL, 0, NULL);
+    int before = -1;
+    for (int i = 0; i < 2 * KG_ROUTE_WINDOW + 1 && before < 0; i++)
+        if (!strcmp(claim_id(s, "w", &r, id, NULL), "old"))
+            before = i;
+    CHECK(ok && before >= 1 && before <= KG_ROUTE_WINDOW, "an old job is not passed for ever by a hot task's");
+    while (claim_id(s, "w", NULL, id, NULL)[0]) {
+    }
+
     if (kg_store_has(s, KG_STORE_SHARED)) {
         /* Homes: a task whose job a process claimed is that process's while it lives; another process takes a
          * task nobody holds first, and spills onto the first's only when nothing else is queued. */
