@@ -287,10 +287,11 @@ static int run(int argc, char **argv, int worker)
     }
     o.allow_hosts = allow_hosts;
     o.n_allow_hosts = n_allow;
+    /* The devices of --gpus: f.device points into it after the block below (a child's, or the one GPU's). */
+    char devs[64][32];
     if (gpus) {
         /* Validate the whole list first, then one process per GPU. */
         char *copy = strdup(gpus), *save = NULL;
-        char devs[64][32];
         int nd = 0;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             if (!*t || strspn(t, "0123456789") != strlen(t) || strlen(t) > 6 || nd >= 64) {
@@ -318,10 +319,25 @@ static int run(int argc, char **argv, int worker)
             }
             signal(SIGTERM, forward_signal);
             signal(SIGINT, forward_signal);
+            /* Each child as it ends, whichever it is: one killed while another still runs is reaped at once (its
+             * guardian then sees it gone and ends what it started). */
             int worst = 0, st;
-            for (int i = 0; i < n_gpu_children; i++)
-                if (waitpid(gpu_children[i], &st, 0) > 0 && (!WIFEXITED(st) || WEXITSTATUS(st)))
+            for (int left = n_gpu_children; left > 0;) {
+                pid_t done = waitpid(-1, &st, 0);
+                if (done < 0) {
+                    if (errno == EINTR)
+                        continue;
+                    break; /* no child left */
+                }
+                int ours = 0;
+                for (int i = 0; i < n_gpu_children; i++)
+                    ours |= gpu_children[i] == done;
+                if (!ours)
+                    continue;
+                left--;
+                if (!WIFEXITED(st) || WEXITSTATUS(st))
                     worst = WIFEXITED(st) ? WEXITSTATUS(st) : 1;
+            }
             kg_cli_eval_flags_free(&f);
             return worst;
         }

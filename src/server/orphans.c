@@ -33,9 +33,12 @@ static unsigned long long start_time(long pid)
     return kg_proc_stat_read(pid, &st) ? st.start : 0;
 }
 
+/* A zombie is not alive: its process is gone, only its exit status waits for a parent that may never read it (a
+ * `kgym worker --gpus` child SIGKILLed while its parent still waited for another child). */
 static int owner_alive(long pid, unsigned long long start)
 {
-    return start_time(pid) == start;
+    kg_proc_stat st;
+    return kg_proc_stat_read(pid, &st) && st.start == start && st.state != 'Z' && st.state != 'X';
 }
 
 /* The owner named in a process's environment block (0: none). */

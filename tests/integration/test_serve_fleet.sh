@@ -89,5 +89,29 @@ checks wait i3 done 'd["attempts"] == 2 and d["cached_from"] == "i4"'
 
 stop_pids $SURVIVOR $API
 PIDS=""
+
+# 6. `kgym worker --gpus`: each process serves the GPU its number names (the first one's device string outlived
+# its block only by chance: --gpus 3 served the default device), and a child killed while another runs is reaped
+# at once (it stayed a zombie while the parent waited for the first child, so its guardian, which counted a zombie
+# as alive, never ended what it had started).  No GPU is needed: the workers wait for jobs that never come.
+"$KGYM" worker --redis "$URL" --gpus 7 >"$TMP/g1.log" 2>&1 &
+G1=$!
+i=0; until grep -q "worker(s) on" "$TMP/g1.log" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+grep -q "worker(s) on cuda:7 " "$TMP/g1.log" && ok "--gpus 7: the worker serves cuda:7" \
+    || bad "--gpus 7 serves another device" "$(cat "$TMP/g1.log")"
+stop_pids $G1
+"$KGYM" worker --redis "$URL" --gpus 5,6 >"$TMP/g2.log" 2>&1 &
+G2=$!; PIDS="$G2"
+i=0; until [ "$(grep -c "worker(s) on" "$TMP/g2.log")" -ge 2 ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+second=$(ps -o pid= --ppid "$G2" | tail -1 | tr -d ' ')
+if [ -n "$second" ]; then
+    kill -9 "$second"
+    sleep 1
+    state=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$second/status" 2>/dev/null)
+    [ -z "$state" ] && ok "--gpus 5,6: a child killed while the other runs is reaped at once" \
+        || bad "a killed --gpus child is left as state $state while its sibling runs" "$(cat "$TMP/g2.log")"
+else bad "--gpus 5,6 started no child" "$(cat "$TMP/g2.log")"; fi
+kill "$G2"; wait "$G2" # exits 1: one of its workers was killed
+PIDS=""
 no_sanitizer_reports
 finish
