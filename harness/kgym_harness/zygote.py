@@ -19,6 +19,14 @@ import socket
 import sys
 
 
+def local_device(device):
+    """The device as this process and its children name it.  kgym starts the zygote of ``cuda:N`` with
+    CUDA_VISIBLE_DEVICES set to that GPU alone (src/supervisor/zygote.c), so inside it that GPU is ``cuda:0``:
+    ``cuda:1`` there is an invalid device ordinal (every evaluation of a second GPU's worker failed so, measured on
+    two H200s).  ``cpu`` stays ``cpu``."""
+    return "cuda:0" if str(device).startswith("cuda") else device
+
+
 def _preload(device="cpu"):
     """Imports everything a child needs, so that forking makes it free."""
     import numpy  # noqa: F401
@@ -173,7 +181,7 @@ def main(argv=None):
     info["device"] = args.device
     info["library_fds"] = sorted(sandbox.note_library_descriptors(args.control_fd))
     control.sendall(("ready " + json.dumps(info) + "\n").encode())
-    _serve(control, args.device)
+    _serve(control, local_device(args.device))
     return 0
 
 
