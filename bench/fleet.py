@@ -219,12 +219,24 @@ def request_of(pair, job_id, timeout):
 def job_record(d, index, pair):
     r = d.get("result") if isinstance(d.get("result"), dict) else {}
     t = r.get("timing") if isinstance(r.get("timing"), dict) else {}
+    proc = r.get("process") if isinstance(r.get("process"), dict) else {}
+    phases = r.get("gpu_phases") if isinstance(r.get("gpu_phases"), dict) else {}
+    shared = phases.get("shared") if isinstance(phases.get("shared"), dict) else {}
+    excl = phases.get("exclusive") if isinstance(phases.get("exclusive"), dict) else {}
+    err = r.get("error") if isinstance(r.get("error"), dict) else {}
+    # Where an evaluation's time went, and what an error said: the next run's answer to "why slower" and "why
+    # failed" must not need the results, which go with the fleet's Redis.
     return {"id": d.get("id"), "index": index, "task": pair.get("kernelbench") or pair.get("task"),
             "candidate": pair.get("candidate"), "expect": pair.get("expect"), "status": d.get("status"),
             "verdict": d.get("verdict"), "attempts": d.get("attempts"), "worker": d.get("worker"),
             "cached_from": d.get("cached_from"), "submitted_at": d.get("submitted_at"),
             "started_at": d.get("started_at"), "finished_at": d.get("finished_at"), "error": d.get("error"),
-            "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu")}
+            "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu"),
+            "stages_ms": {st.get("name"): st.get("ms") for st in r.get("stages") or [] if isinstance(st, dict)},
+            "setup_ms": proc.get("setup_ms"), "judge_served": proc.get("judge_served"), "warm": proc.get("warm"),
+            "shared_held_ms": shared.get("held_ms"), "shared_waited_ms": shared.get("waited_ms"),
+            "exclusive_held_ms": excl.get("held_ms"), "exclusive_waited_ms": excl.get("waited_ms"),
+            "result_error": (f"{err.get('type')}: {err.get('message')}"[:300] if err else None)}
 
 
 # ------------------------------------------------------------------------------------------ run
@@ -543,6 +555,50 @@ def kill_checks(doc, ref=None):
     return out
 
 
+def agreement(doc, ref):
+    """The same pairs give the same verdicts on all GPUs as on one (the mix's candidates are clearly correct or
+    clearly wrong): a GPU whose evaluations fail for a reason of its own is a broken run, not a fast one (a
+    second GPU's worker once failed every evaluation in 4-6 s, "CUDA error: invalid device ordinal", and the
+    ratio read ×2.4)."""
+    want = {r["index"]: r.get("verdict") for r in ref["records"]}
+    diff = [(r["index"], r.get("task"), want.get(r["index"]), r.get("verdict"), r.get("worker"), r.get("result_error"))
+            for r in doc["records"] if r["index"] in want and want[r["index"]] != r.get("verdict")]
+    if not diff:
+        return [(True, f"verdicts equal to run one's for every pair ({len(doc['records'])})")]
+    show = "; ".join(f"#{i} {t}: {a} → {b} on {w}" + (f" ({e})" if e else "") for i, t, a, b, w, e in diff[:4])
+    return [(False, f"{len(diff)} verdict(s) differ from run one's: {show}")]
+
+
+def breakdown(runs):
+    """Where an evaluation's time went, per run and GPU (means over the evaluated jobs): the stages, the set-up,
+    the shared GPU phases held and waited for, the exclusive windows; and how many ran in a judge kept for their
+    task.  Evaluations that take longer on all GPUs than on one point at what the GPUs share (the CPUs, host
+    memory, the driver) rather than at either GPU."""
+    rows = []
+    for name, doc in runs:
+        by = {}
+        for r in doc["records"]:
+            if r.get("status") == "done" and not r.get("cached_from"):
+                by.setdefault(slot_of(doc, r.get("worker")), []).append(r)
+        for gpu, rs in sorted(by.items()):
+            def mean(f):
+                v = [num(f(r)) for r in rs]
+                v = [x for x in v if x is not None]
+                return fmt(sum(v) / len(v) / 1000, ".2f") if v else "-"
+            st = lambda n: (lambda r: (r.get("stages_ms") or {}).get(n))
+            known = [r for r in rs if num(r.get("judge_served")) is not None]
+            kept = f"{sum(1 for r in known if num(r.get('judge_served')) > 0)} of {len(rs)}" if known else "-"
+            rows.append([name, gpu, len(rs), mean(lambda r: r.get("wall_ms")), mean(lambda r: r.get("setup_ms")),
+                         mean(st("compile")), mean(st("tiny_run")), mean(st("correctness")), mean(st("timing")),
+                         mean(lambda r: r.get("shared_held_ms")), mean(lambda r: r.get("shared_waited_ms")),
+                         mean(lambda r: r.get("exclusive_held_ms")), kept])
+    if not rows:
+        return ""
+    return "\nmeans per evaluation, seconds:\n\n" + md_table(
+        ["run", "GPU", "evaluated", "wall", "set-up", "compile", "tiny run", "correctness", "timing", "shared held",
+         "shared waited", "exclusive held", "in kept judges"], rows)
+
+
 def cmd_report(a):
     runs = []
     for spec in a.runs:
@@ -569,6 +625,7 @@ def cmd_report(a):
     print(table)
     summary = {"command": a.command, "commit": a.commit, "gpu_name": a.gpu_name, "date": time.strftime("%Y-%m-%d"),
                "runs": figs, "checks": [], "pass": True}
+    docs = dict(runs)
     one, full = figs.get("one"), figs.get("all")
     if one and full and one["answers_per_hour"] and full["answers_per_hour"]:
         ratio = full["answers_per_hour"] / one["answers_per_hour"]
@@ -578,11 +635,16 @@ def cmd_report(a):
         print(f"\n{len(full['gpus'])} GPUs / 1 GPU: answers per hour ×{ratio:.3f}, evaluations per hour "
               f"×{fmt(ratio_e, '.3f')} (wall {fmt(one['wall_s'], '.1f')} s → {fmt(full['wall_s'], '.1f')} s)")
         if len(full["gpus"]) == 2 and full["device"] == "cuda":
-            print(verdict_line(ratio >= GOAL_RATIO, f"two GPUs / one GPU ≥ {GOAL_RATIO}: ×{ratio:.3f}"))
-    docs = dict(runs)
+            same = all(ok is not False for ok, _ in agreement(docs["all"], docs["one"]))
+            print(verdict_line(ratio >= GOAL_RATIO and same,
+                               f"two GPUs / one GPU ≥ {GOAL_RATIO}: ×{ratio:.3f}"
+                               + ("" if same else " (not counted: the verdicts differ from one GPU's, below)")))
+    print(breakdown(runs))
     print()
     for name, doc in runs:
         checks = integrity(doc)
+        if name == "all" and docs.get("one"):
+            checks += agreement(doc, docs["one"])
         if doc.get("kill"):
             checks += kill_checks(doc, docs.get("all"))
             summary["kill"] = doc["kill"]
