@@ -769,7 +769,16 @@ static const char claim_script[] =
     "  pos = pos + nh + 1\n"
     "  for i = 1, tonumber(ARGV[pos]) do busy[ARGV[pos + i]] = true end\n"
     "  local best = 4\n"
-    "  local first = redis.call('ZRANGE', '" P "queued', 0, 0, 'WITHSCORES')\n"
+    /* The window's anchor is the oldest job that is queued (memory.c, sqlite.c): a member whose job is not (its
+     * cancel lost the connection between HSET and ZREM) would hold the window where no queued job is, for ever.
+     * Such a member is removed here (no job is in kgym:queued without being queued: every writer of the status
+     * keeps the two together or writes the status first). */
+    "  local first = {}\n"
+    "  for _ = 1, tonumber(ARGV[8]) do\n"
+    "    first = redis.call('ZRANGE', '" P "queued', 0, 0, 'WITHSCORES')\n"
+    "    if not first[1] or redis.call('HGET', '" P "job:' .. first[1], 'status') == 'queued' then break end\n"
+    "    redis.call('ZREM', '" P "queued', first[1])\n"
+    "  end\n"
     "  local upto = '(' .. tostring(tonumber(first[2] or '0') + tonumber(ARGV[8]))\n"
     "  for _, q in ipairs(redis.call('ZRANGEBYSCORE', '" P "queued', '-inf', upto, 'LIMIT', 0, tonumber(ARGV[8]))) do\n"
     "    local f = redis.call('HMGET', '" P "job:' .. q, 'status', 'group')\n"
