@@ -756,6 +756,7 @@ static const char claim_script[] =
     "local en = redis.call('HGET', jk, 'entry')\n"
     "if not ((st == 'queued' or st == 'running') and (not en or en == entry)) then\n"
     "  redis.call('XACK', '" P "stream', 'workers', entry)\n"
+    "  redis.call('XDEL', '" P "stream', entry)\n"
     "  redis.call('HDEL', '" P "bound', entry)\n"
     "  return {'drop', id}\n"
     "end\n"
@@ -799,6 +800,12 @@ static const char claim_script[] =
     "  if pick ~= id then\n"
     "    redis.call('HSET', jk, 'entry', redis.call('XADD', '" P "stream', '*', 'id', id))\n"
     "    jk = '" P "job:' .. pick\n"
+    /* The picked job's own entry names it no more: deleted now unless a worker was delivered it already (that one
+     * drops it, acknowledged and deleted), so that the stream does not keep one more entry per routed claim. */
+    "    local old = redis.call('HGET', jk, 'entry')\n"
+    "    if old and old ~= entry and #redis.call('XPENDING', '" P "stream', 'workers', old, old, 1) == 0 then\n"
+    "      redis.call('XDEL', '" P "stream', old)\n"
+    "    end\n"
     "    redis.call('HSET', '" P "bound', entry, pick)\n"
     "    attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
     "  end\n"
@@ -945,6 +952,7 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts failed 1");
             cmd_ok(c, err, "XACK " P "stream workers %s", entry);
+            cmd_ok(c, err, "XDEL " P "stream %s", entry);
             cmd_ok(c, err, "HDEL " P "bound %s", entry);
             cmd_ok(c, err, "PUBLISH " P "done %s", job);
             kg_buf_free(&key);
@@ -1043,8 +1051,9 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
             if (!strcmp(status, "done") && done_key && done_key[0])
                 cmd_ok(c, err, "SET " P "done:%s %s EX %lld", done_key, id, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
-            if (vals[14]) {
+            if (vals[14]) { /* acknowledged, the entry is of no more use: deleted (the stream does not grow) */
                 cmd_ok(c, err, "XACK " P "stream workers %s", vals[14]);
+                cmd_ok(c, err, "XDEL " P "stream %s", vals[14]);
                 cmd_ok(c, err, "HDEL " P "bound %s", vals[14]);
             }
             cmd_ok(c, err, "PUBLISH " P "done %s", id);
@@ -1064,6 +1073,7 @@ static const char requeue_script[] =
     "local old = redis.call('HGET', KEYS[1], 'entry')\n"
     "if old then\n"
     "  redis.call('XACK', '" P "stream', 'workers', old)\n"
+    "  redis.call('XDEL', '" P "stream', old)\n"
     "  redis.call('HDEL', '" P "bound', old)\n"
     "end\n"
     "local e = redis.call('XADD', '" P "stream', '*', 'id', ARGV[1])\n"
