@@ -879,6 +879,9 @@ static int claim_entry(kg_rstore *r, redisContext *c, const char *worker, const 
     return rc;
 }
 
+/* XAUTOCLAIMs one claim may make to look through the pending entries (10 each): a fleet's evaluations in flight. */
+#define RECLAIM_SCANS 64
+
 static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg_job *out, kg_error *err)
 {
     kg_rstore *r = (kg_rstore *)base;
@@ -890,23 +893,38 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
     for (int tries = 0; tries < 8; tries++) {
         char entry[64], id[160];
         int reclaimed = 0;
-        /* First a job whose lease ran out (its worker died), then a new one. */
+        /* First a job whose lease ran out (its worker died), then a new one.  XAUTOCLAIM looks at COUNT * 10
+         * pending entries from its cursor: the cursor it answers is followed to the end of the pending list, or
+         * a dead worker's entry behind ten live ones (renewed) would not be taken over until they ended. */
         kg_error cerr;
-        redisReply *x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
+        char cursor[64] = "0-0";
+        int got = 0;
+        redisReply *x = NULL;
+        for (int scan = 0; scan < RECLAIM_SCANS; scan++) {
+            x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld %s COUNT 1", worker,
+                    (long long)(r->lease_s * 1000), cursor);
+            if (!x && !scan && strstr(cerr.message, "NOGROUP")) {
+                /* Redis lost the group (a restart without persistence): make it
+                 * again, or every job queued from now on waits forever. */
+                if (ensure_group(c, &cerr) == KG_OK)
+                    x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
                             (long long)(r->lease_s * 1000));
-        if (!x && strstr(cerr.message, "NOGROUP")) {
-            /* Redis lost the group (a restart without persistence): make it
-             * again, or every job queued from now on waits forever. */
-            if (ensure_group(c, &cerr) == KG_OK)
-                x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
-                        (long long)(r->lease_s * 1000));
+            }
+            if (!x)
+                break;
+            got = x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
+            int more = !got && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+                       x->element[0]->type == REDIS_REPLY_STRING && strcmp(x->element[0]->str, "0-0") != 0;
+            if (more)
+                snprintf(cursor, sizeof cursor, "%s", x->element[0]->str);
+            freeReplyObject(x);
+            if (!more)
+                break;
         }
         if (!x) { /* Redis down or refusing: an error, not an empty queue (the caller backs off) */
             rc = kg_error_set(err, KG_ERR_IO, "%s", cerr.message);
             break;
         }
-        int got = x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
-        freeReplyObject(x);
         if (got) {
             reclaimed = 1;
         } else {
