@@ -751,6 +751,95 @@ static void migration_race(void)
     free(dir);
 }
 
+/* -- 8. A worker that stalls between XREADGROUP and its claim script for longer than a lease -------------------
+ *
+ * Its entry is taken over (XAUTOCLAIM: the job runs on another worker, which renews the lease); when the first
+ * worker's script runs at last, it is not "reclaimed", its job is running with this very entry, and it claims the
+ * job again: two live workers evaluate one job (pre-existing: the old r_claim counted "running" as live too).
+ * The script is read from src/store/redis.c (claim_script) and run as r_claim would have run it. */
+static char *claim_script_text(void)
+{
+    char *src = NULL;
+    size_t len = 0;
+    if (kg_file_read(KG_SOURCE_ROOT "/src/store/redis.c", 0, &src, &len, NULL) != KG_OK)
+        return NULL;
+    const char *at = strstr(src, "static const char claim_script[] =");
+    kg_buf out = {0};
+    for (const char *line = at ? strchr(at, '\n') + 1 : NULL; line && *line;) {
+        const char *end = strchr(line, '\n');
+        if (!end)
+            break;
+        const char *q1 = memchr(line, '"', (size_t)(end - line)), *q2 = NULL;
+        for (const char *p = end; p > line; p--)
+            if (p[-1] == '"') {
+                q2 = p - 1;
+                break;
+            }
+        if (q1 && q2 > q1)
+            for (const char *p = q1 + 1; p < q2; p++) {
+                if (!strncmp(p, "\" P \"", 5)) {
+                    kg_buf_append(&out, "kgym:", 5);
+                    p += 4;
+                } else if (*p == '\\' && p + 1 < q2) {
+                    p++;
+                    kg_buf_append(&out, *p == 'n' ? "\n" : p, 1);
+                } else
+                    kg_buf_append(&out, p, 1);
+            }
+        int last = end > line && end[-1] == ';';
+        line = end + 1;
+        if (last)
+            break;
+    }
+    free(src);
+    return kg_buf_release(&out);
+}
+
+static void stalled_worker(void)
+{
+    kg_store *s = fresh_redis_store(1.0, 3);
+    char *script = claim_script_text();
+    if (!s || !script) {
+        printf("skip: no redis-server or no claim_script\n");
+        free(script);
+        return;
+    }
+    KG_CHECK(put_g(s, "j1", "J") == KG_OK);
+    /* the slow worker is delivered j1's entry ... */
+    redisReply *x = raw("XREADGROUP GROUP workers slow#0 COUNT 1 STREAMS kgym:stream >");
+    char entry[64] = "";
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements == 1)
+        snprintf(entry, sizeof entry, "%s", x->element[0]->element[1]->element[0]->element[0]->str);
+    freeReplyObject(x);
+    KG_CHECK(entry[0]);
+    /* ... and stalls for more than a lease: a live worker takes the entry over and runs j1, renewing its lease */
+    usleep(1200 * 1000);
+    char got[64];
+    KG_CHECK(claim_is(s, "fast#0", NULL, "j1", 1, got));
+    heartbeat(s, "fast#0", "j1");
+    /* the slow worker's script runs now, as r_claim runs it (not reclaimed, routed, no hot task) */
+    redisContext *c = redisConnect("127.0.0.1", redis_port);
+    const char *argv[] = {"EVAL", script, "0", entry, "j1", "slow#0", "1.0", "3", "0", "1", "256", "slow", "60",
+                          "0", "0"};
+    x = c && !c->err ? redisCommandArgv(c, (int)(sizeof argv / sizeof *argv), argv, NULL) : NULL;
+    int twice = x && x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && !strcmp(x->element[0]->str, "ok");
+    if (x && x->type == REDIS_REPLY_ERROR)
+        fprintf(stderr, "  script: %s\n", x->str);
+    freeReplyObject(x);
+    redisFree(c);
+    kg_job j;
+    kg_error err;
+    if (kg_store_get(s, "j1", &j, &err) == KG_OK) {
+        if (twice)
+            fprintf(stderr, "  j1 claimed again by the stalled worker while fast#0 runs it: worker %s, attempts %d\n",
+                    j.worker ? j.worker : "?", j.attempts);
+        kg_job_free(&j);
+    }
+    KG_CHECK(!twice);
+    free(script);
+    kg_store_close(s);
+}
+
 static const kg_test_case cases[] = {
     {"redis_stress", redis_stress},
     {"redis_stress_faults", redis_stress_faults},
@@ -760,6 +849,7 @@ static const kg_test_case cases[] = {
     {"reclaim_behind_ten", reclaim_behind_ten},
     {"fairness_bound", fairness_bound},
     {"migration_race", migration_race},
+    {"stalled_worker", stalled_worker},
 };
 
 int main(void)
