@@ -745,7 +745,8 @@ static int first_entry(redisReply *list, char entry[64], char id[160])
  * ARGV: entry, the job id the entry names, worker, now, max_attempts, reclaimed (1/0), routed (1/0), window,
  * home ("" for none), home TTL (s), the number of hot groups and the groups, the number of busy groups and the
  * groups.  Answers {"ok", id} (claimed), {"drop", id} (the entry's job is gone or bound elsewhere: the entry is
- * acknowledged), {"spent", id, attempts} (reclaimed too often: the caller fails it).  The ranks are
+ * acknowledged), {"taken", id} (another worker took the entry over and runs its job: left alone), {"spent", id,
+ * attempts} (reclaimed too often: the caller fails it).  The ranks are
  * kg_route_rank's (store.c): a change there is a change here. */
 static const char claim_script[] =
     "local entry, id = ARGV[1], ARGV[2]\n"
@@ -760,6 +761,11 @@ static const char claim_script[] =
     "  redis.call('HDEL', '" P "bound', entry)\n"
     "  return {'drop', id}\n"
     "end\n"
+    /* Delivered, not reclaimed, and its job already runs with this very entry: this worker stalled between its
+     * XREADGROUP and this script for longer than a lease, and another took the entry over (XAUTOCLAIM) and runs
+     * the job.  Not claimed again (two live workers would evaluate it); the entry is left as it is, its owner's
+     * (if that one dies too, the lease brings it back). */
+    "if ARGV[6] ~= '1' and st == 'running' and en == entry then return {'taken', id} end\n"
     "local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
     "if ARGV[6] == '1' and attempts >= tonumber(ARGV[5]) then return {'spent', id, tostring(attempts)} end\n"
     "local pick, me = id, ARGV[9]\n"
@@ -949,7 +955,9 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
         rc = claim_entry(r, c, worker, route, entry, id, reclaimed, what, job, &attempts, err);
         if (rc != KG_OK) /* the entry stays pending: another worker takes it over after the lease */
             break;
-        if (!strcmp(what, "drop")) { /* cancelled, finished, replaced or expired: the script acknowledged it */
+        if (!strcmp(what, "drop") || !strcmp(what, "taken")) {
+            /* drop: cancelled, finished, replaced or expired (the script acknowledged it); taken: another worker
+             * runs it with this entry (this one was too slow to claim it) */
             rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             continue;
         }
