@@ -745,7 +745,8 @@ static int first_entry(redisReply *list, char entry[64], char id[160])
  * ARGV: entry, the job id the entry names, worker, now, max_attempts, reclaimed (1/0), routed (1/0), window,
  * home ("" for none), home TTL (s), the number of hot groups and the groups, the number of busy groups and the
  * groups.  Answers {"ok", id} (claimed), {"drop", id} (the entry's job is gone or bound elsewhere: the entry is
- * acknowledged), {"spent", id, attempts} (reclaimed too often: the caller fails it).  The ranks are
+ * acknowledged), {"taken", id} (another worker took the entry over and runs its job: left alone), {"spent", id,
+ * attempts} (reclaimed too often: the caller fails it).  The ranks are
  * kg_route_rank's (store.c): a change there is a change here. */
 static const char claim_script[] =
     "local entry, id = ARGV[1], ARGV[2]\n"
@@ -756,9 +757,15 @@ static const char claim_script[] =
     "local en = redis.call('HGET', jk, 'entry')\n"
     "if not ((st == 'queued' or st == 'running') and (not en or en == entry)) then\n"
     "  redis.call('XACK', '" P "stream', 'workers', entry)\n"
+    "  redis.call('XDEL', '" P "stream', entry)\n"
     "  redis.call('HDEL', '" P "bound', entry)\n"
     "  return {'drop', id}\n"
     "end\n"
+    /* Delivered, not reclaimed, and its job already runs with this very entry: this worker stalled between its
+     * XREADGROUP and this script for longer than a lease, and another took the entry over (XAUTOCLAIM) and runs
+     * the job.  Not claimed again (two live workers would evaluate it); the entry is left as it is, its owner's
+     * (if that one dies too, the lease brings it back). */
+    "if ARGV[6] ~= '1' and st == 'running' and en == entry then return {'taken', id} end\n"
     "local attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
     "if ARGV[6] == '1' and attempts >= tonumber(ARGV[5]) then return {'spent', id, tostring(attempts)} end\n"
     "local pick, me = id, ARGV[9]\n"
@@ -769,7 +776,16 @@ static const char claim_script[] =
     "  pos = pos + nh + 1\n"
     "  for i = 1, tonumber(ARGV[pos]) do busy[ARGV[pos + i]] = true end\n"
     "  local best = 4\n"
-    "  local first = redis.call('ZRANGE', '" P "queued', 0, 0, 'WITHSCORES')\n"
+    /* The window's anchor is the oldest job that is queued (memory.c, sqlite.c): a member whose job is not (its
+     * cancel lost the connection between HSET and ZREM) would hold the window where no queued job is, for ever.
+     * Such a member is removed here (no job is in kgym:queued without being queued: every writer of the status
+     * keeps the two together or writes the status first). */
+    "  local first = {}\n"
+    "  for _ = 1, tonumber(ARGV[8]) do\n"
+    "    first = redis.call('ZRANGE', '" P "queued', 0, 0, 'WITHSCORES')\n"
+    "    if not first[1] or redis.call('HGET', '" P "job:' .. first[1], 'status') == 'queued' then break end\n"
+    "    redis.call('ZREM', '" P "queued', first[1])\n"
+    "  end\n"
     "  local upto = '(' .. tostring(tonumber(first[2] or '0') + tonumber(ARGV[8]))\n"
     "  for _, q in ipairs(redis.call('ZRANGEBYSCORE', '" P "queued', '-inf', upto, 'LIMIT', 0, tonumber(ARGV[8]))) do\n"
     "    local f = redis.call('HMGET', '" P "job:' .. q, 'status', 'group')\n"
@@ -790,6 +806,12 @@ static const char claim_script[] =
     "  if pick ~= id then\n"
     "    redis.call('HSET', jk, 'entry', redis.call('XADD', '" P "stream', '*', 'id', id))\n"
     "    jk = '" P "job:' .. pick\n"
+    /* The picked job's own entry names it no more: deleted now unless a worker was delivered it already (that one
+     * drops it, acknowledged and deleted), so that the stream does not keep one more entry per routed claim. */
+    "    local old = redis.call('HGET', jk, 'entry')\n"
+    "    if old and old ~= entry and #redis.call('XPENDING', '" P "stream', 'workers', old, old, 1) == 0 then\n"
+    "      redis.call('XDEL', '" P "stream', old)\n"
+    "    end\n"
     "    redis.call('HSET', '" P "bound', entry, pick)\n"
     "    attempts = tonumber(redis.call('HGET', jk, 'attempts') or '0')\n"
     "  end\n"
@@ -863,6 +885,9 @@ static int claim_entry(kg_rstore *r, redisContext *c, const char *worker, const 
     return rc;
 }
 
+/* XAUTOCLAIMs one claim may make to look through the pending entries (10 each): a fleet's evaluations in flight. */
+#define RECLAIM_SCANS 64
+
 static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg_job *out, kg_error *err)
 {
     kg_rstore *r = (kg_rstore *)base;
@@ -874,23 +899,38 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
     for (int tries = 0; tries < 8; tries++) {
         char entry[64], id[160];
         int reclaimed = 0;
-        /* First a job whose lease ran out (its worker died), then a new one. */
+        /* First a job whose lease ran out (its worker died), then a new one.  XAUTOCLAIM looks at COUNT * 10
+         * pending entries from its cursor: the cursor it answers is followed to the end of the pending list, or
+         * a dead worker's entry behind ten live ones (renewed) would not be taken over until they ended. */
         kg_error cerr;
-        redisReply *x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
+        char cursor[64] = "0-0";
+        int got = 0;
+        redisReply *x = NULL;
+        for (int scan = 0; scan < RECLAIM_SCANS; scan++) {
+            x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld %s COUNT 1", worker,
+                    (long long)(r->lease_s * 1000), cursor);
+            if (!x && !scan && strstr(cerr.message, "NOGROUP")) {
+                /* Redis lost the group (a restart without persistence): make it
+                 * again, or every job queued from now on waits forever. */
+                if (ensure_group(c, &cerr) == KG_OK)
+                    x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
                             (long long)(r->lease_s * 1000));
-        if (!x && strstr(cerr.message, "NOGROUP")) {
-            /* Redis lost the group (a restart without persistence): make it
-             * again, or every job queued from now on waits forever. */
-            if (ensure_group(c, &cerr) == KG_OK)
-                x = cmd(c, &cerr, "XAUTOCLAIM " P "stream workers %s %lld 0-0 COUNT 1", worker,
-                        (long long)(r->lease_s * 1000));
+            }
+            if (!x)
+                break;
+            got = x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
+            int more = !got && x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+                       x->element[0]->type == REDIS_REPLY_STRING && strcmp(x->element[0]->str, "0-0") != 0;
+            if (more)
+                snprintf(cursor, sizeof cursor, "%s", x->element[0]->str);
+            freeReplyObject(x);
+            if (!more)
+                break;
         }
         if (!x) { /* Redis down or refusing: an error, not an empty queue (the caller backs off) */
             rc = kg_error_set(err, KG_ERR_IO, "%s", cerr.message);
             break;
         }
-        int got = x->type == REDIS_REPLY_ARRAY && x->elements >= 2 && first_entry(x->element[1], entry, id);
-        freeReplyObject(x);
         if (got) {
             reclaimed = 1;
         } else {
@@ -915,7 +955,9 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
         rc = claim_entry(r, c, worker, route, entry, id, reclaimed, what, job, &attempts, err);
         if (rc != KG_OK) /* the entry stays pending: another worker takes it over after the lease */
             break;
-        if (!strcmp(what, "drop")) { /* cancelled, finished, replaced or expired: the script acknowledged it */
+        if (!strcmp(what, "drop") || !strcmp(what, "taken")) {
+            /* drop: cancelled, finished, replaced or expired (the script acknowledged it); taken: another worker
+             * runs it with this entry (this one was too slow to claim it) */
             rc = kg_error_set(err, KG_ERR_NOT_FOUND, "the queue is empty");
             continue;
         }
@@ -936,6 +978,7 @@ static int r_claim(kg_store *base, const char *worker, const kg_route *route, kg
             cmd_ok(c, err, "EXPIRE %s %lld", key.data, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts failed 1");
             cmd_ok(c, err, "XACK " P "stream workers %s", entry);
+            cmd_ok(c, err, "XDEL " P "stream %s", entry);
             cmd_ok(c, err, "HDEL " P "bound %s", entry);
             cmd_ok(c, err, "PUBLISH " P "done %s", job);
             kg_buf_free(&key);
@@ -1034,8 +1077,9 @@ static int r_finish(kg_store *base, const char *id, const char *status, const ch
             if (!strcmp(status, "done") && done_key && done_key[0])
                 cmd_ok(c, err, "SET " P "done:%s %s EX %lld", done_key, id, (long long)r->ttl_s);
             cmd_ok(c, err, "HINCRBY " P "counts %s 1", status);
-            if (vals[14]) {
+            if (vals[14]) { /* acknowledged, the entry is of no more use: deleted (the stream does not grow) */
                 cmd_ok(c, err, "XACK " P "stream workers %s", vals[14]);
+                cmd_ok(c, err, "XDEL " P "stream %s", vals[14]);
                 cmd_ok(c, err, "HDEL " P "bound %s", vals[14]);
             }
             cmd_ok(c, err, "PUBLISH " P "done %s", id);
@@ -1055,6 +1099,7 @@ static const char requeue_script[] =
     "local old = redis.call('HGET', KEYS[1], 'entry')\n"
     "if old then\n"
     "  redis.call('XACK', '" P "stream', 'workers', old)\n"
+    "  redis.call('XDEL', '" P "stream', old)\n"
     "  redis.call('HDEL', '" P "bound', old)\n"
     "end\n"
     "local e = redis.call('XADD', '" P "stream', '*', 'id', ARGV[1])\n"

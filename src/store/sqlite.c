@@ -84,14 +84,32 @@ static const kg_store_ops sqlite_ops;
  * are claimed as a group of their own, store.h). */
 static int add_group_column(sqlite3 *db, char **msg)
 {
+    /* Looked at and added in one write transaction: two processes opening one old database at once would both
+     * find no column, and the second's ALTER fail ("duplicate column name"), that server not starting. */
+    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, msg);
+    if (rc != SQLITE_OK)
+        return rc;
     sqlite3_stmt *st = NULL;
     int has = 0;
-    if (sqlite3_prepare_v2(db, "PRAGMA table_info(jobs)", -1, &st, NULL) != SQLITE_OK)
-        return SQLITE_ERROR;
-    while (sqlite3_step(st) == SQLITE_ROW)
-        has |= sqlite3_column_text(st, 1) && !strcmp((const char *)sqlite3_column_text(st, 1), "grp");
+    rc = sqlite3_prepare_v2(db, "PRAGMA table_info(jobs)", -1, &st, NULL);
+    if (rc == SQLITE_OK) {
+        int step;
+        while ((step = sqlite3_step(st)) == SQLITE_ROW)
+            has |= sqlite3_column_text(st, 1) && !strcmp((const char *)sqlite3_column_text(st, 1), "grp");
+        if (step != SQLITE_DONE)
+            rc = step;
+    }
     sqlite3_finalize(st);
-    return has ? SQLITE_OK : sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN grp TEXT", NULL, NULL, msg);
+    if (rc == SQLITE_OK && !has)
+        rc = sqlite3_exec(db, "ALTER TABLE jobs ADD COLUMN grp TEXT", NULL, NULL, msg);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, "COMMIT", NULL, NULL, msg);
+    if (rc != SQLITE_OK) {
+        if (!*msg)
+            *msg = sqlite3_mprintf("%s", sqlite3_errmsg(db));
+        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    }
+    return rc;
 }
 
 int kg_store_sqlite_open(const char *path, kg_store **out, kg_error *err)
