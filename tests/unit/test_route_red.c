@@ -18,6 +18,7 @@
 #include <jansson.h>
 #include <hiredis/hiredis.h>
 
+#include "kg_redis.h"
 #include "kg_test.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -33,60 +34,20 @@ static int start_redis(void)
 {
     if (redis_pid > 0)
         return 1;
-    if (system("command -v redis-server >/dev/null 2>&1") != 0)
-        return 0;
     char *dir = NULL;
     kg_error err;
     if (kg_temp_dir("kgym-test-red", &dir, &err) != KG_OK)
         return 0;
     snprintf(redis_dir, sizeof redis_dir, "%s", dir);
     free(dir);
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    redis_port = ntohs(a.sin_port);
-    close(fd);
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", redis_port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "yes", "--dir", redis_dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid < 0)
-        return 0;
-    for (int i = 0; i < 100; i++) {
-        redisContext *c = redisConnect("127.0.0.1", redis_port);
-        int up = c && !c->err;
-        redisFree(c);
-        if (up) {
-            snprintf(redis_url, sizeof redis_url, "redis://127.0.0.1:%d", redis_port);
-            redis_pid = pid;
-            return 1;
-        }
-        usleep(50 * 1000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return 0;
+    redis_pid = kg_test_redis_start(redis_dir, &redis_port, redis_url);
+    return redis_pid > 0;
 }
 
 static void stop_redis(void)
 {
     if (redis_pid > 0) {
-        kill(redis_pid, SIGTERM);
-        waitpid(redis_pid, NULL, 0);
+        kg_test_redis_stop(redis_pid);
         redis_pid = 0;
         kg_remove_tree(redis_dir);
     }

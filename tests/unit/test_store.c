@@ -7,14 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <sqlite3.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "server/server.h"
@@ -24,6 +18,7 @@
 #include "store/store.h"
 #include "util/util.h"
 #include "kg_fault.h"
+#include "kg_redis.h"
 
 static int pass, fail;
 #define CHECK(cond, what)                                                                                   \
@@ -705,55 +700,6 @@ static void old_database(const char *path)
     kg_store_close(s);
 }
 
-/* A redis-server of the test's own on a free loopback port (NULL in url when none can be started). */
-static pid_t start_redis(const char *dir, char url[64])
-{
-    url[0] = '\0';
-    if (system("command -v redis-server >/dev/null 2>&1") != 0)
-        return 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-        if (fd >= 0)
-            close(fd);
-        return 0;
-    }
-    int port = ntohs(a.sin_port);
-    close(fd);
-    char portstr[16];
-    snprintf(portstr, sizeof portstr, "%d", port);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        if (null >= 0) {
-            dup2(null, 1);
-            dup2(null, 2);
-        }
-        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "yes", "--dir", dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid < 0)
-        return 0;
-    for (int i = 0; i < 100; i++) { /* up to 5 s for it to listen */
-        int c = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        int up = c >= 0 && connect(c, (struct sockaddr *)&to, sizeof to) == 0;
-        if (c >= 0)
-            close(c);
-        if (up) {
-            snprintf(url, 64, "redis://127.0.0.1:%d", port);
-            return pid;
-        }
-        usleep(50 * 1000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return 0;
-}
-
 int main(void)
 {
     char *dir = NULL;
@@ -776,11 +722,11 @@ int main(void)
         routing(KG_STORE_MEMORY);
         old_database(opath.data);
         char url[64];
-        pid_t redis = start_redis(dir, url);
+        int port = 0;
+        pid_t redis = kg_test_redis_start(dir, &port, url);
         if (redis > 0) {
             routing(url);
-            kill(redis, SIGTERM);
-            waitpid(redis, NULL, 0);
+            kg_test_redis_stop(redis);
         } else {
             printf("skip: no redis-server (routing on Redis)\n");
         }

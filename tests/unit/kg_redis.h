@@ -1,0 +1,78 @@
+/*
+ * kg_redis.h — a redis-server of a unit test's own, on a free loopback port, in a folder the test owns (its
+ * appendonly file).  For the store tests that run the job store's contract on a real Redis (test_store.c,
+ * test_route_red.c); a machine without redis-server skips them (kg_test_redis_start returns 0).
+ */
+#ifndef KG_TEST_REDIS_H
+#define KG_TEST_REDIS_H
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Starts redis-server with --appendonly yes in dir and waits (up to 5 s) until it listens.  Returns its pid and
+ * fills *port and url ("redis://127.0.0.1:PORT"); 0 when there is no redis-server or it did not come up. */
+static pid_t kg_test_redis_start(const char *dir, int *port, char url[64])
+{
+    url[0] = '\0';
+    if (system("command -v redis-server >/dev/null 2>&1") != 0)
+        return 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    *port = ntohs(a.sin_port);
+    close(fd);
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", *port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            dup2(null, 1);
+            dup2(null, 2);
+        }
+        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1", "--save", "",
+               "--appendonly", "yes", "--dir", dir, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0)
+        return 0;
+    for (int i = 0; i < 100; i++) {
+        int c = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)*port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        int up = c >= 0 && connect(c, (struct sockaddr *)&to, sizeof to) == 0;
+        if (c >= 0)
+            close(c);
+        if (up) {
+            snprintf(url, 64, "redis://127.0.0.1:%d", *port);
+            return pid;
+        }
+        usleep(50 * 1000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return 0;
+}
+
+static void kg_test_redis_stop(pid_t pid)
+{
+    if (pid > 0) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+    }
+}
+
+#endif
