@@ -67,6 +67,10 @@ struct kg_sched {
     long stopped_news, stopped_check; /* jobs stopped (cancelled, or ended elsewhere) as their watch learned it */
     int watching;      /* job_news is one of the store's watchers (kg_store_watch) */
     char home[192];    /* this process's name in a fleet (kg_route.home): "" where the store is not shared */
+    /* A shared store: whether every live worker of the fleet reads routed claims' entries (fleet_routes), and
+     * when that was last asked (kg_now_ms; 0: never). */
+    int fleet_routes, fleet_said_off;
+    double fleet_asked_ms;
     double check_ms;   /* how often a job's watch reads the store without news (job_no_longer_ours) */
 };
 
@@ -671,12 +675,55 @@ int kg_sched_group_of(const json_t *request, char out[65])
     return 0;
 }
 
+/* Routed claims give a stream entry to another job than the one it names (redis.c claim_script, kgym:bound).  A
+ * worker of a release before routing reads an entry as the job it names: taking over a dead worker's entry that was
+ * given to another job, it would drop the entry as stale, and that job would stay running under the dead worker for
+ * ever (red team 10).  So in a fleet a pool routes only while every live worker says, in its heartbeat, that it reads
+ * such entries ("routed_entries", kg_sched_workers); asked every KG_SCHED_GATE_MS.  An older worker that joins is
+ * seen at the next ask, so a routed entry it could misread exists only if a worker also dies within that time. */
+#define KG_SCHED_GATE_MS 2000.0
+
+static int fleet_routes(kg_sched *s)
+{
+    double now = kg_now_ms();
+    pthread_mutex_lock(&s->lock);
+    int known = s->fleet_asked_ms > 0 && now - s->fleet_asked_ms < KG_SCHED_GATE_MS, open = s->fleet_routes;
+    if (!known)
+        s->fleet_asked_ms = now; /* one thread asks; the others use the last answer meanwhile */
+    pthread_mutex_unlock(&s->lock);
+    if (known)
+        return open;
+    json_t *workers = NULL;
+    kg_error err;
+    if (kg_store_workers(s->o.store, &workers, &err) != KG_OK)
+        return open; /* the store did not answer: the last answer stands (closed at first) */
+    const char *older = NULL;
+    size_t i;
+    json_t *w;
+    json_array_foreach(workers, i, w) if (!json_is_true(json_object_get(w, "routed_entries")) && !older)
+        older = json_string_value(json_object_get(w, "id"));
+    pthread_mutex_lock(&s->lock);
+    int said = s->fleet_said_off;
+    s->fleet_routes = !older;
+    s->fleet_said_off = !!older;
+    pthread_mutex_unlock(&s->lock);
+    if (older && !said)
+        fprintf(stderr, "kgym: routing by task is off: worker %s shares this store and is of a release that would "
+                        "misread routed claims' entries; jobs are claimed oldest first until it is gone\n", older);
+    else if (!older && said)
+        fprintf(stderr, "kgym: routing by task is on again: every worker of the fleet reads routed entries\n");
+    json_decref(workers);
+    return !older;
+}
+
 /* The next job for w: routed (store.h kg_route) by the tasks whose judges wait in this process's supervisor and
- * the tasks its workers evaluate now, unless the pool claims oldest first (o.fifo). */
+ * the tasks its workers evaluate now, unless the pool claims oldest first (o.fifo) or a fleet has a worker that
+ * would misread a routed claim's entry (fleet_routes).  The route is this moment's: a claim that waits for a job
+ * (Redis: up to 200 ms) picks with it, a hint that may be that much old. */
 static int claim(worker *w, kg_job *job, kg_error *err)
 {
     kg_sched *s = w->sched;
-    if (s->o.fifo)
+    if (s->o.fifo || (s->home[0] && !fleet_routes(s)))
         return kg_store_claim(s->o.store, w->name, job, err);
     char hot[KG_SUPERVISOR_HOT_MAX][65];
     int nhot = s->o.sup ? kg_supervisor_hot_tasks(s->o.sup, hot, KG_SUPERVISOR_HOT_MAX) : 0;
@@ -859,6 +906,8 @@ int kg_sched_start(const kg_sched_options *o, kg_sched **out, kg_error *err)
     if (kg_store_has(o->store, KG_STORE_SHARED))
         snprintf(s->home, sizeof s->home, "%s%s", o->name_prefix ? o->name_prefix : "",
                  o->eval.device ? o->eval.device : "cpu");
+    if (s->home[0] && !o->fifo && o->workers > 0)
+        fleet_routes(s); /* asked before the first claim: the workers' first claims are routed too */
     for (int i = 0; i < s->threads; i++) {
         worker *w = &s->workers[i];
         w->sched = s;
@@ -968,13 +1017,15 @@ json_t *kg_sched_workers(kg_sched *s)
         worker *w = &s->workers[i];
         double busy = w->busy_ms + (w->running_job ? now - w->busy_since_ms : 0);
         if (kg_json_push(
-                arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:f, s:f, s:o}", "id", w->name, "device",
+                arr, json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:I, s:f, s:f, s:o, s:b}", "id", w->name, "device",
                            s->o.eval.device ? s->o.eval.device : "cpu", "status",
                            w->running_job ? "busy" : "idle", "online", "true", "current_job",
                            w->running_job ? json_string(w->current) : json_null(), "current_key",
                            w->running_job && w->key[0] ? json_string(w->key) : json_null(), "tasks_processed",
                            (json_int_t)w->processed, "busy_s", busy / 1000.0, "last_heartbeat",
-                           w->heartbeat, "profile", kg_sched_profile_json(&s->profile))) != 0) {
+                           w->heartbeat, "profile", kg_sched_profile_json(&s->profile),
+                           /* this release reads an entry a routed claim gave to another job (fleet_routes) */
+                           "routed_entries", 1)) != 0) {
             /* Whole or nothing: a worker left out would look gone to the fleet (its lease not renewed). */
             json_decref(arr);
             arr = NULL;
