@@ -680,8 +680,9 @@ int kg_sched_group_of(const json_t *request, char out[65])
  * given to another job, it would drop the entry as stale, and that job would stay running under the dead worker for
  * ever (red team 10).  So in a fleet a pool routes only while every live worker says, in its heartbeat, that it reads
  * such entries ("routed_entries", kg_sched_workers); asked every KG_SCHED_GATE_MS.  An older worker that joins is
- * seen at the next ask, so a routed entry it could misread exists only if a worker also dies within that time. */
-#define KG_SCHED_GATE_MS 2000.0
+ * seen at the next ask, so a routed entry it could misread exists only if a worker also dies within that time.  Each
+ * ask reads every worker's heartbeat (kg_store_workers): every 5 s a process, not per claim. */
+#define KG_SCHED_GATE_MS 5000.0
 
 static int fleet_routes(kg_sched *s)
 {
