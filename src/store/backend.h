@@ -108,9 +108,9 @@ void kg_store_result_facts(const char *result, const json_t *result_json, char *
 /* The task label of a job for listings: job->label when the submitter set it, else read from its request
  * (malloc'd, NULL when it has none). */
 char *kg_store_job_label(const kg_job *job);
-/* The index among n queued jobs, oldest first (groups[i]: job i's group or NULL; elsewhere[i]: its group's home
- * is another process, or NULL for none), that a claim routed by r takes (store.h); -1 when n is 0. */
-long kg_route_pick(const kg_route *r, const char *const *groups, const int *elsewhere, size_t n);
+/* The index among n queued jobs, oldest first (groups[i]: job i's group or NULL), that a claim routed by r takes
+ * (store.h; NULL r: the oldest); -1 when n is 0.  Ranks 0 to 2: homes (rank 3) live in Redis's claim script. */
+long kg_route_pick(const kg_route *r, const char *const *groups, size_t n);
 /* The job's fields copied (malloc'd strings, as kg_store_get returns them). */
 int kg_job_copy(const kg_job *from, kg_job *to);
 

@@ -213,7 +213,7 @@ static int mem_claim(kg_store *base, const char *worker, const kg_route *route, 
             groups[n] = m->jobs[i].job.group;
             window[n++] = &m->jobs[i];
         }
-    long pick = kg_route_pick(route, groups, NULL, n); /* homes live in shared stores only */
+    long pick = kg_route_pick(route, groups, n); /* homes live in shared stores only */
     entry *e = pick >= 0 ? window[pick] : NULL;
     int rc;
     if (!e) {

@@ -747,7 +747,7 @@ static int first_entry(redisReply *list, char entry[64], char id[160])
  * groups.  Answers {"ok", id} (claimed), {"drop", id} (the entry's job is gone or bound elsewhere: the entry is
  * acknowledged), {"taken", id} (another worker took the entry over and runs its job: left alone), {"spent", id,
  * attempts} (reclaimed too often: the caller fails it).  The ranks are
- * kg_route_rank's (store.c): a change there is a change here. */
+ * store.c route_rank's, with homes (rank 3): a change there is a change here. */
 static const char claim_script[] =
     "local entry, id = ARGV[1], ARGV[2]\n"
     "local bound = redis.call('HGET', '" P "bound', entry)\n"

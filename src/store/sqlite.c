@@ -366,7 +366,7 @@ static int sq_claim(kg_store *base, const char *worker, const kg_route *route, k
     }
     sqlite3_finalize(st);
     st = NULL;
-    long pick = kg_route_pick(route, (const char *const *)groups, NULL, n);
+    long pick = kg_route_pick(route, (const char *const *)groups, n);
     if (pick >= 0)
         seq = seqs[pick];
     for (size_t i = 0; i < n; i++)

@@ -183,8 +183,10 @@ static int in_list(const char *g, const char *const *list, size_t n)
     return 0;
 }
 
-/* redis.c's claim script ranks in Lua by the same rule: a change here is a change there. */
-int kg_route_rank(const kg_route *r, const char *group, int home_elsewhere)
+/* The rank (store.h) of a queued job of `group` (NULL: none) under r, homes aside (rank 3: another process's
+ * task, which needs the homes Redis alone keeps).  redis.c's claim script ranks in Lua by the same rule, with
+ * homes: a change here is a change there. */
+static int route_rank(const kg_route *r, const char *group)
 {
     if (!group || !group[0])
         return 1;
@@ -192,15 +194,15 @@ int kg_route_rank(const kg_route *r, const char *group, int home_elsewhere)
         return 0;
     if (in_list(group, r->busy, r->nbusy))
         return 2;
-    return home_elsewhere ? 3 : 1;
+    return 1;
 }
 
-long kg_route_pick(const kg_route *r, const char *const *groups, const int *elsewhere, size_t n)
+long kg_route_pick(const kg_route *r, const char *const *groups, size_t n)
 {
     long best = n ? 0 : -1;
     int best_rank = 4;
     for (size_t i = 0; i < n && best_rank > 0; i++) {
-        int rank = r ? kg_route_rank(r, groups[i], elsewhere && elsewhere[i]) : 0;
+        int rank = r ? route_rank(r, groups[i]) : 0;
         if (rank < best_rank) {
             best = (long)i;
             best_rank = rank;

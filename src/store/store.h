@@ -77,7 +77,8 @@ int kg_store_claim(kg_store *s, const char *worker, kg_job *out, kg_error *err);
  * each other on one judge: its CUDA context, loaded kernels, caches and the task's reference time are there
  * already.  A job's group (kg_job.group) names its task by the SHA-256 of the reference bytes, the key the
  * supervisor keeps judges by.  A routed claim looks at the queued jobs whose sequence numbers are within
- * KG_ROUTE_WINDOW of the oldest queued job's and takes the oldest of the best rank (kg_route_rank):
+ * KG_ROUTE_WINDOW of the oldest queued job's and takes the oldest of the best rank (store.c route_rank; rank 3
+ * needs homes, which Redis alone keeps: its claim script ranks by the same rule in Lua):
  *   0  its group is in `hot`: a judge of that task waits in this process;
  *   1  its group is neither busy here nor served by another process of the fleet (a task nobody holds: it gets a
  *      new judge), or it has no group;
@@ -100,9 +101,6 @@ typedef struct kg_route {
     const char *home;  /* this process's name in a fleet (shared stores only; NULL: no homes) */
     double home_ttl_s; /* how long a home lives after its last claim of the group */
 } kg_route;
-/* The rank (above) of a queued job of `group` (NULL: none) under r; home_elsewhere: the group's home is another
- * live process. */
-int kg_route_rank(const kg_route *r, const char *group, int home_elsewhere);
 /* kg_store_claim, routed by r (NULL: the oldest job, as kg_store_claim). */
 int kg_store_claim_routed(kg_store *s, const char *worker, const kg_route *r, kg_job *out, kg_error *err);
 
