@@ -512,11 +512,9 @@ static void submit_eval(run *r, work *w)
     char id[40], req[48];
     snprintf(id, sizeof id, "rollout-%zu", i);
     snprintf(req, sizeof req, "{\"item\": %zu}", i);
-    /* The routing group: the task file's SHA-256, the key its kept judges serve by (store.h kg_route) */
     const kg_task *task = &r->cfg->tasks[w->t->task];
-    char group[65] = "";
-    if (task->source && kg_sha256_hex(task->source, strlen(task->source), group) != KG_OK)
-        group[0] = '\0';
+    char group[65];
+    kg_task_group(task->source, group); /* the routing group (task.h) */
     kg_job job = {.id = id, .key = id, .request = req, .label = (char *)task->id, .group = group[0] ? group : NULL};
     if (rc == KG_OK && (rc = kg_store_put(r->store, &job, 0, &err)) == KG_OK) {
         pthread_mutex_lock(&r->lock);

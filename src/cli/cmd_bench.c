@@ -568,11 +568,8 @@ static int run_pool(bench_run *run, long jobs, kg_error *err)
         if (read_candidate(&run->list->items[i]) != KG_OK || !(reqs[i] = queue_request(run, i, &tt)))
             rc = kg_error_set(err, KG_ERR_NOMEM, "out of memory reading the candidates");
         else {
-            /* The routing group: the task file's SHA-256, the key its kept judges serve by (store.h kg_route); none
-             * for a task that does not resolve or holds a NUL (its bytes are not the text read here). */
-            const char *ref = reference_text(run, &tt, run->list->items[i].task_spec);
-            if (!ref || kg_sha256_hex(ref, strlen(ref), groups[i]) != KG_OK)
-                groups[i][0] = '\0';
+            /* The routing group (task.h): none for a task that does not resolve or holds a NUL (reference_text) */
+            kg_task_group(reference_text(run, &tt, run->list->items[i].task_spec), groups[i]);
             js[i] = (kg_job){.id = ids[i], .key = ids[i], .request = reqs[i], .label = run->list->items[i].label,
                              .group = groups[i][0] ? groups[i] : NULL};
         }

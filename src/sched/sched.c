@@ -665,14 +665,8 @@ static void give_slot(kg_sched *s)
 
 int kg_sched_group_of(const json_t *request, char out[65])
 {
-    out[0] = '\0';
-    const json_t *ref = json_object_get(request, "reference_code");
-    /* strlen, as run_job writes it */
-    if (!json_is_string(ref) || kg_sha256_hex(json_string_value(ref), strlen(json_string_value(ref)), out) != KG_OK) {
-        out[0] = '\0';
-        return -1;
-    }
-    return 0;
+    /* up to its first NUL, as run_job writes it */
+    return kg_task_group(json_string_value(json_object_get(request, "reference_code")), out);
 }
 
 /* Routed claims give a stream entry to another job than the one it names (redis.c claim_script, kgym:bound).  A

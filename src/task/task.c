@@ -215,3 +215,13 @@ int kg_task_from_source(const char *source, size_t len, const char *id, const ch
     }
     return KG_OK;
 }
+
+int kg_task_group(const char *source, char out[65])
+{
+    out[0] = '\0';
+    if (!source || kg_sha256_hex(source, strlen(source), out) != KG_OK) {
+        out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}

@@ -33,4 +33,10 @@ void kg_task_free(kg_task *task);
 int kg_task_from_source(const char *source, size_t len, const char *id, const char *dir,
                         kg_task *task, kg_error *err);
 
+/* The routing group of a task given by its text (store.h kg_route): the SHA-256 (hex) of its bytes up to the first
+ * NUL, which is the key kept judges serve by (pair.c hashes the task file the judge loads) wherever the text is that
+ * file whole: kg_task_from_source writes it so, and a file holding a NUL gets another key (its jobs then find no
+ * kept judge by routing, nothing worse).  "" in out and -1 for NULL. */
+int kg_task_group(const char *source, char out[65]);
+
 #endif

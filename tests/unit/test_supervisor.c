@@ -21,6 +21,7 @@
 #include "eval/kinds.h"
 #include "kg_test.h"
 #include "supervisor/supervisor.h"
+#include "task/task.h"
 #include "util/util.h"
 
 static kg_supervisor *sup;
@@ -439,12 +440,12 @@ static void judges_are_kept_between_evaluations(void)
     pid_t p1 = rep.pid, r1 = rep.runner_pid;
     KG_CHECK(!group_gone(p1) && group_gone(r1)); /* the judge waits; its runner is gone */
     {
-        /* It is a hot task for routing (store.h kg_route): the SHA-256 of the task file's bytes, as a job's group. */
+        /* It is a hot task for routing (store.h kg_route): its key is the group a job of this task carries. */
         char hot[KG_SUPERVISOR_HOT_MAX][65], want[65] = "";
         char *data = NULL;
         size_t len = 0;
         const char *task = json_string_value(json_object_get(job, "task"));
-        KG_CHECK(task && kg_file_read(task, 0, &data, &len, NULL) == KG_OK && kg_sha256_hex(data, len, want) == KG_OK);
+        KG_CHECK(task && kg_file_read(task, 0, &data, &len, NULL) == KG_OK && kg_task_group(data, want) == 0);
         free(data);
         int n = kg_supervisor_hot_tasks(w, hot, KG_SUPERVISOR_HOT_MAX), found = 0;
         for (int i = 0; i < n; i++)
