@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <hiredis/hiredis.h>
 
-#include "kg_redis.h"
+#include "kg_stores.h"
 #include "kg_test.h"
 #include "store/store.h"
 #include "util/util.h"
@@ -104,17 +104,6 @@ static kg_store *fresh_redis_store(double lease_s, int max_attempts)
     return s;
 }
 
-static int put_g(kg_store *s, const char *id, const char *group)
-{
-    kg_job j;
-    memset(&j, 0, sizeof j);
-    j.id = (char *)id;
-    j.key = (char *)id;
-    j.request = "{}";
-    j.group = (char *)group;
-    kg_error err;
-    return kg_store_put(s, &j, 0, &err);
-}
 
 static const char *status_of(kg_store *s, const char *id, char out[32])
 {
@@ -255,7 +244,7 @@ static void run_stress(double lease, int max_attempts, int die_one_in, int ghost
         char id[16], g[8];
         snprintf(id, sizeof id, "j%d", i);
         snprintf(g, sizeof g, "G%d", (i * 7 + i / 5) % NGROUPS);
-        KG_CHECK(put_g(s, id, i % 11 == 0 ? NULL : g) == KG_OK);
+        KG_CHECK(kg_test_put_grouped(s, id, i % 11 == 0 ? NULL : g) == KG_OK);
     }
     pthread_t th[NTHREADS];
     stress_arg args[NTHREADS];
@@ -425,7 +414,7 @@ static void mixed_release_fleet_as(int routed)
         printf("skip: no redis-server\n");
         return;
     }
-    KG_CHECK(put_g(s, "x1", "X") == KG_OK && put_g(s, "y1", "Y") == KG_OK);
+    KG_CHECK(kg_test_put_grouped(s, "x1", "X") == KG_OK && kg_test_put_grouped(s, "y1", "Y") == KG_OK);
     const char *Y[] = {"Y"};
     kg_route hy = {.hot = Y, .nhot = 1, .home = "new1", .home_ttl_s = 60};
     char got[64];
@@ -493,7 +482,7 @@ static void stale_queued_member(void)
         printf("skip: no redis-server\n");
         return;
     }
-    KG_CHECK(put_g(s, "ghost", "G") == KG_OK);
+    KG_CHECK(kg_test_put_grouped(s, "ghost", "G") == KG_OK);
     /* r_cancel's first command went through, its ZREM did not */
     freeReplyObject(raw("HSET kgym:job:ghost status cancelled"));
     char got[64];
@@ -501,10 +490,10 @@ static void stale_queued_member(void)
     for (int i = 0; i < KG_ROUTE_WINDOW + 8 && ok; i++) {
         char id[32];
         snprintf(id, sizeof id, "f%d", i);
-        ok = put_g(s, id, "F") == KG_OK && claim_is(s, "w#0", NULL, id, 0, got);
+        ok = kg_test_put_grouped(s, id, "F") == KG_OK && claim_is(s, "w#0", NULL, id, 0, got);
     }
     KG_CHECK(ok);
-    KG_CHECK(put_g(s, "a1", "A") == KG_OK && put_g(s, "z1", "Z") == KG_OK);
+    KG_CHECK(kg_test_put_grouped(s, "a1", "A") == KG_OK && kg_test_put_grouped(s, "z1", "Z") == KG_OK);
     const char *Z[] = {"Z"};
     kg_route hz = {.hot = Z, .nhot = 1, .home = "p1", .home_ttl_s = 60};
     int routed = claim_is(s, "w#0", &hz, "z1", 0, got);
@@ -533,7 +522,7 @@ static void stream_growth(void)
         char id[32], g[8];
         snprintf(id, sizeof id, "g%d", i);
         snprintf(g, sizeof g, "T%d", i % 4);
-        ok = put_g(s, id, g) == KG_OK;
+        ok = kg_test_put_grouped(s, id, g) == KG_OK;
     }
     KG_CHECK(ok);
     /* a judge of T3 waits: each claim takes T3's oldest, the others' entries are routed */
@@ -571,7 +560,7 @@ static void reclaim_behind_ten(void)
     for (int i = 0; i < 12 && ok; i++) {
         char id[32];
         snprintf(id, sizeof id, "l%d", i);
-        ok = put_g(s, id, NULL) == KG_OK;
+        ok = kg_test_put_grouped(s, id, NULL) == KG_OK;
     }
     /* ten live workers take l0..l9, a worker that dies takes l10; l11 stays queued */
     for (int i = 0; i < 11 && ok; i++) {
@@ -615,12 +604,12 @@ static void fairness_bound_on(const char *path)
     } else if (kg_store_open(path, &s, &err) != KG_OK)
         return;
     /* the victim's job of a busy task, then an attacker's flood of jobs of a task whose judge waits here */
-    KG_CHECK(put_g(s, "victim", "V") == KG_OK);
+    KG_CHECK(kg_test_put_grouped(s, "victim", "V") == KG_OK);
     int ok = 1;
     for (int i = 0; i < 600 && ok; i++) {
         char id[32];
         snprintf(id, sizeof id, "atk%d", i);
-        ok = put_g(s, id, "A") == KG_OK;
+        ok = kg_test_put_grouped(s, id, "A") == KG_OK;
     }
     const char *A[] = {"A"}, *V[] = {"V"};
     kg_route r = {.hot = A, .nhot = 1, .busy = V, .nbusy = 1, .home = NULL, .home_ttl_s = 60};
@@ -656,21 +645,16 @@ static void fairness_bound(void)
 
 /* -- 7. Two processes opening one database of the old schema at once (SQLite's migration) --------------------
  *
- * add_group_column reads PRAGMA table_info, then ALTERs, outside any transaction: two processes that both read
- * "no grp" both ALTER, and the second fails ("duplicate column name: grp"): kg_store_open fails and that server
- * does not start.  Tried many times with both children released at once. */
+ * add_group_column read PRAGMA table_info, then ALTERed, outside any transaction (fixed: one BEGIN IMMEDIATE): two
+ * processes that both read "no grp" both ALTERed, and the second failed ("duplicate column name: grp"):
+ * kg_store_open failed and that server did not start.  Tried many times with both children released at once. */
 static void old_schema(const char *path)
 {
     unlink(path);
     sqlite3 *db = NULL;
     sqlite3_open(path, &db);
     sqlite3_exec(db,
-                 "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
-                 " status TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, result TEXT, error TEXT,"
-                 " verdict TEXT, reward REAL, speedup REAL, coverage REAL, label TEXT, worker TEXT,"
-                 " cached_from TEXT, attempts INTEGER NOT NULL DEFAULT 0, submitted_at REAL NOT NULL"
-                 " DEFAULT 0, started_at REAL NOT NULL DEFAULT 0, finished_at REAL NOT NULL DEFAULT 0);"
-                 "PRAGMA journal_mode=WAL;",
+                 KG_TEST_JOBS_BEFORE_ROUTING "PRAGMA journal_mode=WAL;",
                  NULL, NULL, NULL);
     sqlite3_close(db);
 }
@@ -787,7 +771,7 @@ static void stalled_worker(void)
         free(script);
         return;
     }
-    KG_CHECK(put_g(s, "j1", "J") == KG_OK);
+    KG_CHECK(kg_test_put_grouped(s, "j1", "J") == KG_OK);
     /* the slow worker is delivered j1's entry ... */
     redisReply *x = raw("XREADGROUP GROUP workers slow#0 COUNT 1 STREAMS kgym:stream >");
     char entry[64] = "";

@@ -17,7 +17,7 @@
 #include "store/backend.h"
 #include "store/store.h"
 #include "util/util.h"
-#include "kg_redis.h"
+#include "kg_stores.h"
 
 static int pass, fail;
 #define CHECK(cond, what)                                                                                   \

@@ -18,7 +18,7 @@
 #include "store/store.h"
 #include "util/util.h"
 #include "kg_fault.h"
-#include "kg_redis.h"
+#include "kg_stores.h"
 
 static int pass, fail;
 #define CHECK(cond, what)                                                                                   \
@@ -510,17 +510,6 @@ static void allocation_failures_give_no_partial_json(const char *path)
 
 /* -- Routing (store.h kg_route) ------------------------------------------------------------------------------ */
 
-static int put_g(kg_store *s, const char *id, const char *group)
-{
-    kg_job j;
-    memset(&j, 0, sizeof j);
-    j.id = (char *)id;
-    j.key = (char *)id;
-    j.request = "{}";
-    j.group = (char *)group;
-    kg_error err;
-    return kg_store_put(s, &j, 0, &err);
-}
 
 /* The id a claim routed by r took ("" when none), its job's group into group (may be NULL). */
 static const char *claim_id(kg_store *s, const char *worker, const kg_route *r, char id[64], char group[16])
@@ -562,8 +551,8 @@ static void routing(const char *path)
     kg_store_require_durable(s, 1, &err);
     const char *A[] = {"A"}, *B[] = {"B"}, *AB[] = {"A", "B"};
     char id[64], g[16];
-    CHECK(put_g(s, "a1", "A") == KG_OK && put_g(s, "a2", "A") == KG_OK && put_g(s, "b1", "B") == KG_OK &&
-              put_g(s, "n1", NULL) == KG_OK && put_g(s, "c1", "C") == KG_OK,
+    CHECK(kg_test_put_grouped(s, "a1", "A") == KG_OK && kg_test_put_grouped(s, "a2", "A") == KG_OK && kg_test_put_grouped(s, "b1", "B") == KG_OK &&
+              kg_test_put_grouped(s, "n1", NULL) == KG_OK && kg_test_put_grouped(s, "c1", "C") == KG_OK,
           "jobs of three tasks and one without a group");
     kg_job got;
     CHECK(kg_store_get(s, "a2", &got, &err) == KG_OK && got.group && !strcmp(got.group, "A"),
@@ -580,7 +569,7 @@ static void routing(const char *path)
     r = route_of(NULL, 0, AB, 2, NULL);
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "n1"), "a job without a group is a task nobody holds");
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "c1"), "then the next task nobody holds");
-    CHECK(put_g(s, "b2", "B") == KG_OK && put_g(s, "a3", "A") == KG_OK, "two more of busy tasks");
+    CHECK(kg_test_put_grouped(s, "b2", "B") == KG_OK && kg_test_put_grouped(s, "a3", "A") == KG_OK, "two more of busy tasks");
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b2"), "only busy tasks queued: the oldest (a second judge)");
     CHECK(!strcmp(claim_id(s, "w", NULL, id, NULL), "a3"), "unrouted: the oldest");
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), ""), "the queue is empty");
@@ -590,10 +579,10 @@ static void routing(const char *path)
     for (int i = 0; i < KG_ROUTE_WINDOW + 4 && ok; i++) {
         char wid[32];
         snprintf(wid, sizeof wid, "w%d", i);
-        ok = put_g(s, wid, "W") == KG_OK;
+        ok = kg_test_put_grouped(s, wid, "W") == KG_OK;
     }
     const char *W[] = {"W"}, *Z[] = {"Z"};
-    CHECK(ok && put_g(s, "z1", "Z") == KG_OK, "a queue longer than the window");
+    CHECK(ok && kg_test_put_grouped(s, "z1", "Z") == KG_OK, "a queue longer than the window");
     r = route_of(Z, 1, W, 1, NULL);
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "w0"), "a job behind the window is not claimed before its turn");
     int claimed = 1;
@@ -603,11 +592,11 @@ static void routing(const char *path)
 
     /* No job waits for ever: an old job of a task nobody holds, among jobs of a task whose judge always waits
      * (rank 0 each time), is claimed once fewer than KG_ROUTE_WINDOW later jobs went first. */
-    ok = put_g(s, "s0", "S") == KG_OK && put_g(s, "old", "O") == KG_OK;
+    ok = kg_test_put_grouped(s, "s0", "S") == KG_OK && kg_test_put_grouped(s, "old", "O") == KG_OK;
     for (int i = 1; i < 2 * KG_ROUTE_WINDOW && ok; i++) {
         char sid[32];
         snprintf(sid, sizeof sid, "s%d", i);
-        ok = put_g(s, sid, "S") == KG_OK;
+        ok = kg_test_put_grouped(s, sid, "S") == KG_OK;
     }
     const char *S[] = {"S"};
     r = route_of(S, 1, NULL, 0, NULL);
@@ -622,8 +611,8 @@ static void routing(const char *path)
     if (kg_store_has(s, KG_STORE_SHARED)) {
         /* Homes: a task whose job a process claimed is that process's while it lives; another process takes a
          * task nobody holds first, and spills onto the first's only when nothing else is queued. */
-        CHECK(put_g(s, "h1", "H") == KG_OK && put_g(s, "h2", "H") == KG_OK && put_g(s, "k1", "K") == KG_OK &&
-                  put_g(s, "h3", "H") == KG_OK,
+        CHECK(kg_test_put_grouped(s, "h1", "H") == KG_OK && kg_test_put_grouped(s, "h2", "H") == KG_OK && kg_test_put_grouped(s, "k1", "K") == KG_OK &&
+                  kg_test_put_grouped(s, "h3", "H") == KG_OK,
               "jobs of two tasks");
         kg_route p1 = route_of(NULL, 0, NULL, 0, "p1"), p2 = route_of(NULL, 0, NULL, 0, "p2");
         CHECK(!strcmp(claim_id(s, "p1#0", &p1, id, NULL), "h1"), "p1 takes the oldest, its task becomes p1's");
@@ -637,7 +626,7 @@ static void routing(const char *path)
         /* A job claimed with another job's entry: when its worker dies, the entry brings back that job (not the
          * one the entry named, which was claimed with an entry of its own or is still queued). */
         kg_store_configure(s, 1.0, 3, 3600);
-        CHECK(put_g(s, "x1", "X") == KG_OK && put_g(s, "y1", "Y") == KG_OK && put_g(s, "y2", "Y") == KG_OK,
+        CHECK(kg_test_put_grouped(s, "x1", "X") == KG_OK && kg_test_put_grouped(s, "y1", "Y") == KG_OK && kg_test_put_grouped(s, "y2", "Y") == KG_OK,
               "jobs for a takeover");
         const char *Y[] = {"Y"};
         kg_route hy = route_of(Y, 1, NULL, 0, "p3");
@@ -675,12 +664,7 @@ static void old_database(const char *path)
     sqlite3 *db = NULL;
     CHECK(sqlite3_open(path, &db) == SQLITE_OK &&
               sqlite3_exec(db,
-                           "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"
-                           " status TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, result TEXT, error TEXT,"
-                           " verdict TEXT, reward REAL, speedup REAL, coverage REAL, label TEXT, worker TEXT,"
-                           " cached_from TEXT, attempts INTEGER NOT NULL DEFAULT 0, submitted_at REAL NOT NULL"
-                           " DEFAULT 0, started_at REAL NOT NULL DEFAULT 0, finished_at REAL NOT NULL DEFAULT 0);"
-                           "INSERT INTO jobs (id, status, key, request) VALUES ('old', 'queued', 'k', '{}');",
+                           KG_TEST_JOBS_BEFORE_ROUTING "INSERT INTO jobs (id, status, key, request) VALUES ('old', 'queued', 'k', '{}');",
                            NULL, NULL, NULL) == SQLITE_OK,
           "a database of the old schema");
     sqlite3_close(db);
@@ -689,7 +673,7 @@ static void old_database(const char *path)
     CHECK(kg_store_open(path, &s, &err) == KG_OK, "opened by this kgym");
     if (!s)
         return;
-    CHECK(put_g(s, "new", "G") == KG_OK, "a job with a group put");
+    CHECK(kg_test_put_grouped(s, "new", "G") == KG_OK, "a job with a group put");
     const char *G[] = {"G"};
     kg_route r = route_of(G, 1, NULL, 0, NULL);
     char id[64], g[16];

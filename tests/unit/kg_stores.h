@@ -1,10 +1,11 @@
 /*
- * kg_redis.h — a redis-server of a unit test's own, on a free loopback port, in a folder the test owns (its
- * appendonly file).  For the store tests that run the job store's contract on a real Redis (test_store.c,
- * test_route_red.c); a machine without redis-server skips them (kg_test_redis_start returns 0).
+ * kg_stores.h — what the job-store tests share (test_store.c, test_route_red.c, test_sched.c): a redis-server of a
+ * test's own, on a free loopback port, in a folder the test owns (its appendonly file; a machine without
+ * redis-server skips those cases: kg_test_redis_start returns 0); a job with a routing group; the jobs table as
+ * SQLite databases made before routing had it.
  */
-#ifndef KG_TEST_REDIS_H
-#define KG_TEST_REDIS_H
+#ifndef KG_TEST_STORES_H
+#define KG_TEST_STORES_H
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -15,11 +16,35 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <string.h>
 #include <unistd.h>
+
+#include "store/store.h"
+
+/* The jobs table of a database made before jobs had a routing group (no grp column). */
+#define KG_TEST_JOBS_BEFORE_ROUTING                                                                                \
+    "CREATE TABLE jobs (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,"                           \
+    " status TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, result TEXT, error TEXT,"                    \
+    " verdict TEXT, reward REAL, speedup REAL, coverage REAL, label TEXT, worker TEXT,"                             \
+    " cached_from TEXT, attempts INTEGER NOT NULL DEFAULT 0, submitted_at REAL NOT NULL"                            \
+    " DEFAULT 0, started_at REAL NOT NULL DEFAULT 0, finished_at REAL NOT NULL DEFAULT 0);"
+
+/* Puts a queued job id (its own key, an empty request) of routing group `group` (NULL: none). */
+static inline int kg_test_put_grouped(kg_store *s, const char *id, const char *group)
+{
+    kg_job j;
+    memset(&j, 0, sizeof j);
+    j.id = (char *)id;
+    j.key = (char *)id;
+    j.request = "{}";
+    j.group = (char *)group;
+    kg_error err;
+    return kg_store_put(s, &j, 0, &err);
+}
 
 /* Starts redis-server with --appendonly yes in dir and waits (up to 5 s) until it listens.  Returns its pid and
  * fills *port and url ("redis://127.0.0.1:PORT"); 0 when there is no redis-server or it did not come up. */
-static pid_t kg_test_redis_start(const char *dir, int *port, char url[64])
+static inline pid_t kg_test_redis_start(const char *dir, int *port, char url[64])
 {
     url[0] = '\0';
     if (system("command -v redis-server >/dev/null 2>&1") != 0)
@@ -67,7 +92,7 @@ static pid_t kg_test_redis_start(const char *dir, int *port, char url[64])
     return 0;
 }
 
-static void kg_test_redis_stop(pid_t pid)
+static inline void kg_test_redis_stop(pid_t pid)
 {
     if (pid > 0) {
         kill(pid, SIGTERM);
