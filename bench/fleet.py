@@ -31,7 +31,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_report import fmt, md_table, num, verdict_line  # noqa: E402  (one table writer for every bench report)
+from gpu_report import ReportError, fmt, md_table, num, read_pairs, verdict_line  # noqa: E402  (one table writer for every bench report)
 
 GOAL_RATIO = 1.9  # issue 38: throughput of two GPUs / one GPU on the GRPO-shaped mix
 ENDED = ("done", "failed", "cancelled")
@@ -183,21 +183,14 @@ def parse_worker(name):
 
 
 def read_list(path):
-    pairs = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            try:
-                p = json.loads(line)
-            except ValueError as e:
-                raise SystemExit(f"fleet.py: {path}:{n}: not JSON ({e})")
-            if not isinstance(p, dict) or "candidate" not in p or not (p.get("kernelbench") or p.get("task")):
-                raise SystemExit(f"fleet.py: {path}:{n}: a pair needs \"candidate\" and \"kernelbench\" or \"task\"")
-            pairs.append(p)
-    if not pairs:
-        raise SystemExit(f"fleet.py: {path} holds no pairs")
+    """The pairs of a kgym bench list (gpu_report.read_pairs), each one a fleet job can name."""
+    try:
+        pairs = read_pairs(path)
+    except (ReportError, OSError) as e:
+        raise SystemExit(f"fleet.py: {e}")
+    for n, p in enumerate(pairs, 1):
+        if not isinstance(p, dict) or "candidate" not in p or not (p.get("kernelbench") or p.get("task")):
+            raise SystemExit(f"fleet.py: {path}: pair {n} needs \"candidate\" and \"kernelbench\" or \"task\"")
     return pairs
 
 
