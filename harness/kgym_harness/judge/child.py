@@ -795,7 +795,7 @@ class Evaluation:
         def make_inputs(seed):
             """A whole input set of the task's own from ``seed`` (the timer draws one per call)."""
             v = tasks.Variant(base.name, base.sizes, seed, base.transform, base.dtype, base.description)
-            return tasks.build(self.task, v, self.device)[1]
+            return tasks.build(self.task, v, self.device, keep_structure=base.transform != "none")[1]
 
         def must_check(meta):
             return _output_problem(meta, expect)

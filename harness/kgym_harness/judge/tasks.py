@@ -871,11 +871,16 @@ def _seed(seed: int, device: str):
         torch.cuda.manual_seed(seed)
 
 
-def build(module, variant: Variant, device: str):
+def build(module, variant: Variant, device: str, keep_structure: bool = True):
     """(init_inputs, inputs) for ``variant``: created directly on ``device`` from seed ``variant.seed``, the
     task's input structure kept (input_structure).  Raises StructureNotKept when a transformed input does not
-    have its structure (the variant cannot be run faithfully: skipped, with the reason)."""
-    structures = input_structure(module)
+    have its structure (the variant cannot be run faithfully: skipped, with the reason).  ``keep_structure``
+    False, for an untransformed variant only: the task's own inputs as they come, unchecked (the timer's, one
+    input set per timed call: checking each would put the check, a Cholesky factorisation for a positive-definite
+    input, into every call of the exclusive window, for inputs whose structure only rounding can have touched)."""
+    if not keep_structure and variant.transform != "none":
+        raise ValueError("a transformed variant always keeps the task's input structure")
+    structures = input_structure(module) if keep_structure else ()
     with sizes(module, variant.sizes), torch.device(device):
         _seed(variant.seed, device)
         init_inputs = list(module.get_init_inputs())
