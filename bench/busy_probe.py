@@ -5,8 +5,16 @@
 Runs COMMAND (its output passes through) and samples, every MS milliseconds (200): NVML's GPU utilization (the share
 of the last sample period in which some kernel ran: nvmlDeviceGetUtilizationRates; a GPU whose kernels fill only a
 few SMs still reads 100%, so a low figure is conclusive and a high one is not), its SM clock, and the host's CPU
-busy share from /proc/stat (all cores).  Printed at the end, to stderr: mean, median and p90 of each over the run,
-and the exit status of COMMAND, which is also this script's.  GPU index: $KGYM_PROBE_GPU (0).
+busy share from /proc/stat (all cores), and one core's speed: the milliseconds a fixed piece of pure-Python work
+takes (core_ms; measured 10 times before COMMAND starts too, the idle figure).  Printed at the end, to stderr: mean,
+median and p90 of each over the run, core_ms against idle, the share of the run in which some task waited for a core
+(/proc/pressure/cpu "some", where the kernel has it), and the exit status of COMMAND, which is also this script's.
+GPU index: $KGYM_PROBE_GPU (0).
+
+Why core_ms: on a lent two-H200 machine (a KVM guest, 32 vCPUs) the same work took 11.4 ms idle, 15.4 ms while one
+GPU's evaluations ran and 19.7 ms while both GPUs' did, with the cores 12-21% busy and no task waiting for a core:
+the cores slow down as they fill (the host's turbo or SMT), and an evaluation's host work slows with them
+(docs/PERFORMANCE.md, "What two GPUs share").
 """
 
 import argparse
@@ -35,6 +43,27 @@ def cpu_times():
     return sum(vals), idle
 
 
+def core_ms():
+    """Milliseconds one core takes for a fixed piece of pure-Python work (~10 ms on an idle 2 GHz core)."""
+    t = time.perf_counter()
+    acc = 0
+    for i in range(200000):
+        acc += i * i % 7
+    return (time.perf_counter() - t) * 1e3
+
+
+def cpu_pressure_us():
+    """Microseconds in which some task waited for a core, since boot (/proc/pressure/cpu), or None."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            for line in f:
+                if line.startswith("some "):
+                    return int(line.split("total=")[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every", type=float, default=200.0, help="sampling period in milliseconds (200)")
@@ -46,6 +75,10 @@ def main():
         ap.error("no command given (busy_probe.py -- COMMAND ...)")
     nvml = Nvml(int(os.environ.get("KGYM_PROBE_GPU", "0")))
     samples, stop = [], threading.Event()
+    idle = []
+    for _ in range(10):
+        idle.append(core_ms())
+        time.sleep(0.05)
 
     def sample():
         last = cpu_times()
@@ -56,13 +89,15 @@ def main():
             dt, di = now[0] - last[0], now[1] - last[1]
             last = now
             samples.append({"t": time.monotonic(), "gpu": u.gpu if ok else None, "sm_mhz": nvml.clock(),
-                            "cpu": 100.0 * (dt - di) / dt if dt > 0 else None})
+                            "cpu": 100.0 * (dt - di) / dt if dt > 0 else None, "core_ms": core_ms()})
 
     th = threading.Thread(target=sample, daemon=True)
+    p0, t0 = cpu_pressure_us(), time.monotonic()
     th.start()
     rc = subprocess.call(cmd)
     stop.set()
     th.join()
+    p1, t1 = cpu_pressure_us(), time.monotonic()
 
     def line(key, unit):
         xs = sorted(s[key] for s in samples if s[key] is not None)
@@ -71,8 +106,15 @@ def main():
         return (f"{key}: mean {statistics.fmean(xs):.1f}{unit}, median {xs[len(xs) // 2]:.1f}{unit}, "
                 f"p90 {xs[int(0.9 * (len(xs) - 1))]:.1f}{unit}")
 
+    idle_ms = statistics.median(idle)
+    run_ms = [s["core_ms"] for s in samples]
+    speed = (line("core_ms", " ms").replace("core_ms: ", f"core_ms (idle median {idle_ms:.2f} ms): ") +
+             (f" (median ×{statistics.median(run_ms) / idle_ms:.2f} of idle)" if run_ms and idle_ms > 0 else ""))
+    waited = (f"a task waited for a core {100.0 * (p1 - p0) / 1e6 / (t1 - t0):.2f}% of the run"
+              if p0 is not None and p1 is not None and t1 > t0 else "cpu pressure: not available")
     print(f"busy_probe: {len(samples)} samples every {args.every:g} ms; " + "; ".join(
-        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%")]) + f"; exit {rc}", file=sys.stderr)
+        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%"), speed, waited]) + f"; exit {rc}",
+        file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(samples, f)

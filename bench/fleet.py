@@ -227,6 +227,7 @@ def job_record(d, index, pair):
             "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu"),
             "stages_ms": {st.get("name"): st.get("ms") for st in r.get("stages") or [] if isinstance(st, dict)},
             "setup_ms": proc.get("setup_ms"), "judge_served": proc.get("judge_served"), "warm": proc.get("warm"),
+            "cpu_s": proc.get("cpu_s"),
             "shared_held_ms": shared.get("held_ms"), "shared_waited_ms": shared.get("waited_ms"),
             "exclusive_held_ms": excl.get("held_ms"), "exclusive_waited_ms": excl.get("waited_ms"),
             "result_error": (f"{err.get('type')}: {err.get('message')}"[:300] if err else None)}
@@ -584,12 +585,16 @@ def breakdown(runs):
             rows.append([name, gpu, len(rs), mean(lambda r: r.get("wall_ms")), mean(lambda r: r.get("setup_ms")),
                          mean(st("compile")), mean(st("tiny_run")), mean(st("correctness")), mean(st("timing")),
                          mean(lambda r: r.get("shared_held_ms")), mean(lambda r: r.get("shared_waited_ms")),
-                         mean(lambda r: r.get("exclusive_held_ms")), kept])
+                         mean(lambda r: r.get("exclusive_held_ms")), kept,
+                         mean(lambda r: 1000 * num((r.get("cpu_s") or {}).get("judge"))
+                              if num((r.get("cpu_s") or {}).get("judge")) is not None else None),
+                         mean(lambda r: 1000 * num((r.get("cpu_s") or {}).get("runner"))
+                              if num((r.get("cpu_s") or {}).get("runner")) is not None else None)])
     if not rows:
         return ""
     return "\nmeans per evaluation, seconds:\n\n" + md_table(
         ["run", "GPU", "evaluated", "wall", "set-up", "compile", "tiny run", "correctness", "timing", "shared held",
-         "shared waited", "exclusive held", "in kept judges"], rows)
+         "shared waited", "exclusive held", "in kept judges", "judge CPU", "runner CPU"], rows)
 
 
 def cmd_report(a):

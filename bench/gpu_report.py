@@ -568,7 +568,16 @@ def _grpo_figures(doc):
             "exclusive_s": exclusive_s, "bound": bound,
             "share": per_hour / bound if per_hour and bound else None,
             "shared_wait_s": sum(num(get(r, "gpu_phases", "shared", "waited_ms")) or 0.0 for r in done) / 1000,
+            # CPU seconds an evaluation cost its judge and its runner (process.cpu_s; absent before this field): an
+            # H200 host's cores slow down as they fill, so CPU is what the GPUs of one machine share.
+            "cpu": {who: _mean([num(get(r, "process", "cpu_s", who)) for r in done]) for who in ("judge", "runner")},
             "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000}
+
+
+def _mean(values):
+    """The mean of the numbers among `values` (None stands for "not measured"), or None when there are none."""
+    v = [x for x in values if x is not None]
+    return sum(v) / len(v) if v else None
 
 
 def _repetitions(rate):
@@ -604,12 +613,14 @@ def report_grpo(args):
                      f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held",
                      f"{fmt(f['exclusive_s'], ',.1f')} s", fmt(f["bound"], ",.0f"), pct(f["share"]),
                      f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s",
-                     "-" if f["kept"] is None else f"{f['kept']} of {f['evaluations']}"])
+                     "-" if f["kept"] is None else f"{f['kept']} of {f['evaluations']}",
+                     f"{fmt(f['cpu']['judge'], '.2f')} + {fmt(f['cpu']['runner'], '.2f')} s"])
     table = md_table(["build", "evaluations"] + (["answered", "answers / GPU-hour"] if dedup else []) +
                      ["run wall", "evaluations / GPU-hour", "verdicts (every answer)" if dedup else "verdicts",
                       "reference timings per task", "reference outputs per task (variants)",
                       "summed exclusive GPU time", "exclusive-window bound / h", "share of the bound",
-                      "shared-phase waits of summed evaluation wall", "in kept judges"], rows)
+                      "shared-phase waits of summed evaluation wall", "in kept judges",
+                      "CPU an evaluation (judge + runner)"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
     for who, f in runs:
         if f["not_kept"]:

@@ -1266,6 +1266,11 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
     /* Evaluations the judge had finished before this one (0: a new process): a judge kept between evaluations
      * keeps its CUDA context and loaded kernels (supervisor.c, "stays"). */
     ok = ok && kg_json_set(p, "judge_served", json_integer(rep->judge_served)) == 0;
+    /* CPU seconds of the judge (this job's share) and the runner (its set-up included), for tuning: never a verdict. */
+    ok = ok && kg_json_set(p, "cpu_s",
+                           json_pack("{s:o,s:o}", "judge",
+                                     rep->judge_cpu_s >= 0 ? kg_json_number(rep->judge_cpu_s) : json_null(), "runner",
+                                     rep->runner_cpu_s >= 0 ? kg_json_number(rep->runner_cpu_s) : json_null())) == 0;
     ok = ok && kg_json_set(p, "after_last_line_ms",
                            last >= 0 ? kg_json_number(fmax(0.0, rep->wall_ms - last)) : json_null()) == 0;
     if (!ok) {

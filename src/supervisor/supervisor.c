@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -306,24 +307,23 @@ int kg_send_json_line_fd(int fd, const json_t *obj, int pass_fd)
 /* CPU seconds process `pid` has used (user + system), from /proc; -1 when it cannot be read. */
 static double cpu_seconds_used(pid_t pid)
 {
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    /* Fields after the command's closing parenthesis (the name may hold spaces and parentheses): state is the
-     * third field, utime and stime the 14th and 15th. */
-    char *p = strrchr(text, ')');
-    if (!p)
-        return -1;
-    unsigned long long utime = 0, stime = 0;
-    if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2)
-        return -1;
-    long hz = sysconf(_SC_CLK_TCK);
-    return hz > 0 ? (double)(utime + stime) / (double)hz : -1;
+    kg_proc_stat ps;
+    return kg_proc_stat_read(pid, &ps) ? ps.cpu_seconds : -1;
+}
+
+/* waitpid with the ended child's resource use (its own and that of the children it waited for). */
+static pid_t wait4_retry(pid_t pid, int *status, struct rusage *ru)
+{
+    pid_t r;
+    while ((r = wait4(pid, status, 0, ru)) < 0 && errno == EINTR) {
+    }
+    return r;
+}
+
+static double rusage_seconds(const struct rusage *ru)
+{
+    return (double)ru->ru_utime.tv_sec + (double)ru->ru_utime.tv_usec / 1e6 + (double)ru->ru_stime.tv_sec +
+           (double)ru->ru_stime.tv_usec / 1e6;
 }
 
 /* RLIMIT_CPU counts a process's whole life, and a judge kept between evaluations lives through several: its
@@ -677,6 +677,9 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     rep->runner_notes = json_loads(pair.notes, 0, &jerr_parse);
     rep->warm = pair.warm;
     rep->judge_served = pair.served;
+    rep->judge_cpu_s = rep->runner_cpu_s = -1;
+    /* What the judge had used before this job: a kept judge's earlier jobs are not this one's. */
+    double judge_cpu0 = pair.served > 0 ? cpu_seconds_used(pid) : 0;
     rep->workdir = kg_strdup(json_string_value(json_object_get(job, "workdir")) ?: "");
 
     /* Limits go on from outside, before the processes have their job: no
@@ -910,11 +913,16 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
             fds[i] = -1;
         }
     kg_pair_kill(keep ? 0 : pid, rpid);
-    if (!keep)
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
-    while (waitpid(rpid, &runner_status, 0) < 0 && errno == EINTR) {
-    }
+    struct rusage ru;
+    double judge_cpu = -1;
+    if (keep)
+        judge_cpu = cpu_seconds_used(pid);
+    else if (wait4_retry(pid, &status, &ru) == pid)
+        judge_cpu = rusage_seconds(&ru);
+    if (wait4_retry(rpid, &runner_status, &ru) == rpid)
+        rep->runner_cpu_s = rusage_seconds(&ru);
+    if (judge_cpu >= 0 && judge_cpu0 >= 0)
+        rep->judge_cpu_s = fmax(0.0, judge_cpu - judge_cpu0);
     if (!keep)
         kg_reaper_untrack(pid);
     kg_reaper_untrack(rpid);

@@ -116,6 +116,10 @@ typedef struct kg_child_report {
     json_t *messages;         /* array of protocol messages, each with "t_ms" */
     kg_capture out, err;
     double wall_ms;
+    /* CPU seconds (user + system, with the children each waited for: the runner's compilers) the judge spent on this
+     * job (a new judge's start included; a kept judge's earlier jobs not) and the runner (its set-up included);
+     * -1 when not known.  For tuning (docs/PERFORMANCE.md): an H200 host's cores slow down as they fill. */
+    double judge_cpu_s, runner_cpu_s;
 } kg_child_report;
 
 int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, kg_error *err);

@@ -37,15 +37,20 @@ int kg_proc_stat_read(long pid, kg_proc_stat *st)
     snprintf(st->comm, sizeof st->comm, "%.*s", (int)(rp - lp - 1), lp + 1);
     if (sscanf(rp + 1, " %c %ld", &st->state, &st->ppid) != 2)
         return 0;
-    /* After ')': field 3 (state) ... field 22 (starttime): skip 19 fields. */
+    /* After ')': field 3 (state) ... field 14 (utime), 15 (stime), 22 (starttime). */
     char *p = rp + 1;
+    unsigned long long ticks = 0;
     for (int f = 3; f < 22 && *p; f++) {
         while (*p == ' ')
             p++;
+        if (f == 14 || f == 15)
+            ticks += strtoull(p, NULL, 10);
         while (*p && *p != ' ')
             p++;
     }
     st->start = strtoull(p, NULL, 10);
+    long hz = sysconf(_SC_CLK_TCK);
+    st->cpu_seconds = hz > 0 ? (double)ticks / (double)hz : -1;
     return 1;
 }
 

@@ -176,6 +176,7 @@ typedef struct kg_proc_stat {
     char state;               /* R, S, D, Z, ... */
     long ppid;
     unsigned long long start; /* clock ticks after boot: with the pid it names one process */
+    double cpu_seconds;       /* CPU it has used, user + system (its own, not its children's) */
 } kg_proc_stat;
 int kg_proc_stat_read(long pid, kg_proc_stat *st);
 /* A process's real, effective, saved and filesystem uids (the "Uid:" line of /proc/N/status, which any process

@@ -85,6 +85,35 @@ static int group_gone(pid_t pid)
     return kill(-pid, 0) == -1 && errno == ESRCH;
 }
 
+/* process.cpu_s (supervisor.h judge_cpu_s, runner_cpu_s): known for both processes, and counting the children each
+ * waited for (a task whose import forks one that spends 1.5 s of CPU, as Triton waits for ptxas; the task runs in
+ * the judge, and the runner may start no process on the CPU). */
+static void cpu_seconds_are_reported(void)
+{
+    kg_child_limits l = limits();
+    kg_child_report plain, forked;
+    char *dir = NULL;
+    json_t *job = job_for("ok", &dir);
+    kg_buf task = {0};
+    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_cpu_child.py", KG_SOURCE_ROOT);
+    json_object_set_new(job, "task", json_string(task.data));
+    kg_buf_free(&task);
+    kg_error err;
+    KG_CHECK(run("ok", &l, &plain) == KG_OK && plain.end == KG_END_COMPLETED);
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &forked, &err) == KG_OK && forked.end == KG_END_COMPLETED);
+    KG_CHECK(plain.judge_cpu_s > 0 && plain.runner_cpu_s > 0 && forked.runner_cpu_s > 0);
+    /* 1.5 s more, less the noise of two runs of the same harness (a tenth of a second on the test machine) */
+    KG_CHECK(forked.judge_cpu_s - plain.judge_cpu_s > 1.2);
+    if (!(forked.judge_cpu_s - plain.judge_cpu_s > 1.2))
+        fprintf(stderr, "  judge CPU: add_one %.3f s, add_one_cpu_child %.3f s (end %s)\n", plain.judge_cpu_s,
+                forked.judge_cpu_s, kg_child_end_name(forked.end));
+    kg_child_report_free(&plain);
+    kg_child_report_free(&forked);
+    json_decref(job);
+    kg_remove_tree(dir);
+    free(dir);
+}
+
 static void completes_and_timestamps(void)
 {
     kg_child_limits l = limits();
@@ -438,6 +467,7 @@ static void judges_are_kept_between_evaluations(void)
     KG_CHECK(rep.end == KG_END_COMPLETED && !rep.warm && rep.judge_served == 0);
     KG_CHECK(json_is_true(json_object_get(done_message(&rep), "stays")));
     pid_t p1 = rep.pid, r1 = rep.runner_pid;
+    double first_cpu = rep.judge_cpu_s;
     KG_CHECK(!group_gone(p1) && group_gone(r1)); /* the judge waits; its runner is gone */
     {
         /* It is a hot task for routing (store.h kg_route): its key is the group a job of this task carries. */
@@ -472,6 +502,15 @@ static void judges_are_kept_between_evaluations(void)
         fprintf(stderr, "  messages: %.3000s\n  stage %s, stdout %.500s\n", all ? all : "", rep.stage,
                 rep.out.head ? rep.out.head : "");
         free(all);
+    }
+    /* process.cpu_s of a kept judge is this job's share: not the CPU it used for its first job. */
+    {
+        kg_proc_stat ps;
+        double total = kg_proc_stat_read(p1, &ps) ? ps.cpu_seconds : -1;
+        KG_CHECK(total > 0 && first_cpu > 0 && rep.judge_cpu_s >= 0 && rep.judge_cpu_s <= total - first_cpu + 0.05);
+        if (!(rep.judge_cpu_s <= total - first_cpu + 0.05))
+            fprintf(stderr, "  judge CPU: first job %.3f s, second %.3f s, its whole life %.3f s\n", first_cpu,
+                    rep.judge_cpu_s, total);
     }
     /* Its second share counts from what it has used: the soft limit moved, the hard one did not. */
     KG_CHECK(cpu_limits(p1, &soft, &hard) && soft >= 101 && soft < 101 + 60 && hard == 101ULL * 64);
@@ -1149,6 +1188,7 @@ static const kg_test_case cases[] = {
     {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
     {"runner_uid_never_shared_with_a_dead_kgyms_runner", runner_uid_never_shared_with_a_dead_kgyms_runner},
     {"completes_and_timestamps", completes_and_timestamps},
+    {"cpu_seconds_are_reported", cpu_seconds_are_reported},
     {"stage_timeout_kills_the_group", stage_timeout_kills_the_group},
     {"total_timeout", total_timeout},
     {"crash_is_a_signal", crash_is_a_signal},
