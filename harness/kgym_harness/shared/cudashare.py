@@ -75,6 +75,7 @@ _SIGNATURES = {
     "cuMemExportToShareableHandle": [ctypes.c_void_p, _c_ull, _c_int, _c_ull],
     "cuMemImportFromShareableHandle": [_P(_c_ull), ctypes.c_void_p, _c_int],
     "cuGetErrorName": [_c_int, _P(ctypes.c_char_p)],
+    "cuDevicePrimaryCtxSetFlags": [_c_int, ctypes.c_uint],
 }
 
 _lock = threading.Lock()
@@ -250,12 +251,39 @@ def allocator_peak() -> int:
         return 0
 
 
+# CU_CTX_SCHED_BLOCKING_SYNC: a thread waiting for the GPU sleeps until an interrupt wakes it.
+_SCHED_BLOCKING_SYNC = 0x04
+
+
+def blocking_sync(device):
+    """Makes this process's CUDA context (not made yet) put a thread that waits for the GPU to sleep rather than
+    spin.  The driver's default for a process with one context spins a core at 100% through every synchronize,
+    event wait and blocking copy; a judge and its runner wait so for most of their GPU phases, 12 processes at 6
+    jobs, and on the lent machines a core slows down as the others fill (docs/PERFORMANCE.md, "What two GPUs
+    share"): a spinning waiter takes speed from a neighbour's Triton compile or Python.  The wait's end is later
+    by a wake-up (microseconds); the timing protocol reads the GPU's own clock (events), not the host's.
+    Returns None, or why the flag could not be set (the context then keeps the driver's default)."""
+    try:
+        lib = _driver()
+        ordinal = int(str(device).partition(":")[2] or 0)
+        if lib.cuInit(0) != 0:
+            return "cuInit failed"
+        dev = _c_int()
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0:
+            return f"cuDeviceGet({ordinal}) failed"
+        res = lib.cuDevicePrimaryCtxSetFlags(dev.value, _SCHED_BLOCKING_SYNC)
+        return None if res == 0 else f"cuDevicePrimaryCtxSetFlags: error {res}"
+    except (ShareError, ValueError, OSError) as exc:
+        return str(exc)
+
+
 def start_context(device):
     """Creates this process's CUDA context on ``device`` now, not at its first use (the judge and the runner
-    each start theirs while the other does its own set-up); a failure is left to show where the device is
-    first used."""
+    each start theirs while the other does its own set-up), with blocking synchronisation (blocking_sync); a
+    failure is left to show where the device is first used."""
     import torch
 
+    blocking_sync(device)
     try:
         torch.cuda.mem_get_info(torch.device(device))
     except Exception:  # noqa: BLE001
