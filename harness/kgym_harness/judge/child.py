@@ -612,7 +612,13 @@ class Evaluation:
         # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
         self.gpu_mode = mode if self.arbiter else "exclusive"
         try:
-            yield
+            if self.gpu_mode == "exclusive" and self.device.startswith("cuda"):
+                from ..shared import cudashare
+
+                with cudashare.spinning():  # the window's waits spin (cudashare.spinning says why)
+                    yield
+            else:
+                yield
         finally:
             self.gpu_mode = None
             _give_back_device_memory(self.device)

@@ -37,6 +37,7 @@ end}`` after, and then it waits for the judge's ``resume`` before it goes on: th
 phase back for the compile (child.py Evaluation.compile_handback says why).
 """
 
+import contextlib
 import os
 import sys
 import time
@@ -473,45 +474,49 @@ class Runner:
                 continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
+            # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why).
+            spin = (tp.cudashare.spinning() if cmd in _EXCLUSIVE_COMMANDS and self.device.startswith("cuda")
+                    else contextlib.nullcontext())
             try:
-                if cmd == kinds.CMD_SETUP:
-                    self.setup(msg)
-                elif cmd == kinds.CMD_LOAD:
-                    self.load(msg)
-                elif cmd == kinds.CMD_CONSTRUCT:
-                    self.construct(msg, values)
-                elif cmd == kinds.CMD_CALL:
-                    self.call(msg, values)
-                elif cmd == kinds.CMD_CHECK:
-                    self.check(msg)
-                elif cmd == kinds.CMD_DROP:
-                    self.models.pop(msg.get("model"), None)
-                    self.reply({"type": kinds.REPLY_OK})
-                elif cmd == kinds.CMD_TIMING_INPUTS:
-                    self.timing_inputs(msg, values)
-                elif cmd == kinds.CMD_TIMED:
-                    self.timed(msg, values)
-                elif cmd == kinds.CMD_FETCH:
-                    self.fetch(msg)
-                elif cmd == kinds.CMD_SAMPLE:
-                    self.sample(msg, values)
-                elif cmd == kinds.CMD_CLOCK_PREPARE:
-                    self.clock_prepare(msg, values)
-                elif cmd == kinds.CMD_CLOCK_BLOCK:
-                    self.clock_block(msg)
-                elif cmd == kinds.CMD_CLOCK_DESCRIBE:
-                    self.clock_describe(msg)
-                elif cmd == kinds.CMD_PROFILE:
-                    self.profile(msg, values)
-                elif cmd == kinds.CMD_SHARE_PROBE:
-                    self.share_probe(msg)
-                elif cmd == kinds.CMD_LAUNCHERS:
-                    self.launchers(msg)
-                elif cmd == kinds.CMD_EXIT:
-                    self.reply({"type": kinds.REPLY_OK})
-                    return
-                else:
-                    self.reply({"type": kinds.REPLY_ERROR, "message": f"unknown command {cmd!r}"})
+                with spin:
+                    if cmd == kinds.CMD_SETUP:
+                        self.setup(msg)
+                    elif cmd == kinds.CMD_LOAD:
+                        self.load(msg)
+                    elif cmd == kinds.CMD_CONSTRUCT:
+                        self.construct(msg, values)
+                    elif cmd == kinds.CMD_CALL:
+                        self.call(msg, values)
+                    elif cmd == kinds.CMD_CHECK:
+                        self.check(msg)
+                    elif cmd == kinds.CMD_DROP:
+                        self.models.pop(msg.get("model"), None)
+                        self.reply({"type": kinds.REPLY_OK})
+                    elif cmd == kinds.CMD_TIMING_INPUTS:
+                        self.timing_inputs(msg, values)
+                    elif cmd == kinds.CMD_TIMED:
+                        self.timed(msg, values)
+                    elif cmd == kinds.CMD_FETCH:
+                        self.fetch(msg)
+                    elif cmd == kinds.CMD_SAMPLE:
+                        self.sample(msg, values)
+                    elif cmd == kinds.CMD_CLOCK_PREPARE:
+                        self.clock_prepare(msg, values)
+                    elif cmd == kinds.CMD_CLOCK_BLOCK:
+                        self.clock_block(msg)
+                    elif cmd == kinds.CMD_CLOCK_DESCRIBE:
+                        self.clock_describe(msg)
+                    elif cmd == kinds.CMD_PROFILE:
+                        self.profile(msg, values)
+                    elif cmd == kinds.CMD_SHARE_PROBE:
+                        self.share_probe(msg)
+                    elif cmd == kinds.CMD_LAUNCHERS:
+                        self.launchers(msg)
+                    elif cmd == kinds.CMD_EXIT:
+                        self.reply({"type": kinds.REPLY_OK})
+                        return
+                    else:
+                        self.reply({"type": kinds.REPLY_ERROR, "message": f"unknown command {cmd!r}"})
             except tp.ProtocolError:
                 raise
             except BaseException as exc:  # noqa: BLE001 — everything the candidate raises is data
@@ -541,6 +546,9 @@ class Runner:
 # Commands of the timing loop (the cache is kept warm between them).
 _TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "clock_prepare", "clock_block",
                               "clock_describe"))
+# The commands the judge sends inside an exclusive window (timing rounds, the clock block, the profile): their waits
+# for the GPU spin (cudashare.spinning).
+_EXCLUSIVE_COMMANDS = _TIMING_COMMANDS | {"profile"}
 
 
 def _plain(obj):

@@ -20,6 +20,7 @@ by its creator or importer: ``close()`` (or garbage collection) unmaps and relea
 ``view()`` keep their block alive.
 """
 
+import contextlib
 import ctypes
 import threading
 
@@ -275,6 +276,37 @@ def blocking_sync(device):
         return None if res == 0 else f"cuDevicePrimaryCtxSetFlags: error {res}"
     except (ShareError, ValueError, OSError) as exc:
         return str(exc)
+
+
+_SCHED_SPIN, _SCHED_MASK = 0x01, 0x07
+
+
+@contextlib.contextmanager
+def spinning():
+    """Inside: this thread's context spins while it waits for the GPU (blocking_sync's sleep otherwise).  For an
+    exclusive GPU window, where the GPU is this evaluation's alone and every wake-up lengthens the window that
+    the other evaluations wait for: measured on an H200 (GRPO mix, 6 jobs), blocking waits throughout cut the CPU
+    of an evaluation by a fifth and lengthened the exclusive windows by 7%.  cuCtxSetFlags (CUDA 12.1 drivers and
+    later) changes the current context's flags; without it, or without a context, nothing changes."""
+    lib = _state.get("lib")
+    fns = _state.get("sched")
+    if fns is None and lib is not None:
+        try:
+            get, put = lib.cuCtxGetFlags, lib.cuCtxSetFlags
+            get.argtypes, get.restype = [_P(ctypes.c_uint)], _c_int
+            put.argtypes, put.restype = [ctypes.c_uint], _c_int
+            fns = (get, put)
+        except AttributeError:
+            fns = ()
+        _state["sched"] = fns
+    before = ctypes.c_uint()
+    changed = bool(fns) and fns[0](ctypes.byref(before)) == 0 and \
+        fns[1]((before.value & ~_SCHED_MASK) | _SCHED_SPIN) == 0
+    try:
+        yield
+    finally:
+        if changed:
+            fns[1](before.value)
 
 
 def start_context(device):
