@@ -221,6 +221,11 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 — another Triton: every module is compiled here, as before
                 warnings.append(f"Triton's shared C modules not used: {type(exc).__name__}: {exc}"[:300])
             self._install_compile_handback()
+            if _SPECULATE:
+                from . import speculate
+
+                if speculate.install() is None:
+                    warnings.append("KGYM_SPECULATE: this Triton has no triton.compiler.compile to stand in for")
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
         self.reply({"type": kinds.REPLY_OK, "pid": os.getpid(), "uid": os.getuid(),
@@ -542,6 +547,10 @@ class Runner:
         except Exception:  # noqa: BLE001 — a poisoned context shows in the next command's answer
             pass
 
+
+# KGYM_SPECULATE=1 in kgym's environment (read once, in the zygote that imports this module): the runner compiles
+# each kernel's odd-size specialisation ahead of its use (speculate.py; an experiment of issue 36).
+_SPECULATE = os.environ.get("KGYM_SPECULATE") == "1"
 
 # Commands of the timing loop (the cache is kept warm between them).
 _TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "clock_prepare", "clock_block",
