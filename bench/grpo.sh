@@ -3,7 +3,8 @@
 # of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
 #
 #   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--repeat N]
-#                    [--dedup] [--kernelbench DIR] [--keep DIR] [--write-doc] [-- extra kgym bench flags]
+#                    [--head-env NAME=VALUE]... [--dedup] [--kernelbench DIR] [--keep DIR] [--write-doc]
+#                    [-- extra kgym bench flags]
 #
 # One `kgym bench --jobs JOBS` (default 6) over the mix (default 8 tasks: 64 evaluations).  With --baseline, the
 # same mix also with another build's kgym (bench/throughput_paired.sh says how to build one on a GPU machine), in
@@ -16,7 +17,9 @@
 # N times, the order reversed every other time (base,head then head,base, ...), and prints head / base for each
 # repetition and their median: one pair's ratio moves by about ±5% from run to run on an H200 (eighth session: the
 # same build gave 2,408 and 2,669 evaluations per hour), so a change worth less than that needs several.  Without
-# --baseline, --repeat N runs the head N times.  --write-doc replaces the
+# --baseline, --repeat N runs the head N times.  --head-env NAME=VALUE (repeatable; no spaces in VALUE) sets that
+# variable for the head's runs only: with --baseline naming the same kgym (e.g. build/kgym) the pair measures a
+# switch such as KGYM_SPECULATE=1 on one build.  --write-doc replaces the
 # <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
 # KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
@@ -30,6 +33,7 @@ BASE=
 ORDER="base head"
 DEDUP=
 REPEAT=1
+HEAD_ENV=
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
 CMDLINE="sh bench/grpo.sh $JOBS"
@@ -57,6 +61,14 @@ while [ $# -gt 0 ]; do
         need_value "$1" $#
         case $2 in *[!0-9]* | "" | 0) printf '%s: --repeat must be a positive number, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
         REPEAT=$2 CMDLINE="$CMDLINE --repeat $2"
+        shift 2
+        ;;
+    --head-env)
+        need_value "$1" $#
+        case $2 in [A-Za-z_]*=*) ;; *) printf '%s: --head-env takes NAME=VALUE, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        case ${2%%=*} in *[!A-Za-z0-9_]*) printf '%s: --head-env: %s is not a variable name\n' "$NAME" "${2%%=*}" >&2 && exit 2 ;; esac
+        case $2 in *" "*) printf '%s: --head-env: no spaces in %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        HEAD_ENV="$HEAD_ENV $2" CMDLINE="$CMDLINE --head-env $2"
         shift 2
         ;;
     --dedup) DEDUP=--dedup CMDLINE="$CMDLINE --dedup" && shift ;;
@@ -89,7 +101,13 @@ while [ "$rep" -le "$REPEAT" ]; do
         # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
         tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
         TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
-        run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
+        if [ "$who" = head ] && [ -n "$HEAD_ENV" ]; then
+            # HEAD_ENV: NAME=VALUE words, checked above; a subshell, so the baseline's runs never see them
+            (for kv in $HEAD_ENV; do export "${kv?}"; done && run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@") ||
+                die "the head's run failed (with$HEAD_ENV)"
+        else
+            run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
+        fi
         unset TRITON_CACHE_DIR
         rm -rf "$tcache"
         RUNS="$RUNS $tag=$WORK/$file.json"
