@@ -156,5 +156,42 @@ def test_install_stands_in_for_tritons_compile(monkeypatch):
 
     monkeypatch.setattr(tc, "compile", tc.compile)
     spec = speculate.install()
-    assert isinstance(spec, speculate.Speculator) and tc.compile is spec
-    assert speculate.install() is None  # once
+    try:
+        assert isinstance(spec, speculate.Speculator) and tc.compile is spec
+        assert spec.pool is not None  # its thread started at the set-up, not in the candidate's first call
+        assert speculate.install() is None  # once
+    finally:
+        spec.pool.shutdown(wait=True)
+
+
+def test_speculating_inside_a_call_is_not_a_thread_the_candidate_started(monkeypatch):
+    """The runner's order: speculate.install() at the set-up, the guards' baseline at the load, then the candidate's
+    first call compiles (and speculates) inside forward.  The speculation's thread must not be the candidate's
+    thread_spawned (a "hack" in the default policy) after the call or after the stage."""
+    import triton.compiler as tc
+
+    from kgym_harness.judge import policy
+    from kgym_harness.runner import guards
+
+    monkeypatch.setattr(tc, "compile", lambda src, *a, **k: "kernel")
+    monkeypatch.setattr(tc, "ASTSource", FakeSource)
+    spec = speculate.install()
+    assert spec is not None
+    g = guards.Guards(policy.load_default())
+    g.install()
+
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            tc.compile(FakeSource("k", SIG, {}, EVEN), target="t", options={})  # the first launch's compile
+            return x + 1
+
+    try:
+        g.call(Model(), [torch.zeros(4)], "tiny", None)
+        g.check_process("tiny")
+        assert spec.started == 1
+        for fut in spec.pending.values():
+            fut.result(timeout=5)
+        assert [f for f in g.findings if f["type"] == "thread_spawned"] == []
+    finally:
+        if spec.pool is not None:
+            spec.pool.shutdown(wait=True)

@@ -95,9 +95,24 @@ class Speculator:
             if key in self.pending or self.started >= self.max:
                 return
             self.started += 1
-            if self.pool is None:
-                self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgym-speculate")
+            self._start_locked()
             self.pending[key] = self.pool.submit(self._background, odd, args, kwargs)
+
+    def start(self):
+        """Starts the background thread now.  install() does, at the runner's set-up (inside the sandbox, which the
+        thread inherits), before the guards count the process's threads at the load: a thread first started inside
+        the candidate's call (its first compile) is counted as the candidate's own (guards: thread_spawned, a hack
+        in the default policy)."""
+        with self.lock:
+            self._start_locked()
+
+    def _start_locked(self):
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kgym-speculate")
+            self.pool.submit(self._mark_background).result()  # the pool's one worker is running from now on
+
+    def _mark_background(self):
+        self.local.background = True
 
     def _background(self, src, args, kwargs):
         self.local.background = True
@@ -114,5 +129,6 @@ def install():
     if compile_fn is None or source_cls is None or isinstance(compile_fn, Speculator):
         return None
     spec = Speculator(compile_fn, source_cls)
+    spec.start()
     tc.compile = spec
     return spec
