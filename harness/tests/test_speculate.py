@@ -89,6 +89,19 @@ def test_a_source_it_cannot_read_is_compiled_as_it_is():
     assert spec.started == 0
 
 
+def test_a_subclass_source_is_not_speculated_as_the_base_class():
+    """Gluon's GluonASTSource is an ASTSource: remade as the base class it would be compiled as Triton (an MLIR error
+    on the runner's stderr, or another program under the same cache key: the key holds no language)."""
+    made = []
+
+    class GluonLike(FakeSource):
+        pass
+
+    spec = speculate.Speculator(lambda src, *a, **k: made.append(type(src).__name__) or "kernel", FakeSource)
+    assert spec(GluonLike("g", SIG, {}, EVEN)) == "kernel"
+    assert spec.started == 0 and made == ["GluonLike"]
+
+
 # The compile-path check runs in a process of its own, without the interpreter: a process that has run kernels in
 # Triton's interpreter (the rest of this suite) has triton.language patched, and a real compile there fails.
 CHECK = '''

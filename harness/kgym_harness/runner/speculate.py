@@ -84,7 +84,11 @@ class Speculator:
         return kernel
 
     def speculate(self, src, args, kwargs):
-        if not isinstance(src, self.source_cls):
+        # Only Triton's own source: a subclass (Gluon's GluonASTSource: another language, another first stage) made
+        # again as the base class would be compiled as Triton, which fails (an MLIR error on the runner's stderr)
+        # or, were it to succeed, would file another program under the cache key of the odd call's (the key does
+        # not hold the language).
+        if type(src) is not self.source_cls:
             return
         attrs = odd_attrs(src.signature, src.attrs)
         if attrs is None:
