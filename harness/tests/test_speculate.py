@@ -208,3 +208,58 @@ def test_speculating_inside_a_call_is_not_a_thread_the_candidate_started(monkeyp
     finally:
         if spec.pool is not None:
             spec.pool.shutdown(wait=True)
+
+
+def test_settle_drops_queued_speculations_and_waits_for_the_running_one():
+    gate, started, finished = threading.Event(), [], []
+
+    def compile_fn(src, target=None, options=None):
+        if threading.current_thread().name.startswith("kgym-speculate"):
+            started.append(src.fn)
+            gate.wait(5)
+            finished.append(src.fn)
+        return "kernel"
+
+    spec = speculate.Speculator(compile_fn, FakeSource)
+    for name in ("a", "b", "c"):
+        spec(FakeSource(name, SIG, {}, EVEN))
+    for _ in range(100):
+        if started:
+            break
+        threading.Event().wait(0.01)
+    assert started == ["a"]  # "b" and "c" queued behind it
+    threading.Timer(0.2, gate.set).start()
+    spec.settle()
+    assert finished == ["a"] and started == ["a"]  # waited for the running one, the queued ones never ran
+    spec(FakeSource("d", SIG, {}, EVEN))
+    assert spec.started == 3  # none after
+    spec.pool.shutdown(wait=True)
+
+
+def test_the_runner_settles_speculation_before_an_exclusive_command_only():
+    """A speculation no call used would compile through the timing window (the GIL and a core taken from the
+    measured calls)."""
+    import socket
+
+    from kgym_harness.runner import runner as rn
+    from kgym_harness.shared import kinds
+    from kgym_harness.shared import transport as tp
+
+    class Fake:
+        def __init__(self):
+            self.seen = []
+
+        def settle(self):
+            self.seen.append(r.seq)
+
+    a, b = socket.socketpair()
+    try:
+        r = rn.Runner(b, "cpu")
+        r.speculator = Fake()
+        for seq, cmd in enumerate((kinds.CMD_DROP, kinds.CMD_CLOCK_DESCRIBE, kinds.CMD_DROP, kinds.CMD_EXIT)):
+            tp.send(a, {"cmd": cmd, "seq": seq})
+        r.serve()
+        assert r.speculator.seen == [1]
+    finally:
+        a.close()
+        b.close()

@@ -69,6 +69,7 @@ class Runner:
         self.seq = None
         self.compiling = False  # a compile announced ("begin") whose "end" is not said yet
         self.signatures = []  # signatures Triton made launchers for (tritoncache.install_reader; GPU only)
+        self.speculator = None  # speculate.Speculator with KGYM_SPECULATE=1 on a GPU
 
     def reply(self, obj, values=None):
         # No device work of this process may outlive the command that queued it: the judge hands its GPU phase
@@ -224,7 +225,8 @@ class Runner:
             if _SPECULATE:
                 from . import speculate
 
-                if speculate.install() is None:
+                self.speculator = speculate.install()
+                if self.speculator is None:
                     warnings.append("KGYM_SPECULATE: this Triton has no triton.compiler.compile to stand in for")
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
@@ -482,6 +484,8 @@ class Runner:
             # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why).
             spin = (tp.cudashare.spinning() if cmd in _EXCLUSIVE_COMMANDS and self.device.startswith("cuda")
                     else contextlib.nullcontext())
+            if cmd in _EXCLUSIVE_COMMANDS and self.speculator is not None:
+                self.speculator.settle()  # no background compile through the measured calls (speculate.py)
             try:
                 with spin:
                     if cmd == kinds.CMD_SETUP:

@@ -102,6 +102,24 @@ class Speculator:
             self._start_locked()
             self.pending[key] = self.pool.submit(self._background, odd, args, kwargs)
 
+    def settle(self):
+        """No speculation runs from now on: those still queued are dropped, the one compiling is waited for, and
+        none starts later.  The runner calls it before an exclusive window's command (timing, the clock block,
+        the profile): a speculation that no call used (an integer that stayed a multiple of 16, an autotuner's
+        other configurations) would otherwise compile through the measured calls, taking the GIL (the code
+        generator, MLIR passes: main-thread stalls up to ~13 ms measured on this machine for a matmul) and a core
+        from them.  Its wait is inside the window, once, and only when a speculation is still running."""
+        with self.lock:
+            self.max = 0
+            futures = list(self.pending.values())
+        for fut in futures:
+            fut.cancel()  # not started yet: never will
+        for fut in futures:
+            try:
+                fut.result()
+            except BaseException:  # noqa: BLE001 — cancelled, or failed: nothing to wait for
+                pass
+
     def start(self):
         """Starts the background thread now.  install() does, at the runner's set-up (inside the sandbox, which the
         thread inherits), before the guards count the process's threads at the load: a thread first started inside
