@@ -311,6 +311,16 @@ static double cpu_seconds_used(pid_t pid)
     return kg_proc_stat_read(pid, &ps) ? ps.cpu_seconds : -1;
 }
 
+/* What process `pid` has cost so far, with the children it waited for: what wait4 reports of it once it has ended
+ * (process.cpu_s counts a kept judge so, as one that ends); -1 when it cannot be read. */
+static double cpu_seconds_with_children(pid_t pid)
+{
+    kg_proc_stat ps;
+    return kg_proc_stat_read(pid, &ps) && ps.cpu_seconds >= 0 && ps.children_cpu_seconds >= 0
+               ? ps.cpu_seconds + ps.children_cpu_seconds
+               : -1;
+}
+
 /* waitpid with the ended child's resource use (its own and that of the children it waited for). */
 static pid_t wait4_retry(pid_t pid, int *status, struct rusage *ru)
 {
@@ -679,7 +689,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     rep->judge_served = pair.served;
     rep->judge_cpu_s = rep->runner_cpu_s = -1;
     /* What the judge had used before this job: a kept judge's earlier jobs are not this one's. */
-    double judge_cpu0 = pair.served > 0 ? cpu_seconds_used(pid) : 0;
+    double judge_cpu0 = pair.served > 0 ? cpu_seconds_with_children(pid) : 0;
     rep->workdir = kg_strdup(json_string_value(json_object_get(job, "workdir")) ?: "");
 
     /* Limits go on from outside, before the processes have their job: no
@@ -916,7 +926,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     struct rusage ru;
     double judge_cpu = -1;
     if (keep)
-        judge_cpu = cpu_seconds_used(pid);
+        judge_cpu = cpu_seconds_with_children(pid); /* as wait4 would count it: the children it waited for too */
     else if (wait4_retry(pid, &status, &ru) == pid)
         judge_cpu = rusage_seconds(&ru);
     if (wait4_retry(rpid, &runner_status, &ru) == rpid)

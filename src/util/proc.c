@@ -37,20 +37,24 @@ int kg_proc_stat_read(long pid, kg_proc_stat *st)
     snprintf(st->comm, sizeof st->comm, "%.*s", (int)(rp - lp - 1), lp + 1);
     if (sscanf(rp + 1, " %c %ld", &st->state, &st->ppid) != 2)
         return 0;
-    /* After ')': field 3 (state) ... field 14 (utime), 15 (stime), 22 (starttime). */
+    /* After ')': field 3 (state) ... field 14 (utime), 15 (stime), 16 (cutime), 17 (cstime), 22 (starttime). */
     char *p = rp + 1;
     unsigned long long ticks = 0;
+    long long child_ticks = 0;
     for (int f = 3; f < 22 && *p; f++) {
         while (*p == ' ')
             p++;
         if (f == 14 || f == 15)
             ticks += strtoull(p, NULL, 10);
+        else if (f == 16 || f == 17)
+            child_ticks += strtoll(p, NULL, 10);
         while (*p && *p != ' ')
             p++;
     }
     st->start = strtoull(p, NULL, 10);
     long hz = sysconf(_SC_CLK_TCK);
     st->cpu_seconds = hz > 0 ? (double)ticks / (double)hz : -1;
+    st->children_cpu_seconds = hz > 0 ? (double)(child_ticks > 0 ? child_ticks : 0) / (double)hz : -1;
     return 1;
 }
 

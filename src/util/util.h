@@ -177,6 +177,7 @@ typedef struct kg_proc_stat {
     long ppid;
     unsigned long long start; /* clock ticks after boot: with the pid it names one process */
     double cpu_seconds;       /* CPU it has used, user + system (its own, not its children's) */
+    double children_cpu_seconds; /* its ended children's it waited for, user + system (cutime + cstime) */
 } kg_proc_stat;
 int kg_proc_stat_read(long pid, kg_proc_stat *st);
 /* A process's real, effective, saved and filesystem uids (the "Uid:" line of /proc/N/status, which any process

@@ -446,6 +446,44 @@ static const json_t *done_message(const kg_child_report *rep)
     return NULL;
 }
 
+/* process.cpu_s of a judge kept after its job counts the children it waited for too, as a judge that ends does
+ * (wait4's resource use): the same task (add_one_cpu_child: its import forks a child that spends 1.5 s of CPU
+ * and waits for it) costs a kept judge what it costs one that is not. */
+static void kept_judge_cpu_counts_its_children(void)
+{
+    kg_supervisor *w = warm_supervisor(1);
+    if (!w)
+        return;
+    kg_child_limits l = limits();
+    l.cpu_seconds = 100;
+    kg_child_report ended, kept;
+    char *dir = NULL, *kept_dir = NULL;
+    json_t *job = job_for("ok", &dir), *kept_job = job_for("ok", &kept_dir);
+    kg_buf task = {0};
+    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_cpu_child.py", KG_SOURCE_ROOT);
+    json_object_set_new(job, "task", json_string(task.data));
+    json_object_set_new(kept_job, "task", json_string(task.data));
+    json_object_set_new(kept_job, "nonce", json_string("n0nce-kept-cpu-child"));
+    kg_buf_free(&task);
+    kg_error err;
+    KG_CHECK(kg_supervisor_run(sup, job, &l, &ended, &err) == KG_OK && ended.end == KG_END_COMPLETED);
+    KG_CHECK(kg_supervisor_run(w, kept_job, &l, &kept, &err) == KG_OK && kept.end == KG_END_COMPLETED);
+    KG_CHECK(json_is_true(json_object_get(done_message(&kept), "stays")));
+    KG_CHECK(ended.judge_cpu_s > 1.5 && kept.judge_cpu_s > 1.5);
+    if (!(kept.judge_cpu_s > 1.5))
+        fprintf(stderr, "  judge CPU: ended %.3f s, kept %.3f s (the child alone spends 1.5 s)\n", ended.judge_cpu_s,
+                kept.judge_cpu_s);
+    kg_child_report_free(&ended);
+    kg_child_report_free(&kept);
+    json_decref(job);
+    json_decref(kept_job);
+    kg_remove_tree(dir);
+    kg_remove_tree(kept_dir);
+    free(dir);
+    free(kept_dir);
+    close_warm_supervisor(w);
+}
+
 /* A judge kept between evaluations (supervisor.c "stays", pair.c kg_pair_keep_judge): after a clean "done" it
  * waits for its next job, which comes with a new runner (never the old one: it is gone, its group with it), and
  * evaluates it as a new judge would; a judge whose runner died is not kept; closing the supervisor ends the
@@ -1189,6 +1227,7 @@ static const kg_test_case cases[] = {
     {"runner_uid_never_shared_with_a_dead_kgyms_runner", runner_uid_never_shared_with_a_dead_kgyms_runner},
     {"completes_and_timestamps", completes_and_timestamps},
     {"cpu_seconds_are_reported", cpu_seconds_are_reported},
+    {"kept_judge_cpu_counts_its_children", kept_judge_cpu_counts_its_children},
     {"stage_timeout_kills_the_group", stage_timeout_kills_the_group},
     {"total_timeout", total_timeout},
     {"crash_is_a_signal", crash_is_a_signal},
