@@ -23,7 +23,15 @@ How.  ``install()`` replaces ``triton.compiler.compile``, which each JIT functio
 (JITFunction.create_binder: ``from ..compiler import compile``), before the candidate is imported.  The compile-handback hooks
 (runner.py) fire around JITFunction._do_compile, not around this function, so the background thread's compiles
 say nothing to the judge, and a call that waits here for a background compile waits with its GPU phase handed
-back.
+back.  The thread is started at the set-up (before the guards count the process's threads), and the runner
+settles the speculations (drops the queued, waits for the running one) before any command of an exclusive window.
+
+Before this is on by default (red team of this session, not fixed): the background thread runs Triton's compile,
+which calls whatever ``triton.knobs.compilation.listener`` holds, and the Speculator (its pool) is reachable as
+``triton.compiler.compile``.  A candidate that could set either would have code of its own run on a thread the
+guards' thread count does not see (threat-model.md, "thread_spawned").  The candidate language gives a candidate
+neither (``triton.knobs`` and ``triton.compiler`` are not among its names): check that it still holds, and attack
+it on a GPU, before turning the experiment on.
 """
 
 import concurrent.futures
