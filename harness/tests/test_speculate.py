@@ -263,3 +263,30 @@ def test_the_runner_settles_speculation_before_an_exclusive_command_only():
     finally:
         a.close()
         b.close()
+
+
+def test_the_candidate_language_keeps_candidates_off_the_speculation_thread():
+    """What keeps candidate code off the background thread (speculate.py, "Before this is on by default"): a
+    candidate can neither set Triton's compilation listener (called inside each compile) nor reach the Speculator.
+    If the language ever admits these names, this fails: the speculation needs another defence first."""
+    import ast
+
+    from kgym_harness.judge import language
+
+    source = '''
+import torch
+import torch.nn as nn
+import triton
+
+
+def _listen(**kw):
+    pass
+
+
+triton.knobs.compilation.listener = _listen
+_pool = triton.compiler.compile
+'''
+    found = language.check(ast.parse(source), language.load())
+    said = " ".join(str(f.get("message")) for f in found)
+    assert "`triton.knobs.compilation` is not part of the language" in said
+    assert "`triton.compiler.compile` is not part of the language" in said
