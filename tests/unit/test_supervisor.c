@@ -26,12 +26,13 @@
 
 static kg_supervisor *sup;
 
-static json_t *job_for(const char *candidate, char **workdir)
+/* A job of candidate fixture `candidate` for task fixture `task` (tests/fixtures/tasks/TASK.py). */
+static json_t *job_for_task(const char *candidate, const char *task_name, char **workdir)
 {
     kg_temp_dir("kgym-test", workdir, NULL);
     kg_buf cand = {0}, task = {0};
     kg_buf_printf(&cand, "%s/tests/fixtures/candidates/%s.py", KG_SOURCE_ROOT, candidate);
-    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one.py", KG_SOURCE_ROOT);
+    kg_buf_printf(&task, "%s/tests/fixtures/tasks/%s.py", KG_SOURCE_ROOT, task_name);
     json_t *job = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i}", "type", "job", "workdir", *workdir,
                             "candidate", cand.data, "task", task.data, "device", "cpu", "budget", 65536,
                             "tiny_budget", 4096, "seed", 42);
@@ -41,6 +42,11 @@ static json_t *job_for(const char *candidate, char **workdir)
     kg_buf_free(&cand);
     kg_buf_free(&task);
     return job;
+}
+
+static json_t *job_for(const char *candidate, char **workdir)
+{
+    return job_for_task(candidate, "add_one", workdir);
 }
 
 static kg_child_limits limits(void)
@@ -93,11 +99,7 @@ static void cpu_seconds_are_reported(void)
     kg_child_limits l = limits();
     kg_child_report plain, forked;
     char *dir = NULL;
-    json_t *job = job_for("ok", &dir);
-    kg_buf task = {0};
-    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_cpu_child.py", KG_SOURCE_ROOT);
-    json_object_set_new(job, "task", json_string(task.data));
-    kg_buf_free(&task);
+    json_t *job = job_for_task("ok", "add_one_cpu_child", &dir);
     kg_error err;
     KG_CHECK(run("ok", &l, &plain) == KG_OK && plain.end == KG_END_COMPLETED);
     KG_CHECK(kg_supervisor_run(sup, job, &l, &forked, &err) == KG_OK && forked.end == KG_END_COMPLETED);
@@ -458,13 +460,9 @@ static void kept_judge_cpu_counts_its_children(void)
     l.cpu_seconds = 100;
     kg_child_report ended, kept;
     char *dir = NULL, *kept_dir = NULL;
-    json_t *job = job_for("ok", &dir), *kept_job = job_for("ok", &kept_dir);
-    kg_buf task = {0};
-    kg_buf_printf(&task, "%s/tests/fixtures/tasks/add_one_cpu_child.py", KG_SOURCE_ROOT);
-    json_object_set_new(job, "task", json_string(task.data));
-    json_object_set_new(kept_job, "task", json_string(task.data));
+    json_t *job = job_for_task("ok", "add_one_cpu_child", &dir);
+    json_t *kept_job = job_for_task("ok", "add_one_cpu_child", &kept_dir);
     json_object_set_new(kept_job, "nonce", json_string("n0nce-kept-cpu-child"));
-    kg_buf_free(&task);
     kg_error err;
     KG_CHECK(kg_supervisor_run(sup, job, &l, &ended, &err) == KG_OK && ended.end == KG_END_COMPLETED);
     KG_CHECK(kg_supervisor_run(w, kept_job, &l, &kept, &err) == KG_OK && kept.end == KG_END_COMPLETED);
