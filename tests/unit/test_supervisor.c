@@ -935,14 +935,17 @@ static void runner_uid_stragglers_are_killed(void)
         printf("  (skipped: needs root)\n");
         return;
     }
-    uid_t uid = 61999; /* a uid of its own: outside the supervisor's slots */
+    /* A uid of its own, outside the supervisor's slots (61000-62023) and apart from another test run's on the same
+     * machine: with one fixed uid, two suites run side by side each saw the other's straggler in its census (the
+     * case without a straggler failed: left_running 1). */
+    uid_t uid = (uid_t)(63000 + getpid() % 1000);
     for (int kind = STRAGGLER_NONE; kind < STRAGGLER_KINDS; kind++) {
         int with_straggler = kind != STRAGGLER_NONE;
         pid_t straggler = 0;
         if (with_straggler) {
             straggler = fork();
             if (straggler == 0) {
-                uid_t other = kind == STRAGGLER_OTHER_EUID ? 61998 : uid;
+                uid_t other = kind == STRAGGLER_OTHER_EUID ? uid + 1000 : uid;
                 if (setresgid(uid, uid, uid) != 0 || setresuid(uid, other, other) != 0)
                     _exit(1);
                 if (kind == STRAGGLER_NOT_DUMPABLE && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
