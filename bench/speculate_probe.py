@@ -56,6 +56,7 @@ def main():
     from triton.compiler import make_backend
     from triton.runtime.interpreter import InterpretedFunction
 
+    from do_bench_agreement import import_candidate, resolve_task  # bench/: a KernelBench id's file, a module
     from kgym_harness.judge import tasks
     from kgym_harness.runner import speculate
 
@@ -80,9 +81,8 @@ def main():
             tid = pair.get("kernelbench")
             name = f"{tid or pair.get('task')} {os.path.basename(pair['candidate'])}"
             try:
-                task_path = os.path.join(kb, *_kb_file(kb, tid)) if tid else pair["task"]
-                task = tasks.load_task(task_path, f"probe_task_{n}")
-                cand = _import(os.path.join(ROOT, pair["candidate"]), f"probe_cand_{n}")
+                task = tasks.load_task(resolve_task(tid or pair["task"], kb), f"probe_task_{n}")
+                cand = import_candidate(os.path.join(ROOT, pair["candidate"]))
                 tiny = tasks.Variant("tiny", tasks.plan_sizes(task, a.tiny_budget), 42, "none", None, "tiny")
                 odd = [v for v in tasks.make_variants(task, "cuda", None) if v.name in ("size_odd", "small_odd")]
                 per = {}
@@ -121,25 +121,6 @@ def main():
     InterpretedFunction.run = real_run
     print(f"\nodd-size launches: {hits} hit, {misses} missed; pairs skipped {skipped}")
     return 0
-
-
-def _import(path, name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def _kb_file(kb, tid):
-    """level1/19 -> (level1, 19_ReLU.py) in KernelBench's folder."""
-    level, num = tid.split("/")
-    for f in os.listdir(os.path.join(kb, level)):
-        if f.split("_", 1)[0] == num and f.endswith(".py"):
-            return level, f
-    raise FileNotFoundError(f"no KernelBench file for {tid} in {kb}")
 
 
 if __name__ == "__main__":
