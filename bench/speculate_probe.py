@@ -51,7 +51,6 @@ def main():
     ap.add_argument("--tiny-budget", type=int, default=4096, help="the tiny run's elements a tensor (4096)")
     a = ap.parse_args()
     import torch
-    import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import make_backend
     from triton.runtime.interpreter import InterpretedFunction
