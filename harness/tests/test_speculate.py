@@ -231,6 +231,7 @@ def test_settle_drops_queued_speculations_and_waits_for_the_running_one():
     threading.Timer(0.2, gate.set).start()
     spec.settle()
     assert finished == ["a"] and started == ["a"]  # waited for the running one, the queued ones never ran
+    assert spec.pending == {}  # nothing for the next exclusive command's settle to wait on
     spec(FakeSource("d", SIG, {}, EVEN))
     assert spec.started == 3  # none after
     spec.pool.shutdown(wait=True)

@@ -611,13 +611,13 @@ class Evaluation:
             self._acquire(mode, purpose)
         # No arbiter: kgym's re-run alone, which holds the whole GPU for this evaluation (or the CPU).
         self.gpu_mode = mode if self.arbiter else "exclusive"
-        try:
-            if self.gpu_mode == "exclusive" and self.device.startswith("cuda"):
-                from ..shared import cudashare
+        from ..shared import cudashare
 
-                with cudashare.spinning():  # the window's waits spin (cudashare.spinning says why)
-                    yield
-            else:
+        # An exclusive window's waits spin (cudashare.spinning says why).
+        waits = (cudashare.spinning() if self.gpu_mode == "exclusive" and self.device.startswith("cuda")
+                 else contextlib.nullcontext())
+        try:
+            with waits:
                 yield
         finally:
             self.gpu_mode = None

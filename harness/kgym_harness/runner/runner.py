@@ -481,11 +481,13 @@ class Runner:
                 continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
-            # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why).
-            spin = (tp.cudashare.spinning() if cmd in _EXCLUSIVE_COMMANDS and self.device.startswith("cuda")
+            # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why), and no
+            # background compile runs through their measured calls (speculate.py).
+            exclusive = cmd in _EXCLUSIVE_COMMANDS
+            spin = (tp.cudashare.spinning() if exclusive and self.device.startswith("cuda")
                     else contextlib.nullcontext())
-            if cmd in _EXCLUSIVE_COMMANDS and self.speculator is not None:
-                self.speculator.settle()  # no background compile through the measured calls (speculate.py)
+            if exclusive and self.speculator is not None:
+                self.speculator.settle()
             try:
                 with spin:
                     if cmd == kinds.CMD_SETUP:

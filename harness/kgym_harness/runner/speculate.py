@@ -108,7 +108,7 @@ class Speculator:
                 return
             self.started += 1
             self._start_locked()
-            self.pending[key] = self.pool.submit(self._background, odd, args, kwargs)
+            self.pending[key] = self.pool.submit(self.compile, odd, *args, **kwargs)
 
     def settle(self):
         """No speculation runs from now on: those still queued are dropped, the one compiling is waited for, and
@@ -116,10 +116,12 @@ class Speculator:
         the profile): a speculation that no call used (an integer that stayed a multiple of 16, an autotuner's
         other configurations) would otherwise compile through the measured calls, taking the GIL (the code
         generator, MLIR passes: main-thread stalls up to ~13 ms measured on this machine for a matmul) and a core
-        from them.  Its wait is inside the window, once, and only when a speculation is still running."""
+        from them.  Its wait is inside the window, once, and only when a speculation is still running; later calls
+        (every exclusive command) find nothing left to wait for."""
         with self.lock:
             self.max = 0
             futures = list(self.pending.values())
+            self.pending.clear()  # each done or dropped once waited for: a call compiles (or loads) as Triton would
         for fut in futures:
             fut.cancel()  # not started yet: never will
         for fut in futures:
@@ -144,9 +146,6 @@ class Speculator:
     def _mark_background(self):
         self.local.background = True
 
-    def _background(self, src, args, kwargs):
-        self.local.background = True
-        return self.compile(src, *args, **kwargs)
 
 
 def install():

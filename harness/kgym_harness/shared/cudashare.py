@@ -178,20 +178,31 @@ _L2_SIGNATURES = {
 }
 
 
+def _functions(key, signatures, what):
+    """The driver's functions named in ``signatures`` (name -> argument types; each returns a CUresult), looked
+    up once and kept in _state[key]; ShareError naming the one missing (``what`` says what they are for), also
+    kept: a driver without them is asked once.  Called with _lock held."""
+    fns = _state.get(key)
+    if fns is None:
+        lib = _driver()
+        try:
+            fns = {name: getattr(lib, name) for name in signatures}
+            for name, args in signatures.items():
+                fns[name].argtypes, fns[name].restype = args, _c_int
+        except AttributeError as exc:
+            fns = f"the CUDA driver has no {what}: {exc}"
+        _state[key] = fns
+    if isinstance(fns, str):
+        raise ShareError(fns)
+    return fns
+
+
 def _l2_driver():
     """(driver, its persisting-L2 functions), with torch's context current on this thread; ShareError
     naming what is missing."""
     with _lock:
         lib = _driver()
-        fns = _state.get("l2")
-        if fns is None:
-            try:
-                fns = {name: getattr(lib, name) for name in _L2_SIGNATURES}
-            except AttributeError as exc:
-                raise ShareError(f"the CUDA driver has no persisting-L2 control: {exc}") from None
-            for name, args in _L2_SIGNATURES.items():
-                fns[name].argtypes, fns[name].restype = args, _c_int
-            _state["l2"] = fns
+        fns = _functions("l2", _L2_SIGNATURES, "persisting-L2 control")
         _make_current(lib, _device(lib))
         return lib, fns
 
@@ -266,6 +277,7 @@ def blocking_sync(device):
     Returns None, or why the flag could not be set (the context then keeps the driver's default)."""
     try:
         lib = _driver()
+        # The device from its name, not from torch (_device): nothing may touch the context before its flags are set.
         ordinal = int(str(device).partition(":")[2] or 0)
         if lib.cuInit(0) != 0:
             return "cuInit failed"
@@ -279,6 +291,7 @@ def blocking_sync(device):
 
 
 _SCHED_SPIN, _SCHED_MASK = 0x01, 0x07
+_SCHED_SIGNATURES = {"cuCtxGetFlags": [_P(ctypes.c_uint)], "cuCtxSetFlags": [ctypes.c_uint]}
 
 
 @contextlib.contextmanager
@@ -288,25 +301,19 @@ def spinning():
     the other evaluations wait for: measured on an H200 (GRPO mix, 6 jobs), blocking waits throughout cut the CPU
     of an evaluation by a fifth and lengthened the exclusive windows by 7%.  cuCtxSetFlags (CUDA 12.1 drivers and
     later) changes the current context's flags; without it, or without a context, nothing changes."""
-    lib = _state.get("lib")
-    fns = _state.get("sched")
-    if fns is None and lib is not None:
-        try:
-            get, put = lib.cuCtxGetFlags, lib.cuCtxSetFlags
-            get.argtypes, get.restype = [_P(ctypes.c_uint)], _c_int
-            put.argtypes, put.restype = [ctypes.c_uint], _c_int
-            fns = (get, put)
-        except AttributeError:
-            fns = ()
-        _state["sched"] = fns
+    try:
+        with _lock:
+            fns = _functions("sched", _SCHED_SIGNATURES, "context flags (cuCtxSetFlags)")
+    except ShareError:  # no driver, or one before CUDA 12.1
+        fns = None
     before = ctypes.c_uint()
-    changed = bool(fns) and fns[0](ctypes.byref(before)) == 0 and \
-        fns[1]((before.value & ~_SCHED_MASK) | _SCHED_SPIN) == 0
+    changed = fns is not None and fns["cuCtxGetFlags"](ctypes.byref(before)) == 0 and \
+        fns["cuCtxSetFlags"]((before.value & ~_SCHED_MASK) | _SCHED_SPIN) == 0
     try:
         yield
     finally:
         if changed:
-            fns[1](before.value)
+            fns["cuCtxSetFlags"](before.value)
 
 
 def start_context(device):
