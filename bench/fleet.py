@@ -217,6 +217,8 @@ def job_record(d, index, pair):
     shared = phases.get("shared") if isinstance(phases.get("shared"), dict) else {}
     excl = phases.get("exclusive") if isinstance(phases.get("exclusive"), dict) else {}
     err = r.get("error") if isinstance(r.get("error"), dict) else {}
+    cpu = proc.get("cpu_s") if isinstance(proc.get("cpu_s"), dict) else {}
+    cpu_ms = {who: 1000 * num(cpu.get(who)) if num(cpu.get(who)) is not None else None for who in ("judge", "runner")}
     # Where an evaluation's time went, and what an error said: the next run's answer to "why slower" and "why
     # failed" must not need the results, which go with the fleet's Redis.
     return {"id": d.get("id"), "index": index, "task": pair.get("kernelbench") or pair.get("task"),
@@ -227,7 +229,7 @@ def job_record(d, index, pair):
             "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu"),
             "stages_ms": {st.get("name"): st.get("ms") for st in r.get("stages") or [] if isinstance(st, dict)},
             "setup_ms": proc.get("setup_ms"), "judge_served": proc.get("judge_served"), "warm": proc.get("warm"),
-            "cpu_s": proc.get("cpu_s"),
+            "judge_cpu_ms": cpu_ms["judge"], "runner_cpu_ms": cpu_ms["runner"],
             "shared_held_ms": shared.get("held_ms"), "shared_waited_ms": shared.get("waited_ms"),
             "exclusive_held_ms": excl.get("held_ms"), "exclusive_waited_ms": excl.get("waited_ms"),
             "result_error": (f"{err.get('type')}: {err.get('message')}"[:300] if err else None)}
@@ -586,10 +588,7 @@ def breakdown(runs):
                          mean(st("compile")), mean(st("tiny_run")), mean(st("correctness")), mean(st("timing")),
                          mean(lambda r: r.get("shared_held_ms")), mean(lambda r: r.get("shared_waited_ms")),
                          mean(lambda r: r.get("exclusive_held_ms")), kept,
-                         mean(lambda r: 1000 * num((r.get("cpu_s") or {}).get("judge"))
-                              if num((r.get("cpu_s") or {}).get("judge")) is not None else None),
-                         mean(lambda r: 1000 * num((r.get("cpu_s") or {}).get("runner"))
-                              if num((r.get("cpu_s") or {}).get("runner")) is not None else None)])
+                         mean(lambda r: r.get("judge_cpu_ms")), mean(lambda r: r.get("runner_cpu_ms"))])
     if not rows:
         return ""
     return "\nmeans per evaluation, seconds:\n\n" + md_table(
