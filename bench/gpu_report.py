@@ -571,7 +571,29 @@ def _grpo_figures(doc):
             # CPU seconds an evaluation cost its judge and its runner (process.cpu_s; absent before this field): an
             # H200 host's cores slow down as they fill, so CPU is what the GPUs of one machine share.
             "cpu": {who: _mean([num(get(r, "process", "cpu_s", who)) for r in done]) for who in ("judge", "runner")},
-            "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000}
+            "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000,
+            # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
+            # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
+            "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
+            "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
+
+
+_GPU_STATES = ("exclusive", "shared", "draining", "handoff", "idle")
+
+
+def _states_row(who, f):
+    """One build's row of the GPU-state table: seconds and share of the run in each arbiter state, and the mean
+    number of shared phases held while any was."""
+    st = f["states"]
+    if not st:
+        return [who] + ["-"] * (len(_GPU_STATES) + 1)
+    total = sum(num(st.get(k)) or 0.0 for k in _GPU_STATES) or None
+    cells = [f"{fmt((num(st.get(k)) or 0.0) / 1000, ',.1f')} s ({pct((num(st.get(k)) or 0.0) / total if total else None)})"
+             for k in _GPU_STATES]
+    bins = [num(x) or 0.0 for x in f["holders"] or []]
+    held = sum(bins)
+    mean = sum((i + 1) * x for i, x in enumerate(bins)) / held if held else None
+    return [who] + cells + [fmt(mean, ".2f")]
 
 
 def _mean(values):
@@ -622,6 +644,14 @@ def report_grpo(args):
                       "shared-phase waits of summed evaluation wall", "in kept judges",
                       "CPU an evaluation (judge + runner)"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
+    if any(f["states"] for _, f in runs):
+        # Where the run's GPU time went, by the arbiter's state (src/supervisor/arbiter.h, KG_GPU_STATE_MAP):
+        # draining is shared phases still held while a timing window waits for them; idle, nothing held or
+        # waiting (every evaluation on the host: compiling, setting up).
+        lines += ["\nthe run's GPU time by the arbiter's state (draining: shared phases ending while a timing "
+                  "window waits; idle: no phase held or asked for):\n",
+                  md_table(["build"] + list(_GPU_STATES) + ["shared holders (mean)"],
+                           [_states_row(who, f) for who, f in runs])]
     for who, f in runs:
         if f["not_kept"]:
             lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "

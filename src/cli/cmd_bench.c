@@ -879,6 +879,8 @@ int kg_cli_bench(int argc, char **argv)
     }
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;
+    kg_arbiter_stats as0; /* the arbiter at the run's start: its state times are reported for the run alone */
+    kg_arbiter_get_stats(kg_supervisor_arbiter(sup), &as0);
     bench_run run = {.list = &list, .sup = sup, .flags = &f, .t0 = kg_now_ms(), .tty = isatty(2), .out = out_file,
                      .dedup = dedup, .fifo = fifo};
     pthread_mutex_init(&run.lock, NULL);
@@ -913,6 +915,20 @@ int kg_cli_bench(int argc, char **argv)
                                                       (json_int_t)as.capacity_bytes, "peak_reserved_bytes",
                                                       (json_int_t)as.peak_reserved_bytes, "waits",
                                                       (json_int_t)as.memory_waits)) == 0;
+    /* Where the GPU's time went, by the arbiter's state (arbiter.h, KG_GPU_STATE_MAP), and the shared part by how
+     * many shared phases were held at once: whether the run was bound by exclusive windows, by shared phases,
+     * by shared phases draining before a window, or left the GPU with nothing to do. */
+    json_t *occupancy = json_object(), *holders = json_array();
+    for (int i = 0; occupancy && i < KG_GPU_STATE_COUNT; i++)
+        if (kg_json_set(occupancy, kg_gpu_state_name((kg_gpu_state)i),
+                        kg_json_number(as.state_ms[i] - as0.state_ms[i])) != 0)
+            ok = 0;
+    for (int i = 0; holders && i < KG_ARBITER_HOLDER_BINS; i++)
+        if (kg_json_push(holders, kg_json_number(as.holders_ms[i] - as0.holders_ms[i])) != 0)
+            ok = 0;
+    /* kg_json_set takes its value whatever happens (frees it on failure). */
+    ok = kg_json_set(sum, "gpu_state_ms", occupancy) == 0 && ok;
+    ok = kg_json_set(sum, "gpu_shared_holders_ms", holders) == 0 && ok;
     if (!ok) { /* no report rather than a part of one (the --out lines are written already) */
         json_decref(sum);
         sum = NULL;

@@ -53,8 +53,47 @@ struct kg_arbiter {
     uint64_t capacity;
     uint64_t reserved;
     uint64_t jumped;          /* what the accounts that went ahead of the line hold now (may_reserve) */
+    double t_state;           /* when stats.state_ms was last brought up to date (tick) */
     kg_arbiter_stats stats;
 };
+
+const char *kg_gpu_state_name(kg_gpu_state s)
+{
+    switch (s) {
+#define KG_GPU_STATE_NAME(e, name) \
+    case KG_GPU_STATE_##e:         \
+        return name;
+        KG_GPU_STATE_MAP(KG_GPU_STATE_NAME)
+#undef KG_GPU_STATE_NAME
+    default:
+        return NULL;
+    }
+}
+
+/* The lock's state now (arbiter.h, KG_GPU_STATE_MAP).  Lock held. */
+static kg_gpu_state state_of(const kg_arbiter *a)
+{
+    if (a->writer)
+        return KG_GPU_STATE_EXCLUSIVE;
+    if (a->readers > 0)
+        return a->exclusive.count > 0 ? KG_GPU_STATE_DRAINING : KG_GPU_STATE_SHARED;
+    return a->exclusive.count > 0 ? KG_GPU_STATE_HANDOFF : KG_GPU_STATE_IDLE;
+}
+
+/* Adds the time since the last tick to the state the lock was in.  Called with the lock held before anything
+ * that may change the state (a grant, a release, an exclusive request joining or leaving the queue), and by
+ * kg_arbiter_get_stats, so the figures always add up to the arbiter's age. */
+static void tick(kg_arbiter *a)
+{
+    double now = kg_now_ms();
+    double dt = now - a->t_state;
+    a->t_state = now;
+    if (dt <= 0)
+        return;
+    a->stats.state_ms[state_of(a)] += dt;
+    if (a->readers > 0)
+        a->stats.holders_ms[a->readers < KG_ARBITER_HOLDER_BINS ? a->readers - 1 : KG_ARBITER_HOLDER_BINS - 1] += dt;
+}
 
 static void push(fifo *q, kg_arbiter_request *r)
 {
@@ -90,6 +129,7 @@ int kg_arbiter_create(kg_arbiter **out, kg_error *err)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     pthread_mutex_init(&a->lock, NULL);
     kg_cond_init(&a->changed); /* kg_arbiter_wait's deadline is on CLOCK_MONOTONIC */
+    a->t_state = kg_now_ms();
     *out = a;
     return KG_OK;
 }
@@ -172,6 +212,7 @@ kg_arbiter_request *kg_arbiter_request_reserve(kg_arbiter *a, kg_gpu_mode mode, 
     r->t_request = kg_now_ms();
     r->account = acc;
     pthread_mutex_lock(&a->lock);
+    tick(a);
     if (acc && bytes && !acc->reserved) {
         r->mem = MEM_WAITING; /* joins the exclusive queue, if exclusive, once its memory is reserved */
         r->want = bytes;
@@ -255,6 +296,7 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
 {
     if (r->state == GRANTED)
         return 1;
+    tick(a); /* try_reserve may queue an exclusive request; a grant changes the state */
     if (!try_reserve(a, r))
         return 0;
     if (r->mode == KG_GPU_SHARED) {
@@ -318,6 +360,7 @@ static void end_request(kg_arbiter_request *r)
 {
     kg_arbiter *a = r->arbiter;
     pthread_mutex_lock(&a->lock);
+    tick(a);
     if (r->state == GRANTED) {
         if (r->mode == KG_GPU_SHARED) {
             a->readers--;
@@ -350,6 +393,7 @@ void kg_arbiter_cancel(kg_arbiter_request *r)
 void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out)
 {
     pthread_mutex_lock(&a->lock);
+    tick(a);
     *out = a->stats;
     out->holders_shared = a->readers;
     out->holder_exclusive = a->writer;

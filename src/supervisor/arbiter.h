@@ -52,6 +52,35 @@ typedef struct kg_arbiter_account kg_arbiter_account;
 
 typedef enum { KG_GPU_SHARED = 1, KG_GPU_EXCLUSIVE = 2 } kg_gpu_mode;
 
+/* What the GPU's lock is doing, the one list of it: X(ENUM, "name").  The arbiter adds up the time spent in
+ * each (kg_arbiter_stats.state_ms), which says where a run's GPU time went:
+ *   idle       nothing held, nothing waiting (every evaluation in flight is compiling, setting up or between
+ *              phases on the host);
+ *   shared     shared phases held, no exclusive request waiting;
+ *   draining   shared phases still held while an exclusive request waits for them to end (no new shared grant);
+ *   handoff    nothing held but an exclusive request waiting (its thread has not polled yet);
+ *   exclusive  an exclusive window held. */
+#define KG_GPU_STATE_MAP(X)    \
+    X(IDLE, "idle")            \
+    X(SHARED, "shared")        \
+    X(DRAINING, "draining")    \
+    X(HANDOFF, "handoff")      \
+    X(EXCLUSIVE, "exclusive")
+
+typedef enum {
+#define KG_GPU_STATE_ENUM(e, name) KG_GPU_STATE_##e,
+    KG_GPU_STATE_MAP(KG_GPU_STATE_ENUM)
+#undef KG_GPU_STATE_ENUM
+    KG_GPU_STATE_COUNT
+} kg_gpu_state;
+
+/* "idle", "shared", ... (static storage); NULL out of range. */
+const char *kg_gpu_state_name(kg_gpu_state s);
+
+/* Shared time by how many shared phases were held at once: bin i is i + 1 holders, the last bin that many or
+ * more. */
+#define KG_ARBITER_HOLDER_BINS 12
+
 typedef struct kg_arbiter_stats {
     uint64_t shared_grants;
     uint64_t exclusive_grants;
@@ -65,6 +94,8 @@ typedef struct kg_arbiter_stats {
     int pending_memory;       /* now: requests waiting for their first reservation */
     uint64_t memory_waits;    /* requests that had to wait for memory */
     uint64_t peak_reserved_bytes;
+    double state_ms[KG_GPU_STATE_COUNT];               /* time in each state since the arbiter was made */
+    double holders_ms[KG_ARBITER_HOLDER_BINS];         /* shared and draining time by shared holders (above) */
 } kg_arbiter_stats;
 
 int kg_arbiter_create(kg_arbiter **out, kg_error *err);

@@ -167,6 +167,13 @@ if [ $rc -eq 0 ] && [ "$(jget "$TMP/mem.json" 'r["summary"]["gpu_memory"]["capac
     [ "$(jget "$TMP/mem.json" 'r["summary"]["gpu_memory"]["peak_reserved_bytes"] == max(x["result"]["gpu_phases"]["reserved_bytes"] for x in r["results"]) > 0')" = "True" ]; then
     ok "--device-memory: one evaluation's reservation at a time when nothing fits beside it"
 else bad "--device-memory (exit $rc)" "$(cat "$TMP/err"; head -c 1500 "$TMP/mem.json")"; fi
+# Where the run's GPU time went, by the arbiter's state: the states cover the run's wall (nothing counted twice,
+# nothing left out), and shared time split by holders adds up to the shared and draining states.  Three jobs that
+# may hold one reservation at a time: some of the run had evaluations holding a shared phase, and never more
+# holders than jobs.
+if [ "$(jget "$TMP/mem.json" 'abs(sum(r["summary"]["gpu_state_ms"].values()) / 1000 - r["summary"]["wall_s"]) < 0.05 and sorted(r["summary"]["gpu_state_ms"]) == sorted(["idle", "shared", "draining", "handoff", "exclusive"]) and r["summary"]["gpu_state_ms"]["shared"] > 0 and abs(sum(r["summary"]["gpu_shared_holders_ms"]) - r["summary"]["gpu_state_ms"]["shared"] - r["summary"]["gpu_state_ms"]["draining"]) < 1 and sum(r["summary"]["gpu_shared_holders_ms"][3:]) == 0')" = "True" ]; then
+    ok "bench summary: the run's wall split by the GPU arbiter's state"
+else bad "gpu_state_ms" "$(jget "$TMP/mem.json" '[r["summary"].get(k) for k in ("wall_s", "gpu_state_ms", "gpu_shared_holders_ms")]')"; fi
 "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/mem.jsonl" --device-memory 0 >/dev/null 2>"$TMP/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q -- "--device-memory needs bytes" "$TMP/err"; then ok "a bad --device-memory is named"
 else bad "--device-memory 0 (exit $rc)" "$(cat "$TMP/err")"; fi

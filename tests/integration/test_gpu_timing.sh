@@ -90,6 +90,9 @@ TMPDIR="$TMP/rtmp" "$KGYM" bench --jsonl "$TMP/twice.jsonl" --jobs 1 --json >"$T
 # incorrect ones (kgym tells the child not to time them).
 [ "$(jget "$TMP/b.json" "r['summary']['verdicts']['correct'] <= r['summary']['gpu_exclusive_grants'] and all(r['summary']['gpu_exclusive_ms_by_purpose'].get(k, 0) > 0 for k in ('timing_round', 'clock_block', 'profile'))")" = True ] \
     && ok "bench --jobs 4: timing ran in exclusive GPU windows" || bad "exclusive windows" "$(jget "$TMP/b.json" "r['summary']")"
+# The arbiter's state times: the exclusive state is the exclusive windows' time, and the states cover the run.
+[ "$(jget "$TMP/b.json" "abs(r['summary']['gpu_state_ms']['exclusive'] - r['summary']['gpu_exclusive_ms']) < 1 and abs(sum(r['summary']['gpu_state_ms'].values()) / 1000 - r['summary']['wall_s']) < 0.05")" = True ] \
+    && ok "bench --jobs 4: the run's GPU time by the arbiter's state" || bad "gpu_state_ms" "$(jget "$TMP/b.json" "r['summary']")"
 [ "$(jget "$TMP/b.json" "all(x['result']['gpu_phases']['exclusive']['grants'] == 0 for x in r['results'] if x['result']['verdict'] == 'incorrect')")" = True ] \
     && ok "bench --jobs 4: incorrect candidates were not timed" || bad "incorrect timed" "$(jget "$TMP/b.json" "[x['result']['gpu_phases'] for x in r['results']]")"
 # Device work queued by one evaluation never runs in another's exclusive window (red team 6): a candidate whose

@@ -410,7 +410,55 @@ static void evaluations_with_memory_never_deadlock(void)
     kg_arbiter_destroy(sim);
 }
 
+/* Where the lock's time went (kg_arbiter_stats.state_ms): each state held ~40 ms in turn, the sum the
+ * arbiter's age, shared time binned by holders. */
+static void time_is_added_up_by_state(void)
+{
+    kg_arbiter *a;
+    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
+    const unsigned step_us = 40000;
+    double t0 = kg_now_ms();
+    usleep(step_us);                                             /* idle */
+    kg_arbiter_request *r1 = kg_arbiter_request_new(a, KG_GPU_SHARED);
+    KG_CHECK(kg_arbiter_poll(r1) == 1);
+    usleep(step_us);                                             /* shared, 1 holder */
+    kg_arbiter_request *r2 = kg_arbiter_request_new(a, KG_GPU_SHARED);
+    KG_CHECK(kg_arbiter_poll(r2) == 1);
+    usleep(step_us);                                             /* shared, 2 holders */
+    kg_arbiter_request *x = kg_arbiter_request_new(a, KG_GPU_EXCLUSIVE);
+    KG_CHECK(kg_arbiter_poll(x) == 0);
+    kg_arbiter_release(r2);
+    usleep(step_us);                                             /* draining, 1 holder */
+    kg_arbiter_release(r1);
+    usleep(step_us);                                             /* handoff: x has not polled */
+    KG_CHECK(kg_arbiter_poll(x) == 1);
+    usleep(step_us);                                             /* exclusive */
+    kg_arbiter_release(x);
+    usleep(step_us);                                             /* idle again */
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    double age = kg_now_ms() - t0, sum = 0, bins = 0;
+    for (int i = 0; i < KG_GPU_STATE_COUNT; i++)
+        sum += s.state_ms[i];
+    for (int i = 0; i < KG_ARBITER_HOLDER_BINS; i++)
+        bins += s.holders_ms[i];
+    KG_CHECK(sum >= age - 1 && sum <= age + 5);                  /* made just before t0: a little more */
+    /* Each state at least its sleep; none more than its sleeps and a loaded machine's slack. */
+    KG_CHECK(s.state_ms[KG_GPU_STATE_IDLE] >= 80 && s.state_ms[KG_GPU_STATE_IDLE] < 80 + 150);
+    KG_CHECK(s.state_ms[KG_GPU_STATE_SHARED] >= 80 && s.state_ms[KG_GPU_STATE_SHARED] < 80 + 150);
+    KG_CHECK(s.state_ms[KG_GPU_STATE_DRAINING] >= 40 && s.state_ms[KG_GPU_STATE_DRAINING] < 40 + 150);
+    KG_CHECK(s.state_ms[KG_GPU_STATE_HANDOFF] >= 40 && s.state_ms[KG_GPU_STATE_HANDOFF] < 40 + 150);
+    KG_CHECK(s.state_ms[KG_GPU_STATE_EXCLUSIVE] >= 40 && s.state_ms[KG_GPU_STATE_EXCLUSIVE] < 40 + 150);
+    KG_CHECK_NEAR(s.state_ms[KG_GPU_STATE_EXCLUSIVE], s.exclusive_ms, 1.0);
+    KG_CHECK(s.holders_ms[0] >= 80 && s.holders_ms[1] >= 40 && s.holders_ms[2] == 0);
+    KG_CHECK_NEAR(bins, s.state_ms[KG_GPU_STATE_SHARED] + s.state_ms[KG_GPU_STATE_DRAINING], 1e-6);
+    KG_CHECK_STR(kg_gpu_state_name(KG_GPU_STATE_DRAINING), "draining");
+    KG_CHECK(kg_gpu_state_name(KG_GPU_STATE_COUNT) == NULL);
+    kg_arbiter_destroy(a);
+}
+
 static const kg_test_case cases[] = {
+    {"time_is_added_up_by_state", time_is_added_up_by_state},
     {"shared_grants_coexist", shared_grants_coexist},
     {"exclusive_waits_for_readers_and_blocks_new_ones", exclusive_waits_for_readers_and_blocks_new_ones},
     {"exclusive_requests_are_fifo_and_cancellable", exclusive_requests_are_fifo_and_cancellable},
