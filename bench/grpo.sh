@@ -19,7 +19,7 @@
 # same build gave 2,408 and 2,669 evaluations per hour), so a change worth less than that needs several.  Without
 # --baseline, --repeat N runs the head N times.  --head-env NAME=VALUE (repeatable; no spaces in VALUE) sets that
 # variable for the head's runs only: with --baseline naming the same kgym (e.g. build/kgym) the pair measures a
-# switch such as KGYM_SPECULATE=1 on one build.  --write-doc replaces the
+# switch of that one build read from its environment (--head-env NAME=1).  --write-doc replaces the
 # <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
 # KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u

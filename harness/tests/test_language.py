@@ -910,6 +910,24 @@ def test_imports():
                  "import triton.language.extra.libdevice as ld\n")
 
 
+def test_tritons_compiler_and_its_knobs_are_outside_the_language():
+    """A candidate launches its kernels through @triton.jit and needs nothing under it: not Triton's compilation
+    listener (triton.knobs.compilation, called inside every compile, so code of the candidate's would run outside
+    its own calls) and not the compiler itself (triton.compiler.compile, which the candidate could call or replace
+    for every later compile in the runner).  Both are refused, whatever the runner does with them."""
+    found = check("""
+        def _listen(**kw):
+            pass
+
+
+        triton.knobs.compilation.listener = _listen
+        _compile = triton.compiler.compile
+        """)
+    said = " ".join(str(f.get("message")) for f in found)
+    assert "`triton.knobs.compilation` is not part of the language" in said
+    assert "`triton.compiler.compile` is not part of the language" in said
+
+
 def test_getattr_with_a_literal_is_an_attribute():
     assert_clean("""
         class ModelNew(nn.Module):

@@ -69,7 +69,6 @@ class Runner:
         self.seq = None
         self.compiling = False  # a compile announced ("begin") whose "end" is not said yet
         self.signatures = []  # signatures Triton made launchers for (tritoncache.install_reader; GPU only)
-        self.speculator = None  # speculate.Speculator with KGYM_SPECULATE=1 on a GPU
 
     def reply(self, obj, values=None):
         # No device work of this process may outlive the command that queued it: the judge hands its GPU phase
@@ -222,12 +221,6 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 — another Triton: every module is compiled here, as before
                 warnings.append(f"Triton's shared C modules not used: {type(exc).__name__}: {exc}"[:300])
             self._install_compile_handback()
-            if _SPECULATE:
-                from . import speculate
-
-                self.speculator = speculate.install()
-                if self.speculator is None:
-                    warnings.append("KGYM_SPECULATE: this Triton has no triton.compiler.compile to stand in for")
             # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
             tp.cudashare.start_context(self.device)
         self.reply({"type": kinds.REPLY_OK, "pid": os.getpid(), "uid": os.getuid(),
@@ -481,13 +474,9 @@ class Runner:
                 continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
-            # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why), and no
-            # background compile runs through their measured calls (speculate.py).
-            exclusive = cmd in _EXCLUSIVE_COMMANDS
-            spin = (tp.cudashare.spinning() if exclusive and self.device.startswith("cuda")
+            # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why).
+            spin = (tp.cudashare.spinning() if cmd in _EXCLUSIVE_COMMANDS and self.device.startswith("cuda")
                     else contextlib.nullcontext())
-            if exclusive and self.speculator is not None:
-                self.speculator.settle()
             try:
                 with spin:
                     if cmd == kinds.CMD_SETUP:
@@ -553,10 +542,6 @@ class Runner:
         except Exception:  # noqa: BLE001 — a poisoned context shows in the next command's answer
             pass
 
-
-# KGYM_SPECULATE=1 in kgym's environment (read once, in the zygote that imports this module): the runner compiles
-# each kernel's odd-size specialisation ahead of its use (speculate.py; an experiment of issue 36).
-_SPECULATE = os.environ.get("KGYM_SPECULATE") == "1"
 
 # Commands of the timing loop (the cache is kept warm between them).
 _TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "clock_prepare", "clock_block",
