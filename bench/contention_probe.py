@@ -27,16 +27,36 @@ import time
 HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness")
 
 
+_BURST = 1  # kernels a step launches before its synchronize (--burst)
+
+
 def _step(x):
     import torch
 
-    x.mul_(1.0000001)
+    for _ in range(_BURST):
+        x.mul_(1.0000001)
     torch.cuda.synchronize()
+
+
+def _context(blocking):
+    """The process's CUDA context, made with kgym's blocking waits where ``blocking`` (cudashare.blocking_sync)."""
+    import torch
+
+    if blocking:
+        sys.path.insert(0, HARNESS)
+        from kgym_harness.shared import cudashare
+
+        why = cudashare.blocking_sync("cuda:0")
+        if why:
+            print(f"contention_probe: blocking_sync: {why}", file=sys.stderr)
+    torch.cuda.init()
 
 
 def _measure(seconds, mb, start, turn=None):
     """The victim's latencies (us) of a step (and, with ``turn``, the other side's turn after it)."""
     import torch
+
+    _context(_BLOCKING)
 
     x = torch.ones(mb << 18, device="cuda")  # mb MB of float32
     for _ in range(20):
@@ -52,17 +72,28 @@ def _measure(seconds, mb, start, turn=None):
     return lat
 
 
-def victim(q, seconds, mb, start):
+_BLOCKING = False  # --blocking
+
+
+def _configure(burst, blocking):
+    """A spawned process starts with this module's defaults: the options are set again in each."""
+    global _BURST, _BLOCKING
+    _BURST, _BLOCKING = burst, blocking
+
+
+def victim(q, seconds, mb, start, burst=1, blocking=False):
+    _configure(burst, blocking)
     q.put(("victim", _measure(seconds, mb, start)))
 
 
-def other(q, kind, seconds, mb, start):
+def other(q, kind, seconds, mb, start, burst=1, blocking=False):
     import torch
 
+    _configure(burst, blocking)
     sys.path.insert(0, HARNESS)
     from kgym_harness.shared import cudashare
 
-    torch.cuda.init()
+    _context(blocking)
     x = torch.ones(mb << 18, device="cuda")
     start.wait()
     n, end = 0, time.perf_counter() + seconds + 0.5
@@ -126,13 +157,14 @@ def run_turns(kind, seconds, mb):
           f"{len(lat) / seconds:7.0f} turns/s", flush=True)
 
 
-def run(kind, procs, seconds, mb):
+def run(kind, procs, seconds, mb, burst=1, blocking=False):
     if kind in ("pingpong", "pipe"):
         return run_turns(kind, seconds, mb)
     ctx = mp.get_context("spawn")
     q, start = ctx.Queue(), ctx.Event()
-    ps = [ctx.Process(target=victim, args=(q, seconds, mb, start))]
-    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start)) for _ in range(procs if kind != "alone" else 0)]
+    ps = [ctx.Process(target=victim, args=(q, seconds, mb, start, burst, blocking))]
+    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking))
+           for _ in range(procs if kind != "alone" else 0)]
     for p in ps:
         p.start()
     time.sleep(8)  # contexts made
@@ -153,9 +185,18 @@ def main():
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--mb", type=int, default=64)
     ap.add_argument("--modes", default="alone,idle,kernels,vmm,malloc,pingpong,pipe")
+    ap.add_argument("--burst", type=int, default=1,
+                    help="kernels a step launches before its synchronize, in the victim and in the others' "
+                         "kernels mode (default 1): whether a context pays a turn per synchronize or per kernel")
+    ap.add_argument("--blocking", action="store_true",
+                    help="contexts made with kgym's blocking waits (cudashare.blocking_sync), not the driver's spin")
     a = ap.parse_args()
+    if a.burst < 1:
+        ap.error("--burst must be at least 1")
+    print(f"contention_probe: {a.procs} others, {a.mb} MB steps of {a.burst} kernel(s), "
+          f"{'blocking' if a.blocking else 'spinning'} waits", flush=True)
     for kind in a.modes.split(","):
-        run(kind, a.procs, a.seconds, a.mb)
+        run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking)
 
 
 if __name__ == "__main__":
