@@ -30,9 +30,26 @@ HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 _BURST = 1  # kernels a step launches before its synchronize (--burst)
 
 
+_VICTIM = "kernels"  # --victim: what the victim's step is
+
+
+def _vmm_step(mb):
+    """A block made, exported, touched and released, as the judge does for every command's tensors."""
+    import os as _os
+
+    from kgym_harness.shared import cudashare
+
+    b = cudashare.Block.create(mb << 20)
+    _os.close(b.export())
+    b.bytes()[:1].fill_(0)
+    b.close()
+
+
 def _step(x):
     import torch
 
+    if _VICTIM == "vmm":
+        return _vmm_step(max(1, x.numel() >> 18))
     for _ in range(_BURST):
         x.mul_(1.0000001)
     torch.cuda.synchronize()
@@ -75,21 +92,25 @@ def _measure(seconds, mb, start, turn=None):
 _BLOCKING = False  # --blocking
 
 
-def _configure(burst, blocking):
-    """A spawned process starts with this module's defaults: the options are set again in each."""
-    global _BURST, _BLOCKING
-    _BURST, _BLOCKING = burst, blocking
+def _configure(burst, blocking, victim_kind="kernels", gpu=None):
+    """A spawned process starts with this module's defaults: the options are set again in each (and the GPU it
+    sees, before CUDA starts in it)."""
+    global _BURST, _BLOCKING, _VICTIM
+    _BURST, _BLOCKING, _VICTIM = burst, blocking, victim_kind
+    if gpu is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    sys.path.insert(0, HARNESS)
 
 
-def victim(q, seconds, mb, start, burst=1, blocking=False):
-    _configure(burst, blocking)
+def victim(q, seconds, mb, start, burst=1, blocking=False, victim_kind="kernels"):
+    _configure(burst, blocking, victim_kind)
     q.put(("victim", _measure(seconds, mb, start)))
 
 
-def other(q, kind, seconds, mb, start, burst=1, blocking=False):
+def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None):
     import torch
 
-    _configure(burst, blocking)
+    _configure(burst, blocking, gpu=gpu)
     sys.path.insert(0, HARNESS)
     from kgym_harness.shared import cudashare
 
@@ -157,13 +178,13 @@ def run_turns(kind, seconds, mb):
           f"{len(lat) / seconds:7.0f} turns/s", flush=True)
 
 
-def run(kind, procs, seconds, mb, burst=1, blocking=False):
+def run(kind, procs, seconds, mb, burst=1, blocking=False, victim_kind="kernels", other_gpu=None):
     if kind in ("pingpong", "pipe"):
         return run_turns(kind, seconds, mb)
     ctx = mp.get_context("spawn")
     q, start = ctx.Queue(), ctx.Event()
-    ps = [ctx.Process(target=victim, args=(q, seconds, mb, start, burst, blocking))]
-    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking))
+    ps = [ctx.Process(target=victim, args=(q, seconds, mb, start, burst, blocking, victim_kind))]
+    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking, other_gpu))
            for _ in range(procs if kind != "alone" else 0)]
     for p in ps:
         p.start()
@@ -190,13 +211,20 @@ def main():
                          "kernels mode (default 1): whether a context pays a turn per synchronize or per kernel")
     ap.add_argument("--blocking", action="store_true",
                     help="contexts made with kgym's blocking waits (cudashare.blocking_sync), not the driver's spin")
+    ap.add_argument("--victim", choices=("kernels", "vmm"), default="kernels",
+                    help="the victim's step: kernels (default) or vmm (a block made, exported, touched and released: "
+                         "whether the driver's memory-mapping calls wait for each other across processes)")
+    ap.add_argument("--other-gpu", type=int, default=None,
+                    help="run the others on this GPU (CUDA_VISIBLE_DEVICES) and the victim on the first: what two "
+                         "GPUs of one machine share")
     a = ap.parse_args()
     if a.burst < 1:
         ap.error("--burst must be at least 1")
-    print(f"contention_probe: {a.procs} others, {a.mb} MB steps of {a.burst} kernel(s), "
-          f"{'blocking' if a.blocking else 'spinning'} waits", flush=True)
+    print(f"contention_probe: {a.procs} others{'' if a.other_gpu is None else f' on GPU {a.other_gpu}'}, victim "
+          f"{a.victim}, {a.mb} MB steps of {a.burst} kernel(s), {'blocking' if a.blocking else 'spinning'} waits",
+          flush=True)
     for kind in a.modes.split(","):
-        run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking)
+        run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking, a.victim, a.other_gpu)
 
 
 if __name__ == "__main__":
