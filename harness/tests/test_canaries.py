@@ -132,3 +132,27 @@ def test_an_interpreted_kernel_that_stores_past_its_tensor_is_caught():
     assert torch.equal(args[0], torch.full((16,), 2, dtype=torch.int32)) and shared.overwritten() == []
     _past_the_end[(1,)](got[0], values, 16, 3, BLOCK=16)
     assert shared.overwritten() == [{"input": 0, "offset": 64, "bytes": 12, "block_offset": end}]
+
+
+def test_a_kept_mapping_of_an_earlier_block_never_reaches_the_next_inputs():
+    """Every command's inputs go in a block made for it (never one handed over before): the judge runs the reference
+    on the inputs in that block, and only then hands it over.  A runner that keeps its mapping of an earlier
+    variant's block (a hostile one need not let go) and writes through it after answering must not reach the next
+    variant's inputs, or it could choose the inputs the reference runs on (docs/PERFORMANCE.md, twelfth session: why
+    blocks are not reused).  A pool of blocks would fail this."""
+    first, args = tp.InPlace.make([torch.zeros(64), torch.zeros(16)])
+    _msg, got, reader = runner_side(first, args)
+    kept = [t for t in got if torch.is_tensor(t)]  # the runner's views of the first block, kept
+    first.release()
+    del args
+    gc.collect()
+    for _ in range(8):  # the next variants, made after the first block was let go of by the judge
+        nxt, views = tp.InPlace.make([torch.arange(64, dtype=torch.float32), torch.ones(16)])
+        nxt.seal()
+        for t in kept:
+            t.fill_(-7.0)  # the runner writes through its old mapping
+        assert torch.equal(views[0], torch.arange(64, dtype=torch.float32)) and torch.equal(views[1], torch.ones(16))
+        assert nxt.changed() == [] and nxt.overwritten() == []
+        assert not any(nxt.holds(t) for t in kept)
+        nxt.release()
+    del reader
