@@ -1,6 +1,6 @@
 """How busy the GPU and the CPUs are while a command runs: is a benchmark held back by the GPU or by latency?
 
-    python3 bench/busy_probe.py [--every MS] [--json FILE] -- COMMAND [ARGS...]
+    python3 bench/busy_probe.py [--every MS] [--json FILE] [--gpu-step [--vmm]] -- COMMAND [ARGS...]
 
 Runs COMMAND (its output passes through) and samples, every MS milliseconds (200): NVML's GPU utilization (the share
 of the last sample period in which some kernel ran: nvmlDeviceGetUtilizationRates; a GPU whose kernels fill only a
@@ -64,10 +64,72 @@ def cpu_pressure_us():
     return None
 
 
+# The --gpu-step child: every EVERY ms one small kernel and a synchronize (a context's turn on a GPU other contexts
+# use: how many are queued for it), and with VMM also a 16 MB device block made, exported, touched and released
+# (the driver's mapping calls, as the judge makes them for every command).  One line of JSON a sample on stdout.
+_STEP_CHILD = r"""
+import json, os, sys, time
+sys.path.insert(0, sys.argv[3])
+import torch
+from kgym_harness.shared import cudashare
+why = cudashare.blocking_sync("cuda:0")  # kgym's judges and runners wait so
+every, vmm = float(sys.argv[1]) / 1000, sys.argv[2] == "1"
+x = torch.ones(1 << 18, device="cuda")
+for _ in range(20):
+    x.mul_(1.0000001)
+torch.cuda.synchronize()
+print(json.dumps({"ready": True, "blocking": why is None}), flush=True)
+while True:
+    t = time.perf_counter()
+    x.mul_(1.0000001)
+    torch.cuda.synchronize()
+    step = (time.perf_counter() - t) * 1e6
+    row = {"t": time.monotonic(), "step_us": step}
+    if vmm:
+        t = time.perf_counter()
+        b = cudashare.Block.create(16 << 20)
+        os.close(b.export())
+        b.bytes()[:1].fill_(0)
+        b.close()
+        row["vmm_us"] = (time.perf_counter() - t) * 1e6
+    print(json.dumps(row), flush=True)
+    time.sleep(every)
+"""
+
+
+def start_gpu_step(every_ms, vmm):
+    """The --gpu-step child (above) and a thread that gathers its samples; (process, samples)."""
+    harness = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness")
+    proc = subprocess.Popen([sys.executable, "-c", _STEP_CHILD, str(every_ms), "1" if vmm else "0", harness],
+                            stdout=subprocess.PIPE, text=True)
+    first = proc.stdout.readline()
+    if not first:
+        proc.wait()
+        raise SystemExit("busy_probe: the --gpu-step process did not start (no CUDA device?)")
+    rows = []
+
+    def gather():
+        for text in proc.stdout:
+            try:
+                rows.append(json.loads(text))
+            except ValueError:
+                pass
+
+    threading.Thread(target=gather, daemon=True).start()
+    return proc, rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--every", type=float, default=200.0, help="sampling period in milliseconds (200)")
     ap.add_argument("--json", help="write every sample to this file")
+    ap.add_argument("--gpu-step", action="store_true",
+                    help="also time, every --every ms from a process of its own, one small kernel and a "
+                         "synchronize on the GPU (step_us: how long a context waits for its turn while COMMAND runs; "
+                         "~20 us on an idle H200, ~150 us more for each other context with work queued)")
+    ap.add_argument("--vmm", action="store_true",
+                    help="with --gpu-step, also a 16 MB device block made, exported, touched and released "
+                         "(vmm_us: the driver's mapping calls; ~1.6 ms alone for 64 MB)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -91,6 +153,13 @@ def main():
             samples.append({"t": time.monotonic(), "gpu": u.gpu if ok else None, "sm_mhz": nvml.clock(),
                             "cpu": 100.0 * (dt - di) / dt if dt > 0 else None, "core_ms": core_ms()})
 
+    if args.vmm and not args.gpu_step:
+        ap.error("--vmm goes with --gpu-step")
+    stepper = start_gpu_step(args.every, args.vmm) if args.gpu_step else None
+    steps_idle = []
+    if stepper:
+        time.sleep(10 * args.every / 1000)  # its figures with nothing else running, for comparison
+        steps_idle = list(stepper[1])
     th = threading.Thread(target=sample, daemon=True)
     p0, t0 = cpu_pressure_us(), time.monotonic()
     th.start()
@@ -98,6 +167,11 @@ def main():
     stop.set()
     th.join()
     p1, t1 = cpu_pressure_us(), time.monotonic()
+    steps = []
+    if stepper:
+        stepper[0].kill()
+        stepper[0].wait()
+        steps = [r for r in stepper[1] if t0 <= r.get("t", 0) <= t1]
 
     def line(key, unit):
         xs = sorted(s[key] for s in samples if s[key] is not None)
@@ -112,12 +186,20 @@ def main():
              (f" (median ×{statistics.median(run_ms) / idle_ms:.2f} of idle)" if run_ms and idle_ms > 0 else ""))
     waited = (f"a task waited for a core {100.0 * (p1 - p0) / 1e6 / (t1 - t0):.2f}% of the run"
               if p0 is not None and p1 is not None and t1 > t0 else "cpu pressure: not available")
+    stepped = []
+    for key in ("step_us", "vmm_us") if stepper else ():
+        xs = sorted(r[key] for r in steps if key in r)
+        base = sorted(r[key] for r in steps_idle if key in r)
+        if xs:
+            stepped.append(f"{key} (idle median {base[len(base) // 2] if base else float('nan'):.0f} us): median "
+                           f"{xs[len(xs) // 2]:.0f} us, p90 {xs[int(0.9 * (len(xs) - 1))]:.0f} us, "
+                           f"max {xs[-1]:.0f} us")
     print(f"busy_probe: {len(samples)} samples every {args.every:g} ms; " + "; ".join(
-        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%"), speed, waited]) + f"; exit {rc}",
+        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%"), speed, waited] + stepped) + f"; exit {rc}",
         file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(samples, f)
+            json.dump({"samples": samples, "gpu_steps": steps} if stepper else samples, f)
     return rc
 
 
