@@ -174,6 +174,9 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
     ok = ok && kg_json_set(v, "fp64", or_null(json_object_get(msg, "fp64"))) == 0;
     /* The judge's own split of the variant's time (tuning only; result-schema.md). */
     ok = ok && kg_json_set(v, "spent_ms", or_null(json_object_get(msg, "spent_ms"))) == 0;
+    /* Whether the judge ran the reference for this evaluation ("computed") or a kept judge used the inputs and
+     * output it held from an earlier job of the task ("held"; judge/child.py _Held).  Never read for a verdict. */
+    ok = ok && kg_json_set(v, "reference_source", or_null(json_object_get(msg, "reference_source"))) == 0;
     /* How the output was judged: the profile, its scale and whether it lay below the absolute floor. */
     ok = ok && kg_json_set(v, "tolerance", or_null(json_object_get(msg, "tolerance"))) == 0;
     /* The reason quotes the candidate's exception, cut to 300 bytes: possibly inside a UTF-8 character. */

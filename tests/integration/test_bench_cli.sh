@@ -68,6 +68,27 @@ if [ "$late" = "correct:dropout_as_identity correct:dropout_as_identity correct:
     ok "a mode reported after the first stage is not kept for the task's later evaluations"
 else bad "late mode ($late)" "$(cat "$TMP/err")"; fi
 
+# Held reference outputs (judge/child.py _Held): a judge kept for its task's next evaluations runs no reference on a
+# variant it ran before; it hands the candidate the inputs it copied before anything could touch them.  First a
+# candidate that zeroes, after answering, every correctness input it was given (the blocks its judge holds from),
+# and again in the middle: the honest evaluations after it, in the same judge with the held inputs and outputs, are
+# correct, with the same facts as each other.  (Holding the blocks' own views instead fails here: checked.)
+printf '{"task": "%s", "candidate": "%s"}\n' "$T" "$C/mutate_checked_inputs.py" "$T" "$C/ok.py" "$T" "$C/ok.py" \
+    "$T" "$C/mutate_checked_inputs.py" "$T" "$C/ok.py" >"$TMP/held.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/held.jsonl" --jobs 1 --json --policy tests/fixtures/hacks/runtime_only.json \
+    --out "$TMP/held.out" >"$TMP/held.json" 2>"$TMP/err"
+held=$("$PY" -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+src = [sorted({v.get("reference_source") for v in (r.get("correctness") or {}).get("variants", [])
+               if v["status"] != "skipped"}) for r in rs]
+facts = [[(v["name"], v["status"], v.get("max_abs_error"), v.get("mismatches"), v.get("atol"))
+          for v in (r.get("correctness") or {}).get("variants", [])] for r in rs]
+print(" ".join(r["verdict"] for r in rs), len({r["process"]["pid"] for r in rs}) == 1, src[2], src[4],
+      facts[1] == facts[2] == facts[4], bool(facts[1]))' "$TMP/held.out" 2>&1)
+if [ "$held" = "hacked correct correct hacked correct True ['held'] ['held'] True True" ]; then
+    ok "held reference outputs: later evaluations of a task reuse them, an input mutator before them changes nothing"
+else bad "held reference outputs ($held)" "$(tail -5 "$TMP/err")"; fi
+
 # Judges kept between evaluations (supervisor.c "stays", docs/protocol.md): in the run of deaths above (--jobs 1,
 # warm pairs) later evaluations ran in judges that had served earlier ones, each with a new runner; a judge whose
 # evaluation ended in a death (its runner crashed, hung, flooded, wrote garbage, exited) served nothing after it.

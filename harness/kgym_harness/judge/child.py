@@ -14,7 +14,9 @@ can enforce per-stage time limits from outside.
 """
 
 import ast
+import collections
 import contextlib
+import copy
 import json
 import os
 import socket
@@ -1093,6 +1095,20 @@ class Evaluation:
         return tol
 
     # -- one variant: reference, then candidate, then facts -------------------
+    def _held_key(self, v):
+        """The key of variant ``v``'s held inputs and reference output (_Held), or None where nothing is held:
+        outside a judge that may be kept (its task's bytes known), and for a reference that is not the same
+        function of its inputs every time (randomness other than none).  The key holds everything the inputs,
+        the reference's output and its tolerance follow from: the task's bytes, the variant (sizes, seed,
+        transform, dtype), the device, and the job's tolerance settings (the reference's precision comes from
+        the profile)."""
+        if not self.task_sha256 or self.randomness.get("handling") != "none":
+            return None
+        job = self.job
+        settings = json.dumps([job.get("tolerance"), job.get("atol"), job.get("rtol")], sort_keys=True, default=str)
+        return (self.task_sha256, self.device, v.name, json.dumps(v.sizes, sort_keys=True, default=str), v.seed,
+                v.transform, v.dtype, settings)
+
     def run_variant(self, v):
         import torch
 
@@ -1110,14 +1126,22 @@ class Evaluation:
             spent[step] = round(spent.get(step, 0.0) + (now - mark[0]) * 1e3, 3)
             mark[0] = now
 
-        try:
-            init, inputs = tasks.build(self.task, v, self.device)
-        except tasks.StructureNotKept as exc:
-            # Dense or shifted inputs where the task states a structure would fail honest kernels that rely on
-            # it: the variant is not run, and the result says why.
-            facts["status"] = "skipped"
-            facts["reason"] = str(exc)
-            return facts
+        # A variant this judge already ran for an earlier job of the same task (a kept judge: _Held) needs
+        # neither its inputs drawn nor its reference run again: they are the held ones, copied into a new block.
+        held_key = self._held_key(v)
+        held = _HELD.get(held_key)
+        if held is not None:
+            init = list(held.init)
+            inputs = [x.to(self.device) if torch.is_tensor(x) else x for x in held.inputs]
+        else:
+            try:
+                init, inputs = tasks.build(self.task, v, self.device)
+            except tasks.StructureNotKept as exc:
+                # Dense or shifted inputs where the task states a structure would fail honest kernels that rely
+                # on it: the variant is not run, and the result says why.
+                facts["status"] = "skipped"
+                facts["reason"] = str(exc)
+                return facts
         # The inputs live in a block the runner gets in place (transport.InPlace): on a GPU a device block,
         # one copy of multi-GB inputs on the device instead of two; on the CPU a shared memfd.  The judge
         # fingerprints them before the call and checks them after it, with the canaries around them, and does
@@ -1129,35 +1153,55 @@ class Evaluation:
         lap("inputs")
 
         def rebuild():
-            return tasks.build(self.task, v, self.device)[1] if in_place is not None else inputs
+            if in_place is None:
+                return inputs
+            if held is not None:
+                return [x.to(self.device) if torch.is_tensor(x) else x for x in held.inputs]
+            return tasks.build(self.task, v, self.device)[1]
 
-        try:
-            ref = self.reference(init, v.seed)
-            if v.dtype:
-                ref = ref.to(getattr(torch, v.dtype))
-            with torch.no_grad():
-                ref_out = ref(*inputs)
-            if in_place is not None and any(in_place.holds(t) for t in _tensor_list(ref_out)):
-                # A reference that returns a view of its inputs (a reshape, the input itself) would leave
-                # its output in the block the runner can write, even after answering: the judge keeps its own.
-                ref_out = _clone_out(ref_out)
-            ok, reason = compare.reference_ok(ref_out)
+        def make_reference():
+            model = self.reference(init, v.seed)
+            return model.to(getattr(torch, v.dtype)) if v.dtype else model
+
+        if held is not None:
+            ref = None  # made only where a later check calls it (float64 adjudication, repeat checks)
+            ref_out = _map_tensors(held.ref_out, lambda t: t.to(self.device))
+            tol, ok = copy.copy(held.tol), True
+            facts["reference_source"] = "held"
             lap("reference")
-        except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
-            if is_out_of_memory(exc):
-                # Not "the task cannot run these inputs": a variant skipped for want of memory would let a
-                # candidate pass on the small variants alone.  Retried alone, or the stage fails.
-                raise
-            ok, reason = False, f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
-        if ok:
-            tol = self.tolerances(ref_out, v)
-            if tasks.is_value_range(v.transform) and tol.scale == 0.0:
-                # A tiny input whose every product underflowed: nothing left to compare at this range.
-                ok, reason = False, "the reference output is all zero at these input magnitudes: nothing to compare"
-        if not ok:
-            facts["status"] = "reference_failed"
-            facts["reason"] = reason
-            return facts
+        else:
+            facts["reference_source"] = "computed"
+            # The inputs as the reference gets them, for _Held (None where this variant will not be held).
+            before = _Held.snapshot(held_key, init, inputs, self.device)
+            try:
+                ref = make_reference()
+                with torch.no_grad():
+                    ref_out = ref(*inputs)
+                if in_place is not None and any(in_place.holds(t) for t in _tensor_list(ref_out)):
+                    # A reference that returns a view of its inputs (a reshape, the input itself) would leave
+                    # its output in the block the runner can write, even after answering: the judge keeps its own.
+                    ref_out = _clone_out(ref_out)
+                ok, reason = compare.reference_ok(ref_out)
+                lap("reference")
+            except Exception as exc:  # noqa: BLE001 — the task cannot run this variant
+                if is_out_of_memory(exc):
+                    # Not "the task cannot run these inputs": a variant skipped for want of memory would let a
+                    # candidate pass on the small variants alone.  Retried alone, or the stage fails.
+                    raise
+                ok, reason = False, f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
+            if ok:
+                tol = self.tolerances(ref_out, v)
+                if tasks.is_value_range(v.transform) and tol.scale == 0.0:
+                    # A tiny input whose every product underflowed: nothing left to compare at this range.
+                    ok, reason = False, ("the reference output is all zero at these input magnitudes: nothing to "
+                                         "compare")
+            if not ok:
+                facts["status"] = "reference_failed"
+                facts["reason"] = reason
+                return facts
+            # Held for this task's next jobs, from the block no other process has been given yet: exactly the
+            # inputs the reference ran on and its output, in this process's host memory (_Held says why).
+            _Held.keep(held_key, init, before, inputs, ref_out, tol)
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
@@ -1193,6 +1237,7 @@ class Evaluation:
             lap("compare")
             if _near_miss(facts["compare"], ref_out, cand_out) or _relative_miss(facts["compare"], tol):
                 inputs = rebuild()
+                ref = ref if ref is not None else make_reference()
                 try:
                     facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, rtol))
                 except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
@@ -1217,6 +1262,7 @@ class Evaluation:
                 small = self.repeat_check_variant(v)
                 if small is None:
                     inputs = rebuild()
+                    ref = ref if ref is not None else make_reference()
                     facts["repeat_checks"] = self.repeat_checks(
                         v, lambda checks: self.second_call(v, ref, cand, inputs, inputs, ref_out, cand_out, tol,
                                                            checks))
@@ -1747,6 +1793,123 @@ def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol, on_cpu=False):
         if d.numel():
             cand_err = max(cand_err, float(d.max()))
     return {"reference_error": ref_err, "candidate_error": cand_err, "slack": slack, "mismatches": bad}
+
+
+class _Held:
+    """A variant's inputs, reference output and tolerance, held by a judge for its task's next jobs.
+
+    Why: the samples of a GRPO group are jobs of one task, and a variant's inputs follow from the job's seed and
+    the variant alone, so every sample's judge drew the same inputs and ran the same reference on them again (on
+    the GRPO mix, ~13 variants an evaluation: the inputs, the reference's forward and its tolerance were ~20% of a
+    judge's own time).  A kept judge serves only jobs of the task it ran (kgym's pair.c, by the task's bytes), and
+    the key (Evaluation._held_key) holds the rest.
+
+    Trust: the copies are taken right after the reference ran, from the new block no other process has been given
+    yet (the runner gets its descriptor with the call), into this process's host memory, which no runner maps.  A
+    later job's block is a new one filled from them: the candidate gets exactly the inputs the held output was
+    computed on, and nothing a runner does to its block reaches them.  Held: variants up to _HELD_ENTRY_MAX of
+    inputs and outputs, _HELD_TOTAL_MAX in all (least recently used out first); scalar init arguments only.  Host
+    memory, so that a kept judge's device memory stays as a new judge's (_clean_for_next); pinned on a GPU, so
+    that the copy into the next block is one fast transfer."""
+
+    def __init__(self, init, inputs, ref_out, tol, nbytes):
+        self.init, self.inputs, self.ref_out, self.tol, self.nbytes = init, inputs, ref_out, tol, nbytes
+
+    @staticmethod
+    def snapshot(key, init, inputs, device):
+        """Host copies of ``inputs`` (pinned on a GPU, so that a later copy into a block is one fast transfer),
+        taken before the reference runs on them; None where the variant is not to be held: no key, init
+        arguments that are not plain values, inputs that are not tensors and plain values, or more than
+        _HELD_ENTRY_MAX of them."""
+        import torch
+
+        if key is None or key in _HELD or not all(_plain(x) for x in init):
+            return None
+        if not all(torch.is_tensor(x) or _plain(x) for x in inputs):
+            return None
+        if sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x)) > _HELD_ENTRY_MAX:
+            return None
+        pin = device.startswith("cuda")
+
+        def host(t):
+            out = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
+            out.copy_(t.detach())
+            return out
+
+        try:
+            return [host(x) if torch.is_tensor(x) else x for x in inputs], host
+        except Exception:  # noqa: BLE001 — no host memory for it (pinned memory may be short): not held
+            return None
+
+    @staticmethod
+    def keep(key, init, before, inputs, ref_out, tol):
+        """Holds the variant under ``key``: ``before`` (snapshot's) as its inputs, ``ref_out`` and ``tol`` as the
+        reference's output and tolerance.  Not where the reference changed its inputs (``inputs`` no longer
+        equal ``before``: a candidate given the held ones would get other inputs than the first job's did), or
+        the output is not tensors or would pass _HELD_ENTRY_MAX with the inputs."""
+        import torch
+
+        if before is None:
+            return
+        held_inputs, host = before
+        out = _map_tensors(ref_out, lambda t: t)
+        if out is None:
+            return
+        nbytes = sum(t.numel() * t.element_size() for t in [x for x in held_inputs if torch.is_tensor(x)] +
+                     _tensor_list(ref_out))
+        if nbytes > _HELD_ENTRY_MAX:
+            return
+        try:
+            if not all(torch.equal(h, x.detach().cpu()) if torch.is_tensor(x) else h == x
+                       for h, x in zip(held_inputs, inputs)):
+                return
+            entry = _Held(tuple(init), held_inputs, _map_tensors(ref_out, host), copy.copy(tol), nbytes)
+        except Exception:  # noqa: BLE001 — as in snapshot
+            return
+        while _HELD and _HELD_BYTES[0] + nbytes > _HELD_TOTAL_MAX:
+            _HELD_BYTES[0] -= _HELD.popitem(last=False)[1].nbytes
+        _HELD[key] = entry
+        _HELD_BYTES[0] += nbytes
+
+
+class _HeldCache(collections.OrderedDict):
+    """_Held entries by key, least recently used first: a hit moves its entry to the end."""
+
+    def get(self, key, default=None):
+        if key is None or key not in self:
+            return default
+        self.move_to_end(key)
+        return self[key]
+
+
+# One variant's held inputs and outputs at most (bytes), and all of a judge's (host memory): the GRPO mix's
+# variants below the task's own sizes are a few MB each; the task-sized ones (base, size_large) run again.
+_HELD_ENTRY_MAX = 64 << 20
+_HELD_TOTAL_MAX = 512 << 20
+_HELD = _HeldCache()
+_HELD_BYTES = [0]
+
+
+def _plain(x):
+    """Whether ``x`` is a plain value a held entry may keep as it is (no tensor, nothing mutable)."""
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return True
+    return isinstance(x, tuple) and all(_plain(y) for y in x)
+
+
+def _map_tensors(out, fn):
+    """``out`` (a tensor, or a list or tuple of them, nested) with ``fn`` applied to each tensor; None where it
+    holds anything else."""
+    import torch
+
+    if torch.is_tensor(out):
+        return fn(out)
+    if isinstance(out, (list, tuple)):
+        parts = [_map_tensors(o, fn) for o in out]
+        if any(p is None for p in parts):
+            return None
+        return parts if isinstance(out, list) else tuple(parts)
+    return None
 
 
 def _tensor_list(out):
