@@ -1199,8 +1199,8 @@ class Evaluation:
                 facts["status"] = "reference_failed"
                 facts["reason"] = reason
                 return facts
-            # Held for this task's next jobs, from the block no other process has been given yet: exactly the
-            # inputs the reference ran on and its output, in this process's host memory (_Held says why).
+            # Held for this task's next jobs: the inputs the reference ran on (copied before it ran, from the block
+            # no other process has been given yet) and its output, in this process's host memory (_Held says why).
             _Held.keep(held_key, init, before, inputs, ref_out, tol)
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
@@ -1804,10 +1804,11 @@ class _Held:
     judge's own time).  A kept judge serves only jobs of the task it ran (kgym's pair.c, by the task's bytes), and
     the key (Evaluation._held_key) holds the rest.
 
-    Trust: the copies are taken right after the reference ran, from the new block no other process has been given
-    yet (the runner gets its descriptor with the call), into this process's host memory, which no runner maps.  A
-    later job's block is a new one filled from them: the candidate gets exactly the inputs the held output was
-    computed on, and nothing a runner does to its block reaches them.  Held: variants up to _HELD_ENTRY_MAX of
+    Trust: the inputs are copied from the new block no other process has been given yet (the runner gets its
+    descriptor with the call) just before the reference runs on them, into this process's host memory, which no
+    runner maps, and held only if the block still equals the copy after the reference ran.  A later job's block is
+    a new one filled from them: the candidate gets exactly the inputs the held output was computed on, and nothing
+    a runner does to its block reaches them.  Held: variants up to _HELD_ENTRY_MAX of
     inputs and outputs, _HELD_TOTAL_MAX in all (least recently used out first); scalar init arguments only.  Host
     memory, so that a kept judge's device memory stays as a new judge's (_clean_for_next); pinned on a GPU, so
     that the copy into the next block is one fast transfer."""
