@@ -88,6 +88,20 @@ print(" ".join(r["verdict"] for r in rs), len({r["process"]["pid"] for r in rs})
 if [ "$held" = "hacked correct correct hacked correct True ['held'] ['held'] True True" ]; then
     ok "held reference outputs: later evaluations of a task reuse them, an input mutator before them changes nothing"
 else bad "held reference outputs ($held)" "$(tail -5 "$TMP/err")"; fi
+# Red team (held reference outputs): one task file's bytes in two folders, each reading its constant from the file
+# next to it (one/: +1, what ok.py computes; two/: +2).  kgym keeps a judge by the bytes alone, so one judge serves
+# both; held outputs keyed by the bytes alone judged ok.py correct on two/ against one/'s reference (a fresh judge:
+# incorrect).  The held outputs' key holds where the task lies as well.
+L=tests/fixtures/tasks/held_location
+printf '{"task": "%s", "candidate": "%s"}\n' "$L/one/task.py" "$C/ok.py" "$L/two/task.py" "$C/ok.py" >"$TMP/held_loc.jsonl"
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/held_loc.jsonl" --jobs 1 --claim-order fifo --json \
+    --out "$TMP/held_loc.out" >"$TMP/held_loc.json" 2>"$TMP/err"
+held_loc=$("$PY" -c 'import json, sys
+rs = {json.loads(l)["task"]["path"].split("/")[-2]: json.loads(l) for l in open(sys.argv[1])}
+print(rs["one"]["verdict"], rs["two"]["verdict"], rs["two"]["process"]["judge_served"])' "$TMP/held_loc.out" 2>&1)
+if [ "$held_loc" = "correct incorrect 1" ]; then
+    ok "held reference outputs: the same task bytes in another folder are another task (one kept judge, none reused)"
+else bad "held reference outputs across task folders ($held_loc)" "$(tail -5 "$TMP/err")"; fi
 
 # Judges kept between evaluations (supervisor.c "stays", docs/protocol.md): in the run of deaths above (--jobs 1,
 # warm pairs) later evaluations ran in judges that had served earlier ones, each with a new runner; a judge whose

@@ -398,6 +398,7 @@ class Evaluation:
         self.randomness = {"handling": "none"}  # check_randomness's finding about the reference's forward
         self.fingerprint = None  # the process before the task's import, where the judge may stay (run)
         self.task_sha256 = None  # the task file's SHA-256 as this judge read it, where it may stay (run)
+        self.task_where = None  # the task file's real path, beside its SHA-256 (run, _held_key)
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
@@ -1099,15 +1100,17 @@ class Evaluation:
         """The key of variant ``v``'s held inputs and reference output (_Held), or None where nothing is held:
         outside a judge that may be kept (its task's bytes known), and for a reference that is not the same
         function of its inputs every time (randomness other than none).  The key holds everything the inputs,
-        the reference's output and its tolerance follow from: the task's bytes, the variant (sizes, seed,
-        transform, dtype), the device, and the job's tolerance settings (the reference's precision comes from
-        the profile)."""
+        the reference's output and its tolerance follow from: the task's bytes and where they lie (a kept judge
+        serves every job whose task file has those bytes, and a task may read what lies next to it: the same
+        bytes in another folder are another task; red team: tests/fixtures/tasks/held_location), the variant
+        (sizes, seed, transform, dtype), the device, and the job's tolerance settings (the reference's precision
+        comes from the profile)."""
         if not self.task_sha256 or self.randomness.get("handling") != "none":
             return None
         job = self.job
         settings = json.dumps([job.get("tolerance"), job.get("atol"), job.get("rtol")], sort_keys=True, default=str)
-        return (self.task_sha256, self.device, v.name, json.dumps(v.sizes, sort_keys=True, default=str), v.seed,
-                v.transform, v.dtype, settings)
+        return (self.task_sha256, self.task_where, self.device, v.name,
+                json.dumps(v.sizes, sort_keys=True, default=str), v.seed, v.transform, v.dtype, settings)
 
     def run_variant(self, v):
         import torch
@@ -1295,6 +1298,8 @@ class Evaluation:
 
                 with open(self.job["task"], "rb") as f:
                     self.task_sha256 = hashlib.sha256(f.read()).hexdigest()
+                # Where the task file lies (its folder is the task's too: _held_key).
+                self.task_where = os.path.realpath(self.job["task"])
             except OSError:
                 self.task_sha256 = None
         try:
