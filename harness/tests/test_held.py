@@ -54,3 +54,26 @@ def test_budgets_and_least_recently_used_out_first(monkeypatch):
     child._HELD.get("b")  # used: now the most recent
     assert _keep("d", [torch.ones(100)], torch.ones(100)) is not None
     assert list(child._HELD) == ["b", "d"] and child._HELD_BYTES[0] == 1600
+
+
+def test_unchanged_means_bit_for_bit():
+    """A reference that changed its inputs only in ways torch.equal does not see (the sign of a zero) is not held;
+    one whose inputs hold NaN and were left alone is."""
+    x = torch.tensor([0.0, 1.0])
+    before = child._Held.snapshot("zero", [3], [x], "cpu")
+    x[0] = -0.0
+    child._Held.keep("zero", [3], before, [x], torch.ones(2), "tol")
+    assert child._HELD.get("zero") is None
+    y = torch.tensor([float("nan"), 1.0])
+    before = child._Held.snapshot("nan", [3], [y], "cpu")
+    child._Held.keep("nan", [3], before, [y], torch.ones(2), "tol")
+    assert child._HELD.get("nan") is not None
+
+
+def test_the_budget_follows_the_address_space_limit(monkeypatch):
+    import resource
+
+    monkeypatch.setattr(resource, "getrlimit", lambda which: (8 << 20, resource.RLIM_INFINITY))
+    assert child._held_total_max() == 1 << 20  # an eighth of an 8 MiB limit
+    assert _keep("over", [torch.ones(200_000)], torch.ones(200_000)) is None  # 1.6 MB: more than that
+    assert _keep("under", [torch.ones(1000)], torch.ones(1000)) is not None

@@ -1881,13 +1881,15 @@ class _Held:
         if nbytes > _HELD_ENTRY_MAX:
             return
         try:
-            if not all(torch.equal(h, x.detach().cpu()) if torch.is_tensor(x) else h == x
-                       for h, x in zip(held_inputs, inputs)):
+            if not all(_same_bytes(h, x) if torch.is_tensor(x) else h == x for h, x in zip(held_inputs, inputs)):
                 return
             entry = _Held(tuple(init), held_inputs, _map_tensors(ref_out, host), copy.copy(tol), nbytes)
         except Exception:  # noqa: BLE001 — as in snapshot
             return
-        while _HELD and _HELD_BYTES[0] + nbytes > _HELD_TOTAL_MAX:
+        total = _held_total_max()
+        if nbytes > total:
+            return
+        while _HELD and _HELD_BYTES[0] + nbytes > total:
             _HELD_BYTES[0] -= _HELD.popitem(last=False)[1].nbytes
         _HELD[key] = entry
         _HELD_BYTES[0] += nbytes
@@ -1904,11 +1906,33 @@ class _HeldCache(collections.OrderedDict):
 
 
 # One variant's held inputs and outputs at most (bytes), and all of a judge's (host memory): the GRPO mix's
-# variants below the task's own sizes are a few MB each; the task-sized ones (base, size_large) run again.
+# variants below the task's own sizes are a few MB each; the task-sized ones (base, size_large) run again.  On a
+# GPU the host memory is pinned: 8 kept judges hold at most 2 GiB of it.
 _HELD_ENTRY_MAX = 64 << 20
-_HELD_TOTAL_MAX = 512 << 20
+_HELD_TOTAL_MAX = 256 << 20
 _HELD = _HeldCache()
 _HELD_BYTES = [0]
+
+
+def _held_total_max():
+    """What a judge may hold in all: _HELD_TOTAL_MAX, and no more than an eighth of the address space kgym lets it
+    have (RLIMIT_AS, `--memory-limit`), so a kept judge has nearly the room a new one has for the references it
+    still runs (red team: held memory counts against that limit)."""
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return _HELD_TOTAL_MAX if soft == resource.RLIM_INFINITY else min(_HELD_TOTAL_MAX, soft // 8)
+
+
+def _same_bytes(held, x):
+    """Whether tensor ``x`` holds exactly ``held``'s bytes (a snapshot of it): bit for bit, so NaNs compare equal
+    and -0.0 differs from 0.0 (torch.equal would say otherwise of both)."""
+    import torch
+
+    x = x.detach().to("cpu").contiguous()
+    if x.shape != held.shape or x.dtype != held.dtype:
+        return False
+    return torch.equal(x.reshape(-1).view(torch.uint8), held.contiguous().reshape(-1).view(torch.uint8))
 
 
 def _plain(x):
