@@ -1813,10 +1813,10 @@ class _Held:
     descriptor with the call) just before the reference runs on them, into this process's host memory, which no
     runner maps, and held only if the block still equals the copy after the reference ran.  A later job's block is
     a new one filled from them: the candidate gets exactly the inputs the held output was computed on, and nothing
-    a runner does to its block reaches them.  Held: variants up to _HELD_ENTRY_MAX of
-    inputs and outputs, _HELD_TOTAL_MAX in all (least recently used out first); scalar init arguments only.  Host
-    memory, so that a kept judge's device memory stays as a new judge's (_clean_for_next); pinned on a GPU, so
-    that the copy into the next block is one fast transfer."""
+    a runner does to its block reaches them.  Held: variants up to _HELD_ENTRY_MAX of inputs and outputs,
+    _held_total_max() in all (least recently used out first); plain init arguments only.  Host memory, so that a
+    kept judge's device memory stays as a new judge's (_clean_for_next); pinned on a GPU, so that the copy into
+    the next block is one fast transfer."""
 
     def __init__(self, init, inputs, ref_out, tol, nbytes):
         self.init, self.inputs, self.ref_out, self.tol, self.nbytes = init, inputs, ref_out, tol, nbytes
@@ -1907,7 +1907,8 @@ class _HeldCache(collections.OrderedDict):
 
 # One variant's held inputs and outputs at most (bytes), and all of a judge's (host memory): the GRPO mix's
 # variants below the task's own sizes are a few MB each; the task-sized ones (base, size_large) run again.  On a
-# GPU the host memory is pinned: 8 kept judges hold at most 2 GiB of it.
+# GPU the host memory is pinned: 8 kept judges hold at most 2 GiB of it (up to twice that from torch's pinned
+# allocator, which rounds a block up to a power of two and keeps what is freed for reuse).
 _HELD_ENTRY_MAX = 64 << 20
 _HELD_TOTAL_MAX = 256 << 20
 _HELD = _HeldCache()
