@@ -575,10 +575,63 @@ def _grpo_figures(doc):
             # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
+            "where": _where_it_went(done),
             "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
 
 
 _GPU_STATES = ("exclusive", "shared", "draining", "handoff", "idle")
+
+# The judge's steps of a correctness variant (correctness.variants[].spent_ms), in the order it takes them.
+_VARIANT_STEPS = ("inputs", "reference", "tolerance", "construct", "call", "input_check", "compare", "fp64",
+                  "repeat_checks")
+
+
+def _where_it_went(done):
+    """Seconds summed over the evaluations: their wall, set-up, stages, GPU phases held and waited, and the
+    correctness variants' steps on the judge's clock (the runner's calls split into size_odd, where the second
+    Triton specialisation compiles, and the rest)."""
+    t = {"wall": 0.0, "setup": 0.0, "shared_held": 0.0, "shared_waited": 0.0, "exclusive_held": 0.0}
+    stages, steps = {}, {k: 0.0 for k in _VARIANT_STEPS}
+    odd_call = 0.0
+    for r in done:
+        t["wall"] += num(r.get("wall_ms")) or 0.0
+        t["setup"] += num(get(r, "process", "setup_ms")) or 0.0
+        t["shared_held"] += num(get(r, "gpu_phases", "shared", "held_ms")) or 0.0
+        t["shared_waited"] += num(get(r, "gpu_phases", "shared", "waited_ms")) or 0.0
+        t["exclusive_held"] += num(get(r, "gpu_phases", "exclusive", "held_ms")) or 0.0
+        for st in r.get("stages") or []:
+            if isinstance(st, dict) and st.get("name"):
+                stages[st["name"]] = stages.get(st["name"], 0.0) + (num(st.get("ms")) or 0.0)
+        for v in get(r, "correctness", "variants") or []:
+            spent = v.get("spent_ms") if isinstance(v.get("spent_ms"), dict) else {}
+            for k in _VARIANT_STEPS:
+                steps[k] += num(spent.get(k)) or 0.0
+            if v.get("name") == "size_odd":
+                odd_call += num(spent.get("call")) or 0.0
+    out = {k: v / 1000 for k, v in t.items()}
+    out["stages"] = {k: v / 1000 for k, v in stages.items()}
+    out["steps"] = {k: v / 1000 for k, v in steps.items()}
+    out["size_odd_call"] = odd_call / 1000
+    return out
+
+
+def _where_rows(runs):
+    """The table of where each build's evaluations spent their time (seconds summed over them)."""
+    names = []
+    for _who, f in runs:
+        for k in f["where"]["stages"]:
+            if k not in names:
+                names.append(k)
+    headers = (["build", "evaluation wall", "set-up", "shared held", "shared waited", "exclusive held"]
+               + [f"stage {k}" for k in names] + [f"variant {k}" for k in _VARIANT_STEPS] + ["size_odd calls"])
+    rows = []
+    for who, f in runs:
+        w = f["where"]
+        rows.append([who] + [fmt(w[k], ",.1f") for k in ("wall", "setup", "shared_held", "shared_waited",
+                                                          "exclusive_held")]
+                    + [fmt(w["stages"].get(k), ",.1f") for k in names]
+                    + [fmt(w["steps"][k], ",.1f") for k in _VARIANT_STEPS] + [fmt(w["size_odd_call"], ",.1f")])
+    return headers, rows
 
 
 def _states_row(who, f):
@@ -644,6 +697,12 @@ def report_grpo(args):
                       "shared-phase waits of summed evaluation wall", "in kept judges",
                       "CPU an evaluation (judge + runner)"], rows)
     lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
+    # Where the evaluations' time went (seconds summed over them: they overlap, so the sums exceed the run's wall),
+    # in the order an evaluation takes it: what a change moved shows here before it shows in the rate.
+    headers, rows = _where_rows(runs)
+    lines += ["\nwhere the evaluations' time went, seconds summed over them (stages from the results' stages; "
+              "variant steps on the judge's clock, correctness.variants[].spent_ms; size_odd calls hold the second "
+              "Triton compile):\n", md_table(headers, rows)]
     if any(f["states"] for _, f in runs):
         # Where the run's GPU time went, by the arbiter's state (src/supervisor/arbiter.h, KG_GPU_STATE_MAP):
         # draining is shared phases still held while a timing window waits for them; idle, nothing held or
