@@ -347,9 +347,12 @@ def _fused_facts(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float, rel
     first = torch.empty(programs, dtype=torch.int64, device=dev)
     _facts_kernel[(programs,)](r, c, n, params, counts, maxes, first, BLOCK=_FUSED_BLOCK, ITERS=_FUSED_ITERS,
                                enable_fp_fusion=False)
-    total = torch.cat([counts.sum(0), first.min().reshape(1)]).tolist()
-    max_abs, max_rel = maxes.max(0).values.tolist()
-    bad, r_nonfinite, c_nonfinite, rel_bad, at = total
+    # One fetch for every figure (each fetch waits for the GPU: a turn between contexts when others share it,
+    # docs/PERFORMANCE.md, twelfth session).  The counts and the first mismatch's index (n where none) are below
+    # 2**53: exact in float64.
+    got = torch.cat([counts.sum(0).double(), first.min().reshape(1).double(), maxes.max(0).values]).tolist()
+    bad, r_nonfinite, c_nonfinite, rel_bad, at = (int(x) for x in got[:5])
+    max_abs, max_rel = got[5], got[6]
     facts = _element_facts(n, relative_atol is not None)
     facts.update(mismatches=bad, max_abs_error=_num(max_abs), max_rel_error=_num(max_rel),
                  reference_nonfinite=r_nonfinite, candidate_nonfinite=c_nonfinite)
