@@ -907,7 +907,7 @@ int kg_cli_bench(int argc, char **argv)
     /* Device memory (arbiter.h): what evaluations could reserve, the most they held reserved at once, and how
      * many waits for memory there were. */
     int ok = kg_json_set(sum, "jobs", json_integer(jobs)) == 0 &&
-             kg_json_set(sum, "gpu_exclusive_ms", kg_json_number(as.exclusive_ms)) == 0 &&
+             kg_json_set(sum, "gpu_exclusive_ms", kg_json_number(as.state_ms[KG_GPU_STATE_EXCLUSIVE])) == 0 &&
              kg_json_set(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants)) == 0 &&
              kg_json_set(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants)) == 0 &&
              kg_json_set(sum, "gpu_max_wait_ms", kg_json_number(as.max_wait_ms)) == 0 &&

@@ -29,7 +29,7 @@ struct kg_arbiter_request {
     kg_arbiter *arbiter;
     kg_gpu_mode mode;
     int state;
-    double t_request, t_grant;
+    double t_request;
     double t_reserved;        /* when its first reservation was made (0: none made) */
     kg_arbiter_request *next; /* in the pending-exclusive queue, or in the memory queue */
     kg_arbiter_account *account;
@@ -312,8 +312,7 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
         a->stats.exclusive_grants++;
     }
     r->state = GRANTED;
-    r->t_grant = kg_now_ms();
-    double waited = r->t_grant - r->t_request;
+    double waited = kg_now_ms() - r->t_request;
     if (waited > a->stats.max_wait_ms)
         a->stats.max_wait_ms = waited;
     return 1;
@@ -366,7 +365,6 @@ static void end_request(kg_arbiter_request *r)
             a->readers--;
         } else {
             a->writer = 0;
-            a->stats.exclusive_ms += kg_now_ms() - r->t_grant;
         }
     } else if (r->mem == MEM_WAITING) {
         unlink_from(&a->memory, r);

@@ -84,7 +84,6 @@ const char *kg_gpu_state_name(kg_gpu_state s);
 typedef struct kg_arbiter_stats {
     uint64_t shared_grants;
     uint64_t exclusive_grants;
-    double exclusive_ms;      /* total time exclusive windows were held */
     double max_wait_ms;       /* longest wait from request to grant */
     int holders_shared;       /* now */
     int holder_exclusive;     /* now: 0 or 1 */
@@ -94,7 +93,8 @@ typedef struct kg_arbiter_stats {
     int pending_memory;       /* now: requests waiting for their first reservation */
     uint64_t memory_waits;    /* requests that had to wait for memory */
     uint64_t peak_reserved_bytes;
-    double state_ms[KG_GPU_STATE_COUNT];               /* time in each state since the arbiter was made */
+    double state_ms[KG_GPU_STATE_COUNT];               /* time in each state since the arbiter was made (the
+                                                        * exclusive one: the time exclusive windows were held) */
     double holders_ms[KG_ARBITER_HOLDER_BINS];         /* shared and draining time by shared holders (above) */
 } kg_arbiter_stats;
 

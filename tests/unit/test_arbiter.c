@@ -138,7 +138,7 @@ static void many_threads(void)
     kg_arbiter_get_stats(stress, &s);
     KG_CHECK(s.exclusive_grants == 40);
     KG_CHECK(s.shared_grants > 0);
-    KG_CHECK(s.exclusive_ms > 0);
+    KG_CHECK(s.state_ms[KG_GPU_STATE_EXCLUSIVE] > 0);
     kg_arbiter_destroy(stress);
 }
 
@@ -449,7 +449,6 @@ static void time_is_added_up_by_state(void)
     KG_CHECK(s.state_ms[KG_GPU_STATE_DRAINING] >= 40 && s.state_ms[KG_GPU_STATE_DRAINING] < 40 + 150);
     KG_CHECK(s.state_ms[KG_GPU_STATE_HANDOFF] >= 40 && s.state_ms[KG_GPU_STATE_HANDOFF] < 40 + 150);
     KG_CHECK(s.state_ms[KG_GPU_STATE_EXCLUSIVE] >= 40 && s.state_ms[KG_GPU_STATE_EXCLUSIVE] < 40 + 150);
-    KG_CHECK_NEAR(s.state_ms[KG_GPU_STATE_EXCLUSIVE], s.exclusive_ms, 1.0);
     KG_CHECK(s.holders_ms[0] >= 80 && s.holders_ms[1] >= 40 && s.holders_ms[2] == 0);
     KG_CHECK_NEAR(bins, s.state_ms[KG_GPU_STATE_SHARED] + s.state_ms[KG_GPU_STATE_DRAINING], 1e-6);
     KG_CHECK_STR(kg_gpu_state_name(KG_GPU_STATE_DRAINING), "draining");
