@@ -6,14 +6,14 @@ from kgym_harness.judge import child
 
 
 def _keep(key, inputs, out, init=(3,), tol="tol"):
-    before = child._Held.snapshot(key, list(init), inputs, "cpu")
+    before = child._Held.snapshot(key, list(init), inputs)
     child._Held.keep(key, list(init), before, inputs, out, tol)
     return child._HELD.get(key)
 
 
 def setup_function(_fn):
     child._HELD.clear()
-    child._HELD_BYTES[0] = 0
+    child._HELD.nbytes = 0
 
 
 def test_held_copies_are_the_judges_own():
@@ -37,7 +37,7 @@ def test_not_held_where_it_would_not_be_the_same():
     assert _keep("arg", [torch.ones(2), [1, 2]], torch.ones(2)) is None  # a mutable argument
     assert _keep("out", [torch.ones(2)], {"y": torch.ones(2)}) is None  # an output that is not tensors
     x = torch.ones(4)
-    before = child._Held.snapshot("mut", [3], [x], "cpu")
+    before = child._Held.snapshot("mut", [3], [x])
     x.add_(1.0)  # the reference changed its inputs: the candidate would get other inputs than the reference had
     child._Held.keep("mut", [3], before, [x], torch.ones(4), "tol")
     assert child._HELD.get("mut") is None
@@ -47,25 +47,25 @@ def test_budgets_and_least_recently_used_out_first(monkeypatch):
     monkeypatch.setattr(child, "_HELD_ENTRY_MAX", 1000)
     monkeypatch.setattr(child, "_HELD_TOTAL_MAX", 2000)
     assert _keep("big", [torch.ones(200)], torch.ones(100)) is None  # 1,200 bytes: over one entry's budget
-    assert child._HELD_BYTES[0] == 0
+    assert child._HELD.nbytes == 0
     for k in ("a", "b", "c"):  # 800 bytes each
         assert _keep(k, [torch.ones(100)], torch.ones(100)) is not None
-    assert list(child._HELD) == ["b", "c"] and child._HELD_BYTES[0] == 1600  # a went to make room for c
+    assert list(child._HELD) == ["b", "c"] and child._HELD.nbytes == 1600  # a went to make room for c
     child._HELD.get("b")  # used: now the most recent
     assert _keep("d", [torch.ones(100)], torch.ones(100)) is not None
-    assert list(child._HELD) == ["b", "d"] and child._HELD_BYTES[0] == 1600
+    assert list(child._HELD) == ["b", "d"] and child._HELD.nbytes == 1600
 
 
 def test_unchanged_means_bit_for_bit():
     """A reference that changed its inputs only in ways torch.equal does not see (the sign of a zero) is not held;
     one whose inputs hold NaN and were left alone is."""
     x = torch.tensor([0.0, 1.0])
-    before = child._Held.snapshot("zero", [3], [x], "cpu")
+    before = child._Held.snapshot("zero", [3], [x])
     x[0] = -0.0
     child._Held.keep("zero", [3], before, [x], torch.ones(2), "tol")
     assert child._HELD.get("zero") is None
     y = torch.tensor([float("nan"), 1.0])
-    before = child._Held.snapshot("nan", [3], [y], "cpu")
+    before = child._Held.snapshot("nan", [3], [y])
     child._Held.keep("nan", [3], before, [y], torch.ones(2), "tol")
     assert child._HELD.get("nan") is not None
 

@@ -1175,7 +1175,7 @@ class Evaluation:
         else:
             facts["reference_source"] = "computed"
             # The inputs as the reference gets them, for _Held (None where this variant will not be held).
-            before = _Held.snapshot(held_key, init, inputs, self.device)
+            before = _Held.snapshot(held_key, init, inputs)
             try:
                 ref = make_reference()
                 with torch.no_grad():
@@ -1837,11 +1837,10 @@ class _Held:
         return [_Held.fresh(x, device) if torch.is_tensor(x) else x for x in held]
 
     @staticmethod
-    def snapshot(key, init, inputs, device):
-        """Host copies of ``inputs`` (pinned on a GPU, so that a later copy into a block is one fast transfer),
-        taken before the reference runs on them; None where the variant is not to be held: no key, init
-        arguments that are not plain values, inputs that are not tensors and plain values, or more than
-        _HELD_ENTRY_MAX of them."""
+    def snapshot(key, init, inputs):
+        """Host copies of ``inputs`` (_host_copy), taken before the reference runs on them; None where the
+        variant is not to be held: no key, init arguments that are not plain values, inputs that are not tensors
+        and plain values, or more than _HELD_ENTRY_MAX of them."""
         import torch
 
         if key is None or key in _HELD or not all(_plain(x) for x in init):
@@ -1850,15 +1849,8 @@ class _Held:
             return None
         if sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x)) > _HELD_ENTRY_MAX:
             return None
-        pin = device.startswith("cuda")
-
-        def host(t):
-            out = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)
-            out.copy_(t.detach())
-            return out
-
         try:
-            return [host(x) if torch.is_tensor(x) else x for x in inputs], host
+            return [_host_copy(x) if torch.is_tensor(x) else x for x in inputs]
         except Exception:  # noqa: BLE001 — no host memory for it (pinned memory may be short): not held
             return None
 
@@ -1870,39 +1862,43 @@ class _Held:
         the output is not tensors or would pass _HELD_ENTRY_MAX with the inputs."""
         import torch
 
-        if before is None:
+        if before is None or _map_tensors(ref_out, lambda t: t) is None:
             return
-        held_inputs, host = before
-        out = _map_tensors(ref_out, lambda t: t)
-        if out is None:
-            return
-        nbytes = sum(t.numel() * t.element_size() for t in [x for x in held_inputs if torch.is_tensor(x)] +
+        nbytes = sum(t.numel() * t.element_size() for t in [x for x in before if torch.is_tensor(x)] +
                      _tensor_list(ref_out))
         if nbytes > _HELD_ENTRY_MAX:
             return
         try:
-            if not all(_same_bytes(h, x) if torch.is_tensor(x) else h == x for h, x in zip(held_inputs, inputs)):
+            if not all(_same_bytes(h, x) if torch.is_tensor(x) else h == x for h, x in zip(before, inputs)):
                 return
-            entry = _Held(tuple(init), held_inputs, _map_tensors(ref_out, host), copy.copy(tol), nbytes)
+            entry = _Held(tuple(init), before, _map_tensors(ref_out, _host_copy), copy.copy(tol), nbytes)
         except Exception:  # noqa: BLE001 — as in snapshot
             return
-        total = _held_total_max()
-        if nbytes > total:
-            return
-        while _HELD and _HELD_BYTES[0] + nbytes > total:
-            _HELD_BYTES[0] -= _HELD.popitem(last=False)[1].nbytes
-        _HELD[key] = entry
-        _HELD_BYTES[0] += nbytes
+        _HELD.put(key, entry)
 
 
 class _HeldCache(collections.OrderedDict):
-    """_Held entries by key, least recently used first: a hit moves its entry to the end."""
+    """_Held entries by key, least recently used first: a hit moves its entry to the end.  ``nbytes``: what the
+    entries hold in all, never more than _held_total_max()."""
+
+    nbytes = 0
 
     def get(self, key, default=None):
         if key is None or key not in self:
             return default
         self.move_to_end(key)
         return self[key]
+
+    def put(self, key, entry):
+        """Holds ``entry`` (new under ``key``), letting the least recently used go until it fits; not at all when
+        it alone is more than the budget."""
+        total = _held_total_max()
+        if entry.nbytes > total:
+            return
+        while self and self.nbytes + entry.nbytes > total:
+            self.nbytes -= self.popitem(last=False)[1].nbytes
+        self[key] = entry
+        self.nbytes += entry.nbytes
 
 
 # One variant's held inputs and outputs at most (bytes), and all of a judge's (host memory): the GRPO mix's
@@ -1912,7 +1908,16 @@ class _HeldCache(collections.OrderedDict):
 _HELD_ENTRY_MAX = 64 << 20
 _HELD_TOTAL_MAX = 256 << 20
 _HELD = _HeldCache()
-_HELD_BYTES = [0]
+
+
+def _host_copy(t):
+    """A copy of tensor ``t`` in this process's host memory, pinned when ``t`` is on a GPU (the copy back into a
+    block is then one fast transfer)."""
+    import torch
+
+    out = torch.empty(t.shape, dtype=t.dtype, pin_memory=t.is_cuda)
+    out.copy_(t.detach())
+    return out
 
 
 def _held_total_max():
