@@ -64,33 +64,29 @@ def cpu_pressure_us():
     return None
 
 
-# The --gpu-step child: every EVERY ms one small kernel and a synchronize (a context's turn on a GPU other contexts
-# use: how many are queued for it), and with VMM also a 16 MB device block made, exported, touched and released
-# (the driver's mapping calls, as the judge makes them for every command).  One line of JSON a sample on stdout.
+# The --gpu-step child: every EVERY ms contention_probe's step (one small kernel and a synchronize: a context's turn
+# on a GPU other contexts use, so how many are queued for it), and with VMM its block cycle (a 16 MB device block
+# made, exported, touched and released: the driver's mapping calls, as the judge makes them for every command), in
+# a context with kgym's blocking waits.  One line of JSON a sample on stdout.
 _STEP_CHILD = r"""
-import json, os, sys, time
+import json, sys, time
 sys.path.insert(0, sys.argv[3])
 import torch
-from kgym_harness.shared import cudashare
-why = cudashare.blocking_sync("cuda:0")  # kgym's judges and runners wait so
+import contention_probe as cp
+cp._configure(1, True)
+cp._context(True)  # kgym's judges and runners wait so
 every, vmm = float(sys.argv[1]) / 1000, sys.argv[2] == "1"
 x = torch.ones(1 << 18, device="cuda")
 for _ in range(20):
-    x.mul_(1.0000001)
-torch.cuda.synchronize()
-print(json.dumps({"ready": True, "blocking": why is None}), flush=True)
+    cp._step(x)
+print(json.dumps({"ready": True}), flush=True)
 while True:
     t = time.perf_counter()
-    x.mul_(1.0000001)
-    torch.cuda.synchronize()
-    step = (time.perf_counter() - t) * 1e6
-    row = {"t": time.monotonic(), "step_us": step}
+    cp._step(x)
+    row = {"t": time.monotonic(), "step_us": (time.perf_counter() - t) * 1e6}
     if vmm:
         t = time.perf_counter()
-        b = cudashare.Block.create(16 << 20)
-        os.close(b.export())
-        b.bytes()[:1].fill_(0)
-        b.close()
+        cp._vmm_step(16)
         row["vmm_us"] = (time.perf_counter() - t) * 1e6
     print(json.dumps(row), flush=True)
     time.sleep(every)
@@ -99,8 +95,8 @@ while True:
 
 def start_gpu_step(every_ms, vmm):
     """The --gpu-step child (above) and a thread that gathers its samples; (process, samples)."""
-    harness = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "harness")
-    proc = subprocess.Popen([sys.executable, "-c", _STEP_CHILD, str(every_ms), "1" if vmm else "0", harness],
+    bench = os.path.dirname(os.path.abspath(__file__))
+    proc = subprocess.Popen([sys.executable, "-c", _STEP_CHILD, str(every_ms), "1" if vmm else "0", bench],
                             stdout=subprocess.PIPE, text=True)
     first = proc.stdout.readline()
     if not first:

@@ -35,12 +35,10 @@ _VICTIM = "kernels"  # --victim: what the victim's step is
 
 def _vmm_step(mb):
     """A block made, exported, touched and released, as the judge does for every command's tensors."""
-    import os as _os
-
     from kgym_harness.shared import cudashare
 
     b = cudashare.Block.create(mb << 20)
-    _os.close(b.export())
+    os.close(b.export())
     b.bytes()[:1].fill_(0)
     b.close()
 
