@@ -11,6 +11,8 @@ alone and beside PROCS other processes that each loop over one kind of work:
   vmm       a block made, touched and released (cudashare.Block.create, a fill, close)
   malloc    torch.empty of MB megabytes then torch.cuda.empty_cache (cudaMalloc / cudaFree)
   idle      nothing but a CUDA context each
+  contexts  a new process each time that makes a CUDA context (the driver's own, through ctypes), maps a little
+            memory and exits: what a fresh runner (one per evaluation) or judge costs the others at start and exit
 and, with one other process only, taking turns as the judge and the runner do (each step waits for the other's):
   pingpong  victim step, then the other's step, then the victim's...: the victim's figure is a whole turn
   pipe      the same turns with no GPU work on the other side (the handoff alone)
@@ -41,6 +43,25 @@ def _vmm_step(mb):
     os.close(b.export())
     b.bytes()[:1].fill_(0)
     b.close()
+
+
+# A CUDA context made and torn down, as a process starting and ending does (the driver API through ctypes: no torch
+# import, so the loop is dominated by the driver's own work, not Python's).
+_CONTEXT_CHILD = """
+import ctypes, sys
+cu = ctypes.CDLL("libcuda.so.1")
+ctx, ptr = ctypes.c_void_p(), ctypes.c_uint64()
+ok = (cu.cuInit(0) == 0 and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and
+      cu.cuCtxSetCurrent(ctx) == 0 and cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 20)) == 0 and
+      cu.cuCtxSynchronize() == 0)
+sys.exit(0 if ok else 1)
+"""
+
+
+def _context_cycle():
+    import subprocess
+
+    subprocess.run([sys.executable, "-c", _CONTEXT_CHILD], check=True)
 
 
 def _step(x):
@@ -123,6 +144,8 @@ def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None):
             b = cudashare.Block.create(mb << 20)
             b.bytes().fill_(0)
             b.close()
+        elif kind == "contexts":
+            _context_cycle()
         elif kind == "malloc":
             y = torch.empty(mb << 18, device="cuda")
             y.fill_(0)
