@@ -399,3 +399,64 @@ def test_in_place_knows_which_tensors_lie_in_its_block():
     assert not shared.holds(x.clone()) and not shared.holds(torch.zeros(4)) and not shared.holds(3.0)
     shared.release()
     assert not shared.holds(x)
+
+
+def test_the_kept_answer_spare_goes_once_and_is_named_after():
+    """The judge's AnswerSpare: its fd travels with the first command only; later commands name it and the
+    runner answers into the one it kept; an answer that outgrows it gets a new one (its fd sent, the old one let
+    go on both sides); what the runner writes there after answering never reaches what the judge took in."""
+    a, b = socket.socketpair()
+    runner = tp.Reader(b, accept_blocks=True)
+    judge = tp.Reader(a)
+    keep = tp.AnswerSpare(device=False)
+    seen = []
+    try:
+        for i, n in enumerate((4096, 1024, 4096, 1 << 16)):
+            spare = keep.get(n * 4)
+            tp.send(a, {"cmd": "call", "seq": i}, None, keep=keep)
+            msg, _v = runner.recv()
+            got = runner.take_spare()
+            assert got is not None and os.fstat(got).st_size >= n * 4
+            seen.append((keep.key, runner.kept[0], os.fstat(got).st_ino))
+            tp.send(b, {"type": "ok"}, [torch.full((n,), float(i))], into=got)
+            runner.done_with(got)
+            _m, vals = judge.recv()
+            assert torch.equal(vals[0], torch.full((n,), float(i)))
+            # the runner writes on into the spare it kept: the judge's answer is a copy taken at once
+            with mmap.mmap(runner.kept[1], os.fstat(runner.kept[1]).st_size) as m:
+                torch.frombuffer(m, dtype=torch.float32, count=n).fill_(-1.0)
+            assert torch.equal(vals[0], torch.full((n,), float(i)))
+            assert spare is keep.spare
+        # one spare for the first three answers (the second smaller, the third as large), a new one for the
+        # fourth; the runner's kept spare is the same file throughout the first three
+        assert [k for k, _r, _i in seen] == [1, 1, 1, 2] and [r for _k, r, _i in seen] == [1, 1, 1, 2]
+        assert seen[0][2] == seen[1][2] == seen[2][2] != seen[3][2]
+    finally:
+        keep.close()
+        runner.done_with(None)
+
+
+def test_a_kept_spare_named_but_never_sent_is_a_protocol_error():
+    a, b = socket.socketpair()
+    runner = tp.Reader(b, accept_blocks=True)
+    a.sendall((json.dumps({"cmd": "call", "_spare": {"keep": 3}}) + "\n").encode())
+    with pytest.raises(tp.ProtocolError, match="never sent"):
+        runner.recv()
+    a.sendall((json.dumps({"cmd": "call", "_spare": {"keep": "3"}}) + "\n").encode())
+    with pytest.raises(tp.ProtocolError, match="number"):
+        runner.recv()
+
+
+def test_the_judge_refuses_a_kept_spare_from_the_runner():
+    """The judge's reader takes no spare at all from the runner, kept or not (nothing of a runner outlives it in a
+    kept judge)."""
+    a, b = socket.socketpair()
+    judge = tp.Reader(a)
+    keep = tp.AnswerSpare(device=False)
+    try:
+        keep.get(64)
+        tp.send(b, {"type": "ok"}, None, keep=keep)
+        with pytest.raises(tp.ProtocolError, match="only accepted from the judge"):
+            judge.recv()
+    finally:
+        keep.close()

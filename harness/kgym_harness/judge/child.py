@@ -133,13 +133,22 @@ class RunnerLink:
         # compile_handback); None: such lines are answered and otherwise ignored.
         self.on_compile = None
         self.peak = 0  # the runner's allocator peak, as its answers report it (take_peak)
+        # The spare for this runner's answers, kept between commands (transport.AnswerSpare says why it is
+        # sound); never another runner's: a link is one runner's.
+        self.answers = transport.AnswerSpare(device=False)
 
     def take_peak(self):
         peak, self.peak = self.peak, 0
         return peak
 
+    def drop_spare(self):
+        """Lets the kept answer spare go (the end of a stage, a re-run alone): its device memory is no longer
+        held between phases; the next answer gets a new one."""
+        self.answers.close()
+
     def close(self):
         """The socket to a runner that has exited (a judge kept for another job holds nothing of this one)."""
+        self.answers.close()
         self.tp.release(self.reader.take_spare())
         for fd in self.reader.fds:
             os.close(fd)
@@ -159,12 +168,17 @@ class RunnerLink:
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
+        keep = None
         if spare is None and answer_bytes:
-            spare = self.tp.spare_for(answer_bytes, device=self.share)
+            # The kept spare (made again only when this answer outgrows it); on a GPU a device block once the
+            # runner showed it maps them.
+            self.answers.device = self.share
+            keep = self.answers
+            spare = keep.get(answer_bytes)
         sent = None
         try:
-            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=spare, share=self.share,
-                                in_place=in_place)
+            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=None if keep else spare,
+                                share=self.share, in_place=in_place, keep=keep)
             if meanwhile is not None:
                 meanwhile()
             while True:
@@ -183,7 +197,8 @@ class RunnerLink:
         except OSError as exc:
             raise RunnerLost(str(exc)) from None
         finally:
-            self.tp.release(spare)
+            if keep is None:
+                self.tp.release(spare)
             self.tp.release(sent)
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
@@ -402,6 +417,13 @@ class Evaluation:
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
+        try:
+            self._stage(name, fn)
+        finally:
+            if getattr(self, "runner", None) is not None:
+                self.runner.drop_spare()  # a stage's kept answer spare is not held into the next stage
+
+    def _stage(self, name, fn):
         self.current_stage = name
         self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "begin"})
         t0 = time.perf_counter()
@@ -531,6 +553,8 @@ class Evaluation:
         import torch
 
         del self.guards.findings[max(findings, self.sent_findings):]
+        if getattr(self, "runner", None) is not None:
+            self.runner.drop_spare()
         gc.collect()
         torch.cuda.empty_cache()
         with self.gpu("exclusive", "out_of_memory_retry"):

@@ -95,7 +95,7 @@ class Runner:
         try:
             tp.send(self.sock, obj, values, into=spare)
         finally:
-            tp.release(spare)
+            self.reader.done_with(spare)  # the judge's kept spare stays mapped for the next answer
 
     def _device_peak(self):
         """The most device memory this process held since the last answer (0 off CUDA or before its first

@@ -17,6 +17,15 @@ spare for the answer is a device block too (``"_spare": {"device": size}``); the
 there and says so (``"_in_spare": true``, no fd), and the judge clones them out before anything else.  The
 judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).
 
+The answer spare of a forward is kept for the runner's later answers (``AnswerSpare``, the judge's; ``"keep": k``
+in ``"_spare"``): sent once with its fd, then named by ``k`` alone, and made again only when an answer outgrows
+it.  Each spare made and handed over costs the judge a cuMemCreate, export and release and the runner an import,
+map and unmap, driver calls that wait behind every other process's CUDA context being made or torn down (tens of
+milliseconds each: docs/PERFORMANCE.md).  Keeping it changes nothing the judge relies on: a spare only ever holds
+what the runner wrote there, which the judge clones out at once, so a runner that keeps writing to it (it could
+write to a fresh one just as well until the judge cloned) reaches only its own answers.  The judge never keeps a
+spare across runners (a new link, a new spare) and never writes into one.
+
 A forward's inputs are handed over in place (``InPlace``): the judge makes them in a device block of its own,
 runs the reference on them, and sends that very block, so a multi-GB input exists once on the device, not
 twice (the judge's and the runner's copy).  The runner can write into it; so the judge checks it after the
@@ -280,6 +289,32 @@ def release(spare):
         spare.close()
 
 
+class AnswerSpare:
+    """The judge's spare for a runner's answers, kept between commands (module docstring): ``get(nbytes)`` is
+    the spare (a cudashare.Block on a GPU, else a memfd) for an answer of ``nbytes``, the kept one when it is
+    large enough, else a new one of that size (the old one let go).  ``sent`` says whether the runner has
+    it already (the fd then stays home); ``key`` names it in messages.  ``close()`` lets it go."""
+
+    def __init__(self, device):
+        self.device, self.spare, self.size, self.key, self.sent = device, None, 0, 0, False
+
+    def get(self, nbytes):
+        need = int(nbytes) + _ALIGN * MAX_TENSORS
+        if self.spare is not None and isinstance(self.spare, cudashare.Block) != bool(self.device):
+            self.close()  # a host spare kept from before the runner showed it maps device blocks, or the reverse
+        if self.spare is None or self.size < need:
+            self.close()
+            self.spare = spare_for(nbytes, device=self.device)
+            self.size = self.spare.size if isinstance(self.spare, cudashare.Block) else os.fstat(self.spare).st_size
+            self.key += 1
+            self.sent = False
+        return self.spare
+
+    def close(self):
+        spare, self.spare, self.size, self.sent = self.spare, None, 0, False
+        release(spare)
+
+
 def _pack_device(obj, tensors, spare, share):
     """(message, fd to send or None, block the sender keeps until answered or None) when the tensors go in device
     memory (``obj["values"]`` already flattened, ``tensors`` its tensors); None when this message goes through
@@ -334,8 +369,9 @@ def spare_for(nbytes, device=False):
     return fd
 
 
-def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=None):
-    """Sends one message.  ``spare``: a memfd or device block (see spare_for) passed along for the answer;
+def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=None, keep=None):
+    """Sends one message.  ``spare``: a memfd or device block (see spare_for) passed along for the answer, or an
+    AnswerSpare as ``keep`` (then ``spare`` is None): its spare, with its fd only the first time;
     ``into``: the spare the peer passed us (a memfd or a DeviceSpare), used for this message's tensors when they
     fit; ``share``: CUDA tensors go in a new device block (the judge's commands, once the runner showed it can
     map one); ``in_place``: an InPlace whose views are exactly this message's tensors: its block goes, no copy
@@ -362,6 +398,11 @@ def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=No
     if msg is None:
         msg, fd, new = _pack_host(obj, tensors, into if isinstance(into, int) else None)
     spare_fd, export = spare, False
+    if keep is not None and keep.sent:
+        spare = spare_fd = None  # the runner has it: named, not sent again
+        msg["_spare"] = {"keep": keep.key}
+    elif keep is not None:
+        spare = spare_fd = keep.spare
     if isinstance(spare, cudashare.Block):
         try:
             spare_fd, export = spare.export(), True
@@ -370,6 +411,8 @@ def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=No
             spare_fd = None  # no spare: the peer answers in a memfd of its own
     elif spare is not None:
         msg["_spare"] = True
+    if keep is not None and spare_fd is not None:
+        msg["_spare"] = dict(msg["_spare"] if isinstance(msg["_spare"], dict) else {"host": True}, keep=keep.key)
     fds = [f for f in (fd, spare_fd) if f is not None]
     try:
         data = (json.dumps(msg, allow_nan=False) + "\n").encode()
@@ -388,6 +431,8 @@ def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=No
             os.close(fd)
         if export:
             os.close(spare_fd)  # the peer has its own copy of the descriptor now
+    if keep is not None and spare_fd is not None:
+        keep.sent = True
     return block
 
 
@@ -713,6 +758,7 @@ class Reader:
         self.lines = LineReader(sock, MAX_LINE, fds=True)
         self.fds = self.lines.fds  # the descriptors that came with the messages, in order (one list, shared)
         self.spare = None  # the memfd or DeviceSpare the peer sent for our answer (take_spare)
+        self.kept = None  # (key, spare): the judge's AnswerSpare as this side holds it (done_with keeps it)
         self.share_error = None  # the reason the last message's tensors did not come in device memory
         self.last_in_spare = False  # whether the last message's tensors were in our own device spare
         self.last_in_place = False  # whether they were the judge's own inputs, handed over in place (InPlace)
@@ -804,9 +850,19 @@ class Reader:
             # sends is closed (recv) and never held, so nothing of a runner outlives it in a judge kept for
             # another job (a red-team review planted 256 MiB memfds that way).
             raise ProtocolError("a spare is only accepted from the judge")
-        if spare and self.fds:
-            release(self.spare)  # an earlier one its answer never used
+        if spare:
+            self.done_with(self.spare)  # an earlier one its answer never used
             self.spare = None
+        key = spare.get("keep") if isinstance(spare, dict) else None
+        if key is not None and not isinstance(key, int):
+            raise ProtocolError("a kept spare is named by a number")
+        if spare and not self.fds:
+            if key is None:
+                return tensors  # announced without its fd: the answer goes in a memfd of our own
+            if self.kept is None or self.kept[0] != key:
+                raise ProtocolError(f"kept spare {key} was never sent")
+            self.spare = self.kept[1]
+        elif spare:
             fd = self.fds.pop(0)
             size = spare.get("device") if isinstance(spare, dict) else None
             if size is None:
@@ -816,7 +872,16 @@ class Reader:
             else:
                 os.close(fd)
                 raise ProtocolError("a device spare is only accepted from the judge")
+            if key is not None:  # the judge's new AnswerSpare: kept in place of the one before
+                old, self.kept = self.kept, (key, self.spare)
+                if old is not None:
+                    release(old[1])
         return tensors
+
+    def done_with(self, spare):
+        """Lets go of a spare take_spare gave (release), unless it is the kept one."""
+        if spare is not None and not (self.kept is not None and (spare is self.kept[1] or spare == self.kept[1])):
+            release(spare)
 
     def take_spare(self):
         """The spare the last message brought (a memfd or a DeviceSpare; the caller releases it), or None."""
