@@ -268,12 +268,16 @@ printf '{"task": "%s", "candidate": "%s/wrong_value.py", "expect": "correct"}\n'
 if [ $rc -eq 3 ]; then ok "--check exits 3 on an unmet expectation"; else bad "--check exit $rc"; fi
 # Warm pairs (--warm 1, one job): an error candidate that follows two honest evaluations takes the pair warmed
 # meanwhile.  Its traceback frames, the judge's (a syntax error) and the runner's (an exception in forward), name
-# its file in the pair's own workdir and must still be kept as the candidate's.  Each error candidate is of a task
-# of its own (add_one.py in other bytes): a task with a judge kept for it takes that judge before a warm pair.
-for t in b c; do { cat "$T"; echo "# task $t"; } >"$TMP/add_one_$t.py"; done
-for c in ok:$T ok:$T syntax_error:$TMP/add_one_b.py ok:$T ok:$T raise_in_forward:$TMP/add_one_c.py; do
+# its file in the pair's own workdir and must still be kept as the candidate's.  Every pair is of a task of its own
+# (add_one.py in other bytes): a task with a judge kept for it takes that judge before a warm pair, and the warmer
+# makes its pair with a judge kept for the last job's task where one is idle (pair.c), a pair only that task's jobs
+# take.  With tasks used once, no judge is ever kept for a later job's task: the warm pair is always a new one
+# (on a GPU, where evaluations last longer, the honest jobs sharing one task left the error candidates cold).
+for t in a b c d e f; do { cat "$T"; echo "# task $t"; } >"$TMP/add_one_$t.py"; done
+for c in ok:a ok:b syntax_error:c ok:d ok:e raise_in_forward:f; do
+    c="${c%%:*}:$TMP/add_one_${c#*:}.py"
     printf '{"task": "%s", "candidate": "%s/%s.py"}\n' "${c#*:}" "$C" "${c%%:*}"; done >"$TMP/warm.jsonl"
-"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/warm.jsonl" --jobs 1 --warm 1 --out "$TMP/warm.out" >/dev/null 2>&1
+"$KGYM" bench --device "$DEVICE" --jsonl "$TMP/warm.jsonl" --jobs 1 --warm 1 --claim-order fifo --out "$TMP/warm.out" >/dev/null 2>&1
 if "$PY" - "$TMP/warm.out" >"$TMP/warm.why" 2>&1 <<'PYEND2'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
