@@ -271,8 +271,9 @@ def test_drop_spare_sends_a_new_spare_that_the_runner_takes_in_place_of_the_old(
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Weaknesses found (not breaks of the judge's verdicts): each test states what should hold and is marked xfail
-# (strict) because it does not on this commit.
+# Weaknesses found (not breaks of the judge's verdicts), fixed since: the judge's next command after drop_spare
+# tells the runner to let go of it ("_forget"), and an answer that is not "ok" makes the judge send the kept
+# spare's fd again.
 
 
 def _honest_answer(runner, sock, n=64):
@@ -286,8 +287,6 @@ def _honest_answer(runner, sock, n=64):
     return msg
 
 
-@pytest.mark.xfail(strict=True, reason="drop_spare lets the judge's copy go but tells the runner nothing: an "
-                   "honest runner keeps the old spare (on a GPU its device memory) mapped until a new spare arrives")
 def test_drop_spare_frees_the_spares_memory():
     """RunnerLink.drop_spare says the kept spare's "device memory is no longer held between phases", and
     shared_or_alone drops it "before a re-run alone" so that memory is free for the run alone.  But the memory
@@ -316,8 +315,6 @@ def test_drop_spare_frees_the_spares_memory():
         b.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the judge marks a kept spare sent once send() returns; a runner whose "
-                   "Reader could not take the command in (ReceiveError) never kept it, and dies at the next command")
 def test_a_command_the_runner_could_not_take_in_does_not_desynchronise_the_kept_spare(monkeypatch):
     """The runner answers a command whose tensors it could not take in (ReceiveError: out of device memory
     copying them) with an error, as runner.Runner.serve does, and carries on.  That command brought the kept

@@ -142,8 +142,8 @@ class RunnerLink:
         return peak
 
     def drop_spare(self):
-        """Lets the kept answer spare go (the end of a stage, a re-run alone): its device memory is no longer
-        held between phases; the next answer gets a new one."""
+        """Lets the kept answer spare go (the end of a stage, a re-run alone); the next command tells the runner
+        to let go of it too (``"_forget"``), which frees its device memory; the next answer gets a new one."""
         self.answers.close()
 
     def close(self):
@@ -168,6 +168,8 @@ class RunnerLink:
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
         self.seq += 1
+        if self.answers.forget is not None:  # a kept spare let go (drop_spare): the runner lets go of it too
+            obj, self.answers.forget = dict(obj, _forget=self.answers.forget), None
         keep = None
         if spare is None and answer_bytes:
             # The kept spare (made again only when this answer outgrows it); on a GPU a device block once the
@@ -200,6 +202,11 @@ class RunnerLink:
             if keep is None:
                 self.tp.release(spare)
             self.tp.release(sent)
+        if keep is not None and reply.get("type") != kinds.REPLY_OK:
+            # A runner that could not take the command in (out of memory for its tensors) answers with an error
+            # and never kept the spare its fd brought: the next command sends the fd again (a runner that did
+            # keep it just maps it anew).
+            keep.sent = False
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
         if reply.get("seq") != self.seq:

@@ -19,7 +19,8 @@ judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).
 
 The answer spare of a forward is kept for the runner's later answers (``AnswerSpare``, the judge's; ``"keep": k``
 in ``"_spare"``): sent once with its fd, then named by ``k`` alone, and made again only when an answer outgrows
-it.  Each spare made and handed over costs the judge a cuMemCreate, export and release and the runner an import,
+it; when the judge lets it go (the end of a stage, a re-run alone) its next command says so (``"_forget": k``)
+and the runner lets go of its mapping too, so the memory is freed.  Each spare made and handed over costs the judge a cuMemCreate, export and release and the runner an import,
 map and unmap, driver calls that wait behind every other process's CUDA context being made or torn down (tens of
 milliseconds each: docs/PERFORMANCE.md).  Keeping it changes nothing the judge relies on: a spare only ever holds
 what the runner wrote there, which the judge clones out at once, so a runner that keeps writing to it (it could
@@ -297,6 +298,7 @@ class AnswerSpare:
 
     def __init__(self, device):
         self.device, self.spare, self.size, self.key, self.sent = device, None, 0, 0, False
+        self.forget = None  # the key of a spare the runner holds and this side let go (``"_forget"`` says so)
 
     def get(self, nbytes):
         need = int(nbytes) + _ALIGN * MAX_TENSORS
@@ -311,6 +313,8 @@ class AnswerSpare:
         return self.spare
 
     def close(self):
+        if self.spare is not None and self.sent:
+            self.forget = self.key
         spare, self.spare, self.size, self.sent = self.spare, None, 0, False
         release(spare)
 
@@ -780,6 +784,14 @@ class Reader:
         in_spare = msg.pop("_in_spare", False)
         block_size = msg.pop("_block", None)
         in_place = msg.pop("_in_place", False)
+        forget = msg.pop("_forget", None)
+        if forget is not None and self.accept_blocks and self.kept is not None and self.kept[0] == forget:
+            # The judge let this kept spare go (AnswerSpare.close): so does this side, now, so its memory is freed
+            # before whatever the command is for (a re-run alone, the next stage).
+            kept, self.kept = self.kept[1], None
+            if self.spare is kept or self.spare == kept:
+                self.spare = None
+            release(kept)
         err = msg.pop("_share_error", None)
         self.share_error = str(err)[:300] if err is not None else None
         self.last_in_spare = bool(in_spare and layout is not None)
