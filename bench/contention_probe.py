@@ -58,10 +58,16 @@ sys.exit(0 if ok else 1)
 """
 
 
+# The same through torch, as a runner or judge starts: its context (the primary one), its allocator's first
+# segment and its first kernel (--context-child torch).
+_TORCH_CHILD = "import torch; torch.ones(1 << 18, device='cuda').add_(1); torch.cuda.synchronize()"
+_CHILD = _CONTEXT_CHILD
+
+
 def _context_cycle():
     import subprocess
 
-    subprocess.run([sys.executable, "-c", _CONTEXT_CHILD], check=True)
+    subprocess.run([sys.executable, "-c", _CHILD], check=True)
 
 
 def _step(x):
@@ -111,11 +117,13 @@ def _measure(seconds, mb, start, turn=None):
 _BLOCKING = False  # --blocking
 
 
-def _configure(burst, blocking, victim_kind="kernels", gpu=None):
+def _configure(burst, blocking, victim_kind="kernels", gpu=None, child=None):
     """A spawned process starts with this module's defaults: the options are set again in each (and the GPU it
     sees, before CUDA starts in it)."""
-    global _BURST, _BLOCKING, _VICTIM
+    global _BURST, _BLOCKING, _VICTIM, _CHILD
     _BURST, _BLOCKING, _VICTIM = burst, blocking, victim_kind
+    if child is not None:
+        _CHILD = child
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     sys.path.insert(0, HARNESS)
@@ -126,10 +134,10 @@ def victim(q, seconds, mb, start, burst=1, blocking=False, victim_kind="kernels"
     q.put(("victim", _measure(seconds, mb, start)))
 
 
-def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None):
+def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None, child=None):
     import torch
 
-    _configure(burst, blocking, gpu=gpu)
+    _configure(burst, blocking, gpu=gpu, child=child)
     sys.path.insert(0, HARNESS)
     from kgym_harness.shared import cudashare
 
@@ -199,13 +207,13 @@ def run_turns(kind, seconds, mb):
           f"{len(lat) / seconds:7.0f} turns/s", flush=True)
 
 
-def run(kind, procs, seconds, mb, burst=1, blocking=False, victim_kind="kernels", other_gpu=None):
+def run(kind, procs, seconds, mb, burst=1, blocking=False, victim_kind="kernels", other_gpu=None, child=None):
     if kind in ("pingpong", "pipe"):
         return run_turns(kind, seconds, mb)
     ctx = mp.get_context("spawn")
     q, start = ctx.Queue(), ctx.Event()
     ps = [ctx.Process(target=victim, args=(q, seconds, mb, start, burst, blocking, victim_kind))]
-    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking, other_gpu))
+    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking, other_gpu, child))
            for _ in range(procs if kind != "alone" else 0)]
     for p in ps:
         p.start()
@@ -238,6 +246,10 @@ def main():
     ap.add_argument("--other-gpu", type=int, default=None,
                     help="run the others on this GPU (CUDA_VISIBLE_DEVICES) and the victim on the first: what two "
                          "GPUs of one machine share")
+    ap.add_argument("--context-child", choices=("driver", "torch"), default="driver",
+                    help="what each process of the contexts mode does: driver (default: a context made through the "
+                         "driver API and a 1 MB allocation) or torch (import torch, a tensor and a kernel, as a "
+                         "runner or judge starts)")
     a = ap.parse_args()
     if a.burst < 1:
         ap.error("--burst must be at least 1")
@@ -245,7 +257,8 @@ def main():
           f"{a.victim}, {a.mb} MB steps of {a.burst} kernel(s), {'blocking' if a.blocking else 'spinning'} waits",
           flush=True)
     for kind in a.modes.split(","):
-        run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking, a.victim, a.other_gpu)
+        run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking, a.victim, a.other_gpu,
+            _TORCH_CHILD if a.context_child == "torch" else _CONTEXT_CHILD)
 
 
 if __name__ == "__main__":
