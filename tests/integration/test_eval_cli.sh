@@ -150,12 +150,19 @@ grep -q "selinux" "$TMP/u.err" || bad "--allow-unprotected names the unknown pro
 # KGYM_JUDGE_PROFILE: the judge's stages profiled into that folder (docs/PERFORMANCE.md, "Profiling the judge").
 mkdir -p "$TMP/prof"
 KGYM_JUDGE_PROFILE="$TMP/prof" "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --json >"$TMP/prof.json" 2>"$TMP/prof.err"
-prof=$("$PY" -c 'import glob, pstats, sys
+prof=$("$PY" -c 'import glob, json, pstats, sys
 fs = glob.glob(sys.argv[1] + "/judge-*.prof")
 names = {f[2] for f in pstats.Stats(*fs).stats} if len(fs) == 1 else set()
-print(len(fs), "run_variant" in names, "correctness" in names)' "$TMP/prof" 2>&1)
-if [ "$(jget "$TMP/prof.json" 'r["verdict"]')" = correct ] && [ "$prof" = "1 True True" ]; then
-    ok "KGYM_JUDGE_PROFILE: one judge profile with the correctness stage's calls"
+js = glob.glob(sys.argv[1] + "/judge-*.json")
+c = json.load(open(js[0])) if len(js) == 1 and js[0][:-5] == fs[0][:-5] else {}
+# the driver counts: on a GPU the judge made device blocks (inputs in place, answer spares) and allocator
+# segments; on the CPU none, and no allocator
+gpu = sys.argv[2] != "cpu"
+counts = (c.get("device_blocks_made", 0) > 0 and c.get("segments_allocated", 0) > 0) if gpu else (
+    c.get("device_blocks_made") == 0 and c.get("segments_allocated", 0) is None)
+print(len(fs), "run_variant" in names, "correctness" in names, counts)' "$TMP/prof" "$DEVICE" 2>&1)
+if [ "$(jget "$TMP/prof.json" 'r["verdict"]')" = correct ] && [ "$prof" = "1 True True True" ]; then
+    ok "KGYM_JUDGE_PROFILE: one judge profile with the correctness stage's calls, and its driver counts"
 else
     bad "KGYM_JUDGE_PROFILE (profiles, run_variant, correctness: $prof)" "$(cat "$TMP/prof.err")"
 fi

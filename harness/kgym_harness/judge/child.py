@@ -2256,15 +2256,46 @@ def _profiled(fn, job=1):
     if not folder:
         return fn()
     import cProfile
+    import json
 
     prof = cProfile.Profile()
+    before = _driver_counts()
     try:
         return prof.runcall(fn)
     finally:
+        after = _driver_counts()
+        # Beside the profile, the driver's memory calls the stages made (judge-<pid>-<job>.json): device blocks
+        # made (cudashare) and the allocator's segments (cudaMalloc / cudaFree), which wait behind every other
+        # process's context starts and ends (docs/PERFORMANCE.md, thirteenth session).
+        counts = {k: (after[k] - before[k] if after[k] is not None and before[k] is not None else after[k])
+                  for k in after}
+        name = os.path.join(folder, f"judge-{os.getpid()}-{job}")
         try:
-            prof.dump_stats(os.path.join(folder, f"judge-{os.getpid()}-{job}.prof"))
+            prof.dump_stats(name + ".prof")
+            with open(name + ".json", "w") as f:
+                json.dump(counts, f)
         except OSError as exc:
             print(f"kgym judge: no profile written to {folder}: {exc}", file=sys.stderr)
+
+
+def _driver_counts():
+    """What _profiled reports of this process's driver calls so far: device blocks made and mapped (cudashare),
+    allocator segments allocated and freed and allocation retries (None where CUDA is not in use here)."""
+    from ..shared import cudashare
+
+    out = {"device_blocks_made": cudashare.COUNTS["made"], "device_blocks_opened": cudashare.COUNTS["opened"],
+           "segments_allocated": None, "segments_freed": None, "alloc_retries": None}
+    try:
+        import torch
+
+        if torch.cuda.is_initialized():
+            stats = torch.cuda.memory_stats()
+            out["segments_allocated"] = int(stats.get("segment.all.allocated", 0))
+            out["segments_freed"] = int(stats.get("segment.all.freed", 0))
+            out["alloc_retries"] = int(stats.get("num_alloc_retries", 0))
+    except Exception:  # noqa: BLE001 — a diagnostic: a poisoned context leaves these None
+        pass
+    return out
 
 
 def _process_state():
