@@ -20,9 +20,9 @@ judge never maps a descriptor the runner sent (``Reader(accept_blocks=False)``).
 The answer spare of a forward is kept for the runner's later answers (``AnswerSpare``, the judge's; ``"keep": k``
 in ``"_spare"``): sent once with its fd, then named by ``k`` alone, and made again only when an answer outgrows
 it; when the judge lets it go (the end of a stage, a re-run alone) its next command says so (``"_forget": k``)
-and the runner lets go of its mapping too, so the memory is freed.  Each spare made and handed over costs the judge a cuMemCreate, export and release and the runner an import,
-map and unmap, driver calls that wait behind every other process's CUDA context being made or torn down (tens of
-milliseconds each: docs/PERFORMANCE.md).  Keeping it changes nothing the judge relies on: a spare only ever holds
+and the runner lets go of its mapping too, so the memory is freed.  Each spare made and handed over costs the
+judge a cuMemCreate, export and release and the runner an import, map and unmap, driver calls that wait behind
+every other process's CUDA context being made or torn down (tens of milliseconds each: docs/PERFORMANCE.md).  Keeping it changes nothing the judge relies on: a spare only ever holds
 what the runner wrote there, which the judge clones out at once, so a runner that keeps writing to it (it could
 write to a fresh one just as well until the judge cloned) reaches only its own answers.  The judge never keeps a
 spare across runners (a new link, a new spare) and never writes into one.
