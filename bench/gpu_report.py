@@ -953,6 +953,41 @@ def gpu_check(args):
     return 0
 
 
+# ------------------------------------------------------------------------------------------- driver-counts
+
+
+def report_driver_counts(args):
+    """The driver's memory calls the judges made (KGYM_JUDGE_PROFILE's judge-<pid>-<job>.json files, child._profiled):
+    each count summed over the judges' jobs, and per job."""
+    files = sorted(glob.glob(os.path.join(args.folder, "judge-*.json")))
+    if not files:
+        raise ReportError(f"no judge-*.json in {args.folder} (run kgym with KGYM_JUDGE_PROFILE={args.folder})")
+    totals, seen = {}, {}
+    for f in files:
+        try:
+            with open(f) as fh:
+                counts = json.load(fh)
+        except (OSError, ValueError) as e:
+            raise ReportError(f"{f}: {e}") from None
+        if not isinstance(counts, dict):
+            raise ReportError(f"{f}: not a JSON object")
+        for k, v in counts.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                totals[k] = totals.get(k, 0) + v
+                seen[k] = seen.get(k, 0) + 1
+            else:
+                totals.setdefault(k, 0)
+                seen.setdefault(k, 0)
+    print(f"driver-counts: {len(files)} judge jobs in {args.folder}")
+    print()
+    print("| count | summed | per job (where counted) | jobs that counted it |")
+    print("|---|---:|---:|---:|")
+    for k in totals:
+        per = f"{totals[k] / seen[k]:.1f}" if seen[k] else "-"
+        print(f"| {k} | {totals[k]} | {per} | {seen[k]} |")
+    return 0
+
+
 # ------------------------------------------------------------------------------------------- main
 
 
@@ -994,10 +1029,12 @@ def main(argv=None):
     p = sub.add_parser("window")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. head=b.json")
     sub.add_parser("make-mix")
+    p = sub.add_parser("driver-counts", help="sum the judges' driver counts of a KGYM_JUDGE_PROFILE folder")
+    p.add_argument("folder")
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
           "concurrency": report_concurrency, "grpo": report_grpo, "window": report_window,
-          "make-mix": make_mix}[args.cmd]
+          "make-mix": make_mix, "driver-counts": report_driver_counts}[args.cmd]
     try:
         return fn(args)
     except ReportError as e:
