@@ -61,6 +61,16 @@ class HostileRunner:
         self.sock.close()
 
 
+def _answer(r, b, n):
+    """What a HostileRunner ``r`` on socket ``b`` does to answer honestly: ``n`` ones, into the spare it was given."""
+    def answer():
+        msg, _v, spare = r.recv()
+        tp.send(b, {"type": "ok", "seq": msg["seq"]}, [torch.ones(n)], into=spare)
+        r.reader.done_with(spare)
+
+    return answer
+
+
 def _serve(fn):
     out = {}
 
@@ -186,12 +196,7 @@ def test_a_forged_spare_from_the_runner_leaves_the_judges_kept_spare_alone(forge
     link, b = _link()
     r = HostileRunner(b)
     try:
-        def first():
-            msg, _v, spare = r.recv()
-            tp.send(b, {"type": "ok", "seq": msg["seq"]}, [torch.ones(4)], into=spare)
-            r.reader.done_with(spare)
-
-        t, _out = _serve(first)
+        t, _out = _serve(_answer(r, b, 4))
         link.ask({"cmd": kinds.CMD_CALL}, [torch.zeros(4)], answer_bytes=16)
         t.join(10)
         kept_fd, kept_key = link.answers.spare, link.answers.key
@@ -227,12 +232,7 @@ def test_a_closed_link_holds_no_spare_of_its_runner():
         link, b = _link()
         r = HostileRunner(b)
         for _i in range(3):
-            def answer():
-                msg, _v, spare = r.recv()
-                tp.send(b, {"type": "ok", "seq": msg["seq"]}, [torch.ones(64)], into=spare)
-                r.reader.done_with(spare)
-
-            t, _out = _serve(answer)
+            t, _out = _serve(_answer(r, b, 64))
             link.ask({"cmd": kinds.CMD_CALL}, [torch.zeros(4)], answer_bytes=256)
             t.join(10)
         assert link.answers.key == 1
