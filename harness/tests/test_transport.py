@@ -408,7 +408,7 @@ def test_the_kept_answer_spare_goes_once_and_is_named_after():
     a, b = socket.socketpair()
     runner = tp.Reader(b, accept_blocks=True)
     judge = tp.Reader(a)
-    keep = tp.AnswerSpare(device=False)
+    keep = tp.AnswerSpare()
     seen = []
     try:
         for i, n in enumerate((4096, 1024, 4096, 1 << 16)):
@@ -452,7 +452,7 @@ def test_the_judge_refuses_a_kept_spare_from_the_runner():
     kept judge)."""
     a, b = socket.socketpair()
     judge = tp.Reader(a)
-    keep = tp.AnswerSpare(device=False)
+    keep = tp.AnswerSpare()
     try:
         keep.get(64)
         tp.send(b, {"type": "ok"}, None, keep=keep)

@@ -135,7 +135,7 @@ class RunnerLink:
         self.peak = 0  # the runner's allocator peak, as its answers report it (take_peak)
         # The spare for this runner's answers, kept between commands (transport.AnswerSpare says why it is
         # sound); never another runner's: a link is one runner's.
-        self.answers = transport.AnswerSpare(device=False)
+        self.answers = transport.AnswerSpare()
 
     def take_peak(self):
         peak, self.peak = self.peak, 0
@@ -174,9 +174,8 @@ class RunnerLink:
         if spare is None and answer_bytes:
             # The kept spare (made again only when this answer outgrows it); on a GPU a device block once the
             # runner showed it maps them.
-            self.answers.device = self.share
             keep = self.answers
-            spare = keep.get(answer_bytes)
+            spare = keep.get(answer_bytes, device=self.share)
         sent = None
         try:
             sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=None if keep else spare,
@@ -421,13 +420,14 @@ class Evaluation:
         self.fingerprint = None  # the process before the task's import, where the judge may stay (run)
         self.task_sha256 = None  # the task file's SHA-256 as this judge read it, where it may stay (run)
         self.task_where = None  # the task file's real path, beside its SHA-256 (run, _held_key)
+        self.runner = None  # the RunnerLink, once the runner is started (_serve)
 
     # -- stage bracketing -------------------------------------------------
     def stage(self, name, fn):
         try:
             self._stage(name, fn)
         finally:
-            if getattr(self, "runner", None) is not None:
+            if self.runner is not None:
                 self.runner.drop_spare()  # a stage's kept answer spare is not held into the next stage
 
     def _stage(self, name, fn):
@@ -560,7 +560,7 @@ class Evaluation:
         import torch
 
         del self.guards.findings[max(findings, self.sent_findings):]
-        if getattr(self, "runner", None) is not None:
+        if self.runner is not None:
             self.runner.drop_spare()
         gc.collect()
         torch.cuda.empty_cache()
@@ -725,9 +725,8 @@ class Evaluation:
             return 0
         from ..shared import cudashare
 
-        runner = getattr(self, "runner", None)
         return (cudashare.allocator_peak() + cudashare.take_peak()
-                + (runner.take_peak() if runner is not None else 0))
+                + (self.runner.take_peak() if self.runner is not None else 0))
 
     def _device_total(self):
         """The device's memory in bytes, for kgym's arbiter (0 off CUDA or when the driver will not say)."""

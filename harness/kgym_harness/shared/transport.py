@@ -291,22 +291,22 @@ def release(spare):
 
 
 class AnswerSpare:
-    """The judge's spare for a runner's answers, kept between commands (module docstring): ``get(nbytes)`` is
-    the spare (a cudashare.Block on a GPU, else a memfd) for an answer of ``nbytes``, the kept one when it is
-    large enough, else a new one of that size (the old one let go).  ``sent`` says whether the runner has
-    it already (the fd then stays home); ``key`` names it in messages.  ``close()`` lets it go."""
+    """The judge's spare for a runner's answers, kept between commands (module docstring): ``get(nbytes,
+    device)`` is the spare (with ``device``, a cudashare.Block when one can be had, else a memfd) for an answer of
+    ``nbytes``: the kept one when it is large enough and of that kind, else a new one (the old one let go).
+    ``sent`` says whether the runner has it already (the fd then stays home); ``key`` names it in messages.
+    ``close()`` lets it go."""
 
-    def __init__(self, device):
-        self.device, self.spare, self.size, self.key, self.sent = device, None, 0, 0, False
+    def __init__(self):
+        self.spare, self.size, self.key, self.sent = None, 0, 0, False
         self.forget = None  # the key of a spare the runner holds and this side let go (``"_forget"`` says so)
 
-    def get(self, nbytes):
+    def get(self, nbytes, device=False):
         need = int(nbytes) + _ALIGN * MAX_TENSORS
-        if self.spare is not None and isinstance(self.spare, cudashare.Block) != bool(self.device):
-            self.close()  # a host spare kept from before the runner showed it maps device blocks, or the reverse
-        if self.spare is None or self.size < need:
+        # A kept spare of the other kind (a memfd from before the runner showed it maps device blocks) is made anew.
+        if self.spare is None or self.size < need or isinstance(self.spare, cudashare.Block) != bool(device):
             self.close()
-            self.spare = spare_for(nbytes, device=self.device)
+            self.spare = spare_for(nbytes, device=device)
             self.size = self.spare.size if isinstance(self.spare, cudashare.Block) else os.fstat(self.spare).st_size
             self.key += 1
             self.sent = False
@@ -788,9 +788,9 @@ class Reader:
         if forget is not None and self.accept_blocks and self.kept is not None and self.kept[0] == forget:
             # The judge let this kept spare go (AnswerSpare.close): so does this side, now, so its memory is freed
             # before whatever the command is for (a re-run alone, the next stage).
-            kept, self.kept = self.kept[1], None
-            if self.spare is kept or self.spare == kept:
+            if self._is_kept(self.spare):
                 self.spare = None
+            kept, self.kept = self.kept[1], None
             release(kept)
         err = msg.pop("_share_error", None)
         self.share_error = str(err)[:300] if err is not None else None
@@ -862,37 +862,42 @@ class Reader:
             # sends is closed (recv) and never held, so nothing of a runner outlives it in a judge kept for
             # another job (a red-team review planted 256 MiB memfds that way).
             raise ProtocolError("a spare is only accepted from the judge")
-        if spare:
-            self.done_with(self.spare)  # an earlier one its answer never used
-            self.spare = None
+        if not spare:
+            return tensors
+        self.done_with(self.spare)  # an earlier one its answer never used
+        self.spare = None
         key = spare.get("keep") if isinstance(spare, dict) else None
         if key is not None and not isinstance(key, int):
             raise ProtocolError("a kept spare is named by a number")
-        if spare and not self.fds:
+        if not self.fds:
             if key is None:
                 return tensors  # announced without its fd: the answer goes in a memfd of our own
             if self.kept is None or self.kept[0] != key:
                 raise ProtocolError(f"kept spare {key} was never sent")
             self.spare = self.kept[1]
-        elif spare:
-            fd = self.fds.pop(0)
-            size = spare.get("device") if isinstance(spare, dict) else None
-            if size is None:
-                self.spare = fd
-            elif self.accept_blocks and isinstance(size, int) and size > 0:
-                self.spare = DeviceSpare(fd, size)
-            else:
-                os.close(fd)
-                raise ProtocolError("a device spare is only accepted from the judge")
-            if key is not None:  # the judge's new AnswerSpare: kept in place of the one before
-                old, self.kept = self.kept, (key, self.spare)
-                if old is not None:
-                    release(old[1])
+            return tensors
+        fd = self.fds.pop(0)
+        size = spare.get("device") if isinstance(spare, dict) else None
+        if size is None:
+            self.spare = fd
+        elif self.accept_blocks and isinstance(size, int) and size > 0:
+            self.spare = DeviceSpare(fd, size)
+        else:
+            os.close(fd)
+            raise ProtocolError("a device spare is only accepted from the judge")
+        if key is not None:  # the judge's new AnswerSpare: kept in place of the one before
+            old, self.kept = self.kept, (key, self.spare)
+            if old is not None:
+                release(old[1])
         return tensors
+
+    def _is_kept(self, spare):
+        """Whether ``spare`` (a memfd number or a DeviceSpare) is the judge's kept one as this side holds it."""
+        return spare is not None and self.kept is not None and spare == self.kept[1]
 
     def done_with(self, spare):
         """Lets go of a spare take_spare gave (release), unless it is the kept one."""
-        if spare is not None and not (self.kept is not None and (spare is self.kept[1] or spare == self.kept[1])):
+        if spare is not None and not self._is_kept(spare):
             release(spare)
 
     def take_spare(self):
