@@ -784,11 +784,12 @@ static void run_routed(const char *path, int fifo, int old, route_box *b)
     while (b->started < 1)
         pthread_cond_wait(&b->cv, &b->m);
     pthread_mutex_unlock(&b->m);
-    /* a0 runs (task A busy): then a1 (A) and b1 (B), in that order.  A claim on Redis waits up to 200 ms for an
-     * entry with the route it had when it began (sched.c claim): the other worker's next claim, begun after a0's,
-     * is the one that sees A busy. */
-    if (kg_store_has(st, KG_STORE_CLAIM_WAITS))
-        usleep(500 * 1000);
+    /* a0 runs (task A busy): then a1 (A) and b1 (B), in that order.  A claim routes by the busy tasks it read when
+     * it began (sched.c claim): the other worker's claim that began while a0 was being claimed, before A was
+     * marked busy, may still be under way (a slow, loaded machine: CI under ASan once put a1 to it), and on Redis
+     * a claim waits up to 200 ms for an entry with that route.  So a1 and b1 come only after such a claim has
+     * surely ended: the other worker's next claim is the one that sees A busy. */
+    usleep((kg_store_has(st, KG_STORE_CLAIM_WAITS) ? 500 : 300) * 1000);
     kg_job more[] = {{.id = "a1", .key = "a1", .request = "{}", .group = "A"},
                      {.id = "b1", .key = "b1", .request = "{}", .group = "B"}};
     CHECK(kg_store_put_many(st, more, 2, NULL, &err) == KG_OK, "route: put a1, b1");
