@@ -12,6 +12,7 @@ Three kinds of tests:
 
 import ast
 import glob
+import inspect
 import os
 import textwrap
 
@@ -43,7 +44,8 @@ def kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
 
 
 def check(body, signature=None):
-    return language.check(ast.parse(HEADER + textwrap.dedent(body)), LANG, signature=signature)
+    text = HEADER + textwrap.dedent(body)
+    return language.check(ast.parse(text), LANG, signature=signature, source=text)
 
 
 def hacks(body, signature=None):
@@ -971,6 +973,13 @@ def test_dead_code_is_held_to_the_grammar():
 
 # ---------------------------------------------------------------------------------------------------------------
 # The repository's honest corpora.
+def _check_file(path):
+    """The language's findings on a file, as the judge checks it: its tree and its bytes."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return language.check(ast.parse(data), LANG, source=data)
+
+
 def _honest_files():
     out = sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/honest/*.py")))
     out += sorted(glob.glob(os.path.join(ROOT, "examples/*/correct*.py")))
@@ -981,7 +990,7 @@ def _honest_files():
 
 @pytest.mark.parametrize("path", _honest_files(), ids=lambda p: os.path.relpath(p, ROOT))
 def test_honest_corpus_is_clean(path):
-    found = [f for f in language.check(ast.parse(open(path).read()), LANG) if f["type"] in HACK]
+    found = [f for f in _check_file(path) if f["type"] in HACK]
     assert not found, [(f["line"], f["type"], f["message"]) for f in found]
 
 
@@ -990,7 +999,7 @@ def test_honest_corpus_is_clean(path):
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/refused_idioms/*.py"))),
                          ids=os.path.basename)
 def test_refused_idioms_name_the_rewrite(path):
-    found = [f for f in language.check(ast.parse(open(path).read()), LANG) if f["type"] in HACK]
+    found = [f for f in _check_file(path) if f["type"] in HACK]
     assert found
     assert all("instead" in f["message"] for f in found), \
         [f["message"] for f in found]
@@ -1073,8 +1082,229 @@ DYNAMIC_HACKS = {"input_mutation.py", "output_alias.py", "stale_memory.py", "war
 def test_every_attack_fixture_is_outside_the_language(path):
     """Every attack on the harness, sandbox probe and red-team bypass is refused by the language alone (the
     runtime layer and the sandbox are the second line: tests/integration/test_attacks.sh runs both)."""
-    found = [f for f in language.check(ast.parse(open(path).read()), LANG) if f["type"] in HACK]
+    found = [f for f in _check_file(path) if f["type"] in HACK]
     if os.path.basename(path) in DYNAMIC_HACKS:
         assert not found, found  # its cheat is in what the kernel does: the judge and runtime checks decide
         return
     assert found, f"{os.path.relpath(path, ROOT)} is written in the language"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Kernel sources (docs/candidate-language.md, "The text Triton compiles"): Triton compiles a kernel from the text
+# it reads back through inspect, finding the def by its text, not from the tree kgym checked.  A red team
+# (2026-11-26) hid a second def in a string: the interpreter took the last def-looking line (a body string), a GPU
+# the first (a string given to @triton.jit(debug=...)), and each ran a body nobody checked (torch, ctypes, exec).
+SMUGGLE_BODY = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+    """
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    t: object = torch.relu
+    pass  # """
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+        return out
+'''
+
+SMUGGLE_DECORATOR = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit(debug=\'\'\'
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    getattr(torch, "__builtins__")
+    """\'\'\')
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=mask), 0.0), mask=mask)
+    pass  # """
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+        return out
+'''
+
+HONEST_DOCSTRINGS = '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 128}, num_warps=4),
+        triton.Config({"BLOCK": 256}, num_warps=8),
+    ],
+    key=["n"],
+)
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """ReLU over a flat tensor.
+    \\t
+    Defines one program per BLOCK elements; def-like words inside a line (undefined, redefine) are fine.
+        An indented line, and a whitespace-only one above.
+    """
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(x, 0.0), mask=mask)  # def in a comment: not a def line
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+        return out
+'''
+
+
+def _source_findings(text):
+    """The kernel-source rule's findings on a module (the judge's call: its tree and its text)."""
+    return [f for f in language.check(ast.parse(text), LANG, source=text)
+            if "kgym checked" in f["message"] and f["type"] in HACK]
+
+
+def _triton_reads(text, tmp_path, name):
+    """What the installed Triton takes as each kernel's source when the module's bytes are loaded as the runner
+    loads them (compiled from the bytes, linecache seeded from shared/source.py): {kernel: (gpu, interpreter)}."""
+    import linecache
+    import types
+
+    from triton.runtime.interpreter import FunctionRewriter
+    from triton.runtime.jit import JITFunction
+
+    from kgym_harness.shared import source
+
+    path = str(tmp_path / f"{name}.py")
+    data = text.encode()
+    with open(path, "wb") as f:
+        f.write(data)
+    linecache.cache[path] = (len(data), None, source.lines(data), path)
+    module = types.ModuleType(name)
+    module.__file__ = path
+    exec(compile(data, path, "exec", dont_inherit=True), module.__dict__)
+    out = {}
+    for key, value in vars(module).items():
+        fn, wrapped = value, False  # under autotune, then jit (a JITFunction, or the interpreter's wrapper)
+        while not isinstance(fn, types.FunctionType) and hasattr(fn, "fn"):
+            fn, wrapped = fn.fn, True
+        if wrapped and isinstance(fn, types.FunctionType):
+            rw = FunctionRewriter(fn)
+            lines, _ = inspect.getsourcelines(fn)
+            rw.def_lineno = rw._find_def(lines)
+            out[key] = (JITFunction(fn).src, rw._prepare_source(lines))
+    return out
+
+
+def _checked_kernel(text, name):
+    return next(n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef) and n.name == name)
+
+
+@pytest.mark.parametrize("text,front", [(SMUGGLE_BODY, 1), (SMUGGLE_DECORATOR, 0)], ids=["body", "decorator"])
+def test_kernel_source_smuggled_def_is_refused(text, front, tmp_path):
+    """Installed Triton really compiles other text than the checked function (front 0: GPU, 1: interpreter), and
+    the language refuses the module for it, naming the line that looks like a def."""
+    read = _triton_reads(text, tmp_path, f"smuggle_{front}")["relu_kernel"]
+    checked = language._triton_view(_checked_kernel(text, "relu_kernel"))
+    assert language._triton_view(ast.parse(read[front]).body[0]) != checked
+    found = _source_findings(text)
+    assert len(found) == 1 and "begins with `def`" in found[0]["message"], found
+    assert found[0]["line"] == _checked_kernel(text, "relu_kernel").lineno
+
+
+def test_kernel_source_honest_docstrings_and_decorators_are_clean(tmp_path):
+    """A multi-line docstring (an indented line, a whitespace-only one, def-like words), autotune configs over
+    several lines and a comment: both front ends read exactly the checked function, and nothing is refused."""
+    read = _triton_reads(HONEST_DOCSTRINGS, tmp_path, "honest_doc")["relu_kernel"]
+    checked = language._triton_view(_checked_kernel(HONEST_DOCSTRINGS, "relu_kernel"))
+    for text in read:
+        assert language._triton_view(ast.parse(text).body[0]) == checked
+    found = [f for f in language.check(ast.parse(HONEST_DOCSTRINGS), LANG, source=HONEST_DOCSTRINGS)
+             if f["type"] in HACK]
+    assert not found, found
+
+
+def test_kernel_source_def_line_in_a_docstring_is_refused():
+    """The rule is on the text alone: a docstring line that begins with `def` is refused even where Triton 3.6
+    would still find the right def (a GPU takes the first, and this one comes after it), with the rewrite named."""
+    text = HONEST_DOCSTRINGS.replace("    An indented line", "    def relu(x): the same in PyTorch\n    An indented line")
+    found = _source_findings(text)
+    assert len(found) == 1 and "reword that line" in found[0]["message"], found
+
+
+def test_kernel_source_unfindable_def_is_refused():
+    """Where Triton's text is not the function for another reason than a def-like line (here a kernel in a class
+    whose decorator spills to column 0, so the dedented text has no `def` at its margin and a GPU finds none),
+    the parse comparison refuses it, naming the front end."""
+    text = textwrap.dedent('''\
+        import torch
+        import torch.nn as nn
+        import triton
+        import triton.language as tl
+
+
+        class Holder:
+            @triton.jit(do_not_specialize=["n",
+        ])
+            def kernel(x_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(x_ptr + offs, 1.0, mask=offs < n)
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                return x
+        ''')
+    found = _source_findings(text)
+    assert any("on a GPU is not the function kgym checked" in f["message"] for f in found), found
+
+
+def test_kernel_source_bytes_that_do_not_decode_are_refused():
+    """Fail closed: a source whose lines cannot be read as linecache reads them is refused, not let through
+    without the rule."""
+    text = "# -*- coding: kgym-no-such-codec -*-\n" + HONEST_DOCSTRINGS
+    tree = ast.parse(HONEST_DOCSTRINGS)
+    found = [f for f in language.check(tree, LANG, source=text.encode()) if f["type"] in HACK]
+    assert found and "do not decode" in found[0]["message"], found
+
+
+@pytest.mark.parametrize("option,ok", [("debug=True", True), ("noinline=False", True),
+                                       ("do_not_specialize=['n']", True), ("do_not_specialize=(2,)", True),
+                                       ("debug='def k(x): pass'", False), ("noinline=1", False),
+                                       ("do_not_specialize=['n', None]", False), ("version=2", False)])
+def test_jit_options_are_typed(option, ok):
+    """@triton.jit's options: the flags take booleans, the specialisation lists names or positions, no other."""
+    text = HEADER.replace("@triton.jit\ndef kernel", f"@triton.jit({option})\ndef kernel") + textwrap.dedent('''
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(1,)](x, out, x.numel(), BLOCK=1024)
+                return out
+        ''')
+    assert f"@triton.jit({option})" in text
+    found = [f for f in language.check(ast.parse(text), LANG, source=text) if f["type"] in HACK]
+    assert (not found) if ok else any("triton.jit option" in f["message"] for f in found), found

@@ -500,7 +500,7 @@ class Evaluation:
         # is checked against the language.
         data = self.policy.get("language")
         lang = language.Language(data) if isinstance(data, dict) else language.load()
-        findings = language.check(self.tree, lang, signature=tasks.signature(self.task))
+        findings = language.check(self.tree, lang, signature=tasks.signature(self.task), source=self.source)
         for f in findings:
             self.guards.findings.append(dict(f, stage="static", variant=None))
         names = ", ".join(k["name"] for k in kernels)

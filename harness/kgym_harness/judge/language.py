@@ -41,10 +41,15 @@ imports anything; C decides.
 
 import ast
 import builtins as _builtins
+import copy
+import inspect
 import json
 import os
 import re
 import string
+import textwrap
+
+from ..shared.source import lines as source_lines
 
 # -- finding types -----------------------------------------------------------------------------------------------
 IMPORT = "forbidden_import"
@@ -390,6 +395,7 @@ class Checker:
         self.defs = {}          # module-level function name -> FunctionDef
         self.classes = {}       # module-level class name -> ClassDef
         self.kernels = set()    # FunctionDef nodes decorated with triton.jit (directly or under autotune...)
+        self.source_lines = None  # the module's lines as Triton reads them (check's source): _kernel_source
         self.module_vars = {}   # module-level variable -> [value nodes]
         # _collect() walks the module (recursively, in places): check() calls it inside its fail-closed try, so a
         # module that makes it fail is refused with a finding instead of crashing the static stage.
@@ -546,6 +552,9 @@ class Checker:
             self._names_and_attributes(n)
         for k in self.kernels:
             self._kernel_body(k)
+        if self.source_lines is not None:
+            for k in sorted(self.kernels, key=lambda k: k.lineno):
+                self._kernel_source(k)
 
     def _inside_main(self, node):
         p = node
@@ -996,6 +1005,56 @@ class Checker:
             if not re.fullmatch(r"\w*", fld):
                 self._outside(n, "format", f"the format field `{{{fld}}}` reaches attributes or items of its "
                               "argument; only plain fields ({}, {0}, {name}) are allowed", kind=ATTR, name="format")
+                return
+
+    # -- kernel sources ---------------------------------------------------------------------------------------
+    def _kernel_source(self, k):
+        r"""Whether the code Triton compiles for kernel ``k`` is the function checked here.
+
+        Triton does not compile this tree: it reads the kernel's text back from the module's lines (the lines the
+        runner seeds linecache with, shared/source.py) through inspect.getsourcelines (the decorators and the
+        def's block), and finds the def by its text: on a GPU the first line of the dedented block that matches
+        ``^def\s+\w+\s*\(`` (runtime/jit.py), in the interpreter the last line that starts with ``def ``
+        (runtime/interpreter.py).  A line inside a string (a decorator's option, a docstring) that looks like a
+        def made Triton compile a body nobody checked, with torch and exec in it (red team, 2026-11-26).  So the
+        rule is on the text, predictable by a reader: no line of a kernel's block but its own def line starts with
+        ``def``; and, whatever Triton's rule, the text each of its two front ends takes must parse to this very
+        function (multi-line strings aside, whose inner indentation the dedent changes)."""
+        lines = self.source_lines
+        start = min([d.lineno for d in k.decorator_list] + [k.lineno])  # the code's co_firstlineno
+        try:
+            block = inspect.getblock(lines[start - 1:])
+        except Exception:  # noqa: BLE001 — tokenize's errors: not a block Triton could read either
+            block = []
+        fix = ("reword that line so that it does not begin with `def` (in a docstring, say `Defines ...`), or "
+               "move the text out of the kernel")
+        for i, line in enumerate(block):
+            if start + i != k.lineno and re.match(r"\s*def\s", line):
+                self._outside(k, "kernel", f"line {start + i} inside @triton.jit {k.name} (a string in its "
+                              "decorators or body) begins with `def`: Triton finds a kernel's code by such lines, "
+                              "so it would compile other code than kgym checked; " + fix, name=k.name)
+                return
+        want = _triton_view(k)
+        # GPU: JITCallable.__init__ (triton/runtime/jit.py, Triton 3.6).
+        text = textwrap.dedent("".join(block))
+        m = re.search(r"^def\s+\w+\s*\(", text, re.MULTILINE)
+        gpu = text[m.start():] if m else ""
+        # Interpreter: FunctionRewriter._find_def and _prepare_source (triton/runtime/interpreter.py).
+        last = 0
+        for i, line in enumerate(block):
+            if line.strip().startswith("def "):
+                last = i + 1
+        interp = textwrap.dedent("".join(block[last - 1:]))
+        for front, text in (("a GPU", gpu), ("the interpreter", interp)):
+            try:
+                body = ast.parse(text).body
+            except (SyntaxError, ValueError):
+                body = []
+            if len(body) != 1 or _triton_view(body[0]) != want:
+                self._outside(k, "kernel", f"the source Triton reads for @triton.jit {k.name} on {front} is not "
+                              f"the function kgym checked (its decorators and body, lines {start}-{k.end_lineno}, "
+                              "hold text Triton takes for the def); write the kernel as a plain def with its "
+                              "decorators above it", name=k.name)
                 return
 
     # -- kernel bodies ----------------------------------------------------------------------------------------
@@ -3135,11 +3194,46 @@ class Checker:
                 for kw in d.keywords:
                     if not is_static(self.expr(kw.value, sc)):
                         self._outside(kw.value, "launch", "triton.jit options are constants", name="jit")
+                    elif not _jit_option(kw):
+                        self._outside(kw.value, "launch", f"the triton.jit option {kw.arg}= is not part of the "
+                                      "language: debug= and noinline= take True or False, do_not_specialize= and "
+                                      "do_not_specialize_on_alignment= a list of parameter names or positions; "
+                                      "leave others out instead", name="jit")
                 if d.args:
                     self._outside(d, "launch", "triton.jit takes keyword options only", name="jit")
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
+def _jit_option(kw):
+    """Whether a @triton.jit(...) keyword is one an honest kernel uses, with a value of its kind: what Triton
+    does with any other (a string where a flag belongs, a hook) is not something the language has to predict."""
+    v = kw.value
+    if kw.arg in ("debug", "noinline"):
+        return isinstance(v, ast.Constant) and any(v.value is x for x in (True, False, None))
+    if kw.arg in ("do_not_specialize", "do_not_specialize_on_alignment"):
+        return isinstance(v, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and type(e.value) in (str, int) for e in v.elts)
+    return False
+
+
+class _MultilineStrings(ast.NodeTransformer):
+    """A multi-line string's inner lines without their leading blanks: textwrap.dedent, which Triton applies to a
+    kernel's whole text, changes them (and only them) between the checked module and what Triton parses."""
+
+    def visit_Constant(self, node):
+        if isinstance(node.value, str) and "\n" in node.value:
+            return ast.Constant(re.sub(r"\n[ \t]*", "\n", node.value))
+        return node
+
+
+def _triton_view(fn):
+    """``fn`` (a FunctionDef) as Triton's text of it parses, for comparison: no decorators (the text starts at the
+    def), multi-line strings' inner indentation dropped, no positions."""
+    fn = copy.deepcopy(fn)
+    fn.decorator_list = []
+    return ast.dump(_MultilineStrings().visit(fn))
+
+
 def _compute_name(d):
     """A PyTorch function that computes (torch.exp, F.relu, torch.linalg.norm...): refused as torch_call; other
     names outside the language (torch.backends, torch.cuda.Stream, os.system) are forbidden_attribute."""
@@ -3292,12 +3386,16 @@ def _longest_chain(tree):
     return best
 
 
-def check(tree, lang=None, signature=None):
+def check(tree, lang=None, signature=None, source=None):
     """Findings of the candidate language on a parsed module, sorted by line.
 
     signature: {"init": [kind, ...], "forward": [kind, ...]} with kinds "tensor", "static", "none", "tensors" or
     "unknown" — the task's get_init_inputs/get_inputs, as the judge knows them.  Without it (tests), forward's
     parameters are tensors and __init__'s are static values.
+
+    source: the bytes ``tree`` was parsed from (the judge always gives them): each kernel's text as Triton will read
+    it must be the kernel checked here (Checker._kernel_source).  Without it (tests of the tree alone) that rule
+    is not applied.
 
     Fails closed: a module the checker cannot judge (too deeply nested, or one that makes the checker itself
     fail) gets a finding, never a pass."""
@@ -3307,6 +3405,10 @@ def check(tree, lang=None, signature=None):
     c = Checker(lang, tree, signature)
     where = tree.body[0] if tree.body else tree
     try:
+        if source is not None:
+            c.source_lines = source_lines(source)
+            if c.source_lines is None:
+                raise _TooComplex("the module's bytes do not decode as Python source lines")
         chain = _longest_chain(tree)  # before anything resolves a chain: each resolution costs its length
         if chain > MAX_CHAIN:
             raise _TooComplex(f"an attribute chain of {chain} names (a.b.c...) is longer than the {MAX_CHAIN} the "

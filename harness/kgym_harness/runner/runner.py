@@ -44,6 +44,7 @@ import time
 import types
 
 from ..shared import kinds
+from ..shared.source import lines as source_lines
 from ..shared import transport as tp
 
 # How many inherited descriptors run() closed before the set-up (None: not started through run()).
@@ -597,14 +598,10 @@ def _seed_linecache(path, data):
     """The checked source's lines in linecache under its file name, as linecache would read them (tokenize's
     encoding rules) but with no modification time: linecache.checkcache never drops such an entry, so inspect
     (and Triton through it) never reads the file again."""
-    import io
     import linecache
-    import tokenize
 
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        lines = io.TextIOWrapper(io.BytesIO(data), encoding, line_buffering=True).readlines()
-    except (SyntaxError, UnicodeDecodeError, LookupError):
+    lines = source_lines(data)  # the judge reads the same lines for what Triton compiles (language.py)
+    if lines is None:
         return  # compile() says what is wrong with these bytes; the file, unchanged, is read as before
     linecache.cache[path] = (len(data), None, lines, path)
 
