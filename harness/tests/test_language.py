@@ -1094,6 +1094,15 @@ def test_every_attack_fixture_is_outside_the_language(path):
 # it reads back through inspect, finding the def by its text, not from the tree kgym checked.  A red team
 # (2026-11-26) hid a second def in a string: the interpreter took the last def-looking line (a body string), a GPU
 # the first (a string given to @triton.jit(debug=...)), and each ran a body nobody checked (torch, ctypes, exec).
+_RELU_MODEL = '''\
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
+        return out
+'''
+
 SMUGGLE_BODY = '''\
 import torch
 import torch.nn as nn
@@ -1112,13 +1121,7 @@ def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pass  # """
 
 
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        n = x.numel()
-        relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
-        return out
-'''
+''' + _RELU_MODEL
 
 SMUGGLE_DECORATOR = '''\
 import torch
@@ -1138,13 +1141,7 @@ def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     pass  # """
 
 
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty_like(x)
-        n = x.numel()
-        relu_kernel[(triton.cdiv(n, 256),)](x, out, n, BLOCK=256)
-        return out
-'''
+''' + _RELU_MODEL
 
 HONEST_DOCSTRINGS = '''\
 import torch
