@@ -164,6 +164,63 @@ def test_a_default_is_checked_too():
     assert SMUGGLED == []
 
 
+CALLED = []
+
+
+def _untyped(x):
+    CALLED.append(x)
+    return x
+
+
+@triton.jit
+def _helper_smuggles(x, F=_untyped):
+    return F(x)
+
+
+@triton.jit
+def _calls_helper(x_ptr, n):
+    v = _helper_smuggles(n)
+    tl.store(x_ptr, v)
+
+
+@triton.jit
+def _helper_honest(x, SCALE: tl.constexpr = 2.0, ACT: tl.constexpr = "relu", DT: tl.constexpr = tl.float32,
+                   OFF=1, NOTHING=None):
+    y = x * SCALE + OFF
+    if ACT == "relu":
+        y = tl.maximum(y, 0.0)
+    return y.to(DT)
+
+
+@triton.jit
+def _calls_honest(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, _helper_honest(tl.load(x_ptr + offs)))
+
+
+def test_a_device_function_s_default_is_checked():
+    """A helper called from a kernel body fills in its defaults there, out of the launch check's sight: a
+    function given so would run inside the launch (red team, 2026-11-26: tests/fixtures/attacks/v_helper_default_*).
+    Refused before the helper's body runs, and a finding; the defaults of an honest helper (numbers, a string,
+    a dtype, None) pass, and what the body passes explicitly is not read."""
+    g = guards.Guards(policy.load_default())
+    g.install()
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            _calls_helper[(1,)](x, 1)
+            return x
+
+    with pytest.raises(Exception, match="_helper_smuggles: the tl.constexpr parameter F was given function"):
+        g.call(M(), [torch.zeros(1)], "correctness", "base")
+    assert CALLED == []
+    assert [f["evidence"]["parameter"] for f in g.findings if f["type"] == "launch_argument"] == ["F"]
+    x = torch.tensor([-1.0, 0.5, 2.0, -3.0])
+    out = torch.empty_like(x)
+    _calls_honest[(1,)](x, out, BLOCK=4)
+    assert torch.equal(out, torch.clamp(x * 2 + 1, min=0))
+
+
 def test_not_gated_on_the_launch_log():
     """The candidate can reach LOG (a red team set LOG.depth through exec to switch the recorders off): the check
     does not read it."""

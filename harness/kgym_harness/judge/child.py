@@ -495,7 +495,8 @@ class Evaluation:
         if model_new is None:
             raise StageFailed("the module defines no top-level `class ModelNew`", None)
         if not kernels:
-            raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton", None)
+            raise StageFailed("the module defines no @triton.jit kernel: the computation must be written in Triton (a "
+                              "kernel is a def decorated with @triton.jit; `f = triton.jit(f)` is not one)", None)
         # A module without ModelNew or a kernel is not a candidate at all (verdict invalid, above); every other one
         # is checked against the language.
         data = self.policy.get("language")

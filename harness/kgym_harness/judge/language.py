@@ -680,6 +680,12 @@ class Checker:
         a = fn.args
         for d in a.defaults + [d for d in a.kw_defaults if d is not None]:
             self._constant_expression(d, "a default value")
+            if kernel and not self._kernel_default(d):
+                self._outside(d, "kernel", f"the default value `{ast.unparse(d)[:60]}` of @triton.jit {fn.name} is "
+                              "not one a kernel may read: literals, tuples of them, dtypes, tl.constexpr(...) of "
+                              "them, module constants or the candidate's own @triton.jit functions (a default is "
+                              "handed to the kernel body as it is); pass other values at the launch instead",
+                              name=fn.name)
         for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y]:
             if x.annotation is not None:
                 self._annotation(x.annotation)
@@ -717,7 +723,8 @@ class Checker:
         if isinstance(st, ast.Delete):
             for t in st.targets:
                 if not isinstance(t, ast.Name):
-                    self._outside(st, "statements", "`del` only removes local names")
+                    self._outside(st, "statements", "`del` only removes local names: remove an item of a local list "
+                                  "with .pop(i) instead")
         for field in ("body", "orelse"):
             for s in getattr(st, field, []) or []:
                 self._function_statement(s)
@@ -1188,6 +1195,30 @@ class Checker:
 
         return const(name)
 
+    def _kernel_default(self, v):
+        """Whether default value ``v`` of a @triton.jit function is one a kernel may read as it is (_kernel_constant's
+        values) or one of the candidate's kernels.  Why: Triton hands a default to the body as the object itself;
+        the launch's runtime check sees the launched kernel's defaults, not those of a helper it calls, and a plain
+        function given so was called inside the launch, never typed (red team, 2026-11-26)."""
+        if isinstance(v, ast.Constant):
+            return True
+        if isinstance(v, ast.Tuple):
+            return all(self._kernel_default(x) for x in v.elts)
+        if isinstance(v, ast.UnaryOp):
+            return self._kernel_default(v.operand)
+        if isinstance(v, ast.BinOp):
+            return self._kernel_default(v.left) and self._kernel_default(v.right)
+        if isinstance(v, ast.Call):
+            return self.dotted(v.func) == "triton.language.constexpr" and len(v.args) == 1 and not v.keywords \
+                and self._kernel_default(v.args[0])
+        d = self.dotted(v)
+        if d is not None:
+            return d.split(".")[-1] in self.L.dtypes and d.startswith(("triton.language", "torch")) \
+                or d in self.L.kernel_constants
+        if isinstance(v, ast.Name):
+            return self.defs.get(v.id) in self.kernels or self._kernel_constant(v.id)
+        return False
+
     def _global_declared(self):
         if not hasattr(self, "_globals_cache"):
             self._globals_cache = {x for g in ast.walk(self.tree) if isinstance(g, ast.Global) for x in g.names}
@@ -1416,7 +1447,15 @@ class Checker:
     def s_Import(self, st, sc):
         if sc.fn is None:
             for name, canon in self.canonical_import(st).items():
-                sc.env[name] = ("alias", canon)
+                sc.env[name] = self._imported(canon)
+
+    def _imported(self, canon):
+        """What a name an import binds is: the function or value the language lists under its dotted name
+        (``from triton import cdiv`` is ``triton.cdiv``, typed as that name written out is), else a module."""
+        if canon in self.L.functions:
+            return ("lib", canon)
+        v = self._lib_value(canon)
+        return v if v is not None else ("alias", canon)
 
     s_ImportFrom = s_Import
 
@@ -1570,6 +1609,8 @@ class Checker:
             if m[0] in ("S", "N", "bot", "config", "record", "props", "info", "func", "kernel", "partial", "class",
                         "alias", "lib", "builtin", "recordclass"):
                 continue
+            if m[0] == "method" and m[1][0] == "class" and m[2] == "apply":
+                continue  # relu = _ReLU.apply (Triton's tutorials): an own autograd Function, its forward checked
             if m[0] in ("tup", "lst", "dct") and self._module_value_ok(
                     _join_all(list(m[1]) if m[0] == "tup" else [m[1]] if m[0] == "lst" else [m[1], m[2]])):
                 continue
@@ -1778,7 +1819,7 @@ class Checker:
         if name in self.module_scope.env:
             return shared(self.module_scope.env[name]) if sc.fn is not None else self.module_scope.env[name]
         if name in self.aliases:
-            return ("alias", self.aliases[name])
+            return self._imported(self.aliases[name])
         if name in self.defs:
             return ("kernel", self.defs[name]) if self.defs[name] in self.kernels else ("func", self.defs[name],
                                                                                          None, None)
@@ -2541,8 +2582,11 @@ class Checker:
             if self._type_name(d) or d.startswith("typing."):
                 if d == "dataclasses.field":
                     return S
-                self._outside(e, "calls", f"`{d}(...)` is not part of the language: modules are instances of the "
-                              "candidate's own nn.Module subclasses, built in __init__", name=d)
+                if d in ("triton.jit", "triton.autotune", "triton.heuristics"):
+                    why = f"kernels are made by decorating their def (@{d} above it) instead"
+                else:
+                    why = "modules are instances of the candidate's own nn.Module subclasses, built in __init__"
+                self._outside(e, "calls", f"`{d}(...)` is not part of the language: {why}", name=d)
                 return unk(d)
             self.add(TORCH if d.startswith("torch") else CALL, e, d, f"`{d}(...)` is not part of the language: "
                      f"{self._why_not(d)}", "library")
@@ -3028,18 +3072,25 @@ class Checker:
                                                    or isinstance(a.annotation, ast.Constant)
                                                    and a.annotation.value == "constexpr")}
         bound = {}
-        if star:
+        head = self._static_tail(e, sc) if star else None
+        if star and head is None:
             # *list or **dict: which parameter each value lands in is unknown (a tensor could land in a
             # tl.constexpr, and hooks would not know the arguments' types).  A tuple of known values is unpacked
-            # by _arguments and is fine.
+            # by _arguments and is fine; so are values of unknown count with nothing but static values from
+            # there on (_static_tail).
             self._outside(e, "launch", f"{kernel.name}: launch arguments unpacked from a list or a dict (*args, "
-                          "**kwargs) are not part of the language: pass them explicitly, or unpack a tuple",
+                          "**kwargs), or followed by a tensor, are not part of the language: pass them explicitly, "
+                          "unpack a tuple, or put the unpacked numbers (*x.stride()) after every tensor",
                           name=kernel.name)
             items = ()
         else:
-            for i, t in enumerate(args):
+            for i, t in enumerate(args if head is None else head):
                 name = params[i] if i < len(params) else f"#{i}"
                 bound[name] = t
+            if head is not None:
+                for name in params[len(head):]:
+                    if name not in kwargs:
+                        bound[name] = S  # one of the static values from the unpacking on, or its default
             for name, t in kwargs.items():
                 if name in self.L.launch_options:
                     if not is_static(t):
@@ -3076,6 +3127,30 @@ class Checker:
                     self._outside(grid_node, "launch", f"the grid is {describe(gm)}: a grid is a tuple of numbers or "
                                   "a function of the launch arguments", name="grid")
         return N
+
+    def _static_tail(self, e, sc):
+        """For a launch whose positional arguments unpack values of unknown count (``*x.stride()``, Triton's
+        tutorials' and flash-attention's idiom): the types of the arguments before the first such unpacking, when
+        every value from there on is static, so that whichever parameters they land in get numbers, never a
+        tensor; else None (and always with ``**`` among the keywords)."""
+        if any(k.arg is None for k in e.keywords):
+            return None
+        head = []
+        for j, a in enumerate(e.args):
+            if not isinstance(a, ast.Starred):
+                head.append(self.expr(a, sc))
+                continue
+            t = self.expr(a.value, sc)
+            parts = [m for m in members(t) if m[0] == "tup"]
+            if len(members(t)) == 1 and parts:
+                head.extend(parts[0][1])  # a tuple of known values: _arguments unpacks it too
+                continue
+            for r in e.args[j:]:
+                rt = self.iterate(self.expr(r.value, sc), r, sc) if isinstance(r, ast.Starred) else self.expr(r, sc)
+                if not is_static(rt):
+                    return None
+            return head
+        return None
 
     def _launch_arg(self, e, kernel, name, t, constexpr, sc):
         for m in members(t):

@@ -357,6 +357,39 @@ def _jit_arguments(self, args, kwargs):
             _refuse(getattr(self.fn, "__name__", "?"), p.name, v, constexpr)
 
 
+def _device_call_defaults(self, args, kwargs):
+    """The interpreter's InterpretedFunction.__call__ (a @triton.jit function called from a kernel body): every
+    default value the call fills in must be a kernel argument, as for a launch (_argument_ok; a constant, since
+    Triton's compiler makes a device function's Python values constants).  The launch's check (_interpreter_arguments)
+    sees the launched kernel's own defaults only, and a helper's default is handed to its body as the object
+    itself: a plain function given so ran inside the launch, untyped (red team, 2026-11-26).  The arguments the
+    body passes are the checked kernel's own values; only what the call does not pass is read here."""
+    fn = self.fn
+    names = getattr(self, "arg_names", None) or []
+    given = set(names[:len(args)]) | set(kwargs)
+    defaults = fn.__defaults__ or ()
+    params = names[len(names) - len(defaults):] if defaults else []
+    filled = [(n, v) for n, v in zip(params, defaults) if n not in given]
+    filled += [(n, v) for n, v in (fn.__kwdefaults__ or {}).items() if n not in given]
+    for name, v in filled:
+        if not _argument_ok(v, True):
+            _refuse(getattr(fn, "__name__", "?"), name, v, True)
+
+
+def _check_only(cls, attr, check):
+    """Wraps cls.attr with ``check(self, args, kwargs)`` before it (an exception refuses the call); nothing else:
+    a device function's call is part of its launch, not a launch of its own."""
+    original = cls.__dict__[attr]
+
+    def call(self, *args, **kwargs):
+        check(self, args, kwargs)
+        return original(self, *args, **kwargs)
+
+    call.__kgym_original__ = original
+    setattr(cls, attr, call)
+    _INSTALLED.append((cls, attr, call))
+
+
 def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
     """Wraps cls.attr, a launch: counted while LOG is active, and ``prepare(self, kwargs)`` hands what Triton will
     call of the candidate's inside it to _outside; ``check(self, args, kwargs)``, when given, may refuse the
@@ -413,6 +446,7 @@ def install_launch_hooks():
 
         _wrap(interpreter.GridExecutor, "__call__", lambda self: getattr(self.fn, "__name__", "?"),
               prepare=_executor_grid, check=_interpreter_arguments)
+        _check_only(interpreter.InterpretedFunction, "__call__", _device_call_defaults)
     except Exception:  # noqa: BLE001 — no interpreter in this Triton build
         pass
 
