@@ -178,8 +178,19 @@ def _helper_smuggles(x, F=_untyped):
 
 
 @triton.jit
+def _helper_smuggles_kw(x, *, F=_untyped):
+    return F(x)
+
+
+@triton.jit
 def _calls_helper(x_ptr, n):
     v = _helper_smuggles(n)
+    tl.store(x_ptr, v)
+
+
+@triton.jit
+def _calls_helper_kw(x_ptr, n):
+    v = _helper_smuggles_kw(n)
     tl.store(x_ptr, v)
 
 
@@ -213,8 +224,16 @@ def test_a_device_function_s_default_is_checked():
 
     with pytest.raises(Exception, match="_helper_smuggles: the tl.constexpr parameter F was given function"):
         g.call(M(), [torch.zeros(1)], "correctness", "base")
+
+    class K(torch.nn.Module):  # a keyword-only default
+        def forward(self, x):
+            _calls_helper_kw[(1,)](x, 1)
+            return x
+
+    with pytest.raises(Exception, match="_helper_smuggles_kw: the tl.constexpr parameter F was given function"):
+        g.call(K(), [torch.zeros(1)], "correctness", "base")
     assert CALLED == []
-    assert [f["evidence"]["parameter"] for f in g.findings if f["type"] == "launch_argument"] == ["F"]
+    assert [f["evidence"]["parameter"] for f in g.findings if f["type"] == "launch_argument"] == ["F", "F"]
     x = torch.tensor([-1.0, 0.5, 2.0, -3.0])
     out = torch.empty_like(x)
     _calls_honest[(1,)](x, out, BLOCK=4)

@@ -365,10 +365,11 @@ def _device_call_defaults(self, args, kwargs):
     itself: a plain function given so ran inside the launch, untyped (red team, 2026-11-26).  The arguments the
     body passes are the checked kernel's own values; only what the call does not pass is read here."""
     fn = self.fn
-    names = getattr(self, "arg_names", None) or []
+    code = fn.__code__
+    names = code.co_varnames[:code.co_argcount]  # the positional parameters (keyword-only ones follow them)
     given = set(names[:len(args)]) | set(kwargs)
     defaults = fn.__defaults__ or ()
-    params = names[len(names) - len(defaults):] if defaults else []
+    params = names[len(names) - len(defaults):] if defaults else ()
     filled = [(n, v) for n, v in zip(params, defaults) if n not in given]
     filled += [(n, v) for n, v in (fn.__kwdefaults__ or {}).items() if n not in given]
     for name, v in filled:
