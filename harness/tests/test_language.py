@@ -1073,7 +1073,10 @@ DYNAMIC_HACKS = {"input_mutation.py", "output_alias.py", "stale_memory.py", "war
                  # stores past an input's end (the judge's canaries), in every call, from the second, or timed only
                  "oob_write.py", "oob_late.py", "timed_oob.py",
                  # returns its input once timed (the output checks of every timed call)
-                 "timed_alias.py"}
+                 "timed_alias.py",
+                 # counts its calls in a module-level dict of numbers / in tensors it holds (the judge's repeat
+                 # checks and the model-state snapshot decide: red team, 2026-11-26)
+                 "v_second_call_counter.py", "v_attr_tensor_state.py"}
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/attacks/*.py")) +

@@ -43,7 +43,7 @@ pair no_triton import_error
 pair raise_in_forward kernel_error
 pair "segfault --policy $RT" "exit_early --policy $RT"
 pair "flood --policy $RT" "protocol_garbage --policy $RT"
-run raise_second_call
+pair raise_second_call wrong_one_seed
 wait $hangs
 expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5 and all(
     {"inputs", "reference", "construct", "call", "compare"} <= set(v["spent_ms"]) and all(x >= 0 for x in
@@ -59,6 +59,11 @@ expect ok correct 'r["unjudged"] == [] and r["sandbox"]["missing"] == [] and r["
 expect raise_second_call runtime_error 'r["reward"] < 1.0 and [u["fact"] for u in r["unjudged"]][:2] ==
     ["cached_output", "nondeterministic"] and r["error"]["type"] == "RuntimeError" and "called again" in r["feedback"]
     and r["correctness"]["failed_count"] == 0'
+# A plain bug that only the base variant's second call (its inputs drawn again) meets: that call counts like any
+# variant (before, only an exact copy of the first output failed there), and it is not a hack (a new model's first
+# call on those inputs is wrong too; tests/fixtures/attacks/v_second_call_counter is the hack).
+expect wrong_one_seed incorrect '[v["name"] for v in r["correctness"]["variants"] if v["status"] == "failed"] ==
+    ["base_again"] and r["hacks"] == [] and r["reward"] == 0.7'
 expect chatty correct '"debug: forward called" in r["process"]["stdout"]'
 expect wrong_value incorrect 'r["reward"] == 0.7 and "elements differ" in r["feedback"]'
 expect wrong_tail incorrect '"elements differ" in r["feedback"]'

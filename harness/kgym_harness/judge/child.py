@@ -1559,6 +1559,29 @@ class Evaluation:
         cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
         self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v), checks)
 
+    def second_call_wrong(self, v, again, init, ref, ref_out2, tol2, facts2):
+        """The model's second call, on new inputs of the variant's kind (``again``), was wrong.  A new model's
+        first call on the same inputs tells the two causes apart: wrong there too, the kernel is wrong on these
+        inputs (a bug), reported as a variant C counts (incorrect); right there, the output depended on the calls
+        before it, not only on the inputs (a call counter, state kept between calls: how a candidate would tell
+        the calls that are compared from those that are timed), the hack ``nondeterministic``.  Making the new
+        model drops the old one (RunnerLink.construct): it comes after the old model's last call."""
+        from . import tasks
+
+        _init, inputs2 = tasks.build(self.task, again, self.device)
+        fresh = self.runner.construct(init, v.seed, None)
+        out = self.call_in_place(fresh, inputs2, "base_again_new_model", ref_out2)
+        if self.output_passes(tol2, ref, inputs2, ref_out2, out):
+            self.guards.add("nondeterministic", self.current_stage, "base_again",
+                            "a second call on new inputs gave a wrong output that a new model's first call on the "
+                            "same inputs gets right: the result depends on the calls before it (state kept between "
+                            "calls, a call counter), not only on the inputs", {"variant": v.name})
+            return
+        self.chan.send({"type": kinds.MSG_VARIANT, "name": "base_again", "sizes": v.sizes, "dtype": v.dtype,
+                        "description": "the variant's inputs drawn again (another seed), the same model's second "
+                                       "call", "status": "ran", "compare": _finite(facts2), "atol": tol2.atol,
+                        "rtol": tol2.rtol, "tolerance": _finite(tol2.facts()), "error": None})
+
     def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol, checks):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that
         caches results (by shape, data_ptr, call count) returns the first call's output.  The facts also say
@@ -1589,6 +1612,16 @@ class Evaluation:
             self.guards.add("cached_output", self.current_stage, "base_again",
                             "a second call with new input values returned the first call's output: results may "
                             "not be cached across calls", {"variant": v.name})
+        wrong_again = None
+        if not second_ok and not (first_ok and not input_independent and same_as_first):
+            # A wrong output on fresh inputs of the variant's own kind is a wrong answer like any variant's, judged
+            # by the full rule (its own scale, float64 adjudication): before, only an exact copy of the first
+            # output failed here, and a candidate that counted its calls could return anything on this one (red
+            # team, 2026-11-26).  Decided after the repeat call below (second_call_wrong makes a new model).
+            tol2 = self.tolerances(ref_out2, v)
+            facts2 = compare.compare(ref_out2, cand_out2, tol2.atol, tol2.rtol, tol2.relative_atol)
+            if not self.output_passes(tol2, ref, inputs2, ref_out2, cand_out2, facts2):
+                wrong_again = (tol2, facts2)
         checks["cached_output"] = "ran"
         # The first inputs once more: an output that passed once and now does not depends on something
         # other than the inputs (uninitialised or stale memory, a race).
@@ -1597,6 +1630,8 @@ class Evaluation:
             self.guards.add("nondeterministic", self.current_stage, "base_repeat",
                             "the same inputs a second time gave a wrong output: the result depends on memory "
                             "contents or timing, not only on the inputs", {"variant": v.name})
+        if wrong_again is not None:
+            self.second_call_wrong(v, again, _init, ref, ref_out2, *wrong_again)
         checks["nondeterministic"] = "ran"
         facts = {"input_independent": input_independent}
         if torch.is_tensor(ref_out) and ref_out.numel() and ref_out.is_floating_point():

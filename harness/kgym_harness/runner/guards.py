@@ -519,11 +519,18 @@ class HostValueRecorder(TorchFunctionMode):
 
 
 def model_state(model):
-    """A model's parameters and buffers (register_buffer): its state, which forward may read and never write,
-    and no output may share (a red team kept a call counter in a buffer a kernel wrote, unseen while only the
-    parameters were snapshot)."""
+    """A model's parameters, buffers (register_buffer) and the tensors its modules hold as plain attributes (in
+    lists, tuples and dicts too): its state, which forward may read and never write, and no output may share.
+    Red teams kept a call counter in a buffer a kernel wrote, unseen while only the parameters were snapshot, and
+    then (2026-11-26) a counter and a copy of the first output in tensors made in __init__ as plain attributes,
+    unseen while only parameters and buffers were."""
     seen, out = set(), []
-    for t in list(model.parameters()) + list(model.buffers()):
+    held = list(model.parameters()) + list(model.buffers())
+    for m in model.modules():
+        for name, value in vars(m).items():
+            if name not in ("_parameters", "_buffers", "_modules"):
+                held += _tensors(value)
+    for t in held:
         if id(t) not in seen:
             seen.add(id(t))
             out.append(t)
