@@ -1450,3 +1450,20 @@ def test_launch_unpacks_strides_after_the_tensors():
     for bad in ("x, *x.stride(), y, N", "x, y, *[x, y], N", "*(x, y), *x.stride(), x"):
         found = hacks(template.replace("ARGS", bad))
         assert any("unpacked" in f["message"] for f in found), (bad, found)
+
+
+def test_export_list():
+    """`__all__ = ["ModelNew"]` (a package's export list): string constants nothing reads; reading it, or binding
+    it to anything else or anywhere else, stays a dunder name."""
+    assert_clean('''
+        __all__ = ["ModelNew", "kernel"]
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+                return out
+        ''')
+    for bad in ('__all__ = [ModelNew]', '__all__ = ["a"]\nN = len(__all__)', '__all__ += ["b"]'):
+        found = hacks(bad + '\n')
+        assert any("`__all__`" in f["message"] for f in found), (bad, found)

@@ -897,11 +897,20 @@ class Checker:
         self._function_grammar(fn, "class")
 
     # -- names and attributes everywhere ----------------------------------------------------------------------
+    def _export_list(self, n):
+        """``__all__ = ["ModelNew", ...]`` at module level (a package's export list, common in third-party code):
+        a binding of string constants that nothing reads; any other use of ``__all__`` is a dunder name."""
+        st = self.parents.get(n)
+        return n.id == "__all__" and isinstance(n.ctx, ast.Store) and isinstance(st, ast.Assign) and \
+            st.targets == [n] and self.parents.get(st) is self.tree and \
+            isinstance(st.value, (ast.List, ast.Tuple)) and \
+            all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in st.value.elts)
+
     def _names_and_attributes(self, n):
         if self._inside_main(n):
             return
         if isinstance(n, ast.Name):
-            if _DUNDER.match(n.id):
+            if _DUNDER.match(n.id) and not self._export_list(n):
                 self.add(ATTR, n, n.id, f"the name `{n.id}` is not part of the language (dunder names reach the "
                          "interpreter's internals)", "names")
             elif isinstance(n.ctx, ast.Load) and self._builtin_use(n) and n.id not in self.L.builtins:
