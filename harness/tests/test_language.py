@@ -1467,3 +1467,49 @@ def test_export_list():
     for bad in ('__all__ = [ModelNew]', '__all__ = ["a"]\nN = len(__all__)', '__all__ += ["b"]'):
         found = hacks(bad + '\n')
         assert any("`__all__`" in f["message"] for f in found), (bad, found)
+
+
+def test_module_list_filled_by_append_in_init():
+    """`self.layers = nn.ModuleList()` then `.append(nn.Linear(...))` in __init__ (level-3 models, a second
+    honest probe): the appended layers are the container's elements, as the comprehension form's are; appending
+    a tensor gives tensors, and appending in forward stays refused."""
+    body = '''
+        class ModelNew(nn.Module):
+            def __init__(self, sizes):
+                super().__init__()
+                self.layers = nn.ModuleList()
+                for a, b in zip(sizes[:-1], sizes[1:]):
+                    self.layers.append(nn.Linear(a, b))
+
+            def forward(self, x):
+                for layer in self.layers:
+                    n = layer.weight.shape[0]
+                    out = torch.empty((x.shape[0], n), device=x.device, dtype=x.dtype)
+                    kernel[(triton.cdiv(out.numel(), 1024),)](x, out, out.numel(), BLOCK=1024)
+                    x = out
+                return x
+        '''
+    assert_clean(body)
+    assert hacks(body.replace("self.layers.append(nn.Linear(a, b))",
+                              "self.layers.append(nn.Linear(a, b))\n                self.layers.append(torch.ones(3))"))
+    assert hacks(body.replace("x = out\n", "x = out\n                    self.layers.append(nn.Linear(2, 2))\n"))
+
+
+def test_launch_takes_a_static_config_dict():
+    """`kernel[grid](..., **_CONFIG)` with a module-level dict of numbers (a config shared between launches): its
+    values land in parameters as numbers; a dict holding a tensor, or a list unpacked, stays refused."""
+    template = '''
+        _CONFIG = {"BLOCK": 1024, "num_warps": 4}
+
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                d = DICT
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), **d)
+                return out
+        '''
+    assert_clean(template.replace("DICT", "_CONFIG"))
+    for bad in ('{"BLOCK": x}', 'dict(BLOCK=1024, out_ptr=x)'):
+        found = hacks(template.replace("DICT", bad))
+        assert found, bad

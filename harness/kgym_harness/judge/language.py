@@ -2928,6 +2928,11 @@ class Checker:
             if not self._ctx_ok(e, sig.ctx, sc, f".{name}()"):
                 return unk(name)
             if name in ("append", "extend") and k == "seq":
+                # nn.ModuleList() filled in __init__ (level-3 models): what goes in is the container's element
+                # type, grown into what holds it as a list's is (_grow_container)
+                vals = list(args) if name == "append" else [self.iterate(a, e, sc) for a in args]
+                if isinstance(e.func, ast.Attribute) and vals:
+                    self._grow_container(e.func.value, ("seq", _join_all(vals)), _join_all(vals), e, sc)
                 return N
             if name == "values":
                 return ("lst", recv[1], "shared")
@@ -3101,6 +3106,8 @@ class Checker:
                     if name not in kwargs:
                         bound[name] = S  # one of the static values from the unpacking on, or its default
             for name, t in kwargs.items():
+                if name == "**":
+                    continue  # a dict of static values (_static_tail): its keys got numbers above
                 if name in self.L.launch_options:
                     if not is_static(t):
                         self._outside(e, "launch", f"the launch option {name} takes a number, not {describe(t)}",
@@ -3141,9 +3148,12 @@ class Checker:
         """For a launch whose positional arguments unpack values of unknown count (``*x.stride()``, Triton's
         tutorials' and flash-attention's idiom): the types of the arguments before the first such unpacking, when
         every value from there on is static, so that whichever parameters they land in get numbers, never a
-        tensor; else None (and always with ``**`` among the keywords)."""
-        if any(k.arg is None for k in e.keywords):
-            return None
+        tensor; all of them where only a ``**d`` of static values (a config dict shared between launches) is of
+        unknown extent.  None otherwise (a list, a dict of anything else, a tensor after the unpacking)."""
+        for k in e.keywords:
+            if k.arg is None and not all(m[0] == "dct" and is_static(m[2]) or m[0] in ("N", "bot")
+                                         for m in members(self.expr(k.value, sc))):
+                return None  # **d: only a dict of static values (a config shared between launches)
         head = []
         for j, a in enumerate(e.args):
             if not isinstance(a, ast.Starred):
@@ -3159,7 +3169,7 @@ class Checker:
                 if not is_static(rt):
                     return None
             return head
-        return None
+        return head
 
     def _launch_arg(self, e, kernel, name, t, constexpr, sc):
         for m in members(t):

@@ -757,7 +757,9 @@ class Guards:
         for j, (t, b) in enumerate(zip(params, before_p)):
             if not _same_bits(t, b):
                 self.add("parameter_mutation", stage, variant, f"parameter or buffer {j} was modified by forward "
-                         "(a model's state is its weights: nothing carries over from one call to the next)",
+                         "(a model's state is its weights: nothing carries over from one call to the next; a "
+                         "BatchNorm's running_mean and running_var too: the output uses the batch's statistics, "
+                         "so leave the running ones unchanged)",
                          {"parameter": j, "shape": list(t.shape)})
 
     def _check_outputs(self, outs, inputs, params, stage, variant):
