@@ -1559,7 +1559,7 @@ class Evaluation:
         cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
         self.second_call(v, ref, cand, inputs, cand_inputs, ref_out, cand_out, self.tolerances(ref_out, v), checks)
 
-    def second_call_wrong(self, v, again, init, ref, ref_out2, tol2, facts2):
+    def second_call_wrong(self, v, again, ref, ref_out2, tol2, facts2):
         """The model's second call, on new inputs of the variant's kind (``again``), was wrong.  A new model's
         first call on the same inputs tells the two causes apart: wrong there too, the kernel is wrong on these
         inputs (a bug), reported as a variant C counts (incorrect); right there, the output depended on the calls
@@ -1568,7 +1568,7 @@ class Evaluation:
         model drops the old one (RunnerLink.construct): it comes after the old model's last call."""
         from . import tasks
 
-        _init, inputs2 = tasks.build(self.task, again, self.device)
+        init, inputs2 = tasks.build(self.task, again, self.device)
         fresh = self.runner.construct(init, v.seed, None)
         out = self.call_in_place(fresh, inputs2, "base_again_new_model", ref_out2)
         if self.output_passes(tol2, ref, inputs2, ref_out2, out):
@@ -1608,12 +1608,12 @@ class Evaluation:
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
         input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
+        wrong_again = None
         if first_ok and not second_ok and not input_independent and same_as_first:
             self.guards.add("cached_output", self.current_stage, "base_again",
                             "a second call with new input values returned the first call's output: results may "
                             "not be cached across calls", {"variant": v.name})
-        wrong_again = None
-        if not second_ok and not (first_ok and not input_independent and same_as_first):
+        elif not second_ok:
             # A wrong output on fresh inputs of the variant's own kind is a wrong answer like any variant's, judged
             # by the full rule (its own scale, float64 adjudication): before, only an exact copy of the first
             # output failed here, and a candidate that counted its calls could return anything on this one (red
@@ -1631,7 +1631,7 @@ class Evaluation:
                             "the same inputs a second time gave a wrong output: the result depends on memory "
                             "contents or timing, not only on the inputs", {"variant": v.name})
         if wrong_again is not None:
-            self.second_call_wrong(v, again, _init, ref, ref_out2, *wrong_again)
+            self.second_call_wrong(v, again, ref, ref_out2, *wrong_again)
         checks["nondeterministic"] = "ran"
         facts = {"input_independent": input_independent}
         if torch.is_tensor(ref_out) and ref_out.numel() and ref_out.is_floating_point():

@@ -1180,53 +1180,42 @@ class Checker:
                 if not all(isinstance(t, ast.Name) for t in (st.targets if isinstance(st, ast.Assign)
                                                               else [st.target])):
                     return False
-                if not value(st.value):
+                if not self._kernel_readable(st.value, const):
                     return False
             return True
 
-        def value(v):
-            if isinstance(v, ast.Constant):
-                return True
-            if isinstance(v, ast.UnaryOp):
-                return value(v.operand)
-            if isinstance(v, ast.BinOp):
-                return value(v.left) and value(v.right)
-            if isinstance(v, ast.Call) and self.dotted(v.func) == "triton.language.constexpr" and len(v.args) == 1 \
-                    and not v.keywords:
-                return value(v.args[0])
-            d = self.dotted(v)
-            if d and (d.split(".")[-1] in self.L.dtypes and d.startswith(("triton.language", "torch"))
-                      or d in self.L.kernel_constants):
-                return True
-            if isinstance(v, ast.Name):
-                return const(v.id)
-            return False
-
         return const(name)
 
-    def _kernel_default(self, v):
-        """Whether default value ``v`` of a @triton.jit function is one a kernel may read as it is (_kernel_constant's
-        values) or one of the candidate's kernels.  Why: Triton hands a default to the body as the object itself;
-        the launch's runtime check sees the launched kernel's defaults, not those of a helper it calls, and a plain
-        function given so was called inside the launch, never typed (red team, 2026-11-26)."""
+    def _kernel_readable(self, v, name_ok):
+        """Whether expression ``v`` is a value a kernel may read as it is: a literal, arithmetic of such values,
+        tl.constexpr(...) of one, a dtype or one of Triton's constants; a name is what ``name_ok(name)`` says
+        (_kernel_constant: another such module constant; _kernel_default: that, or an own kernel)."""
         if isinstance(v, ast.Constant):
             return True
+        if isinstance(v, ast.UnaryOp):
+            return self._kernel_readable(v.operand, name_ok)
+        if isinstance(v, ast.BinOp):
+            return self._kernel_readable(v.left, name_ok) and self._kernel_readable(v.right, name_ok)
+        if isinstance(v, ast.Call) and self.dotted(v.func) == "triton.language.constexpr" and len(v.args) == 1 \
+                and not v.keywords:
+            return self._kernel_readable(v.args[0], name_ok)
+        d = self.dotted(v)
+        if d and (d.split(".")[-1] in self.L.dtypes and d.startswith(("triton.language", "torch"))
+                  or d in self.L.kernel_constants):
+            return True
+        if isinstance(v, ast.Name):
+            return name_ok(v.id)
+        return False
+
+    def _kernel_default(self, v):
+        """Whether default value ``v`` of a @triton.jit function is one a kernel may read as it is
+        (_kernel_readable), a tuple of such, or one of the candidate's kernels.  Why: Triton hands a default to the
+        body as the object itself; the launch's runtime check sees the launched kernel's defaults, not those of a
+        helper it calls, and a plain function given so was called inside the launch, never typed (red team,
+        2026-11-26)."""
         if isinstance(v, ast.Tuple):
             return all(self._kernel_default(x) for x in v.elts)
-        if isinstance(v, ast.UnaryOp):
-            return self._kernel_default(v.operand)
-        if isinstance(v, ast.BinOp):
-            return self._kernel_default(v.left) and self._kernel_default(v.right)
-        if isinstance(v, ast.Call):
-            return self.dotted(v.func) == "triton.language.constexpr" and len(v.args) == 1 and not v.keywords \
-                and self._kernel_default(v.args[0])
-        d = self.dotted(v)
-        if d is not None:
-            return d.split(".")[-1] in self.L.dtypes and d.startswith(("triton.language", "torch")) \
-                or d in self.L.kernel_constants
-        if isinstance(v, ast.Name):
-            return self.defs.get(v.id) in self.kernels or self._kernel_constant(v.id)
-        return False
+        return self._kernel_readable(v, lambda n: self.defs.get(n) in self.kernels or self._kernel_constant(n))
 
     def _global_declared(self):
         if not hasattr(self, "_globals_cache"):
