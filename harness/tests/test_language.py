@@ -1522,3 +1522,33 @@ def test_honest_probe_corpus_is_clean(path):
     refusal, so that a change to the language that would refuse one of them is seen here first."""
     found = [f for f in _check_file(path) if f["type"] in HACK]
     assert not found, [(f["line"], f["type"], f["message"]) for f in found]
+
+
+def test_module_init_spelled_out():
+    """`nn.Module.__init__(self)` in the __init__ of an nn.Module subclass (third-party code, the first honest
+    probe): what super().__init__() does there.  With another argument, another receiver, outside __init__, or
+    in a class whose base is not nn.Module it stays refused."""
+    body = '''
+        class ModelNew(nn.Module):
+            def __init__(self):
+                nn.Module.__init__(self)
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+                return out
+        '''
+    assert_clean(body)
+    assert_clean(body.replace("nn.Module.__init__(self)", "torch.nn.Module.__init__(self)"))
+    for bad in ("nn.Module.__init__(self, 1)", "nn.Module.__init__(self, training=True)",
+                "nn.Module.__init__(nn.Linear(2, 2))"):
+        found = hacks(body.replace("nn.Module.__init__(self)", bad))
+        assert any("nn.Module.__init__" in f["message"] for f in found), (bad, found)
+    found = hacks(body.replace("out = torch.empty_like(x)\n", "out = torch.empty_like(x)\n"
+                               "                nn.Module.__init__(self)\n"))
+    assert found
+    # a subclass of the candidate's own module: nn.Module.__init__ there would skip its base's __init__
+    sub = body.replace("class ModelNew(nn.Module):", "class Base(nn.Module):\n            def __init__(self):\n"
+                       "                super().__init__()\n\n\n        class ModelNew(Base):")
+    found = hacks(sub)
+    assert any("nn.Module.__init__" in f["message"] for f in found), found

@@ -1868,6 +1868,8 @@ class Checker:
     def _lib_attribute(self, e, d):
         if d in self.L.functions:
             return ("lib", d)
+        if d == "torch.nn.Module.__init__" and self._super_init(e):
+            return ("module_init",)  # nn.Module.__init__(self) in an __init__: super().__init__() spelled out
         v = self._lib_value(d)
         if v is not None:
             return v
@@ -2470,6 +2472,17 @@ class Checker:
         if k == "lambda":
             self._outside(e, "lambdas", "a lambda is called only by Triton during a launch", name="lambda")
             return unk("lambda")
+        if k == "module_init":
+            # nn.Module.__init__(self) in the __init__ of a class whose base is nn.Module: what super().__init__()
+            # does there, and nothing else (no other argument; the receiver is this __init__'s self).
+            cls = sc.cls
+            direct = cls is not None and any(self.dotted(b) == "torch.nn.Module" for b in cls.bases)
+            if not direct or sc.ctx != "init" or star or kwargs or len(args) != 1 or args[0] != sc.self_type:
+                self._outside(e, "classes", "nn.Module.__init__(self) is part of the language only in the __init__ "
+                              "of a class whose base is nn.Module, with self alone (elsewhere write "
+                              "super().__init__())", name="torch.nn.Module.__init__")
+                return unk("module_init")
+            return N
         if k == "partial":
             _tag, fn, pargs, pkw = m
             return self.call(e, fn, list(pargs) + list(args), dict(pkw, **kwargs), star, sc)
