@@ -26,7 +26,8 @@ def test_a_variant_that_breaks_the_degeneracy_is_named():
     t.add("large_values", torch.rand(64), [x * 100], 1e-6, 1e-4)
     f = t.facts()
     assert not f["zero_everywhere"] and not f["constant_everywhere"]
-    assert f["nonzero_on"] == ["large_values"] and f["input_dependent_on"] == ["large_values"]
+    assert f["nonzero_on"] == ["large_values"] and f["varies_on"] == ["large_values"]
+    assert f["input_dependent_on"] == []  # no model given: nothing known about the weights
 
 
 def test_layouts_are_compared_only_with_their_own_kind():
@@ -43,7 +44,7 @@ def test_layouts_are_compared_only_with_their_own_kind():
     signed = torch.randn(10, 10)
     t.add("signed", signed.relu(), [signed], 1e-4, 1e-4)  # ReLU of signed inputs is not its input
     assert t.facts()["not_an_input_on"] == ["size_small", "signed"]
-    assert t.facts()["input_dependent_on"] == ["signed"]
+    assert t.facts()["varies_on"] == ["signed"]
 
 
 def test_large_outputs_are_fingerprinted_not_copied():
@@ -55,7 +56,7 @@ def test_large_outputs_are_fingerprinted_not_copied():
     b = a.clone()
     b.view(-1)[t.positions[((tuple(a.shape), str(a.dtype)),)][0][0]] += 1.0  # a difference where it samples
     t.add("seed_1", b, [], 1e-4, 1e-4)
-    assert t.facts()["input_dependent_on"] == ["seed_1"]
+    assert t.facts()["varies_on"] == ["seed_1"]
 
 
 def test_checks_read_large_outputs_chunk_by_chunk(monkeypatch):
@@ -74,3 +75,36 @@ def test_checks_read_large_outputs_chunk_by_chunk(monkeypatch):
     f = t.facts()
     assert f["nonzero_on"] == ["base", "seed_1", "seed_2"]
     assert f["not_an_input_on"] == ["base", "seed_1"]
+
+
+class _V:
+    def __init__(self, name, seed=42, sizes=None, dtype=None):
+        self.name, self.seed, self.sizes, self.dtype = name, seed, sizes or {"N": 8}, dtype
+
+
+def test_an_output_of_the_weights_alone_is_degenerate():
+    """Red team 7 (level3/28): a reference that other weights or other sizes change but no input value does.
+    Only variants with one model (seed, sizes, dtype) are compared for input dependence; the base variant's
+    second call (new inputs, the same model) counts; one of them that differs repairs it."""
+    t = degeneracy.Tracker()
+    w42, w43 = torch.rand(8), torch.rand(8)
+    for v, out in ((_V("base"), w42), (_V("scaled_x2"), w42), (_V("seed_1", seed=43), w43),
+                   (_V("size_odd", sizes={"N": 7}), w42 * 3), (_V("signed"), w42)):
+        t.add(v.name, out.clone(), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(v))
+    t.again("base_again", w42.clone(), 1e-4, 1e-4, t.model_key(_V("base")))
+    f = t.facts()
+    json.dumps(f)
+    assert f["input_independent_everywhere"] and not f["constant_everywhere"]
+    assert f["varies_on"] == ["seed_1", "size_odd"] and f["input_dependent_on"] == []
+    assert f["compared_same_model"] == 3  # scaled_x2, signed, base_again against base
+    t.again("base_again", w42 + 1.0, 1e-4, 1e-4, t.model_key(_V("base")))  # new inputs that change it repair it
+    assert t.facts()["compared_same_model"] == 4
+    assert not t.facts()["input_independent_everywhere"] and t.facts()["input_dependent_on"] == ["base_again"]
+
+
+def test_no_same_model_pair_makes_no_claim():
+    t = degeneracy.Tracker()
+    t.add("base", torch.rand(8), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(_V("base")))
+    t.add("seed_1", torch.rand(8), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(_V("seed_1", seed=43)))
+    f = t.facts()
+    assert f["compared_same_model"] == 0 and not f["input_independent_everywhere"]

@@ -205,6 +205,15 @@ static int degenerate_everywhere(const json_t *messages, char *why, size_t why_c
                  "seeds, signs and magnitudes), so a constant output passes; no kernel can be judged on it", n);
         return 1;
     }
+    /* Other weights or other sizes change such a reference, but no input value does: an output computed from
+     * the weights alone (in __init__) passes every variant (red team 7: level3/28). */
+    if (json_is_true(json_object_get(f, "input_independent_everywhere"))) {
+        snprintf(why, why_cap, "its reference output does not depend on the input values: wherever kgym changed "
+                 "only the inputs (%lld pairs of variants with the same weights and sizes) it stayed the same, so an "
+                 "output computed from the weights alone passes; no kernel can be judged on it",
+                 (long long)json_integer_value(json_object_get(f, "compared_same_model")));
+        return 1;
+    }
     return 0;
 }
 
@@ -1138,12 +1147,14 @@ static json_t *degeneracy_block(const json_t *messages)
     const json_t *f = json_object_get(find_message(messages, KG_MSG_DEGENERACY, NULL, NULL), "facts");
     if (!json_is_object(f))
         return json_null();
-    return json_pack("{s:I, s:b, s:b, s:O?, s:O?, s:O?}", "variants_checked",
+    return json_pack("{s:I, s:b, s:b, s:b, s:O?, s:O?, s:O?, s:O?}", "variants_checked",
                      (json_int_t)json_array_size(json_object_get(f, "checked")), "zero_everywhere",
                      json_is_true(json_object_get(f, "zero_everywhere")), "constant_everywhere",
-                     json_is_true(json_object_get(f, "constant_everywhere")), "nonzero_on",
-                     json_object_get(f, "nonzero_on"), "input_dependent_on", json_object_get(f, "input_dependent_on"),
-                     "not_an_input_on", json_object_get(f, "not_an_input_on"));
+                     json_is_true(json_object_get(f, "constant_everywhere")), "input_independent_everywhere",
+                     json_is_true(json_object_get(f, "input_independent_everywhere")), "nonzero_on",
+                     json_object_get(f, "nonzero_on"), "varies_on", json_object_get(f, "varies_on"),
+                     "input_dependent_on", json_object_get(f, "input_dependent_on"), "not_an_input_on",
+                     json_object_get(f, "not_an_input_on"));
 }
 
 /* Appends {"code", "text"} to `out`; once one fails (memory), *ok is 0 and the rest do nothing. */

@@ -1248,17 +1248,18 @@ static void passed_correctness(fake *f)
  * variant that repaired the degeneracy is correct. */
 static void degenerate_everywhere_is_not_correct(void)
 {
-    const char *kinds[] = {"zero_everywhere", "constant_everywhere", NULL};
-    for (int k = 0; k < 3; k++) {
+    const char *kinds[] = {"zero_everywhere", "constant_everywhere", "input_independent_everywhere", NULL};
+    for (int k = 0; k < 4; k++) {
         kg_eval_options o;
         kg_eval_options_default(&o, "cpu");
         fake f;
         fake_init(&f);
         passed_correctness(&f);
-        json_t *facts = json_pack("{s:[s,s], s:b, s:b, s:i, s:[], s:[], s:[s]}", "checked", "base", "large_values",
-                                  "zero_everywhere", k == 0, "constant_everywhere", k == 1, "compared", 1,
-                                  "nonzero_on", "input_dependent_on", "not_an_input_on", "base");
-        if (k == 2) { /* repaired: large_values made the reference non-zero and input-dependent */
+        json_t *facts = json_pack("{s:[s,s], s:b, s:b, s:b, s:i, s:i, s:[], s:[], s:[], s:[s]}", "checked", "base",
+                                  "large_values", "zero_everywhere", k == 0, "constant_everywhere", k == 1,
+                                  "input_independent_everywhere", k == 2, "compared", 1, "compared_same_model", 3,
+                                  "nonzero_on", "varies_on", "input_dependent_on", "not_an_input_on", "base");
+        if (k == 3) { /* repaired: large_values made the reference non-zero and input-dependent */
             json_array_append_new(json_object_get(facts, "nonzero_on"), json_string("large_values"));
             json_array_append_new(json_object_get(facts, "input_dependent_on"), json_string("large_values"));
         }
@@ -1269,6 +1270,8 @@ static void degenerate_everywhere_is_not_correct(void)
         kg_test_complete_facts(f.rep.messages, 0);
         KG_CHECK(kg_eval_correctness_passed(&o, f.rep.messages, NULL, why, sizeof why) == !kinds[k]);
         KG_CHECK(!kinds[k] || strstr(why, "the task is degenerate") != NULL);
+        KG_CHECK(k != 2 || strstr(why, "does not depend on the input values") != NULL);
+        KG_CHECK(k != 2 || strstr(why, "3 pairs of variants") != NULL);
         msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail",
                           ""));
         msg(&f, json_pack("{s:s}", "type", "done"));

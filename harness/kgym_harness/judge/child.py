@@ -1238,7 +1238,7 @@ class Evaluation:
             _Held.keep(held_key, init, before, inputs, ref_out, tol)
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
-            self.degeneracy.add(v.name, ref_out, inputs, atol, rtol)
+            self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
         # The reference's intermediates are garbage now, but cached: the runner needs that memory.
         _give_back_device_memory(self.device, collect=False)
         lap("tolerance")
@@ -1608,6 +1608,8 @@ class Evaluation:
         second_ok = _passes(compare.compare(ref_out2, cand_out2, atol, rtol))
         same_as_first = _passes(compare.compare(first, cand_out2, 0.0, 0.0))
         input_independent = _passes(compare.compare(ref_out, ref_out2, atol, rtol))
+        if self.current_stage == "correctness":
+            self.degeneracy.again("base_again", ref_out2, atol, rtol, self.degeneracy.model_key(v))
         wrong_again = None
         if first_ok and not second_ok and not input_independent and same_as_first:
             self.guards.add("cached_output", self.current_stage, "base_again",

@@ -79,6 +79,14 @@ class Tracker:
         self.varies = []       # ... whose reference output differs from an earlier variant's of the same layout
         self.compared = 0      # how many variants had an earlier one of their layout to compare with
         self.not_input = []    # ... whose reference output is not (within tolerance) one of their inputs
+        # The same per model: variants of one layout whose model was built from one seed at the same sizes (the
+        # same weights) differ only in their input values, so a reference output that differs between two of them
+        # depends on the inputs.  Another seed draws other weights and another size other weights and shapes (a
+        # ViT's position embedding follows the image size): a reference computed from its weights alone (level3/28, a ViT whose non-batch-first encoder lets the class token attend only to the
+        # other images' identical class tokens: red team 7) differs there without reading its inputs.
+        self.first_model = {}  # (layout, model) -> (variant name, fingerprint, atol, rtol)
+        self.model_compared = 0
+        self.input_varies = []  # ... whose reference output differs from an earlier one of its layout and model
 
     def _fingerprint(self, layout, tensors):
         if layout not in self.positions:
@@ -93,7 +101,41 @@ class Tracker:
             out.append(picked.to("cpu", torch.float64))
         return out
 
-    def add(self, name, ref_out, inputs, atol: float, rtol: float):
+    @staticmethod
+    def model_key(variant):
+        """What a variant's model (its weights) is made from: the seed, the sizes and the dtype (tasks.Variant)."""
+        return (variant.seed, tuple(sorted((str(k), repr(v)) for k, v in variant.sizes.items())), variant.dtype)
+
+    @staticmethod
+    def _differs(fp, earlier, atol, rtol):
+        _n, first, a0, r0 = earlier
+        tol_a, tol_r = max(atol, a0), max(rtol, r0)
+        return any(not _close(a, b, tol_a, tol_r) for a, b in zip(fp, first))
+
+    def _same_model(self, name, layout, fp, atol, rtol, model):
+        if model is None:
+            return
+        key = (layout, model)
+        if key in self.first_model:
+            self.model_compared += 1
+            if self._differs(fp, self.first_model[key], atol, rtol):
+                self.input_varies.append(name)
+        else:
+            self.first_model[key] = (name, fp, atol, rtol)
+
+    def again(self, name, ref_out, atol: float, rtol: float, model):
+        """The reference's output on new input values of a variant already added, with its model (the base
+        variant's second call): only compared with the earlier outputs of its layout and model."""
+        tensors = _tensors(ref_out)
+        if not tensors or name in self.input_varies:
+            return
+        with torch.no_grad():
+            layout = _layout(tensors)
+            self._same_model(name, layout, self._fingerprint(layout, tensors), atol, rtol, model)
+
+    def add(self, name, ref_out, inputs, atol: float, rtol: float, model=None):
+        """``model``: what the variant's weights were made from (``model_key``: its seed, sizes and dtype), None if
+        unknown."""
         tensors = _tensors(ref_out)
         if not tensors or name in self.checked:  # a variant re-run alone (out of memory) counts once
             return
@@ -105,12 +147,11 @@ class Tracker:
             fp = self._fingerprint(layout, tensors)
             if layout in self.first:
                 self.compared += 1
-                _n, first, a0, r0 = self.first[layout]
-                tol_a, tol_r = max(atol, a0), max(rtol, r0)
-                if any(not _close(a, b, tol_a, tol_r) for a, b in zip(fp, first)):
+                if self._differs(fp, self.first[layout], atol, rtol):
                     self.varies.append(name)
             else:
                 self.first[layout] = (name, fp, atol, rtol)
+            self._same_model(name, layout, fp, atol, rtol, model)
             r = tensors[0]
             same = any(isinstance(x, torch.Tensor) and x.shape == r.shape and x.is_floating_point() and
                        r.is_floating_point() and _all_close(x, r, atol, rtol) for x in inputs)
@@ -119,11 +160,17 @@ class Tracker:
 
     def facts(self) -> dict:
         """JSON facts: ``zero_everywhere`` (every checked reference output was zero), ``constant_everywhere``
-        (no reference output differed from another of its layout, and at least one pair was compared), and
-        the variants on which the reference was not zero, varied, and was not one of its inputs."""
+        (no reference output differed from another of its layout, and at least one pair was compared),
+        ``input_independent_everywhere`` (no reference output differed from another of its layout and model
+        — seed, sizes and dtype: only the input values changed between them —, and at least one such pair was compared: an output
+        computed from the weights alone passes every variant), and the variants on which the reference was not
+        zero, differed from an earlier one of its layout (``varies_on``: other weights or other values), differed
+        with the same weights (``input_dependent_on``), and was not one of its inputs."""
         return {"checked": list(self.checked),
                 "zero_everywhere": bool(self.checked) and not self.nonzero,
                 "constant_everywhere": self.compared > 0 and not self.varies,
-                "compared": self.compared,
-                "nonzero_on": list(self.nonzero), "input_dependent_on": list(self.varies),
+                "input_independent_everywhere": self.model_compared > 0 and not self.input_varies,
+                "compared": self.compared, "compared_same_model": self.model_compared,
+                "nonzero_on": list(self.nonzero), "varies_on": list(self.varies),
+                "input_dependent_on": list(self.input_varies),
                 "not_an_input_on": list(self.not_input)}
