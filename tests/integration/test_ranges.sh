@@ -75,6 +75,15 @@ if [ -d "$KB/level2" ]; then
             r["correctness"]["failed_count"] == 0 and "the task is degenerate" in r["feedback"]')" = "True" ]
     then ok "level2/80 (zero by algebra): no kernel passes, the feedback blames the task"
     else bad "level2/80" "$(cat "$TMP/err"; jget "$TMP/z80.json" 'r["verdict"], r["degeneracy"], r["feedback"]')"; fi
+    # level3/28's reference depends on its weights only (red team 7): a copy of a row computed in __init__ passed
+    # every variant while other seeds and sizes counted as input dependence.
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level3/28 --kernel tests/fixtures/candidates/weights_only_vit.py \
+        --json >"$TMP/v28.json" 2>"$TMP/err"
+    if [ "$(jget "$TMP/v28.json" 'r["verdict"] == "incorrect" and r["reward"] < 1 and
+            r["degeneracy"]["input_independent_everywhere"] and r["degeneracy"]["input_dependent_on"] == [] and
+            r["correctness"]["failed_count"] == 0 and "does not depend on the input values" in r["feedback"]')" = "True" ]
+    then ok "level3/28 (a function of its weights alone): a weights-only answer is not correct, the feedback blames the task"
+    else bad "level3/28 weights only" "$(cat "$TMP/err"; jget "$TMP/v28.json" 'r["verdict"], r["degeneracy"], r["feedback"]')"; fi
 else
     bad "no KernelBench checkout at $KB (set KGYM_KERNELBENCH)"
 fi
