@@ -83,7 +83,7 @@ class _V:
 
 
 def test_an_output_of_the_weights_alone_is_degenerate():
-    """Red team 7 (level3/28): a reference that other weights or other sizes change but no input value does.
+    """The fifteenth session's red team (level3/28): a reference that other weights or other sizes change but no input value does.
     Only variants with one model (seed, sizes, dtype) are compared for input dependence; the base variant's
     second call (new inputs, the same model) counts; one of them that differs repairs it."""
     t = degeneracy.Tracker()

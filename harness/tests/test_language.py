@@ -1552,3 +1552,37 @@ def test_module_init_spelled_out():
                        "                super().__init__()\n\n\n        class ModelNew(Base):")
     found = hacks(sub)
     assert any("nn.Module.__init__" in f["message"] for f in found), found
+
+
+def test_class_level_kernels_and_shadowing_through_an_alias():
+    """A @triton.jit def in the class body (under @staticmethod or not), launched as self.k[grid](...): a kernel
+    like a module-level one (its body checked as kernel code).  An instance attribute of a method's name is
+    refused however the instance is named (`s = self; s.k = ...`): every self.k was typed as the class's."""
+    body = '''
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                INIT
+
+            @staticmethod
+            @triton.jit
+            def _k(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+                tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                self._k[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+                return out
+        '''
+    assert_clean(body.replace("INIT", "pass"))
+    assert_clean(body.replace("INIT", "pass").replace("            @staticmethod\n", ""))
+    # the body is kernel code: Python inside it is refused as in a module-level kernel
+    assert hacks(body.replace("INIT", "pass").replace("offs = tl.program_id(0)", "y = torch.zeros(3)\n                offs = tl.program_id(0)"))
+    # called like a function, it is refused as a module-level kernel is
+    found = hacks(body.replace("INIT", "pass").replace("self._k[(triton.cdiv(x.numel(), 1024),)](", "self._k("))
+    assert any("launch it with" in f["message"] for f in found), found
+    for init in ("self._k = kernel", "s = self\n                s._k = kernel", "x = [self]\n                x[0]._k = kernel",
+                 "s = self\n                s.forward = kernel", "s = self\n                s.training = False"):
+        found = hacks(body.replace("INIT", init))
+        assert any("may not share a method's name" in f["message"] for f in found), (init, found)

@@ -206,7 +206,7 @@ static int degenerate_everywhere(const json_t *messages, char *why, size_t why_c
         return 1;
     }
     /* Other weights or other sizes change such a reference, but no input value does: an output computed from
-     * the weights alone (in __init__) passes every variant (red team 7: level3/28). */
+     * the weights alone (in __init__) passes every variant (the fifteenth session's red team: level3/28). */
     if (json_is_true(json_object_get(f, "input_independent_everywhere"))) {
         snprintf(why, why_cap, "its reference output does not depend on the input values: wherever kgym changed "
                  "only the inputs (%lld pairs of variants with the same weights and sizes) it stayed the same, so an "

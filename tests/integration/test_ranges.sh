@@ -75,7 +75,7 @@ if [ -d "$KB/level2" ]; then
             r["correctness"]["failed_count"] == 0 and "the task is degenerate" in r["feedback"]')" = "True" ]
     then ok "level2/80 (zero by algebra): no kernel passes, the feedback blames the task"
     else bad "level2/80" "$(cat "$TMP/err"; jget "$TMP/z80.json" 'r["verdict"], r["degeneracy"], r["feedback"]')"; fi
-    # level3/28's reference depends on its weights only (red team 7): a copy of a row computed in __init__ passed
+    # level3/28's reference depends on its weights only (the fifteenth session's red team): a copy of a row computed in __init__ passed
     # every variant while other seeds and sizes counted as input dependence.
     "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level3/28 --kernel tests/fixtures/candidates/weights_only_vit.py \
         --json >"$TMP/v28.json" 2>"$TMP/err"

@@ -83,7 +83,7 @@ class Tracker:
         # same weights) differ only in their input values, so a reference output that differs between two of them
         # depends on the inputs.  Another seed draws other weights and another size other weights and shapes (a
         # ViT's position embedding follows the image size): a reference computed from its weights alone (level3/28, a ViT whose non-batch-first encoder lets the class token attend only to the
-        # other images' identical class tokens: red team 7) differs there without reading its inputs.
+        # other images' identical class tokens: the fifteenth session's red team) differs there without reading its inputs.
         self.first_model = {}  # (layout, model) -> (variant name, fingerprint, atol, rtol)
         self.model_compared = 0
         self.input_varies = []  # ... whose reference output differs from an earlier one of its layout and model

@@ -1633,6 +1633,13 @@ class Checker:
                     self._outside(st, "init", f"`{ast.unparse(target)}` would hold {describe(t)}: module attributes "
                                   "hold tensors, parameters, layers, submodules, numbers and configs",
                                   name=attr)
+                if not (isinstance(target.value, ast.Name) and target.value.id == "self") and (
+                        self._method(cls, attr) is not None or attr in self.L.module_methods or attr == "training"):
+                    # _class_names_rule refuses `self.<method> = ...` by its syntax; through another name for the
+                    # instance (`s = self; s.k = other`) the type says it: the attribute would shadow what every
+                    # `self.<method>` was typed as (a method, a class-level kernel), and another value would run.
+                    self._outside(st, "classes", f"`{ast.unparse(target)[:60]} = ...` replaces {cls.name}'s "
+                                  f"{attr}: an instance attribute may not share a method's name", name=attr)
                 key = (cls, attr)
                 old = self.attr_types.get(key, BOT)
                 new = join(old, t)
@@ -2035,6 +2042,11 @@ class Checker:
         # Methods of the class (and its own bases).
         meth = self._method(cls, attr)
         if meth is not None:
+            if meth in self.kernels:
+                # A @triton.jit def in the class body (under @staticmethod or not: a JITFunction is no descriptor,
+                # so self.k is the kernel itself): launched as self.k[grid](...) like a module-level kernel.  An
+                # instance attribute of that name would shadow it and is refused (_class_names_rule).
+                return ("kernel", meth)
             if _is_staticmethod(meth):
                 return ("func", meth, None, None)
             return ("func", meth, m, None)
