@@ -209,6 +209,11 @@ class Runner:
         if self.device == "cpu":
             _perturb_host_allocator()
             _autotune_without_benchmark()
+            # libdevice's math functions are stubs in Triton's interpreter: numpy versions (interpmath says why),
+            # before the candidate's module imports any of them by name.
+            from . import interpmath
+
+            interpmath.install()
         self.guards = guards.Guards(job.get("policy") or {})
         self.job = job
         if self.device.startswith("cuda"):

@@ -1,0 +1,164 @@
+"""libdevice's math functions for Triton's CPU interpreter (runner side, CPU only).
+
+Why: Triton 3.6's interpreter runs a kernel's body as Python, and ``triton.language.extra.libdevice`` (and its
+``cuda`` module) are there stubs that return None or ask for a compiler's ``_semantic``: every honest kernel that
+calls ``libdevice.tanh`` (Triton has no ``tl.tanh``: GELU's tanh form, Mish, Tanh), ``libdevice.pow`` or
+``libdevice.expm1`` failed on the CPU with an error about None, while it compiles and runs on a GPU.  ``install()``
+puts in their place, in this process only, numpy versions of the floating-point functions (computed in float64 and
+rounded to the argument's dtype, as libdevice's single- and double-precision versions return); the integer and
+bit-casting ones, which a CPU model would get wrong, raise an error that says so.
+
+Only the runner's interpreter uses these: nothing here reaches a GPU, the judge, or a verdict but through the
+outputs the judge compares, and the values are at least as exact as libdevice's.
+"""
+
+import math
+
+import numpy as np
+
+# name -> (arity, numpy function of float64 arrays)
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+
+
+def _v(fn):
+    return np.vectorize(fn, otypes=[np.float64])
+
+
+def _round_away(x):
+    return np.sign(x) * np.floor(np.abs(x) + 0.5)
+
+
+_FLOAT = {
+    "abs": (1, np.abs), "acos": (1, np.arccos), "acosh": (1, np.arccosh), "asin": (1, np.arcsin),
+    "asinh": (1, np.arcsinh), "atan": (1, np.arctan), "atanh": (1, np.arctanh), "cbrt": (1, np.cbrt),
+    "ceil": (1, np.ceil), "cos": (1, np.cos), "cosh": (1, np.cosh), "cospi": (1, lambda x: np.cos(np.pi * x)),
+    "erf": (1, _v(math.erf)), "erfc": (1, _v(math.erfc)), "exp": (1, np.exp), "exp10": (1, lambda x: 10.0 ** x),
+    "exp2": (1, np.exp2), "expm1": (1, np.expm1), "fast_cosf": (1, np.cos), "fast_expf": (1, np.exp),
+    "fast_exp10f": (1, lambda x: 10.0 ** x), "fast_log10f": (1, np.log10), "fast_log2f": (1, np.log2),
+    "fast_logf": (1, np.log), "fast_sinf": (1, np.sin), "fast_tanf": (1, np.tan), "floor": (1, np.floor),
+    "lgamma": (1, _v(math.lgamma)), "log": (1, np.log), "log10": (1, np.log10), "log1p": (1, np.log1p),
+    "log2": (1, np.log2), "nearbyint": (1, np.rint), "rint": (1, np.rint), "round": (1, _round_away),
+    "rsqrt": (1, lambda x: 1.0 / np.sqrt(x)), "rsqrt_rn": (1, lambda x: 1.0 / np.sqrt(x)),
+    "rcbrt": (1, lambda x: 1.0 / np.cbrt(x)), "saturatef": (1, lambda x: np.clip(x, 0.0, 1.0)),
+    "sin": (1, np.sin), "sinh": (1, np.sinh), "sinpi": (1, lambda x: np.sin(np.pi * x)), "sqrt": (1, np.sqrt),
+    "tan": (1, np.tan), "tanh": (1, np.tanh), "tgamma": (1, _v(math.gamma)), "trunc": (1, np.trunc),
+    "normcdf": (1, lambda x: 0.5 * _v(math.erfc)(-x * _SQRT1_2)),
+    "atan2": (2, np.arctan2), "copysign": (2, np.copysign), "fdim": (2, lambda a, b: np.maximum(a - b, 0.0)),
+    "fmod": (2, np.fmod), "hypot": (2, np.hypot), "rhypot": (2, lambda a, b: 1.0 / np.hypot(a, b)),
+    "nextafter": (2, np.nextafter), "pow": (2, np.power), "fast_powf": (2, np.power),
+    "fast_dividef": (2, lambda a, b: a / b), "remainder": (2, lambda a, b: a - b * np.rint(a / b)),
+    "fma": (3, lambda a, b, c: a * b + c),
+    "norm3d": (3, lambda a, b, c: np.sqrt(a * a + b * b + c * c)),
+    "rnorm3d": (3, lambda a, b, c: 1.0 / np.sqrt(a * a + b * b + c * c)),
+    "norm4d": (4, lambda a, b, c, d: np.sqrt(a * a + b * b + c * c + d * d)),
+    "rnorm4d": (4, lambda a, b, c, d: 1.0 / np.sqrt(a * a + b * b + c * c + d * d)),
+}
+for _mode in ("rd", "rn", "ru", "rz"):  # directed rounding: float64 then rounded to nearest (within an ulp)
+    _FLOAT[f"add_{_mode}"] = (2, lambda a, b: a + b)
+    _FLOAT[f"sub_{_mode}"] = (2, lambda a, b: a - b)
+    _FLOAT[f"mul_{_mode}"] = (2, lambda a, b: a * b)
+    _FLOAT[f"div_{_mode}"] = (2, lambda a, b: a / b)
+    _FLOAT[f"rcp_{_mode}"] = (1, lambda x: 1.0 / x)
+    _FLOAT[f"sqrt_{_mode}"] = (1, np.sqrt)
+    _FLOAT[f"fma_{_mode}"] = (3, lambda a, b, c: a * b + c)
+
+# name -> numpy predicate; libdevice returns them as int32
+_PREDICATES = {"isnan": np.isnan, "isinf": np.isinf, "finitef": np.isfinite, "isfinited": np.isfinite,
+               "signbit": np.signbit}
+
+_MODULES = ("triton.language.extra.libdevice", "triton.language.extra.cuda.libdevice")
+
+
+def _operands(args):
+    """The arguments' data as numpy arrays, and the first tensor's (scalar dtype, numpy dtype)."""
+    import triton.language as tl
+
+    first = next((a for a in args if isinstance(a, tl.tensor)), None)
+    if first is None:
+        raise TypeError("a libdevice function needs at least one tensor argument")
+    datas = []
+    for a in args:
+        if isinstance(a, tl.constexpr):
+            a = a.value
+        if isinstance(a, tl.tensor):
+            datas.append(np.asarray(a.handle.data))
+        elif isinstance(a, (bool, int, float)):
+            datas.append(np.asarray(a, dtype=first.handle.data.dtype))
+        else:
+            raise TypeError(f"a libdevice function takes tensors and numbers, not {type(a).__name__}")
+    return datas, first.dtype.scalar, first.handle.data.dtype
+
+
+def _result(data, scalar):
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    data = np.ascontiguousarray(data)
+    ty = tl.block_type(scalar, list(data.shape)) if data.ndim else scalar
+    return tl.tensor(TensorHandle(data, scalar), ty)
+
+
+def _float_fn(name, arity, fn):
+    def libdevice_fn(*args, _semantic=None):
+        if len(args) != arity:
+            raise TypeError(f"libdevice.{name} takes {arity} argument(s), got {len(args)}")
+        datas, scalar, np_dtype = _operands(args)
+        if not scalar.is_floating():
+            raise TypeError(f"libdevice.{name}: kgym's CPU interpreter computes it on floating-point tensors only, "
+                            f"not {scalar}")
+        with np.errstate(all="ignore"):
+            out = fn(*[d.astype(np.float64) for d in datas])
+        return _result(np.asarray(out).astype(np_dtype), scalar)
+
+    libdevice_fn.__name__ = name
+    return libdevice_fn
+
+
+def _predicate(name, fn):
+    def libdevice_fn(*args, _semantic=None):
+        import triton.language as tl
+
+        if len(args) != 1:
+            raise TypeError(f"libdevice.{name} takes 1 argument, got {len(args)}")
+        datas, _scalar, _np = _operands(args)
+        return _result(fn(datas[0]).astype(np.int32), tl.int32)
+
+    libdevice_fn.__name__ = name
+    return libdevice_fn
+
+
+def _missing(name):
+    def libdevice_fn(*_args, _semantic=None):
+        raise NotImplementedError(f"libdevice.{name} has no version in Triton's CPU interpreter (kgym runs the "
+                                  "floating-point math functions there, not the integer and bit-casting ones): use "
+                                  "tl.math or Triton's operators, or run on a GPU")
+
+    libdevice_fn.__name__ = name
+    return libdevice_fn
+
+
+def install():
+    """Puts the numpy versions into both libdevice modules (this process only); returns how many functions each
+    module had replaced."""
+    import importlib
+    import inspect
+
+    done = {}
+    for modname in _MODULES:
+        try:
+            mod = importlib.import_module(modname)
+        except ImportError:
+            continue
+        n = 0
+        for name, member in list(vars(mod).items()):
+            if name.startswith("_") or not inspect.isfunction(member) or member.__module__ != modname:
+                continue
+            if name in _FLOAT:
+                setattr(mod, name, _float_fn(name, *_FLOAT[name]))
+            elif name in _PREDICATES:
+                setattr(mod, name, _predicate(name, _PREDICATES[name]))
+            else:
+                setattr(mod, name, _missing(name))
+            n += 1
+        done[modname] = n
+    return done
