@@ -622,6 +622,29 @@ def test_kernel_reads_only_constant_globals():
         """)]) == 0
 
 
+def test_kernel_constants_computed_with_math_once():
+    """`tl.constexpr(1.0 / math.sqrt(2.0))`, `float(N) / 2`, `from math import log`: numbers computed from numbers
+    when the module is imported (the third honest probe's GELU constant).  Other functions (math.factorial, len),
+    or a builtin the candidate shadows, stay refused."""
+    template = """
+        import math
+        from math import log
+        N = 4
+        VALUE
+
+        @triton.jit
+        def k3(x_ptr):
+            tl.store(x_ptr, C)
+        """
+    for good in ("C = tl.constexpr(1.0 / math.sqrt(2.0))", "C = float(N) / 2", "C = 1 / log(2)",
+                 "C = tl.constexpr(max(1, int(math.ceil(N / 3))))"):
+        assert hacks(template.replace("VALUE", good)) == [], good
+    for bad in ("C = math.factorial(N)", "C = len('ab')", "def float(x):\n            return x\n        C = float(N)",
+                "C = math.sqrt(N, key=1)"):
+        found = hacks(template.replace("VALUE", bad))
+        assert any("reads the module variable `C`" in f["message"] for f in found), (bad, found)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Narrowness: honest idioms stay clean.
 def test_honest_idioms():

@@ -1151,8 +1151,8 @@ class Checker:
             if self._kernel_constant(name):
                 return
             self._outside(n, "kernel", f"@triton.jit {k.name} reads the module variable `{name}`, which is not a "
-                          "constant number, string, bool, None or dtype (or tl.constexpr of one): kernels read only "
-                          "constants", name=name)
+                          "constant number, string, bool, None or dtype (or tl.constexpr of one, or arithmetic, math.* "
+                          "functions, float() or int() of such): kernels read only constants", name=name)
             return
         if name in self.classes:
             self._outside(n, "kernel", f"@triton.jit {k.name} uses the class `{name}`", name=name)
@@ -1199,6 +1199,10 @@ class Checker:
         if isinstance(v, ast.Call) and self.dotted(v.func) == "triton.language.constexpr" and len(v.args) == 1 \
                 and not v.keywords:
             return self._kernel_readable(v.args[0], name_ok)
+        if isinstance(v, ast.Call) and not v.keywords and v.args and self._pure_number_function(v.func):
+            # math.sqrt(2.0), float(_N), 1 / math.log(2): a number computed once, when the module is imported,
+            # from numbers (the third honest probe: `M_SQRT1_2 = tl.constexpr(1.0 / math.sqrt(2.0))`)
+            return all(self._kernel_readable(a, name_ok) for a in v.args)
         d = self.dotted(v)
         if d and (d.split(".")[-1] in self.L.dtypes and d.startswith(("triton.language", "torch"))
                   or d in self.L.kernel_constants):
@@ -1206,6 +1210,19 @@ class Checker:
         if isinstance(v, ast.Name):
             return name_ok(v.id)
         return False
+
+    _PURE_MATH = frozenset(f"math.{n}" for n in (
+        "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "pow", "sin", "cos", "tan", "asin", "acos", "atan",
+        "atan2", "sinh", "cosh", "tanh", "erf", "erfc", "floor", "ceil", "trunc", "fabs", "hypot", "copysign",
+        "isqrt", "radians", "degrees"))
+
+    def _pure_number_function(self, f):
+        """A function of numbers to a number that reads nothing else: one of math's (_PURE_MATH) or the builtins
+        float, int, abs, min, max, round where no module name or def of the candidate's shadows them."""
+        if self.dotted(f) in self._PURE_MATH:
+            return True
+        return isinstance(f, ast.Name) and f.id in ("float", "int", "abs", "min", "max", "round") and \
+            f.id not in self.defs and f.id not in self.module_vars and f.id not in self.aliases
 
     def _kernel_default(self, v):
         """Whether default value ``v`` of a @triton.jit function is one a kernel may read as it is
