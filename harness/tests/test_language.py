@@ -1609,3 +1609,41 @@ def test_class_level_kernels_and_shadowing_through_an_alias():
                  "s = self\n                s.forward = kernel", "s = self\n                s.training = False"):
         found = hacks(body.replace("INIT", init))
         assert any("may not share a method's name" in f["message"] for f in found), (init, found)
+
+
+def test_property_of_an_own_module():
+    """`@property def p(self)` on an nn.Module subclass (third-party code, the third honest probe): `self.p` is a
+    call of p with self alone, typed in the reader's context, so a property read in forward is forward code.
+    Setters, parameters, the call form, other classes and torch compute read in forward stay refused."""
+    body = '''
+        class ModelNew(nn.Module):
+            def __init__(self, slope):
+                super().__init__()
+                self._slope = float(slope)
+
+            PROP
+
+            def forward(self, x):
+                out = torch.empty_like(x)
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), READ, BLOCK=1024)
+                return out
+        '''
+    good = "@property\n            def slope(self):\n                return self._slope"
+    assert_clean(body.replace("PROP", good).replace("READ", "self.slope"))
+    # torch compute inside the property, read in forward: forward code
+    compute = "@property\n            def slope(self):\n                return torch.relu(torch.ones(1))"
+    assert hacks(body.replace("PROP", compute).replace("READ", "self.slope"))
+    # a property that is never read is still a method whose body the checker reads as one
+    for bad in ("@property\n            def slope(self, k=1):\n                return self._slope",
+                "@property\n            def slope(self):\n                return self._slope\n\n"
+                "            @slope.setter\n            def slope(self, v):\n                pass",
+                "def _get(self):\n                return self._slope\n\n            slope = property(_get)"):
+        assert hacks(body.replace("PROP", bad).replace("READ", "self.slope")), bad
+    # recursion terminates (and the program is refused or typed, not hung)
+    hacks(body.replace("PROP", "@property\n            def slope(self):\n                return self.slope")
+          .replace("READ", "self.slope"))
+    # not on a record
+    rec = body.replace("PROP", "").replace("READ", "1.0").replace(
+        "class ModelNew", "@dataclass(frozen=True)\n        class Cfg:\n            a: int = 1\n\n"
+        "            @property\n            def b(self):\n                return self.a\n\n\n        class ModelNew")
+    assert hacks(rec)

@@ -738,6 +738,8 @@ class Checker:
                 continue
             if name == "staticmethod" and isinstance(self.parents.get(fn), ast.ClassDef) and not isinstance(d, ast.Call):
                 continue
+            if name == "property" and not isinstance(d, ast.Call) and self._property(fn):
+                continue
             if name in ("torch.no_grad", "torch.inference_mode") and isinstance(d, ast.Call) and not d.args \
                     and not d.keywords:
                 continue
@@ -881,6 +883,16 @@ class Checker:
                     self._outside(n, "classes", f"`self.{n.attr} = ...` replaces "
                                   f"{'the method' if n.attr in methods else 'nn.Module.'}{n.attr}: "
                                   "an instance attribute may not share a method's name", name=n.attr)
+
+    def _property(self, fn):
+        """``fn`` is an @property of one of the candidate's nn.Module subclasses: a method of self alone with that
+        one decorator (no setter or deleter: `self.p = ...` stays refused as a method's name)."""
+        cls = self.parents.get(fn)
+        if not (isinstance(cls, ast.ClassDef) and isinstance(fn, ast.FunctionDef) and
+                [ast.unparse(d) for d in fn.decorator_list] == ["property"] and self._class_kind(cls) == "module"):
+            return False
+        a = fn.args
+        return len(a.args) == 1 and not (a.posonlyargs or a.kwonlyargs or a.vararg or a.kwarg or a.defaults)
 
     def _method_grammar(self, cls, fn, kind):
         if _DUNDER.match(fn.name) and fn.name != "__init__":
@@ -2059,6 +2071,11 @@ class Checker:
         # Methods of the class (and its own bases).
         meth = self._method(cls, attr)
         if meth is not None:
+            if self._property(meth):
+                # `self.p` of an @property: its body runs here, as a call of the method with self alone, in the
+                # reader's context (forward code when forward reads it).
+                return self.call_function(meth, sc.ctx if sc.ctx != "module" else "module", [m], {}, bound=m,
+                                          node=e)
             if meth in self.kernels:
                 # A @triton.jit def in the class body (under @staticmethod or not: a JITFunction is no descriptor,
                 # so self.k is the kernel itself): launched as self.k[grid](...) like a module-level kernel.  An
@@ -2788,8 +2805,8 @@ class Checker:
             for t in args:
                 self.formatted(t, e, sc)
             return ("S",)
-        if name == "staticmethod":
-            self._outside(e, "decorators", "staticmethod is used as a decorator only", name=name)
+        if name in ("staticmethod", "property"):
+            self._outside(e, "decorators", f"{name} is used as a decorator only", name=name)
             return unk(name)
         self.add(CALL, e, name, f"the builtin `{name}` is not part of the language", "names")
         return unk(name)
