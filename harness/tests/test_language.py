@@ -1647,3 +1647,28 @@ def test_property_of_an_own_module():
         "class ModelNew", "@dataclass(frozen=True)\n        class Cfg:\n            a: int = 1\n\n"
         "            @property\n            def b(self):\n                return self.a\n\n\n        class ModelNew")
     assert hacks(rec)
+
+
+def test_autotune_perf_model_takes_keywords():
+    """`prune_configs_by={"perf_model": f}`: Triton calls f(**launch arguments, **config values), keywords only
+    (the third honest probe's cost model); before, f was typed as taking the launch arguments' object first.
+    Its body is forward code: torch compute there stays refused."""
+    template = '''
+        def _estimate(n, BLOCK, **kwargs):
+            BODY
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"],
+                         prune_configs_by={"perf_model": _estimate, "top_k": 1})
+        @triton.jit
+        def tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+                return out
+        '''
+    assert_clean(template.replace("BODY", "return triton.cdiv(n, BLOCK) * BLOCK / 1e6"))
+    assert hacks(template.replace("BODY", "return torch.ones(1).sum()"))

@@ -2103,7 +2103,11 @@ class Checker:
         if attr in self.L.methods.get("self", {}):
             return ("method", m, attr)
         if attr in self.L.module_methods:
-            self.add(ATTR, e, attr, f"self.{attr} (nn.Module's) is not part of the language", "classes")
+            hint = {"add_module": ": keep submodules as attributes (self.fc1 = nn.Linear(...)) or in an "
+                            "nn.ModuleList", "register_module": ": keep submodules as attributes or in an "
+                            "nn.ModuleList", "children": ": iterate an nn.ModuleList you keep",
+                    "named_children": ": iterate an nn.ModuleList you keep"}.get(attr, "")
+            self.add(ATTR, e, attr, f"self.{attr} (nn.Module's) is not part of the language{hint}", "classes")
             return unk(attr)
         if self._assigned_somewhere(cls, attr) and not self._strict(sc):
             return BOT  # assigned in a method not checked yet (the next round knows its type)
@@ -3259,6 +3263,16 @@ class Checker:
         node = m[1] if m[0] in ("lambda", "func") else None
         if kind == "prune_hook":
             ret = self.call_hook(m, [("lst", ("config",), "shared"), meta], sc, node)
+        elif kind == "perf_hook" and node is not None:
+            # Triton calls perf_model(**launch arguments, **kwargs, **config.all_kwargs()): keywords only, each
+            # parameter the launch argument of its name (a config's value, a number, otherwise)
+            known = dict(items)
+            a = node.args
+            kwargs = {p.arg: known.get(p.arg, S) for p in a.posonlyargs + a.args + a.kwonlyargs}
+            if m[0] == "lambda":
+                ret = self.call_function(node, "forward", [], kwargs, node=node, scope=m[2])
+            else:
+                ret = self.call(node, m, [], kwargs, False, _Scope("forward", parent=None))
         elif kind == "perf_hook":
             ret = self.call_hook(m, [meta], sc, node)
         else:
@@ -3335,7 +3349,9 @@ class Checker:
             elif name == "triton.jit":
                 for kw in d.keywords:
                     if not is_static(self.expr(kw.value, sc)):
-                        self._outside(kw.value, "launch", "triton.jit options are constants", name="jit")
+                        hint = (": launch_metadata's function would run at every launch with its arguments (a "
+                                "profiler's label): drop it" if kw.arg == "launch_metadata" else "")
+                        self._outside(kw.value, "launch", f"triton.jit options are constants{hint}", name="jit")
                     elif not _jit_option(kw):
                         self._outside(kw.value, "launch", f"the triton.jit option {kw.arg}= is not part of the "
                                       "language: debug= and noinline= take True or False, do_not_specialize= and "
