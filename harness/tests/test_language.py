@@ -1541,7 +1541,7 @@ def test_launch_takes_a_static_config_dict():
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(ROOT, "tests/fixtures/honest_probe/*.py"))),
                          ids=os.path.basename)
 def test_honest_probe_corpus_is_clean(path):
-    """104 honest candidates in third-party and model-written styles (tests/fixtures/honest_probe/README.md): no
+    """165 honest candidates in third-party and model-written styles (tests/fixtures/honest_probe/README.md): no
     refusal, so that a change to the language that would refuse one of them is seen here first."""
     found = [f for f in _check_file(path) if f["type"] in HACK]
     assert not found, [(f["line"], f["type"], f["message"]) for f in found]
