@@ -1672,3 +1672,60 @@ def test_autotune_perf_model_takes_keywords():
         '''
     assert_clean(template.replace("BODY", "return triton.cdiv(n, BLOCK) * BLOCK / 1e6"))
     assert hacks(template.replace("BODY", "return torch.ones(1).sum()"))
+
+
+def test_configs_a_prune_function_returns_have_their_hooks_typed():
+    """A red team (2026-11-26): early_config_prune returned a new Config whose pre_hook computed the output with
+    torch, untyped (a Config's hooks were typed only in the autotune list).  The configs it returns are launched
+    with: their hooks are launch hooks with the kernel's arguments.  An honest hook (zeroing the output) stays
+    clean."""
+    template = '''
+        def hook(nargs):
+            BODY
+
+        def prune(configs, nargs, **kwargs):
+            return [triton.Config({"BLOCK": 1024}, pre_hook=hook)]
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 512})], key=["n"],
+                         prune_configs_by={"early_config_prune": prune})
+        @triton.jit
+        def tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                out = torch.empty_like(x)
+                tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
+                return out
+        '''
+    assert_clean(template.replace("BODY", 'nargs["out_ptr"].zero_()'))
+    found = hacks(template.replace("BODY", 'nargs["out_ptr"].copy_(nargs["x_ptr"] * 2.0)'))
+    assert any(f["type"] == "torch_call" for f in found), found
+
+
+def test_a_base_class_may_not_shadow_a_subclass_method():
+    """A red team (2026-11-26): Base.__init__ set `self.launch = fast` over the method ModelNew.launch that forward
+    calls; the syntactic rule knew only the writing class's methods."""
+    found = hacks('''
+        def fast(x):
+            return x
+
+        class Base(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.launch = fast
+
+        class ModelNew(Base):
+            def __init__(self):
+                super().__init__()
+
+            def launch(self, x):
+                out = torch.empty_like(x)
+                kernel[(triton.cdiv(x.numel(), 1024),)](x, out, x.numel(), BLOCK=1024)
+                return out
+
+            def forward(self, x):
+                return self.launch(x)
+        ''')
+    assert any("may not share a method's name" in f["message"] for f in found), found

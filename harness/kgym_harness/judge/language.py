@@ -1662,11 +1662,16 @@ class Checker:
                     self._outside(st, "init", f"`{ast.unparse(target)}` would hold {describe(t)}: module attributes "
                                   "hold tensors, parameters, layers, submodules, numbers and configs",
                                   name=attr)
-                if not (isinstance(target.value, ast.Name) and target.value.id == "self") and (
+                encl = self._class_of(self._enclosing_fn(target))
+                said = isinstance(target.value, ast.Name) and target.value.id == "self" and encl is not None and (
+                    self._method(encl, attr) is not None or attr in self.L.module_methods or attr == "training")
+                if not said and (
                         self._method(cls, attr) is not None or attr in self.L.module_methods or attr == "training"):
-                    # _class_names_rule refuses `self.<method> = ...` by its syntax; through another name for the
-                    # instance (`s = self; s.k = other`) the type says it: the attribute would shadow what every
-                    # `self.<method>` was typed as (a method, a class-level kernel), and another value would run.
+                    # _class_names_rule refuses `self.<method> = ...` where the method is the writing class's (or
+                    # its bases'); through another name for the instance (`s = self; s.k = other`), or in a base
+                    # class's __init__ over a method of the subclass being built (a red team, 2026-11-26), the
+                    # type says it: the attribute would shadow what every `self.<method>` was typed as (a method,
+                    # a class-level kernel, a property), and another value would run.
                     self._outside(st, "classes", f"`{ast.unparse(target)[:60]} = ...` replaces {cls.name}'s "
                                   f"{attr}: an instance attribute may not share a method's name", name=attr)
                 key = (cls, attr)
@@ -3263,6 +3268,15 @@ class Checker:
         node = m[1] if m[0] in ("lambda", "func") else None
         if kind == "prune_hook":
             ret = self.call_hook(m, [("lst", ("config",), "shared"), meta], sc, node)
+            # The configs it returns are the ones Triton launches with: their pre_hook/post_hook run then, with this
+            # kernel's arguments, like those of the autotune list (red team of 2026-11-26: a Config made inside
+            # early_config_prune carried a pre_hook nobody typed, which computed the output with torch).
+            for lm in members(ret):
+                for cm in (members(lm[1]) if lm[0] == "lst" else
+                           [x for el in lm[1] for x in members(el)] if lm[0] == "tup" else [lm]):
+                    if cm[0] == "config" and len(cm) > 1:
+                        for h in cm[1]:
+                            self.check_hook("launch_hook", h, kernel, sc)
         elif kind == "perf_hook" and node is not None:
             # Triton calls perf_model(**launch arguments, **kwargs, **config.all_kwargs()): keywords only, each
             # parameter the launch argument of its name (a config's value, a number, otherwise)

@@ -92,17 +92,42 @@ def _autotune_hooks_and_grid(self, kwargs):
     config, and around every benchmarked one), its own pre_hook and post_hook (around benchmarked launches, and the
     pre_hook after them with ``reset_only``), and prune_configs_by's early_config_prune and perf_model.  Its own
     default hooks (reset_to_zero, restore_value: Triton's work, allocation and copies) are left alone."""
-    for config in getattr(self, "configs", None) or []:
-        for hook in ("pre_hook", "post_hook"):
-            if callable(getattr(config, hook, None)):
-                setattr(config, hook, _outside(getattr(config, hook)))
+    cached = getattr(self, "cache", None)
+    for config in list(getattr(self, "configs", None) or []) + (list(cached.values()) if isinstance(cached, dict)
+                                                                 else []) + [getattr(self, "best_config", None)]:
+        _config_hooks_outside(config)
     for hook in ("pre_hook", "post_hook"):
         if getattr(self, f"user_defined_{hook}", True) and callable(getattr(self, hook, None)):
             setattr(self, hook, _outside(getattr(self, hook)))
-    for attr in ("early_config_prune", "perf_model"):
-        if callable(getattr(self, attr, None)):
-            setattr(self, attr, _outside(getattr(self, attr)))
+    if callable(getattr(self, "early_config_prune", None)):
+        self.early_config_prune = _pruned_hooks_outside(_outside(self.early_config_prune))
+    if callable(getattr(self, "perf_model", None)):
+        self.perf_model = _outside(self.perf_model)
     _grid_argument(self, kwargs)
+
+
+def _config_hooks_outside(config):
+    for hook in ("pre_hook", "post_hook"):
+        if callable(getattr(config, hook, None)):
+            setattr(config, hook, _outside(getattr(config, hook)))
+
+
+def _pruned_hooks_outside(prune):
+    """early_config_prune returns the configs Triton launches with, new objects of the candidate's making: their
+    hooks run as if outside the launch too (a red team's pre_hook computed the output with torch there, unseen).
+    The cached and best configs are wrapped again before every run (_autotune_hooks_and_grid)."""
+    if getattr(prune, "__kgym_pruned__", False):
+        return prune
+
+    def pruned(*args, **kwargs):
+        configs = prune(*args, **kwargs)
+        for config in configs if isinstance(configs, (list, tuple)) else []:
+            _config_hooks_outside(config)
+        return configs
+
+    pruned.__kgym_pruned__ = True
+    pruned.__kgym_outside__ = True
+    return pruned
 
 
 def _heuristics_and_grid(self, kwargs):
