@@ -1649,16 +1649,10 @@ def test_property_of_an_own_module():
     assert hacks(rec)
 
 
-def test_autotune_perf_model_takes_keywords():
-    """`prune_configs_by={"perf_model": f}`: Triton calls f(**launch arguments, **config values), keywords only
-    (the third honest probe's cost model); before, f was typed as taking the launch arguments' object first.
-    Its body is forward code: torch compute there stays refused."""
-    template = '''
-        def _estimate(n, BLOCK, **kwargs):
-            BODY
-
+# An autotuned copy kernel and a ModelNew that launches it; PRUNE is its prune_configs_by.
+_TUNED = '''
         @triton.autotune(configs=[triton.Config({"BLOCK": 256}), triton.Config({"BLOCK": 1024})], key=["n"],
-                         prune_configs_by={"perf_model": _estimate, "top_k": 1})
+                         prune_configs_by=PRUNE)
         @triton.jit
         def tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
             offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -1670,6 +1664,16 @@ def test_autotune_perf_model_takes_keywords():
                 tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
                 return out
         '''
+
+
+def test_autotune_perf_model_takes_keywords():
+    """`prune_configs_by={"perf_model": f}`: Triton calls f(**launch arguments, **config values), keywords only
+    (the third honest probe's cost model); before, f was typed as taking the launch arguments' object first.
+    Its body is forward code: torch compute there stays refused."""
+    template = '''
+        def _estimate(n, BLOCK, **kwargs):
+            BODY
+        ''' + _TUNED.replace("PRUNE", '{"perf_model": _estimate, "top_k": 1}')
     assert_clean(template.replace("BODY", "return triton.cdiv(n, BLOCK) * BLOCK / 1e6"))
     assert hacks(template.replace("BODY", "return torch.ones(1).sum()"))
 
@@ -1685,20 +1689,7 @@ def test_configs_a_prune_function_returns_have_their_hooks_typed():
 
         def prune(configs, nargs, **kwargs):
             return [triton.Config({"BLOCK": 1024}, pre_hook=hook)]
-
-        @triton.autotune(configs=[triton.Config({"BLOCK": 1024}), triton.Config({"BLOCK": 512})], key=["n"],
-                         prune_configs_by={"early_config_prune": prune})
-        @triton.jit
-        def tuned(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
-
-        class ModelNew(nn.Module):
-            def forward(self, x):
-                out = torch.empty_like(x)
-                tuned[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, out, x.numel())
-                return out
-        '''
+        ''' + _TUNED.replace("PRUNE", '{"early_config_prune": prune}')
     assert_clean(template.replace("BODY", 'nargs["out_ptr"].zero_()'))
     found = hacks(template.replace("BODY", 'nargs["out_ptr"].copy_(nargs["x_ptr"] * 2.0)'))
     assert any(f["type"] == "torch_call" for f in found), found

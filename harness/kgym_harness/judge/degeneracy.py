@@ -112,16 +112,22 @@ class Tracker:
         tol_a, tol_r = max(atol, a0), max(rtol, r0)
         return any(not _close(a, b, tol_a, tol_r) for a, b in zip(fp, first))
 
+    def _against_first(self, table, key, name, fp, atol, rtol):
+        """Whether ``fp`` differs from the first fingerprint kept in ``table`` under ``key``; None where it is the
+        first (then kept)."""
+        if key not in table:
+            table[key] = (name, fp, atol, rtol)
+            return None
+        return self._differs(fp, table[key], atol, rtol)
+
     def _same_model(self, name, layout, fp, atol, rtol, model):
         if model is None:
             return
-        key = (layout, model)
-        if key in self.first_model:
+        differs = self._against_first(self.first_model, (layout, model), name, fp, atol, rtol)
+        if differs is not None:
             self.model_compared += 1
-            if self._differs(fp, self.first_model[key], atol, rtol):
+            if differs:
                 self.input_varies.append(name)
-        else:
-            self.first_model[key] = (name, fp, atol, rtol)
 
     def again(self, name, ref_out, atol: float, rtol: float, model):
         """The reference's output on new input values of a variant already added, with its model (the base
@@ -145,12 +151,11 @@ class Tracker:
                 self.nonzero.append(name)
             layout = _layout(tensors)
             fp = self._fingerprint(layout, tensors)
-            if layout in self.first:
+            differs = self._against_first(self.first, layout, name, fp, atol, rtol)
+            if differs is not None:
                 self.compared += 1
-                if self._differs(fp, self.first[layout], atol, rtol):
+                if differs:
                     self.varies.append(name)
-            else:
-                self.first[layout] = (name, fp, atol, rtol)
             self._same_model(name, layout, fp, atol, rtol, model)
             r = tensors[0]
             same = any(isinstance(x, torch.Tensor) and x.shape == r.shape and x.is_floating_point() and
