@@ -102,3 +102,31 @@ def test_predicates_are_int32_and_others_say_they_are_missing():
         print("ok")
         ''')
     assert out.strip().endswith("ok")
+
+
+def test_tl_range_loop_variable_is_a_tensor_as_on_a_gpu():
+    """A persistent kernel's `for row in tl.range(...)`: `row.to(tl.int64)` works (the loop variable is a tensor on
+    a GPU; it was a Python int in the interpreter), nested `range(row, ...)` and arithmetic keep working, and
+    `tl.static_range` still gives Python ints (a tuple index)."""
+    out = _run('''
+        @triton.jit
+        def k(x_ptr, o_ptr, n_rows, n_cols, B: tl.constexpr):
+            pid = tl.program_id(0)
+            for row in tl.range(pid, n_rows, 2):
+                base = row.to(tl.int64) * n_cols
+                offs = tl.arange(0, B)
+                acc = tl.zeros([B], tl.float32)
+                for j in range(row, row + 1):
+                    acc += tl.load(x_ptr + base + offs, mask=offs < n_cols, other=0.0) * (j - row + 1)
+                pair = (1.0, 2.0)
+                for s in tl.static_range(2):
+                    acc = acc * pair[s]
+                tl.store(o_ptr + base + offs, acc, mask=offs < n_cols)
+
+        x = torch.randn(5, 7)
+        o = torch.empty_like(x)
+        k[(2,)](x, o, 5, 7, B=8)
+        assert torch.allclose(o, x * 2.0), (o, x)
+        print("ok")
+        ''')
+    assert out.strip().endswith("ok")

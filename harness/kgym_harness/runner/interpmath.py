@@ -1,4 +1,4 @@
-"""libdevice's math functions for Triton's CPU interpreter (runner side, CPU only).
+"""libdevice's math functions, and tl.range's loop variable, for Triton's CPU interpreter (runner side, CPU only).
 
 Why: Triton 3.6's interpreter runs a kernel's body as Python, and ``triton.language.extra.libdevice`` (and its
 ``cuda`` module) are there stubs that return None or ask for a compiler's ``_semantic``: every honest kernel that
@@ -137,11 +137,49 @@ def _missing(name):
     return libdevice_fn
 
 
+def _tensor_range():
+    """``tl.range`` for the interpreter, whose loop variable is a Python int (``_new_range``): on a GPU it is a
+    tensor (int32, int64 where a bound needs it), so honest code that calls its methods (``row.to(tl.int64)`` in a
+    persistent kernel: the third honest probe) failed only on the CPU.  The values are the same."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def tl_range(arg1, arg2=None, step=None, **_kwargs):
+        start, end = (0, arg1) if arg2 is None else (arg1, arg2)
+        start, end, step = int(start), int(end), 1 if step is None else int(step)
+        wide = any(not -2**31 <= v < 2**31 for v in (start, end, step))
+        dtype, np_dtype = (tl.int64, np.int64) if wide else (tl.int32, np.int32)
+        for i in range(start, end, step):
+            yield tl.tensor(TensorHandle(np.array(i, dtype=np_dtype), dtype), dtype)
+
+    return tl_range
+
+
+def _install_range():
+    """Every interpreted launch patches ``tl.range`` anew (``interpreter._patch_lang_core``, undone after it):
+    the patch is wrapped so that ``tl.range`` is the tensor version (``tl.static_range`` stays Python ints, as on a
+    GPU)."""
+    from triton.runtime import interpreter
+
+    core = interpreter._patch_lang_core
+    if getattr(core, "__kgym_range__", False):
+        return
+
+    def patch_lang_core(lang, scope):
+        core(lang, scope)
+        scope.set_attr(lang, "range", _tensor_range())
+
+    patch_lang_core.__kgym_range__ = True
+    interpreter._patch_lang_core = patch_lang_core
+
+
 def install():
-    """Puts the numpy versions into both libdevice modules (this process only); returns how many functions each
-    module had replaced."""
+    """Puts the numpy versions into both libdevice modules and the tensor ``tl.range`` into the interpreter (this
+    process only); returns how many functions each libdevice module had replaced."""
     import importlib
     import inspect
+
+    _install_range()
 
     done = {}
     for modname in _MODULES:
