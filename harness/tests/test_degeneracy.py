@@ -91,13 +91,13 @@ def test_an_output_of_the_weights_alone_is_degenerate():
     for v, out in ((_V("base"), w42), (_V("scaled_x2"), w42), (_V("seed_1", seed=43), w43),
                    (_V("size_odd", sizes={"N": 7}), w42 * 3), (_V("signed"), w42)):
         t.add(v.name, out.clone(), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(v))
-    t.again("base_again", w42.clone(), 1e-4, 1e-4, t.model_key(_V("base")))
+    t.again("base_again", w42.clone(), False, t.model_key(_V("base")))
     f = t.facts()
     json.dumps(f)
     assert f["input_independent_everywhere"] and not f["constant_everywhere"]
     assert f["varies_on"] == ["seed_1", "size_odd"] and f["input_dependent_on"] == []
     assert f["compared_same_model"] == 3  # scaled_x2, signed, base_again against base
-    t.again("base_again", w42 + 1.0, 1e-4, 1e-4, t.model_key(_V("base")))  # new inputs that change it repair it
+    t.again("base_again", w42 + 1.0, True, t.model_key(_V("base")))  # new inputs that change it repair it
     assert t.facts()["compared_same_model"] == 4
     assert not t.facts()["input_independent_everywhere"] and t.facts()["input_dependent_on"] == ["base_again"]
 
@@ -106,5 +106,6 @@ def test_no_same_model_pair_makes_no_claim():
     t = degeneracy.Tracker()
     t.add("base", torch.rand(8), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(_V("base")))
     t.add("seed_1", torch.rand(8), [torch.rand(8)], 1e-4, 1e-4, model=t.model_key(_V("seed_1", seed=43)))
+    t.again("base_again", torch.rand(8), False, t.model_key(_V("other", seed=9)))  # no first output of its model
     f = t.facts()
     assert f["compared_same_model"] == 0 and not f["input_independent_everywhere"]

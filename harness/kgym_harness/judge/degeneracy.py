@@ -129,15 +129,16 @@ class Tracker:
             if differs:
                 self.input_varies.append(name)
 
-    def again(self, name, ref_out, atol: float, rtol: float, model):
+    def again(self, name, ref_out, differs: bool, model):
         """The reference's output on new input values of a variant already added, with its model (the base
-        variant's second call): only compared with the earlier outputs of its layout and model."""
+        variant's second call), and whether the caller found it different from that variant's first output (at
+        its tolerance, on every element): counted as a pair of its layout and model."""
         tensors = _tensors(ref_out)
-        if not tensors or name in self.input_varies:
+        if not tensors or (_layout(tensors), model) not in self.first_model or name in self.input_varies:
             return
-        with torch.no_grad():
-            layout = _layout(tensors)
-            self._same_model(name, layout, self._fingerprint(layout, tensors), atol, rtol, model)
+        self.model_compared += 1
+        if differs:
+            self.input_varies.append(name)
 
     def add(self, name, ref_out, inputs, atol: float, rtol: float, model=None):
         """``model``: what the variant's weights were made from (``model_key``: its seed, sizes and dtype), None if

@@ -3271,12 +3271,8 @@ class Checker:
             # The configs it returns are the ones Triton launches with: their pre_hook/post_hook run then, with this
             # kernel's arguments, like those of the autotune list (red team of 2026-11-26: a Config made inside
             # early_config_prune carried a pre_hook nobody typed, which computed the output with torch).
-            for lm in members(ret):
-                for cm in (members(lm[1]) if lm[0] == "lst" else
-                           [x for el in lm[1] for x in members(el)] if lm[0] == "tup" else [lm]):
-                    if cm[0] == "config" and len(cm) > 1:
-                        for h in cm[1]:
-                            self.check_hook("launch_hook", h, kernel, sc)
+            for h in _config_hooks(ret):
+                self.check_hook("launch_hook", h, kernel, sc)
         elif kind == "perf_hook" and node is not None:
             # Triton calls perf_model(**launch arguments, **kwargs, **config.all_kwargs()): keywords only, each
             # parameter the launch argument of its name (a config's value, a number, otherwise)
@@ -3287,8 +3283,6 @@ class Checker:
                 ret = self.call_function(node, "forward", [], kwargs, node=node, scope=m[2])
             else:
                 ret = self.call(node, m, [], kwargs, False, _Scope("forward", parent=None))
-        elif kind == "perf_hook":
-            ret = self.call_hook(m, [meta], sc, node)
         else:
             ret = self.call_hook(m, [meta], sc, node)
         if kind == "heuristic" and not is_static(ret):
@@ -3323,12 +3317,9 @@ class Checker:
                         continue
                     t = self.expr(kw.value, sc)
                     if role == "configs":
+                        for h in _config_hooks(t):
+                            self.hooks.append(("launch_hook", h, kernel, sc))
                         for m in members(t):
-                            cfgs = members(m[1]) if m[0] == "lst" else [x for el in m[1] for x in members(el)] \
-                                if m[0] == "tup" else []
-                            for c in cfgs:
-                                for h in (c[1] if c[0] == "config" and len(c) > 1 else ()):
-                                    self.hooks.append(("launch_hook", h, kernel, sc))
                             if m[0] == "lst" and all(x[0] in ("config", "bot") for x in members(m[1])):
                                 continue
                             if m[0] == "tup" and all(x[0] in ("config",) for el in m[1] for x in members(el)):
@@ -3494,6 +3485,15 @@ def _always_returns(body):
     if isinstance(last, ast.If):
         return _always_returns(last.body) and _always_returns(last.orelse)
     return False
+
+
+def _config_hooks(t):
+    """The pre_hook/post_hook functions of the triton.Configs a type holds: a list or tuple of configs (autotune's
+    configs=, what early_config_prune returns), or a config itself."""
+    for m in members(t):
+        cfgs = members(m[1]) if m[0] == "lst" else [x for el in m[1] for x in members(el)] if m[0] == "tup" else [m]
+        for c in cfgs:
+            yield from (c[1] if c[0] == "config" and len(c) > 1 else ())
 
 
 def _is_staticmethod(fn):
