@@ -572,6 +572,10 @@ def _grpo_figures(doc):
             # H200 host's cores slow down as they fill, so CPU is what the GPUs of one machine share.
             "cpu": {who: _mean([num(get(r, "process", "cpu_s", who)) for r in done]) for who in ("judge", "runner")},
             "summed_wall_s": sum(num(r.get("wall_ms")) or 0.0 for r in done) / 1000,
+            # The trusted compile cache (result "compile_cache"; absent before it): its counts summed.
+            "compile_cache": {k: sum(num(get(r, "compile_cache", k)) or 0.0 for r in done)
+                              for k in ("requests", "hits", "compiled", "joined", "failed", "refused", "compile_ms",
+                                        "wait_ms")},
             # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
@@ -711,6 +715,13 @@ def report_grpo(args):
                   "window waits; idle: no phase held or asked for):\n",
                   md_table(["build"] + list(_GPU_STATES) + ["shared holders (mean)"],
                            [_states_row(who, f) for who, f in runs])]
+    for who, f in runs:
+        cc = f["compile_cache"]
+        if cc["requests"]:
+            lines.append(f"\n{who}: compile cache, summed over the evaluations: {cc['requests']:.0f} requests, "
+                         f"{cc['hits']:.0f} found filed, {cc['joined']:.0f} found after another judge's compile, "
+                         f"{cc['compiled']:.0f} compiled by a worker, {cc['failed']:.0f} failed, {cc['refused']:.0f} "
+                         f"refused; workers {cc['compile_ms'] / 1000:,.1f} s, runners waiting {cc['wait_ms'] / 1000:,.1f} s")
     for who, f in runs:
         if f["not_kept"]:
             lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "

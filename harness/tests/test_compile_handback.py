@@ -210,3 +210,55 @@ def test_the_runner_announces_its_compiles_and_waits_for_resume(monkeypatch):
     tp.send(a, {"cmd": "resume", "seq": 6})
     t.join(5)
     assert len(t_err) == 1
+
+
+class FakeService:
+    """kernelcache.Service as the link calls it: records each request, answers a directory."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.asked = []
+
+    def ensure(self, kernel, spec):
+        self.asked.append((kernel, spec))
+        return self.answer
+
+
+def compile_requests(link, b, requests):
+    """The runner's side of compile requests: for each (kernel, spec), "begin" with them, the judge's answer read
+    before "end".  Returns the answers."""
+    reader = tp.Reader(b)
+    answers = []
+
+    def serve():
+        msg, _ = reader.recv()
+        seq = msg["seq"]
+        for kernel, spec in requests:
+            tp.send(b, {"type": "compiling", "phase": "begin", "seq": seq, "kernel": kernel, "spec": spec})
+            got, _ = reader.recv()
+            answers.append(got)
+            tp.send(b, {"type": "compiling", "phase": "end", "seq": seq})
+            reader.recv()  # resume
+        tp.send(b, {"type": "ok", "seq": seq})
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    return t, answers
+
+
+@pytest.mark.parametrize("service", [None, FakeService(None), FakeService("/var/cache/kgym/x/kernels/ns")])
+def test_every_compile_request_is_answered_with_the_services_directory(service):
+    """A runner that sent a specialisation waits for the judge's answer: it always comes, with the directory the
+    service filed the entry in, or none (no service: nothing served; the runner compiles)."""
+    ev, chan, link, b = judge_with_link()
+    link.kernel_cache = service
+    t, answers = compile_requests(link, b, [("add", '{"a": 1}'), ("ModelNew.k", "junk")])
+    with ev.gpu("shared"):
+        reply, _ = link.ask({"cmd": "call"})
+    t.join(5)
+    assert reply["type"] == "ok"
+    want = service.answer if service else None
+    assert [(a["cmd"], a["seq"], a["dir"]) for a in answers] == [("compiled", link.seq, want)] * 2
+    if service:
+        assert service.asked == [("add", '{"a": 1}'), ("ModelNew.k", "junk")]
+    assert chan.phases() == ["acquire shared"] + ["release for compile", "acquire shared"] * 2 + ["release"]

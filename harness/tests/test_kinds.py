@@ -89,8 +89,9 @@ def test_protocol_kinds_come_from_the_lists(path):
 
 
 def test_runner_dispatches_every_command():
-    """The runner's command loop handles exactly the listed commands (resume is answered inside a compile)."""
+    """The runner's command loop handles exactly the listed commands (resume and compiled are answers the runner
+    reads inside a compile)."""
     tree = ast.parse(open(RUNNER).read())
     handled = {c.attr for n in ast.walk(tree) if isinstance(n, ast.Compare) and getattr(n.left, "id", None) == "cmd"
                for c in n.comparators if isinstance(c, ast.Attribute) and getattr(c.value, "id", None) == "kinds"}
-    assert {getattr(kinds, a) for a in handled} | {kinds.CMD_RESUME} == set(kinds.RUNNER_COMMANDS)
+    assert {getattr(kinds, a) for a in handled} | {kinds.CMD_RESUME, kinds.CMD_COMPILED} == set(kinds.RUNNER_COMMANDS)

@@ -1141,6 +1141,34 @@ static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messag
                      json_is_object(cp) ? cp : NULL);
 }
 
+/* The judge's trusted compile cache counts (judge/kernelcache.py: the last passed stage's data carries them so
+ * far) as the result's "compile_cache" object, numbers only (docs/result-schema.md), or null where the
+ * evaluation made no compile request.  A measurement for benchmarks: no verdict reads it. */
+static json_t *compile_cache_block(const json_t *messages)
+{
+    static const char *const keys[] = {"requests", "hits", "compiled", "joined", "failed", "refused",
+                                       "compile_ms", "wait_ms"};
+    const json_t *use = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        const json_t *u = json_object_get(json_object_get(m, "data"), "kernel_cache_use");
+        if (kg_msg_is(m, KG_MSG_STAGE) && json_is_object(u))
+            use = u;
+    }
+    if (!use)
+        return json_null();
+    json_t *out = json_object();
+    for (size_t k = 0; out && k < sizeof keys / sizeof *keys; k++) {
+        const json_t *v = json_object_get(use, keys[k]);
+        if (json_is_number(v) && kg_json_set(out, keys[k], json_real(json_number_value(v))) != 0) {
+            json_decref(out);
+            out = NULL;
+        }
+    }
+    return out;
+}
+
 /* The judge's degeneracy facts as the result's "degeneracy" object (docs/result-schema.md), or null. */
 static json_t *degeneracy_block(const json_t *messages)
 {
@@ -1496,6 +1524,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
         goto nomem;
     ok = kg_json_set(r, "degenerate", messages ? degenerate_facts(messages) : json_null()) == 0;
     ok = ok && kg_json_set(r, "degeneracy", messages ? degeneracy_block(messages) : json_null()) == 0;
+    ok = ok && kg_json_set(r, "compile_cache", messages ? compile_cache_block(messages) : json_null()) == 0;
     ok = ok && kg_json_set(r, "tolerance", tolerance_block(opts, messages)) == 0;
     /* What the task's inputs guarantee (a zero triangle, symmetry, integer labels, ...) and every variant kept
      * (tasks.input_structure): null when the judge did not report it. */

@@ -132,6 +132,9 @@ class RunnerLink:
         # when the command's answer came while a compile it announced never said it ended (Evaluation.
         # compile_handback); None: such lines are answered and otherwise ignored.
         self.on_compile = None
+        # The judge's compile cache service (kernelcache.Service) answering the runner's compile requests, once
+        # the static stage made the skeleton; None: every request is answered with no directory.
+        self.kernel_cache = None
         self.peak = 0  # the runner's allocator peak, as its answers report it (take_peak)
         # The spare for this runner's answers, kept between commands (transport.AnswerSpare says why it is
         # sound); never another runner's: a link is one runner's.
@@ -191,6 +194,13 @@ class RunnerLink:
                 phase = reply.get("phase")
                 if self.on_compile is not None and phase in ("begin", "end"):
                     self.on_compile(phase)
+                if phase == "begin" and "spec" in reply:
+                    # The trusted compile cache (kernelcache.py): the runner waits for this answer, whatever
+                    # its request was worth; the directory is where its Triton finds the entry.
+                    kdir = None
+                    if self.kernel_cache is not None:
+                        kdir = self.kernel_cache.ensure(reply.get("kernel"), reply.get("spec"))
+                    self.tp.send(self.sock, {"cmd": kinds.CMD_COMPILED, "seq": self.seq, "dir": kdir})
                 if phase == "end":
                     self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": self.seq})
         except self.tp.ProtocolError as exc:
@@ -449,6 +459,9 @@ class Evaluation:
                             "detail": f"{type(exc).__name__}: {str(exc)[:500]}",
                             "error": describe_exception(exc)})
             raise StageFailed(name) from exc
+        if _kernel_service is not None and _kernel_service.facts["requests"] and isinstance(data, dict):
+            # The trusted compile cache's counts so far (kernelcache.Service): what the bench adds up.
+            data = dict(data, kernel_cache_use=dict(_kernel_service.facts, reasons=_kernel_service.reasons[:4]))
         self.chan.send({"type": kinds.MSG_STAGE, "stage": name, "status": "ok",
                         "ms": (time.perf_counter() - t0) * 1e3, "detail": detail,
                         "data": _finite(data)})
@@ -506,6 +519,13 @@ class Evaluation:
             self.guards.findings.append(dict(f, stage="static", variant=None))
         names = ", ".join(k["name"] for k in kernels)
         facts["findings"] = len(findings)
+        if not findings and _kernel_service is not None and self.device.startswith("cuda"):
+            # The trusted compile cache serves a candidate the language accepted whole (kernelcache.py).
+            from . import kernelcache
+
+            skeleton, named = language.kernel_skeleton(self.tree, self.source, lang)
+            _kernel_service.begin(skeleton, named if skeleton else (), _runner_owner(self.job))
+            facts["kernel_cache"] = kernelcache.namespace(skeleton)[:16] if skeleton else f"none: {named}"[:200]
         # The judge's own list of the candidate's kernels (from the source, not from the runner): a profiled
         # kernel counts as the candidate's only under one of these names.
         self.kernel_names = {k["name"] for k in kernels}
@@ -2538,6 +2558,9 @@ def _serve(chan, device, peer_fd, lockdown, state):
         ev.guards.findings.extend(ev.runner.findings)
         ev.runner.findings = ev.guards.findings
     ev.runner.on_compile = ev.compile_handback
+    if _kernel_service is not None:
+        _kernel_service.begin(None, None, None)  # until the static stage makes this candidate's skeleton
+        ev.runner.kernel_cache = _kernel_service
     chan.send(_sandbox_report(setup, judge_active, judge_warnings))
     try:
         _profiled(ev.run, state["jobs"])
@@ -2573,6 +2596,23 @@ def _serve(chan, device, peer_fd, lockdown, state):
     return stays
 
 
+# This judge's compile cache service (kernelcache.py), or None (CPU, turned off, or its helper did not start).
+_kernel_service = None
+
+
+def _start_kernel_service(device):
+    """The compile helper is forked now, before any job or CUDA context reaches this process (kernelcache.start
+    says why); KGYM_KERNEL_CACHE=off leaves every compile to the runners."""
+    global _kernel_service
+    if not str(device).startswith("cuda") or os.environ.get("KGYM_KERNEL_CACHE", "on") == "off":
+        return
+    from . import kernelcache
+
+    helper = kernelcache.start()
+    if helper is not None:
+        _kernel_service = kernelcache.Service(helper)
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     """Entry point in the freshly forked judge (called by the zygote).  It serves one job, or, where kgym asks it
     to stay (``stay`` in the job) and it can (``_clean_for_next``), one job after another, each with a runner of
@@ -2584,6 +2624,7 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     os.close(err_fd)
     lockdown = _no_dumping()
     proto_fd = _hide_fd(proto_fd)
+    _start_kernel_service(device)
     chan = Channel(proto_fd)
     state = {"jobs": 0, "fresh": _process_state()}
     try:

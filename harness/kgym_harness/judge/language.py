@@ -3601,3 +3601,122 @@ def check(tree, lang=None, signature=None, source=None):
               "language (docs/candidate-language.md), this is a bug in kgym", "module")
     out = sorted(c.findings.values(), key=lambda f: (f["line"], f["type"], f["message"]))
     return out
+
+
+# -- the kernels' skeleton (the trusted compile cache, judge/kernelcache.py) --------------------------------------
+_JIT_OPTIONS = ("noinline", "do_not_specialize", "do_not_specialize_on_alignment", "debug")
+
+
+class _NoSkeleton(Exception):
+    pass
+
+
+def kernel_skeleton(tree, source, lang=None):
+    """What Triton's compiler reads of a checked module, as a module of its own: (text, kernel qualnames), or
+    (None, why) where it cannot be made exactly.
+
+    Why: the judge has Triton compile a candidate's kernels in a process that runs none of the candidate's
+    statements (judge/kernelcache.py), and the runners of every candidate whose skeleton is this very text load
+    what it built.  So the skeleton holds, each on its own lines (Triton hashes a kernel's first line number),
+    the module's imports, the module constants a kernel may read (Checker._kernel_constant: literals, arithmetic,
+    tl.constexpr, dtypes, math of such) and every @triton.jit function of the module or of a top-level class,
+    byte for byte from the def on (Triton's text), its decorators replaced by ``@__kgym_jit__(options)`` on the
+    first decorator's line (Triton's own jit with the literal options the candidate gave it: autotune and
+    heuristics choose among specialisations, which the runner's request names).  Every other line is blank.
+
+    Refused (None): a kept statement sharing a line with another, a constant bound anywhere but by kept
+    top-level assignments (the value a kernel reads must be the skeleton's), a jit option that is not a
+    literal, a class header on the same line as its body."""
+    try:
+        return _kernel_skeleton(tree, source, lang)
+    except _NoSkeleton as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 — no skeleton is only a cache miss
+        return None, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _kernel_skeleton(tree, source, lang):
+    lines = source_lines(source)
+    if lines is None:
+        raise _NoSkeleton("the bytes do not decode as source lines")
+    c = Checker(lang or load(), tree)
+    c.source_lines = lines
+    c._collect()
+    out = ["\n"] * len(lines)
+    claimed = set()
+
+    def claim(first, last):
+        for i in range(first, last + 1):
+            if i in claimed:
+                raise _NoSkeleton(f"line {i} holds two statements the skeleton keeps")
+            claimed.add(i)
+
+    def whole(st, indent):
+        """``st`` fills its lines: nothing before it but its indentation, nothing after it but a comment."""
+        if st.col_offset != indent:
+            raise _NoSkeleton(f"line {st.lineno}: a statement that does not begin its line")
+        head = lines[st.lineno - 1].encode("utf-8")[:st.col_offset]
+        tail = lines[st.end_lineno - 1].encode("utf-8")[st.end_col_offset:].decode("utf-8", "replace").strip()
+        if head.strip() or (tail and not tail.startswith("#")):
+            raise _NoSkeleton(f"line {st.lineno}: a statement that shares its line with another")
+
+    def copy(first, last):
+        claim(first, last)
+        out[first - 1:last] = lines[first - 1:last]
+
+    kernels = []
+
+    def kernel(fn, indent, prefix):
+        whole(fn, indent)
+        jit = [d for d in fn.decorator_list if c.dotted(d.func if isinstance(d, ast.Call) else d) == "triton.jit"]
+        if len(jit) != 1:
+            raise _NoSkeleton(f"{fn.name}: not one @triton.jit decorator")
+        options = {}
+        if isinstance(jit[0], ast.Call):
+            if jit[0].args:
+                raise _NoSkeleton(f"{fn.name}: @triton.jit with positional arguments")
+            for kw in jit[0].keywords:
+                if kw.arg not in _JIT_OPTIONS:
+                    raise _NoSkeleton(f"{fn.name}: @triton.jit({kw.arg}=...) is not kept by the skeleton")
+                try:
+                    options[kw.arg] = ast.literal_eval(kw.value)
+                except ValueError:
+                    raise _NoSkeleton(f"{fn.name}: @triton.jit({kw.arg}=...) is not a literal") from None
+        first = min(d.lineno for d in fn.decorator_list)
+        claim(first, fn.lineno - 1)
+        out[first - 1] = " " * indent + f"@__kgym_jit__(**{options!r})\n"
+        copy(fn.lineno, fn.end_lineno)
+        kernels.append(prefix + fn.name)
+
+    constants = set()
+    for st in tree.body:
+        if isinstance(st, (ast.Import, ast.ImportFrom)):
+            whole(st, 0)
+            copy(st.lineno, st.end_lineno)
+        elif isinstance(st, (ast.Assign, ast.AnnAssign)):
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            names = [t.id for t in targets if isinstance(t, ast.Name)]
+            if names and len(names) == len(targets) and st.value is not None and \
+                    all(c._kernel_constant(n) for n in names):
+                whole(st, 0)
+                copy(st.lineno, st.end_lineno)
+                constants.update(names)
+        elif isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef)) and st in c.kernels:
+            kernel(st, 0, "")
+        elif isinstance(st, ast.ClassDef):
+            inner = [f for f in st.body if isinstance(f, ast.FunctionDef) and f in c.kernels]
+            if not inner:
+                continue
+            if st.body[0].lineno <= st.lineno:
+                raise _NoSkeleton(f"class {st.name}: its body begins on its header's line")
+            claim(st.lineno, st.lineno)
+            out[st.lineno - 1] = f"class {st.name}:\n"
+            for f in inner:
+                kernel(f, f.col_offset, st.name + ".")
+    for name in constants:
+        # Bound by the kept statements alone: by no if, loop, with, function or class body elsewhere.
+        kept = [b for b in c.bindings.get(name, []) if b in tree.body]
+        if len(kept) != len(c.bindings.get(name, [])) or len(c.module_vars.get(name, [])) != len(kept):
+            raise _NoSkeleton(f"the constant {name} is bound elsewhere too")
+    # Kernels nested in functions see their closures: not in the skeleton, so their runners compile them.
+    return "".join(out), kernels

@@ -119,6 +119,7 @@ CMD_PROFILE = 'profile'
 CMD_SHARE_PROBE = 'share_probe'
 CMD_LAUNCHERS = 'launchers'
 CMD_RESUME = 'resume'
+CMD_COMPILED = 'compiled'
 CMD_EXIT = 'exit'
 RUNNER_COMMANDS = (
     'setup',
@@ -138,6 +139,7 @@ RUNNER_COMMANDS = (
     'share_probe',
     'launchers',
     'resume',
+    'compiled',
     'exit',
 )
 

@@ -31,6 +31,7 @@ the cache the runner compiles into its own workdir as before.
 
 import contextlib
 import hashlib
+import json
 import os
 import stat
 import sys
@@ -227,10 +228,21 @@ def reader_class(trusted):
     owners = {0, os.stat(trusted).st_uid} if trusted else set()
 
     class TrustedModulesReader(FileCacheManager):
+        # The namespace directory of the trusted compile cache the judge named (serve_kernels), or None.
+        kernels = None
+
         def __init__(self, key, override=False, dump=False):
             super().__init__(key, override=override, dump=dump)
             # Dump and override directories are the user's own business: looked up as Triton would.
             self._plain = not (override or dump)
+
+        def get_group(self, filename):
+            """A compiled kernel's files: from the judge's namespace (kernel_group), never from this runner's own
+            cache, where its candidate could have planted files under a kernel's key (install_reader turns
+            Triton's always_compile off only with this class in place)."""
+            if not self._plain:
+                return super().get_group(filename)
+            return kernel_group(type(self).kernels, self.key, filename, owners)
 
         def get_file(self, filename):
             if (trusted and self._plain and filename.endswith(SUFFIX) and "/" not in filename
@@ -294,6 +306,44 @@ def _warm_utilities():
 
 # -- the runner ---------------------------------------------------------------------------------------------------
 
+def kernel_group(kdir, key, filename, owners):
+    """Triton's group of a compiled kernel (``{file name: path}``) from the namespace directory ``kdir`` of the
+    trusted compile cache, or None: ``kdir/key/__grp__<filename>`` servable, naming only files of that
+    directory, each servable.  The paths are made here from the names (the group file's own are not followed)."""
+    if not kdir or "/" in key or key.startswith(".") or "/" in filename or filename.startswith("."):
+        return None
+    d = os.path.join(kdir, key)
+    grp = os.path.join(d, "__grp__" + filename)
+    if not servable(grp, owners):
+        return None
+    try:
+        with open(grp, encoding="utf-8") as f:
+            children = json.loads(f.read(1 << 20)).get("child_paths")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(children, dict) or filename not in children:
+        return None
+    out = {}
+    for name in children:
+        if not isinstance(name, str) or "/" in name or name.startswith(".") or name.startswith("__grp__"):
+            return None
+        path = os.path.join(d, name)
+        if not servable(path, owners):
+            return None
+        out[name] = path
+    return out
+
+
+def serve_kernels(kdir):
+    """In the runner: kernels are looked up in ``kdir`` (the judge's answer to a compile request) from now on;
+    None: in no directory (every kernel compiled here).  Only where install_reader put the reader in place."""
+    from triton import knobs
+
+    cls = knobs.cache.manager_class
+    if isinstance(cls, type) and getattr(cls, "trusted", None) is not None and hasattr(cls, "kernels"):
+        cls.kernels = kdir if isinstance(kdir, str) and os.path.isabs(kdir) else None
+
+
 def install_reader(recorded):
     """In the runner (CUDA only), after its sandbox and TRITON_HOME, before the candidate is imported: Triton's
     cache manager becomes reader_class(the directory), and every signature Triton makes a launcher for is
@@ -308,6 +358,9 @@ def install_reader(recorded):
         trusted, why = modules_dir()
         if trusted is not None:
             knobs.cache.manager_class = reader_class(trusted)
+            # A compiled kernel is looked up again (the trusted compile cache), but only where the reader
+            # serves it: this runner's own cache is never read (TrustedModulesReader.get_group).
+            knobs.compilation.always_compile = False
         facts = {"reads": trusted, "why": why} if why else {"reads": trusted}
     make = driver.make_launcher
 
@@ -480,3 +533,36 @@ def _entries(path):
             return sum(1 for _ in it)
     except OSError:
         return MAX_ENTRIES  # unreadable: add nothing
+
+
+# A specialisation the runner sends with a compile request: at most this long (judge/kernelcache.py MAX_SPEC).
+MAX_KERNEL_SPEC = 64 << 10
+
+
+# -- the runner: its compile requests (judge/kernelcache.py) ---------------------------------------------------
+
+def runner_spec(compile_kwargs):
+    """In the runner's jit_cache_hook: the specialisation to send, or None.  Triton serialised it already
+    (serialize_specialization_data); runner.py makes that tolerant of a kernel given as a constant
+    (``tolerant_serializer``)."""
+    spec = (compile_kwargs or {}).get("specialization_data")
+    return spec if isinstance(spec, str) and len(spec) <= MAX_KERNEL_SPEC else None
+
+
+def tolerant_serializer(original):
+    """Triton's serialize_specialization_data, except that a kernel given as a constant argument is written as
+    {"kgym_jit": its qualname} instead of making json.dumps raise (which failed the launch itself wherever a
+    jit_cache_hook is installed, as the runner's always is), and anything else JSON cannot hold gives None (no
+    request: the runner compiles)."""
+
+    def serialize(name, signature, constants, attrs, options, key):
+        from triton.runtime.jit import JITFunction
+
+        fixed = {k: ({"kgym_jit": v.__qualname__} if isinstance(v, JITFunction) else v) for k, v in constants.items()}
+        try:
+            return original(name, signature, fixed, attrs, options, key)
+        except (TypeError, ValueError):
+            return None
+
+    serialize.kgym = True
+    return serialize

@@ -1,0 +1,646 @@
+"""The trusted compile cache: a candidate's Triton kernels compiled once per machine for every runner whose
+candidate has the same kernels, by a process that runs none of the candidate's statements.
+
+Why: compiling the candidate's kernels (Triton's LLVM and ptxas, every specialisation and autotune config) was 42%
+of an evaluation's wall time on an H100 (docs/PERFORMANCE.md, fifteenth session), and the samples of a GRPO group
+are mostly exact twins.  A runner must never produce what another evaluation loads (its process is hostile), so
+the compile happens here, on the judge's side, from the checked bytes alone:
+
+  - the judge makes the module's **skeleton** (language.kernel_skeleton: its imports, the constants a kernel may
+    read, its @triton.jit functions, each on its own lines, every other line blank) and its **namespace**, the
+    SHA-256 of that text (``namespace``);
+  - when Triton in the runner is about to compile (its jit_cache_hook), the runner sends the specialisation
+    (Triton's own serialised form: signature, constants, attributes, options) with its "compiling" message, and
+    waits;
+  - the judge (``Service.ensure``) looks for it in the namespace's directory; if it is not there it asks its
+    **helper** (a process forked from the judge before any job or CUDA context: it holds nothing of any
+    evaluation) for a **worker**: a process forked from the helper that drops to the runner's uid, locks itself
+    down (Landlock: writes only beneath its own folder; rlimits) and runs Triton's ``compile`` on the skeleton's
+    kernel for that specialisation, for the judge's GPU target, into its own folder.  The judge files what it
+    wrote, regular files only, into the namespace's directory under the key Triton computed, and answers;
+  - the runner's Triton, now looking the kernel up, finds it there (tritoncache.reader_class serves a kernel's
+    group from the namespace the judge named, and nothing from the runner's own cache); on any miss it compiles
+    itself, as before.
+
+What makes it sound.  A namespace's entries are compiled from its skeleton and a specialisation only, by Triton's
+code: the worker runs the candidate's imports (from the language's fixed list), constants (literals, arithmetic,
+dtypes, math of such) and def statements, whose defaults and annotations the language restricts the same way;
+Triton reads kernel bodies as text.  Entries are found by Triton's own key (the kernel's text, its first line,
+what it calls, its constexpr globals, the specialisation, the options, the target), under a namespace only runners
+of candidates with that very skeleton are told; so what a runner loads is what its own kernels' checked text
+compiles to.  A worker subverted through a hole in the language could spoil only its own namespace, which no other
+skeleton shares.  The runner's request is its word only: a lie names a specialisation that is not its own, which
+its Triton then never looks up.  Concurrent requests for one entry (a GRPO group's samples) are joined with a lock
+file: one worker compiles, the others wait and find it.
+
+Directory (``root``): ``<tritoncache.modules_dir()>/kernels``, 0711 (other uids cannot list the namespaces),
+``<root>/<namespace>/`` 0755 holding ``<Triton's key>/`` (0755, files 0644: Triton's group file, metadata and
+each IR), ``.lock-<request>``, ``.done-<request>`` (the key it filed) and ``.fail-<request>`` (a compile error:
+twins do not repeat it; their runners compile and report it themselves).
+
+Every function returns facts and never raises for a refusal: without the cache the runner compiles as before.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import stat
+import struct
+import sys
+import tempfile
+import time
+
+VERSION = "kgym-kernels-1"
+# A specialisation as the runner sends it (Triton's serialize_specialization_data JSON): at most this long.
+MAX_SPEC = 64 << 10
+# Requests one evaluation may make (each one a compile at most): past it, its runner compiles alone.
+MAX_REQUESTS = 64
+# A worker's wall-clock budget (CPU seconds: the same plus a little, as an rlimit).
+BUDGET_S = 120.0
+# Namespaces the directory may hold before no new one is made; files and bytes one entry may have.
+MAX_NAMESPACES = 20000
+MAX_FILES = 16
+MAX_BYTES = 256 << 20
+_KEY = re.compile(r"^[A-Z2-7]{52}$")  # Triton's base32 spelling of a SHA-256
+_QUALNAME = re.compile(r"^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127})?$")
+
+
+def namespace(skeleton):
+    """The namespace of a skeleton: its SHA-256 with this cache's version and Triton's (hex)."""
+    try:
+        import triton
+
+        version = triton.__version__
+    except ImportError:
+        version = "?"
+    return hashlib.sha256(f"{VERSION}\0{version}\0".encode() + skeleton.encode("utf-8")).hexdigest()
+
+
+def root():
+    """(path, None) or (None, why): the kernels directory beneath the trusted modules directory, 0711, safe
+    (tritoncache.safe_dir)."""
+    from ..shared import tritoncache
+
+    base, why = tritoncache.modules_dir()
+    if base is None:
+        return None, why
+    return tritoncache.safe_dir(os.path.join(base, "kernels"), 0o711)
+
+
+def request_digest(qualname, spec):
+    return hashlib.sha256(f"{qualname}\0{spec}".encode("utf-8")).hexdigest()[:40]
+
+
+# -- the judge's side ---------------------------------------------------------------------------------------------
+
+class Service:
+    """One judge's use of the cache: its helper, its GPU target, and one evaluation's counts (``begin``)."""
+
+    def __init__(self, helper):
+        self.helper = helper
+        self.target = None
+        self.begin(None, None, None)
+
+    def begin(self, skeleton, kernels, uid):
+        """A new evaluation: its skeleton (None: nothing is served) and kernel names, its runner's uid."""
+        self.skeleton = skeleton
+        self.kernels = set(kernels or ())
+        self.ns = namespace(skeleton) if skeleton else None
+        self.uid = uid
+        self.facts = {"requests": 0, "hits": 0, "compiled": 0, "joined": 0, "failed": 0, "refused": 0,
+                      "compile_ms": 0.0, "wait_ms": 0.0}
+        self.reasons = []
+
+    def _note(self, what, why=None):
+        self.facts[what] += 1
+        if why and len(self.reasons) < 8:
+            self.reasons.append(str(why)[:300])
+
+    def ensure(self, qualname, spec):
+        """The runner's request (its word): the entry for kernel ``qualname`` and specialisation ``spec`` (JSON
+        text) in this evaluation's namespace, compiled here where missing.  Returns (directory to serve from, or
+        None)."""
+        t0 = time.monotonic()
+        try:
+            return self._ensure(qualname, spec)
+        except Exception as exc:  # noqa: BLE001 — a miss: the runner compiles
+            self._note("failed", f"{type(exc).__name__}: {exc}")
+            return None
+        finally:
+            self.facts["wait_ms"] += (time.monotonic() - t0) * 1e3
+
+    def _ensure(self, qualname, spec):
+        if self.ns is None or self.helper is None:
+            return None
+        self.facts["requests"] += 1
+        if self.facts["requests"] > MAX_REQUESTS:
+            self._note("refused", f"more than {MAX_REQUESTS} compile requests")
+            return None
+        if not isinstance(qualname, str) or not _QUALNAME.match(qualname) or qualname not in self.kernels:
+            self._note("refused", f"not a kernel of the skeleton: {str(qualname)[:80]!r}")
+            return None
+        if not isinstance(spec, str) or len(spec) > MAX_SPEC:
+            self._note("refused", "a specialisation that is not text of at most 64 KiB")
+            return None
+        try:
+            parsed = json.loads(spec)
+        except ValueError:
+            parsed = None
+        if not isinstance(parsed, dict) or not all(k in parsed for k in ("signature", "constant_keys",
+                                                                         "constant_vals", "attrs_keys",
+                                                                         "attrs_vals", "options")):
+            self._note("refused", "a specialisation that is not Triton's")
+            return None
+        base, why = root()
+        if base is None:
+            self._note("failed", why)
+            return None
+        nsdir = os.path.join(base, self.ns)
+        if not os.path.isdir(nsdir):
+            if _count(base) >= MAX_NAMESPACES:
+                self._note("refused", "the cache is full")
+                return None
+            from ..shared import tritoncache
+
+            nsdir, why = tritoncache.safe_dir(nsdir, 0o755)
+            if nsdir is None:
+                self._note("failed", why)
+                return None
+        digest = request_digest(qualname, spec)
+        if _filed(nsdir, digest):
+            self._note("hits")
+            return nsdir
+        if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
+            self._note("failed", "compiled before, and failed")
+            return None
+        import fcntl
+
+        fd = os.open(os.path.join(nsdir, ".lock-" + digest), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+        try:
+            waited = _lock(fd, fcntl, BUDGET_S + 10)
+            if waited is None:
+                self._note("failed", "another judge's compile of it did not end")
+                return None
+            if _filed(nsdir, digest):
+                self._note("joined" if waited > 0.001 else "hits")
+                return nsdir
+            if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
+                self._note("failed", "compiled meanwhile, and failed")
+                return None
+            return self._compile(nsdir, digest, qualname, spec)
+        finally:
+            os.close(fd)  # the lock goes with it
+
+    def _compile(self, nsdir, digest, qualname, spec):
+        if self.target is None:
+            from triton.runtime import driver
+
+            t = driver.active.get_current_target()
+            self.target = [t.backend, t.arch, t.warp_size]
+        out = tempfile.mkdtemp(prefix="kgym-compile-")
+        try:
+            if self.uid is not None and os.geteuid() == 0:
+                os.chown(out, self.uid, self.uid)
+            t0 = time.monotonic()
+            answer = self.helper.compile({"skeleton": self.skeleton, "qualname": qualname, "spec": spec,
+                                          "target": self.target, "out": out, "uid": self.uid}, BUDGET_S)
+            self.facts["compile_ms"] += (time.monotonic() - t0) * 1e3
+            if answer.get("compile_error"):
+                # Triton refused the kernel: a fact of these bytes, which its twins need not learn again.
+                _write_marker(nsdir, ".fail-" + digest, str(answer["compile_error"])[:2000])
+                self._note("failed", answer["compile_error"])
+                return None
+            if not answer.get("ok"):
+                self._note("failed", answer.get("error") or "the worker did not finish")
+                return None
+            key = _file(out, answer.get("key"), nsdir)
+            _write_marker(nsdir, ".done-" + digest, key)
+            self._note("compiled")
+            return nsdir
+        finally:
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _count(path):
+    try:
+        with os.scandir(path) as it:
+            return sum(1 for _ in it)
+    except OSError:
+        return MAX_NAMESPACES
+
+
+def _lock(fd, fcntl, budget):
+    """flock(fd) within ``budget`` seconds: the seconds waited, or None."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return time.monotonic() - t0
+        except BlockingIOError:
+            if time.monotonic() - t0 > budget:
+                return None
+            time.sleep(0.01)
+
+
+def _filed(nsdir, digest):
+    """Whether the request's entry is there as the judge left it: its marker names a key whose group file is
+    servable."""
+    from ..shared import tritoncache
+
+    try:
+        with open(os.path.join(nsdir, ".done-" + digest), encoding="ascii") as f:
+            key = f.read(64).strip()
+    except (OSError, ValueError):
+        return False
+    if not _KEY.match(key):
+        return False
+    owners = {0, os.getuid()}
+    d = os.path.join(nsdir, key)
+    try:
+        names = [n for n in os.listdir(d) if n.startswith("__grp__")]
+    except OSError:
+        return False
+    return len(names) == 1 and tritoncache.servable(os.path.join(d, names[0]), owners)
+
+
+def _write_marker(nsdir, name, text):
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=nsdir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            os.fchmod(f.fileno(), 0o644)
+        os.replace(tmp, os.path.join(nsdir, name))
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _file(out, key, nsdir):
+    """The worker's entry (``out``/cache/<key>/), checked and copied into the namespace: regular files only, at
+    most MAX_FILES of MAX_BYTES in all, exactly those its group file names, written 0644 in a 0755 directory
+    made under a temporary name and renamed into place.  Returns the key; raises ValueError on anything else."""
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise ValueError(f"the worker named no key ({str(key)[:60]!r})")
+    src = os.path.join(out, "cache", key)
+    st = os.lstat(src)
+    if not stat.S_ISDIR(st.st_mode):
+        raise ValueError("the worker's entry is not a directory")
+    files = {}
+    total = 0
+    for entry in os.scandir(src):
+        if entry.name == "lock" or entry.name.startswith("."):
+            continue
+        est = entry.stat(follow_symlinks=False)
+        if not stat.S_ISREG(est.st_mode):
+            raise ValueError(f"{entry.name} is not a regular file")
+        total += est.st_size
+        files[entry.name] = est.st_size
+    if len(files) > MAX_FILES or total > MAX_BYTES:
+        raise ValueError(f"{len(files)} files, {total} bytes: more than an entry may hold")
+    groups = [n for n in files if n.startswith("__grp__")]
+    if len(groups) != 1:
+        raise ValueError("not one group file")
+    group = groups[0]
+    data = _read(os.path.join(src, group), files[group])
+    children = json.loads(data).get("child_paths")
+    if not isinstance(children, dict) or not children or \
+            any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
+        raise ValueError("the group file names files the entry does not hold")
+    final = os.path.join(nsdir, key)
+    if os.path.isdir(final) and _group_of(final):
+        return key  # filed meanwhile (a judge that did not wait for the lock: never; kept for safety)
+    work = tempfile.mkdtemp(prefix=".tmp-", dir=nsdir)
+    try:
+        os.chmod(work, 0o755)
+        for name in children:
+            _copy(os.path.join(src, name), os.path.join(work, name), files[name])
+        # The group file as Triton writes it, naming the files where they will be.
+        with open(os.path.join(work, group), "w", encoding="utf-8") as f:
+            json.dump({"child_paths": {n: os.path.join(final, n) for n in children}}, f)
+            os.fchmod(f.fileno(), 0o644)
+        if os.path.lexists(final):
+            shutil.rmtree(final) if os.path.isdir(final) and not os.path.islink(final) else os.unlink(final)
+        os.rename(work, final)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return key
+
+
+def _group_of(d):
+    try:
+        return [n for n in os.listdir(d) if n.startswith("__grp__")]
+    except OSError:
+        return []
+
+
+def _read(path, size):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        with os.fdopen(fd, "rb") as f:
+            fd = None
+            return f.read(size + 1)[:size]
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _copy(src, dst, size):
+    data = _read(src, size)
+    with open(dst, "xb") as f:
+        f.write(data)
+        os.fchmod(f.fileno(), 0o644)
+
+
+# -- the helper: forked from the judge before any job -------------------------------------------------------------
+
+def _send(sock, obj):
+    data = json.dumps(obj).encode("utf-8")
+    sock.sendall(struct.pack("!I", len(data)) + data)
+
+
+def _recv(sock, limit=16 << 20):
+    head = _recv_exact(sock, 4)
+    if head is None:
+        return None
+    (n,) = struct.unpack("!I", head)
+    if n > limit:
+        raise ValueError("a message too long")
+    data = _recv_exact(sock, n)
+    if data is None:
+        return None
+    return json.loads(data)
+
+
+def _recv_exact(sock, n):
+    chunks = []
+    while n:
+        chunk = sock.recv(n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+class Helper:
+    """The judge's end of its helper process (``start``)."""
+
+    def __init__(self, sock, pid):
+        self.sock = sock
+        self.pid = pid
+
+    def compile(self, request, budget):
+        """One worker's run: the helper's answer ({"ok", "key"} or {"compile_error"} or {"error"})."""
+        try:
+            self.sock.settimeout(budget + 30)
+            _send(self.sock, request)
+            answer = _recv(self.sock)
+        except (OSError, ValueError) as exc:
+            return {"error": f"the helper: {type(exc).__name__}: {exc}"}
+        return answer if isinstance(answer, dict) else {"error": "the helper is gone"}
+
+
+def start(fresh=False):
+    """Forks the helper: call before the judge reads any job or makes a CUDA context.  Returns a Helper, or None
+    (printed to stderr) where it cannot start; then every runner compiles its own kernels, as before.
+    ``fresh``: a new interpreter instead of a fork (tests, whose process imported Triton as its interpreter)."""
+    try:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        if fresh:
+            import subprocess
+
+            env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+            here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            env["PYTHONPATH"] = here + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            code = ("import socket, sys; from kgym_harness.judge import kernelcache; "
+                    "kernelcache._helper_main(socket.socket(fileno=int(sys.argv[1])))")
+            proc = subprocess.Popen([sys.executable, "-c", code, str(child.fileno())], pass_fds=[child.fileno()],
+                                    env=env)
+            child.close()
+            return Helper(parent, proc.pid)
+        pid = os.fork()
+    except OSError as exc:
+        print(f"kgym judge: no compile helper ({exc}): runners compile their own kernels", file=sys.stderr)
+        return None
+    if pid == 0:
+        code = 0
+        try:
+            parent.close()
+            _helper_main(child)
+        except BaseException:  # noqa: BLE001 — the helper ends; the judge sees its socket close
+            code = 1
+        os._exit(code)
+    child.close()
+    return Helper(parent, pid)
+
+
+def _helper_main(sock):
+    from ..runner import sandbox
+
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: ends with the judge
+    except (OSError, AttributeError):
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sandbox.close_descriptors([sock.fileno(), 1, 2])
+    _warm(("cuda", 90, 32))  # while the judge starts: the backend's imports and ptxas's version, for any target
+    while True:
+        request = _recv(sock)
+        if request is None:
+            return
+        _warm(request.get("target"))
+        _send(sock, _run_worker(request))
+
+
+_warmed = set()
+
+
+def _warm(target):
+    """Triton's backend for ``target`` made and its options parsed once in the helper (ptxas's version asked, the
+    backend's modules imported: ~1 s), so that its workers, forked from it, start warm."""
+    try:
+        key = tuple(target)
+        if key in _warmed:
+            return
+        _warmed.add(key)
+        import torch  # noqa: F401 — a skeleton's imports (the zygote's judges have it already)
+        import triton.compiler.code_generator  # noqa: F401
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import make_backend
+        from triton.runtime.cache import triton_key
+
+        triton_key()  # the hash of Triton's own files, part of every key (the zygote's judges have it already)
+        make_backend(GPUTarget(*target)).parse_options({})
+    except Exception:  # noqa: BLE001 — each worker then warms itself
+        pass
+
+
+def _run_worker(request):
+    """Forks one worker for ``request``, waits for it within the budget (then kills it), and reads its result file."""
+    out = request.get("out")
+    if not isinstance(out, str) or not os.path.isdir(out):
+        return {"error": "no folder for the worker"}
+    result = os.path.join(out, "result.json")
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = _worker(request, result)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    deadline = time.monotonic() + BUDGET_S
+    status = None
+    while status is None:
+        done, st = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = st
+        elif time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return {"error": f"the compile took longer than {BUDGET_S:.0f} s"}
+        else:
+            time.sleep(0.005)
+    try:
+        with open(result, encoding="utf-8") as f:
+            answer = json.loads(f.read(1 << 20))
+    except (OSError, ValueError):
+        return {"error": f"the worker ended ({status}) without a result"}
+    return answer if isinstance(answer, dict) else {"error": "the worker's result is not an object"}
+
+
+def _worker(request, result):
+    """In the worker: lock down, compile, write ``result``.  Returns the exit code."""
+    active, warnings = [], []
+    out = request["out"]
+    t0 = time.monotonic()
+    _lockdown(out, request.get("uid"), active, warnings)
+    t1 = time.monotonic()
+    try:
+        key = compile_entry(request["skeleton"], request["qualname"], request["spec"], request["target"], out)
+        answer = {"ok": True, "key": key, "warnings": warnings[:4],
+                  "ms": {"lockdown": (t1 - t0) * 1e3, "compile": (time.monotonic() - t1) * 1e3}}
+    except _CompileError as exc:
+        answer = {"compile_error": str(exc)[:2000]}
+    except Exception as exc:  # noqa: BLE001
+        import traceback
+
+        where = traceback.extract_tb(exc.__traceback__)[-1:]
+        at = f" (at {where[0].filename}:{where[0].lineno})" if where else ""
+        answer = {"error": f"{type(exc).__name__}: {exc}"[:800] + at[-200:]}
+    with open(result, "w", encoding="utf-8") as f:
+        json.dump(answer, f)
+    return 0
+
+
+def _lockdown(out, uid, active, warnings):
+    """The worker's sandbox: the runner's uid (where the judge is root), Landlock (reads of the system and Python,
+    writes beneath ``out`` alone, executes only the compiler toolchain), no core files, a CPU-time limit; HOME,
+    TMPDIR and Triton's cache in ``out``."""
+    import resource
+
+    from ..runner import sandbox
+
+    os.setsid()
+    if uid is not None and os.geteuid() == 0:
+        sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted())
+    tmp = os.path.join(out, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    os.environ.update({"HOME": out, "TMPDIR": tmp, "TRITON_CACHE_DIR": os.path.join(out, "cache"),
+                       "TRITON_HOME": out})
+    tempfile.tempdir = tmp
+    for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5)):
+        try:
+            soft, hard = resource.getrlimit(res)
+            resource.setrlimit(res, (value, value if hard == resource.RLIM_INFINITY or hard > value else hard))
+        except (ValueError, OSError) as exc:
+            warnings.append(f"rlimit not set: {exc}")
+    read = sandbox.python_paths() + ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
+                                     "/dev/null", "/dev/zero", "/dev/urandom"] + sandbox._cuda_dirs()
+    read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
+    sandbox.landlock_runner(read, [out, "/dev/null"], sandbox.Granted(), warnings,
+                            execute=sandbox.runner_programs({"device": "cuda"}))
+
+
+class _CompileError(Exception):
+    pass
+
+
+def compile_entry(skeleton, qualname, spec, target, out):
+    """Triton's compile of the skeleton's kernel ``qualname`` for specialisation ``spec`` (Triton's
+    serialize_specialization_data JSON) and ``target`` ([backend, arch, warp size]) into ``out``/cache.  Returns
+    the entry's key (Triton's base32 directory name).  Raises _CompileError where Triton refuses the kernel."""
+    import linecache
+    import types
+
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    from triton.runtime.cache import _base32
+    from triton.runtime.jit import JITFunction
+
+    from ..shared.source import lines as source_lines
+
+    from triton import knobs
+
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(out, "cache")
+    os.environ.pop("TRITON_INTERPRET", None)
+    knobs.runtime.interpret = False  # compiled, for the GPU: never the interpreter's functions
+    path = os.path.join(out, "kgym_kernels.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(skeleton)
+    data = skeleton.encode("utf-8")
+    linecache.cache[path] = (len(data), None, source_lines(data), path)
+    module = types.ModuleType("kgym_candidate")
+    module.__file__ = path
+    module.__dict__["__kgym_jit__"] = triton.jit
+    sys.modules["kgym_candidate"] = module
+    exec(compile(data, path, "exec", dont_inherit=True), module.__dict__)
+    fn = module
+    for part in qualname.split("."):
+        fn = vars(fn).get(part)
+    if not isinstance(fn, JITFunction):
+        raise ValueError(f"{qualname} is not a @triton.jit function of the skeleton")
+    obj = json.loads(spec)
+    constants = {}
+    for k, v in zip(obj["constant_keys"], obj["constant_vals"]):
+        if isinstance(v, str) and tl.dtype.is_dtype(v):
+            v = tl.dtype(v)
+        elif isinstance(v, dict) and set(v) == {"constexpr"}:
+            v = tl.constexpr(v["constexpr"])
+        elif isinstance(v, dict) and set(v) == {"kgym_jit"}:
+            ref = module
+            for part in str(v["kgym_jit"]).split("."):
+                ref = vars(ref).get(part)
+            if not isinstance(ref, JITFunction):
+                raise ValueError("a constant names no kernel of the skeleton")
+            v = ref
+        constants[tuple(k)] = v
+    attrs = {tuple(k): v for k, v in zip(obj["attrs_keys"], obj["attrs_vals"])}
+    signature = {k: _tuples(v) for k, v in obj["signature"].items()}
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in obj["options"].items()}
+    src = ASTSource(fn, signature, constants, attrs)
+    try:
+        compiled = triton.compile(src, target=GPUTarget(*target), options=options)
+    except Exception as exc:  # noqa: BLE001 — Triton's refusal of these bytes
+        if type(exc).__name__ in ("CompilationError", "CompileTimeAssertionFailure", "OutOfResources"):
+            raise _CompileError(f"{type(exc).__name__}: {exc}") from None
+        raise
+    return _base32(compiled.hash)
+
+
+def _tuples(v):
+    return tuple(_tuples(x) for x in v) if isinstance(v, list) else v

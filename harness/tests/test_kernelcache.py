@@ -1,0 +1,394 @@
+"""The trusted compile cache (kgym_harness.judge.kernelcache, language.kernel_skeleton, tritoncache's kernel reader).
+
+What is asserted, on the CPU (Triton compiles for an H100 target without a GPU: LLVM and ptxas run here):
+  - the skeleton of every honest module the language accepts gives each kernel Triton's very cache key (its text,
+    first line, callees and constexpr globals) and the same globals as the module itself;
+  - statements the skeleton cannot keep exactly make no skeleton (a miss, never a different kernel);
+  - the judge's service compiles a request once, in a locked-down worker, files it, and a runner's Triton then
+    finds it (a cache hit, the same cubin) through the reader, in that namespace only;
+  - requests that are not a kernel of the skeleton or not Triton's specialisation are refused, and a worker made to
+    write outside its folder cannot.
+"""
+
+import ast
+import glob
+import json
+import os
+import threading
+import types
+
+import pytest
+
+from kgym_harness.judge import kernelcache, language
+from kgym_harness.shared import tritoncache
+from kgym_harness.shared.source import lines as source_lines
+
+@pytest.fixture(autouse=True)
+def compiled_not_interpreted():
+    """These tests need Triton's compiler (tests elsewhere run kernels in its interpreter: conftest)."""
+    from triton import knobs
+
+    with knobs.runtime.scope():
+        knobs.runtime.interpret = False
+        yield
+
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+CORPUS = sorted(glob.glob(os.path.join(REPO, "tests", "fixtures", "honest_probe", "*.py")))
+
+ADD = b'''import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+BLOCK = tl.constexpr(256)
+DT = tl.float32
+
+
+@triton.jit
+def add(x, y, o, n, B: tl.constexpr):
+    i = tl.program_id(0) * B + tl.arange(0, B)
+    m = i < n
+    s = tl.load(x + i, mask=m) + tl.load(y + i, mask=m)
+    tl.store(o + i, s.to(DT), mask=m)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x, y):
+        o = torch.empty_like(x)
+        add[(triton.cdiv(x.numel(), BLOCK),)](x, y, o, x.numel(), B=BLOCK)
+        return o
+'''
+
+
+def load(data, path, extra=None):
+    """A module from ``data`` as the runner makes one (runner.load): compiled under ``path``, linecache seeded."""
+    import linecache
+
+    data = data if isinstance(data, bytes) else data.encode()
+    linecache.cache[path] = (len(data), None, source_lines(data), path)
+    m = types.ModuleType("kgym_candidate")
+    m.__file__ = path
+    m.__dict__.update(extra or {})
+    exec(compile(data, path, "exec", dont_inherit=True), m.__dict__)
+    return m
+
+
+def kernel_of(module, qualname):
+    from triton.runtime.jit import JITFunction
+
+    obj = module
+    for part in qualname.split("."):
+        obj = vars(obj)[part]
+    if isinstance(obj, staticmethod):
+        obj = obj.__func__
+    while not isinstance(obj, JITFunction) and hasattr(obj, "fn"):
+        obj = obj.fn  # autotune, heuristics
+    return obj
+
+
+def skeleton_module(text, path="/kgym-test/skeleton.py"):
+    import triton
+
+    return load(text, path, {"__kgym_jit__": triton.jit})
+
+
+# -- the skeleton --------------------------------------------------------------------------------------------------
+
+def test_every_accepted_honest_module_gives_its_kernels_the_same_triton_key():
+    compared = skipped = 0
+    for path in CORPUS:
+        data = open(path, "rb").read()
+        tree = ast.parse(data)
+        if language.check(tree, source=data):
+            continue
+        text, kernels = language.kernel_skeleton(tree, data)
+        assert text is not None, (path, kernels)
+        try:
+            real = load(data, "/kgym-test/candidate.py")
+        except RuntimeError:  # a module that asks the (absent) GPU at import: the runner's business
+            skipped += 1
+            continue
+        sk = skeleton_module(text)
+        assert len(text.splitlines()) <= len(data.splitlines())
+        for q in kernels:
+            a, b = kernel_of(real, q), kernel_of(sk, q)
+            assert a.cache_key == b.cache_key, (path, q)
+            assert a.starting_line_number == b.starting_line_number, (path, q)
+            assert [(n, v) for (n, _), (v, _) in a.used_global_vals.items()] == \
+                [(n, v) for (n, _), (v, _) in b.used_global_vals.items()], (path, q)
+            compared += 1
+    assert compared >= 250 and skipped <= 2, (compared, skipped)
+
+
+def test_the_skeleton_keeps_only_imports_constants_and_kernels():
+    text, kernels = language.kernel_skeleton(ast.parse(ADD), ADD)
+    assert kernels == ["add"]
+    lines = text.splitlines()
+    assert len(lines) == len(ADD.decode().splitlines())  # every line where it was (Triton hashes line numbers)
+    assert all(not line for line in lines[17:])  # ModelNew's lines are blank
+    assert "class ModelNew" not in text and "forward" not in text
+    assert lines[9] == "@__kgym_jit__(**{})" and lines[10].startswith("def add(")
+
+
+def test_class_level_kernels_and_jit_options_are_kept_under_their_names():
+    src = b'''import triton
+import triton.language as tl
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    @staticmethod
+    @triton.jit(do_not_specialize=["n"])
+    def k(x, n, B: tl.constexpr):
+        tl.store(x + tl.arange(0, B), tl.zeros([B], tl.float32))
+
+    def forward(self, x):
+        self.k[(1,)](x, x.numel(), B=16)
+        return x
+'''
+    text, kernels = language.kernel_skeleton(ast.parse(src), src)
+    assert kernels == ["ModelNew.k"], text
+    real, sk = load(src, "/kgym-test/c.py"), skeleton_module(text)
+    a, b = kernel_of(real, "ModelNew.k"), kernel_of(sk, "ModelNew.k")
+    assert a.cache_key == b.cache_key and b.do_not_specialize == ["n"]
+
+
+@pytest.mark.parametrize("src,why", [
+    (b"import triton\nimport triton.language as tl\nN = 4\nif True:\n    N = 8\n"
+     b"@triton.jit\ndef k(x):\n    tl.store(x, N)\n", "bound elsewhere"),
+    (b"import triton\nimport triton.language as tl\nN = 4; M = 2\n"
+     b"@triton.jit\ndef k(x):\n    tl.store(x, N)\n", "shares its line"),
+    (b"import triton\nimport triton.language as tl\nF = True\n"
+     b"@triton.jit(noinline=F)\ndef k(x):\n    tl.store(x, 1)\n", "not a literal"),
+])
+def test_what_cannot_be_kept_exactly_makes_no_skeleton(src, why):
+    text, reason = language.kernel_skeleton(ast.parse(src), src)
+    assert text is None and why in reason, reason
+
+
+def test_a_kernel_nested_in_a_function_is_left_out():
+    src = b'''import triton
+import triton.language as tl
+
+
+def make():
+    @triton.jit
+    def inner(x):
+        tl.store(x, 1)
+    return inner
+'''
+    text, kernels = language.kernel_skeleton(ast.parse(src), src)
+    assert kernels == [] and "inner" not in text
+
+
+# -- the service, the worker, the reader ---------------------------------------------------------------------------
+
+TARGET = ["cuda", 90, 32]
+
+
+@pytest.fixture
+def cache_dirs(tmp_path, monkeypatch):
+    """The trusted modules directory in tmp_path; Triton's cache knobs restored afterwards."""
+    from triton import knobs
+
+    modules = tmp_path / "modules"
+    monkeypatch.setattr(tritoncache, "_resolved", None)
+    monkeypatch.setattr(tritoncache, "_location", lambda: str(modules))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
+    monkeypatch.setattr(knobs.cache, "manager_class", None)
+    return modules
+
+
+def spec_for(fn, n_arg="i32", block=256, num_warps=4):
+    """Triton's serialised specialisation of ``fn`` (as its jit_cache_hook gets it) for the ADD kernel."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+    from triton.runtime.jit import serialize_specialization_data
+
+    backend = make_backend(GPUTarget(*TARGET))
+    options = backend.parse_options({"num_warps": num_warps})
+    signature = {"x": "*fp32", "y": "*fp32", "o": "*fp32", "n": n_arg, "B": "constexpr"}
+    constants = {(4,): block}
+    attrs = {(0,): [["tt.divisibility", 16]], (1,): [["tt.divisibility", 16]], (2,): [["tt.divisibility", 16]]}
+    return serialize_specialization_data("kgym_candidate.add", signature, constants, attrs, options, "key"), \
+        (signature, constants, attrs, options)
+
+
+def runner_compile(fn, parts, kdir, modules):
+    """What the runner's Triton does after the judge's answer: compile with the reader in place, serving ``kdir``.
+    Returns (compiled kernel, whether it was a cache hit)."""
+    import triton
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    signature, constants, attrs, options = parts
+    hits = []
+    reader = tritoncache.reader_class(str(modules))
+    reader.kernels = kdir
+    with knobs.cache.scope(), knobs.compilation.scope():
+        knobs.cache.manager_class = reader
+        knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+        ck = triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget(*TARGET),
+                            options=options.__dict__)
+    return ck, hits == [True]
+
+
+def service_for(src, helper):
+    text, kernels = language.kernel_skeleton(ast.parse(src), src)
+    svc = kernelcache.Service(helper)
+    svc.target = list(TARGET)
+    svc.begin(text, kernels, None)
+    return svc
+
+
+@pytest.fixture
+def helper():
+    h = kernelcache.start(fresh=True)
+    assert h is not None
+    yield h
+    h.sock.close()
+    os.waitpid(h.pid, 0)
+
+
+def test_a_request_is_compiled_once_and_the_runner_finds_it(cache_dirs, helper):
+    svc = service_for(ADD, helper)
+    real = load(ADD, "/kgym-test/candidate.py")
+    spec, parts = spec_for(kernel_of(real, "add"))
+    kdir = svc.ensure("add", spec)
+    assert kdir and os.path.dirname(kdir) == str(cache_dirs / "kernels"), svc.reasons
+    assert svc.facts["compiled"] == 1 and svc.facts["failed"] == 0
+    assert svc.ensure("add", spec) == kdir and svc.facts["hits"] == 1 and svc.facts["compiled"] == 1
+    # Filed as the judge left it: a 0755 key directory of 0644 files, the group naming them where they are.
+    (key,) = [n for n in os.listdir(kdir) if not n.startswith(".")]
+    for name in os.listdir(os.path.join(kdir, key)):
+        assert oct(os.stat(os.path.join(kdir, key, name)).st_mode & 0o777) == "0o644"
+    ck, hit = runner_compile(kernel_of(real, "add"), parts, kdir, cache_dirs)
+    assert hit, "the runner's Triton compiled instead of finding the judge's entry"
+    with open(os.path.join(kdir, key, "add.cubin"), "rb") as f:
+        assert ck.asm["cubin"] == f.read()
+    # Without the namespace the reader serves nothing, not even the same entry planted in the runner's own cache
+    # (Triton's cache manager, where its always_compile is off: the runner's candidate could have written it).
+    import shutil
+
+    own = os.environ["TRITON_CACHE_DIR"]
+    shutil.copytree(os.path.join(kdir, key), os.path.join(own, key), dirs_exist_ok=True)
+    reader = tritoncache.reader_class(str(cache_dirs))
+    assert reader(key).get_group("add.json") is None
+    reader.kernels = kdir
+    assert set(reader(key).get_group("add.json")) == {n for n in os.listdir(os.path.join(kdir, key))
+                                                       if not n.startswith("__grp__")}
+
+
+def test_another_skeleton_has_its_own_namespace(cache_dirs, helper):
+    """A module-level dtype is not in Triton's key (only constexpr globals are): two modules differing in it
+    alone have the same key, so only the namespace keeps one's kernel from the other's runner."""
+    other = ADD.replace(b"DT = tl.float32", b"DT = tl.float16")
+    a, b = service_for(ADD, helper), service_for(other, helper)
+    assert a.ns != b.ns
+    ra, rb = load(ADD, "/kgym-test/a.py"), load(other, "/kgym-test/b.py")
+    spec_a, parts_a = spec_for(kernel_of(ra, "add"))
+    spec_b, parts_b = spec_for(kernel_of(rb, "add"))
+    kdir_a, kdir_b = a.ensure("add", spec_a), b.ensure("add", spec_b)
+    assert kdir_a != kdir_b and a.facts["compiled"] == b.facts["compiled"] == 1
+    ck_b, hit = runner_compile(kernel_of(rb, "add"), parts_b, kdir_b, cache_dirs)
+    assert hit and "f16" in ck_b.asm["ptx"]
+    ck_a, hit = runner_compile(kernel_of(ra, "add"), parts_a, kdir_a, cache_dirs)
+    assert hit and "cvt.rn.f16" not in ck_a.asm["ptx"]
+
+
+@pytest.mark.parametrize("qualname,spec,why", [
+    ("ModelNew", "{}", "not a kernel"),
+    ("os.system", "{}", "not a kernel"),
+    ("add", "[1]", "not Triton's"),
+    ("add", "x" * (kernelcache.MAX_SPEC + 1), "64 KiB"),
+    ("add", None, "64 KiB"),
+])
+def test_requests_that_are_not_the_skeletons_are_refused(cache_dirs, helper, qualname, spec, why):
+    svc = service_for(ADD, helper)
+    assert svc.ensure(qualname, spec) is None
+    assert svc.facts["refused"] == 1 and any(why in r for r in svc.reasons), svc.reasons
+    assert not os.path.exists(cache_dirs / "kernels" / svc.ns)
+
+
+def test_a_compile_error_is_remembered_for_the_twins(cache_dirs, helper):
+    bad = ADD.replace(b"s.to(DT)", b"s.to(DT) + tl.arange(0, 2 * B)")  # shapes B and 2B: Triton refuses
+    svc = service_for(bad, helper)
+    spec, _ = spec_for(kernel_of(load(bad, "/kgym-test/bad.py"), "add"))
+    assert svc.ensure("add", spec) is None and svc.facts["failed"] == 1
+    assert "CompilationError" in svc.reasons[0]
+    twin = service_for(bad, helper)
+    assert twin.ensure("add", spec) is None and "failed" in twin.reasons[0]
+
+
+def test_concurrent_twins_wait_for_one_compile(cache_dirs):
+    helpers = [kernelcache.start(fresh=True) for _ in range(2)]
+    try:
+        svcs = [service_for(ADD, h) for h in helpers]
+        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/t.py"), "add"), block=512)
+        out = [None, None]
+        threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, svcs[i].ensure("add", spec)))
+                   for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert out[0] and out[0] == out[1]
+        assert sorted(s.facts["compiled"] for s in svcs) == [0, 1]
+        assert sum(s.facts["joined"] + s.facts["hits"] for s in svcs) == 1
+    finally:
+        for h in helpers:
+            h.sock.close()
+            os.waitpid(h.pid, 0)
+
+
+def test_a_kernel_given_as_a_constant_is_named_not_a_failed_launch(cache_dirs, helper):
+    """Triton's own serialiser raised for a kernel passed as a constexpr argument, failing the launch wherever a
+    jit_cache_hook is installed; the runner's names it, and the worker finds it in the skeleton."""
+    from triton.runtime import jit
+
+    src = ADD.replace(b"class ModelNew", b"@triton.jit\ndef twice(v):\n    return v * 2\n\n\nclass ModelNew")
+    src = src.replace(b"def add(x, y, o, n, B: tl.constexpr):", b"def add(x, y, o, n, B: tl.constexpr, F: tl.constexpr):")
+    src = src.replace(b"s.to(DT)", b"F(s).to(DT)")
+    real = load(src, "/kgym-test/f.py")
+    ser = tritoncache.tolerant_serializer(jit.serialize_specialization_data)
+    _, (signature, constants, attrs, options) = spec_for(kernel_of(real, "add"))
+    signature = dict(signature, F="constexpr")
+    constants = {**constants, (5,): kernel_of(real, "twice")}
+    spec = ser("kgym_candidate.add", signature, constants, attrs, options, "key")
+    assert json.loads(spec)["constant_vals"][1] == {"kgym_jit": "twice"}
+    svc = service_for(src, helper)
+    kdir = svc.ensure("add", spec)
+    assert kdir, svc.reasons
+    _, hit = runner_compile(kernel_of(real, "add"), (signature, constants, attrs, options), kdir, cache_dirs)
+    assert hit
+    assert ser("n", {}, {(0,): object()}, {}, options, "k") is None  # anything else JSON cannot hold: no request
+
+
+def test_a_worker_cannot_write_outside_its_folder(tmp_path, cache_dirs, helper):
+    """A skeleton is made by the judge from checked statements; were the language to let a statement through that
+    writes a file, the worker's Landlock keeps it inside the worker's own folder."""
+    target = tmp_path / "planted"
+    skeleton = f"open({str(target)!r}, 'w').write('x')\n"
+    out = tmp_path / "work"
+    out.mkdir()
+    answer = helper.compile({"skeleton": skeleton, "qualname": "k", "spec": "{}", "target": TARGET,
+                             "out": str(out), "uid": None}, 30)
+    assert "error" in answer and not target.exists(), answer
+    assert "Permission" in answer["error"] or "denied" in answer["error"], answer
+
+
+@pytest.mark.parametrize("name", ["../x", ".hidden", "a/b"])
+def test_the_reader_serves_no_name_outside_the_entry(tmp_path, name):
+    kdir = tmp_path / "ns"
+    (kdir / "KEY").mkdir(parents=True)
+    (kdir / "KEY" / "k.json").write_text("{}")
+    (kdir / "KEY" / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.json": "/x", name: "/y"}}))
+    owners = {os.getuid()}
+    assert tritoncache.kernel_group(str(kdir), "KEY", "k.json", owners) is None
+    (kdir / "KEY" / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.json": "/elsewhere/k.json"}}))
+    assert tritoncache.kernel_group(str(kdir), "KEY", "k.json", owners) == {"k.json": str(kdir / "KEY" / "k.json")}
+    os.chmod(kdir / "KEY" / "k.json", 0o666)
+    assert tritoncache.kernel_group(str(kdir), "KEY", "k.json", owners) is None
