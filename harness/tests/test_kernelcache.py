@@ -392,3 +392,80 @@ def test_the_reader_serves_no_name_outside_the_entry(tmp_path, name):
     assert tritoncache.kernel_group(str(kdir), "KEY", "k.json", owners) == {"k.json": str(kdir / "KEY" / "k.json")}
     os.chmod(kdir / "KEY" / "k.json", 0o666)
     assert tritoncache.kernel_group(str(kdir), "KEY", "k.json", owners) is None
+
+
+@pytest.mark.parametrize("option,value", [
+    ("ir_override", "/tmp/planted.ttgir"),           # IR read from a path instead of compiled from the kernel
+    ("extern_libs", [["libdevice", "/tmp/evil.bc"]]),  # bitcode linked into the kernel
+    ("default_dot_input_precision", "ieee-but-not"),
+    ("not_an_option", 1),
+])
+def test_options_a_candidate_cannot_choose_are_refused(cache_dirs, helper, option, value):
+    svc = service_for(ADD, helper)
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/o.py"), "add"))
+    obj = json.loads(spec)
+    obj["options"][option] = value
+    assert svc.ensure("add", json.dumps(obj)) is None
+    assert svc.facts["refused"] == 1 and "option" in svc.reasons[0], svc.reasons
+    obj["options"]["num_warps"] = 8  # a free option alone is the candidate's choice
+    del obj["options"][option]
+    assert svc.ensure("add", json.dumps(obj)) and svc.facts["compiled"] == 1, svc.reasons
+
+
+def test_an_evaluations_compiles_have_a_budget(cache_dirs, helper):
+    svc = service_for(ADD, helper)
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/b.py"), "add"))
+    svc.facts["compile_ms"] = kernelcache.EVALUATION_BUDGET_S * 1000
+    assert svc.ensure("add", spec) is None and "spent" in svc.reasons[0]
+
+
+def test_a_worker_that_asks_for_all_memory_fails_alone(tmp_path, helper):
+    out = tmp_path / "work"
+    out.mkdir()
+    answer = helper.compile({"skeleton": "X = 'x' * (10 ** 11)\n", "qualname": "k", "spec": "{}", "target": TARGET,
+                             "out": str(out), "uid": None}, 30)
+    assert "MemoryError" in answer.get("error", ""), answer
+
+
+def test_idle_namespaces_are_evicted_when_the_cache_is_full(tmp_path, monkeypatch):
+    base = tmp_path / "kernels"
+    base.mkdir()
+    monkeypatch.setattr(kernelcache, "MAX_NAMESPACES", 10)
+    now = __import__("time").time()
+    for i in range(10):
+        d = base / f"ns{i}"
+        d.mkdir()
+        age = kernelcache.IDLE_S * 2 if i < 5 else 1  # five idle, five in use
+        os.utime(d, (now - age - i, now - age - i))
+    for removed in (4, 3, 2, 1, 0):  # a tenth of the cap a call, the idle longest first
+        kernelcache._evict(str(base))
+        assert f"ns{removed}" not in os.listdir(base)
+    kernelcache._evict(str(base))  # only namespaces used lately are left: none goes
+    assert sorted(os.listdir(base)) == [f"ns{i}" for i in range(5, 10)]
+
+
+def test_the_helper_never_gets_a_candidates_bytes(tmp_path, helper, monkeypatch):
+    """Every worker is forked from the helper: what the helper once held, a later worker could read.  So the
+    request goes to the worker alone; the helper is told the target and the budget."""
+    sent = []
+    real_send = kernelcache._send
+    monkeypatch.setattr(kernelcache, "_send", lambda sock, obj: (sent.append((sock, obj)), real_send(sock, obj))[1])
+    out = tmp_path / "work"
+    out.mkdir()
+    helper.compile({"skeleton": "SECRET_KERNEL = 1\n", "qualname": "k", "spec": "{}", "target": TARGET,
+                    "out": str(out), "uid": None}, 30)
+    to_helper = [obj for sock, obj in sent if sock is helper.sock]
+    assert to_helper == [{"target": TARGET, "budget": 30}]
+    assert any("SECRET_KERNEL" in json.dumps(obj) for sock, obj in sent if sock is not helper.sock)
+
+
+def test_a_worker_past_its_budget_is_killed(tmp_path, helper):
+    out = tmp_path / "work"
+    out.mkdir()
+    t0 = __import__("time").monotonic()
+    answer = helper.compile({"skeleton": "while True:\n    pass\n", "qualname": "k", "spec": "{}", "target": TARGET,
+                             "out": str(out), "uid": None}, 1.0)
+    assert "longer than 1 s" in answer.get("error", ""), answer
+    assert __import__("time").monotonic() - t0 < 10
+    assert helper.compile({"skeleton": "", "qualname": "k", "spec": "{}", "target": TARGET, "out": str(out),
+                           "uid": None}, 30).get("error")  # the helper goes on serving

@@ -1720,3 +1720,29 @@ def test_a_base_class_may_not_shadow_a_subclass_method():
                 return self.launch(x)
         ''')
     assert any("may not share a method's name" in f["message"] for f in found), found
+
+
+def test_a_config_takes_only_the_options_a_launch_takes():
+    """triton.Config's ir_override is a path Triton reads IR from instead of compiling the checked kernel; its
+    sixth and seventh positional places are pre_hook and ir_override."""
+    base = '''import torch, torch.nn as nn, triton, triton.language as tl
+
+@triton.autotune(configs=[CONFIG], key=["n"])
+@triton.jit
+def k(x, n, B: tl.constexpr):
+    tl.store(x + tl.arange(0, B), tl.zeros([B], tl.float32))
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        k[(1,)](x, x.numel())
+        return x
+'''
+    for config, ok in (('triton.Config({"B": 128}, num_warps=8, num_stages=2)', True),
+                       ('triton.Config({"B": 128}, 4, 3, 1, None)', True),
+                       ('triton.Config({"B": 128}, ir_override="/tmp/k.ttgir")', False),
+                       ('triton.Config({"B": 128}, 4, 3, 1, None, None, "/tmp/k.ttgir")', False)):
+        src = base.replace("CONFIG", config).encode()
+        found = language.check(ast.parse(src), source=src)
+        assert (not found) == ok, (config, found)
+        if not ok:
+            assert any("triton.Config" in f["message"] for f in found), found

@@ -59,12 +59,26 @@ VERSION = "kgym-kernels-1"
 MAX_SPEC = 64 << 10
 # Requests one evaluation may make (each one a compile at most): past it, its runner compiles alone.
 MAX_REQUESTS = 64
-# A worker's wall-clock budget (CPU seconds: the same plus a little, as an rlimit).
+# A worker's wall-clock budget (CPU seconds: the same plus a little, as an rlimit), and all of one evaluation's
+# workers together: past it, its runner compiles alone (within the evaluation's own limits).
 BUDGET_S = 120.0
-# Namespaces the directory may hold before no new one is made; files and bytes one entry may have.
-MAX_NAMESPACES = 20000
+EVALUATION_BUDGET_S = 60.0
+# A worker's data segment (heap and private mappings, RLIMIT_DATA): a constant like "x" * 10**12 fails there.
+WORKER_DATA_BYTES = 8 << 30
+# Namespaces the directory holds: past it, those idle longest (none used in the last IDLE_S) are removed.
+MAX_NAMESPACES = 4096
+IDLE_S = 600.0
+# Entries one namespace may hold, files and bytes one entry, bytes one namespace.
+MAX_ENTRIES = 64
 MAX_FILES = 16
-MAX_BYTES = 256 << 20
+MAX_BYTES = 64 << 20
+MAX_NAMESPACE_BYTES = 256 << 20
+# Options a specialisation may set (a launch's or a Config's own: the language lets the candidate choose these);
+# every other option must be the backend's default (ir_override, a path Triton would read IR from; extern_libs,
+# bitcode it would link; the precisions...).
+FREE_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion",
+                          "launch_cooperative_grid", "launch_pdl", "debug", "sanitize_overflow",
+                          "instrumentation_mode", "max_num_imprecise_acc_default"})
 _KEY = re.compile(r"^[A-Z2-7]{52}$")  # Triton's base32 spelling of a SHA-256
 _QUALNAME = re.compile(r"^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127})?$")
 
@@ -155,12 +169,18 @@ class Service:
                                                                          "attrs_vals", "options")):
             self._note("refused", "a specialisation that is not Triton's")
             return None
+        why = self._options_why(parsed.get("options"))
+        if why:
+            self._note("refused", why)
+            return None
         base, why = root()
         if base is None:
             self._note("failed", why)
             return None
         nsdir = os.path.join(base, self.ns)
         if not os.path.isdir(nsdir):
+            if _count(base) >= MAX_NAMESPACES:
+                _evict(base)
             if _count(base) >= MAX_NAMESPACES:
                 self._note("refused", "the cache is full")
                 return None
@@ -173,6 +193,7 @@ class Service:
         digest = request_digest(qualname, spec)
         if _filed(nsdir, digest):
             self._note("hits")
+            _touch(nsdir)
             return nsdir
         if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
             self._note("failed", "compiled before, and failed")
@@ -188,6 +209,7 @@ class Service:
                 return None
             if _filed(nsdir, digest):
                 self._note("joined" if waited > 0.001 else "hits")
+                _touch(nsdir)
                 return nsdir
             if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
                 self._note("failed", "compiled meanwhile, and failed")
@@ -196,19 +218,48 @@ class Service:
         finally:
             os.close(fd)  # the lock goes with it
 
-    def _compile(self, nsdir, digest, qualname, spec):
+    def _options_why(self, options):
+        """Why the options of a specialisation are refused, or None: every option not in FREE_OPTIONS must be the
+        backend's default for the judge's target."""
+        if not isinstance(options, dict):
+            return "a specialisation without options"
+        self._set_target()
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler import make_backend
+
+        defaults = make_backend(GPUTarget(*self.target)).parse_options({}).__dict__
+        for k, v in options.items():
+            if k in FREE_OPTIONS:
+                continue
+            if k not in defaults or _jsonish(defaults[k]) != _jsonish(v):
+                return f"the option {str(k)[:40]} is not the backend's default"
+        return None
+
+    def _set_target(self):
         if self.target is None:
             from triton.runtime import driver
 
             t = driver.active.get_current_target()
             self.target = [t.backend, t.arch, t.warp_size]
+
+    def _compile(self, nsdir, digest, qualname, spec):
+        left = EVALUATION_BUDGET_S - self.facts["compile_ms"] / 1000
+        if left < 1:
+            self._note("refused", f"this evaluation's {EVALUATION_BUDGET_S:.0f} s of compiles are spent")
+            return None
+        if _entries(nsdir) >= MAX_ENTRIES or _bytes(nsdir) >= MAX_NAMESPACE_BYTES:
+            self._note("refused", "the namespace is full")
+            return None
+        self._set_target()
         out = tempfile.mkdtemp(prefix="kgym-compile-")
         try:
             if self.uid is not None and os.geteuid() == 0:
                 os.chown(out, self.uid, self.uid)
             t0 = time.monotonic()
+            budget = min(BUDGET_S, left)
             answer = self.helper.compile({"skeleton": self.skeleton, "qualname": qualname, "spec": spec,
-                                          "target": self.target, "out": out, "uid": self.uid}, BUDGET_S)
+                                          "target": self.target, "out": out, "uid": self.uid, "budget": budget},
+                                         budget)
             self.facts["compile_ms"] += (time.monotonic() - t0) * 1e3
             if answer.get("compile_error"):
                 # Triton refused the kernel: a fact of these bytes, which its twins need not learn again.
@@ -224,6 +275,63 @@ class Service:
             return nsdir
         finally:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def _jsonish(v):
+    """A value as it comes over JSON (tuples are lists), for comparing an option with its default."""
+    if isinstance(v, (list, tuple)):
+        return [_jsonish(x) for x in v]
+    return v
+
+
+def _touch(nsdir):
+    try:
+        os.utime(nsdir)  # used now: not evicted while a runner may be reading it (_evict)
+    except OSError:
+        pass
+
+
+def _entries(nsdir):
+    try:
+        with os.scandir(nsdir) as it:
+            return sum(1 for e in it if not e.name.startswith("."))
+    except OSError:
+        return MAX_ENTRIES
+
+
+def _bytes(nsdir):
+    total = 0
+    try:
+        with os.scandir(nsdir) as it:
+            for e in it:
+                if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+                    continue
+                with os.scandir(e.path) as files:
+                    total += sum(f.stat(follow_symlinks=False).st_size for f in files)
+    except OSError:
+        return MAX_NAMESPACE_BYTES
+    return total
+
+
+def _evict(base):
+    """The namespaces idle longest removed, a tenth of the cap, none used in the last IDLE_S seconds (a runner
+    reads an entry right after the judge's answer; a namespace in use is touched at each answer)."""
+    now = time.time()
+    try:
+        with os.scandir(base) as it:
+            ages = sorted((e.stat(follow_symlinks=False).st_mtime, e.path) for e in it
+                          if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    except OSError:
+        return
+    for mtime, path in ages[:max(1, MAX_NAMESPACES // 10)]:
+        if now - mtime < IDLE_S:
+            break
+        gone = path + ".gone"
+        try:
+            os.rename(path, os.path.join(base, "." + os.path.basename(gone)))
+        except OSError:
+            continue
+        shutil.rmtree(os.path.join(base, "." + os.path.basename(gone)), ignore_errors=True)
 
 
 def _count(path):
@@ -399,14 +507,32 @@ class Helper:
         self.pid = pid
 
     def compile(self, request, budget):
-        """One worker's run: the helper's answer ({"ok", "key"} or {"compile_error"} or {"error"})."""
+        """One worker's run: the helper forks a worker and hands this process the worker's socket; the request
+        goes to the worker alone (the helper, which forks every later worker, never holds a candidate's bytes),
+        its answer comes back from it ({"ok", "key"} or {"compile_error"} or {"error"}), then the helper's word
+        on how it ended (a worker killed past its budget says nothing itself)."""
+        worker = None
         try:
             self.sock.settimeout(budget + 30)
-            _send(self.sock, request)
-            answer = _recv(self.sock)
+            _send(self.sock, {"target": request.get("target"), "budget": budget})
+            _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 16, 1)
+            if len(fds) != 1:
+                for fd in fds:
+                    os.close(fd)
+                return {"error": "the helper is gone"}
+            worker = socket.socket(fileno=fds[0])
+            worker.settimeout(budget + 30)
+            _send(worker, request)
+            answer = _recv(worker)
+            ended = _recv(self.sock)
         except (OSError, ValueError) as exc:
             return {"error": f"the helper: {type(exc).__name__}: {exc}"}
-        return answer if isinstance(answer, dict) else {"error": "the helper is gone"}
+        finally:
+            if worker is not None:
+                worker.close()
+        if isinstance(ended, dict) and ended.get("error"):
+            return ended
+        return answer if isinstance(answer, dict) else {"error": "the worker ended without an answer"}
 
 
 def start(fresh=False):
@@ -457,11 +583,11 @@ def _helper_main(sock):
     sandbox.close_descriptors([sock.fileno(), 1, 2])
     _warm(("cuda", 90, 32))  # while the judge starts: the backend's imports and ptxas's version, for any target
     while True:
-        request = _recv(sock)
-        if request is None:
+        go = _recv(sock)
+        if go is None:
             return
-        _warm(request.get("target"))
-        _send(sock, _run_worker(request))
+        _warm(go.get("target"))
+        _send(sock, _run_worker(sock, go.get("budget")))
 
 
 _warmed = set()
@@ -487,42 +613,49 @@ def _warm(target):
         pass
 
 
-def _run_worker(request):
-    """Forks one worker for ``request``, waits for it within the budget (then kills it), and reads its result file."""
-    out = request.get("out")
-    if not isinstance(out, str) or not os.path.isdir(out):
-        return {"error": "no folder for the worker"}
-    result = os.path.join(out, "result.json")
+def _run_worker(sock, budget):
+    """Forks one worker, hands the judge its socket (SCM_RIGHTS on ``sock``), waits for it within ``budget``
+    seconds (then kills it).  Returns the helper's word for the judge: {} or {"error"}."""
+    try:
+        budget = min(BUDGET_S, max(1.0, float(budget)))
+    except (TypeError, ValueError):
+        budget = BUDGET_S
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     pid = os.fork()
     if pid == 0:
         code = 1
         try:
-            code = _worker(request, result)
+            sock.close()
+            theirs.close()
+            code = _worker(mine)
         except BaseException:  # noqa: BLE001
             code = 1
         os._exit(code)
-    deadline = time.monotonic() + BUDGET_S
-    status = None
-    while status is None:
-        done, st = os.waitpid(pid, os.WNOHANG)
+    mine.close()
+    try:
+        socket.send_fds(sock, [b"w"], [theirs.fileno()])
+    finally:
+        theirs.close()
+    deadline = time.monotonic() + budget
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            status = st
-        elif time.monotonic() > deadline:
+            return {} if status == 0 else {"error": f"the worker ended with status {status}"}
+        if time.monotonic() > deadline:
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
-            return {"error": f"the compile took longer than {BUDGET_S:.0f} s"}
-        else:
-            time.sleep(0.005)
-    try:
-        with open(result, encoding="utf-8") as f:
-            answer = json.loads(f.read(1 << 20))
-    except (OSError, ValueError):
-        return {"error": f"the worker ended ({status}) without a result"}
-    return answer if isinstance(answer, dict) else {"error": "the worker's result is not an object"}
+            return {"error": f"the compile took longer than {budget:.0f} s"}
+        time.sleep(0.005)
 
 
-def _worker(request, result):
-    """In the worker: lock down, compile, write ``result``.  Returns the exit code."""
+def _worker(sock):
+    """In the worker: the request from the judge, lock down, compile, the answer to the judge.  Returns the exit
+    code."""
+    request = _recv(sock)
+    if not isinstance(request, dict) or not isinstance(request.get("out"), str) or \
+            not os.path.isdir(request["out"]):
+        _send(sock, {"error": "no request, or no folder for the worker"})
+        return 0
     active, warnings = [], []
     out = request["out"]
     t0 = time.monotonic()
@@ -540,8 +673,7 @@ def _worker(request, result):
         where = traceback.extract_tb(exc.__traceback__)[-1:]
         at = f" (at {where[0].filename}:{where[0].lineno})" if where else ""
         answer = {"error": f"{type(exc).__name__}: {exc}"[:800] + at[-200:]}
-    with open(result, "w", encoding="utf-8") as f:
-        json.dump(answer, f)
+    _send(sock, answer)
     return 0
 
 
@@ -553,7 +685,13 @@ def _lockdown(out, uid, active, warnings):
 
     from ..runner import sandbox
 
-    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: ends with the helper
+    except (OSError, AttributeError):
+        pass
+    # In the judge's process group (no setsid): kgym's kill of the judge's group takes the worker too.
     if uid is not None and os.geteuid() == 0:
         sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted())
     tmp = os.path.join(out, "tmp")
@@ -561,7 +699,8 @@ def _lockdown(out, uid, active, warnings):
     os.environ.update({"HOME": out, "TMPDIR": tmp, "TRITON_CACHE_DIR": os.path.join(out, "cache"),
                        "TRITON_HOME": out})
     tempfile.tempdir = tmp
-    for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5)):
+    for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5),
+                       (resource.RLIMIT_DATA, WORKER_DATA_BYTES)):
         try:
             soft, hard = resource.getrlimit(res)
             resource.setrlimit(res, (value, value if hard == resource.RLIM_INFINITY or hard > value else hard))

@@ -2660,6 +2660,19 @@ class Checker:
         if not self._ctx_ok(e, sig.ctx, sc, d):
             return T if sig.ret in ("T", "[T]") else unk(d)
         hooks = sig.extra.get("hooks") or {}
+        allowed = sig.extra.get("keywords")
+        if isinstance(allowed, list):
+            # A closed list of keywords (and of positional places): e.g. triton.Config's ir_override, a path
+            # Triton reads IR from instead of compiling the kernel kgym checked.
+            extra = sorted(k for k in kwargs if k not in allowed and k not in hooks)
+            most = sig.extra.get("max_positional")
+            if extra or (isinstance(most, int) and len(args) > most):
+                what = f"the keyword {extra[0]}=" if extra else f"more than {most} positional arguments"
+                self._outside(e, "calls", f"`{d}(...)` with {what}: allowed are "
+                              f"{', '.join(list(allowed) + sorted(hooks)) or 'none'}"
+                              + (f" and at most {most} positional arguments" if isinstance(most, int) else ""),
+                              name=d)
+                return unk(d)
         plain_kwargs = {k: v for k, v in kwargs.items() if k not in hooks}
         kw_kinds = {}
         if d == "functools.partial":
