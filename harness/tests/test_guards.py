@@ -562,3 +562,31 @@ def test_nonfinite_counts_every_kind_of_non_finite_value(dtype, value, count):
         x[517] = value
     assert guards.nonfinite(x) == count
     assert guards.nonfinite(x.reshape(10, 100).t()) == count  # any layout
+
+
+def test_all_same_bits_answers_as_same_bits_does_pair_by_pair():
+    """The batched check (one read back for every input and parameter) says what _same_bits says of each pair:
+    shapes, dtypes, NaNs and signed zeros by their bytes, integers and bools by value, empty tensors."""
+    from kgym_harness.runner import guards as g
+
+    a = torch.randn(64, 8)
+    nan = torch.full((3,), float("nan"))
+    pairs = [
+        (a, a.clone()),
+        (a, a.clone().index_fill_(0, torch.tensor([5]), 1.0)),
+        (a, a.t().contiguous().t()),                      # same values, other strides
+        (a, a.reshape(8, 64)),                            # other shape
+        (a, a.double()),                                  # other dtype
+        (nan, nan.clone()),                               # NaN == NaN by bytes
+        (torch.zeros(4), -torch.zeros(4)),                # +0 and -0 differ in bytes
+        (torch.arange(10), torch.arange(10)),
+        (torch.arange(10), torch.arange(10).flip(0)),
+        (torch.ones(5, dtype=torch.bool), torch.ones(5, dtype=torch.bool)),
+        (torch.empty(0, 3), torch.empty(0, 3)),
+        (torch.randn(2, 3, dtype=torch.complex64).clone(), torch.zeros(2, 3, dtype=torch.complex64)),
+        (a.half(), a.half().clone()),
+    ]
+    assert g._all_same_bits(pairs) == [g._same_bits(x, y) for x, y in pairs]
+    assert g._all_same_bits(pairs) == [True, False, True, False, False, True, False, True, False, True, True, False,
+                                       True]
+    assert g._all_same_bits([]) == []
