@@ -34,9 +34,10 @@ its Triton then never looks up.  Concurrent requests for one entry (a GRPO group
 file: one worker compiles, the others wait and find it.
 
 Directory (``root``): ``<tritoncache.modules_dir()>/kernels``, 0711 (other uids cannot list the namespaces),
-``<root>/<namespace>/`` 0755 holding ``<Triton's key>/`` (0755, files 0644: Triton's group file, metadata and
-each IR), ``.lock-<request>``, ``.done-<request>`` (the key it filed) and ``.fail-<request>`` (a compile error:
-twins do not repeat it; their runners compile and report it themselves).
+``<root>/<namespace>/`` 0755 holding ``<request>/<Triton's key>/`` (0755, files 0644: Triton's group file,
+metadata and each IR; ``<request>`` the digest of the kernel's name and the exact specialisation text, renamed
+into place whole), ``.lock-<request>`` and ``.fail-<request>`` (a compile error: twins do not repeat it; their
+runners compile and report it themselves).
 
 Every function returns facts and never raises for a refusal: without the cache the runner compiles as before.
 """
@@ -66,13 +67,16 @@ EVALUATION_BUDGET_S = 60.0
 # A worker's data segment (heap and private mappings, RLIMIT_DATA): a constant like "x" * 10**12 fails there.
 WORKER_DATA_BYTES = 8 << 30
 # Namespaces the directory holds: past it, those idle longest (none used in the last IDLE_S) are removed.
-MAX_NAMESPACES = 4096
+MAX_NAMESPACES = 512
 IDLE_S = 600.0
-# Entries one namespace may hold, files and bytes one entry, bytes one namespace.
+# Entries one namespace may hold, files and bytes one entry (and any file a worker writes: RLIMIT_FSIZE), bytes
+# one namespace: at most MAX_NAMESPACES x MAX_NAMESPACE_BYTES (16 GiB) in all, and nothing is added while the disk
+# has less than MIN_FREE_BYTES free.  An entry is ~0.1-1 MB (a cubin and its IRs).
 MAX_ENTRIES = 64
 MAX_FILES = 16
-MAX_BYTES = 64 << 20
-MAX_NAMESPACE_BYTES = 256 << 20
+MAX_BYTES = 16 << 20
+MAX_NAMESPACE_BYTES = 32 << 20
+MIN_FREE_BYTES = 4 << 30
 # Options a specialisation may set (a launch's or a Config's own: the language lets the candidate choose these);
 # every other option must be the backend's default (ir_override, a path Triton would read IR from; extern_libs,
 # bitcode it would link; the precisions...).
@@ -148,6 +152,7 @@ class Service:
             self.facts["wait_ms"] += (time.monotonic() - t0) * 1e3
 
     def _ensure(self, qualname, spec):
+        t0 = time.monotonic()
         if self.ns is None or self.helper is None:
             return None
         self.facts["requests"] += 1
@@ -169,7 +174,7 @@ class Service:
                                                                          "attrs_vals", "options")):
             self._note("refused", "a specialisation that is not Triton's")
             return None
-        why = self._options_why(parsed.get("options"))
+        why = self._options_why(parsed.get("options")) or _constants_why(parsed)
         if why:
             self._note("refused", why)
             return None
@@ -194,7 +199,7 @@ class Service:
         if _filed(nsdir, digest):
             self._note("hits")
             _touch(nsdir)
-            return nsdir
+            return os.path.join(nsdir, digest)
         if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
             self._note("failed", "compiled before, and failed")
             return None
@@ -203,14 +208,15 @@ class Service:
         fd = os.open(os.path.join(nsdir, ".lock-" + digest), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
         try:
-            waited = _lock(fd, fcntl, BUDGET_S + 10)
+            left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000 - (time.monotonic() - t0)
+            waited = _lock(fd, fcntl, max(0.0, min(BUDGET_S + 10, left)))
             if waited is None:
                 self._note("failed", "another judge's compile of it did not end")
                 return None
             if _filed(nsdir, digest):
                 self._note("joined" if waited > 0.001 else "hits")
                 _touch(nsdir)
-                return nsdir
+                return os.path.join(nsdir, digest)
             if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
                 self._note("failed", "compiled meanwhile, and failed")
                 return None
@@ -229,9 +235,17 @@ class Service:
 
         defaults = make_backend(GPUTarget(*self.target)).parse_options({}).__dict__
         for k, v in options.items():
+            if k not in defaults:
+                return f"the option {str(k)[:40]} is not the backend's"
             if k in FREE_OPTIONS:
+                # The candidate's choice, of the default's own type: Triton hashes an option as str(value), so a
+                # launch_pdl="False" (a true string) would otherwise pass for False.
+                want = type(defaults[k])
+                if not (type(v) is want or (defaults[k] is None and type(v) is int) or
+                        (want is float and type(v) is int)):
+                    return f"the option {str(k)[:40]} is a {type(v).__name__}, not a {want.__name__}"
                 continue
-            if k not in defaults or _jsonish(defaults[k]) != _jsonish(v):
+            if _jsonish(defaults[k]) != _jsonish(v):
                 return f"the option {str(k)[:40]} is not the backend's default"
         return None
 
@@ -243,12 +257,15 @@ class Service:
             self.target = [t.backend, t.arch, t.warp_size]
 
     def _compile(self, nsdir, digest, qualname, spec):
-        left = EVALUATION_BUDGET_S - self.facts["compile_ms"] / 1000
+        left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000
         if left < 1:
             self._note("refused", f"this evaluation's {EVALUATION_BUDGET_S:.0f} s of compiles are spent")
             return None
         if _entries(nsdir) >= MAX_ENTRIES or _bytes(nsdir) >= MAX_NAMESPACE_BYTES:
             self._note("refused", "the namespace is full")
+            return None
+        if _free(nsdir) < MIN_FREE_BYTES:
+            self._note("refused", "the disk is nearly full")
             return None
         self._set_target()
         out = tempfile.mkdtemp(prefix="kgym-compile-")
@@ -269,12 +286,42 @@ class Service:
             if not answer.get("ok"):
                 self._note("failed", answer.get("error") or "the worker did not finish")
                 return None
-            key = _file(out, answer.get("key"), nsdir)
-            _write_marker(nsdir, ".done-" + digest, key)
+            _file(out, answer.get("key"), nsdir, digest)
             self._note("compiled")
-            return nsdir
+            _touch(nsdir)
+            return os.path.join(nsdir, digest)
         finally:
             shutil.rmtree(out, ignore_errors=True)
+
+
+def _constants_why(spec):
+    """Why a specialisation's constants are refused, or None: their paths must be exactly the signature's
+    ``constexpr`` arguments (a runtime argument made a constant compiles other code under a key that may be an
+    honest specialisation's), each path a list of indices."""
+    sig = spec.get("signature")
+    keys = spec.get("constant_keys")
+    vals = spec.get("constant_vals")
+    if not isinstance(sig, dict) or not isinstance(keys, list) or not isinstance(vals, list) or \
+            len(keys) != len(vals):
+        return "a specialisation whose signature or constants are not Triton's"
+    want = {(i,) for i, t in enumerate(sig.values()) if t == "constexpr"}
+    got = set()
+    for k in keys:
+        if not isinstance(k, list) or not k or not all(type(x) is int and x >= 0 for x in k):
+            return "a constant whose path is not a list of indices"
+        got.add(tuple(k))
+    top = {k for k in got if len(k) == 1}
+    if top != want or len(got) != len(keys):
+        return "constants that are not the signature's constexpr arguments"
+    return None
+
+
+def _free(path):
+    try:
+        st = os.statvfs(path)
+        return st.f_bavail * st.f_frsize
+    except OSError:
+        return 0
 
 
 def _jsonish(v):
@@ -302,12 +349,8 @@ def _entries(nsdir):
 def _bytes(nsdir):
     total = 0
     try:
-        with os.scandir(nsdir) as it:
-            for e in it:
-                if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
-                    continue
-                with os.scandir(e.path) as files:
-                    total += sum(f.stat(follow_symlinks=False).st_size for f in files)
+        for root_, _dirs, files in os.walk(nsdir):
+            total += sum(os.lstat(os.path.join(root_, f)).st_size for f in files)
     except OSError:
         return MAX_NAMESPACE_BYTES
     return total
@@ -356,24 +399,22 @@ def _lock(fd, fcntl, budget):
 
 
 def _filed(nsdir, digest):
-    """Whether the request's entry is there as the judge left it: its marker names a key whose group file is
-    servable."""
+    """Whether the request's entry is there as the judge left it: ``nsdir/digest`` holds one key directory whose
+    group file is servable."""
     from ..shared import tritoncache
 
+    d = os.path.join(nsdir, digest)
     try:
-        with open(os.path.join(nsdir, ".done-" + digest), encoding="ascii") as f:
-            key = f.read(64).strip()
-    except (OSError, ValueError):
-        return False
-    if not _KEY.match(key):
-        return False
-    owners = {0, os.getuid()}
-    d = os.path.join(nsdir, key)
-    try:
-        names = [n for n in os.listdir(d) if n.startswith("__grp__")]
+        keys = [n for n in os.listdir(d) if _KEY.match(n)]
     except OSError:
         return False
-    return len(names) == 1 and tritoncache.servable(os.path.join(d, names[0]), owners)
+    if len(keys) != 1:
+        return False
+    try:
+        groups = [n for n in os.listdir(os.path.join(d, keys[0])) if n.startswith("__grp__")]
+    except OSError:
+        return False
+    return len(groups) == 1 and tritoncache.servable(os.path.join(d, keys[0], groups[0]), {0, os.getuid()})
 
 
 def _write_marker(nsdir, name, text):
@@ -391,10 +432,13 @@ def _write_marker(nsdir, name, text):
         raise
 
 
-def _file(out, key, nsdir):
-    """The worker's entry (``out``/cache/<key>/), checked and copied into the namespace: regular files only, at
-    most MAX_FILES of MAX_BYTES in all, exactly those its group file names, written 0644 in a 0755 directory
-    made under a temporary name and renamed into place.  Returns the key; raises ValueError on anything else."""
+def _file(out, key, nsdir, digest):
+    """The worker's entry (``out``/cache/<key>/), checked and copied into the namespace as ``digest/key/``:
+    regular files only, at most MAX_FILES of MAX_BYTES in all, exactly those its group file names, written 0644 in
+    0755 directories made under a temporary name and renamed into place at once.  Why a directory per request
+    and not per Triton key: Triton hashes a constant as str(value), so "1" and 1 (or an option "False" and False)
+    share a key while they compile to different code; a runner reads only the directory of its own request,
+    whose digest is of the exact JSON it sent.  Returns the key; raises ValueError on anything else."""
     if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(f"the worker named no key ({str(key)[:60]!r})")
     src = os.path.join(out, "cache", key)
@@ -422,17 +466,18 @@ def _file(out, key, nsdir):
     if not isinstance(children, dict) or not children or \
             any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
         raise ValueError("the group file names files the entry does not hold")
-    final = os.path.join(nsdir, key)
-    if os.path.isdir(final) and _group_of(final):
-        return key  # filed meanwhile (a judge that did not wait for the lock: never; kept for safety)
+    final = os.path.join(nsdir, digest)
     work = tempfile.mkdtemp(prefix=".tmp-", dir=nsdir)
     try:
         os.chmod(work, 0o755)
+        entry = os.path.join(work, key)
+        os.mkdir(entry, 0o755)
+        os.chmod(entry, 0o755)
         for name in children:
-            _copy(os.path.join(src, name), os.path.join(work, name), files[name])
+            _copy(os.path.join(src, name), os.path.join(entry, name), files[name])
         # The group file as Triton writes it, naming the files where they will be.
-        with open(os.path.join(work, group), "w", encoding="utf-8") as f:
-            json.dump({"child_paths": {n: os.path.join(final, n) for n in children}}, f)
+        with open(os.path.join(entry, group), "w", encoding="utf-8") as f:
+            json.dump({"child_paths": {n: os.path.join(final, key, n) for n in children}}, f)
             os.fchmod(f.fileno(), 0o644)
         if os.path.lexists(final):
             shutil.rmtree(final) if os.path.isdir(final) and not os.path.islink(final) else os.unlink(final)
@@ -441,13 +486,6 @@ def _file(out, key, nsdir):
         shutil.rmtree(work, ignore_errors=True)
         raise
     return key
-
-
-def _group_of(d):
-    try:
-        return [n for n in os.listdir(d) if n.startswith("__grp__")]
-    except OSError:
-        return []
 
 
 def _read(path, size):
@@ -625,6 +663,7 @@ def _run_worker(sock, budget):
     if pid == 0:
         code = 1
         try:
+            os.setpgid(0, 0)
             sock.close()
             theirs.close()
             code = _worker(mine)
@@ -632,6 +671,10 @@ def _run_worker(sock, budget):
             code = 1
         os._exit(code)
     mine.close()
+    try:
+        os.setpgid(pid, pid)  # its own group (the child sets it too): the helper kills it with ptxas at once
+    except OSError:
+        pass
     try:
         socket.send_fds(sock, [b"w"], [theirs.fileno()])
     finally:
@@ -642,7 +685,10 @@ def _run_worker(sock, budget):
         if done:
             return {} if status == 0 else {"error": f"the worker ended with status {status}"}
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             return {"error": f"the compile took longer than {budget:.0f} s"}
         time.sleep(0.005)
@@ -659,7 +705,15 @@ def _worker(sock):
     active, warnings = [], []
     out = request["out"]
     t0 = time.monotonic()
-    _lockdown(out, request.get("uid"), active, warnings)
+    # What compiling prints (tl.static_print, Triton's warnings) goes to a file of the worker's own, never to the
+    # judge's streams, which kgym captures as the judge's.
+    log = os.open(os.path.join(out, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    if not _lockdown(out, request.get("uid"), active, warnings):
+        _send(sock, {"error": "the worker could not be locked down: " + "; ".join(warnings)[:600]})
+        return 0
     t1 = time.monotonic()
     try:
         key = compile_entry(request["skeleton"], request["qualname"], request["spec"], request["target"], out)
@@ -679,8 +733,10 @@ def _worker(sock):
 
 def _lockdown(out, uid, active, warnings):
     """The worker's sandbox: the runner's uid (where the judge is root), Landlock (reads of the system and Python,
-    writes beneath ``out`` alone, executes only the compiler toolchain), no core files, a CPU-time limit; HOME,
-    TMPDIR and Triton's cache in ``out``."""
+    writes beneath ``out`` alone, executes only the compiler toolchain), no core files, limits on CPU time, data
+    and file size; HOME, TMPDIR and Triton's cache in ``out``.  Returns whether the worker may run the skeleton:
+    only with Landlock in force, or as another uid than the judge's (fail closed: a worker left with the judge's
+    uid and no Landlock could write the cache itself)."""
     import resource
 
     from ..runner import sandbox
@@ -691,16 +747,19 @@ def _lockdown(out, uid, active, warnings):
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: ends with the helper
     except (OSError, AttributeError):
         pass
-    # In the judge's process group (no setsid): kgym's kill of the judge's group takes the worker too.
-    if uid is not None and os.geteuid() == 0:
-        sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted())
+    # Its own process group (the helper kills it and the ptxas it started at once, past its budget), in the judge's
+    # session; it dies with the helper, which dies with the judge.
+    judge_uid = os.geteuid()
+    dropped = False
+    if uid is not None and judge_uid == 0:
+        dropped = sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted()) and os.geteuid() != 0
     tmp = os.path.join(out, "tmp")
     os.makedirs(tmp, exist_ok=True)
     os.environ.update({"HOME": out, "TMPDIR": tmp, "TRITON_CACHE_DIR": os.path.join(out, "cache"),
                        "TRITON_HOME": out})
     tempfile.tempdir = tmp
     for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5),
-                       (resource.RLIMIT_DATA, WORKER_DATA_BYTES)):
+                       (resource.RLIMIT_DATA, WORKER_DATA_BYTES), (resource.RLIMIT_FSIZE, MAX_BYTES)):
         try:
             soft, hard = resource.getrlimit(res)
             resource.setrlimit(res, (value, value if hard == resource.RLIM_INFINITY or hard > value else hard))
@@ -709,8 +768,9 @@ def _lockdown(out, uid, active, warnings):
     read = sandbox.python_paths() + ["/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys",
                                      "/dev/null", "/dev/zero", "/dev/urandom"] + sandbox._cuda_dirs()
     read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
-    sandbox.landlock_runner(read, [out, "/dev/null"], sandbox.Granted(), warnings,
-                            execute=sandbox.runner_programs({"device": "cuda"}))
+    abi = sandbox.landlock_runner(read, [out, "/dev/null"], sandbox.Granted(), warnings,
+                                  execute=sandbox.runner_programs({"device": "cuda"}))
+    return bool(abi) or dropped
 
 
 class _CompileError(Exception):
@@ -756,8 +816,9 @@ def compile_entry(skeleton, qualname, spec, target, out):
     obj = json.loads(spec)
     constants = {}
     for k, v in zip(obj["constant_keys"], obj["constant_vals"]):
-        if isinstance(v, str) and tl.dtype.is_dtype(v):
-            v = tl.dtype(v)
+        if isinstance(v, dict) and set(v) == {"kgym_dtype"} and isinstance(v["kgym_dtype"], str) and \
+                tl.dtype.is_dtype(v["kgym_dtype"]):
+            v = tl.dtype(v["kgym_dtype"])  # a string stays a string: "fp16" is not float16 (tolerant_serializer)
         elif isinstance(v, dict) and set(v) == {"constexpr"}:
             v = tl.constexpr(v["constexpr"])
         elif isinstance(v, dict) and set(v) == {"kgym_jit"}:

@@ -941,6 +941,14 @@ class Checker:
         elif isinstance(n, ast.arg):
             if _DUNDER.match(n.arg):
                 self._outside(n, "names", f"the parameter name `{n.arg}` is not allowed", name=n.arg)
+        elif isinstance(n, ast.alias):
+            # An import binds a name as an assignment does: `import torch as __builtins__` would give every
+            # function defined afterwards torch's functions for min, max, sum, range ... (red team, sixteenth
+            # session).
+            bound = n.asname or (n.name.split(".")[0] if isinstance(self.parents.get(n), ast.Import) else n.name)
+            if _DUNDER.match(bound) and bound != "__future__":
+                self._outside(n, "names", f"importing as `{bound}` is not allowed (dunder names reach the "
+                              "interpreter's internals): import under a plain name", name=bound)
         elif isinstance(n, ast.Lambda):
             if not self._hook_lambda(n):
                 self._outside(n, "lambdas", "a lambda may stand only where Triton calls it during a launch (a "
@@ -3698,7 +3706,14 @@ def _kernel_skeleton(tree, source, lang):
         first = min(d.lineno for d in fn.decorator_list)
         claim(first, fn.lineno - 1)
         out[first - 1] = " " * indent + f"@__kgym_jit__(**{options!r})\n"
-        copy(fn.lineno, fn.end_lineno)
+        # Triton's text of the kernel is inspect's block (Checker._kernel_source), which takes comment lines
+        # indented like the body after its last statement: they are the kernel's lines too.
+        try:
+            block = inspect.getblock(lines[first - 1:])
+        except Exception:  # noqa: BLE001 — tokenize's errors: the AST's extent
+            block = []
+        last = max(fn.end_lineno, first + len(block) - 1)
+        copy(fn.lineno, last)
         kernels.append(prefix + fn.name)
 
     constants = set()

@@ -550,15 +550,19 @@ def runner_spec(compile_kwargs):
 
 
 def tolerant_serializer(original):
-    """Triton's serialize_specialization_data, except that a kernel given as a constant argument is written as
+    """Triton's serialize_specialization_data, except that a dtype constant is written as {"kgym_dtype": its name}
+    (Triton's own form, the bare name, is also a string constant's) and a kernel given as a constant argument as
     {"kgym_jit": its qualname} instead of making json.dumps raise (which failed the launch itself wherever a
     jit_cache_hook is installed, as the runner's always is), and anything else JSON cannot hold gives None (no
     request: the runner compiles)."""
 
     def serialize(name, signature, constants, attrs, options, key):
+        import triton.language as tl
         from triton.runtime.jit import JITFunction
 
-        fixed = {k: ({"kgym_jit": v.__qualname__} if isinstance(v, JITFunction) else v) for k, v in constants.items()}
+        # A dtype is tagged: Triton writes it as its name, which a string constant ("fp16") can also be.
+        fixed = {k: ({"kgym_jit": v.__qualname__} if isinstance(v, JITFunction) else
+                     {"kgym_dtype": str(v)} if isinstance(v, tl.dtype) else v) for k, v in constants.items()}
         try:
             return original(name, signature, fixed, attrs, options, key)
         except (TypeError, ValueError):
