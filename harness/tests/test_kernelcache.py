@@ -244,8 +244,10 @@ def service_for(src, helper):
     return svc
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def helper():
+    """One helper for a module's tests (a fresh interpreter that warms Triton's backend: ~2 s to start); it keeps
+    nothing between requests, which is what test_the_helper_never_gets_a_candidates_bytes checks."""
     h = kernelcache.start(fresh=True)
     assert h is not None
     yield h
@@ -305,7 +307,7 @@ def test_another_skeleton_has_its_own_namespace(cache_dirs, helper):
     ("add", "[1]", "not Triton's"),
     ("add", "x" * (kernelcache.MAX_SPEC + 1), "64 KiB"),
     ("add", None, "64 KiB"),
-])
+], ids=["a-class", "not-in-the-skeleton", "not-a-spec", "too-long", "none"])
 def test_requests_that_are_not_the_skeletons_are_refused(cache_dirs, helper, qualname, spec, why):
     svc = service_for(ADD, helper)
     assert svc.ensure(qualname, spec) is None
