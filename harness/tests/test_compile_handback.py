@@ -262,3 +262,75 @@ def test_every_compile_request_is_answered_with_the_services_directory(service):
     if service:
         assert service.asked == [("add", '{"a": 1}'), ("ModelNew.k", "junk")]
     assert chan.phases() == ["acquire shared"] + ["release for compile", "acquire shared"] * 2 + ["release"]
+
+
+def test_the_runner_sends_its_specialisation_and_waits_for_the_directory(monkeypatch, tmp_path):
+    """With Triton's serialised specialisation at hand, "begin" carries it and the kernel's name, and the runner
+    waits for the judge's "compiled" (this command's seq) before Triton looks the kernel up: its reader then
+    serves that directory alone; a null directory serves none; any other line breaks the protocol."""
+    import types
+
+    import torch
+    from triton import knobs
+
+    from kgym_harness.runner import runner as rn
+    from kgym_harness.shared import tritoncache
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", None)
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
+    monkeypatch.setattr(knobs.cache, "manager_class", tritoncache.reader_class(str(tmp_path)))
+    a, b = socket.socketpair()
+    r = rn.Runner(b, "cuda")
+    r.seq = 3
+    r._install_compile_handback()
+    judge = tp.Reader(a)
+    fn = types.SimpleNamespace(name="ModelNew.k")
+
+    def hook(spec):
+        out = []
+        t = threading.Thread(target=lambda: out.append(knobs.runtime.jit_cache_hook(
+            fn=fn, compile={"specialization_data": spec})), daemon=True)
+        t.start()
+        return t, out
+
+    t, out = hook('{"signature": {}}')
+    msg, _ = judge.recv()
+    assert (msg["phase"], msg["seq"], msg["kernel"], msg["spec"]) == ("begin", 3, "ModelNew.k", '{"signature": {}}')
+    t.join(0.3)
+    assert t.is_alive() and not out  # waits for the judge's answer
+    kdir = str(tmp_path / "kernels" / "ns" / "req")
+    tp.send(a, {"cmd": "compiled", "seq": 3, "dir": kdir})
+    t.join(5)
+    assert out == [None] and knobs.cache.manager_class.kernels == kdir
+    t2 = threading.Thread(target=knobs.runtime.jit_post_compile_hook, daemon=True)
+    t2.start()
+    assert judge.recv()[0]["phase"] == "end"
+    tp.send(a, {"cmd": "resume", "seq": 3})
+    t2.join(5)
+    # No directory: nothing served.
+    t, out = hook('{"signature": {}}')
+    judge.recv()
+    tp.send(a, {"cmd": "compiled", "seq": 3, "dir": None})
+    t.join(5)
+    assert out == [None] and knobs.cache.manager_class.kernels is None
+    # Without a specialisation (Triton's serialiser gave none): no request, no wait.
+    r.compiling = False
+    assert knobs.runtime.jit_cache_hook(fn=fn, compile={"specialization_data": None}) is None
+    assert "spec" not in judge.recv()[0]
+    # Another line instead of the answer breaks the protocol.
+    r.compiling = False
+    errors = []
+
+    def wrong():
+        try:
+            knobs.runtime.jit_cache_hook(fn=fn, compile={"specialization_data": "{}"})
+        except tp.ProtocolError as exc:
+            errors.append(exc)
+
+    t = threading.Thread(target=wrong, daemon=True)
+    t.start()
+    judge.recv()
+    tp.send(a, {"cmd": "resume", "seq": 3})
+    t.join(5)
+    assert errors
