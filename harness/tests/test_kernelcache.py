@@ -429,21 +429,37 @@ def test_a_worker_that_asks_for_all_memory_fails_alone(tmp_path, helper):
     assert "MemoryError" in answer.get("error", ""), answer
 
 
-def test_idle_namespaces_are_evicted_when_the_cache_is_full(tmp_path, monkeypatch):
+def test_the_least_recently_used_are_evicted_when_the_cache_is_full(tmp_path):
+    """Namespaces (and a namespace's requests) go least recently used first, down to what is kept; a runner copies
+    what it loads at once (tritoncache.kernel_group), so no age protects one."""
     base = tmp_path / "kernels"
     base.mkdir()
-    monkeypatch.setattr(kernelcache, "MAX_NAMESPACES", 10)
     now = __import__("time").time()
     for i in range(10):
         d = base / f"ns{i}"
         d.mkdir()
-        age = kernelcache.IDLE_S * 2 if i < 5 else 1  # five idle, five in use
-        os.utime(d, (now - age - i, now - age - i))
-    for removed in (4, 3, 2, 1, 0):  # a tenth of the cap a call, the idle longest first
-        kernelcache._evict(str(base))
-        assert f"ns{removed}" not in os.listdir(base)
-    kernelcache._evict(str(base))  # only namespaces used lately are left: none goes
-    assert sorted(os.listdir(base)) == [f"ns{i}" for i in range(5, 10)]
+        (d / "f").write_bytes(b"x" * 100)
+        os.utime(d, (now - 100 + i, now - 100 + i))  # ns0 used longest ago
+    kernelcache._evict(str(base), 7)
+    assert sorted(os.listdir(base)) == [f"ns{i}" for i in range(3, 10)]
+    kernelcache._evict(str(base), 7, keep_bytes=300)  # and by bytes: 7 x 100 > 300
+    assert sorted(os.listdir(base)) == [f"ns{i}" for i in range(7, 10)]
+
+
+def test_a_runner_loads_a_copy_so_eviction_cannot_fail_it(tmp_path):
+    kdir = tmp_path / "ns" / "req"
+    (kdir / "KEY").mkdir(parents=True)
+    (kdir / "KEY" / "k.json").write_text("{}")
+    (kdir / "KEY" / "k.cubin").write_bytes(b"cubin")
+    (kdir / "KEY" / "__grp__k.json").write_text(json.dumps({"child_paths": {"k.json": "/x", "k.cubin": "/y"}}))
+    own = tmp_path / "own" / "KEY"
+    own.mkdir(parents=True)
+    got = tritoncache.kernel_group(str(kdir), "KEY", "k.json", {os.getuid()}, copy_to=str(own))
+    assert got == {"k.json": str(own / "k.json"), "k.cubin": str(own / "k.cubin")}
+    import shutil
+
+    shutil.rmtree(tmp_path / "ns")  # evicted right after the answer
+    assert (own / "k.cubin").read_bytes() == b"cubin"
 
 
 def test_the_helper_never_gets_a_candidates_bytes(tmp_path, helper, monkeypatch):

@@ -66,9 +66,9 @@ BUDGET_S = 120.0
 EVALUATION_BUDGET_S = 60.0
 # A worker's data segment (heap and private mappings, RLIMIT_DATA): a constant like "x" * 10**12 fails there.
 WORKER_DATA_BYTES = 8 << 30
-# Namespaces the directory holds: past it, those idle longest (none used in the last IDLE_S) are removed.
+# Namespaces the directory holds: past it, those used least recently are removed (safe at any age: a runner copies
+# what it loads into its own folder the moment the judge answers, tritoncache.kernel_group).
 MAX_NAMESPACES = 512
-IDLE_S = 600.0
 # Entries one namespace may hold, files and bytes one entry (and any file a worker writes: RLIMIT_FSIZE), bytes
 # one namespace: at most MAX_NAMESPACES x MAX_NAMESPACE_BYTES (16 GiB) in all, and nothing is added while the disk
 # has less than MIN_FREE_BYTES free.  An entry is ~0.1-1 MB (a cubin and its IRs).
@@ -185,7 +185,7 @@ class Service:
         nsdir = os.path.join(base, self.ns)
         if not os.path.isdir(nsdir):
             if _count(base) >= MAX_NAMESPACES:
-                _evict(base)
+                _evict(base, MAX_NAMESPACES - 1)
             if _count(base) >= MAX_NAMESPACES:
                 self._note("refused", "the cache is full")
                 return None
@@ -198,8 +198,7 @@ class Service:
         digest = request_digest(qualname, spec)
         if _filed(nsdir, digest):
             self._note("hits")
-            _touch(nsdir)
-            return os.path.join(nsdir, digest)
+            return _touch(nsdir, digest)
         if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
             self._note("failed", "compiled before, and failed")
             return None
@@ -215,8 +214,7 @@ class Service:
                 return None
             if _filed(nsdir, digest):
                 self._note("joined" if waited > 0.001 else "hits")
-                _touch(nsdir)
-                return os.path.join(nsdir, digest)
+                return _touch(nsdir, digest)
             if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
                 self._note("failed", "compiled meanwhile, and failed")
                 return None
@@ -261,6 +259,7 @@ class Service:
         if left < 1:
             self._note("refused", f"this evaluation's {EVALUATION_BUDGET_S:.0f} s of compiles are spent")
             return None
+        _evict(nsdir, MAX_ENTRIES - 1, MAX_NAMESPACE_BYTES - MAX_BYTES)  # the requests used least recently go
         if _entries(nsdir) >= MAX_ENTRIES or _bytes(nsdir) >= MAX_NAMESPACE_BYTES:
             self._note("refused", "the namespace is full")
             return None
@@ -278,18 +277,19 @@ class Service:
                                           "target": self.target, "out": out, "uid": self.uid, "budget": budget},
                                          budget)
             self.facts["compile_ms"] += (time.monotonic() - t0) * 1e3
-            if answer.get("compile_error"):
-                # Triton refused the kernel: a fact of these bytes, which its twins need not learn again.
-                _write_marker(nsdir, ".fail-" + digest, str(answer["compile_error"])[:2000])
-                self._note("failed", answer["compile_error"])
+            if answer.get("compile_error") or (answer.get("error") and not answer.get("transient")):
+                # Triton refused the kernel, or the skeleton failed in the worker: a fact of these bytes and this
+                # specialisation, which twins need not learn again (a budget spent or a helper gone is not).
+                why = str(answer.get("compile_error") or answer.get("error"))
+                _write_marker(nsdir, ".fail-" + digest, why[:2000])
+                self._note("failed", why)
                 return None
             if not answer.get("ok"):
                 self._note("failed", answer.get("error") or "the worker did not finish")
                 return None
             _file(out, answer.get("key"), nsdir, digest)
             self._note("compiled")
-            _touch(nsdir)
-            return os.path.join(nsdir, digest)
+            return _touch(nsdir, digest)
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
@@ -331,11 +331,15 @@ def _jsonish(v):
     return v
 
 
-def _touch(nsdir):
-    try:
-        os.utime(nsdir)  # used now: not evicted while a runner may be reading it (_evict)
-    except OSError:
-        pass
+def _touch(nsdir, digest):
+    """The request's directory, marked used now (its namespace too): eviction takes the least recently used."""
+    rdir = os.path.join(nsdir, digest)
+    for d in (rdir, nsdir):
+        try:
+            os.utime(d)
+        except OSError:
+            pass
+    return rdir
 
 
 def _entries(nsdir):
@@ -356,25 +360,28 @@ def _bytes(nsdir):
     return total
 
 
-def _evict(base):
-    """The namespaces idle longest removed, a tenth of the cap, none used in the last IDLE_S seconds (a runner
-    reads an entry right after the judge's answer; a namespace in use is touched at each answer)."""
-    now = time.time()
+def _evict(parent, keep, keep_bytes=None):
+    """The directories of ``parent`` (namespaces of the cache, or requests of a namespace) used least recently
+    removed until at most ``keep`` remain (and at most ``keep_bytes`` in all, where given).  Safe at any age: a
+    runner copies an entry into its own folder the moment it is told where it is (tritoncache.kernel_group), and
+    one that finds it gone compiles itself.  Each goes by a rename first, so no reader sees half of one."""
     try:
-        with os.scandir(base) as it:
-            ages = sorted((e.stat(follow_symlinks=False).st_mtime, e.path) for e in it
+        with os.scandir(parent) as it:
+            dirs = sorted((e.stat(follow_symlinks=False).st_mtime, e.path) for e in it
                           if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
     except OSError:
         return
-    for mtime, path in ages[:max(1, MAX_NAMESPACES // 10)]:
-        if now - mtime < IDLE_S:
-            break
-        gone = path + ".gone"
+    total = _bytes(parent) if keep_bytes is not None else 0
+    while dirs and (len(dirs) > keep or (keep_bytes is not None and total > keep_bytes)):
+        _mtime, path = dirs.pop(0)
+        gone = os.path.join(parent, ".gone-" + os.path.basename(path))
         try:
-            os.rename(path, os.path.join(base, "." + os.path.basename(gone)))
+            if keep_bytes is not None:
+                total -= _bytes(path)
+            os.rename(path, gone)
         except OSError:
             continue
-        shutil.rmtree(os.path.join(base, "." + os.path.basename(gone)), ignore_errors=True)
+        shutil.rmtree(gone, ignore_errors=True)
 
 
 def _count(path):
@@ -441,31 +448,39 @@ def _file(out, key, nsdir, digest):
     whose digest is of the exact JSON it sent.  Returns the key; raises ValueError on anything else."""
     if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(f"the worker named no key ({str(key)[:60]!r})")
-    src = os.path.join(out, "cache", key)
-    st = os.lstat(src)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ValueError("the worker's entry is not a directory")
-    files = {}
-    total = 0
-    for entry in os.scandir(src):
-        if entry.name == "lock" or entry.name.startswith("."):
-            continue
-        est = entry.stat(follow_symlinks=False)
-        if not stat.S_ISREG(est.st_mode):
-            raise ValueError(f"{entry.name} is not a regular file")
-        total += est.st_size
-        files[entry.name] = est.st_size
-    if len(files) > MAX_FILES or total > MAX_BYTES:
-        raise ValueError(f"{len(files)} files, {total} bytes: more than an entry may hold")
-    groups = [n for n in files if n.startswith("__grp__")]
-    if len(groups) != 1:
-        raise ValueError("not one group file")
-    group = groups[0]
-    data = _read(os.path.join(src, group), files[group])
-    children = json.loads(data).get("child_paths")
-    if not isinstance(children, dict) or not children or \
-            any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
-        raise ValueError("the group file names files the entry does not hold")
+    # Every level opened without following a link (the worker may have left any beneath its folder), and the files
+    # read relative to the entry's descriptor: nothing outside ``out`` is read.
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(out, flags))
+        fds.append(os.open("cache", flags, dir_fd=fds[-1]))
+        fds.append(os.open(key, flags, dir_fd=fds[-1]))
+        src = fds[-1]
+        files = {}
+        total = 0
+        for name in os.listdir(src):
+            if name == "lock" or name.startswith("."):
+                continue
+            est = os.stat(name, dir_fd=src, follow_symlinks=False)
+            if not stat.S_ISREG(est.st_mode):
+                raise ValueError(f"{name} is not a regular file")
+            total += est.st_size
+            files[name] = est.st_size
+        if len(files) > MAX_FILES or total > MAX_BYTES:
+            raise ValueError(f"{len(files)} files, {total} bytes: more than an entry may hold")
+        groups = [n for n in files if n.startswith("__grp__")]
+        if len(groups) != 1:
+            raise ValueError("not one group file")
+        group = groups[0]
+        children = json.loads(_read(group, files[group], src)).get("child_paths")
+        if not isinstance(children, dict) or not children or \
+                any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
+            raise ValueError("the group file names files the entry does not hold")
+        data = {name: _read(name, files[name], src) for name in children}
+    finally:
+        for fd in fds:
+            os.close(fd)
     final = os.path.join(nsdir, digest)
     work = tempfile.mkdtemp(prefix=".tmp-", dir=nsdir)
     try:
@@ -473,8 +488,10 @@ def _file(out, key, nsdir, digest):
         entry = os.path.join(work, key)
         os.mkdir(entry, 0o755)
         os.chmod(entry, 0o755)
-        for name in children:
-            _copy(os.path.join(src, name), os.path.join(entry, name), files[name])
+        for name, blob in data.items():
+            with open(os.path.join(entry, name), "xb") as f:
+                f.write(blob)
+                os.fchmod(f.fileno(), 0o644)
         # The group file as Triton writes it, naming the files where they will be.
         with open(os.path.join(entry, group), "w", encoding="utf-8") as f:
             json.dump({"child_paths": {n: os.path.join(final, key, n) for n in children}}, f)
@@ -488,22 +505,11 @@ def _file(out, key, nsdir, digest):
     return key
 
 
-def _read(path, size):
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    try:
-        with os.fdopen(fd, "rb") as f:
-            fd = None
-            return f.read(size + 1)[:size]
-    finally:
-        if fd is not None:
-            os.close(fd)
-
-
-def _copy(src, dst, size):
-    data = _read(src, size)
-    with open(dst, "xb") as f:
-        f.write(data)
-        os.fchmod(f.fileno(), 0o644)
+def _read(name, size, dir_fd):
+    """At most ``size`` bytes of the regular file ``name`` in the directory ``dir_fd``, never through a link."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        return f.read(size + 1)[:size]
 
 
 # -- the helper: forked from the judge before any job -------------------------------------------------------------
@@ -557,20 +563,21 @@ class Helper:
             if len(fds) != 1:
                 for fd in fds:
                     os.close(fd)
-                return {"error": "the helper is gone"}
+                return {"error": "the helper is gone", "transient": True}
             worker = socket.socket(fileno=fds[0])
             worker.settimeout(budget + 30)
             _send(worker, request)
             answer = _recv(worker)
             ended = _recv(self.sock)
         except (OSError, ValueError) as exc:
-            return {"error": f"the helper: {type(exc).__name__}: {exc}"}
+            return {"error": f"the helper: {type(exc).__name__}: {exc}", "transient": True}
         finally:
             if worker is not None:
                 worker.close()
         if isinstance(ended, dict) and ended.get("error"):
-            return ended
-        return answer if isinstance(answer, dict) else {"error": "the worker ended without an answer"}
+            return dict(ended, transient=True)  # killed past its budget, or gone: not a fact of the request
+        return answer if isinstance(answer, dict) else {"error": "the worker ended without an answer",
+                                                        "transient": True}
 
 
 def start(fresh=False):
@@ -707,7 +714,8 @@ def _worker(sock):
     t0 = time.monotonic()
     # What compiling prints (tl.static_print, Triton's warnings) goes to a file of the worker's own, never to the
     # judge's streams, which kgym captures as the judge's.
-    log = os.open(os.path.join(out, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+    log = os.open(os.path.join(out, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                  0o600)  # a new file, never through a link planted there (this is still the judge's uid)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -828,7 +836,7 @@ def compile_entry(skeleton, qualname, spec, target, out):
             if not isinstance(ref, JITFunction):
                 raise ValueError("a constant names no kernel of the skeleton")
             v = ref
-        constants[tuple(k)] = v
+        constants[tuple(k)] = _tuples(v)  # JSON has no tuples: a tuple constant came as a list
     attrs = {tuple(k): v for k, v in zip(obj["attrs_keys"], obj["attrs_vals"])}
     signature = {k: _tuples(v) for k, v in obj["signature"].items()}
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in obj["options"].items()}

@@ -581,8 +581,11 @@ class Checker:
             # `if __name__ == "__main__":` never runs in the runner (the module is executed under another name,
             # and no code may bind __name__): its body is not part of the candidate.
             self._main_blocks.add(st)
-            for s in st.orelse:
-                self._module_statement(s)
+            if st.orelse:
+                # Its `else` (or `elif`) DOES run on import, and the checker's collection skips the whole
+                # statement: what it binds would be bound unseen (red team, sixteenth session).
+                self._outside(st.orelse[0], "module_statement", "the `else` of `if __name__ == \"__main__\":` "
+                              "runs when the module is imported: put its statements at module level")
         elif isinstance(st, ast.If):
             # Constants chosen by a condition (`if torch.cuda.is_available(): DEVICE = "cuda" else: ...`): the
             # branches hold constants only (the test and the values are typed like any module-level value).
@@ -3705,7 +3708,8 @@ def _kernel_skeleton(tree, source, lang):
                     raise _NoSkeleton(f"{fn.name}: @triton.jit({kw.arg}=...) is not a literal") from None
         first = min(d.lineno for d in fn.decorator_list)
         claim(first, fn.lineno - 1)
-        out[first - 1] = " " * indent + f"@__kgym_jit__(**{options!r})\n"
+        lead = re.match(r"[ \t]*", lines[fn.lineno - 1]).group()  # the def line's own indentation (tabs too)
+        out[first - 1] = lead + f"@__kgym_jit__(**{options!r})\n"
         # Triton's text of the kernel is inspect's block (Checker._kernel_source), which takes comment lines
         # indented like the body after its last statement: they are the kernel's lines too.
         try:
@@ -3718,6 +3722,9 @@ def _kernel_skeleton(tree, source, lang):
 
     constants = set()
     for st in tree.body:
+        if isinstance(st, ast.If) and c._is_main_test(st.test) and st.orelse:
+            # Its else runs on import, unseen by the checker's collection (the language refuses it too).
+            raise _NoSkeleton("the `else` of the module's main test")
         if isinstance(st, (ast.Import, ast.ImportFrom)):
             whole(st, 0)
             copy(st.lineno, st.end_lineno)
@@ -3737,10 +3744,31 @@ def _kernel_skeleton(tree, source, lang):
                 continue
             if st.body[0].lineno <= st.lineno:
                 raise _NoSkeleton(f"class {st.name}: its body begins on its header's line")
+            # A class-level kernel's defaults and annotations are evaluated in the class body, where its own
+            # names (SCALE = 3.0) shadow the module's: the skeleton keeps no class body, so such a class has none.
+            own = {n.id for b in st.body if not isinstance(b, ast.FunctionDef) for n in ast.walk(b)
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            own |= {b.name for b in st.body if isinstance(b, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+            own |= {a.asname or a.name.split(".")[0] for b in st.body if isinstance(b, (ast.Import, ast.ImportFrom))
+                    for a in b.names}
+            for f in inner:
+                outside_body = f.args.defaults + f.args.kw_defaults + f.decorator_list + \
+                    [a.annotation for a in f.args.posonlyargs + f.args.args + f.args.kwonlyargs if a.annotation]
+                read = {n.id for e in outside_body if e is not None for n in ast.walk(e) if isinstance(n, ast.Name)}
+                if read & own:
+                    raise _NoSkeleton(f"{st.name}.{f.name}: a default or annotation reads a name of the class body "
+                                      f"({sorted(read & own)[0]})")
             claim(st.lineno, st.lineno)
             out[st.lineno - 1] = f"class {st.name}:\n"
             for f in inner:
                 kernel(f, f.col_offset, st.name + ".")
+    for k in c.kernels:
+        # Every module variable a kernel reads (its body, defaults, annotations) must be a kept constant: one
+        # chosen by a module-level `if` is not in the skeleton (its key would differ: a worker compile for nothing).
+        for n in (x for part in [k.args] + k.body for x in ast.walk(part)):  # not its decorators: replaced
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in c.module_vars and \
+                    n.id not in constants and n.id not in c.defs and n.id not in c.classes:
+                raise _NoSkeleton(f"{k.name} reads {n.id}, a module variable the skeleton does not keep")
     for name in constants:
         # Bound by the kept statements alone: by no if, loop, with, function or class body elsewhere.
         kept = [b for b in c.bindings.get(name, []) if b in tree.body]

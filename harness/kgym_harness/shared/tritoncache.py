@@ -242,7 +242,7 @@ def reader_class(trusted):
             Triton's always_compile off only with this class in place)."""
             if not self._plain:
                 return super().get_group(filename)
-            return kernel_group(type(self).kernels, self.key, filename, owners)
+            return kernel_group(type(self).kernels, self.key, filename, owners, copy_to=self.cache_dir)
 
         def get_file(self, filename):
             if (trusted and self._plain and filename.endswith(SUFFIX) and "/" not in filename
@@ -306,10 +306,13 @@ def _warm_utilities():
 
 # -- the runner ---------------------------------------------------------------------------------------------------
 
-def kernel_group(kdir, key, filename, owners):
+def kernel_group(kdir, key, filename, owners, copy_to=None):
     """Triton's group of a compiled kernel (``{file name: path}``) from the namespace directory ``kdir`` of the
     trusted compile cache, or None: ``kdir/key/__grp__<filename>`` servable, naming only files of that
-    directory, each servable.  The paths are made here from the names (the group file's own are not followed)."""
+    directory, each servable.  The paths are made here from the names (the group file's own are not followed).
+    ``copy_to``: the files are copied there now (the runner's own cache folder for the key) and those paths
+    returned, so that a judge evicting the entry a moment later cannot fail the load (None: a file gone by then,
+    and Triton compiles)."""
     if not kdir or "/" in key or key.startswith(".") or "/" in filename or filename.startswith("."):
         return None
     d = os.path.join(kdir, key)
@@ -331,6 +334,19 @@ def kernel_group(kdir, key, filename, owners):
         if not servable(path, owners):
             return None
         out[name] = path
+    if copy_to:
+        copies = {}
+        try:
+            for name, path in out.items():
+                with open(path, "rb") as f:
+                    data = f.read()
+                copy = os.path.join(copy_to, name)
+                with open(copy, "wb") as f:
+                    f.write(data)
+                copies[name] = copy
+        except OSError:
+            return None
+        return copies
     return out
 
 
