@@ -3649,8 +3649,9 @@ def kernel_skeleton(tree, source, lang=None):
     heuristics choose among specialisations, which the runner's request names).  Every other line is blank.
 
     Refused (None): a kept statement sharing a line with another, a constant bound anywhere but by kept
-    top-level assignments (the value a kernel reads must be the skeleton's), a jit option that is not a
-    literal, a class header on the same line as its body."""
+    top-level assignments (the value a kernel reads must be the skeleton's), a kernel reading a module variable
+    the skeleton does not keep, a class-level kernel whose defaults or annotations read a name of its class body,
+    an `else` on the main test, a jit option that is not a literal, a class header on the same line as its body."""
     try:
         return _kernel_skeleton(tree, source, lang)
     except _NoSkeleton as exc:
