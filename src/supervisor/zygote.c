@@ -78,7 +78,8 @@ static void visible_device(const char *device, char *out, size_t cap)
 static int env_dropped(const char *entry)
 {
     static const char *const secret[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"};
-    static const char *const kept_kgym[] = {"KGYM_SERVE_OWNER=", "KGYM_TENSORS=", "KGYM_JUDGE_PROFILE="};
+    static const char *const kept_kgym[] = {"KGYM_SERVE_OWNER=", "KGYM_TENSORS=", "KGYM_JUDGE_PROFILE=",
+                                            "KGYM_KERNEL_CACHE="};
     static const char *const ours[] = {"PYTHONPATH=", "PYTHONDONTWRITEBYTECODE=", "PYTHONNOUSERSITE=",
                                        "TRITON_INTERPRET=", "CUDA_VISIBLE_DEVICES=",
                                        "PYTORCH_NVML_BASED_CUDA_CHECK="};

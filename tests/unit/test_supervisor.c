@@ -1147,10 +1147,12 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     KG_CHECK(kg_proc_stat_read((long)getpid(), &me));
     snprintf(owner, sizeof owner, "KGYM_SERVE_OWNER=%ld:%llu", (long)getpid(), me.start);
     setenv("KGYM_SERVE_OWNER", owner + strlen("KGYM_SERVE_OWNER="), 1);
+    setenv("KGYM_KERNEL_CACHE", "off", 1); /* a switch the judge reads (judge/child.py): it passes */
     kg_supervisor *s = warm_supervisor(0);
     unsetenv("KGYM_TOKEN");
     unsetenv("MY_API_KEY");
     unsetenv("KGYM_SERVE_OWNER");
+    unsetenv("KGYM_KERNEL_CACHE");
     if (s) {
         /* The zygote: its descriptors and its environment, from outside. */
         long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
@@ -1162,7 +1164,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
         for (size_t i = 0; env && i + 1 < len; i++)
             if (env[i] == '\0')
                 env[i] = '\n';
-        KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner));
+        KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner) && strstr(env, "KGYM_KERNEL_CACHE=off"));
         free(env);
         snprintf(path, sizeof path, "/proc/%ld/fd", zpid);
         /* Past 0-3 only what the zygote's own imports opened (it says which: none on the CPU). */

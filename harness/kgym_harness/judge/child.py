@@ -2602,7 +2602,8 @@ _kernel_service = None
 
 def _start_kernel_service(device):
     """The compile helper is forked now, before any job or CUDA context reaches this process (kernelcache.start
-    says why); KGYM_KERNEL_CACHE=off leaves every compile to the runners."""
+    says why); KGYM_KERNEL_CACHE=off in kgym's environment (one of the KGYM_ variables the supervisor passes to the
+    zygote, src/supervisor/zygote.c) leaves every compile to the runners."""
     global _kernel_service
     if not str(device).startswith("cuda") or os.environ.get("KGYM_KERNEL_CACHE", "on") == "off":
         return
