@@ -216,6 +216,24 @@ def spec_for(fn, n_arg="i32", block=256, num_warps=4):
         (signature, constants, attrs, options)
 
 
+def parts_for(signature, constants, attrs, num_warps=4, **opts):
+    """(signature, constants, attrs, options) of a specialisation, the options parsed by the H100 backend."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import make_backend
+
+    options = make_backend(GPUTarget(*TARGET)).parse_options(dict(num_warps=num_warps, **opts))
+    return signature, constants, attrs, options
+
+
+def spec_of(parts, name="kgym_candidate.k"):
+    """The specialisation as the runner's hook sends it (runner.py installs tritoncache.tolerant_serializer)."""
+    from triton.runtime import jit
+
+    signature, constants, attrs, options = parts
+    ser = tritoncache.tolerant_serializer(jit.serialize_specialization_data)
+    return ser(name, signature, constants, attrs, options, "key")
+
+
 def runner_compile(fn, parts, kdir, modules):
     """What the runner's Triton does after the judge's answer: compile with the reader in place, serving ``kdir``.
     Returns (compiled kernel, whether it was a cache hit)."""

@@ -13,22 +13,10 @@ from kgym_harness.judge import kernelcache, language
 
 
 from test_kernelcache import (TARGET, cache_dirs, compiled_not_interpreted, helper, kernel_of, load,  # noqa: F401
-                              runner_compile, service_for, skeleton_module)
+                              parts_for, runner_compile, service_for, skeleton_module, spec_of)
 
 
-def _parts(signature, constants, attrs, num_warps=4, **opts):
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-
-    options = make_backend(GPUTarget(*TARGET)).parse_options(dict(num_warps=num_warps, **opts))
-    return signature, constants, attrs, options
-
-
-def _spec(parts, name="kgym_candidate.k"):
-    from triton.runtime.jit import serialize_specialization_data
-
-    signature, constants, attrs, options = parts
-    return serialize_specialization_data(name, signature, constants, attrs, options, "key")
+_parts, _spec = parts_for, spec_of
 
 
 _OWN = r"""

@@ -18,27 +18,12 @@ from kgym_harness.judge import kernelcache, language
 from kgym_harness.shared import tritoncache
 
 from test_kernelcache import (TARGET, cache_dirs, compiled_not_interpreted, helper, kernel_of, load,  # noqa: F401
-                              runner_compile, service_for, skeleton_module)
+                              parts_for, runner_compile, service_for, skeleton_module, spec_of)
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
 
-def _parts(signature, constants, attrs, num_warps=4, **opts):
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import make_backend
-
-    options = make_backend(GPUTarget(*TARGET)).parse_options(dict(num_warps=num_warps, **opts))
-    return signature, constants, attrs, options
-
-
-def _spec(parts, name="kgym_candidate.k"):
-    """The specialisation as the runner's hook sends it (runner.py installs tritoncache.tolerant_serializer)."""
-    from triton.runtime import jit
-
-    signature, constants, attrs, options = parts
-    ser = tritoncache.tolerant_serializer(getattr(jit.serialize_specialization_data, "__wrapped__",
-                                                  jit.serialize_specialization_data))
-    return ser(name, signature, constants, attrs, options, "key")
+_parts, _spec = parts_for, spec_of
 
 
 def _accepted(src):
