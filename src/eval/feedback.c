@@ -86,11 +86,19 @@ static void add_error(fb_text *b, const json_t *error, const kg_eval_options *op
     const json_t *frames = json_object_get(error, "frames");
     if (json_array_size(frames))
         say_text(b, "\nIn your code:");
+    int offset = 0;
     json_array_foreach(frames, i, f) {
         say(b, "\n  candidate.py line %lld, in %s: %s",
                       (long long)json_integer_value(json_object_get(f, "line")), str(f, "function"),
                       str(f, "code"));
+        offset |= strstr(str(f, "code"), "storage_offset") != NULL;
     }
+    /* An honest kernel that asserted its input starts its storage failed without knowing why (the third honest
+     * probe): kgym hands inputs as views into a larger block, guarded around them. */
+    if (offset)
+        say_text(b, "\nkgym hands ModelNew its inputs as contiguous views into a larger buffer, so their "
+                    "storage_offset() is not 0; a Triton kernel gets the tensor's data pointer with the offset "
+                    "applied, so do not require a zero offset.");
 }
 
 static const json_t *failed_stage(const json_t *result)

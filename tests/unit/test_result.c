@@ -279,6 +279,21 @@ static void full_workdir_feedback_names_the_limit(void)
     msg(&f, json_pack("{s:s}", "type", "done"));
     r = build(&f, &o);
     KG_CHECK(strstr(feedback(r), "writable folder") == NULL);
+    KG_CHECK(strstr(feedback(r), "storage_offset") == NULL);
+    json_decref(r);
+    /* An assert on the input's storage offset gets the reason its inputs have one. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}}", "type", "stage", "stage",
+                      "tiny_run", "status", "fail", "detail", "AssertionError", "error", "type", "AssertionError",
+                      "message", "expects a fresh tensor", "frames", "file", CAND, "line", 26, "function", "forward",
+                      "code", "assert x.storage_offset() == 0"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    r = build(&f, &o);
+    KG_CHECK(strstr(feedback(r), "storage_offset() is not 0") != NULL);
     json_decref(r);
 }
 
