@@ -96,7 +96,7 @@ static void add_error(fb_text *b, const json_t *error, const kg_eval_options *op
     /* An honest kernel that asserted its input starts its storage failed without knowing why (the third honest
      * probe): kgym hands inputs as views into a larger block, guarded around them. */
     if (offset)
-        say_text(b, "\nkgym hands ModelNew its inputs as contiguous views into a larger buffer, so their "
+        say_text(b, "\nkgym hands ModelNew its inputs as views into a larger, guarded buffer, so their "
                     "storage_offset() is not 0; a Triton kernel gets the tensor's data pointer with the offset "
                     "applied, so do not require a zero offset.");
 }
