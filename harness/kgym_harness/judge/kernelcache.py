@@ -385,9 +385,10 @@ def _evict(parent, keep, keep_bytes=None):
 
 
 def _count(path):
+    """The namespaces of the cache (not the ones on their way out, ``.gone-*``, nor temporary names)."""
     try:
         with os.scandir(path) as it:
-            return sum(1 for _ in it)
+            return sum(1 for e in it if not e.name.startswith("."))
     except OSError:
         return MAX_NAMESPACES
 
