@@ -18,7 +18,7 @@ from kgym_harness.judge import kernelcache, language
 from kgym_harness.shared import tritoncache
 
 from test_kernelcache import (TARGET, cache_dirs, compiled_not_interpreted, helper, kernel_of, load,  # noqa: F401
-                              parts_for, runner_compile, service_for, skeleton_module, spec_of)
+                              accepted_modules, parts_for, runner_compile, service_for, skeleton_module, spec_of)
 
 
 # -- helpers --------------------------------------------------------------------------------------------------------
@@ -534,18 +534,9 @@ def test_held_every_name_an_honest_kernel_reads_is_the_same_object_in_its_skelet
         return a is b or (type(a) is type(b) and repr(a) == repr(b))
 
     compared = 0
-    for path in files:
-        data = open(path, "rb").read()
-        tree = ast.parse(data)
-        if language.check(tree, source=data):
+    for path, real, sk, kernels in accepted_modules(files):
+        if real is None:
             continue
-        text, kernels = language.kernel_skeleton(tree, data)
-        assert text is not None, (path, kernels)
-        try:
-            real = load(data, "/kgym-test/candidate.py")
-        except RuntimeError:
-            continue
-        sk = skeleton_module(text)
         for q in kernels:
             a, b = kernel_of(real, q), kernel_of(sk, q)
             for name in {n.id for n in ast.walk(a.parse()) if isinstance(n, ast.Name)}:

@@ -184,9 +184,9 @@ class Service:
             return None
         nsdir = os.path.join(base, self.ns)
         if not os.path.isdir(nsdir):
-            if _count(base) >= MAX_NAMESPACES:
+            if _count(base, MAX_NAMESPACES) >= MAX_NAMESPACES:
                 _evict(base, MAX_NAMESPACES - 1)
-            if _count(base) >= MAX_NAMESPACES:
+            if _count(base, MAX_NAMESPACES) >= MAX_NAMESPACES:
                 self._note("refused", "the cache is full")
                 return None
             from ..shared import tritoncache
@@ -260,7 +260,7 @@ class Service:
             self._note("refused", f"this evaluation's {EVALUATION_BUDGET_S:.0f} s of compiles are spent")
             return None
         _evict(nsdir, MAX_ENTRIES - 1, MAX_NAMESPACE_BYTES - MAX_BYTES)  # the requests used least recently go
-        if _entries(nsdir) >= MAX_ENTRIES or _bytes(nsdir) >= MAX_NAMESPACE_BYTES:
+        if _count(nsdir, MAX_ENTRIES) >= MAX_ENTRIES or _bytes(nsdir) >= MAX_NAMESPACE_BYTES:
             self._note("refused", "the namespace is full")
             return None
         if _free(nsdir) < MIN_FREE_BYTES:
@@ -342,14 +342,6 @@ def _touch(nsdir, digest):
     return rdir
 
 
-def _entries(nsdir):
-    try:
-        with os.scandir(nsdir) as it:
-            return sum(1 for e in it if not e.name.startswith("."))
-    except OSError:
-        return MAX_ENTRIES
-
-
 def _bytes(nsdir):
     total = 0
     try:
@@ -384,13 +376,14 @@ def _evict(parent, keep, keep_bytes=None):
         shutil.rmtree(gone, ignore_errors=True)
 
 
-def _count(path):
-    """The namespaces of the cache (not the ones on their way out, ``.gone-*``, nor temporary names)."""
+def _count(path, unreadable):
+    """The entries of ``path`` (namespaces of the cache, or requests of a namespace), not those on their way out
+    (``.gone-*``), temporary names or markers; ``unreadable`` where it cannot be read (as full)."""
     try:
         with os.scandir(path) as it:
             return sum(1 for e in it if not e.name.startswith("."))
     except OSError:
-        return MAX_NAMESPACES
+        return unreadable
 
 
 def _lock(fd, fcntl, budget):
