@@ -42,6 +42,7 @@ runners compile and report it themselves).
 Every function returns facts and never raises for a refusal: without the cache the runner compiles as before.
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -55,9 +56,12 @@ import sys
 import tempfile
 import time
 
+from ..shared.tritoncache import MAX_KERNEL_SPEC
+
 VERSION = "kgym-kernels-1"
-# A specialisation as the runner sends it (Triton's serialize_specialization_data JSON): at most this long.
-MAX_SPEC = 64 << 10
+# A specialisation as the runner sends it (Triton's serialize_specialization_data JSON): at most this long (the
+# bound both sides of the boundary read, shared/tritoncache.py).
+MAX_SPEC = MAX_KERNEL_SPEC
 # Requests one evaluation may make (each one a compile at most): past it, its runner compiles alone.
 MAX_REQUESTS = 64
 # A worker's wall-clock budget (CPU seconds: the same plus a little, as an rlimit), and all of one evaluation's
@@ -84,7 +88,6 @@ FREE_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "ena
                           "launch_cooperative_grid", "launch_pdl", "debug", "sanitize_overflow",
                           "instrumentation_mode", "max_num_imprecise_acc_default"})
 _KEY = re.compile(r"^[A-Z2-7]{52}$")  # Triton's base32 spelling of a SHA-256
-_QUALNAME = re.compile(r"^[A-Za-z_]\w{0,127}(\.[A-Za-z_]\w{0,127})?$")
 
 
 def namespace(skeleton):
@@ -121,6 +124,7 @@ class Service:
     def __init__(self, helper):
         self.helper = helper
         self.target = None
+        self._default_options = None
         self.begin(None, None, None)
 
     def begin(self, skeleton, kernels, uid):
@@ -159,7 +163,7 @@ class Service:
         if self.facts["requests"] > MAX_REQUESTS:
             self._note("refused", f"more than {MAX_REQUESTS} compile requests")
             return None
-        if not isinstance(qualname, str) or not _QUALNAME.match(qualname) or qualname not in self.kernels:
+        if not isinstance(qualname, str) or qualname not in self.kernels:  # the skeleton's own names only
             self._note("refused", f"not a kernel of the skeleton: {str(qualname)[:80]!r}")
             return None
         if not isinstance(spec, str) or len(spec) > MAX_SPEC:
@@ -202,13 +206,11 @@ class Service:
         if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
             self._note("failed", "compiled before, and failed")
             return None
-        import fcntl
-
         fd = os.open(os.path.join(nsdir, ".lock-" + digest), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
         try:
             left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000 - (time.monotonic() - t0)
-            waited = _lock(fd, fcntl, max(0.0, min(BUDGET_S + 10, left)))
+            waited = _lock(fd, max(0.0, min(BUDGET_S + 10, left)))
             if waited is None:
                 self._note("failed", "another judge's compile of it did not end")
                 return None
@@ -227,11 +229,7 @@ class Service:
         backend's default for the judge's target."""
         if not isinstance(options, dict):
             return "a specialisation without options"
-        self._set_target()
-        from triton.backends.compiler import GPUTarget
-        from triton.compiler import make_backend
-
-        defaults = make_backend(GPUTarget(*self.target)).parse_options({}).__dict__
+        defaults = self._defaults()
         for k, v in options.items():
             if k not in defaults:
                 return f"the option {str(k)[:40]} is not the backend's"
@@ -246,6 +244,16 @@ class Service:
             if _jsonish(defaults[k]) != _jsonish(v):
                 return f"the option {str(k)[:40]} is not the backend's default"
         return None
+
+    def _defaults(self):
+        """The backend's default options for the judge's target: made once per judge (its GPU does not change)."""
+        if self._default_options is None:
+            self._set_target()
+            from triton.backends.compiler import GPUTarget
+            from triton.compiler import make_backend
+
+            self._default_options = make_backend(GPUTarget(*self.target)).parse_options({}).__dict__
+        return self._default_options
 
     def _set_target(self):
         if self.target is None:
@@ -386,7 +394,7 @@ def _count(path, unreadable):
         return unreadable
 
 
-def _lock(fd, fcntl, budget):
+def _lock(fd, budget):
     """flock(fd) within ``budget`` seconds: the seconds waited, or None."""
     t0 = time.monotonic()
     while True:
