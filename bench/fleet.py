@@ -232,6 +232,7 @@ def job_record(d, index, pair):
             "judge_cpu_ms": cpu_ms["judge"], "runner_cpu_ms": cpu_ms["runner"],
             "shared_held_ms": shared.get("held_ms"), "shared_waited_ms": shared.get("waited_ms"),
             "exclusive_held_ms": excl.get("held_ms"), "exclusive_waited_ms": excl.get("waited_ms"),
+            "compile_cache": r.get("compile_cache") if isinstance(r.get("compile_cache"), dict) else None,
             "result_error": (f"{err.get('type')}: {err.get('message')}"[:300] if err else None)}
 
 
@@ -584,16 +585,22 @@ def breakdown(runs):
             st = lambda n: (lambda r: (r.get("stages_ms") or {}).get(n))
             known = [r for r in rs if num(r.get("judge_served")) is not None]
             kept = f"{sum(1 for r in known if num(r.get('judge_served')) > 0)} of {len(rs)}" if known else "-"
+            # The trusted compile cache (result compile_cache): its requests found filed or after a twin's worker,
+            # compiled by a worker, failed (the runner compiled itself) — a cache serving nothing shows here.
+            cc = [r["compile_cache"] for r in rs if isinstance(r.get("compile_cache"), dict)]
+            csum = lambda *ks: int(sum(num(c.get(k)) or 0 for c in cc for k in ks))
+            cache = f"{csum('hits', 'joined')}/{csum('compiled')}/{csum('failed', 'refused')}" if cc else "-"
             rows.append([name, gpu, len(rs), mean(lambda r: r.get("wall_ms")), mean(lambda r: r.get("setup_ms")),
                          mean(st("compile")), mean(st("tiny_run")), mean(st("correctness")), mean(st("timing")),
                          mean(lambda r: r.get("shared_held_ms")), mean(lambda r: r.get("shared_waited_ms")),
                          mean(lambda r: r.get("exclusive_held_ms")), kept,
-                         mean(lambda r: r.get("judge_cpu_ms")), mean(lambda r: r.get("runner_cpu_ms"))])
+                         mean(lambda r: r.get("judge_cpu_ms")), mean(lambda r: r.get("runner_cpu_ms")), cache])
     if not rows:
         return ""
     return "\nmeans per evaluation, seconds:\n\n" + md_table(
         ["run", "GPU", "evaluated", "wall", "set-up", "compile", "tiny run", "correctness", "timing", "shared held",
-         "shared waited", "exclusive held", "in kept judges", "judge CPU", "runner CPU"], rows)
+         "shared waited", "exclusive held", "in kept judges", "judge CPU", "runner CPU",
+         "compile cache served/compiled/failed"], rows)
 
 
 def cmd_report(a):

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import threading
+import time
 import types
 
 import pytest
@@ -446,6 +447,63 @@ def test_an_evaluations_compiles_have_a_budget(cache_dirs, helper):
     spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/b.py"), "add"))
     svc.facts["wait_ms"] = kernelcache.EVALUATION_BUDGET_S * 1000
     assert svc.ensure("add", spec) is None and "spent" in svc.reasons[0]
+
+
+def test_the_workers_folder_is_one_its_uid_reaches_whatever_tmpdir_is(tmp_path, monkeypatch, helper):
+    """The judge's TMPDIR may be private (bench/fleet.sh gives the fleet's processes a 0700 one): a worker folder
+    made there could not be reached by the worker once it dropped to the runner's uid, and on a GPU machine every
+    compile of the fleet failed (the runners compiled for themselves).  The folder lies beneath the cache's root."""
+    import shutil
+    import tempfile
+
+    from triton import knobs
+
+    from kgym_harness.runner import sandbox
+
+    # The trusted modules directory where kgym makes it (/var/cache/kgym/...: every directory above it 0755), not
+    # in pytest's 0700 tmp_path.
+    public = tempfile.mkdtemp(prefix="kgym-test-modules-", dir="/tmp")
+    os.chmod(public, 0o755)
+    try:
+        monkeypatch.setattr(tritoncache, "_resolved", None)
+        monkeypatch.setattr(tritoncache, "_location", lambda: os.path.join(public, "modules"))
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
+        monkeypatch.setattr(knobs.cache, "manager_class", None)
+        private = tmp_path / "private-tmp"
+        private.mkdir(mode=0o700)
+        monkeypatch.setenv("TMPDIR", str(private))
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        uid = 60123
+        seen = []
+        compile_ = helper.compile
+
+        def spy(request, budget):
+            seen.append((request["out"], os.stat(request["out"]).st_uid,
+                         sandbox._reachable(request["out"], uid, uid)))
+            return compile_(request, budget)
+
+        monkeypatch.setattr(helper, "compile", spy)
+        svc = service_for(ADD, helper)
+        svc.uid = uid
+        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=512)
+        assert svc.ensure("add", spec) and svc.facts["compiled"] == 1, svc.reasons
+        ((out, owner, reachable),) = seen
+        assert reachable, f"uid {uid} cannot reach the worker's folder {out}"
+        assert not out.startswith(str(private)) and (os.geteuid() != 0 or owner == uid)
+        assert not os.path.exists(out), "the worker's folder outlived its compile"
+        # A folder left by a judge killed mid-compile goes with the next compile; a recent one stays.
+        work = os.path.dirname(out)
+        old, recent = os.path.join(work, "compile-old"), os.path.join(work, "compile-recent")
+        os.mkdir(old)
+        os.mkdir(recent)
+        os.utime(old, (0, time.time() - kernelcache.STALE_WORK_S - 60))
+        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=1024)
+        assert svc.ensure("add", spec) and svc.facts["compiled"] == 2, svc.reasons
+        assert not os.path.exists(old) and os.path.isdir(recent)
+        # The workers' folder is no namespace: not counted, never evicted as one.
+        assert kernelcache._count(os.path.dirname(work), 0) == 1
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
 
 
 def test_a_worker_that_asks_for_all_memory_fails_alone(tmp_path, helper):

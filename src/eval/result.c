@@ -1142,8 +1142,10 @@ static json_t *tolerance_block(const kg_eval_options *opts, const json_t *messag
 }
 
 /* The judge's trusted compile cache counts (judge/kernelcache.py: the last passed stage's data carries them so
- * far) as the result's "compile_cache" object, numbers only (docs/result-schema.md), or null where the
- * evaluation made no compile request.  A measurement for benchmarks: no verdict reads it. */
+ * far) as the result's "compile_cache" object (docs/result-schema.md), or null where the evaluation made no
+ * compile request: the counts (numbers only) and up to 4 of the judge's reasons for a miss, as strings of at most
+ * 300 bytes (a cache that silently served nothing, as a fleet with a private TMPDIR did, shows why).  A
+ * measurement for benchmarks: no verdict reads it. */
 static json_t *compile_cache_block(const json_t *messages)
 {
     static const char *const keys[] = {"requests", "hits", "compiled", "joined", "failed", "refused",
@@ -1165,6 +1167,27 @@ static json_t *compile_cache_block(const json_t *messages)
             json_decref(out);
             out = NULL;
         }
+    }
+    const json_t *why = json_object_get(use, "reasons");
+    if (!out || !json_is_array(why))
+        return out;
+    json_t *reasons = json_array();
+    const json_t *w;
+    int ok = reasons != NULL;
+    json_array_foreach(why, i, w) {
+        size_t n = json_string_length(w);
+        if (!ok || json_array_size(reasons) >= 4)
+            break;
+        if (json_is_string(w))
+            ok = kg_json_push(reasons, kg_json_textn(json_string_value(w), n < 300 ? n : 300)) == 0;
+    }
+    if (!ok) {
+        json_decref(reasons);
+        reasons = NULL;
+    }
+    if (kg_json_set(out, "reasons", reasons) != 0) {
+        json_decref(out);
+        return NULL;
     }
     return out;
 }

@@ -1183,6 +1183,43 @@ static void sandbox_and_degenerate_facts(void)
     json_decref(r);
 }
 
+/* The compile cache's counts and reasons (judge/kernelcache.py, the last passed stage's data) become the result's
+ * compile_cache: numbers only for the counts, at most 4 reasons of at most 300 bytes, strings only. */
+static void compile_cache_counts_and_reasons(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    char long_reason[400];
+    memset(long_reason, 'x', sizeof long_reason - 1);
+    long_reason[sizeof long_reason - 1] = '\0';
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:{s:i, s:i, s:i, s:s, s:[s, i, s, s, s, s]}}}", "type", "stage",
+                      "stage", "compile", "status", "ok", "detail", "", "data", "kernel_cache_use", "requests", 3,
+                      "failed", 2, "hits", 1, "compiled", "two", "reasons", "the worker ended with status 256", 7,
+                      long_reason, "c", "d", "e"));
+    json_t *r = build(&f, &o);
+    const json_t *cc = json_object_get(r, "compile_cache");
+    KG_CHECK(json_is_object(cc));
+    KG_CHECK(json_number_value(json_object_get(cc, "requests")) == 3.0);
+    KG_CHECK(json_number_value(json_object_get(cc, "failed")) == 2.0);
+    KG_CHECK(json_object_get(cc, "compiled") == NULL); /* not a number: left out */
+    const json_t *why = json_object_get(cc, "reasons");
+    KG_CHECK(json_array_size(why) == 4);
+    KG_CHECK_STR(json_string_value(json_array_get(why, 0)), "the worker ended with status 256");
+    KG_CHECK(json_string_length(json_array_get(why, 1)) == 300);
+    KG_CHECK_STR(json_string_value(json_array_get(why, 3)), "d");
+    json_decref(r);
+    /* No request: null. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    r = build(&f, &o);
+    KG_CHECK(json_is_null(json_object_get(r, "compile_cache")));
+    json_decref(r);
+}
+
 static void wrong_on_timed_inputs_is_incorrect(void)
 {
     /* The timing stage re-ran a mismatching timed call untimed and it was wrong there too: a plain bug
@@ -1955,6 +1992,7 @@ static const kg_test_case cases[] = {
     {"forged_messages_are_dropped", forged_messages_are_dropped},
     {"faster_than_physics", faster_than_physics},
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},
+    {"compile_cache_counts_and_reasons", compile_cache_counts_and_reasons},
     {"fp64_adjudication", fp64_adjudication},
     {"below_floor_relative_rule", below_floor_relative_rule},
     {"precision_feedback", precision_feedback},

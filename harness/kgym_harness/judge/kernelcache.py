@@ -220,7 +220,8 @@ class Service:
             if os.path.exists(os.path.join(nsdir, ".fail-" + digest)):
                 self._note("failed", "compiled meanwhile, and failed")
                 return None
-            return self._compile(nsdir, digest, qualname, spec)
+            left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000 - (time.monotonic() - t0)
+            return self._compile(base, nsdir, digest, qualname, spec, left)
         finally:
             os.close(fd)  # the lock goes with it
 
@@ -262,8 +263,9 @@ class Service:
             t = driver.active.get_current_target()
             self.target = [t.backend, t.arch, t.warp_size]
 
-    def _compile(self, nsdir, digest, qualname, spec):
-        left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000
+    def _compile(self, base, nsdir, digest, qualname, spec, left):
+        """The worker's compile of one request into ``nsdir``/``digest``; ``left``: seconds of this evaluation's
+        budget left, this request's own wait so far counted."""
         if left < 1:
             self._note("refused", f"this evaluation's {EVALUATION_BUDGET_S:.0f} s of compiles are spent")
             return None
@@ -275,7 +277,10 @@ class Service:
             self._note("refused", "the disk is nearly full")
             return None
         self._set_target()
-        out = tempfile.mkdtemp(prefix="kgym-compile-")
+        out = _worker_folder(base)
+        if out is None:
+            self._note("failed", "no folder for the worker beneath the cache")
+            return None
         try:
             if self.uid is not None and os.geteuid() == 0:
                 os.chown(out, self.uid, self.uid)
@@ -300,6 +305,33 @@ class Service:
             return _touch(nsdir, digest)
         finally:
             shutil.rmtree(out, ignore_errors=True)
+
+
+WORK = ".work"  # the workers' folders beneath the cache's root (a dot name: never counted or evicted as a namespace)
+STALE_WORK_S = 3600  # a folder this old was left by a judge killed mid-compile (a worker lives BUDGET_S at most)
+
+
+def _worker_folder(base):
+    """A new folder for one worker's output, beneath the cache's root (``<root>/.work``, 0711, the root 0711 and
+    the modules directory 0755 above it): a path the runner's uid can traverse wherever the judge's TMPDIR points.
+    A private TMPDIR (bench/fleet.sh gives every process of the fleet one) made every worker fail once it dropped to
+    that uid, so the cache served nothing there.  Folders left by a judge killed mid-compile go first.  Returns the
+    path (chown-ed to the worker's uid by the caller), or None."""
+    from ..shared import tritoncache
+
+    work, _why = tritoncache.safe_dir(os.path.join(base, WORK), 0o711)
+    if work is None:
+        return None
+    try:
+        with os.scandir(work) as it:
+            now = time.time()
+            stale = [e.path for e in it if e.is_dir(follow_symlinks=False)
+                     and now - e.stat(follow_symlinks=False).st_mtime > STALE_WORK_S]
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
+        return tempfile.mkdtemp(prefix="compile-", dir=work)
+    except OSError:
+        return None
 
 
 def _constants_why(spec):
