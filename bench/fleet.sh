@@ -13,10 +13,10 @@
 # jobs ended and it is running one, with `--lease S` (default 10 s) so that its jobs are taken over soon.  Each run
 # has a fresh
 # redis-server (its own folder and free port, --appendonly yes: nothing is answered from an earlier run's dedup
-# entries), a fresh API server and workers, and an empty Triton cache (TRITON_CACHE_DIR in a temporary folder, as
-# grpo.sh).  Once every worker's heartbeat is there and --settle S seconds passed (10 on a GPU, 3 on the CPU: the
-# warm pairs start), the whole list is submitted as one `POST /v1/jobs` batch (chunks of 1,000), and the run waits
-# until every job ended (at most --wait S, 900).  Progress and timestamps go to stderr.
+# entries), a fresh API server and workers, an empty Triton cache (TRITON_CACHE_DIR in a temporary folder, as
+# grpo.sh) and an empty trusted compile cache.  Once every worker's heartbeat is there and --settle S seconds passed
+# (10 on a GPU, 3 on the CPU: the warm pairs start), the whole list is submitted as one `POST /v1/jobs` batch (chunks
+# of 1,000), and the run waits until every job ended (at most --wait S, 900).  Progress and timestamps go to stderr.
 #
 # The list: bench/grpo_mix.py's mix, --tasks N KernelBench tasks x 8 samples (default 16: 128 jobs, two of each
 # eight exact twins, which the fleet answers from their twin: cached_from), or --list FILE (a kgym bench list:
@@ -209,6 +209,7 @@ run_fleet() {
     mkdir -p "$_dir" || die "cannot make $_dir"
     SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/kgym-fleet-$_name.XXXXXX") || die "no temporary folder"
     mkdir -p "$SCRATCH/redis" "$SCRATCH/tmp" "$SCRATCH/triton"
+    empty_compile_cache  # every run compiles what it needs (the cache is machine-wide: "all" found "one"'s kernels)
     _rport=$("$PY" bench/fleet.py free-port) || die "no free port"
     $REDIS_SH "$REDIS" --port "$_rport" --bind 127.0.0.1 --save "" --appendonly yes --dir "$SCRATCH/redis" \
         >"$_dir/redis.log" 2>&1 &

@@ -65,6 +65,15 @@ preflight() {
 }
 
 # run_bench OUT JOBS LIST [kgym bench flags...]: one `kgym bench` process, its JSON saved to OUT.
+# empty_compile_cache: the trusted compile cache (harness judge/kernelcache.py) emptied, as on a fresh machine: what
+# one run compiled is not found by the next (its kernels directory is machine-wide).
+empty_compile_cache() {
+    "$PY" -c 'import shutil, sys; sys.path.insert(0, "harness")
+from kgym_harness.judge import kernelcache
+r, _ = kernelcache.root()
+r and shutil.rmtree(r, ignore_errors=True)' || die "could not empty the compile cache"
+}
+
 run_bench() {
     _out=$1 _jobs=$2 _list=$3
     shift 3

@@ -100,12 +100,7 @@ while [ "$rep" -le "$REPEAT" ]; do
         [ "$REPEAT" -gt 1 ] && printf '%s: repetition %s of %s, %s\n' "$NAME" "$rep" "$REPEAT" "$who" >&2
         # Each build starts from an empty Triton cache, as on a fresh machine (throughput_paired.sh says why).
         tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-grpo-triton.XXXXXX") || die "no temporary directory"
-        # The trusted compile cache (harness judge/kernelcache.py) starts empty too: what one run compiled is not
-        # found by the next.
-        "$PY" -c 'import shutil, sys; sys.path.insert(0, "harness")
-from kgym_harness.judge import kernelcache
-r, _ = kernelcache.root()
-r and shutil.rmtree(r, ignore_errors=True)' || die "could not empty the compile cache"
+        empty_compile_cache  # the trusted compile cache starts empty too
         TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
         if [ "$who" = head ] && [ -n "$HEAD_ENV" ]; then
             # HEAD_ENV: NAME=VALUE words, checked above; a subshell, so the baseline's runs never see them
