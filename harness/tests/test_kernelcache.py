@@ -480,7 +480,9 @@ def test_the_workers_folder_is_one_its_uid_reaches_whatever_tmpdir_is(tmp_path, 
         def spy(request, budget):
             seen.append((request["out"], os.stat(request["out"]).st_uid,
                          sandbox._reachable(request["out"], uid, uid)))
-            return compile_(request, budget)
+            # The compile itself as the judge's uid: where this machine's Python is unreadable by other uids the
+            # drop is refused, and a root worker told to drop does not compile (test_kernelcache_redteam3).
+            return compile_(dict(request, uid=None), budget)
 
         monkeypatch.setattr(helper, "compile", spy)
         svc = service_for(ADD, helper)
@@ -493,13 +495,20 @@ def test_the_workers_folder_is_one_its_uid_reaches_whatever_tmpdir_is(tmp_path, 
         assert not os.path.exists(out), "the worker's folder outlived its compile"
         # A folder left by a judge killed mid-compile goes with the next compile; a recent one stays.
         work = os.path.dirname(out)
-        old, recent = os.path.join(work, "compile-old"), os.path.join(work, "compile-recent")
+        old = os.path.join(work, "compile-old")
         os.mkdir(old)
-        os.mkdir(recent)
-        os.utime(old, (0, time.time() - kernelcache.STALE_WORK_S - 60))
+        os.utime(old, (0, time.time() - kernelcache.STALE_WORK_S - 60))  # its mtime is not what dates it
+        old_named = os.path.join(work, f"compile-{int(time.time() - kernelcache.STALE_WORK_S - 60)}-x")
+        recent_dated = os.path.join(work, f"compile-{int(time.time())}-y")
+        os.mkdir(old_named)
+        os.mkdir(recent_dated)
+        os.utime(recent_dated, (0, 0))
         spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=1024)
         assert svc.ensure("add", spec) and svc.facts["compiled"] == 2, svc.reasons
-        assert not os.path.exists(old) and os.path.isdir(recent)
+        # Unnamed ones (no judge of this version made them) and those named over an hour ago go; a folder named
+        # now stays whatever its mtime says (its worker sets that).
+        assert not os.path.exists(old) and not os.path.exists(old_named), os.listdir(work)
+        assert os.path.isdir(recent_dated), os.listdir(work)
         # The workers' folder is no namespace: not counted, never evicted as one.
         assert kernelcache._count(os.path.dirname(work), 0) == 1
     finally:

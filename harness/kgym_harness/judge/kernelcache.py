@@ -304,34 +304,63 @@ class Service:
             self._note("compiled")
             return _touch(nsdir, digest)
         finally:
-            shutil.rmtree(out, ignore_errors=True)
+            _remove_tree(out, REMOVE_S)
 
 
 WORK = ".work"  # the workers' folders beneath the cache's root (a dot name: never counted or evicted as a namespace)
 STALE_WORK_S = 3600  # a folder this old was left by a judge killed mid-compile (a worker lives BUDGET_S at most)
+REMOVE_S = 30.0  # the longest the judge spends removing one worker's folder after its compile (then a sweep's)
+SWEEP_S = 5.0  # the longest a compile spends sweeping folders judges killed mid-compile left
+_BORN = re.compile(r"^compile-(\d+)-")
 
 
 def _worker_folder(base):
     """A new folder for one worker's output, beneath the cache's root (``<root>/.work``, 0711, the root 0711 and
     the modules directory 0755 above it): a path the runner's uid can traverse wherever the judge's TMPDIR points.
     A private TMPDIR (bench/fleet.sh gives every process of the fleet one) made every worker fail once it dropped to
-    that uid, so the cache served nothing there.  Folders left by a judge killed mid-compile go first.  Returns the
-    path (chown-ed to the worker's uid by the caller), or None."""
+    that uid, so the cache served nothing there.  Folders left by a judge killed mid-compile go first, within
+    SWEEP_S: a folder's age is the time in its name, which the judge gave it (``.work`` is root's and 0711: a
+    worker can neither rename nor list it), never its mtime, which its worker sets (a live folder dated 1970 would
+    be swept under its compile).  Returns the path (chown-ed to the worker's uid by the caller), or None."""
     from ..shared import tritoncache
 
     work, _why = tritoncache.safe_dir(os.path.join(base, WORK), 0o711)
     if work is None:
         return None
+    now = time.time()
+    deadline = time.monotonic() + SWEEP_S
     try:
-        with os.scandir(work) as it:
-            now = time.time()
-            stale = [e.path for e in it if e.is_dir(follow_symlinks=False)
-                     and now - e.stat(follow_symlinks=False).st_mtime > STALE_WORK_S]
-        for path in stale:
-            shutil.rmtree(path, ignore_errors=True)
-        return tempfile.mkdtemp(prefix="compile-", dir=work)
+        names = os.listdir(work)
+    except OSError:
+        names = []
+    for name in names:
+        born = _BORN.match(name)
+        if born and now - int(born.group(1)) <= STALE_WORK_S:
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        _remove_tree(os.path.join(work, name), left)
+    try:
+        return tempfile.mkdtemp(prefix=f"compile-{int(now)}-", dir=work)
     except OSError:
         return None
+
+
+def _remove_tree(path, timeout):
+    """Removes ``path``, whatever a worker left in it: links removed, never followed; a tree of any depth (GNU rm
+    walks with fts, where shutil.rmtree recursed a level at a time and raised RecursionError, which no
+    ``ignore_errors`` covers, on a chain of a few thousand directories: the folder outlived its compile, and each
+    later sweep failed).  Within ``timeout`` seconds; what is left then stays for a later sweep.  Never raises: a
+    folder that cannot be removed is no reason to fail a compile."""
+    import subprocess
+
+    try:
+        subprocess.run([shutil.which("rm") or "/bin/rm", "-rf", "--one-file-system", "--", path],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       timeout=max(0.1, timeout), check=False)
+    except Exception:  # noqa: BLE001 — a timeout, or no rm: the folder waits for the next sweep
+        pass
 
 
 def _constants_why(spec):
@@ -778,7 +807,7 @@ def _lockdown(out, uid, active, warnings):
     writes beneath ``out`` alone, executes only the compiler toolchain), no core files, limits on CPU time, data
     and file size; HOME, TMPDIR and Triton's cache in ``out``.  Returns whether the worker may run the skeleton:
     only with Landlock in force, or as another uid than the judge's (fail closed: a worker left with the judge's
-    uid and no Landlock could write the cache itself)."""
+    uid and no Landlock could write the cache itself), and never as root where a uid was asked for."""
     import resource
 
     from ..runner import sandbox
@@ -812,6 +841,11 @@ def _lockdown(out, uid, active, warnings):
     read = [p for p in dict.fromkeys(read) if os.path.exists(p)]
     abi = sandbox.landlock_runner(read, [out, "/dev/null"], sandbox.Granted(), warnings,
                                   execute=sandbox.runner_programs({"device": "cuda"}))
+    if uid is not None and judge_uid == 0 and not dropped:
+        # Root told to be the runner's uid and refused (its Python unreadable by that uid, say): Landlock alone
+        # covers no chmod, chown, utime or kill, and a subverted worker as root could set-uid any root file.
+        warnings.append("the worker is still root: it does not compile (the runner compiles its own kernels)")
+        return False
     return bool(abi) or dropped
 
 
