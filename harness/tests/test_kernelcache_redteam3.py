@@ -196,21 +196,31 @@ print(json.dumps(r))
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the judge is root only where kgym runs as root")
-def test_pre_existing_a_root_judges_worker_whose_drop_is_refused_does_not_run(tmp_path):
+def test_pre_existing_a_root_judges_worker_whose_drop_is_refused_does_not_run():
     """Not 056a53b's (side finding, _lockdown): where the judge is root and the runner's uid cannot read Python's
     files (a pyenv under /root 0700, as on this machine), drop_privileges refuses and the worker runs the skeleton as
     ROOT, held by Landlock alone, which covers no chmod, chown, utime, kill or setuid: a subverted worker makes any
     root-owned file set-uid (shown on a file of the test's), chowns the cache's directories away, kills any process.
     "Judge's uid + Landlock" is accepted for a non-root judge; for root it must fail closed."""
-    out = tmp_path / "out"
-    out.mkdir()
-    fd, victim = tempfile.mkstemp(dir=str(tmp_path))
+    # Where the worker's uid can reach its folder (pytest's tmp_path is 0700): on a machine whose Python that uid
+    # can read (a GPU machine's /usr), the drop succeeds and the worker must simply not be root.
+    public = tempfile.mkdtemp(prefix="kgym-test-rt3-", dir="/tmp")
+    os.chmod(public, 0o755)
+    out = os.path.join(public, "out")
+    os.mkdir(out)
+    os.chown(out, 60123, 60123)
+    fd, victim = tempfile.mkstemp(dir=public)
     os.close(fd)
     os.chmod(victim, 0o644)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["PYTHONPATH"] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(kernelcache.__file__))))
     proc = subprocess.run([sys.executable, "-c", _ROOT_WORKER, str(out), victim], capture_output=True, text=True,
                           env=env, timeout=120)
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
-    mode = oct(os.stat(victim).st_mode & 0o7777)
+    try:
+        lines = proc.stdout.strip().splitlines()
+        assert lines, f"the worker's lockdown failed: {proc.stderr[-600:]}"
+        r = json.loads(lines[-1])
+        mode = oct(os.stat(victim).st_mode & 0o7777)
+    finally:
+        subprocess.run(["rm", "-rf", public], check=False)
     assert not (r["ok"] and r["euid"] == 0), f"the worker runs as root under Landlock alone: {r}, victim now {mode}"
