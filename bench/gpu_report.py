@@ -34,6 +34,7 @@ import os
 import statistics
 import subprocess
 import sys
+from collections import Counter
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -576,6 +577,11 @@ def _grpo_figures(doc):
             "compile_cache": {k: sum(num(get(r, "compile_cache", k)) or 0.0 for r in done)
                               for k in ("requests", "hits", "compiled", "joined", "failed", "refused", "compile_ms",
                                         "wait_ms")},
+            # Why requests failed or were refused (compile_cache.reasons), most frequent first: a cache that serves
+            # nothing says why (a private TMPDIR once made every worker fail, unnoticed).
+            "compile_cache_reasons": Counter(str(w)[:160] for r in done
+                                             for w in (get(r, "compile_cache", "reasons") or [])
+                                             if isinstance(w, str)).most_common(3),
             # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
@@ -722,6 +728,9 @@ def report_grpo(args):
                          f"{cc['hits']:.0f} found filed, {cc['joined']:.0f} found after another judge's compile, "
                          f"{cc['compiled']:.0f} compiled by a worker, {cc['failed']:.0f} failed, {cc['refused']:.0f} "
                          f"refused; workers {cc['compile_ms'] / 1000:,.1f} s, runners waiting {cc['wait_ms'] / 1000:,.1f} s")
+            if f["compile_cache_reasons"]:
+                lines.append(f"{who}: why requests failed or were refused: "
+                             + "; ".join(f"{n}x {why}" for why, n in f["compile_cache_reasons"]))
     for who, f in runs:
         if f["not_kept"]:
             lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "
