@@ -410,6 +410,50 @@ def test_a_worker_cannot_write_outside_its_folder(tmp_path, cache_dirs, helper):
     assert "Permission" in answer["error"] or "denied" in answer["error"], answer
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private tmpfs needs a mount namespace (root)")
+def test_what_a_worker_writes_never_reaches_the_disk(tmp_path, helper):
+    """Its folder is a private tmpfs of WORK_BYTES in the worker's own mount namespace: a worker that writes without
+    end (here 8 MiB files, under RLIMIT_FSIZE each, past WORK_BYTES in all) meets ENOSPC, and nothing of it is on
+    the host's disk, during or after (the folder there holds the worker's log alone)."""
+    n = kernelcache.WORK_BYTES // (8 << 20) + 8
+    skeleton = ("import os\n"
+                f"for i in range({n}):\n"
+                "    open(os.path.join(os.environ['HOME'], f'f{i}'), 'wb').write(b'x' * (8 << 20))\n")
+    out = tmp_path / "work"
+    out.mkdir()
+    answer = helper.compile({"skeleton": skeleton, "qualname": "k", "spec": "{}", "target": TARGET,
+                             "out": str(out), "uid": None}, 60)
+    assert "No space left" in answer.get("error", ""), answer
+    assert sorted(os.listdir(out)) == ["worker.log"], os.listdir(out)
+
+
+def test_the_entry_the_worker_sends_is_checked(tmp_path):
+    """The worker reads its entry in its own folder and sends it; the judge believes none of it: names that are not
+    plain, files past the caps, no group file or one naming files the entry lacks, text that is not base64."""
+    import base64
+
+    key = "A" * 52
+    nsdir = tmp_path / "ns"
+    nsdir.mkdir()
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    group = b64(json.dumps({"child_paths": {"k.cubin": "/x/k.cubin"}}).encode())
+    good = {"__grp__k.json": group, "k.cubin": b64(b"\x7fELF")}
+    assert kernelcache._file(key, dict(good), str(nsdir), "d0") == key
+    assert (nsdir / "d0" / key / "k.cubin").read_bytes() == b"\x7fELF"
+    bad = [("not a key", good), (key, {}), (key, dict(good, **{"../x": b64(b"1")})),
+           (key, dict(good, **{".hidden": b64(b"1")})), (key, dict(good, lock=b64(b"1"))),
+           (key, dict(good, **{"k.ptx": "not base64!"})),
+           (key, dict(good, **{f"f{i}": b64(b"1") for i in range(kernelcache.MAX_FILES)})),
+           (key, dict(good, big=b64(b"x" * (kernelcache.MAX_BYTES + 1)))),
+           (key, {"k.cubin": good["k.cubin"]}),
+           (key, {"__grp__k.json": group}),
+           (key, dict(good, **{"__grp__j.json": group}))]
+    for i, (k, files) in enumerate(bad):
+        with pytest.raises(ValueError):
+            kernelcache._file(k, files, str(nsdir), f"d{i + 1}")
+        assert not (nsdir / f"d{i + 1}").exists()
+
+
 @pytest.mark.parametrize("name", ["../x", ".hidden", "a/b"])
 def test_the_reader_serves_no_name_outside_the_entry(tmp_path, name):
     kdir = tmp_path / "ns"

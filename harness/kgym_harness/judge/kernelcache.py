@@ -79,6 +79,10 @@ MAX_NAMESPACES = 512
 MAX_ENTRIES = 64
 MAX_FILES = 16
 MAX_BYTES = 16 << 20
+# The worker's folder: a private tmpfs of its own mount namespace (what it writes, however much, never reaches the
+# host's disk, and goes with it): ptxas's temporaries and Triton's entry fit many times over.
+WORK_BYTES = 512 << 20
+WORK_FILES = 4096
 MAX_NAMESPACE_BYTES = 32 << 20
 MIN_FREE_BYTES = 4 << 30
 # Options a specialisation may set (a launch's or a Config's own: the language lets the candidate choose these);
@@ -300,8 +304,11 @@ class Service:
             if not answer.get("ok"):
                 self._note("failed", answer.get("error") or "the worker did not finish")
                 return None
-            _file(out, answer.get("key"), nsdir, digest)
+            _file(answer.get("key"), answer.get("files"), nsdir, digest)
             self._note("compiled")
+            for w in answer.get("warnings") or ():
+                if isinstance(w, str) and "host's disk" in w and len(self.reasons) < 8:
+                    self.reasons.append("warning: " + w[:290])  # a protection refused: the result says so
             return _touch(nsdir, digest)
         finally:
             _remove_tree(out, REMOVE_S)
@@ -502,48 +509,46 @@ def _write_marker(nsdir, name, text):
         raise
 
 
-def _file(out, key, nsdir, digest):
-    """The worker's entry (``out``/cache/<key>/), checked and copied into the namespace as ``digest/key/``:
-    regular files only, at most MAX_FILES of MAX_BYTES in all, exactly those its group file names, written 0644 in
-    0755 directories made under a temporary name and renamed into place at once.  Why a directory per request
-    and not per Triton key: Triton hashes a constant as str(value), so "1" and 1 (or an option "False" and False)
-    share a key while they compile to different code; a runner reads only the directory of its own request,
-    whose digest is of the exact JSON it sent.  Returns the key; raises ValueError on anything else."""
+def _file(key, sent, nsdir, digest):
+    """The entry the worker sent (``{name: base64 bytes}``, the files of its ``cache/<key>/``), checked and written
+    into the namespace as ``digest/key/``: names of plain files only, at most MAX_FILES of MAX_BYTES in all, exactly
+    those its group file names, written 0644 in 0755 directories made under a temporary name and renamed into place
+    at once.  The worker's word is all checked here: it read its own folder (a private tmpfs that went with it),
+    and may say anything.  Why a directory per request and not per Triton key: Triton hashes a constant as
+    str(value), so "1" and 1 (or an option "False" and False) share a key while they compile to different code; a
+    runner reads only the directory of its own request, whose digest is of the exact JSON it sent.  Returns the
+    key; raises ValueError on anything else."""
+    import base64
+    import binascii
+
     if not isinstance(key, str) or not _KEY.match(key):
         raise ValueError(f"the worker named no key ({str(key)[:60]!r})")
-    # Every level opened without following a link (the worker may have left any beneath its folder), and the files
-    # read relative to the entry's descriptor: nothing outside ``out`` is read.
-    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    fds = []
+    if not isinstance(sent, dict) or not sent or len(sent) > MAX_FILES:
+        raise ValueError(f"not 1 to {MAX_FILES} files")
+    files = {}
+    total = 0
+    for name, text in sent.items():
+        if not _plain_name(name) or not isinstance(text, str) or len(text) > MAX_BYTES * 4 // 3 + 4:
+            raise ValueError(f"a file the entry may not hold: {str(name)[:60]!r}")
+        try:
+            files[name] = base64.b64decode(text, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{name[:60]!r} is not base64") from None
+        total += len(files[name])
+    if total > MAX_BYTES:
+        raise ValueError(f"{len(files)} files, {total} bytes: more than an entry may hold")
+    groups = [n for n in files if n.startswith("__grp__")]
+    if len(groups) != 1:
+        raise ValueError("not one group file")
+    group = groups[0]
     try:
-        fds.append(os.open(out, flags))
-        fds.append(os.open("cache", flags, dir_fd=fds[-1]))
-        fds.append(os.open(key, flags, dir_fd=fds[-1]))
-        src = fds[-1]
-        files = {}
-        total = 0
-        for name in os.listdir(src):
-            if name == "lock" or name.startswith("."):
-                continue
-            est = os.stat(name, dir_fd=src, follow_symlinks=False)
-            if not stat.S_ISREG(est.st_mode):
-                raise ValueError(f"{name} is not a regular file")
-            total += est.st_size
-            files[name] = est.st_size
-        if len(files) > MAX_FILES or total > MAX_BYTES:
-            raise ValueError(f"{len(files)} files, {total} bytes: more than an entry may hold")
-        groups = [n for n in files if n.startswith("__grp__")]
-        if len(groups) != 1:
-            raise ValueError("not one group file")
-        group = groups[0]
-        children = json.loads(_read(group, files[group], src)).get("child_paths")
-        if not isinstance(children, dict) or not children or \
-                any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
-            raise ValueError("the group file names files the entry does not hold")
-        data = {name: _read(name, files[name], src) for name in children}
-    finally:
-        for fd in fds:
-            os.close(fd)
+        children = json.loads(files[group]).get("child_paths")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        children = None
+    if not isinstance(children, dict) or not children or \
+            any(not isinstance(n, str) or n not in files or n.startswith("__grp__") for n in children):
+        raise ValueError("the group file names files the entry does not hold")
+    data = {name: files[name] for name in children}
     final = os.path.join(nsdir, digest)
     work = tempfile.mkdtemp(prefix=".tmp-", dir=nsdir)
     try:
@@ -568,6 +573,44 @@ def _file(out, key, nsdir, digest):
     return key
 
 
+def _plain_name(name):
+    """A name a file of an entry may have: one path component, not hidden (so not . or ..), no NUL, at most 255
+    bytes, not Triton's lock."""
+    try:
+        size = len(name.encode("utf-8"))
+    except (AttributeError, UnicodeEncodeError):
+        return False
+    return 0 < size <= 255 and "/" not in name and "\0" not in name and not name.startswith(".") and name != "lock"
+
+
+def _collect(out, key):
+    """In the worker: its entry (``out``/cache/<key>/), {name: base64 bytes} of its plain files but Triton's lock
+    and temporaries, within MAX_FILES and MAX_BYTES (the judge checks again); raises ValueError past them."""
+    import base64
+
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    fds = []
+    try:
+        fds.append(os.open(out, flags))
+        fds.append(os.open("cache", flags, dir_fd=fds[-1]))
+        fds.append(os.open(key, flags, dir_fd=fds[-1]))
+        src = fds[-1]
+        sizes = {}
+        for name in os.listdir(src):
+            if name == "lock" or name.startswith("."):
+                continue
+            est = os.stat(name, dir_fd=src, follow_symlinks=False)
+            if not stat.S_ISREG(est.st_mode):
+                raise ValueError(f"{name} is not a regular file")
+            sizes[name] = est.st_size
+        if len(sizes) > MAX_FILES or sum(sizes.values()) > MAX_BYTES:
+            raise ValueError(f"{len(sizes)} files, {sum(sizes.values())} bytes: more than an entry may hold")
+        return {name: base64.b64encode(_read(name, size, src)).decode("ascii") for name, size in sizes.items()}
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def _read(name, size, dir_fd):
     """At most ``size`` bytes of the regular file ``name`` in the directory ``dir_fd``, never through a link."""
     fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
@@ -576,6 +619,9 @@ def _read(name, size, dir_fd):
 
 
 # -- the helper: forked from the judge before any job -------------------------------------------------------------
+
+ANSWER_LIMIT = MAX_BYTES * 4 // 3 + (1 << 20)  # a worker's answer: an entry's files in base64, and its words
+
 
 def _send(sock, obj):
     data = json.dumps(obj).encode("utf-8")
@@ -630,7 +676,7 @@ class Helper:
             worker = socket.socket(fileno=fds[0])
             worker.settimeout(budget + 30)
             _send(worker, request)
-            answer = _recv(worker)
+            answer = _recv(worker, ANSWER_LIMIT)
             ended = _recv(self.sock)
         except (OSError, ValueError) as exc:
             return {"error": f"the helper: {type(exc).__name__}: {exc}", "transient": True}
@@ -788,7 +834,7 @@ def _worker(sock):
     t1 = time.monotonic()
     try:
         key = compile_entry(request["skeleton"], request["qualname"], request["spec"], request["target"], out)
-        answer = {"ok": True, "key": key, "warnings": warnings[:4],
+        answer = {"ok": True, "key": key, "files": _collect(out, key), "warnings": warnings[:4],
                   "ms": {"lockdown": (t1 - t0) * 1e3, "compile": (time.monotonic() - t1) * 1e3}}
     except _CompileError as exc:
         answer = {"compile_error": str(exc)[:2000]}
@@ -821,6 +867,7 @@ def _lockdown(out, uid, active, warnings):
     # Its own process group (the helper kills it and the ptxas it started at once, past its budget), in the judge's
     # session; it dies with the helper, which dies with the judge.
     judge_uid = os.geteuid()
+    _private_folder(out, uid, warnings)  # while still root: a mount namespace needs it
     dropped = False
     if uid is not None and judge_uid == 0:
         dropped = sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted()) and os.geteuid() != 0
@@ -847,6 +894,33 @@ def _lockdown(out, uid, active, warnings):
         warnings.append("the worker is still root: it does not compile (the runner compiles its own kernels)")
         return False
     return bool(abi) or dropped
+
+
+def _private_folder(out, uid, warnings):
+    """The worker's folder becomes a private tmpfs of WORK_BYTES and WORK_FILES (no programs run from it) in a mount
+    namespace of the worker's own, owned by ``uid``: a subverted worker that writes without end meets ENOSPC, and
+    the host's disk (the job store's, the cache's) is never filled, as the runner's own folder is held
+    (sandbox.mount_workdir); it goes with the worker, so nothing is left to remove.  Its entry reaches the judge
+    over its socket (_collect).  Returns whether it is in place; where a mount namespace is refused (kgym not
+    root) the folder stays on the disk, bounded by RLIMIT_FSIZE a file, with a warning."""
+    from ..runner import sandbox
+
+    if os.geteuid() != 0:
+        warnings.append("the worker's folder is on the host's disk (not root: no private tmpfs)")
+        return False
+    err = sandbox._unshare(sandbox._CLONE_NEWNS)
+    if err:
+        warnings.append(f"the worker's folder is on the host's disk (no mount namespace: {err})")
+        return False
+    owner = f",uid={uid},gid={uid}" if uid is not None else ""
+    try:
+        sandbox._mount(None, "/", None, sandbox._MS_REC | sandbox._MS_PRIVATE)
+        sandbox._mount("tmpfs", out, "tmpfs", sandbox._MS_NOSUID | sandbox._MS_NODEV | sandbox._MS_NOEXEC,
+                       f"size={WORK_BYTES},nr_inodes={WORK_FILES},mode=0700{owner}")
+    except OSError as exc:
+        warnings.append(f"the worker's folder is on the host's disk (no tmpfs: {exc})")
+        return False
+    return True
 
 
 class _CompileError(Exception):
