@@ -307,7 +307,7 @@ class Service:
             _file(answer.get("key"), answer.get("files"), nsdir, digest)
             self._note("compiled")
             for w in answer.get("warnings") or ():
-                if isinstance(w, str) and "host's disk" in w and len(self.reasons) < 8:
+                if isinstance(w, str) and len(self.reasons) < 8 and "warning: " + w[:290] not in self.reasons:
                     self.reasons.append("warning: " + w[:290])  # a protection refused: the result says so
             return _touch(nsdir, digest)
         finally:
@@ -628,22 +628,29 @@ def _send(sock, obj):
     sock.sendall(struct.pack("!I", len(data)) + data)
 
 
-def _recv(sock, limit=16 << 20):
-    head = _recv_exact(sock, 4)
+def _recv(sock, limit=16 << 20, deadline=None):
+    """One message (a 4-byte length, then JSON), or None at the end of the socket; by ``deadline`` (monotonic
+    seconds) where given, whatever the sender's pace (socket.timeout past it)."""
+    head = _recv_exact(sock, 4, deadline)
     if head is None:
         return None
     (n,) = struct.unpack("!I", head)
     if n > limit:
         raise ValueError("a message too long")
-    data = _recv_exact(sock, n)
+    data = _recv_exact(sock, n, deadline)
     if data is None:
         return None
     return json.loads(data)
 
 
-def _recv_exact(sock, n):
+def _recv_exact(sock, n, deadline=None):
     chunks = []
     while n:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("past the exchange's deadline")
+            sock.settimeout(left)
         chunk = sock.recv(n)
         if not chunk:
             return None
@@ -658,32 +665,49 @@ class Helper:
     def __init__(self, sock, pid):
         self.sock = sock
         self.pid = pid
+        self.broken = None  # why the helper's socket can no longer be trusted to be in step, once it cannot
 
     def compile(self, request, budget):
         """One worker's run: the helper forks a worker and hands this process the worker's socket; the request
         goes to the worker alone (the helper, which forks every later worker, never holds a candidate's bytes),
-        its answer comes back from it ({"ok", "key"} or {"compile_error"} or {"error"}), then the helper's word
-        on how it ended (a worker killed past its budget says nothing itself)."""
+        its answer comes back from it ({"ok", "key", "files"} or {"compile_error"} or {"error"}), then the
+        helper's word on how it ended (a worker killed past its budget says nothing itself).  The whole exchange
+        has one deadline, the budget and 30 s (a worker's descendant sending a byte now and then cannot stretch
+        it), and the helper's word is read whatever the worker sent: an answer too long, not JSON or nested past
+        the recursion limit is the worker's failure, never a helper one message behind for every later compile.
+        Where the helper's word cannot be read, the helper is not used again (every later request a miss)."""
+        if self.broken:
+            return {"error": f"the helper is gone ({self.broken})", "transient": True}
+        deadline = time.monotonic() + budget + 30
         worker = None
         try:
-            self.sock.settimeout(budget + 30)
             _send(self.sock, {"target": request.get("target"), "budget": budget})
+            self.sock.settimeout(max(0.1, deadline - time.monotonic()))
             _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 16, 1)
             if len(fds) != 1:
                 for fd in fds:
                     os.close(fd)
+                self.broken = "it handed no worker"
                 return {"error": "the helper is gone", "transient": True}
             worker = socket.socket(fileno=fds[0])
-            worker.settimeout(budget + 30)
-            _send(worker, request)
-            answer = _recv(worker, ANSWER_LIMIT)
-            ended = _recv(self.sock)
-        except (OSError, ValueError) as exc:
-            return {"error": f"the helper: {type(exc).__name__}: {exc}", "transient": True}
+            try:
+                _send(worker, request)
+                answer = _recv(worker, ANSWER_LIMIT, deadline)
+            except Exception as exc:  # noqa: BLE001 — the worker's doing (RecursionError included)
+                answer = {"error": f"the worker's answer: {type(exc).__name__}: {str(exc)[:200]}", "transient": True}
+            worker.close()  # nothing more is read from it: its descendants write to no one
+            worker = None
+            ended = _recv(self.sock, 1 << 16, deadline)
+        except Exception as exc:  # noqa: BLE001 — the helper's socket is out of step, or the helper gone
+            self.broken = f"{type(exc).__name__}: {str(exc)[:200]}"
+            return {"error": f"the helper: {self.broken}", "transient": True}
         finally:
             if worker is not None:
                 worker.close()
-        if isinstance(ended, dict) and ended.get("error"):
+        if not isinstance(ended, dict):
+            self.broken = "it said nothing of the worker's end"
+            return {"error": "the helper is gone", "transient": True}
+        if ended.get("error"):
             return dict(ended, transient=True)  # killed past its budget, or gone: not a fact of the request
         return answer if isinstance(answer, dict) else {"error": "the worker ended without an answer",
                                                         "transient": True}
@@ -767,9 +791,13 @@ def _warm(target):
         pass
 
 
+_LATE = 3  # the intermediate's exit status for a worker it killed past its budget
+
+
 def _run_worker(sock, budget):
-    """Forks one worker, hands the judge its socket (SCM_RIGHTS on ``sock``), waits for it within ``budget``
-    seconds (then kills it).  Returns the helper's word for the judge: {} or {"error"}."""
+    """Forks one worker (through an intermediate: below), hands the judge its socket (SCM_RIGHTS on ``sock``),
+    waits for it within ``budget`` seconds (then kills it).  Returns the helper's word for the judge: {} or
+    {"error"}."""
     try:
         budget = min(BUDGET_S, max(1.0, float(budget)))
     except (TypeError, ValueError):
@@ -782,7 +810,7 @@ def _run_worker(sock, budget):
             os.setpgid(0, 0)
             sock.close()
             theirs.close()
-            code = _worker(mine)
+            code = _intermediate(mine, budget)
         except BaseException:  # noqa: BLE001
             code = 1
         os._exit(code)
@@ -795,11 +823,14 @@ def _run_worker(sock, budget):
         socket.send_fds(sock, [b"w"], [theirs.fileno()])
     finally:
         theirs.close()
-    deadline = time.monotonic() + budget
+    deadline = time.monotonic() + budget + 5  # the intermediate keeps the budget; this is its backstop
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            return {} if status == 0 else {"error": f"the worker ended with status {status}"}
+            code = os.waitstatus_to_exitcode(status)
+            if code == _LATE:
+                return {"error": f"the compile took longer than {budget:.0f} s"}
+            return {} if code == 0 else {"error": f"the worker ended with status {status}"}
         if time.monotonic() > deadline:
             try:
                 os.killpg(pid, signal.SIGKILL)
@@ -810,17 +841,58 @@ def _run_worker(sock, budget):
         time.sleep(0.005)
 
 
-def _worker(sock):
-    """In the worker: the request from the judge, lock down, compile, the answer to the judge.  Returns the exit
-    code."""
+def _intermediate(sock, budget):
+    """Between the helper and one worker (root, the helper's uid: a worker dropped to the runner's uid can neither
+    signal nor trace it).  Where it can, it gives its child a PID namespace of its own, so the worker is its PID 1
+    and every process the worker starts, however it leaves the worker's session or process group (setsid), ends
+    with it (the kernel kills a namespace's processes when its PID 1 ends), and with them the worker's mount
+    namespace and tmpfs.  It keeps the budget: past it, the worker (PID 1) is killed by its pid.  Returns the exit
+    status for the helper: the worker's, or _LATE."""
+    from ..runner import sandbox
+
+    note = None
+    if os.geteuid() != 0:
+        note = "descendants of the worker may outlive it (not root: no PID namespace)"
+    else:
+        err = sandbox._unshare(sandbox._CLONE_NEWPID)
+        if err:
+            note = f"descendants of the worker may outlive it (no PID namespace: {err})"
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            code = _worker(sock, note)
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    sock.close()
+    deadline = time.monotonic() + budget
+    while True:
+        done, status = os.waitpid(child, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status) & 0xFF
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)  # PID 1 of its namespace: the rest go with it
+            os.waitpid(child, 0)
+            return _LATE
+        time.sleep(0.005)
+
+
+def _worker(sock, note=None):
+    """In the worker: the request from the judge, lock down, compile, the answer to the judge.  ``note``: what
+    its intermediate could not give it (a warning).  Returns the exit code."""
     request = _recv(sock)
     if not isinstance(request, dict) or not isinstance(request.get("out"), str) or \
             not os.path.isdir(request["out"]):
         _send(sock, {"error": "no request, or no folder for the worker"})
         return 0
-    active, warnings = [], []
+    active, warnings = [], [note] if note else []
     out = request["out"]
     t0 = time.monotonic()
+    # Its folder a private tmpfs first (root is needed for the mount namespace), so that everything it opens
+    # there, its log included, is in the tmpfs: a descriptor opened on the disk before the mount stayed there
+    # (fallocate past RLIMIT_FSIZE reserved any amount of the disk through the log).
+    _private_folder(out, request.get("uid"), warnings)
     # What compiling prints (tl.static_print, Triton's warnings) goes to a file of the worker's own, never to the
     # judge's streams, which kgym captures as the judge's.
     log = os.open(os.path.join(out, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -867,7 +939,6 @@ def _lockdown(out, uid, active, warnings):
     # Its own process group (the helper kills it and the ptxas it started at once, past its budget), in the judge's
     # session; it dies with the helper, which dies with the judge.
     judge_uid = os.geteuid()
-    _private_folder(out, uid, warnings)  # while still root: a mount namespace needs it
     dropped = False
     if uid is not None and judge_uid == 0:
         dropped = sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted()) and os.geteuid() != 0
