@@ -597,10 +597,21 @@ def breakdown(runs):
                          mean(lambda r: r.get("judge_cpu_ms")), mean(lambda r: r.get("runner_cpu_ms")), cache])
     if not rows:
         return ""
+    # Why compile requests failed or were refused (compile_cache.reasons), most frequent first, per run.
+    why = []
+    for name, doc in runs:
+        seen = {}
+        for r in doc["records"]:
+            for w in ((r.get("compile_cache") or {}).get("reasons") or []):
+                if isinstance(w, str):
+                    seen[w[:160]] = seen.get(w[:160], 0) + 1
+        if seen:
+            top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+            why.append(f"- {name}: compile cache: " + "; ".join(f"{n}x {w}" for w, n in top))
     return "\nmeans per evaluation, seconds:\n\n" + md_table(
         ["run", "GPU", "evaluated", "wall", "set-up", "compile", "tiny run", "correctness", "timing", "shared held",
          "shared waited", "exclusive held", "in kept judges", "judge CPU", "runner CPU",
-         "compile cache served/compiled/failed"], rows)
+         "compile cache served/compiled/failed"], rows) + ("\n\n" + "\n".join(why) if why else "")
 
 
 def cmd_report(a):
