@@ -306,9 +306,9 @@ class Service:
                 return None
             _file(answer.get("key"), answer.get("files"), nsdir, digest)
             self._note("compiled")
-            for w in answer.get("warnings") or ():
-                if isinstance(w, str) and len(self.reasons) < 8 and "warning: " + w[:290] not in self.reasons:
-                    self.reasons.append("warning: " + w[:290])  # a protection refused: the result says so
+            for w in answer.get("lockdown") or ():  # a protection refused: the result says so (2 at most)
+                if len(self.reasons) < 8 and "warning: " + w not in self.reasons:
+                    self.reasons.append("warning: " + w)
             return _touch(nsdir, digest)
         finally:
             _remove_tree(out, REMOVE_S)
@@ -678,11 +678,16 @@ class Helper:
         Where the helper's word cannot be read, the helper is not used again (every later request a miss)."""
         if self.broken:
             return {"error": f"the helper is gone ({self.broken})", "transient": True}
-        deadline = time.monotonic() + budget + 30
+        t0 = time.monotonic()
+        # The worker is killed at the budget (its intermediate): its words are late past budget + 10 s; the
+        # helper's word comes by budget + 5 s (its backstop), read by budget + 40 s from its own deadline, so a
+        # worker that spends its own cannot make the helper's late (which would mark the helper broken).
+        worker_deadline, helper_deadline = t0 + budget + 10, t0 + budget + 40
         worker = None
+        lockdown = []
         try:
             _send(self.sock, {"target": request.get("target"), "budget": budget})
-            self.sock.settimeout(max(0.1, deadline - time.monotonic()))
+            self.sock.settimeout(max(0.1, helper_deadline - time.monotonic()))
             _msg, fds, _flags, _addr = socket.recv_fds(self.sock, 16, 1)
             if len(fds) != 1:
                 for fd in fds:
@@ -692,12 +697,19 @@ class Helper:
             worker = socket.socket(fileno=fds[0])
             try:
                 _send(worker, request)
-                answer = _recv(worker, ANSWER_LIMIT, deadline)
+                # The worker's first word is its lockdown's, sent before any of the skeleton runs: the only
+                # warnings the judge believes (what a subverted worker says later is its own).
+                first = _recv(worker, 1 << 16, worker_deadline)
+                if isinstance(first, dict) and isinstance(first.get("lockdown"), list):
+                    lockdown = [str(w)[:290] for w in first["lockdown"][:2]]
+                    answer = _recv(worker, ANSWER_LIMIT, worker_deadline)
+                else:
+                    answer = first  # the lockdown failed, or no request: its one word
             except Exception as exc:  # noqa: BLE001 — the worker's doing (RecursionError included)
                 answer = {"error": f"the worker's answer: {type(exc).__name__}: {str(exc)[:200]}", "transient": True}
             worker.close()  # nothing more is read from it: its descendants write to no one
             worker = None
-            ended = _recv(self.sock, 1 << 16, deadline)
+            ended = _recv(self.sock, 1 << 16, helper_deadline)
         except Exception as exc:  # noqa: BLE001 — the helper's socket is out of step, or the helper gone
             self.broken = f"{type(exc).__name__}: {str(exc)[:200]}"
             return {"error": f"the helper: {self.broken}", "transient": True}
@@ -708,9 +720,10 @@ class Helper:
             self.broken = "it said nothing of the worker's end"
             return {"error": "the helper is gone", "transient": True}
         if ended.get("error"):
-            return dict(ended, transient=True)  # killed past its budget, or gone: not a fact of the request
-        return answer if isinstance(answer, dict) else {"error": "the worker ended without an answer",
-                                                        "transient": True}
+            return dict(ended, transient=True, lockdown=lockdown)  # killed past its budget, or gone
+        if not isinstance(answer, dict):
+            answer = {"error": "the worker ended without an answer", "transient": True}
+        return dict(answer, lockdown=lockdown)  # the judge's reading of it, never the worker's
 
 
 def start(fresh=False):
@@ -903,10 +916,13 @@ def _worker(sock, note=None):
     if not _lockdown(out, request.get("uid"), active, warnings):
         _send(sock, {"error": "the worker could not be locked down: " + "; ".join(warnings)[:600]})
         return 0
+    # What the lockdown could not do, said before any of the skeleton runs (after it, this process is the
+    # candidate's as much as ours: the judge believes no later warning).
+    _send(sock, {"lockdown": [w for w in warnings if "host's disk" in w or "outlive" in w][:2]})
     t1 = time.monotonic()
     try:
         key = compile_entry(request["skeleton"], request["qualname"], request["spec"], request["target"], out)
-        answer = {"ok": True, "key": key, "files": _collect(out, key), "warnings": warnings[:4],
+        answer = {"ok": True, "key": key, "files": _collect(out, key),
                   "ms": {"lockdown": (t1 - t0) * 1e3, "compile": (time.monotonic() - t1) * 1e3}}
     except _CompileError as exc:
         answer = {"compile_error": str(exc)[:2000]}
