@@ -428,6 +428,41 @@ def test_what_a_worker_writes_never_reaches_the_disk(tmp_path, helper):
     assert os.listdir(out) == [], os.listdir(out)
 
 
+def _drop_possible(uid):
+    from kgym_harness.runner import sandbox
+
+    return os.geteuid() == 0 and all(sandbox._reachable(p, uid, uid) for p in sandbox.python_paths())
+
+
+@pytest.mark.skipif(not _drop_possible(60124), reason="root, and Python readable by another uid (a GPU machine's /usr)")
+def test_a_worker_dropped_to_a_runner_uid_compiles_and_files(tmp_path, monkeypatch, helper):
+    """The production path whole: a private TMPDIR, the worker dropped to the runner's uid in its PID namespace,
+    tmpfs and Landlock, the entry sent back and filed, no warning (every protection in place)."""
+    import shutil
+    import tempfile
+
+    from triton import knobs
+
+    public = tempfile.mkdtemp(prefix="kgym-test-modules-", dir="/tmp")
+    os.chmod(public, 0o755)
+    try:
+        monkeypatch.setattr(tritoncache, "_resolved", None)
+        monkeypatch.setattr(tritoncache, "_location", lambda: os.path.join(public, "modules"))
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
+        monkeypatch.setattr(knobs.cache, "manager_class", None)
+        private = tmp_path / "private-tmp"
+        private.mkdir(mode=0o700)
+        monkeypatch.setenv("TMPDIR", str(private))
+        monkeypatch.setattr(tempfile, "tempdir", None)
+        svc = service_for(ADD, helper)
+        svc.uid = 60124
+        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/dropped.py"), "add"), block=2048)
+        kdir = svc.ensure("add", spec)
+        assert kdir and svc.facts["compiled"] == 1 and svc.reasons == [], svc.reasons
+    finally:
+        shutil.rmtree(public, ignore_errors=True)
+
+
 def test_the_entry_the_worker_sends_is_checked(tmp_path):
     """The worker reads its entry in its own folder and sends it; the judge believes none of it: names that are not
     plain, files past the caps, no group file or one naming files the entry lacks, text that is not base64."""

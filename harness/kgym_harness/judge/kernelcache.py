@@ -81,6 +81,7 @@ MAX_FILES = 16
 MAX_BYTES = 16 << 20
 # The worker's folder: a private tmpfs of its own mount namespace (what it writes, however much, never reaches the
 # host's disk, and goes with it): ptxas's temporaries and Triton's entry fit many times over.
+WORKER_PROCESSES = 512  # RLIMIT_NPROC of a worker dropped to the runner's uid (the runner's default too)
 WORK_BYTES = 512 << 20
 WORK_FILES = 4096
 MAX_NAMESPACE_BYTES = 32 << 20
@@ -946,25 +947,34 @@ def _lockdown(out, uid, active, warnings):
 
     from ..runner import sandbox
 
-    try:
-        import ctypes
+    def end_with_parent():
+        try:
+            import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: ends with the helper
-    except (OSError, AttributeError):
-        pass
-    # Its own process group (the helper kills it and the ptxas it started at once, past its budget), in the judge's
-    # session; it dies with the helper, which dies with the judge.
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+    # It ends with its intermediate, which ends with the helper, which ends with the judge (and the helper's
+    # backstop kills the intermediate's process group past the budget).
+    end_with_parent()
     judge_uid = os.geteuid()
     dropped = False
     if uid is not None and judge_uid == 0:
         dropped = sandbox.drop_privileges(int(uid), int(uid), warnings, sandbox.Granted()) and os.geteuid() != 0
+        end_with_parent()  # a change of credentials clears it
     tmp = os.path.join(out, "tmp")
     os.makedirs(tmp, exist_ok=True)
     os.environ.update({"HOME": out, "TMPDIR": tmp, "TRITON_CACHE_DIR": os.path.join(out, "cache"),
                        "TRITON_HOME": out})
     tempfile.tempdir = tmp
-    for res, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5),
-                       (resource.RLIMIT_DATA, WORKER_DATA_BYTES), (resource.RLIMIT_FSIZE, MAX_BYTES)):
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_CPU, int(BUDGET_S) + 5),
+              (resource.RLIMIT_DATA, WORKER_DATA_BYTES), (resource.RLIMIT_FSIZE, MAX_BYTES)]
+    if dropped:
+        # Processes of the runner's uid, as the runner's own limit (sandbox.py, "processes"): no fork bomb of a
+        # subverted worker takes the host's pids for its budget.
+        limits.append((resource.RLIMIT_NPROC, WORKER_PROCESSES))
+    for res, value in limits:
         try:
             soft, hard = resource.getrlimit(res)
             resource.setrlimit(res, (value, value if hard == resource.RLIM_INFINITY or hard > value else hard))
