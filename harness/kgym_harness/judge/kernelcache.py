@@ -14,10 +14,16 @@ the compile happens here, on the judge's side, from the checked bytes alone:
     waits;
   - the judge (``Service.ensure``) looks for it in the namespace's directory; if it is not there it asks its
     **helper** (a process forked from the judge before any job or CUDA context: it holds nothing of any
-    evaluation) for a **worker**: a process forked from the helper that drops to the runner's uid, locks itself
-    down (Landlock: writes only beneath its own folder; rlimits) and runs Triton's ``compile`` on the skeleton's
-    kernel for that specialisation, for the judge's GPU target, into its own folder.  The judge files what it
-    wrote, regular files only, into the namespace's directory under the key Triton computed, and answers;
+    evaluation) for a **worker**: PID 1 of a PID namespace of its own under a root intermediate that keeps its
+    budget, it makes its folder (``<root>/.work/compile-<time>-*``) a private tmpfs, drops to the runner's uid,
+    locks itself down (Landlock: writes only beneath its folder; rlimits), says what it could not lock (its first
+    word, before any of the skeleton runs), runs Triton's ``compile`` on the skeleton's kernel for that
+    specialisation, for the judge's GPU target, into its folder, and sends the entry's files over its socket.
+    The judge checks them (plain names, sizes, the group file) and files them into the namespace's directory
+    under the key Triton computed, and answers.  The exchange: judge → helper {target, budget}; helper → judge
+    the worker's socket (SCM_RIGHTS); judge → worker the request; worker → judge {"lockdown": [warnings]}, then
+    {"ok", "key", "files"} | {"compile_error"} | {"error"}; helper → judge {} | {"error"} once the worker ended
+    (each read by a deadline of its own, the helper's always read);
   - the runner's Triton, now looking the kernel up, finds it there (tritoncache.reader_class serves a kernel's
     group from the namespace the judge named, and nothing from the runner's own cache); on any miss it compiles
     itself, as before.
