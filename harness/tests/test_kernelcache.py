@@ -463,6 +463,20 @@ def test_a_worker_dropped_to_a_runner_uid_compiles_and_files(tmp_path, monkeypat
         shutil.rmtree(public, ignore_errors=True)
 
 
+@pytest.mark.skipif(os.geteuid() != 0 or _drop_possible(60125), reason="a root judge whose uid drop is refused")
+def test_a_worker_that_cannot_lock_down_leaves_no_failure_for_twins(cache_dirs, helper):
+    """Where the drop to the runner's uid is refused (this machine: Python under a 0700 /root), the worker does not
+    compile; that is the machine's state, not a fact of the request: no .fail- marker, so a judge that can compile
+    it (another machine sharing nothing, or this one fixed) is not told it failed before."""
+    svc = service_for(ADD, helper)
+    svc.uid = 60125
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/nolock.py"), "add"), block=4096)
+    assert svc.ensure("add", spec) is None and svc.facts["failed"] == 1, svc.reasons
+    assert "locked down" in svc.reasons[0], svc.reasons
+    nsdir = os.path.join(str(cache_dirs / "kernels"), svc.ns)
+    assert not [n for n in os.listdir(nsdir) if n.startswith(".fail-")], os.listdir(nsdir)
+
+
 def test_the_entry_the_worker_sends_is_checked(tmp_path):
     """The worker reads its entry in its own folder and sends it; the judge believes none of it: names that are not
     plain, files past the caps, no group file or one naming files the entry lacks, text that is not base64."""

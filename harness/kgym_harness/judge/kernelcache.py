@@ -921,7 +921,8 @@ def _worker(sock, note=None):
     os.dup2(log, 2)
     os.close(log)
     if not _lockdown(out, request.get("uid"), active, warnings):
-        _send(sock, {"error": "the worker could not be locked down: " + "; ".join(warnings)[:600]})
+        # This machine's or this uid's state, not a fact of the request: no .fail- marker for twins to inherit.
+        _send(sock, {"error": "the worker could not be locked down: " + "; ".join(warnings)[:600], "transient": True})
         return 0
     # What the lockdown could not do, said before any of the skeleton runs (after it, this process is the
     # candidate's as much as ours: the judge believes no later warning).
