@@ -823,17 +823,14 @@ def _run_worker(sock, budget):
     except (TypeError, ValueError):
         budget = BUDGET_S
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setpgid(0, 0)
-            sock.close()
-            theirs.close()
-            code = _intermediate(mine, budget)
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
+
+    def intermediate():
+        os.setpgid(0, 0)
+        sock.close()
+        theirs.close()
+        return _intermediate(mine, budget)
+
+    pid = _fork(intermediate)
     mine.close()
     try:
         os.setpgid(pid, pid)  # its own group (the child sets it too): the helper kills it with ptxas at once
@@ -843,21 +840,43 @@ def _run_worker(sock, budget):
         socket.send_fds(sock, [b"w"], [theirs.fileno()])
     finally:
         theirs.close()
-    deadline = time.monotonic() + budget + 5  # the intermediate keeps the budget; this is its backstop
+    def kill_group():
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
+
+    # The intermediate keeps the budget; this is its backstop.
+    status = _wait(pid, time.monotonic() + budget + 5, kill_group)
+    if status is None or os.waitstatus_to_exitcode(status) == _LATE:
+        return {"error": f"the compile took longer than {budget:.0f} s"}
+    return {} if status == 0 else {"error": f"the worker ended with status {status}"}
+
+
+def _fork(run):
+    """Forks a child that runs ``run()`` and exits with what it returns (1 where it raises); returns its pid."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = run()
+        except BaseException:  # noqa: BLE001
+            code = 1
+        os._exit(code)
+    return pid
+
+
+def _wait(pid, deadline, kill):
+    """The wait status of child ``pid``, or None where it had not ended by ``deadline`` (monotonic seconds): then
+    ``kill()`` ended it, and it is reaped."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            code = os.waitstatus_to_exitcode(status)
-            if code == _LATE:
-                return {"error": f"the compile took longer than {budget:.0f} s"}
-            return {} if code == 0 else {"error": f"the worker ended with status {status}"}
+            return status
         if time.monotonic() > deadline:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except OSError:
-                os.kill(pid, signal.SIGKILL)
+            kill()
             os.waitpid(pid, 0)
-            return {"error": f"the compile took longer than {budget:.0f} s"}
+            return None
         time.sleep(0.005)
 
 
@@ -877,25 +896,11 @@ def _intermediate(sock, budget):
         err = sandbox._unshare(sandbox._CLONE_NEWPID)
         if err:
             note = f"descendants of the worker may outlive it (no PID namespace: {err})"
-    child = os.fork()
-    if child == 0:
-        code = 1
-        try:
-            code = _worker(sock, note)
-        except BaseException:  # noqa: BLE001
-            code = 1
-        os._exit(code)
+    child = _fork(lambda: _worker(sock, note))
     sock.close()
-    deadline = time.monotonic() + budget
-    while True:
-        done, status = os.waitpid(child, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status) & 0xFF
-        if time.monotonic() > deadline:
-            os.kill(child, signal.SIGKILL)  # PID 1 of its namespace: the rest go with it
-            os.waitpid(child, 0)
-            return _LATE
-        time.sleep(0.005)
+    # Past the budget the worker is killed by its pid: PID 1 of its namespace, the rest go with it.
+    status = _wait(child, time.monotonic() + budget, lambda: os.kill(child, signal.SIGKILL))
+    return _LATE if status is None else os.waitstatus_to_exitcode(status) & 0xFF
 
 
 def _worker(sock, note=None):
