@@ -211,6 +211,30 @@ def cache_dirs(tmp_path, monkeypatch):
     return modules
 
 
+@pytest.fixture
+def public_cache_private_tmp(tmp_path, monkeypatch):
+    """cache_dirs as production has it where another uid must reach the cache (the trusted modules directory
+    beneath directories every uid traverses, as /var/cache/kgym: not pytest's 0700 tmp_path), and a private (0700)
+    TMPDIR for the judge, as bench/fleet.sh gives the fleet's processes.  Yields the modules directory's parent."""
+    import shutil
+    import tempfile
+
+    from triton import knobs
+
+    public = tempfile.mkdtemp(prefix="kgym-test-modules-", dir="/tmp")
+    os.chmod(public, 0o755)
+    monkeypatch.setattr(tritoncache, "_resolved", None)
+    monkeypatch.setattr(tritoncache, "_location", lambda: os.path.join(public, "modules"))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
+    monkeypatch.setattr(knobs.cache, "manager_class", None)
+    private = tmp_path / "private-tmp"
+    private.mkdir(mode=0o700)
+    monkeypatch.setenv("TMPDIR", str(private))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    yield public
+    shutil.rmtree(public, ignore_errors=True)
+
+
 def spec_for(fn, n_arg="i32", block=256, num_warps=4):
     """Triton's serialised specialisation of ``fn`` (as its jit_cache_hook gets it) for the ADD kernel."""
     from triton.backends.compiler import GPUTarget
@@ -435,32 +459,14 @@ def _drop_possible(uid):
 
 
 @pytest.mark.skipif(not _drop_possible(60124), reason="root, and Python readable by another uid (a GPU machine's /usr)")
-def test_a_worker_dropped_to_a_runner_uid_compiles_and_files(tmp_path, monkeypatch, helper):
+def test_a_worker_dropped_to_a_runner_uid_compiles_and_files(public_cache_private_tmp, helper):
     """The production path whole: a private TMPDIR, the worker dropped to the runner's uid in its PID namespace,
     tmpfs and Landlock, the entry sent back and filed, no warning (every protection in place)."""
-    import shutil
-    import tempfile
-
-    from triton import knobs
-
-    public = tempfile.mkdtemp(prefix="kgym-test-modules-", dir="/tmp")
-    os.chmod(public, 0o755)
-    try:
-        monkeypatch.setattr(tritoncache, "_resolved", None)
-        monkeypatch.setattr(tritoncache, "_location", lambda: os.path.join(public, "modules"))
-        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
-        monkeypatch.setattr(knobs.cache, "manager_class", None)
-        private = tmp_path / "private-tmp"
-        private.mkdir(mode=0o700)
-        monkeypatch.setenv("TMPDIR", str(private))
-        monkeypatch.setattr(tempfile, "tempdir", None)
-        svc = service_for(ADD, helper)
-        svc.uid = 60124
-        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/dropped.py"), "add"), block=2048)
-        kdir = svc.ensure("add", spec)
-        assert kdir and svc.facts["compiled"] == 1 and svc.reasons == [], svc.reasons
-    finally:
-        shutil.rmtree(public, ignore_errors=True)
+    svc = service_for(ADD, helper)
+    svc.uid = 60124
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/dropped.py"), "add"), block=2048)
+    kdir = svc.ensure("add", spec)
+    assert kdir and svc.facts["compiled"] == 1 and svc.reasons == [], svc.reasons
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or _drop_possible(60125), reason="a root judge whose uid drop is refused")
@@ -543,70 +549,52 @@ def test_an_evaluations_compiles_have_a_budget(cache_dirs, helper):
     assert svc.ensure("add", spec) is None and "spent" in svc.reasons[0]
 
 
-def test_the_workers_folder_is_one_its_uid_reaches_whatever_tmpdir_is(tmp_path, monkeypatch, helper):
+def test_the_workers_folder_is_one_its_uid_reaches_whatever_tmpdir_is(public_cache_private_tmp, monkeypatch,
+                                                                      helper):
     """The judge's TMPDIR may be private (bench/fleet.sh gives the fleet's processes a 0700 one): a worker folder
     made there could not be reached by the worker once it dropped to the runner's uid, and on a GPU machine every
     compile of the fleet failed (the runners compiled for themselves).  The folder lies beneath the cache's root."""
-    import shutil
-    import tempfile
-
-    from triton import knobs
-
     from kgym_harness.runner import sandbox
 
-    # The trusted modules directory where kgym makes it (/var/cache/kgym/...: every directory above it 0755), not
-    # in pytest's 0700 tmp_path.
-    public = tempfile.mkdtemp(prefix="kgym-test-modules-", dir="/tmp")
-    os.chmod(public, 0o755)
-    try:
-        monkeypatch.setattr(tritoncache, "_resolved", None)
-        monkeypatch.setattr(tritoncache, "_location", lambda: os.path.join(public, "modules"))
-        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "own-cache"))
-        monkeypatch.setattr(knobs.cache, "manager_class", None)
-        private = tmp_path / "private-tmp"
-        private.mkdir(mode=0o700)
-        monkeypatch.setenv("TMPDIR", str(private))
-        monkeypatch.setattr(tempfile, "tempdir", None)
-        uid = 60123
-        seen = []
-        compile_ = helper.compile
+    private = os.environ["TMPDIR"]
+    uid = 60123
+    seen = []
+    compile_ = helper.compile
 
-        def spy(request, budget):
-            seen.append((request["out"], os.stat(request["out"]).st_uid,
-                         sandbox._reachable(request["out"], uid, uid)))
-            # The compile itself as the judge's uid: where this machine's Python is unreadable by other uids the
-            # drop is refused, and a root worker told to drop does not compile (test_kernelcache_redteam3).
-            return compile_(dict(request, uid=None), budget)
+    def spy(request, budget):
+        seen.append((request["out"], os.stat(request["out"]).st_uid,
+                     sandbox._reachable(request["out"], uid, uid)))
+        # The compile itself as the judge's uid: where this machine's Python is unreadable by other uids the
+        # drop is refused, and a root worker told to drop does not compile (test_kernelcache_redteam3).
+        return compile_(dict(request, uid=None), budget)
 
-        monkeypatch.setattr(helper, "compile", spy)
-        svc = service_for(ADD, helper)
-        svc.uid = uid
-        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=512)
-        assert svc.ensure("add", spec) and svc.facts["compiled"] == 1, svc.reasons
-        ((out, owner, reachable),) = seen
-        assert reachable, f"uid {uid} cannot reach the worker's folder {out}"
-        assert not out.startswith(str(private)) and (os.geteuid() != 0 or owner == uid)
-        assert not os.path.exists(out), "the worker's folder outlived its compile"
-        # A folder left by a judge killed mid-compile goes with the next compile; a recent one stays.
-        work = os.path.dirname(out)
-        old = os.path.join(work, "compile-old")
-        os.mkdir(old)
-        os.utime(old, (0, time.time() - kernelcache.STALE_WORK_S - 60))  # its mtime is not what dates it
-        old_named = os.path.join(work, f"compile-{int(time.time() - kernelcache.STALE_WORK_S - 60)}-x")
-        recent_dated = os.path.join(work, f"compile-{int(time.time())}-y")
-        os.mkdir(old_named)
-        os.mkdir(recent_dated)
-        os.utime(recent_dated, (0, 0))
-        spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=1024)
-        assert svc.ensure("add", spec) and svc.facts["compiled"] == 2, svc.reasons
-        # Unnamed ones (no judge of this version made them) and those named over an hour ago go; a folder named
-        # now stays whatever its mtime says (its worker sets that).
-        assert not os.path.exists(old) and not os.path.exists(old_named), os.listdir(work)
-        assert os.path.isdir(recent_dated), os.listdir(work)
-        # The workers' folder is no namespace: not counted, never evicted as one.
-        assert kernelcache._count(os.path.dirname(work), 0) == 1
-    finally:
-        shutil.rmtree(public, ignore_errors=True)
+    monkeypatch.setattr(helper, "compile", spy)
+    svc = service_for(ADD, helper)
+    svc.uid = uid
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=512)
+    assert svc.ensure("add", spec) and svc.facts["compiled"] == 1, svc.reasons
+    ((out, owner, reachable),) = seen
+    assert reachable, f"uid {uid} cannot reach the worker's folder {out}"
+    assert not out.startswith(str(private)) and (os.geteuid() != 0 or owner == uid)
+    assert not os.path.exists(out), "the worker's folder outlived its compile"
+    # A folder left by a judge killed mid-compile goes with the next compile; a recent one stays.
+    work = os.path.dirname(out)
+    old = os.path.join(work, "compile-old")
+    os.mkdir(old)
+    os.utime(old, (0, time.time() - kernelcache.STALE_WORK_S - 60))  # its mtime is not what dates it
+    old_named = os.path.join(work, f"compile-{int(time.time() - kernelcache.STALE_WORK_S - 60)}-x")
+    recent_dated = os.path.join(work, f"compile-{int(time.time())}-y")
+    os.mkdir(old_named)
+    os.mkdir(recent_dated)
+    os.utime(recent_dated, (0, 0))
+    spec, _ = spec_for(kernel_of(load(ADD, "/kgym-test/tmpdir.py"), "add"), block=1024)
+    assert svc.ensure("add", spec) and svc.facts["compiled"] == 2, svc.reasons
+    # Unnamed ones (no judge of this version made them) and those named over an hour ago go; a folder named
+    # now stays whatever its mtime says (its worker sets that).
+    assert not os.path.exists(old) and not os.path.exists(old_named), os.listdir(work)
+    assert os.path.isdir(recent_dated), os.listdir(work)
+    # The workers' folder is no namespace: not counted, never evicted as one.
+    assert kernelcache._count(os.path.dirname(work), 0) == 1
 
 
 def test_a_worker_that_asks_for_all_memory_fails_alone(tmp_path, helper):
