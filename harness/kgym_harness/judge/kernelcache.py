@@ -232,7 +232,7 @@ class Service:
                 self._note("failed", "compiled meanwhile, and failed")
                 return None
             left = EVALUATION_BUDGET_S - self.facts["wait_ms"] / 1000 - (time.monotonic() - t0)
-            return self._compile(base, nsdir, digest, qualname, spec, left)
+            return self._compile(nsdir, digest, qualname, spec, left)
         finally:
             os.close(fd)  # the lock goes with it
 
@@ -274,7 +274,7 @@ class Service:
             t = driver.active.get_current_target()
             self.target = [t.backend, t.arch, t.warp_size]
 
-    def _compile(self, base, nsdir, digest, qualname, spec, left):
+    def _compile(self, nsdir, digest, qualname, spec, left):
         """The worker's compile of one request into ``nsdir``/``digest``; ``left``: seconds of this evaluation's
         budget left, this request's own wait so far counted."""
         if left < 1:
@@ -288,7 +288,7 @@ class Service:
             self._note("refused", "the disk is nearly full")
             return None
         self._set_target()
-        out = _worker_folder(base)
+        out = _worker_folder(os.path.dirname(nsdir))  # the cache's root
         if out is None:
             self._note("failed", "no folder for the worker beneath the cache")
             return None
@@ -911,13 +911,14 @@ def _worker(sock, note=None):
             not os.path.isdir(request["out"]):
         _send(sock, {"error": "no request, or no folder for the worker"})
         return 0
-    active, warnings = [], [note] if note else []
+    # refused: the protections it goes without (the judge is told); warnings: the lockdown's own.
+    active, warnings, refused = [], [], [note] if note else []
     out = request["out"]
     t0 = time.monotonic()
     # Its folder a private tmpfs first (root is needed for the mount namespace), so that everything it opens
     # there, its log included, is in the tmpfs: a descriptor opened on the disk before the mount stayed there
     # (fallocate past RLIMIT_FSIZE reserved any amount of the disk through the log).
-    _private_folder(out, request.get("uid"), warnings)
+    _private_folder(out, request.get("uid"), refused)
     # What compiling prints (tl.static_print, Triton's warnings) goes to a file of the worker's own, never to the
     # judge's streams, which kgym captures as the judge's.
     log = os.open(os.path.join(out, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -927,11 +928,12 @@ def _worker(sock, note=None):
     os.close(log)
     if not _lockdown(out, request.get("uid"), active, warnings):
         # This machine's or this uid's state, not a fact of the request: no .fail- marker for twins to inherit.
-        _send(sock, {"error": "the worker could not be locked down: " + "; ".join(warnings)[:600], "transient": True})
+        _send(sock, {"error": "the worker could not be locked down: " + "; ".join(refused + warnings)[:600],
+                     "transient": True})
         return 0
     # What the lockdown could not do, said before any of the skeleton runs (after it, this process is the
     # candidate's as much as ours: the judge believes no later warning).
-    _send(sock, {"lockdown": [w for w in warnings if "host's disk" in w or "outlive" in w][:2]})
+    _send(sock, {"lockdown": refused[:2]})
     t1 = time.monotonic()
     try:
         key = compile_entry(request["skeleton"], request["qualname"], request["spec"], request["target"], out)
@@ -1005,21 +1007,21 @@ def _lockdown(out, uid, active, warnings):
     return bool(abi) or dropped
 
 
-def _private_folder(out, uid, warnings):
+def _private_folder(out, uid, refused):
     """The worker's folder becomes a private tmpfs of WORK_BYTES and WORK_FILES (no programs run from it) in a mount
     namespace of the worker's own, owned by ``uid``: a subverted worker that writes without end meets ENOSPC, and
     the host's disk (the job store's, the cache's) is never filled, as the runner's own folder is held
     (sandbox.mount_workdir); it goes with the worker, so nothing is left to remove.  Its entry reaches the judge
     over its socket (_collect).  Returns whether it is in place; where a mount namespace is refused (kgym not
-    root) the folder stays on the disk, bounded by RLIMIT_FSIZE a file, with a warning."""
+    root) the folder stays on the disk, bounded by RLIMIT_FSIZE a file, and ``refused`` says so."""
     from ..runner import sandbox
 
     if os.geteuid() != 0:
-        warnings.append("the worker's folder is on the host's disk (not root: no private tmpfs)")
+        refused.append("the worker's folder is on the host's disk (not root: no private tmpfs)")
         return False
     err = sandbox._unshare(sandbox._CLONE_NEWNS)
     if err:
-        warnings.append(f"the worker's folder is on the host's disk (no mount namespace: {err})")
+        refused.append(f"the worker's folder is on the host's disk (no mount namespace: {err})")
         return False
     owner = f",uid={uid},gid={uid}" if uid is not None else ""
     try:
@@ -1027,7 +1029,7 @@ def _private_folder(out, uid, warnings):
         sandbox._mount("tmpfs", out, "tmpfs", sandbox._MS_NOSUID | sandbox._MS_NODEV | sandbox._MS_NOEXEC,
                        f"size={WORK_BYTES},nr_inodes={WORK_FILES},mode=0700{owner}")
     except OSError as exc:
-        warnings.append(f"the worker's folder is on the host's disk (no tmpfs: {exc})")
+        refused.append(f"the worker's folder is on the host's disk (no tmpfs: {exc})")
         return False
     return True
 
