@@ -9,8 +9,6 @@ const char *const kg_stage_names[KG_STAGE_COUNT] = {
 const char *const kg_job_status_names[KG_JOB_STATUS_COUNT] = {KG_JOB_STATUS_MAP(KG_NAME_)};
 static const char *const msg_names[KG_MSG_COUNT] = {KG_MSG_MAP(KG_NAME_)};
 static const char *const finding_names[KG_FINDING_COUNT] = {KG_FINDING_MAP(KG_NAME_)};
-static const char *const runner_cmd_names[KG_CMD_COUNT] = {KG_RUNNER_CMD_MAP(KG_NAME_)};
-static const char *const runner_reply_names[KG_REPLY_COUNT] = {KG_RUNNER_REPLY_MAP(KG_NAME_)};
 #undef KG_NAME_
 static const char *const finding_rules[KG_FINDING_COUNT] = {
 #define KG_RULE_(e, name, rule) rule,
@@ -21,16 +19,6 @@ static const char *const finding_rules[KG_FINDING_COUNT] = {
 const char *kg_msg_name(kg_msg kind)
 {
     return (int)kind >= 0 && kind < KG_MSG_COUNT ? msg_names[kind] : "?";
-}
-
-const char *kg_runner_cmd_name(kg_runner_cmd cmd)
-{
-    return (int)cmd >= 0 && cmd < KG_CMD_COUNT ? runner_cmd_names[cmd] : "?";
-}
-
-const char *kg_runner_reply_name(kg_runner_reply reply)
-{
-    return (int)reply >= 0 && reply < KG_REPLY_COUNT ? runner_reply_names[reply] : "?";
 }
 
 kg_stage kg_stage_of(const char *name)

@@ -31,21 +31,6 @@ typedef enum {
     KG_MSG_COUNT
 } kg_msg;
 
-/* The judge's commands to its runner (kgym sends one itself: "setup" to a ready runner, pair.c). */
-typedef enum {
-#define KG_RUNNER_CMD_ENUM_(e, name) KG_CMD_##e,
-    KG_RUNNER_CMD_MAP(KG_RUNNER_CMD_ENUM_)
-#undef KG_RUNNER_CMD_ENUM_
-    KG_CMD_COUNT
-} kg_runner_cmd;
-
-typedef enum {
-#define KG_RUNNER_REPLY_ENUM_(e, name) KG_REPLY_##e,
-    KG_RUNNER_REPLY_MAP(KG_RUNNER_REPLY_ENUM_)
-#undef KG_RUNNER_REPLY_ENUM_
-    KG_REPLY_COUNT
-} kg_runner_reply;
-
 typedef enum {
 #define KG_FINDING_ENUM_(e, name, rule) KG_FINDING_##e,
     KG_FINDING_MAP(KG_FINDING_ENUM_)
@@ -61,10 +46,6 @@ extern const char *const kg_job_status_names[KG_JOB_STATUS_COUNT];
 
 /* "type" of a message (KG_MSG_MAP). */
 const char *kg_msg_name(kg_msg kind);
-/* "cmd" of a runner command (KG_RUNNER_CMD_MAP). */
-const char *kg_runner_cmd_name(kg_runner_cmd cmd);
-/* "type" of a runner's answer (KG_RUNNER_REPLY_MAP). */
-const char *kg_runner_reply_name(kg_runner_reply reply);
 /* The kind of a protocol message by its "type" member; KG_MSG_UNKNOWN for anything else (NULL included). */
 kg_msg kg_msg_kind(const json_t *msg);
 /* 1 when msg's "type" is kind's name. */

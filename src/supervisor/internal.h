@@ -38,9 +38,6 @@ typedef struct kg_pair {
     int peer_fd;          /* a kept judge's end of its new runner's socket, ours until it goes with the judge's
                            * first line (SCM_RIGHTS); -1: the zygote gave the judge its end when it forked both */
     char notes[2048];     /* the runner intermediate's notes (JSON array text) */
-    json_t *runner_ready; /* a ready runner (a runner kgym set up ahead of its judge): {"setup": what its "setup"
-                           * command carried, "reply": its answer}, which go to the kept judge with the job;
-                           * else NULL */
 } kg_pair;
 
 struct kg_supervisor {
@@ -57,7 +54,7 @@ struct kg_supervisor {
     json_t *info;
     kg_arbiter *arbiter;  /* who may use this device now (one per supervisor = one per GPU) */
     int warm_max;         /* warm pairs kept waiting (0: none) */
-    pthread_mutex_t warm_lock; /* guards what follows, to warm_closing */
+    pthread_mutex_t warm_lock; /* guards the five below */
     pthread_cond_t warm_cond;  /* a pair was taken, a template came, or the supervisor closes */
     kg_pair *warm[KG_WARM_MAX];
     int nwarm;
@@ -65,9 +62,6 @@ struct kg_supervisor {
     kg_pair *idle[KG_IDLE_MAX]; /* judges kept after their evaluation, oldest first: only the judge's part is
                                  * set (runner 0, its descriptors -1) */
     int nidle;
-    kg_pair *ready[KG_WARM_MAX]; /* ready runners waiting for a kept judge (at most warm_max), oldest first */
-    int nready;
-    int kept_any;          /* a judge has been kept: ready runners are worth starting */
     int warm_closing;
     pthread_t warm_thread;     /* the warmer (pair.c), when warm_running */
     int warm_running;
@@ -85,12 +79,11 @@ void kg_pair_end(kg_pair *p);
 void kg_pair_keep_judge(kg_supervisor *sup, kg_pair *p);
 /* Kills and reaps what runs of p (its judge, its runner), then kg_pair_end. */
 void kg_pair_discard(kg_pair *p);
-/* Starts the warmer thread, which keeps warm_max pairs waiting and, once a judge was kept, warm_max ready runners
- * (0, or -1: then none are kept). */
+/* Starts the warmer thread, which keeps warm_max pairs waiting (0, or -1: then none are kept). */
 int kg_pair_warmer_start(kg_supervisor *sup);
 /* Tells the warmer that jobs like `job` come: it starts pairs for them while fewer than warm_max wait. */
 void kg_pair_fill(kg_supervisor *sup, json_t *job);
-/* Stops the warmer, then kills and reaps every waiting warm pair, kept judge and ready runner (kg_supervisor_close). */
+/* Stops the warmer, then kills and reaps every waiting warm pair (kg_supervisor_close). */
 void kg_pair_drain(kg_supervisor *sup);
 /* SIGKILL to the judge and the runner, each process and its group (the runner's group is its whole PID
  * namespace; the judge's whatever it started); a pid <= 0 is skipped (supervisor.c). */

@@ -133,9 +133,6 @@ kg_arbiter *kg_supervisor_arbiter(kg_supervisor *sup);
 int kg_supervisor_starts(kg_supervisor *sup);
 /* Warm pairs waiting for a job now (started ahead; see warm_pairs). */
 int kg_supervisor_warm_waiting(kg_supervisor *sup);
-/* Ready runners waiting for a kept judge now (runners kgym set up ahead, once a judge was kept; at most
- * warm_pairs). */
-int kg_supervisor_ready_waiting(kg_supervisor *sup);
 /* The tasks a kept judge waits for now, idle or in a warm pair: each the SHA-256 (hex) of a task file's bytes,
  * the key kept judges serve by (a job's routing group, store.h kg_route).  Up to max into keys; returns how many
  * (a task with two judges waiting is listed twice).  For routing only: a judge listed may be taken meanwhile. */

@@ -218,11 +218,7 @@ class RunnerLink:
             keep.sent = False
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
-        return self.answered(reply), out
-
-    def answered(self, reply):
-        """An answer to command ``seq``, taken in: its number checked, its allocator peak and findings kept."""
-        if not isinstance(reply, dict) or reply.get("seq") != self.seq:
+        if reply.get("seq") != self.seq:
             raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         peak = reply.pop("device_peak", 0)
         if isinstance(peak, int) and 0 < peak < (1 << 50):
@@ -233,7 +229,7 @@ class RunnerLink:
                 if f.get("variant") is not None:
                     f["variant"] = self.labels.get(f["variant"], "?")
                 self.findings.append(f)
-        return reply
+        return reply, out
 
     def share_probe(self):
         """On a GPU: whether the runner, sandboxed, maps device memory the judge made (it writes known numbers
@@ -2142,13 +2138,30 @@ def _runner_owner(job):
 
 
 def _prepare_workdir(job):
-    """The evaluation's folder laid out for the runner (transport.prepare_workdir), before its set-up binds it
-    into the runner's view."""
+    """The evaluation's folder laid out for the runner (transport.py), before its set-up binds it into the
+    runner's view: the workdir stays ours, 0711 (the runner passes through it, lists and changes nothing);
+    src/ is ours, the runner's group may read it (0750; the file comes at ``load``); run/ is the runner's (0700).
+    A re-run of the same job (kgym's solo re-run after running out of memory) starts both again empty."""
+    import shutil
+
     from ..shared import transport
 
     workdir = job.get("workdir")
-    if workdir:
-        transport.prepare_workdir(workdir, _runner_owner(job))
+    if not workdir:
+        return
+    owner = _runner_owner(job)
+    os.chmod(workdir, 0o711)
+    src = os.path.dirname(transport.source_path(workdir, None))
+    run = transport.run_dir(workdir)
+    for d in (src, run):
+        if os.path.lexists(d):
+            shutil.rmtree(d) if os.path.isdir(d) and not os.path.islink(d) else os.unlink(d)
+    os.mkdir(src, 0o700)
+    os.mkdir(run, 0o700)
+    if owner is not None:
+        os.chown(src, 0, owner)
+        os.chmod(src, 0o750)
+        os.chown(run, owner, owner)
 
 
 def _write_source(job, data):
@@ -2203,46 +2216,19 @@ def _warm_start(peer_fd, prelude, device):
         return _Early(exc=exc)
 
 
-def _runner_setup(job):
-    """The runner's part of a job as its ``setup`` command carries it (kgym's pair.c sends the same keys to a
-    ready runner)."""
-    return {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
-
-
 def _start_runner(sock, job, device, findings):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
     from ..shared import cudashare
 
     link = RunnerLink(sock, device, findings)
     _prepare_workdir(job)
+    sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
+    if sub.get("policy") is False:
+        sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
-    reply, _ = link.ask({"cmd": kinds.CMD_SETUP, "job": _runner_setup(job)},
+    reply, _ = link.ask({"cmd": kinds.CMD_SETUP, "job": sub},
                         meanwhile=(lambda: cudashare.start_context(device)) if device.startswith("cuda") else None)
-    return link, _runner_set_up(link, reply, device)
-
-
-def _adopt_runner(sock, job, device, findings):
-    """A runner kgym set up ahead of this job (pair.c, a ready runner for a kept judge): kgym sent it ``setup``
-    as command 1, with this job's runner part and ``prepare`` (the runner laid its folder out itself), before
-    anything of a candidate existed, and read its answer, which comes with the job (``runner_ready``).  The
-    setup kgym sent must be exactly the one this judge would have sent; returns (link, the runner's sandbox
-    report), as _start_runner."""
-    ready = job.get("runner_ready")
-    if not isinstance(ready, dict) or ready.get("setup") != _runner_setup(job):
-        raise RuntimeError("the job does not match the set-up its ready runner was given")
-    link = RunnerLink(sock, device, findings)
-    link.seq = 1
-    try:
-        reply = link.answered(ready.get("reply"))
-    except RunnerLost:
-        link.close()
-        raise
-    return link, _runner_set_up(link, reply, device)
-
-
-def _runner_set_up(link, reply, device):
-    """The runner's answer to ``setup``, checked; on a GPU, whether it maps the judge's device memory."""
     if reply.get("type") != kinds.REPLY_OK:
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
     if device.startswith("cuda"):
@@ -2252,7 +2238,7 @@ def _runner_set_up(link, reply, device):
             sb.setdefault("active", []).append("tensors cross in device memory (CUDA VMM blocks the judge makes)")
         else:
             sb.setdefault("warnings", []).append(f"tensors cross through host memory (slower): {why}"[:400])
-    return reply
+    return link, reply
 
 
 def _sandbox_report(setup, judge_active, judge_warnings):
@@ -2566,8 +2552,7 @@ def _serve(chan, device, peer_fd, lockdown, state):
         # In a shared GPU phase: making a CUDA context (two here) and mapping device memory disturb the
         # kernels of another evaluation's exclusive timing window.
         with ev.gpu_if_device("shared", "setup"):
-            start = _adopt_runner if "runner_ready" in job else _start_runner
-            ev.runner, setup = start(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
+            ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings)
     else:
         ev.runner, setup = early.result()
         ev.guards.findings.extend(ev.runner.findings)

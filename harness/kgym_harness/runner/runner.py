@@ -171,12 +171,6 @@ class Runner:
         active, warnings = sandbox.Granted(), []
         sb = job.get("sandbox") or {}
         workdir = job.get("workdir")
-        if msg.get("prepare") is True and workdir:
-            # kgym sets this runner up ahead of its judge (src/supervisor/pair.c, a ready runner): the folder is
-            # laid out here, as the judge would have (transport.prepare_workdir), while this process is still
-            # kgym's trusted code with kgym's uid, before its namespaces bind it.
-            uid = job.get("runner_uid")
-            tp.prepare_workdir(workdir, int(uid) if uid and os.geteuid() == 0 else None)
         shared = None
         if self.device.startswith("cuda"):
             from ..shared import tritoncache
@@ -242,10 +236,7 @@ class Runner:
             from . import interpmath
 
             interpmath.install()
-        policy = job.get("policy")
-        if policy is False:  # kgym's --no-policy: no language, and no launch or ATen findings either
-            policy = {"runtime": {"launch_required": False, "check_aten": False}}
-        self.guards = guards.Guards(policy or {})
+        self.guards = guards.Guards(job.get("policy") or {})
         self.job = job
         if self.device.startswith("cuda"):
             # Triton's C modules (its CUDA utilities, each signature's launcher stub: gcc, 0.2-0.4 s each) come

@@ -110,29 +110,6 @@ def run_dir(workdir):
     return os.path.join(workdir, RUN_DIR)
 
 
-def prepare_workdir(workdir, owner):
-    """The evaluation's folder laid out for the runner (see above), before the runner's set-up binds it into its
-    view: the workdir stays kgym's, 0711 (the runner passes through it, lists and changes nothing); src/ is kgym's,
-    the runner's group may read it (0750; the file comes at ``load``); run/ is the runner's (0700).  ``owner``: the
-    runner's uid where the caller (root) gives it files, else None.  Whatever src/ and run/ held goes (a re-run of
-    the same job starts both again empty).  Called by the judge before it sets its runner up, or by a runner kgym
-    sets up ahead of its judge (runner.py setup, ``prepare``), as root and before anything of a candidate exists."""
-    import shutil
-
-    os.chmod(workdir, 0o711)
-    src = os.path.join(workdir, SOURCE_DIR)
-    run = run_dir(workdir)
-    for d in (src, run):
-        if os.path.lexists(d):
-            shutil.rmtree(d) if os.path.isdir(d) and not os.path.islink(d) else os.unlink(d)
-    os.mkdir(src, 0o700)
-    os.mkdir(run, 0o700)
-    if owner is not None:
-        os.chown(src, 0, owner)
-        os.chmod(src, 0o750)
-        os.chown(run, owner, owner)
-
-
 class ProtocolError(Exception):
     """The peer sent something that is not this protocol (or went away)."""
 
