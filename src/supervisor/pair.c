@@ -628,7 +628,11 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
  * starting pairs side by side (each start makes two CUDA contexts, which the driver makes one at a time, beside
  * every running evaluation's device-memory calls) saved no set-up time and the evaluations' own stages took 5%
  * and 12% longer in two commands; a job waiting for a pair being started instead of forking its own waited 30 s
- * in all for 19 s of set-up saved (docs/PERFORMANCE.md, fourteenth session). */
+ * in all for 19 s of set-up saved (docs/PERFORMANCE.md, fourteenth session).  Also tried (eighteenth session,
+ * reverted): runners set up ahead with no judge, kgym sending their "setup" itself, for kept judges to adopt with
+ * their next job; the set-up left the evaluations' path (1.09 -> 0.42 s in 34 of 64) and throughput did not move
+ * (head/base 1.036 and 0.994 on one H100; below base in the two-H100 fleet): a runner start costs the driver the
+ * same wherever it happens, and an evaluation that reaches its next shared phase sooner waits longer for it. */
 static void *warmer(void *arg)
 {
     kg_supervisor *sup = arg;
