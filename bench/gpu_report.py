@@ -585,6 +585,7 @@ def _grpo_figures(doc):
             # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
+            "shared_phases": _shared_phases(done),
             "where": _where_it_went(done),
             "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
 
@@ -623,6 +624,21 @@ def _where_it_went(done):
     out["steps"] = {k: v / 1000 for k, v in steps.items()}
     out["size_odd_call"] = odd_call / 1000
     return out
+
+
+def _shared_phases(done):
+    """The shared phases by purpose (the stage that asked; result gpu_phases.shared.by_purpose, absent before
+    the eighteenth session): seconds held, summed, and how the evaluations' longest shared phases fall: an
+    exclusive window asked for meanwhile waits for the longest to end (the arbiter's "draining")."""
+    held, longest = {}, {}
+    for r in done:
+        sh = get(r, "gpu_phases", "shared") or {}
+        for k, ms in (sh.get("by_purpose") or {}).items():
+            held[k] = held.get(k, 0.0) + (num(ms) or 0.0) / 1000
+        ms, why = num(sh.get("longest_ms")), sh.get("longest_purpose")
+        if ms and isinstance(why, str):
+            longest.setdefault(why, []).append(ms / 1000)
+    return {"held": held, "longest": longest}
 
 
 def _where_rows(runs):
@@ -731,6 +747,14 @@ def report_grpo(args):
             if f["compile_cache_reasons"]:
                 lines.append(f"{who}: why requests failed or were refused: "
                              + "; ".join(f"{n}x {why}" for why, n in f["compile_cache_reasons"]))
+    for who, f in runs:
+        sp = f["shared_phases"]
+        if sp["held"]:
+            lines.append(f"\n{who}: shared phases held by purpose, summed: "
+                         + ", ".join(f"{k} {v:,.1f} s" for k, v in sorted(sp["held"].items(), key=lambda kv: -kv[1]))
+                         + "; each evaluation's longest shared phase, by purpose (count, median, max): "
+                         + ", ".join(f"{k} {len(v)}x {statistics.median(v):.2f}/{max(v):.2f} s"
+                                     for k, v in sorted(sp["longest"].items(), key=lambda kv: -max(kv[1]))))
     for who, f in runs:
         if f["not_kept"]:
             lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "

@@ -398,22 +398,24 @@ json_t *kg_eval_profile_block(const json_t *messages)
     return out;
 }
 
-/* The phase segment open since `from` ends at `to`: its time is held in its mode and, when exclusive,
- * counted for its purpose. */
-static int end_segment(double held[2], json_t *by_purpose, int exclusive, const char *purpose, double from,
-                       double to)
+/* The phase segment open since `from` ends at `to`: its time is held in its mode, counted for its purpose in
+ * that mode's by_purpose[exclusive], and added to the phase it belongs to (*phase_ms). */
+static int end_segment(double held[2], json_t *by_purpose[2], int exclusive, const char *purpose, double from,
+                       double to, double *phase_ms)
 {
     double ms = fmax(0.0, to - from);
     held[exclusive] += ms;
-    if (!exclusive)
-        return 0;
+    *phase_ms += ms;
+    json_t *by = by_purpose[exclusive];
     purpose = purpose ? purpose : "other";
-    return kg_json_set(by_purpose, purpose, kg_json_number(json_number_value(json_object_get(by_purpose, purpose)) + ms));
+    return kg_json_set(by, purpose, kg_json_number(json_number_value(json_object_get(by, purpose)) + ms));
 }
 
 /* The evaluation's GPU phases, from the child's gpu_acquire / gpu_release lines and our stamps on them:
- * grants, time held and time waited per mode, and the exclusive time per purpose (timing rounds, the
- * clock block, the profile, out-of-memory retries): where the scarce resource, exclusive GPU time, went.
+ * grants, time held and time waited per mode, and each mode's time per purpose (exclusive: timing rounds, the
+ * clock block, the profile, out-of-memory retries: where the scarce resource, exclusive GPU time, went; shared:
+ * the stage that asked, as the judge names it) with its longest phase and that phase's purpose (an exclusive
+ * window asked for while a shared phase runs waits for it to end: the longest shared phases make the drains).
  * A phase is held from its grant (received + waited) to its release, to the next acquire (asking again
  * ends it, as in the supervisor), or to the child's last line when it never released (it died holding
  * it).  A gpu_purpose line inside a phase starts a new purpose for the rest of it. */
@@ -421,11 +423,11 @@ json_t *kg_eval_gpu_block(const json_t *messages)
 {
     double held[2] = {0, 0}, waited[2] = {0, 0}, memory_waited = 0;
     json_int_t grants[2] = {0, 0};
-    json_t *by_purpose = json_object();
-    int ok = by_purpose != NULL; /* end_segment's result: NULL is returned when memory ran out */
+    json_t *by_purpose[2] = {json_object(), json_object()};
+    int ok = by_purpose[0] && by_purpose[1]; /* end_segment's result: NULL is returned when memory ran out */
     int open = 0, open_ex = 0;
-    const char *open_purpose = NULL;
-    double open_at = 0, last_t = 0;
+    const char *open_purpose = NULL, *phase_purpose = NULL, *longest_purpose[2] = {NULL, NULL};
+    double open_at = 0, last_t = 0, phase_ms = 0, longest_ms[2] = {0, 0};
     int any = 0;
     json_int_t reserved = 0; /* the device memory the evaluation reserved (arbiter.h) */
     json_int_t peak = 0;     /* the most it measured holding in a phase (the judge's gpu_release lines) */
@@ -442,10 +444,14 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         json_int_t p = json_integer_value(json_object_get(m, "peak_bytes"));
         peak = p > peak ? p : peak;
         if (open) {
-            ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t) == 0;
+            ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t, &phase_ms) == 0;
             open = purpose; /* a new purpose goes on in the same phase */
             open_purpose = json_string_value(json_object_get(m, "purpose"));
             open_at = last_t;
+            if (!open && phase_ms > longest_ms[open_ex]) { /* the phase ended */
+                longest_ms[open_ex] = phase_ms;
+                longest_purpose[open_ex] = phase_purpose;
+            }
         }
         if (acquire) {
             open_ex = !strcmp(json_string_value(json_object_get(m, "mode")) ?: "", "exclusive");
@@ -456,21 +462,35 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             waited[open_ex] += w;
             memory_waited += json_number_value(json_object_get(m, "memory_waited_ms"));
             open = 1;
-            open_purpose = json_string_value(json_object_get(m, "purpose"));
+            open_purpose = phase_purpose = json_string_value(json_object_get(m, "purpose"));
             open_at = last_t + w;
+            phase_ms = 0;
         }
     }
-    if (open)
-        ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t) == 0;
+    if (open) {
+        ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t, &phase_ms) == 0;
+        if (phase_ms > longest_ms[open_ex]) {
+            longest_ms[open_ex] = phase_ms;
+            longest_purpose[open_ex] = phase_purpose;
+        }
+    }
+    json_t *mode[2] = {NULL, NULL};
+    for (int x = 0; ok && any && x < 2; x++) {
+        mode[x] = json_pack("{s:I, s:f, s:f, s:O, s:f, s:s?}", "grants", grants[x], "held_ms", held[x], "waited_ms",
+                            waited[x], "by_purpose", by_purpose[x], "longest_ms", longest_ms[x], "longest_purpose",
+                            longest_ms[x] > 0 ? (longest_purpose[x] ? longest_purpose[x] : "other") : NULL);
+        ok = mode[x] != NULL;
+    }
+    json_decref(by_purpose[0]);
+    json_decref(by_purpose[1]);
     if (!ok || !any) {
-        json_decref(by_purpose);
+        json_decref(mode[0]);
+        json_decref(mode[1]);
         return ok ? json_null() : NULL;
     }
     /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
      * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax.
      * peak_bytes against reserved_bytes: whether the footprint estimate holds (a figure, never a verdict). */
-    return json_pack("{s:{s:I, s:f, s:f}, s:{s:I, s:f, s:f, s:o}, s:I, s:f, s:I}", "shared", "grants", grants[0],
-                     "held_ms", held[0], "waited_ms", waited[0], "exclusive", "grants", grants[1], "held_ms",
-                     held[1], "waited_ms", waited[1], "by_purpose", by_purpose, "reserved_bytes", reserved,
+    return json_pack("{s:o, s:o, s:I, s:f, s:I}", "shared", mode[0], "exclusive", mode[1], "reserved_bytes", reserved,
                      "memory_waited_ms", memory_waited, "peak_bytes", peak);
 }

@@ -420,7 +420,32 @@ static void gpu_phases_sum_held_time_by_purpose(void)
     KG_CHECK_NEAR(json_number_value(json_object_get(by, "profile")), 60, 1e-9);
     KG_CHECK_NEAR(json_number_value(json_object_get(by, "clock_block")), 155, 1e-9);
     KG_CHECK_NEAR(json_number_value(json_object_get(ex, "held_ms")), 745, 1e-9);
+    /* Each mode's time per purpose (shared: the stage that asked) and its longest phase, whole: the window whose
+     * purpose switched inside it is one phase (50 ms), under the purpose it was asked for. */
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(sh, "by_purpose"), "compile")), 100, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(sh, "longest_ms")), 100, 1e-9);
+    KG_CHECK(!strcmp(json_string_value(json_object_get(sh, "longest_purpose")) ?: "", "compile"));
+    KG_CHECK_NEAR(json_number_value(json_object_get(ex, "longest_ms")), 300, 1e-9);
+    KG_CHECK(!strcmp(json_string_value(json_object_get(ex, "longest_purpose")) ?: "", "timing_round"));
     json_decref(g);
+    /* A phase that never ended (the child died holding it) is held to the last line, and can be the longest. */
+    {
+        json_t *died = json_array();
+        json_array_append_new(died, json_pack("{s:s, s:f, s:s, s:s}", "type", "gpu_acquire", "t_ms", 0.0, "mode",
+                                              "shared", "purpose", "tiny_run"));
+        json_array_append_new(died, json_pack("{s:s, s:f}", "type", "gpu_release", "t_ms", 40.0));
+        json_array_append_new(died, json_pack("{s:s, s:f, s:s, s:s}", "type", "gpu_acquire", "t_ms", 50.0, "mode",
+                                              "shared", "purpose", "correctness"));
+        json_array_append_new(died, json_pack("{s:s, s:f}", "type", "variant", "t_ms", 250.0));
+        g = kg_eval_gpu_block(died);
+        sh = json_object_get(g, "shared");
+        KG_CHECK_NEAR(json_number_value(json_object_get(sh, "longest_ms")), 200, 1e-9);
+        KG_CHECK(!strcmp(json_string_value(json_object_get(sh, "longest_purpose")) ?: "", "correctness"));
+        KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(sh, "by_purpose"), "tiny_run")), 40, 1e-9);
+        KG_CHECK(json_is_null(json_object_get(json_object_get(g, "exclusive"), "longest_purpose")));
+        json_decref(g);
+        json_decref(died);
+    }
 
     /* No GPU phases at all (CPU): null, not zeros that would read as "measured, and nothing". */
     json_t *cpu = json_array();
