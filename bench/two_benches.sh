@@ -57,13 +57,9 @@ printf '%s: GPU 0 CPU set %s, GPU 1 CPU set %s\n' "$NAME" "$SET0" "$SET1" >&2
 
 one() { # one ARM GPU [CPUSET]: one kgym bench on that GPU, its per-hour figure in WORK/ARM.GPU.out
     _tc=$(mktemp -d "${TMPDIR:-/tmp}/kgym-triton.XXXXXX") || die "no temporary folder"
-    if [ -n "${3:-}" ]; then
-        CUDA_VISIBLE_DEVICES=$2 TRITON_CACHE_DIR=$_tc taskset -c "$3" "$KGYM" bench --jsonl "$LIST" --device cuda \
-            --kernelbench "$KB" --jobs "$JOBS" >"$WORK/$1.$2.out" 2>&1
-    else
-        CUDA_VISIBLE_DEVICES=$2 TRITON_CACHE_DIR=$_tc "$KGYM" bench --jsonl "$LIST" --device cuda \
-            --kernelbench "$KB" --jobs "$JOBS" >"$WORK/$1.$2.out" 2>&1
-    fi
+    # ${3:+...} unquoted: "taskset -c SET" when a set is given (a comma list, no spaces), else nothing
+    CUDA_VISIBLE_DEVICES=$2 TRITON_CACHE_DIR=$_tc ${3:+taskset -c $3} "$KGYM" bench --jsonl "$LIST" --device cuda \
+        --kernelbench "$KB" --jobs "$JOBS" >"$WORK/$1.$2.out" 2>&1
     rm -rf "$_tc"
 }
 rate() { sed -n 's/.* evaluations in .* (\([0-9]*\) per hour).*/\1/p' "$WORK/$1.$2.out" | tail -1; }

@@ -398,6 +398,12 @@ json_t *kg_eval_profile_block(const json_t *messages)
     return out;
 }
 
+/* The purpose a gpu_acquire or gpu_purpose line names ("other" when it names none). */
+static const char *purpose_of(const json_t *m)
+{
+    return json_string_value(json_object_get(m, "purpose")) ?: "other";
+}
+
 /* The phase segment open since `from` ends at `to`: its time is held in its mode, counted for its purpose in
  * that mode's by_purpose[exclusive], and added to the phase it belongs to (*phase_ms). */
 static int end_segment(double held[2], json_t *by_purpose[2], int exclusive, const char *purpose, double from,
@@ -407,8 +413,16 @@ static int end_segment(double held[2], json_t *by_purpose[2], int exclusive, con
     held[exclusive] += ms;
     *phase_ms += ms;
     json_t *by = by_purpose[exclusive];
-    purpose = purpose ? purpose : "other";
     return kg_json_set(by, purpose, kg_json_number(json_number_value(json_object_get(by, purpose)) + ms));
+}
+
+/* A phase of `ms` asked for with `purpose` has ended: the mode's longest so far, if it is. */
+static void end_phase(double *longest_ms, const char **longest_purpose, double ms, const char *purpose)
+{
+    if (ms > *longest_ms) {
+        *longest_ms = ms;
+        *longest_purpose = purpose;
+    }
 }
 
 /* The evaluation's GPU phases, from the child's gpu_acquire / gpu_release lines and our stamps on them:
@@ -446,12 +460,10 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         if (open) {
             ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t, &phase_ms) == 0;
             open = purpose; /* a new purpose goes on in the same phase */
-            open_purpose = json_string_value(json_object_get(m, "purpose"));
+            open_purpose = purpose_of(m);
             open_at = last_t;
-            if (!open && phase_ms > longest_ms[open_ex]) { /* the phase ended */
-                longest_ms[open_ex] = phase_ms;
-                longest_purpose[open_ex] = phase_purpose;
-            }
+            if (!open)
+                end_phase(&longest_ms[open_ex], &longest_purpose[open_ex], phase_ms, phase_purpose);
         }
         if (acquire) {
             open_ex = !strcmp(json_string_value(json_object_get(m, "mode")) ?: "", "exclusive");
@@ -462,23 +474,20 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             waited[open_ex] += w;
             memory_waited += json_number_value(json_object_get(m, "memory_waited_ms"));
             open = 1;
-            open_purpose = phase_purpose = json_string_value(json_object_get(m, "purpose"));
+            open_purpose = phase_purpose = purpose_of(m);
             open_at = last_t + w;
             phase_ms = 0;
         }
     }
     if (open) {
         ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t, &phase_ms) == 0;
-        if (phase_ms > longest_ms[open_ex]) {
-            longest_ms[open_ex] = phase_ms;
-            longest_purpose[open_ex] = phase_purpose;
-        }
+        end_phase(&longest_ms[open_ex], &longest_purpose[open_ex], phase_ms, phase_purpose);
     }
     json_t *mode[2] = {NULL, NULL};
     for (int x = 0; ok && any && x < 2; x++) {
         mode[x] = json_pack("{s:I, s:f, s:f, s:O, s:f, s:s?}", "grants", grants[x], "held_ms", held[x], "waited_ms",
                             waited[x], "by_purpose", by_purpose[x], "longest_ms", longest_ms[x], "longest_purpose",
-                            longest_ms[x] > 0 ? (longest_purpose[x] ? longest_purpose[x] : "other") : NULL);
+                            longest_purpose[x]); /* null: no phase of that mode lasted */
         ok = mode[x] != NULL;
     }
     json_decref(by_purpose[0]);
