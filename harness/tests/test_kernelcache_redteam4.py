@@ -39,21 +39,28 @@ def own_helper():
     os.waitpid(h.pid, 0)
 
 
-def _stray(comm):
-    """The pids whose name is ``comm`` (a name this test's subverted worker gave its descendant)."""
+def _pids(test):
+    """The pids for which ``test(pid)`` holds; a process gone while it is read (OSError, IndexError) does not."""
     pids = []
     for p in os.listdir("/proc"):
         if p.isdigit():
             try:
-                with open(f"/proc/{p}/comm") as f:
-                    if f.read().strip() != comm:
-                        continue
-                with open(f"/proc/{p}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] != "Z":  # a zombie holds nothing
-                        pids.append(int(p))
-            except OSError:
+                if test(p):
+                    pids.append(int(p))
+            except (OSError, IndexError):
                 pass
     return pids
+
+
+def _read(pid, name):
+    with open(f"/proc/{pid}/{name}") as f:
+        return f.read()
+
+
+def _stray(comm):
+    """The pids whose name is ``comm`` (a name this test's subverted worker gave its descendant); a zombie holds
+    nothing."""
+    return _pids(lambda p: _read(p, "comm").strip() == comm and _read(p, "stat").rsplit(")", 1)[1].split()[0] != "Z")
 
 
 def _kill_stray(comm):
@@ -66,16 +73,8 @@ def _kill_stray(comm):
 
 def _tmpfs_holders(out):
     """The pids that still have a tmpfs mounted at ``out`` (the worker's private folder) in their namespace."""
-    pids = []
-    for p in os.listdir("/proc"):
-        if p.isdigit():
-            try:
-                with open(f"/proc/{p}/mountinfo") as f:
-                    if any(line.split()[4] == out and " - tmpfs " in line for line in f):
-                        pids.append(int(p))
-            except (OSError, IndexError):
-                pass
-    return pids
+    return _pids(lambda p: any(line.split()[4] == out and " - tmpfs " in line
+                               for line in _read(p, "mountinfo").splitlines()))
 
 
 def _allocated(top):
