@@ -13,10 +13,15 @@ alone and beside PROCS other processes that each loop over one kind of work:
   idle      nothing but a CUDA context each
   contexts  a new process each time that makes a CUDA context (the driver's own, through ctypes), maps a little
             memory and exits: what a fresh runner (one per evaluation) or judge costs the others at start and exit
+            (--context-child start: a runner's own start, kgym's start_context after `import torch` and no kernel,
+            then --hold seconds idle and its exit; with --victim events the victim's steps are sorted by what
+            overlapped them: a context being made, one being torn down, neither)
 and, with one other process only, taking turns as the judge and the runner do (each step waits for the other's):
   pingpong  victim step, then the other's step, then the victim's...: the victim's figure is a whole turn
   pipe      the same turns with no GPU work on the other side (the handoff alone)
 Printed per mode: the victim's median and p90 latency (us) and its steps per second, and the others' rate.
+--victim events times the victim's steps on the GPU's clock (CUDA events around each step's kernels, as kgym's
+timing rounds do) instead of the host's: whether the others disturb the kernels themselves, not the launches.
 """
 
 import argparse
@@ -61,18 +66,48 @@ sys.exit(0 if ok else 1)
 # The same through torch, as a runner or judge starts: its context (the primary one), its allocator's first
 # segment and its first kernel (--context-child torch).
 _TORCH_CHILD = "import torch; torch.ones(1 << 18, device='cuda').add_(1); torch.cuda.synchronize()"
+# A runner's own start (runner.py's setup ends with cudashare.start_context, before any candidate byte): torch
+# imported first (host work only), then the context on the monotonic clock, idle for _HOLD seconds, then the exit;
+# it prints "t0 t1 t2" (context asked for, made, exit begun) for the others' spans (--context-child start).
+_START_CHILD = """
+import sys, time
+sys.path.insert(0, %r)
+import torch
+from kgym_harness.shared import cudashare
+t0 = time.monotonic()
+cudashare.start_context("cuda:0")
+t1 = time.monotonic()
+time.sleep(float(sys.argv[1]))
+print(t0, t1, time.monotonic(), flush=True)
+""" % HARNESS
 _CHILD = _CONTEXT_CHILD
+_HOLD = 0.3  # --hold
 
 
-def _context_cycle():
+def _context_cycle(spans=None):
+    """One child started and waited for; with ``spans`` its (made from, made to, exit from, exit to) monotonic
+    times are added to it (the start child only)."""
     import subprocess
 
-    subprocess.run([sys.executable, "-c", _CHILD], check=True)
+    if spans is None or _CHILD is not _START_CHILD:
+        subprocess.run([sys.executable, "-c", _CHILD], check=True)
+        return
+    out = subprocess.run([sys.executable, "-c", _CHILD, str(_HOLD)], check=True, capture_output=True, text=True)
+    t0, t1, t2 = (float(v) for v in out.stdout.split()[-3:])
+    spans.append((t0, t1, t2, time.monotonic()))
 
 
 def _step(x):
     import torch
 
+    if _VICTIM == "events":
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(_BURST):
+            x.mul_(1.0000001)
+        b.record()
+        b.synchronize()
+        return a.elapsed_time(b) * 1e3
     if _VICTIM == "vmm":
         return _vmm_step(max(1, x.numel() >> 18))
     for _ in range(_BURST):
@@ -94,8 +129,9 @@ def _context(blocking):
     torch.cuda.init()
 
 
-def _measure(seconds, mb, start, turn=None):
-    """The victim's latencies (us) of a step (and, with ``turn``, the other side's turn after it)."""
+def _measure(seconds, mb, start, turn=None, when=None):
+    """The victim's latencies (us) of a step (and, with ``turn``, the other side's turn after it); --victim events:
+    each step's time on the GPU's clock.  ``when`` (a list) gets each step's (start, end) monotonic times."""
     import torch
 
     _context(_BLOCKING)
@@ -106,24 +142,28 @@ def _measure(seconds, mb, start, turn=None):
     start.wait()
     lat, end = [], time.perf_counter() + seconds
     while time.perf_counter() < end:
-        t0 = time.perf_counter()
-        _step(x)
+        t0, m0 = time.perf_counter(), time.monotonic()
+        gpu_us = _step(x)
         if turn is not None:
             turn()
-        lat.append((time.perf_counter() - t0) * 1e6)
+        lat.append(gpu_us if _VICTIM == "events" else (time.perf_counter() - t0) * 1e6)
+        if when is not None:
+            when.append((m0, time.monotonic()))
     return lat
 
 
 _BLOCKING = False  # --blocking
 
 
-def _configure(burst, blocking, victim_kind="kernels", gpu=None, child=None):
+def _configure(burst, blocking, victim_kind="kernels", gpu=None, child=None, hold=None):
     """A spawned process starts with this module's defaults: the options are set again in each (and the GPU it
     sees, before CUDA starts in it)."""
-    global _BURST, _BLOCKING, _VICTIM, _CHILD
+    global _BURST, _BLOCKING, _VICTIM, _CHILD, _HOLD
     _BURST, _BLOCKING, _VICTIM = burst, blocking, victim_kind
     if child is not None:
-        _CHILD = child
+        _CHILD = _START_CHILD if child == "start" else child
+    if hold is not None:
+        _HOLD = hold
     if gpu is not None:
         os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
     sys.path.insert(0, HARNESS)
@@ -131,20 +171,23 @@ def _configure(burst, blocking, victim_kind="kernels", gpu=None, child=None):
 
 def victim(q, seconds, mb, start, burst=1, blocking=False, victim_kind="kernels"):
     _configure(burst, blocking, victim_kind)
-    q.put(("victim", _measure(seconds, mb, start)))
+    when = []
+    lat = _measure(seconds, mb, start, when=when)
+    q.put(("victim", lat))
+    q.put(("when", when))
 
 
-def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None, child=None):
+def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None, child=None, hold=None):
     import torch
 
-    _configure(burst, blocking, gpu=gpu, child=child)
+    _configure(burst, blocking, gpu=gpu, child=child, hold=hold)
     sys.path.insert(0, HARNESS)
     from kgym_harness.shared import cudashare
 
     _context(blocking)
     x = torch.ones(mb << 18, device="cuda")
     start.wait()
-    n, end = 0, time.perf_counter() + seconds + 0.5
+    n, end, spans = 0, time.perf_counter() + seconds + 0.5, []
     while time.perf_counter() < end:
         if kind == "kernels":
             _step(x)
@@ -153,7 +196,7 @@ def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None, child=
             b.bytes().fill_(0)
             b.close()
         elif kind == "contexts":
-            _context_cycle()
+            _context_cycle(spans)
         elif kind == "malloc":
             y = torch.empty(mb << 18, device="cuda")
             y.fill_(0)
@@ -164,6 +207,7 @@ def other(q, kind, seconds, mb, start, burst=1, blocking=False, gpu=None, child=
             continue
         n += 1
     q.put(("other", n / (seconds + 0.5)))
+    q.put(("spans", spans))
 
 
 def victim_turns(conn, q, seconds, mb, start):
@@ -207,26 +251,54 @@ def run_turns(kind, seconds, mb):
           f"{len(lat) / seconds:7.0f} turns/s", flush=True)
 
 
-def run(kind, procs, seconds, mb, burst=1, blocking=False, victim_kind="kernels", other_gpu=None, child=None):
+def _figures(lat):
+    """median, p90, max and mean (us) of a list of latencies, as printed."""
+    lat = sorted(lat)
+    return (f"median {lat[len(lat) // 2]:8.1f} us  p90 {lat[int(0.9 * (len(lat) - 1))]:8.1f} us  "
+            f"max {lat[-1]:8.1f} us  mean {statistics.fmean(lat):8.1f} us  n {len(lat):5d}")
+
+
+def _by_overlap(lat, when, spans):
+    """The victim's steps split by what overlapped them: a context being made (t0..t1 of a start child), one being
+    torn down (t2..end), neither."""
+    groups = {"made": [], "torn down": [], "neither": []}
+    for v, (a, b) in zip(lat, when):
+        made = any(a < t1 and b > t0 for t0, t1, _, _ in spans)
+        torn = any(a < t3 and b > t2 for _, _, t2, t3 in spans)
+        groups["made" if made else "torn down" if torn else "neither"].append(v)
+    return groups
+
+
+def run(kind, procs, seconds, mb, burst=1, blocking=False, victim_kind="kernels", other_gpu=None, child=None,
+        hold=None):
     if kind in ("pingpong", "pipe"):
         return run_turns(kind, seconds, mb)
     ctx = mp.get_context("spawn")
     q, start = ctx.Queue(), ctx.Event()
     ps = [ctx.Process(target=victim, args=(q, seconds, mb, start, burst, blocking, victim_kind))]
-    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking, other_gpu, child))
+    ps += [ctx.Process(target=other, args=(q, kind, seconds, mb, start, burst, blocking, other_gpu, child, hold))
            for _ in range(procs if kind != "alone" else 0)]
     for p in ps:
         p.start()
     time.sleep(8)  # contexts made
     start.set()
-    got = [q.get(timeout=120) for _ in ps]
+    got = [q.get(timeout=120) for _ in range(2 * len(ps))]
     for p in ps:
         p.join()
-    lat = sorted(next(v for k, v in got if k == "victim"))
+    lat = next(v for k, v in got if k == "victim")
+    when = next(v for k, v in got if k == "when")
     rates = [v for k, v in got if k == "other"]
-    print(f"{kind:8s} victim median {lat[len(lat) // 2]:8.0f} us  p90 {lat[int(0.9 * (len(lat) - 1))]:8.0f} us  "
-          f"{len(lat) / seconds:7.0f} steps/s   others {statistics.fmean(rates) if rates else 0:7.1f} ops/s each",
-          flush=True)
+    spans = [s for k, v in got if k == "spans" for s in v]
+    clock = "GPU" if victim_kind == "events" else "host"
+    print(f"{kind:8s} victim ({clock}) {_figures(lat)}  {len(lat) / seconds:7.0f} steps/s   "
+          f"others {statistics.fmean(rates) if rates else 0:7.1f} ops/s each", flush=True)
+    if spans:
+        made = statistics.median(t1 - t0 for t0, t1, _, _ in spans) * 1e3
+        torn = statistics.median(t3 - t2 for _, _, t2, t3 in spans) * 1e3
+        print(f"         {len(spans)} starts: context made in {made:.0f} ms, exit {torn:.0f} ms (medians)", flush=True)
+        for name, part in _by_overlap(lat, when, spans).items():
+            if part:
+                print(f"         steps overlapping {name:9s} {_figures(part)}", flush=True)
 
 
 def main():
@@ -240,16 +312,20 @@ def main():
                          "kernels mode (default 1): whether a context pays a turn per synchronize or per kernel")
     ap.add_argument("--blocking", action="store_true",
                     help="contexts made with kgym's blocking waits (cudashare.blocking_sync), not the driver's spin")
-    ap.add_argument("--victim", choices=("kernels", "vmm"), default="kernels",
+    ap.add_argument("--victim", choices=("kernels", "vmm", "events"), default="kernels",
                     help="the victim's step: kernels (default) or vmm (a block made, exported, touched and released: "
-                         "whether the driver's memory-mapping calls wait for each other across processes)")
+                         "whether the driver's memory-mapping calls wait for each other across processes), or events "
+                         "(the kernels step timed on the GPU's clock: what a timing round would measure)")
     ap.add_argument("--other-gpu", type=int, default=None,
                     help="run the others on this GPU (CUDA_VISIBLE_DEVICES) and the victim on the first: what two "
                          "GPUs of one machine share")
-    ap.add_argument("--context-child", choices=("driver", "torch"), default="driver",
+    ap.add_argument("--context-child", choices=("driver", "torch", "start"), default="driver",
                     help="what each process of the contexts mode does: driver (default: a context made through the "
-                         "driver API and a 1 MB allocation) or torch (import torch, a tensor and a kernel, as a "
-                         "runner or judge starts)")
+                         "driver API and a 1 MB allocation), torch (import torch, a tensor and a kernel, as a "
+                         "runner or judge starts) or start (a runner's set-up: kgym's start_context and no kernel, "
+                         "--hold seconds idle, then exit; the victim's steps are sorted by what overlapped them)")
+    ap.add_argument("--hold", type=float, default=0.3,
+                    help="seconds a start child stays after its context is made (default 0.3)")
     a = ap.parse_args()
     if a.burst < 1:
         ap.error("--burst must be at least 1")
@@ -258,7 +334,7 @@ def main():
           flush=True)
     for kind in a.modes.split(","):
         run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking, a.victim, a.other_gpu,
-            _TORCH_CHILD if a.context_child == "torch" else _CONTEXT_CHILD)
+            {"torch": _TORCH_CHILD, "start": "start"}.get(a.context_child, _CONTEXT_CHILD), a.hold)
 
 
 if __name__ == "__main__":
