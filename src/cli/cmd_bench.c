@@ -759,8 +759,8 @@ static void usage(FILE *out)
             "                      wrong*.py not correct\n"
             "  --jsonl FILE        one pair per line: {\"task\": FILE | \"kernelbench\": \"level1/19\",\n"
             "                      \"candidate\": FILE | \"response\": TEXT, \"expect\": VERDICT|\"not_correct\"}\n"
-            "  --jobs N            evaluations at once (default: CPU cores, at most 4; on a GPU they share\n"
-            "                      it, and timing runs in exclusive windows)\n"
+            "  --jobs N            evaluations at once (default: 6 on a GPU, where they share it and\n"
+            "                      timing runs in exclusive windows; on the CPU its cores, at most 4)\n"
             "  --out FILE          also write every result as JSONL to FILE, each as it finishes\n"
             "  --dedup             exact twins evaluated once, as `kgym serve` does: a pair whose task text\n"
             "                      and candidate bytes equal an earlier pair's gets that pair's result,\n"
@@ -872,10 +872,10 @@ int kg_cli_bench(int argc, char **argv)
         goto fail;
     }
     if (!jobs) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
         /* On a GPU the arbiter runs timing and profiling in exclusive windows, so several evaluations can
          * overlap their compile and correctness work with another's measurement. */
-        jobs = cores > 4 ? 4 : cores > 0 ? cores : 1;
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = kg_cli_default_jobs(&f, cores > 4 ? 4 : cores > 0 ? (int)cores : 1);
     }
     if ((size_t)jobs > list.count)
         jobs = (long)list.count;

@@ -68,7 +68,7 @@ static void usage(FILE *out)
             "  --rl-seed N         seed of the PRS draws (1)\n"
             "  --mask-void-turns   mask a turn scoring <= 0 after an earlier turn scored > 0 (Dr. Kernel)\n"
             "Evaluation:\n"
-            "  --jobs N            evaluations in parallel (2)\n"
+            "  --jobs N            evaluations in parallel (2; evaluating here on a GPU, 6)\n"
             "  --reeval-above S    evaluate a kernel once more when its speedup is above S and keep the\n"
             "                      second result (Dr. Kernel, S = 3; default 3; 0 = never); the record's\n"
             "                      \"reevaluated_from\" holds the discarded speedup\n"
@@ -434,7 +434,7 @@ int kg_cli_rollout(int argc, char **argv)
     const char *task_args[256], *sets[64], *out = NULL, *prompts_dir = NULL, *server = NULL, *ids = NULL;
     const char *server_token = getenv("KGYM_TOKEN");
     size_t n_task_args = 0, n_sets = 0;
-    int level = 0, samples = 1, turns = 3, keep_best = 0, stop_correct = 0, jobs = 2, resume = 0, progress = 1;
+    int level = 0, samples = 1, turns = 3, keep_best = 0, stop_correct = 0, jobs = 0, resume = 0, progress = 1;
     int report_only = 0, max_ctx = 0, mask_void = 0;
     double price_in = 0, price_out = 0, gamma = 1, rl_seed = 1, reeval_above = 3;
     const char *fn_name = "drkernel", *est_name = "trloo", *singleton = NULL;
@@ -672,6 +672,8 @@ int kg_cli_rollout(int argc, char **argv)
         }
         local.sup = sup;
         local.opts = &f.opts;
+        if (!jobs)
+            jobs = kg_cli_default_jobs(&f, 2);
         rc.evaluate = kg_agent_eval_local;
         rc.eval_ctx = &local;
     }
@@ -687,7 +689,7 @@ int kg_cli_rollout(int argc, char **argv)
     rc.chat = &chat;
     rc.prompts = &prompts;
     rc.seed = (uint64_t)rl_seed;
-    rc.eval_jobs = jobs;
+    rc.eval_jobs = jobs ? jobs : 2;
     rc.out_path = out;
     rc.resume = resume;
     rc.price_in = price_in;

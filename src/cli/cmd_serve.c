@@ -26,7 +26,7 @@ static void usage(FILE *out)
             "  --port N            port (10907; 0 = any free port)\n"
             "  --port-file FILE    write the bound port there once listening\n"
             "  --db FILE           the job database (kgym-service.db)\n"
-            "  --workers N         evaluation threads (1)\n"
+            "  --workers N         evaluation threads (6 on a GPU, 1 on the CPU)\n"
             "  --spare-workers N   threads beyond --workers that take jobs too, while at most --workers\n"
             "                      are evaluated at once: a job identical to one being evaluated (a\n"
             "                      retry, a GRPO group's twin) waits for its result without holding an\n"
@@ -92,7 +92,7 @@ static void worker_usage(FILE *out)
             "\n"
             "  --redis URL         redis://HOST[:PORT][/DB] (required)\n"
             "  --gpus LIST         one process per GPU (cuda:N); without it: --device (auto)\n"
-            "  --workers N         evaluation threads per device (1)\n"
+            "  --workers N         evaluation threads per device (6 on a GPU, 1 on the CPU)\n"
             "  --lease S           seconds before a silent worker's job is taken over (60)\n"
             "  --claim-order ORDER which queued job a free evaluation thread takes: task (the default) puts\n"
             "                      a task's samples one after another on the judge kept for that task and\n"
@@ -174,7 +174,7 @@ static int run(int argc, char **argv, int worker)
     const char *gpus = NULL, *device_kind = NULL;
     char devbuf[32];
     (void)devbuf;
-    int c, rc = 0;
+    int c, rc = 0, workers_given = 0;
     double v;
     optind = 1;
     opterr = 0;
@@ -190,7 +190,7 @@ static int run(int argc, char **argv, int worker)
         case OPT_PORT: NUM("port", 0, 65535) o.port = (int)v; break;
         case OPT_PORT_FILE: o.port_file = optarg; break;
         case OPT_DB: o.db_path = optarg; break;
-        case OPT_WORKERS: NUM("workers", 0, 256) o.workers = (int)v; break;
+        case OPT_WORKERS: NUM("workers", 0, 256) o.workers = (int)v, workers_given = 1; break;
         case OPT_SPARE_WORKERS: NUM("spare-workers", 0, 256) o.spare_workers = (int)v; break;
         case OPT_CLAIM_ORDER:
             if (kg_cli_claim_order(optarg, &o.fifo) != 0) {
@@ -352,6 +352,8 @@ single:;
         kg_cli_eval_flags_free(&f);
         return rc;
     }
+    if (!workers_given)
+        o.workers = kg_cli_default_jobs(&f, o.workers);
     o.token = token;
     o.kernelbench = f.kernelbench ? f.kernelbench : getenv("KGYM_KERNELBENCH");
     o.eval = f.opts;

@@ -530,6 +530,11 @@ kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
                                    .warm_pairs = f->warm < 0 ? KG_CLI_WARM_DEFAULT : f->warm};
 }
 
+int kg_cli_default_jobs(const kg_cli_eval_flags *f, int cpu_default)
+{
+    return f->device_resolved && strcmp(f->device_resolved, "cpu") != 0 ? KG_CLI_GPU_JOBS_DEFAULT : cpu_default;
+}
+
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
 {
     const char *dev = f->device ? f->device : getenv("KGYM_DEVICE");

@@ -56,6 +56,14 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
  * KG_CLI_WARM_DEFAULT unless --warm says otherwise (kgym eval, one evaluation, sets its own 0). */
 #define KG_CLI_WARM_DEFAULT 2
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
+/* Evaluations at once where the command line does not say (bench --jobs, serve/worker --workers, rollout --jobs
+ * evaluating here), after kg_cli_setup: on a GPU KG_CLI_GPU_JOBS_DEFAULT, on the CPU the command's own
+ * `cpu_default`.  Six because every throughput figure in docs/PERFORMANCE.md is at six on one GPU: one at a time
+ * gives 1,464 evaluations an hour on the GRPO mix, six ~3,300, eight and ten no more (H200, seventeenth session);
+ * device memory needs no smaller number: the arbiter reserves each evaluation's before its GPU work starts and a
+ * request that does not fit waits (docs/evaluation-protocol.md, "Sharing a GPU"). */
+#define KG_CLI_GPU_JOBS_DEFAULT 6
+int kg_cli_default_jobs(const kg_cli_eval_flags *f, int cpu_default);
 
 /* The device as the service's content key names it (malloc'd): "cpu", or
  * "cuda:" + the GPU model when every GPU the NVIDIA driver lists is that
