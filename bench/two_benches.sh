@@ -3,14 +3,18 @@
 # each GPU's kgym a CPU set of its own help?  Two plain `kgym bench` processes, one per GPU (CUDA_VISIBLE_DEVICES),
 # on the same list, side by side:
 #
-#   sh bench/two_benches.sh LIST [JOBS] [--keep DIR]
+#   sh bench/two_benches.sh LIST [JOBS] [--arms LIST] [--keep DIR]
 #
 # LIST: a kgym bench list (e.g. bench/grpo_mix.py's mix.jsonl, which `sh bench/grpo.sh --keep DIR` leaves in
 # DIR/mix/mix.jsonl).  Three arms, in this order, each with an empty trusted compile cache and a fresh Triton cache
 # per process: "alone" (GPU 0's process only), "free" (both, any core), "pinned" (both, each under `taskset` to a set
 # of its own: the CPUs of its GPU's NUMA node where the two GPUs hang off different nodes, else the physical cores
-# split in two halves, each core with its SMT siblings, so the two processes never share a core).  Printed per arm:
-# each process's evaluations per hour (kgym bench's own figure), their sum, the sum / alone, and the CPU sets.
+# split in two halves, each core with its SMT siblings, so the two processes never share a core).  --arms (default
+# alone,free,pinned) leaves arms out (alone always runs).  Printed per arm: each process's evaluations per hour (kgym
+# bench's own figure), their sum, the sum / alone, and the CPU sets; then what the other GPU's evaluations do to
+# GPU 0's timing: per arm, candidates re-measured for noise, the median and largest per-round CV, and each
+# candidate's speedup against the alone arm's (median and largest |ratio - 1|).  Every result is kept as
+# ARM.GPU.jsonl (kgym bench --out) in --keep's folder.
 # Environment: bench/gpu_common.sh (KGYM_BIN, KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
 NAME=two_benches
@@ -22,8 +26,16 @@ shift
 JOBS=6
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 KEEP=
-[ "${1:-}" = --keep ] && { KEEP=${2:?--keep needs a folder}; shift 2; }
-CMDLINE="sh bench/two_benches.sh $LIST $JOBS"
+ARMS=alone,free,pinned
+while [ $# -gt 0 ]; do
+    case $1 in
+    --keep) KEEP=${2:?--keep needs a folder} && shift 2 ;;
+    --arms) ARMS=${2:?--arms needs a list} && shift 2 ;;
+    *) echo "two_benches: unknown argument $1 (usage: sh bench/two_benches.sh LIST [JOBS] [--arms LIST] [--keep DIR])" >&2
+       exit 2 ;;
+    esac
+done
+CMDLINE="sh bench/two_benches.sh $LIST $JOBS --arms $ARMS"
 preflight
 SETS=$("$PY" - <<'EOF'
 import glob, os, subprocess
@@ -59,7 +71,7 @@ one() { # one ARM GPU [CPUSET]: one kgym bench on that GPU, its per-hour figure 
     _tc=$(mktemp -d "${TMPDIR:-/tmp}/kgym-triton.XXXXXX") || die "no temporary folder"
     # ${3:+...} unquoted: "taskset -c SET" when a set is given (a comma list, no spaces), else nothing
     CUDA_VISIBLE_DEVICES=$2 TRITON_CACHE_DIR=$_tc ${3:+taskset -c $3} "$KGYM" bench --jsonl "$LIST" --device cuda \
-        --kernelbench "$KB" --jobs "$JOBS" >"$WORK/$1.$2.out" 2>&1
+        --kernelbench "$KB" --jobs "$JOBS" --out "$WORK/$1.$2.jsonl" >"$WORK/$1.$2.out" 2>&1
     rm -rf "$_tc"
 }
 rate() { sed -n 's/.* evaluations in .* (\([0-9]*\) per hour).*/\1/p' "$WORK/$1.$2.out" | tail -1; }
@@ -70,6 +82,7 @@ ALONE=$(rate alone 0)
 printf '| arm | GPU 0 / h | GPU 1 / h | sum / h | sum / alone |\n|---|---:|---:|---:|---:|\n'
 printf '| alone | %s | | %s | 1.000 |\n' "$ALONE" "$ALONE"
 for arm in free pinned; do
+    case ",$ARMS," in *",$arm,"*) ;; *) continue ;; esac
     empty_compile_cache
     if [ $arm = pinned ]; then
         one $arm 0 "$SET0" & p0=$!
@@ -84,4 +97,27 @@ for arm in free pinned; do
 print(f"| {sys.argv[4]} | {r0} | {r1} | {s} | {s / a:.3f} |" if a else f"| {sys.argv[4]} | {r0} | {r1} | {s} | ? |")' \
         "$ALONE" "$r0" "$r1" $arm
 done
+# Each run's timing against GPU 0's alone (the results' timing: candidates re-measured for noise, per-round CV,
+# speedup), keyed by candidate.
+"$PY" - "$WORK" <<'EOF'
+import glob, json, os, statistics, sys
+def timed(path):
+    out = {}
+    for line in open(path):
+        r = json.loads(line)  # a kgym bench --out line: the result
+        t = r.get("timing") or {}
+        if t.get("speedup"):
+            out[json.dumps(r.get("candidate"), sort_keys=True)] = t
+    return out
+runs = {os.path.basename(p)[:-6]: timed(p) for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl")))}
+alone = runs.get("alone.0", {})
+print("\n| arm.GPU | timed | re-measured | round CV median | round CV max | speedup vs alone.0: median, max abs(ratio-1) |")
+print("|---|---:|---:|---:|---:|---|")
+for name, t in runs.items():
+    cvs = [x["round_cv"] for x in t.values() if x.get("round_cv") is not None]
+    both = [abs(t[k]["speedup"] / alone[k]["speedup"] - 1) for k in t if k in alone] if name != "alone.0" else []
+    print(f"| {name} | {len(t)} | {sum(1 for x in t.values() if x.get('remeasured'))} | "
+          f"{statistics.median(cvs) if cvs else float('nan'):.4f} | {max(cvs) if cvs else float('nan'):.4f} | "
+          + (f"{statistics.median(both):.2%}, {max(both):.2%} ({len(both)} candidates)" if both else "-") + " |")
+EOF
 finish
