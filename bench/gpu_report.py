@@ -586,11 +586,73 @@ def _grpo_figures(doc):
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
             "shared_phases": _shared_phases(done),
+            "timing": _timed_by_pair(doc["results"]),
             "where": _where_it_went(done),
             "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
 
 
 _GPU_STATES = ("exclusive", "shared", "draining", "handoff", "idle")
+
+
+def _timed_by_pair(entries):
+    """The timing of every evaluated pair (not answered from a twin) that has a speedup, keyed "FILE#N": the
+    candidate's file and which of that file's results this is (a mix's exact twins are one file listed twice; --out
+    lines come as evaluations end, not in the list's order): {key: result timing}."""
+    out, seen = {}, Counter()
+    for e in entries:
+        t = get(e, "result", "timing")
+        if e.get("cached_from") or not isinstance(t, dict) or not num(t.get("speedup")):
+            continue
+        name = str(get(e, "result", "candidate", "path") or get(e, "candidate", "path") or e.get("label"))
+        seen[name] += 1
+        out[f"{name}#{seen[name]}"] = t
+    return out
+
+
+def report_timing_precision(args):
+    """`gpu_report.py timing-precision NAME=FILE...`: _timing_rows for runs of one list, each the JSON of `kgym bench
+    --json` or the JSON lines of its --out (one result a line, in the list's order)."""
+    runs = []
+    for spec in args.runs:
+        who, sep, path = spec.partition("=")
+        if not sep or not who or not path:
+            raise ReportError(f"a run is NAME=FILE (e.g. alone=a.jsonl), not {spec!r}")
+        try:
+            doc = load_run(path)
+            entries = doc["results"]
+        except ReportError:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    entries = [{"result": json.loads(line)} for line in f if line.strip()]
+            except (OSError, json.JSONDecodeError) as e:
+                raise ReportError(f"{path}: neither `kgym bench --json` nor its --out lines ({e})") from None
+        runs.append((who, {"timing": _timed_by_pair(entries)}))
+    headers, rows = _timing_rows(runs)
+    print(md_table(headers, rows))
+    return 0
+
+
+def _timing_rows(runs):
+    """What a change must not move, per run: candidates timed, re-measured for noise (timing.remeasured) and still
+    noisy, the per-round CV (median, largest), and each candidate's speedup against the first run's (median and
+    largest |ratio - 1| over the candidates both timed).  A second run of the first run's build is the yardstick
+    (docs/PERFORMANCE.md, nineteenth session)."""
+    first_who, first = runs[0][0], runs[0][1]["timing"]
+    # (two runs of one build on one H200 differ by a median 0.03%, at most 0.70%, over the GRPO mix's 31 timed
+    # candidates; contexts made beside timing windows moved them by medians of 0.2-1.0%, up to 15%: nineteenth
+    # session)
+    rows = []
+    for who, f in runs:
+        t = f["timing"]
+        cvs = [num(x.get("round_cv")) for x in t.values() if num(x.get("round_cv")) is not None]
+        both = [abs(num(x["speedup"]) / num(first[k]["speedup"]) - 1) for k, x in t.items() if k in first]
+        rows.append([who, len(t), sum(1 for x in t.values() if x.get("remeasured")),
+                     sum(1 for x in t.values() if x.get("noisy")),
+                     fmt(statistics.median(cvs) if cvs else None, ".4f"), fmt(max(cvs) if cvs else None, ".4f"),
+                     "-" if who == first_who or not both else
+                     f"{statistics.median(both):.2%}, {max(both):.2%} ({len(both)})"])
+    return ["build", "timed", "re-measured", "noisy", "round CV median", "round CV max",
+            f"speedup vs {first_who}: median, max |ratio - 1| (candidates)"], rows
 
 # The judge's steps of a correctness variant (correctness.variants[].spent_ms), in the order it takes them.
 _VARIANT_STEPS = ("inputs", "reference", "tolerance", "construct", "call", "input_check", "compare", "fp64",
@@ -755,6 +817,10 @@ def report_grpo(args):
                          + "; each evaluation's longest shared phase, by purpose (count, median, max): "
                          + ", ".join(f"{k} {len(v)}x {statistics.median(v):.2f}/{max(v):.2f} s"
                                      for k, v in sorted(sp["longest"].items(), key=lambda kv: -max(kv[1]))))
+    if any(f["timing"] for _, f in runs):
+        headers, trows = _timing_rows(runs)
+        lines += ["\ntiming precision (a faster run that moved these is not faster: the protocol's figures are "
+                  "what it sells):\n", md_table(headers, trows)]
     for who, f in runs:
         if f["not_kept"]:
             lines.append(f"\n{who}: judges not kept for another job, why (the judge's stderr): "
@@ -1070,6 +1136,10 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, required=True)
     p.add_argument("--mix", required=True, help="the mix the runs evaluated")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. base=a.json head=b.json")
+    p = sub.add_parser("timing-precision", help="candidates re-measured, per-round CV and speedups against the "
+                                                "first run's, for runs of one list")
+    p.add_argument("runs", nargs="+", metavar="NAME=FILE",
+                   help="kgym bench --json outputs or --out JSON lines, the first the yardstick")
     p = sub.add_parser("window")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. head=b.json")
     sub.add_parser("make-mix")
@@ -1078,6 +1148,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
           "concurrency": report_concurrency, "grpo": report_grpo, "window": report_window,
+          "timing-precision": report_timing_precision,
           "make-mix": make_mix, "driver-counts": report_driver_counts}[args.cmd]
     try:
         return fn(args)

@@ -97,27 +97,11 @@ for arm in free pinned; do
 print(f"| {sys.argv[4]} | {r0} | {r1} | {s} | {s / a:.3f} |" if a else f"| {sys.argv[4]} | {r0} | {r1} | {s} | ? |")' \
         "$ALONE" "$r0" "$r1" $arm
 done
-# Each run's timing against GPU 0's alone (the results' timing: candidates re-measured for noise, per-round CV,
-# speedup), keyed by candidate.
-"$PY" - "$WORK" <<'EOF'
-import glob, json, os, statistics, sys
-def timed(path):
-    out = {}
-    for line in open(path):
-        r = json.loads(line)  # a kgym bench --out line: the result
-        t = r.get("timing") or {}
-        if t.get("speedup"):
-            out[json.dumps(r.get("candidate"), sort_keys=True)] = t
-    return out
-runs = {os.path.basename(p)[:-6]: timed(p) for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.jsonl")))}
-alone = runs.get("alone.0", {})
-print("\n| arm.GPU | timed | re-measured | round CV median | round CV max | speedup vs alone.0: median, max abs(ratio-1) |")
-print("|---|---:|---:|---:|---:|---|")
-for name, t in runs.items():
-    cvs = [x["round_cv"] for x in t.values() if x.get("round_cv") is not None]
-    both = [abs(t[k]["speedup"] / alone[k]["speedup"] - 1) for k in t if k in alone] if name != "alone.0" else []
-    print(f"| {name} | {len(t)} | {sum(1 for x in t.values() if x.get('remeasured'))} | "
-          f"{statistics.median(cvs) if cvs else float('nan'):.4f} | {max(cvs) if cvs else float('nan'):.4f} | "
-          + (f"{statistics.median(both):.2%}, {max(both):.2%} ({len(both)} candidates)" if both else "-") + " |")
-EOF
+# Each run's timing against GPU 0's alone (candidates re-measured for noise, per-round CV, speedups).
+set -- alone.0="$WORK/alone.0.jsonl"
+for f in "$WORK"/free.*.jsonl "$WORK"/pinned.*.jsonl; do
+    [ -f "$f" ] && set -- "$@" "$(basename "$f" .jsonl)=$f"
+done
+echo
+"$PY" bench/gpu_report.py timing-precision "$@"
 finish

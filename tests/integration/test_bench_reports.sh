@@ -1,0 +1,40 @@
+#!/bin/sh
+# bench/gpu_report.py's timing-precision table (what `bench/grpo.sh` pairs and `bench/two_benches.sh` print to say
+# whether a change moved the timing): counts and ratios from made-up runs whose answers are known, read from
+# `kgym bench --json` documents and from --out lines in another order, exact twins (one file listed twice) included.
+. tests/integration/lib.sh
+
+"$PY" - "$TMP" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+def res(path, speedup, remeasured=False, noisy=False, cv=0.001):
+    return {"candidate": {"path": path}, "verdict": "correct",
+            "timing": {"speedup": speedup, "remeasured": remeasured, "noisy": noisy, "round_cv": cv}}
+base = [res("a.py", 2.0), res("a.py", 2.0), res("b.py", 1.0, cv=0.004), res("c.py", 4.0),
+        {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None}]
+head = [res("c.py", 4.4, remeasured=True, noisy=True, cv=0.2), res("a.py", 2.02), res("b.py", 1.0),
+        res("a.py", 2.0)]
+json.dump({"summary": {}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
+          open(os.path.join(d, "base.json"), "w"))
+with open(os.path.join(d, "head.jsonl"), "w") as f:
+    for r in head:
+        f.write(json.dumps(r) + "\n")
+PYEOF
+"$PY" bench/gpu_report.py timing-precision base="$TMP/base.json" head="$TMP/head.jsonl" >"$TMP/out" 2>&1
+row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
+# base: 4 timed (d.py untimed), none re-measured, CVs 0.001 x3 and 0.004; head: a.py#1 2.02/2.0 = 1%, a.py#2 0%,
+# b.py 0%, c.py 4.4/4.0 = 10%: median 0.50%, max 10.00%, one re-measured and noisy, round CV max 0.2.
+[ "$(row base)" = "|base|4|0|0|0.0010|0.0040|-|" ] && ok "timing-precision: the yardstick's own row" \
+    || bad "the base row" "$(cat "$TMP/out")"
+[ "$(row head)" = "|head|4|1|1|0.0010|0.2000|0.50%,10.00%(4)|" ] \
+    && ok "timing-precision: re-measured, round CV and speedup ratios against the first run, twins paired by file" \
+    || bad "the head row" "$(cat "$TMP/out")"
+"$PY" bench/gpu_report.py timing-precision base="$TMP/missing.json" >"$TMP/err" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "missing.json: neither" "$TMP/err" && ok "timing-precision: an unreadable run is an error naming it" \
+    || bad "a missing run: rc $rc" "$(cat "$TMP/err")"
+"$PY" bench/gpu_report.py timing-precision base.json >"$TMP/err" 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "NAME=FILE" "$TMP/err" && ok "timing-precision: a run without its name is refused" \
+    || bad "a run without NAME=: rc $rc" "$(cat "$TMP/err")"
+finish
