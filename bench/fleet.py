@@ -31,7 +31,7 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_report import ReportError, fmt, md_table, num, read_pairs, verdict_line  # noqa: E402  (one table writer for every bench report)
+from gpu_report import ReportError, cache_reasons, fmt, md_table, num, read_pairs, verdict_line  # noqa: E402  (one table writer for every bench report)
 
 GOAL_RATIO = 1.9  # issue 38: throughput of two GPUs / one GPU on the GRPO-shaped mix
 ENDED = ("done", "failed", "cancelled")
@@ -600,13 +600,8 @@ def breakdown(runs):
     # Why compile requests failed or were refused (compile_cache.reasons), most frequent first, per run.
     why = []
     for name, doc in runs:
-        seen = {}
-        for r in doc["records"]:
-            for w in ((r.get("compile_cache") or {}).get("reasons") or []):
-                if isinstance(w, str):
-                    seen[w[:160]] = seen.get(w[:160], 0) + 1
-        if seen:
-            top = sorted(seen.items(), key=lambda kv: -kv[1])[:3]
+        top = cache_reasons(doc["records"])
+        if top:
             why.append(f"- {name}: compile cache: " + "; ".join(f"{n}x {w}" for w, n in top))
     return "\nmeans per evaluation, seconds:\n\n" + md_table(
         ["run", "GPU", "evaluated", "wall", "set-up", "compile", "tiny run", "correctness", "timing", "shared held",

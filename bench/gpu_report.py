@@ -579,9 +579,7 @@ def _grpo_figures(doc):
                                         "wait_ms")},
             # Why requests failed or were refused (compile_cache.reasons), most frequent first: a cache that serves
             # nothing says why (a private TMPDIR once made every worker fail, unnoticed).
-            "compile_cache_reasons": Counter(str(w)[:160] for r in done
-                                             for w in (get(r, "compile_cache", "reasons") or [])
-                                             if isinstance(w, str)).most_common(3),
+            "compile_cache_reasons": cache_reasons(done),
             # The run's GPU time by the arbiter's state (summary gpu_state_ms; absent before it) and the shared
             # part by how many shared phases were held at once (gpu_shared_holders_ms: bin i is i + 1 holders).
             "states": s.get("gpu_state_ms") if isinstance(s.get("gpu_state_ms"), dict) else None,
@@ -592,6 +590,13 @@ def _grpo_figures(doc):
 
 
 _GPU_STATES = ("exclusive", "shared", "draining", "handoff", "idle")
+
+
+def cache_reasons(results, top=3):
+    """Why compile requests failed or were refused (each result's compile_cache.reasons), the ``top`` most frequent
+    first: [(reason, count)].  Used by this report and bench/fleet.py's."""
+    return Counter(str(w)[:160] for r in results for w in (get(r, "compile_cache", "reasons") or [])
+                   if isinstance(w, str)).most_common(top)
 
 
 def _timed_by_pair(entries):

@@ -2216,8 +2216,20 @@ def _warm_start(peer_fd, prelude, device):
         return _Early(exc=exc)
 
 
-def _start_runner(sock, job, device, findings):
-    """Hands the runner its part of the job; returns (link, the runner's sandbox report)."""
+def _setup_split(device):
+    """KGYM_SETUP_SPLIT=1 (an experiment, off by default): a cold start's driver initialisation (cuInit, in both
+    processes, and the runner's sandbox) runs outside any GPU phase and only the contexts and the device-memory
+    probe inside the shared phase (purpose setup), which every timing window has to drain: the contexts made
+    outside any phase put other evaluations' timing off (docs/PERFORMANCE.md, nineteenth session); whether cuInit
+    does too is what `sh bench/grpo.sh 6 --baseline build/kgym --head-env KGYM_SETUP_SPLIT=1` and its timing
+    precision table measure."""
+    return device.startswith("cuda") and os.environ.get("KGYM_SETUP_SPLIT") == "1"
+
+
+def _start_runner(sock, job, device, findings, phase=None):
+    """Hands the runner its part of the job; returns (link, the runner's sandbox report).  ``phase``: None where
+    the caller holds the set-up's GPU phase; else a context manager for it, taken here once the driver is up in
+    both processes (_setup_split)."""
     from ..shared import cudashare
 
     link = RunnerLink(sock, device, findings)
@@ -2225,12 +2237,26 @@ def _start_runner(sock, job, device, findings):
     sub = {k: job[k] for k in _RUNNER_JOB_KEYS if k in job}
     if sub.get("policy") is False:
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
+    if phase is not None:
+        sub["context_later"] = True
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
+    start = cudashare.blocking_sync if phase is not None else cudashare.start_context
     reply, _ = link.ask({"cmd": kinds.CMD_SETUP, "job": sub},
-                        meanwhile=(lambda: cudashare.start_context(device)) if device.startswith("cuda") else None)
+                        meanwhile=(lambda: start(device)) if device.startswith("cuda") else None)
     if reply.get("type") != kinds.REPLY_OK:
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
+    with phase() if phase is not None else contextlib.nullcontext():
+        if phase is not None:
+            reply_ctx, _ = link.ask({"cmd": kinds.CMD_CONTEXT}, meanwhile=lambda: cudashare.start_context(device))
+            if reply_ctx.get("type") != kinds.REPLY_OK:
+                raise RunnerLost(f"the runner failed to make its CUDA context: {reply_ctx}"[:500])
+        _share_probe(link, reply, device)
+    return link, reply
+
+
+def _share_probe(link, reply, device):
+    """On a GPU: whether tensors cross in device memory, said in the sandbox report (in the set-up's phase)."""
     if device.startswith("cuda"):
         why = link.share_probe()
         sb = reply.setdefault("sandbox", {})
@@ -2238,7 +2264,6 @@ def _start_runner(sock, job, device, findings):
             sb.setdefault("active", []).append("tensors cross in device memory (CUDA VMM blocks the judge makes)")
         else:
             sb.setdefault("warnings", []).append(f"tensors cross through host memory (slower): {why}"[:400])
-    return link, reply
 
 
 def _sandbox_report(setup, judge_active, judge_warnings):
@@ -2548,7 +2573,10 @@ def _serve(chan, device, peer_fd, lockdown, state):
 
     # The runner locks itself down before the candidate's file is even read, and says what the kernel
     # granted.
-    if early is None:
+    if early is None and _setup_split(device):
+        ev.runner, setup = _start_runner(_socket.socket(fileno=peer_fd), job, device, ev.guards.findings,
+                                         phase=lambda: ev.gpu_if_device("shared", "setup"))
+    elif early is None:
         # In a shared GPU phase: making a CUDA context (two here) and mapping device memory disturb the
         # kernels of another evaluation's exclusive timing window.
         with ev.gpu_if_device("shared", "setup"):

@@ -249,8 +249,13 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 — another Triton: every module is compiled here, as before
                 warnings.append(f"Triton's shared C modules not used: {type(exc).__name__}: {exc}"[:300])
             self._install_compile_handback()
-            # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
-            tp.cudashare.start_context(self.device)
+            if job.get("context_later"):
+                # The driver only (cuInit, the context's flags): the context waits for the judge's "context",
+                # which it sends inside a shared GPU phase (child._start_runner, KGYM_SETUP_SPLIT).
+                tp.cudashare.blocking_sync(self.device)
+            else:
+                # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
+                tp.cudashare.start_context(self.device)
         self.reply({"type": kinds.REPLY_OK, "pid": os.getpid(), "uid": os.getuid(),
                     "sandbox": {"active": list(active), "warnings": warnings, "protections": active.codes}})
 
@@ -509,6 +514,10 @@ class Runner:
                 with spin:
                     if cmd == kinds.CMD_SETUP:
                         self.setup(msg)
+                    elif cmd == kinds.CMD_CONTEXT:
+                        if self.device.startswith("cuda"):
+                            tp.cudashare.start_context(self.device)
+                        self.reply({"type": kinds.REPLY_OK})
                     elif cmd == kinds.CMD_LOAD:
                         self.load(msg)
                     elif cmd == kinds.CMD_CONSTRUCT:

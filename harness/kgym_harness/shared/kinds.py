@@ -103,6 +103,7 @@ MESSAGES = (
 
 # The judge's commands to the runner, by "cmd".
 CMD_SETUP = 'setup'
+CMD_CONTEXT = 'context'
 CMD_LOAD = 'load'
 CMD_CONSTRUCT = 'construct'
 CMD_CALL = 'call'
@@ -123,6 +124,7 @@ CMD_COMPILED = 'compiled'
 CMD_EXIT = 'exit'
 RUNNER_COMMANDS = (
     'setup',
+    'context',
     'load',
     'construct',
     'call',

@@ -1,0 +1,75 @@
+"""KGYM_SETUP_SPLIT (child._setup_split, an experiment off by default): a cold start's set-up goes to the runner
+first with ``context_later`` and no GPU phase held (the driver only: cuInit in both processes), then, inside the
+shared phase the caller gives, the runner's ``context`` command and the device-memory probe."""
+
+import contextlib
+
+import pytest
+
+from kgym_harness.judge import child
+from kgym_harness.shared import kinds
+
+
+class _Recorder:
+    def __init__(self):
+        self.events, self.held = [], False
+
+    @contextlib.contextmanager
+    def phase(self):
+        self.events.append("acquire")
+        self.held = True
+        try:
+            yield
+        finally:
+            self.held = False
+            self.events.append("release")
+
+
+def _fake_link(rec, answers=None):
+    class FakeLink:
+        def __init__(self, sock, device, findings):
+            self.findings = findings
+
+        def ask(self, msg, meanwhile=None):
+            rec.events.append((msg["cmd"], rec.held, bool((msg.get("job") or {}).get("context_later"))))
+            return dict((answers or {}).get(msg["cmd"], {"type": kinds.REPLY_OK, "sandbox": {}})), None
+
+        def share_probe(self):
+            rec.events.append(("share_probe", rec.held, False))
+            return None
+
+    return FakeLink
+
+
+@pytest.fixture
+def rec(monkeypatch):
+    r = _Recorder()
+    monkeypatch.setattr(child, "RunnerLink", _fake_link(r))
+    monkeypatch.setattr(child, "_prepare_workdir", lambda job: None)
+    return r
+
+
+def test_split_set_up_holds_the_phase_only_for_the_contexts_and_the_probe(rec):
+    link, reply = child._start_runner(None, {"device": "cuda:0"}, "cuda:0", [], phase=rec.phase)
+    assert rec.events == [(kinds.CMD_SETUP, False, True), "acquire", (kinds.CMD_CONTEXT, True, False),
+                          ("share_probe", True, False), "release"]
+    assert reply["sandbox"]["active"][-1].startswith("tensors cross in device memory")
+
+
+def test_without_the_split_the_caller_holds_the_phase_and_no_context_command_goes(rec):
+    child._start_runner(None, {"device": "cuda:0"}, "cuda:0", [])
+    assert rec.events == [(kinds.CMD_SETUP, False, False), ("share_probe", False, False)]
+
+
+def test_a_runner_that_fails_its_context_is_lost_and_the_phase_is_given_back(monkeypatch, rec):
+    monkeypatch.setattr(child, "RunnerLink", _fake_link(rec, {kinds.CMD_CONTEXT: {"type": kinds.REPLY_ERROR}}))
+    with pytest.raises(child.RunnerLost, match="CUDA context"):
+        child._start_runner(None, {"device": "cuda:0"}, "cuda:0", [], phase=rec.phase)
+    assert rec.events[-1] == "release" and rec.held is False
+
+
+def test_the_switch_is_read_only_on_a_gpu(monkeypatch):
+    monkeypatch.setenv("KGYM_SETUP_SPLIT", "1")
+    assert child._setup_split("cuda:0") and not child._setup_split("cpu")
+    monkeypatch.setenv("KGYM_SETUP_SPLIT", "0")
+    assert not child._setup_split("cuda:0")
