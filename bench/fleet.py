@@ -31,7 +31,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from gpu_report import ReportError, cache_reasons, fmt, md_table, num, read_pairs, verdict_line  # noqa: E402  (one table writer for every bench report)
+# One table writer (and one reading of results) for every bench report.
+from gpu_report import (ReportError, cache_reasons, fmt, md_table, num, read_pairs, timing_rows,  # noqa: E402
+                        verdict_line)
 
 GOAL_RATIO = 1.9  # issue 38: throughput of two GPUs / one GPU on the GRPO-shaped mix
 ENDED = ("done", "failed", "cancelled")
@@ -227,6 +229,9 @@ def job_record(d, index, pair):
             "cached_from": d.get("cached_from"), "submitted_at": d.get("submitted_at"),
             "started_at": d.get("started_at"), "finished_at": d.get("finished_at"), "error": d.get("error"),
             "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu"),
+            # What the timing-precision table reads (gpu_report.timing_rows): whether two GPUs' evaluations put
+            # each other's timing off.
+            "timing": {k: t.get(k) for k in ("speedup", "remeasured", "noisy", "round_cv")} if t else None,
             "stages_ms": {st.get("name"): st.get("ms") for st in r.get("stages") or [] if isinstance(st, dict)},
             "setup_ms": proc.get("setup_ms"), "judge_served": proc.get("judge_served"), "warm": proc.get("warm"),
             "judge_cpu_ms": cpu_ms["judge"], "runner_cpu_ms": cpu_ms["runner"],
@@ -650,6 +655,16 @@ def cmd_report(a):
                                f"two GPUs / one GPU ≥ {GOAL_RATIO}: ×{ratio:.3f}"
                                + ("" if same else " (not counted: the verdicts differ from one GPU's, below)")))
     print(breakdown(runs))
+    # Timing precision, each run against the first's (one GPU's, where fleet.sh ran it): candidates re-measured for
+    # noise, per-round CV, speedups; the other GPU's context starts and ends are not phased against this GPU's
+    # timing windows (docs/PERFORMANCE.md, nineteenth session).
+    if any(r.get("timing") for _, doc in runs for r in doc["records"]):
+        headers, trows = timing_rows([(name, [{"cached_from": r.get("cached_from"),
+                                               "result": {"timing": r.get("timing"),
+                                                          "candidate": {"path": r.get("candidate")}}}
+                                              for r in sorted(doc["records"], key=lambda r: r.get("index", 0))])
+                                      for name, doc in runs])
+        print("\ntiming precision, against the first run's:\n\n" + md_table(headers, trows))
     print()
     for name, doc in runs:
         checks = integrity(doc)

@@ -637,6 +637,11 @@ def report_timing_precision(args):
     return 0
 
 
+def timing_rows(runs):
+    """_timing_rows for [(name, entries)], entries as _timed_by_pair reads them (bench/fleet.py's report)."""
+    return _timing_rows([(who, {"timing": _timed_by_pair(entries)}) for who, entries in runs])
+
+
 def _timing_rows(runs):
     """What a change must not move, per run: candidates timed, re-measured for noise (timing.remeasured) and still
     noisy, the per-round CV (median, largest), and each candidate's speedup against the first run's (median and
