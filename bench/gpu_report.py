@@ -42,6 +42,7 @@ GOAL_CV = 0.02          # median CV of the speedup across separate evaluations
 GOAL_AGREE = 0.03       # |kgym / do_bench - 1| per problem
 GOAL_EVAL_PER_HOUR = 2000
 GOAL_GRPO_PER_HOUR = 9000  # issue 36: one H200, the GRPO-shaped mix
+GOAL_TIMING_CHANGE = 0.02  # a head run's speedups against the base run's: timing within 2% of the truth
 GOAL_CONCURRENCY = 0.03  # median |speedup(jobs N) / speedup(jobs 1) - 1|
 
 
@@ -614,6 +615,11 @@ def _timed_by_pair(entries):
     return out
 
 
+def _speedup_changes(first, timing):
+    """|speedup / first's speedup - 1| for every candidate both timed (_timed_by_pair's keys)."""
+    return [abs(num(x["speedup"]) / num(first[k]["speedup"]) - 1) for k, x in timing.items() if k in first]
+
+
 def report_timing_precision(args):
     """`gpu_report.py timing-precision NAME=FILE...`: _timing_rows for runs of one list, each the JSON of `kgym bench
     --json` or the JSON lines of its --out (one result a line, in the list's order)."""
@@ -655,7 +661,7 @@ def _timing_rows(runs):
     for who, f in runs:
         t = f["timing"]
         cvs = [num(x.get("round_cv")) for x in t.values() if num(x.get("round_cv")) is not None]
-        both = [abs(num(x["speedup"]) / num(first[k]["speedup"]) - 1) for k, x in t.items() if k in first]
+        both = _speedup_changes(first, t)
         rows.append([who, len(t), sum(1 for x in t.values() if x.get("remeasured")),
                      sum(1 for x in t.values() if x.get("noisy")),
                      fmt(statistics.median(cvs) if cvs else None, ".4f"), fmt(max(cvs) if cvs else None, ".4f"),
@@ -860,6 +866,13 @@ def report_grpo(args):
         goal = verdict_line(rate["head"] >= GOAL_GRPO_PER_HOUR,
                             f"evaluations per GPU-hour on the GRPO-shaped mix ≥ {GOAL_GRPO_PER_HOUR:,}: "
                             f"{fmt(rate['head'], ',.0f')}")
+        first_who, first = runs[0][0], runs[0][1]["timing"]
+        changes = [c for who, f in runs if who.startswith("head") for c in _speedup_changes(first, f["timing"])]
+        if first_who.startswith("base") and changes:
+            goal += "\n" + verdict_line(max(changes) <= GOAL_TIMING_CHANGE,
+                                         f"every head run's speedups within {GOAL_TIMING_CHANGE:.0%} of {first_who}'s "
+                                         f"(the timing is what a faster run must not move): largest change "
+                                         f"{max(changes):.2%} over {len(changes)} timed evaluations")
         lines.append("\ngoal:\n" + goal)
         head = dict(runs).get("head")
         if head and head["twins"]:

@@ -14,8 +14,10 @@ base = [res("a.py", 2.0), res("a.py", 2.0), res("b.py", 1.0, cv=0.004), res("c.p
         {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None}]
 head = [res("c.py", 4.4, remeasured=True, noisy=True, cv=0.2), res("a.py", 2.02), res("b.py", 1.0),
         res("a.py", 2.0)]
-json.dump({"summary": {}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
+json.dump({"summary": {"wall_s": 60}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
           open(os.path.join(d, "base.json"), "w"))
+json.dump({"summary": {"wall_s": 50}, "results": [{"label": r["candidate"]["path"], "result": r} for r in head]},
+          open(os.path.join(d, "head.json"), "w"))
 with open(os.path.join(d, "head.jsonl"), "w") as f:
     for r in head:
         f.write(json.dumps(r) + "\n")
@@ -29,6 +31,13 @@ row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
 [ "$(row head)" = "|head|4|1|1|0.0010|0.2000|0.50%,10.00%(4)|" ] \
     && ok "timing-precision: re-measured, round CV and speedup ratios against the first run, twins paired by file" \
     || bad "the head row" "$(cat "$TMP/out")"
+# grpo's report (bench/grpo.sh pairs): the goal lines say whether the head's timing moved beyond 2% of the base's.
+"$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/head.json" >"$TMP/grpo" 2>&1
+grep -q "MISSED every head run's speedups within 2% of base's .*largest change 10.00% over 4 timed" "$TMP/grpo" \
+    && ok "grpo report: a head whose speedups moved 10% misses the timing goal" || bad "grpo's timing goal" "$(cat "$TMP/grpo")"
+"$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
+grep -q "MET every head run's speedups within 2% of base's .*largest change 0.00%" "$TMP/grpo" \
+    && ok "grpo report: the same run twice meets it" || bad "grpo's timing goal, same run" "$(cat "$TMP/grpo")"
 "$PY" bench/gpu_report.py timing-precision base="$TMP/missing.json" >"$TMP/err" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "missing.json: neither" "$TMP/err" && ok "timing-precision: an unreadable run is an error naming it" \
