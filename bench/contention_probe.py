@@ -329,6 +329,10 @@ def main():
     a = ap.parse_args()
     if a.burst < 1:
         ap.error("--burst must be at least 1")
+    if a.hold < 0:
+        ap.error("--hold must be 0 or more seconds")
+    if a.victim != "kernels" and {"pingpong", "pipe"} & set(a.modes.split(",")):
+        ap.error("the pingpong and pipe modes time the kernels step on the host's clock: leave --victim out there")
     print(f"contention_probe: {a.procs} others{'' if a.other_gpu is None else f' on GPU {a.other_gpu}'}, victim "
           f"{a.victim}, {a.mb} MB steps of {a.burst} kernel(s), {'blocking' if a.blocking else 'spinning'} waits",
           flush=True)

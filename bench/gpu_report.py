@@ -609,7 +609,10 @@ def _timed_by_pair(entries):
         t = get(e, "result", "timing")
         if e.get("cached_from") or not isinstance(t, dict) or not num(t.get("speedup")):
             continue
-        name = str(get(e, "result", "candidate", "path") or get(e, "candidate", "path") or e.get("label"))
+        # A --json entry's "candidate" is the pair's file name; its result's, a dict with the path.
+        cand = e.get("candidate")
+        name = str(get(e, "result", "candidate", "path") or (cand if isinstance(cand, str) else get(cand, "path"))
+                   or e.get("label"))
         seen[name] += 1
         out[f"{name}#{seen[name]}"] = t
     return out
@@ -618,6 +621,36 @@ def _timed_by_pair(entries):
 def _speedup_changes(first, timing):
     """|speedup / first's speedup - 1| for every candidate both timed (_timed_by_pair's keys)."""
     return [abs(num(x["speedup"]) / num(first[k]["speedup"]) - 1) for k, x in timing.items() if k in first]
+
+
+def _out_lines(path):
+    """The entries of a `kgym bench --out` file (one result a line; an answer from a twin says cached_from on its
+    line).  A last line cut short (a run killed while writing it) is left out with a word on stderr; any other line
+    that is not JSON makes the file unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+    except OSError as e:
+        raise ReportError(f"{path}: neither `kgym bench --json` nor its --out lines ({e})") from None
+    entries = []
+    for i, line in enumerate(lines):
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            if i == len(lines) - 1 and not line.endswith("\n"):
+                print(f"gpu_report.py: {path}: its last line is cut short (left out)", file=sys.stderr)
+                break
+            raise ReportError(f"{path}: neither `kgym bench --json` nor its --out lines (line {i + 1}: {e})") from None
+        if not isinstance(d, dict):
+            raise ReportError(f"{path}: line {i + 1} is not a result object")
+        entries.append({"result": d, "cached_from": d.get("cached_from")})
+    return entries
+
+
+def _yardstick(runs):
+    """The run the others are measured against: the first named base* (bench/grpo.sh's base, base#1), else the
+    first."""
+    return next(((who, f) for who, f in runs if who.startswith("base")), runs[0])
 
 
 def report_timing_precision(args):
@@ -632,11 +665,7 @@ def report_timing_precision(args):
             doc = load_run(path)
             entries = doc["results"]
         except ReportError:
-            try:
-                with open(path, encoding="utf-8") as f:
-                    entries = [{"result": json.loads(line)} for line in f if line.strip()]
-            except (OSError, json.JSONDecodeError) as e:
-                raise ReportError(f"{path}: neither `kgym bench --json` nor its --out lines ({e})") from None
+            entries = _out_lines(path)
         runs.append((who, {"timing": _timed_by_pair(entries)}))
     headers, rows = _timing_rows(runs)
     print(md_table(headers, rows))
@@ -650,10 +679,12 @@ def timing_rows(runs):
 
 def _timing_rows(runs):
     """What a change must not move, per run: candidates timed, re-measured for noise (timing.remeasured) and still
-    noisy, the per-round CV (median, largest), and each candidate's speedup against the first run's (median and
+    noisy, the per-round CV (median, largest), and each candidate's speedup against the yardstick's (_yardstick: the
+    first base run, else the first; median and
     largest |ratio - 1| over the candidates both timed).  A second run of the first run's build is the yardstick
     (docs/PERFORMANCE.md, nineteenth session)."""
-    first_who, first = runs[0][0], runs[0][1]["timing"]
+    first_who, first = _yardstick(runs)
+    first = first["timing"]
     # (two runs of one build on one H200 differ by a median 0.03%, at most 0.70%, over the GRPO mix's 31 timed
     # candidates; contexts made beside timing windows moved them by medians of 0.2-1.0%, up to 15%: nineteenth
     # session)
@@ -866,13 +897,17 @@ def report_grpo(args):
         goal = verdict_line(rate["head"] >= GOAL_GRPO_PER_HOUR,
                             f"evaluations per GPU-hour on the GRPO-shaped mix ≥ {GOAL_GRPO_PER_HOUR:,}: "
                             f"{fmt(rate['head'], ',.0f')}")
-        first_who, first = runs[0][0], runs[0][1]["timing"]
-        changes = [c for who, f in runs if who.startswith("head") for c in _speedup_changes(first, f["timing"])]
+        first_who, first = _yardstick(runs)
+        changes = [c for who, f in runs if who.startswith("head") for c in _speedup_changes(first["timing"],
+                                                                                              f["timing"])]
         if first_who.startswith("base") and changes:
             goal += "\n" + verdict_line(max(changes) <= GOAL_TIMING_CHANGE,
                                          f"every head run's speedups within {GOAL_TIMING_CHANGE:.0%} of {first_who}'s "
                                          f"(the timing is what a faster run must not move): largest change "
                                          f"{max(changes):.2%} over {len(changes)} timed evaluations")
+        elif first_who.startswith("base"):
+            goal += ("\n- timing goal not measured: no head run timed a candidate that "
+                     f"{first_who} timed")
         lines.append("\ngoal:\n" + goal)
         head = dict(runs).get("head")
         if head and head["twins"]:

@@ -21,7 +21,8 @@ NAME=two_benches
 cd "$(dirname "$0")/.." || exit 1
 . bench/gpu_common.sh
 LIST=${1:-}
-[ -n "$LIST" ] && [ -f "$LIST" ] || { echo "usage: sh bench/two_benches.sh LIST [JOBS] [--keep DIR]" >&2; exit 2; }
+USAGE="usage: sh bench/two_benches.sh LIST [JOBS] [--arms LIST] [--keep DIR]"
+[ -n "$LIST" ] && [ -f "$LIST" ] || { echo "$USAGE" >&2; exit 2; }
 shift
 JOBS=6
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
@@ -31,9 +32,12 @@ while [ $# -gt 0 ]; do
     case $1 in
     --keep) KEEP=${2:?--keep needs a folder} && shift 2 ;;
     --arms) ARMS=${2:?--arms needs a list} && shift 2 ;;
-    *) echo "two_benches: unknown argument $1 (usage: sh bench/two_benches.sh LIST [JOBS] [--arms LIST] [--keep DIR])" >&2
+    *) echo "two_benches: unknown argument $1 ($USAGE)" >&2
        exit 2 ;;
     esac
+done
+for arm in $(echo "$ARMS" | tr ',' ' '); do
+    case $arm in alone | free | pinned) ;; *) echo "two_benches: --arms takes alone, free, pinned, not $arm" >&2 && exit 2 ;; esac
 done
 CMDLINE="sh bench/two_benches.sh $LIST $JOBS --arms $ARMS"
 preflight
@@ -98,10 +102,11 @@ print(f"| {sys.argv[4]} | {r0} | {r1} | {s} | {s / a:.3f} |" if a else f"| {sys.
         "$ALONE" "$r0" "$r1" $arm
 done
 # Each run's timing against GPU 0's alone (candidates re-measured for noise, per-round CV, speedups).
+# Only this run's arms (a kept folder may hold an earlier run's).
 set -- alone.0="$WORK/alone.0.jsonl"
-for f in "$WORK"/free.*.jsonl "$WORK"/pinned.*.jsonl; do
-    [ -f "$f" ] && set -- "$@" "$(basename "$f" .jsonl)=$f"
+for arm in free pinned; do
+    case ",$ARMS," in *",$arm,"*) set -- "$@" "$arm.0=$WORK/$arm.0.jsonl" "$arm.1=$WORK/$arm.1.jsonl" ;; esac
 done
 echo
-"$PY" bench/gpu_report.py timing-precision "$@"
+"$PY" bench/gpu_report.py timing-precision "$@" || die "the timing table failed; the results are in $WORK"
 finish

@@ -7,7 +7,7 @@ import contextlib
 import pytest
 
 from kgym_harness.judge import child
-from kgym_harness.shared import kinds
+from kgym_harness.shared import cudashare, kinds
 
 
 class _Recorder:
@@ -32,6 +32,8 @@ def _fake_link(rec, answers=None):
 
         def ask(self, msg, meanwhile=None):
             rec.events.append((msg["cmd"], rec.held, bool((msg.get("job") or {}).get("context_later"))))
+            if meanwhile is not None:  # the judge's own start, while the runner does its part
+                meanwhile()
             return dict((answers or {}).get(msg["cmd"], {"type": kinds.REPLY_OK, "sandbox": {}})), None
 
         def share_probe(self):
@@ -46,19 +48,25 @@ def rec(monkeypatch):
     r = _Recorder()
     monkeypatch.setattr(child, "RunnerLink", _fake_link(r))
     monkeypatch.setattr(child, "_prepare_workdir", lambda job: None)
+    # The judge's side: cuInit and flags only (blocking_sync), or its CUDA context (start_context), and whether a
+    # phase was held meanwhile.
+    monkeypatch.setattr(cudashare, "blocking_sync", lambda device: r.events.append(("judge_driver", r.held, False)))
+    monkeypatch.setattr(cudashare, "start_context", lambda device: r.events.append(("judge_context", r.held, False)))
     return r
 
 
 def test_split_set_up_holds_the_phase_only_for_the_contexts_and_the_probe(rec):
     link, reply = child._start_runner(None, {"device": "cuda:0"}, "cuda:0", [], phase=rec.phase)
-    assert rec.events == [(kinds.CMD_SETUP, False, True), "acquire", (kinds.CMD_CONTEXT, True, False),
+    assert rec.events == [(kinds.CMD_SETUP, False, True), ("judge_driver", False, False), "acquire",
+                          (kinds.CMD_CONTEXT, True, False), ("judge_context", True, False),
                           ("share_probe", True, False), "release"]
     assert reply["sandbox"]["active"][-1].startswith("tensors cross in device memory")
 
 
 def test_without_the_split_the_caller_holds_the_phase_and_no_context_command_goes(rec):
     child._start_runner(None, {"device": "cuda:0"}, "cuda:0", [])
-    assert rec.events == [(kinds.CMD_SETUP, False, False), ("share_probe", False, False)]
+    assert rec.events == [(kinds.CMD_SETUP, False, False), ("judge_context", False, False),
+                          ("share_probe", False, False)]
 
 
 def test_a_runner_that_fails_its_context_is_lost_and_the_phase_is_given_back(monkeypatch, rec):

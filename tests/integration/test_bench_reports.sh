@@ -21,6 +21,10 @@ json.dump({"summary": {"wall_s": 50}, "results": [{"label": r["candidate"]["path
 with open(os.path.join(d, "head.jsonl"), "w") as f:
     for r in head:
         f.write(json.dumps(r) + "\n")
+    # An answer from a twin (bench --dedup: its pair's result again, cached_from on the line) counts for nothing,
+    # and a last line cut short (a run killed while writing it) is left out.
+    f.write(json.dumps(dict(res("c.py", 9.0), cached_from={"pair": 4, "label": "c.py"})) + "\n")
+    f.write(json.dumps(res("b.py", 7.0))[:40])
 PYEOF
 "$PY" bench/gpu_report.py timing-precision base="$TMP/base.json" head="$TMP/head.jsonl" >"$TMP/out" 2>&1
 row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
