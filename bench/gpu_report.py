@@ -653,14 +653,23 @@ def _yardstick(runs):
     return next(((who, f) for who, f in runs if who.startswith("base")), runs[0])
 
 
+def named_files(specs):
+    """[(NAME, FILE)] from the command line's NAME=FILE runs (grpo, window, timing-precision); a spec without a name
+    or a file is an error naming it."""
+    out = []
+    for spec in specs:
+        who, sep, path = spec.partition("=")
+        if not sep or not who or not path:
+            raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
+        out.append((who, path))
+    return out
+
+
 def report_timing_precision(args):
     """`gpu_report.py timing-precision NAME=FILE...`: _timing_rows for runs of one list, each the JSON of `kgym bench
     --json` or the JSON lines of its --out (one result a line, in the list's order)."""
     runs = []
-    for spec in args.runs:
-        who, sep, path = spec.partition("=")
-        if not sep or not who or not path:
-            raise ReportError(f"a run is NAME=FILE (e.g. alone=a.jsonl), not {spec!r}")
+    for who, path in named_files(args.runs):
         try:
             doc = load_run(path)
             entries = doc["results"]
@@ -803,12 +812,7 @@ def _repetitions(rate):
 
 
 def report_grpo(args):
-    runs = []
-    for spec in args.runs:
-        who, sep, path = spec.partition("=")
-        if not sep or not who or not path:
-            raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
-        runs.append((who, _grpo_figures(load_run(path))))
+    runs = [(who, _grpo_figures(load_run(path))) for who, path in named_files(args.runs)]
     gpu = gpu_name([], args.gpu_name)
     # A run that answered twins unevaluated (--dedup) gets its answers beside its evaluations.
     dedup = any(f["twins"] for _, f in runs)
@@ -966,10 +970,7 @@ def _window_figures(doc):
 
 def report_window(args):
     rows, extra = [], []
-    for spec in args.runs:
-        who, sep, path = spec.partition("=")
-        if not sep or not who or not path:
-            raise ReportError(f"a run is NAME=FILE (e.g. head=run.json), not {spec!r}")
+    for who, path in named_files(args.runs):
         f = _window_figures(load_run(path))
         per = lambda x: fmt(x / f["timed"] if f["timed"] else None, ",.0f")  # noqa: E731
         tr = f["purpose"].get("timing_round", 0.0)

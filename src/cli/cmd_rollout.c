@@ -672,8 +672,6 @@ int kg_cli_rollout(int argc, char **argv)
         }
         local.sup = sup;
         local.opts = &f.opts;
-        if (!jobs)
-            jobs = kg_cli_default_jobs(&f, 2);
         rc.evaluate = kg_agent_eval_local;
         rc.eval_ctx = &local;
     }
@@ -689,7 +687,8 @@ int kg_cli_rollout(int argc, char **argv)
     rc.chat = &chat;
     rc.prompts = &prompts;
     rc.seed = (uint64_t)rl_seed;
-    rc.eval_jobs = jobs ? jobs : 2;
+    /* Evaluating here: the device's default; through --server, the server's workers decide, and 2 at once. */
+    rc.eval_jobs = jobs ? jobs : server ? 2 : kg_cli_default_jobs(&f, 2);
     rc.out_path = out;
     rc.resume = resume;
     rc.price_in = price_in;

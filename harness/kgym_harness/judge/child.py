@@ -2246,11 +2246,13 @@ def _start_runner(sock, job, device, findings, phase=None):
                         meanwhile=(lambda: start(device)) if device.startswith("cuda") else None)
     if reply.get("type") != kinds.REPLY_OK:
         raise RunnerLost(f"the runner failed to set up: {reply}"[:500])
-    with phase() if phase is not None else contextlib.nullcontext():
-        if phase is not None:
-            reply_ctx, _ = link.ask({"cmd": kinds.CMD_CONTEXT}, meanwhile=lambda: cudashare.start_context(device))
-            if reply_ctx.get("type") != kinds.REPLY_OK:
-                raise RunnerLost(f"the runner failed to make its CUDA context: {reply_ctx}"[:500])
+    if phase is None:
+        _share_probe(link, reply, device)
+        return link, reply
+    with phase():
+        reply_ctx, _ = link.ask({"cmd": kinds.CMD_CONTEXT}, meanwhile=lambda: cudashare.start_context(device))
+        if reply_ctx.get("type") != kinds.REPLY_OK:
+            raise RunnerLost(f"the runner failed to make its CUDA context: {reply_ctx}"[:500])
         _share_probe(link, reply, device)
     return link, reply
 
