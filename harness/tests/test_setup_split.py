@@ -1,4 +1,4 @@
-"""KGYM_SETUP_SPLIT (child._setup_split, an experiment off by default): a cold start's set-up goes to the runner
+"""KGYM_SETUP_SPLIT (child._setup_split, on by default on a GPU; =0 turns it off): a cold start's set-up goes to the runner
 first with ``context_later`` and no GPU phase held (the driver only: cuInit in both processes), then, inside the
 shared phase the caller gives, the runner's ``context`` command and the device-memory probe."""
 
@@ -77,6 +77,8 @@ def test_a_runner_that_fails_its_context_is_lost_and_the_phase_is_given_back(mon
 
 
 def test_the_switch_is_read_only_on_a_gpu(monkeypatch):
+    monkeypatch.delenv("KGYM_SETUP_SPLIT", raising=False)
+    assert child._setup_split("cuda:0") and not child._setup_split("cpu")  # the default: split on a GPU
     monkeypatch.setenv("KGYM_SETUP_SPLIT", "1")
     assert child._setup_split("cuda:0") and not child._setup_split("cpu")
     monkeypatch.setenv("KGYM_SETUP_SPLIT", "0")

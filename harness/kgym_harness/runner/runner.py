@@ -251,7 +251,7 @@ class Runner:
             self._install_compile_handback()
             if job.get("context_later"):
                 # The driver only (cuInit, the context's flags): the context waits for the judge's "context",
-                # which it sends inside a shared GPU phase (child._start_runner, KGYM_SETUP_SPLIT).
+                # which it sends inside a shared GPU phase (child._start_runner, _setup_split: a cold start on a GPU).
                 tp.cudashare.blocking_sync(self.device)
             else:
                 # The CUDA context, inside the sandbox, while the judge starts its own (child._start_runner).
