@@ -1150,6 +1150,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     setenv("KGYM_KERNEL_CACHE", "off", 1); /* a switch the judge reads (judge/child.py): it passes */
     setenv("KGYM_SETUP_SPLIT", "0", 1);    /* so does this one */
     setenv("KGYM_UNREAD_SWITCH", "1", 1);  /* a kgym variable the harness does not read: dropped */
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* not chosen by the caller: kgym's 1 (zygote.c says why) */
     kg_supervisor *s = warm_supervisor(0);
     unsetenv("KGYM_TOKEN");
     unsetenv("MY_API_KEY");
@@ -1169,7 +1170,8 @@ static void descriptors_and_secrets_stay_with_kgym(void)
             if (env[i] == '\0')
                 env[i] = '\n';
         KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner) && strstr(env, "KGYM_KERNEL_CACHE=off")
-                 && strstr(env, "KGYM_SETUP_SPLIT=0") && !strstr(env, "KGYM_UNREAD_SWITCH"));
+                 && strstr(env, "KGYM_SETUP_SPLIT=0") && !strstr(env, "KGYM_UNREAD_SWITCH")
+                 && strstr(env, "CUDA_DEVICE_MAX_CONNECTIONS=1"));
         free(env);
         snprintf(path, sizeof path, "/proc/%ld/fd", zpid);
         /* Past 0-3 only what the zygote's own imports opened (it says which: none on the CPU). */
@@ -1227,8 +1229,39 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     free(dir);
 }
 
+/* A caller's own CUDA_DEVICE_MAX_CONNECTIONS reaches the zygote as it is, once (kgym's 1 only where the caller chose
+ * none: what a paired measurement against the driver's default sets).  Fails if kgym's value replaced or joined it. */
+static void callers_max_connections_is_kept(void)
+{
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
+    kg_supervisor *s = warm_supervisor(0);
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    KG_CHECK(s != NULL);
+    if (!s)
+        return;
+    long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", zpid);
+    char *env = NULL;
+    size_t len = 0;
+    KG_CHECK(zpid > 0 && kg_file_read(path, 0, &env, &len, NULL) == KG_OK);
+    int eight = 0, other = 0;
+    for (size_t at = 0; env && at < len; at += strlen(env + at) + 1) {
+        if (!strncmp(env + at, "CUDA_DEVICE_MAX_CONNECTIONS=", 28)) {
+            if (!strcmp(env + at + 28, "8"))
+                eight++;
+            else
+                other++;
+        }
+    }
+    KG_CHECK(eight == 1 && other == 0);
+    free(env);
+    close_warm_supervisor(s);
+}
+
 static const kg_test_case cases[] = {
     {"descriptors_and_secrets_stay_with_kgym", descriptors_and_secrets_stay_with_kgym},
+    {"callers_max_connections_is_kept", callers_max_connections_is_kept},
     {"outside_stages_limit", outside_stages_limit},
     {"runner_uid_stragglers_are_killed", runner_uid_stragglers_are_killed},
     {"runner_uid_slots_are_machine_wide", runner_uid_slots_are_machine_wide},
