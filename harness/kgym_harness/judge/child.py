@@ -1121,22 +1121,22 @@ class Evaluation:
             return True
         # The small-elements check C requires where announced; kept in the facts, which a failed repeat call
         # reports as its variant's comparison (second_call_wrong).
-        facts["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out)
+        facts["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out, tol.atol)
         return facts["tail"].get("mismatches") == 0
 
-    def tail_facts(self, ref, inputs, ref_out, cand_out):
+    def tail_facts(self, ref, inputs, ref_out, cand_out, atol):
         """_tail_facts, with out-of-memory handled as the float64 adjudication does (run_variant): re-raised in a
         shared phase (re-run alone), in host memory when alone; any other failure is an error fact, which C
         fails (the check was announced: no facts, no pass)."""
         try:
-            return _finite(_tail_facts(ref, inputs, ref_out, cand_out))
+            return _finite(_tail_facts(ref, inputs, ref_out, cand_out, atol))
         except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op
             if not is_out_of_memory(exc):
                 return _error_fact(exc)
             if self.gpu_mode != "exclusive":
                 raise
         try:
-            return dict(_finite(_tail_facts(ref, inputs, ref_out, cand_out, on_cpu=True)), device="cpu")
+            return dict(_finite(_tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=True)), device="cpu")
         except Exception as exc:  # noqa: BLE001
             return _error_fact(exc)
 
@@ -1338,7 +1338,7 @@ class Evaluation:
                 # Announced (compare.tail_tolerance): C requires these facts of a variant that passes otherwise.
                 inputs = inputs if inputs is not None else rebuild()
                 ref = ref if ref is not None else make_reference()
-                facts["compare"]["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out)
+                facts["compare"]["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out, atol)
                 lap("tail")
             if v.name == "base":
                 small = self.repeat_check_variant(v)
@@ -1925,17 +1925,19 @@ def _float64_copies(ref_model, inputs, on_cpu=False):
     return model64, inputs64
 
 
-def _tail_facts(ref_model, inputs, ref_out, cand_out, on_cpu=False):
+def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
     """The small-elements check (compare.tail_tolerance announced it; docs/evaluation-protocol.md, "Small
-    elements"): the reference re-run in float64 on its inputs and weights (e), and TAIL_DRAWS times more with every
-    floating input, parameter and buffer multiplied by 1 ± TAIL_PERTURB (random signs from the judge's own
-    generator, seeded: the same draws every time).  An element of a float32 output is checked when |e| >=
-    TAIL_LEAST and no draw moved it by more than TAIL_CONDITIONED·|e| (well-conditioned: no cancellation); it
-    passes when |c - e| <= TAIL_BOUND·|e| + 2·|r - e| (r: the float32 reference).  ``mismatches`` counts the
-    checked elements that do not pass (NaN and inf among them).  Why: only a per-element relative check sees an
-    unwritten small element of a heavy-tailed output; only float64 knows which elements have a relative accuracy
-    to keep (a GEMM element near zero is the rounding noise of a cancellation, a cumprod's k-th product is good to
-    ~sqrt(k) ulps).  ``on_cpu``: all of it in host memory."""
+    elements").  Its elements are the tiny ones of the float32 reference r: 0 < |r| < ``atol`` (the applied
+    absolute tolerance, which alone would accept a zero there).  The reference is re-run in float64 on its inputs
+    and weights (e), and TAIL_DRAWS times more in its own precision with every floating input, parameter and buffer
+    moved by one ulp (random signs from the judge's own generator, seeded: the same draws every time).  A tiny
+    element is checked when |e| >= TAIL_LEAST and neither r nor any draw is further than TAIL_CONDITIONED·|e| from
+    e: the element is determined by the inputs to that accuracy, through the rounding of every intermediate as the
+    reference computes them (a GEMM element near zero is the rounding noise of a cancellation and is left out; a
+    cumprod's k-th product moves by ~sqrt(k) ulps and is checked).  It passes when |c - e| <= TAIL_BOUND·|e|.
+    ``mismatches`` counts the checked elements that do not pass (NaN and inf among them).  ``on_cpu``: all of it in
+    host memory."""
+    import copy
     import itertools
 
     import torch
@@ -1945,61 +1947,69 @@ def _tail_facts(ref_model, inputs, ref_out, cand_out, on_cpu=False):
     model64, inputs64 = _float64_copies(ref_model, inputs, on_cpu)
     with torch.no_grad():
         exact = [t.reshape(-1) for t in _tensor_list(model64(*inputs64))]
-        moved = [torch.zeros_like(e) for e in exact]
-        weights = [p for p in itertools.chain(model64.parameters(), model64.buffers()) if p.is_floating_point()]
+        del model64, inputs64
+        refs, cands = _tensor_list(ref_out), _tensor_list(cand_out)
+        if len(refs) != len(exact) or len(cands) != len(exact):
+            raise RuntimeError(f"{len(exact)} float64 outputs for {len(refs)} reference and {len(cands)} candidate "
+                               "outputs")
+        # The largest distance from e of r and of each draw, per element (float64, where e lies).
+        moved = [(r.detach().reshape(-1).to(e.device, torch.float64) - e).abs() for r, e in zip(refs, exact)]
+        model = copy.deepcopy(ref_model)
+        if on_cpu:
+            model = model.cpu()
+        weights = [p for p in itertools.chain(model.parameters(), model.buffers()) if p.is_floating_point()]
         saved = [p.detach().clone() for p in weights]
         device = exact[0].device if exact else torch.device("cpu")
         gen = torch.Generator(device=device)
         gen.manual_seed(compare.TAIL_SEED)
 
         def nudge(t):
-            sign = torch.randint(0, 2, t.shape, generator=gen, device=device, dtype=torch.float64) * 2 - 1
-            return t * (1 + sign.to(t.device) * compare.TAIL_PERTURB)
+            up = torch.randint(0, 2, t.shape, generator=gen, device=device, dtype=torch.bool).to(t.device)
+            return torch.nextafter(t, torch.where(up, torch.inf, -torch.inf).to(t.dtype))
 
         for _ in range(compare.TAIL_DRAWS):
             for p, p0 in zip(weights, saved):
                 p.copy_(nudge(p0))
-            moved_out = [t.reshape(-1) for t in _tensor_list(
-                model64(*[nudge(x) if torch.is_tensor(x) and x.is_floating_point() else x for x in inputs64]))]
-            if len(moved_out) != len(exact):
-                raise RuntimeError("the float64 reference returned another number of outputs when its inputs moved")
-            for m, e, o in zip(moved, exact, moved_out):
-                torch.maximum(m, (o - e).abs(), out=m)
-            del moved_out
-        del model64, inputs64, weights, saved
-        refs, cands = _tensor_list(ref_out), _tensor_list(cand_out)
-        facts = {"checked": 0, "ill_conditioned": 0, "least": 0, "mismatches": 0, "max_rel_error": 0.0,
+            args = [nudge(x.cpu() if on_cpu else x) if torch.is_tensor(x) and x.is_floating_point()
+                    else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
+            draw = [t.reshape(-1) for t in _tensor_list(model(*args))]
+            del args
+            if len(draw) != len(exact):
+                raise RuntimeError("the reference returned another number of outputs when its inputs moved")
+            for m, e, o in zip(moved, exact, draw):
+                torch.maximum(m, (o.to(e.device, torch.float64) - e).abs(), out=m)
+            del draw
+        del model, weights, saved
+        facts = {"tiny": 0, "checked": 0, "ill_conditioned": 0, "least": 0, "mismatches": 0, "max_rel_error": 0.0,
                  "first_mismatch": None, "first_mismatch_values": None}
-        if len(refs) != len(exact) or len(cands) != len(exact):
-            raise RuntimeError(f"{len(exact)} float64 outputs for {len(refs)} reference and {len(cands)} candidate "
-                               "outputs")
         chunk = 1 << 24
         for k, (r, c, e, m) in enumerate(zip(refs, cands, exact, moved)):
             if r.dtype != torch.float32:
                 continue
+            shape = r.shape
             r, c = r.detach().reshape(-1), c.detach().reshape(-1)
-            if on_cpu:
-                r, c = r.cpu(), c.cpu()
             for i in range(0, e.numel(), chunk):
                 ee, mm = e[i:i + chunk], m[i:i + chunk]
-                rr, cc = r[i:i + chunk].double(), c[i:i + chunk].to(ee.device, torch.float64)
+                rr = r[i:i + chunk].to(ee.device, torch.float64).abs()
+                cc = c[i:i + chunk].to(ee.device, torch.float64)
+                tiny = (rr > 0) & (rr < atol)
                 mag = ee.abs()
-                big = mag >= compare.TAIL_LEAST  # false for NaN; inf references are skipped variants
+                big = tiny & (mag >= compare.TAIL_LEAST)
                 well = big & (mm <= compare.TAIL_CONDITIONED * mag)
                 err = (cc - ee).abs()
-                ok = err <= compare.TAIL_BOUND * mag + 2 * (rr - ee).abs()
-                bad = well & ~ok
-                facts["checked"] += int(well.sum())
-                facts["least"] += int((~big).sum())
+                bad = well & ~(err <= compare.TAIL_BOUND * mag)  # NaN compares false: a mismatch
+                checked = int(well.sum())
+                facts["tiny"] += int(tiny.sum())
+                facts["checked"] += checked
+                facts["least"] += int((tiny & ~big).sum())
                 facts["ill_conditioned"] += int((big & ~well).sum())
-                nbad = int(bad.sum())
-                if int(well.sum()):
+                if checked:
                     rel = torch.where(well, err / mag.clamp_min(compare.TAIL_LEAST), 0.0)
-                    worst = float(torch.where(torch.isnan(rel), torch.inf, rel).max())
-                    facts["max_rel_error"] = max(facts["max_rel_error"], worst)
+                    facts["max_rel_error"] = max(facts["max_rel_error"],
+                                                 float(torch.where(torch.isnan(rel), torch.inf, rel).max()))
+                nbad = int(bad.sum())
                 if nbad and facts["first_mismatch"] is None:
                     j = int(torch.argmax(bad.to(torch.uint8)))
-                    shape = refs[k].shape
                     at = [int(x) for x in torch.unravel_index(torch.tensor(i + j), shape)] if len(shape) else []
                     facts["first_mismatch"] = ([k] if len(refs) > 1 else []) + at
                     facts["first_mismatch_values"] = [float(ee[j]), float(cc[j])]
