@@ -86,8 +86,10 @@ BELOW_FLOOR_SHARE = 0.01
 # its facts (child._tail_facts): every such tiny element that is at least TAIL_LEAST and that neither the float32
 # reference nor any of TAIL_DRAWS re-runs on inputs and weights moved by one ulp (random signs) puts further than
 # TAIL_CONDITIONED of itself from the float64 reference must lie within TAIL_BOUND of the float64 value.  The numbers
-# and the evidence for them are in the protocol document.
-TAIL_SHARE = 0.01
+# and the evidence for them are in the protocol document.  The share is 10%, not lower: the samples miss a result
+# quantised by a cancellation against a constant (a GELU tail as 1 + tanh(u)), and at 1% examples/05's honest kernel
+# came within 1.2x of the bound on a GEMM's GELU tail (3.6% tiny).
+TAIL_SHARE = 0.1
 TAIL_BOUND = 2.0 ** -6
 TAIL_CONDITIONED = 2.0 ** -12
 TAIL_LEAST = 2.0 ** -110
