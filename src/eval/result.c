@@ -73,6 +73,45 @@ static int relative_failed(const json_t *msg, const json_t *cmp)
     return json_number_value(missed) > KG_BELOW_FLOOR_SHARE * (elements > 1 ? elements : 1);
 }
 
+/* The small-elements check (judge/compare.py tail_tolerance, docs/evaluation-protocol.md "Small elements"): where
+ * the judge announced it (tolerance.tail is an object: the float32 output's small elements lie below atol, where a
+ * zero passes), a variant that passes otherwise fails unless the comparison's tail facts report no mismatch.  Fails
+ * closed: announced without its facts, with an error instead, or with a count that is not a number.  Returns 1 and
+ * writes why when the variant fails here. */
+static int tail_failed(const json_t *msg, const json_t *cmp, char *why, size_t why_cap)
+{
+    const json_t *tol = json_object_get(msg, "tolerance");
+    const json_t *announced = json_object_get(tol, "tail");
+    if (!json_is_object(announced))
+        return 0;
+    const json_t *tail = json_object_get(cmp, "tail");
+    const json_t *missed = json_object_get(tail, "mismatches");
+    if (json_is_number(missed) && json_number_value(missed) == 0)
+        return 0;
+    const char *err = json_string_value(json_object_get(tail, "error"));
+    if (!json_is_number(missed)) {
+        snprintf(why, why_cap, "the judge announced its small-elements check (many output elements lie below "
+                 "atol) but could not complete it%s%.200s", err ? ": " : "", err ? err : "");
+        return 1;
+    }
+    const json_t *vals = json_object_get(tail, "first_mismatch_values");
+    char *idx = json_dumps(json_object_get(tail, "first_mismatch"), JSON_COMPACT | JSON_ENCODE_ANY);
+    double nonzero = num(json_object_get(announced, "nonzero"), 0);
+    snprintf(why, why_cap,
+             "%.0f of %.0f well-conditioned elements are further than %g of their own value from the float64 "
+             "reference (max rel error %.3g; first at index %s: exact %.6g, got %.6g); %.0f%% of the output's nonzero "
+             "elements lie below atol=%g, where an absolute tolerance alone would accept zero, so each element whose "
+             "value the inputs determine to better than %g is held to its own magnitude: small elements of a product "
+             "or an exponential must be computed, not left unwritten or cut off",
+             json_number_value(missed), num(json_object_get(tail, "checked"), NAN),
+             num(json_object_get(announced, "bound"), NAN), num(json_object_get(tail, "max_rel_error"), NAN),
+             idx ? idx : "?", num(json_array_get(vals, 0), NAN), num(json_array_get(vals, 1), NAN),
+             nonzero > 0 ? 100.0 * num(json_object_get(announced, "tiny"), 0) / nonzero : 0.0,
+             num(json_object_get(msg, "atol"), NAN), num(json_object_get(announced, "conditioned"), NAN));
+    free(idx);
+    return 1;
+}
+
 /* A variant's verdict from the comparison facts the child reported; NULL when memory ran out. */
 static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
 {
@@ -159,12 +198,16 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(tol, "scale"), NAN), num(json_object_get(msg, "atol"), NAN),
                      100.0 * KG_BELOW_FLOOR_SHARE);
         }
+        /* Last: a variant that passes everything above (float64 adjudication included) may still leave small
+         * elements of a heavy-tailed output unwritten. */
+        if (!strcmp(verdict, "passed") && tail_failed(msg, cmp, why, why_cap))
+            verdict = "failed";
     }
     ok = ok && kg_json_set(v, "status", json_string(verdict)) == 0;
     if (json_is_object(cmp)) {
         const char *keys[] = {"max_abs_error", "max_rel_error", "mismatches", "elements",
                               "first_mismatch", "first_mismatch_values", "relative_mismatches",
-                              "candidate_nonfinite", "reference_nonfinite"};
+                              "candidate_nonfinite", "reference_nonfinite", "tail"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
             ok = ok && kg_json_set(v, keys[k], or_null(json_object_get(cmp, keys[k]))) == 0;
     }

@@ -687,6 +687,64 @@ static void below_floor_relative_rule(void)
     json_decref(r);
 }
 
+/* A variant of a heavy-tailed float32 output (a cumprod): no element beyond atol, the small-elements check
+ * announced in its tolerance when ``announced``, and the comparison's tail facts as given (NULL: none). */
+static json_t *tail_variant(const char *name, int announced, json_t *tail)
+{
+    json_t *cmp = cmp_facts(0, 1);
+    if (tail)
+        json_object_set_new(cmp, "tail", tail);
+    json_t *tol = json_pack("{s:s, s:f, s:f, s:b}", "profile", "strict", "base_atol", 1e-4, "scale", 4.4e-2,
+                            "below_floor", 0);
+    json_object_set_new(tol, "tail", announced ? json_pack("{s:f, s:f, s:i, s:i}", "bound", 0.015625, "conditioned",
+                                                           0.000244140625, "tiny", 23000, "nonzero", 65000)
+                                               : json_null());
+    return json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o, s:o}", "type", "variant", "name", name,
+                     "description", "d", "status", "ran", "sizes", "n", 10, "atol", 4.4e-6, "rtol", 1e-4, "compare", cmp,
+                     "tolerance", tol);
+}
+
+static void small_elements_rule(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    /* honest: every checked element within the bound */
+    msg(&f, tail_variant("base", 1, json_pack("{s:i, s:i, s:f}", "checked", 21000, "mismatches", 0, "max_rel_error",
+                                              4.5e-6)));
+    /* small elements left zero: 15,823 of them beyond 2^-6 of their own value */
+    msg(&f, tail_variant("seed_1", 1, json_pack("{s:i, s:i, s:f, s:[i,i], s:[f,f]}", "checked", 21000, "mismatches",
+                                                15823, "max_rel_error", 1.0, "first_mismatch", 0, 21,
+                                                "first_mismatch_values", 8.1e-10, 0.0)));
+    msg(&f, tail_variant("signed", 1, NULL));                                         /* announced, not reported */
+    msg(&f, tail_variant("size_odd", 1, json_pack("{s:s}", "error", "RuntimeError: no float64 kernel")));
+    msg(&f, tail_variant("size_small", 0, NULL));                                     /* not announced: not asked */
+    msg(&f, tail_variant("size_large", 1, json_pack("{s:i, s:s}", "checked", 3, "mismatches", "2"))); /* not a count */
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    const json_t *vs = json_object_get(json_object_get(r, "correctness"), "variants");
+    const char *want[] = {"passed", "failed", "failed", "failed", "passed", "failed"};
+    for (size_t i = 0; i < 6; i++)
+        KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, i), "status")), want[i]);
+    const char *why = json_string_value(json_object_get(json_array_get(vs, 1), "reason"));
+    KG_CHECK(strstr(why, "15823 of 21000 well-conditioned elements") != NULL && strstr(why, "0.015625") != NULL &&
+             strstr(why, "[0,21]") != NULL && strstr(why, "35% of the output's nonzero") != NULL);
+    KG_CHECK(strstr(json_string_value(json_object_get(json_array_get(vs, 2), "reason")), "could not complete") != NULL);
+    KG_CHECK(strstr(json_string_value(json_object_get(json_array_get(vs, 3), "reason")), "no float64 kernel") != NULL);
+    /* The result keeps the facts. */
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(json_array_get(vs, 1), "tail"), "mismatches")) == 15823);
+    KG_CHECK(json_is_object(json_object_get(json_object_get(json_array_get(vs, 0), "tolerance"), "tail")));
+    json_decref(r);
+}
+
 /* A variant that failed by a relative error e of its output's RMS (scale 64: a GEMM), everywhere. */
 static json_t *scaled_miss(const char *name, double e, int nonfinite)
 {
@@ -1994,6 +2052,7 @@ static const kg_test_case cases[] = {
     {"sandbox_and_degenerate_facts", sandbox_and_degenerate_facts},
     {"compile_cache_counts_and_reasons", compile_cache_counts_and_reasons},
     {"fp64_adjudication", fp64_adjudication},
+    {"small_elements_rule", small_elements_rule},
     {"below_floor_relative_rule", below_floor_relative_rule},
     {"precision_feedback", precision_feedback},
     {"tolerance_in_every_result", tolerance_in_every_result},

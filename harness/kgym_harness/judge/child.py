@@ -1105,18 +1105,40 @@ class Evaluation:
 
         if facts is None:
             facts = compare.compare(ref_out, cand_out, tol.atol, tol.rtol, tol.relative_atol)
-        if _passes(facts, tol):
+        if not _passes(facts, tol):
+            if not (_near_miss(facts, ref_out, cand_out) or _relative_miss(facts, tol)):
+                return False
+            exact_atol = tol.relative_atol if tol.relative_atol is not None else tol.atol
+            try:
+                exact = _fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, tol.rtol)
+            except Exception as exc:  # noqa: BLE001 — no float64 kernel for an op: no adjudication, not a pass
+                if is_out_of_memory(exc):
+                    raise
+                return False
+            if exact["mismatches"] != 0:
+                return False
+        if tol.tail is None:
             return True
-        if not (_near_miss(facts, ref_out, cand_out) or _relative_miss(facts, tol)):
-            return False
-        exact_atol = tol.relative_atol if tol.relative_atol is not None else tol.atol
+        # The small-elements check C requires where announced; kept in the facts, which a failed repeat call
+        # reports as its variant's comparison (second_call_wrong).
+        facts["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out, tol.atol)
+        return facts["tail"].get("mismatches") == 0
+
+    def tail_facts(self, ref, inputs, ref_out, cand_out, atol):
+        """_tail_facts, with out-of-memory handled as the float64 adjudication does (run_variant): re-raised in a
+        shared phase (re-run alone), in host memory when alone; any other failure is an error fact, which C
+        fails (the check was announced: no facts, no pass)."""
         try:
-            exact = _fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, tol.rtol)
-        except Exception as exc:  # noqa: BLE001 — no float64 kernel for an op: no adjudication, not a pass
-            if is_out_of_memory(exc):
+            return _finite(_tail_facts(ref, inputs, ref_out, cand_out, atol))
+        except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op
+            if not is_out_of_memory(exc):
+                return _error_fact(exc)
+            if self.gpu_mode != "exclusive":
                 raise
-            return False
-        return exact["mismatches"] == 0
+        try:
+            return dict(_finite(_tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=True)), device="cpu")
+        except Exception as exc:  # noqa: BLE001
+            return _error_fact(exc)
 
     def tolerances(self, ref_out, variant=None):
         """The compare.Tolerance for outputs like ``ref_out`` on ``variant`` (None: the task's own inputs):
@@ -1144,7 +1166,7 @@ class Evaluation:
             # The relative check is adjudicated against float64 (_fp64_facts), which only float32 outputs get;
             # half-precision outputs near their subnormal range hold no relative accuracy anyway.
             tol.relative_atol = None
-        return tol
+        return compare.tail_tolerance(ref_out, tol, value_range=value_range)
 
     # -- one variant: reference, then candidate, then facts -------------------
     def _held_key(self, v):
@@ -1312,6 +1334,12 @@ class Evaluation:
                         except Exception as exc2:  # noqa: BLE001
                             facts["fp64"] = _error_fact(exc2)
                 lap("fp64")
+            if tol.tail is not None and _passes_but_tail(facts["compare"], tol, facts.get("fp64")):
+                # Announced (compare.tail_tolerance): C requires these facts of a variant that passes otherwise.
+                inputs = inputs if inputs is not None else rebuild()
+                ref = ref if ref is not None else make_reference()
+                facts["compare"]["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out, atol)
+                lap("tail")
             if v.name == "base":
                 small = self.repeat_check_variant(v)
                 if small is None:
@@ -1851,15 +1879,9 @@ def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol, on_cpu=False):
     against it.  ``mismatches`` counts elements where the candidate is further from the float64 result
     than atol + rtol*|exact| + twice the reference's own largest float32 error.  ``on_cpu``: all of it in
     host memory (the GPU had no room for the float64 copies)."""
-    import copy
-
     import torch
 
-    model64 = copy.deepcopy(ref_model).double()
-    if on_cpu:
-        model64 = model64.cpu()
-    inputs64 = [x.to("cpu" if on_cpu else x.device, torch.float64) if torch.is_tensor(x) and x.is_floating_point()
-                else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
+    model64, inputs64 = _float64_copies(ref_model, inputs, on_cpu)
     with torch.no_grad():
         exact = model64(*inputs64)
     del model64, inputs64
@@ -1886,6 +1908,113 @@ def _fp64_facts(ref_model, inputs, ref_out, cand_out, atol, rtol, on_cpu=False):
         if d.numel():
             cand_err = max(cand_err, float(d.max()))
     return {"reference_error": ref_err, "candidate_error": cand_err, "slack": slack, "mismatches": bad}
+
+
+def _float64_copies(ref_model, inputs, on_cpu=False):
+    """The reference model and its inputs in float64 (same weights, same values), for _fp64_facts and _tail_facts;
+    ``on_cpu``: in host memory."""
+    import copy
+
+    import torch
+
+    model64 = copy.deepcopy(ref_model).double()
+    if on_cpu:
+        model64 = model64.cpu()
+    inputs64 = [x.to("cpu" if on_cpu else x.device, torch.float64) if torch.is_tensor(x) and x.is_floating_point()
+                else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
+    return model64, inputs64
+
+
+def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
+    """The small-elements check (compare.tail_tolerance announced it; docs/evaluation-protocol.md, "Small
+    elements").  Its elements are the tiny ones of the float32 reference r: 0 < |r| < ``atol`` (the applied
+    absolute tolerance, which alone would accept a zero there).  The reference is re-run in float64 on its inputs
+    and weights (e), and TAIL_DRAWS times more in its own precision with every floating input, parameter and buffer
+    moved by one ulp (random signs from the judge's own generator, seeded: the same draws every time).  A tiny
+    element is checked when |e| >= TAIL_LEAST and neither r nor any draw is further than TAIL_CONDITIONED·|e| from
+    e: the element is determined by the inputs to that accuracy, through the rounding of every intermediate as the
+    reference computes them (a GEMM element near zero is the rounding noise of a cancellation and is left out; a
+    cumprod's k-th product moves by ~sqrt(k) ulps and is checked).  It passes when |c - e| <= TAIL_BOUND·|e|.
+    ``mismatches`` counts the checked elements that do not pass (NaN and inf among them).  ``on_cpu``: all of it in
+    host memory."""
+    import copy
+    import itertools
+
+    import torch
+
+    from . import compare
+
+    model64, inputs64 = _float64_copies(ref_model, inputs, on_cpu)
+    with torch.no_grad():
+        exact = [t.reshape(-1) for t in _tensor_list(model64(*inputs64))]
+        del model64, inputs64
+        refs, cands = _tensor_list(ref_out), _tensor_list(cand_out)
+        if len(refs) != len(exact) or len(cands) != len(exact):
+            raise RuntimeError(f"{len(exact)} float64 outputs for {len(refs)} reference and {len(cands)} candidate "
+                               "outputs")
+        # The largest distance from e of r and of each draw, per element (float64, where e lies).
+        moved = [(r.detach().reshape(-1).to(e.device, torch.float64) - e).abs() for r, e in zip(refs, exact)]
+        model = copy.deepcopy(ref_model)
+        if on_cpu:
+            model = model.cpu()
+        weights = [p for p in itertools.chain(model.parameters(), model.buffers()) if p.is_floating_point()]
+        saved = [p.detach().clone() for p in weights]
+        device = exact[0].device if exact else torch.device("cpu")
+        gen = torch.Generator(device=device)
+        gen.manual_seed(compare.TAIL_SEED)
+
+        def nudge(t):
+            up = torch.randint(0, 2, t.shape, generator=gen, device=device, dtype=torch.bool).to(t.device)
+            return torch.nextafter(t, torch.where(up, torch.inf, -torch.inf).to(t.dtype))
+
+        for _ in range(compare.TAIL_DRAWS):
+            for p, p0 in zip(weights, saved):
+                p.copy_(nudge(p0))
+            args = [nudge(x.cpu() if on_cpu else x) if torch.is_tensor(x) and x.is_floating_point()
+                    else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
+            draw = [t.reshape(-1) for t in _tensor_list(model(*args))]
+            del args
+            if len(draw) != len(exact):
+                raise RuntimeError("the reference returned another number of outputs when its inputs moved")
+            for m, e, o in zip(moved, exact, draw):
+                torch.maximum(m, (o.to(e.device, torch.float64) - e).abs(), out=m)
+            del draw
+        del model, weights, saved
+        facts = {"tiny": 0, "checked": 0, "ill_conditioned": 0, "least": 0, "mismatches": 0, "max_rel_error": 0.0,
+                 "first_mismatch": None, "first_mismatch_values": None}
+        chunk = 1 << 24
+        for k, (r, c, e, m) in enumerate(zip(refs, cands, exact, moved)):
+            if r.dtype != torch.float32:
+                continue
+            shape = r.shape
+            r, c = r.detach().reshape(-1), c.detach().reshape(-1)
+            for i in range(0, e.numel(), chunk):
+                ee, mm = e[i:i + chunk], m[i:i + chunk]
+                rr = r[i:i + chunk].to(ee.device, torch.float64).abs()
+                cc = c[i:i + chunk].to(ee.device, torch.float64)
+                tiny = (rr > 0) & (rr < atol)
+                mag = ee.abs()
+                big = tiny & (mag >= compare.TAIL_LEAST)
+                well = big & (mm <= compare.TAIL_CONDITIONED * mag)
+                err = (cc - ee).abs()
+                bad = well & ~(err <= compare.TAIL_BOUND * mag)  # NaN compares false: a mismatch
+                checked = int(well.sum())
+                facts["tiny"] += int(tiny.sum())
+                facts["checked"] += checked
+                facts["least"] += int((tiny & ~big).sum())
+                facts["ill_conditioned"] += int((big & ~well).sum())
+                if checked:
+                    rel = torch.where(well, err / mag.clamp_min(compare.TAIL_LEAST), 0.0)
+                    facts["max_rel_error"] = max(facts["max_rel_error"],
+                                                 float(torch.where(torch.isnan(rel), torch.inf, rel).max()))
+                nbad = int(bad.sum())
+                if nbad and facts["first_mismatch"] is None:
+                    j = int(torch.argmax(bad.to(torch.uint8)))
+                    at = [int(x) for x in torch.unravel_index(torch.tensor(i + j), shape)] if len(shape) else []
+                    facts["first_mismatch"] = ([k] if len(refs) > 1 else []) + at
+                    facts["first_mismatch_values"] = [float(ee[j]), float(cc[j])]
+                facts["mismatches"] += nbad
+    return facts
 
 
 class _Held:
@@ -2086,6 +2215,16 @@ def _passes(cmp, tol=None):
         missed = cmp.get("relative_mismatches")
         return isinstance(missed, int) and missed <= tol.share * max(int(cmp.get("elements") or 0), 1)
     return True
+
+
+def _passes_but_tail(cmp, tol, fp64):
+    """Whether C passes compare's facts (with the float64 adjudication's, where run) before it asks for the
+    small-elements check's: only then are they worth gathering (result.c asks for them last)."""
+    if _passes(cmp, tol):
+        return True
+    if cmp.get("error") or not cmp.get("shape_ok") or not cmp.get("dtype_ok", True):
+        return False
+    return isinstance(fp64, dict) and fp64.get("mismatches") == 0
 
 
 def _first_dtype(out):

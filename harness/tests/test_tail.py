@@ -1,0 +1,97 @@
+"""The small-elements check of heavy-tailed float32 outputs (compare.tail_tolerance, child._tail_facts; threat
+model row 27): announced from the reference output alone, and failing unwritten small elements while honest
+summation orders, log-space products and cancellations pass."""
+import torch
+
+from kgym_harness.judge import child, compare
+
+
+class CumProd(torch.nn.Module):
+    def forward(self, x):
+        return torch.cumprod(x, dim=1)
+
+
+class Linear(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = torch.nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def _tol(out, profile="strict", value_range=False):
+    atol, rtol = compare.tolerances(out.dtype, profile)
+    tol = compare.variant_tolerance(out, atol, rtol, value_range=value_range, profile=profile)
+    return compare.tail_tolerance(out, tol, value_range=value_range)
+
+
+def _inputs(seed=0, shape=(64, 128)):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.rand(shape, generator=g)]
+
+
+def test_announced_for_a_cumprod_only_under_strict_on_its_own_magnitudes():
+    x = _inputs()
+    out = CumProd()(*x)
+    tol = _tol(out)
+    assert tol.tail is not None and tol.tail["tiny"] > compare.TAIL_SHARE * tol.tail["nonzero"]
+    assert tol.facts()["tail"]["bound"] == compare.TAIL_BOUND
+    assert _tol(out, profile="kernelbench").tail is None
+    assert _tol(out, value_range=True).tail is None
+    # a GEMM's output has next to no element below atol: not announced (no float64 runs)
+    assert _tol(Linear()(torch.randn(256, 64))).tail is None
+
+
+def test_honest_orders_pass_and_unwritten_small_elements_fail():
+    model, x = CumProd(), _inputs()
+    ref = model(*x)
+    # another association order (chunks of 16 with a carry) and a log-space product: both honest
+    chunks = []
+    carry = torch.ones(x[0].shape[0], 1)
+    for part in x[0].split(16, dim=1):
+        c = torch.cumprod(part, 1) * carry
+        chunks.append(c)
+        carry = c[:, -1:]
+    chunked = torch.cat(chunks, 1)
+    logspace = torch.exp(torch.cumsum(torch.log(x[0]), 1))
+    for cand in (ref.clone(), chunked, logspace):
+        facts = child._tail_facts(model, x, ref, cand, _tol(ref).atol)
+        assert facts["checked"] > 0 and facts["mismatches"] == 0, facts
+        assert facts["max_rel_error"] < 1e-4
+    for cut in (1e-9, 1e-20, 1e-30):
+        cand = torch.where(ref.abs() < cut, torch.zeros_like(ref), ref)
+        assert compare.compare(ref, cand, _tol(ref).atol, 1e-4)["mismatches"] == 0  # the tolerance alone passes it
+        facts = child._tail_facts(model, x, ref, cand, _tol(ref).atol)
+        assert facts["mismatches"] > 0 and facts["first_mismatch_values"][1] == 0.0, (cut, facts)
+    nan = ref.clone()
+    nan[3, 40] = float("nan")
+    assert child._tail_facts(model, x, ref, nan, _tol(ref).atol)["mismatches"] == 1
+
+
+def test_flush_to_zero_below_the_least_magnitude_is_left_out():
+    model, x = CumProd(), [torch.rand(16, 256, generator=torch.Generator().manual_seed(1)) * 0.5]
+    ref = model(*x)
+    ftz = torch.where(ref.abs() < 2.0 ** -126, torch.zeros_like(ref), ref)
+    facts = child._tail_facts(model, x, ref, ftz, _tol(ref).atol)
+    assert facts["mismatches"] == 0 and facts["least"] > 0
+
+
+def test_cancellation_is_ill_conditioned():
+    """A GEMM element near zero is the rounding noise of a cancellation: left out, whatever its relative error."""
+    model, x = Linear(), [torch.randn(256, 64, generator=torch.Generator().manual_seed(2))]
+    with torch.no_grad():
+        ref = model(*x)
+    noisy = ref + 1e-6 * ref.abs().max() * torch.randn(ref.shape, generator=torch.Generator().manual_seed(3))
+    facts = child._tail_facts(model, x, ref, noisy, 1e-4 * float(ref.abs().max()))
+    assert facts["ill_conditioned"] > 0 and facts["mismatches"] == 0
+
+
+def test_the_same_draws_every_time():
+    model, x = CumProd(), _inputs(4)
+    ref = model(*x)
+    cand = torch.where(ref.abs() < 1e-12, torch.zeros_like(ref), ref)
+    state = torch.get_rng_state()
+    assert child._tail_facts(model, x, ref, cand, _tol(ref).atol) == child._tail_facts(model, x, ref, cand, _tol(ref).atol)
+    assert torch.equal(state, torch.get_rng_state())  # the process's RNG is left alone
