@@ -3,6 +3,7 @@ first with ``context_later`` and no GPU phase held (the driver only: cuInit in b
 shared phase the caller gives, the runner's ``context`` command and the device-memory probe."""
 
 import contextlib
+import os
 
 import pytest
 
@@ -83,3 +84,48 @@ def test_the_switch_is_read_only_on_a_gpu(monkeypatch):
     assert child._setup_split("cuda:0") and not child._setup_split("cpu")
     monkeypatch.setenv("KGYM_SETUP_SPLIT", "0")
     assert not child._setup_split("cuda:0")
+
+
+def _setup_job(monkeypatch, rec, device="cuda:0", job=None):
+    sent = []
+    base = _fake_link(rec)
+
+    class Recording(base):
+        def ask(self, msg, meanwhile=None):
+            sent.append(msg)
+            return super().ask(msg, meanwhile)
+
+    monkeypatch.setattr(child, "RunnerLink", Recording)
+    child._start_runner(None, dict(job or {"device": device, "sandbox": {"landlock": True}}), device, [])
+    return next(m["job"] for m in sent if m["cmd"] == kinds.CMD_SETUP)
+
+
+def test_the_runner_keeps_one_work_queue_only_with_the_experiment(monkeypatch, rec):
+    """KGYM_RUNNER_CONNECTIONS=1 (child._runner_connections): the runner's clean environment keeps the zygote's
+    CUDA_DEVICE_MAX_CONNECTIONS; without it, or on the CPU, or with no value to keep, the sandbox is as kgym sent."""
+    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    monkeypatch.delenv("KGYM_RUNNER_CONNECTIONS", raising=False)
+    assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True}
+    monkeypatch.setenv("KGYM_RUNNER_CONNECTIONS", "1")
+    assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True, "env_keep": ["CUDA_DEVICE_MAX_CONNECTIONS"]}
+    assert _setup_job(monkeypatch, rec, device="cpu")["sandbox"] == {"landlock": True}
+    monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS")
+    assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True}
+
+
+def test_the_kept_variable_survives_the_clean_environment(monkeypatch, tmp_path):
+    import tempfile
+
+    from kgym_harness.runner import sandbox
+
+    saved, saved_tmp = dict(os.environ), tempfile.tempdir
+    try:
+        os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "1"
+        sandbox.clean_environment(str(tmp_path), ("CUDA_DEVICE_MAX_CONNECTIONS",))
+        assert os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS") == "1"
+        sandbox.clean_environment(str(tmp_path))
+        assert "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ
+    finally:  # this process's own environment, as it was
+        os.environ.clear()
+        os.environ.update(saved)
+        tempfile.tempdir = saved_tmp

@@ -2367,6 +2367,18 @@ def _setup_split(device):
     return device.startswith("cuda") and os.environ.get("KGYM_SETUP_SPLIT", "1") != "0"
 
 
+def _runner_connections(device):
+    """KGYM_RUNNER_CONNECTIONS=1 (an experiment, off by default): the runner keeps the zygote's
+    CUDA_DEVICE_MAX_CONNECTIONS (kgym's 1: zygote.c) through its clean environment, so its context too has one
+    hardware work queue.  The judge's already has (twentieth session: ×1.145); a runner's context is made for every
+    evaluation, a judge's for a third of them (kept judges), under the driver's machine-wide lock
+    (bench/driver_probe.py).  The candidate language has no streams, so a candidate's work is one stream either way;
+    what the experiment has to show is throughput and the timing-precision table of
+    `sh bench/grpo.sh 6 --baseline build/kgym --head-env KGYM_RUNNER_CONNECTIONS=1`."""
+    return (device.startswith("cuda") and os.environ.get("KGYM_RUNNER_CONNECTIONS") == "1"
+            and bool(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")))
+
+
 def _start_runner(sock, job, device, findings, phase=None):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report).  ``phase``: None where
     the caller holds the set-up's GPU phase; else a context manager for it, taken here once the driver is up in
@@ -2380,6 +2392,9 @@ def _start_runner(sock, job, device, findings, phase=None):
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
     if phase is not None:
         sub["context_later"] = True
+    if _runner_connections(device):
+        sub["sandbox"] = dict(sub.get("sandbox") or {},
+                              env_keep=[*(sub.get("sandbox") or {}).get("env_keep", ()), "CUDA_DEVICE_MAX_CONNECTIONS"])
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
     start = cudashare.blocking_sync if phase is not None else cudashare.start_context
