@@ -1988,6 +1988,12 @@ def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
                 continue
             shape = r.shape
             r, c = r.detach().reshape(-1), c.detach().reshape(-1)
+            # Summed where e lies and fetched once an output (each fetch on a GPU waits for a turn between
+            # contexts): tiny, checked, least, ill-conditioned, mismatches (exact in float64: below 2**53), the
+            # largest relative error, and the first mismatch's flat index (e.numel() where none).
+            acc = torch.zeros(5, dtype=torch.float64, device=e.device)
+            worst = torch.zeros((), dtype=torch.float64, device=e.device)
+            first = torch.full((), e.numel(), dtype=torch.int64, device=e.device)
             for i in range(0, e.numel(), chunk):
                 ee, mm = e[i:i + chunk], m[i:i + chunk]
                 rr = r[i:i + chunk].to(ee.device, torch.float64).abs()
@@ -1998,22 +2004,21 @@ def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
                 well = big & (mm <= compare.TAIL_CONDITIONED * mag)
                 err = (cc - ee).abs()
                 bad = well & ~(err <= compare.TAIL_BOUND * mag)  # NaN compares false: a mismatch
-                checked = int(well.sum())
-                facts["tiny"] += int(tiny.sum())
-                facts["checked"] += checked
-                facts["least"] += int((tiny & ~big).sum())
-                facts["ill_conditioned"] += int((big & ~well).sum())
-                if checked:
-                    rel = torch.where(well, err / mag.clamp_min(compare.TAIL_LEAST), 0.0)
-                    facts["max_rel_error"] = max(facts["max_rel_error"],
-                                                 float(torch.where(torch.isnan(rel), torch.inf, rel).max()))
-                nbad = int(bad.sum())
-                if nbad and facts["first_mismatch"] is None:
-                    j = int(torch.argmax(bad.to(torch.uint8)))
-                    at = [int(x) for x in torch.unravel_index(torch.tensor(i + j), shape)] if len(shape) else []
-                    facts["first_mismatch"] = ([k] if len(refs) > 1 else []) + at
-                    facts["first_mismatch_values"] = [float(ee[j]), float(cc[j])]
-                facts["mismatches"] += nbad
+                acc += torch.stack([tiny.sum(), well.sum(), (tiny & ~big).sum(), (big & ~well).sum(),
+                                    bad.sum()]).double()
+                rel = torch.where(well, err / mag.clamp_min(compare.TAIL_LEAST), 0.0)
+                worst = torch.maximum(worst, torch.where(torch.isnan(rel), torch.inf, rel).max())
+                at = torch.where(bad, torch.arange(i, i + bad.numel(), device=bad.device), e.numel()).min()
+                first = torch.minimum(first, at)
+            got = torch.cat([acc, worst.reshape(1), first.double().reshape(1)]).tolist()
+            for name, v in zip(("tiny", "checked", "least", "ill_conditioned", "mismatches"), got[:5]):
+                facts[name] += int(v)
+            facts["max_rel_error"] = max(facts["max_rel_error"], got[5])
+            j = int(got[6])
+            if j < e.numel() and facts["first_mismatch"] is None:
+                at = [int(x) for x in torch.unravel_index(torch.tensor(j), shape)] if len(shape) else []
+                facts["first_mismatch"] = ([k] if len(refs) > 1 else []) + at
+                facts["first_mismatch_values"] = [float(e[j]), float(c[j])]
     return facts
 
 

@@ -210,8 +210,8 @@ def tiny_elements(ref_out, atol: float) -> tuple:
     there).  Counted over the nonzero ones because an output that underflows to exact zero (a full-size cumprod:
     all but ~100 elements of each 32,768-long row) has nothing to check where it is zero."""
     items = list(ref_out) if isinstance(ref_out, (tuple, list)) else [ref_out]
-    tiny = nonzero = 0
-    with torch.no_grad():
+    counts = None  # (nonzero, tiny), summed on the outputs' device and fetched once: every variant's tolerance
+    with torch.no_grad():  # asks, and each fetch on a GPU waits for a turn between contexts
         for x in items:
             if not (isinstance(x, torch.Tensor) and x.dtype == torch.float32):
                 continue
@@ -219,8 +219,11 @@ def tiny_elements(ref_out, atol: float) -> tuple:
             for start in range(0, flat.numel(), CHUNK):
                 a = flat[start:start + CHUNK].abs()
                 live = (a > 0) & (a < math.inf)  # NaN compares false
-                nonzero += int(live.sum().item())
-                tiny += int((live & (a < atol)).sum().item())
+                part = torch.stack([live.sum(), (live & (a < atol)).sum()])
+                counts = part if counts is None else counts + part.to(counts.device)
+    if counts is None:
+        return 0, 0
+    nonzero, tiny = (int(v) for v in counts.tolist())
     return tiny, nonzero
 
 
