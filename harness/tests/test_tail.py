@@ -95,3 +95,33 @@ def test_the_same_draws_every_time():
     state = torch.get_rng_state()
     assert child._tail_facts(model, x, ref, cand, _tol(ref).atol) == child._tail_facts(model, x, ref, cand, _tol(ref).atol)
     assert torch.equal(state, torch.get_rng_state())  # the process's RNG is left alone
+
+
+class Float32Only(torch.nn.Module):
+    def forward(self, x):
+        if x.dtype != torch.float32:
+            raise TypeError("this reference takes float32 only")
+        return torch.cumprod(x, dim=1)
+
+
+def test_a_reference_that_cannot_run_in_float64_skips_the_check_and_says_why():
+    """The reason lies in the task alone (the judge's model and inputs), so the check is skipped, not failed: a
+    float32-only reference would otherwise fail every candidate.  A truncation still passes here, as it would
+    under the task's own tolerance: the skip is the task's, and the facts say so."""
+    import pytest
+
+    model, x = Float32Only(), _inputs()
+    ref = model(*x)
+    with pytest.raises(child._ReferenceCannot, match="in float64: TypeError"):
+        child._tail_facts(model, x, ref, ref.clone(), _tol(ref).atol)
+    facts = child._tail_skipped(child._ReferenceCannot("the reference cannot run in float64: TypeError: x"))
+    assert facts["mismatches"] == 0 and facts["checked"] == 0 and "float64" in facts["skipped"]
+
+
+def test_a_candidate_output_of_another_structure_is_an_error_not_a_skip():
+    model, x = CumProd(), _inputs()
+    ref = model(*x)
+    import pytest
+
+    with pytest.raises(RuntimeError, match="outputs"):
+        child._tail_facts(model, x, ref, (ref, ref), _tol(ref).atol)

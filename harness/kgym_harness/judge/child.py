@@ -1130,13 +1130,17 @@ class Evaluation:
         fails (the check was announced: no facts, no pass)."""
         try:
             return _finite(_tail_facts(ref, inputs, ref_out, cand_out, atol))
-        except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op
+        except _ReferenceCannot as exc:
+            return _tail_skipped(exc)
+        except Exception as exc:  # noqa: BLE001 — e.g. outputs of another structure
             if not is_out_of_memory(exc):
                 return _error_fact(exc)
             if self.gpu_mode != "exclusive":
                 raise
         try:
             return dict(_finite(_tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=True)), device="cpu")
+        except _ReferenceCannot as exc:
+            return _tail_skipped(exc)
         except Exception as exc:  # noqa: BLE001
             return _error_fact(exc)
 
@@ -1925,6 +1929,30 @@ def _float64_copies(ref_model, inputs, on_cpu=False):
     return model64, inputs64
 
 
+class _ReferenceCannot(Exception):
+    """The reference itself could not run as the small-elements check runs it (in float64, or on inputs moved by one
+    ulp): a fact of the task, whatever the candidate did (only the judge's model and inputs take part)."""
+
+
+@contextlib.contextmanager
+def _reference_runs(how):
+    """Turns a failure of the reference's own run into _ReferenceCannot; out of memory passes as it is (re-run
+    alone, or in host memory: Evaluation.tail_facts)."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001
+        if is_out_of_memory(exc):
+            raise
+        raise _ReferenceCannot(f"the reference cannot run {how}: {type(exc).__name__}: {exc}"[:300]) from exc
+
+
+def _tail_skipped(exc):
+    """The small-elements check's facts where the task's reference cannot take part in it (_ReferenceCannot): no
+    element checked, so none failed, and why.  Sound because the candidate has no part in the reason (the judge's
+    model, weights and inputs alone); a reference that refuses float64 would otherwise fail every candidate."""
+    return {"tiny": None, "checked": 0, "mismatches": 0, "skipped": str(exc)[:300]}
+
+
 def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
     """The small-elements check (compare.tail_tolerance announced it; docs/evaluation-protocol.md, "Small
     elements").  Its elements are the tiny ones of the float32 reference r: 0 < |r| < ``atol`` (the applied
@@ -1944,10 +1972,11 @@ def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
 
     from . import compare
 
-    model64, inputs64 = _float64_copies(ref_model, inputs, on_cpu)
-    with torch.no_grad():
+    with torch.no_grad(), _reference_runs("in float64"):
+        model64, inputs64 = _float64_copies(ref_model, inputs, on_cpu)
         exact = [t.reshape(-1) for t in _tensor_list(model64(*inputs64))]
         del model64, inputs64
+    with torch.no_grad():
         refs, cands = _tensor_list(ref_out), _tensor_list(cand_out)
         if len(refs) != len(exact) or len(cands) != len(exact):
             raise RuntimeError(f"{len(exact)} float64 outputs for {len(refs)} reference and {len(cands)} candidate "
@@ -1972,7 +2001,8 @@ def _tail_facts(ref_model, inputs, ref_out, cand_out, atol, on_cpu=False):
                 p.copy_(nudge(p0))
             args = [nudge(x.cpu() if on_cpu else x) if torch.is_tensor(x) and x.is_floating_point()
                     else (x.cpu() if on_cpu and torch.is_tensor(x) else x) for x in inputs]
-            draw = [t.reshape(-1) for t in _tensor_list(model(*args))]
+            with _reference_runs("on inputs moved by one ulp"):
+                draw = [t.reshape(-1) for t in _tensor_list(model(*args))]
             del args
             if len(draw) != len(exact):
                 raise RuntimeError("the reference returned another number of outputs when its inputs moved")
