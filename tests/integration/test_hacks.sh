@@ -139,10 +139,12 @@ fi
 # stay correct.  Its verdicts are checked by test_kernelbench.sh and test_bench_cli.sh (no second run here); this
 # checks the manifest is complete.  Run it alone with: kgym bench --jsonl tests/honest.jsonl --check
 n=$(ls examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py tests/fixtures/honest/*.py | wc -l)
+# Every entry expects correct (an honest candidate may serve more than one task: the entries may outnumber the files).
 m=$(grep -c '"expect": "correct"' tests/honest.jsonl)
+l=$(grep -c . tests/honest.jsonl)
 missing=$(for f in examples/*/correct.py tests/kernelbench/level1/*/honest.py tests/kernelbench/level2/*/honest.py tests/fixtures/honest/*.py; do
     grep -q "\"$f\"" tests/honest.jsonl || echo "$f"; done)
-if [ "$n" -ge 25 ] && [ "$n" = "$m" ] && [ -z "$missing" ]; then
-    ok "tests/honest.jsonl lists all $n honest candidates (expect correct)"
-else bad "tests/honest.jsonl: $m entries for $n candidates" "$missing"; fi
+if [ "$n" -ge 25 ] && [ "$m" = "$l" ] && [ -z "$missing" ]; then
+    ok "tests/honest.jsonl lists all $n honest candidates ($l entries, every one expecting correct)"
+else bad "tests/honest.jsonl: $l entries ($m expecting correct) for $n candidates" "$missing"; fi
 finish
