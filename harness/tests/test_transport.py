@@ -32,6 +32,16 @@ def test_values_round_trip_exactly():
     assert torch.equal(vals[3], h) and vals[4] is True
 
 
+def test_empty_tensors_alone_come_in_a_sealed_memfd():
+    """A message whose only tensors have no elements (a zero-size output, sent with no spare) still comes in a memfd
+    sealed against shrinking and growing: the reader refuses any other, and an honest runner's answer to a task with
+    a zero-size output was read as a forged line (protocol_forgery: the red team's tail_zero_size task)."""
+    a, _b, r = pair()
+    tp.send(a, {"type": "ok", "seq": 1}, [torch.empty(0, 256), torch.empty(0, dtype=torch.int64)])
+    msg, vals = r.recv()
+    assert msg["seq"] == 1 and vals[0].shape == (0, 256) and vals[1].dtype == torch.int64 and vals[1].numel() == 0
+
+
 def test_received_tensors_are_copies():
     """What the judge compares must not change when the sender writes into its memfd afterwards."""
     a, _b, r = pair()

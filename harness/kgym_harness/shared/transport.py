@@ -196,10 +196,13 @@ def _pack_host(obj, tensors, into):
     new = into is None or os.fstat(into).st_size < offset
     fd = _memfd() if new else into
     try:
-        if offset:
-            if new:
+        if new:
+            # Sealed whatever its size: the reader refuses an unsealed memfd (it could shrink under the mapping),
+            # and a message of empty tensors only (a zero-size output, with no spare for it) is one too.
+            if offset:
                 os.ftruncate(fd, offset)
-                _seal(fd)
+            _seal(fd)
+        if offset:
             with mmap.mmap(fd, offset) as m:
                 for t, spec in zip(tensors, layout):
                     n = t.numel()
