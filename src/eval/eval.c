@@ -588,10 +588,24 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                                                       kg_json_text(rep.left_running_names))) == 0;
         /* Lines on the judge's socket that are not the runner's answers: the candidate wrote on the
          * harness's channel (the judge stopped at once and said so). */
-        if (ok && rep.runner_ended && rep.end == KG_END_PROTOCOL)
-            ok = kg_json_push(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED), "count", 1,
-                                                      "sample", "a line on the judge's socket that is not "
-                                                      "the runner's answer")) == 0;
+        if (ok && rep.runner_ended && rep.end == KG_END_PROTOCOL) {
+            /* The judge's own words for what it read (its runner_lost message: the line or the memory it
+             * refused), as the evidence: a runner fault that is not a forgery shows itself there. */
+            const char *said = NULL;
+            size_t i;
+            json_t *m;
+            json_array_foreach(rep.messages, i, m) {
+                const char *type = json_string_value(json_object_get(m, "type"));
+                if (type && !strcmp(type, kg_msg_name(KG_MSG_RUNNER_LOST)))
+                    said = json_string_value(json_object_get(m, "message"));
+            }
+            kg_buf sample = {0};
+            int built = kg_buf_printf(&sample, "a line on the judge's socket that is not the runner's answer%s%.300s",
+                                      said ? ": " : "", said ? said : "") == 0;
+            ok = built && kg_json_push(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED),
+                                                               "count", 1, "sample", sample.data)) == 0;
+            kg_buf_free(&sample);
+        }
         if (ok && talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
             ok = kg_json_push(rep.messages, json_pack("{s:s, s:O, s:s}", "type",
                                                       kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES), "reference_ms",

@@ -92,6 +92,11 @@ run_manifest runtime --policy "$RT"
 if [ "$(jget "$TMP/runtime.json" 'all(any(w["type"] == "forbidden_import" for w in e["result"]["warnings"]) for e in r["results"] if e["candidate"].split("/")[-1] in ("thread_deferred.py", "network.py", "reference_import.py"))')" = "True" ]; then
     ok "static findings demoted to warn are listed in warnings[]"
 else bad "warnings[] under the runtime-only policy"; fi
+# A forged line's evidence holds the judge's own words for what it refused (its runner_lost message), so a runner
+# fault that is not a forgery shows itself there (the red team's zero-size task was one: transport.py).
+if [ "$(jget "$TMP/runtime.json" 'all("the runner" in h["evidence"]["sample"].split("answer: ", 1)[1] for e in r["results"] if e["candidate"].endswith("/forge_protocol.py") for h in e["result"]["hacks"] if h["type"] == "protocol_forgery") and any(e["candidate"].endswith("/forge_protocol.py") for e in r["results"])')" = "True" ]; then
+    ok "protocol_forgery's evidence says what the judge read"
+else bad "protocol_forgery evidence" "$(jget "$TMP/runtime.json" '[e["result"]["hacks"] for e in r["results"] if e["candidate"].endswith("/forge_protocol.py")]')"; fi
 if [ "$(jget "$TMP/default.json" 'r["summary"]["hacks_by_type"].get("forbidden_import", 0) >= 3')" = "True" ]; then
     ok "bench summary counts hacks by type"
 else bad "summary.hacks_by_type" "$(jget "$TMP/default.json" 'r["summary"]')"; fi
