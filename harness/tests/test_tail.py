@@ -14,8 +14,9 @@ class CumProd(torch.nn.Module):
 class Linear(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        torch.manual_seed(0)
-        self.fc = torch.nn.Linear(64, 64)
+        with torch.random.fork_rng():  # this process's RNG as it was for the tests after this one
+            torch.manual_seed(0)
+            self.fc = torch.nn.Linear(64, 64)
 
     def forward(self, x):
         return self.fc(x)
@@ -125,3 +126,18 @@ def test_a_candidate_output_of_another_structure_is_an_error_not_a_skip():
 
     with pytest.raises(RuntimeError, match="outputs"):
         child._tail_facts(model, x, ref, (ref, ref), _tol(ref).atol)
+
+
+def test_device_and_library_faults_are_errors_not_skips():
+    """Only the task's own refusal skips the check: a library's allocation failure, a CUDA error or out of memory may
+    follow from what else holds the GPU (the candidate's memory among it), so they stay errors (fail closed)."""
+    import pytest
+
+    for text in ("CUDA error: an illegal memory access was encountered", "CUBLAS_STATUS_ALLOC_FAILED when calling",
+                 "cuDNN error: CUDNN_STATUS_NOT_INITIALIZED", "CUDA out of memory. Tried to allocate 2 GiB"):
+        with pytest.raises(RuntimeError, match=text.split(":")[0].split(" ")[0]):
+            with child._reference_runs("in float64"):
+                raise RuntimeError(text)
+    with pytest.raises(child._ReferenceCannot):
+        with child._reference_runs("in float64"):
+            raise RuntimeError('"cumprod_cuda" not implemented for \'Double\'')

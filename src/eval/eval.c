@@ -602,8 +602,9 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             kg_buf sample = {0};
             int built = kg_buf_printf(&sample, "a line on the judge's socket that is not the runner's answer%s%.300s",
                                       said ? ": " : "", said ? said : "") == 0;
-            ok = built && kg_json_push(rep.messages, json_pack("{s:s, s:i, s:s}", "type", kg_msg_name(KG_MSG_FORGED),
-                                                               "count", 1, "sample", sample.data)) == 0;
+            /* kg_json_text: the cut may split a character of the runner's bytes, which json_pack's "s" refuses. */
+            ok = built && kg_json_push(rep.messages, json_pack("{s:s, s:i, s:o}", "type", kg_msg_name(KG_MSG_FORGED),
+                                                               "count", 1, "sample", kg_json_text(sample.data))) == 0;
             kg_buf_free(&sample);
         }
         if (ok && talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */

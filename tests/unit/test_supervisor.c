@@ -1151,8 +1151,13 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     setenv("KGYM_SETUP_SPLIT", "0", 1);    /* so does this one */
     setenv("KGYM_RUNNER_CONNECTIONS", "1", 1); /* and this one */
     setenv("KGYM_UNREAD_SWITCH", "1", 1);  /* a kgym variable the harness does not read: dropped */
+    const char *had = getenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* this process's own, put back below */
+    char *callers = had ? strdup(had) : NULL;
     unsetenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* not chosen by the caller: kgym's 1 (zygote.c says why) */
     kg_supervisor *s = warm_supervisor(0);
+    if (callers)
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", callers, 1);
+    free(callers);
     unsetenv("KGYM_TOKEN");
     unsetenv("MY_API_KEY");
     unsetenv("KGYM_SERVE_OWNER");
@@ -1236,9 +1241,15 @@ static void descriptors_and_secrets_stay_with_kgym(void)
  * none: what a paired measurement against the driver's default sets).  Fails if kgym's value replaced or joined it. */
 static void callers_max_connections_is_kept(void)
 {
+    const char *had = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    char *callers = had ? strdup(had) : NULL;
     setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
     kg_supervisor *s = warm_supervisor(0);
-    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    if (callers)
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", callers, 1);
+    else
+        unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    free(callers);
     KG_CHECK(s != NULL);
     if (!s)
         return;
