@@ -7,8 +7,8 @@ if [ ! -d "$KB/level1" ]; then
     echo "no KernelBench checkout at $KB (set KGYM_KERNELBENCH)"; bad "KernelBench checkout"; finish; exit
 fi
 # level1_gpu.jsonl: more of a kind that level1.jsonl already covers on the CPU (the small-elements check's further
-# cuts and honest scans: 25 s to nearly 3 minutes each in the interpreter), run where evaluations are cheap, on a GPU, so that
-# make test stays under 20 minutes.
+# cuts and honest scans: 25 s to nearly 3 minutes each in the interpreter), run where evaluations are cheap, on a
+# GPU, so that make test stays under 20 minutes.
 manifests="tests/kernelbench/level1.jsonl tests/kernelbench/level2.jsonl"
 [ "$DEVICE" != cpu ] && manifests="$manifests tests/kernelbench/level1_gpu.jsonl"
 for manifest in $manifests; do
