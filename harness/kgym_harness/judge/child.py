@@ -862,7 +862,7 @@ class Evaluation:
 
         def on_pair(call, ref_args, ref_out, remote, meta=None):
             checked[0] += 1
-            tol = self.tolerances(ref_out, base)
+            tol = self.tolerances(ref_out, base, tail=False)
             atol, rtol = tol.atol, tol.rtol
             # A random sample of positions first (cheap: only those values cross from the runner, and the
             # positions are drawn after the call, so the runner could not know them while it computed); the
@@ -877,6 +877,7 @@ class Evaluation:
                 if agrees:
                     return
             cand_out = remote.fetch()
+            tol = self.tolerances(ref_out, base)  # the full rule's, the small-elements check decided
             if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
                 return
             mismatched.append(call)
@@ -1124,29 +1125,44 @@ class Evaluation:
         facts["tail"] = self.tail_facts(ref, inputs, ref_out, cand_out, tol.atol)
         return facts["tail"].get("mismatches") == 0
 
-    def tail_facts(self, ref, inputs, ref_out, cand_out, atol):
-        """_tail_facts, with out-of-memory handled as the float64 adjudication does (run_variant): re-raised in a
-        shared phase (re-run alone), in host memory when alone; any other failure is an error fact, which C
-        fails (the check was announced: no facts, no pass)."""
+    def device_or_host(self, facts_of, failed=None):
+        """``facts_of(on_cpu)``'s facts (the float64 adjudication's, the small-elements check's): on the device
+        first; out of memory there is raised in a shared phase (shared_or_alone re-runs the variant alone), and
+        alone the facts are gathered in host memory (``"device": "cpu"``).  Alone, the float64 copies (twice the
+        inputs' size: 12 GiB for level1/24) may still not fit beside what the other evaluations hold between their
+        phases; host memory is slower but gives the same verdict whatever the GPU's load, instead of failing the
+        candidate's stage with the judge's own allocation (measured: 6 jobs on an H100 turned honest level-1 kernels
+        into runtime_error).  Any other failure on the device is ``failed(exc)`` (default: an error fact, which C
+        fails); any failure in host memory is an error fact."""
         try:
-            return _finite(_tail_facts(ref, inputs, ref_out, cand_out, atol))
-        except _ReferenceCannot as exc:
-            return _tail_skipped(exc)
-        except Exception as exc:  # noqa: BLE001 — e.g. outputs of another structure
+            return _finite(facts_of(False))
+        except Exception as exc:  # noqa: BLE001
             if not is_out_of_memory(exc):
-                return _error_fact(exc)
+                return (failed or _error_fact)(exc)
             if self.gpu_mode != "exclusive":
                 raise
         try:
-            return dict(_finite(_tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=True)), device="cpu")
-        except Exception as exc:  # noqa: BLE001 — a reference that cannot run in host memory included: the retry
-            return _error_fact(exc)  # was forced by device memory, which the candidate's own use takes part in
+            return dict(_finite(facts_of(True)), device="cpu")
+        except Exception as exc:  # noqa: BLE001
+            return _error_fact(exc)
 
-    def tolerances(self, ref_out, variant=None):
+    def tail_facts(self, ref, inputs, ref_out, cand_out, atol):
+        """_tail_facts where the device or host memory allows (device_or_host); any failure is an error fact, which
+        C fails (the check was announced: no facts, no pass), except the task's own reference refusing to run as
+        the check runs it on the device (_ReferenceCannot: skipped).  In host memory that too is an error: the
+        retry was forced by device memory, which the candidate's own use takes part in."""
+        return self.device_or_host(
+            lambda on_cpu: _tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=on_cpu),
+            lambda exc: _tail_skipped(exc) if isinstance(exc, _ReferenceCannot) else _error_fact(exc))
+
+    def tolerances(self, ref_out, variant=None, tail=True):
         """The compare.Tolerance for outputs like ``ref_out`` on ``variant`` (None: the task's own inputs):
         the profile's atol and rtol for the output's dtype (a half-precision variant's: its dtype's), or the
         job's own numbers where it gives them (not for a half-precision variant), scaled to ``ref_out``'s magnitude by compare.variant_tolerance.
-        The profile and the share come from the job (kgym's options); without them, the defaults."""
+        The profile and the share come from the job (kgym's options); without them, the defaults.  ``tail``: whether
+        to decide on the small-elements check (compare.tail_tolerance: a pass over the whole output); False where
+        only a sample is compared (the timed calls' check, inside the exclusive window), which asks again with it
+        before the full rule."""
         import torch
 
         from . import compare, tasks
@@ -1168,7 +1184,7 @@ class Evaluation:
             # The relative check is adjudicated against float64 (_fp64_facts), which only float32 outputs get;
             # half-precision outputs near their subnormal range hold no relative accuracy anyway.
             tol.relative_atol = None
-        return compare.tail_tolerance(ref_out, tol, value_range=value_range)
+        return compare.tail_tolerance(ref_out, tol, value_range=value_range) if tail else tol
 
     # -- one variant: reference, then candidate, then facts -------------------
     def _held_key(self, v):
@@ -1316,25 +1332,9 @@ class Evaluation:
             if _near_miss(facts["compare"], ref_out, cand_out) or _relative_miss(facts["compare"], tol):
                 inputs = rebuild()
                 ref = ref if ref is not None else make_reference()
-                try:
-                    facts["fp64"] = _finite(_fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, rtol))
-                except Exception as exc:  # noqa: BLE001 — e.g. no float64 kernel for an op: no adjudication
-                    # Out of memory in a shared phase: re-run alone (shared_or_alone).  Alone, the float64
-                    # copies (twice the inputs' size: 12 GiB for level1/24) may still not fit beside what the
-                    # other evaluations hold between their phases; the adjudication then runs in host memory,
-                    # slower but with the same verdict whatever the GPU's load, instead of failing the
-                    # candidate's stage with the judge's own allocation (measured: 6 jobs on an H100 turned
-                    # honest level-1 kernels into runtime_error).
-                    if not is_out_of_memory(exc):
-                        facts["fp64"] = _error_fact(exc)
-                    elif self.gpu_mode != "exclusive":
-                        raise
-                    else:
-                        try:
-                            facts["fp64"] = dict(_finite(_fp64_facts(ref, inputs, ref_out, cand_out, exact_atol,
-                                                                     rtol, on_cpu=True)), device="cpu")
-                        except Exception as exc2:  # noqa: BLE001
-                            facts["fp64"] = _error_fact(exc2)
+                # An error (e.g. no float64 kernel for an op) is no adjudication.
+                facts["fp64"] = self.device_or_host(
+                    lambda on_cpu: _fp64_facts(ref, inputs, ref_out, cand_out, exact_atol, rtol, on_cpu=on_cpu))
                 lap("fp64")
             if tol.tail is not None and _passes_but_tail(facts["compare"], tol, facts.get("fp64")):
                 # Announced (compare.tail_tolerance): C requires these facts of a variant that passes otherwise.
