@@ -1119,6 +1119,51 @@ static void runner_uid_never_shared_with_a_dead_kgyms_runner(void)
     free(dir);
 }
 
+/* warm_supervisor(0) started with CUDA_DEVICE_MAX_CONNECTIONS set to `value` (NULL: unset) in this process's
+ * environment, which the zygote's is made from, and this process's own value put back afterwards. */
+static kg_supervisor *warm_supervisor_with_connections(const char *value)
+{
+    const char *had = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    char *callers = had ? strdup(had) : NULL;
+    if (value)
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", value, 1);
+    else
+        unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    kg_supervisor *s = warm_supervisor(0);
+    if (callers)
+        setenv("CUDA_DEVICE_MAX_CONNECTIONS", callers, 1);
+    else
+        unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    free(callers);
+    return s;
+}
+
+/* The zygote's environment as /proc shows it from outside, one "NAME=value" a line, each line between newlines
+ * (the block starts with one), so a test can look for "\nNAME=value\n"; NULL when it cannot be read.  Free it. */
+static char *zygote_environ(kg_supervisor *s)
+{
+    long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%ld/environ", zpid);
+    char *block = NULL;
+    size_t len = 0;
+    if (zpid <= 0 || kg_file_read(path, 0, &block, &len, NULL) != KG_OK || !block)
+        return NULL;
+    char *env = malloc(len + 3);
+    if (env) {
+        env[0] = '\n';
+        memcpy(env + 1, block, len);
+        for (size_t i = 1; i <= len; i++)
+            if (env[i] == '\0')
+                env[i] = '\n';
+        if (len == 0 || env[len] != '\n')
+            env[++len] = '\n';
+        env[len + 1] = '\0';
+    }
+    free(block);
+    return env;
+}
+
 /* What kgym holds and its caller left open stays with them (the zygote is started with only its control socket
  * and standard streams: kg_close_from), and so do secrets in kgym's environment (the zygote's initial
  * environment is every runner's): a runner that appends a forged line to every descriptor it holds
@@ -1151,13 +1196,8 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     setenv("KGYM_SETUP_SPLIT", "0", 1);    /* so does this one */
     setenv("KGYM_RUNNER_CONNECTIONS", "1", 1); /* and this one */
     setenv("KGYM_UNREAD_SWITCH", "1", 1);  /* a kgym variable the harness does not read: dropped */
-    const char *had = getenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* this process's own, put back below */
-    char *callers = had ? strdup(had) : NULL;
-    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS"); /* not chosen by the caller: kgym's 1 (zygote.c says why) */
-    kg_supervisor *s = warm_supervisor(0);
-    if (callers)
-        setenv("CUDA_DEVICE_MAX_CONNECTIONS", callers, 1);
-    free(callers);
+    /* CUDA_DEVICE_MAX_CONNECTIONS not chosen by the caller: kgym's 1 (zygote.c says why) */
+    kg_supervisor *s = warm_supervisor_with_connections(NULL);
     unsetenv("KGYM_TOKEN");
     unsetenv("MY_API_KEY");
     unsetenv("KGYM_SERVE_OWNER");
@@ -1169,13 +1209,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
         /* The zygote: its descriptors and its environment, from outside. */
         long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
         char path[64];
-        snprintf(path, sizeof path, "/proc/%ld/environ", zpid);
-        char *env = NULL;
-        size_t len = 0;
-        KG_CHECK(zpid > 0 && kg_file_read(path, 0, &env, &len, NULL) == KG_OK);
-        for (size_t i = 0; env && i + 1 < len; i++)
-            if (env[i] == '\0')
-                env[i] = '\n';
+        char *env = zygote_environ(s);
         KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner) && strstr(env, "KGYM_KERNEL_CACHE=off")
                  && strstr(env, "KGYM_SETUP_SPLIT=0") && strstr(env, "KGYM_RUNNER_CONNECTIONS=1")
                  && !strstr(env, "KGYM_UNREAD_SWITCH")
@@ -1241,34 +1275,14 @@ static void descriptors_and_secrets_stay_with_kgym(void)
  * none: what a paired measurement against the driver's default sets).  Fails if kgym's value replaced or joined it. */
 static void callers_max_connections_is_kept(void)
 {
-    const char *had = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    char *callers = had ? strdup(had) : NULL;
-    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "8", 1);
-    kg_supervisor *s = warm_supervisor(0);
-    if (callers)
-        setenv("CUDA_DEVICE_MAX_CONNECTIONS", callers, 1);
-    else
-        unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    free(callers);
+    kg_supervisor *s = warm_supervisor_with_connections("8");
     KG_CHECK(s != NULL);
     if (!s)
         return;
-    long zpid = (long)json_integer_value(json_object_get(kg_supervisor_info(s), "pid"));
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%ld/environ", zpid);
-    char *env = NULL;
-    size_t len = 0;
-    KG_CHECK(zpid > 0 && kg_file_read(path, 0, &env, &len, NULL) == KG_OK);
-    int eight = 0, other = 0;
-    for (size_t at = 0; env && at < len; at += strlen(env + at) + 1) {
-        if (!strncmp(env + at, "CUDA_DEVICE_MAX_CONNECTIONS=", 28)) {
-            if (!strcmp(env + at + 28, "8"))
-                eight++;
-            else
-                other++;
-        }
-    }
-    KG_CHECK(eight == 1 && other == 0);
+    char *env = zygote_environ(s);
+    const char *at = env ? strstr(env, "\nCUDA_DEVICE_MAX_CONNECTIONS=") : NULL;
+    KG_CHECK(at && !strncmp(at, "\nCUDA_DEVICE_MAX_CONNECTIONS=8\n", 31)
+             && !strstr(at + 1, "\nCUDA_DEVICE_MAX_CONNECTIONS="));
     free(env);
     close_warm_supervisor(s);
 }
