@@ -100,14 +100,18 @@ def _setup_job(monkeypatch, rec, device="cuda:0", job=None):
     return next(m["job"] for m in sent if m["cmd"] == kinds.CMD_SETUP)
 
 
-def test_the_runner_keeps_one_work_queue_only_with_the_experiment(monkeypatch, rec):
-    """KGYM_RUNNER_CONNECTIONS=1 (child._runner_connections): the runner's clean environment keeps the zygote's
-    CUDA_DEVICE_MAX_CONNECTIONS; without it, or on the CPU, or with no value to keep, the sandbox is as kgym sent."""
+def test_the_runner_keeps_one_work_queue_by_default(monkeypatch, rec):
+    """child._runner_connections: on a GPU the runner's clean environment keeps the zygote's
+    CUDA_DEVICE_MAX_CONNECTIONS (KGYM_RUNNER_CONNECTIONS=1 or unset); with KGYM_RUNNER_CONNECTIONS=0, or on the
+    CPU, or with no value to keep, the sandbox is as kgym sent."""
     monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    kept = {"landlock": True, "env_keep": ["CUDA_DEVICE_MAX_CONNECTIONS"]}
     monkeypatch.delenv("KGYM_RUNNER_CONNECTIONS", raising=False)
+    assert _setup_job(monkeypatch, rec)["sandbox"] == kept
+    monkeypatch.setenv("KGYM_RUNNER_CONNECTIONS", "0")
     assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True}
     monkeypatch.setenv("KGYM_RUNNER_CONNECTIONS", "1")
-    assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True, "env_keep": ["CUDA_DEVICE_MAX_CONNECTIONS"]}
+    assert _setup_job(monkeypatch, rec)["sandbox"] == kept
     assert _setup_job(monkeypatch, rec, device="cpu")["sandbox"] == {"landlock": True}
     monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS")
     assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True}

@@ -203,9 +203,9 @@ int kg_zygote_start(kg_supervisor *sup, kg_error *err)
      * fewer queues takes it half as long (bench/driver_probe.py on two H200s: 4.8 contexts a second with the
      * driver's default of 8, 9.4 with 1); the judge uses one stream.  Paired on an H200 (twentieth session,
      * `sh bench/grpo.sh 6 --baseline build/kgym --head-env CUDA_DEVICE_MAX_CONNECTIONS=1`): x1.145, set-up's
-     * shared phases 47.6 -> 28.9 s, speedups within 1.08% of the run without.  The runner's clean environment
-     * (sandbox.py _ENV_KEEP) drops it: the candidate's context keeps the driver's default, unless the experiment
-     * KGYM_RUNNER_CONNECTIONS=1 keeps it there too (judge/child.py _runner_connections).  Inert on the CPU. */
+     * shared phases 47.6 -> 28.9 s, speedups within 1.08% of the run without.  The runner keeps it too through its
+     * clean environment (judge/child.py _runner_connections: x1.11 more, twenty-first session), unless
+     * KGYM_RUNNER_CONNECTIONS=0.  Inert on the CPU. */
     int own_connections = getenv("CUDA_DEVICE_MAX_CONNECTIONS") == NULL;
     char *extra[] = {pythonpath.data, "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", visible_var.data,
                      is_cpu ? "TRITON_INTERPRET=1" : "PYTORCH_NVML_BASED_CUDA_CHECK=1",
