@@ -141,3 +141,74 @@ def test_device_and_library_faults_are_errors_not_skips():
     with pytest.raises(child._ReferenceCannot):
         with child._reference_runs("in float64"):
             raise RuntimeError('"cumprod_cuda" not implemented for \'Double\'')
+
+
+# -- the timed calls' sample (child._sample_agrees with tail=True; compare.sample_tail_agrees) -------------------
+
+def _cumprod_case(seed=0):
+    x = _inputs(seed)
+    ref = CumProd()(*x)
+    return x, ref, _tol(ref)
+
+
+def _truncated(ref, below=1e-9):
+    return torch.where(ref.abs() >= below, ref, torch.zeros_like(ref))
+
+
+def test_sample_tail_agrees_holds_tiny_elements_to_the_bound():
+    _x, ref, tol = _cumprod_case()
+    r, at = ref.reshape(-1), tol.atol
+    assert compare.sample_tail_agrees([r], [r.clone()], at)
+    # an honest rounding (relative 2^-10 everywhere) passes; a cut at 1e-9, a bf16 tail, a NaN there fail
+    assert compare.sample_tail_agrees([r], [r * (1 + 2.0 ** -10)], at)
+    assert not compare.sample_tail_agrees([r], [_truncated(ref).reshape(-1)], at)
+    assert not compare.sample_tail_agrees([r], [r.bfloat16().float() * (1 + 2.0 ** -5)], at)
+    nan = r.clone()
+    tiny = ((r.abs() < at) & (r.abs() >= compare.TAIL_LEAST)).nonzero()[0, 0]
+    nan[tiny] = float("nan")
+    assert not compare.sample_tail_agrees([r], [nan], at)
+    # elements at or above atol are sample_agrees's, and below TAIL_LEAST nobody's; other dtypes are not checked
+    big = r.clone()
+    big[r.abs() >= at] = 0.0
+    assert compare.sample_tail_agrees([r], [big], at)
+    assert compare.sample_tail_agrees([r.double()], [_truncated(ref).reshape(-1).double()], at)
+    least = torch.tensor([compare.TAIL_LEAST / 2, 1e-3], dtype=torch.float32)
+    assert compare.sample_tail_agrees([least], [torch.tensor([0.0, 1e-3])], 1.0)
+
+
+def test_sample_tail_bound_never_trips_what_the_full_rule_passes():
+    """For every element the full rule checks (|r - e| <= TAIL_CONDITIONED |e|) and passes (|c - e| <= TAIL_BOUND
+    |e|), the sample's bound holds: worst cases on both sides, in float64, then rounded to float32 as outputs are."""
+    g = torch.Generator().manual_seed(5)
+    e = torch.rand(100_000, generator=g, dtype=torch.float64) * 1e-6 + 1e-30
+    for rs in (-1.0, 1.0):
+        for cs in (-1.0, 1.0):
+            r = (e * (1 + rs * compare.TAIL_CONDITIONED)).float()
+            c = (e * (1 + cs * compare.TAIL_BOUND)).float()
+            # float32 rounding moves each by at most 2^-24 of itself: the bound keeps room for it
+            assert compare.sample_tail_agrees([r], [c], 1.0), (rs, cs)
+
+
+class _Remote:
+    """The runner's side of a sample (child.Remote.sample): values of the last output at the sampled positions."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def sample(self, seed, numels, itemsize=8):
+        from kgym_harness.shared import timing as tm
+
+        idx = tm.sample_positions(numels, seed, self.out.device)
+        flat = self.out.reshape(-1)
+        return [flat if idx[0] is None else flat[idx[0]]], [0]
+
+
+def test_the_timed_sample_sends_cut_small_elements_to_the_full_rule():
+    _x, ref, tol = _cumprod_case()
+    cut = _truncated(ref)
+    # by atol alone the cut output agrees: the hole the timed calls had (open before: rows 26 and 27)
+    assert child._sample_agrees(_Remote(cut), ref, tol, seed=7) is True
+    assert child._sample_agrees(_Remote(cut), ref, tol, seed=7, tail=True) == child.SAMPLE_TAIL
+    assert child._sample_agrees(_Remote(ref.clone()), ref, tol, seed=7, tail=True) is True
+    # a wrong output is still False, not SAMPLE_TAIL
+    assert child._sample_agrees(_Remote(ref + 1.0), ref, tol, seed=7, tail=True) is False

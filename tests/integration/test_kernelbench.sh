@@ -8,7 +8,7 @@ if [ ! -d "$KB/level1" ]; then
 fi
 # level1_gpu.jsonl: more of a kind that level1.jsonl already covers on the CPU (the small-elements check's further
 # cuts and honest scans: 25 s to nearly 3 minutes each in the interpreter), run where evaluations are cheap, on a
-# GPU, so that make test stays under 20 minutes.
+# GPU, so that make test stays under 20 minutes; and what only timing reaches (a cut from a model's fourth call).
 manifests="tests/kernelbench/level1.jsonl tests/kernelbench/level2.jsonl"
 [ "$DEVICE" != cpu ] && manifests="$manifests tests/kernelbench/level1_gpu.jsonl"
 for manifest in $manifests; do

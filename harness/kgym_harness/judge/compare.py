@@ -552,6 +552,34 @@ def sample_agrees(reference_out, candidate_out, atol: float, rtol: float, sample
     return True
 
 
+# The timed calls' sample under the small-elements check (child._sample_agrees): a sampled tiny element r
+# (TAIL_LEAST <= |r| < atol, float32) whose candidate value is further than this share of |r| from r, or not
+# finite, sends the call to the full rule.  Where the full rule checks an element (|r - e| <= TAIL_CONDITIONED |e|)
+# and passes it (|c - e| <= TAIL_BOUND |e|), |c - r| <= (TAIL_BOUND + TAIL_CONDITIONED) |e| and |e| <=
+# |r| / (1 - TAIL_CONDITIONED), which stays below TAIL_SAMPLE_BOUND |r|: no element the full rule checks and passes
+# trips the sample.  Elements the full rule leaves out (ill-conditioned: the float32 reference itself further than
+# TAIL_CONDITIONED from e; |e| below TAIL_LEAST) may trip it, which costs a full check, never a verdict.
+TAIL_SAMPLE_BOUND = TAIL_BOUND + 2.0 ** -11
+
+
+def sample_tail_agrees(reference_sample, candidate_sample, atol: float) -> bool:
+    """Whether every sampled tiny element of the float32 tensors in ``reference_sample`` (equal-length sequences of
+    1-D samples, as child._sample_agrees picks them) has its candidate value within TAIL_SAMPLE_BOUND of itself
+    (finite).  A tiny element: TAIL_LEAST <= |r| < atol.  False sends the call to the full rule, which holds the
+    small-elements check itself; elements at or above atol are sample_agrees's."""
+    with torch.no_grad():
+        for r, c in zip(reference_sample, candidate_sample):
+            if r.dtype != torch.float32 or r.numel() == 0:
+                continue
+            rd, cd = r.double(), c.double()
+            a = rd.abs()
+            tiny = (a >= TAIL_LEAST) & (a < atol)
+            bad = tiny & ~(torch.isfinite(cd) & ((cd - rd).abs() <= TAIL_SAMPLE_BOUND * a))
+            if bool(bad.any()):
+                return False
+    return True
+
+
 def compare(reference_out, candidate_out, atol: float, rtol: float, relative_atol=None) -> dict:
     """Raw facts about how candidate_out matches reference_out (tensor, tuple/list of tensors, or scalar).
     With ``relative_atol`` (a Tolerance's, where the output is below the floor) the facts also count

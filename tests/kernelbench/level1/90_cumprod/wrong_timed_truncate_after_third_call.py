@@ -3,11 +3,13 @@ import torch.nn as nn
 import triton
 import triton.language as tl
 
-# OPEN (threat model rows 26 and 27): exact on a model's first three calls (every correctness call a model gets),
-# a running product cut below 1e-9 from its fourth call on, which only the timing model reaches.  The timed calls'
-# sampled check (child._sample_agrees) holds outputs to atol alone, not to the small-elements check, and a zero
-# passes atol wherever |r| < atol: on a GPU this is expected to be judged correct while timed at the cheaper path.
-# On the CPU (no timing) it is simply correct.  Not in level1.jsonl: its verdict depends on the device.
+# Threat model rows 26 and 27: exact on a model's first three calls (every correctness call a model gets), a
+# running product cut below 1e-9 from its fourth call on, which only the timing model reaches.  The timed calls'
+# sampled check held outputs to atol alone, and a zero passes atol wherever |r| < atol: on a GPU it was judged
+# correct while timed at the cheaper path (twenty-first session, H100).  Now the sample's tiny elements are held to
+# the small-elements bound where the task announces the check (child._sample_agrees, compare.sample_tail_agrees),
+# the call goes to the full rule and fails there, and the untimed re-run on the same inputs is cut too: incorrect.
+# On the CPU (no timing) it is simply correct, so it is in level1_gpu.jsonl only.
 
 
 @triton.jit
