@@ -835,7 +835,8 @@ def report_grpo(args):
                       "summed exclusive GPU time", "exclusive-window bound / h", "share of the bound",
                       "shared-phase waits of summed evaluation wall", "in kept judges",
                       "CPU an evaluation (judge + runner)"], rows)
-    lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {args.jobs} jobs\n", table]
+    jobs = f"{args.jobs} jobs" + (f" (head: {args.head_jobs})" if args.head_jobs not in (None, args.jobs) else "")
+    lines = [f"grpo: {args.mix} ({len(runs[0][1]['tasks'])} tasks), {jobs}\n", table]
     # Where the evaluations' time went (seconds summed over them: they overlap, so the sums exceed the run's wall),
     # in the order an evaluation takes it: what a change moved shows here before it shows in the rate.
     headers, rows = _where_rows(runs)
@@ -1193,6 +1194,7 @@ def main(argv=None):
     p = sub.add_parser("grpo")
     common(p)
     p.add_argument("--jobs", type=int, required=True)
+    p.add_argument("--head-jobs", type=int, default=None, help="the head's runs' jobs, where not --jobs")
     p.add_argument("--mix", required=True, help="the mix the runs evaluated")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. base=a.json head=b.json")
     p = sub.add_parser("timing-precision", help="candidates re-measured, per-round CV and speedups against the "

@@ -3,7 +3,8 @@
 # of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
 #
 #   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--repeat N]
-#                    [--head-env NAME=VALUE]... [--dedup] [--kernelbench DIR] [--keep DIR] [--write-doc]
+#                    [--head-env NAME=VALUE]... [--head-jobs N] [--dedup] [--kernelbench DIR] [--keep DIR]
+#                    [--write-doc]
 #                    [-- extra kgym bench flags]
 #
 # One `kgym bench --jobs JOBS` (default 6) over the mix (default 8 tasks: 64 evaluations).  With --baseline, the
@@ -19,7 +20,8 @@
 # same build gave 2,408 and 2,669 evaluations per hour), so a change worth less than that needs several.  Without
 # --baseline, --repeat N runs the head N times.  --head-env NAME=VALUE (repeatable; no spaces in VALUE) sets that
 # variable for the head's runs only: with --baseline naming the same kgym (e.g. build/kgym) the pair measures a
-# switch of that one build read from its environment (--head-env NAME=1).  --write-doc replaces the
+# switch of that one build read from its environment (--head-env NAME=1).  --head-jobs N runs the head with N jobs
+# (the baseline with JOBS): with --baseline naming the same kgym, the pair measures the number of jobs.  --write-doc replaces the
 # <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
 # KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
@@ -34,6 +36,7 @@ ORDER="base head"
 DEDUP=
 REPEAT=1
 HEAD_ENV=
+HEAD_JOBS=
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
 CMDLINE="sh bench/grpo.sh $JOBS"
@@ -71,6 +74,12 @@ while [ $# -gt 0 ]; do
         HEAD_ENV="$HEAD_ENV $2" CMDLINE="$CMDLINE --head-env $2"
         shift 2
         ;;
+    --head-jobs)
+        need_value "$1" $#
+        case $2 in *[!0-9]* | "" | 0) printf '%s: --head-jobs must be a positive number, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        HEAD_JOBS=$2 CMDLINE="$CMDLINE --head-jobs $2"
+        shift 2
+        ;;
     --dedup) DEDUP=--dedup CMDLINE="$CMDLINE --dedup" && shift ;;
     --kernelbench) need_value "$1" $# && KB=$2 && shift 2 ;;
     --keep) need_value "$1" $# && KEEP=$2 && shift 2 ;;
@@ -83,6 +92,7 @@ done
 [ $# -gt 0 ] && CMDLINE="$CMDLINE -- $*"
 [ -z "$BASE" ] || [ -x "$BASE" ] || die "no baseline kgym binary at $BASE"
 [ -n "$BASE" ] || ORDER=head
+HEAD_JOBS=${HEAD_JOBS:-$JOBS}
 
 preflight
 "$PY" bench/grpo_mix.py "$WORK/mix" --tasks "$TASKS" || die "could not write the mix"
@@ -95,6 +105,7 @@ while [ "$rep" -le "$REPEAT" ]; do
     for who in $order; do
         KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
         flag=$DEDUP && [ "$who" = base ] && flag= # the baseline without --dedup: the pair measures it
+        jobs=$HEAD_JOBS && [ "$who" = base ] && jobs=$JOBS
         # A repetition's runs are named who#N (gpu_report.py pairs head#N with base#N); one run keeps its plain name.
         tag=$who file=$who && [ "$REPEAT" -gt 1 ] && tag="$who#$rep" file="$who.$rep"
         [ "$REPEAT" -gt 1 ] && printf '%s: repetition %s of %s, %s\n' "$NAME" "$rep" "$REPEAT" "$who" >&2
@@ -104,10 +115,10 @@ while [ "$rep" -le "$REPEAT" ]; do
         TRITON_CACHE_DIR=$tcache && export TRITON_CACHE_DIR
         if [ "$who" = head ] && [ -n "$HEAD_ENV" ]; then
             # HEAD_ENV: NAME=VALUE words, checked above; a subshell, so the baseline's runs never see them
-            (for kv in $HEAD_ENV; do export "${kv?}"; done && run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@") ||
+            (for kv in $HEAD_ENV; do export "${kv?}"; done && run_bench "$WORK/$file.json" "$jobs" "$WORK/mix/mix.jsonl" $flag "$@") ||
                 die "the head's run failed (with$HEAD_ENV)"
         else
-            run_bench "$WORK/$file.json" "$JOBS" "$WORK/mix/mix.jsonl" $flag "$@"
+            run_bench "$WORK/$file.json" "$jobs" "$WORK/mix/mix.jsonl" $flag "$@"
         fi
         unset TRITON_CACHE_DIR
         rm -rf "$tcache"
@@ -116,5 +127,5 @@ while [ "$rep" -le "$REPEAT" ]; do
     rep=$((rep + 1))
 done
 KGYM=$HEAD_BIN
-report grpo --jobs "$JOBS" --mix "$WORK/mix/mix.jsonl" $RUNS
+report grpo --jobs "$JOBS" --head-jobs "$HEAD_JOBS" --mix "$WORK/mix/mix.jsonl" $RUNS
 finish

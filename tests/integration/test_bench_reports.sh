@@ -42,6 +42,12 @@ grep -q "MISSED every head run's speedups within 2% of base's .*largest change 1
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 grep -q "MET every head run's speedups within 2% of base's .*largest change 0.00%" "$TMP/grpo" \
     && ok "grpo report: the same run twice meets it" || bad "grpo's timing goal, same run" "$(cat "$TMP/grpo")"
+# --head-jobs (bench/grpo.sh --head-jobs: the pair measures the number of jobs) is said in the report's first line.
+"$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 --head-jobs 10 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
+head -1 "$TMP/grpo" | grep -q ", 6 jobs (head: 10)$" && ok "grpo report: the head's own number of jobs is named" \
+    || bad "grpo's --head-jobs line" "$(head -3 "$TMP/grpo")"
+"$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 --head-jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
+head -1 "$TMP/grpo" | grep -q ", 6 jobs$" && ok "grpo report: equal jobs named once" || bad "grpo's equal jobs line" "$(head -3 "$TMP/grpo")"
 "$PY" bench/gpu_report.py timing-precision base="$TMP/missing.json" >"$TMP/err" 2>&1
 rc=$?
 [ $rc -eq 1 ] && grep -q "missing.json: neither" "$TMP/err" && ok "timing-precision: an unreadable run is an error naming it" \
