@@ -109,3 +109,16 @@ def test_no_same_model_pair_makes_no_claim():
     t.again("base_again", torch.rand(8), False, t.model_key(_V("other", seed=9)))  # no first output of its model
     f = t.facts()
     assert f["compared_same_model"] == 0 and not f["input_independent_everywhere"]
+
+
+def test_no_elements_is_a_zero_size_output_only():
+    """child._no_elements: the tiny run refuses a task whose reference output holds nothing (DegenerateTask)."""
+    import torch
+
+    from kgym_harness.judge import child
+
+    empty = torch.empty(0, 256)
+    assert child._no_elements(empty) and child._no_elements((empty, [empty])) and child._no_elements(())
+    assert not child._no_elements(torch.zeros(1))
+    assert not child._no_elements((empty, torch.zeros(2)))
+    assert not child._no_elements(3.0) and not child._no_elements((empty, 3.0))

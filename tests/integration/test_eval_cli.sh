@@ -149,6 +149,13 @@ else bad "dropout task" "$(cat "$TMP/err"; head -c 1500 "$TMP/drop.json")"; fi
 if [ $rc -eq 1 ] && grep -q "reference is random.*randn_like" "$TMP/noise.err"; then
     ok "a task that draws random numbers in forward is refused (exit 1), with the operator named"
 else bad "random task (exit $rc)" "$(cat "$TMP/noise.err" "$TMP/noise.out")"; fi
+# A zero-size task (batch_size = 0): nothing to compute, compare or time.  The task is refused (exit 1, named), where
+# before an honest kernel, which launches nothing on nothing, was `hacked` (no_triton_launch).
+"$KGYM" eval --device "$DEVICE" --task "$TD/tail_zero_size.py" --kernel tests/fixtures/honest/h_tail_cumprod_rows.py \
+    >"$TMP/zero.out" 2>"$TMP/zero.err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "cannot be evaluated: DegenerateTask: the reference's output has no elements" "$TMP/zero.err"; then
+    ok "a zero-size task is refused (exit 1) as degenerate, not judged"
+else bad "zero-size task (exit $rc)" "$(cat "$TMP/zero.err" "$TMP/zero.out")"; fi
 usage "unknown protection in --allow-unprotected" --task "$T" --kernel "$C/ok.py" --allow-unprotected landlock,selinux
 grep -q "selinux" "$TMP/u.err" || bad "--allow-unprotected names the unknown protection" "$(cat "$TMP/u.err")"
 

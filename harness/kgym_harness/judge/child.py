@@ -596,7 +596,15 @@ class Evaluation:
         return result
 
     def tiny_run(self):
-        result = self.shared_variant(self.tiny)
+        try:
+            result = self.shared_variant(self.tiny)
+        except _DegenerateTask as exc:
+            # The task's fault, not the candidate's: kgym refuses the task (result.c: a task_error is the request's
+            # error, no verdict), where before an honest kernel that launched nothing on nothing was `hacked`.
+            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
+                "type": "DegenerateTask", "module": "kgym", "frames": [], "triton_compile": False,
+                "message": str(exc)}})
+            raise StageFailed(str(exc), None) from None
         if result["status"] == "candidate_raised":
             raise StageFailed(result["error"]["type"] + ": " + result["error"]["message"][:300],
                               result["error"])
@@ -1311,6 +1319,10 @@ class Evaluation:
             # Held for this task's next jobs: the inputs the reference ran on (copied before it ran, from the block
             # no other process has been given yet) and its output, in this process's host memory (_Held says why).
             _Held.keep(held_key, init, before, inputs, ref_out, tol)
+        if v is getattr(self, "tiny", None) and _no_elements(ref_out):
+            raise _DegenerateTask(
+                f"the reference's output has no elements at the tiny run's sizes {json.dumps(v.sizes, default=str)}"
+                " (a zero-size dimension): nothing to compute, compare or time; the task needs a nonempty output")
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
@@ -2277,6 +2289,21 @@ def _map_tensors(out, fn):
             return None
         return parts if isinstance(out, list) else tuple(parts)
     return None
+
+
+class _DegenerateTask(Exception):
+    """The task itself gives nothing to judge (tiny_run: a reference output without elements)."""
+
+
+def _no_elements(out):
+    """Whether ``out`` is a tensor, or a (nested) sequence of nothing but tensors, without a single element."""
+    import torch
+
+    if torch.is_tensor(out):
+        return out.numel() == 0
+    if isinstance(out, (list, tuple)):
+        return all(_no_elements(o) for o in out)
+    return False
 
 
 def _tensor_list(out):
