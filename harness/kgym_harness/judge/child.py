@@ -892,7 +892,9 @@ class Evaluation:
                 elif agrees:
                     return
             cand_out = remote.fetch()
-            tol = self.tolerances(ref_out, base)  # the full rule's, the small-elements check decided
+            # The full rule's, the small-elements check decided: held wherever the base's output announced it (as the
+            # sample was), not only where this call's fresh output does so on its own.
+            tol = self.tolerances(ref_out, base, announced=tail_announced[0])
             if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
                 return
             mismatched.append(call)
@@ -1170,14 +1172,15 @@ class Evaluation:
             lambda on_cpu: _tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=on_cpu),
             lambda exc: _tail_skipped(exc) if isinstance(exc, _ReferenceCannot) else _error_fact(exc))
 
-    def tolerances(self, ref_out, variant=None, tail=True):
+    def tolerances(self, ref_out, variant=None, tail=True, announced=False):
         """The compare.Tolerance for outputs like ``ref_out`` on ``variant`` (None: the task's own inputs):
         the profile's atol and rtol for the output's dtype (a half-precision variant's: its dtype's), or the
         job's own numbers where it gives them (not for a half-precision variant), scaled to ``ref_out``'s magnitude by compare.variant_tolerance.
         The profile and the share come from the job (kgym's options); without them, the defaults.  ``tail``: whether
         to decide on the small-elements check (compare.tail_tolerance: a pass over the whole output); False where
         only a sample is compared (the timed calls' check, inside the exclusive window), which asks again with it
-        before the full rule."""
+        before the full rule.  ``announced``: the check holds wherever ``ref_out`` has a tiny element, whatever its
+        share (compare.tail_tolerance; the timed calls, where the base inputs' output announced it)."""
         import torch
 
         from . import compare, tasks
@@ -1199,7 +1202,7 @@ class Evaluation:
             # The relative check is adjudicated against float64 (_fp64_facts), which only float32 outputs get;
             # half-precision outputs near their subnormal range hold no relative accuracy anyway.
             tol.relative_atol = None
-        return compare.tail_tolerance(ref_out, tol, value_range=value_range) if tail else tol
+        return compare.tail_tolerance(ref_out, tol, value_range=value_range, announced=announced) if tail else tol
 
     # -- one variant: reference, then candidate, then facts -------------------
     def _held_key(self, v):
