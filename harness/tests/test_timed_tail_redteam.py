@@ -222,3 +222,38 @@ def test_what_the_runner_can_make_of_its_sample_never_passes_a_cut():
 
     with pytest.raises(child.RemoteError):  # an error is raised, never a pass
         child._sample_agrees(Raises(out), out, tol, 9, tail=True)
+
+
+# -- finding: a reference that writes into its inputs leaves the timed full rule nothing to check -------------------
+
+class HalvesItsInput(torch.nn.Module):
+    """A task whose reference scales its input in place before the product (legal task code: the correctness calls
+    give the reference a copy; the timed calls do not, CrossTimer runs it on the judge's own set)."""
+
+    def forward(self, x):
+        x.mul_(0.5)
+        return torch.cumprod(x, dim=1)
+
+
+def test_a_reference_that_writes_its_inputs_is_found_and_the_full_rule_gets_the_set_again():
+    """The timed reference runs on the call's set itself (no copy inside the window), so on_pair's full rule got
+    x/2 where the call got x: the float64 re-run then computed the product of x/4, no tiny element was
+    well-conditioned against r, and a cut passed the small-elements check (and the untimed re-run ran the candidate
+    on other inputs than the timed call's).  Timing's set-up now finds such a reference
+    (_reference_writes_inputs) and on_pair draws the call's set again from its seed (_Inputs) before the full rule."""
+    ev, model = _evaluation(), HalvesItsInput()
+    g = torch.Generator().manual_seed(8)
+    x = torch.rand(64, 128, generator=g)
+    out, writes = child._reference_writes_inputs(model, [x])
+    assert writes and torch.equal(out, torch.cumprod(x * 0.5, 1))
+    assert child._reference_writes_inputs(CumProd(), [x])[1] is False
+    args = child._Inputs([x.clone()], seed=1234)
+    assert isinstance(args, list) and args.seed == 1234 and torch.equal(args[0], x)
+    ref_out = model(*args)  # CrossTimer: the timed reference call, on the set itself
+    cut = _cut(ref_out)
+    tol = ev.tolerances(ref_out, BASE, announced=True)
+    assert tol.tail is not None
+    assert ev.output_passes(tol, model, args, ref_out, cut)  # the gap: judged on the written set, nothing checked
+    again = [x.clone()]  # the set drawn again from its seed (make_inputs is deterministic in it)
+    assert not ev.output_passes(ev.tolerances(ref_out, BASE, announced=True), model, again, ref_out, cut)
+    assert ev.output_passes(ev.tolerances(ref_out, BASE, announced=True), model, [x.clone()], ref_out, ref_out.clone())

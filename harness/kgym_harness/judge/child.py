@@ -819,8 +819,7 @@ class Evaluation:
             init, inputs = tasks.build(self.task, base, self.device)
             ref = self.reference(init, base.seed)
             cand = self.runner.construct(init, base.seed, None)
-            with torch.no_grad():
-                ref_out = ref(*_clone_args(inputs))
+            ref_out, ref_writes[0] = _reference_writes_inputs(ref, inputs)
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
             cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
             min_bytes += cand.answer_bytes
@@ -854,13 +853,14 @@ class Evaluation:
 
         expect = []  # the reference output's (shape, dtype) per tensor, which every timed output must have
         tail_announced = [False]
+        ref_writes = [False]  # the reference writes into its inputs (setup): the full rule draws a call's set again
         tail_trips = [0]  # checked calls whose sample agreed but for its tiny elements (SAMPLE_TAIL)
         (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup)
 
         def make_inputs(seed):
             """A whole input set of the task's own from ``seed`` (the timer draws one per call)."""
             v = tasks.Variant(base.name, base.sizes, seed, base.transform, base.dtype, base.description)
-            return tasks.build(self.task, v, self.device, keep_structure=base.transform != "none")[1]
+            return _Inputs(tasks.build(self.task, v, self.device, keep_structure=base.transform != "none")[1], seed)
 
         def must_check(meta):
             return _output_problem(meta, expect)
@@ -891,6 +891,10 @@ class Evaluation:
                         return
                 elif agrees:
                     return
+            if ref_writes[0] and isinstance(ref_args, _Inputs):
+                # The timed reference ran on this very set (no copy inside the window) and wrote into it: the float64
+                # adjudication, the small-elements check and the untimed re-run below need the set as the call got it.
+                ref_args = make_inputs(ref_args.seed)
             cand_out = remote.fetch()
             # The full rule's, the small-elements check decided: held wherever the base's output announced it (as the
             # sample was), not only where this call's fresh output does so on its own.
@@ -2290,6 +2294,30 @@ def _tensor_list(out):
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensor_list(o)]
     return []
+
+
+class _Inputs(list):
+    """A timed call's input set (Evaluation.timing's make_inputs) with the seed it was drawn from, so it can be drawn
+    again as it was: a reference that writes into its inputs changes the set the timer handed it."""
+
+    def __init__(self, values, seed):
+        super().__init__(values)
+        self.seed = seed
+
+
+def _reference_writes_inputs(ref, inputs):
+    """(the reference's output on a copy of ``inputs``, whether it wrote into that copy).  Where it does, inputs a
+    reference already ran on are not the inputs its output belongs to: the float64 adjudication and the small-elements
+    check re-run the reference on them (before: a cumprod after x.mul_(0.5) was checked against the product of x/4,
+    no element was well-conditioned, and a cut passed the timed full rule).  NaN inputs count as written (a redraw
+    then costs time, never a verdict)."""
+    import torch
+
+    args = _clone_args(inputs)
+    with torch.no_grad():
+        out = ref(*args)
+    writes = any(torch.is_tensor(a) and torch.is_tensor(x) and not torch.equal(a, x) for a, x in zip(args, inputs))
+    return out, writes
 
 
 def _clone_args(args):
