@@ -827,8 +827,7 @@ class Evaluation:
             init, inputs = tasks.build(self.task, base, self.device)
             ref = self.reference(init, base.seed)
             cand = self.runner.construct(init, base.seed, None)
-            with torch.no_grad():
-                ref_out = ref(*_clone_args(inputs))
+            ref_out, ref_writes[0] = _reference_writes_inputs(ref, inputs)
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
             cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
             min_bytes += cand.answer_bytes
@@ -862,13 +861,14 @@ class Evaluation:
 
         expect = []  # the reference output's (shape, dtype) per tensor, which every timed output must have
         tail_announced = [False]
+        ref_writes = [False]  # the reference writes into its inputs (setup): the full rule draws a call's set again
         tail_trips = [0]  # checked calls whose sample agreed but for its tiny elements (SAMPLE_TAIL)
         (ref, cand, timed_ref, min_bytes, flops), _alone = self.shared_or_alone(setup)
 
         def make_inputs(seed):
             """A whole input set of the task's own from ``seed`` (the timer draws one per call)."""
             v = tasks.Variant(base.name, base.sizes, seed, base.transform, base.dtype, base.description)
-            return tasks.build(self.task, v, self.device, keep_structure=base.transform != "none")[1]
+            return _Inputs(tasks.build(self.task, v, self.device, keep_structure=base.transform != "none")[1], seed)
 
         def must_check(meta):
             return _output_problem(meta, expect)
@@ -899,8 +899,14 @@ class Evaluation:
                         return
                 elif agrees:
                     return
+            if ref_writes[0] and isinstance(ref_args, _Inputs):
+                # The timed reference ran on this very set (no copy inside the window) and wrote into it: the float64
+                # adjudication, the small-elements check and the untimed re-run below need the set as the call got it.
+                ref_args = make_inputs(ref_args.seed)
             cand_out = remote.fetch()
-            tol = self.tolerances(ref_out, base)  # the full rule's, the small-elements check decided
+            # The full rule's, the small-elements check decided: held wherever the base's output announced it (as the
+            # sample was), not only where this call's fresh output does so on its own.
+            tol = self.tolerances(ref_out, base, announced=tail_announced[0])
             if self.output_passes(tol, ref, ref_args, ref_out, cand_out):
                 return
             mismatched.append(call)
@@ -1178,14 +1184,15 @@ class Evaluation:
             lambda on_cpu: _tail_facts(ref, inputs, ref_out, cand_out, atol, on_cpu=on_cpu),
             lambda exc: _tail_skipped(exc) if isinstance(exc, _ReferenceCannot) else _error_fact(exc))
 
-    def tolerances(self, ref_out, variant=None, tail=True):
+    def tolerances(self, ref_out, variant=None, tail=True, announced=False):
         """The compare.Tolerance for outputs like ``ref_out`` on ``variant`` (None: the task's own inputs):
         the profile's atol and rtol for the output's dtype (a half-precision variant's: its dtype's), or the
         job's own numbers where it gives them (not for a half-precision variant), scaled to ``ref_out``'s magnitude by compare.variant_tolerance.
         The profile and the share come from the job (kgym's options); without them, the defaults.  ``tail``: whether
         to decide on the small-elements check (compare.tail_tolerance: a pass over the whole output); False where
         only a sample is compared (the timed calls' check, inside the exclusive window), which asks again with it
-        before the full rule."""
+        before the full rule.  ``announced``: the check holds wherever ``ref_out`` has a tiny element, whatever its
+        share (compare.tail_tolerance; the timed calls, where the base inputs' output announced it)."""
         import torch
 
         from . import compare, tasks
@@ -1207,7 +1214,7 @@ class Evaluation:
             # The relative check is adjudicated against float64 (_fp64_facts), which only float32 outputs get;
             # half-precision outputs near their subnormal range hold no relative accuracy anyway.
             tol.relative_atol = None
-        return compare.tail_tolerance(ref_out, tol, value_range=value_range) if tail else tol
+        return compare.tail_tolerance(ref_out, tol, value_range=value_range, announced=announced) if tail else tol
 
     # -- one variant: reference, then candidate, then facts -------------------
     def _held_key(self, v):
@@ -2314,6 +2321,30 @@ def _tensor_list(out):
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensor_list(o)]
     return []
+
+
+class _Inputs(list):
+    """A timed call's input set (Evaluation.timing's make_inputs) with the seed it was drawn from, so it can be drawn
+    again as it was: a reference that writes into its inputs changes the set the timer handed it."""
+
+    def __init__(self, values, seed):
+        super().__init__(values)
+        self.seed = seed
+
+
+def _reference_writes_inputs(ref, inputs):
+    """(the reference's output on a copy of ``inputs``, whether it wrote into that copy).  Where it does, inputs a
+    reference already ran on are not the inputs its output belongs to: the float64 adjudication and the small-elements
+    check re-run the reference on them (before: a cumprod after x.mul_(0.5) was checked against the product of x/4,
+    no element was well-conditioned, and a cut passed the timed full rule).  NaN inputs count as written (a redraw
+    then costs time, never a verdict)."""
+    import torch
+
+    args = _clone_args(inputs)
+    with torch.no_grad():
+        out = ref(*args)
+    writes = any(torch.is_tensor(a) and torch.is_tensor(x) and not torch.equal(a, x) for a, x in zip(args, inputs))
+    return out, writes
 
 
 def _clone_args(args):
