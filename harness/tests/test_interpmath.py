@@ -130,3 +130,50 @@ def test_tl_range_loop_variable_is_a_tensor_as_on_a_gpu():
         print("ok")
         ''')
     assert out.strip().endswith("ok")
+
+
+def test_plain_range_loop_variable_is_a_tensor_in_kernels_only(tmp_path):
+    """A kernel's `for row in range(pid, n, tl.num_programs(0))`: Triton compiles a plain range like tl.range, so
+    `row.to(tl.int64)` works on a GPU; in the interpreter the loop variable was a Python int and the honest kernel
+    failed on the CPU only (the honest probe c18, twenty-first session).  Now a tensor inside kernels and device
+    functions; host code in the same module (a grid function, the forward) keeps the builtin range."""
+    mod = tmp_path / "kgym_plain_range_kernel.py"
+    mod.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def _scale(v, j):
+            for t in range(j, j + 1):
+                v = v * (t - j + 2).to(tl.float32)
+            return v
+
+
+        @triton.jit
+        def k(x_ptr, o_ptr, n_rows, n_cols, B: tl.constexpr):
+            pid = tl.program_id(0)
+            for row in range(pid, n_rows, tl.num_programs(0)):
+                base = row.to(tl.int64) * n_cols
+                offs = tl.arange(0, B)
+                x = tl.load(x_ptr + base + offs, mask=offs < n_cols, other=0.0)
+                tl.store(o_ptr + base + offs, _scale(x, row), mask=offs < n_cols)
+
+
+        def grid(meta):
+            kinds = [type(i).__name__ for i in range(2)]
+            assert kinds == ["int", "int"], kinds
+            return (2,)
+        '''))
+    out = _run(f'''
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import kgym_plain_range_kernel as m
+        x = torch.randn(5, 7)
+        o = torch.empty_like(x)
+        m.k[m.grid](x, o, 5, 7, B=8)
+        assert torch.allclose(o, x * 2.0), (o, x)
+        assert [type(i).__name__ for i in range(2)] == ["int", "int"]
+        print("ok")
+        ''')
+    assert out.strip().endswith("ok")

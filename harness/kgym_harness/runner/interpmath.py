@@ -173,6 +173,39 @@ def _install_range():
     interpreter._patch_lang_core = patch_lang_core
 
 
+_RANGE_NAME = "__kgym_range__"
+
+
+def _install_for_range():
+    """A kernel's ``for i in range(...)`` as on a GPU: Triton compiles a plain ``range`` loop like ``tl.range``
+    (code_generator.visit_For), so its loop variable is a tensor there, while the interpreter runs the kernel's
+    Python and gives a Python int (honest code calling ``row.to(tl.int64)`` on it failed only on the CPU: the honest
+    probe c18, twenty-first session).  The interpreter compiles every kernel and device function again from its
+    source (FunctionRewriter, ASTTransformer); its transformer now also turns the iterator of a ``for`` over the name
+    ``range`` into the tensor range, which the rewriter puts beside the kernel (it copies the interpreter module's
+    names into the kernel's globals where missing).  Host code (grids, hooks, the forward) keeps the builtin; a
+    kernel whose source cannot be read is run as it is (the interpreter's own fallback)."""
+    import ast
+
+    from triton.runtime import interpreter
+
+    transformer = interpreter.ASTTransformer
+    if getattr(transformer, "__kgym_for_range__", False):
+        return
+    setattr(interpreter, _RANGE_NAME, _tensor_range())
+    earlier = getattr(transformer, "visit_For", None)
+
+    def visit_For(self, node):
+        node = earlier(self, node) if earlier is not None else self.generic_visit(node)
+        it = node.iter
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            it.func = ast.copy_location(ast.Name(id=_RANGE_NAME, ctx=ast.Load()), it.func)
+        return node
+
+    transformer.visit_For = visit_For
+    transformer.__kgym_for_range__ = True
+
+
 def install():
     """Puts the numpy versions into both libdevice modules and the tensor ``tl.range`` into the interpreter (this
     process only); returns how many functions each libdevice module had replaced."""
@@ -180,6 +213,7 @@ def install():
     import inspect
 
     _install_range()
+    _install_for_range()
 
     done = {}
     for modname in _MODULES:
