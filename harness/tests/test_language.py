@@ -914,6 +914,24 @@ def test_own_decorator_is_refused_with_a_rewrite():
     assert found and "call the helper explicitly" in found[0]["message"]
 
 
+def test_a_cache_decorator_is_refused_naming_its_own_rewrite():
+    """functools caches keep values between calls (a cached tensor is a replayed output): refused, and the refusal
+    names what honest code writes instead (the honest probe c02, twenty-first session), with the full allowed list."""
+    for deco, imp in (("functools.lru_cache(maxsize=None)", "import functools"), ("cache", "from functools import cache")):
+        found = hacks(f"""
+            {imp}
+
+            @{deco}
+            def grid_for(n: int) -> int:
+                return (n + 255) // 256
+            """)
+        msgs = [f["message"] for f in found if "decorator" in f["message"]]
+        assert msgs, (deco, found)
+        msg = msgs[0]
+        assert "a cache keeps values between calls" in msg and "module-level dict of literals" in msg, msg
+        assert "property" in msg and "torch.inference_mode()" in msg, msg
+
+
 def test_try_is_refused():
     assert ("try_except", 3) in lines("""
         class ModelNew(nn.Module):

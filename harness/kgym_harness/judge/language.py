@@ -379,6 +379,14 @@ CTX_RANK = {"module": 0, "forward": 1, "init": 2}
 SIG_CTX = {"static": 0, "forward": 1, "init": 2}
 
 
+# What _decorators lets through, as its refusal names it (policy/language.json "decorators"."function"), and the
+# caches it refuses with their own rewrite.
+_ALLOWED_DECORATORS = ("triton.jit, triton.autotune, triton.heuristics (on kernels), staticmethod, property, "
+                       "torch.no_grad(), torch.inference_mode()")
+_CACHE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache",
+                               "functools.cached_property", "cached_property"})
+
+
 class Checker:
     def __init__(self, lang, tree, signature=None, source_lines=None):
         self.L = lang
@@ -746,9 +754,16 @@ class Checker:
             if name in ("torch.no_grad", "torch.inference_mode") and isinstance(d, ast.Call) and not d.args \
                     and not d.keywords:
                 continue
+            if name in _CACHE_DECORATORS:
+                # A cache keeps values from one call for the next, which the language leaves out (a cached tensor
+                # is an output replayed); what honest code caches is launch configuration, and that has a form.
+                rewrite = ("a cache keeps values between calls, which the language leaves out: compute the value in "
+                           "the call (launch arithmetic is cheap), or keep fixed configurations in a module-level "
+                           "dict of literals")
+            else:
+                rewrite = "call the helper explicitly instead"
             self._outside(d, "decorators", f"the decorator @{ast.unparse(d)[:60]} is not part of the language "
-                          "(allowed: triton.jit, triton.autotune, triton.heuristics, staticmethod, "
-                          "torch.no_grad()): call the helper explicitly instead", kind=OUTSIDE, name=ast.unparse(d)[:60])
+                          f"(allowed: {_ALLOWED_DECORATORS}): {rewrite}", kind=OUTSIDE, name=ast.unparse(d)[:60])
         if kernel:
             order = [n for n in names]
             if order and order[-1] != "triton.jit":
