@@ -212,3 +212,24 @@ def test_the_timed_sample_sends_cut_small_elements_to_the_full_rule():
     assert child._sample_agrees(_Remote(ref.clone()), ref, tol, seed=7, tail=True) is True
     # a wrong output is still False, not SAMPLE_TAIL
     assert child._sample_agrees(_Remote(ref + 1.0), ref, tol, seed=7, tail=True) is False
+
+
+def test_a_host_allocation_failure_is_out_of_memory_not_the_reference_refusing():
+    """child._reference_runs turns the reference's own failures into _ReferenceCannot (the check skipped: a fact of
+    the task); an allocation failure is none of those: on the CPU it was read as one, the check skipped and a cut
+    cumprod passed while the host's memory was short (seen once, twenty-first session).  It now passes as out of
+    memory, which fails closed (or re-runs alone on a GPU)."""
+    import pytest
+
+    from kgym_harness.shared.report import is_out_of_memory
+
+    host = RuntimeError("[enforce fail at alloc_cpu.cpp:127] err == 0. DefaultCPUAllocator: can't allocate memory: "
+                        "you tried to allocate 8796093022208 bytes. Error code 12 (Cannot allocate memory)")
+    for exc in (host, MemoryError()):
+        assert is_out_of_memory(exc)
+        with pytest.raises(type(exc)):
+            with child._reference_runs("in float64"):
+                raise exc
+    with pytest.raises(child._ReferenceCannot):
+        with child._reference_runs("in float64"):
+            raise RuntimeError('"cumprod" not implemented for \'Double\'')

@@ -67,10 +67,19 @@ def describe_exception(exc):
     }
 
 
+# What an allocation failure says: torch.OutOfMemoryError from the CUDA allocator; "CUDA error: out of memory" from a
+# library or Triton's launcher; on the host, torch's "DefaultCPUAllocator: can't allocate memory ... Error code 12
+# (Cannot allocate memory)" and Python's MemoryError.  The host's were missed before (twenty-first session): on the
+# CPU a float64 run of the small-elements check that could not allocate was read as the task's reference refusing
+# float64 (judge/child.py _reference_runs), the check was skipped, and a cut cumprod passed while the host's memory
+# was short.
+_OUT_OF_MEMORY = ("OutOfMemoryError", "out of memory", "MemoryError", "can't allocate memory",
+                  "Cannot allocate memory")
+
+
 def says_out_of_memory(text: str) -> bool:
-    """Whether an error's type or message names running out of memory: torch.OutOfMemoryError from the
-    allocator, or "CUDA error: out of memory" from a library or Triton's launcher."""
-    return "OutOfMemoryError" in text or "out of memory" in text
+    """Whether an error's type or message names running out of memory (_OUT_OF_MEMORY)."""
+    return any(k in text for k in _OUT_OF_MEMORY)
 
 
 def is_out_of_memory(exc) -> bool:
