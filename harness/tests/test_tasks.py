@@ -743,3 +743,18 @@ def test_forward_randomness_of_the_fixture_tasks():
     for name, handling in want.items():
         m = tasks.load_task(os.path.join(root, name + ".py"), "kgym_test_fixture_" + name)
         assert tasks.forward_randomness(m, "cpu")["handling"] == handling, name
+
+
+def test_the_ties_variant_rounds_the_task_inputs_so_rows_tie():
+    """tasks.TIES (index outputs: Evaluation.correctness adds it): the task's own inputs rounded down to multiples
+    of 1/4, range and sign kept, so an argmax row of a few dozen elements ties."""
+    import torch
+
+    t = torch.rand(8, 64)
+    v = tasks.ties_variant({"n": 64}, 42)
+    assert (v.name, v.transform, v.dtype) == ("ties", "ties", None)
+    r = tasks._plain(t, "ties")
+    assert torch.equal(r, torch.floor(t * 4) / 4) and r.min() >= 0 and r.max() < 1
+    ties = (r == r.max(dim=1, keepdim=True).values).sum(dim=1)
+    assert bool((ties > 1).all())
+    assert not tasks.is_value_range("ties")

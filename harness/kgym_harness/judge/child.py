@@ -616,6 +616,11 @@ class Evaluation:
         half = self.job.get("half") or []
         variants = tasks.make_variants(self.task, self.device, self.job.get("budget"),
                                        half_precision=half, base_seed=int(self.job.get("seed", 42)))
+        if getattr(self, "index_output", False):
+            # An index output (the tiny run's reference gave an integer tensor): which index a tie returns is part
+            # of the result, and random floats never tie (tasks.TIES).
+            values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
+            variants.append(tasks.ties_variant(values.sizes, values.seed))
         wanted = self.job.get("variants")
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
@@ -1326,6 +1331,9 @@ class Evaluation:
             # Held for this task's next jobs: the inputs the reference ran on (copied before it ran, from the block
             # no other process has been given yet) and its output, in this process's host memory (_Held says why).
             _Held.keep(held_key, init, before, inputs, ref_out, tol)
+        if v is getattr(self, "tiny", None):
+            self.index_output = any(not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+                                    for t in _tensor_list(ref_out))
         if v is getattr(self, "tiny", None) and _no_elements(ref_out):
             raise _DegenerateTask(
                 f"the reference's output has no elements at the tiny run's sizes {json.dumps(v.sizes, default=str)}"

@@ -793,6 +793,20 @@ VALUE_RANGES = (
 )
 
 
+# Ties (an index output only: Evaluation.correctness adds it where the tiny run's reference output holds an integer
+# tensor, argmax/argmin-like).  Random floating inputs essentially never tie, so a kernel that breaks a tie the other
+# way (the last maximum's index, where PyTorch documents the first) passed every other variant (the wrong probe w05,
+# twenty-first session).  The task's own inputs rounded down to multiples of 1/4 keep their range and sign and tie
+# in any row of a few dozen elements.
+TIES = ("ties", "ties", "the task's own inputs rounded down to multiples of 1/4 (ties: which index a tie returns)")
+
+
+def ties_variant(sizes: dict, seed: int) -> "Variant":
+    """The ties variant at ``sizes`` (the value variants' sizes: scaled_x2's)."""
+    name, transform, what = TIES
+    return Variant(name, dict(sizes), seed, transform, None, what)
+
+
 def _same_inputs(a: Variant, b: Variant) -> bool:
     """Whether two variants build the same inputs and weights (a second run of them adds nothing)."""
     return (dict(a.sizes), a.seed, a.transform, a.dtype) == (dict(b.sizes), b.seed, b.transform, b.dtype)
@@ -834,6 +848,8 @@ def _plain(t, transform: str):
         return torch.randn(t.shape, dtype=t.dtype, device=t.device) * float(arg)
     if kind == "offset":
         return t + float(arg)
+    if transform == "ties":
+        return torch.floor(t * 4) / 4
     raise ValueError(f"unknown transform {transform!r}")
 
 
