@@ -177,3 +177,50 @@ def test_plain_range_loop_variable_is_a_tensor_in_kernels_only(tmp_path):
         print("ok")
         ''')
     assert out.strip().endswith("ok")
+
+
+def test_a_store_outside_the_kernels_tensors_raises_in_the_interpreter(tmp_path):
+    """interpmath._install_store_bounds: a mask that lets the last block write one element past the output (the wrong
+    probe's w07: `offs <= n`) raises StoreOutOfBounds, naming how far past; a store into a view of a larger
+    storage, a masked tail and in-bounds atomics do not; nor does an unmasked load past the end (not held)."""
+    mod = tmp_path / "kgym_store_bounds_kernel.py"
+    mod.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def copy(x_ptr, y_ptr, n, B: tl.constexpr, PAST: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            x = tl.load(x_ptr + offs)  # unmasked load past the end: read, never stored unmasked
+            mask = offs <= n if PAST else offs < n
+            tl.store(y_ptr + offs, x, mask=mask)
+
+
+        @triton.jit
+        def total(x_ptr, s_ptr, n, B: tl.constexpr):
+            offs = tl.program_id(0) * B + tl.arange(0, B)
+            tl.atomic_add(s_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+        '''))
+    out = _run(f'''
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import kgym_store_bounds_kernel as m
+        x = torch.randn(37)
+        y = torch.empty(37)
+        m.copy[(3,)](x, y, 37, B=16, PAST=False)
+        assert torch.equal(y, x)
+        big = torch.zeros(64)
+        m.copy[(3,)](x, big[5:42], 37, B=16, PAST=True)  # one past the view, still inside its storage
+        try:
+            m.copy[(3,)](x, y, 37, B=16, PAST=True)
+        except Exception as exc:
+            assert "wrote outside every tensor it was given" in str(exc) and "1 element(s) past the end" in str(exc), exc
+        else:
+            raise AssertionError("a store past the end went unseen")
+        s = torch.zeros(1)
+        m.total[(3,)](x, s, 37, B=16)
+        assert torch.allclose(s, x.sum().reshape(1), atol=1e-5)
+        print("ok")
+        ''')
+    assert out.strip().endswith("ok")
