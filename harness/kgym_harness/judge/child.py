@@ -595,15 +595,19 @@ class Evaluation:
             result["retried_alone"] = True
         return result
 
+    def refuse_task(self, kind, message):
+        """The task itself cannot be evaluated (not the candidate's fault): a task_error, which result.c turns into
+        the request's error, no verdict."""
+        self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
+            "type": kind, "module": "kgym", "frames": [], "triton_compile": False, "message": message}})
+
     def tiny_run(self):
         try:
             result = self.shared_variant(self.tiny)
         except _DegenerateTask as exc:
             # The task's fault, not the candidate's: kgym refuses the task (result.c: a task_error is the request's
             # error, no verdict), where before an honest kernel that launched nothing on nothing was `hacked`.
-            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
-                "type": "DegenerateTask", "module": "kgym", "frames": [], "triton_compile": False,
-                "message": str(exc)}})
+            self.refuse_task("DegenerateTask", str(exc))
             raise StageFailed(str(exc), None) from None
         if result["status"] == "candidate_raised":
             raise StageFailed(result["error"]["type"] + ": " + result["error"]["message"][:300],
@@ -1332,12 +1336,13 @@ class Evaluation:
             # no other process has been given yet) and its output, in this process's host memory (_Held says why).
             _Held.keep(held_key, init, before, inputs, ref_out, tol)
         if v is getattr(self, "tiny", None):
+            if _no_elements(ref_out):
+                raise _DegenerateTask(
+                    f"the reference's output has no elements at the tiny run's sizes "
+                    f"{json.dumps(v.sizes, default=str)} (a zero-size dimension): nothing to compute, compare or time; "
+                    "the task needs a nonempty output")
             self.index_output = any(not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
                                     for t in _tensor_list(ref_out))
-        if v is getattr(self, "tiny", None) and _no_elements(ref_out):
-            raise _DegenerateTask(
-                f"the reference's output has no elements at the tiny run's sizes {json.dumps(v.sizes, default=str)}"
-                " (a zero-size dimension): nothing to compute, compare or time; the task needs a nonempty output")
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
@@ -1526,9 +1531,7 @@ class Evaluation:
         # A request: kgym keeps a mode found here for the task's next evaluations (never one it handed out).
         self.chan.request(dict(_finite(self.randomness), type=kinds.MSG_TASK_MODE))
         if self.randomness["handling"] == "refused":
-            self.chan.send({"type": kinds.MSG_TASK_ERROR, "error": {
-                "type": "RandomReference", "module": "kgym", "frames": [], "triton_compile": False,
-                "message": "the reference is random: " + self.randomness["reason"]}})
+            self.refuse_task("RandomReference", "the reference is random: " + self.randomness["reason"])
             return False
         return True
 

@@ -127,7 +127,7 @@ class Language:
         self.kernel_builtins = set(k.get("builtins", []))
         self.kernel_constants = set(k.get("constants", []))
         d = data.get("decorators", {})
-        self.fn_decorators = set(d.get("function", []))
+        self.fn_decorators = tuple(d.get("function", []))  # in the data's order: the refusal lists them
         self.class_decorators = set(d.get("class", []))
         self.launch_options = set(data.get("launch_options", []))
         self.autotune = data.get("autotune", {})
@@ -379,10 +379,7 @@ CTX_RANK = {"module": 0, "forward": 1, "init": 2}
 SIG_CTX = {"static": 0, "forward": 1, "init": 2}
 
 
-# What _decorators lets through, as its refusal names it (policy/language.json "decorators"."function"), and the
-# caches it refuses with their own rewrite.
-_ALLOWED_DECORATORS = ("triton.jit, triton.autotune, triton.heuristics (on kernels), staticmethod, property, "
-                       "torch.no_grad(), torch.inference_mode()")
+# The caches _decorators refuses with their own rewrite.
 _CACHE_DECORATORS = frozenset({"functools.lru_cache", "functools.cache", "lru_cache", "cache",
                                "functools.cached_property", "cached_property"})
 
@@ -740,6 +737,11 @@ class Checker:
             for s in getattr(st, field, []) or []:
                 self._function_statement(s)
 
+    def _allowed_decorators(self):
+        """The function decorators of the language's data (policy/language.json "decorators"."function"), as a
+        refusal names them: torch's context managers are written called, as they must be."""
+        return ", ".join(n + "()" if n.startswith("torch.") else n for n in self.L.fn_decorators)
+
     def _decorators(self, fn, kernel):
         names = self._decorator_names(fn)
         for d, name in zip(fn.decorator_list, names):
@@ -763,7 +765,8 @@ class Checker:
             else:
                 rewrite = "call the helper explicitly instead"
             self._outside(d, "decorators", f"the decorator @{ast.unparse(d)[:60]} is not part of the language "
-                          f"(allowed: {_ALLOWED_DECORATORS}): {rewrite}", kind=OUTSIDE, name=ast.unparse(d)[:60])
+                          f"(allowed: {self._allowed_decorators()}): {rewrite}", kind=OUTSIDE,
+                          name=ast.unparse(d)[:60])
         if kernel:
             order = [n for n in names]
             if order and order[-1] != "triton.jit":
