@@ -85,7 +85,8 @@ const char kg_cli_eval_help[] =
     "  --variants LIST     run only these variants: base,scaled_x2,seed_1,signed,size_small,\n"
     "                      size_odd,size_large,size_long (CPU only),small_odd (small odd sizes,\n"
     "                      signed inputs); value ranges small_values,tiny_values,large_values,\n"
-    "                      mixed_large,offset; ties (index outputs only: inputs that tie)\n"
+    "                      mixed_large,offset; ties (index outputs only: inputs that tie);\n"
+    "                      parameters (models with a constant parameter: other values)\n"
     "  --seed N            base seed of inputs and weights (42)\n"
     "  --timeout S         whole-evaluation limit in seconds (1200)\n"
     "  --stage-timeout NAME=S  limit one stage: parse, static, compile, tiny_run, correctness,\n"
@@ -260,7 +261,7 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         static const char *known[] = {"base", "scaled_x2", "seed_1", "signed", "size_small",
                                       "size_odd", "size_large", "small_odd", "size_long",
                                       "small_values", "tiny_values", "large_values", "mixed_large",
-                                      "offset", "ties"};
+                                      "offset", "ties", "parameters"};
         char *copy = kg_strdup(arg), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             int ok = 0;

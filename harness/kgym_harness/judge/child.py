@@ -24,6 +24,7 @@ import sys
 import time
 
 from ..shared import kinds
+from ..shared import models
 from ..shared.models import construct
 from ..shared.report import RemoteError, _finite, describe_exception, is_out_of_memory, says_out_of_memory
 from ..shared.transport import LineReader
@@ -262,12 +263,15 @@ class RunnerLink:
         self.labels[k] = variant
         return k
 
-    def construct(self, init, seed, dtype):
+    def construct(self, init, seed, dtype, spread_keys=None):
         """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
-        dropped there (an evaluation uses one candidate model at a time)."""
+        dropped there (an evaluation uses one candidate model at a time).  ``spread_keys``: the parameters
+        variant's (models.constant_keys of the reference), refilled there by models.spread."""
         self.next_id += 1
-        _ok(*self.ask({"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype,
-                       "drop_others": True}, list(init)))
+        msg = {"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype, "drop_others": True}
+        if spread_keys:
+            msg["spread"] = [[int(n), float(c)] for n, c in spread_keys]
+        _ok(*self.ask(msg, list(init)))
         return RemoteModel(self, self.next_id)
 
 
@@ -625,6 +629,11 @@ class Evaluation:
             # of the result, and random floats never tie (tasks.TIES).
             values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
             variants.append(tasks.ties_variant(values.sizes, values.seed))
+        if self.has_constant_parameters():
+            # A parameter built with one value everywhere (a norm's affine weight and bias) is never anything else
+            # in the other variants (tasks.PARAMETERS).
+            values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
+            variants.append(tasks.parameters_variant(values.sizes, values.seed))
         wanted = self.job.get("variants")
         if wanted:
             variants = [v for v in variants if v.name in wanted or v.name in ("fp16", "bf16")]
@@ -1226,6 +1235,43 @@ class Evaluation:
         return compare.tail_tolerance(ref_out, tol, value_range=value_range, announced=announced) if tail else tol
 
     # -- one variant: reference, then candidate, then facts -------------------
+    def _task_key(self):
+        return (self.task_sha256, self.task_where) if self.task_sha256 else ("evaluation", id(self))
+
+    def note_constant_parameters(self, ref):
+        """Notes whether the reference ``ref`` (the tiny run's, built in its phase) has a parameter of one value
+        everywhere (models.constant_keys), for has_constant_parameters."""
+        if len(_CONSTANT_PARAMETERS) >= 256:
+            _CONSTANT_PARAMETERS.clear()
+        _CONSTANT_PARAMETERS[self._task_key()] = bool(models.constant_keys(ref))
+
+    def has_constant_parameters(self):
+        """Whether the reference has a parameter of one value everywhere: then the parameters variant runs.  Noted
+        by the tiny run (kept per task: a kept judge's held tiny run builds no reference); where it was not, the
+        reference is built at the tiny run's sizes on the CPU to find out."""
+        from . import tasks
+
+        found = _CONSTANT_PARAMETERS.get(self._task_key())
+        if found is None:
+            try:
+                init, _inputs = tasks.build(self.task, self.tiny, "cpu")
+                found = bool(models.constant_keys(construct(self.task.Model, init, self.tiny.seed, "cpu")))
+            except Exception:  # noqa: BLE001 — not buildable on the CPU: the variant runs and finds out on the device
+                found = True
+        return found
+
+    def spread_keys(self, held_key, init, seed):
+        """models.constant_keys of the reference as ``seed`` builds it from ``init`` (the parameters variant's),
+        kept under the variant's held key: a held variant does not build its reference again."""
+        keys = _SPREAD_KEYS.get(held_key) if held_key is not None else None
+        if keys is None:
+            keys = models.constant_keys(self.reference(init, seed))
+            if held_key is not None:
+                if len(_SPREAD_KEYS) >= 256:
+                    _SPREAD_KEYS.clear()
+                _SPREAD_KEYS[held_key] = keys
+        return keys
+
     def _held_key(self, v):
         """The key of variant ``v``'s held inputs and reference output (_Held), or None where nothing is held:
         outside a judge that may be kept (its task's bytes known), and for a reference that is not the same
@@ -1240,7 +1286,7 @@ class Evaluation:
         job = self.job
         settings = json.dumps([job.get("tolerance"), job.get("atol"), job.get("rtol")], sort_keys=True, default=str)
         return (self.task_sha256, self.task_where, self.device, v.name,
-                json.dumps(v.sizes, sort_keys=True, default=str), v.seed, v.transform, v.dtype, settings)
+                json.dumps(v.sizes, sort_keys=True, default=str), v.seed, v.transform, v.dtype, v.weights, settings)
 
     def run_variant(self, v):
         import torch
@@ -1292,8 +1338,16 @@ class Evaluation:
                 return _Held.fresh_inputs(held.inputs, self.device)
             return tasks.build(self.task, v, self.device)[1]
 
+        spread_keys = None
+        if v.weights == "spread":
+            spread_keys = self.spread_keys(held_key, init, v.seed)
+            if not spread_keys:
+                facts["status"] = "skipped"
+                facts["reason"] = "no parameter of the model holds one value everywhere at these sizes"
+                return facts
+
         def make_reference():
-            model = self.reference(init, v.seed)
+            model = self.reference(init, v.seed, spread_keys)
             return model.to(getattr(torch, v.dtype)) if v.dtype else model
 
         if held is not None:
@@ -1343,6 +1397,8 @@ class Evaluation:
                     "the task needs a nonempty output")
             self.index_output = any(not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
                                     for t in _tensor_list(ref_out))
+            if ref is not None:
+                self.note_constant_parameters(ref)
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
@@ -1350,7 +1406,7 @@ class Evaluation:
         _give_back_device_memory(self.device, collect=False)
         lap("tolerance")
         try:
-            cand = self.runner.construct(init, v.seed, v.dtype)
+            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys)
             if in_place is not None:
                 in_place.seal()
             lap("construct")
@@ -1553,12 +1609,13 @@ class Evaluation:
                                "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
                                          f"{str(exc)[:300]}"}
 
-    def reference(self, init, seed):
+    def reference(self, init, seed, spread_keys=None):
         """The task's reference model as every comparison and timing uses it: seeded like the candidate's, with
-        its dropout modules in eval mode where check_randomness chose that."""
+        its dropout modules in eval mode where check_randomness chose that; ``spread_keys``: the parameters
+        variant's refill (models.spread)."""
         from . import tasks
 
-        ref = construct(self.task.Model, init, seed, self.device)
+        ref = construct(self.task.Model, init, seed, self.device, spread_keys=spread_keys)
         if self.randomness.get("handling") == "dropout_as_identity":
             tasks.dropout_off(ref)
         return ref
@@ -2254,6 +2311,10 @@ class _HeldCache(collections.OrderedDict):
 _HELD_ENTRY_MAX = 64 << 20
 _HELD_TOTAL_MAX = 256 << 20
 _HELD = _HeldCache()
+# A kept judge's facts about its task's models: whether the reference has constant parameters (by task), and the
+# parameters variant's models.constant_keys (by held key).  Small: a few pairs a task.
+_CONSTANT_PARAMETERS: dict = {}
+_SPREAD_KEYS: dict = {}
 
 
 def _host_copy(t):

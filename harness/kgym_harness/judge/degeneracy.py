@@ -103,8 +103,10 @@ class Tracker:
 
     @staticmethod
     def model_key(variant):
-        """What a variant's model (its weights) is made from: the seed, the sizes and the dtype (tasks.Variant)."""
-        return (variant.seed, tuple(sorted((str(k), repr(v)) for k, v in variant.sizes.items())), variant.dtype)
+        """What a variant's model (its weights) is made from: the seed, the sizes, the dtype and whether its constant
+        parameters are refilled (tasks.Variant)."""
+        return (variant.seed, tuple(sorted((str(k), repr(v)) for k, v in variant.sizes.items())), variant.dtype,
+                getattr(variant, "weights", "built"))
 
     @staticmethod
     def _differs(fp, earlier, atol, rtol):

@@ -688,6 +688,7 @@ class Variant:
     transform: str          # "none" | "scale2" | "signed" | a VALUE_RANGES transform ("scale:1e-3", ...)
     dtype: str | None       # None (the task's own dtype) | "float16" | "bfloat16"
     description: str
+    weights: str = "built"  # "built" (as the seed makes them) | "spread" (PARAMETERS: constant parameters refilled)
 
 
 _HALF = {"fp16": "float16", "float16": "float16", "half": "float16",
@@ -807,9 +808,27 @@ def ties_variant(sizes: dict, seed: int) -> "Variant":
     return Variant(name, dict(sizes), seed, transform, None, what)
 
 
+# Parameters (where the reference is built with a parameter of one value everywhere: Evaluation.correctness adds
+# it).  Both models are built from one seed and never changed, so a norm's affine weight is 1 and its bias 0 in
+# every other variant, and a kernel that ignores them passed all of them (the wrong probe's w02, GroupNorm).  Here
+# every such parameter, and every tensor of the candidate's of the same size and value, is refilled with values
+# that follow from its size and value (shared/models.py spread), in both models: a kernel must use the model's
+# parameters, whichever way it holds them.
+PARAMETERS = ("parameters", "the model's parameters built with one value everywhere (a norm's weight of ones and "
+                            "bias of zeros, a scale of ones) set to other values, the same in both models, and any "
+                            "tensor of yours of the same size and value too: the output must use them")
+
+
+def parameters_variant(sizes: dict, seed: int) -> "Variant":
+    """The parameters variant at ``sizes`` (the value variants' sizes: scaled_x2's)."""
+    name, what = PARAMETERS
+    return Variant(name, dict(sizes), seed, "none", None, what, weights="spread")
+
+
 def _same_inputs(a: Variant, b: Variant) -> bool:
     """Whether two variants build the same inputs and weights (a second run of them adds nothing)."""
-    return (dict(a.sizes), a.seed, a.transform, a.dtype) == (dict(b.sizes), b.seed, b.transform, b.dtype)
+    return ((dict(a.sizes), a.seed, a.transform, a.dtype, a.weights)
+            == (dict(b.sizes), b.seed, b.transform, b.dtype, b.weights))
 
 
 # The inputs small_odd's description names, and what plain_fallback names instead.

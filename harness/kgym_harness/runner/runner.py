@@ -300,7 +300,7 @@ class Runner:
             self.models.clear()
             self.last = None
         self.models[msg["id"]] = construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
-                                          msg.get("dtype"))
+                                          msg.get("dtype"), _spread_keys(msg.get("spread")))
         self.reply({"type": kinds.REPLY_OK})
 
     def call(self, msg, args):
@@ -741,3 +741,13 @@ def _drain_device(device):
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+def _spread_keys(keys):
+    """construct's ``spread`` field (the parameters variant: models.spread): a list of [element count, value]."""
+    if keys is None:
+        return None
+    if not isinstance(keys, list) or not all(isinstance(k, list) and len(k) == 2 and isinstance(k[0], int)
+                                             and isinstance(k[1], (int, float)) for k in keys):
+        raise ValueError(f"construct's spread must be a list of [element count, value] pairs, not {str(keys)[:100]}")
+    return [(int(n), float(c)) for n, c in keys]
