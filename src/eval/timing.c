@@ -385,8 +385,9 @@ json_t *kg_eval_profile_block(const json_t *messages)
     ok = ok && kg_json_set(out, "kernel_coverage", json_is_number(kc) && json_is_number(cc) && kernels > 0
                                                        ? kg_json_number(fmin(1.0, fmax(0.0, mine_k / kernels)))
                                                        : json_null()) == 0;
-    const char *copy[] = {"calls",           "total_device_us",        "candidate_device_us", "fill_device_us",
-                          "kernel_count", "candidate_kernel_count", "kernels",             "launched"};
+    const char *copy[] = {"calls",          "total_device_us",        "candidate_device_us", "fill_device_us",
+                          "copy_device_us", "kernel_count",           "candidate_kernel_count", "kernels",
+                          "launched"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
         ok = ok && kg_json_set(out, copy[k], or_null(json_object_get(p, copy[k]))) == 0;
     ok = ok && kg_json_set(out, "method", json_string("torch.profiler device kernels; candidate = exact names "
