@@ -759,7 +759,7 @@ static void usage(FILE *out)
             "                      wrong*.py not correct\n"
             "  --jsonl FILE        one pair per line: {\"task\": FILE | \"kernelbench\": \"level1/19\",\n"
             "                      \"candidate\": FILE | \"response\": TEXT, \"expect\": VERDICT|\"not_correct\"}\n"
-            "  --jobs N            evaluations at once (default: 10 on a GPU, where they share it and\n"
+            "  --jobs N            evaluations at once (default: 6 on a GPU, where they share it and\n"
             "                      timing runs in exclusive windows; on the CPU its cores, at most 4)\n"
             "  --out FILE          also write every result as JSONL to FILE, each as it finishes\n"
             "  --dedup             exact twins evaluated once, as `kgym serve` does: a pair whose task text\n"

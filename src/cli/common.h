@@ -58,13 +58,11 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
 /* Evaluations at once where the command line does not say (bench --jobs, serve/worker --workers, rollout --jobs
  * evaluating here), after kg_cli_setup: on a GPU KG_CLI_GPU_JOBS_DEFAULT, on the CPU the command's own
- * `cpu_default`.  Ten since the twenty-second session: on the GRPO mix on an H200 ten gave 4,396 and 4,459
- * evaluations an hour against six's 4,066 and 4,084 in one paired command (+8.7%), the timing within the 2% goal
- * (largest speedup change 1.88%, a second run at six 1.72%), the honest suite 89 of 89 at ten; until the driver's
- * lock was lightened (one work queue a context) ten gave no more than six, and one at a time gives 1,464 an hour.
- * Device memory needs no smaller number: the arbiter reserves each evaluation's before its GPU work starts and a
+ * `cpu_default`.  Six because every throughput figure in docs/PERFORMANCE.md is at six on one GPU: one at a time
+ * gives 1,464 evaluations an hour on the GRPO mix, six ~3,300, eight and ten no more (H200, seventeenth session);
+ * device memory needs no smaller number: the arbiter reserves each evaluation's before its GPU work starts and a
  * request that does not fit waits (docs/evaluation-protocol.md, "Sharing a GPU"). */
-#define KG_CLI_GPU_JOBS_DEFAULT 10
+#define KG_CLI_GPU_JOBS_DEFAULT 6
 int kg_cli_default_jobs(const kg_cli_eval_flags *f, int cpu_default);
 
 /* The device as the service's content key names it (malloc'd): "cpu", or
