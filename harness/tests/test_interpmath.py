@@ -224,3 +224,66 @@ def test_a_store_outside_the_kernels_tensors_raises_in_the_interpreter(tmp_path)
         print("ok")
         ''')
     assert out.strip().endswith("ok")
+
+
+def test_a_kernel_reads_only_the_globals_tritons_compiler_allows(tmp_path):
+    """Triton's compiler lets a kernel read a module-level value only where it is tl.constexpr (or a module, a jit
+    function, a dtype...): `LOG2E: float = 1.44` read in a kernel is a compile error on a GPU (the honest probe's
+    c25 on an H200, twenty-second session) and ran in the interpreter.  Now the interpreter raises the compiler's own
+    CompilationError; tl.constexpr globals, device functions, dtypes and modules stay allowed, and a name the kernel
+    assigns itself is local."""
+    mod = tmp_path / "kgym_globals_kernel.py"
+    mod.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        LOG2E: float = 1.4426950408889634
+        BLOCK = 8
+        HALF = tl.constexpr(0.5)
+        F32 = tl.float32
+
+
+        @triton.jit
+        def _twice(v):
+            return v * 2.0
+
+
+        @triton.jit
+        def good(x_ptr, o_ptr, n, B: tl.constexpr):
+            offs = tl.arange(0, B)
+            LOG2E = 3.0
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(F32)
+            tl.store(o_ptr + offs, _twice(x) * HALF + LOG2E - 3.0, mask=offs < n)
+
+
+        @triton.jit
+        def bad(x_ptr, o_ptr, n, B: tl.constexpr):
+            offs = tl.arange(0, B)
+            x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            tl.store(o_ptr + offs, x * LOG2E, mask=offs < n)
+
+
+        @triton.jit
+        def bad_int(x_ptr, o_ptr, n):
+            offs = tl.arange(0, BLOCK)
+            tl.store(o_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+        '''))
+    out = _run(f'''
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import kgym_globals_kernel as m
+        from triton.compiler.errors import CompilationError
+        x = torch.randn(5)
+        o = torch.empty_like(x)
+        m.good[(1,)](x, o, 5, B=8)
+        assert torch.allclose(o, x), (o, x)
+        for k, args in ((m.bad, dict(B=8)), (m.bad_int, {{}})):
+            try:
+                k[(1,)](x, o, 5, **args)
+            except CompilationError as e:
+                assert "Cannot access global variable" in str(e) and "tl.constexpr" in str(e), str(e)
+            else:
+                raise AssertionError(f"{{k}} ran")
+        print("ok")
+        ''')
+    assert out.strip().endswith("ok")

@@ -306,6 +306,79 @@ def _install_store_bounds():
     executor.__kgym_store_bounds__ = True
 
 
+def _global_allowed(val) -> bool:
+    """Whether Triton's compiler lets a kernel read the module-level value ``val`` (code_generator.py's
+    global_lookup, Triton 3.6, whose rule is "only constexpr globals", with the exceptions it lists; an interpreted
+    kernel or device function stands for the JITCallable it is on a GPU)."""
+    from types import ModuleType
+
+    from triton import knobs, language
+    from triton._utils import is_namedtuple
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITCallable, KernelInterface
+
+    return any((type(val) is ModuleType, isinstance(val, (JITCallable, InterpretedFunction, KernelInterface)),
+                getattr(val, "__triton_builtin__", False), getattr(val, "__triton_aggregate__", False),
+                str(getattr(val, "__module__", "") or "").startswith("triton.language"),
+                str(getattr(val, "__module__", "") or "").startswith("triton.experimental.gluon.language"),
+                isinstance(val, language.dtype), is_namedtuple(val), isinstance(val, language.constexpr),
+                bool(knobs.compilation.allow_non_constexpr_globals)))
+
+
+def _check_globals(fn, src):
+    """Raises Triton's own CompilationError (NameError inside, the GPU's words) where the kernel ``fn`` (source
+    ``src``, from its ``def``) reads a module-level value that Triton's compiler refuses: a plain number or object
+    that is not ``tl.constexpr(...)``.  The names a kernel reads in its body and never assigns are looked up in
+    its globals as the compiler does (names absent there are builtins or undefined: left to the run)."""
+    import ast
+
+    from triton.compiler.errors import CompilationError
+    from triton.compiler.code_generator import CodeGenerator
+
+    tree = ast.parse(src)
+    func = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if func is None:
+        return
+    local = {a.arg for a in func.args.args + func.args.posonlyargs + func.args.kwonlyargs}
+    local |= {a.arg for a in (func.args.vararg, func.args.kwarg) if a is not None}
+    body = [n for stmt in func.body for n in ast.walk(stmt)]
+    local |= {n.id for n in body if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))}
+    scope, builtin = getattr(fn, "__globals__", {}), CodeGenerator.builtin_namespace
+    for node in body:
+        if not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)) or node.id in local:
+            continue
+        if node.id in builtin or node.id not in scope or _global_allowed(scope[node.id]):
+            continue
+        raise CompilationError(src, node, (
+            f"Cannot access global variable {node.id} from within @jit'ed function. Triton kernels can only access "
+            f"global variables that are instanstiated as constexpr (`x = triton.language.constexpr(42)`). Note that "
+            f"this is different from annotating a variable as constexpr (`x: triton.language.constexpr = 42`), which "
+            f"is not supported. (kgym: Triton's compiler refuses this on a GPU; the CPU's interpreter would run it, "
+            f"so it is refused here too: write `{node.id} = tl.constexpr(...)` at module level, or pass the value "
+            f"as an argument)"))
+
+
+def _install_global_check():
+    """Module-level values a kernel reads, as on a GPU (the honest probe's c25, twenty-second session: a
+    ``LOG2E: float = 1.44...`` read in a kernel was `correct` on the CPU and a `compile_error` on an H200, where
+    Triton's compiler lets a kernel read only ``tl.constexpr`` globals).  The interpreter compiles every kernel and
+    device function again from its source before the first call (FunctionRewriter.rewrite_ast): the check runs
+    there, on that source, and raises the compiler's own error."""
+    from triton.runtime import interpreter
+
+    rewriter = interpreter.FunctionRewriter
+    if getattr(rewriter, "__kgym_globals__", False):
+        return
+    transform = rewriter._transform_ast
+
+    def _transform_ast(self, src):
+        _check_globals(self.fn, src)
+        return transform(self, src)
+
+    rewriter._transform_ast = _transform_ast
+    rewriter.__kgym_globals__ = True
+
+
 def install():
     """Puts the numpy versions into both libdevice modules and the tensor ``tl.range`` into the interpreter (this
     process only); returns how many functions each libdevice module had replaced."""
@@ -315,6 +388,7 @@ def install():
     _install_range()
     _install_for_range()
     _install_store_bounds()
+    _install_global_check()
 
     done = {}
     for modname in _MODULES:
