@@ -103,6 +103,28 @@ def test_spread_leaves_views_other_sizes_and_one_element_parameters_alone():
     assert float(m.scalar.detach()) == 1.0
 
 
+class PackedAffine(nn.Module):
+    """An honest rewrite that packs the norm's weight and bias into one (2, C) parameter and reads its rows
+    (tests/fixtures/redteam22/level1_35_packed_views.py)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Conv2d(c, c, 3)
+        self.affine = nn.Parameter(torch.stack([torch.ones(c), torch.zeros(c)]))
+        self.w = self.affine[0]
+        self.b = self.affine[1]
+
+    def forward(self, x):
+        return nn.functional.group_norm(self.conv(x), 2, self.w, self.b)
+
+
+def test_disjoint_rows_of_one_storage_are_each_refilled():
+    ref = models.construct(Ref, [4], 42, "cpu")
+    keys = models.constant_keys(ref)
+    x = torch.randn(2, 4, 8, 8)
+    assert torch.allclose(_out(PackedAffine, keys, x), _out(Ref, keys, x), atol=1e-5)
+
+
 def test_an_expanded_view_is_left_as_built():
     m = nn.Module()
     m.e = torch.ones(1).expand(8)

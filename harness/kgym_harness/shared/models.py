@@ -84,17 +84,18 @@ def _held_tensors(model):
 def spread(model, keys) -> int:
     """Refills, in place, every floating tensor ``model`` holds (parameters, buffers, plain tensor attributes)
     whose element count and one value are a pair of ``keys`` with spread_values' values, in logical (row-major)
-    order; a tensor sharing storage with one refilled before (a view of it) is left alone, as it already sees the
-    new values.  Returns how many tensors were refilled."""
+    order; a tensor whose memory overlaps one refilled before (a view of it) is left alone, as it already sees the
+    new values.  Two disjoint parts of one storage (a packed ``(2, C)`` weight-and-bias and its rows ``[0]`` and
+    ``[1]``) are two tensors, each refilled.  Returns how many tensors were refilled."""
     wanted = {(int(n), float(c)) for n, c in keys}
-    done, count = set(), 0
+    done, count = [], 0
     with torch.no_grad():
         for t in _held_tensors(model):
             try:
-                storage = t.untyped_storage().data_ptr()
+                span = _byte_span(t)
             except Exception:  # noqa: BLE001 — a tensor without storage (meta, a subclass): nothing to refill
                 continue
-            if storage in done:
+            if any(span[0] < hi and lo < span[1] for lo, hi in done):
                 continue
             c = _constant(t)
             if c is None or (int(t.numel()), c) not in wanted:
@@ -103,6 +104,14 @@ def spread(model, keys) -> int:
                 t.copy_(spread_values(t.numel(), c).reshape(t.shape))
             except RuntimeError:  # an expanded view (one element, many positions): left as built
                 continue
-            done.add(storage)
+            done.append(span)
             count += 1
     return count
+
+
+def _byte_span(t):
+    """The bytes [start, end) that tensor ``t``'s elements lie in (its storage must exist)."""
+    t.untyped_storage()
+    start = t.data_ptr()
+    last = sum((n - 1) * abs(st) for n, st in zip(t.shape, t.stride())) if t.numel() else -1
+    return start, start + (last + 1) * t.element_size()
