@@ -1924,8 +1924,8 @@ def _overwrite_message(hit, whose):
 
 
 # The name ATen's constant-fill kernels carry (at::native::FillFunctor<T>, in every dtype), and the name its
-# same-dtype element copies carry (`.contiguous()`, `.clone()`, `copy_`, a permuted or expanded tensor made
-# dense: at::native::direct_copy_kernel_cuda; a copy that converts a dtype is another kernel): _own_kernels.
+# element copies carry (`.contiguous()`, `.clone()`, `copy_`, a permuted or expanded tensor made dense, and every
+# dtype conversion but float32 to float16/bfloat16/float8: at::native::direct_copy_kernel_cuda): _own_kernels.
 _FILL_KERNEL = "at::native::FillFunctor<"
 _COPY_KERNEL = "direct_copy_kernel_cuda"
 
@@ -1945,7 +1945,7 @@ def _own_kernels(prof, names):
         # add_one an honest torch.zeros_like output costs as much device time as the kernel (coverage 0.49 on an
         # H200, fixture h36) though it computes nothing.
         k["fill"] = not k["candidate"] and _FILL_KERNEL in str(k.get("name"))
-        # A same-dtype copy is layout, not computation either: it moves each element unchanged, so no output of a
+        # An element copy is layout, not computation either: it moves each element (at most cast), so no output of a
         # KernelBench task can be computed by it (every reference runs at least one computing operator), and the
         # runtime recorder refuses PyTorch compute in forward on its own.  Counted, it made honest plumbing the
         # hack low_coverage: the honest probe's c12 and c13 (a reduction over a middle dimension, the input made
