@@ -1321,6 +1321,22 @@ class Evaluation:
                 facts["status"] = "skipped"
                 facts["reason"] = str(exc)
                 return facts
+        # The parameters variant's refill (models.spread): the reference's constant parameters at these sizes, found
+        # before any block is made (a variant that ends here holds none).
+        spread_keys = None
+        if v.weights == "spread":
+            try:
+                spread_keys = self.spread_keys(held_key, init, v.seed)
+            except Exception as exc:  # noqa: BLE001 — the reference cannot be built at these sizes
+                if is_out_of_memory(exc):
+                    raise
+                facts["status"] = "reference_failed"
+                facts["reason"] = f"the reference raised {type(exc).__name__}: {str(exc)[:300]}"
+                return facts
+            if not spread_keys:
+                facts["status"] = "skipped"
+                facts["reason"] = "no parameter of the model holds one value everywhere at these sizes"
+                return facts
         # The inputs live in a block the runner gets in place (transport.InPlace): on a GPU a device block,
         # one copy of multi-GB inputs on the device instead of two; on the CPU a shared memfd.  The judge
         # fingerprints them before the call and checks them after it, with the canaries around them, and does
@@ -1337,14 +1353,6 @@ class Evaluation:
             if held is not None:
                 return _Held.fresh_inputs(held.inputs, self.device)
             return tasks.build(self.task, v, self.device)[1]
-
-        spread_keys = None
-        if v.weights == "spread":
-            spread_keys = self.spread_keys(held_key, init, v.seed)
-            if not spread_keys:
-                facts["status"] = "skipped"
-                facts["reason"] = "no parameter of the model holds one value everywhere at these sizes"
-                return facts
 
         def make_reference():
             model = self.reference(init, v.seed, spread_keys)
