@@ -932,6 +932,37 @@ def test_a_cache_decorator_is_refused_naming_its_own_rewrite():
         assert "property" in msg and "torch.inference_mode()" in msg, msg
 
 
+def test_which_decorators_pass_is_the_languages_data():
+    """_decorators lets a name through only where policy/language.json lists it: a language whose data leaves out
+    `property` refuses a @property the default language takes, with the data's own list in the message."""
+    import copy as _copy
+    import json as _json
+
+    body = """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.k = 2
+
+            @property
+            def twice(self):
+                return self.k * 2
+
+            def forward(self, x):
+                return x
+        """
+    text = HEADER + textwrap.dedent(body)
+    refusals = lambda lang: [f for f in language.check(ast.parse(text), lang, source=text)
+                             if f["type"] in HACK and "property" in f["message"]]
+    assert refusals(LANG) == []
+    with open(os.path.join(ROOT, "policy", "language.json")) as f:
+        data = _json.load(f)
+    narrower = _copy.deepcopy(data)
+    narrower["decorators"]["function"] = [n for n in narrower["decorators"]["function"] if n != "property"]
+    found = refusals(language.Language(narrower))
+    assert found and "not part of the language" in found[0]["message"] and "property," not in found[0]["message"]
+
+
 def test_try_is_refused():
     assert ("try_except", 3) in lines("""
         class ModelNew(nn.Module):

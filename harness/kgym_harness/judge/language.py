@@ -743,18 +743,23 @@ class Checker:
         return ", ".join(n + "()" if n.startswith("torch.") else n for n in self.L.fn_decorators)
 
     def _decorators(self, fn, kernel):
+        """Which decorators a function may carry is the language's data (policy/language.json "decorators"
+        "function"): a name outside it is refused whatever the code below knows of it; where and in which form each
+        name of the data may stand is the code's."""
         names = self._decorator_names(fn)
         for d, name in zip(fn.decorator_list, names):
-            if name in ("triton.jit", "triton.autotune", "triton.heuristics"):
+            listed = name in self.L.fn_decorators
+            if listed and name in ("triton.jit", "triton.autotune", "triton.heuristics"):
                 if name != "triton.jit" and not kernel:
                     self._outside(d, "decorators", f"@{name} decorates a @triton.jit function only")
                 continue
-            if name == "staticmethod" and isinstance(self.parents.get(fn), ast.ClassDef) and not isinstance(d, ast.Call):
+            if listed and name == "staticmethod" and isinstance(self.parents.get(fn), ast.ClassDef) \
+                    and not isinstance(d, ast.Call):
                 continue
-            if name == "property" and not isinstance(d, ast.Call) and self._property(fn):
+            if listed and name == "property" and not isinstance(d, ast.Call) and self._property(fn):
                 continue
-            if name in ("torch.no_grad", "torch.inference_mode") and isinstance(d, ast.Call) and not d.args \
-                    and not d.keywords:
+            if listed and name in ("torch.no_grad", "torch.inference_mode") and isinstance(d, ast.Call) \
+                    and not d.args and not d.keywords:
                 continue
             if name in _CACHE_DECORATORS:
                 # A cache keeps values from one call for the next, which the language leaves out (a cached tensor
