@@ -624,15 +624,15 @@ class Evaluation:
         half = self.job.get("half") or []
         variants = tasks.make_variants(self.task, self.device, self.job.get("budget"),
                                        half_precision=half, base_seed=int(self.job.get("seed", 42)))
+        # The variants added for the task's outputs and models (ties, parameters) run at scaled_x2's sizes.
+        values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
         if getattr(self, "index_output", False):
             # An index output (the tiny run's reference gave an integer tensor): which index a tie returns is part
             # of the result, and random floats never tie (tasks.TIES).
-            values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
             variants.append(tasks.ties_variant(values.sizes, values.seed))
         if self.has_constant_parameters():
             # A parameter built with one value everywhere (a norm's affine weight and bias) is never anything else
             # in the other variants (tasks.PARAMETERS).
-            values = next((v for v in variants if v.name == "scaled_x2"), variants[0])
             variants.append(tasks.parameters_variant(values.sizes, values.seed))
         wanted = self.job.get("variants")
         if wanted:
@@ -1240,7 +1240,10 @@ class Evaluation:
 
     def note_constant_parameters(self, ref):
         """Notes whether the reference ``ref`` (the tiny run's, built in its phase) has a parameter of one value
-        everywhere (models.constant_keys), for has_constant_parameters."""
+        everywhere (models.constant_keys), for has_constant_parameters; once a task: the fact is the task's, and on a
+        GPU each parameter's look is a wait for the device."""
+        if self._task_key() in _CONSTANT_PARAMETERS:
+            return
         if len(_CONSTANT_PARAMETERS) >= 256:
             _CONSTANT_PARAMETERS.clear()
         _CONSTANT_PARAMETERS[self._task_key()] = bool(models.constant_keys(ref))
