@@ -128,3 +128,153 @@ def f(x):
 '''
     assert child._precision_ops(ast.parse(src)) == {"dot_reduced": 2, "dot_full": 3, "half_precision": 3}
     assert child._precision_ops(ast.parse("x = 1")) == {"dot_reduced": 0, "dot_full": 0, "half_precision": 0}
+
+
+class ConvGroupNorm(torch.nn.Module):
+    """level2/85's start at CPU sizes: a conv (with its bias) and a GroupNorm of one-channel groups.  On inputs
+    x1e-25 (the tiny_values variant) each group's values are its channel's bias give or take an ulp, the variance is
+    far below eps, and the output is that rounding divided by sqrt(eps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(4, 8, 3)
+        self.gn = torch.nn.GroupNorm(8, 8)
+
+    def forward(self, x):
+        return self.gn(self.conv(x))
+
+
+def _group_norm_by_loop(model, x):
+    """The same function as a kernel computes it: the group's mean as a sequential sum (another order of sums)."""
+    with torch.no_grad():
+        z = model.conv(x)
+        flat = z.reshape(z.shape[0], z.shape[1], -1)
+        s = torch.zeros(flat.shape[:2])
+        for i in range(flat.shape[-1]):
+            s = s + flat[..., i]
+        d = flat - (s / flat.shape[-1])[..., None]
+        var = (d * d).mean(-1)
+        return (d / torch.sqrt(var + model.gn.eps)[..., None]).reshape(z.shape)
+
+
+def test_rounding_draws_pass_a_normalised_cancellation_on_a_value_range():
+    torch.manual_seed(0)
+    model = ConvGroupNorm()
+    x = torch.rand(4, 4, 10, 12) * 1e-25
+    with torch.no_grad():
+        ref = model(x)
+    cand = _group_norm_by_loop(model, x)
+    tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
+    facts = compare.compare(ref, cand, tol.atol, tol.rtol, tol.relative_atol)
+    assert facts["mismatches"] > 0 and child._near_miss(facts, ref, cand)
+    plain = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol)
+    assert plain["mismatches"] > 0 and "rounding" not in plain  # the reference's own error alone: a false fail
+    drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
+    assert drawn["mismatches"] == 0
+    assert drawn["rounding"]["mismatches_before"] == plain["mismatches"]
+    assert drawn["rounding"]["noise"] > plain["candidate_error"] / child.ROUNDING_SLACK
+
+
+def test_rounding_draws_give_no_latitude_where_the_output_is_well_conditioned():
+    torch.manual_seed(0)
+    model = ConvGroupNorm()
+    x = torch.rand(4, 4, 10, 12)  # the task's own magnitudes: the variance is far above eps
+    with torch.no_grad():
+        ref = model(x)
+    cand = _group_norm_by_loop(model, x)
+    cand.view(-1)[::7] *= 1.0 + 3e-4  # a seventh of the elements off by 3e-4 of themselves
+    tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
+    drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
+    assert drawn["mismatches"] > 0
+    assert drawn["rounding"]["noise"] < 1e-4
+
+
+class Variance(torch.nn.Module):
+    def forward(self, x):
+        return x.var(dim=1, unbiased=False)
+
+
+def test_rounding_draws_do_not_forgive_a_cancelling_variance_on_offset_inputs():
+    """The offset variant (+100) is there for E[x^2] - E[x]^2: the reference's own order (two passes) is stable,
+    so its draws move little, and the cancelling formula stays a failure."""
+    torch.manual_seed(3)
+    model = Variance()
+    x = torch.rand(64, 4096) + 100.0
+    ref = model(x)
+    cand = (x * x).mean(dim=1) - x.mean(dim=1) ** 2
+    tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
+    drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
+    assert drawn["mismatches"] > 0
+
+
+def test_rounding_draws_leave_the_process_rng_and_the_inputs_alone():
+    torch.manual_seed(0)
+    model = ConvGroupNorm()
+    x = torch.rand(4, 4, 10, 12) * 1e-25
+    x0 = x.clone()
+    with torch.no_grad():
+        ref = model(x)
+    cand = _group_norm_by_loop(model, x)
+    state = torch.get_rng_state()
+    a = child._fp64_facts(model, [x], ref, cand, 1e-6, 1e-4, rounding=True)
+    assert torch.equal(torch.get_rng_state(), state) and torch.equal(x, x0)
+    b = child._fp64_facts(model, [x], ref, cand, 1e-6, 1e-4, rounding=True)
+    assert a == b  # the same draws every time (ROUNDING_SEED)
+
+
+class ScaleInPlaceGemmBatchNorm(torch.nn.Module):
+    """A reference that writes into its input (x *= 3), then a GEMM and a BatchNorm in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.gemm = torch.nn.Linear(512, 128)
+        self.bn = torch.nn.BatchNorm1d(128)
+
+    def forward(self, x):
+        x *= 3.0
+        return self.bn(self.gemm(x))
+
+
+def test_rounding_draws_each_get_fresh_inputs():
+    """The red team's finding (twenty-third session): with one copy of the inputs for every draw, a reference that
+    writes into its input saw x·3, x·9, x·27 in its draws, the noise was the distance to other functions (2.6 on
+    outputs near 1), and a BatchNorm taking eps as a clamp (rsqrt(max(var, eps)), right while var >> eps, 1% off at
+    inputs x1e-3: what small_values is for) passed."""
+    torch.manual_seed(0)
+    model = ScaleInPlaceGemmBatchNorm()
+    x = torch.rand(128, 512) * 1e-3
+    with torch.no_grad():
+        ref = model(x.clone())
+        z = torch.nn.functional.linear(x * 3.0, model.gemm.weight, model.gemm.bias)
+        mean = z.mean(0)
+        var = ((z - mean) ** 2).mean(0)
+        cand = (z - mean) * torch.rsqrt(torch.clamp_min(var, model.bn.eps))  # the clamp: wrong where var < eps
+    tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
+    facts = compare.compare(ref, cand, tol.atol, tol.rtol, tol.relative_atol)
+    assert child._near_miss(facts, ref, cand)
+    x0 = x.clone()
+    drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
+    assert drawn["mismatches"] > 0 and drawn["rounding"]["noise"] < 1e-3
+    assert torch.equal(x, x0)
+
+
+class ArangeGather(torch.nn.Module):
+    """A reference that makes a float arange and uses it as indices: values it makes, not computes."""
+
+    def forward(self, x):
+        idx = (torch.arange(x.shape[1], dtype=torch.float32) * 0.999).long()
+        return x[:, idx] * 2.0
+
+
+def test_rounding_draws_give_no_latitude_to_floats_made_into_indices():
+    """Moving a float arange flips the indices it becomes, and the noise was the output's own size (the red team's
+    probe): a reference that casts floating values to an integer dtype gets no draws, only the first rule."""
+    torch.manual_seed(0)
+    model = ArangeGather()
+    x = torch.rand(16, 1000) * 1e-3
+    ref = model(x)
+    cand = ref.clone()
+    cand[:, ::3] *= 1.001  # a third of the elements 1e-3 off
+    tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
+    drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
+    assert drawn["mismatches"] > 0 and "rounding" not in drawn

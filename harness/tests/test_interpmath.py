@@ -287,3 +287,49 @@ def test_a_kernel_reads_only_the_globals_tritons_compiler_allows(tmp_path):
         print("ok")
         ''')
     assert out.strip().endswith("ok")
+
+
+def test_a_dot_has_the_least_shapes_of_tritons_gpu_backend(tmp_path):
+    """tl.dot with K < 16 (32 for 8-bit operands) is a compile error on a GPU (the honest probe's p3_c39 on an H200,
+    twenty-third session: a head dimension padded to its next power of two, 8 at the tiny run's sizes) and ran in
+    the interpreter, whose own bound is 1.  Now the interpreter holds it to the GPU's bound; K = 16 runs and is right."""
+    mod = tmp_path / "kgym_dot_kernel.py"
+    mod.write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+
+        @triton.jit
+        def mm(a_ptr, b_ptr, c_ptr, M: tl.constexpr, K: tl.constexpr, N: tl.constexpr):
+            rm = tl.arange(0, M)
+            rk = tl.arange(0, K)
+            rn = tl.arange(0, N)
+            a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+            b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+            tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, input_precision="ieee"))
+        '''))
+    out = _run(f'''
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import kgym_dot_kernel as m
+        from triton.compiler.errors import CompilationError
+        a, b = torch.randn(4, 16), torch.randn(16, 8)
+        c = torch.empty(4, 8)
+        m.mm[(1,)](a, b, c, M=4, K=16, N=8)   # M and N below 16 are padded on a GPU: allowed
+        assert torch.allclose(c, a @ b, atol=1e-5), (c, a @ b)
+        a, b = torch.randn(32, 8), torch.randn(8, 32)
+        c = torch.empty(32, 32)
+        try:
+            m.mm[(1,)](a, b, c, M=32, K=8, N=32)
+        except Exception as e:
+            chain, cur = [], e
+            while cur is not None:
+                chain.append(cur)
+                cur = cur.__cause__ or cur.__context__
+            assert any(isinstance(x, CompilationError) for x in chain), repr(e)
+            assert "K >= 16" in str(e) and "32x8 by 8x32" in str(e), str(e)
+        else:
+            raise AssertionError("a dot with K = 8 ran")
+        print("ok")
+        ''')
+    assert out.strip().endswith("ok")

@@ -379,6 +379,44 @@ def _install_global_check():
     rewriter.__kgym_globals__ = True
 
 
+def _gpu_min_dot_size(lhs_type, rhs_type):
+    """tl.dot's least operand shapes as Triton's NVIDIA backend states them (backends/nvidia/compiler.py
+    min_dot_size: K >= 16, or 32 for 8-bit operands; M and N are padded), raised as the compiler's own error where
+    an operand is smaller: Triton's interpreter states (1, 1, 1), so a kernel whose dot has K < 16 ran on the CPU
+    and was a compile_error on an H200 (the honest probe's p3_c39, twenty-third session: a head dimension padded to
+    its next power of two, 8 at the tiny run's sizes)."""
+    from triton.compiler.errors import CompilationError
+
+    need = (1, 1, 32) if lhs_type.scalar.primitive_bitwidth == 8 else (1, 1, 16)
+    dim = lambda t, i: int(getattr(t.shape[i], "value", t.shape[i]))  # noqa: E731
+    m, k, n = dim(lhs_type, -2), dim(lhs_type, -1), dim(rhs_type, -1)
+    if m >= need[0] and n >= need[1] and k >= need[2]:
+        return need
+    raise CompilationError(None, None, (
+        f"Input shapes should have M >= {need[0]}, N >= {need[1]} and K >= {need[2]} (tl.dot of {m}x{k} by "
+        f"{k}x{n}; kgym: Triton's compiler refuses this on a GPU, so it is refused on the CPU too: pad the "
+        f"block's K to at least {need[2]} and mask the extra lanes to zero)"))
+
+
+def _install_dot_size_check():
+    """Every interpreter builder (the module's own and those made for tensor descriptors) states the GPU's least
+    tl.dot shapes (_gpu_min_dot_size)."""
+    from triton.runtime import interpreter
+
+    cls = interpreter.InterpreterBuilder
+    if getattr(cls, "__kgym_dot_size__", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.codegen_fns["min_dot_size"] = _gpu_min_dot_size
+
+    cls.__init__ = __init__
+    cls.__kgym_dot_size__ = True
+    interpreter.interpreter_builder.codegen_fns["min_dot_size"] = _gpu_min_dot_size
+
+
 def install():
     """Puts the numpy versions into both libdevice modules and the tensor ``tl.range`` into the interpreter (this
     process only); returns how many functions each libdevice module had replaced."""
@@ -389,6 +427,7 @@ def install():
     _install_for_range()
     _install_store_bounds()
     _install_global_check()
+    _install_dot_size_check()
 
     done = {}
     for modname in _MODULES:
