@@ -3,7 +3,8 @@
 # of a task differ in bytes, two of each eight are exact twins of others), with the full protocol on one GPU.
 #
 #   sh bench/grpo.sh [JOBS] [--tasks N] [--baseline BASELINE_KGYM] [--order base,head|head,base] [--repeat N]
-#                    [--head-env NAME=VALUE]... [--head-jobs N] [--dedup] [--kernelbench DIR] [--keep DIR]
+#                    [--head-env NAME=VALUE]... [--head-flag FLAG]... [--head-jobs N] [--dedup] [--kernelbench DIR]
+#                    [--keep DIR]
 #                    [--write-doc]
 #                    [-- extra kgym bench flags]
 #
@@ -21,7 +22,10 @@
 # --baseline, --repeat N runs the head N times.  --head-env NAME=VALUE (repeatable; no spaces in VALUE) sets that
 # variable for the head's runs only: with --baseline naming the same kgym (e.g. build/kgym) the pair measures a
 # switch of that one build read from its environment (--head-env NAME=1).  --head-jobs N runs the head with N jobs
-# (the baseline with JOBS): with --baseline naming the same kgym, the pair measures the number of jobs.  --write-doc replaces the
+# (the baseline with JOBS): with --baseline naming the same kgym, the pair measures the number of jobs.  --head-flag
+# FLAG (repeatable; one word, no spaces: --timing-round-ms=75) adds that kgym bench flag to the head's runs only:
+# with --baseline naming the same kgym, the pair measures that setting, and the report's timing table says whether
+# the head's speedups stayed within 2% of the base's (e.g. fewer timed calls: --timing-iters=25).  --write-doc replaces the
 # <!-- bench:grpo --> section of docs/PERFORMANCE.md ($KGYM_BENCH_DOC).  Environment: bench/gpu_common.sh (KGYM_BIN,
 # KGYM_PYTHON, KGYM_KERNELBENCH).
 set -u
@@ -36,6 +40,7 @@ ORDER="base head"
 DEDUP=
 REPEAT=1
 HEAD_ENV=
+HEAD_FLAGS=
 HEAD_JOBS=
 case ${1:-} in [0-9]*) JOBS=$1 && shift ;; esac
 case $JOBS in *[!0-9]* | 0) printf '%s: JOBS must be a positive number, not %s\n' "$NAME" "$JOBS" >&2 && exit 2 ;; esac
@@ -74,6 +79,13 @@ while [ $# -gt 0 ]; do
         HEAD_ENV="$HEAD_ENV $2" CMDLINE="$CMDLINE --head-env $2"
         shift 2
         ;;
+    --head-flag)
+        need_value "$1" $#
+        case $2 in -?*) ;; *) printf '%s: --head-flag takes a kgym bench flag (--name or --name=value), not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        case $2 in *" "*) printf '%s: --head-flag: no spaces in %s (write --name=value)\n' "$NAME" "$2" >&2 && exit 2 ;; esac
+        HEAD_FLAGS="$HEAD_FLAGS $2" CMDLINE="$CMDLINE --head-flag $2"
+        shift 2
+        ;;
     --head-jobs)
         need_value "$1" $#
         case $2 in *[!0-9]* | "" | 0) printf '%s: --head-jobs must be a positive number, not %s\n' "$NAME" "$2" >&2 && exit 2 ;; esac
@@ -104,7 +116,7 @@ while [ "$rep" -le "$REPEAT" ]; do
     order=$ORDER && [ $((rep % 2)) -eq 0 ] && order=$REVERSED
     for who in $order; do
         KGYM=$HEAD_BIN && [ "$who" = base ] && KGYM=$BASE
-        flag=$DEDUP && [ "$who" = base ] && flag= # the baseline without --dedup: the pair measures it
+        flag="$DEDUP$HEAD_FLAGS" && [ "$who" = base ] && flag= # the baseline without --dedup or --head-flag
         jobs=$HEAD_JOBS && [ "$who" = base ] && jobs=$JOBS
         # A repetition's runs are named who#N (gpu_report.py pairs head#N with base#N); one run keeps its plain name.
         tag=$who file=$who && [ "$REPEAT" -gt 1 ] && tag="$who#$rep" file="$who.$rep"
