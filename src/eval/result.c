@@ -198,6 +198,21 @@ static json_t *variant_result(const json_t *msg, char *why, size_t why_cap)
                      num(json_object_get(tol, "scale"), NAN), num(json_object_get(msg, "atol"), NAN),
                      100.0 * KG_BELOW_FLOOR_SHARE);
         }
+        /* A miss the float64 adjudication looked at and did not clear: how far each float32 output is from the
+         * exact result tells a kernel whose arithmetic is less accurate than the reference's (a float32 sum of
+         * 1.9G terms by atomics: 1.8e-3 off, the reference 1e-7: the honest probe's a_l1_37 on an H200) from one
+         * that computes something else, which the reason alone does not. */
+        const json_t *f64 = json_object_get(msg, "fp64");
+        if (!strcmp(verdict, "failed") && json_is_number(json_object_get(f64, "candidate_error")) &&
+            json_is_number(json_object_get(f64, "reference_error"))) {
+            size_t n = strlen(why);
+            if (n + 1 < why_cap)
+                snprintf(why + n, why_cap - n,
+                         "; against a float64 run of the reference your largest error is %.3g, the float32 "
+                         "reference's own %.3g",
+                         num(json_object_get(f64, "candidate_error"), NAN),
+                         num(json_object_get(f64, "reference_error"), NAN));
+        }
         /* Last: a variant that passes everything above (float64 adjudication included) may still leave small
          * elements of a heavy-tailed output unwritten. */
         if (!strcmp(verdict, "passed") && tail_failed(msg, cmp, why, why_cap))
