@@ -278,3 +278,44 @@ def test_rounding_draws_give_no_latitude_to_floats_made_into_indices():
     tol = compare.variant_tolerance(ref, 1e-4, 1e-4, value_range=True)
     drawn = child._fp64_facts(model, [x], ref, cand, tol.atol, tol.rtol, rounding=True)
     assert drawn["mismatches"] > 0 and "rounding" not in drawn
+
+
+class CopyIntoIndices(torch.nn.Module):
+    """Floats made into indices by copy_ into a long tensor (the review's route around .long())."""
+
+    def forward(self, x):
+        idx = torch.empty(x.shape[1], dtype=torch.long)
+        idx.copy_(torch.arange(x.shape[1], dtype=torch.float32) * 0.999)
+        return x[:, idx] * 2.0
+
+
+class ExactOnly(torch.nn.Module):
+    """Operations that round nothing: selection, copies, ReLU, negation, pooling, concatenation."""
+
+    def forward(self, x):
+        y = torch.relu(x).clone()
+        y = torch.cat([y, -y], dim=1)
+        return torch.nn.functional.max_pool1d(y.unsqueeze(0), 2).squeeze(0)
+
+
+def test_the_draws_follow_integers_made_from_floats_and_leave_exact_operations_alone():
+    import torch as t
+
+    gen = t.Generator()
+    gen.manual_seed(child.ROUNDING_SEED)
+    for model in (ArangeGather(), CopyIntoIndices()):
+        mode = child._RoundingDraw(gen, t.device("cpu"))
+        with t.no_grad(), mode:
+            model(t.rand(4, 100))
+        assert mode.to_integer, type(model).__name__  # seen, not an exception on the way
+    # A max pool's indices, made and never used: the draws go on (level2/85's MaxPool2d).
+    mode = child._RoundingDraw(gen, t.device("cpu"))
+    with t.no_grad(), mode:
+        t.nn.functional.max_pool2d(t.rand(1, 2, 8, 8), 2)
+    assert not mode.to_integer
+    # Exact operations only: no noise at all.
+    x = t.rand(8, 50)
+    model = ExactOnly()
+    out = model(x)
+    noise = child._rounding_noise(model, [x], out.double().reshape(-1))
+    assert noise is not None and float(noise.max()) == 0.0
