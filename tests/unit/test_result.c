@@ -848,6 +848,34 @@ static void precision_feedback(void)
     KG_CHECK(strstr(feedback(r), "input_precision") == NULL);
     json_decref(r);
     o.tolerance_profile = "strict";
+    /* On the CPU the interpreter's tl.dot is full precision: no note there. */
+    kg_eval_options cpu;
+    kg_eval_options_default(&cpu, "cpu");
+    cpu.timing = 0;
+    r = precision_run(&cpu, bug, NULL, 5, 1, 1);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK(strstr(feedback(r), "input_precision") == NULL);
+    json_decref(r);
+    /* A failure of shape alone is not what a TF32 dot causes: no note. */
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "static", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:f, s:s, s:{s:{s:i, s:i, s:i}}}", "type", "stage", "stage", "static", "status",
+                      "ok", "ms", 1.0, "detail", "", "data", "precision", "dot_reduced", 1, "dot_full", 0,
+                      "half_precision", 0));
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:i}, s:f, s:f, s:o}", "type", "variant", "name", "base",
+                      "description", "d", "status", "ran", "sizes", "n", 10, "atol", 1e-4, "rtol", 1e-4, "compare",
+                      cmp_facts(0, 0)));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    KG_CHECK(strstr(feedback(r), "output shape") != NULL && strstr(feedback(r), "input_precision") == NULL);
+    json_decref(r);
 }
 
 /* Every result states the tolerance profile and the reference's precision, an invalid reply's too. */
