@@ -378,7 +378,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
                        !strncmp(opts->device, "cuda", 4) && value_miss(corr)) {
                 /* Not the diagnosis above (the errors do not look like rounding alone), but a fact of the source
                  * that fails this profile by itself: the honest probe's GEMM epilogues on an H200 (twenty-third
-                 * session) failed so on 14 of 31 with no word of TF32 (a ReLU's threshold, a softmax's tail make
+                 * session) failed so on 18 of 31 with no word of TF32 (a ReLU's threshold, a softmax's tail make
                  * the errors uneven), and a model that does not know of it cannot pass. */
                 say(&b, "\nNote: %lld tl.dot call%s in your code do%s not pass input_precision=\"ieee\": on "
                                   "float32 inputs tl.dot rounds them to TF32 (10-bit mantissa) by default, which "
