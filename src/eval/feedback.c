@@ -72,6 +72,10 @@ static void add_error(fb_text *b, const json_t *error, const kg_eval_options *op
         return;
     const char *msg = str(error, "message");
     say(b, "\n%s: %.*s", str(error, "type"), (int)(strlen(msg) > 1200 ? 1200 : strlen(msg)), msg);
+    /* Which inputs it raised on, where the judge says (the tiny run's sizes: smaller than the task's, and a kernel
+     * that assumes the task's, a tl.dot's K of at least 16, needs to know). */
+    if (*str(error, "inputs"))
+        say(b, "\n(%.300s)", str(error, "inputs"));
     if (*str(error, "cause_type") && strcmp(str(error, "cause_type"), str(error, "type")))
         say(b, "\ncaused by %s: %.600s", str(error, "cause_type"), str(error, "cause_message"));
     /* ENOSPC in the runner is its own folder's limit (a tmpfs: harness sandbox.mount_workdir), never the host's

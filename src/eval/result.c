@@ -850,6 +850,9 @@ static json_t *trim_error(const json_t *error, const char *stage, const char *ca
         ok = ok && set_borrowed(out, "cause_type", json_object_get(error, "cause_type")) == 0;
         ok = ok && set_borrowed(out, "cause_message", json_object_get(error, "cause_message")) == 0;
     }
+    /* Which inputs it raised on (the judge's words: the tiny run's sizes), for the feedback. */
+    if (json_is_string(json_object_get(error, "inputs")))
+        ok = ok && set_borrowed(out, "inputs", json_object_get(error, "inputs")) == 0;
     json_t *frames = json_array();
     size_t i;
     json_t *f;

@@ -295,6 +295,20 @@ static void full_workdir_feedback_names_the_limit(void)
     r = build(&f, &o);
     KG_CHECK(strstr(feedback(r), "storage_offset() is not 0") != NULL);
     json_decref(r);
+    /* The judge says which inputs it raised on: the result keeps it beside the message, the feedback prints it. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:[]}}", "type", "stage", "stage", "tiny_run",
+                      "status", "fail", "detail", "ValueError", "error", "type", "ValueError", "message",
+                      "bad things happen", "inputs", "on the tiny run's inputs, sizes n=4, d=12", "frames"));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    r = build(&f, &o);
+    KG_CHECK_STR(json_string_value(json_object_get(json_object_get(r, "error"), "message")), "bad things happen");
+    KG_CHECK(strstr(feedback(r), "ValueError: bad things happen\n(on the tiny run's inputs, sizes n=4, d=12)") != NULL);
+    json_decref(r);
 }
 
 static void triton_compile_error_in_tiny_run(void)

@@ -617,10 +617,9 @@ class Evaluation:
             # The sizes it raised at: the task's own are larger, and a kernel that assumes them (a tl.dot whose K is
             # a head dimension padded to its next power of two, 8 here) needs to know which ones it met.
             sizes = ", ".join(f"{k}={n}" for k, n in self.tiny.sizes.items())
-            error = dict(result["error"])
-            # First: the stage's detail keeps 300 characters of the message, the feedback 1,200.
-            error["message"] = (f"(on the tiny run's inputs, sizes {sizes or 'as the task states them'}) "
-                                f"{error.get('message', '')}")
+            # Beside the message, not in it (the exception's own words stay as raised; the feedback prints this
+            # after them, however long they are).
+            error = dict(result["error"], inputs=f"on the tiny run's inputs, sizes {sizes or 'as the task states them'}")
             raise StageFailed(error["type"] + ": " + error["message"][:300], error)
         return "", result
 
