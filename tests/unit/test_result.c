@@ -248,6 +248,24 @@ static void frames_outside_candidate_are_dropped(void)
 
 /* A candidate that fills the runner's folder (a size-limited tmpfs: harness sandbox.mount_workdir) gets its
  * error and a line naming the limit (kgym's options), never a claim about the host's disk. */
+/* A run whose tiny run failed with ``error`` (stolen), after ``finding`` (stolen; NULL: none): the stages before it
+ * passed. */
+static json_t *tiny_run_failure(kg_eval_options *o, const char *detail, json_t *error, json_t *finding)
+{
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
+    if (finding)
+        msg(&f, finding);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "stage", "stage", "tiny_run", "status", "fail", "detail",
+                      detail, "error", error));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    return build(&f, o);
+}
+
 static void full_workdir_feedback_names_the_limit(void)
 {
     kg_eval_options o;
@@ -282,30 +300,16 @@ static void full_workdir_feedback_names_the_limit(void)
     KG_CHECK(strstr(feedback(r), "storage_offset") == NULL);
     json_decref(r);
     /* An assert on the input's storage offset gets the reason its inputs have one. */
-    fake_init(&f);
-    stage_ok(&f, "parse");
-    stage_ok(&f, "static");
-    stage_ok(&f, "compile");
-    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}}", "type", "stage", "stage",
-                      "tiny_run", "status", "fail", "detail", "AssertionError", "error", "type", "AssertionError",
-                      "message", "expects a fresh tensor", "frames", "file", CAND, "line", 26, "function", "forward",
-                      "code", "assert x.storage_offset() == 0"));
-    msg(&f, json_pack("{s:s}", "type", "done"));
-    r = build(&f, &o);
+    r = tiny_run_failure(&o, "AssertionError",
+                         json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}", "type", "AssertionError", "message",
+                                   "expects a fresh tensor", "frames", "file", CAND, "line", 26, "function", "forward",
+                                   "code", "assert x.storage_offset() == 0"), NULL);
     KG_CHECK(strstr(feedback(r), "storage_offset() is not 0") != NULL);
     json_decref(r);
     /* The judge says which inputs it raised on: the result keeps it beside the message, the feedback prints it. */
-    fake_init(&f);
-    stage_ok(&f, "parse");
-    stage_ok(&f, "static");
-    stage_ok(&f, "compile");
-    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:[]}}", "type", "stage", "stage", "tiny_run",
-                      "status", "fail", "detail", "ValueError", "error", "type", "ValueError", "message",
-                      "bad things happen", "inputs", "on the tiny run's inputs, sizes n=4, d=12", "frames"));
-    msg(&f, json_pack("{s:s}", "type", "done"));
-    r = build(&f, &o);
+    r = tiny_run_failure(&o, "ValueError",
+                         json_pack("{s:s, s:s, s:s, s:[]}", "type", "ValueError", "message", "bad things happen",
+                                   "inputs", "on the tiny run's inputs, sizes n=4, d=12", "frames"), NULL);
     KG_CHECK_STR(json_string_value(json_object_get(json_object_get(r, "error"), "message")), "bad things happen");
     KG_CHECK(strstr(feedback(r), "ValueError: bad things happen\n(on the tiny run's inputs, sizes n=4, d=12)") != NULL);
     json_decref(r);
@@ -315,17 +319,9 @@ static void triton_compile_error_in_tiny_run(void)
 {
     kg_eval_options o;
     kg_eval_options_default(&o, "cuda:0");
-    fake f;
-    fake_init(&f);
-    stage_ok(&f, "parse");
-    stage_ok(&f, "static");
-    stage_ok(&f, "compile");
-    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[], s:b}}", "type", "stage", "stage", "tiny_run",
-                      "status", "fail", "detail", "CompilationError", "error", "type", "CompilationError", "message",
-                      "at 10:4: unsupported", "frames", "triton_compile", 1));
-    msg(&f, json_pack("{s:s}", "type", "done"));
-    json_t *r = build(&f, &o);
+    json_t *r = tiny_run_failure(&o, "CompilationError",
+                                 json_pack("{s:s, s:s, s:[], s:b}", "type", "CompilationError", "message",
+                                           "at 10:4: unsupported", "frames", "triton_compile", 1), NULL);
     KG_CHECK_STR(verdict(r), "compile_error");
     KG_CHECK_NEAR(reward(r), 0.3, 1e-12);
     KG_CHECK_STR(stage_status(r, "correctness"), "skipped");
@@ -395,17 +391,9 @@ static void out_of_memory_cause(void)
 {
     kg_eval_options o;
     kg_eval_options_default(&o, "cuda:0");
-    fake f;
-    fake_init(&f);
-    stage_ok(&f, "parse");
-    stage_ok(&f, "static");
-    stage_ok(&f, "compile");
-    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-    msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[]}}", "type", "stage", "stage", "tiny_run", "status",
-                      "fail", "detail", "oom", "error", "type", "OutOfMemoryError", "message",
-                      "CUDA out of memory. Tried to allocate 80.00 GiB", "frames"));
-    msg(&f, json_pack("{s:s}", "type", "done"));
-    json_t *r = build(&f, &o);
+    json_t *r = tiny_run_failure(&o, "oom",
+                                 json_pack("{s:s, s:s, s:[]}", "type", "OutOfMemoryError", "message",
+                                           "CUDA out of memory. Tried to allocate 80.00 GiB", "frames"), NULL);
     KG_CHECK_STR(verdict(r), "runtime_error");
     KG_CHECK_STR(json_string_value(json_object_get(json_object_get(r, "process"), "cause")), "out_of_memory");
     KG_CHECK(strstr(feedback(r), "Out of memory") != NULL);
@@ -1078,23 +1066,17 @@ static void refused_launch_argument_is_hacked(void)
     for (int with_finding = 0; with_finding < 2; with_finding++) {
         kg_eval_options o;
         kg_eval_options_default(&o, "cpu");
-        fake f;
-        fake_init(&f);
-        stage_ok(&f, "parse");
-        stage_ok(&f, "static");
-        stage_ok(&f, "compile");
-        msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-        if (with_finding)
-            msg(&f, json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:b}}}", "type", "finding", "finding",
-                              "type", "launch_argument", "stage", "tiny_run", "variant", "tiny", "message",
-                              "k: the parameter L was given list", "evidence", "kernel", "k", "parameter", "L",
-                              "class", "list", "constexpr", 0));
-        msg(&f, json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}}", "type", "stage",
-                          "stage", "tiny_run", "status", "fail", "detail", "raised", "error", "type",
-                          "LaunchArgumentError", "message", "k: the parameter L was given list", "frames", "file", CAND,
-                          "line", 24, "function", "forward", "code", "k[(1,)](box, 1)"));
-        msg(&f, json_pack("{s:s}", "type", "done"));
-        json_t *r = build(&f, &o);
+        json_t *finding = with_finding ? json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:s, s:b}}}", "type",
+                                                   "finding", "finding", "type", "launch_argument", "stage", "tiny_run",
+                                                   "variant", "tiny", "message", "k: the parameter L was given list",
+                                                   "evidence", "kernel", "k", "parameter", "L", "class", "list",
+                                                   "constexpr", 0)
+                                       : NULL;
+        json_t *r = tiny_run_failure(&o, "raised",
+                                     json_pack("{s:s, s:s, s:[{s:s, s:i, s:s, s:s}]}", "type", "LaunchArgumentError",
+                                               "message", "k: the parameter L was given list", "frames", "file", CAND,
+                                               "line", 24, "function", "forward", "code", "k[(1,)](box, 1)"),
+                                     finding);
         KG_CHECK_STR(verdict(r), with_finding ? "hacked" : "runtime_error");
         if (with_finding) {
             KG_CHECK_NEAR(reward(r), 0.0, 0);
