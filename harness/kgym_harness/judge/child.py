@@ -17,6 +17,7 @@ import ast
 import collections
 import contextlib
 import copy
+import functools
 import json
 import os
 import socket
@@ -2174,7 +2175,9 @@ _EXACT_OPS = frozenset((
     "new_empty", "new_empty_strided", "fill", "zero", "scalar_tensor"))
 
 
+@functools.lru_cache(maxsize=None)
 def _rounding_draw_class():
+    """The dispatch mode's class, made on first use (torch is imported only where the judge needs it)."""
     import weakref
 
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -2242,15 +2245,9 @@ def _rounding_draw_class():
     return _RoundingDraw
 
 
-_ROUNDING_DRAW = None
-
-
 def _RoundingDraw(gen, device):
-    """An instance of the dispatch mode (_rounding_draw_class), its class made once on first use."""
-    global _ROUNDING_DRAW
-    if _ROUNDING_DRAW is None:
-        _ROUNDING_DRAW = _rounding_draw_class()
-    return _ROUNDING_DRAW(gen, device)
+    """An instance of the dispatch mode (_rounding_draw_class)."""
+    return _rounding_draw_class()(gen, device)
 
 
 def _float64_copies(ref_model, inputs, on_cpu=False):
