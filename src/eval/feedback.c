@@ -379,7 +379,7 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
                     say_text(&b, " The strict tolerance profile holds float32 outputs to 1e-4 of their scale; "
                                     "the kernelbench profile (atol = rtol = 1e-2) accepts TF32.");
             } else if (dots > 0 && !strcmp(kg_eval_tolerance_name(opts), "strict") && opts->device &&
-                       !strncmp(opts->device, "cuda", 4) && value_miss(corr)) {
+                       strcmp(opts->device, "cpu") && value_miss(corr)) {
                 /* Not the diagnosis above (the errors do not look like rounding alone), but a fact of the source
                  * that fails this profile by itself: the honest probe's GEMM epilogues on an H200 (twenty-third
                  * session) failed so on 18 of 31 with no word of TF32 (a ReLU's threshold, a softmax's tail make
