@@ -93,7 +93,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--interval", type=float, default=0.25, help="seconds between sweeps (default 0.25)")
-    ap.add_argument("--native", action="store_true", help="native frames too (py-spy --native; slower dumps)")
+    ap.add_argument("--native", action="store_true",
+                    help="native frames too (py-spy --native; slower dumps, each pausing its process: py-spy has no "
+                         "--nonblocking for native frames)")
     ap.add_argument("--py-spy", default=None, help="py-spy binary (default: on PATH, else .gpu/py-spy)")
     ap.add_argument("--top", type=int, default=15, help="rows per table (default 15)")
     ap.add_argument("--depth", type=int, default=2, help="kgym frames named per row, innermost first (default 2)")
@@ -111,13 +113,16 @@ def main():
     by_role = {}  # role -> Counter of innermost kgym frames
     leaf = {}  # role -> Counter of innermost frames
     samples, sweeps, failed, t0 = Counter(), 0, 0, time.monotonic()
+    first_error = ""  # what py-spy said the first time a dump failed (every dump failing means no profile)
     try:
         while proc.poll() is None:
             start = time.monotonic()
             for pid in descendants(proc.pid):
                 if not is_python(pid):
                     continue
-                argv = [spy, "dump", "--nonblocking", "--pid", str(pid)] + (["--native"] if args.native else [])
+                # py-spy refuses --native with --nonblocking (it must pause a process to unwind native frames):
+                # with --native every dump pauses its process for a moment (the run is slowed, not changed).
+                argv = [spy, "dump", "--pid", str(pid)] + (["--native"] if args.native else ["--nonblocking"])
                 try:
                     r = subprocess.run(argv, capture_output=True, text=True, timeout=5)
                 except subprocess.TimeoutExpired:
@@ -125,6 +130,7 @@ def main():
                     continue
                 if r.returncode != 0:
                     failed += 1
+                    first_error = first_error or (r.stderr or r.stdout).strip()[:300]
                     continue
                 for name, state, frames in parse_dump(r.stdout):
                     if name not in ("MainThread", str(pid)) and not frames:
@@ -151,6 +157,8 @@ def main():
         keep.close()
     print(f"spy_probe: {sweeps} sweeps in {time.monotonic() - t0:.1f} s, {sum(samples.values())} stacks "
           f"({failed} dumps failed), command exit {rc}")
+    if first_error:
+        print(f"spy_probe: the first failed dump said: {first_error}")
     for role, n in samples.most_common():
         if n < 5:
             continue
