@@ -27,7 +27,7 @@ enum {
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
-    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED
+    OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED, OPT_ALL_VARIANTS
 };
 
 const struct option kg_cli_eval_longopts[] = {
@@ -43,6 +43,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"tolerance-profile", required_argument, NULL, OPT_TOLERANCE_PROFILE},
     {"half", required_argument, NULL, OPT_HALF},
     {"variants", required_argument, NULL, OPT_VARIANTS},
+    {"all-variants", no_argument, NULL, OPT_ALL_VARIANTS},
     {"seed", required_argument, NULL, OPT_SEED},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"stage-timeout", required_argument, NULL, OPT_STAGE_TIMEOUT},
@@ -87,6 +88,9 @@ const char kg_cli_eval_help[] =
     "                      signed inputs); value ranges small_values,tiny_values,large_values,\n"
     "                      mixed_large,offset; ties (index outputs only: inputs that tie);\n"
     "                      parameters (models with a constant parameter: other values)\n"
+    "  --all-variants      run every variant even after one failed (default: correctness stops at the\n"
+    "                      first failing variant, the rest listed as not run: the verdict is incorrect\n"
+    "                      where a later variant might have raised, or shown a hack)\n"
     "  --seed N            base seed of inputs and weights (42)\n"
     "  --timeout S         whole-evaluation limit in seconds (1200)\n"
     "  --stage-timeout NAME=S  limit one stage: parse, static, compile, tiny_run, correctness,\n"
@@ -341,6 +345,7 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         return 1;
     }
     case OPT_NO_TIMING: o->timing = 0; return 1;
+    case OPT_ALL_VARIANTS: o->all_variants = 1; return 1;
     case OPT_POLICY: f->policy_path = arg; return 1;
     case OPT_HACK_PENALTY:
         if (parse_double(arg, &d) || !(d >= -1e6 && d <= 1e6))
@@ -598,6 +603,7 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.tolerance_profile = given.tolerance_profile;
     f->opts.half = given.half;
     f->opts.variants = given.variants;
+    f->opts.all_variants = given.all_variants;
     f->opts.seed = given.seed;
     memcpy(f->opts.credit, given.credit, sizeof given.credit);
     f->opts.timing = given.timing;

@@ -306,6 +306,12 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         /* why quotes the candidate's exception, cut: kept with '?' where the cut split a character. */
         *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_TIMING_GO), "go", go, "why",
                            kg_json_text(go ? "" : why));
+    } else if (kind == KG_MSG_VARIANT_GO) {
+        /* Variants after one that failed cannot change the verdict: the judge stops unless --all-variants. */
+        char why[512] = "";
+        int failed = kg_eval_correctness_failed(messages, talk->nonce, why, sizeof why);
+        *reply = json_pack("{s:s, s:b, s:o}", "type", kg_msg_name(KG_MSG_VARIANT_GO), "go", !failed, "why",
+                           kg_json_text(failed ? why : ""));
     } else if (kind == KG_MSG_TASK_MODE_LOOKUP) {
         /* Whether an earlier evaluation in this process decided this task's mode (task_modes above): answered
          * once an evaluation, before its first stage (else a miss). */
@@ -510,6 +516,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             free(copy);
             ok = kg_json_set(job, "variants", v) == 0 && ok;
         }
+        ok = ok && kg_json_set(job, "all_variants", json_boolean(opts->all_variants != 0)) == 0;
         ok = ok && kg_json_set(job, "timing",
                             json_pack("{s:b, s:i, s:i, s:i, s:s, s:b, s:b}", "enabled", opts->timing && !cpu,
                                       "warmup", opts->timing_warmup, "rounds", opts->timing_rounds, "iters",

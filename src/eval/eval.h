@@ -66,6 +66,11 @@ typedef struct kg_eval_options {
     const char *tolerance_profile;
     const char *half;          /* "fp16", "bf16", "fp16,bf16" or NULL: extra variants */
     const char *variants;      /* comma list of variant names to run, NULL = all */
+    /* Run every planned correctness variant even after one failed (0, the default: the judge stops at the first
+     * variant that fails the stage, asking kgym's rule after each one (variant_go); the stage fails either way,
+     * and the variants not run are listed in correctness.not_run).  Part of the service's profile (sched.c):
+     * a stopped run may miss a hack a later variant shows, so the two settings never share results. */
+    int all_variants;
     unsigned seed;             /* base seed (default 42) */
     double credit[5];          /* reward: invalid, compile_error, tiny run failed, incorrect, correct */
     int timing;                /* GPU: time reference and candidate (default on) */

@@ -160,36 +160,12 @@ static void add_hacks(fb_text *b, const json_t *hacks)
 /* Whether the failed variants look like reduced-precision arithmetic rather than a logic bug (issue 37), which
  * the feedback says only when the candidate's source has a reduced-precision construct (a TF32 tl.dot, fp16/bf16:
  * the tolerance block's candidate_precision): a GELU with the tanh approximation for erf misses by 1e-4 to 1e-3
- * everywhere too (level1/26, 88, level2/53 wrong fixtures), and no tl.dot is to blame there.  The pattern: at
- * least two failed, every failure a value mismatch (no raise, no shape, dtype or NaN/Inf trouble) whose largest
- * error is between KG_PRECISION_ERR_LO and _HI of the reference output's scale, those errors within
- * KG_PRECISION_SPREAD of each other.  A TF32 dot product (tl.dot's default for float32) misses by ~1e-3 of the
- * output's scale on every input (measured: 7e-4 to 4e-3 on level1/1); a logic bug misses by much more, or on some
- * inputs only.  Fills the band seen. */
+ * everywhere too (level1/26, 88, level2/53 wrong fixtures), and no tl.dot is to blame there.  At least two failed
+ * variants, all alike by kg_eval_precision_misses (result.c: the same rule keeps the judge going after a first such
+ * failure, so that a second one can tell).  Fills the band seen. */
 static int precision_like(const json_t *corr, double *lo, double *hi)
 {
-    size_t i;
-    json_t *v;
-    int failed = 0;
-    *lo = 1e300;
-    *hi = 0;
-    json_array_foreach(json_object_get(corr, "variants"), i, v) {
-        const char *vs = str(v, "status");
-        if (!strcmp(vs, "error"))
-            return 0;
-        if (strcmp(vs, "failed"))
-            continue;
-        const json_t *err = json_object_get(v, "max_abs_error");
-        double scale = json_number_value(json_object_get(json_object_get(v, "tolerance"), "scale"));
-        if (!json_is_number(err) || !(scale > 0) || json_integer_value(json_object_get(v, "candidate_nonfinite")) !=
-                                                         json_integer_value(json_object_get(v, "reference_nonfinite")))
-            return 0; /* no error measured, a shape or dtype failure, or NaN where the reference has none */
-        double e = json_number_value(err) / scale;
-        *lo = e < *lo ? e : *lo;
-        *hi = e > *hi ? e : *hi;
-        failed++;
-    }
-    return failed >= 2 && *lo >= KG_PRECISION_ERR_LO && *hi <= KG_PRECISION_ERR_HI && *hi <= KG_PRECISION_SPREAD * *lo;
+    return kg_eval_precision_misses(json_object_get(corr, "variants"), lo, hi) >= 2;
 }
 
 /* Whether some variant failed by its values (an error measured, shape and dtype right, NaN where the reference has
@@ -358,6 +334,10 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
             if (!any)
                 say_text(&b, " none");
             say_text(&b, ".");
+            size_t left = json_array_size(json_object_get(corr, "not_run"));
+            if (left)
+                say(&b, " Not run, since the stage had already failed: %zu more variant%s; fix this one first.",
+                    left, left == 1 ? "" : "s");
             double lo, hi;
             const json_t *cp = json_object_get(json_object_get(result, "tolerance"), "candidate_precision");
             json_int_t dots = json_integer_value(json_object_get(cp, "dot_reduced"));

@@ -55,6 +55,20 @@ json_t *kg_eval_profile_block(const json_t *messages);
 int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
                                size_t why_cap);
 
+/* Whether the correctness variants reported so far already fail the stage (a variant failed or raised: the
+ * stage's rule fails it whatever the others do), asked after each variant (variant_go) so the judge runs no
+ * more of them; fills `why` with the first failure then.  0 when nothing failed yet, or when the messages
+ * could not be read (the judge goes on: the stage's own rule decides at the end). */
+int kg_eval_correctness_failed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
+
+/* Of the result variants `variants` (correctness.variants' objects): the number that failed when every failure is
+ * a value mismatch (no raise, no shape, dtype or NaN/Inf trouble) whose largest error is between
+ * KG_PRECISION_ERR_LO and _HI of the reference output's scale, those errors within KG_PRECISION_SPREAD of each
+ * other: what reduced-precision arithmetic looks like (a TF32 dot product misses by ~1e-3 of the output's scale on
+ * every input; a logic bug by much more, or on some inputs only); 0 when none failed or some failure is not so.
+ * Fills the band seen (lo, hi). */
+int kg_eval_precision_misses(const json_t *variants, double *lo, double *hi);
+
 /* The facts a verdict is decided on, gathered once from the child's report (kg_eval_build_result): which stage
  * failed and how the process ended, what the candidate raised, the credit level the stages reached, what a pass
  * lacks, what was caught.  Plain values: kg_eval_decide needs no message. */

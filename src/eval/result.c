@@ -492,6 +492,27 @@ static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t 
     return 1;
 }
 
+/* The planned variants no variant message reported (any status): those the judge did not run because an
+ * earlier one had already failed the stage (variant_go; --all-variants runs them).  New array; NULL when memory
+ * ran out. */
+static json_t *variants_not_run(const json_t *messages)
+{
+    json_t *out = json_array();
+    size_t i, k;
+    json_t *name, *m;
+    json_array_foreach(json_object_get(find_message(messages, KG_MSG_VARIANT_PLAN, NULL, NULL), "variants"), i, name) {
+        int seen = 0;
+        json_array_foreach(messages, k, m)
+            if (kg_msg_is(m, KG_MSG_VARIANT) && json_equal(json_object_get(m, "name"), name))
+                seen = 1;
+        if (out && !seen && kg_json_push(out, json_incref(name)) != 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static int fact_degeneracy(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;
@@ -735,6 +756,55 @@ static correctness_rule correctness_of(const variant_tally *t, const json_t *mes
     if (degenerate_everywhere(messages, why, why_cap))
         return CORRECTNESS_DEGENERATE;
     return CORRECTNESS_PASSED;
+}
+
+int kg_eval_precision_misses(const json_t *variants, double *lo, double *hi)
+{
+    size_t i;
+    json_t *v;
+    int failed = 0;
+    *lo = 1e300;
+    *hi = 0;
+    json_array_foreach(variants, i, v) {
+        const char *vs = json_string_value(json_object_get(v, "status")) ?: "";
+        if (!strcmp(vs, "error"))
+            return 0;
+        if (strcmp(vs, "failed"))
+            continue;
+        const json_t *err = json_object_get(v, "max_abs_error");
+        double scale = json_number_value(json_object_get(json_object_get(v, "tolerance"), "scale"));
+        if (!json_is_number(err) || !(scale > 0) || json_integer_value(json_object_get(v, "candidate_nonfinite")) !=
+                                                         json_integer_value(json_object_get(v, "reference_nonfinite")))
+            return 0; /* no error measured, a shape or dtype failure, or NaN where the reference has none */
+        double e = json_number_value(err) / scale;
+        *lo = e < *lo ? e : *lo;
+        *hi = e > *hi ? e : *hi;
+        failed++;
+    }
+    return failed > 0 && *lo >= KG_PRECISION_ERR_LO && *hi <= KG_PRECISION_ERR_HI && *hi <= KG_PRECISION_SPREAD * *lo
+               ? failed
+               : 0;
+}
+
+int kg_eval_correctness_failed(const json_t *messages, const char *nonce, char *why, size_t why_cap)
+{
+    variant_tally t;
+    json_t *seen = json_array();
+    if (!seen || tally_variants(messages, nonce, &t, seen) != 0) {
+        /* Not known to have failed: the judge goes on, and the stage's rule decides at the end. */
+        json_decref(seen);
+        snprintf(why, why_cap, "out of memory reading the correctness variants");
+        return 0;
+    }
+    double lo, hi;
+    /* One failure that looks like reduced-precision rounding: one more decides whether the misses are alike
+     * whatever the inputs (the feedback's TF32 diagnosis needs two: precision_like in feedback.c). */
+    int alike = kg_eval_precision_misses(seen, &lo, &hi);
+    json_decref(seen);
+    if (t.failed + t.error == 0 || (alike == 1 && t.error == 0))
+        return 0;
+    snprintf(why, why_cap, "variant %s: %s", t.first_name, t.first_why);
+    return 1;
 }
 
 int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messages, const char *nonce, char *why,
@@ -1546,14 +1616,23 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                 goto nomem;
             if (!strcmp(status, "ok")) {
                 switch (correctness_of(&tally, messages, degenerate_why, sizeof degenerate_why)) {
-                case CORRECTNESS_VARIANTS_FAILED:
+                case CORRECTNESS_VARIANTS_FAILED: {
                     status = "fail";
-                    snprintf(detail, sizeof detail, "%d of %d variants failed (first: %.60s: %.900s)",
+                    json_t *not_run = variants_not_run(messages);
+                    if (!not_run)
+                        goto nomem;
+                    char rest[96] = "";
+                    if (json_array_size(not_run))
+                        snprintf(rest, sizeof rest, "; %zu more not run: the stage had failed",
+                                 json_array_size(not_run));
+                    json_decref(not_run);
+                    snprintf(detail, sizeof detail, "%d of %d variants failed (first: %.60s: %.800s)%s",
                              tally.failed + tally.error, tally.failed + tally.error + tally.passed + tally.skipped,
-                             tally.first_name, tally.first_why);
+                             tally.first_name, tally.first_why, rest);
                     failed_stage = name;
                     stop = 1;
                     break;
+                }
                 case CORRECTNESS_NONE_PASSED:
                     json_decref(variants);
                     json_decref(stages);
@@ -1616,11 +1695,16 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                                          "inputs")
                                        : NULL;
     ok = ok && kg_json_set(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null()) == 0;
+    json_t *not_run = messages ? variants_not_run(messages) : json_array();
+    if (!not_run)
+        goto nomem;
     ok = ok && kg_json_set(r, "correctness",
-                           json_pack("{s:b, s:O, s:i, s:i, s:i, s:i}", "passed",
+                           json_pack("{s:b, s:O, s:i, s:i, s:i, s:i, s:O}", "passed",
                                      failed_stage == NULL && tally.passed > 0 && json_array_size(unjudged) == 0,
                                      "variants", variants, "passed_count", tally.passed, "failed_count",
-                                     tally.failed, "error_count", tally.error, "skipped_count", tally.skipped)) == 0;
+                                     tally.failed, "error_count", tally.error, "skipped_count", tally.skipped,
+                                     "not_run", not_run)) == 0;
+    json_decref(not_run);
     json_decref(variants);
     variants = NULL;
     const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;

@@ -123,6 +123,9 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
                         e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty,
                         e->coverage_floor, e->sandbox);
     wr |= kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");
+    /* A run that stops at the first failing variant may miss a hack that a later one shows (incorrect where
+     * --all-variants says hacked: the red team's relu_hack_after_failure), so the two never answer for each other. */
+    wr |= kg_buf_printf(&k, "all_variants=%d|", e->all_variants != 0);
     wr |= kg_buf_puts(&k, "stages=");
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
         wr |= kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);

@@ -383,7 +383,9 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         json_t *c = json_object_get(r, "correctness");
         if (json_is_object(c)) {
             json_int_t p = json_integer_value(json_object_get(c, "passed_count"));
-            json_int_t n = (json_int_t)json_array_size(json_object_get(c, "variants"));
+            /* Of the planned trials: those not run after the stage had failed count as not passed. */
+            json_int_t n = (json_int_t)(json_array_size(json_object_get(c, "variants")) +
+                                        json_array_size(json_object_get(c, "not_run")));
             char buf[64];
             snprintf(buf, sizeof buf, "(%lld / %lld)", (long long)p, (long long)n);
             ok = ok && kg_json_set(meta, "correctness_trials", json_string(buf)) == 0;

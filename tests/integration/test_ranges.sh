@@ -62,7 +62,7 @@ if [ "$(jget "$TMP/sqrt.json" 'r["verdict"] == "correct" and
 then ok "small_odd falls back to the task's own inputs where the reference is NaN on signed ones"
 else bad "small_odd fallback" "$(cat "$TMP/err"; jget "$TMP/sqrt.json" '[(v["name"], v["status"], v["description"]) for v in r["correctness"]["variants"]]')"; fi
 if [ -d "$KB/level2" ]; then
-    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py \
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py --all-variants \
         --json >"$TMP/z9.json" 2>"$TMP/err"
     if [ "$(jget "$TMP/z9.json" 'r["verdict"] == "incorrect" and "zero_output" in r["degenerate"] and
             "large_values" in r["degeneracy"]["nonzero_on"] and

@@ -126,6 +126,17 @@ static const char *stage_status(const json_t *r, const char *name)
     return "missing";
 }
 
+static const char *stage_detail(const json_t *r, const char *name)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(json_object_get(r, "stages"), i, s) {
+        if (!strcmp(json_string_value(json_object_get(s, "name")), name))
+            return json_string_value(json_object_get(s, "detail")) ?: "";
+    }
+    return "";
+}
+
 static const char *feedback(const json_t *r)
 {
     return json_string_value(json_object_get(r, "feedback"));
@@ -792,6 +803,56 @@ static json_t *precision_run(kg_eval_options *o, const double *errs, const int *
     msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
     msg(&f, json_pack("{s:s}", "type", "done"));
     return build(&f, o);
+}
+
+/* The first failing variant ends the stage (variant_go): kgym's answer is "stop" once a variant failed or raised,
+ * except after a single miss in the reduced-precision band (a second one decides the feedback's diagnosis); the
+ * variants of the plan the judge then did not run are the result's correctness.not_run, counted in the stage's
+ * detail and the feedback, and the verdict is the same incorrect. */
+static void first_failure_ends_correctness(void)
+{
+    fake f;
+    fake_init(&f);
+    char why[512];
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    msg(&f, json_pack("{s:s, s:[s,s,s,s]}", "type", "variant_plan", "variants", "base", "small_odd", "signed",
+                      "offset"));
+    variant(&f, "base", "ran", 0);
+    KG_CHECK(kg_eval_correctness_failed(f.rep.messages, NULL, why, sizeof why) == 0);
+    variant(&f, "small_odd", "reference_failed", 0); /* skipped: the task's, not the candidate's */
+    KG_CHECK(kg_eval_correctness_failed(f.rep.messages, NULL, why, sizeof why) == 0);
+    /* A single miss in the precision band: go on, so a second can tell TF32 from a bug. */
+    msg(&f, scaled_miss("signed", 8e-4, 0));
+    KG_CHECK(kg_eval_correctness_failed(f.rep.messages, NULL, why, sizeof why) == 0);
+    fake g;
+    fake_init(&g);
+    variant(&g, "base", "ran", 3); /* a logic bug: an error of 0.5 on a unit output */
+    KG_CHECK(kg_eval_correctness_failed(g.rep.messages, NULL, why, sizeof why) == 1);
+    KG_CHECK(strstr(why, "variant base") != NULL);
+    kg_child_report_free(&g.rep);
+    fake_init(&g);
+    variant(&g, "base", "candidate_raised", 0);
+    KG_CHECK(kg_eval_correctness_failed(g.rep.messages, NULL, why, sizeof why) == 1);
+    kg_child_report_free(&g.rep);
+    /* Two misses alike (or a second failure of any kind) end it: offset is not run. */
+    msg(&f, scaled_miss("size_odd", 9e-4, 0));
+    KG_CHECK(kg_eval_correctness_failed(f.rep.messages, NULL, why, sizeof why) == 1);
+    KG_CHECK(strstr(why, "variant signed") != NULL);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    json_t *r = build(&f, &o);
+    KG_CHECK_STR(verdict(r), "incorrect");
+    const json_t *nr = json_object_get(json_object_get(r, "correctness"), "not_run");
+    KG_CHECK(json_array_size(nr) == 1 && !strcmp(json_string_value(json_array_get(nr, 0)) ?: "", "offset"));
+    KG_CHECK(strstr(stage_detail(r, "correctness"), "1 more not run") != NULL);
+    KG_CHECK(strstr(feedback(r), "Not run, since the stage had already failed: 1 more variant;") != NULL);
+    json_decref(r);
 }
 
 /* Issue 37: the same small relative error on every failing variant is reduced precision (TF32's 10-bit
@@ -2093,6 +2154,7 @@ static const kg_test_case cases[] = {
     {"small_elements_rule", small_elements_rule},
     {"below_floor_relative_rule", below_floor_relative_rule},
     {"precision_feedback", precision_feedback},
+    {"first_failure_ends_correctness", first_failure_ends_correctness},
     {"tolerance_in_every_result", tolerance_in_every_result},
     {"all_pass_is_correct", all_pass_is_correct},
     {"mismatch_is_incorrect_with_facts", mismatch_is_incorrect_with_facts},

@@ -67,6 +67,13 @@ static void test_keys(void)
     kg_eval_options e2 = e;
     e2.seed = e.seed + 1;
     CHECK(kg_sched_profile_of(&e2, "gpu-a", &c) == KG_OK && strcmp(a.hash, c.hash), "another seed");
+    /* The red team's: a result of a run that stopped at the first failing variant (incorrect) served to one that
+     * asked for every variant (hacked: a later variant shows the hack). */
+    kg_eval_options e4 = e;
+    e4.all_variants = 1;
+    kg_sched_profile all;
+    CHECK(kg_sched_profile_of(&e4, "gpu-a", &all) == KG_OK && strcmp(a.hash, all.hash),
+          "--all-variants: another profile");
     kg_eval_options e3 = e;
     e3.tolerance_profile = "kernelbench";
     kg_sched_profile k;

@@ -659,7 +659,9 @@ class Evaluation:
                         "task_sizes": own})
         ran = 0
         repeat, compared = None, None
-        for v in variants:
+        stopped = None  # kgym's reason where it said the stage had failed (variant_go): no more variants then
+        every = bool(self.job.get("all_variants"))
+        for k, v in enumerate(variants):
             result = self.shared_variant(v)
             plain = tasks.plain_fallback(v, variants) if result["status"] == "reference_failed" else None
             if plain is not None:
@@ -674,6 +676,20 @@ class Evaluation:
             if result["status"] == "candidate_raised":
                 raise StageFailed(f"the candidate raised on variant {v.name}", result["error"])
             ran += 1
+            if not every and k + 1 < len(variants):
+                # Once a variant has failed the stage, no later one can pass it: kgym's rule (C decides which
+                # variant failed, after the float64 adjudication and the small-elements check) says whether to go
+                # on, and the variants left are the result's correctness.not_run.  --all-variants runs them all.
+                answer = self.chan.request({"type": kinds.MSG_VARIANT_GO})
+                if answer.get("type") == kinds.MSG_VARIANT_GO and answer.get("go") is False:
+                    stopped = str(answer.get("why") or "")
+                    break
+        if stopped is not None:
+            if repeat is not None:  # base's repeat checks ran: what they found stays in the result
+                self.chan.send(dict(repeat, type=kinds.MSG_REPEAT_CHECKS))
+            self.chan.send({"type": kinds.MSG_DEGENERACY, "facts": self.degeneracy.facts()})
+            return (f"{ran} variants ran; stopped after a failed one ({stopped[:200]}): {len(variants) - ran} not run",
+                    {"variants": [v.name for v in variants]})
         if repeat is None and compared is not None:
             # The base variant's reference failed, so its repeat checks never ran: they run on the first variant
             # that was compared instead (kgym requires them for a pass).

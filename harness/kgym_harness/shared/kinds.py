@@ -40,6 +40,7 @@ MSG_GPU_RELEASE = 'gpu_release'  # judge
 MSG_CENSUS = 'census'  # judge
 MSG_TIMING_CHECK = 'timing_check'  # judge
 MSG_TIMING_GO = 'timing_go'  # judge
+MSG_VARIANT_GO = 'variant_go'  # judge
 MSG_REFERENCE_CACHE_LOOKUP = 'reference_cache_lookup'  # judge
 MSG_REFERENCE_TIMED = 'reference_timed'  # judge
 MSG_RUNNER_LOST = 'runner_lost'  # judge
@@ -85,6 +86,7 @@ MESSAGES = (
     'census',
     'timing_check',
     'timing_go',
+    'variant_go',
     'reference_cache_lookup',
     'reference_timed',
     'runner_lost',
