@@ -118,7 +118,7 @@ const char kg_server_dashboard_html[] =
     "  for(const[k,x]of f)s+=`<tr><td class=\"${k==='hack'?'hacked':'muted'}\">${k}</td><td>${esc(x.type)}</td><td>${esc(x.stage)}${x.variant?' / '+esc(x.variant):''}</td><td class=\"wrap\">${esc(x.message)}</td></tr>`;s+='</table>'}\n"
     " if(r.error){const e=r.error;s+=`<h3>Candidate error</h3><pre>${esc(e.stage)}: ${esc(e.type)}: ${esc(e.message)}`;\n"
     "  for(const fr of e.frames||[])s+=`<br>  ${esc(fr.file)}:${esc(fr.line)} in ${esc(fr.function)}: ${esc(fr.code)}`;s+='</pre>'}\n"
-    " if(c&&c.variants){s+=`<h3>Variants: ${esc(c.passed_count)} passed, ${esc(c.failed_count)} failed, ${esc(c.error_count)} errors, ${esc(c.skipped_count)} skipped</h3>`+\n"
+    " if(c&&c.variants){s+=`<h3>Variants: ${esc(c.passed_count)} passed, ${esc(c.failed_count)} failed, ${esc(c.error_count)} errors, ${esc(c.skipped_count)} skipped${(c.not_run||[]).length?', '+esc(c.not_run.length)+' not run':''}</h3>`+\n"
     "  '<table id=\"variants\"><colgroup><col style=\"width:14%\"><col style=\"width:9%\"><col style=\"width:15%\"><col style=\"width:10%\"><col></colgroup>'+\n"
     "  '<tr><th>variant</th><th>status</th><th>mismatches</th><th>max abs error</th><th>reason</th></tr>';\n"
     "  for(const x of c.variants)s+=`<tr><td class=\"clip\" title=\"${esc(x.description)}\">${esc(x.name)}</td><td class=\"${esc(x.status)}\">${esc(x.status)}${x.adjudicated?' ('+esc(x.adjudicated)+')':''}</td>`+\n"

@@ -94,7 +94,7 @@ else bad "report verdict" "$(why)"; fi
 # plan's rest are not run: the stage's detail says how many): the feedback's count, the variants table's failed
 # rows and its heading agree.
 NV=$("$PY" -c 'import re, sys; m = re.search(r"Wrong output: (\d+) of \1 checked input variants failed", open(sys.argv[1]).read()); print(m.group(1) if m else 0)' "$D")
-if dom "$D" "'<td>correctness</td><td class=\"fail\">fail</td>' in d and '<td>timing</td><td class=\"skipped\">skipped</td>' in d and $NV >= 1 and d.count('<td class=\"failed\">failed</td>') == $NV and 'Variants: 0 passed, $NV failed' in d and 'more not run: the stage had failed' in d"; then
+if dom "$D" "'<td>correctness</td><td class=\"fail\">fail</td>' in d and '<td>timing</td><td class=\"skipped\">skipped</td>' in d and $NV >= 1 and d.count('<td class=\"failed\">failed</td>') == $NV and 'Variants: 0 passed, $NV failed' in d and 'more not run: the stage had failed' in d and ' not run</h3>' in d"; then
     ok "report: stages with their status, $NV failed variants"
 else bad "report stages/variants" "$(grep -o '<table id="stages".\{0,1500\}' "$D")"; fi
 if dom "$D" "'<pre id=\"feedback\">Wrong output: $NV of $NV checked input variants failed.' in d and 'elements differ' in d and 'id=\"timing\">not measured' in d and 'id=\"coverage\">not measured' in d and '<details id=\"raw\"><summary>raw JSON</summary>' in d"; then
