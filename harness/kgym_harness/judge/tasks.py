@@ -738,16 +738,13 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     # was caught by 7 of 20 seeds with rand, 20 of 20 with randn).  size_odd keeps rand at odd sizes (a
     # min padded with 0 shows there, not with randn).  The judge falls back to rand where the reference
     # cannot take signed inputs (plain_fallback).  Dropped where it repeats a variant (odd sizes = base's).
-    # Second, right after base: the cheapest variant and the one that catches the commonest kernel bug (a tail
-    # left unmasked, a grid rounded down), and the judge stops at the first variant that fails the stage
-    # (variant_go), so a wrong kernel is found before the full-size variants are paid for.
     cap = DEFAULT_CPU_BUDGET if budget is None else min(budget, DEFAULT_CPU_BUDGET)
     small = plan_sizes(module, cap, odd=True)
     odd = Variant("small_odd", dict(small), base_seed, "signed", None,
                   f"small sizes (<= {cap} elements per tensor), not multiples of 16, {_SMALL_ODD_SIGNED}: "
                   f"{_changed(small, base) or 'the sizes of base'}")
     if not any(_same_inputs(odd, v) for v in out):
-        out.insert(1, odd)
+        out.append(odd)
     if budget is not None:
         # Chunked loops over a row only iterate more than once when rows are long: keep one long.
         long_plan = plan_long_rows(module, budget)
@@ -761,6 +758,13 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
     rat = "" if dict(ranged) == dict(base) else f" ({_changed(ranged, base)})"
     for name, transform, what in VALUE_RANGES:
         out.append(Variant(name, dict(ranged), base_seed, transform, None, f"{what}{rat}"))
+    # Cheap variants first: the judge stops at the first variant that fails the stage (variant_go), so a wrong
+    # kernel should meet the variant that fails it before the full-size ones are paid for.  base first (the
+    # task's own inputs), then small_odd (the smallest, and the commonest kernel bug's: a tail left unmasked, a
+    # grid rounded down), the value variants at capped sizes (×2, another seed, the value ranges), and last
+    # the sizes at full scale (signed at base's sizes, smaller, odd, larger, long rows).  A candidate that
+    # passes runs all of them: the order only decides where a wrong one stops.
+    out.sort(key=lambda v: _COST_RANK.get(v.name, 4 if v.transform == "none" or v.name == "signed" else 3))
     for h in half_precision:
         if h not in _HALF:
             raise ValueError(f"unknown half precision {h!r} (use fp16 or bf16)")
@@ -776,6 +780,11 @@ def make_variants(module, device: str, budget: int | None, half_precision=(), ba
                 v.description += f"; structure kept: {kept}"
     return out
 
+
+# make_variants' order by name (sorted stably: the value ranges keep theirs); a name not listed ranks with the
+# value ranges when its transform changes values, with the full-size sizes otherwise.
+_COST_RANK = {"base": 0, "small_odd": 1, "scaled_x2": 2, "seed_1": 2, "signed": 4, "size_small": 4, "size_odd": 4,
+              "size_large": 4, "size_long": 4}
 
 # Inputs at other magnitudes: (name, transform, description).  KernelBench draws most inputs with
 # torch.rand, in [0, 1), where the most common numerical bugs of generated kernels stay invisible: eps added
