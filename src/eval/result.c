@@ -467,23 +467,31 @@ static int fact_variant_plan(const fact_ctx *c, char *why, size_t cap, const jso
     return 0;
 }
 
+/* Whether a variant line named `name` (carrying `nonce`; any line when NULL) was reported: with `compared`, only
+ * as compared ("ran") or skipped because the reference failed on it; otherwise with any status. */
+static int variant_reported(const json_t *messages, const char *nonce, const json_t *name, int compared)
+{
+    size_t k;
+    json_t *m;
+    json_array_foreach(messages, k, m) {
+        const char *n = json_string_value(json_object_get(m, "nonce"));
+        const char *st = json_string_value(json_object_get(m, "status"));
+        if (kg_msg_is(m, KG_MSG_VARIANT) && (!nonce || (n && !strcmp(n, nonce))) &&
+            json_equal(json_object_get(m, "name"), name) &&
+            (!compared || (st && (!strcmp(st, "ran") || !strcmp(st, "reference_failed")))))
+            return 1;
+    }
+    return 0;
+}
+
 /* Every planned variant reported as compared ("ran") or as skipped because the reference failed on it. */
 static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;
-    size_t i, k;
-    json_t *name, *m;
+    size_t i;
+    json_t *name;
     json_array_foreach(json_object_get(fact_message(c, KG_MSG_VARIANT_PLAN), "variants"), i, name) {
-        int seen = 0;
-        json_array_foreach(c->messages, k, m) {
-            const char *n = json_string_value(json_object_get(m, "nonce"));
-            const char *st = json_string_value(json_object_get(m, "status"));
-            if (kg_msg_is(m, KG_MSG_VARIANT) && (!c->nonce || (n && !strcmp(n, c->nonce))) &&
-                json_equal(json_object_get(m, "name"), name) && st &&
-                (!strcmp(st, "ran") || !strcmp(st, "reference_failed")))
-                seen = 1;
-        }
-        if (!seen) {
+        if (!variant_reported(c->messages, c->nonce, name, 1)) {
             snprintf(why, cap, "variant %s was planned but its comparison was never reported",
                      json_string_value(name) ?: "?");
             return 0;
@@ -498,14 +506,10 @@ static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t 
 static json_t *variants_not_run(const json_t *messages)
 {
     json_t *out = json_array();
-    size_t i, k;
-    json_t *name, *m;
+    size_t i;
+    json_t *name;
     json_array_foreach(json_object_get(find_message(messages, KG_MSG_VARIANT_PLAN, NULL, NULL), "variants"), i, name) {
-        int seen = 0;
-        json_array_foreach(messages, k, m)
-            if (kg_msg_is(m, KG_MSG_VARIANT) && json_equal(json_object_get(m, "name"), name))
-                seen = 1;
-        if (out && !seen && kg_json_push(out, json_incref(name)) != 0) {
+        if (out && !variant_reported(messages, NULL, name, 0) && kg_json_push(out, json_incref(name)) != 0) {
             json_decref(out);
             return NULL;
         }
