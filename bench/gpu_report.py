@@ -536,8 +536,11 @@ def _grpo_figures(doc):
     tasks = {}
     for r in done:
         t = tasks.setdefault(get(r, "task", "id") or get(r, "task", "path") or "?",
-                             {"evaluations": 0, "ref_timed": 0, "ref_cached": 0, "ref_computed": 0, "ref_held": 0})
+                             {"evaluations": 0, "ref_timed": 0, "ref_cached": 0, "ref_computed": 0, "ref_held": 0,
+                              "not_run": 0})
         t["evaluations"] += 1
+        # Planned variants the judge did not run, the stage having failed (correctness.not_run; absent before it).
+        t["not_run"] += len(get(r, "correctness", "not_run") or [])
         tim = r.get("timing")
         if isinstance(tim, dict) and tim.get("reference_cached") is not None:
             t["ref_cached" if tim.get("reference_cached") else "ref_timed"] += 1
@@ -824,7 +827,8 @@ def report_grpo(args):
         rows.append([who, f["evaluations"]] + answered + [f"{fmt(f['wall_s'], ',.1f')} s", fmt(f["per_hour"], ",.0f"),
                      f["verdicts"],
                      f"{fmt(per_task('ref_timed'), '.1f')} timed, {fmt(per_task('ref_cached'), '.1f')} cached",
-                     f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held",
+                     f"{fmt(per_task('ref_computed'), '.1f')} computed, {fmt(per_task('ref_held'), '.1f')} held"
+                     + (f", {fmt(per_task('not_run'), '.1f')} not run" if per_task("not_run") else ""),
                      f"{fmt(f['exclusive_s'], ',.1f')} s", fmt(f["bound"], ",.0f"), pct(f["share"]),
                      f"{fmt(f['shared_wait_s'], ',.1f')} s of {fmt(f['summed_wall_s'], ',.1f')} s",
                      "-" if f["kept"] is None else f"{f['kept']} of {f['evaluations']}",

@@ -11,7 +11,8 @@ def res(path, speedup, remeasured=False, noisy=False, cv=0.001):
     return {"candidate": {"path": path}, "verdict": "correct",
             "timing": {"speedup": speedup, "remeasured": remeasured, "noisy": noisy, "round_cv": cv}}
 base = [res("a.py", 2.0), res("a.py", 2.0), res("b.py", 1.0, cv=0.004), res("c.py", 4.0),
-        {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None}]
+        {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None,
+         "correctness": {"variants": [], "not_run": ["signed", "size_large"]}}]
 head = [res("c.py", 4.4, remeasured=True, noisy=True, cv=0.2), res("a.py", 2.02), res("b.py", 1.0),
         res("a.py", 2.0)]
 json.dump({"summary": {"wall_s": 60}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
@@ -42,6 +43,9 @@ grep -q "MISSED every head run's speedups within 2% of base's .*largest change 1
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 grep -q "MET every head run's speedups within 2% of base's .*largest change 0.00%" "$TMP/grpo" \
     && ok "grpo report: the same run twice meets it" || bad "grpo's timing goal, same run" "$(cat "$TMP/grpo")"
+# The variants a stopped evaluation did not run (correctness.not_run: d.py's two, one task) are counted per task.
+grep -q "^| base .* 0.0 computed, 0.0 held, 2.0 not run " "$TMP/grpo" \
+    && ok "grpo report: the variants not run, per task" || bad "grpo's not-run count" "$(cat "$TMP/grpo")"
 # --head-jobs (bench/grpo.sh --head-jobs: the pair measures the number of jobs) is said in the report's first line.
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 --head-jobs 10 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 head -1 "$TMP/grpo" | grep -q ", 6 jobs (head: 10)$" && ok "grpo report: the head's own number of jobs is named" \
