@@ -684,15 +684,9 @@ class Evaluation:
                 if answer.get("type") == kinds.MSG_VARIANT_GO and answer.get("go") is False:
                     stopped = str(answer.get("why") or "")
                     break
-        if stopped is not None:
-            if repeat is not None:  # base's repeat checks ran: what they found stays in the result
-                self.chan.send(dict(repeat, type=kinds.MSG_REPEAT_CHECKS))
-            self.chan.send({"type": kinds.MSG_DEGENERACY, "facts": self.degeneracy.facts()})
-            return (f"{ran} variants ran; stopped after a failed one ({stopped[:200]}): {len(variants) - ran} not run",
-                    {"variants": [v.name for v in variants]})
-        if repeat is None and compared is not None:
+        if repeat is None and compared is not None and stopped is None:
             # The base variant's reference failed, so its repeat checks never ran: they run on the first variant
-            # that was compared instead (kgym requires them for a pass).
+            # that was compared instead (kgym requires them for a pass; a stage that has failed needs none).
             repeat, _alone = self.shared_or_alone(
                 lambda: self.repeat_checks(compared, lambda checks: self.repeat_checks_apart(compared, checks)))
         if repeat is not None:
@@ -700,7 +694,10 @@ class Evaluation:
         # Whether some variant repaired a task that is degenerate on its own inputs (C refuses a pass where
         # none did: a constant or zero output must not pass).
         self.chan.send({"type": kinds.MSG_DEGENERACY, "facts": self.degeneracy.facts()})
-        return f"{ran} variants ran", {"variants": [v.name for v in variants]}
+        detail = f"{ran} variants ran"
+        if stopped is not None:
+            detail += f"; stopped after a failed one ({stopped[:200]}): {len(variants) - ran} not run"
+        return detail, {"variants": [v.name for v in variants]}
 
     # -- the GPU arbiter ---------------------------------------------------------------------------------
     @contextlib.contextmanager
