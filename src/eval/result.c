@@ -1500,6 +1500,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
      * "correct").  Objects a later step reads are checked as soon as they are made. */
     json_t *r = json_object();
     json_t *stages = NULL, *variants = NULL, *hacks = NULL, *warnings = NULL; /* owned until handed to r */
+    json_t *not_run = NULL; /* the planned variants never reported (variants_not_run): the detail's and the block's */
     int ok = kg_json_set(r, "schema", json_string(KG_RESULT_SCHEMA)) == 0;
     /* Paths go as they are or not at all (docs/style.md): one that is not UTF-8 is the request's error. */
     json_t *task = json_pack("{s:s, s:s, s:s, s:s}", "id", req->task->id, "name", req->task->name, "path",
@@ -1524,7 +1525,8 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
 
     stages = json_array();
     variants = json_array();
-    ok = ok && stages && variants;
+    not_run = messages ? variants_not_run(messages) : json_array();
+    ok = ok && stages && variants && not_run;
     if (ok && extract_stage)
         ok = kg_json_push(stages, json_incref(extract_stage)) == 0;
     if (!ok)
@@ -1622,14 +1624,10 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                 switch (correctness_of(&tally, messages, degenerate_why, sizeof degenerate_why)) {
                 case CORRECTNESS_VARIANTS_FAILED: {
                     status = "fail";
-                    json_t *not_run = variants_not_run(messages);
-                    if (!not_run)
-                        goto nomem;
                     char rest[96] = "";
                     if (json_array_size(not_run))
                         snprintf(rest, sizeof rest, "; %zu more not run: the stage had failed",
                                  json_array_size(not_run));
-                    json_decref(not_run);
                     snprintf(detail, sizeof detail, "%d of %d variants failed (first: %.60s: %.800s)%s",
                              tally.failed + tally.error, tally.failed + tally.error + tally.passed + tally.skipped,
                              tally.first_name, tally.first_why, rest);
@@ -1639,6 +1637,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                 }
                 case CORRECTNESS_NONE_PASSED:
                     json_decref(variants);
+                    json_decref(not_run);
                     json_decref(stages);
                     json_decref(r);
                     return kg_error_set(err, KG_ERR_INVALID,
@@ -1699,9 +1698,6 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                                          "inputs")
                                        : NULL;
     ok = ok && kg_json_set(r, "input_structure", json_is_array(structure) ? json_deep_copy(structure) : json_null()) == 0;
-    json_t *not_run = messages ? variants_not_run(messages) : json_array();
-    if (!not_run)
-        goto nomem;
     ok = ok && kg_json_set(r, "correctness",
                            json_pack("{s:b, s:O, s:i, s:i, s:i, s:i, s:O}", "passed",
                                      failed_stage == NULL && tally.passed > 0 && json_array_size(unjudged) == 0,
@@ -1709,6 +1705,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
                                      tally.failed, "error_count", tally.error, "skipped_count", tally.skipped,
                                      "not_run", not_run)) == 0;
     json_decref(not_run);
+    not_run = NULL;
     json_decref(variants);
     variants = NULL;
     const json_t *mode = messages ? find_message(messages, KG_MSG_TASK_MODE, NULL, NULL) : NULL;
@@ -1815,6 +1812,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
 nomem:
     json_decref(stages);
     json_decref(variants);
+    json_decref(not_run);
     json_decref(hacks);
     json_decref(warnings);
     json_decref(r);
