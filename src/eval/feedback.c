@@ -175,9 +175,7 @@ static int value_miss(const json_t *corr)
     size_t i;
     json_t *v;
     json_array_foreach(json_object_get(corr, "variants"), i, v) {
-        if (!strcmp(str(v, "status"), "failed") && json_number_value(json_object_get(v, "max_abs_error")) > 0 &&
-            json_integer_value(json_object_get(v, "candidate_nonfinite")) ==
-                json_integer_value(json_object_get(v, "reference_nonfinite")))
+        if (kg_eval_value_miss(v))
             return 1;
     }
     return 0;

@@ -69,6 +69,11 @@ int kg_eval_correctness_failed(const json_t *messages, const char *nonce, char *
  * Fills the band seen (lo, hi). */
 int kg_eval_precision_misses(const json_t *variants, double *lo, double *hi);
 
+/* Whether the result variant `v` failed by its values: an error measured (max_abs_error > 0), shape and dtype right,
+ * as many non-finite values as the reference (the one per-variant test of kg_eval_precision_misses and the
+ * feedback's TF32 note). */
+int kg_eval_value_miss(const json_t *v);
+
 /* The facts a verdict is decided on, gathered once from the child's report (kg_eval_build_result): which stage
  * failed and how the process ended, what the candidate raised, the credit level the stages reached, what a pass
  * lacks, what was caught.  Plain values: kg_eval_decide needs no message. */

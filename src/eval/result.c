@@ -762,6 +762,14 @@ static correctness_rule correctness_of(const variant_tally *t, const json_t *mes
     return CORRECTNESS_PASSED;
 }
 
+int kg_eval_value_miss(const json_t *v)
+{
+    return !strcmp(json_string_value(json_object_get(v, "status")) ?: "", "failed") &&
+           json_number_value(json_object_get(v, "max_abs_error")) > 0 &&
+           json_integer_value(json_object_get(v, "candidate_nonfinite")) ==
+               json_integer_value(json_object_get(v, "reference_nonfinite"));
+}
+
 int kg_eval_precision_misses(const json_t *variants, double *lo, double *hi)
 {
     size_t i;
@@ -775,12 +783,10 @@ int kg_eval_precision_misses(const json_t *variants, double *lo, double *hi)
             return 0;
         if (strcmp(vs, "failed"))
             continue;
-        const json_t *err = json_object_get(v, "max_abs_error");
         double scale = json_number_value(json_object_get(json_object_get(v, "tolerance"), "scale"));
-        if (!json_is_number(err) || !(scale > 0) || json_integer_value(json_object_get(v, "candidate_nonfinite")) !=
-                                                         json_integer_value(json_object_get(v, "reference_nonfinite")))
+        if (!kg_eval_value_miss(v) || !(scale > 0))
             return 0; /* no error measured, a shape or dtype failure, or NaN where the reference has none */
-        double e = json_number_value(err) / scale;
+        double e = json_number_value(json_object_get(v, "max_abs_error")) / scale;
         *lo = e < *lo ? e : *lo;
         *hi = e > *hi ? e : *hi;
         failed++;
