@@ -282,3 +282,72 @@ def test_a_round_under_watch_ors_the_clock_limit_reasons_after_every_call(link, 
 ])
 def test_round_calls_fit_the_budget_between_the_floor_and_iters(iters, round_ms, per_call, n):
     assert timing.round_calls(iters, round_ms, per_call) == n
+
+
+class _Watch(_State):
+    """A GpuState stand-in for the reference-alone rounds: settled() as _State, and reasons() from ``reasons`` in
+    turn (the last one from then on)."""
+
+    def __init__(self, settled, reasons):
+        super().__init__(*settled)
+        self.reasons_left, self.reads = list(reasons), 0
+
+    def reasons(self):
+        self.reads += 1
+        return self.reasons_left.pop(0) if len(self.reasons_left) > 1 else self.reasons_left[0]
+
+
+def _alone_timer(monkeypatch):
+    """A CrossTimer whose reference call takes 10 ms on its clock (each call's stream time is its index)."""
+    clock = _Clock(0.0)
+    calls = []
+
+    def event_timed(model, args, flusher=None, l2=None):
+        clock.t += 0.010
+        calls.append(len(calls))
+        return float(len(calls)), float(len(calls)), model(*args)
+
+    monkeypatch.setattr(timing, "event_timed", event_timed)
+    timer = timing.CrossTimer(lambda x: x * 3.0 + 1.0, None, make_inputs, flush=False)
+    timer.clock = clock
+    return timer, calls
+
+
+@pytest.mark.parametrize("settled, max_broken, ended, lo, hi", [
+    ((True,), 2, "settled", timing.SETTLE_FROM_MS + timing.SETTLE_FOR_MS, 100.0),
+    ((False,), 2, "time", 250.0, 270.0),  # held below its clock: the whole warm_ms
+    ((True,), 0, "time", 250.0, 270.0),  # rounds not watched: no early end either (fail closed)
+    (None, 2, "time", 250.0, 270.0),  # no reading of the GPU (a CPU, MIG, no NVML): as before
+])
+def test_the_reference_alone_warms_up_by_the_candidates_rule(monkeypatch, settled, max_broken, ended, lo, hi):
+    timer, calls = _alone_timer(monkeypatch)
+    state = _Watch(settled, [0]) if settled else None
+    stream = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=max_broken)
+    (warm,) = timer.alone_facts["warm"]
+    assert warm["ended"] == ended and lo <= warm["ms"] <= hi and warm["calls"] >= 2, warm
+    assert timer.alone_facts["lost"] == 0
+    # three rounds of 45 ms at 10 ms a call (round_calls: 4 each), the warm-up's calls not among them
+    assert len(stream) == 12 and stream == [float(i) for i in range(warm["calls"] + 1, warm["calls"] + 13)]
+    assert len(calls) == warm["calls"] + 12
+
+
+@pytest.mark.parametrize("reasons, lost", [
+    # the power cap appears in the first round after a warm-up that settled without it: that round is lost, the
+    # next warm-up takes the whole warm_ms (unwatched for settling), and from it on the cap is the base
+    ([0, 0, 0x4], 1),
+    ([0, 0, -1, 0], 1),  # a failed read during a round counts as a limit
+    ([0x4], 0),  # a cap the warm-up ended with is its steady state, not news
+    # a reference that meets the cap in every round after every warm-up: max_broken rounds lost, then unwatched
+    ([0, 0x4, 0x4, 0x4, 0x4, 0, 0x4], 2),
+    ([0x1], 0),  # idle between calls is not a limit
+])
+def test_a_clock_limit_met_in_a_reference_round_costs_that_round(monkeypatch, reasons, lost):
+    timer, calls = _alone_timer(monkeypatch)
+    state = _Watch((True,), reasons)
+    stream = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=2)
+    facts = timer.alone_facts
+    assert facts["lost"] == lost, facts
+    assert [w["ended"] for w in facts["warm"]] == ["settled"] + ["time"] * lost
+    # only counted rounds' samples: three rounds of 4, never a lost round's
+    assert len(stream) == 12
+    assert len(calls) == sum(w["calls"] for w in facts["warm"]) + 4 * (3 + lost)

@@ -270,8 +270,9 @@ static int protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *
      * input set drawn for every timed call (v2 scaled one set) and the persisting-L2 reset before each call.
      * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on).
      * v5: the reference timed alone by the judge, no candidate call between its calls (v4's samples were taken
-     * interleaved with a candidate's, whose load shaped them: docs/threat-model.md). */
-    int rc = kg_buf_printf(out, "v5;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
+     * interleaved with a candidate's, whose load shaped them: docs/threat-model.md).  v6: that warm-up may end
+     * once the judge read the GPU settled, its rounds watched as the candidate's are (v5's warmed up for warm_ms). */
+    int rc = kg_buf_printf(out, "v6;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
                   "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",

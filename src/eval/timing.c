@@ -225,7 +225,7 @@ int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **fi
 json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
                              int timed_alone)
 {
-    const json_t *setup = NULL, *final = NULL;
+    const json_t *setup = NULL, *final = NULL, *alone = NULL;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -233,6 +233,8 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
             setup = m;
         else if (kg_msg_is(m, KG_MSG_TIMING))
             final = m;
+        else if (kg_msg_is(m, KG_MSG_REFERENCE_TIMED) && !alone)
+            alone = m;
     }
     if (!final)
         return json_null();
@@ -269,6 +271,10 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     ok = ok && kg_json_set(t, "reference_cached", json_boolean(supplied && !timed_alone)) == 0;
     ok = ok && kg_json_set(t, "reference_samples",
                            json_string(!supplied ? "interleaved" : timed_alone ? "alone" : "cached")) == 0;
+    /* How the judge's reference-alone timing went (its warm-ups: "time" or "settled", and the rounds a clock
+     * limit cost it): evidence, as a round's warm-up is; only where those samples are the ones used. */
+    ok = ok && kg_json_set(t, "reference_alone",
+                           or_null(supplied && timed_alone ? json_object_get(alone, "alone") : NULL)) == 0;
     const char *copy[] = {"warmup", "iters", "input_sets", "fresh_inputs", "input_mode", "canaries", "flush_bytes",
                           "l2_bytes"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)

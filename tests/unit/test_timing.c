@@ -163,13 +163,23 @@ static void cached_reference_fills_in(void)
     add_round(msgs, 1, 100, 60, 0, 0.25, 50);
     json_array_append_new(msgs, final_message(msgs));
     json_t *cached = samples(1.0, 0.01, 150);
+    /* The judge's account of its reference-alone timing (how its warm-up ended, rounds lost to a clock limit). */
+    json_array_append_new(msgs, json_pack("{s:s, s:o, s:{s:[{s:i, s:f, s:s}], s:i}}", "type",
+                                          kg_msg_name(KG_MSG_REFERENCE_TIMED), "reference_ms", samples(1.0, 0.01, 150),
+                                          "alone", "warm", "calls", 9, "ms", 61.5, "ended", "settled", "lost", 1));
     json_t *t = kg_eval_timing_block(&o, msgs, cached, 0);
     KG_CHECK(json_is_true(json_object_get(t, "reference_cached")));
     KG_CHECK(!strcmp(json_string_value(json_object_get(t, "reference_samples")) ?: "", "cached"));
+    /* cached: another evaluation's samples, so this message's account is not theirs */
+    KG_CHECK(json_is_null(json_object_get(t, "reference_alone")));
     /* The same samples timed alone by this evaluation's judge (a miss): not the cache's, said so. */
     json_t *alone = kg_eval_timing_block(&o, msgs, cached, 1);
     KG_CHECK(json_is_false(json_object_get(alone, "reference_cached")));
     KG_CHECK(!strcmp(json_string_value(json_object_get(alone, "reference_samples")) ?: "", "alone"));
+    json_t *facts = json_object_get(alone, "reference_alone");
+    KG_CHECK(json_integer_value(json_object_get(facts, "lost")) == 1);
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(json_object_get(facts, "warm"), 0), "ended")),
+                 "settled");
     KG_CHECK_NEAR(json_number_value(json_object_get(alone, "speedup")), 4.0, 1e-9);
     json_decref(alone);
     KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 4.0, 1e-9);

@@ -1099,8 +1099,14 @@ class Evaluation:
         # evaluation costs the others far less than one per round.
         with self.gpu("exclusive", "timing_round"):
             if alone:
-                ref_alone = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms, iters)
-                answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone})
+                # Its warm-up ends early on the same reading as the candidate's first one (the GPU settled; cfg
+                # warm_settle false: never), and its rounds are watched as the candidate's are (a limit that
+                # appears in one: the round does not count, the next warms up for the whole warm_ms).
+                settle = gpu_state if cfg.get("warm_settle", True) else None
+                ref_alone = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms, iters,
+                                                  state=settle, max_broken=_MAX_BROKEN_ROUNDS)
+                answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone,
+                                            "alone": _finite(timer.alone_facts)})
                 if answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"):
                     timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone
                 else:

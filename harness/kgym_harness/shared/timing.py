@@ -522,69 +522,112 @@ class CrossTimer:
         finally:
             self.overhead["calls_ms"] += (time.perf_counter() - t0) * 1e3
 
-    def warm(self, calls, warm_ms=0.0, at_least=2, state=None):
-        """Untimed calls (pairs with a reference).  Without ``warm_ms``: ``calls`` of them.  With it: for
-        ``warm_ms`` of wall time, at least ``at_least`` calls, or shorter where the judge's ``state`` (GpuState)
-        has said "settled" at every check for SETTLE_FOR_MS, checking from SETTLE_FROM_MS on.  ``self.warm_facts``
-        says how it ended: "calls", "time" or "settled", and the GPU's state at the end where ``state`` was given.
-        Returns (calls run, milliseconds they took)."""
+    def _warm_loop(self, step, calls, warm_ms, at_least, state):
+        """The one warm-up rule, for paired calls (warm) and the reference's alone (reference_alone): ``step()``
+        run ``calls`` times (no ``warm_ms``), or for ``warm_ms`` of wall time and at least ``at_least`` times,
+        or shorter where ``state`` (GpuState) has said "settled" at every check for SETTLE_FOR_MS, checking
+        from SETTLE_FROM_MS on.  Returns (calls run, milliseconds they took, how it ended: "calls", "time" or
+        "settled")."""
         t0 = self.clock()
         ran = 0
         ended = "calls"
         settled_since = None
-        with torch.no_grad():
-            while True:
-                if warm_ms <= 0 and ran >= calls:
+        while True:
+            if warm_ms <= 0 and ran >= calls:
+                break
+            if warm_ms > 0 and ran >= at_least:
+                el = (self.clock() - t0) * 1e3
+                if el >= warm_ms:
+                    ended = "time"
                     break
-                if warm_ms > 0 and ran >= at_least:
-                    el = (self.clock() - t0) * 1e3
-                    if el >= warm_ms:
-                        ended = "time"
+                if state is not None and el >= SETTLE_FROM_MS:
+                    if not state.settled():
+                        settled_since = None
+                    elif settled_since is None:
+                        settled_since = el
+                    elif el - settled_since >= SETTLE_FOR_MS:
+                        ended = "settled"
                         break
-                    if state is not None and el >= SETTLE_FROM_MS:
-                        if not state.settled():
-                            settled_since = None
-                        elif settled_since is None:
-                            settled_since = el
-                        elif el - settled_since >= SETTLE_FOR_MS:
-                            ended = "settled"
-                            break
-                args, send = self._next()
-                call = self.calls
-                self.calls += 1
-                if self.ref is not None:
-                    self._ref_timed(args)
-                self._remote_timed(send, call)
-                ran += 1
-                del args, send  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
-        ms = (self.clock() - t0) * 1e3
+            step()
+            ran += 1
+        return ran, (self.clock() - t0) * 1e3, ended
+
+    def warm(self, calls, warm_ms=0.0, at_least=2, state=None):
+        """Untimed calls (pairs with a reference), by _warm_loop's rule.  ``self.warm_facts`` says how it ended:
+        "calls", "time" or "settled", and the GPU's state at the end where ``state`` was given.  Returns (calls
+        run, milliseconds they took)."""
+
+        def pair():
+            args, send = self._next()
+            call = self.calls
+            self.calls += 1
+            if self.ref is not None:
+                self._ref_timed(args)
+            self._remote_timed(send, call)
+            del args, send  # before the next call's are made: two sets of multi-GB inputs do not fit the reservation
+
+        with torch.no_grad():
+            ran, ms, ended = self._warm_loop(pair, calls, warm_ms, at_least, state)
         self.warm_facts = {"calls": ran, "ms": ms, "ended": ended}
         if state is not None:
             self.warm_facts["gpu"] = state.facts()
         return ran, ms
 
-    def reference_alone(self, rounds, warm_ms, round_ms, iters):
+    def reference_alone(self, rounds, warm_ms, round_ms, iters, state=None, max_broken=0):
         """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
-        own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  Warm-up by time
-        (``warm_ms``, at least 2 calls), then ``rounds`` rounds of as many calls as fit ``round_ms`` (at most
-        ``iters``, at least MIN_ROUND_CALLS), each on a new input set of its own, after the same L2 flush and
-        persisting-L2 reset as a paired call.  Returns the stream ms of every timed call (the cache keeps stream
-        times; a reference leaves no work on other streams, so its device times say nothing more).  The runner is
-        not called: its block is not loaded, and it learns nothing of these inputs."""
+        own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  A warm-up by
+        _warm_loop's rule (``warm_ms``, at least 2 calls, shorter where ``state`` says the GPU settled), then
+        ``rounds`` rounds of as many calls as fit ``round_ms`` (at most ``iters``, at least MIN_ROUND_CALLS),
+        each on a new input set of its own, after the same L2 flush and persisting-L2 reset as a paired call.
+
+        A warm-up that ended early is watched as the candidate's is (child.py, one_round): with ``state``, the
+        GPU's clock-limit reasons are read after every timed call, and a round in which a reason in HELD_BELOW
+        appeared that the warm-up had not ended with (a heavy reference meeting its power limit after a short
+        warm-up) does not count: the next round warms up for the whole ``warm_ms`` first, up to ``max_broken``
+        such rounds (then no more reading).  With ``max_broken`` 0 nothing is watched, and so no warm-up ends
+        early.  ``self.alone_facts`` says how it went: every warm-up's facts, and
+        the rounds lost.
+
+        Returns the stream ms of every counted call (the cache keeps stream times; a reference leaves no work on
+        other streams, so its device times say nothing more).  The runner is not called: its block is not
+        loaded, and it learns nothing of these inputs."""
         stream = []
+        facts = self.alone_facts = {"warm": [], "lost": 0}
+
+        def step():
+            self._ref_timed(self.make_inputs(self.random.getrandbits(62)))
+
+        def warm_up(settle):
+            """Returns (calls, ms, the HELD_BELOW reasons the warm-up ended with, or -1: rounds not watched)."""
+            ran, ms, ended = self._warm_loop(step, 0, warm_ms, 2, state if settle and max_broken > 0 else None)
+            facts["warm"].append({"calls": ran, "ms": ms, "ended": ended})
+            if state is None:
+                return ran, ms, -1
+            facts["warm"][-1]["gpu"] = state.facts()
+            base = state.reasons() if facts["lost"] < max_broken else -1
+            return ran, ms, base & HELD_BELOW if base >= 0 else -1
+
         with torch.no_grad():
-            t0 = time.perf_counter()
-            ran = 0
-            while ran < 2 or (time.perf_counter() - t0) * 1e3 < warm_ms:
-                self._ref_timed(self.make_inputs(self.random.getrandbits(62)))
-                ran += 1
-            n = round_calls(iters, round_ms, max((time.perf_counter() - t0) * 1e3 / ran, 1e-6))
-            for _ in range(rounds):
+            ran, ms, base = warm_up(True)
+            n = round_calls(iters, round_ms, max(ms / max(ran, 1), 1e-6))
+            done = 0
+            while done < rounds:
+                seen = 0
+                times = []
                 for _ in range(n):
                     args = self.make_inputs(self.random.getrandbits(62))
                     t, _d, out = self._ref_timed(args)
-                    stream.append(t)
+                    times.append(t)
                     del out, args
+                    if base >= 0:
+                        r = state.reasons()
+                        seen |= r if r >= 0 else HELD_BELOW
+                if base >= 0 and seen & HELD_BELOW & ~base:
+                    facts["lost"] += 1
+                    _ran, _ms, base = warm_up(False)
+                    continue
+                stream.extend(times)
+                done += 1
         return stream
 
     def round(self, iters):
