@@ -468,7 +468,10 @@ static int fact_variant_plan(const fact_ctx *c, char *why, size_t cap, const jso
 }
 
 /* Whether a variant line named `name` (carrying `nonce`; any line when NULL) was reported: with `compared`, only
- * as compared ("ran") or skipped because the reference failed on it; otherwise with any status. */
+ * as compared ("ran") or as not run for the task's sake: its reference failed ("reference_failed") or the judge
+ * could not build it faithfully ("skipped": inputs that cannot keep the task's structure, a parameters variant
+ * with no constant parameter at its sizes), neither of which the candidate can cause; otherwise with any
+ * status. */
 static int variant_reported(const json_t *messages, const char *nonce, const json_t *name, int compared)
 {
     size_t k;
@@ -478,13 +481,13 @@ static int variant_reported(const json_t *messages, const char *nonce, const jso
         const char *st = json_string_value(json_object_get(m, "status"));
         if (kg_msg_is(m, KG_MSG_VARIANT) && (!nonce || (n && !strcmp(n, nonce))) &&
             json_equal(json_object_get(m, "name"), name) &&
-            (!compared || (st && (!strcmp(st, "ran") || !strcmp(st, "reference_failed")))))
+            (!compared || (st && (!strcmp(st, "ran") || !strcmp(st, "reference_failed") || !strcmp(st, "skipped")))))
             return 1;
     }
     return 0;
 }
 
-/* Every planned variant reported as compared ("ran") or as skipped because the reference failed on it. */
+/* Every planned variant reported as compared ("ran") or as not run for the task's sake (variant_reported). */
 static int fact_variants(const fact_ctx *c, char *why, size_t cap, const json_t **error)
 {
     (void)error;

@@ -1659,6 +1659,53 @@ static void missing_variant_is_not_correct(void)
     check_unjudged_without(&o, 0, "degeneracy", "degeneracy", "degenerate");
 }
 
+/* A planned variant the judge could not run faithfully for the task's sake, not the candidate's (its inputs could not
+ * keep the task's structure: tasks.StructureNotKept; a parameters variant whose model has no constant parameter at
+ * its sizes) is reported "skipped" with the reason, as a variant whose reference failed is: reported, not a
+ * missing fact, so an honest candidate still passes on the others (red team, twenty-fifth session: it was unjudged,
+ * a false runtime_error).  Every variant skipped is still no pass (CORRECTNESS_NONE_PASSED). */
+static void skipped_variant_is_reported(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cpu");
+    fake f;
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "ran", 0);
+    variant(&f, "signed", "skipped", 0);
+    variant(&f, "size_odd", "ran", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    kg_test_complete_facts(f.rep.messages, 0);
+    KG_CHECK(json_array_size(json_object_get(kg_test_find(f.rep.messages, "variant_plan"), "variants")) == 3);
+    json_t *r = build_raw(&f, &o);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    KG_CHECK(json_array_size(json_object_get(r, "unjudged")) == 0);
+    json_t *vs = json_object_get(json_object_get(r, "correctness"), "variants");
+    KG_CHECK_STR(json_string_value(json_object_get(json_array_get(vs, 1), "status")), "skipped");
+    json_decref(r);
+
+    /* Nothing but skipped variants: nothing passed, no pass. */
+    fake_init(&f);
+    stage_ok(&f, "parse");
+    stage_ok(&f, "static");
+    stage_ok(&f, "compile");
+    tiny_ok(&f, 1);
+    msg(&f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "begin"));
+    variant(&f, "base", "skipped", 0);
+    variant(&f, "size_odd", "skipped", 0);
+    msg(&f, json_pack("{s:s, s:s, s:s, s:s}", "type", "stage", "stage", "correctness", "status", "ok", "detail", ""));
+    msg(&f, json_pack("{s:s}", "type", "done"));
+    kg_test_complete_facts(f.rep.messages, 0);
+    r = build_raw(&f, &o);
+    KG_CHECK(strcmp(json_string_value(json_object_get(r, "verdict")) ?: "", "correct") != 0);
+    json_decref(r);
+}
+
 /* The repeat checks of the base variant never reported: both unjudged. */
 static void missing_repeat_checks_are_not_correct(void)
 {
@@ -2126,6 +2173,7 @@ static const kg_test_case cases[] = {
     {"missing_l2_reset_is_a_warning", missing_l2_reset_is_a_warning},
     {"complete_facts_are_correct", complete_facts_are_correct},
     {"missing_variant_is_not_correct", missing_variant_is_not_correct},
+    {"skipped_variant_is_reported", skipped_variant_is_reported},
     {"missing_repeat_checks_are_not_correct", missing_repeat_checks_are_not_correct},
     {"raise_in_repeat_call_is_runtime_error", raise_in_repeat_call_is_runtime_error},
     {"check_that_raised_is_not_correct", check_that_raised_is_not_correct},
