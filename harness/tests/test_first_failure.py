@@ -81,3 +81,26 @@ def test_no_question_after_the_last_and_an_error_answer_goes_on(judge):
     ev.correctness()
     assert ran == NAMES
     assert len(chan.of(kinds.MSG_VARIANT_GO)) == len(NAMES) - 1
+
+
+# Garbled variant_go answers (the order red team, formerly tests/fixtures/redteam_order/probe_variant_go_answers.py):
+# every answer that is not exactly {"type": "variant_go", "go": false} must go on (all variants run: the pass still
+# needs them), and an answer that is not an object must fail the stage (never a pass with variants missing).
+GARBLED = [{"type": kinds.MSG_VARIANT_GO, "go": "false"}, {"type": kinds.MSG_VARIANT_GO, "go": 0},
+           {"type": kinds.MSG_VARIANT_GO}, {"type": kinds.MSG_ERROR, "go": False}, {"go": False},
+           {"type": kinds.MSG_VARIANT_GO, "go": None}]
+
+
+@pytest.mark.parametrize("answer", GARBLED)
+def test_garbled_answers_go_on(judge, answer):
+    ev, chan, ran = judge(answers=[answer] * 10)
+    ev.correctness()
+    assert ran == NAMES
+
+
+@pytest.mark.parametrize("answer", [[], "stop", None, 0])
+def test_non_object_answers_raise(judge, answer):
+    ev, chan, ran = judge(answers=[answer] * 10)
+    with pytest.raises(Exception):
+        ev.correctness()
+    assert not chan.of(kinds.MSG_DEGENERACY)  # the stage never ended as ok

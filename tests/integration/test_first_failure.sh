@@ -8,6 +8,9 @@
 #       (hacked with it, incorrect without), and an exception a later variant raises (runtime_error with it,
 #       incorrect without; the same credit).
 #   (c) small_odd runs second (the cheapest variant, and the commonest bug's: a tail left unwritten).
+#   (d) The order red team's fixtures (tests/fixtures/redteam_order, keyed on values inside the kernel or on each
+#       device's plan): every expectation of its run.jsonl met (--jobs 1: one kept judge for the held-inputs pair),
+#       and with --all-variants the hack after a failing base is hacked (input_mutation on large_values).
 . "$(dirname "$0")/lib.sh"
 S=tests/fixtures/stop
 H=tests/kernelbench/level1/19_relu
@@ -34,6 +37,24 @@ rc=$?
 [ $rc -eq 0 ] && [ "$(jget "$TMP/all.json" 'r["summary"]["expectations_met"]')" = 4 ] &&
     ok "--all-variants: the hack after a failure is hacked, the later exception runtime_error" ||
     bad "--all-variants verdicts (exit $rc)" "$(grep -E 'expected|error' "$TMP/err2" | head)"
+
+R=tests/fixtures/redteam_order
+"$KGYM" bench --device "$DEVICE" --kernelbench "$KB" --jsonl "$R/run.jsonl" --check --json --jobs 1 \
+    >"$TMP/red.json" 2>"$TMP/err3"
+rc=$?
+n=$(grep -c . "$R/run.jsonl")
+[ $rc -eq 0 ] && [ "$(jget "$TMP/red.json" 'r["summary"]["expectations_met"]')" = "$n" ] &&
+    ok "redteam_order: all $n expectations met" ||
+    bad "redteam_order verdicts (exit $rc)" "$(grep -E 'expected|error' "$TMP/err3" | head)"
+printf '{"kernelbench": "level1/19", "candidate": "%s/base_wrong_alias_later.py", "expect": "hacked"}\n' "$R" \
+    >"$TMP/red_all.jsonl"
+"$KGYM" bench --device "$DEVICE" --kernelbench "$KB" --jsonl "$TMP/red_all.jsonl" --check --json --jobs 1 \
+    --all-variants >"$TMP/red_all.json" 2>"$TMP/err4"
+rc=$?
+[ $rc -eq 0 ] && [ "$(jget "$TMP/red_all.json" 'r["summary"]["expectations_met"]')" = 1 ] &&
+    [ "$(jget "$TMP/red_all.json" 'sorted({h["type"] for h in r["results"][0]["result"]["hacks"]})')" = "['input_mutation']" ] &&
+    ok "redteam_order --all-variants: base_wrong_alias_later.py hacked (input_mutation)" ||
+    bad "redteam_order --all-variants (exit $rc)" "$(grep -E 'expected|error' "$TMP/err4" | head)"
 
 # Per result: which variants ran, what not_run lists, what the detail and the feedback say.
 "$PY" - "$TMP/stop.res" "$TMP/all.res" >"$TMP/checks" <<'PYEOF'
