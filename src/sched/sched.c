@@ -109,8 +109,10 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     kg_buf k = {0};
     int wr = KG_OK; /* any write failed (memory): a key cut short would name another profile */
     /* /2: results are decided failing closed (a pass needs every fact: result.c kg_eval_unjudged), so a result
-     * stored under /1 rules is never served as an answer under these. */
-    wr |= kg_buf_printf(&k, "kgym.profile/2|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed,
+     * stored under /1 rules is never served as an answer under these.  /3: the first failing variant ends the
+     * stage and the variants run cheapest first (which later hack a wrong kernel shows depends on both), and a
+     * variant skipped for the task's sake counts as reported (an honest result that was runtime_error under /2). */
+    wr |= kg_buf_printf(&k, "kgym.profile/3|device=%s|seed=%u|budget=%ld,%ld|", device_kind, e->seed,
                         e->budget_elements, e->tiny_budget_elements);
     wr |= kg_buf_printf(&k, "tolerance=%s|",
                         kg_eval_tolerance_profile_known(e->tolerance_profile) ? e->tolerance_profile : "strict");
