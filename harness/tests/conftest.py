@@ -20,6 +20,23 @@ KERNELBENCH = os.environ.get("KGYM_KERNELBENCH", "/work/shared/kernelbench")
 _names = itertools.count()
 
 
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test starts from the same random state, whatever ran before it or alone (`-k`): an unseeded draw is
+    then the same draw on every run, so a test that passes once passes always (the twenty-fifth session's
+    flakiness audit: the draws were fixed in a full run only after test_compare seeded torch, and random in a
+    test run alone or in a subprocess)."""
+    import random
+
+    import numpy
+    import torch
+
+    random.seed(0)
+    numpy.random.seed(0)
+    torch.manual_seed(0)
+    yield
+
+
 @pytest.fixture
 def load():
     """load("level1/19_ReLU.py") -> the task module (a fresh module per call); skips without KernelBench."""

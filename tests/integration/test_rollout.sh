@@ -166,7 +166,9 @@ start_server $R/slow.json "$LOG"
 "$KGYM" rollout --url "$URL" --model fake-coder --device "$DEVICE" --no-progress --task "$T" --samples 2 \
     --turns 3 --concurrency 1 --out "$RUN" >"$TMP/out3" 2>"$TMP/err3" &
 KP=$!
-i=0; while [ "$(cat "$RUN" 2>/dev/null | wc -l)" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
+# Up to 120 s for two records (a model reply and a CPU evaluation each; 20 s could run out under CI's load), polled
+# every 50 ms so the kill lands soon after the second (the slow server keeps the rest from finishing meanwhile).
+i=0; while [ "$(cat "$RUN" 2>/dev/null | wc -l)" -lt 2 ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done
 kill -9 $KP; wait $KP 2>/dev/null
 sleep 0.6   # requests in flight reach the log
 cp "$RUN" "$TMP/run3.before"
