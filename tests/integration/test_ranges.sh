@@ -62,6 +62,16 @@ if [ "$(jget "$TMP/sqrt.json" 'r["verdict"] == "correct" and
          for v in r["correctness"]["variants"] if v["name"] == "small_odd"] == [("passed", True, True)]')" = "True" ]
 then ok "small_odd falls back to the task's own inputs where the reference is NaN on signed ones"
 else bad "small_odd fallback" "$(cat "$TMP/err"; jget "$TMP/sqrt.json" '[(v["name"], v["status"], v["description"]) for v in r["correctness"]["variants"]]')"; fi
+# A Model that reads a module-level size in __init__ (tests/fixtures/tasks/module_size_state.py, as KernelBench's
+# level3/33): the reference is built with each variant's sizes (the judge), the candidate too (the runner gives its
+# module the same sizes), so the variants of another batch size run and pass instead of being skipped as variants
+# whose reference raised (a thin pass on the others before).
+"$KGYM" eval --device "$DEVICE" --task tests/fixtures/tasks/module_size_state.py \
+    --kernel tests/fixtures/honest/h40_module_size_state.py --json >"$TMP/mss.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/mss.json" 'r["verdict"] == "correct" and all(v["status"] == "passed" for v in r["correctness"]["variants"])
+        and len({v["sizes"]["batch_size"] for v in r["correctness"]["variants"]}) > 1')" = "True" ]
+then ok "a model sized by a module-level constant: built at every variant's sizes on both sides, every variant passed"
+else bad "module-level size in __init__" "$(cat "$TMP/err"; jget "$TMP/mss.json" 'r["verdict"], [(v["name"], v["status"], v.get("reason")) for v in r["correctness"]["variants"]]')"; fi
 if [ -d "$KB/level2" ]; then
     "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py --all-variants \
         --json >"$TMP/z9.json" 2>"$TMP/err"

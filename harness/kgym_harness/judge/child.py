@@ -264,14 +264,18 @@ class RunnerLink:
         self.labels[k] = variant
         return k
 
-    def construct(self, init, seed, dtype, spread_keys=None):
+    def construct(self, init, seed, dtype, spread_keys=None, sizes=None):
         """``ModelNew(*init)`` in the runner, seeded like the reference; every model built before is
         dropped there (an evaluation uses one candidate model at a time).  ``spread_keys``: the parameters
-        variant's (models.constant_keys of the reference), refilled there by models.spread."""
+        variant's (models.constant_keys of the reference), refilled there by models.spread.  ``sizes``: the
+        variant's size constants, which the candidate's module has while its model is built, as the task's
+        module has them while the reference is (Evaluation.reference)."""
         self.next_id += 1
         msg = {"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype, "drop_others": True}
         if spread_keys:
             msg["spread"] = [[int(n), float(c)] for n, c in spread_keys]
+        if sizes:
+            msg["sizes"] = dict(sizes)
         _ok(*self.ask(msg, list(init)))
         return RemoteModel(self, self.next_id)
 
@@ -560,7 +564,7 @@ class Evaluation:
                                   description=f"tiny sizes (≤{budget} elements per tensor)")
         with self.gpu("shared"):
             init, _inputs = tasks.build(self.task, self.tiny, self.device)
-            self.runner.construct(init, self.tiny.seed, None).drop()
+            self.runner.construct(init, self.tiny.seed, None, sizes=self.tiny.sizes).drop()
         return "", {"tiny_sizes": sizes}
 
     def shared_or_alone(self, fn, ran_out=None):
@@ -862,8 +866,8 @@ class Evaluation:
 
         def setup():
             init, inputs = tasks.build(self.task, base, self.device)
-            ref = self.reference(init, base.seed)
-            cand = self.runner.construct(init, base.seed, None)
+            ref = self.reference(init, base.seed, sizes=base.sizes)
+            cand = self.runner.construct(init, base.seed, None, sizes=base.sizes)
             ref_out, ref_writes[0] = _reference_writes_inputs(ref, inputs)
             min_bytes = sum(x.numel() * x.element_size() for x in inputs if torch.is_tensor(x))
             cand.answer_bytes = sum(t.numel() * t.element_size() for t in _tensor_list(ref_out))
@@ -1283,17 +1287,18 @@ class Evaluation:
         if found is None:
             try:
                 init, _inputs = tasks.build(self.task, self.tiny, "cpu")
-                found = bool(models.constant_keys(construct(self.task.Model, init, self.tiny.seed, "cpu")))
+                with tasks.sizes(self.task, self.tiny.sizes):
+                    found = bool(models.constant_keys(construct(self.task.Model, init, self.tiny.seed, "cpu")))
             except Exception:  # noqa: BLE001 — not buildable on the CPU: the variant runs and finds out on the device
                 found = True
         return found
 
-    def spread_keys(self, held_key, init, seed):
+    def spread_keys(self, held_key, init, seed, sizes=None):
         """models.constant_keys of the reference as ``seed`` builds it from ``init`` (the parameters variant's),
         kept under the variant's held key: a held variant does not build its reference again."""
         keys = _SPREAD_KEYS.get(held_key) if held_key is not None else None
         if keys is None:
-            keys = models.constant_keys(self.reference(init, seed))
+            keys = models.constant_keys(self.reference(init, seed, sizes=sizes))
             if held_key is not None:
                 if len(_SPREAD_KEYS) >= 256:
                     _SPREAD_KEYS.clear()
@@ -1354,7 +1359,7 @@ class Evaluation:
         spread_keys = None
         if v.weights == "spread":
             try:
-                spread_keys = self.spread_keys(held_key, init, v.seed)
+                spread_keys = self.spread_keys(held_key, init, v.seed, v.sizes)
             except Exception as exc:  # noqa: BLE001 — the reference cannot be built at these sizes
                 if is_out_of_memory(exc):
                     raise
@@ -1383,7 +1388,7 @@ class Evaluation:
             return tasks.build(self.task, v, self.device)[1]
 
         def make_reference():
-            model = self.reference(init, v.seed, spread_keys)
+            model = self.reference(init, v.seed, spread_keys, sizes=v.sizes)
             return model.to(getattr(torch, v.dtype)) if v.dtype else model
 
         if held is not None:
@@ -1448,7 +1453,7 @@ class Evaluation:
         _give_back_device_memory(self.device, collect=False)
         lap("tolerance")
         try:
-            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys)
+            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
             if in_place is not None:
                 in_place.seal()
             lap("construct")
@@ -1655,13 +1660,17 @@ class Evaluation:
                                "reason": f"the reference could not be run to find out: {type(exc).__name__}: "
                                          f"{str(exc)[:300]}"}
 
-    def reference(self, init, seed, spread_keys=None):
+    def reference(self, init, seed, spread_keys=None, sizes=None):
         """The task's reference model as every comparison and timing uses it: seeded like the candidate's, with
         its dropout modules in eval mode where check_randomness chose that; ``spread_keys``: the parameters
-        variant's refill (models.spread)."""
+        variant's refill (models.spread).  Built while the task's module has the variant's ``sizes`` (its
+        constants): a Model whose __init__ reads a module-level size (level3/33's hidden state of batch_size rows)
+        is built for the variant's inputs, not the task's own (every variant of another batch size raised there:
+        the reference-as-candidate scan, twenty-fifth session)."""
         from . import tasks
 
-        ref = construct(self.task.Model, init, seed, self.device, spread_keys=spread_keys)
+        with tasks.sizes(self.task, sizes or {}):
+            ref = construct(self.task.Model, init, seed, self.device, spread_keys=spread_keys)
         if self.randomness.get("handling") == "dropout_as_identity":
             tasks.dropout_off(ref)
         return ref
@@ -1750,8 +1759,8 @@ class Evaluation:
 
         init, inputs = tasks.build(self.task, v, self.device)
         cand_inputs = inputs
-        ref = self.reference(init, v.seed)
-        cand = self.runner.construct(init, v.seed, None)
+        ref = self.reference(init, v.seed, sizes=v.sizes)
+        cand = self.runner.construct(init, v.seed, None, sizes=v.sizes)
         with torch.no_grad():
             ref_out = ref(*inputs)
         cand_out = self.call_in_place(cand, cand_inputs, "base_checks", ref_out)
@@ -1767,7 +1776,7 @@ class Evaluation:
         from . import tasks
 
         init, inputs2 = tasks.build(self.task, again, self.device)
-        fresh = self.runner.construct(init, v.seed, None)
+        fresh = self.runner.construct(init, v.seed, None, sizes=v.sizes)
         out = self.call_in_place(fresh, inputs2, "base_again_new_model", ref_out2)
         if self.output_passes(tol2, ref, inputs2, ref_out2, out):
             self.guards.add("nondeterministic", self.current_stage, "base_again",

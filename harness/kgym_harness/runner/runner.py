@@ -67,6 +67,7 @@ class Runner:
         self.guards = None
         self.sent = 0
         self.cls = None
+        self.module = None  # the candidate's module (load)
         self.seq = None
         self.compiling = False  # a compile announced ("begin") whose "end" is not said yet
         self.signatures = []  # signatures Triton made launchers for (tritoncache.install_reader; GPU only)
@@ -290,7 +291,7 @@ class Runner:
         cls = getattr(module, "ModelNew", None)
         if not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             return self.reply({"type": kinds.REPLY_ERROR, "message": "ModelNew is not a subclass of torch.nn.Module"})
-        self.cls = cls
+        self.cls, self.module = cls, module
         self.reply({"type": kinds.REPLY_OK})
 
     def construct(self, msg, init):
@@ -299,8 +300,13 @@ class Runner:
         if msg.get("drop_others"):
             self.models.clear()
             self.last = None
-        self.models[msg["id"]] = construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
-                                          msg.get("dtype"), _spread_keys(msg.get("spread")))
+        # The variant's size constants in the candidate's module while its model is built, as the judge gives
+        # them to the task's module for the reference (a model that sizes a state from a module-level batch_size:
+        # KernelBench's level3/33): the candidate's own top-level assignments, re-run with those values.
+        sizes = msg.get("sizes")
+        with _module_sizes(self.module, sizes if isinstance(sizes, dict) else None):
+            self.models[msg["id"]] = construct(self.cls, init or [], int(msg.get("seed", 0)), self.device,
+                                              msg.get("dtype"), _spread_keys(msg.get("spread")))
         self.reply({"type": kinds.REPLY_OK})
 
     def call(self, msg, args):
@@ -741,6 +747,19 @@ def _drain_device(device):
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.synchronize()
+
+
+def _module_sizes(module, sizes):
+    """A context in which the candidate's ``module`` has the variant's ``sizes`` (shared.constants.sizes: its top-level
+    assignments re-run with them, put back after); nothing where there are none or the module has no file.  The
+    values come from the judge; an error here is the candidate's module failing to take them (its own top-level
+    code), which construction then reports as any other."""
+    if not sizes or module is None or not getattr(module, "__file__", None):
+        return contextlib.nullcontext()
+    from ..shared import constants
+
+    clean = {str(k): v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return constants.sizes(module, clean)
 
 
 def _spread_keys(keys):
