@@ -50,10 +50,13 @@ PYEOF
 }
 
 # A TCP listener on 127.0.0.1:$PORT that records every connection (the network probes connect to it).
-"$PY" - "$PORT" "$TMP/tcp.log" >/dev/null 2>&1 <<'PYEOF' &
+# It says it is listening (tcp.bound): 47311 lies in the ephemeral range, and a listener that could not bind would
+# let every network probe pass without testing anything (the flakiness audit, twenty-fifth session).
+"$PY" - "$PORT" "$TMP/tcp.log" "$TMP/tcp.bound" >/dev/null 2>&1 <<'PYEOF' &
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(16); s.settimeout(1.0)
+open(sys.argv[3], "w").close()
 end = time.time() + 900
 while time.time() < end:
     try:
@@ -71,7 +74,9 @@ while time.time() < end:
 PYEOF
 LISTENER=$!
 trap 'kill $LISTENER 2>/dev/null; rm -rf "$TMP"' EXIT
-sleep 1
+i=0; while [ ! -e "$TMP/tcp.bound" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$TMP/tcp.bound" ] && ok "the TCP listener is up on 127.0.0.1:$PORT" ||
+    bad "the TCP listener could not bind 127.0.0.1:$PORT (in use?): the network probes would test nothing"
 
 # The manifest as bench jsonl files: one shared bench, and one bench per fixture that must run alone.
 : >"$TMP/main.jsonl"
