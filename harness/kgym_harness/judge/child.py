@@ -1443,12 +1443,6 @@ class Evaluation:
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
-            if v.weights == "spread" and not self.degeneracy.input_varies:
-                # The parameters variant's model is the only one of its weights, so no other variant tells
-                # whether its output follows its inputs: where none has shown it yet, its reference runs once
-                # more on other values (level2/23: a mean of group-normalised values is zero with the task's own
-                # weights, and input-dependent with spread ones; every kernel failed as degenerate).
-                self.parameters_again(v, ref if ref is not None else make_reference(), ref_out, tol)
         # The reference's intermediates are garbage now, but cached: the runner needs that memory.
         _give_back_device_memory(self.device, collect=False)
         lap("tolerance")
@@ -1788,28 +1782,6 @@ class Evaluation:
                         "description": "the variant's inputs drawn again (another seed), the same model's second "
                                        "call", "status": "ran", "compare": _finite(facts2), "atol": tol2.atol,
                         "rtol": tol2.rtol, "tolerance": _finite(tol2.facts()), "error": None})
-
-    def parameters_again(self, v, ref, ref_out, tol):
-        """The reference of the parameters variant ``v`` on inputs drawn again (another seed), its model the same:
-        whether its output differs from ``ref_out`` at the variant's tolerance, for the degeneracy facts (the
-        base variant's second call does this for base).  Reference only: the candidate was compared on the
-        variant itself, where an output computed without the inputs cannot match a reference that follows them.
-        A draw that cannot be made (a structure not kept) leaves the facts as they were."""
-        import torch
-
-        from . import compare, tasks
-
-        again = tasks.Variant(name=v.name, sizes=v.sizes, seed=v.seed + 7919, transform=v.transform,
-                              dtype=v.dtype, description=v.description)
-        try:
-            _init, inputs2 = tasks.build(self.task, again, self.device)
-        except tasks.StructureNotKept:
-            return
-        with torch.no_grad():
-            ref_out2 = ref(*inputs2)
-        differs = not _passes(compare.compare(ref_out, ref_out2, tol.atol, tol.rtol))
-        self.degeneracy.again(v.name, ref_out2, differs, self.degeneracy.model_key(v))
-        del inputs2, ref_out2
 
     def second_call(self, v, ref, cand, inputs, cand_inputs, ref_out, cand_out, tol, checks, first_tail=None):
         """The same candidate model called again on fresh input values of the same shapes: a candidate that
