@@ -6,7 +6,7 @@
 #       stay `correct`; small_odd falls back to the task's own inputs where its reference is NaN on signed ones.
 #   (b) Degenerate tasks: level2/9 (a ReLU of values that are all negative on its own inputs) is repaired by
 #       the value-range variants, so an all-zero kernel fails; level2/80 is zero by algebra, so no kernel
-#       passes it and the feedback blames the task.
+#       passes it and the feedback blames the task; level2/23 (zero on its timed weights) is refused too.
 #   (c) Time bounds: a candidate stuck outside every stage is killed by the outside-stages limit, one that
 #       hard-codes the task's full shapes by its stage limit; neither is correct, both end within the sum
 #       of their limits plus a margin.
@@ -71,6 +71,23 @@ if [ "$(jget "$TMP/mss.json" 'r["verdict"] == "correct" and all(v["status"] == "
         and len({v["sizes"]["batch_size"] for v in r["correctness"]["variants"]}) > 1')" = "True" ]
 then ok "a model sized by a module-level constant: built at every variant's sizes on both sides, every variant passed"
 else bad "module-level size in __init__" "$(cat "$TMP/err"; jget "$TMP/mss.json" 'r["verdict"], [(v["name"], v["status"], v.get("reason")) for v in r["correctness"]["variants"]]')"; fi
+# The red team of that (tests/fixtures/redteam_sizes): top-level code that raises when re-run with another batch
+# size fails closed and the feedback names its own line (the input check used to fail the stage with a kgym
+# TypeError instead); a module-level record of the re-runs changes nothing; rebinding __file__ is refused.
+S=tests/fixtures/redteam_sizes
+"$KGYM" eval --device "$DEVICE" --task tests/fixtures/tasks/module_size_state.py --kernel $S/rerun_raises.py --json \
+    >"$TMP/rr.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/rr.json" 'r["verdict"] == "runtime_error" and r["error"]["type"] == "ValueError" and
+        "not my batch size" in r["feedback"] and "line 41" in r["feedback"]')" = "True" ]
+then ok "a candidate's top-level code that raises at a variant's sizes: runtime_error, its own line in the feedback"
+else bad "rerun_raises" "$(cat "$TMP/err"; jget "$TMP/rr.json" 'r["verdict"], r["error"]')"; fi
+for pair in rerun_container_state:incorrect rerun_file_rebind:hacked; do
+    f=${pair%%:*} want=${pair#*:}
+    "$KGYM" eval --device "$DEVICE" --task tests/fixtures/tasks/module_size_state.py --kernel $S/$f.py --json \
+        >"$TMP/$f.json" 2>"$TMP/err"
+    [ "$(jget "$TMP/$f.json" 'r["verdict"]')" = "$want" ] && ok "$f: $want" ||
+        bad "$f (expected $want)" "$(cat "$TMP/err"; jget "$TMP/$f.json" 'r["verdict"], r["hacks"], r["error"]')"
+done
 if [ -d "$KB/level2" ]; then
     "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/9 --kernel tests/fixtures/candidates/zero_rows.py --all-variants \
         --json >"$TMP/z9.json" 2>"$TMP/err"
@@ -97,6 +114,24 @@ if [ -d "$KB/level2" ]; then
             r["correctness"]["failed_count"] == 0 and "does not depend on the input values" in r["feedback"]')" = "True" ]
     then ok "level3/28 (a function of its weights alone): a weights-only answer is not correct, the feedback blames the task"
     else bad "level3/28 weights only" "$(cat "$TMP/err"; jget "$TMP/v28.json" 'r["verdict"], r["degeneracy"], r["feedback"]')"; fi
+    # level2/23 (a mean of group-normalised values) is zero whatever the input with the task's own GroupNorm weights,
+    # which timing runs: it stays refused even for its own reference (generated here from ../shared, judged under
+    # tests/fixtures/reference_self's policy).  Counting the parameters variant's input dependence as a repair
+    # (tried this session) let the red team's kernel pass that skips all its work whenever gamma is constant in each
+    # group, as it is on the timed weights (redteam_sizes/gn_gate_l2_23.py): refused too.
+    {
+        cat "$KB"/level2/23_*.py
+        printf '\n\nimport triton\nimport triton.language as tl\n\n\n@triton.jit\ndef _unused(x_ptr):\n    pass\n\n\n'
+        printf 'class ModelNew(Model):\n    pass\n'
+    } >"$TMP/ref23.py"
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/23 --kernel "$TMP/ref23.py" \
+        --policy tests/fixtures/reference_self/policy.json --json >"$TMP/r23.json" 2>"$TMP/err"
+    "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level2/23 --kernel $S/gn_gate_l2_23.py --json \
+        >"$TMP/g23.json" 2>"$TMP/err2"
+    if [ "$(jget "$TMP/r23.json" 'r["verdict"] == "incorrect" and r["degeneracy"]["input_independent_everywhere"]')" = "True" ] &&
+       [ "$(jget "$TMP/g23.json" 'r["verdict"] != "correct" and r["reward"] < 1')" = "True" ]
+    then ok "level2/23 (input-independent on its timed weights): refused for its own reference and the red team's gate"
+    else bad "level2/23" "$(cat "$TMP/err" "$TMP/err2"; jget "$TMP/r23.json" 'r["verdict"], r["degeneracy"]'; jget "$TMP/g23.json" 'r["verdict"]')"; fi
 else
     bad "no KernelBench checkout at $KB (set KGYM_KERNELBENCH)"
 fi

@@ -1447,9 +1447,13 @@ class Evaluation:
         _give_back_device_memory(self.device, collect=False)
         lap("tolerance")
         try:
-            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
             if in_place is not None:
+                # Sealed before the model is built: the runner gets the block only with the call, and a construct
+                # that raises (an __init__ failing at these sizes) still ends in the input check below, which
+                # needs the fingerprints (it read None and failed the stage as a kgym TypeError: red team,
+                # twenty-fifth session).
                 in_place.seal()
+            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
             lap("construct")
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out, in_place=in_place)
             facts["candidate_ms"] = cand.last_ms
