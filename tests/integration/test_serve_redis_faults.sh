@@ -28,10 +28,22 @@ cleanup() {
 }
 trap cleanup EXIT
 RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+# Redis comes back on the same port after every kill (the fleet is told that address once).  The port was free
+# when picked, but while Redis is down another process's outgoing connection may take it (it lies in the ephemeral
+# range): a start that does not answer is tried again, and one that never does is a failure said as such, not a
+# run that goes on against no Redis (the flakiness audit, twenty-fifth session).
 start_redis() { # APPENDONLY: yes (persistent, in $TMP) or no
-    redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly "$1" --dir "$TMP" >>"$TMP/redis.log" 2>&1 &
-    REDIS_PID=$!
-    i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+    tries=0
+    while :; do
+        redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly "$1" --dir "$TMP" >>"$TMP/redis.log" 2>&1 &
+        REDIS_PID=$!
+        i=0; until redis-cli -p "$RPORT" ping >/dev/null 2>&1 || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+        redis-cli -p "$RPORT" ping >/dev/null 2>&1 && return 0
+        kill -9 "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null
+        tries=$((tries + 1))
+        [ $tries -ge 5 ] && { bad "redis-server did not start on 127.0.0.1:$RPORT" "$(tail -5 "$TMP/redis.log")"; return 1; }
+        sleep 2
+    done
 }
 kill_redis() { kill -9 "$REDIS_PID"; wait "$REDIS_PID" 2>/dev/null; }
 start_redis no
