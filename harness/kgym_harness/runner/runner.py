@@ -760,10 +760,8 @@ def _module_sizes(module, sizes):
 
     # Only the sizes the module binds itself (a top-level `batch_size = 64`): a name it does not (a function `W`,
     # a kernel `H`) keeps what it is while __init__ runs (the red team's robustness note, twenty-fifth session).
-    bound = {n for a in constants._assignments(module) for n in a.names}
-    clean = {str(k): v for k, v in sizes.items()
-             if isinstance(v, int) and not isinstance(v, bool) and str(k).split("[")[0] in bound}
-    return constants.sizes(module, clean) if clean else contextlib.nullcontext()
+    clean = {str(k): v for k, v in sizes.items() if isinstance(v, int) and not isinstance(v, bool)}
+    return constants.sizes(module, clean, bound_only=True)
 
 
 def _spread_keys(keys):

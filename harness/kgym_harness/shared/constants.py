@@ -86,12 +86,14 @@ _MISSING = object()
 
 
 @contextlib.contextmanager
-def sizes(module, values: dict):
+def sizes(module, values: dict, bound_only: bool = False):
     """Temporarily give the module's constants ``values`` (and re-derive what depends on them).
 
     Use it around anything that reads the constants: get_inputs()/get_init_inputs() (``build`` does that
     itself), and, for tasks whose Model reads module globals (none in level1/2, some in level3), around
-    construction and forward too.
+    construction and forward too.  ``bound_only``: only the names the module's own top-level assignments bind
+    get a value (a candidate's module: a function or kernel named like a size, ``W``, keeps what it is); without
+    it a name no statement binds is set too.
     """
     namespace = vars(module)
     saved = {}
@@ -122,7 +124,7 @@ def sizes(module, values: dict):
                     old = namespace[name]
                     put(name, type(old)(elements[name].get(i, x) for i, x in enumerate(old)))
         for name, value in values.items():  # names no statement binds (not expected, but honour them)
-            if name not in saved and "[" not in name:
+            if not bound_only and name not in saved and "[" not in name:
                 put(name, value)
         yield module
     finally:
