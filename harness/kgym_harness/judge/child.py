@@ -1077,7 +1077,7 @@ class Evaluation:
             # candidate's own steady state (faster than it runs).  The round is reported, flagged, counted nowhere
             # (not in the samples below, not in kgym's re-measuring), and the next round warms up for the whole
             # warm_ms first (watched again, up to _MAX_BROKEN_ROUNDS lost a window).
-            broken = timer.watch is not None and bool(timer.round_reasons & tm.HELD_BELOW & ~timer.watch_base)
+            broken = timer.watch is not None and tm.new_limit(timer.round_reasons, timer.watch_base)
             end = {"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "end",
                    "reference_ms": ref_ms, "candidate_ms": cand_ms,
                    "reference_device_ms": ref_dev, "candidate_device_ms": cand_dev,

@@ -364,6 +364,20 @@ SETTLE_FOR_MS = 20.0
 HELD_BELOW = 0x2 | 0x4 | 0x8 | 0x10 | 0x20 | 0x40 | 0x80
 
 
+def watched_reasons(state) -> int:
+    """A watch's reading of ``state`` (GpuState) after a timed call: its clock-limit reasons, a failed read
+    counting as HELD_BELOW (a limit cannot be ruled out).  Rounds OR these; ``new_limit`` says whether they break
+    one (the candidate's rounds: child.py; the reference's alone: CrossTimer.reference_alone)."""
+    r = state.reasons()
+    return r if r >= 0 else HELD_BELOW
+
+
+def new_limit(seen: int, base: int) -> bool:
+    """Whether the reasons ``seen`` in a round hold a HELD_BELOW one that the warm-up did not end with (``base``):
+    the round ran before the load's own steady state and does not count."""
+    return bool(seen & HELD_BELOW & ~base)
+
+
 class GpuState:
     """The GPU's SM clock and clock-limit reasons, read by the judge through NVML (``libnvidia-ml.so.1`` with
     ctypes; about a microsecond a read).  The judge's own reading: nothing of it passes through the runner.
@@ -620,9 +634,8 @@ class CrossTimer:
                     times.append(t)
                     del out, args
                     if base >= 0:
-                        r = state.reasons()
-                        seen |= r if r >= 0 else HELD_BELOW
-                if base >= 0 and seen & HELD_BELOW & ~base:
+                        seen |= watched_reasons(state)
+                if base >= 0 and new_limit(seen, base):
                     facts["lost"] += 1
                     _ran, _ms, base = warm_up(False)
                     continue
@@ -648,8 +661,7 @@ class CrossTimer:
                 cand_ms.append(t)
                 cand_dev.append(d)
                 if self.watch is not None:
-                    r = self.watch.reasons()
-                    self.round_reasons |= r if r >= 0 else HELD_BELOW
+                    self.round_reasons |= watched_reasons(self.watch)
                 if self.ref is not None and call % 2 == 1:
                     t, d, ref_out = self._ref_timed(args)
                     ref_ms.append(t)
