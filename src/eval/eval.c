@@ -394,6 +394,31 @@ static int out_of_memory(const kg_child_report *rep, char *why, size_t why_cap)
     return 0;
 }
 
+/* Whether the run ended, unfinished, before the judge's sandbox report: what comes before it (the job, the
+ * hello, the runner's lockdown and CUDA context) reads nothing of the candidate's.  `why` gets how it ended and
+ * the start of the processes' stderr (the judge says there which socket broke: judge/child.py
+ * _say_channel_lost). */
+static int ended_before_sandbox(const kg_child_report *rep, char *why, size_t why_cap)
+{
+    if (rep->end == KG_END_COMPLETED)
+        return 0;
+    size_t i;
+    json_t *m;
+    json_array_foreach(rep->messages, i, m) {
+        if (kg_msg_is(m, KG_MSG_SANDBOX))
+            return 0;
+    }
+    const char *err = rep->err.head ? rep->err.head : "";
+    if (rep->end == KG_END_SIGNAL)
+        snprintf(why, why_cap, "the first run's %s was killed by signal %d before its sandbox report%s%.300s",
+                 rep->runner_ended ? "runner" : "judge", rep->signal, *err ? ": " : "", err);
+    else
+        snprintf(why, why_cap, "the first run's %s ended (%s, status %d) before its sandbox report%s%.300s",
+                 rep->runner_ended ? "runner" : "judge", kg_child_end_name(rep->end), rep->exit_code,
+                 *err ? ": " : "", err);
+    return 1;
+}
+
 /* After a run that timed the reference itself: its samples go into the cache for the next evaluation. */
 static void store_reference_times(const kg_eval_options *opts, timing_talk *talk, const json_t *messages)
 {
@@ -481,8 +506,8 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     if (rc == KG_OK)
         rc = kg_eval_make_nonce(nonce, err);
     timing_talk talk = {.opts = opts, .task = req->task, .nonce = nonce};
-    int solo_rerun = 0;
-    char solo_reason[256] = "";
+    int solo_rerun = 0, restarted = 0;
+    char solo_reason[256] = "", restart_why[512] = "";
     json_t *policy = NULL;
     if (rc == KG_OK)
         rc = kg_eval_policy(opts, &policy, err);
@@ -579,6 +604,25 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             kg_arbiter_account_free(all);
         }
     }
+    if (rc == KG_OK && ended_before_sandbox(&rep, restart_why, sizeof restart_why)) {
+        /* The judge ended before its sandbox report: no process had read a byte of the candidate yet (the
+         * runner locks itself down before it does, and reports that first), so the end is kgym's or the
+         * machine's, never the candidate's, and a verdict from it ("invalid: your code does not parse") would be
+         * false.  Seen once on an H100 (twenty-sixth session: a kept judge's channel broke at its next job's
+         * start, exit status 3).  Run once more in a pair forked for it (no warm pair, no kept judge); the
+         * second run's end, whatever it is, is the result (a refused protection fails closed both times). */
+        kg_child_report_free(&rep);
+        json_decref(talk.cached_reference_ms);
+        talk.cached_reference_ms = NULL;
+        talk.timed_alone = 0;
+        kg_child_limits fresh = opts->limits;
+        fresh.stage_timeouts_s = timeouts;
+        fresh.on_request = answer_child;
+        fresh.on_request_ctx = &talk;
+        fresh.fresh_pair = 1;
+        rc = kg_supervisor_run(sup, job, &fresh, &rep, err);
+        restarted = 1;
+    }
     if (rc == KG_OK) {
         /* kgym's own facts below are findings: one lost could be a hack unreported, so none may be. */
         int ok = kg_eval_screen_messages(rep.messages, nonce, NULL) == KG_OK;
@@ -644,6 +688,8 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
             /* what ran out of memory the first time, while sharing; the cut may have split a character */
             if (solo_rerun)
                 ok = ok && kg_json_set(*result, "gpu_solo_rerun_reason", kg_json_text(solo_reason)) == 0;
+            /* how the first run ended, where it ended before the candidate was read (ended_before_sandbox) */
+            ok = ok && kg_json_set(*result, "restarted", restarted ? kg_json_text(restart_why) : json_null()) == 0;
             if (!ok) {
                 json_decref(*result);
                 *result = NULL;

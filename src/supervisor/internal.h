@@ -67,9 +67,9 @@ struct kg_supervisor {
     int warm_running;
 };
 
-/* The pair for `job`: a waiting warm one started for a job like it, else one forked now.  p->job is the job
- * to send; the caller waits for both processes, then calls kg_pair_end. */
-int kg_pair_for_job(kg_supervisor *sup, json_t *job, kg_pair *p, kg_error *err);
+/* The pair for `job`: a waiting warm one started for a job like it, else one forked now (always, where `fresh`).
+ * p->job is the job to send; the caller waits for both processes, then calls kg_pair_end. */
+int kg_pair_for_job(kg_supervisor *sup, json_t *job, int fresh, kg_pair *p, kg_error *err);
 /* Closes what is left of p's descriptors, gives its slot back, removes a warm pair's workdir, frees its JSON. */
 void kg_pair_end(kg_pair *p);
 /* After an evaluation whose judge said it stays (its job ended with "done", its state clean): the judge (its

@@ -514,12 +514,12 @@ static int pair_for_job(kg_supervisor *sup, json_t *caller_job, const char *task
     return KG_OK;
 }
 
-int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, kg_pair *p, kg_error *err)
+int kg_pair_for_job(kg_supervisor *sup, json_t *caller_job, int fresh, kg_pair *p, kg_error *err)
 {
     pair_init(p);
     char task[65];
     task_key(caller_job, task);
-    int rc = pair_for_job(sup, caller_job, task, p, err);
+    int rc = fresh ? pair_fork(sup, caller_job, p, NULL, err) : pair_for_job(sup, caller_job, task, p, err);
     if (rc == KG_OK) /* the task this job runs (a kept judge's was the same): its judge is kept for it alone */
         memcpy(p->task_key, task, sizeof p->task_key);
     return rc;

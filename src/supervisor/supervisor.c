@@ -675,7 +675,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     kg_child_limits none = {0};
     const kg_child_limits *lim = limits ? limits : &none;
     kg_pair pair;
-    int rc = kg_pair_for_job(sup, caller_job, &pair, err);
+    int rc = kg_pair_for_job(sup, caller_job, lim->fresh_pair, &pair, err);
     if (rc != KG_OK)
         return rc;
     json_t *job = pair.job; /* the pair's; freed by kg_pair_end */

@@ -65,6 +65,8 @@ typedef struct kg_child_limits {
     unsigned long long address_space_bytes; /* RLIMIT_AS; 0 = unchanged */
     unsigned long long file_size_bytes;     /* RLIMIT_FSIZE; 0 = unchanged */
     double cpu_seconds;         /* RLIMIT_CPU backstop; 0 = unchanged */
+    int fresh_pair;             /* 1: a judge and a runner forked for this job, neither a warm pair nor a kept
+                                 * judge (a re-run after kgym's own failure: src/eval/eval.c) */
     /* Answers a child's request (a message with "reply": true, other than the GPU
      * ones): `messages` holds everything the child sent so far (borrowed), `msg`
      * the request.  Set *reply to a new object to answer (the supervisor frees

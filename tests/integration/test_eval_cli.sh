@@ -190,4 +190,28 @@ fi
 "$KGYM" eval --device "$DEVICE" --kernelbench "$KB" --task level1/19 --kernel "$C/no_triton.py" --json >"$TMP/id.json" 2>"$TMP/err"
 if [ "$(jget "$TMP/id.json" 'r["task"]["id"] + " " + r["task"]["name"]')" = "level1/19 19_ReLU" ]; then ok "KernelBench id level1/19"; else bad "KernelBench id" "$(cat "$TMP/err")"; fi
 
+# kgym's own failure before the candidate is read (a judge whose channel to kgym broke before its sandbox report,
+# injected with KGYM_FAULT_JUDGE_CHANNEL: judge/child.py _fault_channel) is not the candidate's: the evaluation runs
+# once more in a new pair, and the result says how the first run ended (it was `invalid`, "your code does not
+# parse", seen once on an H100 at a kept judge's next job).  Once in a new judge, once in a kept judge's second job.
+printf 1 >"$TMP/fault"
+KGYM_FAULT_JUDGE_CHANNEL="$TMP/fault" "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --json \
+    >"$TMP/fault.json" 2>"$TMP/fault.err"
+if [ "$(jget "$TMP/fault.json" 'r["verdict"] + " " + str("status 3" in r["restarted"] and "BrokenPipeError" in
+        r["restarted"] and "fault injected" in r["restarted"])')" = "correct True" ] && [ ! -e "$TMP/fault" ]; then
+    ok "a judge lost before its sandbox report is run again in a new pair, and the result says why"
+else bad "judge lost before its sandbox report" "$(cat "$TMP/fault.err"; head -c 1500 "$TMP/fault.json")"; fi
+printf '{"task": "%s", "candidate": "%s"}\n{"task": "%s", "candidate": "%s"}\n' "$T" "$C/ok.py" "$T" "$C/ok.py" \
+    >"$TMP/fault.jsonl"
+printf 2 >"$TMP/fault"
+KGYM_FAULT_JUDGE_CHANNEL="$TMP/fault" "$KGYM" bench --device "$DEVICE" --jsonl "$TMP/fault.jsonl" --jobs 1 --json \
+    --out "$TMP/fault_bench.jsonl" >"$TMP/fault_bench.out" 2>"$TMP/fault_bench.err"
+got=$("$PY" -c 'import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(len(rs), sorted(r["verdict"] for r in rs), sorted(r["restarted"] is None for r in rs),
+      sorted(r["process"]["judge_served"] for r in rs))' "$TMP/fault_bench.jsonl" 2>&1)
+if [ "$got" = "2 ['correct', 'correct'] [False, True] [0, 0]" ] && [ ! -e "$TMP/fault" ]; then
+    ok "a kept judge lost at its next job's start: that job runs again in a new pair"
+else bad "kept judge lost at its next job (results: $got)" "$(cat "$TMP/fault_bench.err"; tail -c 1500 "$TMP/fault_bench.out")"; fi
+
 finish

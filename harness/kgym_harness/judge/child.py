@@ -3203,6 +3203,7 @@ def _serve(chan, device, peer_fd, lockdown, state):
     ev = Evaluation(chan, job)
     if peer_fd is None:
         raise RuntimeError("no runner: the zygote forked the judge without a runner socket")
+    _fault_channel(state["jobs"])
     import socket as _socket
 
     # The runner locks itself down before the candidate's file is even read, and says what the kernel
@@ -3276,6 +3277,40 @@ def _start_kernel_service(device):
         _kernel_service = kernelcache.Service(helper)
 
 
+def _say_channel_lost(exc):
+    """One line on stderr (kgym keeps it in the result's ``process.stderr``) before the judge exits with status 3:
+    which socket error it met and where, so that a judge lost this way says more than its exit status."""
+    import traceback
+
+    try:
+        where = "; ".join(f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                          for f in traceback.extract_tb(exc.__traceback__)[-3:])
+        sys.stderr.write(f"kgym judge: {type(exc).__name__}: {str(exc)[:200]} at {where}; exiting with status 3\n")
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001 — the exit status still says it
+        pass
+
+
+def _fault_channel(job_number):
+    """Fault injection for kgym's tests (SQLite-style): with KGYM_FAULT_JUDGE_CHANNEL=PATH in kgym's environment
+    (src/supervisor/zygote.c passes it to the zygote), the first judge at its Nth job (N: PATH's text, 1 when
+    empty; 2 is a kept judge's next job) to remove PATH takes kgym's channel as broken before its runner's set-up,
+    as a judge whose channel breaks there does (the exit with status 3 that kgym re-runs in a new pair:
+    src/eval/eval.c).  One removal, one fault: a second judge finds no file."""
+    path = os.environ.get("KGYM_FAULT_JUDGE_CHANNEL")
+    if not path:
+        return
+    try:
+        with open(path) as f:
+            want = int(f.read().strip() or 1)
+        if want != job_number:
+            return
+        os.unlink(path)
+    except (OSError, ValueError):
+        return
+    raise BrokenPipeError("fault injected (KGYM_FAULT_JUDGE_CHANNEL): kgym's channel taken as broken")
+
+
 def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
     """Entry point in the freshly forked judge (called by the zygote).  It serves one job, or, where kgym asks it
     to stay (``stay`` in the job) and it can (``_clean_for_next``), one job after another, each with a runner of
@@ -3301,10 +3336,13 @@ def run(proto_fd, out_fd, err_fd, device, peer_fd=None):
         except Exception:  # noqa: BLE001
             pass
         os._exit(5)
-    except EOFError:
+    except EOFError as exc:
         # kgym closed the socket: between jobs (a kept judge it no longer needs) that is the end, else a failure.
+        if not chan.idle:
+            _say_channel_lost(exc)
         os._exit(0 if chan.idle else 3)
-    except (BrokenPipeError, ConnectionResetError):
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        _say_channel_lost(exc)
         os._exit(3)
     except BaseException as exc:  # noqa: BLE001 — a harness bug: report it and exit non-zero
         try:
