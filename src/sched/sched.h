@@ -152,6 +152,10 @@ int kg_sched_metrics(kg_sched *s, kg_buf *out);
  * kg_sched_workers' objects as sent).  A worker that cannot store a finished job's result retries for as long as
  * it surely holds the lease (store_outcome). */
 void kg_sched_leases_renewed(kg_sched *s, const json_t *workers, double at_ms);
+/* Claims the workers made that have returned (with a job, none, or an error), since start.  A claim routes by
+ * the busy tasks it read when it began: a caller that marked a task busy knows a claim that saw it once this
+ * count has grown by two past its reading (the claim under way then, and the next). */
+unsigned long kg_sched_claims_ended(kg_sched *s);
 /* Jobs finished since start, and their evaluation seconds (for /health). */
 void kg_sched_totals(kg_sched *s, long *finished, long *failed);
 

@@ -797,9 +797,16 @@ static void run_routed(const char *path, int fifo, int old, route_box *b)
     /* a0 runs (task A busy): then a1 (A) and b1 (B), in that order.  A claim routes by the busy tasks it read when
      * it began (sched.c claim): the other worker's claim that began while a0 was being claimed, before A was
      * marked busy, may still be under way (a slow, loaded machine: CI under ASan once put a1 to it), and on Redis
-     * a claim waits up to 200 ms for an entry with that route.  So a1 and b1 come only after such a claim has
-     * surely ended: the other worker's next claim is the one that sees A busy. */
-    usleep((kg_store_has(st, KG_STORE_CLAIM_WAITS) ? 500 : 300) * 1000);
+     * a claim waits up to 200 ms for an entry with that route.  So a1 and b1 come only once two more claims have
+     * ended (kg_sched_claims_ended): the one under way now, and the next, which began with A busy.  (Was a sleep
+     * of 300-500 ms, which a loaded machine can outlast.) */
+    unsigned long seen = kg_sched_claims_ended(s);
+    double waited = 0;
+    while (kg_sched_claims_ended(s) < seen + 2 && waited < 60000) {
+        usleep(2000);
+        waited += 2;
+    }
+    CHECK(kg_sched_claims_ended(s) >= seen + 2, "route: the other worker claimed twice while a0 ran");
     kg_job more[] = {{.id = "a1", .key = "a1", .request = "{}", .group = "A"},
                      {.id = "b1", .key = "b1", .request = "{}", .group = "B"}};
     CHECK(kg_store_put_many(st, more, 2, NULL, &err) == KG_OK, "route: put a1, b1");
