@@ -309,12 +309,15 @@ static int expectation_met(const bench_item *it)
     return !strcmp(v, it->expect);
 }
 
-/* " (twin of pair N)" for a pair answered from an earlier twin (N counts the list's pairs from 1), else "". */
+/* " (twin of pair N)" for a pair answered from an earlier twin (N counts the list's pairs from 1), a note for one run
+ * again after kgym's own failure (result.restarted), else "". */
 static const char *twin_note(const bench_item *it, char *buf, size_t cap)
 {
     buf[0] = '\0';
     if (it->twin_of)
         snprintf(buf, cap, " (twin of pair %zu)", it->twin_of);
+    else if (it->result && json_is_string(json_object_get(it->result, "restarted")))
+        snprintf(buf, cap, " (run twice: see restarted)");
     return buf;
 }
 

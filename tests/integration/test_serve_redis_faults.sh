@@ -27,7 +27,7 @@ cleanup() {
     rm -rf "$TMP"
 }
 trap cleanup EXIT
-RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+RPORT=$("$PY" tests/integration/serve/ports.py) # below the ephemeral range: free across restarts
 # Redis comes back on the same port after every kill (the fleet is told that address once).  The port was free
 # when picked, but while Redis is down another process's outgoing connection may take it (it lies in the ephemeral
 # range): a start that does not answer is tried again, and one that never does is a failure said as such, not a

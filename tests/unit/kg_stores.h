@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "store/store.h"
@@ -49,16 +50,40 @@ static inline pid_t kg_test_redis_start(const char *dir, int *port, char url[64]
     url[0] = '\0';
     if (system("command -v redis-server >/dev/null 2>&1") != 0)
         return 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    /* Below the ephemeral range (tests/integration/serve/ports.py says why: no outgoing connection, the polling below
+     * included, can take the port or connect to itself on it); a port the kernel gives where that span is small. */
+    int high = 32768;
+    FILE *range = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (range) {
+        if (fscanf(range, "%d", &high) != 1)
+            high = 32768;
+        fclose(range);
+    }
+    *port = 0;
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    for (int tries = 0; high - 10000 >= 1000 && tries < 200 && !*port; tries++) {
+        int candidate = 10000 + (int)(rand_r(&seed) % (unsigned)(high - 10000));
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)candidate),
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0)
+            *port = candidate;
         if (fd >= 0)
             close(fd);
-        return 0;
     }
-    *port = ntohs(a.sin_port);
-    close(fd);
+    if (!*port) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t len = sizeof a;
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+            getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+            if (fd >= 0)
+                close(fd);
+            return 0;
+        }
+        *port = ntohs(a.sin_port);
+        close(fd);
+    }
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", *port);
     pid_t pid = fork();

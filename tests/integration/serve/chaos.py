@@ -44,7 +44,6 @@ def code_of(k):
     return text + (f"\n# job {k}\n" if (k // 8 if name != "no_code" else k) % 2 else "")
 procs = {}  # name -> Popen
 lock = threading.Lock()
-port = None
 
 
 def check(name, cond, detail=""):
@@ -53,15 +52,11 @@ def check(name, cond, detail=""):
         print(str(detail)[:1500], flush=True)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ports import free_port  # noqa: E402 — below the ephemeral range: a restart on it finds it free (ports.py)
 
 RPORT = free_port()
+port = free_port()  # the API server's, kept across its restarts (the old way: 0 at first, inside the ephemeral range)
 URL = f"redis://127.0.0.1:{RPORT}"
 PORT_FILE = os.path.join(TMP, "chaos.port")
 

@@ -51,7 +51,7 @@ no_sanitizer_reports() { # after every process stopped: no ASan/UBSan report in 
 fleet_setup() {
     export TMPDIR="$TMP"
     PIDS=""
-    RPORT=$("$PY" -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+    RPORT=$("$PY" tests/integration/serve/ports.py) # below the ephemeral range: free across restarts
     redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly yes --dir "$TMP" >"$TMP/redis.log" 2>&1 &
     REDIS_PID=$!
     trap fleet_cleanup EXIT
