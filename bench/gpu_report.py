@@ -10,6 +10,7 @@ Standard library only: the GPU machine's python3 has torch and numpy, the dev ve
     gpu_report.py throughput --jobs N RUN.json
     gpu_report.py concurrency --pairs P --jobs-a 1 --jobs-b 8 RUN_A.json RUN_B.json
     gpu_report.py window NAME=RUN.json...             where the exclusive windows went (per timed evaluation)
+    gpu_report.py two-rounds [--agree X] NAME=RUN.json...  what two rounds (--timing-agree X) would have said
     gpu_report.py make-mix > bench/throughput_mix.jsonl
 
 Each report prints markdown tables (readable as text) and, with --write-doc FILE, replaces its own section of FILE
@@ -684,6 +685,42 @@ def report_timing_precision(args):
     return 0
 
 
+def report_two_rounds(args):
+    """`gpu_report.py two-rounds [--agree X] NAME=FILE...`: what --timing-rounds 2 --timing-agree X would have said
+    of runs made with three planned rounds (docs/evaluation-protocol.md, "Re-measuring"): per run, the timed
+    candidates with three counted rounds or more, how many of them two rounds would have ended (their speedups within
+    X of each other), the largest |two-round speedup / the run's speedup - 1| among those (the two-round speedup
+    taken as the mean of the first two rounds' speedups: the rounds' pooled samples are not in the result), and the
+    third round's share of the rounds' time on kgym's clock (rounds[].supervisor_ms)."""
+    rows = []
+    for who, path in named_files(args.runs):
+        try:
+            entries = load_run(path)["results"]
+        except ReportError:
+            entries = _out_lines(path)
+        timed = stopped = 0
+        worst = third_ms = all_ms = 0.0
+        for e in entries:
+            r = e.get("result") if isinstance(e, dict) and "result" in e else e
+            t = get(r, "timing")
+            final = num(get(t, "speedup"))
+            rounds = [x for x in (get(t, "rounds") or []) if isinstance(x, dict) and not x.get("warm_broken")]
+            sp = [num(x.get("speedup")) for x in rounds]
+            if final is None or len(sp) < 3 or any(x is None or x <= 0 for x in sp):
+                continue
+            timed += 1
+            all_ms += sum(num(x.get("supervisor_ms")) or 0.0 for x in rounds)
+            if max(sp[:2]) / min(sp[:2]) - 1 <= args.agree:
+                stopped += 1
+                worst = max(worst, abs((sp[0] + sp[1]) / 2 / final - 1))
+                third_ms += sum(num(x.get("supervisor_ms")) or 0.0 for x in rounds[2:])
+        rows.append([who, timed, stopped, f"{worst:.3%}" if stopped else "-",
+                     f"{third_ms / 1000:.1f} of {all_ms / 1000:.1f} s" if timed else "-"])
+    print(md_table(["run", "timed (3+ rounds)", f"ended after two (spread <= {args.agree:g})",
+                    "largest change of those", "rounds' time saved (kgym's clock)"], rows))
+    return 0
+
+
 def timing_rows(runs):
     """_timing_rows for [(name, entries)], entries as _timed_by_pair reads them (bench/fleet.py's report)."""
     return _timing_rows([(who, {"timing": _timed_by_pair(entries)}) for who, entries in runs])
@@ -1207,13 +1244,17 @@ def main(argv=None):
                    help="kgym bench --json outputs or --out JSON lines, the first the yardstick")
     p = sub.add_parser("window")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs, e.g. head=b.json")
+    p = sub.add_parser("two-rounds", help="what --timing-rounds 2 --timing-agree X would have said of runs made with "
+                                          "three planned rounds")
+    p.add_argument("--agree", type=float, default=0.003, help="the spread two rounds must lie within (0.003)")
+    p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs or --out JSON lines")
     sub.add_parser("make-mix")
     p = sub.add_parser("driver-counts", help="sum the judges' driver counts of a KGYM_JUDGE_PROFILE folder")
     p.add_argument("folder")
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
           "concurrency": report_concurrency, "grpo": report_grpo, "window": report_window,
-          "timing-precision": report_timing_precision,
+          "timing-precision": report_timing_precision, "two-rounds": report_two_rounds,
           "make-mix": make_mix, "driver-counts": report_driver_counts}[args.cmd]
     try:
         return fn(args)

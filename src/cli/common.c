@@ -25,7 +25,7 @@ enum {
     OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
     OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
-    OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
+    OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_TIMING_AGREE, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
     OPT_DEVICE_MEMORY, OPT_WARM, OPT_TOLERANCE_PROFILE, OPT_ALLOW_UNPROTECTED, OPT_ALL_VARIANTS
 };
@@ -63,6 +63,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"timing-rounds", required_argument, NULL, OPT_TIMING_ROUNDS},
     {"timing-max-rounds", required_argument, NULL, OPT_TIMING_MAX_ROUNDS},
     {"timing-cv", required_argument, NULL, OPT_TIMING_CV},
+    {"timing-agree", required_argument, NULL, OPT_TIMING_AGREE},
     {"reference-mode", required_argument, NULL, OPT_REFERENCE_MODE},
     {"no-profile", no_argument, NULL, OPT_NO_PROFILE},
     {"reference-cache", required_argument, NULL, OPT_REFERENCE_CACHE},
@@ -127,6 +128,8 @@ const char kg_cli_eval_help[] =
     "  --timing-round-ms T GPU: fewer calls (>= 5) for slow kernels so a round takes ~T ms (150; 0 = off)\n"
     "  --timing-cv X       GPU: re-measure while the per-round speedups vary more than X (0.02)\n"
     "  --timing-max-rounds N  GPU: re-measuring stops at N rounds in all (6)\n"
+    "  --timing-agree X    GPU: with --timing-rounds 2, a third round unless the two rounds' speedups lie\n"
+    "                      within X of each other (e.g. 0.003; 0 = off, the default: an experiment)\n"
     "  --reference-mode M  GPU: time the reference eager (default) or compile (torch.compile)\n"
     "  --reference-cache DIR|off  GPU: reuse the reference's times per task, GPU, dtype and protocol, kept\n"
     "                      in DIR across runs (bench, serve: a private folder of the process by default; eval: off)\n"
@@ -400,6 +403,11 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
             return BAD("--timing-cv needs a coefficient of variation from 0 to 10 (e.g. 0.02), not \"%s\"", arg);
         o->timing_cv_threshold = d;
         return 1;
+    case OPT_TIMING_AGREE:
+        if (parse_double(arg, &d) || d < 0 || d > 1)
+            return BAD("--timing-agree needs a relative spread from 0 to 1 (e.g. 0.003; 0 = off), not \"%s\"", arg);
+        o->timing_agree = d;
+        return 1;
     case OPT_REFERENCE_MODE:
         if (strcmp(arg, "eager") && strcmp(arg, "compile"))
             return BAD("--reference-mode takes eager or compile, not \"%s\"", arg);
@@ -621,6 +629,7 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     f->opts.timing_max_rounds = given.timing_max_rounds < given.timing_rounds ? given.timing_rounds
                                                                               : given.timing_max_rounds;
     f->opts.timing_cv_threshold = given.timing_cv_threshold;
+    f->opts.timing_agree = given.timing_agree;
     f->opts.reference_mode = given.reference_mode;
     f->opts.profile = given.profile;
     /* The reference's times: where the caller named a folder, there; "off", nowhere; otherwise the command's

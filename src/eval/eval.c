@@ -81,6 +81,7 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->timing_round_ms = 150;
     o->timing_max_rounds = 6;
     o->timing_cv_threshold = 0.02;
+    o->timing_agree = 0; /* off: an experiment for --timing-rounds 2 (docs/evaluation-protocol.md, "Re-measuring") */
     o->reference_mode = "eager";
     o->tolerance_profile = "strict";
     o->profile = 1;

@@ -82,6 +82,8 @@ typedef struct kg_eval_options {
                                 * (150; 0 = always timing_iters) */
     int timing_max_rounds;     /* re-measuring stops here (6) */
     double timing_cv_threshold;/* more rounds while the per-round speedups vary more than this (0.02) */
+    double timing_agree;       /* with fewer than 3 rounds: one more while the rounds' speedups spread (max / min - 1)
+                                * more than this; 0: off (for --timing-rounds 2: timing.c kg_eval_timing_more) */
     const char *reference_mode;/* "eager" (default) or "compile": how the reference is timed */
     int profile;               /* GPU: profile the candidate's forward for coverage (default on) */
     /* Reference-time cache (NULL = off): the reference's per-call times stored per task content, GPU,

@@ -34,7 +34,8 @@
 const char *kg_eval_tolerance_name(const kg_eval_options *o);
 
 /* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
- * opts->timing_cv_threshold) and opts->timing_max_rounds allows another; else 0.  Only messages carrying
+ * opts->timing_cv_threshold, or with opts->timing_agree, fewer than 3 rounds spread more than it) and
+ * opts->timing_max_rounds allows another; else 0.  Only messages carrying
  * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */
 int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
                         const json_t *cached_reference_ms);

@@ -125,6 +125,9 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
                         e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
                         e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty,
                         e->coverage_floor, e->sandbox);
+    /* Named only when set, so that every profile without it keeps its hash (and its stored answers). */
+    if (e->timing_agree > 0)
+        wr |= kg_buf_printf(&k, "timing_agree=%.17g|", e->timing_agree);
     wr |= kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");
     /* A run that stops at the first failing variant may miss a hack that a later one shows (incorrect where
      * --all-variants says hacked: the red team's relu_hack_after_failure), so the two never answer for each other. */

@@ -60,4 +60,29 @@ rc=$?
 rc=$?
 [ $rc -eq 1 ] && grep -q "NAME=FILE" "$TMP/err" && ok "timing-precision: a run without its name is refused" \
     || bad "a run without NAME=: rc $rc" "$(cat "$TMP/err")"
+# two-rounds: what --timing-rounds 2 --timing-agree X would have said of three-round runs.  a.py's first two rounds
+# agree within 0.2% (mean 2.002, the run's 2.0: 0.1%), b.py's lie 1% apart (a third needed), c.py has two rounds
+# only, d.py was not timed, and a round whose warm-up broke counts nowhere (e.py: three rounds, one of them broken).
+"$PY" - "$TMP" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+def rnd(s, ms, broken=False):
+    x = {"speedup": s, "supervisor_ms": ms}
+    if broken:
+        x["warm_broken"] = {"reasons": 4, "warm_reasons": 0}
+    return x
+def res(path, final, rounds):
+    return {"candidate": {"path": path}, "verdict": "correct", "timing": {"speedup": final, "rounds": rounds}}
+rs = [res("a.py", 2.0, [rnd(2.0, 100), rnd(2.004, 100), rnd(2.0, 100)]),
+      res("b.py", 1.0, [rnd(1.0, 100), rnd(1.01, 100), rnd(1.0, 100)]),
+      res("c.py", 3.0, [rnd(3.0, 100), rnd(3.0, 100)]),
+      {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None},
+      res("e.py", 1.0, [rnd(1.0, 100), rnd(1.2, 100, broken=True), rnd(1.0, 100)])]
+json.dump({"summary": {}, "results": [{"label": r["candidate"]["path"], "result": r} for r in rs]},
+          open(os.path.join(d, "three.json"), "w"))
+PYEOF
+"$PY" bench/gpu_report.py two-rounds --agree 0.003 run="$TMP/three.json" >"$TMP/two" 2>&1
+[ "$(grep '^| run  *| *[0-9]' "$TMP/two" | tr -d ' ')" = "|run|2|1|0.100%|0.1of0.6s|" ] \
+    && ok "two-rounds: which candidates two rounds would have ended, their largest change, the time saved" \
+    || bad "two-rounds" "$(cat "$TMP/two")"
 finish

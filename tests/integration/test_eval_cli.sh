@@ -129,6 +129,7 @@ usage "id without --kernelbench" --task level1/19 --kernel "$C/ok.py"
 [ -n "$KB_SAVED" ] && export KGYM_KERNELBENCH=$KB_SAVED
 usage "bad stage name" --task "$T" --kernel "$C/ok.py" --stage-timeout warp=3
 usage "bad tolerance" --task "$T" --kernel "$C/ok.py" --atol -1
+usage "bad --timing-agree" --task "$T" --kernel "$C/ok.py" --timing-agree 2
 usage "unknown tolerance profile" --task "$T" --kernel "$C/ok.py" --tolerance-profile loose
 grep -q "strict or kernelbench" "$TMP/u.err" && ok "the unknown profile's error names the known ones" ||
     bad "unknown tolerance profile message" "$(cat "$TMP/u.err")"

@@ -74,6 +74,13 @@ static void test_keys(void)
     kg_sched_profile all;
     CHECK(kg_sched_profile_of(&e4, "gpu-a", &all) == KG_OK && strcmp(a.hash, all.hash),
           "--all-variants: another profile");
+    /* --timing-agree stops timing after two rounds that agree: another profile; off, the hash is the one it was
+     * before the option existed (its text names it only when set). */
+    kg_eval_options e5 = e;
+    e5.timing_agree = 0.003;
+    kg_sched_profile agree;
+    CHECK(kg_sched_profile_of(&e5, "gpu-a", &agree) == KG_OK && strcmp(a.hash, agree.hash),
+          "--timing-agree: another profile");
     kg_eval_options e3 = e;
     e3.tolerance_profile = "kernelbench";
     kg_sched_profile k;

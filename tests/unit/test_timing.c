@@ -91,6 +91,28 @@ static void noisy_rounds_ask_for_more_until_the_budget(void)
     json_decref(msgs);
 }
 
+/* --timing-agree (with --timing-rounds 2): two rounds stand only where their speedups lie within the spread; else a
+ * third, then the CV rule as before.  Speedups 2.000 and 2.010 (0.5% apart): a third under 0.3%, none under 1%; with
+ * the option off, the CV (0.25%) is under 2% and two rounds stand either way. */
+static void two_rounds_stand_only_where_they_agree(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 1.005, 0.5, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0); /* off (the default): the CV rule alone */
+    o.timing_agree = 0.003;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    o.timing_agree = 0.01;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    /* A third round that agrees: three rounds, the CV rule decides (0.3% spread is not asked about again). */
+    o.timing_agree = 0.003;
+    add_round(msgs, 2, 400, 120, 1.0025, 0.5, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_decref(msgs);
+}
+
 static void forged_rounds_do_not_count(void)
 {
     kg_eval_options o;
@@ -550,6 +572,7 @@ int main(void)
 {
     const kg_test_case cases[] = {
         {"stable rounds need no more", stable_rounds_need_no_more},
+        {"two rounds stand only where they agree (--timing-agree)", two_rounds_stand_only_where_they_agree},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
