@@ -218,6 +218,9 @@ run_fleet() {
     _url=redis://127.0.0.1:$_rport
     # Every process of the fleet: its temporary files in the scratch folder, an empty Triton cache.
     _lease_flag= && [ -n "$_lease" ] && _lease_flag="--lease $_lease"
+    # A port file of an earlier run kept in this --keep folder would be read as this server's before it writes its
+    # own (seen: the workers awaited on a dead port for 300 s).
+    rm -f "$_dir/port" || die "cannot remove the old $_dir/port"
     TMPDIR=$SCRATCH/tmp TRITON_CACHE_DIR=$SCRATCH/triton \
         "$KGYM" serve --redis "$_url" --workers 0 --port 0 --port-file "$_dir/port" ${KB:+--kernelbench "$KB"} \
         $_lease_flag >"$_dir/api.log" 2>&1 &
