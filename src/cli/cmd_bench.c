@@ -789,17 +789,17 @@ enum { OPT_JSONL = 1, OPT_JOBS, OPT_OUT, OPT_CHECK, OPT_DEDUP, OPT_CLAIM_ORDER, 
 
 int kg_cli_bench(int argc, char **argv)
 {
-    struct option longopts[64];
+    static const struct option own[] = {
+        {"jsonl", required_argument, NULL, OPT_JSONL}, {"jobs", required_argument, NULL, OPT_JOBS},
+        {"out", required_argument, NULL, OPT_OUT}, {"check", no_argument, NULL, OPT_CHECK},
+        {"dedup", no_argument, NULL, OPT_DEDUP}, {"claim-order", required_argument, NULL, OPT_CLAIM_ORDER},
+        {"help", no_argument, NULL, OPT_HELP}};
+    struct option longopts[KG_CLI_EVAL_LONGOPTS_MAX + sizeof own / sizeof *own + 1];
     size_t n = 0;
     for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
         longopts[n++] = kg_cli_eval_longopts[i];
-    longopts[n++] = (struct option){"jsonl", required_argument, NULL, OPT_JSONL};
-    longopts[n++] = (struct option){"jobs", required_argument, NULL, OPT_JOBS};
-    longopts[n++] = (struct option){"out", required_argument, NULL, OPT_OUT};
-    longopts[n++] = (struct option){"check", no_argument, NULL, OPT_CHECK};
-    longopts[n++] = (struct option){"dedup", no_argument, NULL, OPT_DEDUP};
-    longopts[n++] = (struct option){"claim-order", required_argument, NULL, OPT_CLAIM_ORDER};
-    longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        longopts[n++] = own[i];
     longopts[n++] = (struct option){0, 0, 0, 0};
     kg_cli_eval_flags f;
     kg_cli_eval_flags_init(&f);

@@ -38,15 +38,16 @@ enum { OPT_TASK = 1, OPT_KERNEL, OPT_HELP };
 
 int kg_cli_eval(int argc, char **argv)
 {
-    struct option longopts[64];
+    static const struct option own[] = {
+        {"task", required_argument, NULL, OPT_TASK}, {"id", required_argument, NULL, OPT_TASK},
+        {"kernel", required_argument, NULL, OPT_KERNEL}, {"response", required_argument, NULL, OPT_KERNEL},
+        {"help", no_argument, NULL, OPT_HELP}};
+    struct option longopts[KG_CLI_EVAL_LONGOPTS_MAX + sizeof own / sizeof *own + 1];
     size_t n = 0;
     for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
         longopts[n++] = kg_cli_eval_longopts[i];
-    longopts[n++] = (struct option){"task", required_argument, NULL, OPT_TASK};
-    longopts[n++] = (struct option){"id", required_argument, NULL, OPT_TASK};
-    longopts[n++] = (struct option){"kernel", required_argument, NULL, OPT_KERNEL};
-    longopts[n++] = (struct option){"response", required_argument, NULL, OPT_KERNEL};
-    longopts[n++] = (struct option){"help", no_argument, NULL, OPT_HELP};
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++)
+        longopts[n++] = own[i];
     longopts[n++] = (struct option){0, 0, 0, 0};
 
     kg_cli_eval_flags f;

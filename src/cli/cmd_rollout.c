@@ -392,10 +392,6 @@ done:
 
 int kg_cli_rollout(int argc, char **argv)
 {
-    struct option longopts[96];
-    size_t nl = 0;
-    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
-        longopts[nl++] = kg_cli_eval_longopts[i];
     static const struct option own[] = {
         {"help", no_argument, NULL, OPT_HELP}, {"tasks", required_argument, NULL, OPT_TASKS},
         {"task", required_argument, NULL, OPT_TASK}, {"level", required_argument, NULL, OPT_LEVEL},
@@ -420,6 +416,10 @@ int kg_cli_rollout(int argc, char **argv)
         {"mask-void-turns", no_argument, NULL, OPT_MASK_VOID}, {"server-token", required_argument, NULL, OPT_SERVER_TOKEN},
         {"reeval-above", required_argument, NULL, OPT_REEVAL},
     };
+    struct option longopts[KG_CLI_EVAL_LONGOPTS_MAX + sizeof own / sizeof *own + 1];
+    size_t nl = 0;
+    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
+        longopts[nl++] = kg_cli_eval_longopts[i];
     for (size_t i = 0; i < sizeof own / sizeof *own; i++)
         longopts[nl++] = own[i];
     longopts[nl] = (struct option){0, 0, 0, 0};

@@ -133,12 +133,7 @@ static void forward_signal(int sig)
 static int run(int argc, char **argv, int worker)
 {
     const char *cmdname = worker ? "worker" : "serve";
-    struct option longopts[64];
-    size_t n = 0;
-    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
-        if (kg_cli_eval_longopts[i].name)
-            longopts[n++] = kg_cli_eval_longopts[i];
-    const struct option mine[] = {
+    static const struct option mine[] = {
         {"host", required_argument, NULL, OPT_HOST}, {"port", required_argument, NULL, OPT_PORT},
         {"port-file", required_argument, NULL, OPT_PORT_FILE}, {"db", required_argument, NULL, OPT_DB},
         {"workers", required_argument, NULL, OPT_WORKERS}, {"max-queue", required_argument, NULL, OPT_MAX_QUEUE},
@@ -158,6 +153,11 @@ static int run(int argc, char **argv, int worker)
         {"spare-workers", required_argument, NULL, OPT_SPARE_WORKERS},
         {"claim-order", required_argument, NULL, OPT_CLAIM_ORDER},
         {"help", no_argument, NULL, OPT_HELP}};
+    struct option longopts[KG_CLI_EVAL_LONGOPTS_MAX + sizeof mine / sizeof *mine + 1];
+    size_t n = 0;
+    for (size_t i = 0; i < kg_cli_eval_longopt_count; i++)
+        if (kg_cli_eval_longopts[i].name)
+            longopts[n++] = kg_cli_eval_longopts[i];
     for (size_t i = 0; i < sizeof mine / sizeof *mine; i++)
         longopts[n++] = mine[i];
     longopts[n++] = (struct option){0, 0, 0, 0};

@@ -72,6 +72,8 @@ const struct option kg_cli_eval_longopts[] = {
     {"workdir-files", required_argument, NULL, OPT_WORKDIR_FILES},
 };
 const size_t kg_cli_eval_longopt_count = sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0];
+_Static_assert(sizeof kg_cli_eval_longopts / sizeof kg_cli_eval_longopts[0] <= KG_CLI_EVAL_LONGOPTS_MAX,
+               "the commands' option arrays hold KG_CLI_EVAL_LONGOPTS_MAX shared options: raise it (common.h)");
 
 const char kg_cli_eval_help[] =
     "Evaluation options:\n"

@@ -39,8 +39,11 @@ typedef struct kg_cli_eval_flags {
     int warm;                /* --warm N: pairs started ahead (-1: the command's default) */
 } kg_cli_eval_flags;
 
-/* The long options every evaluation command takes (terminated by a zero entry);
- * commands append their own before it. */
+/* The long options every evaluation command takes (kg_cli_eval_longopt_count of them, no zero entry): each command
+ * copies them into an array of KG_CLI_EVAL_LONGOPTS_MAX + its own + 1 (the zero entry), so an option added here
+ * never writes past a command's array (common.c checks the bound when it compiles; `kgym serve --help` under
+ * UBSan found the fixed 64 one short). */
+#define KG_CLI_EVAL_LONGOPTS_MAX 56
 extern const struct option kg_cli_eval_longopts[];
 extern const size_t kg_cli_eval_longopt_count;
 /* The help text for them. */

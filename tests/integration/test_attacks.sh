@@ -20,7 +20,7 @@ T=tests/fixtures/tasks/add_one.py
 A=tests/fixtures/attacks
 M=$A/MANIFEST.tsv
 MARKERS=/tmp/kgym-attack-markers
-PORT=47311
+PORT=27311
 TOKEN="kgatk-token-$$-$(date +%s)"
 export KGYM_TOKEN="$TOKEN"
 ALONE="p_kill_parent.py p_kill_all.py p_fork_bomb.py"
@@ -50,8 +50,9 @@ PYEOF
 }
 
 # A TCP listener on 127.0.0.1:$PORT that records every connection (the network probes connect to it).
-# It says it is listening (tcp.bound): 47311 lies in the ephemeral range, and a listener that could not bind would
-# let every network probe pass without testing anything (the flakiness audit, twenty-fifth session).
+# It says it is listening (tcp.bound): a listener that could not bind would let every network probe pass without
+# testing anything (the flakiness audit, twenty-fifth session).  27311 lies below the kernel's ephemeral range (was
+# 47311, inside it: another process's outgoing connection could hold it; tests/integration/serve/ports.py).
 "$PY" - "$PORT" "$TMP/tcp.log" "$TMP/tcp.bound" >/dev/null 2>&1 <<'PYEOF' &
 import socket, sys, time
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
