@@ -265,16 +265,18 @@ static int task_mode_put(const char *key, const json_t *msg)
 
 /* The timing protocol as a string: everything besides the task, GPU and dtype that changes the
  * reference's per-call times, so that a cached time is only reused under the same protocol. */
-static int protocol_string(const kg_eval_options *o, const json_t *msg, kg_buf *out)
+int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *msg, kg_buf *out)
 {
     /* v2: warm-up by wall time and rounds cut to round_ms (samples of v1 were taken otherwise).  v3: a new
      * input set drawn for every timed call (v2 scaled one set) and the persisting-L2 reset before each call.
      * v4: the reference's precision is the tolerance profile's (strict turns cuDNN's TF32 off, which v3 left on).
      * v5: the reference timed alone by the judge, no candidate call between its calls (v4's samples were taken
      * interleaved with a candidate's, whose load shaped them: docs/threat-model.md).  v6: that warm-up may end
-     * once the judge read the GPU settled, its rounds watched as the candidate's are (v5's warmed up for warm_ms). */
-    int rc = kg_buf_printf(out, "v6;warmup=%d;iters=%d;round_ms=%g;flush=1;fresh=1;mode=%s;precision=%s;seed=%u;torch=%s;"
-                  "triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms,
+     * once the judge read the GPU settled, its rounds watched as the candidate's are (v5's warmed up for warm_ms).
+     * rounds: the reference alone is timed in that many rounds, so a time kept from two (--timing-rounds 2) has
+     * fewer samples than one of three, and serves only its own (the red team of --timing-agree). */
+    int rc = kg_buf_printf(out, "v6;warmup=%d;iters=%d;round_ms=%g;rounds=%d;flush=1;fresh=1;mode=%s;precision=%s;"
+                  "seed=%u;torch=%s;triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms, o->timing_rounds,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
                   json_string_value(json_object_get(msg, "triton")) ?: "?");
@@ -337,7 +339,7 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
         const char *dtype = json_string_value(json_object_get(msg, "dtype"));
         kg_buf protocol = {0};
         /* A protocol string cut short by memory would key another protocol's times: no lookup then (a miss). */
-        int have_protocol = protocol_string(talk->opts, msg, &protocol) == KG_OK;
+        int have_protocol = kg_eval_reference_protocol(talk->opts, msg, &protocol) == KG_OK;
         json_t *entry = NULL;
         if (talk->opts->refcache && gpu && dtype && have_protocol && protocol.data &&
             kg_refcache_key(talk->task->source, strlen(talk->task->source), gpu, dtype, protocol.data, talk->key,
@@ -437,7 +439,7 @@ static void store_reference_times(const kg_eval_options *opts, timing_talk *talk
     if (!lookup || json_array_size(samples) == 0)
         return;
     kg_buf protocol = {0};
-    protocol_string(opts, lookup, &protocol);
+    kg_eval_reference_protocol(opts, lookup, &protocol);
     if (protocol.data)
         kg_refcache_put(opts->refcache, talk->key, samples, json_string_value(json_object_get(lookup, "gpu")),
                         json_string_value(json_object_get(lookup, "dtype")), protocol.data, NULL);

@@ -6,6 +6,7 @@
 
 #include "eval/eval.h"
 #include "kgym/rl.h"
+#include "util/util.h"
 
 
 /* The supervisor-clock bound (timing.c): per block a message round trip, per call the harness's own
@@ -39,6 +40,10 @@ const char *kg_eval_tolerance_name(const kg_eval_options *o);
  * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */
 int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
                         const json_t *cached_reference_ms);
+/* The timing protocol as text, part of the reference cache's key (eval.c): everything besides the task, GPU and dtype
+ * that changes the reference's kept samples (options, the lookup's sizes, versions, task mode).  out: appended to;
+ * the caller frees it.  KG_OK, or KG_ERR_NOMEM. */
+int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *lookup, kg_buf *out);
 /* The result's "timing" block from the child's messages (docs/result-schema.md); json_null() when
  * nothing was timed.  cached_reference_ms: the reference's samples kgym supplied (or NULL), from the cache or,
  * with timed_alone, from this evaluation's judge timing the reference alone (reference_timed).  New reference;

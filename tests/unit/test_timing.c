@@ -113,6 +113,25 @@ static void two_rounds_stand_only_where_they_agree(void)
     json_decref(msgs);
 }
 
+/* The reference cache's protocol names the planned rounds: the reference alone is timed in that many rounds, so a
+ * time kept from two (--timing-rounds 2) serves no evaluation of three (the red team of --timing-agree). */
+static void reference_protocol_names_the_rounds(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *lookup = json_pack("{s:s, s:s, s:s, s:{s:i}}", "torch", "2.11", "triton", "3.6", "task_mode", "none",
+                               "sizes", "batch_size", 16);
+    kg_buf three = {0}, two = {0};
+    KG_CHECK(kg_eval_reference_protocol(&o, lookup, &three) == KG_OK);
+    o.timing_rounds = 2;
+    KG_CHECK(kg_eval_reference_protocol(&o, lookup, &two) == KG_OK);
+    KG_CHECK(three.data && two.data && strcmp(three.data, two.data) != 0);
+    KG_CHECK(three.data && strstr(three.data, ";rounds=3;") != NULL);
+    kg_buf_free(&three);
+    kg_buf_free(&two);
+    json_decref(lookup);
+}
+
 static void forged_rounds_do_not_count(void)
 {
     kg_eval_options o;
@@ -573,6 +592,7 @@ int main(void)
     const kg_test_case cases[] = {
         {"stable rounds need no more", stable_rounds_need_no_more},
         {"two rounds stand only where they agree (--timing-agree)", two_rounds_stand_only_where_they_agree},
+        {"the reference cache's protocol names the rounds", reference_protocol_names_the_rounds},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
