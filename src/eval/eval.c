@@ -397,6 +397,16 @@ static int out_of_memory(const kg_child_report *rep, char *why, size_t why_cap)
     return 0;
 }
 
+/* Before the evaluation runs again (alone after running out of memory, or after kgym's own failure): the first
+ * run's report, and the reference samples it brought, are not the next run's. */
+static void forget_run(kg_child_report *rep, timing_talk *talk)
+{
+    kg_child_report_free(rep);
+    json_decref(talk->cached_reference_ms);
+    talk->cached_reference_ms = NULL;
+    talk->timed_alone = 0;
+}
+
 /* Whether the run ended, unfinished, before the judge's sandbox report: what comes before it (the job, the
  * hello, the runner's lockdown and CUDA context) reads nothing of the candidate's.  `why` gets how it ended and
  * the start of the processes' stderr (the judge says there which socket broke: judge/child.py
@@ -412,13 +422,13 @@ static int ended_before_sandbox(const kg_child_report *rep, char *why, size_t wh
             return 0;
     }
     const char *err = rep->err.head ? rep->err.head : "";
+    char how[64];
     if (rep->end == KG_END_SIGNAL)
-        snprintf(why, why_cap, "the first run's %s was killed by signal %d before its sandbox report%s%.300s",
-                 rep->runner_ended ? "runner" : "judge", rep->signal, *err ? ": " : "", err);
+        snprintf(how, sizeof how, "was killed by signal %d", rep->signal);
     else
-        snprintf(why, why_cap, "the first run's %s ended (%s, status %d) before its sandbox report%s%.300s",
-                 rep->runner_ended ? "runner" : "judge", kg_child_end_name(rep->end), rep->exit_code,
-                 *err ? ": " : "", err);
+        snprintf(how, sizeof how, "ended (%s, status %d)", kg_child_end_name(rep->end), rep->exit_code);
+    snprintf(why, why_cap, "the first run's %s %s before its sandbox report%s%.300s",
+             rep->runner_ended ? "runner" : "judge", how, *err ? ": " : "", err);
     return 1;
 }
 
@@ -593,10 +603,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                 rc = kg_error_set(err, KG_ERR_INTERNAL, "the re-run alone after running out of GPU memory was "
                                                         "not granted the GPU in %.0f s", limit_ms / 1000.0);
             } else if (solo) {
-                kg_child_report_free(&rep);
-                json_decref(talk.cached_reference_ms);
-                talk.cached_reference_ms = NULL;
-                talk.timed_alone = 0;
+                forget_run(&rep, &talk);
                 rc = kg_json_set(job, "gpu_arbiter", json_false()) == 0
                          ? kg_supervisor_run(sup, job, &limits, &rep, err)
                          : kg_error_set(err, KG_ERR_NOMEM, "out of memory building the evaluation's job");
@@ -606,25 +613,18 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                 kg_arbiter_release(solo);
             kg_arbiter_account_free(all);
         }
-    }
-    if (rc == KG_OK && ended_before_sandbox(&rep, restart_why, sizeof restart_why)) {
-        /* The judge ended before its sandbox report: no process had read a byte of the candidate yet (the
-         * runner locks itself down before it does, and reports that first), so the end is kgym's or the
-         * machine's, never the candidate's, and a verdict from it ("invalid: your code does not parse") would be
-         * false.  Seen once on an H100 (twenty-sixth session: a kept judge's channel broke at its next job's
-         * start, exit status 3).  Run once more in a pair forked for it (no warm pair, no kept judge); the
-         * second run's end, whatever it is, is the result (a refused protection fails closed both times). */
-        kg_child_report_free(&rep);
-        json_decref(talk.cached_reference_ms);
-        talk.cached_reference_ms = NULL;
-        talk.timed_alone = 0;
-        kg_child_limits fresh = opts->limits;
-        fresh.stage_timeouts_s = timeouts;
-        fresh.on_request = answer_child;
-        fresh.on_request_ctx = &talk;
-        fresh.fresh_pair = 1;
-        rc = kg_supervisor_run(sup, job, &fresh, &rep, err);
-        restarted = 1;
+        if (rc == KG_OK && ended_before_sandbox(&rep, restart_why, sizeof restart_why)) {
+            /* The judge ended before its sandbox report: no process had read a byte of the candidate yet (the
+             * runner locks itself down before it does, and reports that first), so the end is kgym's or the
+             * machine's, never the candidate's, and a verdict from it ("invalid: your code does not parse") would
+             * be false.  Seen once on an H100 (twenty-sixth session: a kept judge's channel broke at its next job's
+             * start, exit status 3).  Run once more in a pair forked for it (no warm pair, no kept judge); the
+             * second run's end, whatever it is, is the result (a refused protection fails closed both times). */
+            forget_run(&rep, &talk);
+            limits.fresh_pair = 1;
+            rc = kg_supervisor_run(sup, job, &limits, &rep, err);
+            restarted = 1;
+        }
     }
     if (rc == KG_OK) {
         /* kgym's own facts below are findings: one lost could be a hack unreported, so none may be. */

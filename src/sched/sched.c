@@ -55,7 +55,7 @@ struct kg_sched {
     int evaluating; /* jobs being evaluated now (at most o.workers: take_slot) */
     int late_job_end;         /* KGYM_FAULT_LATE_JOB_END (sched.h): on_job_end waits for the stop */
     unsigned long generation; /* bumped on every submit */
-    unsigned long claims_ended; /* claims that returned (a job, none, an error): kg_sched_claims_ended */
+    unsigned long claims_ended; /* claims that returned (a job, none, an error): kg_sched_claims_ended (atomic) */
     unsigned long claims;     /* jobs claimed so far */
     worker *workers;
     handed *handed; /* newest first (under lock) */
@@ -776,9 +776,7 @@ static void *worker_main(void *arg)
         kg_error err;
         double asked_ms = kg_now_ms(); /* a lease given now runs at least one lease from here */
         int crc = claim(w, &job, &err);
-        pthread_mutex_lock(&s->lock);
-        s->claims_ended++;
-        pthread_mutex_unlock(&s->lock);
+        __atomic_add_fetch(&s->claims_ended, 1, __ATOMIC_SEQ_CST);
         if (crc != KG_OK && crc != KG_ERR_NOT_FOUND) {
             /* The store failed (Redis down, database lost): back off, up
              * to 5 s, instead of asking again at once in a tight loop. */
@@ -1067,10 +1065,7 @@ const kg_sched_profile *kg_sched_profile_get(kg_sched *s)
 
 unsigned long kg_sched_claims_ended(kg_sched *s)
 {
-    pthread_mutex_lock(&s->lock);
-    unsigned long n = s->claims_ended;
-    pthread_mutex_unlock(&s->lock);
-    return n;
+    return __atomic_load_n(&s->claims_ended, __ATOMIC_SEQ_CST);
 }
 
 void kg_sched_totals(kg_sched *s, long *finished, long *failed)

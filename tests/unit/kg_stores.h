@@ -43,6 +43,23 @@ static inline int kg_test_put_grouped(kg_store *s, const char *id, const char *g
     return kg_store_put(s, &j, 0, &err);
 }
 
+/* Binds a loopback TCP socket to `port` (0: one the kernel picks) and lets it go: the port it got, 0 when it could
+ * not bind. */
+static inline int kg_test_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int got = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+                      getsockname(fd, (struct sockaddr *)&a, &len) == 0
+                  ? ntohs(a.sin_port)
+                  : 0;
+    if (fd >= 0)
+        close(fd);
+    return got;
+}
+
 /* Starts redis-server with --appendonly yes in dir and waits (up to 5 s) until it listens.  Returns its pid and
  * fills *port and url ("redis://127.0.0.1:PORT"); 0 when there is no redis-server or it did not come up. */
 static inline pid_t kg_test_redis_start(const char *dir, int *port, char url[64])
@@ -61,29 +78,10 @@ static inline pid_t kg_test_redis_start(const char *dir, int *port, char url[64]
     }
     *port = 0;
     unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
-    for (int tries = 0; high - 10000 >= 1000 && tries < 200 && !*port; tries++) {
-        int candidate = 10000 + (int)(rand_r(&seed) % (unsigned)(high - 10000));
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)candidate),
-                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0)
-            *port = candidate;
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!*port) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t len = sizeof a;
-        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-            getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-            if (fd >= 0)
-                close(fd);
-            return 0;
-        }
-        *port = ntohs(a.sin_port);
-        close(fd);
-    }
+    for (int tries = 0; high - 10000 >= 1000 && tries < 200 && !*port; tries++)
+        *port = kg_test_port_free(10000 + (int)(rand_r(&seed) % (unsigned)(high - 10000)));
+    if (!*port && !(*port = kg_test_port_free(0)))
+        return 0;
     char portstr[16];
     snprintf(portstr, sizeof portstr, "%d", *port);
     pid_t pid = fork();
