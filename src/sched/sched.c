@@ -125,7 +125,8 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
                         e->timing, e->timing_warmup, e->timing_rounds, e->timing_iters, e->timing_round_ms,
                         e->timing_max_rounds, e->timing_cv_threshold, e->profile, ph, e->hack_penalty,
                         e->coverage_floor, e->sandbox);
-    /* Named only when set, so that every profile without it keeps its hash (and its stored answers). */
+    /* Named only when set (the default, 0.003; 0 turns it off), so a profile that turns it off hashes as one from
+     * before the option existed. */
     if (e->timing_agree > 0)
         wr |= kg_buf_printf(&k, "timing_agree=%.17g|", e->timing_agree);
     wr |= kg_buf_printf(&k, "unprotected=%s|", e->allow_unprotected ? e->allow_unprotected : "");

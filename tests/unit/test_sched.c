@@ -74,13 +74,16 @@ static void test_keys(void)
     kg_sched_profile all;
     CHECK(kg_sched_profile_of(&e4, "gpu-a", &all) == KG_OK && strcmp(a.hash, all.hash),
           "--all-variants: another profile");
-    /* --timing-agree stops timing after two rounds that agree: another profile; off, the hash is the one it was
-     * before the option existed (its text names it only when set). */
-    kg_eval_options e5 = e;
-    e5.timing_agree = 0.003;
-    kg_sched_profile agree;
-    CHECK(kg_sched_profile_of(&e5, "gpu-a", &agree) == KG_OK && strcmp(a.hash, agree.hash),
-          "--timing-agree: another profile");
+    /* --timing-agree (on by default) stops timing after two rounds that agree: another spread, or off, is another
+     * profile (its text names it only when set). */
+    kg_eval_options e5 = e, e6 = e;
+    e5.timing_agree = 0.01;
+    e6.timing_agree = 0;
+    kg_sched_profile agree, off;
+    CHECK(e.timing_agree > 0 && kg_sched_profile_of(&e5, "gpu-a", &agree) == KG_OK && strcmp(a.hash, agree.hash),
+          "--timing-agree 0.01: another profile");
+    CHECK(kg_sched_profile_of(&e6, "gpu-a", &off) == KG_OK && strcmp(a.hash, off.hash) && strcmp(agree.hash, off.hash),
+          "--timing-agree 0: another profile");
     kg_eval_options e3 = e;
     e3.tolerance_profile = "kernelbench";
     kg_sched_profile k;

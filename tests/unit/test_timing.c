@@ -91,25 +91,83 @@ static void noisy_rounds_ask_for_more_until_the_budget(void)
     json_decref(msgs);
 }
 
-/* --timing-agree (with --timing-rounds 2): two rounds stand only where their speedups lie within the spread; else a
- * third, then the CV rule as before.  Speedups 2.000 and 2.010 (0.5% apart): a third under 0.3%, none under 1%; with
- * the option off, the CV (0.25%) is under 2% and two rounds stand either way. */
+/* --timing-agree (the default: two planned rounds, 0.003): two rounds stand only where their speedups lie within the
+ * spread; else a third, then the CV rule as before.  Speedups 2.000 and 2.010 (0.5% apart): a third under 0.3%, none
+ * under 1%; with the option off, the CV (0.25%) is under 2% and two rounds stand either way. */
 static void two_rounds_stand_only_where_they_agree(void)
 {
     kg_eval_options o;
     kg_eval_options_default(&o, "cuda:0");
+    KG_CHECK(o.timing_rounds == 2 && o.timing_agree == 0.003);
     json_t *msgs = json_array();
     add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
     add_round(msgs, 1, 200, 120, 1.005, 0.5, 50);
-    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0); /* off (the default): the CV rule alone */
-    o.timing_agree = 0.003;
-    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1); /* the default: 0.5% apart, a third round */
+    o.timing_agree = 0;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0); /* off: the CV rule alone */
     o.timing_agree = 0.01;
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
     /* A third round that agrees: three rounds, the CV rule decides (0.3% spread is not asked about again). */
     o.timing_agree = 0.003;
     add_round(msgs, 2, 400, 120, 1.0025, 0.5, 50);
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_decref(msgs);
+}
+
+/* One round with device-wide times too: each call's device time is its stream time plus a gap (the reference's
+ * the host's latency; a candidate's larger where it left work on another stream). */
+static void add_round_gaps(json_t *msgs, int r, double t, double ref, double ref_gap, double cand, double cand_gap,
+                           int n)
+{
+    json_t *rs = samples(ref, 0.01, n), *cs = samples(cand, 0.01, n), *rd = json_array(), *cd = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(rd, json_real(json_real_value(json_array_get(rs, i)) + ref_gap));
+        json_array_append_new(cd, json_real(json_real_value(json_array_get(cs, i)) + cand_gap));
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f}", "type", "timing_round", "round", r, "status",
+                                          "begin", "t_ms", t));
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f, s:o, s:o, s:o, s:o}", "type", "timing_round",
+                                          "round", r, "status", "end", "t_ms", t + 100, "reference_ms", rs,
+                                          "reference_device_ms", rd, "candidate_ms", cs, "candidate_device_ms",
+                                          cd));
+}
+
+/* Every round's speedup on one clock, the pooled samples' (the reported figure's): round 0's candidate left work
+ * on another stream (a 0.2 ms gap: device times), round 1's did not (0.005 ms).  Round by round, round 0 on device
+ * times (1.015 / 0.9 = 1.1278) and round 1 on stream times (1 / (0.9 / 1.015) = 1.1278) agree; on the pooled
+ * samples' device clock (median gap 0.1 ms) round 1 is 1.015 / (0.9 / 1.015 + 0.005) = 1.1383, 0.93% apart: a third
+ * round, and the result lists the two speedups that asked for it. */
+static void rounds_use_the_figures_clock(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round_gaps(msgs, 0, 0, 1.0, 0.015, 0.7, 0.2, 8);
+    add_round_gaps(msgs, 1, 200, 1.0, 0.015, 0.9 / 1.015, 0.005, 8);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    json_t *final = final_message(msgs);
+    json_t *rd = json_array(), *cd = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (json_object_get(m, "candidate_device_ms")) {
+            json_array_extend(rd, json_object_get(m, "reference_device_ms"));
+            json_array_extend(cd, json_object_get(m, "candidate_device_ms"));
+        }
+    }
+    json_object_set_new(final, "reference_device_ms", rd);
+    json_object_set_new(final, "candidate_device_ms", cd);
+    json_array_append_new(msgs, final);
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(t && json_is_object(t));
+    json_t *rounds = json_object_get(t, "rounds");
+    KG_CHECK(json_array_size(rounds) == 2);
+    double a = json_number_value(json_object_get(json_array_get(rounds, 0), "speedup"));
+    double b = json_number_value(json_object_get(json_array_get(rounds, 1), "speedup"));
+    KG_CHECK(fabs(a - 1.015 / 0.9) < 1e-9 && fabs(b - 1.015 / (0.9 / 1.015 + 0.005)) < 1e-9);
+    KG_CHECK(!strcmp(json_string_value(json_object_get(t, "clock_basis")), "device"));
+    json_decref(t);
     json_decref(msgs);
 }
 
@@ -122,6 +180,7 @@ static void reference_protocol_names_the_rounds(void)
     json_t *lookup = json_pack("{s:s, s:s, s:s, s:{s:i}}", "torch", "2.11", "triton", "3.6", "task_mode", "none",
                                "sizes", "batch_size", 16);
     kg_buf three = {0}, two = {0};
+    o.timing_rounds = 3;
     KG_CHECK(kg_eval_reference_protocol(&o, lookup, &three) == KG_OK);
     o.timing_rounds = 2;
     KG_CHECK(kg_eval_reference_protocol(&o, lookup, &two) == KG_OK);
@@ -593,6 +652,7 @@ int main(void)
         {"stable rounds need no more", stable_rounds_need_no_more},
         {"two rounds stand only where they agree (--timing-agree)", two_rounds_stand_only_where_they_agree},
         {"the reference cache's protocol names the rounds", reference_protocol_names_the_rounds},
+        {"every round's speedup on the figure's clock", rounds_use_the_figures_clock},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
