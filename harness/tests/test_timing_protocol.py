@@ -351,3 +351,46 @@ def test_a_clock_limit_met_in_a_reference_round_costs_that_round(monkeypatch, re
     # only counted rounds' samples: three rounds of 4, never a lost round's
     assert len(stream) == 12
     assert len(calls) == sum(w["calls"] for w in facts["warm"]) + 4 * (3 + lost)
+
+
+def test_checked_positions_cover_short_rounds_and_one_in_check_every_of_long_ones():
+    import random
+    rng = random.Random(7)
+    # A round of up to MIN_ROUND_CHECKS calls: every call; 5 to 15: three; 50 at one in five: ten.
+    for calls, k in [(1, 1), (2, 2), (3, 3), (5, 3), (15, 3), (16, 4), (37, 8), (50, 10)]:
+        drawn = timing.checked_positions(rng, calls, 5)
+        assert len(drawn) == k and all(0 <= i < calls for i in drawn)
+    assert timing.checked_positions(rng, 50, 0) == frozenset()
+    # Positions differ from round to round: each of a 5-call round's calls is drawn in about 3 rounds of 5.
+    hits = [0] * 5
+    for _ in range(3000):
+        for i in timing.checked_positions(rng, 5, 5):
+            hits[i] += 1
+    assert all(abs(h / 3000 - 0.6) < 0.05 for h in hits)
+
+
+class SkipFirst(Model):
+    """Right on every call but the first of each 3-call round, where it returns its input set's values unchanged
+    (red team 27's skip_one_in_three: rounds of 3 calls, so the candidate knows which calls open a round)."""
+
+    def forward(self, x):
+        if self.calls % 3 == 0:
+            self.calls += 1
+            return x.clone()
+        return super().forward(x)
+
+
+def test_a_skipped_call_in_a_three_call_round_is_always_checked(link):
+    ln, remote, findings = link
+    cand = remote(SkipFirst())
+    wrong = []
+
+    def on_pair(call, args, ref_out, rem, meta):
+        if not torch.equal(rem.fetch(), ref_out):
+            wrong.append(call)
+
+    timer = start(ln, cand, check_every=5, on_pair=on_pair)
+    for _ in range(20):
+        timer.round(3)
+    # Every round's skipped call was compared (and seen wrong), whichever positions were drawn.
+    assert wrong == list(range(0, 60, 3))

@@ -55,6 +55,15 @@ t='r["timing"]'
     && ok "a zero-filled output's memset keeps coverage above the default floor ($(jget "$TMP/z.json" "round(r['profile']['coverage'], 3)"))" \
     || bad "zeros_like output and the coverage floor" "$(jget "$TMP/z.json" "r['verdict'], r['profile'], r['hacks']")"
 
+# Red team 27's skip gamble (tests/fixtures/redteam27/skip_one_in_three.py): a padded warm-up gives it rounds of 3
+# calls, and it returns an empty output on the first call of each.  Every call of a 3-call round is checked now
+# (timing.checked_positions): never `correct` (it was in ~64% of evaluations, at x1.5).  Its untimed re-run answers
+# another wrong output, so the verdict is `incorrect` (a failed timed_inputs variant), or `hacked`.
+"$KGYM" eval --task tests/fixtures/red7/task_gemm_fp16.py --kernel tests/fixtures/redteam27/skip_one_in_three.py --json >"$TMP/skip.json"
+[ "$(jget "$TMP/skip.json" "r['verdict'] in ('incorrect', 'hacked')")" = True ] \
+    && ok "red team 27: a skipped call in a 3-call round is always checked ($(jget "$TMP/skip.json" "r['verdict']"))" \
+    || bad "red team 27 skip_one_in_three" "$(jget "$TMP/skip.json" "r['verdict'], (r.get('timing') or {}).get('rounds_run'), [x['candidate']['samples'] for x in (r.get('timing') or {}).get('rounds', [])], (r.get('timing') or {}).get('speedup')")"
+
 # The reference-time cache: the second evaluation times only the candidate.
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c1.json"
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"

@@ -171,6 +171,32 @@ static void rounds_use_the_figures_clock(void)
     json_decref(msgs);
 }
 
+/* Two rounds that agree but lasted less than KG_TIMING_AGREE_MIN_SHARE of the planned budget on kgym's clock (2 x
+ * 150 ms x 0.3 = 90 ms) get a third: rounds sized from a padded warm-up's pace (3 calls of a heavy kernel) may end
+ * before the GPU meets its power limit (red team 27).  Two rounds of 40 ms: a third; of 50 ms: they stand; with
+ * --timing-round-ms 0 (no budget) they stand. */
+static void short_rounds_get_a_third(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
+    add_round(msgs, 1, 100, 40, 1.0, 0.5, 3);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
+    o.timing_round_ms = 0;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_decref(msgs);
+    kg_eval_options_default(&o, "cuda:0");
+    msgs = json_array();
+    add_round(msgs, 0, 0, 50, 1.0, 0.5, 3);
+    add_round(msgs, 1, 100, 50, 1.0, 0.5, 3);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    /* A third round of any length: three rounds, the CV rule alone. */
+    add_round(msgs, 2, 200, 10, 1.0, 0.5, 3);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_decref(msgs);
+}
+
 /* The reference cache's protocol names the planned rounds: the reference alone is timed in that many rounds, so a
  * time kept from two (--timing-rounds 2) serves no evaluation of three (the red team of --timing-agree). */
 static void reference_protocol_names_the_rounds(void)
@@ -653,6 +679,7 @@ int main(void)
         {"two rounds stand only where they agree (--timing-agree)", two_rounds_stand_only_where_they_agree},
         {"the reference cache's protocol names the rounds", reference_protocol_names_the_rounds},
         {"every round's speedup on the figure's clock", rounds_use_the_figures_clock},
+        {"two short rounds get a third", short_rounds_get_a_third},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},

@@ -32,6 +32,26 @@ import torch
 MIN_ROUND_CALLS = 3
 MIN_CLOCK_BLOCK_CALLS = 2
 
+# The fewest timed calls of a round whose outputs are compared with the reference's (all of a shorter round's).
+# A candidate that skips its work on some timed calls gains only from samples the trimmed mean keeps, and rounds of
+# a few calls keep all of them (two rounds of 3: floor(0.1 * 6) = 0 trimmed): with one call in five checked, and the
+# last only where none was, a candidate that padded its warm-up to get 3-call rounds, knew the timed calls, and
+# skipped the first of each went unseen 64% of the time for x1.5 (red team 27).  Now a round of n calls checks
+# max(n / check_every, 3) of them (all of n <= 3), at positions drawn for the round from the operating system's
+# randomness: skipping s of n calls goes unseen with probability C(n - s, k) / C(n, k).
+MIN_ROUND_CHECKS = 3
+
+
+def checked_positions(rng, calls, check_every):
+    """Which of a round's ``calls`` timed calls have their outputs compared: max(ceil(calls / check_every),
+    MIN_ROUND_CHECKS) of them (every call where that is all of them), drawn without replacement by ``rng`` (the
+    judge's generator, seeded from the operating system); none when ``check_every`` is 0.  The runner cannot know
+    them: they live in the judge's process, and nothing about a call tells whether it was drawn."""
+    if not check_every or calls <= 0:
+        return frozenset()
+    k = min(calls, max(-(-calls // check_every), MIN_ROUND_CHECKS))
+    return frozenset(rng.sample(range(calls), k))
+
 
 def round_calls(iters, round_ms, per_call_ms):
     """How many calls a round holds: as many as fit ``round_ms`` at ``per_call_ms`` each, at most ``iters`` and at
@@ -193,10 +213,10 @@ class PairTimer:
     candidate always gets its own copy, so a candidate that writes into its inputs cannot change what the
     reference sees.  ``ref`` may be None (the reference's times come from kgym's cache): only the
     candidate is timed then, and ``on_pair`` gets a reference output computed untimed.
-    ``on_pair(call, ref_args, ref_out, cand_out)`` is called for about one pair in ``check_every``, right after
-    it ran and before the next call can reuse the candidate's output buffer.  Which pairs are checked is drawn
-    from the operating system's randomness (at least one a round): a candidate that counts its calls cannot
-    tell a checked call from an unchecked one and do the work only on those.
+    ``on_pair(call, ref_args, ref_out, cand_out)`` is called for the pairs checked_positions draws (about one in
+    ``check_every``, at least MIN_ROUND_CHECKS a round), right after the pair ran and before the next call can reuse
+    the candidate's output buffer.  They are drawn from the operating system's randomness: a candidate that
+    counts its calls cannot tell a checked call from an unchecked one and do the work only on those.
     """
 
     def __init__(self, ref, cand, make_inputs, fresh=True, sets=3, flush=True, check_every=0, on_pair=None,
@@ -266,7 +286,7 @@ class PairTimer:
         """One round: ``iters`` timed calls of each model.  Returns (reference_ms, candidate_ms,
         reference_device_ms, candidate_device_ms): stream times and device-wide times, call by call."""
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
-        checked = 0
+        drawn = checked_positions(self.random, iters, self.check_every) if self.on_pair else frozenset()
         with torch.no_grad():
             for i in range(iters):
                 ref_args, cand_args = self._inputs()
@@ -291,10 +311,7 @@ class PairTimer:
                     t, d, ref_out = self._timed(self.ref, ref_args)
                     ref_ms.append(t)
                     ref_dev.append(d)
-                check = self.on_pair and self.check_every and (
-                    self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))
-                if check:
-                    checked += 1
+                if i in drawn:
                     t0 = time.perf_counter()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*ref_args)
@@ -463,8 +480,8 @@ class CrossTimer:
 
     Outputs: the runner describes every timed output (``meta``: type, shape, dtype, strides, non-finite count,
     guards.describe_outputs) and reports aliasing with the inputs or parameters as findings.  Whether a call's
-    output is checked is decided *after* the call: about one in ``check_every`` drawn from the operating system's
-    randomness, and every call whose ``meta`` ``must_check`` objects to (another shape or dtype than the
+    output is checked: the calls checked_positions draws for the round (about one in ``check_every``, at least
+    MIN_ROUND_CHECKS, from the operating system's randomness), and every call whose ``meta`` ``must_check`` objects to (another shape or dtype than the
     reference's, non-finite values); ``on_pair(call, args, ref_out, remote, meta)`` samples or fetches the output
     the runner kept.  The runner cannot know beforehand which calls count.
     """
@@ -645,7 +662,7 @@ class CrossTimer:
 
     def round(self, iters):
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
-        checked = 0
+        drawn = checked_positions(self.random, iters, self.check_every) if self.on_pair else frozenset()
         self.round_reasons = 0
         with torch.no_grad():
             for i in range(iters):
@@ -667,10 +684,8 @@ class CrossTimer:
                     ref_ms.append(t)
                     ref_dev.append(d)
                 check = self.on_pair and (
-                    (self.must_check is not None and self.must_check(self.meta)) or (self.check_every and (
-                        self.random.random() * self.check_every < 1 or (i == iters - 1 and not checked))))
+                    i in drawn or (self.must_check is not None and self.must_check(self.meta)))
                 if check:
-                    checked += 1
                     t0 = time.perf_counter()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*args)
