@@ -190,10 +190,12 @@ static double cv_of(const double *x, size_t n)
 }
 
 /* kgym's clock (the supervisor's stamps) summed over the counted rounds: the begin-to-end time of each round that
- * counts (a warm-broken round, and any begin with no end, add nothing). */
-static double counted_rounds_ms(const json_t *messages, const char *nonce)
+ * counts (a warm-broken round, and any begin with no end, add nothing).  *cut: whether a counted round held fewer
+ * than `iters` candidate calls (its size came from the warm-up's pace, timing.round_calls). */
+static double counted_rounds_ms(const json_t *messages, const char *nonce, int iters, int *cut)
 {
     double begin = -1, sum = 0;
+    *cut = 0;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -206,6 +208,8 @@ static double counted_rounds_ms(const json_t *messages, const char *nonce)
         else if (begin >= 0 && counted_round(m, nonce)) {
             sum += t > begin ? t - begin : 0;
             begin = -1;
+            if (json_array_size(json_object_get(m, "candidate_ms")) < (size_t)iters)
+                *cut = 1;
         }
     }
     return sum;
@@ -236,9 +240,12 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
          * shorter were sized from a warm-up pace that their calls did not keep: a candidate that padded its
          * warm-up (rounds of 3 calls) with light work and times a heavy kernel could end two rounds before the GPU
          * meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a round only when a limit
-         * appears inside it).  Such rounds get a third, as three planned rounds always did. */
-        if (o->timing_round_ms > 0 &&
-            counted_rounds_ms(messages, nonce) < KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms)
+         * appears inside it).  Such rounds get a third, as three planned rounds always did.  Rounds of `iters` calls
+         * each were not sized by the pace (a fast kernel's: the count ends them before the budget) and stand. */
+        int cut = 0;
+        double lasted = counted_rounds_ms(messages, nonce, o->timing_iters, &cut);
+        if (o->timing_round_ms > 0 && cut &&
+            lasted < KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms)
             return 1;
     }
     return cv_of(speedups, n) > o->timing_cv_threshold ? 1 : 0;

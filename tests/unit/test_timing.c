@@ -174,7 +174,7 @@ static void rounds_use_the_figures_clock(void)
 /* Two rounds that agree but lasted less than KG_TIMING_AGREE_MIN_SHARE of the planned budget on kgym's clock (2 x
  * 150 ms x 0.3 = 90 ms) get a third: rounds sized from a padded warm-up's pace (3 calls of a heavy kernel) may end
  * before the GPU meets its power limit (red team 27).  Two rounds of 40 ms: a third; of 50 ms: they stand; with
- * --timing-round-ms 0 (no budget) they stand. */
+ * --timing-round-ms 0 (no budget), or rounds that held all `iters` calls, they stand. */
 static void short_rounds_get_a_third(void)
 {
     kg_eval_options o;
@@ -184,6 +184,10 @@ static void short_rounds_get_a_third(void)
     add_round(msgs, 1, 100, 40, 1.0, 0.5, 3);
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
     o.timing_round_ms = 0;
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    /* Rounds of every planned call (iters 3 here) were ended by the count, not sized by the pace: they stand. */
+    o.timing_round_ms = 150;
+    o.timing_iters = 3;
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
     json_decref(msgs);
     kg_eval_options_default(&o, "cuda:0");
