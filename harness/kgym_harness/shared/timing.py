@@ -481,9 +481,9 @@ class CrossTimer:
     Outputs: the runner describes every timed output (``meta``: type, shape, dtype, strides, non-finite count,
     guards.describe_outputs) and reports aliasing with the inputs or parameters as findings.  Whether a call's
     output is checked: the calls checked_positions draws for the round (about one in ``check_every``, at least
-    MIN_ROUND_CHECKS, from the operating system's randomness), and every call whose ``meta`` ``must_check`` objects to (another shape or dtype than the
-    reference's, non-finite values); ``on_pair(call, args, ref_out, remote, meta)`` samples or fetches the output
-    the runner kept.  The runner cannot know beforehand which calls count.
+    MIN_ROUND_CHECKS, from the operating system's randomness), and every call whose ``meta`` ``must_check``
+    objects to (another shape or dtype than the reference's, non-finite values); ``on_pair(call, args, ref_out,
+    remote, meta)`` samples or fetches the output the runner kept.  The runner cannot know which calls count.
     """
 
     def __init__(self, ref, remote, make_inputs, block=None, flush=True, check_every=0, on_pair=None,
