@@ -1097,6 +1097,16 @@ class Evaluation:
             done += 1
             return not broken
 
+        def take_profile(med):
+            # profile_calls calls (3), fewer where they would outlast ~30 ms (at least one): a profile says which
+            # kernels a forward launches and their share of its device time, which one call of a 92 ms forward
+            # (hundreds of launches) says as well as three, for a third of the exclusive time.
+            pcalls = int(cfg.get("profile_calls", 3))
+            pcalls = max(1, min(pcalls, int(PROFILE_MS / max(med, 1e-3))))
+            prof = _own_kernels(timer.profile(pcalls), getattr(self, "kernel_names", set()))
+            self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
+
+        profile_shared, profile_med = _profile_shared(self.device), None
         # One exclusive window for everything measured: rounds, the clock block and the profile.  Each
         # exclusive grant first waits for every shared phase in progress to end (a Triton compile in another
         # evaluation's tiny run can take seconds) while new shared phases queue behind it, so one window an
@@ -1145,15 +1155,14 @@ class Evaluation:
                 on_pair("clock_block", block_args, block_ref, cand, block_meta)
                 del block_args, block_ref
                 if cfg.get("profile", True) and not (rerun_wrong or mismatched or overwritten):
-                    self.gpu_purpose("profile")
-                    # profile_calls calls (3), fewer where they would outlast ~30 ms (at least one): a profile
-                    # says which kernels a forward launches and their share of its device time, which one call of
-                    # a 92 ms forward (hundreds of launches) says as well as three, for a third of the exclusive time.
-                    pcalls = int(cfg.get("profile_calls", 3))
-                    pcalls = max(1, min(pcalls, int(PROFILE_MS / max(med, 1e-3))))
-                    prof = _own_kernels(timer.profile(pcalls),
-                                        getattr(self, "kernel_names", set()))
-                    self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
+                    if profile_shared:
+                        profile_med = med  # taken below, after this window, in a shared phase
+                    else:
+                        self.gpu_purpose("profile")
+                        take_profile(med)
+        if profile_med is not None and not (rerun_wrong or mismatched or overwritten):
+            with self.gpu("shared", "profile"):
+                take_profile(profile_med)
         for v in rerun_wrong:
             self.chan.send(v)
         if mismatched and not rerun_wrong:
@@ -2839,6 +2848,17 @@ def _setup_split(device):
     gave ×1.062 at the median, and every split run's speedups within 1.62% of the first unsplit run's, the
     unsplit runs' own within 1.64% (twentieth session)."""
     return device.startswith("cuda") and os.environ.get("KGYM_SETUP_SPLIT", "1") != "0"
+
+
+def _profile_shared(device):
+    """An experiment, off by default: with KGYM_PROFILE_SHARED=1 in kgym's environment the profile (the share of the
+    forward's device time in the candidate's own kernels: the coverage floor) is taken in a shared phase after the
+    exclusive window instead of inside it.  The profile is 2.5 of the GRPO mix's 17 s of exclusive time (an H100,
+    twenty-seventh session); its figure is a share of one process's own kernel times, which other evaluations'
+    work slows too, so what it has to show is both the throughput and that the coverage it reports stays where the
+    exclusive one is: `sh bench/grpo.sh 6 --baseline build/kgym --head-env KGYM_PROFILE_SHARED=1 --repeat 2`,
+    then each candidate's profile.coverage in the head's kept results against the base's (--keep)."""
+    return device.startswith("cuda") and os.environ.get("KGYM_PROFILE_SHARED") == "1"
 
 
 def _runner_connections(device):
