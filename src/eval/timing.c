@@ -189,30 +189,43 @@ static double cv_of(const double *x, size_t n)
     return st.cv;
 }
 
-/* kgym's clock (the supervisor's stamps) summed over the counted rounds: the begin-to-end time of each round that
- * counts (a warm-broken round, and any begin with no end, add nothing).  *cut: whether a counted round held fewer
- * than `iters` candidate calls (its size came from the warm-up's pace, timing.round_calls). */
-static double counted_rounds_ms(const json_t *messages, const char *nonce, int iters, int *cut)
+/* Calls fn(end message, ms between it and its begin on kgym's clock, ctx) for every begin/end pair of `kind` from the
+ * harness, in order (an end pairs with the last begin before it; a begin with no end adds nothing). */
+static void each_begin_end(const json_t *messages, kg_msg kind, const char *nonce,
+                           void (*fn)(const json_t *end, double ms, void *ctx), void *ctx)
 {
-    double begin = -1, sum = 0;
-    *cut = 0;
+    double begin = -1;
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
-        if (!kg_msg_is(m, KG_MSG_TIMING_ROUND) || !from_harness(m, nonce))
+        if (!kg_msg_is(m, kind) || !from_harness(m, nonce))
             continue;
         const char *status = json_string_value(json_object_get(m, "status"));
         double t = json_number_value(json_object_get(m, "t_ms"));
         if (status && !strcmp(status, "begin"))
             begin = t;
-        else if (begin >= 0 && counted_round(m, nonce)) {
-            sum += t > begin ? t - begin : 0;
+        else if (status && !strcmp(status, "end") && begin >= 0) {
+            fn(m, t - begin, ctx);
             begin = -1;
-            if (json_array_size(json_object_get(m, "candidate_ms")) < (size_t)iters)
-                *cut = 1;
         }
     }
-    return sum;
+}
+
+struct counted_time {
+    const char *nonce;
+    int iters; /* a counted round of fewer candidate calls was sized by the warm-up's pace */
+    double sum;
+    int cut;
+};
+
+static void add_counted_round(const json_t *end, double ms, void *ctx)
+{
+    struct counted_time *c = ctx;
+    if (!counted_round(end, c->nonce))
+        return;
+    c->sum += ms > 0 ? ms : 0;
+    if (json_array_size(json_object_get(end, "candidate_ms")) < (size_t)c->iters)
+        c->cut = 1;
 }
 
 int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
@@ -242,36 +255,35 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
          * meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a round only when a limit
          * appears inside it).  Such rounds get a third, as three planned rounds always did.  Rounds of `iters` calls
          * each were not sized by the pace (a fast kernel's: the count ends them before the budget) and stand. */
-        int cut = 0;
-        double lasted = counted_rounds_ms(messages, nonce, o->timing_iters, &cut);
-        if (o->timing_round_ms > 0 && cut &&
-            lasted < KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms)
+        struct counted_time lasted = {nonce, o->timing_iters, 0, 0};
+        each_begin_end(messages, KG_MSG_TIMING_ROUND, nonce, add_counted_round, &lasted);
+        if (o->timing_round_ms > 0 && lasted.cut &&
+            lasted.sum < KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms)
             return 1;
     }
     return cv_of(speedups, n) > o->timing_cv_threshold ? 1 : 0;
 }
 
 /* The supervisor's elapsed time of a begin/end pair of `type` (the last pair; -1 if none). */
+struct last_pair {
+    double elapsed;
+    const json_t *end;
+};
+
+static void keep_last_pair(const json_t *end, double ms, void *ctx)
+{
+    struct last_pair *l = ctx;
+    l->elapsed = ms;
+    l->end = end;
+}
+
 static double elapsed_ms(const json_t *messages, kg_msg kind, const char *nonce, const json_t **end_msg)
 {
-    double begin = -1, elapsed = -1;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m) {
-        if (!kg_msg_is(m, kind) || !from_harness(m, nonce))
-            continue;
-        const char *status = json_string_value(json_object_get(m, "status"));
-        double t = json_number_value(json_object_get(m, "t_ms"));
-        if (status && !strcmp(status, "begin"))
-            begin = t;
-        else if (status && !strcmp(status, "end") && begin >= 0) {
-            elapsed = t - begin;
-            if (end_msg)
-                *end_msg = m;
-            begin = -1;
-        }
-    }
-    return elapsed;
+    struct last_pair last = {-1, NULL};
+    each_begin_end(messages, kind, nonce, keep_last_pair, &last);
+    if (end_msg && last.end)
+        *end_msg = last.end;
+    return last.elapsed;
 }
 
 int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **finding)
