@@ -11,6 +11,7 @@ Standard library only: the GPU machine's python3 has torch and numpy, the dev ve
     gpu_report.py concurrency --pairs P --jobs-a 1 --jobs-b 8 RUN_A.json RUN_B.json
     gpu_report.py window NAME=RUN.json...             where the exclusive windows went (per timed evaluation)
     gpu_report.py two-rounds [--agree X] NAME=RUN.json...  what two rounds (--timing-agree X) would have said
+    gpu_report.py coverage [--floor F] NAME=RUN.json...    profile coverage against the first run's, pair by pair
     gpu_report.py make-mix > bench/throughput_mix.jsonl
 
 Each report prints markdown tables (readable as text) and, with --write-doc FILE, replaces its own section of FILE
@@ -721,6 +722,46 @@ def report_two_rounds(args):
     return 0
 
 
+def report_coverage(args):
+    """`gpu_report.py coverage [--floor F] NAME=FILE...`: each run's profile coverage (profile.coverage: the share of
+    the forward's device time in the candidate's own kernels, which --coverage-floor holds) against the first run's,
+    pair by pair (the runs are of one list: the same pair at the same place, its label the same): how many pairs both
+    profiled, the median and largest |difference| in points of share, and how many lie on the other side of the floor
+    F (0.5, kgym's default on a GPU) than in the first run: verdicts the change would flip.  For a change of where or
+    how the profile is taken (KGYM_PROFILE_SHARED=1: child.py _profile_shared)."""
+    runs = []
+    for who, path in named_files(args.runs):
+        try:
+            entries = load_run(path)["results"]
+        except ReportError:
+            entries = _out_lines(path)
+        cov = []
+        for e in entries:
+            r = e.get("result") if isinstance(e, dict) and "result" in e else e
+            label = e.get("label") if isinstance(e, dict) else None
+            cov.append((label, num(get(get(r, "profile"), "coverage"))))
+        runs.append((who, cov))
+    first_who, first = runs[0]
+    rows = []
+    for who, cov in runs:
+        diffs, flipped, worst = [], 0, (0.0, "-")
+        for (la, a), (lb, b) in zip(first, cov):
+            if a is None or b is None or la != lb:
+                continue
+            d = abs(b - a)
+            diffs.append(d)
+            if d > worst[0]:
+                worst = (d, str(lb))
+            flipped += (a >= args.floor) != (b >= args.floor)
+        rows.append([who, len(diffs),
+                     "-" if who == first_who or not diffs else f"{statistics.median(diffs):.4f}",
+                     "-" if who == first_who or not diffs else f"{worst[0]:.4f} ({worst[1]})",
+                     "-" if who == first_who else flipped])
+    print(md_table(["run", "profiled in both", f"|coverage - {first_who}'s| median", "largest (pair)",
+                    f"other side of the floor {args.floor:g}"], rows))
+    return 0
+
+
 def timing_rows(runs):
     """_timing_rows for [(name, entries)], entries as _timed_by_pair reads them (bench/fleet.py's report)."""
     return _timing_rows([(who, {"timing": _timed_by_pair(entries)}) for who, entries in runs])
@@ -1248,13 +1289,16 @@ def main(argv=None):
                                           "three planned rounds")
     p.add_argument("--agree", type=float, default=0.003, help="the spread two rounds must lie within (0.003)")
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs or --out JSON lines")
+    p = sub.add_parser("coverage", help="each run's profile coverage against the first run's, pair by pair")
+    p.add_argument("--floor", type=float, default=0.5, help="the coverage floor whose side is compared (0.5)")
+    p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="kgym bench --json outputs or --out JSON lines")
     sub.add_parser("make-mix")
     p = sub.add_parser("driver-counts", help="sum the judges' driver counts of a KGYM_JUDGE_PROFILE folder")
     p.add_argument("folder")
     args = ap.parse_args(argv)
     fn = {"gpu-check": gpu_check, "timing-stability": report_timing_stability, "throughput": report_throughput,
           "concurrency": report_concurrency, "grpo": report_grpo, "window": report_window,
-          "timing-precision": report_timing_precision, "two-rounds": report_two_rounds,
+          "timing-precision": report_timing_precision, "two-rounds": report_two_rounds, "coverage": report_coverage,
           "make-mix": make_mix, "driver-counts": report_driver_counts}[args.cmd]
     try:
         return fn(args)

@@ -85,4 +85,20 @@ PYEOF
 [ "$(grep '^| run  *| *[0-9]' "$TMP/two" | tr -d ' ')" = "|run|2|1|0.100%|0.1of0.6s|" ] \
     && ok "two-rounds: which candidates two rounds would have ended, their largest change, the time saved" \
     || bad "two-rounds" "$(cat "$TMP/two")"
+# coverage: each run's profile coverage against the first run's, pair by pair.  a.py moves 0.02 and stays above the
+# floor; b.py moves 0.04 and crosses it (0.52 -> 0.48); c.py has no profile in the head; d.py's label differs.
+"$PY" - "$TMP" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+def run(name, covs):
+    rs = [{"label": lab, "result": {"verdict": "correct", "profile": None if c is None else {"coverage": c}}}
+          for lab, c in covs]
+    json.dump({"summary": {}, "results": rs}, open(os.path.join(d, name), "w"))
+run("cov_base.json", [("a.py", 0.90), ("b.py", 0.52), ("c.py", 0.70), ("d.py", 0.60)])
+run("cov_head.json", [("a.py", 0.88), ("b.py", 0.48), ("c.py", None), ("e.py", 0.10)])
+PYEOF
+"$PY" bench/gpu_report.py coverage base="$TMP/cov_base.json" head="$TMP/cov_head.json" >"$TMP/cov" 2>&1
+[ "$(grep '^| head ' "$TMP/cov" | tr -d ' ')" = "|head|2|0.0300|0.0400(b.py)|1|" ] \
+    && ok "coverage: pairs profiled in both, the median and largest move, the one across the floor" \
+    || bad "coverage" "$(cat "$TMP/cov")"
 finish

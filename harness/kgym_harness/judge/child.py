@@ -2857,7 +2857,8 @@ def _profile_shared(device):
     twenty-seventh session); its figure is a share of one process's own kernel times, which other evaluations'
     work slows too, so what it has to show is both the throughput and that the coverage it reports stays where the
     exclusive one is: `sh bench/grpo.sh 6 --baseline build/kgym --head-env KGYM_PROFILE_SHARED=1 --repeat 2`,
-    then each candidate's profile.coverage in the head's kept results against the base's (--keep)."""
+    with --keep DIR, then `python3 bench/gpu_report.py coverage base=DIR/base.1.json head=DIR/head.1.json` (each
+    pair's coverage against the base's, and the pairs on the other side of the floor)."""
     return device.startswith("cuda") and os.environ.get("KGYM_PROFILE_SHARED") == "1"
 
 
