@@ -628,6 +628,14 @@ def _speedup_changes(first, timing):
     return [abs(num(x["speedup"]) / num(first[k]["speedup"]) - 1) for k, x in timing.items() if k in first]
 
 
+def run_entries(path):
+    """A run's entries: the results of a `kgym bench --json` output, else the lines of its --out file."""
+    try:
+        return load_run(path)["results"]
+    except ReportError:
+        return _out_lines(path)
+
+
 def _out_lines(path):
     """The entries of a `kgym bench --out` file (one result a line; an answer from a twin says cached_from on its
     line).  A last line cut short (a run killed while writing it) is left out with a word on stderr; any other line
@@ -675,12 +683,7 @@ def report_timing_precision(args):
     --json` or the JSON lines of its --out (one result a line, in the list's order)."""
     runs = []
     for who, path in named_files(args.runs):
-        try:
-            doc = load_run(path)
-            entries = doc["results"]
-        except ReportError:
-            entries = _out_lines(path)
-        runs.append((who, {"timing": _timed_by_pair(entries)}))
+        runs.append((who, {"timing": _timed_by_pair(run_entries(path))}))
     headers, rows = _timing_rows(runs)
     print(md_table(headers, rows))
     return 0
@@ -695,10 +698,7 @@ def report_two_rounds(args):
     third round's share of the rounds' time on kgym's clock (rounds[].supervisor_ms)."""
     rows = []
     for who, path in named_files(args.runs):
-        try:
-            entries = load_run(path)["results"]
-        except ReportError:
-            entries = _out_lines(path)
+        entries = run_entries(path)
         timed = stopped = 0
         worst = third_ms = all_ms = 0.0
         for e in entries:
@@ -731,10 +731,7 @@ def report_coverage(args):
     how the profile is taken (KGYM_PROFILE_SHARED=1: child.py _profile_shared)."""
     runs = []
     for who, path in named_files(args.runs):
-        try:
-            entries = load_run(path)["results"]
-        except ReportError:
-            entries = _out_lines(path)
+        entries = run_entries(path)
         cov = []
         for e in entries:
             r = e.get("result") if isinstance(e, dict) and "result" in e else e

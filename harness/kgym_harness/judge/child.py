@@ -1160,7 +1160,7 @@ class Evaluation:
                     else:
                         self.gpu_purpose("profile")
                         take_profile(med)
-        if profile_med is not None and not (rerun_wrong or mismatched or overwritten):
+        if profile_med is not None:  # set only where nothing was found wrong in the window
             with self.gpu("shared", "profile"):
                 take_profile(profile_med)
         for v in rerun_wrong:
