@@ -209,6 +209,39 @@ def test_a_warm_up_ends_early_only_on_the_judges_reading_that_the_gpu_settled(li
     assert findings == []
 
 
+class _CallClock:
+    """A clock that moves only when a call runs (``step``), by ``call_ms`` (the first call by ``first_ms``)."""
+
+    def __init__(self, call_ms, first_ms=None):
+        self.t, self.call_ms, self.first_ms, self.calls = 0.0, call_ms, first_ms, 0
+
+    def __call__(self):
+        return self.t
+
+    def step(self):
+        self.t += (self.first_ms if self.calls == 0 and self.first_ms is not None else self.call_ms) / 1e3
+        self.calls += 1
+
+
+@pytest.mark.parametrize("call_ms, first_ms, answers, calls, ended", [
+    (92.0, None, (True,), 2, "settled"),  # read after the first call (92 ms) and the second: two calls, not three
+    (92.0, None, None, 3, "time"),  # no reading of the GPU: at_least and warm_ms as before (3 x 92 >= 250)
+    (92.0, None, (False, True), 3, "time"),  # not settled at the first reading: warm_ms comes before a second
+    (30.0, None, (True,), 3, "settled"),  # a first call under SETTLE_FROM_MS: first read at 60 ms, as before
+    (300.0, None, (False,), 2, "time"),  # past warm_ms after one call: ending by time keeps at_least (2)
+    (5.0, 45.0, (True,), 6, "settled"),  # a slow first call: read at 45 ms, settled 20 ms later at 70
+])
+def test_a_long_first_call_is_read_at_its_end(link, call_ms, first_ms, answers, calls, ended):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model()))
+    clock = _CallClock(call_ms, first_ms)
+    timer.clock = clock
+    state = _State(*answers) if answers else None
+    ran, ms, how = timer._warm_loop(clock.step, 0, 250.0, 2, state)
+    assert (ran, how) == (calls, ended), (ran, ms, how)
+    assert ran >= 2  # a settled end needs two readings SETTLE_FOR_MS apart, so two calls at the least
+
+
 def test_later_rounds_warm_up_with_no_calls(link):
     ln, remote, findings = link
     timer = start(ln, remote(Model()))
@@ -276,7 +309,11 @@ def test_a_round_under_watch_ors_the_clock_limit_reasons_after_every_call(link, 
 @pytest.mark.parametrize("iters, round_ms, per_call, n", [
     (50, 75.0, 0.5, 50),  # a fast kernel: the round's budget holds more than iters
     (50, 75.0, 10.0, 7),  # as many as fit
-    (50, 75.0, 92.0, timing.MIN_ROUND_CALLS),  # a slow kernel: the floor
+    (50, 75.0, 30.0, timing.MIN_ROUND_CALLS),  # a slow kernel: the floor (two calls would not fill the budget)
+    (50, 75.0, 37.5, timing.MIN_LONG_ROUND_CALLS),  # two calls fill it: two a round
+    (50, 75.0, 92.0, timing.MIN_LONG_ROUND_CALLS),
+    (50, 150.0, 60.0, timing.MIN_ROUND_CALLS),  # the budget of a round of pairs: 60 ms calls still get three
+    (1, 75.0, 92.0, 1),  # never above iters
     (2, 75.0, 92.0, 2),  # never above iters
     (50, 0.0, 10.0, 50), (50, 75.0, 0.0, 50),  # no budget, or no cost measured yet
 ])

@@ -31,6 +31,11 @@ import torch
 # kernel; a floor of five gave a 90 ms candidate 3 s of exclusive GPU time, a third of a GRPO mix's.
 MIN_ROUND_CALLS = 3
 MIN_CLOCK_BLOCK_CALLS = 2
+# ... except where two calls already fill the round's budget (a call of half round_ms or more: 37.5 ms and up with
+# the reference timed apart): then two a round.  Such a round lasts its whole budget or more (a floor of three made
+# a 92 ms candidate's round 276 ms against a 75 ms budget), its two calls are both checked (MIN_ROUND_CHECKS), and a
+# call that long varies by ~0.1% from the next (PERFORMANCE, twenty-eighth session, for what it moved).
+MIN_LONG_ROUND_CALLS = 2
 
 # The fewest timed calls of a round whose outputs are compared with the reference's (all of a shorter round's).
 # A candidate that skips its work on some timed calls gains only from samples the trimmed mean keeps, and rounds of
@@ -55,10 +60,12 @@ def checked_positions(rng, calls, check_every):
 
 def round_calls(iters, round_ms, per_call_ms):
     """How many calls a round holds: as many as fit ``round_ms`` at ``per_call_ms`` each, at most ``iters`` and at
-    least MIN_ROUND_CALLS (never above ``iters``); ``iters`` where there is no budget or no cost yet."""
+    least MIN_ROUND_CALLS, or MIN_LONG_ROUND_CALLS where that many calls fill ``round_ms`` (never above ``iters``);
+    ``iters`` where there is no budget or no cost yet."""
     if round_ms <= 0 or per_call_ms <= 0:
         return iters
-    return max(min(iters, MIN_ROUND_CALLS), min(iters, int(round_ms / per_call_ms)))
+    floor = MIN_LONG_ROUND_CALLS if MIN_LONG_ROUND_CALLS * per_call_ms >= round_ms else MIN_ROUND_CALLS
+    return max(min(iters, floor), min(iters, int(round_ms / per_call_ms)))
 
 
 def l2_bytes(device=None) -> int:
@@ -566,9 +573,12 @@ class CrossTimer:
         while True:
             if warm_ms <= 0 and ran >= calls:
                 break
-            if warm_ms > 0 and ran >= at_least:
+            # The GPU is read from the first call's end on where that call alone reached SETTLE_FROM_MS (a 92 ms
+            # call: read at 92 and 184 ms, two calls where at_least made it three); a settled end still needs
+            # two readings SETTLE_FOR_MS apart, so never fewer than two calls.  Ending by time keeps at_least.
+            if warm_ms > 0 and ran >= min(at_least, 1 if state is not None else at_least):
                 el = (self.clock() - t0) * 1e3
-                if el >= warm_ms:
+                if el >= warm_ms and ran >= at_least:
                     ended = "time"
                     break
                 if state is not None and el >= SETTLE_FROM_MS:
