@@ -278,8 +278,10 @@ int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *msg, kg_b
      * interleaved with a candidate's, whose load shaped them: docs/threat-model.md).  v6: that warm-up may end
      * once the judge read the GPU settled, its rounds watched as the candidate's are (v5's warmed up for warm_ms).
      * rounds: the reference alone is timed in that many rounds, so a time kept from two (--timing-rounds 2) has
-     * fewer samples than one of three, and serves only its own (the red team of --timing-agree). */
-    int rc = kg_buf_printf(out, "v6;warmup=%d;iters=%d;round_ms=%g;rounds=%d;flush=1;fresh=1;mode=%s;precision=%s;"
+     * fewer samples than one of three, and serves only its own (the red team of --timing-agree).  v7: a reference
+     * of half a round's budget or more a call is timed in rounds of two calls (v6: three), and its warm-up may
+     * settle after two calls (timing.round_calls, _warm_loop). */
+    int rc = kg_buf_printf(out, "v7;warmup=%d;iters=%d;round_ms=%g;rounds=%d;flush=1;fresh=1;mode=%s;precision=%s;"
                   "seed=%u;torch=%s;triton=%s", o->timing_warmup, o->timing_iters, o->timing_round_ms, o->timing_rounds,
                   o->reference_mode ? o->reference_mode : "eager", kg_eval_tolerance_name(o), o->seed,
                   json_string_value(json_object_get(msg, "torch")) ?: "?",
