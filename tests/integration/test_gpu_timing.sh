@@ -69,10 +69,10 @@ t='r["timing"]'
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"
 [ "$(jget "$TMP/c1.json" "r['timing']['reference_cached']")" = False ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_cached']")" = True ] \
     && ok "reference cache: a miss, then a hit" || bad "reference cache" "$(jget "$TMP/c2.json" "r['timing']")"
-# A miss times the reference alone (no candidate call between its calls) and stores those samples, under protocol v6;
+# A miss times the reference alone (no candidate call between its calls) and stores those samples, under protocol v7;
 # a hit uses them.  The result says how the judge's warm-up for them ended (time, or settled on its NVML reading).
 [ "$(jget "$TMP/c1.json" "r['timing']['reference_samples']")" = alone ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_samples']")" = cached ] \
-    && [ "$(cat "$TMP"/cache/*.json | "$PY" -c "import json,sys; e=json.load(sys.stdin); print(e['protocol'].startswith('v6;') and e['samples'] == $(jget "$TMP/c1.json" "r['timing']['reference_ms']['samples']"))")" = True ] \
+    && [ "$(cat "$TMP"/cache/*.json | "$PY" -c "import json,sys; e=json.load(sys.stdin); print(e['protocol'].startswith('v7;') and e['samples'] == $(jget "$TMP/c1.json" "r['timing']['reference_ms']['samples']"))")" = True ] \
     && [ "$(jget "$TMP/c1.json" "r['timing']['reference_alone']['warm'][0]['ended'] in ('time', 'settled') and r['timing']['reference_alone']['lost'] >= 0")" = True ] \
     && [ "$(jget "$TMP/c2.json" "r['timing']['reference_alone']")" = None ] \
     && ok "reference cache: the miss timed the reference alone, and those samples were stored (v6)" \
