@@ -431,3 +431,57 @@ def test_a_skipped_call_in_a_three_call_round_is_always_checked(link):
         timer.round(3)
     # Every round's skipped call was compared (and seen wrong), whichever positions were drawn.
     assert wrong == list(range(0, 60, 3))
+
+
+class _TimedClock:
+    """A clock that moves only when the runner answers a call (by ``call_ms``, the first call by ``first_ms``) or a
+    call's output is checked (by ``check_ms``: the reference's own run on a cache hit, and the comparison)."""
+
+    def __init__(self, timer, call_ms, first_ms=None, check_ms=0.0):
+        self.t, self.call_ms, self.first_ms, self.check_ms, self.calls = 0.0, call_ms, first_ms, check_ms, 0
+        remote_timed = timer._remote_timed
+
+        def timed(send, call):
+            first = self.calls == 0 and self.first_ms is not None
+            self.t += (self.first_ms if first else self.call_ms) / 1e3
+            self.calls += 1
+            return remote_timed(send, call)
+
+        timer._remote_timed = timed
+        timer.clock = self
+
+    def __call__(self):
+        return self.t
+
+    def on_pair(self, call, args, ref_out, rem, meta):
+        self.t += self.check_ms / 1e3
+
+
+@pytest.mark.parametrize("warm_call, first_ms, timed_call, first_n, next_n", [
+    # red team 28 (pad_two_call_gemm.py): two light warm-up calls of 42 ms (their outputs are never checked) make
+    # rounds of MIN_LONG_ROUND_CALLS; the timed calls cost 12 ms (a ~10 ms GEMM and the judge's draw), each checked
+    # one followed by a 20-ms reference run.  The warm-up's pace alone gave every round 2 calls: three short rounds,
+    # six heavy calls.  The next round fills the 75-ms budget at the round's own pace, checks left out (with them,
+    # 64 ms for 2 calls still said 2).
+    (42.0, None, 12.0, 2, 6),
+    (42.0, None, 1.0, 2, 50),  # a timed call 40 times faster than the pace: the next round holds iters
+    (42.0, None, 42.0, 2, 2),  # an honest 42 ms candidate: 2 calls a round throughout, checks notwithstanding
+    (10.0, None, 10.0, 7, 7),  # an honest 10 ms candidate: as many as fit, throughout
+    (10.0, None, 15.0, 7, 7),  # a round slower than its warm-up: the pace is the fastest seen, never raised
+    # an honest 25 ms candidate with a 60-ms first call (one-time costs): read at 60 and 85 ms, its warm-up ends
+    # after two calls at 42.5 ms a call, so its first round holds 2 calls where its pace fills 3; the next holds 3
+    (25.0, 60.0, 25.0, 2, 3),
+])
+def test_a_round_that_outruns_its_warm_ups_pace_sizes_the_next(link, warm_call, first_ms, timed_call, first_n,
+                                                                next_n):
+    ln, remote, findings = link
+    timer = start(ln, remote(Model()), check_every=5)
+    clock = _TimedClock(timer, warm_call, first_ms, check_ms=20.0)
+    timer.on_pair = clock.on_pair
+    timer.warm(0, warm_ms=250.0, state=_State(True))
+    n = timer.round_size(50, 75.0)
+    assert n == first_n, (timer.warm_facts, timer.pace_ms)
+    clock.call_ms = timed_call
+    timer.round(n)
+    assert timer.round_size(50, 75.0) == next_n, timer.pace_ms
+    assert findings == []

@@ -1034,7 +1034,6 @@ class Evaluation:
             # one side's calls alone, and half a round's budget gives it as many calls as its half of a round of
             # pairs did (the same precision, half the exclusive time).
             round_ms /= 2
-        pair_ms = [0.0]
         # rewarm: the next round warms up for the whole warm_ms (a limit appeared that the warm-up had not met);
         # lost: how many rounds this window lost so (at most _MAX_BROKEN_ROUNDS are watched for)
         rewarm, lost = [False], [0]
@@ -1055,7 +1054,7 @@ class Evaluation:
             # end state is then watched through the rounds (timer.watch): a candidate whose warm-up calls were
             # light and whose timed calls are heavy meets a limit there, and such a round does not count (below).
             state = gpu_state if first and not rewarm[0] and cfg.get("warm_settle", True) else None
-            ran, warm_ms = timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0, state=state)
+            timer.warm(warm, warm_ms=float(cfg.get("warm_ms", 250)) if first else 0.0, state=state)
             if first:
                 # Watched after any warm-up, early-ended or whole (a candidate light for 250 ms and heavy after
                 # gains the same ~80 ms), against the reasons the warm-up ended with (a heavy kernel's power cap,
@@ -1065,11 +1064,11 @@ class Evaluation:
                 timer.watch = gpu_state if watch and base >= 0 else None
                 timer.watch_base = base & tm.HELD_BELOW if base >= 0 else 0
                 rewarm[0] = False
-            if ran:
-                pair_ms[0] = warm_ms / ran
             # Slow kernels get fewer calls a round (at least tm.MIN_ROUND_CALLS), so a round costs about round_ms:
-            # a 20 ms GEMM is measured as precisely with 3 calls as a 20 us one with 50.
-            n = tm.round_calls(iters, round_ms, pair_ms[0])
+            # a 20 ms GEMM is measured as precisely with 3 calls as a 20 us one with 50.  The pace is the fastest
+            # the timer has seen, warm-ups and rounds (CrossTimer.pace_ms): a round that outran its warm-up's pace
+            # sizes the next (red team 28).
+            n = timer.round_size(iters, round_ms)
             self.chan.send({"type": kinds.MSG_TIMING_ROUND, "round": done, "status": "begin", "iters": n})
             before = dict(timer.overhead)
             ref_ms, cand_ms, ref_dev, cand_dev = timer.round(n)

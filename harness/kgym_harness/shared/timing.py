@@ -522,6 +522,13 @@ class CrossTimer:
         self.watch = None
         self.watch_base = 0  # the HELD_BELOW reasons the warm-up ended with (child.py: only new ones break a round)
         self.round_reasons = 0
+        # The cost of a call (a pair with the reference) that sizes the next round (round_size): the fastest seen in
+        # a warm-up or a round on the judge's clock, a round's checks left out (warm-ups have none).  Not the last
+        # warm-up's alone: the candidate sets that pace, and one that pads its warm-up calls (light work; their
+        # outputs are never checked) got every round of MIN_LONG_ROUND_CALLS, six heavy calls in three short rounds
+        # (red team 28).  A round that outruns the pace sizes the next from its own; an honest round, whose calls
+        # cost what its warm-up's did, changes nothing.
+        self.pace_ms = 0.0
         self._block_args = None  # clock_block_prepare's arguments, for clock_block
 
     def _next(self):
@@ -609,6 +616,8 @@ class CrossTimer:
 
         with torch.no_grad():
             ran, ms, ended = self._warm_loop(pair, calls, warm_ms, at_least, state)
+        if ran:
+            self._paced(ms / ran)
         self.warm_facts = {"calls": ran, "ms": ms, "ended": ended}
         if state is not None:
             self.warm_facts["gpu"] = state.facts()
@@ -618,7 +627,8 @@ class CrossTimer:
         """The reference timed alone: no call of the candidate's between its calls (a candidate's load after its
         own calls slows the reference calls that follow: power, clocks; docs/threat-model.md).  A warm-up by
         _warm_loop's rule (``warm_ms``, at least 2 calls, shorter where ``state`` says the GPU settled), then
-        ``rounds`` rounds of as many calls as fit ``round_ms`` (at most ``iters``, at least MIN_ROUND_CALLS),
+        ``rounds`` rounds of as many calls as fit ``round_ms`` (round_calls: at most ``iters``, at least
+        MIN_ROUND_CALLS, or MIN_LONG_ROUND_CALLS where two fill it),
         each on a new input set of its own, after the same L2 flush and persisting-L2 reset as a paired call.
 
         A warm-up that ended early is watched as the candidate's is (child.py, one_round): with ``state``, the
@@ -670,10 +680,19 @@ class CrossTimer:
                 done += 1
         return stream
 
+    def _paced(self, per_call_ms):
+        if per_call_ms > 0 and (self.pace_ms <= 0 or per_call_ms < self.pace_ms):
+            self.pace_ms = per_call_ms
+
+    def round_size(self, iters, round_ms):
+        """How many calls the next round holds: round_calls at ``pace_ms`` (the fastest pace seen so far)."""
+        return round_calls(iters, round_ms, self.pace_ms)
+
     def round(self, iters):
         ref_ms, cand_ms, ref_dev, cand_dev = [], [], [], []
         drawn = checked_positions(self.random, iters, self.check_every) if self.on_pair else frozenset()
         self.round_reasons = 0
+        t_round, checks = self.clock(), 0.0
         with torch.no_grad():
             for i in range(iters):
                 args, send = self._next()
@@ -696,12 +715,15 @@ class CrossTimer:
                 check = self.on_pair and (
                     i in drawn or (self.must_check is not None and self.must_check(self.meta)))
                 if check:
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), self.clock()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*args)
                     self.on_pair(call, args, ref_out, self.remote, self.meta)
                     self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
+                    checks += self.clock() - c0
                 del ref_out, args, send
+        if iters:
+            self._paced((self.clock() - t_round - checks) * 1e3 / iters)
         return ref_ms, cand_ms, ref_dev, cand_dev
 
     def clock_block_prepare(self):
