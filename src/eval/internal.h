@@ -20,8 +20,9 @@
 /* Two rounds that agree stand for three only where they lasted at least this share of timing_rounds x
  * timing_round_ms on kgym's clock (timing.c kg_eval_timing_more): 0.3 of 2 x 150 ms = 90 ms, about the ~80 ms of
  * heavy load after which a GPU meets its power limit (docs/threat-model.md, red team 7).  A round sized from an
- * honest pace lasts at least 3/4 of its budget (round_calls' floor: n >= 3, or 2 calls that fill it), half of round_ms where the reference
- * is timed apart: two honest rounds take >= 112 ms (135-190 ms on the GRPO mix, H100, twenty-seventh session). */
+ * honest pace lasts at least 3/4 of its budget (round_calls' floor: n >= 3, or 2 calls that fill it), half of
+ * round_ms where the reference is timed apart: two honest rounds take >= 112 ms (135-190 ms on the GRPO mix, H100,
+ * twenty-seventh session). */
 #define KG_TIMING_AGREE_MIN_SHARE 0.3
 
 /* Feedback that recognises precision (feedback.c): the largest error of every failed variant, over the RMS of

@@ -583,7 +583,7 @@ class CrossTimer:
             # The GPU is read from the first call's end on where that call alone reached SETTLE_FROM_MS (a 92 ms
             # call: read at 92 and 184 ms, two calls where at_least made it three); a settled end still needs
             # two readings SETTLE_FOR_MS apart, so never fewer than two calls.  Ending by time keeps at_least.
-            if warm_ms > 0 and ran >= min(at_least, 1 if state is not None else at_least):
+            if warm_ms > 0 and (ran >= at_least or (state is not None and ran >= 1)):
                 el = (self.clock() - t0) * 1e3
                 if el >= warm_ms and ran >= at_least:
                     ended = "time"
