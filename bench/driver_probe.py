@@ -16,7 +16,9 @@ printed for both: a GPU's rate that falls when another GPU works at the same thi
            the judge does for a command's tensors and the runner maps)
 --env NAME=VALUE (repeatable) sets a variable in every worker (e.g. CUDA_DEVICE_MAX_CONNECTIONS=1: fewer
 hardware channels a context makes), so a driver setting's effect shows in the same table.
-Printed: one line per kind and run: per GPU the cycles per second and the median cycle (ms), and for the run on
+Printed: one line per kind and run: per GPU the cycles per second and the median cycle (ms) (the context kind: with
+the median of each of its steps, cuInit, the context's creation and its first allocation; the rest of a cycle is
+the interpreter's start and the exit, which tears the context down), and for the run on
 every GPU the ratio of its total rate to the one-GPU rate (2.0: the GPUs do not wait for each other; 1.0: one
 lock for the machine).
 """
@@ -35,8 +37,28 @@ import contention_probe  # noqa: E402 — its children and the harness path, not
 HARNESS = contention_probe.HARNESS
 
 
+# contention_probe's context child with its steps timed: it prints the seconds cuInit, the primary context's
+# retain (the context made) and the first 1 MB allocation took; the rest of a cycle is the interpreter's start and
+# the exit (the context torn down with the process).
+_TIMED_CONTEXT_CHILD = """
+import ctypes, sys, time
+cu = ctypes.CDLL("libcuda.so.1")
+ctx, ptr = ctypes.c_void_p(), ctypes.c_uint64()
+t = [time.perf_counter()]
+ok = cu.cuInit(0) == 0
+t.append(time.perf_counter())
+ok = ok and cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0 and cu.cuCtxSetCurrent(ctx) == 0
+t.append(time.perf_counter())
+ok = ok and cu.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(1 << 20)) == 0 and cu.cuCtxSynchronize() == 0
+t.append(time.perf_counter())
+print(*(b - a for a, b in zip(t, t[1:])), flush=True)
+sys.exit(0 if ok else 1)
+"""
+STEPS = ("init", "context", "alloc")
+
+
 def _cycle_child(kind):
-    return contention_probe._CONTEXT_CHILD if kind == "context" else contention_probe._TORCH_CHILD
+    return _TIMED_CONTEXT_CHILD if kind == "context" else contention_probe._TORCH_CHILD
 
 
 def worker(q, kind, gpu, env, seconds, start):
@@ -51,19 +73,23 @@ def worker(q, kind, gpu, env, seconds, start):
         for _ in range(3):
             contention_probe._vmm_step(64)
     start.wait()
-    lat, end = [], time.perf_counter() + seconds
+    lat, steps, end = [], [], time.perf_counter() + seconds
     while time.perf_counter() < end:
         t0 = time.perf_counter()
         if kind == "vmm":
             contention_probe._vmm_step(64)
         else:
-            subprocess.run([sys.executable, "-c", _cycle_child(kind)], check=True, env=os.environ)
+            out = subprocess.run([sys.executable, "-c", _cycle_child(kind)], check=True, env=os.environ,
+                                 capture_output=True, text=True).stdout.split()
+            if kind == "context" and len(out) == len(STEPS):
+                steps.append([float(v) for v in out])
         lat.append(time.perf_counter() - t0)
-    q.put((gpu, lat))
+    q.put((gpu, lat, steps))
 
 
 def run(kind, gpus, procs, seconds, env):
-    """{gpu: (cycles per second, median ms)} with ``procs`` workers on each of ``gpus`` at once."""
+    """{gpu: (cycles per second, median ms, {step: median ms})} with ``procs`` workers on each of ``gpus`` at
+    once (steps: the context kind's, else empty)."""
     ctx = mp.get_context("spawn")
     q, start = ctx.Queue(), ctx.Event()
     ps = [ctx.Process(target=worker, args=(q, kind, g, env, seconds, start)) for g in gpus for _ in range(procs)]
@@ -76,9 +102,15 @@ def run(kind, gpus, procs, seconds, env):
         p.join()
     out = {}
     for g in gpus:
-        lat = [x for gg, ls in got if gg == g for x in ls]
-        out[g] = (len(lat) / seconds, statistics.median(lat) * 1e3 if lat else float("nan"))
+        lat = [x for gg, ls, _s in got if gg == g for x in ls]
+        steps = [row for gg, _l, ss in got if gg == g for row in ss]
+        med = {name: statistics.median(r[i] for r in steps) * 1e3 for i, name in enumerate(STEPS)} if steps else {}
+        out[g] = (len(lat) / seconds, statistics.median(lat) * 1e3 if lat else float("nan"), med)
     return out
+
+
+def _steps(med):
+    return "" if not med else "  (" + ", ".join(f"{k} {v:.1f}" for k, v in med.items()) + " ms)"
 
 
 def main():
@@ -108,12 +140,12 @@ def main():
           f"{'' if not env else ', env ' + ' '.join(f'{k}={v}' for k, v in env.items())}", flush=True)
     for kind in kinds:
         one = run(kind, gpus[:1], a.procs, a.seconds, env)
-        r1, m1 = one[gpus[0]]
-        print(f"{kind:8s} GPU {gpus[0]} alone:  {r1:7.1f}/s  median {m1:8.1f} ms", flush=True)
+        r1, m1, s1 = one[gpus[0]]
+        print(f"{kind:8s} GPU {gpus[0]} alone:  {r1:7.1f}/s  median {m1:8.1f} ms{_steps(s1)}", flush=True)
         if len(gpus) > 1:
             both = run(kind, gpus, a.procs, a.seconds, env)
-            parts = "  ".join(f"GPU {g} {r:7.1f}/s median {m:8.1f} ms" for g, (r, m) in both.items())
-            total = sum(r for r, _m in both.values())
+            parts = "  ".join(f"GPU {g} {r:7.1f}/s median {m:8.1f} ms{_steps(st)}" for g, (r, m, st) in both.items())
+            total = sum(r for r, _m, _s in both.values())
             print(f"{kind:8s} GPUs {','.join(gpus)} at once: {parts}  total ×{total / r1:.2f} of one GPU",
                   flush=True)
 
