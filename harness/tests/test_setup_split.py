@@ -117,21 +117,6 @@ def test_the_runner_keeps_one_work_queue_by_default(monkeypatch, rec):
     assert _setup_job(monkeypatch, rec)["sandbox"] == {"landlock": True}
 
 
-def test_the_runner_keeps_the_launch_queues_scale_only_where_kgym_sets_it(monkeypatch, rec):
-    """child._runner_driver_env: CUDA_SCALE_LAUNCH_QUEUES in the judge's environment (the zygote's, from kgym's) is
-    kept through the runner's clean environment beside the work queues; absent, or on the CPU, nothing more."""
-    monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-    monkeypatch.delenv("KGYM_RUNNER_CONNECTIONS", raising=False)
-    monkeypatch.delenv("CUDA_SCALE_LAUNCH_QUEUES", raising=False)
-    assert _setup_job(monkeypatch, rec)["sandbox"]["env_keep"] == ["CUDA_DEVICE_MAX_CONNECTIONS"]
-    monkeypatch.setenv("CUDA_SCALE_LAUNCH_QUEUES", "0.25x")
-    assert _setup_job(monkeypatch, rec)["sandbox"]["env_keep"] == ["CUDA_DEVICE_MAX_CONNECTIONS",
-                                                                   "CUDA_SCALE_LAUNCH_QUEUES"]
-    monkeypatch.setenv("KGYM_RUNNER_CONNECTIONS", "0")
-    assert _setup_job(monkeypatch, rec)["sandbox"]["env_keep"] == ["CUDA_SCALE_LAUNCH_QUEUES"]
-    assert _setup_job(monkeypatch, rec, device="cpu")["sandbox"] == {"landlock": True}
-
-
 def test_the_kept_variable_survives_the_clean_environment(monkeypatch, tmp_path):
     import tempfile
 

@@ -2875,22 +2875,6 @@ def _runner_connections(device):
             and bool(os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")))
 
 
-# The CUDA driver's variables for a context's size that the runner keeps from the zygote where kgym's environment
-# sets them (an experiment's switch: `sh bench/grpo.sh 6 --baseline build/kgym --head-env NAME=VALUE`), so that both
-# processes of an evaluation make their contexts alike.  CUDA_SCALE_LAUNCH_QUEUES scales each context's launch
-# queues (a smaller one is less to make under the driver's machine-wide lock: bench/driver_probe.py --env).
-_RUNNER_DRIVER_ENV = ("CUDA_SCALE_LAUNCH_QUEUES",)
-
-
-def _runner_driver_env(device):
-    """The variable names the runner's clean environment keeps on ``device``: CUDA_DEVICE_MAX_CONNECTIONS where
-    _runner_connections says so, and those of _RUNNER_DRIVER_ENV that this process has; none on the CPU."""
-    if not device.startswith("cuda"):
-        return []
-    keep = ["CUDA_DEVICE_MAX_CONNECTIONS"] if _runner_connections(device) else []
-    return keep + [name for name in _RUNNER_DRIVER_ENV if os.environ.get(name)]
-
-
 def _start_runner(sock, job, device, findings, phase=None):
     """Hands the runner its part of the job; returns (link, the runner's sandbox report).  ``phase``: None where
     the caller holds the set-up's GPU phase; else a context manager for it, taken here once the driver is up in
@@ -2904,9 +2888,9 @@ def _start_runner(sock, job, device, findings, phase=None):
         sub["policy"] = {"runtime": {"launch_required": False, "check_aten": False}}
     if phase is not None:
         sub["context_later"] = True
-    keep = _runner_driver_env(device)
-    if keep:
-        sub["sandbox"] = dict(sub.get("sandbox") or {}, env_keep=[*(sub.get("sandbox") or {}).get("env_keep", ()), *keep])
+    if _runner_connections(device):
+        sub["sandbox"] = dict(sub.get("sandbox") or {},
+                              env_keep=[*(sub.get("sandbox") or {}).get("env_keep", ()), "CUDA_DEVICE_MAX_CONNECTIONS"])
     # Both processes start a CUDA context (0.3 s each on an H100 host): the judge starts its own while the
     # runner locks itself down and starts its, instead of one after the other.
     start = cudashare.blocking_sync if phase is not None else cudashare.start_context
