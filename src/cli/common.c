@@ -546,9 +546,29 @@ kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f)
                                    .warm_pairs = f->warm < 0 ? KG_CLI_WARM_DEFAULT : f->warm};
 }
 
+int kg_cli_machine_gpus(const char *dir)
+{
+    DIR *d = opendir(dir ? dir : "/proc/driver/nvidia/gpus");
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+int kg_cli_gpu_jobs_default(int machine_gpus)
+{
+    return machine_gpus == 1 ? KG_CLI_GPU_JOBS_ONE_GPU : KG_CLI_GPU_JOBS_DEFAULT;
+}
+
 int kg_cli_default_jobs(const kg_cli_eval_flags *f, int cpu_default)
 {
-    return f->device_resolved && strcmp(f->device_resolved, "cpu") != 0 ? KG_CLI_GPU_JOBS_DEFAULT : cpu_default;
+    if (!f->device_resolved || strcmp(f->device_resolved, "cpu") == 0)
+        return cpu_default;
+    return kg_cli_gpu_jobs_default(kg_cli_machine_gpus(NULL));
 }
 
 int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)

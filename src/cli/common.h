@@ -60,12 +60,23 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err);
 #define KG_CLI_WARM_DEFAULT 2
 kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
 /* Evaluations at once where the command line does not say (bench --jobs, serve/worker --workers, rollout --jobs
- * evaluating here), after kg_cli_setup: on a GPU KG_CLI_GPU_JOBS_DEFAULT, on the CPU the command's own
- * `cpu_default`.  Six because every throughput figure in docs/PERFORMANCE.md is at six on one GPU: one at a time
- * gives 1,464 evaluations an hour on the GRPO mix, six ~3,300, eight and ten no more (H200, seventeenth session);
- * device memory needs no smaller number: the arbiter reserves each evaluation's before its GPU work starts and a
- * request that does not fit waits (docs/evaluation-protocol.md, "Sharing a GPU"). */
+ * evaluating here), after kg_cli_setup: on a GPU kg_cli_gpu_jobs_default(the machine's GPUs), on the CPU the
+ * command's own `cpu_default`.  On a machine whose driver lists one GPU, ten: on the GRPO mix (one H200) ten beat
+ * six in four pairs, x1.081, x1.092 (twenty-second session), x1.075 (twenty-eighth), x1.081 (twenty-ninth, with the
+ * shared profile), every speedup within 2% of six's; the fleet's one GPU gave the same at ten as at six (4,070 and
+ * 4,067/h).  Where it lists several, six a GPU: the driver makes and tears down contexts under one lock for the
+ * whole machine, so a GPU's extra evaluations wait on the other GPUs' (the fleet on two H200s at ten a GPU 6,065/h,
+ * at six 6,758/h; docs/PERFORMANCE.md, twenty-second session).  Device memory needs no smaller number: the
+ * arbiter reserves each evaluation's before its GPU work starts and a request that does not fit waits
+ * (docs/evaluation-protocol.md, "Sharing a GPU"). */
+#define KG_CLI_GPU_JOBS_ONE_GPU 10
 #define KG_CLI_GPU_JOBS_DEFAULT 6
+/* The GPUs the NVIDIA driver lists on this machine: the entries of `dir` (NULL: /proc/driver/nvidia/gpus, one
+ * folder a GPU, whatever CUDA_VISIBLE_DEVICES shows this process); -1 where it cannot be read. */
+int kg_cli_machine_gpus(const char *dir);
+/* Evaluations at once on one GPU of a machine with `machine_gpus` GPUs (-1: not known): KG_CLI_GPU_JOBS_ONE_GPU
+ * for exactly one, KG_CLI_GPU_JOBS_DEFAULT otherwise. */
+int kg_cli_gpu_jobs_default(int machine_gpus);
 int kg_cli_default_jobs(const kg_cli_eval_flags *f, int cpu_default);
 
 /* The device as the service's content key names it (malloc'd): "cpu", or
