@@ -449,7 +449,24 @@ def figures(doc):
             "verdicts": dict(sorted(verdicts.items(), key=lambda kv: -kv[1])),
             "rerun": sum(1 for r in recs if (r.get("attempts") or 0) > 1), "per_gpu": dict(sorted(per.items())),
             "summed_evaluation_wall_s": sum(num(r.get("wall_ms")) or 0 for r in answered
-                                            if not r.get("cached_from")) / 1000}
+                                            if not r.get("cached_from")) / 1000,
+            "slots_busy": (sum(num(r.get("wall_ms")) or 0 for r in answered if not r.get("cached_from")) / 1000
+                           / (doc["workers_per_gpu"] * ngpu * wall) if wall and doc["workers_per_gpu"] else None)}
+
+
+def ratio_parts(one, full):
+    """Issue 38's ratio taken apart, exactly: with the same evaluations in both runs, a run's wall is its summed
+    evaluation wall over (slots x the share of slot-time they were busy), so
+    all / one = (GPUs) x (one's summed evaluation wall / all's) x (all's slots busy / one's).  The second factor is
+    what the GPUs do to each other's evaluations (below 1: evaluations run longer with both GPUs busy); the third
+    is the batch's tail (slots left idle while the last evaluations end).  None where a figure is missing."""
+    if not (one.get("slots_busy") and full.get("slots_busy") and full["summed_evaluation_wall_s"]
+            and one["evaluated"] == full["evaluated"] and one["workers_per_gpu"] == full["workers_per_gpu"]):
+        return None
+    n = len(full["gpus"]) / len(one["gpus"])
+    length = one["summed_evaluation_wall_s"] / full["summed_evaluation_wall_s"]
+    busy = full["slots_busy"] / one["slots_busy"]
+    return {"gpus": n, "evaluation_length": length, "slots_busy": busy, "product": n * length * busy}
 
 
 def integrity(doc):
@@ -649,6 +666,12 @@ def cmd_report(a):
         summary["ratio"] = {"answers_per_hour": ratio, "evaluations_per_hour": ratio_e}
         print(f"\n{len(full['gpus'])} GPUs / 1 GPU: answers per hour ×{ratio:.3f}, evaluations per hour "
               f"×{fmt(ratio_e, '.3f')} (wall {fmt(one['wall_s'], '.1f')} s → {fmt(full['wall_s'], '.1f')} s)")
+        parts = ratio_parts(one, full)
+        if parts:
+            summary["ratio"]["parts"] = parts
+            print(f"the ratio's parts: ×{parts['gpus']:g} GPUs × {parts['evaluation_length']:.3f} (evaluations' "
+                  f"length, one GPU's summed wall / all's) × {parts['slots_busy']:.3f} (slots busy: one "
+                  f"{one['slots_busy']:.1%}, all {full['slots_busy']:.1%}) = ×{parts['product']:.3f}")
         if len(full["gpus"]) == 2 and full["device"] == "cuda":
             same = all(ok is not False for ok, _ in agreement(docs["all"], docs["one"]))
             print(verdict_line(ratio >= GOAL_RATIO and same,

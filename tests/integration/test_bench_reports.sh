@@ -101,4 +101,31 @@ PYEOF
 [ "$(grep '^| head ' "$TMP/cov" | tr -d ' ')" = "|head|2|0.0300|0.0400(b.py)|1|" ] \
     && ok "coverage: pairs profiled in both, the median and largest move, the one across the floor" \
     || bad "coverage" "$(cat "$TMP/cov")"
+
+# bench/fleet.py's report takes issue 38's ratio apart: GPUs x evaluations' length x slots busy, which multiply
+# back to the ratio.  One GPU: 2 slots, four evaluations of 1.0 s, the last ending 2.5 s after the submit (busy
+# 4 / (2 x 2.5) = 80%); two GPUs: 2 slots each, the same four at 1.25 s, ending at 1.6 s (busy 5 / (4 x 1.6) =
+# 78.125%): ratio 2.5 / 1.6 = 1.5625 = 2 x 0.8 x 0.9765625.
+"$PY" - "$TMP" <<'PYEOF'
+import json, os, sys
+d = sys.argv[1]
+def run(name, gpus, wall_ms, ends, pids):
+    recs = [{"id": f"j{i}", "index": i, "status": "done", "verdict": "correct", "wall_ms": wall_ms,
+             "finished_at": 100.0 + ends[i], "worker": f"h:{pids[i % len(pids)]}:cpu#{i}"} for i in range(4)]
+    json.dump({"name": name, "gpus": gpus, "workers_per_gpu": 2, "device": "cpu", "t_submit": 100.0,
+               "records": recs, "slots": {str(p): f"cpu{k}" for k, p in enumerate(pids)}, "list": "mix.jsonl",
+               "jobs": 4, "acked": [{"id": r["id"]} for r in recs], "listed": [r["id"] for r in recs],
+               "done_events": [[r["id"], 0] for r in recs], "counts": {"done": 4}},
+              open(os.path.join(d, f"fleet_{name}.json"), "w"))
+run("one", ["0"], 1000, [1.0, 1.0, 2.0, 2.5], [101])
+run("all", ["0", "1"], 1250, [1.25, 1.25, 1.3, 1.6], [201, 202])
+PYEOF
+"$PY" bench/fleet.py report --out "$TMP/fleet_summary.json" one="$TMP/fleet_one.json" all="$TMP/fleet_all.json" \
+    >"$TMP/fleet" 2>&1 || bad "fleet.py report" "$(cat "$TMP/fleet")"
+[ "$("$PY" -c "import json,sys; r=json.load(open(sys.argv[1]))['ratio']; p=r['parts']
+print(round(r['answers_per_hour'], 4), p['gpus'], round(p['evaluation_length'], 4), round(p['slots_busy'], 7),
+      round(p['product'], 4))" "$TMP/fleet_summary.json")" = "1.5625 2.0 0.8 0.9765625 1.5625" ] \
+    && grep -q "slots busy: one 80.0%, all 78.1%" "$TMP/fleet" \
+    && ok "fleet report: the ratio taken apart into GPUs, evaluations' length and slots busy, multiplying back" \
+    || bad "fleet report's ratio parts" "$(cat "$TMP/fleet")"
 finish
