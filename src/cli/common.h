@@ -66,9 +66,10 @@ kg_supervisor_options kg_cli_supervisor_options(const kg_cli_eval_flags *f);
  * shared profile), every speedup within 2% of six's; the fleet's one GPU gave the same at ten as at six (4,070 and
  * 4,067/h).  Where it lists several, six a GPU: the driver makes and tears down contexts under one lock for the
  * whole machine, so a GPU's extra evaluations wait on the other GPUs' (the fleet on two H200s at ten a GPU 6,065/h,
- * at six 6,758/h; docs/PERFORMANCE.md, twenty-second session).  Device memory needs no smaller number: the
- * arbiter reserves each evaluation's before its GPU work starts and a request that does not fit waits
- * (docs/evaluation-protocol.md, "Sharing a GPU"). */
+ * at six 6,758/h; docs/PERFORMANCE.md, twenty-second session).  A container given one GPU of a larger host sees
+ * one there, though the host's other GPUs share its driver's lock: such a fleet says --jobs / --workers.  Device
+ * memory needs no smaller number: the arbiter reserves each evaluation's before its GPU work starts and a request
+ * that does not fit waits (docs/evaluation-protocol.md, "Sharing a GPU"). */
 #define KG_CLI_GPU_JOBS_ONE_GPU 10
 #define KG_CLI_GPU_JOBS_DEFAULT 6
 /* The GPUs the NVIDIA driver lists on this machine: the entries of `dir` (NULL: /proc/driver/nvidia/gpus, one
