@@ -440,6 +440,7 @@ def figures(doc):
         p["jobs"] += 1
         p["evaluated"] += not r.get("cached_from")
     ngpu = len(doc["gpus"])
+    summed = sum(num(r.get("wall_ms")) or 0 for r in answered if not r.get("cached_from")) / 1000
     return {"name": doc["name"], "gpus": doc["gpus"], "workers_per_gpu": doc["workers_per_gpu"],
             "device": doc["device"], "jobs": len(recs), "ended": len(ended), "answered": len(answered),
             "evaluated": evaluated, "from_twin": len(twins), "wall_s": wall,
@@ -448,10 +449,8 @@ def figures(doc):
             "answers_per_hour": len(answered) * 3600 / wall if wall else None,
             "verdicts": dict(sorted(verdicts.items(), key=lambda kv: -kv[1])),
             "rerun": sum(1 for r in recs if (r.get("attempts") or 0) > 1), "per_gpu": dict(sorted(per.items())),
-            "summed_evaluation_wall_s": sum(num(r.get("wall_ms")) or 0 for r in answered
-                                            if not r.get("cached_from")) / 1000,
-            "slots_busy": (sum(num(r.get("wall_ms")) or 0 for r in answered if not r.get("cached_from")) / 1000
-                           / (doc["workers_per_gpu"] * ngpu * wall) if wall and doc["workers_per_gpu"] else None)}
+            "summed_evaluation_wall_s": summed,
+            "slots_busy": summed / (doc["workers_per_gpu"] * ngpu * wall) if wall and doc["workers_per_gpu"] else None}
 
 
 def ratio_parts(one, full):

@@ -514,7 +514,7 @@ class CrossTimer:
         self.overhead = {"inputs_ms": 0.0, "checks_ms": 0.0, "canaries_ms": 0.0, "sample_ms": 0.0,
                          "calls_ms": 0.0, "describe_ms": 0.0}
         self.meta = None  # the runner's description of the last timed output
-        self.clock = time.perf_counter  # the warm-up's clock (tests give it another)
+        self.clock = time.perf_counter  # the warm-up's and the rounds' pace clock, checks' too (tests give it another)
         self.warm_facts = None  # how the last warm() ended
         # A GpuState read after every timed call of round() while set (child.py sets it after each warm-up):
         # round_reasons ORs what it read, a failed read counting as HELD_BELOW (child.py: a limit the warm-up had
@@ -715,12 +715,13 @@ class CrossTimer:
                 check = self.on_pair and (
                     i in drawn or (self.must_check is not None and self.must_check(self.meta)))
                 if check:
-                    t0, c0 = time.perf_counter(), self.clock()
+                    t0 = self.clock()
                     if ref_out is None:
                         ref_out = self.ref_untimed(*args)
                     self.on_pair(call, args, ref_out, self.remote, self.meta)
-                    self.overhead["checks_ms"] += (time.perf_counter() - t0) * 1e3
-                    checks += self.clock() - c0
+                    spent = self.clock() - t0
+                    self.overhead["checks_ms"] += spent * 1e3
+                    checks += spent
                 del ref_out, args, send
         if iters:
             self._paced((self.clock() - t_round - checks) * 1e3 / iters)
