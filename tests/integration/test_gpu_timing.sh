@@ -75,7 +75,7 @@ t='r["timing"]'
     && [ "$(cat "$TMP"/cache/*.json | "$PY" -c "import json,sys; e=json.load(sys.stdin); print(e['protocol'].startswith('v7;') and e['samples'] == $(jget "$TMP/c1.json" "r['timing']['reference_ms']['samples']"))")" = True ] \
     && [ "$(jget "$TMP/c1.json" "r['timing']['reference_alone']['warm'][0]['ended'] in ('time', 'settled') and r['timing']['reference_alone']['lost'] >= 0")" = True ] \
     && [ "$(jget "$TMP/c2.json" "r['timing']['reference_alone']")" = None ] \
-    && ok "reference cache: the miss timed the reference alone, and those samples were stored (v6)" \
+    && ok "reference cache: the miss timed the reference alone, and those samples were stored (v7)" \
     || bad "reference timed alone" "$(jget "$TMP/c1.json" "r['timing'].get('reference_samples'), r['timing']['reference_ms']"; head -c 300 "$TMP"/cache/*.json)"
 [ "$(jget "$TMP/c2.json" "abs(r['timing']['speedup'] / $(jget "$TMP/c1.json" "r['timing']['speedup']") - 1) < 0.1")" = True ] \
     && ok "reference cache: the speedup agrees with a full measurement (10%)" || bad "cached speedup" "$(jget "$TMP/c2.json" "r['timing']['speedup']")"
