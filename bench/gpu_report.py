@@ -728,7 +728,7 @@ def report_coverage(args):
     pair by pair (the runs are of one list: the same pair at the same place, its label the same): how many pairs both
     profiled, the median and largest |difference| in points of share, and how many lie on the other side of the floor
     F (0.5, kgym's default on a GPU) than in the first run: verdicts the change would flip.  For a change of where or
-    how the profile is taken (KGYM_PROFILE_SHARED=1: child.py _profile_shared)."""
+    how the profile is taken (the thirtieth session's profile of the clock block against the base's calls of its own)."""
     runs = []
     for who, path in named_files(args.runs):
         entries = run_entries(path)

@@ -113,7 +113,7 @@ def test_spinning_leaves_a_context_it_could_not_read(driver):
 
 def test_the_runner_spins_for_the_exclusive_windows_commands_only():
     timing = {kinds.CMD_TIMING_INPUTS, kinds.CMD_TIMED, kinds.CMD_SAMPLE, kinds.CMD_CLOCK_PREPARE,
-              kinds.CMD_CLOCK_BLOCK, kinds.CMD_PROFILE}
+              kinds.CMD_CLOCK_BLOCK, kinds.CMD_CLOCK_DESCRIBE}
     assert timing <= runner._EXCLUSIVE_COMMANDS
     shared = {kinds.CMD_SETUP, kinds.CMD_LOAD, kinds.CMD_CONSTRUCT, kinds.CMD_CALL, kinds.CMD_CHECK}
     assert not shared & runner._EXCLUSIVE_COMMANDS

@@ -96,10 +96,84 @@ def test_every_timed_call_runs_on_the_set_the_judge_drew(link, block_on):
     assert seen[0][1] == [desc]
     timer.clock_block_prepare()
     times = timer.clock_block(3)
-    args, meta = timer.clock_block_finish()  # after kgym's clock: the description of the kept output
+    args, meta, prof = timer.clock_block_finish()  # after kgym's clock: the description of the kept output
     assert times == [1.0] * 3 and torch.equal(cand.fetch(), args[0] * 3.0 + 1.0)
     assert meta == [dict(desc, nonfinite=0)]  # the block's output is counted: one pass, outside the clock
+    assert prof is None  # no profile asked for
     assert findings == []
+
+
+class FakeRecording:
+    """profile.Recording's stand-in (no CUDA here): says when it started and stopped in ``log``."""
+
+    log = []
+
+    def __init__(self):
+        FakeRecording.log.append("start")
+
+    def stop(self):
+        FakeRecording.log.append("stop")
+        return "prof"
+
+
+@pytest.fixture
+def fake_profiler(monkeypatch):
+    from kgym_harness.shared import profile
+
+    FakeRecording.log = []
+    monkeypatch.setattr(profile, "Recording", FakeRecording)
+    monkeypatch.setattr(profile, "summarize", lambda prof, calls, names: {
+        "prof": prof, "calls": calls, "launched": sorted(set(names)), "kernels": [], "total_device_us": 1.0})
+    return FakeRecording.log
+
+
+def test_the_clock_blocks_calls_are_the_profile(link, fake_profiler, monkeypatch):
+    """The profile is of the clock block's own calls: started once the block's arguments are in (clock_prepare),
+    with the launch hook recording the block's Triton launches, and stopped after kgym's clock, before the output is
+    described (the description's own kernels are not the candidate's)."""
+    ln, remote, findings = link
+    cand = remote(Model())
+    r_described = runner.Runner._described
+
+    def described(self, out, args, model, nonfinite=True):
+        fake_profiler.append("describe")
+        return r_described(self, out, args, model, nonfinite)
+
+    monkeypatch.setattr(runner.Runner, "_described", described)
+    timer = start(ln, cand)
+    timer.round(2)
+    assert fake_profiler == ["describe", "describe"]  # timed calls: no profiler
+    fake_profiler.clear()
+    timer.clock_block_prepare(profile=True)
+    assert fake_profiler == ["start"] and guards.LOG.active
+    timer.clock_block(3)
+    assert fake_profiler == ["start"]  # still running through the block
+    args, meta, prof = timer.clock_block_finish()
+    assert fake_profiler == ["start", "stop", "describe"]
+    assert prof == {"prof": "prof", "calls": 3, "launched": ["_affine"], "kernels": [], "total_device_us": 1.0}
+    assert not guards.LOG.active and findings == []
+
+
+def test_a_failed_clock_block_stops_its_profiler(link, fake_profiler, monkeypatch):
+    ln, remote, _findings = link
+
+    class Raises(torch.nn.Module):
+        def forward(self, x):
+            raise ValueError("no")
+
+    cand = remote(Raises())
+    timer = start(ln, cand)
+    timer.clock_block_prepare(profile=True)
+    with pytest.raises(child.RemoteError):
+        timer.clock_block(2)
+    assert fake_profiler == ["start", "stop"] and not guards.LOG.active
+    # the next block starts a profiler of its own (none is left running from the failed one)
+    cand2 = remote(Model())
+    timer2 = start(ln, cand2)
+    timer2.clock_block_prepare(profile=True)
+    timer2.clock_block(2)
+    _args, _meta, prof = timer2.clock_block_finish()
+    assert fake_profiler == ["start", "stop", "start", "stop"] and prof["calls"] == 2
 
 
 class Poked(torch.nn.Module):

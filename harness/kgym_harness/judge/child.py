@@ -333,8 +333,8 @@ class RemoteModel:
                                         spare=self.link.tp.spare_for(nbytes, device=False)))
         return out, reply.get("nonfinite")
 
-    def clock_prepare(self, values=None):
-        self._ok({"cmd": kinds.CMD_CLOCK_PREPARE}, values)
+    def clock_prepare(self, values=None, profile=False):
+        self._ok({"cmd": kinds.CMD_CLOCK_PREPARE, "profile": bool(profile)}, values)
 
     def clock_block(self, calls):
         """The block's call times."""
@@ -342,14 +342,11 @@ class RemoteModel:
         return [float(x) for x in reply["candidate_ms"]]
 
     def clock_describe(self):
-        """The runner's description of the block's last output (asked after kgym's clock stopped)."""
+        """(the runner's description of the block's last output, its profile of the block's calls or None),
+        asked after kgym's clock stopped."""
         reply, _ = self._ok({"cmd": kinds.CMD_CLOCK_DESCRIBE})
-        return reply.get("outputs")
-
-    def profile(self, calls, values=None):
-        reply, _ = self._ok({"cmd": kinds.CMD_PROFILE, "calls": int(calls)}, values)
-        reply.pop("type", None)
-        return reply
+        prof = reply.get("profile")
+        return reply.get("outputs"), prof if isinstance(prof, dict) else None
 
     def drop(self):
         self.link.ask({"cmd": kinds.CMD_DROP, "model": self.id})
@@ -402,9 +399,6 @@ def _gpu_state(device):
 # from a light to a heavy path after each of the judge's warm-ups, which it cannot see end).
 _MAX_BROKEN_ROUNDS = 2
 
-# The profile's calls are cut to about this many milliseconds of candidate time (at least one call): see the profile
-# in Evaluation.timing.
-PROFILE_MS = 30.0
 
 
 class Evaluation:
@@ -828,7 +822,6 @@ class Evaluation:
         whether the figures are stable enough or more rounds are needed (``timing_check``)."""
         import torch
 
-        from ..shared import profile
         from ..shared import timing as tm
         from . import compare, tasks
 
@@ -861,6 +854,7 @@ class Evaluation:
                                         "task_mode": self.randomness.get("handling", "none")})
             time_reference = not (answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"))
             alone = time_reference
+        want_profile = bool(cfg.get("profile", True))
         mismatched, rerun_wrong, stale, checked, overwritten = [], [], [], [0], []
         flops_error = [None]  # why the FLOP count (the speed-of-light floor's second half) is missing
 
@@ -894,10 +888,6 @@ class Evaluation:
                 timed_ref = torch.compile(ref)
                 with torch.no_grad():
                     timed_ref(*_clone_args(inputs))  # compiles here, not inside a timing window
-            if cfg.get("profile", True):
-                # The profiler's first use in a process sets up CUPTI (about a second): done here, in the
-                # shared phase, so the exclusive window holds only the profiled calls.
-                profile.warm_up()
             return ref, cand, timed_ref, min_bytes, flops
 
         expect = []  # the reference output's (shape, dtype) per tensor, which every timed output must have
@@ -995,8 +985,9 @@ class Evaluation:
                 block, views = self.runner.tp.InPlace.make(first, share=True)
             label = self.runner.label(base.name)
             dtypes = sorted({d for _s, d in expect})
+            # "profile": the runner sets its profiler up here, in the shared phase (the clock block is profiled)
             reply, _ = self.runner.ask({"cmd": kinds.CMD_TIMING_INPUTS, "flush": bool(cfg.get("flush", True)),
-                                        "variant": label, "output_dtypes": dtypes},
+                                        "variant": label, "output_dtypes": dtypes, "profile": want_profile},
                                        views if block is not None else None, in_place=block)
             if reply.get("type") != kinds.REPLY_OK:
                 raise RemoteError(reply.get("error") or {"type": "RuntimeError", "message": str(reply)[:500]})
@@ -1096,20 +1087,10 @@ class Evaluation:
             done += 1
             return not broken
 
-        def take_profile(med):
-            # profile_calls calls (3), fewer where they would outlast ~30 ms (at least one): a profile says which
-            # kernels a forward launches and their share of its device time, which one call of a 92 ms forward
-            # (hundreds of launches) says as well as three, for a third of the exclusive time.
-            pcalls = int(cfg.get("profile_calls", 3))
-            pcalls = max(1, min(pcalls, int(PROFILE_MS / max(med, 1e-3))))
-            prof = _own_kernels(timer.profile(pcalls), getattr(self, "kernel_names", set()))
-            self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
-
-        profile_shared, profile_med = _profile_shared(self.device), None
-        # One exclusive window for everything measured: rounds, the clock block and the profile.  Each
-        # exclusive grant first waits for every shared phase in progress to end (a Triton compile in another
-        # evaluation's tiny run can take seconds) while new shared phases queue behind it, so one window an
-        # evaluation costs the others far less than one per round.
+        # One exclusive window for everything measured: rounds, the clock block and its profile.  Each exclusive
+        # grant first waits for every shared phase in progress to end (a Triton compile in another evaluation's
+        # tiny run can take seconds) while new shared phases queue behind it, so one window an evaluation costs
+        # the others far less than one per round.
         with self.gpu("exclusive", "timing_round"):
             if alone:
                 # Its warm-up ends early on the same reading as the candidate's first one (the GPU settled; cfg
@@ -1139,29 +1120,31 @@ class Evaluation:
                     one_round(0)
             if not (rerun_wrong or mismatched or overwritten):
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
-                calls = max(tm.MIN_CLOCK_BLOCK_CALLS, min(1000, int(20.0 / max(med, 1e-3))))
+                calls = max(tm.MIN_CLOCK_BLOCK_CALLS, min(tm.MAX_CLOCK_BLOCK_CALLS, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
-                timer.clock_block_prepare()
+                # The block's calls are also the profile's (the share of the forward's device time in the
+                # candidate's own kernels): back to back on one input set with nothing of the harness's between
+                # them, which is what a profile needs, so the window holds no calls for it alone.  The runner
+                # starts its profiler before kgym's clock (clock_prepare) and stops it after (clock_describe).
+                timer.clock_block_prepare(profile=want_profile)
                 self.chan.send({"type": kinds.MSG_CLOCK_BLOCK, "status": "begin", "calls": calls})
                 times = timer.clock_block(calls)
                 self.chan.send({"type": kinds.MSG_CLOCK_BLOCK, "status": "end", "calls": calls, "candidate_ms": times})
-                # Outside kgym's clock: the canaries read back and the output described.
-                block_args, block_meta = timer.clock_block_finish()
+                # Outside kgym's clock: the canaries read back, the profile stopped and summed up, the output
+                # described (the exclusive time from here on is the profile's purpose: what it still costs).
+                if want_profile:
+                    self.gpu_purpose("profile")
+                block_args, block_meta, block_profile = timer.clock_block_finish()
                 # The block's last output must be right too: a runner that reports times for calls that
                 # computed nothing is caught here, not only by kgym's clock.
                 with torch.no_grad():
                     block_ref = ref(*block_args)
                 on_pair("clock_block", block_args, block_ref, cand, block_meta)
                 del block_args, block_ref
-                if cfg.get("profile", True) and not (rerun_wrong or mismatched or overwritten):
-                    if profile_shared:
-                        profile_med = med  # taken below, after this window, in a shared phase
-                    else:
-                        self.gpu_purpose("profile")
-                        take_profile(med)
-        if profile_med is not None:  # set only where nothing was found wrong in the window
-            with self.gpu("shared", "profile"):
-                take_profile(profile_med)
+                if want_profile and block_profile is not None and not (rerun_wrong or mismatched or overwritten):
+                    # No profile from the runner: no message, and kgym's coverage floor fails closed (unjudged).
+                    prof = _own_kernels(block_profile, getattr(self, "kernel_names", set()))
+                    self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
         for v in rerun_wrong:
             self.chan.send(v)
         if mismatched and not rerun_wrong:
@@ -2847,24 +2830,6 @@ def _setup_split(device):
     gave ×1.062 at the median, and every split run's speedups within 1.62% of the first unsplit run's, the
     unsplit runs' own within 1.64% (twentieth session)."""
     return device.startswith("cuda") and os.environ.get("KGYM_SETUP_SPLIT", "1") != "0"
-
-
-def _profile_shared(device):
-    """An experiment, off by default: with KGYM_PROFILE_SHARED=1 in kgym's environment the profile (the share of the
-    forward's device time in the candidate's own kernels: the coverage floor) is taken in a shared phase after the
-    exclusive window instead of inside it.  The profile is 2.5 of the GRPO mix's 17 s of exclusive time (an H100,
-    twenty-seventh session); its figure is a share of one process's own kernel times, which other evaluations'
-    work slows too, so what it has to show is both the throughput and that the coverage it reports stays where the
-    exclusive one is: `sh bench/grpo.sh 6 --baseline build/kgym --head-env KGYM_PROFILE_SHARED=1 --repeat 2`,
-    with --keep DIR, then `python3 bench/gpu_report.py coverage base=DIR/base.1.json head=DIR/head.1.json` (each
-    pair's coverage against the base's, and the pairs on the other side of the floor).  Measured and left off
-    (twenty-ninth session, H200): in a shared phase every kernel's profiled time grew about x2 under the
-    neighbours' time slices, and not evenly (a Triton kernel x2.27-2.29, the conversions before it x1.89-1.94), so
-    a coverage of 0.5 between a candidate's kernel and library kernels would read ~0.54: the floor is the
-    backstop for computation the static checks miss, and a noise that favours the candidate's own kernels would
-    lift a hidden computation over it.  Every honest candidate measured stays at 1.0 either way (copies and
-    conversions are set aside), which is why the coverage comparisons saw no change."""
-    return device.startswith("cuda") and os.environ.get("KGYM_PROFILE_SHARED") == "1"
 
 
 def _runner_connections(device):

@@ -61,6 +61,8 @@ class Runner:
         self.timed_variant = None  # the opaque label timed calls' findings carry
         self.prepared = None  # clock_prepare's inputs for the next clock_block
         self.block_args = None  # the last clock_block's inputs, for clock_describe
+        self.block_profile = None  # profile.Recording of the clock block's calls (clock_prepare asked for one)
+        self.block_calls = 0
         self.flusher = None
         self.l2 = None  # timing.PersistingL2, from timing_inputs on
         self.last = None
@@ -343,6 +345,12 @@ class Runner:
         self.call_args = list(values) if isinstance(values, list) else None
         self.timed_variant = msg.get("variant")
         self._warm_checks(msg.get("output_dtypes"))
+        if msg.get("profile") and self.device.startswith("cuda"):
+            # The profiler's first use in a process sets up CUPTI: here, in the shared phase, so the exclusive
+            # window holds only the profiled calls (the clock block's).
+            from ..shared import profile
+
+            profile.warm_up()
         self.flusher = tm.L2Flusher() if msg.get("flush", True) else None
         self.l2 = tm.PersistingL2(self.device) if msg.get("flush", True) else None
         self.reply({"type": kinds.REPLY_OK, "l2": self.l2.facts() if self.l2 is not None else None})
@@ -442,12 +450,17 @@ class Runner:
         model = self.models[msg["model"]]
         args, self.prepared = self.prepared, None
         if args is None:
+            self._end_block_profile()
             return self.reply({"type": kinds.REPLY_ERROR, "message": "clock_block without clock_prepare"})
         self.last = None  # the last timed output goes before the block makes its own (measured: out of memory on
         # level1/19, the runner holding its set, the block's inputs and two outputs)
         self.guards.where = ("timing", self.timed_variant)
+        self.block_calls = int(msg.get("calls", 1))
         try:
-            times, self.last = tm.clock_block(model, args, int(msg.get("calls", 1)))
+            times, self.last = tm.clock_block(model, args, self.block_calls)
+        except BaseException:
+            self._end_block_profile()
+            raise
         finally:
             self.guards.where = (None, None)
         # The output is described by clock_describe, after kgym's clock around the block has stopped: a pass
@@ -457,35 +470,48 @@ class Runner:
         self.reply({"type": kinds.REPLY_OK, "candidate_ms": times})
 
     def clock_describe(self, msg):
-        """The last clock_block's output, described for the judge with the checks of a timed call."""
+        """The last clock_block's output, described for the judge with the checks of a timed call, and the profile
+        of the block's calls where clock_prepare started one (stopped first: the description's own kernels, the
+        non-finite count, are not the candidate's)."""
+        prof = self._end_block_profile()
         args, self.block_args = self.block_args, None
         if args is None:
             return self.reply({"type": kinds.REPLY_ERROR, "message": "clock_describe without clock_block"})
-        self.reply({"type": kinds.REPLY_OK, "outputs": self._described(self.last, args, self.models[msg["model"]])})
+        answer = {"type": kinds.REPLY_OK, "outputs": self._described(self.last, args, self.models[msg["model"]])}
+        if prof is not None:
+            answer["profile"] = prof
+        self.reply(answer)
 
     def clock_prepare(self, msg, values):
-        """The arguments of the next clock_block, ready before kgym's clock around the block starts."""
+        """The arguments of the next clock_block, ready before kgym's clock around the block starts, and with
+        ``profile`` the profiler started on them (after the copy: nothing but the block's calls is profiled)."""
         import torch
 
+        from . import guards
+
+        self._end_block_profile()  # one an earlier block left (it failed): dropped
         self.prepared = None  # the previous arguments go before new ones arrive: gigabytes on large tasks
         self.prepared = self._timed_args(values)
         torch.cuda.synchronize()
+        if msg.get("profile"):  # the judge asks on a GPU only (timing is GPU-only)
+            from ..shared import profile
+
+            guards.LOG.reset()
+            guards.LOG.active = True  # the launch hook records the names of the block's Triton launches
+            self.block_profile = profile.Recording()
         self.reply({"type": kinds.REPLY_OK})
 
-    def profile(self, msg, values):
+    def _end_block_profile(self):
+        """Stops the clock block's profiler, if one runs; returns its summary (profile.summarize) or None."""
+        rec, self.block_profile = self.block_profile, None
+        if rec is None:
+            return None
         from ..shared import profile
         from . import guards
 
-        model = self.models[msg["model"]]
-        args = self._timed_args(values)
-        guards.LOG.reset()
-        guards.LOG.active = True
-        try:
-            prof = profile.profile_forward(model, args, None, calls=int(msg.get("calls", 3)),
-                                           launched=lambda: set(guards.LOG.kernels))
-        finally:
-            guards.LOG.active = False
-        self.reply(dict(_plain(prof), type=kinds.REPLY_OK))
+        guards.LOG.active = False
+        prof = rec.stop()
+        return _plain(profile.summarize(prof, self.block_calls, guards.LOG.kernels))
 
     def launchers(self, msg):
         """The signatures Triton made a launcher for in this runner (tritoncache.install_reader recorded them;
@@ -549,8 +575,6 @@ class Runner:
                         self.clock_block(msg)
                     elif cmd == kinds.CMD_CLOCK_DESCRIBE:
                         self.clock_describe(msg)
-                    elif cmd == kinds.CMD_PROFILE:
-                        self.profile(msg, values)
                     elif cmd == kinds.CMD_SHARE_PROBE:
                         self.share_probe(msg)
                     elif cmd == kinds.CMD_LAUNCHERS:
@@ -589,9 +613,9 @@ class Runner:
 # Commands of the timing loop (the cache is kept warm between them).
 _TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "clock_prepare", "clock_block",
                               "clock_describe"))
-# The commands the judge sends inside an exclusive window (timing rounds, the clock block, the profile): their waits
-# for the GPU spin (cudashare.spinning).
-_EXCLUSIVE_COMMANDS = _TIMING_COMMANDS | {"profile"}
+# The commands the judge sends inside an exclusive window (timing rounds, the clock block and its profile): their
+# waits for the GPU spin (cudashare.spinning).
+_EXCLUSIVE_COMMANDS = _TIMING_COMMANDS
 
 
 def _plain(obj):

@@ -118,7 +118,6 @@ CMD_SAMPLE = 'sample'
 CMD_CLOCK_PREPARE = 'clock_prepare'
 CMD_CLOCK_BLOCK = 'clock_block'
 CMD_CLOCK_DESCRIBE = 'clock_describe'
-CMD_PROFILE = 'profile'
 CMD_SHARE_PROBE = 'share_probe'
 CMD_LAUNCHERS = 'launchers'
 CMD_RESUME = 'resume'
@@ -139,7 +138,6 @@ RUNNER_COMMANDS = (
     'clock_prepare',
     'clock_block',
     'clock_describe',
-    'profile',
     'share_probe',
     'launchers',
     'resume',

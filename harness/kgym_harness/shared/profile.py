@@ -1,11 +1,11 @@
-"""Per-kernel device times of a few candidate calls, and which kernels are the candidate's own.
+"""Per-kernel device times of the candidate's calls in the clock block, and which kernels are the candidate's own.
 
 Coverage, the signal behind Dr. Kernel's profiling-based reward and rejection sampling, is computed in C
 from what this returns: device time of the candidate's Triton kernels / device time of all kernels of the
 forward.  Only device kernel events count (never CPU time), only the profiled forward calls are inside the
-profiler window (the harness's own L2 flushes and input copies are outside it), and a kernel is the
-candidate's when its name is exactly one of the Triton kernels the launch hook saw it launch — not a
-substring match, so a PyTorch kernel whose name happens to contain "triton" is not counted.
+profiler window (the clock block's calls: back to back on one input set, no flush, no copy between them), and a
+kernel is the candidate's when its name is exactly one of the Triton kernels the launch hook saw it launch — not
+a substring match, so a PyTorch kernel whose name happens to contain "triton" is not counted.
 """
 
 import torch
@@ -20,8 +20,8 @@ def _device_time_us(evt) -> float:
 
 
 def warm_up():
-    """Sets up the profiler (CUPTI, Kineto) with one profiled no-op kernel, so a later profile_forward
-    costs only its own calls."""
+    """Sets up the profiler (CUPTI, Kineto) with one profiled no-op kernel, so a later profile costs only its
+    own calls.  The runner calls it in a shared phase (timing_inputs), before the exclusive window."""
     from torch.profiler import ProfilerActivity, profile
 
     x = torch.zeros(16, device="cuda")
@@ -30,23 +30,36 @@ def warm_up():
         torch.cuda.synchronize()
 
 
-def profile_forward(model, inputs, triton_names, calls: int = 3, launched=None):
-    """Runs ``calls`` forwards of ``model`` under torch.profiler (CUDA activity only) after one
-    unprofiled call, and returns {"calls": n, "kernels": [{"name", "device_us", "count",
-    "candidate": bool}], "total_device_us": t, "candidate_device_us": c, "launched": [...]} with kernels
-    sorted by time.  The candidate's kernels are ``triton_names``, or when ``launched`` is given, the names
-    it returns after the profiled calls (the launch hook's record of those very calls)."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+class Recording:
+    """torch.profiler running from construction until stop(): CUDA activity only.  The runner starts one before
+    the clock block's first call and stops it after the last (runner.py clock_prepare, clock_describe), so the
+    profile is of the block's own calls, with nothing of the harness's inside it (no flush, no copy)."""
 
-    with torch.no_grad():
-        model(*inputs)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(calls):
-                model(*inputs)
+    def __init__(self):
+        from torch.profiler import ProfilerActivity, profile
+
+        self._prof = profile(activities=[ProfilerActivity.CUDA])
+        self._prof.__enter__()
+
+    def stop(self):
+        """Stops the profiler once the device has finished; returns it (for summarize)."""
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return None
+        try:
             torch.cuda.synchronize()
-    names = set(launched() if launched else (triton_names or ()))
+        finally:
+            prof.__exit__(None, None, None)
+        return prof
+
+
+def summarize(prof, calls, names):
+    """{"calls": calls, "kernels": [{"name", "device_us", "count", "candidate": bool}], "kernel_count",
+    "total_device_us", "candidate_device_us", "launched"} from a stopped profiler, kernels sorted by time;
+    a kernel is the candidate's when its name is in ``names`` (the launch hook's record of the profiled calls)."""
+    from torch.autograd import DeviceType
+
+    names = set(names or ())
     kernels = {}
     for evt in prof.key_averages():
         if getattr(evt, "device_type", None) != DeviceType.CUDA:
@@ -63,3 +76,20 @@ def profile_forward(model, inputs, triton_names, calls: int = 3, launched=None):
     mine = sum(k["device_us"] for k in rows if k["candidate"])
     return {"calls": calls, "kernels": rows[:20], "kernel_count": len(rows), "total_device_us": total,
             "candidate_device_us": mine, "launched": sorted(names)[:50]}
+
+
+def profile_forward(model, inputs, triton_names, calls: int = 3, launched=None):
+    """Runs ``calls`` forwards of ``model`` under the profiler after one unprofiled call, and returns
+    summarize()'s record of them.  The candidate's kernels are ``triton_names``, or when ``launched`` is given,
+    the names it returns after the profiled calls (the launch hook's record of those very calls).  (kgym's
+    evaluations profile the clock block instead: runner.py; this is the probes' and checks' way.)"""
+    with torch.no_grad():
+        model(*inputs)
+        torch.cuda.synchronize()
+        rec = Recording()
+        try:
+            for _ in range(calls):
+                model(*inputs)
+        finally:
+            prof = rec.stop()
+    return summarize(prof, calls, launched() if launched else triton_names)

@@ -31,6 +31,10 @@ import torch
 # kernel; a floor of five gave a 90 ms candidate 3 s of exclusive GPU time, a third of a GRPO mix's.
 MIN_ROUND_CALLS = 3
 MIN_CLOCK_BLOCK_CALLS = 2
+# The most calls a clock block holds (~20 ms of the candidate's work; child.py).  The block is also the profile, so
+# this bounds the events the runner's profiler sums inside the exclusive window.  Below ~0.1 ms a call, the calls'
+# own time is smaller than kgym's slack for them (0.1 ms a call: timing.c), and no number of calls bounds anything.
+MAX_CLOCK_BLOCK_CALLS = 200
 # ... except where two calls already fill the round's budget (a call of half round_ms or more: 37.5 ms and up with
 # the reference timed apart): then two a round.  Such a round lasts its whole budget or more (a floor of three made
 # a 92 ms candidate's round 276 ms against a 75 ms budget), its two calls are both checked (MIN_ROUND_CHECKS), and a
@@ -727,13 +731,14 @@ class CrossTimer:
             self._paced((self.clock() - t_round - checks) * 1e3 / iters)
         return ref_ms, cand_ms, ref_dev, cand_dev
 
-    def clock_block_prepare(self):
+    def clock_block_prepare(self, profile=False):
         """The next input set made ready on both sides for clock_block: called before kgym's clock starts, so
         the block's window holds the candidate's calls and not copies of gigabytes of inputs (a copy inside
-        it made an honest kernel on 8.6 GB inputs look like a tampered timer, measured on an H100)."""
+        it made an honest kernel on 8.6 GB inputs look like a tampered timer, measured on an H100).  With
+        ``profile`` the runner profiles the block's calls (clock_block_finish returns the profile)."""
         args, send = self._next()
         self.calls += 1
-        self.remote.clock_prepare(send)
+        self.remote.clock_prepare(send, profile=profile)
         torch.cuda.synchronize()
         self._block_args = args
 
@@ -745,17 +750,9 @@ class CrossTimer:
 
     def clock_block_finish(self):
         """After the block (and kgym's clock): the canaries read back, and (the block's arguments, the runner's
-        description of its last output), so the caller can check the output the runner kept."""
+        description of its last output, the runner's profile of the block's calls or None), so the caller can
+        check the output the runner kept."""
         args, self._block_args = self._block_args, None
         self._after("clock_block")
-        self.meta = self.remote.clock_describe()
-        return args, self.meta
-
-    def profile(self, calls):
-        """The runner's profile of ``calls`` candidate calls on a new input set (profile.profile_forward)."""
-        args, send = self._next()
-        self.calls += 1
-        prof = self.remote.profile(calls, send)
-        self._after("profile")
-        del args
-        return prof
+        self.meta, prof = self.remote.clock_describe()
+        return args, self.meta, prof
