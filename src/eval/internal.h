@@ -57,6 +57,19 @@ int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *lookup, k
  * NULL when memory ran out. */
 json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
                              int timed_alone);
+/* A candidate's coverage, the one rule the profile block and the coverage floor read (docs/evaluation-protocol.md,
+ * "Profile and coverage"): share = its Triton kernels' device time / all kernels' (fills and copies set aside by the
+ * judge) over the profiled calls; timed_bound = 1 - the library kernels' time a profiled call / the timed calls'
+ * median; coverage = the smaller (share alone where nothing was timed).  NAN where unknown (no kernel time).
+ * Returns 1 when the messages hold a profile, else 0 (out all NAN / 0). */
+typedef struct kg_eval_coverage_facts {
+    double share;
+    double timed_bound;
+    double coverage;
+    double library_ms_per_call;
+    double timed_median_ms;
+} kg_eval_coverage_facts;
+int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out);
 /* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference; NULL
  * when memory ran out. */
 json_t *kg_eval_profile_block(const json_t *messages);

@@ -1172,25 +1172,34 @@ static int collect_hacks(const kg_eval_options *opts, const json_t *messages, js
             ok = ok && kg_eval_clock_finding(messages, NULL, &h) == KG_OK;
         else if (kg_msg_is(m, KG_MSG_PROFILE) && opts->coverage_floor > 0) {
             double total = num(json_object_get(m, "total_device_us"), 0);
-            double mine = num(json_object_get(m, "candidate_device_us"), 0);
-            found = !(total > 0) || mine / total < opts->coverage_floor;
-            if (!(total > 0)) {
+            kg_eval_coverage_facts cov;
+            kg_eval_coverage(messages, &cov);
+            found = !(total > 0) || !isfinite(cov.coverage) || cov.coverage < opts->coverage_floor;
+            if (!(total > 0) || !isfinite(cov.coverage)) {
                 /* The forward ran on the GPU, so a profile with no kernel time is one the runner (whose process
                  * the profiler lives in) suppressed or emptied: under a floor, unknown coverage fails closed. */
                 h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f}}", "type", kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage", "timing", "message",
                               "the profile of your forward recorded no GPU kernel time, so the share in your own "
                               "Triton kernels is unknown", "evidence", "total_device_us", total, "floor",
                               opts->coverage_floor);
-            } else if (mine / total < opts->coverage_floor) {
-                char text[300];
-                snprintf(text, sizeof text,
-                         "only %.1f%% of the forward's GPU time ran in your own Triton kernels (at least %.1f%% "
-                         "is required): the work is done by PyTorch", 100.0 * mine / total,
-                         100.0 * opts->coverage_floor);
-                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:O?}}", "type", kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage",
-                              "timing", "message", text, "evidence", "coverage", mine / total, "floor",
-                              opts->coverage_floor, "total_device_us", total, "kernels",
-                              json_object_get(m, "kernels"));
+            } else if (cov.coverage < opts->coverage_floor) {
+                char text[400];
+                if (cov.coverage < cov.share)
+                    snprintf(text, sizeof text,
+                             "only %.1f%% of a timed call's GPU time can have run in your own Triton kernels: library "
+                             "kernels took %.4g ms a call of its %.4g ms (at least %.1f%% is required; the profiled "
+                             "calls alone read %.1f%%)", 100.0 * cov.coverage, cov.library_ms_per_call,
+                             cov.timed_median_ms, 100.0 * opts->coverage_floor, 100.0 * cov.share);
+                else
+                    snprintf(text, sizeof text,
+                             "only %.1f%% of the forward's GPU time ran in your own Triton kernels (at least %.1f%% "
+                             "is required): the work is done by PyTorch", 100.0 * cov.coverage,
+                             100.0 * opts->coverage_floor);
+                h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f, s:f, s:O?, s:o, s:o}}", "type",
+                              kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage", "timing", "message", text, "evidence",
+                              "coverage", cov.coverage, "floor", opts->coverage_floor, "total_device_us", total,
+                              "kernels", json_object_get(m, "kernels"), "profiled_share", kg_json_number(cov.share),
+                              "timed_bound", kg_json_number(cov.timed_bound));
             }
         } else {
             found = 0;

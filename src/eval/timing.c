@@ -286,6 +286,30 @@ static double elapsed_ms(const json_t *messages, kg_msg kind, const char *nonce,
     return last.elapsed;
 }
 
+/* The clock block as the judge reported it and kgym's clock saw it: {calls, median_ms, reported_ms, supervisor_ms},
+ * null where none ran.  Its calls are also the profile's (docs/evaluation-protocol.md, "Profile and coverage"): a
+ * block whose calls are much slower than the timed calls' median ran a forward the rounds did not time (the red
+ * team 30 padding: work only on inputs seen before), which the median beside candidate_ms shows. */
+static json_t *clock_block_json(const json_t *messages)
+{
+    const json_t *end = NULL;
+    double elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, NULL, &end);
+    size_t n = 0;
+    double *v = end ? ms_array(json_object_get(end, "candidate_ms"), &n) : NULL;
+    kg_stats st;
+    if (!v || kg_stats_summarize(v, n, 0.0, &st, NULL) != KG_OK) {
+        free(v);
+        return json_null();
+    }
+    double reported = 0;
+    for (size_t i = 0; i < n; i++)
+        reported += v[i];
+    free(v);
+    return json_pack("{s:I, s:o, s:o, s:o}", "calls", (json_int_t)n, "median_ms", kg_json_number(st.median),
+                     "reported_ms", kg_json_number(reported), "supervisor_ms",
+                     elapsed >= 0 ? kg_json_number(elapsed) : json_null());
+}
+
 int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **finding)
 {
     *finding = NULL;
@@ -459,6 +483,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     ok = ok && kg_json_set(t, "noisy", json_boolean(ns >= 2 && round_cv > o->timing_cv_threshold)) == 0;
     ok = ok && kg_json_set(t, "clock", json_pack("{s:o, s:o}", "supervisor_ms", kg_json_number(supervisor_total),
                                                  "reported_ms", kg_json_number(reported_total))) == 0;
+    ok = ok && kg_json_set(t, "clock_block", clock_block_json(messages)) == 0;
     free(ref);
     free(cand);
     if (!ok) {
@@ -466,6 +491,45 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         return NULL;
     }
     return t;
+}
+
+int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
+{
+    memset(out, 0, sizeof *out);
+    out->share = out->timed_bound = out->coverage = NAN;
+    const json_t *p = NULL, *final = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (kg_msg_is(m, KG_MSG_PROFILE))
+            p = m;
+        else if (kg_msg_is(m, KG_MSG_TIMING))
+            final = m;
+    }
+    if (!p)
+        return 0;
+    double total = json_number_value(json_object_get(p, "total_device_us"));
+    double mine = json_number_value(json_object_get(p, "candidate_device_us"));
+    double calls = json_number_value(json_object_get(p, "calls"));
+    if (!(total > 0) || !(mine >= 0) || !isfinite(total) || !isfinite(mine))
+        return 1; /* a profile with no kernel time: coverage unknown (NAN) */
+    out->share = fmin(1.0, mine / total);
+    out->coverage = out->share;
+    /* The library kernels' time a call (the profiled calls are the clock block's, the judge's count of them) is
+     * time the timed forward spent outside the candidate's kernels too: a timed call lasts at least its kernels,
+     * so the candidate's share of a timed call is at most 1 - library / timed median.  Honest forwards meet it
+     * with room (a timed call adds launches, gaps and a cold L2 to the block's warm kernels); a forward that pads
+     * its own kernels only in the block (work on inputs it has seen before: red team 30) cannot raise its coverage
+     * above the share the timed calls leave it. */
+    kg_stats cs;
+    if (final && calls >= 1 && stats_of(json_object_get(final, cand_key(use_device_times(final))), &cs) &&
+        cs.median > 0) {
+        out->library_ms_per_call = (total - fmin(mine, total)) / calls / 1000.0;
+        out->timed_median_ms = cs.median;
+        out->timed_bound = fmax(0.0, 1.0 - out->library_ms_per_call / cs.median);
+        out->coverage = fmin(out->share, out->timed_bound);
+    }
+    return 1;
 }
 
 json_t *kg_eval_profile_block(const json_t *messages)
@@ -478,10 +542,16 @@ json_t *kg_eval_profile_block(const json_t *messages)
             p = m;
     if (!p)
         return json_null();
-    double total = json_number_value(json_object_get(p, "total_device_us"));
-    double mine = json_number_value(json_object_get(p, "candidate_device_us"));
+    kg_eval_coverage_facts cov;
+    kg_eval_coverage(messages, &cov);
     json_t *out = json_object();
-    int ok = kg_json_set(out, "coverage", total > 0 ? kg_json_number(fmin(1.0, fmax(0.0, mine / total))) : json_null()) == 0;
+    int ok = kg_json_set(out, "coverage", isfinite(cov.coverage) ? kg_json_number(fmax(0.0, cov.coverage))
+                                                                 : json_null()) == 0;
+    /* the profiled calls' own share, and the bound the timed calls put on it (kg_eval_coverage) */
+    ok = ok && kg_json_set(out, "profiled_share", isfinite(cov.share) ? kg_json_number(fmax(0.0, cov.share))
+                                                                      : json_null()) == 0;
+    ok = ok && kg_json_set(out, "timed_bound", isfinite(cov.timed_bound) ? kg_json_number(cov.timed_bound)
+                                                                         : json_null()) == 0;
     /* the share of distinct kernels that are the candidate's: Dr. Kernel's num_coverage, which its PRS can
      * use instead of the time share */
     json_t *kc = json_object_get(p, "kernel_count"), *cc = json_object_get(p, "candidate_kernel_count");
@@ -494,8 +564,9 @@ json_t *kg_eval_profile_block(const json_t *messages)
                           "launched"};
     for (size_t k = 0; k < sizeof copy / sizeof *copy; k++)
         ok = ok && kg_json_set(out, copy[k], or_null(json_object_get(p, copy[k]))) == 0;
-    ok = ok && kg_json_set(out, "method", json_string("torch.profiler device kernels; candidate = exact names "
-                                                      "launched through Triton")) == 0;
+    ok = ok && kg_json_set(out, "method", json_string("torch.profiler device kernels of the clock block's calls; "
+                                                      "candidate = exact names launched through Triton; at most the "
+                                                      "share the timed calls leave outside library kernels")) == 0;
     if (!ok) {
         json_decref(out);
         return NULL;

@@ -412,12 +412,18 @@ json_t *kg_service_kernelgym_response(const json_t *job)
         /* Dr. Kernel's coverage rewards divide these numbers (time: the candidate's kernels' device time by all
          * kernels'; number: its distinct kernels by all distinct kernels).  They are the profile's own
          * measurements, as KernelGYM sends them; a result without them (CPU, no profile) sends none, and the
-         * client's coverage reward is then 0, as KernelGYM's is without a profile. */
+         * client's coverage reward is then 0, as KernelGYM's is without a profile.  The candidate's time is at most
+         * the result's coverage times the total: where the timed calls bound the coverage below the profiled calls'
+         * share (src/eval/timing.c kg_eval_coverage), the client's division gives the bounded figure too. */
         json_t *prof = json_object_get(r, "profile");
         json_t *cand_us = json_object_get(prof, "candidate_device_us"), *all_us = json_object_get(prof, "total_device_us");
         json_t *cand_n = json_object_get(prof, "candidate_kernel_count"), *all_n = json_object_get(prof, "kernel_count");
+        json_t *coverage = json_object_get(prof, "coverage");
         if (json_is_number(cand_us) && json_is_number(all_us)) {
-            ok = ok && kg_json_set(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(json_number_value(cand_us))) == 0;
+            double mine = json_number_value(cand_us);
+            if (json_is_number(coverage))
+                mine = fmin(mine, json_number_value(coverage) * json_number_value(all_us));
+            ok = ok && kg_json_set(meta, "custom_kernel_cuda_time_in_profiling_us", json_real(mine)) == 0;
             ok = ok && kg_json_set(meta, "total_kernel_run_time_in_profiling_us", json_real(json_number_value(all_us))) == 0;
         }
         if (json_is_integer(cand_n) && json_is_integer(all_n)) {

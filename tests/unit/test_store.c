@@ -778,6 +778,15 @@ int main(void)
               json_is_object(json_object_get(k, "kgym")),
           "metadata: trials, the profile's device times and kernel counts (Dr. Kernel's coverage), kgym result");
     json_decref(k);
+    /* A coverage the timed calls bound below the profiled share (red team 30): the candidate's time sent is the
+     * bounded share of the total, so the client's division gives the result's coverage. */
+    json_object_set_new(json_object_get(json_object_get(job, "result"), "profile"), "coverage", json_real(0.4));
+    k = kg_service_kernelgym_response(job);
+    meta = json_object_get(k, "metadata");
+    CHECK(json_real_value(json_object_get(meta, "custom_kernel_cuda_time_in_profiling_us")) == 100.0 &&
+              json_real_value(json_object_get(meta, "total_kernel_run_time_in_profiling_us")) == 250.0,
+          "metadata: the candidate's time is the bounded coverage's share of the total");
+    json_decref(k);
     json_object_set_new(job, "result",
                         json_loads("{\"verdict\":\"compile_error\",\"feedback\":\"ImportError: no module "
                                    "magic\",\"timing\":null,\"error\":{\"type\":\"ImportError\",\"message\":\"no "

@@ -336,6 +336,45 @@ static json_t *clock_block(double elapsed, double per_call, int calls)
     return msgs;
 }
 
+/* The timing block carries the clock block as kgym saw it (its calls are the profile's too): the calls' median
+ * beside the rounds' tells a block that ran another forward than the timed one; null where no block ran. */
+static void timing_block_reports_the_clock_block(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(3));
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 1.0, 0.5, 50);
+    json_t *none = kg_eval_timing_block(&o, msgs, NULL, 0);
+    json_t *c = clock_block(45.0, 2.0, 20);
+    json_array_extend(msgs, c);
+    json_decref(c);
+    json_array_append_new(msgs, final_message(msgs));
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    json_t *b = json_object_get(t, "clock_block");
+    KG_CHECK(json_is_object(b));
+    KG_CHECK(json_integer_value(json_object_get(b, "calls")) == 20);
+    KG_CHECK_NEAR(json_number_value(json_object_get(b, "median_ms")), 2.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(b, "reported_ms")), 40.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(b, "supervisor_ms")), 45.0, 1e-9);
+    /* the rounds' candidate median (0.5 ms) is a quarter of the block's: both are in the block, side by side */
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t, "candidate_ms"), "median")), 0.5, 1e-9);
+    json_decref(t);
+    json_decref(msgs);
+    /* rounds but no final message: no timing block at all; with one and no clock block, clock_block is null */
+    KG_CHECK(json_is_null(none));
+    json_decref(none);
+    msgs = json_array();
+    json_array_append_new(msgs, setup_message(3));
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    json_array_append_new(msgs, final_message(msgs));
+    t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(json_is_object(t) && json_is_null(json_object_get(t, "clock_block")));
+    json_decref(t);
+    json_decref(msgs);
+}
+
 static void supervisor_clock_catches_a_faked_timer(void)
 {
     /* 20 calls of 1 ms really took ~21 ms: honest. */
@@ -361,20 +400,21 @@ static void supervisor_clock_catches_a_faked_timer(void)
     json_decref(msgs);
 }
 
-static json_t *profile_message(double total, double mine)
+static json_t *profile_message(double total, double mine, int calls)
 {
     return json_pack("{s:s, s:i, s:f, s:f, s:i, s:i, s:[{s:s, s:f, s:i, s:b}, {s:s, s:f, s:i, s:b}], s:[s]}",
-                     "type", "profile", "calls", 3, "total_device_us", total, "candidate_device_us", mine,
+                     "type", "profile", "calls", calls, "total_device_us", total, "candidate_device_us", mine,
                      "kernel_count", 2, "candidate_kernel_count", 1,
-                     "kernels", "name", "my_kernel", "device_us", mine, "count", 3, "candidate", 1, "name",
-                     "at::native::vectorized_elementwise_kernel", "device_us", total - mine, "count", 3, "candidate", 0,
+                     "kernels", "name", "my_kernel", "device_us", mine, "count", calls, "candidate", 1, "name",
+                     "at::native::vectorized_elementwise_kernel", "device_us", total - mine, "count", calls,
+                     "candidate", 0,
                      "launched", "my_kernel");
 }
 
 static void profile_block_reports_coverage(void)
 {
     json_t *msgs = json_array();
-    json_array_append_new(msgs, profile_message(400, 100));
+    json_array_append_new(msgs, profile_message(400, 100, 3));
     json_t *p = kg_eval_profile_block(msgs);
     KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.25, 1e-12);
     KG_CHECK_NEAR(json_number_value(json_object_get(p, "kernel_coverage")), 0.5, 1e-12); /* 1 of 2 kernels */
@@ -391,7 +431,7 @@ static void profile_block_reports_coverage(void)
 
 /* A whole child report of a correct GPU run with timing and a profile: the result's blocks, and the
  * findings a coverage floor and a faked timer lead to. */
-static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double clock_per_call)
+static json_t *gpu_result_profiled(const kg_eval_options *o, json_t *profile, double clock_per_call)
 {
     json_t *msgs = json_array();
     const char *stages[] = {"parse", "static", "compile", "tiny_run", "correctness", "timing"};
@@ -412,8 +452,7 @@ static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double
             json_t *c = clock_block(21.5, clock_per_call, 20);
             json_array_extend(msgs, c);
             json_decref(c);
-            json_array_append_new(msgs, coverage_mine < 0 ? profile_message(0, 0) /* an emptied profile */
-                                                          : profile_message(400, coverage_mine));
+            json_array_append_new(msgs, profile);
             json_array_append_new(msgs, final_message(msgs));
         }
         t += 600;
@@ -436,6 +475,14 @@ static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double
     json_decref(extract);
     json_decref(msgs);
     return result;
+}
+
+/* gpu_result_profiled with a profile of 3 calls, 400 us of kernels of which `coverage_mine` the candidate's (< 0: a
+ * profile emptied of kernel time). */
+static json_t *gpu_result(const kg_eval_options *o, double coverage_mine, double clock_per_call)
+{
+    return gpu_result_profiled(o, coverage_mine < 0 ? profile_message(0, 0, 3) : profile_message(400, coverage_mine, 3),
+                               clock_per_call);
 }
 
 static void result_carries_timing_profile_and_findings(void)
@@ -483,6 +530,51 @@ static void result_carries_timing_profile_and_findings(void)
     json_decref(r);
 }
 
+
+/* Red team 30: a forward that pads its own kernel only where its inputs repeat (the clock block's calls, which the
+ * profile covers) reads a high share over the profiled calls, but the library kernels' time a call (0.3 ms) is
+ * time of a timed call too (0.5 ms median: add_round's candidate), so at most 40% of a timed call can be its own. */
+static void coverage_is_bounded_by_the_timed_calls(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    o.coverage_floor = 0.5;
+    /* 20 profiled calls of 2.9 ms: its kernel 0.2 + 2.4 padding, the library 0.3 ms */
+    json_t *r = gpu_result_profiled(&o, profile_message(58000, 52000, 20), 1.0);
+    json_t *p = json_object_get(r, "profile");
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "profiled_share")), 52.0 / 58.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "timed_bound")), 0.4, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.4, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "low_coverage");
+    KG_CHECK(strstr(json_string_value(json_object_get(h, "message")) ?: "", "timed call") != NULL);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(h, "evidence"), "profiled_share")), 52.0 / 58.0, 1e-9);
+    json_decref(r);
+    /* The honest forward of the same numbers (no padding: 0.2 + 0.3 ms a call) reads 40% either way. */
+    r = gpu_result_profiled(&o, profile_message(10000, 4000, 20), 1.0);
+    p = json_object_get(r, "profile");
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "profiled_share")), 0.4, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.4, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    json_decref(r);
+    /* A forward whose library kernels are a small part of a timed call keeps its profiled share (the bound is
+     * looser): 20 calls, 0.05 ms of library a call against a 0.5 ms median, share 0.8. */
+    r = gpu_result_profiled(&o, profile_message(5000, 4000, 20), 1.0);
+    p = json_object_get(r, "profile");
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "timed_bound")), 0.9, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.8, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    json_decref(r);
+    /* Only a profile, nothing timed (the profile block alone): the share, unbounded. */
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, profile_message(58000, 52000, 20));
+    kg_eval_coverage_facts cov;
+    KG_CHECK(kg_eval_coverage(msgs, &cov) == 1);
+    KG_CHECK(isnan(cov.timed_bound));
+    KG_CHECK_NEAR(cov.coverage, 52.0 / 58.0, 1e-9);
+    json_decref(msgs);
+}
 
 /* Each call timed to the stream's end event and to a device-wide synchronize.  An honest candidate's gap is the
  * reference's (host latency): the stream times are used.  A candidate that leaves 1 ms of work on another
@@ -689,8 +781,10 @@ int main(void)
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
         {"timing block: rounds, speedup, interval", timing_block_has_rounds_speedup_and_interval},
         {"cached reference fills in", cached_reference_fills_in},
+        {"timing block reports the clock block", timing_block_reports_the_clock_block},
         {"supervisor clock catches a faked timer", supervisor_clock_catches_a_faked_timer},
         {"profile block reports coverage", profile_block_reports_coverage},
+        {"coverage is bounded by the timed calls (red team 30)", coverage_is_bounded_by_the_timed_calls},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
         {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},

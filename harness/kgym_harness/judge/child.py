@@ -1144,6 +1144,10 @@ class Evaluation:
                 if want_profile and block_profile is not None and not (rerun_wrong or mismatched or overwritten):
                     # No profile from the runner: no message, and kgym's coverage floor fails closed (unjudged).
                     prof = _own_kernels(block_profile, getattr(self, "kernel_names", set()))
+                    # The calls profiled are the block's, as the judge asked for them (not the runner's count): kgym
+                    # reads the library kernels' time a call against the timed calls' median (src/eval/timing.c
+                    # kg_eval_coverage), which a larger count would shrink.
+                    prof["calls"] = calls
                     self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
         for v in rerun_wrong:
             self.chan.send(v)
