@@ -454,16 +454,7 @@ static int gpu_visible(void)
     const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
     if (cvd && (!*cvd || !strcmp(cvd, "-1")))
         return 0;
-    DIR *d = opendir("/proc/driver/nvidia/gpus");
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.')
-            n++;
-    closedir(d);
-    return n > 0;
+    return kg_cli_machine_gpus(NULL) > 0;
 }
 
 /* The GPU model of one /proc/driver/nvidia/gpus/<bus>/information file ("Model: \t NVIDIA H100 80GB HBM3"). */
