@@ -1174,8 +1174,9 @@ static int collect_hacks(const kg_eval_options *opts, const json_t *messages, js
             double total = num(json_object_get(m, "total_device_us"), 0);
             kg_eval_coverage_facts cov;
             kg_eval_coverage(messages, &cov);
-            found = !(total > 0) || !isfinite(cov.coverage) || cov.coverage < opts->coverage_floor;
-            if (!(total > 0) || !isfinite(cov.coverage)) {
+            /* kg_eval_coverage leaves coverage NAN where the profile holds no kernel time */
+            found = !isfinite(cov.coverage) || cov.coverage < opts->coverage_floor;
+            if (!isfinite(cov.coverage)) {
                 /* The forward ran on the GPU, so a profile with no kernel time is one the runner (whose process
                  * the profiler lives in) suppressed or emptied: under a floor, unknown coverage fails closed. */
                 h = json_pack("{s:s, s:s, s:s, s:{s:f, s:f}}", "type", kg_finding_name(KG_FINDING_LOW_COVERAGE), "stage", "timing", "message",

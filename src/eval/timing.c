@@ -286,45 +286,56 @@ static double elapsed_ms(const json_t *messages, kg_msg kind, const char *nonce,
     return last.elapsed;
 }
 
+/* The clock block's last begin/end pair (lines carrying `nonce`; any when NULL): kgym's elapsed time between them
+ * (< 0 without a begin), and the end's reported call times: their count, sum and median (have_median 0 where
+ * they do not summarise).  0 where no end carries an array of times. */
+struct clock_read {
+    double elapsed;
+    size_t calls;
+    double reported;
+    double median;
+    int have_median;
+};
+
+static int read_clock_block(const json_t *messages, const char *nonce, struct clock_read *r)
+{
+    memset(r, 0, sizeof *r);
+    const json_t *end = NULL;
+    r->elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, nonce, &end);
+    double *v = end ? ms_array(json_object_get(end, "candidate_ms"), &r->calls) : NULL;
+    if (!v)
+        return 0;
+    for (size_t i = 0; i < r->calls; i++)
+        r->reported += v[i];
+    kg_stats st;
+    r->have_median = kg_stats_summarize(v, r->calls, 0.0, &st, NULL) == KG_OK;
+    r->median = r->have_median ? st.median : 0;
+    free(v);
+    return 1;
+}
+
 /* The clock block as the judge reported it and kgym's clock saw it: {calls, median_ms, reported_ms, supervisor_ms},
  * null where none ran.  Its calls are also the profile's (docs/evaluation-protocol.md, "Profile and coverage"): a
  * block whose calls are much slower than the timed calls' median ran a forward the rounds did not time (the red
  * team 30 padding: work only on inputs seen before), which the median beside candidate_ms shows. */
 static json_t *clock_block_json(const json_t *messages)
 {
-    const json_t *end = NULL;
-    double elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, NULL, &end);
-    size_t n = 0;
-    double *v = end ? ms_array(json_object_get(end, "candidate_ms"), &n) : NULL;
-    kg_stats st;
-    if (!v || kg_stats_summarize(v, n, 0.0, &st, NULL) != KG_OK) {
-        free(v);
+    struct clock_read r;
+    if (!read_clock_block(messages, NULL, &r) || !r.have_median)
         return json_null();
-    }
-    double reported = 0;
-    for (size_t i = 0; i < n; i++)
-        reported += v[i];
-    free(v);
-    return json_pack("{s:I, s:o, s:o, s:o}", "calls", (json_int_t)n, "median_ms", kg_json_number(st.median),
-                     "reported_ms", kg_json_number(reported), "supervisor_ms",
-                     elapsed >= 0 ? kg_json_number(elapsed) : json_null());
+    return json_pack("{s:I, s:o, s:o, s:o}", "calls", (json_int_t)r.calls, "median_ms", kg_json_number(r.median),
+                     "reported_ms", kg_json_number(r.reported), "supervisor_ms",
+                     r.elapsed >= 0 ? kg_json_number(r.elapsed) : json_null());
 }
 
 int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **finding)
 {
     *finding = NULL;
-    const json_t *end = NULL;
-    double elapsed = elapsed_ms(messages, KG_MSG_CLOCK_BLOCK, nonce, &end);
-    if (elapsed < 0 || !end)
+    struct clock_read r;
+    if (!read_clock_block(messages, nonce, &r) || r.elapsed < 0)
         return KG_OK;
-    size_t n;
-    double *v = ms_array(json_object_get(end, "candidate_ms"), &n);
-    if (!v)
-        return KG_OK;
-    double reported = 0;
-    for (size_t i = 0; i < n; i++)
-        reported += v[i];
-    free(v);
+    double elapsed = r.elapsed, reported = r.reported;
+    size_t n = r.calls;
     /* The block's real duration is at least what the supervisor saw minus what is not the candidate's:
      * a message round trip and, per call, the harness's own Python, the event records and a synchronize
      * (well under 0.1 ms each on any host kgym runs on).  Reported times below half of that bound cannot
