@@ -33,23 +33,11 @@ def direct_summary(prof, calls, names):
     """profile.summarize's figures from the Kineto events themselves (no FunctionEvent tree, no key_averages)."""
     from torch.autograd import DeviceType
 
-    names = set(names or ())
-    kernels = {}
-    for e in prof.profiler.kineto_results.events():
-        if e.device_type() != DeviceType.CUDA or e.is_user_annotation():
-            continue
-        us = e.duration_ns() / 1e3
-        if us <= 0:
-            continue
-        k = kernels.setdefault(e.name(), {"name": e.name(), "device_us": 0.0, "count": 0,
-                                          "candidate": e.name() in names})
-        k["device_us"] += us
-        k["count"] += 1
-    rows = sorted(kernels.values(), key=lambda k: -k["device_us"])
-    total = sum(k["device_us"] for k in rows)
-    mine = sum(k["device_us"] for k in rows if k["candidate"])
-    return {"calls": calls, "kernels": rows[:20], "kernel_count": len(rows), "total_device_us": total,
-            "candidate_device_us": mine, "launched": sorted(names)[:50]}
+    from kgym_harness.shared import profile
+
+    events = [(e.name(), e.duration_ns() / 1e3, 1) for e in prof.profiler.kineto_results.events()
+              if e.device_type() == DeviceType.CUDA and not e.is_user_annotation()]
+    return profile.summary(events, calls, names)
 
 
 def agree(a, b):

@@ -59,19 +59,23 @@ def summarize(prof, calls, names):
     a kernel is the candidate's when its name is in ``names`` (the launch hook's record of the profiled calls)."""
     from torch.autograd import DeviceType
 
+    kernels = [(evt.key, _device_time_us(evt), int(getattr(evt, "count", 1) or 1)) for evt in prof.key_averages()
+               if getattr(evt, "device_type", None) == DeviceType.CUDA]
+    return summary(kernels, calls, names)
+
+
+def summary(kernels, calls, names):
+    """summarize()'s record from (name, device_us, count) per kernel event or group of them (bench/profile_probe.py
+    feeds it the Kineto events themselves): times and counts added up by name, those of no time left out."""
     names = set(names or ())
-    kernels = {}
-    for evt in prof.key_averages():
-        if getattr(evt, "device_type", None) != DeviceType.CUDA:
-            continue
-        us = _device_time_us(evt)
+    by_name = {}
+    for name, us, count in kernels:
         if us <= 0:
             continue
-        k = kernels.setdefault(evt.key, {"name": evt.key, "device_us": 0.0, "count": 0,
-                                         "candidate": evt.key in names})
+        k = by_name.setdefault(name, {"name": name, "device_us": 0.0, "count": 0, "candidate": name in names})
         k["device_us"] += us
-        k["count"] += int(getattr(evt, "count", 1) or 1)
-    rows = sorted(kernels.values(), key=lambda k: -k["device_us"])
+        k["count"] += count
+    rows = sorted(by_name.values(), key=lambda k: -k["device_us"])
     total = sum(k["device_us"] for k in rows)
     mine = sum(k["device_us"] for k in rows if k["candidate"])
     return {"calls": calls, "kernels": rows[:20], "kernel_count": len(rows), "total_device_us": total,
