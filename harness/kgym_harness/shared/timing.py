@@ -30,7 +30,12 @@ import torch
 # to the next, so three a round (nine over the planned rounds) measure it as precisely as fifty measure a 20 us
 # kernel; a floor of five gave a 90 ms candidate 3 s of exclusive GPU time, a third of a GRPO mix's.
 MIN_ROUND_CALLS = 3
-MIN_CLOCK_BLOCK_CALLS = 2
+# A clock block of one call where one call is 10 ms or more of work (int(20 ms / median) < 2): kgym's clock bounds a
+# 10 ms call as well as two (its slack is 2 ms a block and 0.1 ms a call, timing.c), and the profile of one call is
+# the forward's share as well as two identical ones; a second call gave level2/22 (~90 ms) 95 ms of exclusive GPU
+# time for nothing (was 2 until the thirty-first session).  The block's input set is fresh as before, so its one
+# call has never seen its inputs (red team 30 pads only on repeated ones).
+MIN_CLOCK_BLOCK_CALLS = 1
 # The most calls a clock block holds (~20 ms of the candidate's work; child.py).  The block is also the profile, so
 # this bounds the events the runner's profiler sums inside the exclusive window.  Below ~0.1 ms a call, the calls'
 # own time is smaller than kgym's slack for them (0.1 ms a call: timing.c), and no number of calls bounds anything.
