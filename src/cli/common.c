@@ -127,7 +127,7 @@ const char kg_cli_eval_help[] =
     "                      is 0; otherwise the first round warms up for 250 ms (at least 2 calls)\n"
     "  --timing-rounds N   GPU: planned rounds of timed calls, in one exclusive GPU window (2)\n"
     "  --timing-iters N    GPU: timed calls of each model per round (50)\n"
-    "  --timing-round-ms T GPU: fewer calls (>= 3) for slow kernels so a round takes ~T ms (150; 0 = off)\n"
+    "  --timing-round-ms T GPU: fewer calls (>= 3) for slow kernels so a round takes ~T ms (100; 0 = off)\n"
     "  --timing-cv X       GPU: re-measure while the per-round speedups vary more than X (0.02)\n"
     "  --timing-max-rounds N  GPU: re-measuring stops at N rounds in all (6)\n"
     "  --timing-agree X    GPU: with fewer than 3 rounds, one more unless their speedups lie within X\n"

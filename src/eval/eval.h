@@ -79,7 +79,7 @@ typedef struct kg_eval_options {
     int timing_rounds;         /* rounds planned (3), all in one exclusive GPU window */
     int timing_iters;          /* timed calls of each model per round (50) */
     double timing_round_ms;    /* a round of slow kernels is cut to about this long, never under 5 calls
-                                * (150; 0 = always timing_iters) */
+                                * (100; 0 = always timing_iters) */
     int timing_max_rounds;     /* re-measuring stops here (6) */
     double timing_cv_threshold;/* more rounds while the per-round speedups vary more than this (0.02) */
     double timing_agree;       /* with fewer than 3 rounds: one more while the rounds' speedups spread (max / min - 1)

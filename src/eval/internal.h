@@ -18,12 +18,13 @@
 #define KG_SIDE_STREAM_SLACK_MS 0.02
 #define KG_SIDE_STREAM_HOST_GAP_MS 0.05
 /* Two rounds that agree stand for three only where they lasted at least this share of timing_rounds x
- * timing_round_ms on kgym's clock (timing.c kg_eval_timing_more): 0.3 of 2 x 150 ms = 90 ms, about the ~80 ms of
- * heavy load after which a GPU meets its power limit (docs/threat-model.md, red team 7).  A round sized from an
- * honest pace lasts at least 3/4 of its budget (round_calls' floor: n >= 3, or 2 calls that fill it), half of
- * round_ms where the reference is timed apart: two honest rounds take >= 112 ms (135-190 ms on the GRPO mix, H100,
- * twenty-seventh session). */
+ * timing_round_ms on kgym's clock, and never less than KG_TIMING_AGREE_MIN_MS (timing.c kg_eval_timing_more):
+ * 90 ms is about the ~80 ms of heavy load after which a GPU meets its power limit (docs/threat-model.md, red team
+ * 7), a property of the GPU and not of the round budget, so a shorter budget (100 ms since the thirty-first session:
+ * 0.3 x 2 x 100 = 60 ms) does not shorten it.  A round sized from an honest pace lasts at least 3/4 of its budget
+ * (round_calls' floor: n >= 3, or 2 calls that fill it), half of round_ms where the reference is timed apart. */
 #define KG_TIMING_AGREE_MIN_SHARE 0.3
+#define KG_TIMING_AGREE_MIN_MS 90.0
 
 /* Feedback that recognises precision (feedback.c): the largest error of every failed variant, over the RMS of
  * its reference output, lies in this band (the rounding of 10-bit mantissas, TF32 or fp16, up to bf16's 7), and

@@ -249,7 +249,8 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
         if (!(lo > 0) || hi / lo - 1 > o->timing_agree)
             return 1;
         /* ... and only where they lasted, on kgym's clock, at least KG_TIMING_AGREE_MIN_SHARE of the planned rounds'
-         * budget (the judge sizes a round to round_ms, or half of it with the reference timed apart).  Rounds far
+         * budget and KG_TIMING_AGREE_MIN_MS (the judge sizes a round to round_ms, or half of it with the reference
+         * timed apart).  Rounds far
          * shorter were sized from a warm-up pace that their calls did not keep: a candidate that padded its
          * warm-up (rounds of 3 calls) with light work and times a heavy kernel could end two rounds before the GPU
          * meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a round only when a limit
@@ -258,7 +259,7 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
         struct counted_time lasted = {nonce, o->timing_iters, 0, 0};
         each_begin_end(messages, KG_MSG_TIMING_ROUND, nonce, add_counted_round, &lasted);
         if (o->timing_round_ms > 0 && lasted.cut &&
-            lasted.sum < KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms)
+            lasted.sum < fmax(KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms, KG_TIMING_AGREE_MIN_MS))
             return 1;
     }
     return cv_of(speedups, n) > o->timing_cv_threshold ? 1 : 0;

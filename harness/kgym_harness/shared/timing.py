@@ -40,9 +40,9 @@ MIN_CLOCK_BLOCK_CALLS = 1
 # this bounds the events the runner's profiler sums inside the exclusive window.  Below ~0.1 ms a call, the calls'
 # own time is smaller than kgym's slack for them (0.1 ms a call: timing.c), and no number of calls bounds anything.
 MAX_CLOCK_BLOCK_CALLS = 200
-# ... except where two calls already fill the round's budget (a call of half round_ms or more: 37.5 ms and up with
+# ... except where two calls already fill the round's budget (a call of half round_ms or more: 25 ms and up with
 # the reference timed apart): then two a round.  Such a round lasts its whole budget or more (a floor of three made
-# a 92 ms candidate's round 276 ms against a 75 ms budget), its two calls are both checked (MIN_ROUND_CHECKS), and a
+# a 92 ms candidate's round 276 ms against a 75 ms budget, at 150 ms rounds), its two calls are both checked (MIN_ROUND_CHECKS), and a
 # call that long varies by ~0.1% from the next (PERFORMANCE, twenty-eighth session, for what it moved).
 MIN_LONG_ROUND_CALLS = 2
 
