@@ -25,6 +25,17 @@
  * (round_calls' floor: n >= 3, or 2 calls that fill it), half of round_ms where the reference is timed apart. */
 #define KG_TIMING_AGREE_MIN_SHARE 0.3
 #define KG_TIMING_AGREE_MIN_MS 90.0
+/* A profiled call (the clock block's) runs the timed forward on a warm L2, back to back: the device time of its kernels
+ * (fills and copies included) is at most the timed call's span, whose events bracket the same kernels plus their
+ * gaps and a cold L2.  A profile whose kernels take more than this many timed medians a call is of another forward:
+ * a candidate that counts its calls (static state is in the language: threat model row 26) can run fewer library
+ * kernels in the clock block, the window's last calls, than in the timed ones (red team 31,
+ * tests/fixtures/redteam31/count_to_clock_block.py), and then both the profiled share and timed_bound read high.
+ * Such a coverage is 0 (kg_eval_coverage).  1.5 leaves room for a clock drop between the rounds and the block (~13%
+ * at a power limit, red team 7) and the profiler's own cost; what it leaves an attacker: a profiled path at most
+ * 1.5x its timed one.  To calibrate on a GPU: profile.total / calls against timing.candidate_ms.median over the
+ * honest suites. */
+#define KG_PROFILE_TIMED_RATIO 1.5
 
 /* Feedback that recognises precision (feedback.c): the largest error of every failed variant, over the RMS of
  * its reference output, lies in this band (the rounding of 10-bit mantissas, TF32 or fp16, up to bf16's 7), and
@@ -69,6 +80,10 @@ typedef struct kg_eval_coverage_facts {
     double coverage;
     double library_ms_per_call;
     double timed_median_ms;
+    /* every kernel of a profiled call (fills and copies included) / the timed median; coverage 0 where it exceeds
+     * KG_PROFILE_TIMED_RATIO: the profiled calls ran a heavier forward than the timed ones (red team 31) */
+    double profiled_ms_per_call;
+    int heavier;
 } kg_eval_coverage_facts;
 int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out);
 /* The result's "profile" block (coverage, top kernels); json_null() without a profile.  New reference; NULL

@@ -1185,7 +1185,14 @@ static int collect_hacks(const kg_eval_options *opts, const json_t *messages, js
                               opts->coverage_floor);
             } else if (cov.coverage < opts->coverage_floor) {
                 char text[400];
-                if (cov.coverage < cov.share)
+                if (cov.heavier)
+                    snprintf(text, sizeof text,
+                             "the profiled call's GPU kernels took %.4g ms, more than %.3g times a timed call's %.4g "
+                             "ms: the forward profiled is not the one timed, so its share (%.1f%%) says nothing of "
+                             "the timed calls' (at least %.1f%% is required)", cov.profiled_ms_per_call,
+                             KG_PROFILE_TIMED_RATIO, cov.timed_median_ms, 100.0 * cov.share,
+                             100.0 * opts->coverage_floor);
+                else if (cov.coverage < cov.share)
                     snprintf(text, sizeof text,
                              "only %.1f%% of a timed call's GPU time can have run in your own Triton kernels: library "
                              "kernels took %.4g ms a call of its %.4g ms (at least %.1f%% is required; the profiled "

@@ -540,6 +540,17 @@ int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
         out->timed_median_ms = cs.median;
         out->timed_bound = fmax(0.0, 1.0 - out->library_ms_per_call / cs.median);
         out->coverage = fmin(out->share, out->timed_bound);
+        /* ... and only where the profiled calls ran the timed forward: kernels of more than KG_PROFILE_TIMED_RATIO
+         * timed medians a call are another forward's (one that ran fewer library kernels where it was profiled
+         * than where it was timed, red team 31), whose share says nothing of the timed calls' */
+        double fill = json_number_value(json_object_get(p, "fill_device_us"));
+        double copy = json_number_value(json_object_get(p, "copy_device_us"));
+        out->profiled_ms_per_call = (total + (fill > 0 && isfinite(fill) ? fill : 0) +
+                                     (copy > 0 && isfinite(copy) ? copy : 0)) / calls / 1000.0;
+        if (out->profiled_ms_per_call > KG_PROFILE_TIMED_RATIO * cs.median) {
+            out->heavier = 1;
+            out->coverage = 0.0;
+        }
     }
     return 1;
 }
@@ -564,6 +575,10 @@ json_t *kg_eval_profile_block(const json_t *messages)
                                                                       : json_null()) == 0;
     ok = ok && kg_json_set(out, "timed_bound", isfinite(cov.timed_bound) ? kg_json_number(cov.timed_bound)
                                                                          : json_null()) == 0;
+    /* the profiled calls' kernels a call against the timed median (coverage 0 above KG_PROFILE_TIMED_RATIO) */
+    ok = ok && kg_json_set(out, "profiled_ms_per_call", cov.profiled_ms_per_call > 0
+                                                            ? kg_json_number(cov.profiled_ms_per_call)
+                                                            : json_null()) == 0;
     /* the share of distinct kernels that are the candidate's: Dr. Kernel's num_coverage, which its PRS can
      * use instead of the time share */
     json_t *kc = json_object_get(p, "kernel_count"), *cc = json_object_get(p, "candidate_kernel_count");

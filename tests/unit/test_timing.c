@@ -559,7 +559,8 @@ static void coverage_is_bounded_by_the_timed_calls(void)
     json_t *p = json_object_get(r, "profile");
     KG_CHECK_NEAR(json_number_value(json_object_get(p, "profiled_share")), 52.0 / 58.0, 1e-9);
     KG_CHECK_NEAR(json_number_value(json_object_get(p, "timed_bound")), 0.4, 1e-9);
-    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.4, 1e-9);
+    /* 0.4 by timed_bound alone; 0 since red team 31: its profiled calls (2.9 ms of kernels) are 5.8 timed medians */
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.0, 1e-9);
     KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
     json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
     KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "low_coverage");
@@ -589,6 +590,46 @@ static void coverage_is_bounded_by_the_timed_calls(void)
     KG_CHECK(isnan(cov.timed_bound));
     KG_CHECK_NEAR(cov.coverage, 52.0 / 58.0, 1e-9);
     json_decref(msgs);
+}
+
+/* Red team 31: a forward that counts its calls (static state is in the language) runs library kernels in its timed
+ * calls (0.1 ms of its own + 0.4 ms of library: the 0.5 ms median, coverage 0.2) and none in the clock block, the
+ * window's last calls, which the profile covers: 20 calls of 0.9 ms, all its own.  The profiled share is 1 and
+ * timed_bound 1 (no library time a profiled call), so the floor passed; the profiled calls' kernels, 1.8 timed
+ * medians a call, are not the timed forward's. */
+static void a_profile_heavier_than_the_timed_calls_is_not_theirs(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    o.coverage_floor = 0.5;
+    json_t *r = gpu_result_profiled(&o, profile_message(18000, 18000, 20), 1.0);
+    json_t *p = json_object_get(r, "profile");
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "profiled_share")), 1.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "timed_bound")), 1.0, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "profiled_ms_per_call")), 0.9, 1e-9);
+    KG_CHECK_NEAR(json_number_value(json_object_get(p, "coverage")), 0.0, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    json_t *h = json_array_get(json_object_get(r, "hacks"), 0);
+    KG_CHECK_STR(json_string_value(json_object_get(h, "type")), "low_coverage");
+    KG_CHECK(strstr(json_string_value(json_object_get(h, "message")) ?: "", "not the one timed") != NULL);
+    json_decref(r);
+    /* An honest profile of the same forward on a warm L2 (0.45 ms a call, all its own) keeps its coverage; so does
+     * one up to KG_PROFILE_TIMED_RATIO timed medians a call (a clock drop between the rounds and the block). */
+    r = gpu_result_profiled(&o, profile_message(9000, 9000, 20), 1.0);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "profile"), "coverage")), 1.0, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    json_decref(r);
+    r = gpu_result_profiled(&o, profile_message(14000, 14000, 20), 1.0);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "profile"), "coverage")), 1.0, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "correct");
+    json_decref(r);
+    /* Fills and copies count in the call's kernels (set aside from the share, not from the forward's time). */
+    json_t *prof = profile_message(9000, 9000, 20);
+    json_object_set_new(prof, "copy_device_us", json_real(9000));
+    r = gpu_result_profiled(&o, prof, 1.0);
+    KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "profile"), "coverage")), 0.0, 1e-9);
+    KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
+    json_decref(r);
 }
 
 /* Each call timed to the stream's end event and to a device-wide synchronize.  An honest candidate's gap is the
@@ -800,6 +841,8 @@ int main(void)
         {"supervisor clock catches a faked timer", supervisor_clock_catches_a_faked_timer},
         {"profile block reports coverage", profile_block_reports_coverage},
         {"coverage is bounded by the timed calls (red team 30)", coverage_is_bounded_by_the_timed_calls},
+        {"a profile heavier than the timed calls is not theirs (red team 31)",
+         a_profile_heavier_than_the_timed_calls_is_not_theirs},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
         {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},
