@@ -31,11 +31,13 @@
  * a candidate that counts its calls (static state is in the language: threat model row 26) can run fewer library
  * kernels in the clock block, the window's last calls, than in the timed ones (red team 31,
  * tests/fixtures/redteam31/count_to_clock_block.py), and then both the profiled share and timed_bound read high.
- * Such a coverage is 0 (kg_eval_coverage).  1.5 leaves room for a clock drop between the rounds and the block (~13%
- * at a power limit, red team 7) and the profiler's own cost; what it leaves an attacker: a profiled path at most
- * 1.5x its timed one.  To calibrate on a GPU: profile.total / calls against timing.candidate_ms.median over the
- * honest suites. */
-#define KG_PROFILE_TIMED_RATIO 1.5
+ * Such a coverage is 0 (kg_eval_coverage).  Measured: over the honest suite's 90 candidates on an H200 (thirty-first
+ * session, blocks of 1-200 calls) a profiled call's kernels were at most 1.005 timed medians (a timed call adds a
+ * cold L2, launches and gaps to the same kernels); 1.25 leaves room for a clock drop between the rounds and the
+ * block (~13% at a power limit, red team 7) and more.  What it leaves an attacker: a profiled path at most 1.25x
+ * its timed one.  The whole fix is a profiled call the candidate cannot tell from a timed one (the block at a
+ * random point of the window): docs/threat-model.md. */
+#define KG_PROFILE_TIMED_RATIO 1.25
 
 /* Feedback that recognises precision (feedback.c): the largest error of every failed variant, over the RMS of
  * its reference output, lies in this band (the rounding of 10-bit mantissas, TF32 or fp16, up to bf16's 7), and
