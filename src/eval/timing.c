@@ -250,11 +250,10 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
             return 1;
         /* ... and only where they lasted, on kgym's clock, at least KG_TIMING_AGREE_MIN_SHARE of the planned rounds'
          * budget and KG_TIMING_AGREE_MIN_MS (the judge sizes a round to round_ms, or half of it with the reference
-         * timed apart).  Rounds far
-         * shorter were sized from a warm-up pace that their calls did not keep: a candidate that padded its
-         * warm-up (rounds of 3 calls) with light work and times a heavy kernel could end two rounds before the GPU
-         * meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a round only when a limit
-         * appears inside it).  Such rounds get a third, as three planned rounds always did.  Rounds of `iters` calls
+         * timed apart).  Rounds far shorter were sized from a warm-up pace that their calls did not keep: a
+         * candidate that padded its warm-up (rounds of 3 calls) with light work and times a heavy kernel could end
+         * two rounds before the GPU meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a
+         * round only when a limit appears inside it).  Such rounds get a third, as three planned rounds always did.  Rounds of `iters` calls
          * each were not sized by the pace (a fast kernel's: the count ends them before the budget) and stand. */
         struct counted_time lasted = {nonce, o->timing_iters, 0, 0};
         each_begin_end(messages, KG_MSG_TIMING_ROUND, nonce, add_counted_round, &lasted);
