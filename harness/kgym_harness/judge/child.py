@@ -1154,6 +1154,8 @@ class Evaluation:
                         rerun_wrong or mismatched or overwritten):
                     block_done = True
                     clock_block_and_profile()
+                    if rerun_wrong or mismatched or overwritten:
+                        break  # the block's output was wrong: no round more
             while not (rerun_wrong or mismatched or overwritten):
                 # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
                 answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})
