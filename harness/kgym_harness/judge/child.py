@@ -1035,9 +1035,12 @@ class Evaluation:
             nonlocal done
             self.gpu_purpose("timing_round")
             # The first round warms up by time (warm_ms, at least 2 pairs; see PairTimer.warm).  Later rounds follow
-            # it in the same exclusive window with nothing but a message to kgym between them, so the GPU is as
-            # warm as at the first round's end: they warm up with no calls (``warm`` is 0; a couple of calls each
-            # cost a 92 ms candidate 0.37 s of exclusive time and measured nothing).
+            # it in the same exclusive window with nothing but a message to kgym between them, or the clock block
+            # (block_after below: ~20 ms of the candidate's calls back to back, then the profiler's stop and summary
+            # and one reference call, a few ms), so the GPU is as warm as at the first round's end: they warm up
+            # with no calls (``warm`` is 0; a couple of calls each cost a 92 ms candidate 0.37 s of exclusive time
+            # and measured nothing).  The block's calls are not watched: a limit they brought on shows in the next
+            # round, which then does not count (below) and is followed by a whole warm-up.
             first = (done == 0 or rewarm[0]) and round_ms > 0
             # A first warm-up may end early where the judge reads (NVML) that the GPU is at its clock and nothing
             # holds it down (tm.GpuState; cfg warm_settle false: never), as a light kernel's is within the first
