@@ -446,7 +446,16 @@ static void profile_block_reports_coverage(void)
 
 /* A whole child report of a correct GPU run with timing and a profile: the result's blocks, and the
  * findings a coverage floor and a faked timer lead to. */
+static json_t *gpu_result_block_after(const kg_eval_options *o, json_t *profile, double clock_per_call, int after);
+
 static json_t *gpu_result_profiled(const kg_eval_options *o, json_t *profile, double clock_per_call)
+{
+    return gpu_result_block_after(o, profile, clock_per_call, 3);
+}
+
+/* gpu_result_profiled with the clock block and its profile after round `after` (0-2: between rounds, as the judge
+ * runs it after a planned round drawn at random; 3: after the last, as it did before). */
+static json_t *gpu_result_block_after(const kg_eval_options *o, json_t *profile, double clock_per_call, int after)
 {
     json_t *msgs = json_array();
     const char *stages[] = {"parse", "static", "compile", "tiny_run", "correctness", "timing"};
@@ -461,13 +470,16 @@ static json_t *gpu_result_profiled(const kg_eval_options *o, json_t *profile, do
         }
         if (!strcmp(stages[i], "timing")) {
             json_array_append_new(msgs, setup_message(3));
-            add_round(msgs, 0, t, 120, 1.0, 0.5, 50);
-            add_round(msgs, 1, t + 200, 120, 1.0, 0.5, 50);
-            add_round(msgs, 2, t + 400, 120, 1.0, 0.5, 50);
-            json_t *c = clock_block(21.5, clock_per_call, 20);
-            json_array_extend(msgs, c);
-            json_decref(c);
-            json_array_append_new(msgs, profile);
+            for (int r = 0; r <= 3; r++) {
+                if (r == after) {
+                    json_t *c = clock_block(21.5, clock_per_call, 20);
+                    json_array_extend(msgs, c);
+                    json_decref(c);
+                    json_array_append_new(msgs, profile);
+                }
+                if (r < 3)
+                    add_round(msgs, r, t + 200 * r, 120, 1.0, 0.5, 50);
+            }
             json_array_append_new(msgs, final_message(msgs));
         }
         t += 600;
@@ -633,6 +645,151 @@ static void a_profile_heavier_than_the_timed_calls_is_not_theirs(void)
     KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(r, "profile"), "coverage")), 0.0, 1e-9);
     KG_CHECK_STR(json_string_value(json_object_get(r, "verdict")), "hacked");
     json_decref(r);
+}
+
+/* The timing window's lines as the judge sends them (child.py timing), on kgym's clock: one exclusive window
+ * (gpu_acquire timing_round), `rounds` rounds of 50 calls (each begun by gpu_purpose timing_round, 100 ms on kgym's
+ * clock) with the candidate means `cand`, and, when `after` >= 0, the clock block (gpu_purpose clock_block, 20 calls
+ * of `per_call` ms that kgym saw take 21.5 ms) and its profile (gpu_purpose profile, then the profile line) after
+ * `after` rounds; with `final`, the timing line and the window's release.  Every segment lasts the same wherever
+ * the block is, so what kgym reads from the lines should not depend on `after`.  Every line carries `nonce`. */
+static void stamp(json_t *msgs, const char *nonce);
+
+static json_t *window_lines(int rounds, const double *cand, int after, double per_call, json_t *profile, int final,
+                            const char *nonce)
+{
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(rounds));
+    json_array_append_new(msgs, json_pack("{s:s, s:s, s:s, s:f}", "type", "gpu_acquire", "mode", "exclusive",
+                                          "purpose", "timing_round", "t_ms", 0.0));
+    double t = 0;
+    for (int r = 0; r <= rounds; r++) {
+        if (r == after) {
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:f}", "type", "gpu_purpose", "purpose", "clock_block",
+                                                  "t_ms", t));
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:i, s:f}", "type", "clock_block", "status", "begin",
+                                                  "calls", 20, "t_ms", t + 2));
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:i, s:f, s:o}", "type", "clock_block", "status", "end",
+                                                  "calls", 20, "t_ms", t + 23.5, "candidate_ms",
+                                                  samples(per_call, 0.0, 20)));
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:f}", "type", "gpu_purpose", "purpose", "profile",
+                                                  "t_ms", t + 24.5));
+            json_t *p = json_deep_copy(profile);
+            json_object_set_new(p, "t_ms", json_real(t + 30));
+            json_array_append_new(msgs, p);
+            t += 40;
+        }
+        if (r == rounds)
+            break;
+        json_array_append_new(msgs, json_pack("{s:s, s:s, s:f}", "type", "gpu_purpose", "purpose", "timing_round",
+                                              "t_ms", t));
+        add_round(msgs, r, t + 5, 100, 1.0, cand[r], 50);
+        t += 110;
+    }
+    if (final) {
+        json_t *f = final_message(msgs);
+        json_object_set_new(f, "t_ms", json_real(t));
+        json_array_append_new(msgs, f);
+        json_array_append_new(msgs, json_pack("{s:s, s:f}", "type", "gpu_release", "t_ms", t));
+    }
+    stamp(msgs, nonce);
+    return msgs;
+}
+
+/* The clock block and its profile now run after a planned round drawn at random (child.py timing, block_after), so
+ * their lines can come between rounds: kgym's re-measuring decision, the supervisor-clock bound, the coverage, the
+ * timing block and the exclusive time by purpose read the same from the lines wherever the block is.  Positions:
+ * after round 0 or 1 (between), 2 (after the planned rounds: before kgym's timing_check, i.e. the end). */
+static void the_clock_block_between_rounds_changes_nothing(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    KG_CHECK(o.timing_rounds == 2);
+    /* varied: rounds of other candidate medians (0.45, 0.5, 0.55 ms; pooled median 0.5), so a figure read from the
+     * rounds on one side of the block only would differ */
+    const double stable[] = {0.5, 0.5, 0.5}, noisy[] = {0.5, 0.4, 0.5}, varied[] = {0.45, 0.55, 0.5};
+    for (int planned = 2; planned <= 3; planned++) {
+        /* What kgym answers at timing_check (after the planned rounds; the block is among them, or still to come) */
+        for (int after = -1; after < planned; after++) {
+            json_t *prof = profile_message(400, 380, 20);
+            json_t *m = window_lines(planned, stable, after, 1.0, prof, 0, "n0");
+            KG_CHECK(kg_eval_timing_more(&o, m, "n0", NULL) == 0);
+            json_decref(m);
+            m = window_lines(planned, noisy, after, 1.0, prof, 0, "n0");
+            KG_CHECK(kg_eval_timing_more(&o, m, "n0", NULL) == 1);
+            json_decref(m);
+            json_decref(prof);
+        }
+    }
+    o.coverage_floor = 0.5;
+    const struct {
+        double per_call, total, mine;
+    } cases[] = {
+        {1.0, 400, 380},      /* honest: coverage 0.95, no finding */
+        {0.01, 400, 380},     /* the timer forged: timer_discrepancy */
+        {1.0, 400, 100},      /* PyTorch does the work: low_coverage */
+        {1.0, 13000, 13000},  /* the profiled forward 1.3 timed medians a call: not the timed one (red team 31) */
+        {1.0, 58000, 52000},  /* padding in the block only: bounded by the timed calls (red team 30) */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        json_t *prof = profile_message(cases[c].total, cases[c].mine, 20);
+        json_t *end = window_lines(3, varied, 3, cases[c].per_call, prof, 1, "n0");
+        json_t *t_end = kg_eval_timing_block(&o, end, NULL, 0), *g_end = kg_eval_gpu_block(end),
+               *p_end = kg_eval_profile_block(end), *h_end = NULL;
+        KG_CHECK(kg_eval_clock_finding(end, "n0", &h_end) == KG_OK);
+        KG_CHECK((h_end != NULL) == (cases[c].per_call < 0.5));
+        kg_eval_coverage_facts cov_end;
+        KG_CHECK(kg_eval_coverage(end, &cov_end) == 1);
+        KG_CHECK(json_integer_value(json_object_get(t_end, "rounds_run")) == 3);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(t_end, "clock_block"), "calls")) == 20);
+        KG_CHECK_NEAR(json_number_value(json_object_get(json_object_get(t_end, "clock_block"), "supervisor_ms")), 21.5,
+                      1e-9);
+        const json_t *by = json_object_get(json_object_get(g_end, "exclusive"), "by_purpose");
+        KG_CHECK_NEAR(json_number_value(json_object_get(by, "timing_round")), 330, 1e-9);
+        KG_CHECK_NEAR(json_number_value(json_object_get(by, "clock_block")), 24.5, 1e-9);
+        KG_CHECK_NEAR(json_number_value(json_object_get(by, "profile")), 15.5, 1e-9);
+        for (int after = 0; after < 3; after++) {
+            json_t *mid = window_lines(3, varied, after, cases[c].per_call, prof, 1, "n0");
+            json_t *t_mid = kg_eval_timing_block(&o, mid, NULL, 0), *g_mid = kg_eval_gpu_block(mid),
+                   *p_mid = kg_eval_profile_block(mid), *h_mid = NULL;
+            KG_CHECK(json_equal(t_mid, t_end));
+            KG_CHECK(json_equal(g_mid, g_end));
+            KG_CHECK(json_equal(p_mid, p_end));
+            KG_CHECK(kg_eval_clock_finding(mid, "n0", &h_mid) == KG_OK);
+            KG_CHECK((h_mid == NULL && h_end == NULL) || (h_mid && h_end && json_equal(h_mid, h_end)));
+            kg_eval_coverage_facts cov_mid;
+            KG_CHECK(kg_eval_coverage(mid, &cov_mid) == 1);
+            KG_CHECK(cov_mid.coverage == cov_end.coverage && cov_mid.share == cov_end.share &&
+                     cov_mid.timed_bound == cov_end.timed_bound && cov_mid.heavier == cov_end.heavier &&
+                     cov_mid.profiled_ms_per_call == cov_end.profiled_ms_per_call);
+            json_decref(h_mid);
+            json_decref(p_mid);
+            json_decref(g_mid);
+            json_decref(t_mid);
+            json_decref(mid);
+        }
+        json_decref(h_end);
+        json_decref(p_end);
+        json_decref(g_end);
+        json_decref(t_end);
+        json_decref(end);
+        /* ... and the verdict of a whole result, its timing and profile blocks, wherever the block is */
+        json_t *r_end = gpu_result_block_after(&o, json_deep_copy(prof), cases[c].per_call, 3);
+        const char *expect[] = {"correct", "hacked", "hacked", "hacked", "hacked"};
+        KG_CHECK_STR(json_string_value(json_object_get(r_end, "verdict")), expect[c]);
+        for (int after = 0; after < 3; after++) {
+            json_t *r_mid = gpu_result_block_after(&o, json_deep_copy(prof), cases[c].per_call, after);
+            KG_CHECK_STR(json_string_value(json_object_get(r_mid, "verdict")),
+                         json_string_value(json_object_get(r_end, "verdict")));
+            KG_CHECK(json_equal(json_object_get(r_mid, "hacks"), json_object_get(r_end, "hacks")));
+            KG_CHECK(json_equal(json_object_get(r_mid, "timing"), json_object_get(r_end, "timing")));
+            KG_CHECK(json_equal(json_object_get(r_mid, "profile"), json_object_get(r_end, "profile")));
+            KG_CHECK(json_equal(json_object_get(r_mid, "reward"), json_object_get(r_end, "reward")));
+            json_decref(r_mid);
+        }
+        json_decref(r_end);
+        json_decref(prof);
+    }
 }
 
 /* Each call timed to the stream's end event and to a device-wide synchronize.  An honest candidate's gap is the
@@ -846,6 +1003,8 @@ int main(void)
         {"coverage is bounded by the timed calls (red team 30)", coverage_is_bounded_by_the_timed_calls},
         {"a profile heavier than the timed calls is not theirs (red team 31)",
          a_profile_heavier_than_the_timed_calls_is_not_theirs},
+        {"the clock block between rounds changes nothing kgym reads (block-random)",
+         the_clock_block_between_rounds_changes_nothing},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
         {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},

@@ -1035,9 +1035,12 @@ class Evaluation:
             nonlocal done
             self.gpu_purpose("timing_round")
             # The first round warms up by time (warm_ms, at least 2 pairs; see PairTimer.warm).  Later rounds follow
-            # it in the same exclusive window with nothing but a message to kgym between them, so the GPU is as
-            # warm as at the first round's end: they warm up with no calls (``warm`` is 0; a couple of calls each
-            # cost a 92 ms candidate 0.37 s of exclusive time and measured nothing).
+            # it in the same exclusive window with nothing but a message to kgym between them, or the clock block
+            # (block_after below: ~20 ms of the candidate's calls back to back, then the profiler's stop and summary
+            # and one reference call, a few ms), so the GPU is as warm as at the first round's end: they warm up
+            # with no calls (``warm`` is 0; a couple of calls each cost a 92 ms candidate 0.37 s of exclusive time
+            # and measured nothing).  The block's calls are not watched: a limit they brought on shows in the next
+            # round, which then does not count (below) and is followed by a whole warm-up.
             first = (done == 0 or rewarm[0]) and round_ms > 0
             # A first warm-up may end early where the judge reads (NVML) that the GPU is at its clock and nothing
             # holds it down (tm.GpuState; cfg warm_settle false: never), as a light kernel's is within the first
@@ -1105,20 +1108,7 @@ class Evaluation:
                     timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone
                 else:
                     round_ms *= 2  # kgym did not take them: rounds of pairs as without a cache
-            counted = 0
-            while counted < rounds:
-                counted += one_round(warmup if done == 0 else 0)
-                if rerun_wrong or len(mismatched) > 1 or overwritten:
-                    break
-            while not (rerun_wrong or mismatched or overwritten):
-                # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
-                answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})
-                more = int(answer.get("rounds", 0)) if answer.get("type") == kinds.MSG_TIMING_MORE else 0
-                if more <= 0:
-                    break
-                for _ in range(more):
-                    one_round(0)
-            if not (rerun_wrong or mismatched or overwritten):
+            def clock_block_and_profile():
                 med = sorted(all_cand)[len(all_cand) // 2] if all_cand else 1.0
                 calls = max(tm.MIN_CLOCK_BLOCK_CALLS, min(tm.MAX_CLOCK_BLOCK_CALLS, int(20.0 / max(med, 1e-3))))
                 self.gpu_purpose("clock_block")
@@ -1149,6 +1139,36 @@ class Evaluation:
                     # kg_eval_coverage), which a larger count would shrink.
                     prof["calls"] = calls
                     self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
+
+            # Where the clock block (and so the profile) runs: after a planned round drawn at random, the first to
+            # the last, from the judge's generator (seeded from the operating system; the runner cannot know it).
+            # A block always last was the window's last calls, which a forward that counts its calls could locate
+            # where the window's shape is predictable, and run a lighter, library-free forward there than in its
+            # timed calls (red team 31: tests/fixtures/redteam31/).  Now a forward that switches paths at a count
+            # either runs its profiled path in timed rounds too, or is profiled on its timed path.
+            block_after = 1 + timer.random.randrange(max(rounds, 1))
+            block_done = False
+            counted = 0
+            while counted < rounds:
+                counted += one_round(warmup if done == 0 else 0)
+                if rerun_wrong or len(mismatched) > 1 or overwritten:
+                    break
+                if not block_done and counted >= block_after and counted < rounds and not (
+                        rerun_wrong or mismatched or overwritten):
+                    block_done = True
+                    clock_block_and_profile()
+                    if rerun_wrong or mismatched or overwritten:
+                        break  # the block's output was wrong: no round more
+            while not (rerun_wrong or mismatched or overwritten):
+                # kgym decides whether the figures are stable (docs/evaluation-protocol.md, "Re-measuring").
+                answer = self.chan.request({"type": kinds.MSG_TIMING_CHECK, "rounds": done})
+                more = int(answer.get("rounds", 0)) if answer.get("type") == kinds.MSG_TIMING_MORE else 0
+                if more <= 0:
+                    break
+                for _ in range(more):
+                    one_round(0)
+            if not block_done and not (rerun_wrong or mismatched or overwritten):
+                clock_block_and_profile()
         for v in rerun_wrong:
             self.chan.send(v)
         if mismatched and not rerun_wrong:
