@@ -228,40 +228,112 @@ static void add_counted_round(const json_t *end, double ms, void *ctx)
         c->cut = 1;
 }
 
-int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
-                        const json_t *cached_reference_ms)
+/* What kgym answered a timing_check with, and why: the one rule behind both kg_eval_timing_more (the answer) and
+ * the result's timing.checks (the same rule over the messages the check saw). */
+struct timing_decision {
+    int more;
+    const char *reason; /* few_rounds, max_rounds, disagree, short (the least time), cv or stable */
+    size_t rounds;      /* counted rounds with a speedup */
+    int device;         /* the speedups' clock: device-wide (1) or the stream's (0), from the rounds pooled so far */
+    double spread;      /* max / min - 1 of those speedups (NAN: fewer than two) */
+    double round_cv;    /* their CV (0 for fewer than two) */
+    double lasted_ms;   /* the counted rounds on kgym's clock, where the least-time rule was read (else NAN) */
+};
+
+static void timing_decide(const kg_eval_options *o, const json_t *messages, const char *nonce,
+                          const json_t *cached_reference_ms, struct timing_decision *d)
 {
     kg_stats cached;
     int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
     double speedups[256];
     size_t n = round_speedups(messages, nonce, have_cached ? &cached : NULL, speedups, 256);
-    if (n < 2 || n >= (size_t)o->timing_max_rounds)
-        return 0;
-    if (o->timing_agree > 0 && n < 3) {
-        /* Two rounds stand for three only where they agree closely: a third then moved the speedup by at most
-         * 0.15% on the GRPO mix (twenty-sixth session, two H100 runs, 62 timed candidates; the 2% CV rule alone
-         * would let two rounds 1.9% apart stand, where three outvote one disturbed round). */
+    *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce), NAN, cv_of(speedups, n),
+                                  NAN};
+    if (n >= 2) {
         double lo = speedups[0], hi = speedups[0];
         for (size_t i = 1; i < n; i++) {
             lo = speedups[i] < lo ? speedups[i] : lo;
             hi = speedups[i] > hi ? speedups[i] : hi;
         }
-        if (!(lo > 0) || hi / lo - 1 > o->timing_agree)
-            return 1;
+        d->spread = lo > 0 ? hi / lo - 1 : NAN;
+    }
+    if (n < 2)
+        return;
+    if (n >= (size_t)o->timing_max_rounds) {
+        d->reason = "max_rounds";
+        return;
+    }
+    if (o->timing_agree > 0 && n < 3) {
+        /* Two rounds stand for three only where they agree closely: a third then moved the speedup by at most
+         * 0.15% on the GRPO mix (twenty-sixth session, two H100 runs, 62 timed candidates; the 2% CV rule alone
+         * would let two rounds 1.9% apart stand, where three outvote one disturbed round). */
+        if (!(d->spread <= o->timing_agree)) {
+            d->more = 1;
+            d->reason = "disagree";
+            return;
+        }
         /* ... and only where they lasted, on kgym's clock, at least KG_TIMING_AGREE_MIN_SHARE of the planned rounds'
          * budget and KG_TIMING_AGREE_MIN_MS (the judge sizes a round to round_ms, or half of it with the reference
          * timed apart).  Rounds far shorter were sized from a warm-up pace that their calls did not keep: a
          * candidate that padded its warm-up (rounds of 3 calls) with light work and times a heavy kernel could end
          * two rounds before the GPU meets its power limit, ~80 ms into a heavy load (red team 27; the watch drops a
-         * round only when a limit appears inside it).  Such rounds get a third, as three planned rounds always did.  Rounds of `iters` calls
-         * each were not sized by the pace (a fast kernel's: the count ends them before the budget) and stand. */
+         * round only when a limit appears inside it).  Such rounds get a third, as three planned rounds always did.
+         * Rounds of `iters` calls each were not sized by the pace (a fast kernel's: the count ends them before the
+         * budget) and stand. */
         struct counted_time lasted = {nonce, o->timing_iters, 0, 0};
         each_begin_end(messages, KG_MSG_TIMING_ROUND, nonce, add_counted_round, &lasted);
-        if (o->timing_round_ms > 0 && lasted.cut &&
-            lasted.sum < fmax(KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms, KG_TIMING_AGREE_MIN_MS))
-            return 1;
+        if (o->timing_round_ms > 0 && lasted.cut) {
+            d->lasted_ms = lasted.sum;
+            if (lasted.sum < fmax(KG_TIMING_AGREE_MIN_SHARE * o->timing_rounds * o->timing_round_ms,
+                                  KG_TIMING_AGREE_MIN_MS)) {
+                d->more = 1;
+                d->reason = "short";
+                return;
+            }
+        }
     }
-    return cv_of(speedups, n) > o->timing_cv_threshold ? 1 : 0;
+    d->more = d->round_cv > o->timing_cv_threshold;
+    d->reason = d->more ? "cv" : "stable";
+}
+
+int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
+                        const json_t *cached_reference_ms)
+{
+    struct timing_decision d;
+    timing_decide(o, messages, nonce, cached_reference_ms, &d);
+    return d.more;
+}
+
+/* timing.checks: every timing_check the harness sent, with kgym's answer and its reason, decided again by the same
+ * rule over the messages that check saw (the supervisor keeps each message before it asks for the answer, so the
+ * check's own message ends that prefix).  Explains each re-measured round (docs/result-schema.md).  NULL: no
+ * memory. */
+static json_t *checks_json(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms)
+{
+    json_t *checks = json_array(), *prefix = json_array();
+    int ok = checks && prefix;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m) {
+        if (!ok)
+            break;
+        ok = json_array_append(prefix, m) == 0;
+        if (!ok || !kg_msg_is(m, KG_MSG_TIMING_CHECK))
+            continue;
+        struct timing_decision d;
+        timing_decide(o, prefix, NULL, cached_reference_ms, &d);
+        ok = kg_json_push(checks, json_pack("{s:I, s:b, s:s, s:s, s:o, s:o, s:o}", "rounds", (json_int_t)d.rounds,
+                                            "more", d.more, "reason", d.reason, "clock_basis",
+                                            d.device ? "device" : "stream", "spread", kg_json_number(d.spread),
+                                            "round_cv", kg_json_number(d.round_cv), "lasted_ms",
+                                            kg_json_number(d.lasted_ms))) == 0;
+    }
+    json_decref(prefix);
+    if (!ok) {
+        json_decref(checks);
+        return NULL;
+    }
+    return checks;
 }
 
 /* The supervisor's elapsed time of a begin/end pair of `type` (the last pair; -1 if none). */
@@ -495,6 +567,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     ok = ok && kg_json_set(t, "clock", json_pack("{s:o, s:o}", "supervisor_ms", kg_json_number(supervisor_total),
                                                  "reported_ms", kg_json_number(reported_total))) == 0;
     ok = ok && kg_json_set(t, "clock_block", clock_block_json(messages)) == 0;
+    ok = ok && kg_json_set(t, "checks", checks_json(o, messages, have_cached ? cached_reference_ms : NULL)) == 0;
     free(ref);
     free(cand);
     if (!ok) {

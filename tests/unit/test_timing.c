@@ -216,6 +216,125 @@ static void short_rounds_get_a_third(void)
     json_decref(msgs);
 }
 
+/* timing.checks: every timing_check, with kgym's answer and why, decided again over the messages that check saw.
+ * Rounds 0 and 1 (stream speedups 2.0 and 2.0) are 9.8% apart on the device-wide clock (1.015 / 0.56 against
+ * 1.015 / 0.615), which their pooled samples choose (candidate gaps 0.06 in round 0, 0.2 and 0.03 in round 1: median
+ * 0.06 > 2 x 0.015 + 0.02): a third round,
+ * "disagree" on "device".  With round 2 (gap 0.005) the pooled median gap is 0.045: the figure and the rounds the
+ * result lists are on the stream's clock, where the first two agree, and the second check ("stable") says so.  The
+ * GPU timing suite met this once (thirty-second session, the GEMM example: a third round for two rounds 0.06% apart
+ * on the stream, a candidate gap of 0.069 ms). */
+static void add_round_gapv(json_t *msgs, int r, double t, double ref, double ref_gap, double cand,
+                           const double *cand_gaps, int n)
+{
+    json_t *rs = samples(ref, 0.01, n), *cs = samples(cand, 0.01, n), *rd = json_array(), *cd = json_array();
+    for (int i = 0; i < n; i++) {
+        json_array_append_new(rd, json_real(json_real_value(json_array_get(rs, i)) + ref_gap));
+        json_array_append_new(cd, json_real(json_real_value(json_array_get(cs, i)) + cand_gaps[i]));
+    }
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f}", "type", "timing_round", "round", r, "status",
+                                          "begin", "t_ms", t));
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f, s:o, s:o, s:o, s:o}", "type", "timing_round",
+                                          "round", r, "status", "end", "t_ms", t + 100, "reference_ms", rs,
+                                          "reference_device_ms", rd, "candidate_ms", cs, "candidate_device_ms",
+                                          cd));
+}
+
+static json_t *check_message(int done, double t)
+{
+    return json_pack("{s:s, s:i, s:b, s:f}", "type", "timing_check", "rounds", done, "reply", 1, "t_ms", t);
+}
+
+static json_t *final_with_device_times(const json_t *msgs)
+{
+    json_t *final = final_message(msgs), *rd = json_array(), *cd = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (json_object_get(m, "candidate_device_ms")) {
+            json_array_extend(rd, json_object_get(m, "reference_device_ms"));
+            json_array_extend(cd, json_object_get(m, "candidate_device_ms"));
+        }
+    }
+    json_object_set_new(final, "reference_device_ms", rd);
+    json_object_set_new(final, "candidate_device_ms", cd);
+    return final;
+}
+
+static const json_t *check_at(const json_t *t, size_t i)
+{
+    return json_array_get(json_object_get(t, "checks"), i);
+}
+
+static int check_is(const json_t *c, int rounds, int more, const char *reason, const char *basis)
+{
+    return c && json_integer_value(json_object_get(c, "rounds")) == rounds &&
+           json_is_true(json_object_get(c, "more")) == more &&
+           !strcmp(json_string_value(json_object_get(c, "reason")) ?: "", reason) &&
+           !strcmp(json_string_value(json_object_get(c, "clock_basis")) ?: "", basis);
+}
+
+static void every_check_says_why(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    double g0[8] = {0.06, 0.06, 0.06, 0.06, 0.06, 0.06, 0.06, 0.06};
+    double g1[8] = {0.2, 0.03, 0.2, 0.03, 0.2, 0.03, 0.2, 0.03};
+    double g2[8] = {0.005, 0.005, 0.005, 0.005, 0.005, 0.005, 0.005, 0.005};
+    add_round_gapv(msgs, 0, 0, 1.0, 0.015, 0.5, g0, 8);
+    add_round_gapv(msgs, 1, 200, 1.0, 0.015, 0.5, g1, 8);
+    json_array_append_new(msgs, check_message(2, 350));
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1); /* what kgym answered then */
+    add_round_gapv(msgs, 2, 400, 1.0, 0.015, 0.5, g2, 8);
+    json_array_append_new(msgs, check_message(3, 550));
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 0);
+    json_array_append_new(msgs, final_with_device_times(msgs));
+    json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(t && json_array_size(json_object_get(t, "checks")) == 2);
+    KG_CHECK(check_is(check_at(t, 0), 2, 1, "disagree", "device"));
+    double spread = json_number_value(json_object_get(check_at(t, 0), "spread"));
+    KG_CHECK(fabs(spread - (0.615 / 0.56 - 1)) < 1e-9);
+    KG_CHECK(check_is(check_at(t, 1), 3, 0, "stable", "stream"));
+    KG_CHECK(!strcmp(json_string_value(json_object_get(t, "clock_basis")) ?: "", "stream"));
+    json_t *rounds = json_object_get(t, "rounds");
+    KG_CHECK(json_array_size(rounds) == 3 &&
+             fabs(json_number_value(json_object_get(json_array_get(rounds, 0), "speedup")) -
+                  json_number_value(json_object_get(json_array_get(rounds, 1), "speedup"))) < 1e-9);
+    json_decref(t);
+    json_decref(msgs);
+
+    /* The least-time rule: two short rounds that agree ("short", their time on kgym's clock), two that do not end
+     * before it ("disagree"), and a CV too high at three rounds ("cv"). */
+    msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
+    add_round(msgs, 1, 100, 40, 1.0, 0.5, 3);
+    json_array_append_new(msgs, check_message(2, 150));
+    add_round(msgs, 2, 200, 40, 1.0, 0.4, 3);
+    json_array_append_new(msgs, check_message(3, 250));
+    json_array_append_new(msgs, final_message(msgs));
+    t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(t && json_array_size(json_object_get(t, "checks")) == 2);
+    KG_CHECK(check_is(check_at(t, 0), 2, 1, "short", "stream"));
+    KG_CHECK(fabs(json_number_value(json_object_get(check_at(t, 0), "lasted_ms")) - 80) < 1e-6);
+    KG_CHECK(check_is(check_at(t, 1), 3, 1, "cv", "stream"));
+    KG_CHECK(json_is_null(json_object_get(check_at(t, 1), "lasted_ms"))); /* three rounds: not read */
+    json_decref(t);
+    json_decref(msgs);
+
+    /* No check (the planned rounds were cut by a wrong output): an empty list. */
+    msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
+    json_array_append_new(msgs, final_message(msgs));
+    t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(t && json_is_array(json_object_get(t, "checks")) && json_array_size(json_object_get(t, "checks")) == 0);
+    json_decref(t);
+    json_decref(msgs);
+}
+
 /* The reference cache's protocol names the planned rounds: the reference alone is timed in that many rounds, so a
  * time kept from two (--timing-rounds 2) serves no evaluation of three (the red team of --timing-agree). */
 static void reference_protocol_names_the_rounds(void)
@@ -992,6 +1111,7 @@ int main(void)
         {"the reference cache's protocol names the rounds", reference_protocol_names_the_rounds},
         {"every round's speedup on the figure's clock", rounds_use_the_figures_clock},
         {"two short rounds get a third", short_rounds_get_a_third},
+        {"every check says why (timing.checks)", every_check_says_why},
         {"noisy rounds ask for more until the budget", noisy_rounds_ask_for_more_until_the_budget},
         {"forged rounds do not count", forged_rounds_do_not_count},
         {"warm-broken rounds do not count", warm_broken_rounds_do_not_count},
