@@ -231,7 +231,7 @@ def job_record(d, index, pair):
             "wall_ms": r.get("wall_ms"), "speedup": t.get("speedup"), "gpu": t.get("gpu"),
             # What the timing-precision table reads (gpu_report.timing_rows): whether two GPUs' evaluations put
             # each other's timing off.
-            "timing": {k: t.get(k) for k in ("speedup", "remeasured", "noisy", "round_cv")} if t else None,
+            "timing": {k: t.get(k) for k in ("speedup", "remeasured", "noisy", "round_cv", "checks")} if t else None,
             "stages_ms": {st.get("name"): st.get("ms") for st in r.get("stages") or [] if isinstance(st, dict)},
             "setup_ms": proc.get("setup_ms"), "judge_served": proc.get("judge_served"), "warm": proc.get("warm"),
             "judge_cpu_ms": cpu_ms["judge"], "runner_cpu_ms": cpu_ms["runner"],

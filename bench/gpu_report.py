@@ -764,9 +764,21 @@ def timing_rows(runs):
     return _timing_rows([(who, {"timing": _timed_by_pair(entries)}) for who, entries in runs])
 
 
+def _remeasured_why(timing):
+    """Why kgym asked for rounds beyond the planned ones (timing.checks, kgym since the thirty-second session): each
+    reason with how many checks gave it, "(device)" where the speedups compared were on the device-wide clock,
+    e.g. "disagree 3, disagree(device) 1, short 1"; "-" for none (or results without checks)."""
+    why = Counter()
+    for x in timing.values():
+        for c in x.get("checks") or []:
+            if isinstance(c, dict) and c.get("more") is True:
+                why[str(c.get("reason")) + ("(device)" if c.get("clock_basis") == "device" else "")] += 1
+    return ", ".join(f"{k} {n}" for k, n in sorted(why.items())) or "-"
+
+
 def _timing_rows(runs):
-    """What a change must not move, per run: candidates timed, re-measured for noise (timing.remeasured) and still
-    noisy, the per-round CV (median, largest), and each candidate's speedup against the yardstick's (_yardstick: the
+    """What a change must not move, per run: candidates timed, re-measured (timing.remeasured; why: _remeasured_why)
+    and still noisy, the per-round CV (median, largest), and each candidate's speedup against the yardstick's (_yardstick: the
     first base run, else the first; median and
     largest |ratio - 1| over the candidates both timed).  A second run of the first run's build is the yardstick
     (docs/PERFORMANCE.md, nineteenth session)."""
@@ -780,12 +792,12 @@ def _timing_rows(runs):
         t = f["timing"]
         cvs = [num(x.get("round_cv")) for x in t.values() if num(x.get("round_cv")) is not None]
         both = _speedup_changes(first, t)
-        rows.append([who, len(t), sum(1 for x in t.values() if x.get("remeasured")),
+        rows.append([who, len(t), sum(1 for x in t.values() if x.get("remeasured")), _remeasured_why(t),
                      sum(1 for x in t.values() if x.get("noisy")),
                      fmt(statistics.median(cvs) if cvs else None, ".4f"), fmt(max(cvs) if cvs else None, ".4f"),
                      "-" if who == first_who or not both else
                      f"{statistics.median(both):.2%}, {max(both):.2%} ({len(both)})"])
-    return ["build", "timed", "re-measured", "noisy", "round CV median", "round CV max",
+    return ["build", "timed", "re-measured", "why", "noisy", "round CV median", "round CV max",
             f"speedup vs {first_who}: median, max |ratio - 1| (candidates)"], rows
 
 # The judge's steps of a correctness variant (correctness.variants[].spent_ms), in the order it takes them.

@@ -15,6 +15,12 @@ base = [res("a.py", 2.0), res("a.py", 2.0), res("b.py", 1.0, cv=0.004), res("c.p
          "correctness": {"variants": [], "not_run": ["signed", "size_large"]}}]
 head = [res("c.py", 4.4, remeasured=True, noisy=True, cv=0.2), res("a.py", 2.02), res("b.py", 1.0),
         res("a.py", 2.0)]
+# kgym's checks (timing.checks): c.py's first asked for a round on the device-wide clock, its second for one more
+# (cv), its third said no; a.py#1's one check said no (not counted).
+head[0]["timing"]["checks"] = [{"rounds": 2, "more": True, "reason": "disagree", "clock_basis": "device"},
+                               {"rounds": 3, "more": True, "reason": "cv", "clock_basis": "stream"},
+                               {"rounds": 4, "more": False, "reason": "stable", "clock_basis": "stream"}]
+head[1]["timing"]["checks"] = [{"rounds": 2, "more": False, "reason": "stable", "clock_basis": "stream"}]
 json.dump({"summary": {"wall_s": 60}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
           open(os.path.join(d, "base.json"), "w"))
 json.dump({"summary": {"wall_s": 50}, "results": [{"label": r["candidate"]["path"], "result": r} for r in head]},
@@ -30,10 +36,11 @@ PYEOF
 "$PY" bench/gpu_report.py timing-precision base="$TMP/base.json" head="$TMP/head.jsonl" >"$TMP/out" 2>&1
 row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
 # base: 4 timed (d.py untimed), none re-measured, CVs 0.001 x3 and 0.004; head: a.py#1 2.02/2.0 = 1%, a.py#2 0%,
-# b.py 0%, c.py 4.4/4.0 = 10%: median 0.50%, max 10.00%, one re-measured and noisy, round CV max 0.2.
-[ "$(row base)" = "|base|4|0|0|0.0010|0.0040|-|" ] && ok "timing-precision: the yardstick's own row" \
+# b.py 0%, c.py 4.4/4.0 = 10%: median 0.50%, max 10.00%, one re-measured (kgym's checks: a disagreement on the
+# device-wide clock, then the CV) and noisy, round CV max 0.2.
+[ "$(row base)" = "|base|4|0|-|0|0.0010|0.0040|-|" ] && ok "timing-precision: the yardstick's own row" \
     || bad "the base row" "$(cat "$TMP/out")"
-[ "$(row head)" = "|head|4|1|1|0.0010|0.2000|0.50%,10.00%(4)|" ] \
+[ "$(row head)" = "|head|4|1|cv1,disagree(device)1|1|0.0010|0.2000|0.50%,10.00%(4)|" ] \
     && ok "timing-precision: re-measured, round CV and speedup ratios against the first run, twins paired by file" \
     || bad "the head row" "$(cat "$TMP/out")"
 # grpo's report (bench/grpo.sh pairs): the goal lines say whether the head's timing moved beyond 2% of the base's.
