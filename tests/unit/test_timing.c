@@ -115,14 +115,14 @@ static void two_rounds_stand_only_where_they_agree(void)
 }
 
 /* One round with device-wide times too: each call's device time is its stream time plus a gap (the reference's
- * the host's latency; a candidate's larger where it left work on another stream). */
-static void add_round_gaps(json_t *msgs, int r, double t, double ref, double ref_gap, double cand, double cand_gap,
-                           int n)
+ * the host's latency; a candidate's larger where it left work on another stream), cand_gaps[i] for call i. */
+static void add_round_gapv(json_t *msgs, int r, double t, double ref, double ref_gap, double cand,
+                           const double *cand_gaps, int n)
 {
     json_t *rs = samples(ref, 0.01, n), *cs = samples(cand, 0.01, n), *rd = json_array(), *cd = json_array();
     for (int i = 0; i < n; i++) {
         json_array_append_new(rd, json_real(json_real_value(json_array_get(rs, i)) + ref_gap));
-        json_array_append_new(cd, json_real(json_real_value(json_array_get(cs, i)) + cand_gap));
+        json_array_append_new(cd, json_real(json_real_value(json_array_get(cs, i)) + cand_gaps[i]));
     }
     json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f}", "type", "timing_round", "round", r, "status",
                                           "begin", "t_ms", t));
@@ -130,6 +130,33 @@ static void add_round_gaps(json_t *msgs, int r, double t, double ref, double ref
                                           "round", r, "status", "end", "t_ms", t + 100, "reference_ms", rs,
                                           "reference_device_ms", rd, "candidate_ms", cs, "candidate_device_ms",
                                           cd));
+}
+
+/* add_round_gapv with one gap for every call of the candidate (n at most 64). */
+static void add_round_gaps(json_t *msgs, int r, double t, double ref, double ref_gap, double cand, double cand_gap,
+                           int n)
+{
+    double gaps[64];
+    for (int i = 0; i < n && i < 64; i++)
+        gaps[i] = cand_gap;
+    add_round_gapv(msgs, r, t, ref, ref_gap, cand, gaps, n < 64 ? n : 64);
+}
+
+/* The final "timing" message of the rounds so far, device-wide samples included. */
+static json_t *final_with_device_times(const json_t *msgs)
+{
+    json_t *final = final_message(msgs), *rd = json_array(), *cd = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m) {
+        if (json_object_get(m, "candidate_device_ms")) {
+            json_array_extend(rd, json_object_get(m, "reference_device_ms"));
+            json_array_extend(cd, json_object_get(m, "candidate_device_ms"));
+        }
+    }
+    json_object_set_new(final, "reference_device_ms", rd);
+    json_object_set_new(final, "candidate_device_ms", cd);
+    return final;
 }
 
 /* Every round's speedup on one clock, the pooled samples' (the reported figure's): round 0's candidate left work
@@ -146,19 +173,7 @@ static void rounds_use_the_figures_clock(void)
     add_round_gaps(msgs, 0, 0, 1.0, 0.015, 0.7, 0.2, 8);
     add_round_gaps(msgs, 1, 200, 1.0, 0.015, 0.9 / 1.015, 0.005, 8);
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, NULL) == 1);
-    json_t *final = final_message(msgs);
-    json_t *rd = json_array(), *cd = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(msgs, i, m) {
-        if (json_object_get(m, "candidate_device_ms")) {
-            json_array_extend(rd, json_object_get(m, "reference_device_ms"));
-            json_array_extend(cd, json_object_get(m, "candidate_device_ms"));
-        }
-    }
-    json_object_set_new(final, "reference_device_ms", rd);
-    json_object_set_new(final, "candidate_device_ms", cd);
-    json_array_append_new(msgs, final);
+    json_array_append_new(msgs, final_with_device_times(msgs));
     json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(t && json_is_object(t));
     json_t *rounds = json_object_get(t, "rounds");
@@ -216,49 +231,10 @@ static void short_rounds_get_a_third(void)
     json_decref(msgs);
 }
 
-/* timing.checks: every timing_check, with kgym's answer and why, decided again over the messages that check saw.
- * Rounds 0 and 1 (stream speedups 2.0 and 2.0) are 9.8% apart on the device-wide clock (1.015 / 0.56 against
- * 1.015 / 0.615), which their pooled samples choose (candidate gaps 0.06 in round 0, 0.2 and 0.03 in round 1: median
- * 0.06 > 2 x 0.015 + 0.02): a third round,
- * "disagree" on "device".  With round 2 (gap 0.005) the pooled median gap is 0.045: the figure and the rounds the
- * result lists are on the stream's clock, where the first two agree, and the second check ("stable") says so.  The
- * GPU timing suite met this once (thirty-second session, the GEMM example: a third round for two rounds 0.06% apart
- * on the stream, a candidate gap of 0.069 ms). */
-static void add_round_gapv(json_t *msgs, int r, double t, double ref, double ref_gap, double cand,
-                           const double *cand_gaps, int n)
-{
-    json_t *rs = samples(ref, 0.01, n), *cs = samples(cand, 0.01, n), *rd = json_array(), *cd = json_array();
-    for (int i = 0; i < n; i++) {
-        json_array_append_new(rd, json_real(json_real_value(json_array_get(rs, i)) + ref_gap));
-        json_array_append_new(cd, json_real(json_real_value(json_array_get(cs, i)) + cand_gaps[i]));
-    }
-    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f}", "type", "timing_round", "round", r, "status",
-                                          "begin", "t_ms", t));
-    json_array_append_new(msgs, json_pack("{s:s, s:i, s:s, s:f, s:o, s:o, s:o, s:o}", "type", "timing_round",
-                                          "round", r, "status", "end", "t_ms", t + 100, "reference_ms", rs,
-                                          "reference_device_ms", rd, "candidate_ms", cs, "candidate_device_ms",
-                                          cd));
-}
-
+/* A timing_check message from the judge after `done` rounds. */
 static json_t *check_message(int done, double t)
 {
     return json_pack("{s:s, s:i, s:b, s:f}", "type", "timing_check", "rounds", done, "reply", 1, "t_ms", t);
-}
-
-static json_t *final_with_device_times(const json_t *msgs)
-{
-    json_t *final = final_message(msgs), *rd = json_array(), *cd = json_array();
-    size_t i;
-    json_t *m;
-    json_array_foreach(msgs, i, m) {
-        if (json_object_get(m, "candidate_device_ms")) {
-            json_array_extend(rd, json_object_get(m, "reference_device_ms"));
-            json_array_extend(cd, json_object_get(m, "candidate_device_ms"));
-        }
-    }
-    json_object_set_new(final, "reference_device_ms", rd);
-    json_object_set_new(final, "candidate_device_ms", cd);
-    return final;
 }
 
 static const json_t *check_at(const json_t *t, size_t i)
@@ -274,6 +250,13 @@ static int check_is(const json_t *c, int rounds, int more, const char *reason, c
            !strcmp(json_string_value(json_object_get(c, "clock_basis")) ?: "", basis);
 }
 
+/* timing.checks: every timing_check, with kgym's answer and why, decided again over the messages that check saw.
+ * Rounds 0 and 1 (stream speedups 2.0 and 2.0) are 9.8% apart on the device-wide clock (1.015 / 0.56 against
+ * 1.015 / 0.615), which their pooled samples choose (candidate gaps 0.06 in round 0, 0.2 and 0.03 in round 1: median
+ * 0.06 > 2 x 0.015 + 0.02): a third round, "disagree" on "device".  With round 2 (gap 0.005) the pooled median gap is 0.045: the figure and the rounds the
+ * result lists are on the stream's clock, where the first two agree, and the second check ("stable") says so.  The
+ * GPU timing suite met this (thirty-second session, the GEMM example: a third round for two rounds 0.06% apart on
+ * the stream; on an H200 its basis flipped between runs, candidate gaps 0.037-0.086 ms). */
 static void every_check_says_why(void)
 {
     kg_eval_options o;
