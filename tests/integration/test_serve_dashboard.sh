@@ -41,7 +41,13 @@ result = {"verdict": "incorrect", "reward": 0.7, "feedback": "feedback " + hosti
           "correctness": {"passed": False, "variants": [variant], "passed_count": 0, "failed_count": 1,
                           "error_count": 0, "skipped_count": 0},
           "error": {"stage": "correctness", "type": hostile, "message": hostile, "frames": []},
-          "timing": None, "profile": None,
+          "timing": {"method": "interleaved_rounds", "rounds_run": 3, "iters": 50, "gpu": hostile,
+                     "reference_mode": "eager", "speedup": 1.5, "remeasured": 1, "noisy": False,
+                     "candidate_ms": {"trimmed_mean": 1.0, "median": 1.0, "cv": 0.01},
+                     "reference_ms": {"trimmed_mean": 1.5, "median": 1.5, "cv": 0.01},
+                     "checks": [{"rounds": 2, "more": True, "reason": hostile, "clock_basis": "device"},
+                                {"rounds": 3, "more": False, "reason": "stable", "clock_basis": "stream"}]},
+          "profile": None,
           "process": {"end": "completed", "exit_code": 0, "signal": 0, "stdout": hostile, "stderr": "",
                       "stdout_bytes": 9, "stderr_bytes": 0}}
 now = time.time()
@@ -85,6 +91,10 @@ else bad "cached count" "$(grep -o '<div class="card">finished.\{0,120\}' "$D")"
 if dom "$D" "'<img src=\"x\"' not in d and ' data-pwned=\"' not in d and d.count('&lt;img src=x onerror=document.body.setAttribute(\"data-pwned\",1)&gt;') >= 10 and 'data-job=' in d"; then
     ok "a hostile id and hostile result text render as text in the list and in the report"
 else bad "escaping" "$(grep -o '.\{80\}img src.\{80\}' "$D" | head -20)"; fi
+# The timing's method row says why kgym re-measured (timing.checks: the reasons that asked for a round).
+if dom "$D" "'rounds of 50 calls on &lt;img' in d and '(1 re-measured: &lt;img src=x onerror=document.body.setAttribute(\"data-pwned\",1)&gt; on the device-wide clock)' in d"; then
+    ok "report: the timing says why it re-measured (the check's reason and clock), as text"
+else bad "re-measured why" "$(grep -o 'rounds of 50 calls.\{0,300\}' "$D")"; fi
 run_chrome "#job=dash-wrong" --dump-dom >"$TMP/report.html"
 D=$TMP/report.html
 if dom "$D" "'data-job=\"dash-wrong\"' in d and '<div class=\"big incorrect\">incorrect</div>' in d and '<th>reward</th><td>0.70 <span class=\"muted\" id=\"credit\">(staged credit: partial, for the stages passed; 1.00 only when correct)</span></td>' in d"; then
