@@ -96,6 +96,20 @@ void kg_cli_print_report(FILE *out, const json_t *r, int color)
                 json_number_value(json_object_get(rm, "median")), 100 * json_number_value(json_object_get(rm, "cv")),
                 json_number_value(json_object_get(cm, "median")), 100 * json_number_value(json_object_get(cm, "cv")),
                 json_number_value(json_object_get(t, "speedup")), s(t, "gpu"));
+        /* Rounds beyond the planned ones, and why kgym asked for each (timing.checks: docs/result-schema.md). */
+        json_int_t extra = json_integer_value(json_object_get(t, "remeasured"));
+        if (extra > 0) {
+            fprintf(out, "           %" JSON_INTEGER_FORMAT " rounds, %" JSON_INTEGER_FORMAT " re-measured:",
+                    json_integer_value(json_object_get(t, "rounds_run")), extra);
+            const json_t *c;
+            size_t k, said = 0;
+            json_array_foreach(json_object_get(t, "checks"), k, c) {
+                if (json_is_true(json_object_get(c, "more")))
+                    fprintf(out, "%s %s%s", said++ ? "," : "", s(c, "reason"),
+                            !strcmp(s(c, "clock_basis"), "device") ? " (device-wide clock)" : "");
+            }
+            fputs(said ? "\n" : " why not recorded\n", out);
+        }
     } else {
         fprintf(out, "timing     not measured%s\n", !strcmp(s(json_object_get(r, "device"), "kind"), "cpu") ? " (CPU)" : "");
     }
