@@ -288,8 +288,8 @@ static void every_check_says_why(void)
     json_decref(t);
     json_decref(msgs);
 
-    /* The least-time rule: two short rounds that agree ("short", their time on kgym's clock), two that do not end
-     * before it ("disagree"), and a CV too high at three rounds ("cv"). */
+    /* The least-time rule: two short rounds that agree ("short", their time on kgym's clock), then a CV too high at
+     * three rounds ("cv"). */
     msgs = json_array();
     json_array_append_new(msgs, setup_message(2));
     add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
@@ -305,6 +305,37 @@ static void every_check_says_why(void)
     KG_CHECK(check_is(check_at(t, 1), 3, 1, "cv", "stream"));
     KG_CHECK(json_is_null(json_object_get(check_at(t, 1), "lasted_ms"))); /* three rounds: not read */
     json_decref(t);
+    json_decref(msgs);
+
+    /* Two short rounds that disagree: "disagree" (the spread is read before the least time, which is then not read). */
+    msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
+    add_round(msgs, 1, 100, 40, 1.0, 0.45, 3);
+    json_array_append_new(msgs, check_message(2, 150));
+    json_array_append_new(msgs, final_message(msgs));
+    t = kg_eval_timing_block(&o, msgs, NULL, 0);
+    KG_CHECK(t && check_is(check_at(t, 0), 2, 1, "disagree", "stream"));
+    KG_CHECK(json_is_null(json_object_get(check_at(t, 0), "lasted_ms")));
+    json_decref(t);
+    json_decref(msgs);
+
+    /* The reference's samples from kgym (a cache hit, or the reference timed alone): the rounds carry the candidate's
+     * only, and the checks are decided with the samples kgym supplied, as the live answer was (without them no
+     * round has a speedup: "few_rounds" with 0 rounds). */
+    msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round(msgs, 0, 0, 120, 0, 0.5, 50);
+    add_round(msgs, 1, 200, 120, 0, 0.5, 50);
+    json_array_append_new(msgs, check_message(2, 350));
+    json_array_append_new(msgs, final_message(msgs));
+    json_t *cached = samples(1.0, 0.01, 50);
+    KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, cached) == 0);
+    t = kg_eval_timing_block(&o, msgs, cached, 0);
+    KG_CHECK(t && check_is(check_at(t, 0), 2, 0, "stable", "stream"));
+    KG_CHECK(fabs(json_number_value(json_object_get(t, "speedup")) - 2.0) < 1e-6);
+    json_decref(t);
+    json_decref(cached);
     json_decref(msgs);
 
     /* No check (the planned rounds were cut by a wrong output): an empty list. */
