@@ -249,16 +249,14 @@ static void timing_decide(const kg_eval_options *o, const json_t *messages, cons
     size_t n = round_speedups(messages, nonce, have_cached ? &cached : NULL, speedups, 256);
     *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce), NAN, cv_of(speedups, n),
                                   NAN};
-    if (n >= 2) {
-        double lo = speedups[0], hi = speedups[0];
-        for (size_t i = 1; i < n; i++) {
-            lo = speedups[i] < lo ? speedups[i] : lo;
-            hi = speedups[i] > hi ? speedups[i] : hi;
-        }
-        d->spread = lo > 0 ? hi / lo - 1 : NAN;
-    }
     if (n < 2)
         return;
+    double lo = speedups[0], hi = speedups[0];
+    for (size_t i = 1; i < n; i++) {
+        lo = speedups[i] < lo ? speedups[i] : lo;
+        hi = speedups[i] > hi ? speedups[i] : hi;
+    }
+    d->spread = lo > 0 ? hi / lo - 1 : NAN;
     if (n >= (size_t)o->timing_max_rounds) {
         d->reason = "max_rounds";
         return;

@@ -237,6 +237,18 @@ static json_t *check_message(int done, double t)
     return json_pack("{s:s, s:i, s:b, s:f}", "type", "timing_check", "rounds", done, "reply", 1, "t_ms", t);
 }
 
+/* Two planned rounds of n calls each lasting `elapsed` on kgym's clock (candidate means cand0, cand1; ref 0: the
+ * rounds carry no reference samples), then the judge's timing_check. */
+static json_t *two_rounds_then_a_check(double elapsed, double ref, double cand0, double cand1, int n)
+{
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, setup_message(2));
+    add_round(msgs, 0, 0, elapsed, ref, cand0, n);
+    add_round(msgs, 1, 200, elapsed, ref, cand1, n);
+    json_array_append_new(msgs, check_message(2, 350));
+    return msgs;
+}
+
 static const json_t *check_at(const json_t *t, size_t i)
 {
     return json_array_get(json_object_get(t, "checks"), i);
@@ -290,13 +302,9 @@ static void every_check_says_why(void)
 
     /* The least-time rule: two short rounds that agree ("short", their time on kgym's clock), then a CV too high at
      * three rounds ("cv"). */
-    msgs = json_array();
-    json_array_append_new(msgs, setup_message(2));
-    add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
-    add_round(msgs, 1, 100, 40, 1.0, 0.5, 3);
-    json_array_append_new(msgs, check_message(2, 150));
-    add_round(msgs, 2, 200, 40, 1.0, 0.4, 3);
-    json_array_append_new(msgs, check_message(3, 250));
+    msgs = two_rounds_then_a_check(40, 1.0, 0.5, 0.5, 3);
+    add_round(msgs, 2, 400, 40, 1.0, 0.4, 3);
+    json_array_append_new(msgs, check_message(3, 450));
     json_array_append_new(msgs, final_message(msgs));
     t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(t && json_array_size(json_object_get(t, "checks")) == 2);
@@ -308,11 +316,7 @@ static void every_check_says_why(void)
     json_decref(msgs);
 
     /* Two short rounds that disagree: "disagree" (the spread is read before the least time, which is then not read). */
-    msgs = json_array();
-    json_array_append_new(msgs, setup_message(2));
-    add_round(msgs, 0, 0, 40, 1.0, 0.5, 3);
-    add_round(msgs, 1, 100, 40, 1.0, 0.45, 3);
-    json_array_append_new(msgs, check_message(2, 150));
+    msgs = two_rounds_then_a_check(40, 1.0, 0.5, 0.45, 3);
     json_array_append_new(msgs, final_message(msgs));
     t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(t && check_is(check_at(t, 0), 2, 1, "disagree", "stream"));
@@ -323,11 +327,7 @@ static void every_check_says_why(void)
     /* The reference's samples from kgym (a cache hit, or the reference timed alone): the rounds carry the candidate's
      * only, and the checks are decided with the samples kgym supplied, as the live answer was (without them no
      * round has a speedup: "few_rounds" with 0 rounds). */
-    msgs = json_array();
-    json_array_append_new(msgs, setup_message(2));
-    add_round(msgs, 0, 0, 120, 0, 0.5, 50);
-    add_round(msgs, 1, 200, 120, 0, 0.5, 50);
-    json_array_append_new(msgs, check_message(2, 350));
+    msgs = two_rounds_then_a_check(120, 0, 0.5, 0.5, 50);
     json_array_append_new(msgs, final_message(msgs));
     json_t *cached = samples(1.0, 0.01, 50);
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, cached) == 0);
@@ -336,16 +336,6 @@ static void every_check_says_why(void)
     KG_CHECK(fabs(json_number_value(json_object_get(t, "speedup")) - 2.0) < 1e-6);
     json_decref(t);
     json_decref(cached);
-    json_decref(msgs);
-
-    /* No check (the planned rounds were cut by a wrong output): an empty list. */
-    msgs = json_array();
-    json_array_append_new(msgs, setup_message(2));
-    add_round(msgs, 0, 0, 120, 1.0, 0.5, 50);
-    json_array_append_new(msgs, final_message(msgs));
-    t = kg_eval_timing_block(&o, msgs, NULL, 0);
-    KG_CHECK(t && json_is_array(json_object_get(t, "checks")) && json_array_size(json_object_get(t, "checks")) == 0);
-    json_decref(t);
     json_decref(msgs);
 }
 
@@ -519,6 +509,8 @@ static void timing_block_reports_the_clock_block(void)
     json_array_append_new(msgs, final_message(msgs));
     t = kg_eval_timing_block(&o, msgs, NULL, 0);
     KG_CHECK(json_is_object(t) && json_is_null(json_object_get(t, "clock_block")));
+    /* ... and no timing_check (the rounds were cut by a wrong output): timing.checks is an empty list */
+    KG_CHECK(json_is_array(json_object_get(t, "checks")) && json_array_size(json_object_get(t, "checks")) == 0);
     json_decref(t);
     json_decref(msgs);
 }
