@@ -93,19 +93,23 @@ static double median_gap(const json_t *a, const json_t *b)
 
 /* Which clock the figures use.  Every call is timed twice: to an end event on the current stream
  * ("stream") and to an event after a device-wide synchronize ("device").  The stream time leaves out the
- * host's synchronize latency (and so agrees with triton.testing.do_bench), but not work left running on
- * other streams.  The reference never leaves work behind, so its gap between the two is the host's latency:
- * a candidate whose gap is larger (twice the reference's, plus 20 us) left work running, and then the
- * device-wide times of both models are used. */
+ * synchronize's latency (and so agrees with triton.testing.do_bench), but not work left running on other
+ * streams.  The reference never leaves work behind, so its gap between the two is that latency.  The latency
+ * grows with the call's length (the driver's, not the host's: KG_SIDE_STREAM_SHARE), so a candidate left work
+ * running when its gap is larger than twice the reference's, plus 20 us, plus 1.5% of its own median call; then
+ * the device-wide times of both models are used. */
 static int use_device_times(const json_t *m)
 {
-    double cand_gap = median_gap(json_object_get(m, "candidate_ms"), json_object_get(m, "candidate_device_ms"));
+    const json_t *cand = json_object_get(m, "candidate_ms");
+    double cand_gap = median_gap(cand, json_object_get(m, "candidate_device_ms"));
     if (cand_gap < 0)
         return 0; /* no device-wide times reported */
     double ref_gap = median_gap(json_object_get(m, "reference_ms"), json_object_get(m, "reference_device_ms"));
     if (ref_gap < 0)
         ref_gap = KG_SIDE_STREAM_HOST_GAP_MS; /* the reference came from the cache */
-    return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS;
+    kg_stats cs;
+    double own = stats_of(cand, &cs) && cs.median > 0 ? KG_SIDE_STREAM_SHARE * cs.median : 0;
+    return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS + own;
 }
 
 static const char *ref_key(int device)

@@ -947,6 +947,22 @@ static void side_stream_work_switches_to_device_times(void)
     KG_CHECK(json_number_value(json_object_get(t, "candidate_gap_ms")) > 0.9);
     json_decref(t);
     json_decref(msgs);
+
+    /* The driver answers the synchronize later after a long call (0.18-0.25 ms after 40 ms on an H200) than
+     * after the reference's short one: an honest 40 ms candidate stays on the stream's clock (twice 0.03 + 0.02 +
+     * 1.5% of 40 = 0.68 ms), one that leaves 1 ms behind does not, nor does a 1 ms one that leaves 0.1 ms. */
+    const struct {
+        double cand, cand_gap;
+        const char *basis;
+    } by_length[] = {{40.0, 0.22, "stream"}, {40.0, 1.0, "device"}, {1.0, 0.1, "device"}, {1.0, 0.09, "stream"}};
+    for (size_t i = 0; i < sizeof by_length / sizeof *by_length; i++) {
+        msgs = json_array();
+        json_array_append_new(msgs, two_clock_final(1.0, by_length[i].cand, 0.03, by_length[i].cand_gap));
+        t = kg_eval_timing_block(&o, msgs, NULL, 0);
+        KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), by_length[i].basis);
+        json_decref(t);
+        json_decref(msgs);
+    }
 }
 
 /* GPU phases from the child's acquire/release lines and our stamps: a shared phase that waited 50 ms and held
