@@ -73,3 +73,15 @@ def test_same_dtype_copies_count_on_neither_side():
     assert abs(out["copy_device_us"] - 15220.054) < 1e-6
     assert abs(out["total_device_us"] - 1896.851) < 1e-6 and abs(out["candidate_device_us"] - 1896.851) < 1e-6
     assert [k["copy"] for k in out["kernels"]] == [True, False]
+
+
+def test_side_stream_time_passes_only_as_a_number():
+    """The runner's device time on other streams goes on to kgym (which then times on the device-wide clock) as a
+    finite number >= 0; anything else is unknown (None), never 0, so a runner cannot turn it into a clean profile."""
+    base = {"calls": 1, "kernel_count": 1, "total_device_us": 2.0,
+            "kernels": [{"name": "mine", "device_us": 2.0, "candidate": True}]}
+    for sent, kept in [(1.5, 1.5), (0, 0.0), (None, None), ("1.5", None), (True, None), (float("nan"), None),
+                       (float("inf"), None), (-1.0, None)]:
+        out = child._own_kernels(dict(base, side_stream_device_us=sent), {"mine"})
+        assert out["side_stream_device_us"] == kept and (kept is None) == (out["side_stream_device_us"] is None)
+    assert child._own_kernels(dict(base), {"mine"})["side_stream_device_us"] is None

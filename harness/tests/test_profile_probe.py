@@ -18,8 +18,11 @@ _spec.loader.exec_module(probe)
 
 
 class Event:
-    def __init__(self, name, ns, device=DeviceType.CUDA, annotation=False):
-        self._n, self._ns, self._d, self._a = name, ns, device, annotation
+    def __init__(self, name, ns, device=DeviceType.CUDA, annotation=False, stream=7):
+        self._n, self._ns, self._d, self._a, self._s = name, ns, device, annotation, stream
+
+    def device_resource_id(self):
+        return self._s
 
     def name(self):
         return self._n
@@ -73,3 +76,17 @@ def test_a_profiler_without_kineto_results_raises():
     """The runner's block then has no profile (unjudged), never an empty one that would pass for no library time."""
     with pytest.raises(AttributeError):
         profile.summarize(SimpleNamespace(key_averages=lambda: []), 1, {"k"})
+
+
+def test_device_time_on_another_stream_is_reported():
+    """Kernels on a stream other than the timed one (Recording.stream, cuStreamGetId's id, which is the profiler's
+    device_resource_id) are summed apart: kgym then times on the device-wide clock.  Host events and annotations
+    do not count; an unknown timed stream gives no figure (None), never 0."""
+    events = [Event("k", 2000), Event("k", 1000, stream=13), Event("lib", 500, stream=14),
+              Event("cudaLaunchKernel", 9000, device=DeviceType.CPU, stream=13),
+              Event("block", 50000, annotation=True, stream=13)]
+    assert profile.summarize(fake_prof(events), 1, {"k"}, 7)["side_stream_device_us"] == 1.5
+    assert profile.summarize(fake_prof(events[:1]), 1, {"k"}, 7)["side_stream_device_us"] == 0
+    assert profile.summarize(fake_prof(events), 1, {"k"})["side_stream_device_us"] is None
+    # the totals are the same whichever stream ran them
+    assert profile.summarize(fake_prof(events), 1, {"k"}, 7)["total_device_us"] == 3.5

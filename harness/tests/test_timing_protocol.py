@@ -122,7 +122,7 @@ def fake_profiler(monkeypatch):
 
     FakeRecording.log = []
     monkeypatch.setattr(profile, "Recording", FakeRecording)
-    monkeypatch.setattr(profile, "summarize", lambda prof, calls, names: {
+    monkeypatch.setattr(profile, "summarize", lambda prof, calls, names, stream=None: {
         "prof": prof, "calls": calls, "launched": sorted(set(names)), "kernels": [], "total_device_us": 1.0})
     return FakeRecording.log
 

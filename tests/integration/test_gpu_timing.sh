@@ -60,6 +60,19 @@ t='r["timing"]'
     && ok "a zero-filled output's memset keeps coverage above the default floor ($(jget "$TMP/z.json" "round(r['profile']['coverage'], 3)"))" \
     || bad "zeros_like output and the coverage floor" "$(jget "$TMP/z.json" "r['verdict'], r['profile'], r['hacks']")"
 
+# Work on a side stream (tests/fixtures/hacks/side_stream.py, under the runtime-only policy: the language forbids
+# streams) that ends inside the synchronize's latency leaves no gap (a 3 us kernel on add_one: speedup 3.9-4.3
+# against 1.7 for the same kernel on the timed stream, thirty-third session). The clock block's profile finds its
+# device time on another stream, and kgym times both models on the device-wide clock; the honest kernel's profile
+# finds none and stays on the stream's.
+RT=tests/fixtures/hacks/runtime_only.json
+"$KGYM" eval --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/hacks/side_stream.py --policy $RT --json >"$TMP/side.json"
+"$KGYM" eval --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/candidates/ok.py --policy $RT --json >"$TMP/same.json"
+[ "$(jget "$TMP/side.json" "r['profile']['side_stream_device_us'] > 0 and r['timing']['clock_basis'] == 'device' and r['timing']['speedup'] <= $(jget "$TMP/same.json" "r['timing']['speedup']")")" = True ] &&
+[ "$(jget "$TMP/same.json" "r['profile']['side_stream_device_us'] == 0 and r['timing']['clock_basis'] == 'stream' and r['verdict'] == 'correct'")" = True ] \
+    && ok "side-stream work found by the profile: device-wide clock (speedup $(jget "$TMP/side.json" "round(r['timing']['speedup'], 3)") against $(jget "$TMP/same.json" "round(r['timing']['speedup'], 3)") on the timed stream)" \
+    || bad "side stream and the clock" "$(jget "$TMP/side.json" "r['verdict'], r.get('profile'), (r.get('timing') or {}).get('clock_basis'), (r.get('timing') or {}).get('speedup')"; jget "$TMP/same.json" "r['verdict'], (r.get('profile') or {}).get('side_stream_device_us'), (r.get('timing') or {}).get('clock_basis')")"
+
 # Red team 27's skip gamble (tests/fixtures/redteam27/skip_one_in_three.py): a padded warm-up gives it rounds of 3
 # calls, and it returns an empty output on the first call of each.  Every call of a 3-call round is checked now
 # (timing.checked_positions): never `correct` (it was in ~64% of evaluations, at x1.5).  Its untimed re-run answers

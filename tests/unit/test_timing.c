@@ -963,6 +963,32 @@ static void side_stream_work_switches_to_device_times(void)
         json_decref(t);
         json_decref(msgs);
     }
+
+    /* A side kernel that ends inside the synchronize's latency leaves no gap beyond an honest one (3 us on an
+     * H200): the clock block's profile, which found device time on another stream, moves both models to the
+     * device-wide clock whatever the gap; none found, or the figure absent (a driver that cannot say), leaves the
+     * gap to decide.  The profile block reports the figure. */
+    const struct {
+        const char *side; /* JSON, or NULL: no such field */
+        const char *basis;
+    } by_profile[] = {{"3.0", "device"}, {"0", "stream"}, {NULL, "stream"}, {"null", "stream"}, {"\"9\"", "stream"}};
+    for (size_t i = 0; i < sizeof by_profile / sizeof *by_profile; i++) {
+        msgs = json_array();
+        json_t *prof = json_pack("{s:s, s:i, s:f, s:f}", "type", "profile", "calls", 10, "total_device_us", 30.0,
+                                 "candidate_device_us", 30.0);
+        if (by_profile[i].side)
+            json_object_set_new(prof, "side_stream_device_us", json_loads(by_profile[i].side, JSON_DECODE_ANY, NULL));
+        json_array_append_new(msgs, prof);
+        json_array_append_new(msgs, two_clock_final(0.0066, 0.0015, 0.024, 0.024));
+        t = kg_eval_timing_block(&o, msgs, NULL, 0);
+        KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), by_profile[i].basis);
+        json_t *pb = kg_eval_profile_block(msgs);
+        KG_CHECK(by_profile[i].side ? json_object_get(pb, "side_stream_device_us") != NULL
+                                    : json_is_null(json_object_get(pb, "side_stream_device_us")));
+        json_decref(pb);
+        json_decref(t);
+        json_decref(msgs);
+    }
 }
 
 /* GPU phases from the child's acquire/release lines and our stamps: a shared phase that waited 50 ms and held

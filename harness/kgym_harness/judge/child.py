@@ -19,6 +19,7 @@ import contextlib
 import copy
 import functools
 import json
+import math
 import os
 import socket
 import sys
@@ -2035,6 +2036,12 @@ def _own_kernels(prof, names):
            # kernel_count is larger, never the runner's own claim
            "candidate_kernel_count": sum(1 for k in rows if k["candidate"]),
            "launched": [n for n in prof.get("launched") or [] if isinstance(n, str)][:50]}
+    # Device time on streams other than the timed one (the runner's word, as every profile figure is): kgym then
+    # times on the device-wide clock (timing.c use_device_times).  Only a finite number >= 0 passes; anything else
+    # is unknown (None), never 0.
+    side = prof.get("side_stream_device_us")
+    out["side_stream_device_us"] = float(side) if isinstance(side, (int, float)) and not isinstance(side, bool) \
+        and math.isfinite(side) and side >= 0 else None
     return out
 
 

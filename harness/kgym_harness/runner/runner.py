@@ -511,7 +511,7 @@ class Runner:
 
         guards.LOG.active = False
         prof = rec.stop()
-        return _plain(profile.summarize(prof, self.block_calls, guards.LOG.kernels))
+        return _plain(profile.summarize(prof, self.block_calls, guards.LOG.kernels, getattr(rec, "stream", None)))
 
     def launchers(self, msg):
         """The signatures Triton made a launcher for in this runner (tritoncache.install_reader recorded them;

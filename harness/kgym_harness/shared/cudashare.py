@@ -316,6 +316,21 @@ def spinning():
             fns["cuCtxSetFlags"](before.value)
 
 
+_STREAM_SIGNATURES = {"cuStreamGetId": [ctypes.c_void_p, _P(_c_ull)]}
+
+
+def stream_id(handle) -> int:
+    """The driver's unique id of the stream ``handle`` (a cudaStream_t as torch's ``Stream.cuda_stream`` gives it;
+    0 is the legacy default stream): the id CUPTI, and so the profiler's ``device_resource_id``, gives the kernels
+    that stream ran (an H200 with driver 580: the default stream 7, a torch side stream 13, alike on both sides).
+    Raises ShareError on a driver before CUDA 12.0 (no cuStreamGetId) or when the call fails."""
+    with _lock:
+        fns = _functions("stream", _STREAM_SIGNATURES, "stream ids (cuStreamGetId)")
+    out = _c_ull()
+    _check(fns["cuStreamGetId"](ctypes.c_void_p(int(handle) or None), ctypes.byref(out)), "cuStreamGetId")
+    return int(out.value)
+
+
 def start_context(device):
     """Creates this process's CUDA context on ``device`` now, not at its first use (the judge and the runner
     each start theirs while the other does its own set-up), with blocking synchronisation (blocking_sync); a

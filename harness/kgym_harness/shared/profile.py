@@ -30,6 +30,15 @@ class Recording:
     def __init__(self):
         from torch.profiler import ProfilerActivity, profile
 
+        # The stream the block's calls are timed on (the current one): kernels the profile finds on any other
+        # stream ran where the stream's end event does not wait for them (summarize's side_stream_device_us).
+        # None when the driver cannot say (no cuStreamGetId): then no such figure, and kgym has the gap alone.
+        try:
+            from . import cudashare
+
+            self.stream = cudashare.stream_id(torch.cuda.current_stream().cuda_stream)
+        except Exception:  # noqa: BLE001 — ShareError, or no driver: the figure is absent, never 0
+            self.stream = None
         self._prof = profile(activities=[ProfilerActivity.CUDA])
         self._prof.__enter__()
 
@@ -45,10 +54,12 @@ class Recording:
         return prof
 
 
-def summarize(prof, calls, names):
+def summarize(prof, calls, names, stream=None):
     """{"calls": calls, "kernels": [{"name", "device_us", "count", "candidate": bool}], "kernel_count",
-    "total_device_us", "candidate_device_us", "launched"} from a stopped profiler, kernels sorted by time;
-    a kernel is the candidate's when its name is in ``names`` (the launch hook's record of the profiled calls).
+    "total_device_us", "candidate_device_us", "launched", "side_stream_device_us"} from a stopped profiler,
+    kernels sorted by time; a kernel is the candidate's when its name is in ``names`` (the launch hook's record of
+    the profiled calls).  ``side_stream_device_us``: the device time of the events on a stream other than
+    ``stream`` (Recording.stream, the timed one; None when it is unknown).
 
     It sums the Kineto events themselves, device kernels only (user annotations left out), rather than
     key_averages(): that builds torch's whole FunctionEvent tree first, 16-46 ms of the exclusive window on a
@@ -57,9 +68,12 @@ def summarize(prof, calls, names):
     the block then has no profile, which is never a pass."""
     from torch.autograd import DeviceType
 
-    events = prof.profiler.kineto_results.events()
-    return summary([(e.name(), e.duration_ns() / 1e3, 1) for e in events
-                    if e.device_type() == DeviceType.CUDA and not e.is_user_annotation()], calls, names)
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.device_type() == DeviceType.CUDA and not e.is_user_annotation()]
+    out = summary([(e.name(), e.duration_ns() / 1e3, 1) for e in events], calls, names)
+    out["side_stream_device_us"] = None if stream is None else \
+        sum(e.duration_ns() / 1e3 for e in events if e.device_resource_id() != stream)
+    return out
 
 
 def summary(kernels, calls, names):
