@@ -99,6 +99,18 @@ static double median_gap(const json_t *a, const json_t *b)
  * running when its gap is larger than twice the reference's, plus 20 us, plus 1.5% of its own median call, or
  * whatever its gap when the profile found device work on a stream other than the timed one (side_stream_seen);
  * then the device-wide times of both models are used. */
+/* The last message of `kind` among `messages` (screened for the nonce already), or NULL. */
+static const json_t *last_message(const json_t *messages, kg_msg kind)
+{
+    const json_t *last = NULL;
+    size_t i;
+    json_t *m;
+    json_array_foreach(messages, i, m)
+        if (kg_msg_is(m, kind))
+            last = m;
+    return last;
+}
+
 static int side_stream_seen(const json_t *messages);
 
 static int use_device_times(const json_t *messages, const json_t *m)
@@ -124,13 +136,7 @@ static int use_device_times(const json_t *messages, const json_t *m)
  * honest profile has none; absent (a driver without cuStreamGetId) the gap decides alone. */
 static int side_stream_seen(const json_t *messages)
 {
-    const json_t *p = NULL;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m)
-        if (kg_msg_is(m, KG_MSG_PROFILE))
-            p = m;
-    double us = json_number_value(json_object_get(p, "side_stream_device_us"));
+    double us = json_number_value(json_object_get(last_message(messages, KG_MSG_PROFILE), "side_stream_device_us"));
     return isfinite(us) && us > 0;
 }
 
@@ -605,15 +611,7 @@ int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
 {
     memset(out, 0, sizeof *out);
     out->share = out->timed_bound = out->coverage = NAN;
-    const json_t *p = NULL, *final = NULL;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m) {
-        if (kg_msg_is(m, KG_MSG_PROFILE))
-            p = m;
-        else if (kg_msg_is(m, KG_MSG_TIMING))
-            final = m;
-    }
+    const json_t *p = last_message(messages, KG_MSG_PROFILE), *final = last_message(messages, KG_MSG_TIMING);
     if (!p)
         return 0;
     double total = json_number_value(json_object_get(p, "total_device_us"));
@@ -653,12 +651,7 @@ int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
 
 json_t *kg_eval_profile_block(const json_t *messages)
 {
-    const json_t *p = NULL;
-    size_t i;
-    json_t *m;
-    json_array_foreach(messages, i, m)
-        if (kg_msg_is(m, KG_MSG_PROFILE))
-            p = m;
+    const json_t *p = last_message(messages, KG_MSG_PROFILE);
     if (!p)
         return json_null();
     kg_eval_coverage_facts cov;
