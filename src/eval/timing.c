@@ -91,15 +91,8 @@ static double median_gap(const json_t *a, const json_t *b)
     return med;
 }
 
-/* Which clock the figures use.  Every call is timed twice: to an end event on the current stream
- * ("stream") and to an event after a device-wide synchronize ("device").  The stream time leaves out the
- * synchronize's latency (and so agrees with triton.testing.do_bench), but not work left running on other
- * streams.  The reference never leaves work behind, so its gap between the two is that latency.  The latency
- * grows with the call's length (the driver's, not the host's: KG_SIDE_STREAM_SHARE), so a candidate left work
- * running when its gap is larger than twice the reference's, plus 20 us, plus 1.5% of its own median call, or
- * whatever its gap when the profile found device work on a stream other than the timed one (side_stream_seen);
- * then the device-wide times of both models are used. */
-/* The last message of `kind` among `messages` (screened for the nonce already), or NULL. */
+/* The last message of `kind` among `messages`, or NULL.  No nonce test: the result's messages are screened before
+ * they reach here (kg_eval_screen_messages); kg_eval_timing_more's live messages are not (open: its profile read). */
 static const json_t *last_message(const json_t *messages, kg_msg kind)
 {
     const json_t *last = NULL;
@@ -111,8 +104,25 @@ static const json_t *last_message(const json_t *messages, kg_msg kind)
     return last;
 }
 
-static int side_stream_seen(const json_t *messages);
+/* Whether the clock block's profile (the last one among `messages`) found device time on a stream other than the
+ * one the calls are timed on.  Work there ends where the stream's end event does not wait for it, so the gap
+ * alone misses it when it ends inside the synchronize's latency (an H200: a 3 us side kernel, speedup 3.9-4.3
+ * against 1.7 for the same kernel on the timed stream).  Under the candidate language no stream can be made, so an
+ * honest profile has none; absent (a driver without cuStreamGetId) the gap decides alone. */
+static int side_stream_seen(const json_t *messages)
+{
+    double us = json_number_value(json_object_get(last_message(messages, KG_MSG_PROFILE), "side_stream_device_us"));
+    return isfinite(us) && us > 0;
+}
 
+/* Which clock the figures use.  Every call is timed twice: to an end event on the current stream
+ * ("stream") and to an event after a device-wide synchronize ("device").  The stream time leaves out the
+ * synchronize's latency (and so agrees with triton.testing.do_bench), but not work left running on other
+ * streams.  The reference never leaves work behind, so its gap between the two is that latency.  The latency
+ * grows with the call's length (the driver's, not the host's: KG_SIDE_STREAM_SHARE), so a candidate left work
+ * running when its gap is larger than twice the reference's, plus 20 us, plus 1.5% of its own median call, or
+ * whatever its gap when the profile found device work on a stream other than the timed one (side_stream_seen);
+ * then the device-wide times of both models are used. */
 static int use_device_times(const json_t *messages, const json_t *m)
 {
     if (side_stream_seen(messages))
@@ -127,17 +137,6 @@ static int use_device_times(const json_t *messages, const json_t *m)
     kg_stats cs;
     double own = stats_of(cand, &cs) && cs.median > 0 ? KG_SIDE_STREAM_SHARE * cs.median : 0;
     return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS + own;
-}
-
-/* Whether the clock block's profile (the last one among `messages`) found device time on a stream other than the
- * one the calls are timed on.  Work there ends where the stream's end event does not wait for it, so the gap
- * alone misses it when it ends inside the synchronize's latency (an H200: a 3 us side kernel, speedup 3.9-4.3
- * against 1.7 for the same kernel on the timed stream).  Under the candidate language no stream can be made, so an
- * honest profile has none; absent (a driver without cuStreamGetId) the gap decides alone. */
-static int side_stream_seen(const json_t *messages)
-{
-    double us = json_number_value(json_object_get(last_message(messages, KG_MSG_PROFILE), "side_stream_device_us"));
-    return isfinite(us) && us > 0;
 }
 
 static const char *ref_key(int device)
