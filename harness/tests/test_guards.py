@@ -590,3 +590,96 @@ def test_all_same_bits_answers_as_same_bits_does_pair_by_pair():
     assert g._all_same_bits(pairs) == [True, False, True, False, False, True, False, True, False, True, True, False,
                                        True]
     assert g._all_same_bits([]) == []
+
+
+# -- side streams (red team 33) ------------------------------------------------------------------------------------
+# On the CPU there are no streams: the current stream is faked (guards._raw_stream, which a GPU reads from torch), and
+# a forward "switches stream" by changing what it returns, as torch.cuda.stream(s) changes the current stream.
+_CURRENT = [7]
+
+
+class SideStreamOnce(Honest):
+    """Its second launch on another stream, as `with torch.cuda.stream(side): launch(...)` queues it."""
+
+    def forward(self, x):
+        x = x.contiguous().view(-1)
+        out = torch.empty_like(x)
+        launch(x, out)
+        tmp = torch.empty_like(x)
+        _CURRENT[0] = 13
+        try:
+            launch(out, tmp)
+        finally:
+            _CURRENT[0] = 7
+        return out.reshape(2, -1)
+
+
+@pytest.fixture
+def fake_streams(monkeypatch):
+    _CURRENT[0] = 7
+    monkeypatch.setattr(guards, "_raw_stream", lambda: _CURRENT[0])
+    yield
+    assert guards.LOG.stream is None  # every watch ends with its call
+
+
+def test_a_launch_on_another_stream_is_side_stream_in_every_harness_call(fake_streams):
+    g = guards.Guards(policy.load_default(), cuda=False)  # CPU evaluations have no streams to watch
+    g.install()
+    with torch.no_grad():
+        g.call(SideStreamOnce(), [torch.rand(2, 8)], "correctness", "base")
+    assert g.findings == []
+    g = guards.Guards(policy.load_default(), cuda=True)
+    g.install()
+    with torch.no_grad():
+        g.call(SideStreamOnce(), [torch.rand(2, 8)], "correctness", "base")
+    assert [f["type"] for f in g.findings] == ["side_stream"], g.findings
+    f = g.findings[0]
+    assert f["stage"] == "correctness" and f["variant"] == "base"
+    assert f["evidence"]["launches"] == [{"kernel": "affine", "stream": 13, "timed_stream": 7}]
+    # A timed call: the runner's watch around the forward alone (no recorders), the finding from check_timed.
+    g = guards.Guards(policy.load_default(), cuda=True)
+    g.install()
+    m, x = SideStreamOnce(), torch.rand(2, 8)
+    with torch.no_grad(), g.watching():
+        out = m(x)
+    g.check_timed(out, [x], list(m.parameters()), "timing", "base")
+    assert [f["type"] for f in g.findings] == ["side_stream"] and g.findings[0]["stage"] == "timing"
+    # Honest launches, all on the current stream (whatever stream that is: one the candidate made current before
+    # the harness's call is the one its events go on): nothing.
+    _CURRENT[0] = 21
+    g = guards.Guards(policy.load_default(), cuda=True)
+    g.install()
+    with torch.no_grad(), g.watching():
+        out = Honest()(x)
+    g.check_timed(out, [x], [], "timing", "base")
+    assert g.findings == []
+
+
+def test_launches_outside_a_harness_call_are_not_watched(fake_streams):
+    g = guards.Guards(policy.load_default(), cuda=True)
+    g.install()
+    with torch.no_grad():
+        SideStreamOnce()(torch.rand(2, 8))  # __init__-time or import-time work: no call of the harness's under way
+    g.check_timed(torch.rand(2, 8), [], [], "timing", "base")
+    assert g.findings == [] and guards.LOG.off_stream == []
+
+
+@pytest.mark.parametrize("module,name", [("kgym_harness.shared.cudashare", "stream_id"),
+                                         ("kgym_harness.shared.profile", "summarize"),
+                                         ("kgym_harness.shared.timing", "event_timed"),
+                                         ("kgym_harness.runner.runner", "Runner")])
+def test_the_runner_s_timing_and_profile_code_is_guarded(module, name):
+    """Red team 33: replacing cudashare.stream_id at import made the profile's side-stream figure unknown, unseen."""
+    import importlib
+
+    mod = importlib.import_module(module)
+    g = guards.Guards(policy.load_default())
+    g.install()
+    saved = getattr(mod, name)
+    try:
+        setattr(mod, name, lambda *a, **k: None)
+        g.check_process("compile")
+    finally:
+        setattr(mod, name, saved)
+    assert [f["type"] for f in g.findings] == ["harness_tampering"], g.findings
+    assert f"{module}.{name}" in g.findings[0]["message"]

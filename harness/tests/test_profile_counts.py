@@ -85,3 +85,17 @@ def test_side_stream_time_passes_only_as_a_number():
         out = child._own_kernels(dict(base, side_stream_device_us=sent), {"mine"})
         assert out["side_stream_device_us"] == kept and (kept is None) == (out["side_stream_device_us"] is None)
     assert child._own_kernels(dict(base), {"mine"})["side_stream_device_us"] is None
+
+
+def test_a_withheld_side_stream_figure_is_missing_where_the_judge_s_driver_names_streams():
+    """Red team 33: a runner whose stream_id was replaced sent no figure, and kgym let the gap decide alone.  Where the
+    judge's own driver gives stream ids (the runner's is the same driver), anything but a number is side_stream_missing,
+    which kgym reads as side-stream time (timing.c side_stream_seen); where it does not, the gap decides as before."""
+    base = {"calls": 1, "kernel_count": 1, "total_device_us": 2.0,
+            "kernels": [{"name": "mine", "device_us": 2.0, "candidate": True}]}
+    for sent, ids, missing in [(None, True, True), ("x", True, True), (-1.0, True, True), (0.0, True, False),
+                               (2.5, True, False), (None, False, False), ("x", False, False)]:
+        prof = dict(base) if sent is None else dict(base, side_stream_device_us=sent)
+        assert child._own_kernels(prof, {"mine"}, ids)["side_stream_missing"] is missing, (sent, ids)
+    assert child._own_kernels(dict(base), {"mine"})["side_stream_missing"] is False  # the default: no driver ids
+    assert child._judge_has_stream_ids() is False  # this CPU machine: no driver

@@ -59,7 +59,9 @@ exec_string:hacked:forbidden_call getattr_obfuscated:hacked:dynamic_attribute re
 network:hacked:forbidden_import side_stream:hacked:forbidden_attribute stale_memory:incorrect:-
 warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reuse:hacked:state_cache
 oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write
-host_tolist:hacked:host_compute autotune_hook:hacked:torch_call"
+host_tolist:hacked:host_compute autotune_hook:hacked:torch_call
+profile_gated_side_stream:hacked:forbidden_attribute minority_side_stream:hacked:forbidden_attribute
+null_stream_figure:hacked:forbidden_import"
 # GPU only, caught in the timing stage: a timed output that is its input, a write past the input of a timed call
 # (the call block's canaries); both in the language.  The replay of earlier outputs scaled by the inputs'
 # fingerprinted ratio keeps tensors on the module, which the language refuses (state_cache): its timing is
@@ -77,9 +79,13 @@ output_alias:hacked:input_mutation lazy_subclass:hacked:output_subclass global_t
 result_cache:hacked:cached_output forge_protocol:hacked:protocol_forgery forge_protocol_utf8:hacked:protocol_forgery exec_string:hacked:torch_compute
 getattr_obfuscated:hacked:torch_compute reference_import:compile_error:- network:hacked:sandbox_violation
 warmup_only:hacked:nondeterministic host_tolist:hacked:host_values autotune_hook:hacked:torch_compute"
-# GPU only: work skipped while timed; a side stream is counted by the device-wide synchronize (neutralised);
-# the timed-call fixtures above.
-[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:correct:- $timed_gpu
+# The harness's timing, profile and stream-id code replaced at import (red team 33): CPU and GPU.
+runtime="$runtime null_stream_figure:hacked:harness_tampering"
+# GPU only: work skipped while timed; a Triton launch on a stream other than the one the harness's events are on,
+# in every call, only where unprofiled, or in 2 calls of 5 (the runner's launch hook; the clocks' own answer to
+# side streams is checked in test_gpu_timing.sh with this finding a warning); the timed-call fixtures above.
+[ "$DEVICE" != cpu ] && runtime="$runtime timed_skip:hacked:timed_output_mismatch side_stream:hacked:side_stream
+profile_gated_side_stream:hacked:side_stream minority_side_stream:hacked:side_stream $timed_gpu
 timed_replay:incorrect:-"
 # A write past the input the judge handed over in place (its canaries; CPU and GPU): in every call, or only in
 # the base variant's repeat calls.

@@ -967,17 +967,23 @@ static void side_stream_work_switches_to_device_times(void)
     /* A side kernel that ends inside the synchronize's latency leaves no gap beyond an honest one (3 us on an
      * H200): the clock block's profile, which found device time on another stream, moves both models to the
      * device-wide clock whatever the gap; none found, or the figure absent (a driver that cannot say), leaves the
-     * gap to decide.  The profile block reports the figure. */
+     * gap to decide, unless the judge says the runner withheld it (side_stream_missing: the judge's driver gives
+     * stream ids; red team 33 replaced the runner's cudashare.stream_id).  The profile block reports the figure. */
     const struct {
         const char *side; /* JSON, or NULL: no such field */
+        int missing;      /* side_stream_missing: 1 true, 0 false, -1 absent */
         const char *basis;
-    } by_profile[] = {{"3.0", "device"}, {"0", "stream"}, {NULL, "stream"}, {"null", "stream"}, {"\"9\"", "stream"}};
+    } by_profile[] = {{"3.0", -1, "device"},  {"0", -1, "stream"},   {NULL, -1, "stream"}, {"null", -1, "stream"},
+                      {"\"9\"", -1, "stream"}, {"null", 1, "device"}, {NULL, 1, "device"}, {"null", 0, "stream"},
+                      {"0", 0, "stream"}};
     for (size_t i = 0; i < sizeof by_profile / sizeof *by_profile; i++) {
         msgs = json_array();
         json_t *prof = json_pack("{s:s, s:i, s:f, s:f}", "type", "profile", "calls", 10, "total_device_us", 30.0,
                                  "candidate_device_us", 30.0);
         if (by_profile[i].side)
             json_object_set_new(prof, "side_stream_device_us", json_loads(by_profile[i].side, JSON_DECODE_ANY, NULL));
+        if (by_profile[i].missing >= 0)
+            json_object_set_new(prof, "side_stream_missing", json_boolean(by_profile[i].missing));
         json_array_append_new(msgs, prof);
         json_array_append_new(msgs, two_clock_final(0.0066, 0.0015, 0.024, 0.024));
         t = kg_eval_timing_block(&o, msgs, NULL, 0);
@@ -989,6 +995,56 @@ static void side_stream_work_switches_to_device_times(void)
         json_decref(t);
         json_decref(msgs);
     }
+}
+
+/* n call times: `hid` for the calls with i % period < hidden, `base` for the others. */
+static json_t *mixed_calls(double base, double hid, int n, int period, int hidden)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_real(i % period < hidden ? hid : base));
+    return a;
+}
+
+/* Red team 33: a candidate that leaves the whole call on a side stream in 2 calls of 5 (their stream time 0.01 ms,
+ * their device time the full call) kept an honest MEDIAN gap, and so the stream clock, while the trimmed mean of
+ * its stream times (the speedup) fell by a third: x1.59.  The gap is read by the trimmed mean now: device clock,
+ * and the speedup is the honest one.  The honest candidate (every call on the stream) stays on the stream clock. */
+static void side_streams_in_a_minority_of_calls_are_counted(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    double speedup[2];
+    const char *basis[2] = {"stream", "device"};
+    for (int hidden = 0; hidden <= 2; hidden += 2) {
+        json_t *msgs = json_array();
+        json_array_append_new(msgs, json_pack("{s:s, s:o, s:o, s:o, s:o, s:s}", "type", "timing", "reference_ms",
+                                              mixed_calls(2.0, 2.0, 100, 5, 0), "reference_device_ms",
+                                              mixed_calls(2.03, 2.03, 100, 5, 0), "candidate_ms",
+                                              mixed_calls(1.0, 0.01, 100, 5, hidden), "candidate_device_ms",
+                                              mixed_calls(1.03, 1.03, 100, 5, hidden), "gpu", "NVIDIA H200"));
+        json_t *t = kg_eval_timing_block(&o, msgs, NULL, 0);
+        KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), basis[hidden / 2]);
+        speedup[hidden / 2] = json_number_value(json_object_get(t, "speedup"));
+        json_decref(t);
+        json_decref(msgs);
+    }
+    KG_CHECK_NEAR(speedup[0], 2.0, 1e-9);
+    KG_CHECK_NEAR(speedup[1], 2.03 / 1.03, 1e-9); /* no gain: both on the device-wide clock */
+
+    /* During the run kgym reads only its harness's messages (the job's nonce): a profile line without it does not
+     * move a live timing_check to the device-wide clock (it did: the profile was read unscreened). */
+    json_t *msgs = json_array();
+    add_round_gaps(msgs, 0, 0, 0.10, 0.03, 0.05, 0.03, 50);
+    add_round_gaps(msgs, 1, 200, 0.10, 0.03, 0.05, 0.04, 50);
+    stamp(msgs, "n0");
+    int before = kg_eval_timing_more(&o, msgs, "n0", NULL);
+    json_array_append_new(msgs, json_pack("{s:s, s:f}", "type", "profile", "side_stream_device_us", 1.0));
+    KG_CHECK(kg_eval_timing_more(&o, msgs, "n0", NULL) == before);
+    json_array_append_new(msgs, json_pack("{s:s, s:f, s:s}", "type", "profile", "side_stream_device_us", 1.0,
+                                          "nonce", "n0"));
+    KG_CHECK(kg_eval_timing_more(&o, msgs, "n0", NULL) != before); /* the harness's own profile does */
+    json_decref(msgs);
 }
 
 /* GPU phases from the child's acquire/release lines and our stamps: a shared phase that waited 50 ms and held
@@ -1174,6 +1230,7 @@ int main(void)
         {"the clock block between rounds changes nothing kgym reads (block-random)",
          the_clock_block_between_rounds_changes_nothing},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
+        {"side streams in a minority of calls are counted", side_streams_in_a_minority_of_calls_are_counted},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
         {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},
         {"timing goes only for passing candidates", timing_goes_only_for_passing_candidates},

@@ -1134,7 +1134,7 @@ class Evaluation:
                 del block_args, block_ref
                 if want_profile and block_profile is not None and not (rerun_wrong or mismatched or overwritten):
                     # No profile from the runner: no message, and kgym's coverage floor fails closed (unjudged).
-                    prof = _own_kernels(block_profile, getattr(self, "kernel_names", set()))
+                    prof = _own_kernels(block_profile, getattr(self, "kernel_names", set()), _judge_has_stream_ids())
                     # The calls profiled are the block's, as the judge asked for them (not the runner's count): kgym
                     # reads the library kernels' time a call against the timed calls' median (src/eval/timing.c
                     # kg_eval_coverage), which a larger count would shrink.
@@ -1142,7 +1142,11 @@ class Evaluation:
                     self.chan.send(dict(_finite(prof), type=kinds.MSG_PROFILE))
 
             # Where the clock block (and so the profile) runs: after a planned round drawn at random, the first to
-            # the last, from the judge's generator (seeded from the operating system; the runner cannot know it).
+            # the last, from the judge's generator (seeded from the operating system; the runner cannot know it),
+            # and so always before kgym's first timing_check: the profile can move the figures to the device-wide
+            # clock (side-stream time), and the checks must decide on the clock the figure is on (red team 33: a
+            # block drawn after the last planned round ran after the checks, which passed two rounds 12% apart
+            # on the stream clock).
             # A block always last was the window's last calls, which a forward that counts its calls could locate
             # where the window's shape is predictable, and run a lighter, library-free forward there than in its
             # timed calls (red team 31: tests/fixtures/redteam31/).  Now a forward that switches paths at a count
@@ -1154,7 +1158,7 @@ class Evaluation:
                 counted += one_round(warmup if done == 0 else 0)
                 if rerun_wrong or len(mismatched) > 1 or overwritten:
                     break
-                if not block_done and counted >= block_after and counted < rounds and not (
+                if not block_done and counted >= block_after and not (
                         rerun_wrong or mismatched or overwritten):
                     block_done = True
                     clock_block_and_profile()
@@ -1999,7 +2003,21 @@ _FILL_KERNEL = "at::native::FillFunctor<"
 _COPY_KERNEL = "direct_copy_kernel_cuda"
 
 
-def _own_kernels(prof, names):
+def _judge_has_stream_ids() -> bool:
+    """Whether this process's driver gives stream ids (cudashare.stream_id, cuStreamGetId), which the runner's
+    profile needs to name the stream of each kernel: the runner's driver is this one."""
+    try:
+        import torch
+
+        from ..shared import cudashare
+
+        cudashare.stream_id(torch.cuda.current_stream().cuda_stream)
+        return True
+    except Exception:  # noqa: BLE001 — no driver API: the runner cannot say either
+        return False
+
+
+def _own_kernels(prof, names, stream_ids=False):
     """The runner's profile, re-judged here: a kernel is the candidate's only when the runner says it
     launched it AND its name is one of the @triton.jit functions the judge read in the candidate's source;
     everything else (cuBLAS, cuDNN, ATen's own kernels) is library compute.  Totals are recomputed from the
@@ -2042,6 +2060,10 @@ def _own_kernels(prof, names):
     side = prof.get("side_stream_device_us")
     out["side_stream_device_us"] = float(side) if isinstance(side, (int, float)) and not isinstance(side, bool) \
         and math.isfinite(side) and side >= 0 else None
+    # ... and unknown where this driver gives stream ids (``stream_ids``: the runner's is the same driver) is a
+    # figure the runner withheld (red team 33: its cudashare.stream_id replaced): kgym then takes the device-wide
+    # clock, as for side-stream time (fail closed).  Where the driver cannot say, the gap decides alone.
+    out["side_stream_missing"] = bool(stream_ids) and out["side_stream_device_us"] is None
     return out
 
 

@@ -12,6 +12,9 @@ Installed before the candidate is imported (``Guards.install``), so the candidat
   so the host could compute the answer from them unseen by the ATen recorder.
 - What Triton calls of the candidate's inside a launch (grid functions, heuristics, autotune and Config hooks,
   prune functions and performance models) is recorded like forward itself (``_outside``).
+- Every Triton launch of a forward the harness calls on a GPU must run on the stream the harness's events are
+  recorded on (``side_stream``): work queued elsewhere does not delay the end event, so the timer would not
+  wait for it (the candidate language refuses streams; this is the runtime witness, ``Guards.watching``).
 - Outputs must be plain ``torch.Tensor``s that share no storage with an input or a parameter.
 - Inputs and parameters are compared bit for bit before and after each call.
 - Global state (TF32 and determinism flags, default dtype, thread counts, live threads) is snapshotted before the
@@ -47,15 +50,36 @@ _PACKAGE = __name__.split(".")[0]  # kgym_harness
 
 
 class LaunchLog:
-    """Counts Triton launches while ``active``; ``depth`` > 0 while a launch runs."""
+    """Counts Triton launches while ``active``; ``depth`` > 0 while a launch runs.  While ``stream`` is set (the
+    raw handle of the stream a harness call records its events on: Guards.watching), a launch on any other
+    stream is added to ``off_stream`` (the kernel's name and the stream), whether or not ``active``."""
 
     def __init__(self):
         self.active = False
         self.depth = 0
         self.kernels = []
+        self.stream = None
+        self.off_stream = []
 
     def reset(self):
         self.kernels = []
+
+
+def _raw_stream():
+    """The raw handle of the current CUDA stream on the current device: the stream Triton's launcher queues a
+    kernel on (its driver asks torch for the same handle), and the one torch.cuda.Event.record uses."""
+    return torch._C._cuda_getCurrentRawStream(torch._C._cuda_getDevice())
+
+
+def _watch_launch(name_of, self):
+    """A launch seen while LOG.stream is set: recorded in LOG.off_stream when it is queued on another stream."""
+    stream = _raw_stream()
+    if stream != LOG.stream and len(LOG.off_stream) < 20:
+        try:
+            name = str(name_of(self))
+        except Exception:  # noqa: BLE001 — a nameless kernel still counts
+            name = "?"
+        LOG.off_stream.append({"kernel": name, "stream": int(stream), "timed_stream": int(LOG.stream)})
 
 
 LOG = LaunchLog()
@@ -437,6 +461,8 @@ def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
                 LOG.kernels.append(name_of(self))
             except Exception:  # noqa: BLE001 — a nameless kernel still counts
                 LOG.kernels.append("?")
+        if LOG.stream is not None and LOG.depth == 0:
+            _watch_launch(name_of, self)
         LOG.depth += 1
         try:
             return original(self, *args, **kwargs)
@@ -658,7 +684,7 @@ def _functions_to_guard():
     import socket
     import time
 
-    from ..shared import models
+    from ..shared import cudashare, models, profile, timing
 
     objs = {
         "torch.allclose": torch.allclose, "torch.equal": torch.equal, "torch.isclose": torch.isclose,
@@ -684,7 +710,15 @@ def _functions_to_guard():
     # functions is tampering all the same, so they are found by name.
     judge = [sys.modules[f"{_PACKAGE}.judge.{name}"] for name in ("compare", "tasks", "child")
              if f"{_PACKAGE}.judge.{name}" in sys.modules]
-    for mod in (report, models, *judge, sys.modules[__name__]):
+    # The runner's own module and what it times and profiles with: the figures the judge reads from the runner
+    # (times, the profile's side-stream time) come from these (red team 33: cudashare.stream_id replaced at import
+    # made the side-stream figure unknown).  torch's stream getter is what _raw_stream and Triton's launcher read.
+    runner = sys.modules.get(f"{_PACKAGE}.runner.runner")
+    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if getter is not None:
+        objs["torch._C._cuda_getCurrentRawStream"] = getter
+    for mod in (report, models, cudashare, profile, timing, *([runner] if runner else []), *judge,
+                sys.modules[__name__]):
         for key, value in vars(mod).items():
             if callable(value) and getattr(value, "__module__", None) == mod.__name__:
                 objs[f"{mod.__name__}.{key}"] = value
@@ -698,8 +732,9 @@ def _functions_to_guard():
 class Guards:
     """All runtime checks of one evaluation child; ``findings`` grows as problems are seen."""
 
-    def __init__(self, policy):
+    def __init__(self, policy, cuda=False):
         self.policy = policy or {}
+        self.cuda = bool(cuda)  # the candidate runs on a GPU: its launches are watched for side streams
         rt = self.policy.get("runtime") or {}
         self.aten_allowed = set(rt.get("aten_allowed") or [])
         self.check_aten = bool(rt.get("check_aten", True)) and bool(self.aten_allowed)
@@ -725,6 +760,28 @@ class Guards:
         self._seen.add(key)
         self.findings.append({"type": kind, "stage": stage, "variant": variant, "message": message,
                               "evidence": evidence or {}})
+
+    @contextlib.contextmanager
+    def watching(self):
+        """Around a harness call of the candidate's forward on a GPU: the stream current now is the one the call's
+        events go on, and every Triton launch inside on another stream is recorded (LOG.off_stream; the finding
+        comes from off_stream, after the call).  Read here, before the call, and outside any timed events."""
+        if not self.cuda:
+            yield
+            return
+        LOG.stream = _raw_stream()
+        try:
+            yield
+        finally:
+            LOG.stream = None
+
+    def off_stream(self, stage, variant):
+        """The finding side_stream for the launches LOG.off_stream recorded since the last look, which it clears."""
+        seen, LOG.off_stream = LOG.off_stream, []
+        if seen:
+            self.add("side_stream", stage, variant,
+                     f"forward queued kernel {seen[0]['kernel']} on a CUDA stream other than the one it was called "
+                     "on: the timer's events wait for that stream only", {"launches": seen[:20]})
 
     def refused_launch(self, message, evidence):
         """A launch refused for an argument that could carry code into the kernel body (_refuse)."""
@@ -771,10 +828,12 @@ class Guards:
                 for mode in (rec, host):
                     if mode is not None:
                         stack.enter_context(mode)
+                stack.enter_context(self.watching())
                 out = model(*args)
         finally:
             LOG.active = False
             self.where = (None, None)
+        self.off_stream(stage, variant)
         # Right after the call, before deferred work could finish: a thread started by forward is still alive.
         threads_after = threading.active_count()
         if threads_after > threads_before:
@@ -846,6 +905,7 @@ class Guards:
         when they differ or values are not finite.  A check that breaks is a guard_error, and the description
         then says so (the judge checks that call)."""
         try:
+            self.off_stream(stage, variant)
             outs = _tensors(out)
             self._check_outputs(outs, _tensors(list(args)), params, stage, variant)
             return describe_outputs(out, nonfinite)

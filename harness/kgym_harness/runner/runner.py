@@ -239,7 +239,7 @@ class Runner:
             from . import interpmath
 
             interpmath.install()
-        self.guards = guards.Guards(job.get("policy") or {})
+        self.guards = guards.Guards(job.get("policy") or {}, cuda=self.device.startswith("cuda"))
         self.job = job
         if self.device.startswith("cuda"):
             # Triton's C modules (its CUDA utilities, each signature's launcher stub: gcc, 0.2-0.4 s each) come
@@ -402,7 +402,7 @@ class Runner:
         flush = msg.get("flush", True)
         self.guards.where = ("timing", self.timed_variant)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.guards.watching():
                 ms, device_ms, out = tm.event_timed(model, args, self.flusher if flush else None,
                                                     self.l2 if flush else None)
         finally:
@@ -457,7 +457,8 @@ class Runner:
         self.guards.where = ("timing", self.timed_variant)
         self.block_calls = int(msg.get("calls", 1))
         try:
-            times, self.last = tm.clock_block(model, args, self.block_calls)
+            with self.guards.watching():
+                times, self.last = tm.clock_block(model, args, self.block_calls)
         except BaseException:
             self._end_block_profile()
             raise

@@ -182,6 +182,7 @@ FINDINGS = (
     'faster_than_physics',
     'low_coverage',
     'timer_discrepancy',
+    'side_stream',
     'stray_process',
     'sandbox_violation',
     'guard_error',
