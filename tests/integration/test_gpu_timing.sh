@@ -65,9 +65,10 @@ t='r["timing"]'
 # against 1.7 for the same kernel on the timed stream, thirty-third session). The clock block's profile finds its
 # device time on another stream, and kgym times both models on the device-wide clock; the honest kernel's profile
 # finds none and stays on the stream's.
-# The runner's launch hook sees the side stream (side_stream, a hack: test_hacks.sh); here it is a warning, so that
+# The runner's launch hook sees the side stream (side_stream, a hack: test_hacks.sh), and its guards a replaced
+# harness function (harness_tampering, which ends the evaluation before timing); here both are warnings, so that
 # the clocks' own answer is checked on its own.
-"$PY" -c 'import json, sys; p = json.load(open(sys.argv[1])); p["findings"]["side_stream"] = "warn"; json.dump(p, open(sys.argv[2], "w"))' \
+"$PY" -c 'import json, sys; p = json.load(open(sys.argv[1])); p["findings"].update(side_stream="warn", harness_tampering="warn"); json.dump(p, open(sys.argv[2], "w"))' \
     tests/fixtures/hacks/runtime_only.json "$TMP/clocks_only.json"
 RT=$TMP/clocks_only.json
 "$KGYM" eval --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/hacks/side_stream.py --policy $RT --json >"$TMP/side.json"
@@ -77,10 +78,10 @@ RT=$TMP/clocks_only.json
     && ok "side-stream work found by the profile: device-wide clock (speedup $(jget "$TMP/side.json" "round(r['timing']['speedup'], 3)") against $(jget "$TMP/same.json" "round(r['timing']['speedup'], 3)") on the timed stream)" \
     || bad "side stream and the clock" "$(jget "$TMP/side.json" "r['verdict'], r.get('profile'), (r.get('timing') or {}).get('clock_basis'), (r.get('timing') or {}).get('speedup')"; jget "$TMP/same.json" "r['verdict'], (r.get('profile') or {}).get('side_stream_device_us'), (r.get('timing') or {}).get('clock_basis')")"
 # A runner that withholds the side-stream figure (tests/fixtures/hacks/null_stream_figure.py replaces the harness's
-# cudashare.stream_id: harness_tampering, still timed) where the judge's driver names streams: side_stream_missing,
-# and the device-wide clock as for side-stream time (red team 33: the gap alone decided, and missed the kernel).
+# cudashare.stream_id) where the judge's driver names streams: side_stream_missing, and the device-wide clock as
+# for side-stream time (red team 33: the gap alone decided, and missed the kernel).
 "$KGYM" eval --task tests/fixtures/tasks/add_one.py --kernel tests/fixtures/hacks/null_stream_figure.py --policy $RT --json >"$TMP/null.json"
-[ "$(jget "$TMP/null.json" "r['profile']['side_stream_device_us'] is None and r['profile']['side_stream_missing'] is True and r['timing']['clock_basis'] == 'device' and r['verdict'] == 'hacked'")" = True ] \
+[ "$(jget "$TMP/null.json" "r['profile']['side_stream_device_us'] is None and r['profile']['side_stream_missing'] is True and r['timing']['clock_basis'] == 'device' and r['verdict'] == 'correct'")" = True ] \
     && ok "a withheld side-stream figure: device-wide clock (speedup $(jget "$TMP/null.json" "round(r['timing']['speedup'], 3)"))" \
     || bad "withheld side-stream figure" "$(jget "$TMP/null.json" "r['verdict'], r.get('profile'), (r.get('timing') or {}).get('clock_basis')")"
 
