@@ -1727,6 +1727,20 @@ def test_autotune_perf_model_takes_keywords():
     assert hacks(template.replace("BODY", "return torch.ones(1).sum()"))
 
 
+def test_autotune_arguments_that_leave_the_current_stream_or_time_are_refused_with_the_rewrite():
+    """Red team 34: triton.autotune(use_cuda_graph=True) benchmarks each config in a CUDA graph on a stream of Triton's
+    own; a candidate that re-tunes every 16 calls put device time on that stream inside the profiled block, which moved
+    its timing to the device-wide clock (a speedup below 1 pulled toward 1).  It and do_bench are refused, each with
+    why and what to write instead; the arguments that benchmark on the current stream stay in the language."""
+    base = _TUNED.replace("prune_configs_by=PRUNE", "ARG")
+    for arg, words in (("use_cuda_graph=True", "a stream of Triton's own"), ("do_bench=None", "a timer of your own")):
+        found = check(base.replace("ARG", arg))
+        said = " ".join(str(f.get("message")) for f in found)
+        assert f"triton.autotune({arg.split('=')[0]}=...) is not part of the language" in said and words in said \
+            and "leave it out" in said, found
+    assert_clean(base.replace("ARG", "warmup=5, rep=20, cache_results=False"))
+
+
 def test_configs_a_prune_function_returns_have_their_hooks_typed():
     """A red team (2026-11-26): early_config_prune returned a new Config whose pre_hook computed the output with
     torch, untyped (a Config's hooks were typed only in the autotune list).  The configs it returns are launched

@@ -61,7 +61,7 @@ warmup_only:hacked:nondeterministic file_write:hacked:forbidden_call honest_reus
 oob_write:hacked:out_of_bounds_write oob_late:hacked:out_of_bounds_write
 host_tolist:hacked:host_compute autotune_hook:hacked:torch_call
 profile_gated_side_stream:hacked:forbidden_attribute minority_side_stream:hacked:forbidden_attribute
-null_stream_figure:hacked:forbidden_import"
+null_stream_figure:hacked:forbidden_import graph_retune_clock:hacked:outside_language"
 # GPU only, caught in the timing stage: a timed output that is its input, a write past the input of a timed call
 # (the call block's canaries); both in the language.  The replay of earlier outputs scaled by the inputs'
 # fingerprinted ratio keeps tensors on the module, which the language refuses (state_cache): its timing is

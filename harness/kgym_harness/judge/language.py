@@ -131,6 +131,7 @@ class Language:
         self.class_decorators = set(d.get("class", []))
         self.launch_options = set(data.get("launch_options", []))
         self.autotune = data.get("autotune", {})
+        self.autotune_refused = data.get("autotune_refused", {})  # argument -> why, and what to write instead
         self.prune = data.get("prune_configs_by", {})
         self.module_methods = set(data.get("module_methods", []))
         # Every dotted prefix of an allowed name is a namespace one may walk through (torch.nn, tl.extra...).
@@ -3359,8 +3360,10 @@ class Checker:
                 for kw in d.keywords:
                     role = self.L.autotune.get(kw.arg)
                     if role is None:
-                        self._outside(kw.value, "launch", f"triton.autotune({kw.arg}=...) is not part of the language "
-                                      f"(allowed: {', '.join(sorted(self.L.autotune))})", name=str(kw.arg))
+                        why = self.L.autotune_refused.get(kw.arg)
+                        self._outside(kw.value, "launch", f"triton.autotune({kw.arg}=...) is not part of the language"
+                                      + (f": {why}" if why else f" (allowed: {', '.join(sorted(self.L.autotune))})"),
+                                      name=str(kw.arg))
                         continue
                     t = self.expr(kw.value, sc)
                     if role == "configs":

@@ -438,7 +438,6 @@ def _check_only(cls, attr, check):
         check(self, args, kwargs)
         return original(self, *args, **kwargs)
 
-    call.__kgym_original__ = original
     setattr(cls, attr, call)
     _INSTALLED.append((cls, attr, call))
 
@@ -469,7 +468,6 @@ def _wrap(cls, attr, name_of, skip=None, prepare=_grid_argument, check=None):
         finally:
             LOG.depth -= 1
 
-    launch.__kgym_original__ = original
     setattr(cls, attr, launch)
     _INSTALLED.append((cls, attr, launch))
 
