@@ -14,6 +14,10 @@ JSON line per pair to stdout:
 task file).  Progress and the GPU name go to stderr.  timing_stability.sh compares do_bench_ms with kgym's
 timing.candidate_ms.median.
 
+Where the inputs lie matters to a memory-bound kernel (how its input lines up with its output in DRAM): here they come
+from PyTorch's allocator, and kgym puts the inputs it hands the candidate where the allocator would
+(transport._placement); before it did, level1/19 read 2.7% apart (thirty-fourth session, docs/PERFORMANCE.md).
+
 Known difference between the two, kept on purpose: do_bench launches its calls back to back (no synchronize
 between them), so the host's launch overhead hides behind the previous call's L2 flush; kgym synchronizes
 before each timed call, so for very short kernels its time includes the launch.  Problems were chosen with

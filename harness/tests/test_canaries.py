@@ -36,6 +36,21 @@ def test_guarded_layout_leaves_canary_room_around_every_tensor():
     assert tp._layout(ts)[0][0]["offset"] == 0
 
 
+def test_tensors_in_place_lie_where_the_allocator_would_put_them():
+    """A tensor handed over in place starts where PyTorch's caching allocator would start one of its size (2 MiB from
+    1 MiB up, else 512 bytes), as the reference's own tensors do in the judge: at GUARD bytes, level1/19's ReLU ran
+    2.7% faster than on an allocator's tensor on an H200.  Canary room is kept before each and after the last."""
+    ts = [torch.zeros(3), torch.zeros(1 << 18), torch.zeros(5, dtype=torch.int64), torch.zeros((1 << 18) + 1)]
+    layout, total = tp._layout(ts, guard=tp.GUARD)
+    assert [spec["offset"] % (2 << 20) for spec, t in zip(layout, ts) if t.numel() * 4 >= 1 << 20] == [0, 0]
+    assert all(spec["offset"] % 512 == 0 for spec in layout)
+    end = 0
+    for t, spec in zip(ts, layout):
+        assert spec["offset"] - end >= tp.GUARD
+        end = spec["offset"] + t.numel() * t.element_size()
+    assert total - end >= tp.GUARD
+
+
 def test_cpu_inputs_go_in_place_in_a_shared_memfd():
     """The runner's tensors are the judge's pages: a write there shows in the judge's views (and its
     fingerprint), nothing is copied, and the message names no device block."""
