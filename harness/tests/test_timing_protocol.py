@@ -416,7 +416,7 @@ def _alone_timer(monkeypatch):
     def event_timed(model, args, flusher=None, l2=None):
         clock.t += 0.010
         calls.append(len(calls))
-        return float(len(calls)), float(len(calls)), model(*args)
+        return float(len(calls)), float(len(calls)) + 0.5, model(*args)
 
     monkeypatch.setattr(timing, "event_timed", event_timed)
     timer = timing.CrossTimer(lambda x: x * 3.0 + 1.0, None, make_inputs, flush=False)
@@ -433,12 +433,13 @@ def _alone_timer(monkeypatch):
 def test_the_reference_alone_warms_up_by_the_candidates_rule(monkeypatch, settled, max_broken, ended, lo, hi):
     timer, calls = _alone_timer(monkeypatch)
     state = _Watch(settled, [0]) if settled else None
-    stream = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=max_broken)
+    stream, device = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=max_broken)
     (warm,) = timer.alone_facts["warm"]
     assert warm["ended"] == ended and lo <= warm["ms"] <= hi and warm["calls"] >= 2, warm
     assert timer.alone_facts["lost"] == 0
     # three rounds of 45 ms at 10 ms a call (round_calls: 4 each), the warm-up's calls not among them
     assert len(stream) == 12 and stream == [float(i) for i in range(warm["calls"] + 1, warm["calls"] + 13)]
+    assert device == [t + 0.5 for t in stream]  # the same calls' device-wide times, in order
     assert len(calls) == warm["calls"] + 12
 
 
@@ -455,12 +456,12 @@ def test_the_reference_alone_warms_up_by_the_candidates_rule(monkeypatch, settle
 def test_a_clock_limit_met_in_a_reference_round_costs_that_round(monkeypatch, reasons, lost):
     timer, calls = _alone_timer(monkeypatch)
     state = _Watch((True,), reasons)
-    stream = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=2)
+    stream, device = timer.reference_alone(3, 250.0, 45.0, 50, state=state, max_broken=2)
     facts = timer.alone_facts
     assert facts["lost"] == lost, facts
     assert [w["ended"] for w in facts["warm"]] == ["settled"] + ["time"] * lost
-    # only counted rounds' samples: three rounds of 4, never a lost round's
-    assert len(stream) == 12
+    # only counted rounds' samples: three rounds of 4, never a lost round's (device-wide times alike)
+    assert len(stream) == 12 and device == [t + 0.5 for t in stream]
     assert len(calls) == sum(w["calls"] for w in facts["warm"]) + 4 * (3 + lost)
 
 

@@ -152,8 +152,9 @@ typedef struct {
     const kg_eval_options *opts;
     const kg_task *task;
     const char *nonce;
-    json_t *cached_reference_ms; /* owned: the cache's samples on a hit, or the judge's timed alone on a miss */
-    int timed_alone;             /* cached_reference_ms came from this evaluation's judge (reference_timed) */
+    json_t *cached_reference; /* owned: {"reference_ms", "reference_device_ms" (where kept)}, the cache's samples
+                               * on a hit or the judge's timed alone on a miss (reference_samples); NULL: none */
+    int timed_alone;          /* cached_reference came from this evaluation's judge (reference_timed) */
     char key[65];                /* the cache key, "" when the child did not ask */
     const json_t *job;           /* the job the judge runs (borrowed): the task mode's key reads it */
     char mode_key[65];           /* the task mode's key (task_modes below), "" when the child did not ask */
@@ -305,13 +306,31 @@ int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *msg, kg_b
     return rc;
 }
 
+/* The reference's samples as kgym holds them for an evaluation: {"reference_ms": a copy of `stream`,
+ * "reference_device_ms": a copy of `device`} (the same calls on the device-wide clock; left out unless as many and
+ * as valid: kg_refcache_samples_ok).  `stream` must be valid already.  NULL when memory runs out. */
+static json_t *reference_samples(const json_t *stream, const json_t *device)
+{
+    char why[128];
+    json_t *r = json_object();
+    int ok = kg_json_set(r, "reference_ms", json_deep_copy(stream)) == 0;
+    if (ok && device && json_array_size(device) == json_array_size(stream) &&
+        kg_refcache_samples_ok(device, why, sizeof why))
+        ok = kg_json_set(r, "reference_device_ms", json_deep_copy(device)) == 0;
+    if (!ok) {
+        json_decref(r);
+        return NULL;
+    }
+    return r;
+}
+
 static void answer_child(void *ctx, const json_t *messages, const json_t *msg, json_t **reply)
 {
     timing_talk *talk = ctx;
     kg_msg kind = kg_msg_kind(msg);
     if (kind == KG_MSG_TIMING_CHECK) {
         *reply = json_pack("{s:s, s:i}", "type", kg_msg_name(KG_MSG_TIMING_MORE), "rounds",
-                           kg_eval_timing_more(talk->opts, messages, talk->nonce, talk->cached_reference_ms));
+                           kg_eval_timing_more(talk->opts, messages, talk->nonce, talk->cached_reference));
     } else if (kind == KG_MSG_TIMING_GO) {
         /* Timing an incorrect candidate would only spend exclusive GPU time on a figure nobody uses. */
         char why[512];
@@ -354,9 +373,10 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
             kg_refcache_key(talk->task->source, strlen(talk->task->source), gpu, dtype, protocol.data, talk->key,
                             NULL) == KG_OK &&
             kg_refcache_get(talk->opts->refcache, talk->key, &entry, NULL) == KG_OK) {
-            json_decref(talk->cached_reference_ms);
-            talk->cached_reference_ms = json_incref(json_object_get(entry, "reference_ms"));
-            hit = talk->cached_reference_ms != NULL;
+            json_decref(talk->cached_reference);
+            talk->cached_reference = reference_samples(json_object_get(entry, "reference_ms"),
+                                                       json_object_get(entry, "reference_device_ms"));
+            hit = talk->cached_reference != NULL;
         }
         json_decref(entry);
         kg_buf_free(&protocol);
@@ -369,10 +389,10 @@ static void answer_child(void *ctx, const json_t *messages, const json_t *msg, j
          * (kg_refcache_samples_ok: 1..KG_REFCACHE_MAX_SAMPLES finite, non-negative times). */
         const json_t *samples = json_object_get(msg, "reference_ms");
         char why[128];
-        int take = talk->key[0] && !talk->cached_reference_ms && kg_refcache_samples_ok(samples, why, sizeof why);
+        int take = talk->key[0] && !talk->cached_reference && kg_refcache_samples_ok(samples, why, sizeof why);
         if (take) {
-            talk->cached_reference_ms = json_deep_copy(samples);
-            talk->timed_alone = talk->cached_reference_ms != NULL;
+            talk->cached_reference = reference_samples(samples, json_object_get(msg, "reference_device_ms"));
+            talk->timed_alone = talk->cached_reference != NULL;
             take = talk->timed_alone;
         }
         *reply = json_pack("{s:s, s:b}", "type", kg_msg_name(KG_MSG_REFERENCE_CACHE), "hit", take);
@@ -411,8 +431,8 @@ static int out_of_memory(const kg_child_report *rep, char *why, size_t why_cap)
 static void forget_run(kg_child_report *rep, timing_talk *talk)
 {
     kg_child_report_free(rep);
-    json_decref(talk->cached_reference_ms);
-    talk->cached_reference_ms = NULL;
+    json_decref(talk->cached_reference);
+    talk->cached_reference = NULL;
     talk->timed_alone = 0;
 }
 
@@ -446,7 +466,7 @@ static void store_reference_times(const kg_eval_options *opts, timing_talk *talk
 {
     /* Only samples the judge took alone (reference_timed): since v5 the cache holds no reference time taken
      * beside a candidate's calls. */
-    if (!opts->refcache || !talk->key[0] || !talk->timed_alone || !talk->cached_reference_ms)
+    if (!opts->refcache || !talk->key[0] || !talk->timed_alone || !talk->cached_reference)
         return;
     size_t i;
     json_t *m, *lookup = NULL;
@@ -454,13 +474,14 @@ static void store_reference_times(const kg_eval_options *opts, timing_talk *talk
         if (kg_msg_is(m, KG_MSG_REFERENCE_CACHE_LOOKUP))
             lookup = m;
     }
-    const json_t *samples = talk->cached_reference_ms;
+    const json_t *samples = json_object_get(talk->cached_reference, "reference_ms");
+    const json_t *device = json_object_get(talk->cached_reference, "reference_device_ms");
     if (!lookup || json_array_size(samples) == 0)
         return;
     kg_buf protocol = {0};
     kg_eval_reference_protocol(opts, lookup, &protocol);
     if (protocol.data)
-        kg_refcache_put(opts->refcache, talk->key, samples, json_string_value(json_object_get(lookup, "gpu")),
+        kg_refcache_put(opts->refcache, talk->key, samples, device, json_string_value(json_object_get(lookup, "gpu")),
                         json_string_value(json_object_get(lookup, "dtype")), protocol.data, NULL);
     kg_buf_free(&protocol);
 }
@@ -671,11 +692,13 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
                                                                "count", 1, "sample", kg_json_text(sample.data))) == 0;
             kg_buf_free(&sample);
         }
-        if (ok && talk.cached_reference_ms) /* after the screening: this line is kgym's own, not the child's */
-            ok = kg_json_push(rep.messages, json_pack("{s:s, s:O, s:s}", "type",
+        if (ok && talk.cached_reference) /* after the screening: this line is kgym's own, not the child's */
+            ok = kg_json_push(rep.messages, json_pack("{s:s, s:O, s:O*, s:s}", "type",
                                                       kg_msg_name(KG_MSG_REFERENCE_CACHE_SAMPLES), "reference_ms",
-                                                      talk.cached_reference_ms, "source",
-                                                      talk.timed_alone ? "alone" : "cached")) == 0;
+                                                      json_object_get(talk.cached_reference, "reference_ms"),
+                                                      "reference_device_ms",
+                                                      json_object_get(talk.cached_reference, "reference_device_ms"),
+                                                      "source", talk.timed_alone ? "alone" : "cached")) == 0;
         /* The candidate's file as the judge wrote it for the runner, in the workdir the pair ran in (a warm
          * pair's is its own): <workdir>/src/<name> (harness transport.source_path), the name its tracebacks
          * carry. */
@@ -712,7 +735,7 @@ int kg_eval_run(kg_supervisor *sup, const kg_eval_options *opts, const kg_eval_r
     kg_child_report_free(&rep);
     json_decref(job);
     json_decref(policy);
-    json_decref(talk.cached_reference_ms);
+    json_decref(talk.cached_reference);
     json_decref(timeouts);
     json_decref(stage);
     if (dir) {

@@ -14,8 +14,8 @@
 #define KG_CLOCK_SLACK_MS 2.0
 #define KG_CLOCK_SLACK_PER_CALL_MS 0.1
 /* Side streams (timing.c): a candidate's stream-to-device gap above twice the reference's, plus SLACK, plus SHARE
- * of its own median call, is work left on other streams; with a cached reference, its gap is taken to be the
- * typical host latency.  SHARE because the driver answers a device-wide synchronize later after a long call than
+ * of its own call, is work left on other streams; with a cached reference, the cache's own gap, or where the entry
+ * kept no device-wide times, HOST_GAP (the typical latency).  SHARE because the driver answers a device-wide synchronize later after a long call than
  * after a short one, whatever the host does (an H200, thirty-third session, `.gpu/gapprobe.py`: 0.03 ms after a
  * 0.05 ms call, 0.06-0.13 after 10 ms, 0.18-0.25 after 40-170 ms, the same with the host polling the end event
  * first): against a short reference, an honest 10-92 ms candidate read as leaving work behind, 8-17 of 31 on the
@@ -64,19 +64,18 @@ const char *kg_eval_tolerance_name(const kg_eval_options *o);
 /* 1 when the rounds so far are too noisy (the CV of the per-round speedups is above
  * opts->timing_cv_threshold, or with opts->timing_agree, fewer than 3 rounds spread more than it) and
  * opts->timing_max_rounds allows another; else 0.  Only messages carrying
- * `nonce` count (NULL: all).  cached_reference_ms: the reference's cached per-call times, or NULL. */
-int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
-                        const json_t *cached_reference_ms);
+ * `nonce` count (NULL: all).  cached: the reference's samples kgym supplied, {"reference_ms": [...],
+ * "reference_device_ms": [...] (the same calls on the device-wide clock, where kept)}, or NULL. */
+int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce, const json_t *cached);
 /* The timing protocol as text, part of the reference cache's key (eval.c): everything besides the task, GPU and dtype
  * that changes the reference's kept samples (options, the lookup's sizes, versions, task mode).  out: appended to;
  * the caller frees it.  KG_OK, or KG_ERR_NOMEM. */
 int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *lookup, kg_buf *out);
 /* The result's "timing" block from the child's messages (docs/result-schema.md); json_null() when
- * nothing was timed.  cached_reference_ms: the reference's samples kgym supplied (or NULL), from the cache or,
- * with timed_alone, from this evaluation's judge timing the reference alone (reference_timed).  New reference;
- * NULL when memory ran out. */
-json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
-                             int timed_alone);
+ * nothing was timed.  cached: the reference's samples kgym supplied (as for kg_eval_timing_more; the
+ * reference_cache_samples line is one), from the cache or, with timed_alone, from this evaluation's judge timing
+ * the reference alone (reference_timed).  New reference; NULL when memory ran out. */
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached, int timed_alone);
 /* A candidate's coverage, the one rule the profile block and the coverage floor read (docs/evaluation-protocol.md,
  * "Profile and coverage"): share = its Triton kernels' device time / all kernels' (fills and copies set aside by the
  * judge) over the profiled calls; timed_bound = 1 - the library kernels' time a profiled call / the timed calls'

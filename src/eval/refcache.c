@@ -263,6 +263,15 @@ static int check_entry(const json_t *e, const char *key, char *why, size_t why_s
     const json_t *samples = json_object_get(e, "reference_ms");
     if (!kg_refcache_samples_ok(samples, why, why_size))
         return 0;
+    /* The device-wide times are optional (entries from before they were kept), but when present they are the
+     * same calls: as many, and as valid. */
+    const json_t *device = json_object_get(e, "reference_device_ms");
+    if (device && !kg_refcache_samples_ok(device, why, why_size))
+        return 0;
+    if (device && json_array_size(device) != json_array_size(samples)) {
+        snprintf(why, why_size, "\"reference_device_ms\" holds another number of samples");
+        return 0;
+    }
     const json_t *created = json_object_get(e, "created"), *count = json_object_get(e, "samples");
     if (!json_is_integer(created) || json_integer_value(created) < 0) {
         snprintf(why, why_size, "\"created\" is missing or not a non-negative integer");
@@ -370,29 +379,34 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
     return rc;
 }
 
-static int build_entry(const char *key, const json_t *reference_ms, const char *gpu, const char *dtype,
-                       const char *protocol, json_t **out, kg_error *err)
+/* A copy of a sample array, every number as a real (NULL when memory runs out). */
+static json_t *samples_copy(const json_t *from)
+{
+    json_t *samples = json_array();
+    for (size_t i = 0; samples && i < json_array_size(from); i++)
+        if (json_array_append_new(samples, json_real(json_number_value(json_array_get(from, i)))) != 0) {
+            json_decref(samples);
+            samples = NULL;
+        }
+    return samples;
+}
+
+static int build_entry(const char *key, const json_t *reference_ms, const json_t *reference_device_ms,
+                       const char *gpu, const char *dtype, const char *protocol, json_t **out, kg_error *err)
 {
     *out = NULL;
-    json_t *e = json_object(), *samples = json_array();
-    if (!e || !samples) {
-        json_decref(e);
-        json_decref(samples);
+    json_t *e = json_object();
+    if (!e)
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-    }
     int ok = kg_json_set(e, "key", json_string(key)) == 0;
-    ok = kg_json_set(e, "reference_ms", samples) == 0 && ok; /* e holds samples from here */
+    ok = kg_json_set(e, "reference_ms", samples_copy(reference_ms)) == 0 && ok;
+    if (reference_device_ms)
+        ok = kg_json_set(e, "reference_device_ms", samples_copy(reference_device_ms)) == 0 && ok;
     if (!ok) {
         json_decref(e);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
-    for (size_t i = 0; i < json_array_size(reference_ms); i++) {
-        double x = json_number_value(json_array_get(reference_ms, i));
-        if (json_array_append_new(samples, json_real(x)) != 0) {
-            json_decref(e);
-            return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
-        }
-    }
+    const json_t *samples = json_object_get(e, "reference_ms");
     const char *names[] = {"gpu", "dtype", "protocol"};
     const char *values[] = {gpu, dtype, protocol};
     for (int i = 0; i < 3; i++) {
@@ -413,8 +427,8 @@ static int build_entry(const char *key, const json_t *reference_ms, const char *
     return KG_OK;
 }
 
-int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const char *gpu,
-                    const char *dtype, const char *protocol, kg_error *err)
+int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const json_t *reference_device_ms,
+                    const char *gpu, const char *dtype, const char *protocol, kg_error *err)
 {
     if (!c)
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: no cache");
@@ -427,9 +441,14 @@ int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms,
     char why[256];
     if (!kg_refcache_samples_ok(reference_ms, why, sizeof why))
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: %s", why);
+    if (reference_device_ms && !kg_refcache_samples_ok(reference_device_ms, why, sizeof why))
+        return kg_error_set(err, KG_ERR_INVALID, "refcache put: the device-wide times: %s", why);
+    if (reference_device_ms && json_array_size(reference_device_ms) != json_array_size(reference_ms))
+        return kg_error_set(err, KG_ERR_INVALID, "refcache put: %zu device-wide times for %zu samples",
+                            json_array_size(reference_device_ms), json_array_size(reference_ms));
 
     json_t *e;
-    rc = build_entry(key, reference_ms, gpu, dtype, protocol, &e, err);
+    rc = build_entry(key, reference_ms, reference_device_ms, gpu, dtype, protocol, &e, err);
     if (rc != KG_OK)
         return rc;
     char *text = json_dumps(e, JSON_COMPACT | JSON_REAL_PRECISION(17));

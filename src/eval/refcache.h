@@ -18,7 +18,7 @@
  * kg_refcache_close(); the handle holds only the folder path and is immutable,
  * so one handle may be shared by threads.  kg_refcache_get() returns a new
  * reference the caller releases with json_decref().  kg_refcache_put() does
- * not steal its reference_ms argument.  Keys are written into caller storage.
+ * not steal its sample arguments.  Keys are written into caller storage.
  */
 #ifndef KGYM_REFCACHE_H
 #define KGYM_REFCACHE_H
@@ -58,7 +58,8 @@ int kg_refcache_key(const char *task_source, size_t task_len, const char *gpu, c
 
 /* Looks up key (exactly 64 lowercase hex characters, else KG_ERR_INVALID).
  * KG_OK: *entry is a new reference to
- *   {"key": "<key>", "reference_ms": [numbers...], "gpu": ..., "dtype": ...,
+ *   {"key": "<key>", "reference_ms": [numbers...], "reference_device_ms": [numbers...] (optional: the same calls
+ *    on the device-wide clock; absent in entries written before they were kept), "gpu": ..., "dtype": ...,
  *    "protocol": ..., "created": unix seconds, "samples": n}
  * KG_ERR_NOT_FOUND: no entry, or the stored file was corrupt, truncated or of
  * the wrong shape (it is removed).  KG_ERR_IO: the file exists but cannot be
@@ -70,11 +71,13 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
 int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size);
 
 /* Stores reference_ms (a JSON array of 1..KG_REFCACHE_MAX_SAMPLES finite,
- * non-negative numbers) under key with the metadata, atomically replacing any
- * earlier entry.  KG_ERR_INVALID for a bad key, an empty, non-array or
- * non-numeric array, a negative or non-finite sample, or NULL metadata;
- * KG_ERR_IO when the file cannot be written. */
-int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const char *gpu,
-                    const char *dtype, const char *protocol, kg_error *err);
+ * non-negative numbers) and, unless NULL, reference_device_ms (the same calls
+ * on the device-wide clock: as many, as valid) under key with the metadata,
+ * atomically replacing any earlier entry.  KG_ERR_INVALID for a bad key, an
+ * empty, non-array or non-numeric array, a negative or non-finite sample, a
+ * device array of another length, or NULL metadata; KG_ERR_IO when the file
+ * cannot be written. */
+int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const json_t *reference_device_ms,
+                    const char *gpu, const char *dtype, const char *protocol, kg_error *err);
 
 #endif

@@ -1749,7 +1749,7 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
     json_t *timing = json_null(), *profile = json_null();
     if (messages && !failed_stage) {
         const json_t *cache = find_message(messages, KG_MSG_REFERENCE_CACHE_SAMPLES, NULL, NULL);
-        timing = kg_eval_timing_block(opts, messages, cache ? json_object_get(cache, "reference_ms") : NULL,
+        timing = kg_eval_timing_block(opts, messages, cache,
                                       cache && !strcmp(json_string_value(json_object_get(cache, "source")) ?: "",
                                                        "alone"));
         profile = kg_eval_profile_block(messages);

@@ -131,7 +131,7 @@ static int side_stream_seen(const json_t *messages, const char *nonce)
  * by their trimmed mean, the speedup's statistic: trimmed_gap), or whatever its gap when the profile found device
  * work on a stream other than the timed one (side_stream_seen); then the device-wide times of both models are
  * used.  `nonce`: kg_eval_timing_more's live messages (NULL: the result's, screened). */
-static int use_device_times(const json_t *messages, const char *nonce, const json_t *m)
+static int use_device_times(const json_t *messages, const char *nonce, const json_t *m, const json_t *cached)
 {
     if (side_stream_seen(messages, nonce))
         return 1;
@@ -140,8 +140,10 @@ static int use_device_times(const json_t *messages, const char *nonce, const jso
     if (cand_gap < 0)
         return 0; /* no device-wide times reported */
     double ref_gap = trimmed_gap(json_object_get(m, "reference_ms"), json_object_get(m, "reference_device_ms"));
+    if (ref_gap < 0) /* the reference's samples came from kgym: their own gap where the cache kept it */
+        ref_gap = trimmed_gap(json_object_get(cached, "reference_ms"), json_object_get(cached, "reference_device_ms"));
     if (ref_gap < 0)
-        ref_gap = KG_SIDE_STREAM_HOST_GAP_MS; /* the reference came from the cache */
+        ref_gap = KG_SIDE_STREAM_HOST_GAP_MS; /* an entry from before the cache kept device-wide times */
     kg_stats cs;
     double own = stats_of(cand, &cs) && cs.trimmed_mean > 0 ? KG_SIDE_STREAM_SHARE * cs.trimmed_mean : 0;
     return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS + own;
@@ -150,6 +152,17 @@ static int use_device_times(const json_t *messages, const char *nonce, const jso
 static const char *ref_key(int device)
 {
     return device ? "reference_device_ms" : "reference_ms";
+}
+
+/* The reference's samples kgym supplied (`cached`: {"reference_ms", "reference_device_ms"}, a cache hit or the
+ * judge's timed alone; NULL: none) on a clock: the device-wide ones where kept, else the stream's (an entry from
+ * before: the candidate on the device-wide clock is then charged the synchronize's latency the reference is not,
+ * which only lowers its speedup).  NULL when there are none. */
+static const json_t *cached_samples(const json_t *cached, int device)
+{
+    const json_t *d = device ? json_object_get(cached, "reference_device_ms") : NULL;
+    const json_t *a = json_array_size(d) ? d : json_object_get(cached, "reference_ms");
+    return json_array_size(a) ? a : NULL;
 }
 
 static const char *cand_key(int device)
@@ -170,7 +183,7 @@ static int counted_round(const json_t *m, const char *nonce)
 /* use_device_times over the counted rounds' samples pooled, as the final figure's clock is chosen from the judge's
  * pooled samples (the same calls): every round's speedup then uses the figure's clock, so the rounds that decide
  * re-measuring (--timing-agree's 0.3% included) are the rounds the result lists.  0 where memory runs out. */
-static int pooled_device_times(const json_t *messages, const char *nonce)
+static int pooled_device_times(const json_t *messages, const char *nonce, const json_t *cached)
 {
     static const char *const keys[] = {"reference_ms", "reference_device_ms", "candidate_ms", "candidate_device_ms"};
     json_t *pooled = json_object();
@@ -190,27 +203,29 @@ static int pooled_device_times(const json_t *messages, const char *nonce)
                 ok = json_array_extend(json_object_get(pooled, keys[k]), from) == 0;
         }
     }
-    int device = ok && use_device_times(messages, nonce, pooled);
+    int device = ok && use_device_times(messages, nonce, pooled, cached);
     json_decref(pooled);
     return device;
 }
 
 /* The speedups of the finished rounds (reference trimmed mean / candidate trimmed mean; the reference
- * from `cached` when the round has none), all on the pooled samples' clock.  Returns the count written to
- * out[0..cap). */
-static size_t round_speedups(const json_t *messages, const char *nonce, const kg_stats *cached, double *out,
+ * from `cached` when the round has none: cached_samples), all on the pooled samples' clock.  Returns the count
+ * written to out[0..cap). */
+static size_t round_speedups(const json_t *messages, const char *nonce, const json_t *cached, double *out,
                              size_t cap)
 {
     size_t n = 0, i;
     json_t *m;
-    int device = pooled_device_times(messages, nonce);
+    int device = pooled_device_times(messages, nonce, cached);
+    kg_stats supplied;
+    int have_supplied = stats_of(cached_samples(cached, device), &supplied);
     json_array_foreach(messages, i, m) {
         if (!counted_round(m, nonce) || n == cap)
             continue;
         kg_stats r, c;
         int have_ref = stats_of(json_object_get(m, ref_key(device)), &r);
-        if (!have_ref && cached) {
-            r = *cached;
+        if (!have_ref && have_supplied) {
+            r = supplied;
             have_ref = 1;
         }
         if (have_ref && stats_of(json_object_get(m, cand_key(device)), &c) && c.trimmed_mean > 0)
@@ -279,15 +294,13 @@ struct timing_decision {
     double lasted_ms;   /* the counted rounds on kgym's clock, where the least-time rule was read (else NAN) */
 };
 
-static void timing_decide(const kg_eval_options *o, const json_t *messages, const char *nonce,
-                          const json_t *cached_reference_ms, struct timing_decision *d)
+static void timing_decide(const kg_eval_options *o, const json_t *messages, const char *nonce, const json_t *cached,
+                          struct timing_decision *d)
 {
-    kg_stats cached;
-    int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
     double speedups[256];
-    size_t n = round_speedups(messages, nonce, have_cached ? &cached : NULL, speedups, 256);
-    *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce), NAN, cv_of(speedups, n),
-                                  NAN};
+    size_t n = round_speedups(messages, nonce, cached, speedups, 256);
+    *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce, cached), NAN,
+                                  cv_of(speedups, n), NAN};
     if (n < 2)
         return;
     double lo = speedups[0], hi = speedups[0];
@@ -333,11 +346,10 @@ static void timing_decide(const kg_eval_options *o, const json_t *messages, cons
     d->reason = d->more ? "cv" : "stable";
 }
 
-int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce,
-                        const json_t *cached_reference_ms)
+int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const char *nonce, const json_t *cached)
 {
     struct timing_decision d;
-    timing_decide(o, messages, nonce, cached_reference_ms, &d);
+    timing_decide(o, messages, nonce, cached, &d);
     return d.more;
 }
 
@@ -345,7 +357,7 @@ int kg_eval_timing_more(const kg_eval_options *o, const json_t *messages, const 
  * rule over the messages that check saw (the supervisor keeps each message before it asks for the answer, so the
  * check's own message ends that prefix).  Explains each re-measured round (docs/result-schema.md).  NULL: no
  * memory. */
-static json_t *checks_json(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms)
+static json_t *checks_json(const kg_eval_options *o, const json_t *messages, const json_t *cached)
 {
     json_t *checks = json_array(), *prefix = json_array();
     int ok = checks && prefix;
@@ -358,7 +370,7 @@ static json_t *checks_json(const kg_eval_options *o, const json_t *messages, con
         if (!ok || !kg_msg_is(m, KG_MSG_TIMING_CHECK))
             continue;
         struct timing_decision d;
-        timing_decide(o, prefix, NULL, cached_reference_ms, &d);
+        timing_decide(o, prefix, NULL, cached, &d);
         ok = kg_json_push(checks, json_pack("{s:I, s:b, s:s, s:s, s:o, s:o, s:o}", "rounds", (json_int_t)d.rounds,
                                             "more", d.more, "reason", d.reason, "clock_basis",
                                             d.device ? "device" : "stream", "spread", kg_json_number(d.spread),
@@ -464,8 +476,7 @@ int kg_eval_clock_finding(const json_t *messages, const char *nonce, json_t **fi
     return *finding ? KG_OK : KG_ERR_NOMEM;
 }
 
-json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached_reference_ms,
-                             int timed_alone)
+json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, const json_t *cached, int timed_alone)
 {
     const json_t *setup = NULL, *final = NULL, *alone = NULL;
     size_t i;
@@ -480,12 +491,13 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     }
     if (!final)
         return json_null();
-    kg_stats cached;
-    int have_cached = cached_reference_ms && stats_of(cached_reference_ms, &cached);
-    int device = use_device_times(messages, NULL, final);
+    int device = use_device_times(messages, NULL, final, cached);
+    const json_t *supplied_samples = cached_samples(cached, device);
+    kg_stats supplied_stats;
+    int have_cached = supplied_samples && stats_of(supplied_samples, &supplied_stats);
     const json_t *ref_samples = json_object_get(final, ref_key(device));
     if (json_array_size(ref_samples) == 0 && have_cached)
-        ref_samples = cached_reference_ms;
+        ref_samples = supplied_samples;
     size_t nr, nc;
     double *ref = ms_array(ref_samples, &nr);
     double *cand = ms_array(json_object_get(final, cand_key(device)), &nc);
@@ -513,6 +525,13 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     ok = ok && kg_json_set(t, "reference_cached", json_boolean(supplied && !timed_alone)) == 0;
     ok = ok && kg_json_set(t, "reference_samples",
                            json_string(!supplied ? "interleaved" : timed_alone ? "alone" : "cached")) == 0;
+    /* The clock of the reference's samples: clock_basis's, but "stream" where the figure is on the device-wide
+     * clock and kgym supplied samples that kept no device-wide times (an entry from before they were kept). */
+    ok = ok && kg_json_set(t, "reference_clock",
+                           json_string(device && (!supplied || ref_samples == json_object_get(cached,
+                                                                                              "reference_device_ms"))
+                                           ? "device"
+                                           : "stream")) == 0;
     /* How the judge's reference-alone timing went (its warm-ups: "time" or "settled", and the rounds a clock
      * limit cost it): evidence, as a round's warm-up is; only where those samples are the ones used. */
     ok = ok && kg_json_set(t, "reference_alone",
@@ -544,7 +563,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         kg_stats r, c;
         int have_ref = stats_of(json_object_get(m, ref_key(device)), &r);
         if (!have_ref && have_cached) {
-            r = cached;
+            r = supplied_stats;
             have_ref = 1;
         }
         if (!stats_of(json_object_get(m, cand_key(device)), &c))
@@ -596,7 +615,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
         ok = ok && kg_json_set(t, "confidence", json_null()) == 0;
     }
     double speedups[256];
-    size_t ns = round_speedups(messages, NULL, have_cached ? &cached : NULL, speedups, 256);
+    size_t ns = round_speedups(messages, NULL, have_cached ? cached : NULL, speedups, 256);
     double round_cv = cv_of(speedups, ns);
     ok = ok && kg_json_set(t, "cv", kg_json_number(cs.cv)) == 0;
     ok = ok && kg_json_set(t, "round_cv", kg_json_number(round_cv)) == 0;
@@ -604,7 +623,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     ok = ok && kg_json_set(t, "clock", json_pack("{s:o, s:o}", "supervisor_ms", kg_json_number(supervisor_total),
                                                  "reported_ms", kg_json_number(reported_total))) == 0;
     ok = ok && kg_json_set(t, "clock_block", clock_block_json(messages)) == 0;
-    ok = ok && kg_json_set(t, "checks", checks_json(o, messages, have_cached ? cached_reference_ms : NULL)) == 0;
+    ok = ok && kg_json_set(t, "checks", checks_json(o, messages, have_cached ? cached : NULL)) == 0;
     free(ref);
     free(cand);
     if (!ok) {
@@ -636,7 +655,9 @@ int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
      * its own kernels only in the block (work on inputs it has seen before: red team 30) cannot raise its coverage
      * above the share the timed calls leave it. */
     kg_stats cs;
-    int device = final && use_device_times(messages, NULL, final);
+    /* the clock the timing block chose: the reference's supplied samples (kgym's own line) give their gap */
+    int device = final && use_device_times(messages, NULL, final,
+                                           last_message(messages, KG_MSG_REFERENCE_CACHE_SAMPLES, NULL));
     if (final && calls >= 1 && stats_of(json_object_get(final, cand_key(device)), &cs) && cs.median > 0) {
         out->library_ms_per_call = (total - fmin(mine, total)) / calls / 1000.0;
         out->timed_median_ms = cs.median;

@@ -99,6 +99,17 @@ RT=$TMP/clocks_only.json
 "$KGYM" eval --task $E/task.py --kernel $E/correct.py --json --reference-cache "$TMP/cache" >"$TMP/c2.json"
 [ "$(jget "$TMP/c1.json" "r['timing']['reference_cached']")" = False ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_cached']")" = True ] \
     && ok "reference cache: a miss, then a hit" || bad "reference cache" "$(jget "$TMP/c2.json" "r['timing']")"
+# ... and the entry keeps the same calls' device-wide times beside the stream's (as many; each at least its stream
+# time), which a candidate on the device-wide clock is compared with (reference_clock).
+"$PY" - "$TMP/cache" <<'PYEOF' && ok "the reference cache keeps device-wide times" || bad "the reference cache's device-wide times" "$(cat "$TMP/cache"/*.json | head -c 600)"
+import glob, json, sys
+(f,) = glob.glob(sys.argv[1] + "/*.json")
+e = json.load(open(f))
+s, d = e["reference_ms"], e["reference_device_ms"]
+assert len(s) == len(d) > 0 and all(b >= a for a, b in zip(s, d)), (len(s), len(d))
+PYEOF
+[ "$(jget "$TMP/c2.json" "r['timing']['reference_clock'] == r['timing']['clock_basis'] == 'stream'")" = True ] \
+    && ok "a hit on the stream clock: reference_clock stream" || bad "reference_clock on a hit" "$(jget "$TMP/c2.json" "r['timing'].get('reference_clock'), r['timing']['clock_basis']")"
 # A miss times the reference alone (no candidate call between its calls) and stores those samples, under protocol v7;
 # a hit uses them.  The result says how the judge's warm-up for them ended (time, or settled on its NVML reading).
 [ "$(jget "$TMP/c1.json" "r['timing']['reference_samples']")" = alone ] && [ "$(jget "$TMP/c2.json" "r['timing']['reference_samples']")" = cached ] \

@@ -319,7 +319,7 @@ static void put_then_get_round_trips(void)
     json_array_append_new(ref, json_integer(3));
     json_array_append_new(ref, json_real(0));
     time_t before = time(NULL);
-    KG_CHECK(kg_refcache_put(c, key, ref, "NVIDIA H100", "float32", PROTO, &err) == KG_OK);
+    KG_CHECK(kg_refcache_put(c, key, ref, NULL, "NVIDIA H100", "float32", PROTO, &err) == KG_OK);
     KG_CHECK(json_array_size(ref) == 5); /* not stolen, not changed */
 
     char path[4096];
@@ -349,7 +349,7 @@ static void put_then_get_round_trips(void)
     /* A second put replaces the entry. */
     const double again[] = {7.25};
     json_t *ref2 = samples_of(again, 1);
-    KG_CHECK(kg_refcache_put(c, key, ref2, "NVIDIA H100", "float32", PROTO, &err) == KG_OK);
+    KG_CHECK(kg_refcache_put(c, key, ref2, NULL, "NVIDIA H100", "float32", PROTO, &err) == KG_OK);
     KG_CHECK(kg_refcache_get(c, key, &e, &err) == KG_OK);
     if (e) {
         KG_CHECK(json_array_size(json_object_get(e, "reference_ms")) == 1);
@@ -419,7 +419,7 @@ static void corrupt_entries_read_as_missing(void)
     /* A genuine entry's text, to truncate and to tamper with. */
     const double x[] = {1, 2, 3};
     json_t *ref = samples_of(x, 3);
-    KG_CHECK(kg_refcache_put(c, key, ref, "g", "d", "p", &err) == KG_OK);
+    KG_CHECK(kg_refcache_put(c, key, ref, NULL, "g", "d", "p", &err) == KG_OK);
     json_decref(ref);
     char path[4096];
     entry_file(c, key, path, sizeof path);
@@ -501,7 +501,7 @@ static void corrupt_entries_read_as_missing(void)
     KG_CHECK(kg_refcache_get(c, key, &e, &err) == KG_ERR_NOT_FOUND);
     const double y[] = {1};
     ref = samples_of(y, 1);
-    KG_CHECK(kg_refcache_put(c, key, ref, "g", "d", "p", &err) == KG_ERR_IO);
+    KG_CHECK(kg_refcache_put(c, key, ref, NULL, "g", "d", "p", &err) == KG_ERR_IO);
     json_decref(ref);
     KG_CHECK(count_names(kg_refcache_dir(c), ".tmp-") == 0);
     rmdir(path);
@@ -549,11 +549,11 @@ static void invalid_keys_rejected(void)
         KG_CHECK(kg_refcache_get(c, bad[i], &e, &err) == KG_ERR_INVALID);
         KG_CHECK(e == NULL);
         KG_CHECK(strstr(err.message, "key") != NULL);
-        KG_CHECK(kg_refcache_put(c, bad[i], ref, "g", "d", "p", &err) == KG_ERR_INVALID);
+        KG_CHECK(kg_refcache_put(c, bad[i], ref, NULL, "g", "d", "p", &err) == KG_ERR_INVALID);
     }
     json_t *e = NULL;
     KG_CHECK(kg_refcache_get(c, NULL, &e, &err) == KG_ERR_INVALID);
-    KG_CHECK(kg_refcache_put(c, NULL, ref, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, NULL, ref, NULL, "g", "d", "p", &err) == KG_ERR_INVALID);
     /* Nothing was written, inside the cache or next to it. */
     KG_CHECK(count_names(kg_refcache_dir(c), "") == 0);
     KG_CHECK(count_names(tmp, "") == 1); /* just "cache" */
@@ -583,7 +583,7 @@ static void put_rejects_bad_samples(void)
     json_t *number = json_real(1.0);
     json_t *cases[] = {empty, negative, strings, nulls, bools, nested, object, number, NULL};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int rc = kg_refcache_put(c, key, cases[i], "g", "d", "p", &err);
+        int rc = kg_refcache_put(c, key, cases[i], NULL, "g", "d", "p", &err);
         if (rc != KG_ERR_INVALID)
             fprintf(stderr, "  case %zu: rc %d\n", i, rc);
         KG_CHECK(rc == KG_ERR_INVALID);
@@ -591,21 +591,73 @@ static void put_rejects_bad_samples(void)
     }
     /* the message names the problem */
     json_t *neg = json_pack("[f, f]", 1.0, -3.0);
-    KG_CHECK(kg_refcache_put(c, key, neg, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, neg, NULL, "g", "d", "p", &err) == KG_ERR_INVALID);
     KG_CHECK(strstr(err.message, "reference_ms[1]") != NULL);
     /* missing or non-UTF-8 metadata */
     json_t *ok = json_pack("[f]", 1.0);
-    KG_CHECK(kg_refcache_put(c, key, ok, NULL, "d", "p", &err) == KG_ERR_INVALID);
-    KG_CHECK(kg_refcache_put(c, key, ok, "g", NULL, "p", &err) == KG_ERR_INVALID);
-    KG_CHECK(kg_refcache_put(c, key, ok, "g", "d", NULL, &err) == KG_ERR_INVALID);
-    KG_CHECK(kg_refcache_put(c, key, ok, "g\xff", "d", "p", &err) == KG_ERR_INVALID);
-    KG_CHECK(kg_refcache_put(NULL, key, ok, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, ok, NULL, NULL, "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, ok, NULL, "g", NULL, "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, ok, NULL, "g", "d", NULL, &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, ok, NULL, "g\xff", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(NULL, key, ok, NULL, "g", "d", "p", &err) == KG_ERR_INVALID);
     KG_CHECK(count_names(kg_refcache_dir(c), "") == 0);
     /* ...and the same call with good arguments works. */
-    KG_CHECK(kg_refcache_put(c, key, ok, "g", "d", "p", &err) == KG_OK);
+    KG_CHECK(kg_refcache_put(c, key, ok, NULL, "g", "d", "p", &err) == KG_OK);
     KG_CHECK(count_names(kg_refcache_dir(c), "") == 1);
     json_decref(neg);
     json_decref(ok);
+    done(c, tmp);
+}
+
+/* The same calls on the device-wide clock go with the samples (a candidate timed on that clock is compared with
+ * them, and their gap is the reference's own): they round-trip, must be as many and as valid as the samples, and
+ * an entry without them (written before they were kept) still reads; one with a tampered device array does not. */
+static void device_times_round_trip_and_must_match(void)
+{
+    char *tmp;
+    kg_refcache *c = fresh_cache(&tmp);
+    KG_CHECK(c != NULL);
+    if (!c) {
+        done(c, tmp);
+        return;
+    }
+    kg_error err;
+    char key[65];
+    KG_CHECK(kg_refcache_key("t", 1, "g", "d", "p", key, &err) == KG_OK);
+    const double x[] = {1.0, 2.0, 3.0}, xd[] = {1.03, 2.04, 3.05}, bad[] = {1.0, -1.0, 2.0};
+    json_t *stream = samples_of(x, 3), *device = samples_of(xd, 3), *short_dev = samples_of(xd, 2);
+    json_t *neg = samples_of(bad, 3);
+    KG_CHECK(kg_refcache_put(c, key, stream, short_dev, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(strstr(err.message, "2 device-wide times for 3 samples") != NULL);
+    KG_CHECK(kg_refcache_put(c, key, stream, neg, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(count_names(kg_refcache_dir(c), "") == 0);
+    KG_CHECK(kg_refcache_put(c, key, stream, device, "g", "d", "p", &err) == KG_OK);
+    json_t *e = NULL;
+    KG_CHECK(kg_refcache_get(c, key, &e, &err) == KG_OK);
+    json_t *got = json_object_get(e, "reference_device_ms");
+    KG_CHECK(json_array_size(got) == 3);
+    for (size_t i = 0; i < 3 && got; i++)
+        KG_CHECK(json_number_value(json_array_get(got, i)) == xd[i]);
+    json_decref(e);
+    /* Without: no field, and the entry reads as before. */
+    KG_CHECK(kg_refcache_put(c, key, stream, NULL, "g", "d", "p", &err) == KG_OK);
+    KG_CHECK(kg_refcache_get(c, key, &e, &err) == KG_OK);
+    KG_CHECK(e && json_object_get(e, "reference_device_ms") == NULL);
+    json_decref(e);
+    /* On disk, a device array of another length or with a negative time makes the entry unusable. */
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"key\":\"%s\",\"reference_ms\":[1,2],\"reference_device_ms\":[1.1],\"gpu\":\"g\","
+             "\"dtype\":\"d\",\"protocol\":\"p\",\"created\":1,\"samples\":2}", key);
+    expect_discarded(c, key, buf, "device times of another length");
+    snprintf(buf, sizeof buf,
+             "{\"key\":\"%s\",\"reference_ms\":[1,2],\"reference_device_ms\":[1.1,-2],\"gpu\":\"g\","
+             "\"dtype\":\"d\",\"protocol\":\"p\",\"created\":1,\"samples\":2}", key);
+    expect_discarded(c, key, buf, "a negative device time");
+    json_decref(stream);
+    json_decref(device);
+    json_decref(short_dev);
+    json_decref(neg);
     done(c, tmp);
 }
 
@@ -648,7 +700,7 @@ static void *writer(void *p)
         for (int j = 0; j <= i; j++)
             json_array_append_new(a, json_real(w->id * 1000 + i));
         kg_error err;
-        if (kg_refcache_put(w->c, w->key, a, gpu, "float32", PROTO, &err) != KG_OK) {
+        if (kg_refcache_put(w->c, w->key, a, NULL, gpu, "float32", PROTO, &err) != KG_OK) {
             fprintf(stderr, "  writer %d: %s\n", w->id, err.message);
             w->failures++;
         }
@@ -780,6 +832,7 @@ static const kg_test_case cases[] = {
     {"corrupt_entries_read_as_missing", corrupt_entries_read_as_missing},
     {"invalid_keys_rejected", invalid_keys_rejected},
     {"put_rejects_bad_samples", put_rejects_bad_samples},
+    {"device_times_round_trip_and_must_match", device_times_round_trip_and_must_match},
     {"concurrent_threads_same_key", concurrent_threads_same_key},
     {"concurrent_processes_same_key", concurrent_processes_same_key},
     {"open_removes_stale_temp_files", open_removes_stale_temp_files},

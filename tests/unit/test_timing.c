@@ -329,7 +329,7 @@ static void every_check_says_why(void)
      * round has a speedup: "few_rounds" with 0 rounds). */
     msgs = two_rounds_then_a_check(120, 0, 0.5, 0.5, 50);
     json_array_append_new(msgs, final_message(msgs));
-    json_t *cached = samples(1.0, 0.01, 50);
+    json_t *cached = json_pack("{s:o}", "reference_ms", samples(1.0, 0.01, 50));
     KG_CHECK(kg_eval_timing_more(&o, msgs, NULL, cached) == 0);
     t = kg_eval_timing_block(&o, msgs, cached, 0);
     KG_CHECK(t && check_is(check_at(t, 0), 2, 0, "stable", "stream"));
@@ -430,7 +430,7 @@ static void cached_reference_fills_in(void)
     add_round(msgs, 0, 0, 60, 0, 0.25, 50);
     add_round(msgs, 1, 100, 60, 0, 0.25, 50);
     json_array_append_new(msgs, final_message(msgs));
-    json_t *cached = samples(1.0, 0.01, 150);
+    json_t *cached = json_pack("{s:o}", "reference_ms", samples(1.0, 0.01, 150));
     /* The judge's account of its reference-alone timing (how its warm-up ended, rounds lost to a clock limit). */
     json_array_append_new(msgs, json_pack("{s:s, s:o, s:{s:[{s:i, s:f, s:s}], s:i}}", "type",
                                           kg_msg_name(KG_MSG_REFERENCE_TIMED), "reference_ms", samples(1.0, 0.01, 150),
@@ -1047,6 +1047,63 @@ static void side_streams_in_a_minority_of_calls_are_counted(void)
     json_decref(msgs);
 }
 
+/* The final message of a candidate timed alone against samples kgym supplied: no reference samples of its own. */
+static json_t *alone_final(double cand, double cand_gap)
+{
+    return json_pack("{s:s, s:[], s:[], s:o, s:o, s:s}", "type", "timing", "reference_ms", "reference_device_ms",
+                     "candidate_ms", samples(cand, 0, 60), "candidate_device_ms", samples(cand + cand_gap, 0, 60),
+                     "gpu", "NVIDIA H200");
+}
+
+/* Red team 33: the cache kept the reference's stream times only, so a candidate on the device-wide clock was
+ * divided into them (charged the synchronize's latency the reference was not), and the gap rule took the
+ * reference's gap to be a constant 0.05 ms.  The cache keeps the same calls' device-wide times now: the figure is
+ * device against device (reference_clock "device"), and the reference's own gap sets the rule; an entry without
+ * them (from before) keeps the old reading, and says its reference_clock is "stream". */
+static void cached_device_times_keep_both_models_on_one_clock(void)
+{
+    kg_eval_options o;
+    kg_eval_options_default(&o, "cuda:0");
+    json_t *with = json_pack("{s:o, s:o}", "reference_ms", samples(1.0, 0, 60), "reference_device_ms",
+                             samples(1.05, 0, 60));
+    json_t *without = json_pack("{s:o}", "reference_ms", samples(1.0, 0, 60));
+    /* On the device-wide clock (the profile found side-stream time). */
+    json_t *msgs = json_array();
+    json_array_append_new(msgs, json_pack("{s:s, s:i, s:f, s:f, s:f}", "type", "profile", "calls", 10,
+                                          "total_device_us", 30.0, "candidate_device_us", 30.0,
+                                          "side_stream_device_us", 3.0));
+    json_array_append_new(msgs, alone_final(0.5, 0.05));
+    json_t *t = kg_eval_timing_block(&o, msgs, with, 0);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "device");
+    KG_CHECK_STR(json_string_value(json_object_get(t, "reference_clock")), "device");
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 1.05 / 0.55, 1e-9);
+    json_decref(t);
+    t = kg_eval_timing_block(&o, msgs, without, 0);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "reference_clock")), "stream");
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 1.0 / 0.55, 1e-9);
+    json_decref(t);
+    json_decref(msgs);
+    /* The gap rule with the cache's own gap: a 2 ms reference whose synchronize came 0.1 ms after its calls lets a
+     * 1 ms candidate's 0.2 ms gap pass (2 x 0.1 + 0.02 + 1.5% of 1 = 0.235); the constant 0.05 did not (0.135). */
+    json_decref(with);
+    json_decref(without);
+    with = json_pack("{s:o, s:o}", "reference_ms", samples(2.0, 0, 60), "reference_device_ms", samples(2.1, 0, 60));
+    without = json_pack("{s:o}", "reference_ms", samples(2.0, 0, 60));
+    msgs = json_array();
+    json_array_append_new(msgs, alone_final(1.0, 0.2));
+    t = kg_eval_timing_block(&o, msgs, with, 0);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "stream");
+    KG_CHECK_STR(json_string_value(json_object_get(t, "reference_clock")), "stream");
+    KG_CHECK_NEAR(json_number_value(json_object_get(t, "speedup")), 2.0, 1e-9);
+    json_decref(t);
+    t = kg_eval_timing_block(&o, msgs, without, 0);
+    KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), "device");
+    json_decref(t);
+    json_decref(msgs);
+    json_decref(with);
+    json_decref(without);
+}
+
 /* GPU phases from the child's acquire/release lines and our stamps: a shared phase that waited 50 ms and held
  * 100; two exclusive timing rounds (200 and 300 ms), a profile (40 ms) ended by the next acquire rather than a
  * release, a clock block ended by the next acquire (155 ms), and one window whose purpose changes inside it. */
@@ -1231,6 +1288,7 @@ int main(void)
          the_clock_block_between_rounds_changes_nothing},
         {"side-stream work switches to device times", side_stream_work_switches_to_device_times},
         {"side streams in a minority of calls are counted", side_streams_in_a_minority_of_calls_are_counted},
+        {"cached device-wide times keep both models on one clock", cached_device_times_keep_both_models_on_one_clock},
         {"result carries timing, profile and findings", result_carries_timing_profile_and_findings},
         {"GPU phases: held time by purpose", gpu_phases_sum_held_time_by_purpose},
         {"timing goes only for passing candidates", timing_goes_only_for_passing_candidates},

@@ -1101,9 +1101,11 @@ class Evaluation:
                 # warm_settle false: never), and its rounds are watched as the candidate's are (a limit that
                 # appears in one: the round does not count, the next warms up for the whole warm_ms).
                 settle = gpu_state if cfg.get("warm_settle", True) else None
-                ref_alone = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)), round_ms, iters,
-                                                  state=settle, max_broken=_MAX_BROKEN_ROUNDS)
+                ref_alone, ref_alone_device = timer.reference_alone(rounds, float(cfg.get("warm_ms", 250)),
+                                                                    round_ms, iters, state=settle,
+                                                                    max_broken=_MAX_BROKEN_ROUNDS)
                 answer = self.chan.request({"type": kinds.MSG_REFERENCE_TIMED, "reference_ms": ref_alone,
+                                            "reference_device_ms": ref_alone_device,
                                             "alone": _finite(timer.alone_facts)})
                 if answer.get("type") == kinds.MSG_REFERENCE_CACHE and answer.get("hit"):
                     timer.ref = None  # kgym holds the reference's samples now: the candidate is timed alone

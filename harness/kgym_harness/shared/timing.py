@@ -648,10 +648,12 @@ class CrossTimer:
         early.  ``self.alone_facts`` says how it went: every warm-up's facts, and
         the rounds lost.
 
-        Returns the stream ms of every counted call (the cache keeps stream times; a reference leaves no work on
-        other streams, so its device times say nothing more).  The runner is not called: its block is not
-        loaded, and it learns nothing of these inputs."""
-        stream = []
+        Returns (stream ms, device-wide ms) of every counted call, the same calls in the same order.  A reference
+        leaves no work on other streams: its device-wide times are its stream times plus the synchronize's
+        latency, which kgym needs where a candidate is timed on the device-wide clock against these samples (the
+        cache keeps both).  The runner is not called: its block is not loaded, and it learns nothing of these
+        inputs."""
+        stream, device = [], []
         facts = self.alone_facts = {"warm": [], "lost": 0}
 
         def step():
@@ -673,11 +675,12 @@ class CrossTimer:
             done = 0
             while done < rounds:
                 seen = 0
-                times = []
+                times, device_times = [], []
                 for _ in range(n):
                     args = self.make_inputs(self.random.getrandbits(62))
-                    t, _d, out = self._ref_timed(args)
+                    t, d, out = self._ref_timed(args)
                     times.append(t)
+                    device_times.append(d)
                     del out, args
                     if base >= 0:
                         seen |= watched_reasons(state)
@@ -686,8 +689,9 @@ class CrossTimer:
                     _ran, _ms, base = warm_up(False)
                     continue
                 stream.extend(times)
+                device.extend(device_times)
                 done += 1
-        return stream
+        return stream, device
 
     def _paced(self, per_call_ms):
         if per_call_ms > 0 and (self.pace_ms <= 0 or per_call_ms < self.pace_ms):
