@@ -131,7 +131,7 @@ static int side_stream_seen(const json_t *messages, const char *nonce)
  * by their trimmed mean, the speedup's statistic: trimmed_gap), or whatever its gap when the profile found device
  * work on a stream other than the timed one (side_stream_seen); then the device-wide times of both models are
  * used.  `nonce`: kg_eval_timing_more's live messages (NULL: the result's, screened). */
-static int use_device_times(const json_t *messages, const char *nonce, const json_t *m, const json_t *cached)
+static int use_device_times(const json_t *messages, const char *nonce, const json_t *m)
 {
     if (side_stream_seen(messages, nonce))
         return 1;
@@ -140,10 +140,12 @@ static int use_device_times(const json_t *messages, const char *nonce, const jso
     if (cand_gap < 0)
         return 0; /* no device-wide times reported */
     double ref_gap = trimmed_gap(json_object_get(m, "reference_ms"), json_object_get(m, "reference_device_ms"));
-    if (ref_gap < 0) /* the reference's samples came from kgym: their own gap where the cache kept it */
-        ref_gap = trimmed_gap(json_object_get(cached, "reference_ms"), json_object_get(cached, "reference_device_ms"));
+    /* The reference's samples came from kgym (the cache, or the judge's alone): the typical latency of a short call,
+     * not their own gap, though the cache keeps it.  The rule's 2 x reference gap is a base latency, which a long
+     * reference's gap overstates (0.18-0.25 ms after 40-170 ms calls on an H200): it would let a short candidate
+     * hide that much work. */
     if (ref_gap < 0)
-        ref_gap = KG_SIDE_STREAM_HOST_GAP_MS; /* an entry from before the cache kept device-wide times */
+        ref_gap = KG_SIDE_STREAM_HOST_GAP_MS;
     kg_stats cs;
     double own = stats_of(cand, &cs) && cs.trimmed_mean > 0 ? KG_SIDE_STREAM_SHARE * cs.trimmed_mean : 0;
     return cand_gap > 2.0 * ref_gap + KG_SIDE_STREAM_SLACK_MS + own;
@@ -183,7 +185,7 @@ static int counted_round(const json_t *m, const char *nonce)
 /* use_device_times over the counted rounds' samples pooled, as the final figure's clock is chosen from the judge's
  * pooled samples (the same calls): every round's speedup then uses the figure's clock, so the rounds that decide
  * re-measuring (--timing-agree's 0.3% included) are the rounds the result lists.  0 where memory runs out. */
-static int pooled_device_times(const json_t *messages, const char *nonce, const json_t *cached)
+static int pooled_device_times(const json_t *messages, const char *nonce)
 {
     static const char *const keys[] = {"reference_ms", "reference_device_ms", "candidate_ms", "candidate_device_ms"};
     json_t *pooled = json_object();
@@ -203,7 +205,7 @@ static int pooled_device_times(const json_t *messages, const char *nonce, const 
                 ok = json_array_extend(json_object_get(pooled, keys[k]), from) == 0;
         }
     }
-    int device = ok && use_device_times(messages, nonce, pooled, cached);
+    int device = ok && use_device_times(messages, nonce, pooled);
     json_decref(pooled);
     return device;
 }
@@ -216,7 +218,7 @@ static size_t round_speedups(const json_t *messages, const char *nonce, const js
 {
     size_t n = 0, i;
     json_t *m;
-    int device = pooled_device_times(messages, nonce, cached);
+    int device = pooled_device_times(messages, nonce);
     kg_stats supplied;
     int have_supplied = stats_of(cached_samples(cached, device), &supplied);
     json_array_foreach(messages, i, m) {
@@ -299,7 +301,7 @@ static void timing_decide(const kg_eval_options *o, const json_t *messages, cons
 {
     double speedups[256];
     size_t n = round_speedups(messages, nonce, cached, speedups, 256);
-    *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce, cached), NAN,
+    *d = (struct timing_decision){0, "few_rounds", n, pooled_device_times(messages, nonce), NAN,
                                   cv_of(speedups, n), NAN};
     if (n < 2)
         return;
@@ -491,7 +493,7 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
     }
     if (!final)
         return json_null();
-    int device = use_device_times(messages, NULL, final, cached);
+    int device = use_device_times(messages, NULL, final);
     const json_t *supplied_samples = cached_samples(cached, device);
     kg_stats supplied_stats;
     int have_cached = supplied_samples && stats_of(supplied_samples, &supplied_stats);
@@ -655,9 +657,7 @@ int kg_eval_coverage(const json_t *messages, kg_eval_coverage_facts *out)
      * its own kernels only in the block (work on inputs it has seen before: red team 30) cannot raise its coverage
      * above the share the timed calls leave it. */
     kg_stats cs;
-    /* the clock the timing block chose: the reference's supplied samples (kgym's own line) give their gap */
-    int device = final && use_device_times(messages, NULL, final,
-                                           last_message(messages, KG_MSG_REFERENCE_CACHE_SAMPLES, NULL));
+    int device = final && use_device_times(messages, NULL, final);
     if (final && calls >= 1 && stats_of(json_object_get(final, cand_key(device)), &cs) && cs.median > 0) {
         out->library_ms_per_call = (total - fmin(mine, total)) / calls / 1000.0;
         out->timed_median_ms = cs.median;
