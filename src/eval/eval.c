@@ -307,15 +307,14 @@ int kg_eval_reference_protocol(const kg_eval_options *o, const json_t *msg, kg_b
 }
 
 /* The reference's samples as kgym holds them for an evaluation: {"reference_ms": a copy of `stream`,
- * "reference_device_ms": a copy of `device`} (the same calls on the device-wide clock; left out unless as many and
- * as valid: kg_refcache_samples_ok).  `stream` must be valid already.  NULL when memory runs out. */
+ * "reference_device_ms": a copy of `device`} (the same calls on the device-wide clock; left out unless
+ * kg_refcache_device_ok takes them).  `stream` must be valid already.  NULL when memory runs out. */
 static json_t *reference_samples(const json_t *stream, const json_t *device)
 {
     char why[128];
     json_t *r = json_object();
     int ok = kg_json_set(r, "reference_ms", json_deep_copy(stream)) == 0;
-    if (ok && device && json_array_size(device) == json_array_size(stream) &&
-        kg_refcache_samples_ok(device, why, sizeof why))
+    if (ok && device && kg_refcache_device_ok(stream, device, why, sizeof why))
         ok = kg_json_set(r, "reference_device_ms", json_deep_copy(device)) == 0;
     if (!ok) {
         json_decref(r);

@@ -244,6 +244,24 @@ int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size)
     return 1;
 }
 
+int kg_refcache_device_ok(const json_t *stream, const json_t *device, char *why, size_t why_size)
+{
+    if (!kg_refcache_samples_ok(device, why, why_size))
+        return 0;
+    if (json_array_size(device) != json_array_size(stream)) {
+        snprintf(why, why_size, "%zu device-wide times for %zu samples", json_array_size(device),
+                 json_array_size(stream));
+        return 0;
+    }
+    for (size_t k = 0; k < json_array_size(device); k++)
+        if (json_number_value(json_array_get(device, k)) < json_number_value(json_array_get(stream, k))) {
+            snprintf(why, why_size, "device-wide time %zu is below its stream time (the device-wide clock reads later)",
+                     k);
+            return 0;
+        }
+    return 1;
+}
+
 static int check_entry(const json_t *e, const char *key, char *why, size_t why_size)
 {
     if (!json_is_object(e)) {
@@ -266,12 +284,8 @@ static int check_entry(const json_t *e, const char *key, char *why, size_t why_s
     /* The device-wide times are optional (entries from before they were kept), but when present they are the
      * same calls: as many, and as valid. */
     const json_t *device = json_object_get(e, "reference_device_ms");
-    if (device && !kg_refcache_samples_ok(device, why, why_size))
+    if (device && !kg_refcache_device_ok(samples, device, why, why_size))
         return 0;
-    if (device && json_array_size(device) != json_array_size(samples)) {
-        snprintf(why, why_size, "\"reference_device_ms\" holds another number of samples");
-        return 0;
-    }
     const json_t *created = json_object_get(e, "created"), *count = json_object_get(e, "samples");
     if (!json_is_integer(created) || json_integer_value(created) < 0) {
         snprintf(why, why_size, "\"created\" is missing or not a non-negative integer");
@@ -441,11 +455,8 @@ int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms,
     char why[256];
     if (!kg_refcache_samples_ok(reference_ms, why, sizeof why))
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: %s", why);
-    if (reference_device_ms && !kg_refcache_samples_ok(reference_device_ms, why, sizeof why))
+    if (reference_device_ms && !kg_refcache_device_ok(reference_ms, reference_device_ms, why, sizeof why))
         return kg_error_set(err, KG_ERR_INVALID, "refcache put: the device-wide times: %s", why);
-    if (reference_device_ms && json_array_size(reference_device_ms) != json_array_size(reference_ms))
-        return kg_error_set(err, KG_ERR_INVALID, "refcache put: %zu device-wide times for %zu samples",
-                            json_array_size(reference_device_ms), json_array_size(reference_ms));
 
     json_t *e;
     rc = build_entry(key, reference_ms, reference_device_ms, gpu, dtype, protocol, &e, err);

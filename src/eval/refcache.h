@@ -70,12 +70,17 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
  * 0 with the reason in why (always terminated) when not. */
 int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size);
 
+/* Whether `device` is the device-wide times of the calls `stream` (valid samples) holds: valid samples too, as
+ * many, and none below its stream time (the device-wide clock reads after the stream's end event); 0 with the
+ * reason in why when not. */
+int kg_refcache_device_ok(const json_t *stream, const json_t *device, char *why, size_t why_size);
+
 /* Stores reference_ms (a JSON array of 1..KG_REFCACHE_MAX_SAMPLES finite,
  * non-negative numbers) and, unless NULL, reference_device_ms (the same calls
- * on the device-wide clock: as many, as valid) under key with the metadata,
+ * on the device-wide clock: kg_refcache_device_ok) under key with the metadata,
  * atomically replacing any earlier entry.  KG_ERR_INVALID for a bad key, an
  * empty, non-array or non-numeric array, a negative or non-finite sample, a
- * device array of another length, or NULL metadata; KG_ERR_IO when the file
+ * device array kg_refcache_device_ok refuses, or NULL metadata; KG_ERR_IO when the file
  * cannot be written. */
 int kg_refcache_put(kg_refcache *c, const char *key, const json_t *reference_ms, const json_t *reference_device_ms,
                     const char *gpu, const char *dtype, const char *protocol, kg_error *err);

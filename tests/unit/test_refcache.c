@@ -630,6 +630,8 @@ static void device_times_round_trip_and_must_match(void)
     KG_CHECK(kg_refcache_put(c, key, stream, short_dev, "g", "d", "p", &err) == KG_ERR_INVALID);
     KG_CHECK(strstr(err.message, "2 device-wide times for 3 samples") != NULL);
     KG_CHECK(kg_refcache_put(c, key, stream, neg, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(kg_refcache_put(c, key, device, stream, "g", "d", "p", &err) == KG_ERR_INVALID); /* below stream */
+    KG_CHECK(strstr(err.message, "below its stream time") != NULL);
     KG_CHECK(count_names(kg_refcache_dir(c), "") == 0);
     KG_CHECK(kg_refcache_put(c, key, stream, device, "g", "d", "p", &err) == KG_OK);
     json_t *e = NULL;
@@ -654,6 +656,10 @@ static void device_times_round_trip_and_must_match(void)
              "{\"key\":\"%s\",\"reference_ms\":[1,2],\"reference_device_ms\":[1.1,-2],\"gpu\":\"g\","
              "\"dtype\":\"d\",\"protocol\":\"p\",\"created\":1,\"samples\":2}", key);
     expect_discarded(c, key, buf, "a negative device time");
+    snprintf(buf, sizeof buf,
+             "{\"key\":\"%s\",\"reference_ms\":[1,2],\"reference_device_ms\":[1.1,1.9],\"gpu\":\"g\","
+             "\"dtype\":\"d\",\"protocol\":\"p\",\"created\":1,\"samples\":2}", key);
+    expect_discarded(c, key, buf, "a device time below its stream time");
     json_decref(stream);
     json_decref(device);
     json_decref(short_dev);
