@@ -777,7 +777,8 @@ def _remeasured_why(timing):
 
 
 def _timing_rows(runs):
-    """What a change must not move, per run: candidates timed, re-measured (timing.remeasured; why: _remeasured_why)
+    """What a change must not move, per run: candidates timed, on the device-wide clock (timing.clock_basis: left
+    work on a side stream, or read as if: honest ones should not be), re-measured (timing.remeasured; why: _remeasured_why)
     and still noisy, the per-round CV (median, largest), and each candidate's speedup against the yardstick's (_yardstick: the
     first base run, else the first; median and
     largest |ratio - 1| over the candidates both timed).  A second run of the first run's build is the yardstick
@@ -792,12 +793,13 @@ def _timing_rows(runs):
         t = f["timing"]
         cvs = [num(x.get("round_cv")) for x in t.values() if num(x.get("round_cv")) is not None]
         both = _speedup_changes(first, t)
-        rows.append([who, len(t), sum(1 for x in t.values() if x.get("remeasured")), _remeasured_why(t),
+        rows.append([who, len(t), sum(1 for x in t.values() if x.get("clock_basis") == "device"),
+                     sum(1 for x in t.values() if x.get("remeasured")), _remeasured_why(t),
                      sum(1 for x in t.values() if x.get("noisy")),
                      fmt(statistics.median(cvs) if cvs else None, ".4f"), fmt(max(cvs) if cvs else None, ".4f"),
                      "-" if who == first_who or not both else
                      f"{statistics.median(both):.2%}, {max(both):.2%} ({len(both)})"])
-    return ["build", "timed", "re-measured", "why", "noisy", "round CV median", "round CV max",
+    return ["build", "timed", "device clock", "re-measured", "why", "noisy", "round CV median", "round CV max",
             f"speedup vs {first_who}: median, max |ratio - 1| (candidates)"], rows
 
 # The judge's steps of a correctness variant (correctness.variants[].spent_ms), in the order it takes them.
