@@ -14,9 +14,9 @@
 #define KG_CLOCK_SLACK_MS 2.0
 #define KG_CLOCK_SLACK_PER_CALL_MS 0.1
 /* Side streams (timing.c): a candidate's stream-to-device gap above twice the reference's, plus SLACK, plus SHARE
- * of its own call, is work left on other streams; with a cached reference, its gap is taken to be HOST_GAP, the
- * typical latency of a short call (the cache keeps the reference's device-wide times, but a long reference's gap
- * would overstate the base latency).  SHARE because the driver answers a device-wide synchronize later after a long call than
+ * of its own call, is work left on other streams; the reference's gap is taken at most HOST_GAP, the typical
+ * latency of a short call, and HOST_GAP with a cached reference (a long reference's gap overstates the base
+ * latency: the candidate's own length has SHARE).  SHARE because the driver answers a device-wide synchronize later after a long call than
  * after a short one, whatever the host does (an H200, thirty-third session, `.gpu/gapprobe.py`: 0.03 ms after a
  * 0.05 ms call, 0.06-0.13 after 10 ms, 0.18-0.25 after 40-170 ms, the same with the host polling the end event
  * first): against a short reference, an honest 10-92 ms candidate read as leaving work behind, 8-17 of 31 on the

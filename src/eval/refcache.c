@@ -253,12 +253,21 @@ int kg_refcache_device_ok(const json_t *stream, const json_t *device, char *why,
                  json_array_size(stream));
         return 0;
     }
-    for (size_t k = 0; k < json_array_size(device); k++)
-        if (json_number_value(json_array_get(device, k)) < json_number_value(json_array_get(stream, k))) {
+    for (size_t k = 0; k < json_array_size(device); k++) {
+        double s = json_number_value(json_array_get(stream, k)), d = json_number_value(json_array_get(device, k));
+        if (d < s) {
             snprintf(why, why_size, "device-wide time %zu is below its stream time (the device-wide clock reads later)",
                      k);
             return 0;
         }
+        /* A reference leaves no work on other streams: its device-wide time is its stream time plus a synchronize's
+         * latency (0.03-0.25 ms on an H200).  More is a host that stalled, or no reference's times at all. */
+        if (d > s + fmax(KG_REFCACHE_MAX_GAP_MS, KG_REFCACHE_MAX_GAP_SHARE * s)) {
+            snprintf(why, why_size, "device-wide time %zu is %.4g ms after its stream time (at most %g ms or %g%%)", k,
+                     d - s, KG_REFCACHE_MAX_GAP_MS, 100 * KG_REFCACHE_MAX_GAP_SHARE);
+            return 0;
+        }
+    }
     return 1;
 }
 

@@ -70,9 +70,15 @@ int kg_refcache_get(kg_refcache *c, const char *key, json_t **entry, kg_error *e
  * 0 with the reason in why (always terminated) when not. */
 int kg_refcache_samples_ok(const json_t *a, char *why, size_t why_size);
 
+/* A reference's device-wide time is its stream time plus a synchronize's latency: at most this much more
+ * (kg_refcache_device_ok), 1 ms or 5% of the call. */
+#define KG_REFCACHE_MAX_GAP_MS 1.0
+#define KG_REFCACHE_MAX_GAP_SHARE 0.05
+
 /* Whether `device` is the device-wide times of the calls `stream` (valid samples) holds: valid samples too, as
- * many, and none below its stream time (the device-wide clock reads after the stream's end event); 0 with the
- * reason in why when not. */
+ * many, none below its stream time (the device-wide clock reads after the stream's end event) and none more than
+ * KG_REFCACHE_MAX_GAP_MS or KG_REFCACHE_MAX_GAP_SHARE of it above; 0 with the reason in why when not (kgym then
+ * keeps the stream times alone, which only lowers a device-clock candidate's speedup). */
 int kg_refcache_device_ok(const json_t *stream, const json_t *device, char *why, size_t why_size);
 
 /* Stores reference_ms (a JSON array of 1..KG_REFCACHE_MAX_SAMPLES finite,

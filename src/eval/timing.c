@@ -127,7 +127,8 @@ static int side_stream_seen(const json_t *messages, const char *nonce)
  * synchronize's latency (and so agrees with triton.testing.do_bench), but not work left running on other
  * streams.  The reference never leaves work behind, so its gap between the two is that latency.  The latency
  * grows with the call's length (the driver's, not the host's: KG_SIDE_STREAM_SHARE), so a candidate left work
- * running when its gap is larger than twice the reference's, plus 20 us, plus 1.5% of its own call (gaps and call
+ * running when its gap is larger than twice the reference's (at most a short call's), plus 20 us, plus 1.5% of its
+ * own call (gaps and call
  * by their trimmed mean, the speedup's statistic: trimmed_gap), or whatever its gap when the profile found device
  * work on a stream other than the timed one (side_stream_seen); then the device-wide times of both models are
  * used.  `nonce`: kg_eval_timing_more's live messages (NULL: the result's, screened). */
@@ -139,12 +140,13 @@ static int use_device_times(const json_t *messages, const char *nonce, const jso
     double cand_gap = trimmed_gap(cand, json_object_get(m, "candidate_device_ms"));
     if (cand_gap < 0)
         return 0; /* no device-wide times reported */
+    /* The rule's reference gap is a base latency: a short call's.  The reference's own gap, measured in paired
+     * rounds, but never above KG_SIDE_STREAM_HOST_GAP_MS: a long reference's gap overstates it (0.18-0.25 ms after
+     * 40-170 ms calls on an H200), and a 1 ms candidate beside a 40 ms reference could leave 0.4 ms on a side stream
+     * unseen (red team 34); the candidate's own length has its share term.  Supplied samples (the cache, or the
+     * judge's alone) are taken at that latency too, though the cache keeps their device-wide times. */
     double ref_gap = trimmed_gap(json_object_get(m, "reference_ms"), json_object_get(m, "reference_device_ms"));
-    /* The reference's samples came from kgym (the cache, or the judge's alone): the typical latency of a short call,
-     * not their own gap, though the cache keeps it.  The rule's 2 x reference gap is a base latency, which a long
-     * reference's gap overstates (0.18-0.25 ms after 40-170 ms calls on an H200): it would let a short candidate
-     * hide that much work. */
-    if (ref_gap < 0)
+    if (ref_gap < 0 || ref_gap > KG_SIDE_STREAM_HOST_GAP_MS)
         ref_gap = KG_SIDE_STREAM_HOST_GAP_MS;
     kg_stats cs;
     double own = stats_of(cand, &cs) && cs.trimmed_mean > 0 ? KG_SIDE_STREAM_SHARE * cs.trimmed_mean : 0;

@@ -632,7 +632,15 @@ static void device_times_round_trip_and_must_match(void)
     KG_CHECK(kg_refcache_put(c, key, stream, neg, "g", "d", "p", &err) == KG_ERR_INVALID);
     KG_CHECK(kg_refcache_put(c, key, device, stream, "g", "d", "p", &err) == KG_ERR_INVALID); /* below stream */
     KG_CHECK(strstr(err.message, "below its stream time") != NULL);
-    KG_CHECK(count_names(kg_refcache_dir(c), "") == 0);
+    /* ... nor far above it (red team 34: stream 1.0, device 1000 was accepted, and a candidate that moved itself to
+     * the device-wide clock was divided into it) */
+    const double far[] = {1.03, 1000.0, 3.05}, slow[] = {1.03, 2.9, 3.05};
+    json_t *far_dev = samples_of(far, 3), *slow_dev = samples_of(slow, 3);
+    KG_CHECK(kg_refcache_put(c, key, stream, far_dev, "g", "d", "p", &err) == KG_ERR_INVALID);
+    KG_CHECK(strstr(err.message, "after its stream time") != NULL);
+    KG_CHECK(kg_refcache_put(c, key, stream, slow_dev, "g", "d", "p", &err) == KG_OK); /* 0.9 ms: a stalled host */
+    json_decref(far_dev);
+    json_decref(slow_dev);
     KG_CHECK(kg_refcache_put(c, key, stream, device, "g", "d", "p", &err) == KG_OK);
     json_t *e = NULL;
     KG_CHECK(kg_refcache_get(c, key, &e, &err) == KG_OK);

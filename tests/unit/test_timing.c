@@ -964,6 +964,22 @@ static void side_stream_work_switches_to_device_times(void)
         json_decref(msgs);
     }
 
+    /* A long reference's gap is not the base latency (red team 34): beside a 40 ms reference whose synchronize came
+     * 0.2 ms after its calls, a 1 ms candidate that leaves 0.4 ms behind is on the device-wide clock (2 x 0.05 +
+     * 0.02 + 1.5% of 1); an honest one (0.03 ms) is not.  (With the reference's own gap, 0.435 ms passed.) */
+    const struct {
+        double cand_gap;
+        const char *basis;
+    } beside_long[] = {{0.4, "device"}, {0.03, "stream"}, {0.13, "stream"}};
+    for (size_t i = 0; i < sizeof beside_long / sizeof *beside_long; i++) {
+        msgs = json_array();
+        json_array_append_new(msgs, two_clock_final(40.0, 1.0, 0.2, beside_long[i].cand_gap));
+        t = kg_eval_timing_block(&o, msgs, NULL, 0);
+        KG_CHECK_STR(json_string_value(json_object_get(t, "clock_basis")), beside_long[i].basis);
+        json_decref(t);
+        json_decref(msgs);
+    }
+
     /* A side kernel that ends inside the synchronize's latency leaves no gap beyond an honest one (3 us on an
      * H200): the clock block's profile, which found device time on another stream, moves both models to the
      * device-wide clock whatever the gap; none found, or the figure absent (a driver that cannot say), leaves the

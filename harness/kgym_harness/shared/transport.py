@@ -223,7 +223,10 @@ def _pack_host(obj, tensors, into):
 
 
 # Where a tensor handed over in place starts (InPlace): where PyTorch's caching allocator would put a tensor of its
-# size, a 2 MiB boundary from 1 MiB up (a large allocation is a segment of its own) and 512 bytes below.  The judge
+# size, a 2 MiB boundary above 1 MiB (the allocator's small pool takes up to 1 MiB, kSmallSize, at 512 bytes) and
+# 512 bytes up to it.  Exact from 10 MiB (kMinLargeAlloc: a segment of its own, 2 MiB-aligned); between 1 and 10 MiB
+# the allocator packs tensors at 512 bytes in shared 20 MiB segments, so only the first of a run lies on a 2 MiB
+# boundary there, and kgym's every one does (red team 34: a fidelity gap, not a hole).  The judge
 # times the reference on its own tensors, which the allocator placed; the candidate's inputs must lie alike.  Where
 # they started at GUARD bytes, level1/19's ReLU (6.4 GB in, 6.4 GB out) ran 2.5-2.7% faster than on an allocator's
 # tensor on an H200 (3.058-3.068 against 3.143 ms, input at +256 or +4096 bytes against +0 of a cuMemCreate block:
@@ -235,7 +238,7 @@ _PLACE_SMALL_ALIGN = 512
 
 def _placement(nbytes):
     """The alignment of a tensor of ``nbytes`` handed over in place (see _PLACE_LARGE)."""
-    return _PLACE_LARGE_ALIGN if nbytes >= _PLACE_LARGE else _PLACE_SMALL_ALIGN
+    return _PLACE_LARGE_ALIGN if nbytes > _PLACE_LARGE else _PLACE_SMALL_ALIGN
 
 
 def _layout(tensors, guard=0):
