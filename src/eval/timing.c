@@ -128,10 +128,9 @@ static int side_stream_seen(const json_t *messages, const char *nonce)
  * streams.  The reference never leaves work behind, so its gap between the two is that latency.  The latency
  * grows with the call's length (the driver's, not the host's: KG_SIDE_STREAM_SHARE), so a candidate left work
  * running when its gap is larger than twice the reference's (at most a short call's), plus 20 us, plus 1.5% of its
- * own call (gaps and call
- * by their trimmed mean, the speedup's statistic: trimmed_gap), or whatever its gap when the profile found device
- * work on a stream other than the timed one (side_stream_seen); then the device-wide times of both models are
- * used.  `nonce`: kg_eval_timing_more's live messages (NULL: the result's, screened). */
+ * own call (gaps and call by their trimmed mean, the speedup's statistic: trimmed_gap), or whatever its gap when
+ * the profile found device work on a stream other than the timed one (side_stream_seen); then the device-wide
+ * times of both models are used.  `nonce`: kg_eval_timing_more's live messages (NULL: the result's, screened). */
 static int use_device_times(const json_t *messages, const char *nonce, const json_t *m)
 {
     if (side_stream_seen(messages, nonce))
@@ -531,11 +530,8 @@ json_t *kg_eval_timing_block(const kg_eval_options *o, const json_t *messages, c
                            json_string(!supplied ? "interleaved" : timed_alone ? "alone" : "cached")) == 0;
     /* The clock of the reference's samples: clock_basis's, but "stream" where the figure is on the device-wide
      * clock and kgym supplied samples that kept no device-wide times (an entry from before they were kept). */
-    ok = ok && kg_json_set(t, "reference_clock",
-                           json_string(device && (!supplied || ref_samples == json_object_get(cached,
-                                                                                              "reference_device_ms"))
-                                           ? "device"
-                                           : "stream")) == 0;
+    int ref_device = device && (!supplied || json_array_size(json_object_get(cached, "reference_device_ms")));
+    ok = ok && kg_json_set(t, "reference_clock", json_string(ref_device ? "device" : "stream")) == 0;
     /* How the judge's reference-alone timing went (its warm-ups: "time" or "settled", and the rounds a clock
      * limit cost it): evidence, as a round's warm-up is; only where those samples are the ones used. */
     ok = ok && kg_json_set(t, "reference_alone",

@@ -41,11 +41,12 @@ pages, which the judge checks after the answer as it checks a device block.
 
 Every block handed over in place has **canaries**: each tensor lies at least ``GUARD`` bytes after the previous
 one's end (or the block's start), at the alignment PyTorch's allocator would give it (``_placement``), and every
-byte that belongs to no tensor — the guards, the alignment padding, the tail up to the block's size (the
-allocation granularity: 2 MiB on a GPU, a page on the host) — holds random bytes the judge drew.  After the answer the judge reads them back (``InPlace.overwritten``): a candidate whose
-kernel wrote outside its tensors changed some, and the first changed byte's offset from the nearest tensor is
-the evidence (``out_of_bounds_write``).  The runner can read the canaries too, so a candidate that writes out
-of bounds on purpose can restore them; what it wrote there the judge never reads.
+byte that belongs to no tensor — the guards, the alignment padding, the tail up to the block's size (the allocation
+granularity: 2 MiB on a GPU, a page on the host) — holds random bytes the judge drew. After the answer the judge
+reads them back (``InPlace.overwritten``): a candidate whose kernel wrote outside its tensors changed some, and the
+first changed byte's offset from the nearest tensor is the evidence (``out_of_bounds_write``). The runner can read
+the canaries too, so a candidate that writes out of bounds on purpose can restore them; what it wrote there the
+judge never reads.
 
 Where device sharing is refused (no driver support, the runner could not map the block: ``"_share_error"``),
 the same messages go through host memory, each side copying device ↔ host.
