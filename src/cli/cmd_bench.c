@@ -915,7 +915,6 @@ int kg_cli_bench(int argc, char **argv)
              kg_json_set(sum, "gpu_exclusive_grants", json_integer((json_int_t)as.exclusive_grants)) == 0 &&
              kg_json_set(sum, "gpu_shared_grants", json_integer((json_int_t)as.shared_grants)) == 0 &&
              kg_json_set(sum, "gpu_max_wait_ms", kg_json_number(as.max_wait_ms)) == 0 &&
-             kg_json_set(sum, "gpu_setup_waits", json_integer((json_int_t)as.setup_waits)) == 0 &&
              kg_json_set(sum, "gpu_memory", json_pack("{s:I, s:I, s:I}", "capacity_bytes",
                                                       (json_int_t)as.capacity_bytes, "peak_reserved_bytes",
                                                       (json_int_t)as.peak_reserved_bytes, "waits",

@@ -36,8 +36,6 @@ struct kg_arbiter_request {
     uint64_t want;            /* the reservation a MEM_WAITING request makes */
     int mem;
     int counted_wait;         /* stats.memory_waits already counts it */
-    int setup;                /* a set-up phase (kg_arbiter_request_setup) */
-    int counted_setup_wait;   /* stats.setup_waits already counts it */
 };
 
 typedef struct {
@@ -52,8 +50,6 @@ struct kg_arbiter {
     int writer;
     fifo exclusive;           /* pending exclusive requests, arrival order */
     fifo memory;              /* requests waiting for a first reservation, arrival order */
-    int setup_holders;        /* set-up phases held now */
-    int setup_limit;          /* at most this many at once; 0: no limit */
     uint64_t capacity;
     uint64_t reserved;
     uint64_t jumped;          /* what the accounts that went ahead of the line hold now (may_reserve) */
@@ -155,25 +151,6 @@ void kg_arbiter_set_capacity(kg_arbiter *a, uint64_t bytes)
         pthread_cond_broadcast(&a->changed);
     }
     pthread_mutex_unlock(&a->lock);
-}
-
-void kg_arbiter_set_setup_limit(kg_arbiter *a, int n)
-{
-    pthread_mutex_lock(&a->lock);
-    a->setup_limit = n > 0 ? n : 0;
-    pthread_cond_broadcast(&a->changed);
-    pthread_mutex_unlock(&a->lock);
-}
-
-int kg_arbiter_request_setup(kg_arbiter_request *r)
-{
-    kg_arbiter *a = r->arbiter;
-    pthread_mutex_lock(&a->lock);
-    int ok = r->mode == KG_GPU_SHARED && r->state == PENDING;
-    if (ok)
-        r->setup = 1;
-    pthread_mutex_unlock(&a->lock);
-    return ok ? 0 : -1;
 }
 
 kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a)
@@ -325,15 +302,7 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
     if (r->mode == KG_GPU_SHARED) {
         if (a->writer || a->exclusive.count > 0)
             return 0;
-        if (r->setup && a->setup_limit && a->setup_holders >= a->setup_limit) {
-            if (!r->counted_setup_wait) {
-                r->counted_setup_wait = 1;
-                a->stats.setup_waits++;
-            }
-            return 0;
-        }
         a->readers++;
-        a->setup_holders += r->setup;
         a->stats.shared_grants++;
     } else {
         if (a->writer || a->readers > 0 || a->exclusive.head != r)
@@ -394,7 +363,6 @@ static void end_request(kg_arbiter_request *r)
     if (r->state == GRANTED) {
         if (r->mode == KG_GPU_SHARED) {
             a->readers--;
-            a->setup_holders -= r->setup;
         } else {
             a->writer = 0;
         }
@@ -427,7 +395,6 @@ void kg_arbiter_get_stats(kg_arbiter *a, kg_arbiter_stats *out)
     *out = a->stats;
     out->holders_shared = a->readers;
     out->holder_exclusive = a->writer;
-    out->holders_setup = a->setup_holders;
     out->pending_exclusive = a->exclusive.count;
     out->capacity_bytes = a->capacity;
     out->reserved_bytes = a->reserved;

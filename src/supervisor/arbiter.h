@@ -28,11 +28,6 @@
  *   - while a request waits for memory it holds back no one: an exclusive
  *     request joins the exclusive queue only once its memory is reserved, and
  *     the evaluations that hold reservations go on and finish.
- * Set-up phases (the shared phases in which an evaluation's processes make their CUDA contexts) may be limited
- * in number (kg_arbiter_set_setup_limit): a context is made under the driver's lock for the whole machine, so
- * set-ups held at once mostly wait for each other inside their phases, and every exclusive request drains for
- * the last of them.  Over the limit a set-up request waits without holding the GPU, where nothing drains for
- * it; once granted it is a shared phase like any other.
  * KG_ARBITER_ALL_MEMORY reserves the whole device (kgym's re-run of an
  * evaluation alone after it ran out of memory): it waits for every other
  * reservation to end, and later ones wait behind it.
@@ -92,8 +87,6 @@ typedef struct kg_arbiter_stats {
     double max_wait_ms;       /* longest wait from request to grant */
     int holders_shared;       /* now */
     int holder_exclusive;     /* now: 0 or 1 */
-    int holders_setup;        /* now: set-up phases among holders_shared */
-    uint64_t setup_waits;     /* set-up requests that waited for the set-up limit */
     int pending_exclusive;    /* now */
     uint64_t capacity_bytes;  /* device memory evaluations may reserve (0: not arbitrated) */
     uint64_t reserved_bytes;  /* now */
@@ -119,12 +112,6 @@ kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);
  * requests must have been released or cancelled first. */
 void kg_arbiter_account_free(kg_arbiter_account *acc);
 uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc);
-
-/* At most n set-up phases (kg_arbiter_request_setup) held at once; 0 (the default): no limit. */
-void kg_arbiter_set_setup_limit(kg_arbiter *a, int n);
-/* Marks a shared request, not yet granted, as a set-up phase (counted against the set-up limit).  Returns 0,
- * or -1 (nothing changed) when r is exclusive or already granted. */
-int kg_arbiter_request_setup(kg_arbiter_request *r);
 
 /* Registers a request (an exclusive one immediately holds back new shared
  * grants).  NULL on allocation failure. */

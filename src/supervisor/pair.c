@@ -541,7 +541,6 @@ static kg_pair *warm_one(kg_supervisor *sup, json_t *caller_job)
         phase = kg_arbiter_request_new(sup->arbiter, KG_GPU_SHARED);
         if (!phase)
             return NULL;
-        kg_arbiter_request_setup(phase); /* both processes make their CUDA contexts in it */
         if (!kg_arbiter_wait(phase, KG_WARM_TIMEOUT_MS)) {
             kg_arbiter_cancel(phase);
             return NULL;

@@ -70,20 +70,6 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     }
     /* Set first, it stands: the device's own figure (sent by the judges) is then ignored. */
     kg_arbiter_set_capacity(sup->arbiter, opts->device_memory_bytes);
-    /* KGYM_SETUP_PHASES=N: at most N set-up phases held at once (arbiter.h), for paired runs against the
-     * default (bench/grpo.sh --head-env). */
-    const char *setup = getenv("KGYM_SETUP_PHASES");
-    if (setup && *setup) {
-        char *end = NULL;
-        errno = 0;
-        long n = strtol(setup, &end, 10);
-        if (errno || *end || n < 0 || n > 64 || end == setup) {
-            kg_supervisor_close(sup);
-            return kg_error_set(err, KG_ERR_INVALID,
-                                "KGYM_SETUP_PHASES must be a whole number from 0 (no limit) to 64, not '%s'", setup);
-        }
-        kg_arbiter_set_setup_limit(sup->arbiter, (int)n);
-    }
     kg_buf log = {0};
     int logged = kg_buf_printf(&log, "%s/zygote.log", dir) == 0;
     if (!logged)
@@ -493,11 +479,6 @@ static void handle_request(run_state *st, json_t *msg, kg_msg kind)
             send_line(st, json_pack("{s:s, s:s}", "type", kg_msg_name(KG_MSG_ERROR), "message", "out of memory"));
             return;
         }
-        /* The phase its processes make their CUDA contexts in (arbiter.h: set-up phases may be limited).  The
-         * purpose is the judge's word: a judge that calls another phase "setup" only waits longer for it. */
-        const char *purpose = json_string_value(json_object_get(msg, "purpose"));
-        if (purpose && !strcmp(purpose, "setup") && (!mode || strcmp(mode, "exclusive") != 0))
-            kg_arbiter_request_setup(st->gpu_pending);
         st->gpu_pending_msg = msg;
         st->gpu_pending_since = kg_now_ms();
         gpu_try_grant(st);

@@ -456,64 +456,6 @@ static void time_is_added_up_by_state(void)
     kg_arbiter_destroy(a);
 }
 
-/* Set-up phases over the limit wait without holding the GPU: other shared phases go on beside them, an exclusive
- * request drains only for the set-ups held, and a released set-up lets the next one in. */
-static void setup_phases_are_limited(void)
-{
-    kg_arbiter *a;
-    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
-    kg_arbiter_set_setup_limit(a, 1);
-    kg_arbiter_request *s1 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *s2 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *plain = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    KG_CHECK(kg_arbiter_request_setup(s1) == 0 && kg_arbiter_request_setup(s2) == 0);
-    KG_CHECK(kg_arbiter_poll(s1) == 1);
-    KG_CHECK(kg_arbiter_request_setup(s1) == -1);   /* granted: too late to mark */
-    KG_CHECK(kg_arbiter_poll(s2) == 0);             /* one set-up at a time */
-    KG_CHECK(kg_arbiter_poll(s2) == 0);
-    KG_CHECK(kg_arbiter_poll(plain) == 1);          /* other shared phases are not limited */
-    kg_arbiter_stats st;
-    kg_arbiter_get_stats(a, &st);
-    KG_CHECK(st.holders_shared == 2 && st.holders_setup == 1 && st.setup_waits == 1);
-    /* The waiting set-up holds nothing: an exclusive request waits for the two holders only. */
-    kg_arbiter_request *x = kg_arbiter_request_new(a, KG_GPU_EXCLUSIVE);
-    KG_CHECK(kg_arbiter_request_setup(x) == -1);    /* an exclusive request is never a set-up */
-    KG_CHECK(kg_arbiter_poll(x) == 0);
-    kg_arbiter_release(s1);
-    KG_CHECK(kg_arbiter_poll(s2) == 0);             /* writers first: the set-up left waits behind x */
-    kg_arbiter_release(plain);
-    KG_CHECK(kg_arbiter_poll(x) == 1);
-    kg_arbiter_release(x);
-    KG_CHECK(kg_arbiter_poll(s2) == 1);
-    kg_arbiter_get_stats(a, &st);
-    KG_CHECK(st.holders_setup == 1 && st.setup_waits == 1);
-    kg_arbiter_cancel(s2);
-    kg_arbiter_get_stats(a, &st);
-    KG_CHECK(st.holders_setup == 0 && st.holders_shared == 0);
-    /* No limit (0): set-ups are shared phases like any other. */
-    kg_arbiter_set_setup_limit(a, 0);
-    kg_arbiter_request *t1 = kg_arbiter_request_new(a, KG_GPU_SHARED), *t2 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request_setup(t1);
-    kg_arbiter_request_setup(t2);
-    KG_CHECK(kg_arbiter_poll(t1) == 1 && kg_arbiter_poll(t2) == 1);
-    kg_arbiter_release(t1);
-    kg_arbiter_release(t2);
-    /* A limit of 2 holds two at once; a waiter is woken by a release (kg_arbiter_wait). */
-    kg_arbiter_set_setup_limit(a, 2);
-    kg_arbiter_request *u[3];
-    for (int i = 0; i < 3; i++) {
-        u[i] = kg_arbiter_request_new(a, KG_GPU_SHARED);
-        kg_arbiter_request_setup(u[i]);
-    }
-    KG_CHECK(kg_arbiter_poll(u[0]) == 1 && kg_arbiter_poll(u[1]) == 1);
-    KG_CHECK(kg_arbiter_wait(u[2], 20) == 0);
-    kg_arbiter_release(u[0]);
-    KG_CHECK(kg_arbiter_wait(u[2], 1000) == 1);
-    kg_arbiter_release(u[1]);
-    kg_arbiter_release(u[2]);
-    kg_arbiter_destroy(a);
-}
-
 static const kg_test_case cases[] = {
     {"time_is_added_up_by_state", time_is_added_up_by_state},
     {"shared_grants_coexist", shared_grants_coexist},
@@ -528,7 +470,6 @@ static const kg_test_case cases[] = {
     {"all_memory_drains_the_others_first", all_memory_drains_the_others_first},
     {"small_evaluations_go_ahead_without_delaying_the_line", small_evaluations_go_ahead_without_delaying_the_line},
     {"evaluations_with_memory_never_deadlock", evaluations_with_memory_never_deadlock},
-    {"setup_phases_are_limited", setup_phases_are_limited},
 };
 
 KG_TEST_MAIN("arbiter", cases)
