@@ -592,6 +592,7 @@ def _grpo_figures(doc):
             "shared_phases": _shared_phases(done),
             "timing": _timed_by_pair(doc["results"]),
             "where": _where_it_went(done),
+            "tiny_steps": _tiny_steps(done),
             "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
 
 
@@ -836,6 +837,24 @@ def _where_it_went(done):
     return out
 
 
+def _tiny_steps(done):
+    """The tiny run's steps on the judge's clock (stages[tiny_run].spent_ms), mean ms, apart for evaluations in a
+    new judge (process.judge_served 0) and in a kept one: a new judge's first run holds its shared phase ~10x as
+    long, and its steps say which part (the reference's first CUDA library loads, the runner's first call)."""
+    out = {}
+    for r in done:
+        st = next((x for x in r.get("stages") or [] if isinstance(x, dict) and x.get("name") == "tiny_run"), None)
+        spent = st.get("spent_ms") if st else None
+        if not isinstance(spent, dict):
+            continue
+        kind = "kept" if (num(get(r, "process", "judge_served")) or 0) > 0 else "new"
+        n, steps = out.setdefault(kind, [0, {}])
+        out[kind][0] = n + 1
+        for k, v in spent.items():
+            steps[k] = steps.get(k, 0.0) + (num(v) or 0.0)
+    return {kind: (n, {k: v / n for k, v in steps.items()}) for kind, (n, steps) in out.items()}
+
+
 def _shared_phases(done):
     """The shared phases by purpose (the stage that asked; result gpu_phases.shared.by_purpose, absent before
     the eighteenth session): seconds held, summed, and how the evaluations' longest shared phases fall: an
@@ -962,6 +981,13 @@ def report_grpo(args):
                          + "; each evaluation's longest shared phase, by purpose (count, median, max): "
                          + ", ".join(f"{k} {len(v)}x {statistics.median(v):.2f}/{max(v):.2f} s"
                                      for k, v in sorted(sp["longest"].items(), key=lambda kv: -max(kv[1]))))
+    for who, f in runs:
+        for kind in ("new", "kept"):
+            if kind in f["tiny_steps"]:
+                n, steps = f["tiny_steps"][kind]
+                lines.append(f"{'' if kind == 'kept' else chr(10)}{who}: the tiny run's steps in {n} "
+                             f"{'new judges' if kind == 'new' else 'kept judges'}, mean ms: "
+                             + ", ".join(f"{k} {steps[k]:,.1f}" for k in _VARIANT_STEPS if k in steps))
     if any(f["timing"] for _, f in runs):
         headers, trows = _timing_rows(runs)
         lines += ["\ntiming precision (a faster run that moved these is not faster: the protocol's figures are "

@@ -13,6 +13,12 @@ def res(path, speedup, remeasured=False, noisy=False, cv=0.001):
 base = [res("a.py", 2.0), res("a.py", 2.0), res("b.py", 1.0, cv=0.004), res("c.py", 4.0),
         {"candidate": {"path": "d.py"}, "verdict": "incorrect", "timing": None,
          "correctness": {"variants": [], "not_run": ["signed", "size_large"]}}]
+# The tiny run's steps (stages[tiny_run].spent_ms) in new judges (a.py#1, b.py: process.judge_served 0) and a
+# kept one (a.py#2).
+for r, served, spent in ((base[0], 0, {"reference": 600.0, "call": 200.0}), (base[1], 1, {"reference": 20.0, "call": 30.0}),
+                         (base[2], 0, {"reference": 400.0, "call": 100.0})):
+    r["process"] = {"judge_served": served}
+    r["stages"] = [{"name": "tiny_run", "status": "ok", "ms": 1.0, "detail": "", "spent_ms": spent}]
 head = [res("c.py", 4.4, remeasured=True, noisy=True, cv=0.2), res("a.py", 2.02), res("b.py", 1.0),
         res("a.py", 2.0)]
 # kgym's checks (timing.checks): c.py's first asked for a round on the device-wide clock, its second for one more
@@ -56,6 +62,9 @@ grep -q "MISSED every head run's speedups within 2% of base's .*largest change 1
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 grep -q "MET every head run's speedups within 2% of base's .*largest change 0.00%" "$TMP/grpo" \
     && ok "grpo report: the same run twice meets it" || bad "grpo's timing goal, same run" "$(cat "$TMP/grpo")"
+grep -q "^base: the tiny run's steps in 2 new judges, mean ms: reference 500.0, call 150.0$" "$TMP/grpo" &&
+    grep -q "^base: the tiny run's steps in 1 kept judges, mean ms: reference 20.0, call 30.0$" "$TMP/grpo" \
+    && ok "grpo report: the tiny run's steps, new judges apart from kept ones" || bad "grpo's tiny-run steps" "$(cat "$TMP/grpo")"
 # The variants a stopped evaluation did not run (correctness.not_run: d.py's two, one task) are counted per task.
 grep -q "^| base .* 0.0 computed, 0.0 held, 2.0 not run " "$TMP/grpo" \
     && ok "grpo report: the variants not run, per task" || bad "grpo's not-run count" "$(cat "$TMP/grpo")"

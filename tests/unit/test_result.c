@@ -77,7 +77,8 @@ static void variant(fake *f, const char *name, const char *status, int mismatche
 static void tiny_ok(fake *f, int shape_ok)
 {
     msg(f, json_pack("{s:s, s:s, s:s}", "type", "stage", "stage", "tiny_run", "status", "begin"));
-    json_t *data = json_pack("{s:s, s:s, s:o}", "name", "tiny", "status", "ran", "compare", cmp_facts(0, shape_ok));
+    json_t *data = json_pack("{s:s, s:s, s:o, s:{s:f, s:f}}", "name", "tiny", "status", "ran", "compare",
+                             cmp_facts(0, shape_ok), "spent_ms", "reference", 512.5, "call", 40.0);
     msg(f, json_pack("{s:s, s:s, s:s, s:s, s:o}", "type", "stage", "stage", "tiny_run", "status", "ok", "detail", "",
                      "data", data));
 }
@@ -171,10 +172,22 @@ static void all_pass_is_correct(void)
     /* Stage time comes from our stamps (10 ms apart), not the child's "ms": 1.0. */
     size_t i;
     json_t *s;
+    int tiny_spent = 0;
     json_array_foreach(json_object_get(r, "stages"), i, s) {
-        if (!strcmp(json_string_value(json_object_get(s, "name")), "parse"))
+        const char *name = json_string_value(json_object_get(s, "name"));
+        if (!strcmp(name, "parse"))
             KG_CHECK_NEAR(json_number_value(json_object_get(s, "ms")), 10.0, 1e-9);
+        /* The tiny run's steps on the judge's clock come with its stage, and with no other. */
+        const json_t *spent = json_object_get(s, "spent_ms");
+        if (!strcmp(name, "tiny_run")) {
+            tiny_spent = 1;
+            KG_CHECK_NEAR(json_number_value(json_object_get(spent, "reference")), 512.5, 0);
+            KG_CHECK_NEAR(json_number_value(json_object_get(spent, "call")), 40.0, 0);
+        } else {
+            KG_CHECK(spent == NULL);
+        }
     }
+    KG_CHECK(tiny_spent);
     json_decref(r);
 }
 
