@@ -122,3 +122,59 @@ def test_no_elements_is_a_zero_size_output_only():
     assert not child._no_elements(torch.zeros(1))
     assert not child._no_elements((empty, torch.zeros(2)))
     assert not child._no_elements(3.0) and not child._no_elements((empty, 3.0))
+
+
+def test_a_variant_is_read_back_once(monkeypatch):
+    """Adding a variant reads its facts (non-zero, the sampled values, whether it is one of its inputs) back in one
+    transfer (Tracker._read), whatever the chunks and inputs: each read waits for the GPU, on a shared one a turn
+    between contexts.  Nothing outside that one call reads a value; the facts are those of reading one by one."""
+    monkeypatch.setattr(degeneracy, "CHUNK", 7)
+    monkeypatch.setattr(degeneracy, "SAMPLES", 5)
+    x = torch.rand(6, 5)
+    state = {"inside": 0, "reads": 0, "outside": 0}
+    originals = {name: getattr(torch.Tensor, name) for name in ("item", "tolist", "__bool__", "to")}
+
+    def counted(name):
+        fn = originals[name]
+
+        def read(self, *a, **k):
+            moves_home = name != "to" or (((a and str(a[0]) == "cpu") or str(k.get("device", "")) == "cpu")
+                                          and self.dtype != torch.int64)  # sample positions go the other way
+            if moves_home and not state["inside"]:
+                state["outside"] += 1
+            return fn(self, *a, **k)
+        return read
+
+    real_read = degeneracy.Tracker._read
+
+    def one_read(*a):
+        state["inside"] += 1
+        state["reads"] += 1
+        try:
+            return real_read(*a)
+        finally:
+            state["inside"] -= 1
+
+    real_close = degeneracy._close
+
+    def host_close(*a):  # compares the host copies _read made: no read of the GPU's
+        state["inside"] += 1
+        try:
+            return real_close(*a)
+        finally:
+            state["inside"] -= 1
+
+    t = degeneracy.Tracker()
+    t.add("base", x * 2, [x, torch.rand(3)], 1e-4, 1e-4)
+    monkeypatch.setattr(degeneracy.Tracker, "_read", staticmethod(one_read))
+    monkeypatch.setattr(degeneracy, "_close", host_close)
+    for name in originals:
+        monkeypatch.setattr(torch.Tensor, name, counted(name))
+    t.add("seed_1", x.clone(), [x + 1, x], 1e-4, 1e-4)        # equal to its second input
+    t.add("large_values", torch.zeros(6, 5), [x * 100], 1e-4, 1e-4)
+    for name, fn in originals.items():
+        monkeypatch.setattr(torch.Tensor, name, fn)
+    assert state["reads"] == 2 and state["outside"] == 0, state
+    f = t.facts()
+    assert f["nonzero_on"] == ["base", "seed_1"] and f["varies_on"] == ["seed_1", "large_values"]
+    assert f["not_an_input_on"] == ["base", "large_values"]

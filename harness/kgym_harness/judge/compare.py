@@ -97,12 +97,31 @@ TAIL_DRAWS = 3
 TAIL_SEED = 27  # the draws' own generator: the process's RNG state (which kgym's guards watch) is left alone
 
 
+def _read_all(values) -> list:
+    """The Python numbers of 0-dim tensors ``values``, in order, read back with one transfer a device (int64 and
+    float64 values keep their exact values; nothing else is given here)."""
+    out = [None] * len(values)
+    by_device = {}
+    for i, v in enumerate(values):
+        by_device.setdefault((v.device, v.dtype), []).append(i)
+    for idx in by_device.values():
+        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
+            out[i] = x
+    return out
+
+
 def output_scale(out) -> float:
     """The root mean square of the finite floating values of an output (tensor, scalar or sequence of them):
     the reference's own magnitude.  0.0 when there are none or all are zero."""
     items = list(out) if isinstance(out, (tuple, list)) else [out]
     total, count = 0.0, 0
     with torch.no_grad():
+        # Every chunk's norm first, read back once a device (each read waits for the GPU: on a shared one, a turn
+        # between contexts), then added up in the order the chunks come, as before.
+        norms = _read_all([torch.linalg.vector_norm(x.detach().reshape(-1)[start:start + CHUNK], dtype=torch.float64)
+                           for x in items if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()
+                           for start in range(0, x.numel(), CHUNK)])
+        next_norm = iter(norms)
         for x in items:
             if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel():
                 flat = x.detach().reshape(-1)
@@ -110,7 +129,7 @@ def output_scale(out) -> float:
                     c = flat[start:start + CHUNK]
                     # One reduction when every value is finite (the usual case: variants whose reference
                     # holds NaN/Inf are skipped before anything is compared); else the finite ones alone.
-                    sq = float(torch.linalg.vector_norm(c, dtype=torch.float64).item()) ** 2
+                    sq = float(next(next_norm)) ** 2
                     if math.isfinite(sq):
                         total += sq
                         count += c.numel()
@@ -274,15 +293,16 @@ def reference_ok(out) -> tuple:
     """(False, reason) when the reference output holds NaN/Inf: that variant is skipped, not held against
     the candidate."""
     items = list(out) if isinstance(out, (tuple, list)) else [out]
-    bad = 0
+    bad, counts = 0, []
     with torch.no_grad():
         for x in items:
             if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()):
                 flat = x.detach().reshape(-1)
                 for start in range(0, flat.numel(), CHUNK):  # no whole-output mask (memory: see _compare_tensors)
-                    bad += int((~torch.isfinite(flat[start:start + CHUNK])).sum().item())
+                    counts.append((~torch.isfinite(flat[start:start + CHUNK])).sum())
             elif isinstance(x, float) and not math.isfinite(x):
                 bad += 1
+        bad += sum(int(v) for v in _read_all(counts))  # read once a device (output_scale says why)
     if bad:
         return False, f"the reference output holds {bad} NaN/Inf value{'s' if bad != 1 else ''}"
     return True, ""
@@ -455,23 +475,29 @@ def _compare_tensors(r: torch.Tensor, c: torch.Tensor, atol: float, rtol: float,
         # both NaN
         same = (rc == cc) | (torch.isnan(rc) & torch.isnan(cc))
         ok = (both & (diff <= atol + rtol * rc.abs())) | same
+        figures = [(~ok).sum(), (~rfin).sum(), (~cfin).sum()]
         if relative_atol is not None:
-            facts["relative_mismatches"] += int((~((both & (diff <= relative_atol + rtol * rc.abs())) | same))
-                                                .sum().item())
+            figures.append((~((both & (diff <= relative_atol + rtol * rc.abs())) | same)).sum())
         diff = torch.where(both, diff, 0.0)
         rel = torch.where(both, diff / rc.abs().clamp_min(tiny), 0.0)  # NaN in r would poison the max
-        bad = int((~ok).sum().item())
-        facts["reference_nonfinite"] += int((~rfin).sum().item())
-        facts["candidate_nonfinite"] += int((~cfin).sum().item())
-        if rc.numel():
-            facts["max_abs_error"] = max(facts["max_abs_error"], float(diff.max().item()))
-            facts["max_rel_error"] = max(facts["max_rel_error"], float(rel.max().item()))
+        at = torch.argmax((~ok).to(torch.uint8))  # the first mismatching element (0 where none)
+        figures += [diff.max(), rel.max(), at, rc[at], cc[at]]
+        # One read of the chunk's figures (each read waits for the GPU: on a shared one, a turn between contexts;
+        # docs/PERFORMANCE.md, thirty-sixth session).  The counts and the index are below 2**53: exact in float64.
+        got = torch.stack([x.double() for x in figures]).tolist()
+        bad, r_nonfinite, c_nonfinite = (int(x) for x in got[:3])
+        if relative_atol is not None:
+            facts["relative_mismatches"] += int(got[3])
+        max_abs, max_rel, i, r_at, c_at = got[-5:]
+        facts["reference_nonfinite"] += r_nonfinite
+        facts["candidate_nonfinite"] += c_nonfinite
+        facts["max_abs_error"] = max(facts["max_abs_error"], max_abs)
+        facts["max_rel_error"] = max(facts["max_rel_error"], max_rel)
         if bad and facts["first_mismatch"] is None:
-            i = int(torch.argmax((~ok).to(torch.uint8)).item())  # the first mismatching element
-            flat = start + i
+            flat = start + int(i)
             facts["first_mismatch"] = [int(k) for k in torch.unravel_index(torch.tensor(flat), r.shape)] \
                 if r.dim() else []
-            facts["first_mismatch_values"] = [_num(rc[i].item()), _num(cc[i].item())]
+            facts["first_mismatch_values"] = [_num(r_at), _num(c_at)]
         facts["mismatches"] += bad
     facts["max_abs_error"] = _num(facts["max_abs_error"])
     facts["max_rel_error"] = _num(facts["max_rel_error"])

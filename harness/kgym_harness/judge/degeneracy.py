@@ -53,18 +53,21 @@ def _chunks(*tensors):
         yield [f[start:start + CHUNK].double() for f in flats]
 
 
-def _nonzero(t, atol) -> bool:
-    """Whether an output holds a value beyond ``atol`` (any non-zero value when it is not floating)."""
+def _nonzero_flag(t, atol):
+    """Whether an output holds a value beyond ``atol`` (any non-zero value when it is not floating): a 0-dim bool
+    tensor on its device, not read (False for an empty one)."""
     if not t.numel():
         return False
     if not (t.is_floating_point() or t.is_complex()):
-        return bool((t != 0).any())
-    return any(bool((c.abs() > atol).any()) for (c,) in _chunks(t))
+        return (t != 0).any()
+    return torch.stack([(c.abs() > atol).any() for (c,) in _chunks(t)]).any()
 
 
-def _all_close(x, r, atol, rtol) -> bool:
-    """Whether x is r within the tolerances, element by element (x and r of the same shape)."""
-    return all(bool(((a - b).abs() <= atol + rtol * b.abs()).all()) for a, b in _chunks(x, r))
+def _all_close_flag(x, r, atol, rtol):
+    """Whether x is r within the tolerances, element by element (x and r of the same shape): a 0-dim bool tensor,
+    not read (True for empty ones, as all() of nothing)."""
+    flags = [((a - b).abs() <= atol + rtol * b.abs()).all() for a, b in _chunks(x, r)]
+    return torch.stack(flags).all() if flags else True
 
 
 class Tracker:
@@ -88,7 +91,8 @@ class Tracker:
         self.model_compared = 0
         self.input_varies = []  # ... whose reference output differs from an earlier one of its layout and model
 
-    def _fingerprint(self, layout, tensors):
+    def _samples(self, layout, tensors):
+        """The outputs' values at the layout's SAMPLES fixed positions, as float64 on their device (not read)."""
         if layout not in self.positions:
             gen = torch.Generator()
             gen.manual_seed(self.seed + len(self.positions))
@@ -98,7 +102,7 @@ class Tracker:
         for t, idx in zip(tensors, self.positions[layout]):
             flat = t.detach().reshape(-1)
             picked = flat if idx is None else flat[idx.to(flat.device)]
-            out.append(picked.to("cpu", torch.float64))
+            out.append(picked.to(torch.float64))
         return out
 
     @staticmethod
@@ -150,21 +154,39 @@ class Tracker:
             return
         self.checked.append(name)
         with torch.no_grad():
-            if any(_nonzero(t, atol) for t in tensors):
-                self.nonzero.append(name)
             layout = _layout(tensors)
-            fp = self._fingerprint(layout, tensors)
+            r = tensors[0]
+            like = [x for x in inputs if isinstance(x, torch.Tensor) and x.shape == r.shape and x.is_floating_point()
+                    and r.is_floating_point()]
+            nonzero, close, fp = self._read(
+                [_nonzero_flag(t, atol) for t in tensors], [_all_close_flag(x, r, atol, rtol) for x in like],
+                self._samples(layout, tensors))
+            if any(nonzero):
+                self.nonzero.append(name)
             differs = self._against_first(self.first, layout, name, fp, atol, rtol)
             if differs is not None:
                 self.compared += 1
                 if differs:
                     self.varies.append(name)
             self._same_model(name, layout, fp, atol, rtol, model)
-            r = tensors[0]
-            same = any(isinstance(x, torch.Tensor) and x.shape == r.shape and x.is_floating_point() and
-                       r.is_floating_point() and _all_close(x, r, atol, rtol) for x in inputs)
-            if not same:
+            if not any(close):
                 self.not_input.append(name)
+
+    @staticmethod
+    def _read(nonzero, close, samples):
+        """The flags (0-dim bool tensors) and the sampled values (float64 tensors) on the host, read with one
+        transfer a device where they lie on one (each read waits for the GPU: on a shared one, a turn between
+        contexts; docs/PERFORMANCE.md, thirty-sixth session): (nonzero flags, close flags, samples as CPU float64)."""
+        flags = [f if isinstance(f, torch.Tensor) else torch.tensor(bool(f)) for f in (*nonzero, *close)]
+        parts = [f.reshape(1).to(torch.float64) for f in flags] + [x.reshape(-1) for x in samples]
+        devices = {x.device for x in parts}
+        if len(devices) == 1 and parts:
+            host = torch.cat(parts).to("cpu")
+            values = list(torch.split(host, [x.numel() for x in parts]))
+        else:
+            values = [x.to("cpu") for x in parts]
+        got = [bool(v.item()) for v in values[:len(flags)]]
+        return got[:len(nonzero)], got[len(nonzero):], [v.view(x.shape) for v, x in zip(values[len(flags):], samples)]
 
     def facts(self) -> dict:
         """JSON facts: ``zero_everywhere`` (every checked reference output was zero), ``constant_everywhere``
