@@ -102,3 +102,24 @@ def test_the_next_runner_socket_comes_with_the_job():
         with pytest.raises(BrokenPipeError):
             os.write(w_, b"x")
         os.close(w_)
+
+
+def test_giving_memory_back_waits_only_when_asked(monkeypatch):
+    """Between the reference and the call the judge gives cached memory back without waiting for the device (the
+    inputs' seal reads it back right after: each wait is a turn between contexts on a shared GPU); after a phase
+    it waits, so that no queued work outlives the phase."""
+    import torch
+
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: calls.append("sync"))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda *a: 3 << 30)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 0)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty"))
+    child._give_back_device_memory("cuda:0", collect=False, wait=False)
+    assert calls == ["empty"]
+    calls.clear()
+    child._give_back_device_memory("cuda:0", collect=False)
+    assert calls == ["sync", "empty"]
+    calls.clear()
+    child._give_back_device_memory("cpu")
+    assert calls == []

@@ -353,17 +353,21 @@ class RemoteModel:
         self.link.ask({"cmd": kinds.CMD_DROP, "model": self.id})
 
 
-def _give_back_device_memory(device, collect=True):
+def _give_back_device_memory(device, collect=True, wait=True):
     """After a GPU phase (and between the reference's forward and the candidate's call): queued work is
     finished, and cached but unused blocks go back to the driver, so that the runner, another evaluation's
     phase or this one's re-run alone gets the memory (measured on an H100: a judge that kept the reference's
-    intermediates of level1/36 cached sat on 70 GB while its runner ran out of memory alone)."""
+    intermediates of level1/36 cached sat on 70 GB while its runner ran out of memory alone).  ``wait`` False:
+    the caller reads the device back right after anyway (the inputs' seal before a call), so the queued work is
+    not waited for here (each wait is a turn between contexts on a shared GPU); the allocator's counts are the
+    host's, and giving blocks back (cudaFree) waits for the device itself."""
     if not device.startswith("cuda"):
         return
     try:
         import torch
 
-        torch.cuda.synchronize()
+        if wait:
+            torch.cuda.synchronize()
         if collect and torch.cuda.memory_allocated() > (2 << 30):
             # Gigabytes still allocated after a phase are usually garbage in a reference cycle (an exception's
             # traceback holds the frames that held the inputs): collected now, not whenever Python's
@@ -1465,8 +1469,9 @@ class Evaluation:
         atol, rtol = tol.atol, tol.rtol
         if self.current_stage == "correctness":
             self.degeneracy.add(v.name, ref_out, inputs, atol, rtol, model=self.degeneracy.model_key(v))
-        # The reference's intermediates are garbage now, but cached: the runner needs that memory.
-        _give_back_device_memory(self.device, collect=False)
+        # The reference's intermediates are garbage now, but cached: the runner needs that memory.  The seal below
+        # reads the device back before anything is sent, so no wait here.
+        _give_back_device_memory(self.device, collect=False, wait=in_place is None)
         lap("tolerance")
         try:
             if in_place is not None:
