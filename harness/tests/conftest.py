@@ -51,6 +51,26 @@ def load():
     return _load
 
 
+@pytest.fixture
+def host_reads(monkeypatch):
+    """A dict whose "n" counts the host reads of tensor values (.item() and .tolist()) from now on: on a GPU each
+    one waits for it, and on a shared one costs a turn between contexts (docs/PERFORMANCE.md, thirty-sixth
+    session)."""
+    import torch
+
+    reads = {"n": 0}
+
+    def counted(fn):
+        def read(self, *a, **k):
+            reads["n"] += 1
+            return fn(self, *a, **k)
+        return read
+
+    for name in ("item", "tolist"):
+        monkeypatch.setattr(torch.Tensor, name, counted(getattr(torch.Tensor, name)))
+    return reads
+
+
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "exhaustive: runs over every level1/level2 task (skip with KGYM_SKIP_EXHAUSTIVE=1)")

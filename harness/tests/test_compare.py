@@ -411,28 +411,11 @@ def test_reference_precision_is_the_profiles():
         torch.set_float32_matmul_precision(saved[2])
 
 
-def _count_reads(monkeypatch):
-    """Counts the host reads of tensor values (.item() and .tolist()): on a GPU each one waits for it, and on a
-    shared one costs a turn between contexts (docs/PERFORMANCE.md, thirty-sixth session)."""
-    reads = {"n": 0}
-    item, tolist = torch.Tensor.item, torch.Tensor.tolist
-
-    def counted(fn):
-        def read(self, *a, **k):
-            reads["n"] += 1
-            return fn(self, *a, **k)
-        return read
-
-    monkeypatch.setattr(torch.Tensor, "item", counted(item))
-    monkeypatch.setattr(torch.Tensor, "tolist", counted(tolist))
-    return reads
-
-
-def test_the_chunked_pass_reads_each_chunk_once(monkeypatch):
+def test_the_chunked_pass_reads_each_chunk_once(monkeypatch, request):
     r, c = _awkward_pair(1000)
     monkeypatch.setattr(cmp, "CHUNK", 300)  # four chunks
     want = cmp._compare_tensors(r, c, 1e-4, 1e-4, 1e-7)
-    reads = _count_reads(monkeypatch)
+    reads = request.getfixturevalue("host_reads")
     assert cmp._compare_tensors(r, c, 1e-4, 1e-4, 1e-7) == want
     # one read a chunk, plus the first mismatch's index turned into coordinates (a CPU tensor, once)
     assert reads["n"] <= 4 + 1, reads
@@ -445,11 +428,11 @@ def _num(x):
     return cmp._num(x)
 
 
-def test_reference_facts_read_once(monkeypatch):
+def test_reference_facts_read_once(monkeypatch, request):
     monkeypatch.setattr(cmp, "CHUNK", 10)
     out = (torch.arange(35, dtype=torch.float32) - 17, 2.5, torch.tensor([float("inf"), 1.0]))
     scale = math.sqrt((sum(float(v) ** 2 for v in range(-17, 18)) + 2.5 ** 2 + 1.0) / (35 + 1 + 1))
-    reads = _count_reads(monkeypatch)
+    reads = request.getfixturevalue("host_reads")
     ok, reason = cmp.reference_ok(out)
     assert not ok and "1 NaN/Inf" in reason and reads["n"] == 1
     reads["n"] = 0

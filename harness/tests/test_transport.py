@@ -343,24 +343,14 @@ def test_fingerprint_sees_any_change_and_depends_on_the_key(monkeypatch):
     assert tp.fingerprint(nc, 3) == tp.fingerprint(nc.contiguous(), 3)
 
 
-def test_fingerprints_read_once_and_equal_each_ones_own(monkeypatch):
+def test_fingerprints_read_once_and_equal_each_ones_own(monkeypatch, request):
     """An InPlace's seal and check read every input's fingerprint back at once (each read waits for the GPU: on a
     shared one, a turn between contexts), with the values fingerprint gives each tensor alone; a changed input is
     still named."""
     monkeypatch.setattr(tp, "_FP_CHUNK", 5)
     ts = [torch.randn(7, 3), torch.arange(11, dtype=torch.uint8), torch.randn(6, dtype=torch.float16)]
     alone = [tp.fingerprint(t, (9, i)) for i, t in enumerate(ts)]
-    reads = {"n": 0}
-    tolist, item = torch.Tensor.tolist, torch.Tensor.item
-
-    def counted(fn):
-        def read(self, *a, **k):
-            reads["n"] += 1
-            return fn(self, *a, **k)
-        return read
-
-    monkeypatch.setattr(torch.Tensor, "tolist", counted(tolist))
-    monkeypatch.setattr(torch.Tensor, "item", counted(item))
+    reads = request.getfixturevalue("host_reads")
     assert tp.fingerprints([(t, (9, i)) for i, t in enumerate(ts)]) == alone and reads["n"] == 1
     shared, views = tp.InPlace.make([*ts, 5])
     try:
