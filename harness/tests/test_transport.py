@@ -363,6 +363,32 @@ def test_fingerprints_read_once_and_equal_each_ones_own(monkeypatch, request):
         shared.release()
 
 
+def test_two_commands_with_descriptors_sent_back_to_back_each_get_their_own():
+    """The judge may send a command before it reads the answer to the previous one (child.RunnerLink.ask's
+    ``ahead``): the runner's reader reads no byte past a message's line, so the descriptors of the next message
+    (its inputs' memfd) stay for it instead of being closed as extras of the first (two sends, then two reads)."""
+    a, b = socket.socketpair()
+    a.settimeout(10)
+    b.settimeout(10)
+    xs = [torch.arange(6, dtype=torch.float32), torch.arange(9, dtype=torch.float32) * 2]
+    blocks = []
+    for i, x in enumerate(xs):
+        shared, views = tp.InPlace.make([x])
+        assert shared is not None
+        blocks.append(shared)
+        tp.send(a, {"cmd": "call", "seq": i + 1}, views, in_place=shared)
+    runner = tp.Reader(b, accept_blocks=True)
+    try:
+        for i, x in enumerate(xs):
+            msg, values = runner.recv()
+            assert msg["seq"] == i + 1 and torch.equal(values[0], x) and runner.last_in_place
+    finally:
+        for shared in blocks:
+            shared.release()
+        a.close()
+        b.close()
+
+
 def test_in_place_needs_tensors_of_one_kind_of_memory():
     """Inputs on no device a block can hold (meta, or CPU and another device mixed), or no tensor at all, are
     not handed over in place: the values come back as they were, and send copies them as before."""

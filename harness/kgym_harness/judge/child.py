@@ -164,48 +164,45 @@ class RunnerLink:
         except OSError:
             pass
 
-    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None):
+    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None, ahead=()):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
         answer is expected to carry (the reference output's size): a memfd that large goes along for the
         runner to write them into (transport.pack says why).  ``spare``: one made by the caller instead
         (released here all the same).  ``in_place``: a transport.InPlace holding ``values``' tensors, sent
         without a copy (the caller checks them after the answer).  ``meanwhile``: called once the command
-        is sent, before the answer is read (the judge's own work, done while the runner does its part)."""
+        is sent, before the answer is read (the judge's own work, done while the runner does its part).
+        ``ahead``: (command, values) pairs sent first, without answer tensors, whose answers are read (in order)
+        before this one's: the runner goes from one to the next without waiting for the judge, one alternation
+        of the two processes' GPU work instead of one per command (a variant's construct and call:
+        _pipelined_calls; the runner's reader reads one message at a time, transport.LineReader's ``exact``).
+        When one of them did not answer "ok", every answer is still read (the conversation stays in step) and
+        that answer's error is raised (RemoteError), not this command's."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
-        self.seq += 1
-        if self.answers.forget is not None:  # a kept spare let go (drop_spare): the runner lets go of it too
-            obj, self.answers.forget = dict(obj, _forget=self.answers.forget), None
+        first = self.seq + 1
+
+        def numbered(o):
+            self.seq += 1
+            if self.answers.forget is not None:  # a kept spare let go (drop_spare): the runner lets go of it too
+                o, self.answers.forget = dict(o, _forget=self.answers.forget), None
+            return dict(o, seq=self.seq)
+
         keep = None
         if spare is None and answer_bytes:
             # The kept spare (made again only when this answer outgrows it); on a GPU a device block once the
             # runner showed it maps them.
             keep = self.answers
             spare = keep.get(answer_bytes, device=self.share)
-        sent = None
+        sent, early = None, []
         try:
-            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=None if keep else spare,
+            for a_obj, a_values in ahead:
+                early.append(self.tp.send(self.sock, numbered(a_obj), a_values, share=self.share))
+            sent = self.tp.send(self.sock, numbered(obj), values, spare=None if keep else spare,
                                 share=self.share, in_place=in_place, keep=keep)
             if meanwhile is not None:
                 meanwhile()
-            while True:
-                reply, out = self.reader.recv(own_spare=spare)
-                if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != self.seq:
-                    break
-                # Triton compiles in the runner mid-command (runner.py _install_compile_handback): "begin",
-                # and "end", after which the runner waits for "resume" before it touches the GPU again.
-                phase = reply.get("phase")
-                if self.on_compile is not None and phase in ("begin", "end"):
-                    self.on_compile(phase)
-                if phase == "begin" and "spec" in reply:
-                    # The trusted compile cache (kernelcache.py): the runner waits for this answer, whatever
-                    # its request was worth; the directory is where its Triton finds the entry.
-                    kdir = None
-                    if self.kernel_cache is not None:
-                        kdir = self.kernel_cache.ensure(reply.get("kernel"), reply.get("spec"))
-                    self.tp.send(self.sock, {"cmd": kinds.CMD_COMPILED, "seq": self.seq, "dir": kdir})
-                if phase == "end":
-                    self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": self.seq})
+            answers = [self._answer(first + i, None) for i in range(len(early))]
+            reply, out = self._answer(self.seq, spare)
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
@@ -214,6 +211,8 @@ class RunnerLink:
             if keep is None:
                 self.tp.release(spare)
             self.tp.release(sent)
+            for e in early:
+                self.tp.release(e)
         if keep is not None and reply.get("type") != kinds.REPLY_OK:
             # A runner that could not take the command in (out of memory for its tensors) answers with an error
             # and never kept the spare its fd brought: the next command sends the fd again (a runner that did
@@ -221,8 +220,39 @@ class RunnerLink:
             keep.sent = False
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
-        if reply.get("seq") != self.seq:
-            raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
+        for i, (a_reply, _out) in enumerate(answers):
+            self._take(a_reply, first + i)
+        self._take(reply, self.seq)
+        for a_reply, _out in answers:
+            _ok(a_reply, None)  # the first command of ``ahead`` that failed is the error
+        return reply, out
+
+    def _answer(self, seq, spare):
+        """The runner's answer to command ``seq``, a compile's lines on the way answered (Triton compiles in the
+        runner mid-command: runner.py _install_compile_handback)."""
+        while True:
+            reply, out = self.reader.recv(own_spare=spare)
+            if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != seq:
+                return reply, out
+            # "begin", and "end", after which the runner waits for "resume" before it touches the GPU again.
+            phase = reply.get("phase")
+            if self.on_compile is not None and phase in ("begin", "end"):
+                self.on_compile(phase)
+            if phase == "begin" and "spec" in reply:
+                # The trusted compile cache (kernelcache.py): the runner waits for this answer, whatever
+                # its request was worth; the directory is where its Triton finds the entry.
+                kdir = None
+                if self.kernel_cache is not None:
+                    kdir = self.kernel_cache.ensure(reply.get("kernel"), reply.get("spec"))
+                self.tp.send(self.sock, {"cmd": kinds.CMD_COMPILED, "seq": seq, "dir": kdir})
+            if phase == "end":
+                self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": seq})
+
+    def _take(self, reply, seq):
+        """Checks that ``reply`` answers command ``seq`` and takes what it reports besides (the runner's
+        allocator peak, its runtime-guard findings: evidence)."""
+        if reply.get("seq") != seq:
+            raise RunnerLost(f"the runner's answer to command {seq} came as {str(reply)[:200]}", "protocol")
         peak = reply.pop("device_peak", 0)
         if isinstance(peak, int) and 0 < peak < (1 << 50):
             self.peak = max(self.peak, peak)
@@ -232,7 +262,6 @@ class RunnerLink:
                 if f.get("variant") is not None:
                     f["variant"] = self.labels.get(f["variant"], "?")
                 self.findings.append(f)
-        return reply, out
 
     def share_probe(self):
         """On a GPU: whether the runner, sandboxed, maps device memory the judge made (it writes known numbers
@@ -271,28 +300,37 @@ class RunnerLink:
         variant's (models.constant_keys of the reference), refilled there by models.spread.  ``sizes``: the
         variant's size constants, which the candidate's module has while its model is built, as the task's
         module has them while the reference is (Evaluation.reference)."""
+        model = self.model(init, seed, dtype, spread_keys, sizes)
+        _ok(*self.ask(*model.pending))
+        model.pending = None
+        return model
+
+    def model(self, init, seed, dtype, spread_keys=None, sizes=None):
+        """The model ``construct`` makes, not made yet: its construct command goes ahead of its first command
+        (``ask``'s ``ahead``), and an error there is that command's."""
         self.next_id += 1
         msg = {"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype, "drop_others": True}
         if spread_keys:
             msg["spread"] = [[int(n), float(c)] for n, c in spread_keys]
         if sizes:
             msg["sizes"] = dict(sizes)
-        _ok(*self.ask(msg, list(init)))
-        return RemoteModel(self, self.next_id)
+        return RemoteModel(self, self.next_id, pending=(msg, list(init)))
 
 
 class RemoteModel:
     """A ModelNew instance that lives in the runner."""
 
-    def __init__(self, link, mid):
+    def __init__(self, link, mid, pending=None):
         self.link, self.id = link, mid
+        self.pending = pending  # (construct command, values) not sent yet: RunnerLink.model
         self.last_ms = None
         self.answer_bytes = 0  # the reference output's size: the runner's answers are written into a memfd that large
         self.stage = None
         self.l2 = None  # the runner's persisting-L2 facts (timing.PersistingL2.facts), from its timing answers
 
     def _ok(self, obj, values=None, answer_bytes=0, in_place=None):
-        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place))
+        ahead, self.pending = ([self.pending] if self.pending else []), None
+        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place, ahead=ahead))
 
     def call(self, args, stage, variant, poison=None, in_place=None):
         """One forward on ``args`` (sent as copies, or in place: see RunnerLink.ask); returns the output as this
@@ -351,6 +389,15 @@ class RemoteModel:
 
     def drop(self):
         self.link.ask({"cmd": kinds.CMD_DROP, "model": self.id})
+
+
+def _pipelined_calls():
+    """KGYM_PIPELINE_CALLS=1 (an experiment, off by default): a variant's construct command goes to the runner
+    with its call (RunnerLink.ask's ``ahead``), so the runner builds the model and runs the call without waiting
+    for the judge between them: one alternation of the two processes' GPU work less a variant, each a turn between
+    contexts on a shared GPU (docs/PERFORMANCE.md, thirty-sixth session).  The same commands and checks in the
+    same order; `sh bench/grpo.sh 10 --baseline build/kgym --head-env KGYM_PIPELINE_CALLS=1` says what it gives."""
+    return os.environ.get("KGYM_PIPELINE_CALLS") == "1"
 
 
 def _give_back_device_memory(device, collect=True, wait=True):
@@ -1480,7 +1527,11 @@ class Evaluation:
                 # needs the fingerprints (it read None and failed the stage as a kgym TypeError: red team,
                 # twenty-fifth session).
                 in_place.seal()
-            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
+            if _pipelined_calls():
+                # Built in the runner right before the call, with no turn of the judge's between them.
+                cand = self.runner.model(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
+            else:
+                cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
             lap("construct")
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out, in_place=in_place)
             facts["candidate_ms"] = cand.last_ms

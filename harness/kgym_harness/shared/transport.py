@@ -760,18 +760,28 @@ class LineReader:
     What a read brings beyond a line stays for the next one.  ``max_line``: a longer line, whole or not, is a
     ProtocolError (None: no limit, for kgym's own lines).  ``fds``: descriptors that come with the bytes
     (SCM_RIGHTS) are collected in ``self.fds``, in order, for the caller to take; without it none are received.
-    The end of the stream before a whole line is EOFError."""
+    The end of the stream before a whole line is EOFError.  ``exact``: read no byte past the line's end (a peek
+    for it first), so that descriptors sent with a later message stay in the socket for that message: the kernel
+    attaches a message's descriptors to its first byte and hands them over with the read that reaches it, and
+    ``Reader.recv`` closes what came with a message beyond what it announced.  The runner's reader is exact: the
+    judge may send a command before it reads the answer to the previous one (child.RunnerLink.ask's ``ahead``)."""
 
-    def __init__(self, sock, max_line=MAX_LINE, fds=False):
+    def __init__(self, sock, max_line=MAX_LINE, fds=False, exact=False):
         self.sock = sock
         self.max_line = max_line
         self.with_fds = fds
+        self.exact = exact
         self.buf = bytearray()
         self.fds = []
 
     def _fill(self):
         if self.with_fds:
-            data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, 4)
+            size = 1 << 16
+            if self.exact:
+                ahead = self.sock.recv(size, socket.MSG_PEEK)
+                end = ahead.find(b"\n")
+                size = end + 1 if end >= 0 else max(len(ahead), 1)
+            data, fds, _flags, _addr = socket.recv_fds(self.sock, size, 4)
             self.fds.extend(fds)
         else:
             data = self.sock.recv(1 << 16)
@@ -807,7 +817,7 @@ class Reader:
         self.sock = sock
         self.device = device
         self.accept_blocks = accept_blocks
-        self.lines = LineReader(sock, MAX_LINE, fds=True)
+        self.lines = LineReader(sock, MAX_LINE, fds=True, exact=accept_blocks)
         self.fds = self.lines.fds  # the descriptors that came with the messages, in order (one list, shared)
         self.spare = None  # the memfd or DeviceSpare the peer sent for our answer (take_spare)
         self.kept = None  # (key, spare): the judge's AnswerSpare as this side holds it (done_with keeps it)
