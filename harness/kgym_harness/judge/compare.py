@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 
 from ..shared.report import is_out_of_memory
+from ..shared.transport import read_all
 
 # Elements per chunk: 16M float64 temporaries are 128 MiB each.
 CHUNK = 1 << 24
@@ -97,19 +98,6 @@ TAIL_DRAWS = 3
 TAIL_SEED = 27  # the draws' own generator: the process's RNG state (which kgym's guards watch) is left alone
 
 
-def _read_all(values) -> list:
-    """The Python numbers of 0-dim tensors ``values``, in order, read back with one transfer a device (int64 and
-    float64 values keep their exact values; nothing else is given here)."""
-    out = [None] * len(values)
-    by_device = {}
-    for i, v in enumerate(values):
-        by_device.setdefault((v.device, v.dtype), []).append(i)
-    for idx in by_device.values():
-        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
-            out[i] = x
-    return out
-
-
 def output_scale(out) -> float:
     """The root mean square of the finite floating values of an output (tensor, scalar or sequence of them):
     the reference's own magnitude.  0.0 when there are none or all are zero."""
@@ -118,7 +106,7 @@ def output_scale(out) -> float:
     with torch.no_grad():
         # Every chunk's norm first, read back once a device (each read waits for the GPU: on a shared one, a turn
         # between contexts), then added up in the order the chunks come, as before.
-        norms = _read_all([torch.linalg.vector_norm(x.detach().reshape(-1)[start:start + CHUNK], dtype=torch.float64)
+        norms = read_all([torch.linalg.vector_norm(x.detach().reshape(-1)[start:start + CHUNK], dtype=torch.float64)
                            for x in items if isinstance(x, torch.Tensor) and x.is_floating_point() and x.numel()
                            for start in range(0, x.numel(), CHUNK)])
         next_norm = iter(norms)
@@ -302,7 +290,7 @@ def reference_ok(out) -> tuple:
                     counts.append((~torch.isfinite(flat[start:start + CHUNK])).sum())
             elif isinstance(x, float) and not math.isfinite(x):
                 bad += 1
-        bad += sum(int(v) for v in _read_all(counts))  # read once a device (output_scale says why)
+        bad += sum(int(v) for v in read_all(counts))  # read once a device (output_scale says why)
     if bad:
         return False, f"the reference output holds {bad} NaN/Inf value{'s' if bad != 1 else ''}"
     return True, ""

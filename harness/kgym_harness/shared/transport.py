@@ -491,14 +491,20 @@ def fingerprints(pairs) -> list:
     """fingerprint(t, key) for every (t, key) of ``pairs``, read back from each device once for all of them: each
     read is a wait for the GPU, and on a shared GPU a turn between contexts (docs/PERFORMANCE.md, thirty-sixth
     session: the judge waited ~10 times a variant, twice per input for these)."""
-    accs = [_fingerprint_sum(t, key) for t, key in pairs]
-    out = [None] * len(accs)
-    by_device = {}
-    for i, acc in enumerate(accs):
-        by_device.setdefault(acc.device, []).append(i)
-    for idx in by_device.values():
-        for i, v in zip(idx, torch.stack([accs[i] for i in idx]).tolist()):
-            out[i] = int(v) & ((1 << 64) - 1)
+    return [int(v) & ((1 << 64) - 1) for v in read_all([_fingerprint_sum(t, key) for t, key in pairs])]
+
+
+def read_all(values) -> list:
+    """The Python numbers of 0-dim tensors ``values``, in order, read back with one transfer a device and dtype
+    (each read waits for the GPU: on a shared one, a turn between contexts; docs/PERFORMANCE.md, thirty-sixth
+    session).  Values keep their dtype's exact value (no conversion is made)."""
+    out = [None] * len(values)
+    groups = {}
+    for i, v in enumerate(values):
+        groups.setdefault((v.device, v.dtype), []).append(i)
+    for idx in groups.values():
+        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
+            out[i] = x
     return out
 
 
