@@ -107,7 +107,9 @@ int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messag
 
 /* Whether the correctness variants reported so far already fail the stage (a variant failed or raised: the
  * stage's rule fails it whatever the others do), asked after each variant (variant_go) so the judge runs no
- * more of them; fills `why` with the first failure then.  0 when nothing failed yet, or when the messages
+ * more of them; fills `why` with the first failure then.  One exception: a single failure in the
+ * reduced-precision band (kg_eval_precision_misses) and nothing passed since: the next variant to run says
+ * whether a second miss is alike (the feedback's diagnosis), and the stage stops after it either way.  0 when nothing failed yet, or when the messages
  * could not be read (the judge goes on: the stage's own rule decides at the end). */
 int kg_eval_correctness_failed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
 
