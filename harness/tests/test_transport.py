@@ -363,6 +363,27 @@ def test_fingerprints_read_once_and_equal_each_ones_own(monkeypatch, request):
         shared.release()
 
 
+def test_input_check_reads_fingerprints_and_canaries_once(request):
+    """InPlace.check, the judge's check after a call (child.check_in_place), gives changed()'s and overwritten()'s
+    answers with one read of the device for both while nothing is wrong (it was two: each a wait for the GPU, a
+    turn between contexts on a shared one); a changed input and a written canary are still found, and where."""
+    x, y = torch.randn(10), torch.arange(4, dtype=torch.int64)
+    shared, views = tp.InPlace.make([x, y])
+    try:
+        shared.seal()
+        reads = request.getfixturevalue("host_reads")
+        assert shared.check() == ([], []) and reads["n"] == 1
+        views[1][2] += 1
+        base = shared.block.bytes()
+        ox = shared.layout[0]["offset"]
+        base[ox + 40] = ~base[ox + 40]  # the byte right past x's end
+        changed, hits = shared.check()
+        assert changed == [1] == shared.changed()
+        assert hits == shared.overwritten() == [{"input": 0, "offset": 40, "bytes": 1, "block_offset": ox + 40}]
+    finally:
+        shared.release()
+
+
 def test_two_commands_with_descriptors_sent_back_to_back_each_get_their_own():
     """The judge may send a command before it reads the answer to the previous one (child.RunnerLink.ask's
     ``ahead``): the runner's reader reads no byte past a message's line, so the descriptors of the next message

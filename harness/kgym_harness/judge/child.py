@@ -1756,25 +1756,18 @@ class Evaluation:
         (inputs handed over in place, with canaries: transport.InPlace): the runner's snapshot of them is
         skipped, and what it reports is evidence only."""
         try:
-            changed = in_place.changed()
+            # The fingerprints and the canaries read back together (InPlace.check: one wait for the GPU).
+            changed, hits = in_place.check()
         except Exception as exc:  # noqa: BLE001 — out of memory for the check's temporaries: re-run alone
             if self.gpu_mode != "exclusive":
                 raise
             self.guards.add("guard_error", self.current_stage, variant,
-                            f"the judge's input check failed: {type(exc).__name__}: {exc}"[:500])
+                            f"the judge's input and canary check failed: {type(exc).__name__}: {exc}"[:500])
             return
         for j in changed:
             shape = list(in_place.tensors[j].shape)
             self.guards.add("input_mutation", self.current_stage, variant,
                             f"input {j} was modified by forward", {"input": j, "shape": shape})
-        try:
-            hits = in_place.overwritten()
-        except Exception as exc:  # noqa: BLE001 — as above
-            if self.gpu_mode != "exclusive":
-                raise
-            self.guards.add("guard_error", self.current_stage, variant,
-                            f"the judge's canary check failed: {type(exc).__name__}: {exc}"[:500])
-            return
         if hits:
             self.guards.add("out_of_bounds_write", self.current_stage, variant,
                             _overwrite_message(hits[0], "the"), {"writes": hits[:8]})

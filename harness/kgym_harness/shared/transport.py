@@ -640,14 +640,22 @@ class _Canaries:
     def check(self):
         """Where the canaries changed: one {"input", "offset", "bytes", "block_offset"} per changed region, the
         offset of its first changed byte from the nearest tensor's first byte (negative: before it), in bytes."""
+        diff = self.differ()
+        return self.where(diff) if diff is not None and bool(diff[1].item()) else []
+
+    def differ(self):
+        """(the canaries' byte-wise difference, whether any differs) as device tensors, not read back (InPlace.
+        check reads the second with the inputs' fingerprints); None where the block has no canaries."""
         if not self.regions:
-            return []
+            return None
         base = self.block.bytes()
         got = torch.cat([base[a:b] for a, b, _x, _y in self.regions])
         diff = got != self.expected
-        if not bool(diff.any()):
-            return []
-        diff = diff.cpu()
+        return diff, diff.any().to(torch.int64)
+
+    def where(self, diff):
+        """check()'s answer from differ()'s, once some canary is known to differ."""
+        diff = diff[0].cpu()
         starts = {i: a for a, _b, i in self.spans}
         ends = {i: b for _a, b, i in self.spans}
         hits, k = [], 0
@@ -725,6 +733,20 @@ class InPlace:
     def overwritten(self):
         """The canaries that changed since the block was made (_Canaries.check): writes outside every tensor."""
         return self.canaries.check()
+
+    def check(self):
+        """(changed(), overwritten()) with one read of the device for both: the inputs' fingerprints and whether
+        any canary differs come back in one transfer (each read is a wait for the GPU, on a shared one a turn
+        between contexts: docs/PERFORMANCE.md, thirty-sixth session); where a canary did, a second read says
+        where."""
+        pairs = [(t, (self.key, i)) for i, t in enumerate(self.tensors)]
+        diff = self.canaries.differ()
+        sums = [_fingerprint_sum(t, key) for t, key in pairs]
+        got = read_all(sums + ([diff[1]] if diff is not None else []))
+        now = [int(v) & ((1 << 64) - 1) for v in got[:len(sums)]]
+        changed = [i for i, (a, b) in enumerate(zip(now, self.sums)) if a != b]
+        hit = diff is not None and bool(got[len(sums)])
+        return changed, (self.canaries.where(diff) if hit else [])
 
     def load(self, values):
         """Copies the tensors of ``values`` (an argument list like the one ``make`` was given) into this block's
