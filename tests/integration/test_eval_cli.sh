@@ -173,9 +173,12 @@ c = json.load(open(js[0])) if len(js) == 1 and js[0][:-5] == fs[0][:-5] else {}
 gpu = sys.argv[2] != "cpu"
 counts = (c.get("device_blocks_made", 0) > 0 and c.get("segments_allocated", 0) > 0) if gpu else (
     c.get("device_blocks_made") == 0 and c.get("segments_allocated", 0) is None)
-print(len(fs), "run_variant" in names, "correctness" in names, counts)' "$TMP/prof" "$DEVICE" 2>&1)
-if [ "$(jget "$TMP/prof.json" 'r["verdict"]')" = correct ] && [ "$prof" = "1 True True True" ]; then
-    ok "KGYM_JUDGE_PROFILE: one judge profile with the correctness stage's calls, and its driver counts"
+# the judge ATen operators and host reads by variant step: the reference ran operators, the comparison too
+ops = c.get("aten_ops") or {}
+steps = ops.get("reference", 0) > 0 and ops.get("compare", 0) > 0 and "compare" in (c.get("host_reads") or {})
+print(len(fs), "run_variant" in names, "correctness" in names, counts, steps)' "$TMP/prof" "$DEVICE" 2>&1)
+if [ "$(jget "$TMP/prof.json" 'r["verdict"]')" = correct ] && [ "$prof" = "1 True True True True" ]; then
+    ok "KGYM_JUDGE_PROFILE: one judge profile with the correctness stage's calls, its driver counts and operators"
 else
     bad "KGYM_JUDGE_PROFILE (profiles, run_variant, correctness: $prof)" "$(cat "$TMP/prof.err")"
 fi

@@ -1410,6 +1410,11 @@ class Evaluation:
             now = time.perf_counter()
             spent[step] = round(spent.get(step, 0.0) + (now - mark[0]) * 1e3, 3)
             mark[0] = now
+            if _OPS is not None:
+                _OPS.lap(step)
+
+        if _OPS is not None:
+            _OPS.lap("outside")
 
         # A variant this judge already ran for an earlier job of the same task (a kept judge: _Held) needs
         # neither its inputs drawn nor its reference run again: they are the held ones, copied into a new block.
@@ -3069,17 +3074,26 @@ def _profiled(fn, job=1):
     import cProfile
     import json
 
+    global _OPS
     prof = cProfile.Profile()
     before = _driver_counts()
+    _OPS = _OpCounter()
+    mode = _OPS.mode()
+    mode.__enter__()
     try:
         return prof.runcall(fn)
     finally:
+        mode.__exit__(None, None, None)
+        ops, _OPS = _OPS, None
         after = _driver_counts()
         # Beside the profile, the driver's memory calls the stages made (judge-<pid>-<job>.json): device blocks
         # made (cudashare) and the allocator's segments (cudaMalloc / cudaFree), which wait behind every other
         # process's context starts and ends (docs/PERFORMANCE.md, thirteenth session).
         counts = {k: (after[k] - before[k] if after[k] is not None and before[k] is not None else after[k])
                   for k in after}
+        ops.lap("outside")
+        counts["aten_ops"] = dict(ops.by_step)
+        counts["host_reads"] = dict(ops.reads)
         name = os.path.join(folder, f"judge-{os.getpid()}-{job}")
         try:
             prof.dump_stats(name + ".prof")
@@ -3087,6 +3101,44 @@ def _profiled(fn, job=1):
                 json.dump(counts, f)
         except OSError as exc:
             print(f"kgym judge: no profile written to {folder}: {exc}", file=sys.stderr)
+
+
+_OPS = None  # the _OpCounter of a profiled evaluation (KGYM_JUDGE_PROFILE), else None
+
+
+class _OpCounter:
+    """Under KGYM_JUDGE_PROFILE: the ATen operators the judge ran that are not views (on a GPU, about one kernel
+    each), and its host reads of tensor values (_local_scalar_dense: .item(), bool()), by a variant's step
+    (run_variant's lap; "outside" for the rest).  On a shared GPU each burst of kernels separated by host work
+    can cost a turn between contexts (docs/PERFORMANCE.md, twelfth and thirty-seventh sessions)."""
+
+    def __init__(self):
+        import collections
+
+        self.by_step = collections.Counter()
+        self.reads = collections.Counter()
+        self.ops = self.nreads = 0
+
+    def lap(self, step):
+        self.by_step[step] += self.ops
+        self.reads[step] += self.nreads
+        self.ops = self.nreads = 0
+
+    def mode(self):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        counter = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func is torch.ops.aten._local_scalar_dense.default:
+                    counter.nreads += 1
+                elif not getattr(func, "is_view", False):
+                    counter.ops += 1
+                return func(*args, **(kwargs or {}))
+
+        return Mode()
 
 
 def _driver_counts():
