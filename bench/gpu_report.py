@@ -1252,6 +1252,7 @@ def report_driver_counts(args):
     if not files:
         raise ReportError(f"no judge-*.json in {args.folder} (run kgym with KGYM_JUDGE_PROFILE={args.folder})")
     totals, seen = {}, {}
+    steps = {"aten_ops": {}, "host_reads": {}}  # by a variant's step, summed over the jobs (child._OpCounter)
     for f in files:
         try:
             with open(f) as fh:
@@ -1261,7 +1262,11 @@ def report_driver_counts(args):
         if not isinstance(counts, dict):
             raise ReportError(f"{f}: not a JSON object")
         for k, v in counts.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool):
+            if k in steps and isinstance(v, dict):
+                for step, n in v.items():
+                    if isinstance(n, (int, float)) and not isinstance(n, bool):
+                        steps[k][step] = steps[k].get(step, 0) + n
+            elif isinstance(v, (int, float)) and not isinstance(v, bool):
                 totals[k] = totals.get(k, 0) + v
                 seen[k] = seen.get(k, 0) + 1
             else:
@@ -1272,8 +1277,20 @@ def report_driver_counts(args):
     print("| count | summed | per job (where counted) | jobs that counted it |")
     print("|---|---:|---:|---:|")
     for k in totals:
+        if k in steps:
+            continue
         per = f"{totals[k] / seen[k]:.1f}" if seen[k] else "-"
         print(f"| {k} | {totals[k]} | {per} | {seen[k]} |")
+    if steps["aten_ops"] or steps["host_reads"]:
+        # Operators that are not views (about one kernel each on a GPU) and host reads of tensor values, by step.
+        print()
+        print("| step | ATen operators per job | host reads per job |")
+        print("|---|---:|---:|")
+        names = sorted(set(steps["aten_ops"]) | set(steps["host_reads"]), key=lambda n: -steps["aten_ops"].get(n, 0))
+        for n in names + ["all"]:
+            ops = sum(steps["aten_ops"].values()) if n == "all" else steps["aten_ops"].get(n, 0)
+            reads = sum(steps["host_reads"].values()) if n == "all" else steps["host_reads"].get(n, 0)
+            print(f"| {n} | {ops / len(files):.1f} | {reads / len(files):.1f} |")
     return 0
 
 

@@ -150,4 +150,15 @@ print(round(r['answers_per_hour'], 4), p['gpus'], round(p['evaluation_length'], 
     && grep -q "slots busy: one 80.0%, all 78.1%" "$TMP/fleet" \
     && ok "fleet report: the ratio taken apart into GPUs, evaluations' length and slots busy, multiplying back" \
     || bad "fleet report's ratio parts" "$(cat "$TMP/fleet")"
+
+# driver-counts: two judge jobs' counts summed, and the operators and host reads by step per job.
+mkdir -p "$TMP/jp"
+printf '{"device_blocks_made": 3, "segments_allocated": null, "aten_ops": {"compare": 10, "tolerance": 4}, "host_reads": {"compare": 2}}\n' >"$TMP/jp/judge-1-1.json"
+printf '{"device_blocks_made": 5, "segments_allocated": null, "aten_ops": {"compare": 30}, "host_reads": {"tolerance": 4}}\n' >"$TMP/jp/judge-1-2.json"
+"$PY" bench/gpu_report.py driver-counts "$TMP/jp" >"$TMP/dc" 2>&1
+grep -q "^| device_blocks_made | 8 | 4.0 | 2 |" "$TMP/dc" && grep -q "^| compare | 20.0 | 1.0 |" "$TMP/dc" \
+    && grep -q "^| tolerance | 2.0 | 2.0 |" "$TMP/dc" && grep -q "^| all | 22.0 | 3.0 |" "$TMP/dc" \
+    && ! grep -q "^| aten_ops |" "$TMP/dc" \
+    && ok "driver-counts: counts summed, operators and host reads by step per judge job" \
+    || bad "driver-counts" "$(cat "$TMP/dc")"
 finish
