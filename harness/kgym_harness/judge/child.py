@@ -164,44 +164,33 @@ class RunnerLink:
         except OSError:
             pass
 
-    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None, ahead=()):
+    def ask(self, obj, values=None, answer_bytes=0, spare=None, in_place=None, meanwhile=None):
         """Sends a command, returns (answer, its values).  ``answer_bytes``: how many bytes of tensors the
         answer is expected to carry (the reference output's size): a memfd that large goes along for the
         runner to write them into (transport.pack says why).  ``spare``: one made by the caller instead
         (released here all the same).  ``in_place``: a transport.InPlace holding ``values``' tensors, sent
         without a copy (the caller checks them after the answer).  ``meanwhile``: called once the command
         is sent, before the answer is read (the judge's own work, done while the runner does its part).
-        ``ahead``: (command, values) pairs sent first, without answer tensors, whose answers are read (in order)
-        before this one's: the runner goes from one to the next without waiting for the judge, one alternation
-        of the two processes' GPU work instead of one per command (a variant's construct and call:
-        _pipelined_calls; the runner's reader reads one message at a time, transport.LineReader's ``exact``).
-        When one of them did not answer "ok", every answer is still read (the conversation stays in step) and
-        that answer's error is raised (RemoteError), not this command's."""
+        One command at a time: nothing of the next command is in the runner's socket while the candidate's code
+        runs for this one (a construct sent ahead of its call let ModelNew.__init__ read the call's inputs and
+        answer it outside the runtime guards: red team, thirty-seventh session, tests/fixtures/rt_pipe)."""
         # Every command carries a number the answer must repeat: a line the candidate writes on its end of
         # the socket is not an answer, and the conversation cannot drift out of step unnoticed.
-        first = self.seq + 1
-
-        def numbered(o):
-            self.seq += 1
-            if self.answers.forget is not None:  # a kept spare let go (drop_spare): the runner lets go of it too
-                o, self.answers.forget = dict(o, _forget=self.answers.forget), None
-            return dict(o, seq=self.seq)
-
+        self.seq += 1
+        if self.answers.forget is not None:  # a kept spare let go (drop_spare): the runner lets go of it too
+            obj, self.answers.forget = dict(obj, _forget=self.answers.forget), None
         keep = None
         if spare is None and answer_bytes:
             # The kept spare (made again only when this answer outgrows it); on a GPU a device block once the
             # runner showed it maps them.
             keep = self.answers
             spare = keep.get(answer_bytes, device=self.share)
-        sent, early = None, []
+        sent = None
         try:
-            for a_obj, a_values in ahead:
-                early.append(self.tp.send(self.sock, numbered(a_obj), a_values, share=self.share))
-            sent = self.tp.send(self.sock, numbered(obj), values, spare=None if keep else spare,
+            sent = self.tp.send(self.sock, dict(obj, seq=self.seq), values, spare=None if keep else spare,
                                 share=self.share, in_place=in_place, keep=keep)
             if meanwhile is not None:
                 meanwhile()
-            answers = [self._answer(first + i, None) for i in range(len(early))]
             reply, out = self._answer(self.seq, spare)
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
@@ -211,8 +200,6 @@ class RunnerLink:
             if keep is None:
                 self.tp.release(spare)
             self.tp.release(sent)
-            for e in early:
-                self.tp.release(e)
         if keep is not None and reply.get("type") != kinds.REPLY_OK:
             # A runner that could not take the command in (out of memory for its tensors) answers with an error
             # and never kept the spare its fd brought: the next command sends the fd again (a runner that did
@@ -220,11 +207,7 @@ class RunnerLink:
             keep.sent = False
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
-        for i, (a_reply, _out) in enumerate(answers):
-            self._take(a_reply, first + i)
         self._take(reply, self.seq)
-        for a_reply, _out in answers:
-            _ok(a_reply, None)  # the first command of ``ahead`` that failed is the error
         return reply, out
 
     def _answer(self, seq, spare):
@@ -300,37 +283,28 @@ class RunnerLink:
         variant's (models.constant_keys of the reference), refilled there by models.spread.  ``sizes``: the
         variant's size constants, which the candidate's module has while its model is built, as the task's
         module has them while the reference is (Evaluation.reference)."""
-        model = self.model(init, seed, dtype, spread_keys, sizes)
-        _ok(*self.ask(*model.pending))
-        model.pending = None
-        return model
-
-    def model(self, init, seed, dtype, spread_keys=None, sizes=None):
-        """The model ``construct`` makes, not made yet: its construct command goes ahead of its first command
-        (``ask``'s ``ahead``), and an error there is that command's."""
         self.next_id += 1
         msg = {"cmd": kinds.CMD_CONSTRUCT, "id": self.next_id, "seed": int(seed), "dtype": dtype, "drop_others": True}
         if spread_keys:
             msg["spread"] = [[int(n), float(c)] for n, c in spread_keys]
         if sizes:
             msg["sizes"] = dict(sizes)
-        return RemoteModel(self, self.next_id, pending=(msg, list(init)))
+        _ok(*self.ask(msg, list(init)))
+        return RemoteModel(self, self.next_id)
 
 
 class RemoteModel:
     """A ModelNew instance that lives in the runner."""
 
-    def __init__(self, link, mid, pending=None):
+    def __init__(self, link, mid):
         self.link, self.id = link, mid
-        self.pending = pending  # (construct command, values) not sent yet: RunnerLink.model
         self.last_ms = None
         self.answer_bytes = 0  # the reference output's size: the runner's answers are written into a memfd that large
         self.stage = None
         self.l2 = None  # the runner's persisting-L2 facts (timing.PersistingL2.facts), from its timing answers
 
     def _ok(self, obj, values=None, answer_bytes=0, in_place=None):
-        ahead, self.pending = ([self.pending] if self.pending else []), None
-        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place, ahead=ahead))
+        return _ok(*self.link.ask(dict(obj, model=self.id), values, answer_bytes, in_place=in_place))
 
     def call(self, args, stage, variant, poison=None, in_place=None):
         """One forward on ``args`` (sent as copies, or in place: see RunnerLink.ask); returns the output as this
@@ -389,15 +363,6 @@ class RemoteModel:
 
     def drop(self):
         self.link.ask({"cmd": kinds.CMD_DROP, "model": self.id})
-
-
-def _pipelined_calls():
-    """KGYM_PIPELINE_CALLS=1 (an experiment, off by default): a variant's construct command goes to the runner
-    with its call (RunnerLink.ask's ``ahead``), so the runner builds the model and runs the call without waiting
-    for the judge between them: one alternation of the two processes' GPU work less a variant, each a turn between
-    contexts on a shared GPU (docs/PERFORMANCE.md, thirty-sixth session).  The same commands and checks in the
-    same order; `sh bench/grpo.sh 10 --baseline build/kgym --head-env KGYM_PIPELINE_CALLS=1` says what it gives."""
-    return os.environ.get("KGYM_PIPELINE_CALLS") == "1"
 
 
 def _give_back_device_memory(device, collect=True, wait=True):
@@ -1532,11 +1497,7 @@ class Evaluation:
                 # needs the fingerprints (it read None and failed the stage as a kgym TypeError: red team,
                 # twenty-fifth session).
                 in_place.seal()
-            if _pipelined_calls():
-                # Built in the runner right before the call, with no turn of the judge's between them.
-                cand = self.runner.model(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
-            else:
-                cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
+            cand = self.runner.construct(init, v.seed, v.dtype, spread_keys, sizes=v.sizes)
             lap("construct")
             cand_out = cand.call(cand_inputs, self.current_stage, v.name, poison=ref_out, in_place=in_place)
             facts["candidate_ms"] = cand.last_ms

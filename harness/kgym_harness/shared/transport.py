@@ -791,8 +791,9 @@ class LineReader:
     The end of the stream before a whole line is EOFError.  ``exact``: read no byte past the line's end (a peek
     for it first), so that descriptors sent with a later message stay in the socket for that message: the kernel
     attaches a message's descriptors to its first byte and hands them over with the read that reaches it, and
-    ``Reader.recv`` closes what came with a message beyond what it announced.  The runner's reader is exact: the
-    judge may send a command before it reads the answer to the previous one (child.RunnerLink.ask's ``ahead``)."""
+    ``Reader.recv`` closes what came with a message beyond what it announced.  The runner's reader is exact, so
+    that no message of the judge's can lose its descriptors to the one before it, whatever the order they were
+    sent in (the judge sends one command at a time: child.RunnerLink.ask)."""
 
     def __init__(self, sock, max_line=MAX_LINE, fds=False, exact=False):
         self.sock = sock
