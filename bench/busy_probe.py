@@ -35,6 +35,61 @@ class _Util(ctypes.Structure):
     _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
 
 
+class _ProcUtil(ctypes.Structure):
+    """nvmlProcessUtilizationSample_t"""
+    _fields_ = [("pid", ctypes.c_uint), ("timeStamp", ctypes.c_ulonglong), ("smUtil", ctypes.c_uint),
+                ("memUtil", ctypes.c_uint), ("encUtil", ctypes.c_uint), ("decUtil", ctypes.c_uint)]
+
+
+class PerProcess:
+    """--per-process: NVML's per-process samples (nvmlDeviceGetProcessUtilization) integrated over each process's
+    sample periods, by the process's kind: "kgym" (this probe's uid: kgym, its zygote, the judges) or "runner" (any
+    other uid: the runners run as uids of their own).  The driver's per-process "SM busy" figures need not add up
+    to the device's utilization; read them as a ratio between the kinds."""
+
+    def __init__(self, nvml):
+        self.nvml, self.last, self.kind, self.samples = nvml, 0, {}, {}
+
+    def _kind(self, pid):
+        if pid not in self.kind:
+            k = "?"
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for text in f:
+                        if text.startswith("Uid:"):
+                            k = "kgym" if int(text.split()[1]) == os.getuid() else "runner"
+            except (OSError, ValueError, IndexError):
+                pass
+            self.kind[pid] = k
+        return self.kind[pid]
+
+    def poll(self):
+        lib, n = self.nvml.lib, ctypes.c_uint(0)
+        lib.nvmlDeviceGetProcessUtilization(self.nvml.dev, None, ctypes.byref(n), ctypes.c_ulonglong(self.last))
+        if not n.value:
+            return
+        arr = (_ProcUtil * n.value)()
+        if lib.nvmlDeviceGetProcessUtilization(self.nvml.dev, arr, ctypes.byref(n), ctypes.c_ulonglong(self.last)):
+            return
+        for i in range(n.value):
+            smp = arr[i]
+            self.samples.setdefault(smp.pid, {})[smp.timeStamp] = smp.smUtil
+            self.last = max(self.last, smp.timeStamp)
+            self._kind(smp.pid)
+
+    def summary(self):
+        busy, procs = {}, {}
+        for pid, by_t in self.samples.items():
+            k = self.kind.get(pid, "?")
+            procs[k] = procs.get(k, 0) + 1
+            ts = sorted(by_t)
+            for t0, t1 in zip(ts, ts[1:]):
+                if 0 < t1 - t0 < 2_000_000:  # microseconds
+                    busy[k] = busy.get(k, 0.0) + by_t[t1] / 100 * (t1 - t0) / 1e6
+        return "per process: " + ", ".join(f"{k} {procs[k]} processes, SM busy {busy.get(k, 0.0):.1f} s"
+                                           for k in sorted(procs)) if procs else "per process: no samples"
+
+
 def cpu_times():
     with open("/proc/stat") as f:
         parts = f.readline().split()[1:]
@@ -126,12 +181,16 @@ def main():
     ap.add_argument("--vmm", action="store_true",
                     help="with --gpu-step, also a 16 MB device block made, exported, touched and released "
                          "(vmm_us: the driver's mapping calls; ~1.6 ms alone for 64 MB)")
+    ap.add_argument("--per-process", action="store_true",
+                    help="also NVML's per-process utilization, summed by kind: kgym's own processes (the judges) "
+                         "and the runners (other uids)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not cmd:
         ap.error("no command given (busy_probe.py -- COMMAND ...)")
     nvml = Nvml(int(os.environ.get("KGYM_PROBE_GPU", "0")))
+    per = PerProcess(nvml) if args.per_process else None
     samples, stop = [], threading.Event()
     idle = []
     for _ in range(10):
@@ -148,6 +207,8 @@ def main():
             last = now
             samples.append({"t": time.monotonic(), "gpu": u.gpu if ok else None, "sm_mhz": nvml.clock(),
                             "cpu": 100.0 * (dt - di) / dt if dt > 0 else None, "core_ms": core_ms()})
+            if per is not None:
+                per.poll()
 
     if args.vmm and not args.gpu_step:
         ap.error("--vmm goes with --gpu-step")
@@ -191,7 +252,8 @@ def main():
                            f"{xs[len(xs) // 2]:.0f} us, p90 {xs[int(0.9 * (len(xs) - 1))]:.0f} us, "
                            f"max {xs[-1]:.0f} us")
     print(f"busy_probe: {len(samples)} samples every {args.every:g} ms; " + "; ".join(
-        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%"), speed, waited] + stepped) + f"; exit {rc}",
+        [line("gpu", "%"), line("sm_mhz", " MHz"), line("cpu", "%"), speed, waited] + stepped +
+        ([per.summary()] if per is not None else [])) + f"; exit {rc}",
         file=sys.stderr)
     if args.json:
         with open(args.json, "w") as f:

@@ -35,6 +35,9 @@ HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 _BURST = 1  # kernels a step launches before its synchronize (--burst)
+# --gap-us: a busy-wait of this many microseconds after each kernel a step launches (a judge's Python between its
+# operators), passed to the spawned processes in their environment.
+_GAP_US = float(os.environ.get("KGYM_PROBE_GAP_US", "0") or 0)
 
 
 _VICTIM = "kernels"  # --victim: what the victim's step is
@@ -112,6 +115,10 @@ def _step(x):
         return _vmm_step(max(1, x.numel() >> 18))
     for _ in range(_BURST):
         x.mul_(1.0000001)
+        if _GAP_US > 0:
+            until = time.perf_counter() + _GAP_US / 1e6
+            while time.perf_counter() < until:
+                pass
     torch.cuda.synchronize()
 
 
@@ -310,6 +317,11 @@ def main():
     ap.add_argument("--burst", type=int, default=1,
                     help="kernels a step launches before its synchronize, in the victim and in the others' "
                          "kernels mode (default 1): whether a context pays a turn per synchronize or per kernel")
+    ap.add_argument("--gap-us", type=float, default=0.0,
+                    help="a busy-wait of this many microseconds after each kernel of a step (default 0), in the "
+                         "victim and the others' kernels mode: whether host work between a context's kernels costs "
+                         "the shared GPU turns (H200, 8 processes of 20-kernel steps: 8.8 us a kernel at 0 and 20 us, "
+                         "15.6 us at 60 us; docs/PERFORMANCE.md, thirty-seventh session)")
     ap.add_argument("--blocking", action="store_true",
                     help="contexts made with kgym's blocking waits (cudashare.blocking_sync), not the driver's spin")
     ap.add_argument("--victim", choices=("kernels", "vmm", "events"), default="kernels",
@@ -329,12 +341,16 @@ def main():
     a = ap.parse_args()
     if a.burst < 1:
         ap.error("--burst must be at least 1")
+    if not 0 <= a.gap_us <= 1e6:
+        ap.error("--gap-us must be from 0 to 1000000 microseconds")
+    os.environ["KGYM_PROBE_GAP_US"] = repr(a.gap_us)  # the spawned processes read it (_GAP_US)
     if a.hold < 0:
         ap.error("--hold must be 0 or more seconds")
     if a.victim != "kernels" and {"pingpong", "pipe"} & set(a.modes.split(",")):
         ap.error("the pingpong and pipe modes time the kernels step on the host's clock: leave --victim out there")
     print(f"contention_probe: {a.procs} others{'' if a.other_gpu is None else f' on GPU {a.other_gpu}'}, victim "
-          f"{a.victim}, {a.mb} MB steps of {a.burst} kernel(s), {'blocking' if a.blocking else 'spinning'} waits",
+          f"{a.victim}, {a.mb} MB steps of {a.burst} kernel(s){f' {a.gap_us:g} us apart' if a.gap_us else ''}, "
+          f"{'blocking' if a.blocking else 'spinning'} waits",
           flush=True)
     for kind in a.modes.split(","):
         run(kind, a.procs, a.seconds, a.mb, a.burst, a.blocking, a.victim, a.other_gpu,
