@@ -162,7 +162,8 @@ static void add_hacks(fb_text *b, const json_t *hacks)
  * the tolerance block's candidate_precision): a GELU with the tanh approximation for erf misses by 1e-4 to 1e-3
  * everywhere too (level1/26, 88, level2/53 wrong fixtures), and no tl.dot is to blame there.  At least two failed
  * variants, all alike by kg_eval_precision_misses (result.c: the same rule keeps the judge going after a first such
- * failure for one more variant, so that a second one can tell).  Fills the band seen. */
+ * failure, through at most KG_PRECISION_LOOK variants that pass, so that a second one can tell).  Fills the band
+ * seen. */
 static int precision_like(const json_t *corr, double *lo, double *hi)
 {
     return kg_eval_precision_misses(json_object_get(corr, "variants"), lo, hi) >= 2;

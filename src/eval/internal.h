@@ -52,6 +52,11 @@
 #define KG_PRECISION_ERR_LO 1.5e-4
 #define KG_PRECISION_ERR_HI 3e-2
 #define KG_PRECISION_SPREAD 10.0
+/* After a single failure in that band, the correctness stage goes on for at most this many variants that pass,
+ * looking for a second failure alike (kg_eval_correctness_failed): the cheap part of the plan after small_odd
+ * (scaled_x2, seed_1 and the five value ranges, tasks.VALUE_RANGES), where reduced precision shows, and not the
+ * full-size variants after them (signed, size_small, size_odd, size_large). */
+#define KG_PRECISION_LOOK 7
 
 /* Comparisons below the floor (docs/evaluation-protocol.md, "Tolerances"): when the reference output's scale is
  * below the absolute floor, more than this share of its elements missing their relative tolerance fails the
@@ -108,8 +113,8 @@ int kg_eval_correctness_passed(const kg_eval_options *opts, const json_t *messag
 /* Whether the correctness variants reported so far already fail the stage (a variant failed or raised: the
  * stage's rule fails it whatever the others do), asked after each variant (variant_go) so the judge runs no
  * more of them; fills `why` with the first failure then.  One exception: a single failure in the
- * reduced-precision band (kg_eval_precision_misses) and nothing passed since: the next variant to run says
- * whether a second miss is alike (the feedback's diagnosis), and the stage stops after it either way.  0 when nothing failed yet, or when the messages
+ * reduced-precision band (kg_eval_precision_misses) and fewer than KG_PRECISION_LOOK variants passed since: the
+ * stage goes on to find a second miss alike (the feedback's diagnosis).  0 when nothing failed yet, or when the messages
  * could not be read (the judge goes on: the stage's own rule decides at the end). */
 int kg_eval_correctness_failed(const json_t *messages, const char *nonce, char *why, size_t why_cap);
 
