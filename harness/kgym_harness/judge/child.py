@@ -191,7 +191,24 @@ class RunnerLink:
                                 share=self.share, in_place=in_place, keep=keep)
             if meanwhile is not None:
                 meanwhile()
-            reply, out = self._answer(self.seq, spare)
+            while True:
+                reply, out = self.reader.recv(own_spare=spare)
+                if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != self.seq:
+                    break
+                # Triton compiles in the runner mid-command (runner.py _install_compile_handback): "begin",
+                # and "end", after which the runner waits for "resume" before it touches the GPU again.
+                phase = reply.get("phase")
+                if self.on_compile is not None and phase in ("begin", "end"):
+                    self.on_compile(phase)
+                if phase == "begin" and "spec" in reply:
+                    # The trusted compile cache (kernelcache.py): the runner waits for this answer, whatever
+                    # its request was worth; the directory is where its Triton finds the entry.
+                    kdir = None
+                    if self.kernel_cache is not None:
+                        kdir = self.kernel_cache.ensure(reply.get("kernel"), reply.get("spec"))
+                    self.tp.send(self.sock, {"cmd": kinds.CMD_COMPILED, "seq": self.seq, "dir": kdir})
+                if phase == "end":
+                    self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": self.seq})
         except self.tp.ProtocolError as exc:
             raise RunnerLost(str(exc), "closed" if "closed" in str(exc) else "protocol") from None
         except OSError as exc:
@@ -207,35 +224,8 @@ class RunnerLink:
             keep.sent = False
         if self.on_compile is not None:
             self.on_compile("restore")  # a compile that raised (or a runner that lied) never said "end"
-        self._take(reply, self.seq)
-        return reply, out
-
-    def _answer(self, seq, spare):
-        """The runner's answer to command ``seq``, a compile's lines on the way answered (Triton compiles in the
-        runner mid-command: runner.py _install_compile_handback)."""
-        while True:
-            reply, out = self.reader.recv(own_spare=spare)
-            if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != seq:
-                return reply, out
-            # "begin", and "end", after which the runner waits for "resume" before it touches the GPU again.
-            phase = reply.get("phase")
-            if self.on_compile is not None and phase in ("begin", "end"):
-                self.on_compile(phase)
-            if phase == "begin" and "spec" in reply:
-                # The trusted compile cache (kernelcache.py): the runner waits for this answer, whatever
-                # its request was worth; the directory is where its Triton finds the entry.
-                kdir = None
-                if self.kernel_cache is not None:
-                    kdir = self.kernel_cache.ensure(reply.get("kernel"), reply.get("spec"))
-                self.tp.send(self.sock, {"cmd": kinds.CMD_COMPILED, "seq": seq, "dir": kdir})
-            if phase == "end":
-                self.tp.send(self.sock, {"cmd": kinds.CMD_RESUME, "seq": seq})
-
-    def _take(self, reply, seq):
-        """Checks that ``reply`` answers command ``seq`` and takes what it reports besides (the runner's
-        allocator peak, its runtime-guard findings: evidence)."""
-        if reply.get("seq") != seq:
-            raise RunnerLost(f"the runner's answer to command {seq} came as {str(reply)[:200]}", "protocol")
+        if reply.get("seq") != self.seq:
+            raise RunnerLost(f"the runner's answer to command {self.seq} came as {str(reply)[:200]}", "protocol")
         peak = reply.pop("device_peak", 0)
         if isinstance(peak, int) and 0 < peak < (1 << 50):
             self.peak = max(self.peak, peak)
@@ -245,6 +235,7 @@ class RunnerLink:
                 if f.get("variant") is not None:
                     f["variant"] = self.labels.get(f["variant"], "?")
                 self.findings.append(f)
+        return reply, out
 
     def share_probe(self):
         """On a GPU: whether the runner, sandboxed, maps device memory the judge made (it writes known numbers

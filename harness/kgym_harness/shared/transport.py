@@ -491,7 +491,12 @@ def fingerprints(pairs) -> list:
     """fingerprint(t, key) for every (t, key) of ``pairs``, read back from each device once for all of them: each
     read is a wait for the GPU, and on a shared GPU a turn between contexts (docs/PERFORMANCE.md, thirty-sixth
     session: the judge waited ~10 times a variant, twice per input for these)."""
-    return [int(v) & ((1 << 64) - 1) for v in read_all([_fingerprint_sum(t, key) for t, key in pairs])]
+    return [_u64(v) for v in read_all([_fingerprint_sum(t, key) for t, key in pairs])]
+
+
+def _u64(v) -> int:
+    """A fingerprint's value from its signed int64 sum (_fingerprint_sum) as read back."""
+    return int(v) & ((1 << 64) - 1)
 
 
 def read_all(values) -> list:
@@ -722,13 +727,16 @@ class InPlace:
         it = iter(shared.tensors)
         return shared, [next(it) if torch.is_tensor(v) else v for v in values]
 
+    def _keyed(self):
+        """(input, its fingerprint key) for every input: the seal's and the checks' one keying."""
+        return [(t, (self.key, i)) for i, t in enumerate(self.tensors)]
+
     def seal(self):
-        self.sums = fingerprints([(t, (self.key, i)) for i, t in enumerate(self.tensors)])
+        self.sums = fingerprints(self._keyed())
 
     def changed(self):
         """Indices of the inputs whose bytes differ from when they were sealed."""
-        now = fingerprints([(t, (self.key, i)) for i, t in enumerate(self.tensors)])
-        return [i for i, (a, b) in enumerate(zip(now, self.sums)) if a != b]
+        return self.check()[0]
 
     def overwritten(self):
         """The canaries that changed since the block was made (_Canaries.check): writes outside every tensor."""
@@ -739,13 +747,11 @@ class InPlace:
         any canary differs come back in one transfer (each read is a wait for the GPU, on a shared one a turn
         between contexts: docs/PERFORMANCE.md, thirty-sixth session); where a canary did, a second read says
         where."""
-        pairs = [(t, (self.key, i)) for i, t in enumerate(self.tensors)]
+        n = len(self.tensors)
         diff = self.canaries.differ()
-        sums = [_fingerprint_sum(t, key) for t, key in pairs]
-        got = read_all(sums + ([diff[1]] if diff is not None else []))
-        now = [int(v) & ((1 << 64) - 1) for v in got[:len(sums)]]
-        changed = [i for i, (a, b) in enumerate(zip(now, self.sums)) if a != b]
-        hit = diff is not None and bool(got[len(sums)])
+        got = read_all([_fingerprint_sum(t, key) for t, key in self._keyed()] + ([diff[1]] if diff is not None else []))
+        changed = [i for i, (v, sealed) in enumerate(zip(got[:n], self.sums)) if _u64(v) != sealed]
+        hit = diff is not None and bool(got[n])
         return changed, (self.canaries.where(diff) if hit else [])
 
     def load(self, values):
