@@ -47,7 +47,6 @@ struct kg_arbiter {
     pthread_mutex_t lock;
     pthread_cond_t changed;
     int readers;
-    int max_readers;          /* 0: no limit (kg_arbiter_set_shared_limit) */
     int writer;
     fifo exclusive;           /* pending exclusive requests, arrival order */
     fifo memory;              /* requests waiting for a first reservation, arrival order */
@@ -301,7 +300,7 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
     if (!try_reserve(a, r))
         return 0;
     if (r->mode == KG_GPU_SHARED) {
-        if (a->writer || a->exclusive.count > 0 || (a->max_readers > 0 && a->readers >= a->max_readers))
+        if (a->writer || a->exclusive.count > 0)
             return 0;
         a->readers++;
         a->stats.shared_grants++;
@@ -317,14 +316,6 @@ static int try_grant(kg_arbiter *a, kg_arbiter_request *r)
     if (waited > a->stats.max_wait_ms)
         a->stats.max_wait_ms = waited;
     return 1;
-}
-
-void kg_arbiter_set_shared_limit(kg_arbiter *a, int n)
-{
-    pthread_mutex_lock(&a->lock);
-    a->max_readers = n > 0 ? n : 0;
-    pthread_cond_broadcast(&a->changed);
-    pthread_mutex_unlock(&a->lock);
 }
 
 int kg_arbiter_poll(kg_arbiter_request *r)

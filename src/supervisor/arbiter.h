@@ -113,11 +113,6 @@ kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);
 void kg_arbiter_account_free(kg_arbiter_account *acc);
 uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc);
 
-/* An experiment (issue 36, off unless set): at most n shared phases held at once (0: no limit); a shared request
- * over it waits holding nothing.  Whether fewer CUDA contexts with work at once make the shared phases' GPU turns
- * cheaper: KGYM_SHARED_HOLDERS in kgym's environment (supervisor.c), paired with bench/grpo.sh --head-env. */
-void kg_arbiter_set_shared_limit(kg_arbiter *a, int n);
-
 /* Registers a request (an exclusive one immediately holds back new shared
  * grants).  NULL on allocation failure. */
 kg_arbiter_request *kg_arbiter_request_new(kg_arbiter *a, kg_gpu_mode mode);

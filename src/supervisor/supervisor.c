@@ -62,19 +62,6 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     pthread_mutex_init(&sup->warm_lock, NULL);
     kg_cond_init(&sup->warm_cond);
     sup->warm_max = opts->warm_pairs < 0 ? 0 : opts->warm_pairs > KG_WARM_MAX ? KG_WARM_MAX : opts->warm_pairs;
-    /* KGYM_SHARED_HOLDERS=N (an experiment, arbiter.h): at most N shared phases held at once. */
-    long holders_n = 0;
-    const char *holders = getenv("KGYM_SHARED_HOLDERS");
-    if (holders && *holders) {
-        char *end = NULL;
-        errno = 0;
-        holders_n = strtol(holders, &end, 10);
-        if (errno || *end || holders_n < 0 || holders_n > 64 || end == holders) {
-            kg_supervisor_close(sup);
-            return kg_error_set(err, KG_ERR_INVALID,
-                                "KGYM_SHARED_HOLDERS must be a whole number from 0 (no limit) to 64, not '%s'", holders);
-        }
-    }
     char *dir = NULL;
     if (!sup->python || !sup->harness_dir || !sup->device ||
         kg_arbiter_create(&sup->arbiter, err) != KG_OK || kg_temp_dir("kgym-zygote", &dir, err) != KG_OK) {
@@ -83,7 +70,6 @@ int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, k
     }
     /* Set first, it stands: the device's own figure (sent by the judges) is then ignored. */
     kg_arbiter_set_capacity(sup->arbiter, opts->device_memory_bytes);
-    kg_arbiter_set_shared_limit(sup->arbiter, (int)holders_n);
     kg_buf log = {0};
     int logged = kg_buf_printf(&log, "%s/zygote.log", dir) == 0;
     if (!logged)

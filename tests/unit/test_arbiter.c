@@ -25,32 +25,6 @@ static void shared_grants_coexist(void)
     kg_arbiter_destroy(a);
 }
 
-/* KGYM_SHARED_HOLDERS' limit: a shared request over it waits until a holder releases; 0 lifts it. */
-static void shared_holders_are_limited(void)
-{
-    kg_arbiter *a;
-    KG_CHECK(kg_arbiter_create(&a, NULL) == KG_OK);
-    kg_arbiter_set_shared_limit(a, 2);
-    kg_arbiter_request *r1 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *r2 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    kg_arbiter_request *r3 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    KG_CHECK(kg_arbiter_poll(r1) == 1 && kg_arbiter_poll(r2) == 1);
-    KG_CHECK(kg_arbiter_poll(r3) == 0);
-    kg_arbiter_release(r1);
-    KG_CHECK(kg_arbiter_poll(r3) == 1);
-    kg_arbiter_request *r4 = kg_arbiter_request_new(a, KG_GPU_SHARED);
-    KG_CHECK(kg_arbiter_poll(r4) == 0);
-    kg_arbiter_set_shared_limit(a, 0);
-    KG_CHECK(kg_arbiter_poll(r4) == 1);
-    kg_arbiter_stats s;
-    kg_arbiter_get_stats(a, &s);
-    KG_CHECK(s.holders_shared == 3);
-    kg_arbiter_release(r2);
-    kg_arbiter_release(r3);
-    kg_arbiter_release(r4);
-    kg_arbiter_destroy(a);
-}
-
 static void exclusive_waits_for_readers_and_blocks_new_ones(void)
 {
     kg_arbiter *a;
@@ -485,7 +459,6 @@ static void time_is_added_up_by_state(void)
 static const kg_test_case cases[] = {
     {"time_is_added_up_by_state", time_is_added_up_by_state},
     {"shared_grants_coexist", shared_grants_coexist},
-    {"shared_holders_are_limited", shared_holders_are_limited},
     {"exclusive_waits_for_readers_and_blocks_new_ones", exclusive_waits_for_readers_and_blocks_new_ones},
     {"exclusive_requests_are_fifo_and_cancellable", exclusive_requests_are_fifo_and_cancellable},
     {"wait_times_out", wait_times_out},
