@@ -774,8 +774,10 @@ static const char claim_script[] =
     "  local nh = tonumber(ARGV[pos])\n"
     "  for i = 1, nh do hot[ARGV[pos + i]] = true end\n"
     "  pos = pos + nh + 1\n"
-    "  for i = 1, tonumber(ARGV[pos]) do busy[ARGV[pos + i]] = true end\n"
+    "  for i = 1, tonumber(ARGV[pos]) do busy[ARGV[pos + i]] = (busy[ARGV[pos + i]] or 0) + 1 end\n"
     "  local best = 4\n"
+    /* ranks 2 and 3 by task: queued jobs in the window, the oldest, the rank; in window order */
+    "  local qn, qold, qrank, order = {}, {}, {}, {}\n"
     /* The window's anchor is the oldest job that is queued (memory.c, sqlite.c): a member whose job is not (its
      * cancel lost the connection between HSET and ZREM) would hold the window where no queued job is, for ever.
      * Such a member is removed here (no job is in kgym:queued without being queued: every writer of the status
@@ -801,6 +803,22 @@ static const char claim_script[] =
     "      end\n"
     "      if r < best then best, pick = r, q end\n"
     "      if r == 0 then break end\n"
+    "      if r >= 2 then\n"
+    "        if not qn[g] then qn[g], qold[g], qrank[g] = 0, q, r; order[#order + 1] = g end\n"
+    "        qn[g] = qn[g] + 1\n"
+    "      end\n"
+    "    end\n"
+    "  end\n"
+    /* Only busy tasks (rank 2, or 3): the one with the most queued jobs for each of its judges at work here
+     * (another process's: taken as one), its oldest job; ties to the oldest (store.c kg_route_pick). */
+    "  if best == 2 or best == 3 then\n"
+    "    local bq, bb = 0, 1\n"
+    "    for _, g in ipairs(order) do\n"
+    "      if qrank[g] == best then\n"
+    "        local b = 1\n"
+    "        if best == 2 then b = busy[g] end\n"
+    "        if qn[g] * bb > bq * b then pick, bq, bb = qold[g], qn[g], b end\n"
+    "      end\n"
     "    end\n"
     "  end\n"
     "  if pick ~= id then\n"

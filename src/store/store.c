@@ -197,6 +197,16 @@ static int route_rank(const kg_route *r, const char *group)
     return 1;
 }
 
+/* How many entries of list are g (the busy list holds a group once for each judge of it at work). */
+static size_t count_in(const char *g, const char *const *list, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (list[i] && !strcmp(list[i], g))
+            c++;
+    return c;
+}
+
 long kg_route_pick(const kg_route *r, const char *const *groups, size_t n)
 {
     long best = n ? 0 : -1;
@@ -206,6 +216,26 @@ long kg_route_pick(const kg_route *r, const char *const *groups, size_t n)
         if (rank < best_rank) {
             best = (long)i;
             best_rank = rank;
+        }
+    }
+    /* Only busy tasks: the one with the most queued jobs in the window for each of its judges at work here
+     * (store.h), its oldest job; ties to the oldest. */
+    if (best_rank == 2) {
+        size_t best_q = 0, best_b = 1;
+        for (size_t i = 0; i < n; i++) {
+            if (!groups[i] || route_rank(r, groups[i]) != 2)
+                continue;
+            int first = 1; /* only a group's oldest job stands for it */
+            for (size_t j = 0; j < i && first; j++)
+                first = !(groups[j] && !strcmp(groups[j], groups[i]));
+            if (!first)
+                continue;
+            size_t q = count_in(groups[i], groups, n), b = count_in(groups[i], r->busy, r->nbusy);
+            if (q * best_b > best_q * b) {
+                best = (long)i;
+                best_q = q;
+                best_b = b;
+            }
         }
     }
     return best;

@@ -538,7 +538,7 @@ static kg_route route_of(const char *const *hot, size_t nhot, const char *const 
 }
 
 /* The rule (store.h): a waiting judge's task first, then a task nobody holds, then a busy one, then another
- * process's; oldest first within a rank; the window bounds how far a claim looks.  On every backend; homes and the
+ * process's; oldest first within ranks 0 and 1, the most work a judge first within 2 and 3; the window bounds how far a claim looks.  On every backend; homes and the
  * entries of a stream (Redis) where the store is shared. */
 static void routing(const char *path)
 {
@@ -573,6 +573,28 @@ static void routing(const char *path)
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b2"), "only busy tasks queued: the oldest (a second judge)");
     CHECK(!strcmp(claim_id(s, "w", NULL, id, NULL), "a3"), "unrouted: the oldest");
     CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), ""), "the queue is empty");
+
+    /* Only busy tasks queued: the task with the most queued jobs for each of its judges at work, its oldest job;
+     * ties to the oldest.  A has two judges at work and three jobs queued (1.5 a judge), B one and two (2). */
+    const char *AAB[] = {"A", "A", "B"};
+    CHECK(kg_test_put_grouped(s, "a4", "A") == KG_OK && kg_test_put_grouped(s, "a5", "A") == KG_OK &&
+              kg_test_put_grouped(s, "a6", "A") == KG_OK && kg_test_put_grouped(s, "b4", "B") == KG_OK &&
+              kg_test_put_grouped(s, "b5", "B") == KG_OK,
+          "busy tasks' jobs, the older ones of the task with more judges");
+    r = route_of(NULL, 0, AAB, 3, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b4"), "the busy task with the most queued a judge (B 2, A 1.5)");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "a4"), "then A (1.5 a judge against B's 1), its oldest job");
+    r = route_of(NULL, 0, AB, 2, NULL);
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "a5"), "A 2 a judge against B's 1");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "a6"), "a tie (1 each): the oldest");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "b5"), "the last");
+    r = route_of(A, 1, AB, 2, NULL);
+    CHECK(kg_test_put_grouped(s, "b6", "B") == KG_OK && kg_test_put_grouped(s, "b7", "B") == KG_OK &&
+              kg_test_put_grouped(s, "a7", "A") == KG_OK,
+          "a waiting judge's task among busy ones");
+    CHECK(!strcmp(claim_id(s, "w", &r, id, NULL), "a7"), "a waiting judge still goes first, whatever is queued");
+    while (claim_id(s, "w", NULL, id, NULL)[0]) {
+    }
 
     /* The window: a job behind KG_ROUTE_WINDOW others is not looked at, however well it would rank. */
     int ok = 1;
@@ -622,6 +644,18 @@ static void routing(const char *path)
         CHECK(!strcmp(claim_id(s, "p2#1", &p2k, id, NULL), "h2"), "p2 spills onto p1's task when nothing else is queued");
         kg_route p1h = route_of(H, 1, NULL, 0, "p1");
         CHECK(!strcmp(claim_id(s, "p1#0", &p1h, id, NULL), "h3"), "p1's waiting judge takes its task's last job");
+        /* Spilling (rank 3) onto the task of another process's with the most queued jobs, not the oldest. */
+        const char *Q[] = {"Q"};
+        kg_route p1q = route_of(NULL, 0, Q, 1, "p1");
+        CHECK(kg_test_put_grouped(s, "q1", "Q") == KG_OK && kg_test_put_grouped(s, "t1", "T") == KG_OK &&
+                  !strcmp(claim_id(s, "p1#0", &p1, id, NULL), "q1") && !strcmp(claim_id(s, "p1#1", &p1q, id, NULL), "t1"),
+              "p1 holds two tasks");
+        CHECK(kg_test_put_grouped(s, "q2", "Q") == KG_OK && kg_test_put_grouped(s, "t2", "T") == KG_OK &&
+                  kg_test_put_grouped(s, "t3", "T") == KG_OK,
+              "more of both");
+        CHECK(!strcmp(claim_id(s, "p2#0", &p2, id, NULL), "t2"), "p2 spills onto p1's task with more queued (T 2, Q 1)");
+        while (claim_id(s, "p1#0", NULL, id, NULL)[0]) {
+        }
 
         /* A job claimed with another job's entry: when its worker dies, the entry brings back that job (not the
          * one the entry named, which was claimed with an entry of its own or is still queued). */
