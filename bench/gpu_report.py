@@ -593,6 +593,7 @@ def _grpo_figures(doc):
             "timing": _timed_by_pair(doc["results"]),
             "where": _where_it_went(done),
             "tiny_steps": _tiny_steps(done),
+            "by_task": _by_task(done),
             "holders": s.get("gpu_shared_holders_ms") if isinstance(s.get("gpu_shared_holders_ms"), list) else None}
 
 
@@ -855,6 +856,34 @@ def _tiny_steps(done):
     return {kind: (n, {k: v / n for k, v in steps.items()}) for kind, (n, steps) in out.items()}
 
 
+_FULL_SIZE_VARIANTS = ("base", "signed", "size_small", "size_odd", "size_large")
+
+
+def _by_task(done):
+    """Per task (result.task.id), in the order met: evaluations, how many in a new judge (process.judge_served 0),
+    and seconds summed over them: the candidate's correctness calls (correctness.variants[].candidate_ms, the call's
+    own clock, so shared time included) in the full-size variants, in small_odd (which also holds the second Triton
+    specialisation's compile) and in the others (the value variants at capped sizes), and the judge's own variant
+    steps (spent_ms but the call).  Which task the shared phases spend their time on: on the GRPO mix one honest
+    sample 33x slower than its reference (level2/22) was about half of the candidates' call time outside
+    small_odd (thirty-eighth session)."""
+    out = {}
+    for r in done:
+        tid = get(r, "task", "id") or "?"
+        t = out.setdefault(tid, {"n": 0, "new": 0, "full": 0.0, "small_odd": 0.0, "other": 0.0, "judge": 0.0})
+        t["n"] += 1
+        t["new"] += (num(get(r, "process", "judge_served")) or 0) == 0
+        for v in get(r, "correctness", "variants") or []:
+            if not isinstance(v, dict):
+                continue
+            name = v.get("name")
+            part = "full" if name in _FULL_SIZE_VARIANTS else "small_odd" if name == "small_odd" else "other"
+            t[part] += (num(v.get("candidate_ms")) or 0.0) / 1000
+            spent = v.get("spent_ms") if isinstance(v.get("spent_ms"), dict) else {}
+            t["judge"] += sum(num(x) or 0.0 for k, x in spent.items() if k != "call") / 1000
+    return out
+
+
 def _shared_phases(done):
     """The shared phases by purpose (the stage that asked; result gpu_phases.shared.by_purpose, absent before
     the eighteenth session): seconds held, summed, and how the evaluations' longest shared phases fall: an
@@ -988,6 +1017,16 @@ def report_grpo(args):
                 lines.append(f"{'' if kind == 'kept' else chr(10)}{who}: the tiny run's steps in {n} "
                              f"{'new judges' if kind == 'new' else 'kept judges'}, mean ms: "
                              + ", ".join(f"{k} {steps[k]:,.1f}" for k in _VARIANT_STEPS if k in steps))
+    for who, f in runs:
+        if any(t["full"] or t["small_odd"] or t["other"] or t["judge"] for t in f["by_task"].values()):
+            lines += [f"\n{who}: by task, seconds summed over its evaluations (the candidate's correctness calls on "
+                      "their own clock: full-size variants, small_odd with its second compile, the others; the "
+                      "judge's variant steps but the calls):\n",
+                      md_table(["task", "evaluations", "in new judges", "calls full size", "calls small_odd",
+                                "calls other variants", "judge steps"],
+                               [[tid, t["n"], t["new"], fmt(t["full"], ",.1f"), fmt(t["small_odd"], ",.1f"),
+                                 fmt(t["other"], ",.1f"), fmt(t["judge"], ",.1f")]
+                                for tid, t in f["by_task"].items()])]
     if any(f["timing"] for _, f in runs):
         headers, trows = _timing_rows(runs)
         lines += ["\ntiming precision (a faster run that moved these is not faster: the protocol's figures are "

@@ -32,6 +32,15 @@ head[1]["timing"]["checks"] = [{"rounds": 2, "more": False, "reason": "stable", 
 head[0]["timing"]["clock_basis"] = "device"
 for r in head[1:]:
     r["timing"]["clock_basis"] = "stream"
+# By task (task.id): head's two a.py evaluations are level1/1's, the first in a new judge; their variants'
+# candidate_ms (full size: base, size_large; small_odd; the others) and the judge's steps but the call.
+head[1]["task"] = head[3]["task"] = {"id": "level1/1"}
+head[1]["process"], head[3]["process"] = {"judge_served": 0}, {"judge_served": 1}
+head[1]["correctness"] = {"variants": [
+    {"name": "base", "candidate_ms": 1000.0, "spent_ms": {"call": 1000.0, "inputs": 200.0, "compare": 300.0}},
+    {"name": "small_odd", "candidate_ms": 2000.0, "spent_ms": {"call": 2000.0}},
+    {"name": "seed_1", "candidate_ms": 500.0, "spent_ms": {"tolerance": 100.0}}]}
+head[3]["correctness"] = {"variants": [{"name": "size_large", "candidate_ms": 1000.0, "spent_ms": {"call": 900.0}}]}
 json.dump({"summary": {"wall_s": 60}, "results": [{"label": r["candidate"]["path"], "result": r} for r in base]},
           open(os.path.join(d, "base.json"), "w"))
 json.dump({"summary": {"wall_s": 50}, "results": [{"label": r["candidate"]["path"], "result": r} for r in head]},
@@ -59,6 +68,11 @@ row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/head.json" >"$TMP/grpo" 2>&1
 grep -q "MISSED every head run's speedups within 2% of base's .*largest change 10.00% over 4 timed" "$TMP/grpo" \
     && ok "grpo report: a head whose speedups moved 10% misses the timing goal" || bad "grpo's timing goal" "$(cat "$TMP/grpo")"
+# head's level1/1 (a.py twice, one in a new judge; base's results name no task): calls at full size 1.0 + 1.0 s,
+# small_odd 2.0, seed_1 0.5; the judge's steps but the calls 0.2 + 0.3 + 0.1 s.
+grep -q "^| level1/1 *| *2 | *1 | *2.0 | *2.0 | *0.5 | *0.6 |$" "$TMP/grpo" \
+    && ok "grpo report: by task, the candidates' calls by kind of variant and the judge's steps" \
+    || bad "grpo's by-task table" "$(cat "$TMP/grpo")"
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 grep -q "MET every head run's speedups within 2% of base's .*largest change 0.00%" "$TMP/grpo" \
     && ok "grpo report: the same run twice meets it" || bad "grpo's timing goal, same run" "$(cat "$TMP/grpo")"
