@@ -175,12 +175,14 @@ int kg_store_claim_routed(kg_store *s, const char *worker, const kg_route *r, kg
     return s->ops->claim(s, worker, r, out, err);
 }
 
-static int in_list(const char *g, const char *const *list, size_t n)
+/* How many entries of list are g (the busy list holds a group once for each judge of it at work). */
+static size_t count_in(const char *g, const char *const *list, size_t n)
 {
+    size_t c = 0;
     for (size_t i = 0; i < n; i++)
         if (list[i] && !strcmp(list[i], g))
-            return 1;
-    return 0;
+            c++;
+    return c;
 }
 
 /* The rank (store.h) of a queued job of `group` (NULL: none) under r, homes aside (rank 3: another process's
@@ -190,21 +192,11 @@ static int route_rank(const kg_route *r, const char *group)
 {
     if (!group || !group[0])
         return 1;
-    if (in_list(group, r->hot, r->nhot))
+    if (count_in(group, r->hot, r->nhot))
         return 0;
-    if (in_list(group, r->busy, r->nbusy))
+    if (count_in(group, r->busy, r->nbusy))
         return 2;
     return 1;
-}
-
-/* How many entries of list are g (the busy list holds a group once for each judge of it at work). */
-static size_t count_in(const char *g, const char *const *list, size_t n)
-{
-    size_t c = 0;
-    for (size_t i = 0; i < n; i++)
-        if (list[i] && !strcmp(list[i], g))
-            c++;
-    return c;
 }
 
 long kg_route_pick(const kg_route *r, const char *const *groups, size_t n)
