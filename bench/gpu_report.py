@@ -811,8 +811,9 @@ _VARIANT_STEPS = ("inputs", "reference", "tolerance", "construct", "call", "inpu
 
 def _where_it_went(done):
     """Seconds summed over the evaluations: their wall, set-up, stages, GPU phases held and waited, and the
-    correctness variants' steps on the judge's clock (the runner's calls split into size_odd, where the second
-    Triton specialisation compiles, and the rest)."""
+    correctness variants' steps on the judge's clock (the runner's calls split into small_odd, where the second
+    Triton specialisation compiles: the first variant at sizes that are not multiples of 16, before size_odd since
+    the variants run cheapest first, and the rest)."""
     t = {"wall": 0.0, "setup": 0.0, "shared_held": 0.0, "shared_waited": 0.0, "exclusive_held": 0.0}
     stages, steps = {}, {k: 0.0 for k in _VARIANT_STEPS}
     odd_call = 0.0
@@ -829,12 +830,12 @@ def _where_it_went(done):
             spent = v.get("spent_ms") if isinstance(v.get("spent_ms"), dict) else {}
             for k in _VARIANT_STEPS:
                 steps[k] += num(spent.get(k)) or 0.0
-            if v.get("name") == "size_odd":
+            if v.get("name") == "small_odd":
                 odd_call += num(spent.get("call")) or 0.0
     out = {k: v / 1000 for k, v in t.items()}
     out["stages"] = {k: v / 1000 for k, v in stages.items()}
     out["steps"] = {k: v / 1000 for k, v in steps.items()}
-    out["size_odd_call"] = odd_call / 1000
+    out["small_odd_call"] = odd_call / 1000
     return out
 
 
@@ -907,14 +908,14 @@ def _where_rows(runs):
             if k not in names:
                 names.append(k)
     headers = (["build", "evaluation wall", "set-up", "shared held", "shared waited", "exclusive held"]
-               + [f"stage {k}" for k in names] + [f"variant {k}" for k in _VARIANT_STEPS] + ["size_odd calls"])
+               + [f"stage {k}" for k in names] + [f"variant {k}" for k in _VARIANT_STEPS] + ["small_odd calls"])
     rows = []
     for who, f in runs:
         w = f["where"]
         rows.append([who] + [fmt(w[k], ",.1f") for k in ("wall", "setup", "shared_held", "shared_waited",
                                                           "exclusive_held")]
                     + [fmt(w["stages"].get(k), ",.1f") for k in names]
-                    + [fmt(w["steps"][k], ",.1f") for k in _VARIANT_STEPS] + [fmt(w["size_odd_call"], ",.1f")])
+                    + [fmt(w["steps"][k], ",.1f") for k in _VARIANT_STEPS] + [fmt(w["small_odd_call"], ",.1f")])
     return headers, rows
 
 
@@ -982,7 +983,7 @@ def report_grpo(args):
     # in the order an evaluation takes it: what a change moved shows here before it shows in the rate.
     headers, rows = _where_rows(runs)
     lines += ["\nwhere the evaluations' time went, seconds summed over them (stages from the results' stages; "
-              "variant steps on the judge's clock, correctness.variants[].spent_ms; size_odd calls hold the second "
+              "variant steps on the judge's clock, correctness.variants[].spent_ms; small_odd calls hold the second "
               "Triton compile):\n", md_table(headers, rows)]
     if any(f["states"] for _, f in runs):
         # Where the run's GPU time went, by the arbiter's state (src/supervisor/arbiter.h, KG_GPU_STATE_MAP):

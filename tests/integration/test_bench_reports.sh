@@ -66,6 +66,7 @@ row() { grep "^| $1 " "$TMP/out" | tr -d ' ' ; }
     || bad "the head row" "$(cat "$TMP/out")"
 # grpo's report (bench/grpo.sh pairs): the goal lines say whether the head's timing moved beyond 2% of the base's.
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 base="$TMP/base.json" head="$TMP/head.json" >"$TMP/grpo" 2>&1
+cp "$TMP/grpo" "$TMP/grpo_pair"
 grep -q "MISSED every head run's speedups within 2% of base's .*largest change 10.00% over 4 timed" "$TMP/grpo" \
     && ok "grpo report: a head whose speedups moved 10% misses the timing goal" || bad "grpo's timing goal" "$(cat "$TMP/grpo")"
 # head's level1/1 (a.py twice, one in a new judge; base's results name no task): calls at full size 1.0 + 1.0 s,
@@ -82,6 +83,10 @@ grep -q "^base: the tiny run's steps in 2 new judges, mean ms: reference 500.0, 
 # The variants a stopped evaluation did not run (correctness.not_run: d.py's two, one task) are counted per task.
 grep -q "^| base .* 0.0 computed, 0.0 held, 2.0 not run " "$TMP/grpo" \
     && ok "grpo report: the variants not run, per task" || bad "grpo's not-run count" "$(cat "$TMP/grpo")"
+# The where-table's last column: the calls of small_odd, the first variant at sizes not multiples of 16, which holds
+# the second Triton compile (head's a.py: 2.0 s; base has none).
+grep "^| head " "$TMP/grpo_pair" | awk -F'|' '{ gsub(/ /, "", $(NF-1)); print $(NF-1) }' | grep -qx "2.0" \
+    && ok "grpo report: the where-table's small_odd calls" || bad "grpo's small_odd calls" "$(cat "$TMP/grpo_pair")"
 # --head-jobs (bench/grpo.sh --head-jobs: the pair measures the number of jobs) is said in the report's first line.
 "$PY" bench/gpu_report.py grpo --mix mix.jsonl --jobs 6 --head-jobs 10 base="$TMP/base.json" head="$TMP/base.json" >"$TMP/grpo" 2>&1
 head -1 "$TMP/grpo" | grep -q ", 6 jobs (head: 10)$" && ok "grpo report: the head's own number of jobs is named" \
