@@ -1195,6 +1195,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     setenv("KGYM_KERNEL_CACHE", "off", 1); /* a switch the judge reads (judge/child.py): it passes */
     setenv("KGYM_SETUP_SPLIT", "0", 1);    /* so does this one */
     setenv("KGYM_RUNNER_CONNECTIONS", "1", 1); /* and this one */
+    setenv("KGYM_EXIT_PHASE", "0", 1);     /* and this one (an experiment's switch) */
     setenv("KGYM_UNREAD_SWITCH", "1", 1);  /* a kgym variable the harness does not read: dropped */
     /* CUDA_DEVICE_MAX_CONNECTIONS not chosen by the caller: kgym's 1 (zygote.c says why) */
     kg_supervisor *s = warm_supervisor_with_connections(NULL);
@@ -1204,6 +1205,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     unsetenv("KGYM_KERNEL_CACHE");
     unsetenv("KGYM_SETUP_SPLIT");
     unsetenv("KGYM_RUNNER_CONNECTIONS");
+    unsetenv("KGYM_EXIT_PHASE");
     unsetenv("KGYM_UNREAD_SWITCH");
     if (s) {
         /* The zygote: its descriptors and its environment, from outside. */
@@ -1212,7 +1214,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
         char *env = zygote_environ(s);
         KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner) && strstr(env, "KGYM_KERNEL_CACHE=off")
                  && strstr(env, "KGYM_SETUP_SPLIT=0") && strstr(env, "KGYM_RUNNER_CONNECTIONS=1")
-                 && !strstr(env, "KGYM_UNREAD_SWITCH")
+                 && strstr(env, "KGYM_EXIT_PHASE=0") && !strstr(env, "KGYM_UNREAD_SWITCH")
                  && strstr(env, "CUDA_DEVICE_MAX_CONNECTIONS=1"));
         free(env);
         snprintf(path, sizeof path, "/proc/%ld/fd", zpid);
