@@ -212,6 +212,59 @@ def test_the_runner_announces_its_compiles_and_waits_for_resume(monkeypatch):
     assert len(t_err) == 1
 
 
+def test_a_compile_that_raises_says_its_end_before_the_error_goes_on(monkeypatch):
+    """Triton's autotuner catches a config's compile error (tl.static_assert, ptxas) and benchmarks the next config:
+    the runner says the compile's end as the error leaves JITFunction._do_compile and waits for the judge's resume
+    before the error goes on, so the benchmark that follows runs in the phase the judge asked for again (thirty-ninth
+    session's red team: without it the post-compile hook never ran, and the next config's do_bench ran with no
+    phase held)."""
+    pytest.importorskip("triton")
+    import torch
+    from triton import knobs
+    from triton.runtime import jit
+
+    from kgym_harness.runner import runner as rn
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", None)
+    monkeypatch.setattr(knobs.runtime, "jit_post_compile_hook", None)
+
+    class ConfigFailed(Exception):
+        pass
+
+    def failing_compile(fn, *args, **kwargs):  # Triton's own: the cache hook ("begin"), then a compile that raises
+        knobs.runtime.jit_cache_hook()
+        raise ConfigFailed("static_assert")
+
+    monkeypatch.setattr(jit.JITFunction, "_do_compile", failing_compile)
+    a, b = socket.socketpair()
+    r = rn.Runner(b, "cuda")
+    r.seq = 3
+    r._install_compile_handback()
+    assert jit.JITFunction._do_compile is not failing_compile  # wrapped
+    judge = tp.Reader(a)
+    raised = []
+
+    def autotuner():
+        try:
+            jit.JITFunction._do_compile(object(), "key")
+        except ConfigFailed as exc:
+            raised.append(exc)
+
+    t = threading.Thread(target=autotuner, daemon=True)
+    t.start()
+    assert [judge.recv()[0]["phase"] for _ in range(2)] == ["begin", "end"]
+    t.join(0.3)
+    assert t.is_alive() and not raised  # the error waits for the judge's resume
+    tp.send(a, {"cmd": "resume", "seq": 3})
+    t.join(5)
+    assert len(raised) == 1 and r.compiling is False
+    # Installed twice (a second set-up in one process), it wraps once.
+    wrapped = jit.JITFunction._do_compile
+    r._install_compile_handback()
+    assert jit.JITFunction._do_compile is wrapped
+
+
 class FakeService:
     """kernelcache.Service as the link calls it: records each request, answers a directory."""
 

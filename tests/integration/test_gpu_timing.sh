@@ -198,6 +198,19 @@ alone=$(jget "$TMP/va.json" "sorted(x['result']['timing']['speedup'] for x in r[
     && ok "runners torn down holding 8 GiB stay out of the victims' timing (speedup $alone alone)" \
     || bad "a heavy wind-down reached another evaluation's timing" "$(jget "$TMP/vh.json" "[(x['candidate'][-12:], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup'), x['result']['gpu_phases']['shared']['by_purpose'].get('exit')) for x in r['results']]"), alone $alone"
 
+# Red team 39b (tests/fixtures/gpu_overlap/README.md): a compile that raises inside Triton's autotuner (a config's
+# tl.static_assert) never reached the post-compile hook, so the autotuner's do_bench of the next, already compiled
+# config ran with the shared phase handed back, in other evaluations' timing windows.  The runner now says the
+# compile's end as the error leaves it.  The same eight victims among 24 such candidates (run_neighbours.sh: OK when
+# every victim stays within 2% of the victims' median alone).
+NEIGHBOURS_ONLY=autotune_escape KGYM_BIN="$KGYM" KGYM_PYTHON="$PY" sh tests/fixtures/gpu_overlap/run_neighbours.sh \
+    >"$TMP/nb.txt" 2>&1
+line=$(grep -E '^autotune_escape (OK|LEAK|ERR) ' "$TMP/nb.txt")
+case $line in
+*" OK "*) ok "a compile error in the autotuner hands no GPU work to another's window: $(echo "$line" | cut -c1-120)" ;;
+*) bad "a compile error in the autotuner let GPU work reach another's window" "$(tail -12 "$TMP/nb.txt")" ;;
+esac
+
 # The slack of a shared block (docs/threat-model.md): a new block shows nothing this process or another freed.
 "$PY" bench/slack_probe.py >"$TMP/slack.json" 2>&1 \
     && ok "a new shared block holds nothing freed before: $(cat "$TMP/slack.json" | cut -c1-150)" \

@@ -33,8 +33,8 @@ Commands (judge → runner), one JSON line each, answered with one line (``ok`` 
 
 Inside a command, while Triton compiles one of the candidate's kernels, the runner says so (runner → judge,
 the command's seq): ``compiling {phase: begin}`` once its queued GPU work is finished, ``compiling {phase:
-end}`` after, and then it waits for the judge's ``resume`` before it goes on: the judge hands its shared GPU
-phase back for the compile (child.py Evaluation.compile_handback says why).
+end}`` after (also when the compile raises), and then it waits for the judge's ``resume`` before it goes on: the
+judge hands its shared GPU phase back for the compile (child.py Evaluation.compile_handback says why).
 """
 
 import contextlib
@@ -165,6 +165,27 @@ class Runner:
 
         knobs.runtime.jit_cache_hook = before_compile
         knobs.runtime.jit_post_compile_hook = after_compile
+        # A compile that raises never reaches the post-compile hook, and Triton's autotuner catches such an error
+        # (a config's tl.static_assert, ptxas) and benchmarks the next config, already compiled: seconds of its
+        # do_bench on the GPU with the judge still waiting for "end", no GPU phase held, inside another evaluation's
+        # exclusive timing window (the thirty-ninth session's red team, tests/fixtures/gpu_overlap/
+        # autotune_escape.py).  The end is said as the error leaves the compile, before anything else can run.
+        try:
+            from triton.runtime import jit
+
+            inner = jit.JITFunction._do_compile
+            if not getattr(inner, "kgym_compile_end", False):
+                def _do_compile(fn, *args, **kwargs):
+                    try:
+                        return inner(fn, *args, **kwargs)
+                    except BaseException:
+                        after_compile()  # a no-op unless a compile's "begin" went out
+                        raise
+
+                _do_compile.kgym_compile_end = True
+                jit.JITFunction._do_compile = _do_compile
+        except Exception:  # noqa: BLE001 — another Triton: the next compile's begin says the end first, as before
+            pass
 
     # -- commands ---------------------------------------------------------------------------------------
     def setup(self, msg):
