@@ -67,3 +67,39 @@ def test_no_context_no_wait(monkeypatch):
     assert calls == []
     rn._drain_device("cuda:0")
     assert calls == [1]
+
+
+def test_a_phased_answer_gives_cached_memory_back_before_it_goes(cuda_runner):
+    """Giving cached memory back unmaps it, at a cost the candidate decides (what its forward allocated and let go):
+    done before the answer of a command the judge sends inside a GPU phase, never after an answer (then outside the
+    phase, where another evaluation's exclusive window may be open: red team 39b), and not for the timing loop's
+    commands or those the judge sends outside any phase."""
+    from kgym_harness.runner import runner as rn
+
+    r, judge, events, monkeypatch, torch = cuda_runner
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(rn.Runner, "trim_cache", lambda self: events.append("trim"))
+    real_send = tp.send
+    monkeypatch.setattr(tp, "send", lambda *a, **k: (events.append("send"), real_send(*a, **k))[1])
+    for cmd in ("construct", "call", "drop", "exit", "timed", "fetch", "clock_block", "check", "load", "launchers",
+                "setup"):
+        events.clear()
+        r.cmd = cmd
+        r.reply({"type": "ok"})
+        judge.recv()
+        assert events == (["trim", "send"] if cmd in ("construct", "call", "drop", "exit") else ["send"]), cmd
+
+
+def test_the_command_loop_trims_nothing_after_an_answer(cuda_runner):
+    from kgym_harness.runner import runner as rn
+
+    r, judge, events, monkeypatch, torch = cuda_runner
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    monkeypatch.setattr(rn.Runner, "trim_cache", lambda self: events.append("trim"))
+    real_send = tp.send
+    monkeypatch.setattr(tp, "send", lambda *a, **k: (events.append("send"), real_send(*a, **k))[1])
+    for seq, cmd in enumerate(("launchers", "launchers", "exit")):
+        real_send(judge.sock, {"cmd": cmd, "seq": seq})
+    r.serve()
+    assert events == ["send", "send", "trim", "send"]
+    assert [judge.recv()[0]["seq"] for _ in range(3)] == [0, 1, 2]

@@ -57,6 +57,7 @@ class Runner:
         self.device = device
         self.reader = tp.Reader(sock, device, accept_blocks=True)
         self.models = {}
+        self.cmd = None  # the command being answered (reply: whether its answer trims the allocator's cache)
         self.call_args = None  # the judge's call block (timing_inputs): the timed calls' arguments, in place
         self.timed_variant = None  # the opaque label timed calls' findings carry
         self.prepared = None  # clock_prepare's inputs for the next clock_block
@@ -86,6 +87,14 @@ class Runner:
             from ..shared.report import describe_exception
 
             obj, values = {"type": kinds.REPLY_ERROR, "error": describe_exception(exc)}, None
+        if self.cmd not in _NO_TRIM_COMMANDS:
+            # Inside the phase the judge holds for this command (it hands it back once it has the answer): giving
+            # cached memory back unmaps it, which the driver does under locks the timed process's own calls wait
+            # for, and the candidate decides how much there is (what its forward allocated and let go; red team
+            # 39b's trim_init_many.py).  After the answer, outside any phase, it could land in another
+            # evaluation's exclusive timing window, as a teardown of 8 GiB outside the phases did (thirty-ninth
+            # session: a neighbour's speedup moved 3.6%).
+            self.trim_cache()
         obj = dict(obj, seq=self.seq)
         if self.guards is not None:
             new = self.guards.findings[self.sent:]
@@ -557,10 +566,12 @@ class Runner:
                 # The judge's tensors could not be taken in (out of device memory while other evaluations hold
                 # it): an answer like any error, so the judge can retry alone, instead of a dead runner.
                 self.seq = exc.msg.get("seq")
+                self.cmd = exc.msg.get("cmd")
                 self.reply({"type": kinds.REPLY_ERROR, "error": describe_exception(exc.error)})
                 continue
             cmd = msg.get("cmd")
             self.seq = msg.get("seq")
+            self.cmd = cmd
             # The commands of an exclusive window wait for the GPU spinning (cudashare.spinning says why).
             spin = (tp.cudashare.spinning() if cmd in _EXCLUSIVE_COMMANDS and self.device.startswith("cuda")
                     else contextlib.nullcontext())
@@ -613,14 +624,14 @@ class Runner:
                     raise
                 self.reply({"type": kinds.REPLY_ERROR, "error": describe_exception(exc)})
             self.compiling = False  # the judge asks for its phase again itself once the answer is in
-            if cmd not in _TIMING_COMMANDS:
-                self.trim_cache()
 
     def trim_cache(self):
-        """Cached but unused device memory goes back to the driver after each command (the poison blocks and
-        the last output, gigabytes on large tasks): between its phases an evaluation must not sit on memory
-        another evaluation's phase, or its re-run alone, needs.  Not between timed calls, whose allocations
-        must come from the cache."""
+        """Cached but unused device memory goes back to the driver before the answer of each command the judge
+        sends inside a GPU phase (reply; the poison blocks and the forward's intermediates, gigabytes on large
+        tasks): an evaluation must not sit on memory another evaluation's phase, or its re-run alone, needs.  Not
+        between timed calls, whose allocations must come from the cache, and not for the commands the judge sends
+        outside any phase (_NO_TRIM_COMMANDS): what they leave cached goes at the next phased command's answer, or
+        with the process in the wind-down's phase."""
         if not self.device.startswith("cuda"):
             return
         import torch
@@ -638,6 +649,11 @@ _TIMING_COMMANDS = frozenset(("timing_inputs", "timed", "fetch", "sample", "cloc
 # The commands the judge sends inside an exclusive window (timing rounds, the clock block and its profile): their
 # waits for the GPU spin (cudashare.spinning).
 _EXCLUSIVE_COMMANDS = _TIMING_COMMANDS
+# The commands whose answer gives no cached memory back (trim_cache): the timing loop's, and those the judge sends
+# outside any GPU phase (the set-up before its phase in a split cold start, the import, the process checks between
+# stages, the launchers after the last stage).
+_NO_TRIM_COMMANDS = _TIMING_COMMANDS | frozenset((kinds.CMD_SETUP, kinds.CMD_LOAD, kinds.CMD_CHECK,
+                                                   kinds.CMD_LAUNCHERS))
 
 
 def _plain(obj):
