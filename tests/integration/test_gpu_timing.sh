@@ -177,39 +177,25 @@ solo=$(jget "$TMP/solo.json" "r['timing']['speedup']")
     && ok "work queued in __init__ stays out of another evaluation's timing (speedup $solo alone)" \
     || bad "work queued in __init__ ran in another evaluation's window" "$(jget "$TMP/overlap.json" "[(x['candidate'], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup')) for x in r['results']]"), alone $solo"
 
-# A heavy wind-down stays out of another evaluation's timing (thirty-ninth session): runners that end holding 8 GiB of
-# device memory in 64 blocks (hog_exit.py: buffers made in __init__, a wrong output, so each evaluation ends after the
-# tiny run) are torn down while honest victims of a 0.1-ms kernel are timed.  With the wind-down in a shared phase
-# the victims' speedups stay their speedups alone (0.5% at most on an H200); torn down outside any phase
-# (KGYM_EXIT_PHASE=0), one came out 3.6% high and two ran six rounds.
-X=examples/01_scaled_residual_add
-: >"$TMP/va.jsonl"; : >"$TMP/vh.jsonl"
-for i in 1 2 3 4 5 6 7 8; do
-    cp $X/correct.py "$TMP/victim$i.py"
-    printf '{"task": "%s", "candidate": "%s"}\n' "$PWD/$X/task.py" "$TMP/victim$i.py" | tee -a "$TMP/va.jsonl" >>"$TMP/vh.jsonl"
-    for j in 1 2 3; do
-        printf '{"task": "%s", "candidate": "%s"}\n' "$PWD/$X/task.py" "$PWD/$G/hog_exit.py" >>"$TMP/vh.jsonl"
-    done
+# A neighbour's candidate against the victims' timing (tests/fixtures/gpu_overlap/README.md): eight honest victims of a
+# 0.1-ms kernel timed alone, then among 24 copies of an attack each; run_neighbours.sh prints OK for an attack when
+# every victim stays within 2% of the victims' median alone.
+#   hog_exit: runners that end holding 8 GiB in 64 blocks (wrong output, so each evaluation ends after its tiny run)
+#     torn down while the victims are timed.  With the wind-down in a shared phase the victims kept their speedups
+#     (0.34% at most on an H200); torn down outside any phase (KGYM_EXIT_PHASE=0) one moved 3.6% and two ran six
+#     rounds (thirty-ninth session).
+#   autotune_escape: a compile that raises inside Triton's autotuner (a config's tl.static_assert) never reached the
+#     post-compile hook, so the autotuner's do_bench of the next, already compiled config ran with the shared phase
+#     handed back (red team 39b); the runner now says the compile's end as the error leaves it.
+NEIGHBOURS_ONLY="hog_exit autotune_escape" KGYM_BIN="$KGYM" KGYM_PYTHON="$PY" \
+    sh tests/fixtures/gpu_overlap/run_neighbours.sh >"$TMP/nb.txt" 2>&1
+for attack in hog_exit autotune_escape; do
+    line=$(grep -E "^$attack (OK|LEAK|ERR) " "$TMP/nb.txt")
+    case $line in
+    *" OK "*) ok "neighbours: $(echo "$line" | cut -c1-140)" ;;
+    *) bad "neighbours: $attack reached the victims' timing (or did not run)" "$(grep -E "^(# alone|$attack|#   $attack)" "$TMP/nb.txt")" ;;
+    esac
 done
-"$KGYM" bench --jsonl "$TMP/va.jsonl" --jobs 10 --json >"$TMP/va.json"
-"$KGYM" bench --jsonl "$TMP/vh.jsonl" --jobs 10 --json >"$TMP/vh.json"
-alone=$(jget "$TMP/va.json" "sorted(x['result']['timing']['speedup'] for x in r['results'])[4]")
-[ "$(jget "$TMP/vh.json" "(lambda v, h: len(v) == 8 and all(x['verdict'] == 'correct' and abs(x['timing']['speedup'] / $alone - 1) < 0.02 for x in v) and len(h) == 24 and all(x['verdict'] == 'incorrect' and x['gpu_phases']['shared']['by_purpose'].get('exit', 0) > 0 for x in h))([x['result'] for x in r['results'] if 'victim' in x['candidate']], [x['result'] for x in r['results'] if 'hog_exit' in x['candidate']])")" = True ] \
-    && ok "runners torn down holding 8 GiB stay out of the victims' timing (speedup $alone alone)" \
-    || bad "a heavy wind-down reached another evaluation's timing" "$(jget "$TMP/vh.json" "[(x['candidate'][-12:], x['result']['verdict'], (x['result'].get('timing') or {}).get('speedup'), x['result']['gpu_phases']['shared']['by_purpose'].get('exit')) for x in r['results']]"), alone $alone"
-
-# Red team 39b (tests/fixtures/gpu_overlap/README.md): a compile that raises inside Triton's autotuner (a config's
-# tl.static_assert) never reached the post-compile hook, so the autotuner's do_bench of the next, already compiled
-# config ran with the shared phase handed back, in other evaluations' timing windows.  The runner now says the
-# compile's end as the error leaves it.  The same eight victims among 24 such candidates (run_neighbours.sh: OK when
-# every victim stays within 2% of the victims' median alone).
-NEIGHBOURS_ONLY=autotune_escape KGYM_BIN="$KGYM" KGYM_PYTHON="$PY" sh tests/fixtures/gpu_overlap/run_neighbours.sh \
-    >"$TMP/nb.txt" 2>&1
-line=$(grep -E '^autotune_escape (OK|LEAK|ERR) ' "$TMP/nb.txt")
-case $line in
-*" OK "*) ok "a compile error in the autotuner hands no GPU work to another's window: $(echo "$line" | cut -c1-120)" ;;
-*) bad "a compile error in the autotuner let GPU work reach another's window" "$(tail -12 "$TMP/nb.txt")" ;;
-esac
 
 # The slack of a shared block (docs/threat-model.md): a new block shows nothing this process or another freed.
 "$PY" bench/slack_probe.py >"$TMP/slack.json" 2>&1 \
