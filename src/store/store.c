@@ -217,10 +217,7 @@ long kg_route_pick(const kg_route *r, const char *const *groups, size_t n)
         for (size_t i = 0; i < n; i++) {
             if (!groups[i] || route_rank(r, groups[i]) != 2)
                 continue;
-            int first = 1; /* only a group's oldest job stands for it */
-            for (size_t j = 0; j < i && first; j++)
-                first = !(groups[j] && !strcmp(groups[j], groups[i]));
-            if (!first)
+            if (count_in(groups[i], groups, i)) /* only a group's oldest job stands for it */
                 continue;
             size_t q = count_in(groups[i], groups, n), b = count_in(groups[i], r->busy, r->nbusy);
             if (q * best_b > best_q * b) {

@@ -93,7 +93,8 @@ class Runner:
             # for, and the candidate decides how much there is (what its forward allocated and let go; red team
             # 39b's trim_init_many.py).  After the answer, outside any phase, it could land in another
             # evaluation's exclusive timing window, as a teardown of 8 GiB outside the phases did (thirty-ninth
-            # session: a neighbour's speedup moved 3.6%).
+            # session: a neighbour's speedup moved 3.6%).  Before the answer also because the judge copies a call's
+            # output out of its spare as soon as the answer arrives, and the two must not peak together.
             self.trim_cache()
         obj = dict(obj, seq=self.seq)
         if self.guards is not None:
@@ -358,9 +359,7 @@ class Runner:
         ms = (time.perf_counter() - t0) * 1e3
         if isinstance(args, list):
             args.clear()  # the last views of the judge's block (the command loop holds this list): unmapped now
-        # The poison's spare block and the forward's intermediates go back before the answer: the judge
-        # copies the output out of its spare as soon as the answer arrives, and the two must not peak together.
-        self.trim_cache()
+        # The poison's spare block and the forward's intermediates go back before the answer (reply trims).
         self.reply({"type": kinds.REPLY_OK, "candidate_ms": ms}, _sendable(out))
 
     def check(self, msg):
