@@ -136,31 +136,103 @@ def test_the_kept_variable_survives_the_clean_environment(monkeypatch, tmp_path)
 
 
 class _Ending:
-    """What Evaluation.hold_until_exit reads of its evaluation, and the phases it asks for."""
+    """What Evaluation.wind_down and hold_until_exit read of their evaluation, what they send and the phases they
+    ask for."""
 
-    def __init__(self, device="cuda:0"):
-        self.arbiter, self.device, self.gpu_mode, self.asked = True, device, None, []
+    def __init__(self, device="cuda:0", gpu_mode=None):
+        self.arbiter, self.device, self.gpu_mode, self.asked, self.sent = True, device, gpu_mode, [], []
+        self.chan = self
+
+    def send(self, msg):
+        self.sent.append(msg)
 
     def _acquire(self, mode, purpose=None):
         self.asked.append((mode, purpose))
 
+    def hold_until_exit(self):
+        child.Evaluation.hold_until_exit(self)
 
-def test_the_wind_down_holds_a_shared_phase_unless_switched_off(monkeypatch):
+
+class _Nvml:
+    """GpuState's processes(), as NVML lists them."""
+
+    def __init__(self, used):
+        self.used = used
+
+    def processes(self):
+        return self.used
+
+
+_GIB = 1 << 30
+_CENSUS = {"type": "census", "processes": 0, "counted": True, "runner_pid": 4101, "judge_pid": 4100}
+
+
+def _plan(monkeypatch, used, census=_CENSUS, setting="auto"):
+    if setting is None:
+        monkeypatch.delenv("KGYM_EXIT_PHASE", raising=False)
+    else:
+        monkeypatch.setenv("KGYM_EXIT_PHASE", setting)
+    monkeypatch.setattr(child, "_gpu_state", lambda device: None if used is None else _Nvml(used))
+    return child._wind_down_plan("cuda:0", census)
+
+
+def test_the_wind_down_is_phased_by_default_with_its_figures(monkeypatch):
     # A teardown outside any phase let runners that ended holding 8 GiB put a neighbour's speedup 3.6% off on an
-    # H200 (child._exit_phased; test_gpu_timing.sh keeps the victims' check): phased unless KGYM_EXIT_PHASE=0.
-    for value in (None, "1", "yes"):
-        if value is None:
-            monkeypatch.delenv("KGYM_EXIT_PHASE", raising=False)
-        else:
-            monkeypatch.setenv("KGYM_EXIT_PHASE", value)
+    # H200, and the bounded form gained nothing measurable (child._wind_down_plan): phased unless switched, and
+    # NVML's figures for both processes said in every case.
+    small = {4100: _GIB, 4101: int(1.5 * _GIB), 9: 100 * _GIB}
+    for setting in (None, "1"):
+        p = _plan(monkeypatch, small, setting=setting)  # None: unset
+        assert p["phased"] is True and p["why"] == "phased by default" and p["bound_bytes"] is None
+        assert p["runner_bytes"] == int(1.5 * _GIB) and p["judge_bytes"] == _GIB
+    p = _plan(monkeypatch, None, setting=None)
+    assert p["phased"] is True and p["runner_bytes"] is None and p["why"] == "phased by default"
+
+
+def test_the_wind_down_leaves_the_phases_under_auto_only_where_nvml_counts_little(monkeypatch):
+    # KGYM_EXIT_PHASE=auto: it leaves the phases only where NVML, by the pids kgym gave, counts each process at most
+    # the bound (test_gpu_timing.sh keeps the victims' check under it); phased wherever that cannot be read.
+    small = {4100: _GIB, 4101: int(1.5 * _GIB), 9: 100 * _GIB}  # another evaluation's process may hold much
+    p = _plan(monkeypatch, small)
+    assert p["phased"] is False and p["runner_bytes"] == int(1.5 * _GIB) and p["judge_bytes"] == _GIB
+    assert p["bound_bytes"] == child._EXIT_UNPHASED_MAX == 2 * _GIB
+    # the candidate's runner holds more (hog_exit.py: 8 GiB), or the judge does (a large task's references)
+    p = _plan(monkeypatch, {4100: _GIB, 4101: 8 * _GIB})
+    assert p["phased"] is True and "the runner holds more" in p["why"] and p["runner_bytes"] == 8 * _GIB
+    p = _plan(monkeypatch, {4100: 3 * _GIB, 4101: _GIB})
+    assert p["phased"] is True and "the judge holds more" in p["why"]
+    assert "the runner and the judge hold more" in _plan(monkeypatch, {4100: 3 * _GIB, 4101: 3 * _GIB})["why"]
+    # NVML's "not available" is more than any bound
+    assert _plan(monkeypatch, {4100: _GIB, 4101: (1 << 64) - 1})["phased"] is True
+    # a bound given for a measurement
+    p = _plan(monkeypatch, small, setting="auto:1024")
+    assert p["phased"] is True and p["bound_bytes"] == _GIB and "the runner holds more" in p["why"]
+    assert "than 1024 MiB" in p["why"]
+    # what cannot be read is phased: no NVML, no pids, pids NVML does not list (another pid namespace's figures)
+    assert "NVML cannot list" in _plan(monkeypatch, None)["why"] and _plan(monkeypatch, None)["phased"] is True
+    assert "no pids" in _plan(monkeypatch, small, census={})["why"]
+    assert _plan(monkeypatch, small, census=dict(_CENSUS, runner_pid="4101"))["phased"] is True
+    p = _plan(monkeypatch, {77: _GIB, 4101: _GIB})
+    assert p["phased"] is True and "this judge" in p["why"]
+    p = _plan(monkeypatch, {4100: _GIB})
+    assert p["phased"] is True and "the runner" in p["why"]
+    # the switches for paired measurements: "0" never, anything else but auto always
+    assert _plan(monkeypatch, {4100: 9 * _GIB, 4101: 9 * _GIB}, setting="0")["phased"] is False
+    for setting in ("yes", "auto:x", ""):
+        p = _plan(monkeypatch, small, setting=setting)
+        assert p["phased"] is True and "KGYM_EXIT_PHASE" in p["why"], setting
+
+
+def test_the_wind_down_says_its_plan_and_holds_a_phase_when_phased(monkeypatch):
+    monkeypatch.setenv("KGYM_EXIT_PHASE", "auto")
+    for used, phased in (({4100: _GIB, 4101: _GIB}, False), ({4100: _GIB, 4101: 8 * _GIB}, True)):
+        monkeypatch.setattr(child, "_gpu_state", lambda device, used=used: _Nvml(used))
         ev = _Ending()
-        child.Evaluation.hold_until_exit(ev)
-        assert ev.asked == [("shared", "exit")] and ev.gpu_mode == "shared"
-    monkeypatch.setenv("KGYM_EXIT_PHASE", "0")
-    ev = _Ending()
-    child.Evaluation.hold_until_exit(ev)
-    assert ev.asked == [] and ev.gpu_mode is None
-    monkeypatch.delenv("KGYM_EXIT_PHASE", raising=False)
-    ev = _Ending(device="cpu")  # no GPU, no phase
-    child.Evaluation.hold_until_exit(ev)
-    assert ev.asked == []
+        child.Evaluation.wind_down(ev, _CENSUS)
+        assert [m["type"] for m in ev.sent] == ["wind_down"] and ev.sent[0]["phased"] is phased
+        assert ev.sent[0]["runner_pid"] == 4101 and ev.sent[0]["judge_pid"] == 4100
+        assert ev.asked == ([("shared", "exit")] if phased else []) and ev.gpu_mode == ("shared" if phased else None)
+    # no GPU (or no arbiter), or a phase still held (hold_until_exit never asks again then): said, nothing asked
+    for ev in (_Ending(device="cpu"), _Ending(gpu_mode="exclusive")):
+        child.Evaluation.wind_down(ev, _CENSUS)
+        assert ev.asked == [] and ev.sent[0]["phased"] is False and ev.sent[0]["runner_pid"] == 4101

@@ -347,6 +347,40 @@ def test_gpu_state_settled_means_at_its_clock_with_nothing_holding_it(clock, rea
     assert _Read(clock, reasons).settled() is settled
 
 
+class _ProcessList:
+    """NVML's nvmlDeviceGetComputeRunningProcesses_v3 with ``rows`` (pid, bytes) on the device: "insufficient size"
+    (7) with the count needed where the caller's array is too small, as NVML answers; ``rc`` any other answer."""
+
+    def __init__(self, rows, rc=0):
+        self.rows, self.rc, self.calls = rows, rc, 0
+
+    def nvmlDeviceGetComputeRunningProcesses_v3(self, handle, count, infos):
+        self.calls += 1
+        if self.rc:
+            return self.rc
+        n = count._obj.value
+        count._obj.value = len(self.rows)
+        if n < len(self.rows):
+            return 7
+        for i, (pid, used) in enumerate(self.rows):
+            infos[i].pid, infos[i].usedGpuMemory = pid, used
+        return 0
+
+
+def test_gpu_state_lists_the_device_memory_of_each_process():
+    # The judge's wind-down reads the runner's and its own device memory from it (judge/child.py _wind_down_plan).
+    state = _Read(1980, 0)
+    state.handle = None
+    state.lib = _ProcessList([(11, 5 << 20), (12, 2 << 30)])
+    assert state.processes() == {11: 5 << 20, 12: 2 << 30}
+    state.lib = _ProcessList([(100 + i, i) for i in range(100)])  # more than its first array holds: asked again
+    assert state.processes() == {100 + i: i for i in range(100)} and state.lib.calls == 2
+    state.lib = _ProcessList([(11, 1)], rc=3)  # NVML_ERROR_NOT_SUPPORTED: no list, never an empty one
+    assert state.processes() is None
+    state.lib = object()  # neither call in this driver's library
+    assert state.processes() is None
+
+
 def test_gpu_state_is_none_without_a_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert timing.GpuState.open() is None

@@ -764,6 +764,7 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     int any = 0;
     json_int_t reserved = 0; /* the device memory the evaluation reserved (arbiter.h) */
     json_int_t peak = 0;     /* the most it measured holding in a phase (the judge's gpu_release lines) */
+    const json_t *wind_down = NULL; /* the judge's wind_down line: whether the wind-down held a phase, and why */
     size_t i;
     json_t *m;
     json_array_foreach(messages, i, m) {
@@ -771,6 +772,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         if (json_is_number(t))
             last_t = json_number_value(t);
         int acquire = kg_msg_is(m, KG_MSG_GPU_ACQUIRE), purpose = kg_msg_is(m, KG_MSG_GPU_PURPOSE);
+        if (kg_msg_is(m, KG_MSG_WIND_DOWN))
+            wind_down = m;
         if (!acquire && !purpose && !kg_msg_is(m, KG_MSG_GPU_RELEASE))
             continue;
         any = 1;
@@ -819,6 +822,20 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
      * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax.
      * peak_bytes against reserved_bytes: whether the footprint estimate holds (a figure, never a verdict). */
-    return json_pack("{s:o, s:o, s:I, s:f, s:I}", "shared", mode[0], "exclusive", mode[1], "reserved_bytes", reserved,
-                     "memory_waited_ms", memory_waited, "peak_bytes", peak);
+    json_t *block = json_pack("{s:o, s:o, s:I, s:f, s:I}", "shared", mode[0], "exclusive", mode[1], "reserved_bytes",
+                              reserved, "memory_waited_ms", memory_waited, "peak_bytes", peak);
+    /* wind_down: the judge's plan for its and its runner's teardown (phased or not, why, the device memory NVML
+     * counted for each): a figure for tuning, and where an unphased teardown shows next to others' timing. */
+    if (block && wind_down) {
+        json_t *w = json_pack("{s:b, s:O?, s:O?, s:O?, s:O?}", "phased",
+                              json_is_true(json_object_get(wind_down, "phased")), "why",
+                              json_object_get(wind_down, "why"), "runner_bytes", json_object_get(wind_down, "runner_bytes"),
+                              "judge_bytes", json_object_get(wind_down, "judge_bytes"), "bound_bytes",
+                              json_object_get(wind_down, "bound_bytes"));
+        if (!w || json_object_set_new(block, "wind_down", w) != 0) {
+            json_decref(block);
+            return NULL;
+        }
+    }
+    return block;
 }

@@ -492,7 +492,11 @@ static void handle_request(run_state *st, json_t *msg, kg_msg kind)
                                                sizeof st->rep->left_running_names)
                                : 0;
         st->rep->left_running = n;
-        send_line(st, json_pack("{s:s, s:i, s:b}", "type", kg_msg_name(KG_MSG_CENSUS), "processes", n, "counted", st->runner_uid != 0));
+        /* The two pids as this process sees them: the judge reads the device memory NVML counts for each, to
+         * decide whether the wind-down needs a GPU phase (judge/child.py _wind_down_plan). */
+        send_line(st, json_pack("{s:s, s:i, s:b, s:I, s:I}", "type", kg_msg_name(KG_MSG_CENSUS), "processes", n,
+                                "counted", st->runner_uid != 0, "runner_pid", (json_int_t)st->runner_pid, "judge_pid",
+                                (json_int_t)st->rep->pid));
     } else if (json_is_true(json_object_get(msg, "reply"))) {
         json_t *reply = NULL;
         if (st->lim->on_request)

@@ -967,6 +967,12 @@ static void runner_uid_stragglers_are_killed(void)
         KG_CHECK(kg_supervisor_run(sup, job, &l, &rep, &err) == KG_OK);
         KG_CHECK(rep.end == KG_END_COMPLETED);
         KG_CHECK(find(&rep, "census") != NULL);
+        /* The census answer gives the judge both pids as kgym sees them (for NVML's per-process figures,
+         * judge/child.py _wind_down_plan); its wind_down line says which it was given. */
+        const json_t *wd = find(&rep, "wind_down");
+        KG_CHECK(wd != NULL);
+        KG_CHECK(json_integer_value(json_object_get(wd, "runner_pid")) == rep.runner_pid && rep.runner_pid > 0);
+        KG_CHECK(json_integer_value(json_object_get(wd, "judge_pid")) == rep.pid && rep.pid > 0);
         if (with_straggler) {
             if (rep.left_running < 1 || rep.stragglers < 1)
                 printf("  straggler kind %d (pid %d) missed: census %d, final sweep %d\n", kind, (int)straggler,

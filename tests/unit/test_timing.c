@@ -1171,6 +1171,23 @@ static void gpu_phases_sum_held_time_by_purpose(void)
     KG_CHECK(!strcmp(json_string_value(json_object_get(sh, "longest_purpose")) ?: "", "compile"));
     KG_CHECK_NEAR(json_number_value(json_object_get(ex, "longest_ms")), 300, 1e-9);
     KG_CHECK(!strcmp(json_string_value(json_object_get(ex, "longest_purpose")) ?: "", "timing_round"));
+    KG_CHECK(json_object_get(g, "wind_down") == NULL); /* no wind_down line, no block */
+    json_decref(g);
+    /* The judge's wind_down line (its teardown's plan) comes through as its figures, nothing else of the line. */
+    json_array_append_new(msgs, json_pack("{s:s, s:f, s:b, s:s, s:I, s:I, s:I, s:i}", "type", "wind_down", "t_ms",
+                                          1200.0, "phased", 0, "why", "both hold little", "runner_bytes",
+                                          (json_int_t)600 << 20, "judge_bytes", (json_int_t)900 << 20, "bound_bytes",
+                                          (json_int_t)2 << 30, "runner_pid", 77));
+    g = kg_eval_gpu_block(msgs);
+    const json_t *wd = json_object_get(g, "wind_down");
+    KG_CHECK(json_is_false(json_object_get(wd, "phased")));
+    KG_CHECK(!strcmp(json_string_value(json_object_get(wd, "why")) ?: "", "both hold little"));
+    KG_CHECK(json_integer_value(json_object_get(wd, "runner_bytes")) == (json_int_t)600 << 20);
+    KG_CHECK(json_integer_value(json_object_get(wd, "judge_bytes")) == (json_int_t)900 << 20);
+    KG_CHECK(json_integer_value(json_object_get(wd, "bound_bytes")) == (json_int_t)2 << 30);
+    KG_CHECK(json_object_get(wd, "runner_pid") == NULL && json_object_size(wd) == 5);
+    /* the phases' figures are those above */
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(g, "exclusive"), "grants")) == 5);
     json_decref(g);
     /* A phase that never ended (the child died holding it) is held to the last line, and can be the longest. */
     {

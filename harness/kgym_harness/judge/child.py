@@ -741,10 +741,29 @@ class Evaluation:
         else:
             yield
 
+    def wind_down(self, census):
+        """Before the runner is told to exit: whether the wind-down holds a shared phase (_wind_down_plan), said to
+        kgym (the result's ``gpu_phases.wind_down``), and the phase asked for when it does."""
+        if not (self.arbiter and self.device.startswith("cuda")):
+            plan = {"phased": False, "why": "no GPU phases here"}
+        elif self.gpu_mode is not None:
+            plan = {"phased": False, "why": f"a {self.gpu_mode} phase is still held"}
+        else:
+            plan = _wind_down_plan(self.device, census)
+        # The pids it was given, for kgym's tests (the census answer is not among the lines kgym keeps).
+        plan = dict(plan, type=kinds.MSG_WIND_DOWN, runner_pid=census.get("runner_pid"),
+                    judge_pid=census.get("judge_pid"))
+        try:
+            self.chan.send(plan)
+        except Exception:  # noqa: BLE001 — kgym gone: nothing to hold
+            return
+        if plan["phased"]:
+            self.hold_until_exit()
+
     def hold_until_exit(self):
         """A shared phase asked for and never given back: kgym lets it go once the judge and the runner have
-        exited (their CUDA contexts torn down; _exit_phased says why, and when not)."""
-        if self.arbiter and self.device.startswith("cuda") and self.gpu_mode is None and _exit_phased():
+        exited (their CUDA contexts torn down)."""
+        if self.arbiter and self.device.startswith("cuda") and self.gpu_mode is None:
             try:
                 self.current_stage = None
                 self._acquire("shared", "exit")
@@ -2893,19 +2912,72 @@ def _setup_split(device):
     return device.startswith("cuda") and os.environ.get("KGYM_SETUP_SPLIT", "1") != "0"
 
 
-def _exit_phased():
-    """Whether the wind-down holds a shared GPU phase: yes, unless KGYM_EXIT_PHASE=0 (an experiment, for a paired
-    measurement; not safe with hostile candidates).  The wind-down tears down: the runner's context with its
-    process, the judge's shared blocks, its allocator's cache and cuBLAS workspaces (_clean_for_next).  Torn down
-    outside any phase, honest wind-downs left other evaluations' figures alone and gained throughput (H200, GRPO
-    mix, four pairs: x1.066, x1.051, x0.984, x1.060, every head run's speedups within 1.23% of the first base
-    run's), but a runner's teardown unmaps whatever device memory the candidate held, which the candidate decides:
-    eight honest victims timed beside 24 runners that each end holding 8 GiB in 64 blocks
-    (tests/fixtures/gpu_overlap/hog_exit.py) kept their speedups alone within 0.5% with the wind-down phased, and
-    without it one came out 3.6% high and two were re-measured to six rounds (timed calls stalled ~1 ms: the
-    driver's teardown delays the timed process's own driver calls).  docs/PERFORMANCE.md, thirty-ninth session;
-    tests/integration/test_gpu_timing.sh keeps the victims' check."""
-    return os.environ.get("KGYM_EXIT_PHASE", "1") != "0"
+# The most device memory either process of a pair may hold, as NVML counts it by pid, for its wind-down to run
+# outside the GPU phases under KGYM_EXIT_PHASE=auto (_wind_down_plan): a torch context alone is ~0.55 GiB on an H200.
+_EXIT_UNPHASED_MAX = 2 << 30
+
+
+def _wind_down_plan(device, census):
+    """Whether the wind-down holds a shared GPU phase, and why: {"phased", "why", "runner_bytes", "judge_bytes",
+    "bound_bytes"}; the two processes' device memory as NVML counts it, by the pids kgym gave in its census answer
+    (the runner's and this judge's as kgym's supervisor sees them), is read in every case where it can be, for the
+    result (``gpu_phases.wind_down``).  The wind-down tears down the runner's context with its process, and the
+    judge's shared blocks, allocator cache and cuBLAS workspaces (_clean_for_next; its context too where it is not
+    kept).
+
+    By default it is phased.  Torn down outside any phase, honest wind-downs gained throughput on the GRPO mix in
+    one session (H200, four pairs: x1.066, x1.051, x0.984, x1.060) and a teardown unmaps whatever device memory its
+    process held, which for the runner the candidate decides: eight honest victims timed beside 24 runners that each
+    ended holding 8 GiB in 64 blocks (tests/fixtures/gpu_overlap/hog_exit.py) kept their speedups within 0.5% with
+    the wind-down phased; without it one came out 3.6% high and two were re-measured to six rounds (timed calls
+    stalled ~1 ms; docs/PERFORMANCE.md, thirty-ninth session).  KGYM_EXIT_PHASE=auto leaves the phases only on a
+    fact the candidate cannot forge: NVML's figures, each at most _EXIT_UNPHASED_MAX ("auto:MIB": another bound).
+    It held against the attack (hog_exit.py's runners all phased; hog_exit_bound.py's, unphased at 1.8 GiB in ~563
+    segments, moved no victim more than 0.46%) but gained nothing measurable (five GRPO pairs, median x1.008: 56 of
+    64 wind-downs unphased), and a 0.04 ms kernel's timed calls met more stalls (up to 5 ms; two evaluations
+    re-measured to six rounds against none in six phased runs): fortieth session.  So it is for measurements only,
+    as is "0" (never phased).  Under auto the judge's own pid must be listed under kgym's pid for it, or the two do
+    not count pids alike and the runner's figure could be another process's: phased; phased, too, where NVML cannot
+    list the device's processes, where kgym gave no pids (no census: an unsandboxed runner), and where either figure
+    is over the bound (NVML's "not available" is).  The runner cannot grow after the reading: it runs no candidate
+    code between its last answer and its exit (the candidate language has no threads, finalizers or exit hooks)."""
+    setting = os.environ.get("KGYM_EXIT_PHASE", "1")
+    plan = {"phased": True, "why": None, "runner_bytes": None, "judge_bytes": None, "bound_bytes": None}
+    bound = -1
+    if setting == "auto":
+        bound = _EXIT_UNPHASED_MAX
+    elif setting.startswith("auto:"):
+        try:
+            bound = int(float(setting[5:]) * (1 << 20))
+        except ValueError:
+            pass
+    if bound >= 0:
+        plan["bound_bytes"] = bound
+    state = _gpu_state(device)
+    used = state.processes() if state is not None else None
+    judge, runner = census.get("judge_pid"), census.get("runner_pid")
+    if used is None:
+        why = "NVML cannot list the device's processes"
+    elif type(judge) is not int or type(runner) is not int:
+        why = "kgym gave no pids (no census)"
+    elif judge not in used:
+        why = "NVML does not list this judge under kgym's pid for it"
+    elif runner not in used:
+        why = "NVML does not list the runner under kgym's pid for it"
+    else:
+        why = None
+        plan.update(runner_bytes=used[runner], judge_bytes=used[judge])
+    if setting == "0":
+        return dict(plan, phased=False, why="KGYM_EXIT_PHASE=0")
+    if bound < 0:
+        return dict(plan, why="phased by default" if setting == "1" else f"KGYM_EXIT_PHASE={setting[:40]}")
+    if why is not None:
+        return dict(plan, why=why)
+    over = [name for name in ("runner", "judge") if plan[name + "_bytes"] > bound]
+    if over:
+        return dict(plan, why=f"the {' and the '.join(over)} hold{'s' if len(over) == 1 else ''} more device memory "
+                              f"than {bound >> 20} MiB")
+    return dict(plan, phased=False, why=f"both hold at most {bound >> 20} MiB of device memory")
 
 
 def _runner_connections(device):
@@ -3345,16 +3417,18 @@ def _serve(chan, device, peer_fd, lockdown, state):
             # Outside any GPU phase (hold_until_exit asks for one next), while the runner still answers.
             _learn_launchers(ev.runner)
     finally:
-        # The wind-down in a shared GPU phase kgym ends only once the runner is gone (and this process, unless
-        # it stays): a teardown must not fall into another evaluation's exclusive timing window (_exit_phased).
-        ev.hold_until_exit()
+        census = {}
         if job.get("runner_uid"):
             # kgym counts, from outside, what the candidate left running before the runner exits (its
             # PID namespace then takes everything with it, so afterwards nothing would show).
             try:
-                chan.request({"type": kinds.MSG_CENSUS})
+                census = chan.request({"type": kinds.MSG_CENSUS})
             except Exception:  # noqa: BLE001 — kgym gone: nothing to report to
                 pass
+        # The wind-down, in a shared GPU phase kgym ends only once the runner is gone (and this process, unless
+        # it stays), unless NVML says both hold little: a heavy teardown must not fall into another
+        # evaluation's exclusive timing window (_wind_down_plan).
+        ev.wind_down(census if isinstance(census, dict) else {})
         try:
             ev.runner.ask({"cmd": kinds.CMD_EXIT})
         except RunnerLost:

@@ -38,6 +38,7 @@ MSG_GPU_ACQUIRE = 'gpu_acquire'  # judge
 MSG_GPU_PURPOSE = 'gpu_purpose'  # judge
 MSG_GPU_RELEASE = 'gpu_release'  # judge
 MSG_CENSUS = 'census'  # judge
+MSG_WIND_DOWN = 'wind_down'  # judge
 MSG_TIMING_CHECK = 'timing_check'  # judge
 MSG_TIMING_GO = 'timing_go'  # judge
 MSG_VARIANT_GO = 'variant_go'  # judge
@@ -84,6 +85,7 @@ MESSAGES = (
     'gpu_purpose',
     'gpu_release',
     'census',
+    'wind_down',
     'timing_check',
     'timing_go',
     'variant_go',

@@ -476,6 +476,33 @@ class GpuState:
     def facts(self):
         return {"clock_mhz": self.clock_mhz(), "max_mhz": self.max_mhz, "reasons": self.reasons()}
 
+    def processes(self):
+        """The device memory NVML counts for each process with a CUDA context on this GPU, {pid: bytes} (pids as
+        the driver gives them to this process), or None where the list cannot be read.  A process whose figure
+        NVML cannot give is listed with 2**64 - 1 (NVML_VALUE_NOT_AVAILABLE): more than any bound."""
+        import ctypes
+
+        class Info(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 share the layout)
+            _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
+                        ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+
+        try:
+            fn = (getattr(self.lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)
+                  or self.lib.nvmlDeviceGetComputeRunningProcesses_v2)
+            size = 64
+            for _ in range(4):  # the list may grow between the count and the read: NVML says so (7, too small)
+                count = ctypes.c_uint(size)
+                infos = (Info * size)()
+                rc = fn(self.handle, ctypes.byref(count), infos)
+                if rc == 0:
+                    return {int(infos[i].pid): int(infos[i].usedGpuMemory) for i in range(count.value)}
+                if rc != 7:  # NVML_ERROR_INSUFFICIENT_SIZE
+                    return None
+                size = max(2 * size, int(count.value) + 16)
+        except Exception:  # noqa: BLE001 — an old driver without either call
+            return None
+        return None
+
 
 class CrossTimer:
     """PairTimer's protocol with the candidate in another process (the runner, runner.py).
