@@ -15,6 +15,10 @@ this process sees it, every (pid, used bytes) NVML lists, whether the child's pi
 then the same after the child freed its blocks (torch.cuda.empty_cache), and after it exited.  The child's own pid
 inside its namespace is printed too (the same here: no new namespace).  Exit status 0 when the list names the child
 with at least G GiB, 1 when it does not (the witness is not there), 2 when NVML or the GPU cannot be read.
+--pidns starts the child in a PID namespace of its own (``unshare -p -f``), as kgym's runner is; on the lent H200
+it cannot make a CUDA context there (error 304: without a fresh /proc, which kgym's runner mounts), so the answer
+for runners came from kgym itself (``gpu_phases.wind_down``: NVML lists them under the supervisor's pid; fortieth
+session, docs/PERFORMANCE.md).
 """
 
 import argparse
@@ -71,16 +75,26 @@ def main():
     ap.add_argument("--gib", type=float, default=4.0, help="device memory the child holds (GiB, 4)")
     ap.add_argument("--blocks", type=int, default=32, help="blocks it holds them in (32)")
     ap.add_argument("--json", help="also write the JSON here")
+    ap.add_argument("--pidns", action="store_true",
+                    help="start the child in a new PID namespace (unshare -p -f), as kgym's runner is: does NVML "
+                         "name it by its pid out here?")
     a = ap.parse_args()
     try:
         fn, handle = _nvml()
     except Exception as exc:  # noqa: BLE001 — no NVIDIA driver here
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 2
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(a.gib), str(a.blocks)], stdin=subprocess.PIPE,
+    argv = [sys.executable, "-c", CHILD, str(a.gib), str(a.blocks)]
+    child = subprocess.Popen((["unshare", "-p", "-f"] if a.pidns else []) + argv, stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
-    out = {"child_pid_here": child.pid, "gib": a.gib, "blocks": a.blocks}
+    out = {"child_pid_here": child.pid, "gib": a.gib, "blocks": a.blocks, "pidns": a.pidns}
     line = child.stdout.readline().strip()
+    pid = child.pid
+    if a.pidns:  # the interpreter is unshare's child: its pid out here
+        with open(f"/proc/{child.pid}/task/{child.pid}/children") as f:
+            kids = f.read().split()
+        pid = int(kids[0]) if kids else None
+        out["child_pid_here"] = pid
     out["child_pid_inside"] = int(line) if line.isdigit() else line
     out["holding"] = _processes(fn, handle)
     child.stdin.write("free\n")
@@ -93,7 +107,7 @@ def main():
     time.sleep(0.2)
     out["exited"] = _processes(fn, handle)
     held = dict(map(tuple, out["holding"].get("processes", [])))
-    out["child_listed_bytes"] = held.get(child.pid)
+    out["child_listed_bytes"] = held.get(pid)
     print(json.dumps(out))
     if a.json:
         with open(a.json, "w") as f:
