@@ -375,6 +375,9 @@ def test_gpu_state_lists_the_device_memory_of_each_process():
     assert state.processes() == {11: 5 << 20, 12: 2 << 30}
     state.lib = _ProcessList([(100 + i, i) for i in range(100)])  # more than its first array holds: asked again
     assert state.processes() == {100 + i: i for i in range(100)} and state.lib.calls == 2
+    # a pid listed twice: the sum; NVML's "not available" (2**64 - 1): None, whatever else that pid is listed with
+    state.lib = _ProcessList([(11, 5), (11, 7), (12, (1 << 64) - 1), (13, 1), (13, (1 << 64) - 1), (14, 1 << 63)])
+    assert state.processes() == {11: 12, 12: None, 13: None, 14: None}
     state.lib = _ProcessList([(11, 1)], rc=3)  # NVML_ERROR_NOT_SUPPORTED: no list, never an empty one
     assert state.processes() is None
     state.lib = object()  # neither call in this driver's library

@@ -749,7 +749,10 @@ class Evaluation:
         elif self.gpu_mode is not None:
             plan = {"phased": False, "why": f"a {self.gpu_mode} phase is still held"}
         else:
-            plan = _wind_down_plan(self.device, census)
+            try:
+                plan = _wind_down_plan(self.device, census)
+            except Exception as exc:  # noqa: BLE001 — a plan that breaks is phased, and the runner still told to exit
+                plan = {"phased": True, "why": f"the plan failed: {type(exc).__name__}: {exc}"[:200]}
         # The pids it was given, for kgym's tests (the census answer is not among the lines kgym keeps).
         plan = dict(plan, type=kinds.MSG_WIND_DOWN, runner_pid=census.get("runner_pid"),
                     judge_pid=census.get("judge_pid"))
@@ -2940,7 +2943,12 @@ def _wind_down_plan(device, census):
     not count pids alike and the runner's figure could be another process's: phased; phased, too, where NVML cannot
     list the device's processes, where kgym gave no pids (no census: an unsandboxed runner), and where either figure
     is over the bound (NVML's "not available" is).  The runner cannot grow after the reading: it runs no candidate
-    code between its last answer and its exit (the candidate language has no threads, finalizers or exit hooks)."""
+    code between its last answer and its exit (the candidate language has no threads, finalizers or exit hooks).
+    Also phased under auto: a figure NVML cannot give, a judge figure below this process's own allocator
+    reservation (the figures are not these processes'), and a census that counted processes besides the runner, or
+    could not count (they may hold device memory under pids of their own).  Not covered, one more reason auto is not
+    the default: host memory the candidate pins (``pin_memory=True`` is in the language) is mapped for the device
+    and unpinned at teardown, and NVML's figure does not count it (red team 40, from the source; unmeasured)."""
     setting = os.environ.get("KGYM_EXIT_PHASE", "1")
     plan = {"phased": True, "why": None, "runner_bytes": None, "judge_bytes": None, "bound_bytes": None}
     bound = -1
@@ -2949,7 +2957,7 @@ def _wind_down_plan(device, census):
     elif setting.startswith("auto:"):
         try:
             bound = int(float(setting[5:]) * (1 << 20))
-        except ValueError:
+        except (ValueError, OverflowError):  # "auto:x", "auto:inf"
             pass
     if bound >= 0:
         plan["bound_bytes"] = bound
@@ -2964,9 +2972,22 @@ def _wind_down_plan(device, census):
         why = "NVML does not list this judge under kgym's pid for it"
     elif runner not in used:
         why = "NVML does not list the runner under kgym's pid for it"
+    elif not all(type(used[pid]) is int and 0 <= used[pid] < 1 << 63 for pid in (runner, judge)):
+        # (GpuState.processes gives None for NVML's "not available"; nothing past 2**63 - 1 may reach the
+        # line to kgym, whose JSON parser refuses it and would end the evaluation as a protocol violation)
+        why = "NVML gives no figure for the runner or the judge"
     else:
         why = None
         plan.update(runner_bytes=used[runner], judge_bytes=used[judge])
+        # What this process holds by its own count must be in its NVML figure, or the figures are not these
+        # processes' (another pid namespace's pids matching kgym's by chance).
+        import torch
+
+        if torch.cuda.memory_reserved(device) > used[judge]:
+            why = "NVML counts this judge below its own allocator's reservation"
+        elif census.get("processes") != 0 or census.get("counted") is not True:
+            # Processes the candidate left running may hold device memory under pids of their own.
+            why = "kgym's census did not count the runner's uid to nothing"
     if setting == "0":
         return dict(plan, phased=False, why="KGYM_EXIT_PHASE=0")
     if bound < 0:

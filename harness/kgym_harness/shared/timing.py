@@ -478,8 +478,9 @@ class GpuState:
 
     def processes(self):
         """The device memory NVML counts for each process with a CUDA context on this GPU, {pid: bytes} (pids as
-        the driver gives them to this process), or None where the list cannot be read.  A process whose figure
-        NVML cannot give is listed with 2**64 - 1 (NVML_VALUE_NOT_AVAILABLE): more than any bound."""
+        the driver gives them to this process; a pid listed twice, the sum), or None where the list cannot be read.
+        A process whose figure NVML cannot give (NVML_VALUE_NOT_AVAILABLE, 2**64 - 1) is listed with None: that
+        value is no JSON integer kgym's parser takes (over 2**63 - 1), and no figure is more than any bound."""
         import ctypes
 
         class Info(ctypes.Structure):  # nvmlProcessInfo_t (v2 and v3 share the layout)
@@ -495,7 +496,12 @@ class GpuState:
                 infos = (Info * size)()
                 rc = fn(self.handle, ctypes.byref(count), infos)
                 if rc == 0:
-                    return {int(infos[i].pid): int(infos[i].usedGpuMemory) for i in range(count.value)}
+                    used = {}
+                    for i in range(count.value):
+                        pid, n = int(infos[i].pid), int(infos[i].usedGpuMemory)
+                        known = n < (1 << 63) and used.get(pid, 0) is not None
+                        used[pid] = used.get(pid, 0) + n if known else None
+                    return used
                 if rc != 7:  # NVML_ERROR_INSUFFICIENT_SIZE
                     return None
                 size = max(2 * size, int(count.value) + 16)
