@@ -2942,7 +2942,7 @@ def _wind_down_plan(device, census):
     as is "0" (never phased).  Under auto the judge's own pid must be listed under kgym's pid for it, or the two do
     not count pids alike and the runner's figure could be another process's: phased; phased, too, where NVML cannot
     list the device's processes, where kgym gave no pids (no census: an unsandboxed runner), and where either figure
-    is over the bound (NVML's "not available" is).  The runner cannot grow after the reading: it runs no candidate
+    is over the bound.  The runner cannot grow after the reading: it runs no candidate
     code between its last answer and its exit (the candidate language has no threads, finalizers or exit hooks).
     Also phased under auto: a figure NVML cannot give, a judge figure below this process's own allocator
     reservation (the figures are not these processes'), and a census that counted processes besides the runner, or
