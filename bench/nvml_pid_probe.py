@@ -24,6 +24,7 @@ session, docs/PERFORMANCE.md).
 import argparse
 import ctypes
 import json
+import os
 import subprocess
 import sys
 import time
@@ -45,29 +46,26 @@ sys.stdin.readline()           # "exit"
 """
 
 
-class _ProcessInfo(ctypes.Structure):  # nvmlProcessInfo_v2_t / v3 (the same layout)
-    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong),
-                ("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
-
-
 def _nvml():
+    """The judge's own NVML reader (harness/kgym_harness/shared/timing.py GpuState) on GPU 0: its processes() is
+    what the judge's wind-down plan reads, so this probe asks the same code."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+    from kgym_harness.shared.timing import GpuState
+
     lib = ctypes.CDLL("libnvidia-ml.so.1")
     if lib.nvmlInit_v2() != 0:
         raise RuntimeError("nvmlInit_v2 failed")
     handle = ctypes.c_void_p()
     if lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) != 0:
         raise RuntimeError("no GPU 0")
-    fn = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None) or lib.nvmlDeviceGetComputeRunningProcesses_v2
-    return fn, handle
+    return GpuState(lib, handle)
 
 
-def _processes(fn, handle):
-    count = ctypes.c_uint(64)
-    infos = (_ProcessInfo * 64)()
-    rc = fn(handle, ctypes.byref(count), infos)
-    if rc != 0:
-        return {"error": f"nvml returned {rc}"}
-    return {"processes": [[int(infos[i].pid), int(infos[i].usedGpuMemory)] for i in range(count.value)]}
+def _processes(state):
+    used = state.processes()
+    if used is None:
+        return {"error": "NVML gave no process list"}
+    return {"processes": [[pid, n] for pid, n in sorted(used.items())]}
 
 
 def main():
@@ -80,7 +78,7 @@ def main():
                          "name it by its pid out here?")
     a = ap.parse_args()
     try:
-        fn, handle = _nvml()
+        state = _nvml()
     except Exception as exc:  # noqa: BLE001 — no NVIDIA driver here
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 2
@@ -96,16 +94,16 @@ def main():
         pid = int(kids[0]) if kids else None
         out["child_pid_here"] = pid
     out["child_pid_inside"] = int(line) if line.isdigit() else line
-    out["holding"] = _processes(fn, handle)
+    out["holding"] = _processes(state)
     child.stdin.write("free\n")
     child.stdin.flush()
     child.stdout.readline()
-    out["freed"] = _processes(fn, handle)
+    out["freed"] = _processes(state)
     child.stdin.write("exit\n")
     child.stdin.flush()
     child.wait(timeout=60)
     time.sleep(0.2)
-    out["exited"] = _processes(fn, handle)
+    out["exited"] = _processes(state)
     held = dict(map(tuple, out["holding"].get("processes", [])))
     out["child_listed_bytes"] = held.get(pid)
     print(json.dumps(out))
