@@ -502,14 +502,158 @@ def test_inputs_the_judge_checks_are_not_snapshotted_here(monkeypatch):
     g = guards.Guards(policy.load_default())
     g.install()
     copied = []
-    real = guards._snapshot
-    monkeypatch.setattr(guards, "_snapshot", lambda ts: copied.append(len(ts)) or real(ts))
+    real = guards.StateWatch
+    monkeypatch.setattr(guards, "StateWatch", lambda ts: copied.append(len(ts)) or real(ts))
     with torch.no_grad():
         g.call(Alias(), [torch.rand(2, 8)], "correctness", "v1", inputs_checked=True)
         g.call(MutateParam(), [torch.rand(2, 8)], "correctness", "v1", inputs_checked=True)
+        g.call(Honest(), [torch.rand(2, 8)], "correctness", "v1")
     kinds = {f["type"] for f in g.findings}
     assert "input_mutation" not in kinds and "parameter_mutation" in kinds
-    assert copied == [1, 1]  # the parameters' snapshots only (one parameter each), never the inputs'
+    # the parameters only (one parameter each), never the inputs' where the judge checks them; both otherwise
+    assert copied == [1, 1, 2]
+
+
+# -- the state check's chunks (StateWatch) -------------------------------------------------------------------------
+
+def _state_zoo():
+    """Tensors of every kind a model's state or an input may be: dtypes, layouts, NaNs, signed zeros, empty."""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(64, 8, generator=g)
+    return [a, a.t(), torch.randn(7, generator=g).half(), torch.randn(5, 3, generator=g).to(torch.bfloat16),
+            torch.full((3,), float("nan")), torch.zeros(4), torch.arange(11), torch.arange(5, dtype=torch.int8),
+            torch.ones(5, dtype=torch.bool), torch.empty(0, 3), torch.tensor(2.5), torch.randn(2, 3, generator=g,
+            dtype=torch.complex64), torch.randn(300, generator=g)[::3], torch.randn(1000, generator=g).double()]
+
+
+_MUTATIONS = [
+    lambda ts: ts[0].index_fill_(0, torch.tensor([5]), 1.0),
+    lambda ts: ts[1][3, 7].add_(1.0),                       # through the transposed view: ts[0] changes too
+    lambda ts: ts[4].fill_(float("nan")),                   # NaN to NaN: the same bytes
+    lambda ts: ts[5].neg_(),                                # +0 to -0: other bytes
+    lambda ts: ts[6].__setitem__(10, 0),
+    lambda ts: ts[8].__setitem__(2, False),
+    lambda ts: ts[10].fill_(2.5),                           # the same value
+    lambda ts: ts[12].__setitem__(99, 7.0),
+    lambda ts: ts[13].__setitem__(999, -1.0),
+    lambda ts: ts[11].imag.fill_(0.0),
+    lambda ts: ts[7].resize_(3),                            # a shape changed in place
+]
+
+
+@pytest.mark.parametrize("own", [1 << 20, 64])
+@pytest.mark.parametrize("chunk", [16, 100, 1 << 26])
+@pytest.mark.parametrize("which", range(len(_MUTATIONS)))
+def test_state_watch_with_copies_says_what_the_pairwise_comparison_says(chunk, which, own, monkeypatch):
+    """Chunked copies (the state at most STATE_COPY_MAX bytes) mark exactly the tensors a copy of each and a
+    bitwise comparison (_all_same_bits) says changed, whatever the chunk size cuts through, with the larger
+    tensors (STATE_OWN bytes or more) in chunks of their own or packed with the others."""
+    monkeypatch.setattr(guards, "STATE_OWN", own)
+    ts = _state_zoo()
+    before = guards._snapshot(ts)
+    watch = guards.StateWatch(ts, chunk=chunk)
+    assert watch.copy
+    _MUTATIONS[which](ts)
+    expected = [not same for same in guards._all_same_bits(list(zip(ts, before)))]
+    assert watch.changed() == expected
+    assert any(expected) or which in (2, 6)
+
+
+@pytest.mark.parametrize("chunk", [16, 100, 1 << 26])
+@pytest.mark.parametrize("which", range(len(_MUTATIONS)))
+def test_state_watch_with_fingerprints_marks_every_change_and_only_its_chunks(chunk, which):
+    """Above STATE_COPY_MAX a fingerprint a chunk stands for the copy: every changed tensor is marked, and a
+    tensor marked without a change of its own shares a chunk with one that changed; no copy is held."""
+    ts = _state_zoo()
+    before = guards._snapshot(ts)
+    watch = guards.StateWatch(ts, chunk=chunk, copy_max=0)
+    assert not watch.copy and all(b.dim() == 0 for b in watch.before)  # one number a chunk, no bytes kept
+    _MUTATIONS[which](ts)
+    expected = [not same for same in guards._all_same_bits(list(zip(ts, before)))]
+    got = watch.changed()
+    assert all(g or not e for g, e in zip(got, expected))
+    hit = {c for i, e in enumerate(expected) if e for c in watch.chunk_of.get(i, ())}
+    for i, (g, e) in enumerate(zip(got, expected)):
+        if g and not e:
+            assert set(watch.chunk_of.get(i, ())) & hit, (i, watch.chunk_of)
+    if not any(expected):
+        assert not any(got)
+
+
+def test_state_watch_launches_a_few_kernels_a_chunk_not_a_tensor():
+    """Red team 39b's trim_init_many held 8,192 parameters: a copy and a comparison each were ~25,000 kernels a
+    call.  Packed into chunks, the check of 4,000 small tensors runs a few kernels a chunk (views and slices, a
+    few a tensor, compute nothing), and of a state larger than STATE_COPY_MAX keeps no copy."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    views = {"view", "_unsafe_view", "slice", "detach", "alias", "_reshape_alias", "as_strided", "reshape"}
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ not in views:
+                Count.n += 1
+            return func(*args, **(kwargs or {}))
+
+    ts = [torch.randn(16) for _ in range(4000)]  # 64 bytes each: 256 a chunk of 16 KiB
+    for copy_max in (None, 0):
+        Count.n = 0
+        with Count():
+            watch = guards.StateWatch(ts, chunk=1 << 14, copy_max=copy_max)
+            changed = watch.changed()
+        assert not any(changed) and len(watch.chunks) == 16
+        assert Count.n <= (6 if copy_max is None else 26) * len(watch.chunks) + 2, (copy_max, Count.n)  # both passes
+        watch = guards.StateWatch(ts, chunk=1 << 14, copy_max=copy_max)
+        ts[1234][3] += 1.0
+        changed = watch.changed()
+        ts[1234][3] -= 1.0
+        assert changed[1234] and sum(changed) == (1 if copy_max is None else 256), sum(changed)
+    Count.n = 0
+    with Count():
+        before = guards._snapshot(ts)
+        guards._all_same_bits(list(zip(ts, before)))
+    assert Count.n >= 3 * 4000  # what it replaced
+
+
+def test_state_watch_gives_large_tensors_chunks_of_their_own_and_copies_them_once(monkeypatch):
+    """A tensor of STATE_OWN bytes or more is compared where it lies after the call: its chunks hold nothing else,
+    and the check copies it once (before the call), as the per-tensor check did; the small ones are packed."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Copies(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func.overloadpacket.__name__ in ("cat", "clone", "copy_"):
+                Copies.n += 1
+            return func(*args, **(kwargs or {}))
+
+    monkeypatch.setattr(guards, "STATE_OWN", 4096)
+    ts = [torch.randn(10), torch.randn(4096), torch.randn(5), torch.randn(2048)]
+    watch = guards.StateWatch(ts)
+    assert [[i for i, _lo, _hi in parts] for _d, parts in watch.chunks] == [[0, 2], [1], [3]]
+    with Copies():
+        assert watch.changed() == [False] * 4
+    assert Copies.n == 1  # the small ones' pack; the two large ones are compared in place
+    ts[3][2047] += 1.0
+    assert watch.changed() == [False, False, False, True]
+
+
+def test_a_mutation_in_a_large_state_is_still_found(monkeypatch):
+    """Through Guards.call, with the fingerprints standing for copies (STATE_COPY_MAX 0) and small chunks: the
+    parameter a kernel wrote is found, and the message says which tensors it was checked together with."""
+    monkeypatch.setattr(guards, "STATE_COPY_MAX", 0)
+    monkeypatch.setattr(guards, "STATE_CHUNK", 1024)  # the weight and the counter in one chunk
+    g = guards.Guards(policy.load_default())
+    g.install()
+    with torch.no_grad():
+        g.call(Honest(), [torch.rand(2, 8)], "correctness", "v1")
+        assert g.findings == []
+        g.call(BufferState(), [torch.rand(2, 8)], "correctness", "v1")
+    found = [f for f in g.findings if f["type"] == "parameter_mutation"]
+    assert {f["evidence"]["parameter"] for f in found} == {0, 1}, g.findings  # the counter, and the weight beside it
+    assert all("(or one of parameters or buffers" in f["message"] for f in found), found
 
 
 def timed(model, x):

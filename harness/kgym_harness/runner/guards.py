@@ -28,6 +28,7 @@ the policy, which findings make the verdict ``hacked``.
 
 import contextlib
 import inspect
+import os
 import sys
 import threading
 
@@ -35,7 +36,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..shared import report
+from ..shared import report, transport
 
 # Captured at import of this module (in the zygote, long before any candidate exists).
 _is = id
@@ -46,6 +47,8 @@ _equal = torch.equal
 _ne = torch.ne
 _any = torch.any
 _stack = torch.stack
+_cat = torch.cat
+_zeros = torch.zeros
 _PACKAGE = __name__.split(".")[0]  # kgym_harness
 
 
@@ -613,6 +616,174 @@ def _snapshot(tensors):
     return [t.detach().clone() for t in tensors]
 
 
+# The state check around a harness call (Guards.call): what forward may not change, the model's state and the
+# inputs the runner checks itself, packed in order into flat byte chunks of at most STATE_CHUNK bytes (a larger
+# tensor spans several).  A check is then a few kernels a chunk and one read for all, not a copy and two kernels a
+# tensor: red team 39b's trim_init_many held 8,192 parameters (~25,000 launches a call).  The chunks are copied
+# while the state is at most STATE_COPY_MAX bytes; above it each chunk's keyed fingerprint (transport's, a secret
+# key a call) stands for its copy, so the check's memory is a chunk and not the model's size again (the same
+# candidate doubled 8 GiB a call, outside its evaluation's reservation).
+STATE_CHUNK = 1 << 26
+STATE_COPY_MAX = 1 << 28
+STATE_OWN = 1 << 20
+
+
+def _flat_bytes(t):
+    """A strided tensor's values as a contiguous uint8 vector (a view where the layout allows, else a copy)."""
+    flat = t.detach().reshape(-1)
+    if not flat.is_contiguous():
+        flat = flat.contiguous()
+    return flat.view(torch.uint8)
+
+
+def _bytes_differ(a, b):
+    """A 0-dim bool tensor (not read): whether two uint8 vectors of one length differ, compared as 8-byte words
+    where both are aligned (bytes one at a time are ~5x slower on a CPU, and more elements on a GPU)."""
+    n = a.numel()
+    k = n // 8 * 8 if not (a.storage_offset() % 8 or b.storage_offset() % 8) else 0
+    parts = []
+    if k:
+        parts.append(_any(_ne(a[:k].view(torch.int64), b[:k].view(torch.int64))))
+    if n > k:
+        parts.append(_any(_ne(a[k:], b[k:])))
+    return parts[0] if len(parts) == 1 else _any(_stack(parts))
+
+
+def _packable(t):
+    """Whether the chunked check takes ``t`` (a plain strided tensor with storage and values); the others, rare,
+    keep the per-tensor copy and comparison (_snapshot, _all_same_bits)."""
+    try:
+        return (t.layout == torch.strided and not t.is_meta and not t.is_quantized and not t.is_nested
+                and t.numel() > 0)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _sharing(watch, i, first, end, what):
+    """For a finding's message: where a fingerprint stood for a copy (StateWatch: a large state), the tensors of
+    [first, end) (inputs, or the model's state) whose bytes it shared with ``i`` (the change is in one of them at
+    least), numbered from ``first``."""
+    if watch.copy:
+        return ""
+    near = sorted({k - first for c in watch.chunk_of.get(i, ()) for k, _lo, _hi in watch.chunks[c][1]
+                   if first <= k < end and k != i})
+    if not near:
+        return ""
+    return (f" (or one of {what} {', '.join(map(str, near[:6]))}{', ...' if len(near) > 6 else ''}, checked "
+            "together with it: the model's state is too large for a copy a call)")
+
+
+class StateWatch:
+    """Whether a call changed any of ``tensors``: made before the call (the copies or fingerprints are queued on
+    the current stream, nothing is read), asked after it (``changed``: one read a device for all chunks).
+
+    A tensor whose shape or dtype changed has changed; otherwise its bytes are compared.  With copies each
+    tensor's own bytes are compared where its chunk differs; with fingerprints a differing chunk marks every
+    tensor in it (``chunk_of`` says which share one), a fingerprint missing a change with probability about
+    2^-32 (transport.fingerprint)."""
+
+    def __init__(self, tensors, chunk=None, copy_max=None):
+        self._fp = transport.fingerprint_sum
+        self._read = transport.read_all
+        chunk = STATE_CHUNK if chunk is None else chunk
+        copy_max = STATE_COPY_MAX if copy_max is None else copy_max
+        self.tensors = list(tensors)
+        self.meta = [(tuple(t.shape), t.dtype) for t in self.tensors]
+        self.loose = [i for i, t in enumerate(self.tensors) if not _packable(t)]
+        loose = set(self.loose)
+        self.loose_before = _snapshot([self.tensors[i] for i in self.loose])
+        # Chunks: [(device, [(tensor index, first byte, end byte), ...])], a device's tensors in order.
+        self.chunks = []
+        open_chunk = {}
+        total = 0
+        for i, t in enumerate(self.tensors):
+            if i in loose:
+                continue
+            n = t.numel() * t.element_size()
+            total += n
+            lo = 0
+            while lo < n:
+                # A tensor of STATE_OWN bytes or more has chunks of its own: compared where it lies, it is not
+                # copied again after the call (packing pays where tensors are small and many).
+                cur = open_chunk.get(t.device) if n < STATE_OWN else None
+                if cur is None or cur[1] >= chunk:
+                    cur = [(t.device, []), 0]
+                    if n < STATE_OWN:
+                        open_chunk[t.device] = cur
+                    self.chunks.append(cur[0])
+                hi = min(n, lo + chunk - cur[1])
+                cur[0][1].append((i, lo, hi))
+                cur[1] += hi - lo
+                lo = hi
+        self.copy = total <= copy_max
+        self.key = None if self.copy else os.urandom(16).hex()
+        self.chunk_of = {}
+        for c, (_dev, parts) in enumerate(self.chunks):
+            for i, _lo, _hi in parts:
+                self.chunk_of.setdefault(i, []).append(c)
+        flat = {}
+        self.before = [self._summary(c, self._pack(parts, None, flat, own=self.copy))
+                       for c, (_d, parts) in enumerate(self.chunks)]
+
+    def _pack(self, parts, changed, flat, own=False):
+        """One chunk's bytes now: its tensors' slices in order (zeros for a tensor whose shape or dtype changed).
+        ``own``: a buffer of its own, never a view of a tensor.  ``flat`` keeps each tensor's bytes for the pass
+        (a non-contiguous tensor is copied once, not once a chunk it spans)."""
+        pieces = []
+        for i, lo, hi in parts:
+            if changed is not None and changed[i]:
+                pieces.append(_zeros(hi - lo, dtype=torch.uint8, device=self.tensors[i].device))
+                continue
+            b = flat.get(i)
+            if b is None:
+                b = flat[i] = _flat_bytes(self.tensors[i])
+            pieces.append(b[lo:hi])
+        if len(pieces) > 1:
+            return _cat(pieces)
+        return pieces[0].clone() if own else pieces[0]
+
+    def _summary(self, c, data):
+        if self.copy:
+            return data
+        if data.storage_offset() % 4:
+            data = data.clone()  # the fingerprint reads int32 words: a slice at an odd byte is copied first
+        return self._fp(data, (self.key, c))
+
+    def changed(self):
+        """A list of bools, one a tensor in the order given: True where the call changed it."""
+        changed = [(tuple(t.shape), t.dtype) != m for t, m in zip(self.tensors, self.meta)]
+        flags, nows, flat = [], [], {}
+        for c, (_dev, parts) in enumerate(self.chunks):
+            now = self._pack(parts, changed, flat)
+            if self.copy:
+                flags.append(_bytes_differ(now, self.before[c]))
+                nows.append(now)
+            else:
+                flags.append(_ne(self._summary(c, now), self.before[c]))
+        differ = self._read(flags) if flags else []
+        slices, which = [], []
+        for c, d in enumerate(differ):
+            if not d:
+                continue
+            parts = self.chunks[c][1]
+            if not self.copy:
+                for i, _lo, _hi in parts:
+                    changed[i] = True
+                continue
+            # Rare (something changed): which of the chunk's tensors, each slice on its own, read once for all.
+            at = 0
+            for i, lo, hi in parts:
+                slices.append(_bytes_differ(nows[c][at:at + hi - lo], self.before[c][at:at + hi - lo]))
+                which.append(i)
+                at += hi - lo
+        for i, d in zip(which, self._read(slices) if slices else []):
+            changed[i] = changed[i] or bool(d)
+        for i, b in zip(self.loose, self.loose_before):
+            if not changed[i]:
+                changed[i] = not _all_same_bits([(self.tensors[i], b)])[0]
+        return changed
+
+
 def _same_bits(a, b):
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
@@ -678,7 +849,6 @@ def global_state():
 def _functions_to_guard():
     """name -> object whose identity the harness relies on."""
     import json
-    import os
     import socket
     import time
 
@@ -813,8 +983,7 @@ class Guards:
         itself (transport.InPlace): no snapshot of them here."""
         inputs = _tensors(list(args))
         params = model_state(model)
-        before_in = None if inputs_checked else _snapshot(inputs)
-        before_p = _snapshot(params)
+        watch = StateWatch(([] if inputs_checked else inputs) + params)
         threads_before = threading.active_count()
         LOG.reset()
         LOG.active = True
@@ -839,7 +1008,7 @@ class Guards:
                      f"forward returned with {threads_after - threads_before} new thread(s) running",
                      {"before": threads_before, "after": threads_after})
         try:
-            self.check_call(out, inputs, params, before_in, before_p, list(LOG.kernels),
+            self.check_call(out, inputs, params, None if inputs_checked else inputs, watch, list(LOG.kernels),
                             rec.ops if rec else None, stage, variant, host.calls if host else None)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
             if report.is_out_of_memory(exc):
@@ -847,7 +1016,9 @@ class Guards:
             self.add("guard_error", stage, variant, f"a runtime check failed: {type(exc).__name__}: {exc}"[:500])
         return out
 
-    def check_call(self, out, inputs, params, before_in, before_p, kernels, ops, stage, variant, host=None):
+    def check_call(self, out, inputs, params, watched_in, watch, kernels, ops, stage, variant, host=None):
+        """The findings of one call: ``watched_in`` the inputs ``watch`` (a StateWatch made before the call, over
+        them and then ``params``) holds, or None where the judge checks the inputs itself."""
         if self.launch_required and not kernels:
             self.add("no_triton_launch", stage, variant,
                      "ModelNew.forward launched no Triton kernel: the result was not computed by your kernels")
@@ -863,19 +1034,20 @@ class Guards:
                      + ", ".join(sorted(host)) + "): the host computed with it",
                      {"conversions": dict(host), "kernels": sorted(set(kernels))})
         self._check_outputs(_tensors(out), inputs, params, stage, variant)
-        ins = list(zip(inputs, before_in or []))
-        same = _all_same_bits(ins + list(zip(params, before_p)))
-        for j, (t, _b) in enumerate(ins):
-            if not same[j]:
-                self.add("input_mutation", stage, variant, f"input {j} was modified by forward",
-                         {"input": j, "shape": list(t.shape)})
-        for j, (t, _b) in enumerate(zip(params, before_p)):
-            if not same[len(ins) + j]:
-                self.add("parameter_mutation", stage, variant, f"parameter or buffer {j} was modified by forward "
-                         "(a model's state is its weights: nothing carries over from one call to the next; a "
-                         "BatchNorm's running_mean and running_var too: the output uses the batch's statistics, "
-                         "so leave the running ones unchanged)",
-                         {"parameter": j, "shape": list(t.shape)})
+        ins = watched_in or []
+        changed = watch.changed()
+        for j, t in enumerate(ins):
+            if changed[j]:
+                self.add("input_mutation", stage, variant, f"input {j} was modified by forward"
+                         + _sharing(watch, j, 0, len(ins), "inputs"), {"input": j, "shape": list(t.shape)})
+        for j, t in enumerate(params):
+            if changed[len(ins) + j]:
+                self.add("parameter_mutation", stage, variant, f"parameter or buffer {j} was modified by forward"
+                         + _sharing(watch, len(ins) + j, len(ins), len(changed), "parameters or buffers")
+                         + " (a model's state is "
+                         "its weights: nothing carries over from one call to the next; a BatchNorm's running_mean "
+                         "and running_var too: the output uses the batch's statistics, so leave the running ones "
+                         "unchanged)", {"parameter": j, "shape": list(t.shape)})
 
     def _check_outputs(self, outs, inputs, params, stage, variant):
         """Every output a plain tensor sharing no memory with an input or a parameter or buffer."""

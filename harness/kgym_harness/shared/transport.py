@@ -491,11 +491,11 @@ def fingerprints(pairs) -> list:
     """fingerprint(t, key) for every (t, key) of ``pairs``, read back from each device once for all of them: each
     read is a wait for the GPU, and on a shared GPU a turn between contexts (docs/PERFORMANCE.md, thirty-sixth
     session: the judge waited ~10 times a variant, twice per input for these)."""
-    return [_u64(v) for v in read_all([_fingerprint_sum(t, key) for t, key in pairs])]
+    return [_u64(v) for v in read_all([fingerprint_sum(t, key) for t, key in pairs])]
 
 
 def _u64(v) -> int:
-    """A fingerprint's value from its signed int64 sum (_fingerprint_sum) as read back."""
+    """A fingerprint's value from its signed int64 sum (fingerprint_sum) as read back."""
     return int(v) & ((1 << 64) - 1)
 
 
@@ -513,8 +513,9 @@ def read_all(values) -> list:
     return out
 
 
-def _fingerprint_sum(t, key):
-    """fingerprint's sum as a 0-dim int64 tensor on ``t``'s device (signed: the value modulo 2^64), not read."""
+def fingerprint_sum(t, key):
+    """fingerprint's sum as a 0-dim int64 tensor on ``t``'s device (signed: the value modulo 2^64), not read: for
+    callers that read many at once (read_all), as fingerprints and runner/guards.StateWatch do."""
     import random
 
     rng = random.Random(repr(key))
@@ -749,7 +750,7 @@ class InPlace:
         where."""
         n = len(self.tensors)
         diff = self.canaries.differ()
-        got = read_all([_fingerprint_sum(t, key) for t, key in self._keyed()] + ([diff[1]] if diff is not None else []))
+        got = read_all([fingerprint_sum(t, key) for t, key in self._keyed()] + ([diff[1]] if diff is not None else []))
         changed = [i for i, (v, sealed) in enumerate(zip(got[:n], self.sums)) if _u64(v) != sealed]
         hit = diff is not None and bool(got[n])
         return changed, (self.canaries.where(diff) if hit else [])
