@@ -609,6 +609,17 @@ def test_state_watch_launches_a_few_kernels_a_chunk_not_a_tensor():
         changed = watch.changed()
         ts[1234][3] -= 1.0
         assert changed[1234] and sum(changed) == (1 if copy_max is None else 256), sum(changed)
+    # trim_init_many's shape, shrunk: tensors of exactly STATE_OWN bytes, more than STATE_COPY_MAX in all
+    big = [torch.randn(256) for _ in range(64)]  # 1 KiB each
+    Count.n = 0
+    with Count():
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(guards, "STATE_OWN", 1024)
+            mp.setattr(guards, "STATE_COPY_MAX", 32 * 1024)
+            mp.setattr(guards, "STATE_CHUNK", 16 * 1024)
+            watch = guards.StateWatch(big)
+            assert not any(watch.changed())
+    assert not watch.copy and len(watch.chunks) == 4 and Count.n <= 26 * 4 + 2, (len(watch.chunks), Count.n)
     Count.n = 0
     with Count():
         before = guards._snapshot(ts)
@@ -638,6 +649,11 @@ def test_state_watch_gives_large_tensors_chunks_of_their_own_and_copies_them_onc
     assert Copies.n == 1  # the small ones' pack; the two large ones are compared in place
     ts[3][2047] += 1.0
     assert watch.changed() == [False, False, False, True]
+    # With fingerprints (a state above STATE_COPY_MAX) everything is packed: trim_init_many's 8,192 tensors of
+    # exactly 1 MiB must not each cost a fingerprint's kernels.
+    monkeypatch.setattr(guards, "STATE_COPY_MAX", 1024)
+    watch = guards.StateWatch(ts)
+    assert [[i for i, _lo, _hi in parts] for _d, parts in watch.chunks] == [[0, 1, 2, 3]]
 
 
 def test_a_mutation_in_a_large_state_is_still_found(monkeypatch):

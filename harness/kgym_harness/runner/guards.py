@@ -693,30 +693,30 @@ class StateWatch:
         loose = set(self.loose)
         self.loose_before = _snapshot([self.tensors[i] for i in self.loose])
         # Chunks: [(device, [(tensor index, first byte, end byte), ...])], a device's tensors in order.
+        sizes = {i: t.numel() * t.element_size() for i, t in enumerate(self.tensors) if i not in loose}
+        self.copy = sum(sizes.values()) <= copy_max
+        self.key = None if self.copy else os.urandom(16).hex()
         self.chunks = []
         open_chunk = {}
-        total = 0
-        for i, t in enumerate(self.tensors):
-            if i in loose:
-                continue
-            n = t.numel() * t.element_size()
-            total += n
+        for i, n in sizes.items():
+            t = self.tensors[i]
+            # With copies, a tensor of STATE_OWN bytes or more has chunks of its own: compared where it lies, it
+            # is not copied again after the call (packing pays where tensors are small and many; at most
+            # STATE_COPY_MAX / STATE_OWN such tensors).  With fingerprints everything is packed: a fingerprint is
+            # several kernels, and a model of many 1 MiB tensors must not cost them each.
+            alone = self.copy and n >= STATE_OWN
             lo = 0
             while lo < n:
-                # A tensor of STATE_OWN bytes or more has chunks of its own: compared where it lies, it is not
-                # copied again after the call (packing pays where tensors are small and many).
-                cur = open_chunk.get(t.device) if n < STATE_OWN else None
+                cur = None if alone else open_chunk.get(t.device)
                 if cur is None or cur[1] >= chunk:
                     cur = [(t.device, []), 0]
-                    if n < STATE_OWN:
+                    if not alone:
                         open_chunk[t.device] = cur
                     self.chunks.append(cur[0])
                 hi = min(n, lo + chunk - cur[1])
                 cur[0][1].append((i, lo, hi))
                 cur[1] += hi - lo
                 lo = hi
-        self.copy = total <= copy_max
-        self.key = None if self.copy else os.urandom(16).hex()
         self.chunk_of = {}
         for c, (_dev, parts) in enumerate(self.chunks):
             for i, _lo, _hi in parts:
