@@ -843,3 +843,20 @@ def test_the_runner_s_timing_and_profile_code_is_guarded(module, name):
         setattr(mod, name, saved)
     assert [f["type"] for f in g.findings] == ["harness_tampering"], g.findings
     assert f"{module}.{name}" in g.findings[0]["message"]
+
+
+def test_a_state_check_that_cannot_be_made_is_a_guard_error_and_the_call_still_runs(monkeypatch):
+    """StateWatch raising before the call (kgym's bug, never the candidate's) is a guard_error finding, which fails
+    the evaluation closed (result.c fact_checks); the candidate's forward still runs and its output comes back."""
+    g = guards.Guards(policy.load_default())
+    g.install()
+
+    def broken(_tensors):
+        raise RuntimeError("no view of these bytes")
+
+    monkeypatch.setattr(guards, "StateWatch", broken)
+    with torch.no_grad():
+        out = g.call(MutateParam(), [torch.rand(2, 8)], "correctness", "v1")
+    assert out.shape == (2, 8)
+    assert [f["type"] for f in g.findings] == ["guard_error"]
+    assert "the state check could not be made" in g.findings[0]["message"]

@@ -324,7 +324,7 @@ def test_fingerprint_sees_any_change_and_depends_on_the_key(monkeypatch):
     """The judge's keyed fingerprint of inputs it hands over in place: equal bytes give equal values, a change
     of one bit anywhere (the tail bytes past the last whole int32 word included), or two elements swapped,
     give another; another key gives another value.  Chunk boundaries change nothing."""
-    monkeypatch.setattr(tp, "_FP_CHUNK", 5)
+    monkeypatch.setattr(tp, "FP_CHUNK", 5)
     for t in (torch.randn(7, 3), torch.arange(11, dtype=torch.uint8), torch.randn(6, dtype=torch.float16),
               torch.tensor([True, False, True]), torch.randn(3, dtype=torch.complex64)):
         v = tp.fingerprint(t, 1)
@@ -347,7 +347,7 @@ def test_fingerprints_read_once_and_equal_each_ones_own(monkeypatch, request):
     """An InPlace's seal and check read every input's fingerprint back at once (each read waits for the GPU: on a
     shared one, a turn between contexts), with the values fingerprint gives each tensor alone; a changed input is
     still named."""
-    monkeypatch.setattr(tp, "_FP_CHUNK", 5)
+    monkeypatch.setattr(tp, "FP_CHUNK", 5)
     ts = [torch.randn(7, 3), torch.arange(11, dtype=torch.uint8), torch.randn(6, dtype=torch.float16)]
     alone = [tp.fingerprint(t, (9, i)) for i, t in enumerate(ts)]
     reads = request.getfixturevalue("host_reads")

@@ -48,7 +48,9 @@ _ne = torch.ne
 _any = torch.any
 _stack = torch.stack
 _cat = torch.cat
-_zeros = torch.zeros
+_empty = torch.empty
+_tolist = torch.Tensor.tolist
+_fingerprint_sum = transport.fingerprint_sum
 _PACKAGE = __name__.split(".")[0]  # kgym_harness
 
 
@@ -617,23 +619,39 @@ def _snapshot(tensors):
 
 
 # The state check around a harness call (Guards.call): what forward may not change, the model's state and the
-# inputs the runner checks itself, packed in order into flat byte chunks of at most STATE_CHUNK bytes (a larger
-# tensor spans several).  A check is then a few kernels a chunk and one read for all, not a copy and two kernels a
-# tensor: red team 39b's trim_init_many held 8,192 parameters (~25,000 launches a call).  The chunks are copied
-# while the state is at most STATE_COPY_MAX bytes; above it each chunk's keyed fingerprint (transport's, a secret
-# key a call) stands for its copy, so the check's memory is a chunk and not the model's size again (the same
-# candidate doubled 8 GiB a call, outside its evaluation's reservation).
+# inputs the runner checks itself.  What is watched is the tensors' storages, each once however many tensors view
+# it, as raw bytes packed in order into flat chunks of at most STATE_CHUNK bytes (a larger storage spans several),
+# and each tensor's place in its storage (shape, strides, offset, dtype, which storage).  A check is then a few
+# kernels a chunk and one read for all, not a copy and two kernels a tensor: red team 39b's trim_init_many held
+# 8,192 parameters (~25,000 launches a call), and views cost nothing (red team 41: 64 views of one parameter, an
+# expanded 4-byte one).  The chunks are copied while the storages hold at most STATE_COPY_MAX bytes in all; above it
+# each chunk's keyed fingerprint (transport.fingerprint_sum, a secret key a call) stands for its copy, so the
+# check's memory is a chunk and not the model's size again (the same candidate doubled 8 GiB a call, outside its
+# evaluation's reservation).  With copies a storage of STATE_OWN bytes or more has chunks of its own, compared
+# where it lies after the call (not copied again); with fingerprints everything is packed (a fingerprint is several
+# kernels: 8,192 storages of 1 MiB must not each cost them).
 STATE_CHUNK = 1 << 26
 STATE_COPY_MAX = 1 << 28
 STATE_OWN = 1 << 20
 
 
-def _flat_bytes(t):
-    """A strided tensor's values as a contiguous uint8 vector (a view where the layout allows, else a copy)."""
-    flat = t.detach().reshape(-1)
-    if not flat.is_contiguous():
-        flat = flat.contiguous()
-    return flat.view(torch.uint8)
+def _storage_bytes(t):
+    """The whole storage under ``t`` as a contiguous uint8 vector (a view of it: nothing is copied).  A tensor that
+    is its whole storage, as a model's parameters are, by views alone (no operator a tensor)."""
+    d = t.detach()
+    nbytes, size = d.untyped_storage().nbytes(), d.element_size()
+    if not d.is_conj() and not d.is_neg() and nbytes % size == 0:
+        if d.is_contiguous() and d.storage_offset() == 0 and d.numel() * size == nbytes:
+            return d.reshape(-1).view(torch.uint8)
+        return d.as_strided((nbytes // size,), (1,), 0).view(torch.uint8)  # a view still: the whole storage
+    return _empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def _place(t):
+    """Where ``t`` lies in its storage and what it reads it as: a change of any of these in place (``set_``,
+    ``.data =``, ``resize_``, ``t_()``, ``as_strided_``) is a change of the state, whatever the bytes."""
+    st = t.untyped_storage()
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.device, st.data_ptr(), st.nbytes())
 
 
 def _bytes_differ(a, b):
@@ -649,24 +667,37 @@ def _bytes_differ(a, b):
     return parts[0] if len(parts) == 1 else _any(_stack(parts))
 
 
+def _read(flags):
+    """The Python bools of 0-dim bool tensors, read back once a device (guards' own captured functions only: a
+    check must not lean on what the candidate's code could reach at call time)."""
+    out = [None] * len(flags)
+    groups = {}
+    for i, f in enumerate(flags):
+        groups.setdefault(f.device, []).append(i)
+    for idx in groups.values():
+        for i, v in zip(idx, _tolist(_stack([flags[i] for i in idx]))):
+            out[i] = bool(v)
+    return out
+
+
 def _packable(t):
-    """Whether the chunked check takes ``t`` (a plain strided tensor with storage and values); the others, rare,
-    keep the per-tensor copy and comparison (_snapshot, _all_same_bits)."""
+    """Whether StateWatch takes ``t`` by its storage (a plain strided tensor with bytes); the others, rare, keep
+    the per-tensor copy and comparison (_snapshot, _all_same_bits)."""
     try:
         return (t.layout == torch.strided and not t.is_meta and not t.is_quantized and not t.is_nested
-                and t.numel() > 0)
+                and t.numel() > 0 and t.untyped_storage().nbytes() > 0)
     except Exception:  # noqa: BLE001
         return False
 
 
 def _sharing(watch, i, first, end, what):
     """For a finding's message: where a fingerprint stood for a copy (StateWatch: a large state), the tensors of
-    [first, end) (inputs, or the model's state) whose bytes it shared with ``i`` (the change is in one of them at
-    least), numbered from ``first``."""
-    if watch.copy:
+    [first, end) (inputs, or the model's state) whose bytes it shared a chunk with ``i`` (the change is in one of
+    them at least), numbered from ``first``."""
+    if watch.copy or i not in watch.chunk_of:
         return ""
-    near = sorted({k - first for c in watch.chunk_of.get(i, ()) for k, _lo, _hi in watch.chunks[c][1]
-                   if first <= k < end and k != i})
+    chunks = set(watch.chunk_of[i])
+    near = sorted(k - first for k, cs in watch.chunk_of.items() if first <= k < end and k != i and chunks & set(cs))
     if not near:
         return ""
     return (f" (or one of {what} {', '.join(map(str, near[:6]))}{', ...' if len(near) > 6 else ''}, checked "
@@ -677,107 +708,115 @@ class StateWatch:
     """Whether a call changed any of ``tensors``: made before the call (the copies or fingerprints are queued on
     the current stream, nothing is read), asked after it (``changed``: one read a device for all chunks).
 
-    A tensor whose shape or dtype changed has changed; otherwise its bytes are compared.  With copies each
-    tensor's own bytes are compared where its chunk differs; with fingerprints a differing chunk marks every
-    tensor in it (``chunk_of`` says which share one), a fingerprint missing a change with probability about
+    A tensor has changed where its place in its storage changed (_place) or its storage's bytes did.  With copies
+    each storage's own bytes are compared where its chunk differs; with fingerprints a differing chunk marks every
+    storage in it (``chunks_of`` says which share one), a fingerprint missing a change with probability about
     2^-32 (transport.fingerprint)."""
 
     def __init__(self, tensors, chunk=None, copy_max=None):
-        self._fp = transport.fingerprint_sum
-        self._read = transport.read_all
         chunk = STATE_CHUNK if chunk is None else chunk
+        chunk = max(8, chunk // 8 * 8)  # pieces start on 8-byte boundaries: compared as words, fingerprinted as is
         copy_max = STATE_COPY_MAX if copy_max is None else copy_max
         self.tensors = list(tensors)
-        self.meta = [(tuple(t.shape), t.dtype) for t in self.tensors]
         self.loose = [i for i, t in enumerate(self.tensors) if not _packable(t)]
         loose = set(self.loose)
         self.loose_before = _snapshot([self.tensors[i] for i in self.loose])
-        # Chunks: [(device, [(tensor index, first byte, end byte), ...])], a device's tensors in order.
-        sizes = {i: t.numel() * t.element_size() for i, t in enumerate(self.tensors) if i not in loose}
-        self.copy = sum(sizes.values()) <= copy_max
+        self.places = {}
+        self.storages = []  # uint8 views of each storage watched, in order of first sight
+        self.storage_of = {}  # tensor index -> storage index
+        seen = {}
+        for i, t in enumerate(self.tensors):
+            if i in loose:
+                continue
+            self.places[i] = _place(t)
+            key = (t.device, self.places[i][5], self.places[i][6])
+            if key not in seen:
+                seen[key] = len(self.storages)
+                self.storages.append(_storage_bytes(t))
+            self.storage_of[i] = seen[key]
+        self.copy = sum(b.numel() for b in self.storages) <= copy_max
         self.key = None if self.copy else os.urandom(16).hex()
+        self.tables = {}
+        # Chunks: [(device, [(storage index, first byte, end byte), ...])], a device's storages in order.
         self.chunks = []
         open_chunk = {}
-        for i, n in sizes.items():
-            t = self.tensors[i]
-            # With copies, a tensor of STATE_OWN bytes or more has chunks of its own: compared where it lies, it
-            # is not copied again after the call (packing pays where tensors are small and many; at most
-            # STATE_COPY_MAX / STATE_OWN such tensors).  With fingerprints everything is packed: a fingerprint is
-            # several kernels, and a model of many 1 MiB tensors must not cost them each.
+        for s, b in enumerate(self.storages):
+            n = b.numel()
             alone = self.copy and n >= STATE_OWN
             lo = 0
             while lo < n:
-                cur = None if alone else open_chunk.get(t.device)
-                if cur is None or cur[1] >= chunk:
-                    cur = [(t.device, []), 0]
+                cur = None if alone else open_chunk.get(b.device)
+                if cur is None or chunk - cur[1] < 8:
+                    cur = [(b.device, []), 0]
                     if not alone:
-                        open_chunk[t.device] = cur
+                        open_chunk[b.device] = cur
                     self.chunks.append(cur[0])
-                hi = min(n, lo + chunk - cur[1])
-                cur[0][1].append((i, lo, hi))
+                room = chunk - cur[1]
+                hi = n if n - lo <= room else lo + room // 8 * 8
+                cur[0][1].append((s, lo, hi))
                 cur[1] += hi - lo
                 lo = hi
-        self.chunk_of = {}
+        self.chunks_of = {}  # storage index -> the chunks it lies in
         for c, (_dev, parts) in enumerate(self.chunks):
-            for i, _lo, _hi in parts:
-                self.chunk_of.setdefault(i, []).append(c)
-        flat = {}
-        self.before = [self._summary(c, self._pack(parts, None, flat, own=self.copy))
-                       for c, (_d, parts) in enumerate(self.chunks)]
+            for s, _lo, _hi in parts:
+                self.chunks_of.setdefault(s, []).append(c)
+        self.chunk_of = {i: self.chunks_of[s] for i, s in self.storage_of.items()}  # tensor index -> chunks
+        self.before = [self._summary(c, self._pack(parts, own=self.copy)) for c, (_d, parts) in enumerate(self.chunks)]
 
-    def _pack(self, parts, changed, flat, own=False):
-        """One chunk's bytes now: its tensors' slices in order (zeros for a tensor whose shape or dtype changed).
-        ``own``: a buffer of its own, never a view of a tensor.  ``flat`` keeps each tensor's bytes for the pass
-        (a non-contiguous tensor is copied once, not once a chunk it spans)."""
-        pieces = []
-        for i, lo, hi in parts:
-            if changed is not None and changed[i]:
-                pieces.append(_zeros(hi - lo, dtype=torch.uint8, device=self.tensors[i].device))
-                continue
-            b = flat.get(i)
-            if b is None:
-                b = flat[i] = _flat_bytes(self.tensors[i])
-            pieces.append(b[lo:hi])
-        if len(pieces) > 1:
-            return _cat(pieces)
-        return pieces[0].clone() if own else pieces[0]
+    def _pack(self, parts, own=False):
+        """One chunk's bytes now: its storages' slices in order.  ``own``: a buffer of its own, never a view of a
+        storage (a storage split over chunks is split on 8-byte boundaries: its pieces are aligned views)."""
+        if len(parts) == 1:
+            s, lo, hi = parts[0]
+            piece = self.storages[s][lo:hi]
+            return piece.clone() if own else piece
+        return _cat([self.storages[s][lo:hi] for s, lo, hi in parts])
 
     def _summary(self, c, data):
         if self.copy:
             return data
-        if data.storage_offset() % 4:
-            data = data.clone()  # the fingerprint reads int32 words: a slice at an odd byte is copied first
-        return self._fp(data, (self.key, c))
+        dev = data.device
+        if dev not in self.tables:
+            # One table of multipliers a device for the whole watch, both passes (it is the key's: chunks differ
+            # by their own multiplier, transport.fingerprint_sum): not 128 MiB of random numbers drawn a chunk.
+            words = max(sum(hi - lo for _s, lo, hi in parts) for d, parts in self.chunks if d == dev) // 4
+            self.tables[dev] = transport.multipliers(min(transport.FP_CHUNK, max(1, words)),
+                                                      int.from_bytes(bytes.fromhex(self.key)[:8], "little") >> 1,
+                                                      dev)
+        return _fingerprint_sum(data, (self.key, c), table=self.tables[dev])
 
     def changed(self):
         """A list of bools, one a tensor in the order given: True where the call changed it."""
-        changed = [(tuple(t.shape), t.dtype) != m for t, m in zip(self.tensors, self.meta)]
-        flags, nows, flat = [], [], {}
+        changed = [False] * len(self.tensors)
+        for i, place in self.places.items():
+            try:
+                changed[i] = _place(self.tensors[i]) != place
+            except Exception:  # noqa: BLE001 — a tensor the call left without a storage of its own
+                changed[i] = True
+        flags = []
         for c, (_dev, parts) in enumerate(self.chunks):
-            now = self._pack(parts, changed, flat)
-            if self.copy:
-                flags.append(_bytes_differ(now, self.before[c]))
-                nows.append(now)
-            else:
-                flags.append(_ne(self._summary(c, now), self.before[c]))
-        differ = self._read(flags) if flags else []
+            now = self._pack(parts)
+            flags.append(_bytes_differ(now, self.before[c]) if self.copy
+                         else _ne(self._summary(c, now), self.before[c]))
+            del now  # a chunk at a time: the state is not held a second time (red team 41)
+        touched = set()
         slices, which = [], []
-        for c, d in enumerate(differ):
+        for c, d in enumerate(_read(flags) if flags else []):
             if not d:
                 continue
             parts = self.chunks[c][1]
             if not self.copy:
-                for i, _lo, _hi in parts:
-                    changed[i] = True
+                touched.update(s for s, _lo, _hi in parts)
                 continue
-            # Rare (something changed): which of the chunk's tensors, each slice on its own, read once for all.
-            at = 0
-            for i, lo, hi in parts:
-                slices.append(_bytes_differ(nows[c][at:at + hi - lo], self.before[c][at:at + hi - lo]))
-                which.append(i)
+            # Rare (something changed): which of the chunk's storages, each slice on its own, read once for all.
+            now, at = self._pack(parts), 0
+            for s, lo, hi in parts:
+                slices.append(_bytes_differ(now[at:at + hi - lo], self.before[c][at:at + hi - lo]))
+                which.append(s)
                 at += hi - lo
-        for i, d in zip(which, self._read(slices) if slices else []):
-            changed[i] = changed[i] or bool(d)
+        touched.update(s for s, d in zip(which, _read(slices) if slices else []) if d)
+        for i, s in self.storage_of.items():
+            changed[i] = changed[i] or s in touched
         for i, b in zip(self.loose, self.loose_before):
             if not changed[i]:
                 changed[i] = not _all_same_bits([(self.tensors[i], b)])[0]
@@ -865,6 +904,14 @@ def _functions_to_guard():
         "torch.Tensor.tolist": torch.Tensor.tolist, "torch.Tensor.float": torch.Tensor.float,
         "torch.Tensor.double": torch.Tensor.double, "torch.Tensor.cpu": torch.Tensor.cpu,
         "torch.Tensor.untyped_storage": torch.Tensor.untyped_storage,
+        # What the state check (StateWatch) and the fingerprint it may use (transport.fingerprint_sum) call by name.
+        "torch.stack": torch.stack, "torch.cat": torch.cat, "torch.ne": torch.ne, "torch.any": torch.any,
+        "torch.mul": torch.mul, "torch.zeros": torch.zeros, "torch.empty": torch.empty,
+        "torch.randint": torch.randint, "torch.Generator": torch.Generator,
+        "torch.Tensor.view": torch.Tensor.view, "torch.Tensor.reshape": torch.Tensor.reshape,
+        "torch.Tensor.as_strided": torch.Tensor.as_strided, "torch.Tensor.set_": torch.Tensor.set_,
+        "torch.Tensor.contiguous": torch.Tensor.contiguous, "torch.Tensor.to": torch.Tensor.to,
+        "torch.Tensor.add_": torch.Tensor.add_, "torch.Tensor.mul_": torch.Tensor.mul_,
         "torch.nn.Module.__call__": torch.nn.Module.__call__, "torch.nn.Module._call_impl": torch.nn.Module._call_impl,
         "torch.cuda.synchronize": torch.cuda.synchronize, "torch.cuda.Event": torch.cuda.Event,
         "torch.cuda.Event.record": torch.cuda.Event.record, "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
@@ -885,7 +932,7 @@ def _functions_to_guard():
     getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     if getter is not None:
         objs["torch._C._cuda_getCurrentRawStream"] = getter
-    for mod in (report, models, cudashare, profile, timing, *([runner] if runner else []), *judge,
+    for mod in (report, transport, models, cudashare, profile, timing, *([runner] if runner else []), *judge,
                 sys.modules[__name__]):
         for key, value in vars(mod).items():
             if callable(value) and getattr(value, "__module__", None) == mod.__name__:
@@ -983,7 +1030,14 @@ class Guards:
         itself (transport.InPlace): no snapshot of them here."""
         inputs = _tensors(list(args))
         params = model_state(model)
-        watch = StateWatch(([] if inputs_checked else inputs) + params)
+        try:
+            watch = StateWatch(([] if inputs_checked else inputs) + params)
+        except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
+            if report.is_out_of_memory(exc):
+                raise  # no memory for the check: the variant is re-run alone
+            watch = None  # the call runs, unwatched, and the guard_error fails the evaluation closed (result.c)
+            self.add("guard_error", stage, variant, f"the state check could not be made: {type(exc).__name__}: "
+                     f"{exc}"[:500])
         threads_before = threading.active_count()
         LOG.reset()
         LOG.active = True
@@ -1035,6 +1089,8 @@ class Guards:
                      {"conversions": dict(host), "kernels": sorted(set(kernels))})
         self._check_outputs(_tensors(out), inputs, params, stage, variant)
         ins = watched_in or []
+        if watch is None:
+            return  # not made (Guards.call said so: guard_error)
         changed = watch.changed()
         for j, t in enumerate(ins):
             if changed[j]:

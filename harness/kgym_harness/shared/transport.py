@@ -467,10 +467,10 @@ def send(sock, obj, values=None, spare=None, into=None, share=False, in_place=No
     return block
 
 
-_FP_CHUNK = 1 << 24  # int32 words a fingerprint step reads (its int64 temporaries: 256 MiB)
+FP_CHUNK = 1 << 24  # int32 words a fingerprint step reads (its int64 temporaries: 256 MiB)
 
 
-def _multipliers(n, seed, device):
+def multipliers(n, seed, device):
     """``n`` secret odd int64 multipliers, one per position in a chunk."""
     gen = torch.Generator(device=device)
     gen.manual_seed(seed)
@@ -513,9 +513,12 @@ def read_all(values) -> list:
     return out
 
 
-def fingerprint_sum(t, key):
+def fingerprint_sum(t, key, table=None):
     """fingerprint's sum as a 0-dim int64 tensor on ``t``'s device (signed: the value modulo 2^64), not read: for
-    callers that read many at once (read_all), as fingerprints and runner/guards.StateWatch do."""
+    callers that read many at once (read_all), as fingerprints and runner/guards.StateWatch do.  ``table``: the
+    position multipliers to use instead of those the key draws (odd int64s on ``t``'s device, from multipliers(),
+    as long as a step reads or longer), for a caller that fingerprints many chunks under one secret and keeps one
+    table for all; each chunk's own multiplier still comes from ``key``."""
     import random
 
     rng = random.Random(repr(key))
@@ -525,17 +528,19 @@ def fingerprint_sum(t, key):
     raw = flat.view(torch.uint8) if flat.numel() else flat.new_empty(0, dtype=torch.uint8)
     words_n = raw.numel() // 4
     parts = [raw[:words_n * 4].view(torch.int32), raw[words_n * 4:].to(torch.int32)]
-    table = _multipliers(min(_FP_CHUNK, max(1, words_n)), rng.getrandbits(63), t.device)
+    seed = rng.getrandbits(63)
+    if table is None:
+        table = multipliers(min(FP_CHUNK, max(1, words_n)), seed, t.device)
     acc = torch.zeros((), dtype=torch.int64, device=t.device)
     buf = None
     for part in parts:
-        for start in range(0, part.numel(), _FP_CHUNK):
-            chunk = part[start:start + _FP_CHUNK]
+        for start in range(0, part.numel(), FP_CHUNK):
+            chunk = part[start:start + FP_CHUNK]
             n = chunk.numel()
             if buf is None or buf.numel() < n:
                 buf = torch.empty(n, dtype=torch.int64, device=t.device)
             out = buf[:n]
-            torch.mul(chunk, table[:n] if n <= table.numel() else _multipliers(n, rng.getrandbits(63), t.device),
+            torch.mul(chunk, table[:n] if n <= table.numel() else multipliers(n, rng.getrandbits(63), t.device),
                       out=out)
             m = rng.getrandbits(64) | 1
             acc.add_(out.sum().mul_(m - (1 << 64) if m >= (1 << 63) else m))  # as a signed int64
