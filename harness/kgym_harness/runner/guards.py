@@ -16,7 +16,8 @@ Installed before the candidate is imported (``Guards.install``), so the candidat
   recorded on (``side_stream``): work queued elsewhere does not delay the end event, so the timer would not
   wait for it (the candidate language refuses streams; this is the runtime witness, ``Guards.watching``).
 - Outputs must be plain ``torch.Tensor``s that share no storage with an input or a parameter.
-- Inputs and parameters are compared bit for bit before and after each call.
+- Inputs and the model's state are compared bit for bit before and after each call: their storages, each once, in
+  chunks, with each tensor's place in its storage (``StateWatch``; a keyed fingerprint a chunk above 256 MiB).
 - Global state (TF32 and determinism flags, default dtype, thread counts, live threads) is snapshotted before the
   import and compared after each stage.
 - The functions the harness relies on (comparison, timers, events, the channel, the harness's own functions and
