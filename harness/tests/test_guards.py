@@ -860,3 +860,31 @@ def test_a_state_check_that_cannot_be_made_is_a_guard_error_and_the_call_still_r
     assert out.shape == (2, 8)
     assert [f["type"] for f in g.findings] == ["guard_error"]
     assert "the state check could not be made" in g.findings[0]["message"]
+
+
+def test_state_watch_keeps_the_per_tensor_check_for_tensors_it_cannot_take_by_storage():
+    """Empty, sparse, meta, quantized and nested tensors take the per-tensor copy and comparison (read back at once
+    for all): an empty one whose shape changes is found.  A sparse one fails that comparison as it always did (no
+    reshape for sparse tensors): an error in the check, which Guards.call makes a guard_error (fail closed)."""
+    ts = [torch.randn(8), torch.empty(0), torch.empty(0, 3)]
+    watch = guards.StateWatch(ts)
+    assert watch.loose == [1, 2]
+    ts[2].resize_(0, 4)
+    assert watch.changed() == [False, False, True]
+    idx = torch.tensor([[0, 1], [1, 0]])
+    sparse = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0]), (2, 2)).coalesce()
+    with pytest.raises(RuntimeError):
+        guards._all_same_bits([(sparse, sparse.clone())])  # the per-tensor check, before StateWatch too
+    with pytest.raises(RuntimeError):
+        guards.StateWatch([sparse]).changed()
+
+    class SparseState(Honest):
+        def __init__(self):
+            super().__init__()
+            self.s = torch.sparse_coo_tensor(idx, torch.tensor([1.0, 2.0]), (2, 2)).coalesce()
+
+    g = guards.Guards(policy.load_default())
+    g.install()
+    with torch.no_grad():
+        g.call(SparseState(), [torch.rand(2, 8)], "correctness", "v1")
+    assert [f["type"] for f in g.findings] == ["guard_error"]

@@ -818,9 +818,9 @@ class StateWatch:
         touched.update(s for s, d in zip(which, _read(slices) if slices else []) if d)
         for i, s in self.storage_of.items():
             changed[i] = changed[i] or s in touched
-        for i, b in zip(self.loose, self.loose_before):
-            if not changed[i]:
-                changed[i] = not _all_same_bits([(self.tensors[i], b)])[0]
+        same = _all_same_bits([(self.tensors[i], b) for i, b in zip(self.loose, self.loose_before)])
+        for i, ok in zip(self.loose, same):
+            changed[i] = changed[i] or not ok
         return changed
 
 
