@@ -50,8 +50,8 @@ _any = torch.any
 _stack = torch.stack
 _cat = torch.cat
 _empty = torch.empty
-_tolist = torch.Tensor.tolist
 _fingerprint_sum = transport.fingerprint_sum
+_read_all = transport.read_all  # its own torch functions captured too
 _PACKAGE = __name__.split(".")[0]  # kgym_harness
 
 
@@ -668,19 +668,6 @@ def _bytes_differ(a, b):
     return parts[0] if len(parts) == 1 else _any(_stack(parts))
 
 
-def _read(flags):
-    """The Python bools of 0-dim bool tensors, read back once a device (guards' own captured functions only: a
-    check must not lean on what the candidate's code could reach at call time)."""
-    out = [None] * len(flags)
-    groups = {}
-    for i, f in enumerate(flags):
-        groups.setdefault(f.device, []).append(i)
-    for idx in groups.values():
-        for i, v in zip(idx, _tolist(_stack([flags[i] for i in idx]))):
-            out[i] = bool(v)
-    return out
-
-
 def _packable(t):
     """Whether StateWatch takes ``t`` by its storage (a plain strided tensor with bytes); the others, rare, keep
     the per-tensor copy and comparison (_snapshot, _all_same_bits)."""
@@ -711,7 +698,7 @@ class StateWatch:
 
     A tensor has changed where its place in its storage changed (_place) or its storage's bytes did.  With copies
     each storage's own bytes are compared where its chunk differs; with fingerprints a differing chunk marks every
-    storage in it (``chunks_of`` says which share one), a fingerprint missing a change with probability about
+    tensor on a storage in it (``chunk_of`` says which share one), a fingerprint missing a change with probability about
     2^-32 (transport.fingerprint)."""
 
     def __init__(self, tensors, chunk=None, copy_max=None):
@@ -757,11 +744,11 @@ class StateWatch:
                 cur[0][1].append((s, lo, hi))
                 cur[1] += hi - lo
                 lo = hi
-        self.chunks_of = {}  # storage index -> the chunks it lies in
+        chunks_of = {}  # storage index -> the chunks it lies in
         for c, (_dev, parts) in enumerate(self.chunks):
             for s, _lo, _hi in parts:
-                self.chunks_of.setdefault(s, []).append(c)
-        self.chunk_of = {i: self.chunks_of[s] for i, s in self.storage_of.items()}  # tensor index -> chunks
+                chunks_of.setdefault(s, []).append(c)
+        self.chunk_of = {i: chunks_of[s] for i, s in self.storage_of.items()}  # tensor index -> chunks
         self.before = [self._summary(c, self._pack(parts, own=self.copy)) for c, (_d, parts) in enumerate(self.chunks)]
 
     def _pack(self, parts, own=False):
@@ -802,7 +789,7 @@ class StateWatch:
             del now  # a chunk at a time: the state is not held a second time (red team 41)
         touched = set()
         slices, which = [], []
-        for c, d in enumerate(_read(flags) if flags else []):
+        for c, d in enumerate(_read_all(flags) if flags else []):
             if not d:
                 continue
             parts = self.chunks[c][1]
@@ -815,7 +802,7 @@ class StateWatch:
                 slices.append(_bytes_differ(now[at:at + hi - lo], self.before[c][at:at + hi - lo]))
                 which.append(s)
                 at += hi - lo
-        touched.update(s for s, d in zip(which, _read(slices) if slices else []) if d)
+        touched.update(s for s, d in zip(which, _read_all(slices) if slices else []) if d)
         for i, s in self.storage_of.items():
             changed[i] = changed[i] or s in touched
         same = _all_same_bits([(self.tensors[i], b) for i, b in zip(self.loose, self.loose_before)])
@@ -1031,8 +1018,9 @@ class Guards:
         itself (transport.InPlace): no snapshot of them here."""
         inputs = _tensors(list(args))
         params = model_state(model)
+        watched = [] if inputs_checked else inputs
         try:
-            watch = StateWatch(([] if inputs_checked else inputs) + params)
+            watch = StateWatch(watched + params)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
             if report.is_out_of_memory(exc):
                 raise  # no memory for the check: the variant is re-run alone
@@ -1063,7 +1051,7 @@ class Guards:
                      f"forward returned with {threads_after - threads_before} new thread(s) running",
                      {"before": threads_before, "after": threads_after})
         try:
-            self.check_call(out, inputs, params, None if inputs_checked else inputs, watch, list(LOG.kernels),
+            self.check_call(out, inputs, params, watched, watch, list(LOG.kernels),
                             rec.ops if rec else None, stage, variant, host.calls if host else None)
         except Exception as exc:  # noqa: BLE001 — a check that breaks is kgym's bug, never the candidate's
             if report.is_out_of_memory(exc):
@@ -1073,7 +1061,8 @@ class Guards:
 
     def check_call(self, out, inputs, params, watched_in, watch, kernels, ops, stage, variant, host=None):
         """The findings of one call: ``watched_in`` the inputs ``watch`` (a StateWatch made before the call, over
-        them and then ``params``) holds, or None where the judge checks the inputs itself."""
+        them and then ``params``; None where it could not be made) holds, empty where the judge checks the inputs
+        itself."""
         if self.launch_required and not kernels:
             self.add("no_triton_launch", stage, variant,
                      "ModelNew.forward launched no Triton kernel: the result was not computed by your kernels")
@@ -1089,9 +1078,9 @@ class Guards:
                      + ", ".join(sorted(host)) + "): the host computed with it",
                      {"conversions": dict(host), "kernels": sorted(set(kernels))})
         self._check_outputs(_tensors(out), inputs, params, stage, variant)
-        ins = watched_in or []
         if watch is None:
             return  # not made (Guards.call said so: guard_error)
+        ins = watched_in
         changed = watch.changed()
         for j, t in enumerate(ins):
             if changed[j]:

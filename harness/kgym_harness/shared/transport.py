@@ -499,6 +499,13 @@ def _u64(v) -> int:
     return int(v) & ((1 << 64) - 1)
 
 
+# Captured at import (in the zygote, before any candidate exists): the runner's state check reads its result back
+# through read_all (runner/guards.py StateWatch), and a candidate's code could otherwise wrap what it calls by name
+# (red team 41: a torch.stack that answered "no change" hid every change of a model's state).  Tensor.tolist is
+# held by identity instead (guards._functions_to_guard: a replaced one is harness_tampering, a hack).
+_stack = torch.stack
+
+
 def read_all(values) -> list:
     """The Python numbers of 0-dim tensors ``values``, in order, read back with one transfer a device and dtype
     (each read waits for the GPU: on a shared one, a turn between contexts; docs/PERFORMANCE.md, thirty-sixth
@@ -508,7 +515,7 @@ def read_all(values) -> list:
     for i, v in enumerate(values):
         groups.setdefault((v.device, v.dtype), []).append(i)
     for idx in groups.values():
-        for i, x in zip(idx, torch.stack([values[i] for i in idx]).tolist()):
+        for i, x in zip(idx, _stack([values[i] for i in idx]).tolist()):
             out[i] = x
     return out
 
