@@ -34,7 +34,7 @@ def judge(monkeypatch):
     monkeypatch.setattr(tasks, "make_variants", lambda *a, **k: [
         tasks.Variant(n, {"n": 8}, 42, "none", None, n) for n in NAMES])
     monkeypatch.setattr(tasks, "input_structure", lambda task: [])
-    monkeypatch.setattr(tasks, "device_footprint", lambda task, sizes: 0)
+    monkeypatch.setattr(tasks, "stage_footprints", lambda task, sizes: {"correctness": 0, "timing": 0})
     monkeypatch.setattr(tasks, "size_constants", lambda task: {})
 
     def make(answers=(), every=False, fail_at=None):

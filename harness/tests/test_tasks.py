@@ -204,6 +204,13 @@ def test_device_footprint_elementwise_and_matmul(load):
     vals = dict(tasks.plan_sizes(r, None))
     inp = tasks._analyse(r).probe(r, vals).in_bytes
     assert 3 * inp <= tasks.device_footprint(r, vals) < 3 * inp + (1 << 26)
+    # Each stage's own figure (the arbiter reserves them in turn: child.py reserve_for): the reduction's
+    # correctness holds one input set, its timing three; ReLU's two stages need the same; the footprint is
+    # the larger.
+    feet = tasks.stage_footprints(r, vals)
+    assert inp <= feet["correctness"] < inp + (1 << 26) and feet["timing"] == tasks.device_footprint(r, vals)
+    assert tasks.stage_footprints(m, {"batch_size": 16, "dim": 1024}) == {"correctness": 5 * 16 * 1024 * 4,
+                                                                         "timing": 5 * 16 * 1024 * 4}
 
 
 def test_device_footprint_unknown_is_zero(tmp_path):

@@ -723,6 +723,21 @@ static const char *purpose_of(const json_t *m)
     return json_string_value(json_object_get(m, "purpose")) ?: "other";
 }
 
+/* by_stage[stage][key] = the larger of what it holds and `value` (a stage's reservation or peak). */
+static int stage_figure(json_t *by_stage, const char *stage, const char *key, json_int_t value)
+{
+    json_t *st = json_object_get(by_stage, stage);
+    if (!st) {
+        if (kg_json_set(by_stage, stage, json_pack("{s:I, s:I}", "reserved_bytes", (json_int_t)0, "peak_bytes",
+                                                   (json_int_t)0)) != 0)
+            return -1;
+        st = json_object_get(by_stage, stage);
+    }
+    if (value <= json_integer_value(json_object_get(st, key)))
+        return 0;
+    return kg_json_set(st, key, json_integer(value));
+}
+
 /* The phase segment open since `from` ends at `to`: its time is held in its mode, counted for its purpose in
  * that mode's by_purpose[exclusive], and added to the phase it belongs to (*phase_ms). */
 static int end_segment(double held[2], json_t *by_purpose[2], int exclusive, const char *purpose, double from,
@@ -764,6 +779,11 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     int any = 0;
     json_int_t reserved = 0; /* the device memory the evaluation reserved (arbiter.h) */
     json_int_t peak = 0;     /* the most it measured holding in a phase (the judge's gpu_release lines) */
+    /* The same two figures per stage (the acquire's "stage", else its purpose): a stage reserves its own need
+     * (judge/tasks.py stage_footprints), and a peak above it is where the estimate falls short. */
+    json_t *by_stage = json_object();
+    const char *open_stage = NULL;
+    ok = ok && by_stage;
     const json_t *wind_down = NULL; /* the judge's wind_down line: whether the wind-down held a phase, and why */
     size_t i;
     json_t *m;
@@ -779,6 +799,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
         any = 1;
         json_int_t p = json_integer_value(json_object_get(m, "peak_bytes"));
         peak = p > peak ? p : peak;
+        if (open_stage && !acquire && !purpose) /* a release: the phase's peak is its stage's */
+            ok = ok && stage_figure(by_stage, open_stage, "peak_bytes", p) == 0;
         if (open) {
             ok = ok && end_segment(held, by_purpose, open_ex, open_purpose, open_at, last_t, &phase_ms) == 0;
             open = purpose; /* a new purpose goes on in the same phase */
@@ -792,6 +814,8 @@ json_t *kg_eval_gpu_block(const json_t *messages)
             double w = json_number_value(json_object_get(m, "waited_ms"));
             json_int_t r = json_integer_value(json_object_get(m, "reserve_bytes"));
             reserved = r > reserved ? r : reserved;
+            open_stage = json_string_value(json_object_get(m, "stage")) ?: purpose_of(m);
+            ok = ok && stage_figure(by_stage, open_stage, "reserved_bytes", r) == 0;
             grants[open_ex]++;
             waited[open_ex] += w;
             memory_waited += json_number_value(json_object_get(m, "memory_waited_ms"));
@@ -817,13 +841,15 @@ json_t *kg_eval_gpu_block(const json_t *messages)
     if (!ok || !any) {
         json_decref(mode[0]);
         json_decref(mode[1]);
+        json_decref(by_stage);
         return ok ? json_null() : NULL;
     }
     /* memory_waited_ms: the part of the waits (either mode) spent waiting for the memory reservation rather
      * than for the lock (other evaluations' exclusive windows): which of the two a slow run should relax.
      * peak_bytes against reserved_bytes: whether the footprint estimate holds (a figure, never a verdict). */
-    json_t *block = json_pack("{s:o, s:o, s:I, s:f, s:I}", "shared", mode[0], "exclusive", mode[1], "reserved_bytes",
-                              reserved, "memory_waited_ms", memory_waited, "peak_bytes", peak);
+    json_t *block = json_pack("{s:o, s:o, s:I, s:f, s:I, s:o}", "shared", mode[0], "exclusive", mode[1],
+                              "reserved_bytes", reserved, "memory_waited_ms", memory_waited, "peak_bytes", peak,
+                              "memory_by_stage", by_stage);
     /* wind_down: the judge's plan for its and its runner's teardown (phased or not, why, the device memory NVML
      * counted for each): a figure for tuning, and where an unphased teardown shows next to others' timing. */
     if (block && wind_down) {

@@ -170,7 +170,7 @@ uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc)
     return n;
 }
 
-void kg_arbiter_account_free(kg_arbiter_account *acc)
+void kg_arbiter_account_renew(kg_arbiter_account *acc)
 {
     if (!acc)
         return;
@@ -179,8 +179,15 @@ void kg_arbiter_account_free(kg_arbiter_account *acc)
     a->reserved -= acc->reserved;
     if (acc->jumped)
         a->jumped -= acc->reserved;
-    pthread_cond_broadcast(&a->changed);
+    acc->reserved = 0;
+    acc->jumped = 0;
+    pthread_cond_broadcast(&a->changed); /* the memory may let a waiting request in */
     pthread_mutex_unlock(&a->lock);
+}
+
+void kg_arbiter_account_free(kg_arbiter_account *acc)
+{
+    kg_arbiter_account_renew(acc); /* its reservation back, then the account */
     free(acc);
 }
 

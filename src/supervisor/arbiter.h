@@ -112,6 +112,13 @@ kg_arbiter_account *kg_arbiter_account_new(kg_arbiter *a);
  * requests must have been released or cancelled first. */
 void kg_arbiter_account_free(kg_arbiter_account *acc);
 uint64_t kg_arbiter_account_reserved(const kg_arbiter_account *acc);
+/* Gives the account's reservation back and keeps the account: its next request
+ * with a figure is a first reservation again, which waits in line until it
+ * fits (a stage whose need differs from the one before: the timing stage
+ * after correctness).  The holder-never-waits rule above still holds: while
+ * it waits, the account holds nothing.  Its requests must have been released
+ * or cancelled first (NULL is a no-op). */
+void kg_arbiter_account_renew(kg_arbiter_account *acc);
 
 /* Registers a request (an exclusive one immediately holds back new shared
  * grants).  NULL on allocation failure. */

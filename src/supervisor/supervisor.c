@@ -470,6 +470,14 @@ static void handle_request(run_state *st, json_t *msg, kg_msg kind)
         uint64_t total = byte_field(msg, "device_total_bytes"), want = byte_field(msg, "reserve_bytes");
         if (total)
             kg_arbiter_set_capacity(st->sup->arbiter, (uint64_t)((double)total * KG_GPU_MEMORY_SHARE));
+        /* "renew": a stage with a need of its own (the timing stage after correctness: judge/tasks.py
+         * stage_footprints).  A holder never waits for a larger figure (arbiter.h), so the old reservation goes
+         * back first and the new one is a first reservation, waiting in line like any: while it waits the
+         * evaluation holds no phase (let go above) and no reservation, so nothing deadlocks.  The same figure
+         * keeps its place. */
+        if (st->gpu_account && json_is_true(json_object_get(msg, "renew")) &&
+            kg_arbiter_account_reserved(st->gpu_account) != want)
+            kg_arbiter_account_renew(st->gpu_account);
         if (want && !st->gpu_account)
             st->gpu_account = kg_arbiter_account_new(st->sup->arbiter);
         st->gpu_pending = kg_arbiter_request_reserve(st->sup->arbiter, mode && !strcmp(mode, "exclusive")

@@ -80,7 +80,8 @@ static int env_dropped(const char *entry)
     static const char *const secret[] = {"TOKEN", "SECRET", "KEY", "PASSWORD", "PASSWD", "CREDENTIAL"};
     static const char *const kept_kgym[] = {"KGYM_SERVE_OWNER=", "KGYM_TENSORS=", "KGYM_JUDGE_PROFILE=",
                                             "KGYM_KERNEL_CACHE=", "KGYM_SETUP_SPLIT=", "KGYM_EXIT_PHASE=",
-                                            "KGYM_RUNNER_CONNECTIONS=", "KGYM_FAULT_JUDGE_CHANNEL="};
+                                            "KGYM_RUNNER_CONNECTIONS=", "KGYM_FAULT_JUDGE_CHANNEL=",
+                                            "KGYM_STAGE_RESERVE="};
     static const char *const ours[] = {"PYTHONPATH=", "PYTHONDONTWRITEBYTECODE=", "PYTHONNOUSERSITE=",
                                        "TRITON_INTERPRET=", "CUDA_VISIBLE_DEVICES=",
                                        "PYTORCH_NVML_BASED_CUDA_CHECK="};

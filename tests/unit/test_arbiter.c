@@ -232,6 +232,52 @@ static void a_holder_never_waits_for_memory(void)
     kg_arbiter_destroy(a);
 }
 
+/* A stage with a need of its own (kg_arbiter_account_renew): the account's reservation goes back and its next
+ * figure waits in line as a first reservation; a smaller one goes ahead at once where it fits. */
+static void a_renewed_reservation_waits_in_line(void)
+{
+    kg_arbiter *a = with_capacity(100);
+    kg_arbiter_account *e1 = kg_arbiter_account_new(a), *e2 = kg_arbiter_account_new(a);
+    kg_arbiter_request *r1 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 30);
+    kg_arbiter_request *r2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e2, 60);
+    KG_CHECK(kg_arbiter_poll(r1) == 1 && kg_arbiter_poll(r2) == 1);
+    kg_arbiter_release(r1);
+    /* e1's timing stage needs 50: renewed, it holds nothing and waits for e2 (60 + 50 > 100) */
+    kg_arbiter_account_renew(e1);
+    KG_CHECK(kg_arbiter_account_reserved(e1) == 0);
+    kg_arbiter_stats s;
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 60);
+    kg_arbiter_request *t1 = kg_arbiter_request_reserve(a, KG_GPU_EXCLUSIVE, e1, 50);
+    KG_CHECK(kg_arbiter_poll(t1) == 0);
+    kg_arbiter_release(r2);
+    KG_CHECK(kg_arbiter_poll(t1) == 0); /* e2's phase ended, its memory did not */
+    /* a third evaluation's 45 does not go ahead of e1's 50 (it would not leave e1 room) */
+    kg_arbiter_account *e3 = kg_arbiter_account_new(a);
+    kg_arbiter_request *r3 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e3, 45);
+    KG_CHECK(kg_arbiter_poll(r3) == 0);
+    kg_arbiter_account_free(e2);
+    KG_CHECK(kg_arbiter_poll(t1) == 1 && kg_arbiter_account_reserved(e1) == 50);
+    kg_arbiter_poll(r3); /* the shared phase waits for e1's exclusive window, */
+    KG_CHECK(kg_arbiter_account_reserved(e3) == 45); /* its memory does not: 50 + 45 fit */
+    kg_arbiter_release(t1);
+    KG_CHECK(kg_arbiter_poll(r3) == 1);
+    /* a smaller figure renewed goes at once where it fits */
+    kg_arbiter_account_renew(e1);
+    kg_arbiter_request *t2 = kg_arbiter_request_reserve(a, KG_GPU_SHARED, e1, 20);
+    KG_CHECK(kg_arbiter_poll(t2) == 1 && kg_arbiter_account_reserved(e1) == 20);
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 65);
+    kg_arbiter_release(t2);
+    kg_arbiter_release(r3);
+    kg_arbiter_account_free(e1);
+    kg_arbiter_account_free(e3);
+    kg_arbiter_account_renew(NULL);
+    kg_arbiter_get_stats(a, &s);
+    KG_CHECK(s.reserved_bytes == 0 && s.pending_memory == 0);
+    kg_arbiter_destroy(a);
+}
+
 static void a_memory_waiter_holds_back_no_one(void)
 {
     kg_arbiter *a = with_capacity(100);
@@ -379,8 +425,14 @@ static void *sim_thread(void *arg)
             ok = sim_phase(KG_GPU_SHARED, acc, want);
         if (ok && rand_r(&seed) % 4 == 0)
             ok = sim_phase(KG_GPU_EXCLUSIVE, acc, want); /* out_of_memory_retry */
+        /* the timing stage's own figure, renewed (judge/child.py reserve_for) half the time */
+        uint64_t timing = want;
+        if (rand_r(&seed) % 2 == 0) {
+            timing = sizes[rand_r(&seed) % 7];
+            kg_arbiter_account_renew(acc);
+        }
         for (int t = 0; ok && t < 3; t++)
-            ok = sim_phase(KG_GPU_EXCLUSIVE, acc, want);
+            ok = sim_phase(KG_GPU_EXCLUSIVE, acc, timing);
         kg_arbiter_account_free(acc);
         if (ok && rand_r(&seed) % 5 == 0) { /* kgym eval's solo re-run */
             kg_arbiter_account *all = kg_arbiter_account_new(sim);
@@ -466,6 +518,7 @@ static const kg_test_case cases[] = {
     {"first_reservation_waits_until_it_fits", first_reservation_waits_until_it_fits},
     {"an_evaluation_alone_always_runs", an_evaluation_alone_always_runs},
     {"a_holder_never_waits_for_memory", a_holder_never_waits_for_memory},
+    {"a_renewed_reservation_waits_in_line", a_renewed_reservation_waits_in_line},
     {"a_memory_waiter_holds_back_no_one", a_memory_waiter_holds_back_no_one},
     {"all_memory_drains_the_others_first", all_memory_drains_the_others_first},
     {"small_evaluations_go_ahead_without_delaying_the_line", small_evaluations_go_ahead_without_delaying_the_line},

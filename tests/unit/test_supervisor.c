@@ -1202,6 +1202,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     setenv("KGYM_SETUP_SPLIT", "0", 1);    /* so does this one */
     setenv("KGYM_RUNNER_CONNECTIONS", "1", 1); /* and this one */
     setenv("KGYM_EXIT_PHASE", "0", 1);     /* and this one (an experiment's switch) */
+    setenv("KGYM_STAGE_RESERVE", "1", 1);  /* and this one (another) */
     setenv("KGYM_UNREAD_SWITCH", "1", 1);  /* a kgym variable the harness does not read: dropped */
     /* CUDA_DEVICE_MAX_CONNECTIONS not chosen by the caller: kgym's 1 (zygote.c says why) */
     kg_supervisor *s = warm_supervisor_with_connections(NULL);
@@ -1212,6 +1213,7 @@ static void descriptors_and_secrets_stay_with_kgym(void)
     unsetenv("KGYM_SETUP_SPLIT");
     unsetenv("KGYM_RUNNER_CONNECTIONS");
     unsetenv("KGYM_EXIT_PHASE");
+    unsetenv("KGYM_STAGE_RESERVE");
     unsetenv("KGYM_UNREAD_SWITCH");
     if (s) {
         /* The zygote: its descriptors and its environment, from outside. */
@@ -1220,7 +1222,8 @@ static void descriptors_and_secrets_stay_with_kgym(void)
         char *env = zygote_environ(s);
         KG_CHECK(env && !strstr(env, "kgtest-secret") && strstr(env, owner) && strstr(env, "KGYM_KERNEL_CACHE=off")
                  && strstr(env, "KGYM_SETUP_SPLIT=0") && strstr(env, "KGYM_RUNNER_CONNECTIONS=1")
-                 && strstr(env, "KGYM_EXIT_PHASE=0") && !strstr(env, "KGYM_UNREAD_SWITCH")
+                 && strstr(env, "KGYM_EXIT_PHASE=0") && strstr(env, "KGYM_STAGE_RESERVE=1")
+                 && !strstr(env, "KGYM_UNREAD_SWITCH")
                  && strstr(env, "CUDA_DEVICE_MAX_CONNECTIONS=1"));
         free(env);
         snprintf(path, sizeof path, "/proc/%ld/fd", zpid);

@@ -1153,6 +1153,9 @@ static void gpu_phases_sum_held_time_by_purpose(void)
     }
     json_t *g = kg_eval_gpu_block(msgs);
     KG_CHECK(json_integer_value(json_object_get(g, "peak_bytes")) == 5000);
+    /* lines that name no stage count under their purpose: the 5000 was the first timing round's */
+    KG_CHECK(json_integer_value(json_object_get(json_object_get(json_object_get(g, "memory_by_stage"), "timing_round"),
+                                                "peak_bytes")) == 5000);
     const json_t *sh = json_object_get(g, "shared"), *ex = json_object_get(g, "exclusive");
     KG_CHECK(json_integer_value(json_object_get(sh, "grants")) == 1);
     KG_CHECK_NEAR(json_number_value(json_object_get(sh, "held_ms")), 100, 1e-9);
@@ -1191,6 +1194,41 @@ static void gpu_phases_sum_held_time_by_purpose(void)
     json_decref(g);
     /* A phase that never ended (the child died holding it) is held to the last line, and can be the longest. */
     {
+        /* Reservations and peaks per stage (the acquire's "stage", else its purpose): each stage's largest. */
+        json_t *staged = json_array();
+        const struct {
+            const char *type, *stage;
+            json_int_t reserve, peak;
+        } st_lines[] = {{"gpu_acquire", "correctness", 800, 0}, {"gpu_release", NULL, 0, 700},
+                        {"gpu_acquire", "correctness", 800, 0}, {"gpu_release", NULL, 0, 900},
+                        {"gpu_acquire", "timing", 2400, 0},     {"gpu_release", NULL, 0, 1600},
+                        {"gpu_acquire", NULL, 2400, 0},         {"gpu_release", NULL, 0, 100}};
+        for (size_t i = 0; i < sizeof st_lines / sizeof *st_lines; i++) {
+            json_t *m = json_pack("{s:s, s:f}", "type", st_lines[i].type, "t_ms", 10.0 * (double)i);
+            if (!strcmp(st_lines[i].type, "gpu_acquire")) {
+                json_object_set_new(m, "mode", json_string("shared"));
+                json_object_set_new(m, "purpose", json_string("exit"));
+                json_object_set_new(m, "reserve_bytes", json_integer(st_lines[i].reserve));
+                if (st_lines[i].stage)
+                    json_object_set_new(m, "stage", json_string(st_lines[i].stage));
+            } else {
+                json_object_set_new(m, "peak_bytes", json_integer(st_lines[i].peak));
+            }
+            json_array_append_new(staged, m);
+        }
+        g = kg_eval_gpu_block(staged);
+        const json_t *mb = json_object_get(g, "memory_by_stage");
+        KG_CHECK(json_object_size(mb) == 3);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(mb, "correctness"), "reserved_bytes")) == 800);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(mb, "correctness"), "peak_bytes")) == 900);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(mb, "timing"), "reserved_bytes")) == 2400);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(mb, "timing"), "peak_bytes")) == 1600);
+        KG_CHECK(json_integer_value(json_object_get(json_object_get(mb, "exit"), "peak_bytes")) == 100);
+        KG_CHECK(json_integer_value(json_object_get(g, "reserved_bytes")) == 2400);
+        KG_CHECK(json_integer_value(json_object_get(g, "peak_bytes")) == 1600);
+        json_decref(g);
+        json_decref(staged);
+
         json_t *died = json_array();
         json_array_append_new(died, json_pack("{s:s, s:f, s:s, s:s}", "type", "gpu_acquire", "t_ms", 0.0, "mode",
                                               "shared", "purpose", "tiny_run"));

@@ -364,8 +364,19 @@ def _analyse(module) -> _Analysis:
 
 def device_footprint(module, values: dict) -> int:
     """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
-    together: an estimate for kgym's memory arbiter (src/supervisor/arbiter.h), from the meta-device probe;
-    0 when the task cannot be probed (kgym then reserves nothing and the retries alone remain).
+    together: the larger of stage_footprints' two."""
+    return max(stage_footprints(module, values).values())
+
+
+def stage_footprints(module, values: dict) -> dict:
+    """Bytes of device memory one evaluation holds at its peak with these size values, judge and runner
+    together, in its correctness stage and in its timing stage ({"correctness": n, "timing": n}): estimates for
+    kgym's memory arbiter (src/supervisor/arbiter.h), from the meta-device probe; 0 when the task cannot be
+    probed (kgym then reserves nothing and the retries alone remain).  Under KGYM_STAGE_RESERVE=1 each stage
+    reserves its own (child.py reserve_for); by default the larger, from correctness on.  Measured against them
+    (docs/PERFORMANCE.md, forty-second session, gpu_phases.memory_by_stage): correctness holds more than its figure
+    where the float64 adjudication of near misses runs (copies of the inputs in float64, in no term here: a
+    reduction's 3I against I), timing less (the third set is rarely there).
 
     With I the inputs, O the outputs and P the parameters (each counted once in ``held``):
     - a correctness variant: the judge holds the inputs (handed to the runner in place: transport.InPlace),
@@ -375,21 +386,22 @@ def device_footprint(module, values: dict) -> int:
     - the timing stage: the judge's call block (which the runner maps, holding no set of its own), the set
       drawn for the call, the task's get_inputs temporaries while the next set is drawn (at most a set's
       size: the previous set goes first), both outputs and both models: 3I + 2O + 2P.
-    The larger of the two, with the reference's largest intermediate X (the judge's, while it runs: with
-    the call block, the call's set and the outputs; in correctness, beside the inputs and its output alone).
+    Each with the reference's largest intermediate X (the judge's, while it runs: with the call block, the
+    call's set and the outputs; in correctness, beside the inputs and its output alone).
     The candidate's intermediates beyond an output's size are not counted: an evaluation that needs more
     runs out of memory in a shared phase and is retried alone.  Where the forward could not run on the meta
     device, the output is taken to be as large as the largest input."""
     an = _analyse(module)
     p = an.probe(module, values)
     if not p.ok:
-        return 0
+        return {"correctness": 0, "timing": 0}
     held, out, inp = p.held_bytes, p.out_bytes, p.in_bytes
     if not an.forward:
         held, out = held + p.max_bytes, p.max_bytes
     params = max(0, held - inp - out)
     x = p.scratch_bytes
-    return max(inp + 2 * params + 4 * out, held + x, 3 * inp + 2 * out + 2 * params + x)
+    return {"correctness": max(inp + 2 * params + 4 * out, held + x),
+            "timing": 3 * inp + 2 * out + 2 * params + x}
 
 
 def size_constants(module) -> dict:
