@@ -54,6 +54,11 @@ done
 [ $# -gt 0 ] && CMDLINE="$CMDLINE -- $*"
 
 preflight
+# The trusted compile cache starts empty (as in grpo.sh and fleet.sh): it is machine-wide, so a second run of the same
+# list found every candidate's kernels compiled by the first.  Until the forty-second session this script left it,
+# and a machine's second run was 5,914-5,995/h against its first's 5,130-5,593/h (docs/PERFORMANCE.md): the build
+# that ran second in bench/throughput_paired.sh was favoured.
+empty_compile_cache
 run_bench "$WORK/run.json" "$JOBS" "$LIST" "$@"
 report throughput --jobs "$JOBS" --mix "$LIST" "$WORK/run.json"
 finish

@@ -57,7 +57,9 @@ for l in $LISTS; do
         # across their evaluations (c5d44a4 compiled into ~/.triton) otherwise meet the kernels of the runs
         # before them already compiled: measured on an H100, c5d44a4 took 83.9 s on a list it had just run and
         # 106.9 s with an empty cache (docs/PERFORMANCE.md).  kgym's runners each compile into their own
-        # workdir whatever this says.
+        # workdir whatever this says; the machine-wide trusted compile cache (judge/kernelcache.py) is emptied by
+        # bench/throughput.sh before each run (only since the forty-second session: until then the build that ran
+        # second found the first's kernels compiled).
         tcache=$(mktemp -d "${TMPDIR:-/tmp}/kgym-paired-triton.XXXXXX") || die "no temporary directory"
         TRITON_CACHE_DIR=$tcache KGYM_BIN=$bin KGYM_KERNELBENCH=$KB \
             sh bench/throughput.sh "$JOBS" --list "$l" -- --out "$out.jsonl" "$@" \

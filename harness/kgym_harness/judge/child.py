@@ -2944,11 +2944,10 @@ def _stage_reserve():
     """Whether each stage reserves its own device memory (Evaluation.reserve_for): KGYM_STAGE_RESERVE=1, for
     measurements.  By default the larger of the correctness and timing figures is reserved from correctness to the
     end.  Measured on an H200 (forty-second session, docs/PERFORMANCE.md): on the plain mix at 10 jobs the stage
-    figures cut the waits for memory by ~30% (146.8 and 158.4 s → 116.5 and 98.3 s summed) and gained no throughput
-    (warm runs: 5,914 against 5,995/h on the whole mix, 5,777 against 5,958/h on its half), since the shared phases
-    (the GPU's turns between contexts) stay the bound; and the correctness figure is below what that stage was seen
-    to hold (gpu_phases.memory_by_stage: a reduction's float64 adjudication holds three input sets, 24.4 GiB against
-    8), so it would lean on the device's unreserved tenth and the retry alone."""
+    figures cut the waits for memory by 18-38% in every pair; throughput x0.97-x0.99 with the compile cache warm and
+    x1.04-x1.09 cold (single runs of different calls, inside a run's +-8%): not settled.  And the correctness figure
+    is below what that stage was seen to hold (gpu_phases.memory_by_stage: a reduction's float64 adjudication holds
+    three input sets, 24.4 GiB against 8), so it leans on the device's unreserved tenth and the retry alone."""
     return os.environ.get("KGYM_STAGE_RESERVE") == "1"
 
 
