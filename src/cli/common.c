@@ -23,7 +23,7 @@
 enum {
     OPT_PYTHON = KG_OPT_BASE, OPT_HARNESS, OPT_DEVICE, OPT_KERNELBENCH, OPT_JSON, OPT_BUDGET,
     OPT_TINY_BUDGET, OPT_ATOL, OPT_RTOL, OPT_HALF, OPT_VARIANTS, OPT_SEED, OPT_TIMEOUT,
-    OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY,
+    OPT_STAGE_TIMEOUT, OPT_OUTPUT_LIMIT, OPT_CREDIT, OPT_NO_TIMING, OPT_TIMING_ITERS, OPT_MEMORY, OPT_RUNNER_MEMORY,
     OPT_POLICY, OPT_HACK_PENALTY, OPT_COVERAGE_FLOOR, OPT_NO_SANDBOX, OPT_TIMING_WARMUP, OPT_TIMING_ROUNDS,
     OPT_TIMING_MAX_ROUNDS, OPT_TIMING_CV, OPT_TIMING_AGREE, OPT_REFERENCE_MODE, OPT_NO_PROFILE, OPT_REFERENCE_CACHE, OPT_TIMING_ROUND_MS,
     OPT_WORKDIR_SIZE, OPT_WORKDIR_FILES,
@@ -52,6 +52,7 @@ const struct option kg_cli_eval_longopts[] = {
     {"no-timing", no_argument, NULL, OPT_NO_TIMING},
     {"timing-iters", required_argument, NULL, OPT_TIMING_ITERS},
     {"memory-limit", required_argument, NULL, OPT_MEMORY},
+    {"runner-memory", required_argument, NULL, OPT_RUNNER_MEMORY},
     {"device-memory", required_argument, NULL, OPT_DEVICE_MEMORY},
     {"warm", required_argument, NULL, OPT_WARM},
     {"policy", required_argument, NULL, OPT_POLICY},
@@ -101,6 +102,9 @@ const char kg_cli_eval_help[] =
     "                      the time outside every stage, in all (60); repeatable\n"
     "  --output-limit B    kill a candidate that prints more than B bytes (8 MiB)\n"
     "  --memory-limit B    CPU: address-space limit of the evaluation process (16 GiB)\n"
+    "  --runner-memory B   host memory the candidate's process may hold, resident and pinned, on any device\n"
+    "                      (a memory cgroup of its own; 32 GiB; 0: none); where no cgroup can be made,\n"
+    "                      the result's process.host_memory says why\n"
     "  --device-memory B   memory concurrent evaluations may reserve between them, from their task's\n"
     "                      sizes (default 90% of the GPU's; on a CPU, none: not arbitrated)\n"
     "  --warm N            judge/runner pairs started ahead of their evaluation, sandbox entered and CUDA\n"
@@ -331,6 +335,11 @@ int kg_cli_eval_option(kg_cli_eval_flags *f, int code, const char *arg)
         if (parse_bytes(arg, &b) || b < (64ull << 20))
             return BAD("--memory-limit needs bytes >= 64M (e.g. 16G), not \"%s\"", arg);
         o->limits.address_space_bytes = b;
+        return 1;
+    case OPT_RUNNER_MEMORY:
+        if (parse_bytes(arg, &b) || (b != 0 && b < (256ull << 20)))
+            return BAD("--runner-memory needs 0 or bytes >= 256M (e.g. 32G), not \"%s\"", arg);
+        o->limits.runner_memory_bytes = b;
         return 1;
     case OPT_CREDIT: {
         double c[5];
@@ -667,6 +676,7 @@ int kg_cli_setup(kg_cli_eval_flags *f, kg_error *err)
     }
     f->opts.limits.total_timeout_s = given.limits.total_timeout_s;
     f->opts.limits.output_limit_bytes = given.limits.output_limit_bytes;
+    f->opts.limits.runner_memory_bytes = given.limits.runner_memory_bytes;
     if (given.limits.address_space_bytes != def_cpu.limits.address_space_bytes)
         f->opts.limits.address_space_bytes = given.limits.address_space_bytes;
     /* The policy: the file named, else the repository's default beside the harness; C reads it (and

@@ -106,6 +106,9 @@ void kg_eval_options_default(kg_eval_options *o, const char *device)
     o->limits.output_limit_bytes = 8u << 20;
     o->limits.file_size_bytes = 1ull << 30;
     o->limits.cpu_seconds = 3600;
+    /* The runner's host memory, on either device (a memory cgroup: supervisor/memcg.c): RLIMIT_AS alone left a GPU
+     * runner none (docs/threat-model.md). */
+    o->limits.runner_memory_bytes = 32ull << 30;
     /* RLIMIT_AS breaks CUDA (it reserves huge virtual ranges): CPU only. */
     if (device && strcmp(device, "cpu") == 0)
         o->limits.address_space_bytes = 16ull << 30;

@@ -259,7 +259,13 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
             say(&b, "Your output was right on every input variant, but the evaluation could not check "
                               "everything a correct verdict needs, so it is not counted as correct: %s.",
                           str(unjudged, "reason"));
-        } else if (!strcmp(end, "signal"))
+        } else if (!strcmp(end, "signal") &&
+                   json_integer_value(json_object_get(json_object_get(process, "host_memory"), "oom_kills")) > 0)
+            /* The kernel killed the runner in its memory group (supervisor/memcg.c): not a crash of the code. */
+            say(&b, "The process held more host memory than it may during stage %s and was stopped: %s. Keep "
+                    "tensors on the device and allocate only outputs and what your kernels need.",
+                sname, detail);
+        else if (!strcmp(end, "signal"))
             say(&b, "The process crashed during stage %s: %s. This usually means an "
                               "out-of-bounds memory access in a kernel (check masks and pointer arithmetic).",
                           sname, detail);

@@ -883,6 +883,10 @@ static int samples_stats(const json_t *samples, kg_stats *out)
     return ok;
 }
 
+/* How the process was killed, for a stage's detail: by the runner's host-memory limit where its cgroup counted a
+ * kill (the kernel's SIGKILL, which says nothing by itself), else by the signal's name. */
+static void killed_by(const kg_child_report *rep, char *buf, size_t cap);
+
 static const char *signal_name(int sig)
 {
     switch (sig) {
@@ -1244,6 +1248,15 @@ static json_t *degenerate_facts(const json_t *messages)
     return out;
 }
 
+static void killed_by(const kg_child_report *rep, char *buf, size_t cap)
+{
+    if (rep->runner_ended && rep->signal == SIGKILL && rep->runner_memory_kills > 0)
+        snprintf(buf, cap, "the kernel, for holding more than its host-memory limit (%.3g GiB, --runner-memory)",
+                 (double)rep->runner_memory_limit / (double)(1ull << 30));
+    else
+        snprintf(buf, cap, "%s", signal_name(rep->signal));
+}
+
 /* The evaluation process ended outside every stage without finishing (stuck in the runner's checks between
  * stages and killed, or killed before its first stage): no stage failed, yet the evaluation is not complete,
  * and a candidate whose stages so far passed must not be taken as correct.  The last stage begun (or the
@@ -1263,8 +1276,11 @@ static int ended_between_stages(const kg_child_report *rep, json_t *stages, cons
     if (rep->end == KG_END_TIMEOUT)
         snprintf(detail, sizeof detail, "the process was killed %s: it ran past the %g s limit there", where,
                  rep->stage_limit_s);
-    else if (rep->end == KG_END_SIGNAL)
-        snprintf(detail, sizeof detail, "the process was killed by %s %s", signal_name(rep->signal), where);
+    else if (rep->end == KG_END_SIGNAL) {
+        char how[160];
+        killed_by(rep, how, sizeof how);
+        snprintf(detail, sizeof detail, "the process was killed by %s %s", how, where);
+    }
     else if (rep->end == KG_END_OUTPUT_FLOOD)
         snprintf(detail, sizeof detail, "the process printed more than %zu bytes %s and was killed",
                  opts->limits.output_limit_bytes, where);
@@ -1450,6 +1466,14 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
     ok = ok && kg_json_set(p, "limit_s", rep->end == KG_END_TIMEOUT ? kg_json_number(rep->stage_limit_s)
                                                                      : json_null()) == 0;
     ok = ok && kg_json_set(p, "cause", cause ? json_string(cause) : json_null()) == 0;
+    /* The runner's host-memory bound (supervisor/memcg.c): its limit, or null with why none was made. */
+    ok = ok && kg_json_set(p, "host_memory",
+                           json_pack("{s:o, s:i, s:o}", "limit_bytes",
+                                     rep->runner_memory_limit ? json_integer((json_int_t)rep->runner_memory_limit)
+                                                              : json_null(),
+                                     "oom_kills", rep->runner_memory_kills, "why",
+                                     rep->runner_memory_why[0] ? kg_json_text(rep->runner_memory_why)
+                                                               : json_null())) == 0;
     const kg_capture *caps[2] = {&rep->out, &rep->err};
     const char *names[2] = {"stdout", "stderr"};
     int truncated = 0;
@@ -1606,8 +1630,11 @@ int kg_eval_build_result(const kg_eval_options *opts, const kg_eval_request *req
             if (rep->end == KG_END_TIMEOUT)
                 snprintf(detail, sizeof detail, "did not finish within %g s: the process was killed",
                          rep->stage_limit_s);
-            else if (rep->end == KG_END_SIGNAL)
-                snprintf(detail, sizeof detail, "the process was killed by %s", signal_name(rep->signal));
+            else if (rep->end == KG_END_SIGNAL) {
+                char how[160];
+                killed_by(rep, how, sizeof how);
+                snprintf(detail, sizeof detail, "the process was killed by %s", how);
+            }
             else if (rep->end == KG_END_OUTPUT_FLOOD)
                 snprintf(detail, sizeof detail, "the process printed more than %zu bytes and was killed",
                          opts->limits.output_limit_bytes);

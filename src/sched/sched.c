@@ -136,9 +136,9 @@ int kg_sched_profile_of(const kg_eval_options *e, const char *device_kind, kg_sc
     wr |= kg_buf_puts(&k, "stages=");
     for (int i = 0; i < KG_EVAL_STAGE_COUNT; i++)
         wr |= kg_buf_printf(&k, "%.17g,", e->stage_timeout_s[i]);
-    wr |= kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g|", e->limits.default_stage_timeout_s,
+    wr |= kg_buf_printf(&k, "|limits=%.17g,%zu,%zu,%llu,%llu,%.17g,%llu|", e->limits.default_stage_timeout_s,
                   e->limits.capture_bytes, e->limits.output_limit_bytes, e->limits.address_space_bytes,
-                  e->limits.file_size_bytes, e->limits.cpu_seconds);
+                  e->limits.file_size_bytes, e->limits.cpu_seconds, e->limits.runner_memory_bytes);
     int rc = wr == KG_OK ? kg_sha256_string(k.data, k.len, out->hash) : KG_ERR_NOMEM;
     kg_buf_free(&k);
     snprintf(out->reference_mode, sizeof out->reference_mode, "%s",

@@ -102,6 +102,20 @@ int kg_send_with_fds(int fd, const char *data, size_t len, const int *fds, int n
 
 /* The judge's exit status when its runner died or broke the socket (judge/child.py). */
 #define KG_JUDGE_RUNNER_LOST 5
+/* memcg.c: a memory cgroup around one runner, the bound on its host memory (memcg.c says why and where). */
+typedef struct kg_memcg {
+    char dir[640];            /* the group's folder; "" when none was made */
+    int v2;                   /* 1: cgroup v2 (memory.max, memory.events), 0: v1 */
+    unsigned long long limit; /* its limit in bytes */
+} kg_memcg;
+/* Makes the runner `pid`'s group beneath this process's own, limited to `bytes`, and moves it in.  0, or -1 with
+ * why (no writable memory hierarchy, ...): *cg is then empty and the calls below do nothing. */
+int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why, size_t why_cap);
+/* How many processes the kernel killed in the group for its limit (0: none, or it cannot say). */
+int kg_memcg_oom_kills(const kg_memcg *cg);
+/* Removes the group once its processes have ended; a no-op for an empty *cg. */
+void kg_memcg_remove(kg_memcg *cg);
+
 /* The share of a GPU's memory that evaluations may reserve between them (see handle_request). */
 #define KG_GPU_MEMORY_SHARE 0.9
 

@@ -741,6 +741,13 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
         kg_child_report_free(rep);
         return kg_error_set(err, KG_ERR_NOMEM, "out of memory");
     }
+    /* The runner's host memory, before it has its job: a group of its own (memcg.c; RLIMIT_AS breaks CUDA). */
+    kg_memcg memcg;
+    memset(&memcg, 0, sizeof memcg);
+    if (lim->runner_memory_bytes &&
+        kg_memcg_enter(&memcg, rpid, lim->runner_memory_bytes, rep->runner_memory_why,
+                       sizeof rep->runner_memory_why) == 0)
+        rep->runner_memory_limit = lim->runner_memory_bytes;
     kg_send_json_line_fd(pair.fds[KG_PAIR_PROTO], sent, pair.peer_fd); /* a dead child shows up below */
     json_decref(sent);
     if (pair.peer_fd >= 0) {
@@ -950,6 +957,8 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     kg_reaper_untrack(rpid);
     if (st.runner_uid)
         rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
+    rep->runner_memory_kills = kg_memcg_oom_kills(&memcg);
+    kg_memcg_remove(&memcg);
     /* What the evaluation orphaned and has ended since (its own or an earlier one's) is reaped now, not left a
      * zombie of this process. */
     kg_supervisor_reap_orphans();

@@ -65,6 +65,8 @@ typedef struct kg_child_limits {
     unsigned long long address_space_bytes; /* RLIMIT_AS; 0 = unchanged */
     unsigned long long file_size_bytes;     /* RLIMIT_FSIZE; 0 = unchanged */
     double cpu_seconds;         /* RLIMIT_CPU backstop; 0 = unchanged */
+    unsigned long long runner_memory_bytes; /* the runner's host memory, resident and pinned (a memory cgroup of its
+                                             * own, memcg.c); 0 = not bounded */
     int fresh_pair;             /* 1: a judge and a runner forked for this job, neither a warm pair nor a kept
                                  * judge (a re-run after kgym's own failure: src/eval/eval.c) */
     /* Answers a child's request (a message with "reply": true, other than the GPU
@@ -122,6 +124,12 @@ typedef struct kg_child_report {
      * job (a new judge's start included; a kept judge's earlier jobs not) and the runner (its set-up included);
      * -1 when not known.  For tuning (docs/PERFORMANCE.md): an H200 host's cores slow down as they fill. */
     double judge_cpu_s, runner_cpu_s;
+    /* The runner's host-memory bound (kg_child_limits.runner_memory_bytes): the limit its cgroup had (0: none was
+     * made, runner_memory_why says why, "" when none was asked for), and how many of its processes the kernel
+     * killed for it. */
+    unsigned long long runner_memory_limit;
+    int runner_memory_kills;
+    char runner_memory_why[200];
 } kg_child_report;
 
 int kg_supervisor_open(const kg_supervisor_options *opts, kg_supervisor **out, kg_error *err);

@@ -44,6 +44,8 @@ pair raise_in_forward kernel_error
 pair "segfault --policy $RT" "exit_early --policy $RT"
 pair "flood --policy $RT" "protocol_garbage --policy $RT"
 pair raise_second_call wrong_one_seed
+# 3 GiB of host memory in forward under a 2 GiB bound (a memory cgroup for the runner: supervisor/memcg.c).
+run host_hog --runner-memory 2G
 wait $hangs
 expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5 and all(
     {"inputs", "reference", "construct", "call", "compare"} <= set(v["spent_ms"]) and all(x >= 0 for x in
@@ -65,6 +67,18 @@ expect raise_second_call runtime_error 'r["reward"] < 1.0 and [u["fact"] for u i
 expect wrong_one_seed incorrect '[v["name"] for v in r["correctness"]["variants"] if v["status"] == "failed"] ==
     ["base_again"] and r["hacks"] == [] and r["reward"] == 0.7'
 expect chatty correct '"debug: forward called" in r["process"]["stdout"]'
+# The runner's host memory: bounded by default (32 GiB), and a candidate over its bound is stopped by the kernel
+# inside its own group, which the result and the feedback say.  Where this machine gives kgym no memory cgroup,
+# the result says why instead (and the hog is not stopped).
+expect ok correct 'r["process"]["host_memory"]["limit_bytes"] == 32 << 30 or (r["process"]["host_memory"]["limit_bytes"]
+    is None and r["process"]["host_memory"]["why"])'
+if [ "$(jget "$TMP/host_hog.json" 'r["process"]["host_memory"]["limit_bytes"]')" = None ]; then
+    expect host_hog correct 'r["process"]["host_memory"]["why"]'
+else
+    expect host_hog runtime_error 'r["process"]["host_memory"] == {"limit_bytes": 2 << 30, "oom_kills": 1, "why": None}
+        and r["process"]["end"] == "signal" and r["process"]["signal"] == 9 and "host memory" in r["feedback"]
+        and "host-memory limit (2 GiB, --runner-memory)" in r["feedback"]'
+fi
 expect wrong_value incorrect 'r["reward"] == 0.7 and "elements differ" in r["feedback"]'
 expect wrong_tail incorrect '"elements differ" in r["feedback"]'
 expect wrong_shape incorrect 'r["reward"] == 0.5 and "shape" in r["feedback"]'
@@ -105,6 +119,17 @@ else bad "refusal" "$(cat "$TMP/refusal.json")"; fi
 if [ $rc -eq 0 ] && [ "$(jget "$TMP/refusal2.json" 'r["verdict"]')" = "invalid" ]; then
     ok "a reply without code is answered without starting Python"
 else bad "refusal without Python (exit $rc)" "$(cat "$TMP/err")"; fi
+
+# --runner-memory 0: no group, nothing to say; a bad value is refused with what it needs.
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --runner-memory 0 --json >"$TMP/nomem.json" 2>"$TMP/err"
+if [ "$(jget "$TMP/nomem.json" 'r["verdict"] + str(r["process"]["host_memory"])')" = \
+    "correct{'limit_bytes': None, 'oom_kills': 0, 'why': None}" ]; then
+    ok "--runner-memory 0 bounds nothing and says nothing"
+else bad "--runner-memory 0" "$(cat "$TMP/err"; head -c 600 "$TMP/nomem.json")"; fi
+"$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --runner-memory 12K >"$TMP/badmem.out" 2>&1; rc=$?
+if [ $rc -eq 2 ] && grep -q 'runner-memory needs 0 or bytes >= 256M' "$TMP/badmem.out"; then
+    ok "--runner-memory 12K is refused, naming what it needs"
+else bad "--runner-memory 12K (exit $rc)" "$(cat "$TMP/badmem.out")"; fi
 
 # Readable report (default) names the verdict and the failing variant.
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/wrong_value.py" >"$TMP/report.txt" 2>&1

@@ -20,6 +20,7 @@
 
 #include "eval/kinds.h"
 #include "kg_test.h"
+#include "supervisor/internal.h"
 #include "supervisor/supervisor.h"
 #include "task/task.h"
 #include "util/util.h"
@@ -200,6 +201,71 @@ static void crash_is_a_signal(void)
     KG_CHECK(rep.signal == SIGSEGV);
     KG_CHECK_STR(rep.stage, "tiny_run");
     kg_child_report_free(&rep);
+}
+
+/* The runner's host memory (supervisor/memcg.c): a group of its own with the limit, the kernel's kill inside it
+ * counted and said, the group gone afterwards; an honest candidate under the same limit unaffected.  Where this
+ * machine gives kgym no writable memory controller, the report says why and the hog is not bounded. */
+static void host_memory_is_bounded_by_the_runners_group(void)
+{
+    kg_child_limits l = limits();
+    l.runner_memory_bytes = 2ull << 30;
+    kg_child_report rep;
+    KG_CHECK(run("host_hog", &l, &rep) == KG_OK);
+    if (rep.runner_memory_limit == 0) {
+        KG_CHECK(rep.runner_memory_why[0] != '\0'); /* not bounded, and said why */
+        printf("  (no memory cgroup here: %s)\n", rep.runner_memory_why);
+        kg_child_report_free(&rep);
+        return;
+    }
+    KG_CHECK(rep.runner_memory_limit == 2ull << 30 && rep.runner_memory_why[0] == '\0');
+    KG_CHECK(rep.end == KG_END_SIGNAL && rep.signal == SIGKILL && rep.runner_ended);
+    KG_CHECK(rep.runner_memory_kills >= 1);
+    KG_CHECK_STR(rep.stage, "tiny_run");
+    kg_child_report_free(&rep);
+    KG_CHECK(run("ok", &l, &rep) == KG_OK);
+    KG_CHECK(rep.end == KG_END_COMPLETED && rep.runner_memory_limit == 2ull << 30 && rep.runner_memory_kills == 0);
+    kg_child_report_free(&rep);
+    /* Not asked: no group, nothing said. */
+    kg_child_limits none = limits();
+    KG_CHECK(run("ok", &none, &rep) == KG_OK);
+    KG_CHECK(rep.runner_memory_limit == 0 && rep.runner_memory_why[0] == '\0');
+    kg_child_report_free(&rep);
+}
+
+/* memcg.c by itself: a child of ours put in a 64 MiB group dies there when it touches 256 MiB, the kill is
+ * counted, and the group is removed once the child was reaped. */
+static void a_memory_group_kills_inside_itself(void)
+{
+    pid_t child = fork();
+    if (child == 0) {
+        struct timespec ts = {0, 200 * 1000 * 1000}; /* moved in meanwhile */
+        nanosleep(&ts, NULL);
+        size_t n = 256u << 20;
+        char *p = malloc(n);
+        for (size_t i = 0; p && i < n; i += 4096)
+            p[i] = 1;
+        _exit(0);
+    }
+    kg_memcg cg;
+    char why[200] = "";
+    if (kg_memcg_enter(&cg, child, 64ull << 20, why, sizeof why) != 0) {
+        KG_CHECK(why[0] != '\0' && cg.dir[0] == '\0');
+        printf("  (no memory cgroup here: %s)\n", why);
+        waitpid(child, NULL, 0);
+        return;
+    }
+    char dir[sizeof cg.dir];
+    snprintf(dir, sizeof dir, "%s", cg.dir);
+    struct stat st;
+    KG_CHECK(stat(dir, &st) == 0 && S_ISDIR(st.st_mode));
+    int status = 0;
+    KG_CHECK(waitpid(child, &status, 0) == child);
+    KG_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    KG_CHECK(kg_memcg_oom_kills(&cg) >= 1);
+    kg_memcg_remove(&cg);
+    KG_CHECK(cg.dir[0] == '\0' && stat(dir, &st) != 0);
+    kg_memcg_remove(&cg); /* an empty one: nothing */
 }
 
 static void early_exit_code(void)
@@ -1312,6 +1378,8 @@ static const kg_test_case cases[] = {
     {"total_timeout", total_timeout},
     {"crash_is_a_signal", crash_is_a_signal},
     {"early_exit_code", early_exit_code},
+    {"host_memory_is_bounded_by_the_runners_group", host_memory_is_bounded_by_the_runners_group},
+    {"a_memory_group_kills_inside_itself", a_memory_group_kills_inside_itself},
     {"output_flood_is_bounded", output_flood_is_bounded},
     {"small_output_is_kept_whole", small_output_is_kept_whole},
     {"protocol_garbage_is_killed", protocol_garbage_is_killed},
