@@ -1468,9 +1468,12 @@ static json_t *process_facts(const kg_child_report *rep, const char *cause)
     ok = ok && kg_json_set(p, "cause", cause ? json_string(cause) : json_null()) == 0;
     /* The runner's host-memory bound (supervisor/memcg.c): its limit, or null with why none was made. */
     ok = ok && kg_json_set(p, "host_memory",
-                           json_pack("{s:o, s:i, s:o}", "limit_bytes",
+                           json_pack("{s:o, s:o, s:i, s:o}", "limit_bytes",
                                      rep->runner_memory_limit ? json_integer((json_int_t)rep->runner_memory_limit)
                                                               : json_null(),
+                                     "peak_bytes",
+                                     rep->runner_memory_peak ? json_integer((json_int_t)rep->runner_memory_peak)
+                                                             : json_null(),
                                      "oom_kills", rep->runner_memory_kills, "why",
                                      rep->runner_memory_why[0] ? kg_json_text(rep->runner_memory_why)
                                                                : json_null())) == 0;

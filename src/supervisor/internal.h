@@ -113,6 +113,8 @@ typedef struct kg_memcg {
 int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why, size_t why_cap);
 /* How many processes the kernel killed in the group for its limit (0: none, or it cannot say). */
 int kg_memcg_oom_kills(const kg_memcg *cg);
+/* The most memory the group held at once, in bytes (0 when the kernel cannot say: v2 before Linux 5.19). */
+unsigned long long kg_memcg_peak(const kg_memcg *cg);
 /* Removes the group once its processes have ended; a no-op for an empty *cg. */
 void kg_memcg_remove(kg_memcg *cg);
 

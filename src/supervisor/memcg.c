@@ -171,6 +171,16 @@ int kg_memcg_oom_kills(const kg_memcg *cg)
     return p ? atoi(p + strlen("oom_kill ")) : 0;
 }
 
+unsigned long long kg_memcg_peak(const kg_memcg *cg)
+{
+    if (!cg->dir[0])
+        return 0;
+    char buf[64];
+    if (read_file(cg->dir, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", buf, sizeof buf) != 0)
+        return 0;
+    return strtoull(buf, NULL, 10);
+}
+
 void kg_memcg_remove(kg_memcg *cg)
 {
     if (!cg->dir[0])

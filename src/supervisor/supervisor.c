@@ -958,6 +958,7 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     if (st.runner_uid)
         rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
     rep->runner_memory_kills = kg_memcg_oom_kills(&memcg);
+    rep->runner_memory_peak = kg_memcg_peak(&memcg);
     kg_memcg_remove(&memcg);
     /* What the evaluation orphaned and has ended since (its own or an earlier one's) is reaped now, not left a
      * zombie of this process. */

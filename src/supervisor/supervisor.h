@@ -128,6 +128,7 @@ typedef struct kg_child_report {
      * made, runner_memory_why says why, "" when none was asked for), and how many of its processes the kernel
      * killed for it. */
     unsigned long long runner_memory_limit;
+    unsigned long long runner_memory_peak; /* the most the group held at once (0: unknown) */
     int runner_memory_kills;
     char runner_memory_why[200];
 } kg_child_report;

@@ -75,7 +75,9 @@ expect ok correct 'r["process"]["host_memory"]["limit_bytes"] == 32 << 30 or (r[
 if [ "$(jget "$TMP/host_hog.json" 'r["process"]["host_memory"]["limit_bytes"]')" = None ]; then
     expect host_hog correct 'r["process"]["host_memory"]["why"]'
 else
-    expect host_hog runtime_error 'r["process"]["host_memory"] == {"limit_bytes": 2 << 30, "oom_kills": 1, "why": None}
+    expect host_hog runtime_error 'r["process"]["host_memory"]["limit_bytes"] == 2 << 30 and
+        r["process"]["host_memory"]["oom_kills"] == 1 and r["process"]["host_memory"]["why"] is None
+        and (r["process"]["host_memory"]["peak_bytes"] or 2 << 30) >= 1 << 30
         and r["process"]["end"] == "signal" and r["process"]["signal"] == 9 and "host memory" in r["feedback"]
         and "host-memory limit (2 GiB, --runner-memory)" in r["feedback"]'
 fi
@@ -123,7 +125,7 @@ else bad "refusal without Python (exit $rc)" "$(cat "$TMP/err")"; fi
 # --runner-memory 0: no group, nothing to say; a bad value is refused with what it needs.
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --runner-memory 0 --json >"$TMP/nomem.json" 2>"$TMP/err"
 if [ "$(jget "$TMP/nomem.json" 'r["verdict"] + str(r["process"]["host_memory"])')" = \
-    "correct{'limit_bytes': None, 'oom_kills': 0, 'why': None}" ]; then
+    "correct{'limit_bytes': None, 'peak_bytes': None, 'oom_kills': 0, 'why': None}" ]; then
     ok "--runner-memory 0 bounds nothing and says nothing"
 else bad "--runner-memory 0" "$(cat "$TMP/err"; head -c 600 "$TMP/nomem.json")"; fi
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --runner-memory 12K >"$TMP/badmem.out" 2>&1; rc=$?

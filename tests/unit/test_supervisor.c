@@ -221,10 +221,12 @@ static void host_memory_is_bounded_by_the_runners_group(void)
     KG_CHECK(rep.runner_memory_limit == 2ull << 30 && rep.runner_memory_why[0] == '\0');
     KG_CHECK(rep.end == KG_END_SIGNAL && rep.signal == SIGKILL && rep.runner_ended);
     KG_CHECK(rep.runner_memory_kills >= 1);
+    KG_CHECK(rep.runner_memory_peak == 0 || rep.runner_memory_peak >= (3ull << 29)); /* it met the limit */
     KG_CHECK_STR(rep.stage, "tiny_run");
     kg_child_report_free(&rep);
     KG_CHECK(run("ok", &l, &rep) == KG_OK);
     KG_CHECK(rep.end == KG_END_COMPLETED && rep.runner_memory_limit == 2ull << 30 && rep.runner_memory_kills == 0);
+    KG_CHECK(rep.runner_memory_peak < (1ull << 30));
     kg_child_report_free(&rep);
     /* Not asked: no group, nothing said. */
     kg_child_limits none = limits();
