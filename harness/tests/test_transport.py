@@ -132,6 +132,42 @@ def test_tensor_outside_the_shared_memory_is_refused():
         r.recv()
 
 
+def test_tensors_that_overlap_are_refused():
+    """Red team 42: one memfd range named six times had the judge copy it six times (a sparse memfd the runner never
+    wrote: 6.2 GiB of the judge's memory for none of the runner's).  A sender lays its tensors one after the other, so
+    an overlap is a forged layout; adjacent tensors are not one."""
+    a, _b, r = pair()
+    fd = _sealed(4096)
+    spec = {"dtype": "float32", "shape": [64], "offset": 0}
+    _raw(a, {"values": [{"$t": 0}, {"$t": 1}], "_tensors": [spec, dict(spec, offset=192)]}, fd)
+    with pytest.raises(tp.ProtocolError, match="overlap"):
+        r.recv()
+    _raw(a, {"values": [{"$t": 0}, {"$t": 1}], "_tensors": [spec, dict(spec, offset=256)]}, fd)
+    _msg, values = r.recv()
+    assert [v.shape for v in values] == [torch.Size([64]), torch.Size([64])]
+    os.close(fd)
+
+
+def test_an_answer_over_its_bound_is_refused_before_it_is_copied(monkeypatch):
+    """Reader.recv's max_bytes (the judge's bound on a forward's answer: twice the reference output and 1 MiB):
+    AnswerTooLarge, a ReceiveError that carries the message, raised before any tensor is read, the descriptor closed;
+    an answer within its bound comes as always."""
+    a, _b, r = pair()
+    fd = _sealed(8192)
+    spec = {"dtype": "float32", "shape": [1024], "offset": 0}
+    read = []
+    monkeypatch.setattr(tp, "_read_tensors", lambda *x: read.append(1) or [])
+    _raw(a, {"seq": 7, "values": [{"$t": 0}], "_tensors": [spec]}, fd)
+    with pytest.raises(tp.AnswerTooLarge) as exc:
+        r.recv(max_bytes=4095)
+    assert exc.value.msg["seq"] == 7 and exc.value.nbytes == 4096 and not read and not r.fds
+    monkeypatch.undo()
+    _raw(a, {"seq": 8, "values": [{"$t": 0}], "_tensors": [spec]}, fd)
+    msg, values = r.recv(max_bytes=4096)
+    assert msg["seq"] == 8 and values[0].shape == torch.Size([1024])
+    os.close(fd)
+
+
 @pytest.mark.parametrize("bad", [
     {"values": [{"$t": 5}], "_tensors": []},                                          # index out of range
     {"values": [{"$t": 0}], "_tensors": [{"dtype": "object", "shape": [1], "offset": 0}]},  # unknown dtype

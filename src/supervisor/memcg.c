@@ -8,9 +8,9 @@
  * them (red team 40, docs/threat-model.md).  A memory cgroup counts resident and pinned pages alike, on both
  * devices, and when the runner's group is full the kernel kills inside it, only there.
  *
- * Where: a group of its own beneath the cgroup this process is in, "kgym-runner-<pid>": cgroup v1's memory
- * hierarchy (/sys/fs/cgroup/memory/<our path>, memory.limit_in_bytes), or cgroup v2 (/sys/fs/cgroup/<our path>,
- * memory.max) where the memory controller is already enabled for our group's children (v2 lets no group with
+ * Where: a group of its own beneath the cgroup this process is in, "kgym-runner-<kgym's pid>-<runner's pid>-<n>":
+ * cgroup v1's memory hierarchy (/sys/fs/cgroup/memory/<our path>, memory.limit_in_bytes), or cgroup v2
+ * (/sys/fs/cgroup/<our path>, memory.max) where the memory controller is already enabled for our group's children (v2 lets no group with
  * processes of its own enable it, so kgym does not try).  Neither (no hierarchy, not writable, not root): the
  * runner is not bounded, and kg_memcg_enter says why; the evaluation goes on (the result's process.host_memory
  * says so).  The runner is moved in from outside, before it reads its job; its children (Triton's compilers)
@@ -129,12 +129,16 @@ int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why,
         snprintf(why, why_cap, "no cgroup memory controller mounted for this process's group");
         return -1;
     }
-    if (snprintf(cg->dir, sizeof cg->dir, "%s/kgym-runner-%ld", parent, (long)pid) >= (int)sizeof cg->dir) {
+    /* A name no other group has had: kgym's pid, the runner's and a count (a group left behind, or one of another
+     * kgym's, is never taken over with its counters: red team 42). */
+    static _Atomic unsigned long made;
+    if (snprintf(cg->dir, sizeof cg->dir, "%s/kgym-runner-%ld-%ld-%lu", parent, (long)getpid(), (long)pid,
+                 (unsigned long)++made) >= (int)sizeof cg->dir) {
         snprintf(why, why_cap, "cgroup path too long");
         cg->dir[0] = '\0';
         return -1;
     }
-    if (mkdir(cg->dir, 0755) != 0 && errno != EEXIST) {
+    if (mkdir(cg->dir, 0755) != 0) {
         snprintf(why, why_cap, "cannot make %s: %s", cg->dir, strerror(errno));
         cg->dir[0] = '\0';
         return -1;

@@ -957,12 +957,14 @@ int kg_supervisor_run(kg_supervisor *sup, json_t *caller_job, const kg_child_lim
     kg_reaper_untrack(rpid);
     if (st.runner_uid)
         rep->stragglers = uid_processes(st.runner_uid, 0, 1, NULL, 0);
-    rep->runner_memory_kills = kg_memcg_oom_kills(&memcg);
-    rep->runner_memory_peak = kg_memcg_peak(&memcg);
-    kg_memcg_remove(&memcg);
     /* What the evaluation orphaned and has ended since (its own or an earlier one's) is reaped now, not left a
      * zombie of this process. */
     kg_supervisor_reap_orphans();
+    /* The runner's memory group, now that the runner and what it left are reaped: what the kernel killed there and
+     * the most it held, then the group itself. */
+    rep->runner_memory_kills = kg_memcg_oom_kills(&memcg);
+    rep->runner_memory_peak = kg_memcg_peak(&memcg);
+    kg_memcg_remove(&memcg);
     /* Both processes and anything left of the runner's are gone, and their device memory with them: the
      * reservation goes back. */
     kg_arbiter_account_free(st.gpu_account);

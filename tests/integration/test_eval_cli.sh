@@ -47,6 +47,37 @@ pair raise_second_call wrong_one_seed
 # 3 GiB of host memory in forward under a 2 GiB bound (a memory cgroup for the runner: supervisor/memcg.c).
 run host_hog --runner-memory 2G
 wait $hangs
+# Red team 42 (tests/fixtures/redteam42/README.md): answers the judge would copy many times over (expanded views; one
+# sparse memfd's range named six times), and memory a runner holds where its group might not see it.
+R42=tests/fixtures/redteam42
+r42() { # r42 NAME [flags...]: kgym eval of a red team 42 fixture into $TMP/r42_NAME.json
+    n=$1; shift
+    "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$R42/$n.py" --json --runner-memory 1G "$@" \
+        >"$TMP/r42_$n.json" 2>"$TMP/r42_$n.err"
+}
+r42 judge_clone_output & a=$!
+r42 sparse_answer_to_judge --policy "$RT" & b=$!
+wait $a $b
+r42 cgroup_escape_probe --policy "$RT" & a=$!
+r42 tmpfs_fill --policy "$RT" & b=$!
+wait $a $b
+r42 unix_socket_buffers --policy "$RT"
+if [ "$(jget "$TMP/r42_judge_clone_output.json" 'r["verdict"] == "runtime_error" and "OutputTooLarge" in r["feedback"]
+        and r["process"]["end"] == "completed"')" = True ]; then
+    ok "red team 42: an answer far larger than the reference's outputs is refused before the judge copies it"
+else bad "red team 42: judge_clone_output" "$(head -c 1500 "$TMP/r42_judge_clone_output.json")"; fi
+if [ "$(jget "$TMP/r42_sparse_answer_to_judge.json" 'r["verdict"] == "hacked" and
+        [h["type"] for h in r["hacks"]] == ["protocol_forgery"]')" = True ]; then
+    ok "red team 42: a layout naming one memfd range six times is a forged answer"
+else bad "red team 42: sparse_answer_to_judge" "$(head -c 1500 "$TMP/r42_sparse_answer_to_judge.json")"; fi
+for n in cgroup_escape_probe tmpfs_fill unix_socket_buffers; do
+    if [ "$(jget "$TMP/r42_$n.json" 'r["process"]["host_memory"]["limit_bytes"] is None')" = True ]; then
+        ok "red team 42: $n: no memory cgroup here ($(jget "$TMP/r42_$n.json" 'r["process"]["host_memory"]["why"]'))"
+    elif [ "$(jget "$TMP/r42_$n.json" 'r["verdict"] == "runtime_error" and r["process"]["host_memory"]["oom_kills"] >= 1
+            and "host-memory limit" in r["feedback"]')" = True ]; then
+        ok "red team 42: $n is stopped inside the runner's memory group"
+    else bad "red team 42: $n" "$(head -c 1500 "$TMP/r42_$n.json")"; fi
+done
 expect ok correct 'r["reward"] == 1.0 and r["correctness"]["passed_count"] >= 5 and all(
     {"inputs", "reference", "construct", "call", "compare"} <= set(v["spent_ms"]) and all(x >= 0 for x in
     v["spent_ms"].values()) for v in r["correctness"]["variants"])'

@@ -111,6 +111,18 @@ def _ok(reply, out):
     return reply, out
 
 
+# A forward's answer may hold at most this many times its reference output's bytes, plus 1 MiB (RunnerLink.ask): an
+# output of the reference's shapes and dtypes holds exactly as many; a float32 output of a half-precision reference
+# twice as many (judged, and failed, by the comparison).
+_ANSWER_SLACK = 2
+
+
+def _answer_bound(answer_bytes):
+    """The most a runner's answer may hold (transport.Reader.recv's max_bytes): None where the command names no
+    expected size (its answer is bounded by the memfd's size, which RLIMIT_FSIZE bounds, and by no overlap)."""
+    return _ANSWER_SLACK * answer_bytes + (1 << 20) if answer_bytes else None
+
+
 class RunnerLink:
     """The judge's end of the socket to the runner: one command, one answer (runner.py lists them).
     Runtime-guard findings the runner attaches to an answer are added to the judge's findings as the
@@ -192,7 +204,18 @@ class RunnerLink:
             if meanwhile is not None:
                 meanwhile()
             while True:
-                reply, out = self.reader.recv(own_spare=spare)
+                try:
+                    reply, out = self.reader.recv(own_spare=spare, max_bytes=_answer_bound(answer_bytes))
+                except self.tp.AnswerTooLarge as exc:
+                    # More than a forward of the reference's output shapes can hold: the candidate's error, refused
+                    # before the judge copies any of it (red team 42: expanded views and a wrong shape made the judge
+                    # hold 5.5 GiB for an answer the runner paid 0.8 GiB for, outside the runner's memory bound).
+                    reply = {"type": kinds.REPLY_ERROR, "seq": exc.msg.get("seq"), "error": {
+                        "type": "OutputTooLarge", "message": f"the output holds {exc.nbytes} bytes, more than "
+                        f"{_ANSWER_SLACK} times the reference output's {answer_bytes} (plus 1 MiB): its shapes or "
+                        "dtypes are not the reference's"}}
+                    out = None
+                    break
                 if reply.get("type") != kinds.REPLY_COMPILING or reply.get("seq") != self.seq:
                     break
                 # Triton compiles in the runner mid-command (runner.py _install_compile_handback): "begin",
