@@ -279,6 +279,10 @@ char *kg_eval_feedback(const json_t *result, const kg_eval_options *opts)
         else if (!strcmp(cause, "cuda_error"))
             say(&b, "A CUDA error occurred during stage %s (often an illegal memory access in a "
                               "kernel: check masks and offsets).", sname);
+        else if (json_is_object(error) && !strcmp(str(error, "type"), "OutputTooLarge"))
+            /* The judge refused the answer before copying it (judge/child.py _answer_bound): no exception was raised. */
+            say(&b, "ModelNew returned far more data than the reference's outputs hold during stage %s: return "
+                    "exactly the reference's outputs, with their shapes and dtypes.", sname);
         else if (json_is_object(error)) {
             say(&b, "ModelNew raised an exception during stage %s", sname);
             size_t i;

@@ -63,6 +63,7 @@ r42 tmpfs_fill --policy "$RT" & b=$!
 wait $a $b
 r42 unix_socket_buffers --policy "$RT"
 if [ "$(jget "$TMP/r42_judge_clone_output.json" 'r["verdict"] == "runtime_error" and "OutputTooLarge" in r["feedback"]
+        and "returned far more data than the reference" in r["feedback"] and "raised" not in r["feedback"]
         and r["process"]["end"] == "completed"')" = True ]; then
     ok "red team 42: an answer far larger than the reference's outputs is refused before the judge copies it"
 else bad "red team 42: judge_clone_output" "$(head -c 1500 "$TMP/r42_judge_clone_output.json")"; fi
