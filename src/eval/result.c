@@ -883,10 +883,6 @@ static int samples_stats(const json_t *samples, kg_stats *out)
     return ok;
 }
 
-/* How the process was killed, for a stage's detail: by the runner's host-memory limit where its cgroup counted a
- * kill (the kernel's SIGKILL, which says nothing by itself), else by the signal's name. */
-static void killed_by(const kg_child_report *rep, char *buf, size_t cap);
-
 static const char *signal_name(int sig)
 {
     switch (sig) {
@@ -901,6 +897,17 @@ static const char *signal_name(int sig)
     case SIGXFSZ: return "SIGXFSZ (file size limit)";
     default: return "a signal";
     }
+}
+
+/* How the process was killed, for a stage's detail: by the runner's host-memory limit where its cgroup counted a
+ * kill (the kernel's SIGKILL, which says nothing by itself), else by the signal's name. */
+static void killed_by(const kg_child_report *rep, char *buf, size_t cap)
+{
+    if (rep->runner_ended && rep->signal == SIGKILL && rep->runner_memory_kills > 0)
+        snprintf(buf, cap, "the kernel, for holding more than its host-memory limit (%.3g GiB, --runner-memory)",
+                 (double)rep->runner_memory_limit / (double)(1ull << 30));
+    else
+        snprintf(buf, cap, "%s", signal_name(rep->signal));
 }
 
 /* "cuda_error", "out_of_memory" or NULL, from an error object's text. */
@@ -1246,15 +1253,6 @@ static json_t *degenerate_facts(const json_t *messages)
             return NULL; /* memory */
         }
     return out;
-}
-
-static void killed_by(const kg_child_report *rep, char *buf, size_t cap)
-{
-    if (rep->runner_ended && rep->signal == SIGKILL && rep->runner_memory_kills > 0)
-        snprintf(buf, cap, "the kernel, for holding more than its host-memory limit (%.3g GiB, --runner-memory)",
-                 (double)rep->runner_memory_limit / (double)(1ull << 30));
-    else
-        snprintf(buf, cap, "%s", signal_name(rep->signal));
 }
 
 /* The evaluation process ended outside every stage without finishing (stuck in the runner's checks between
