@@ -17,11 +17,15 @@
  * inherit the group.  Pages the judge wrote first (a CPU input block the runner maps) stay the judge's.
  *
  * The group is removed after the runner and its left-overs were reaped (kg_memcg_remove); a removal that fails
- * (a process still in it) leaves an empty group behind, which the next kgym on the machine does not reuse.
+ * (a process still in it) leaves the group behind, never reused (names are kgym's pid, the runner's and a count).
+ * Groups of a kgym that was killed before it removed them are removed by the next kgym's first group
+ * (sweep_dead_kgyms).
  */
 #include "supervisor/internal.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,40 +34,48 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Writes `text` to dir/name; 0, or -1 with errno. */
+/* dir/name into path (cap bytes); 0, or -1 (ENAMETOOLONG) when it does not fit. */
+static int path_of(char *path, size_t cap, const char *dir, const char *name)
+{
+    if (snprintf(path, cap, "%s/%s", dir, name) < (int)cap)
+        return 0;
+    errno = ENAMETOOLONG;
+    return -1;
+}
+
+/* Writes `text` to the existing control file dir/name (never created: a name the kernel does not know is an
+ * error); 0, or -1 with errno. */
 static int write_file(const char *dir, const char *name, const char *text)
 {
-    char path[600];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
-        errno = ENAMETOOLONG;
+    char path[700];
+    if (path_of(path, sizeof path, dir, name) != 0)
         return -1;
-    }
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
-    size_t len = strlen(text);
-    ssize_t n = write(fd, text, len);
+    int rc = kg_fd_write_all(fd, text, strlen(text));
     int saved = errno;
     close(fd);
     errno = saved;
-    return n == (ssize_t)len ? 0 : -1;
+    return rc;
 }
 
-/* Reads dir/name into buf (NUL-terminated); 0, or -1. */
-static int read_file(const char *dir, const char *name, char *buf, size_t cap)
+/* The text of the control file dir/name (malloc'd, NUL-terminated; the caller frees it), or NULL. */
+static char *read_file(const char *dir, const char *name)
 {
-    char path[600];
-    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
-        return -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
+    char path[700];
+    char *data = NULL;
+    kg_error err;
+    if (path_of(path, sizeof path, dir, name) != 0 || kg_file_read(path, 1 << 16, &data, NULL, &err) != KG_OK)
+        return NULL;
+    return data;
+}
+
+/* Whether the control file dir/name exists. */
+static int has(const char *dir, const char *name)
+{
+    char path[700];
+    return path_of(path, sizeof path, dir, name) == 0 && kg_file_exists(path);
 }
 
 /* This process's group in the v1 memory hierarchy ("/path") or v2's, from /proc/self/cgroup; 0, or -1. */
@@ -95,12 +107,29 @@ static int own_group(char *v1, size_t v1_cap, char *v2, size_t v2_cap)
     return 0;
 }
 
-/* Whether dir/name exists. */
-static int has(const char *dir, const char *name)
+/* Groups a kgym that is gone left in `parent` (killed before it could remove them: a worker the service's fault
+ * tests kill, a crash): removed where empty, once a process (on its first group), so that they do not pile up run
+ * after run.  A live kgym's groups, and any group a process is still in, are left alone (rmdir refuses them). */
+static void sweep_dead_kgyms(const char *parent)
 {
-    char path[600];
-    struct stat st;
-    return snprintf(path, sizeof path, "%s/%s", dir, name) < (int)sizeof path && stat(path, &st) == 0;
+    static _Atomic int swept;
+    if (swept++)
+        return;
+    DIR *d = opendir(parent);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long owner;
+        if (sscanf(e->d_name, "kgym-runner-%ld-", &owner) != 1 || owner <= 0 || owner == (long)getpid())
+            continue;
+        if (kill((pid_t)owner, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[700];
+        if (path_of(path, sizeof path, parent, e->d_name) == 0)
+            (void)rmdir(path);
+    }
+    closedir(d);
 }
 
 int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why, size_t why_cap)
@@ -115,12 +144,14 @@ int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why,
     if (v1[0] && snprintf(parent, sizeof parent, "/sys/fs/cgroup/memory%s", strcmp(v1, "/") ? v1 : "") <
                      (int)sizeof parent &&
         has(parent, "memory.limit_in_bytes")) {
-        is_v2 = 0;
+        /* v1 */
     } else if (v2[0] && snprintf(parent, sizeof parent, "/sys/fs/cgroup%s", strcmp(v2, "/") ? v2 : "") <
                             (int)sizeof parent &&
                has(parent, "cgroup.subtree_control")) {
-        char ctl[256];
-        if (read_file(parent, "cgroup.subtree_control", ctl, sizeof ctl) != 0 || !strstr(ctl, "memory")) {
+        char *ctl = read_file(parent, "cgroup.subtree_control");
+        int delegated = ctl && strstr(ctl, "memory");
+        free(ctl);
+        if (!delegated) {
             snprintf(why, why_cap, "cgroup v2 without the memory controller for %s's children", parent);
             return -1;
         }
@@ -129,6 +160,7 @@ int kg_memcg_enter(kg_memcg *cg, pid_t pid, unsigned long long bytes, char *why,
         snprintf(why, why_cap, "no cgroup memory controller mounted for this process's group");
         return -1;
     }
+    sweep_dead_kgyms(parent);
     /* A name no other group has had: kgym's pid, the runner's and a count (a group left behind, or one of another
      * kgym's, is never taken over with its counters: red team 42). */
     static _Atomic unsigned long made;
@@ -168,21 +200,21 @@ int kg_memcg_oom_kills(const kg_memcg *cg)
 {
     if (!cg->dir[0])
         return 0;
-    char buf[1024];
-    if (read_file(cg->dir, cg->v2 ? "memory.events" : "memory.oom_control", buf, sizeof buf) != 0)
-        return 0;
-    const char *p = strstr(buf, "oom_kill ");
-    return p ? atoi(p + strlen("oom_kill ")) : 0;
+    char *text = read_file(cg->dir, cg->v2 ? "memory.events" : "memory.oom_control");
+    const char *p = text ? strstr(text, "oom_kill ") : NULL;
+    int kills = p ? atoi(p + strlen("oom_kill ")) : 0;
+    free(text);
+    return kills;
 }
 
 unsigned long long kg_memcg_peak(const kg_memcg *cg)
 {
     if (!cg->dir[0])
         return 0;
-    char buf[64];
-    if (read_file(cg->dir, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes", buf, sizeof buf) != 0)
-        return 0;
-    return strtoull(buf, NULL, 10);
+    char *text = read_file(cg->dir, cg->v2 ? "memory.peak" : "memory.max_usage_in_bytes");
+    unsigned long long peak = text ? strtoull(text, NULL, 10) : 0;
+    free(text);
+    return peak;
 }
 
 void kg_memcg_remove(kg_memcg *cg)

@@ -154,6 +154,19 @@ if [ $rc -eq 0 ] && [ "$(jget "$TMP/refusal2.json" 'r["verdict"]')" = "invalid" 
     ok "a reply without code is answered without starting Python"
 else bad "refusal without Python (exit $rc)" "$(cat "$TMP/err")"; fi
 
+# Groups a killed kgym left behind (its pid gone) are removed by the next kgym's first group; a live kgym's stay.
+CG=$(sed -n 's/^[0-9]*:[^:]*memory[^:]*:\(.*\)$/\1/p' /proc/self/cgroup | head -1)
+CGD=/sys/fs/cgroup/memory${CG%/}
+if [ -n "$CG" ] && [ -w "$CGD" ] && mkdir "$CGD/kgym-runner-999999999-1-1" "$CGD/kgym-runner-$$-1-1" 2>/dev/null; then
+    "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --json >"$TMP/sweep.json" 2>"$TMP/err"
+    if [ ! -d "$CGD/kgym-runner-999999999-1-1" ] && [ -d "$CGD/kgym-runner-$$-1-1" ]; then
+        ok "a dead kgym's empty memory groups are swept, a live one's kept"
+    else bad "memory group sweep" "$(ls "$CGD" | grep kgym-runner)"; fi
+    rmdir "$CGD/kgym-runner-999999999-1-1" "$CGD/kgym-runner-$$-1-1" 2>/dev/null
+else
+    ok "memory group sweep: no writable cgroup v1 memory hierarchy here (nothing to sweep)"
+fi
+
 # --runner-memory 0: no group, nothing to say; a bad value is refused with what it needs.
 "$KGYM" eval --device "$DEVICE" --task "$T" --kernel "$C/ok.py" --runner-memory 0 --json >"$TMP/nomem.json" 2>"$TMP/err"
 if [ "$(jget "$TMP/nomem.json" 'r["verdict"] + str(r["process"]["host_memory"])')" = \
